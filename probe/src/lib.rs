@@ -1,0 +1,15 @@
+//! Read-only facts about a GPU + NIC data-acquisition host.
+//!
+//! Everything here reads through a [`Host`] (the live machine or a host root directory) and
+//! never writes. Parsers take text or bytes so that tests can feed captured kernel output;
+//! the `read_*` functions only fetch that text and hand it to the parsers.
+
+pub mod cmdline;
+pub mod cpu;
+pub mod cpulist;
+pub mod host;
+pub mod mem;
+pub mod system;
+
+pub use cpulist::CpuSet;
+pub use host::{Host, ReadError, ReadResult};

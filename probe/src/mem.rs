@@ -1,0 +1,317 @@
+//! Memory: hugepage pools (global and per NUMA node), hugetlbfs mounts, /proc/meminfo, NUMA nodes.
+
+use crate::cpulist::{parse_cpulist, CpuSet};
+use crate::host::Host;
+
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct HugePool {
+    pub size_kb: u64,
+    pub total: u64,
+    pub free: u64,
+    pub reserved: Option<u64>,
+    pub surplus: Option<u64>,
+}
+
+impl HugePool {
+    pub fn in_use(&self) -> u64 {
+        self.total.saturating_sub(self.free)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct NodePool {
+    pub node: u32,
+    pub size_kb: u64,
+    pub total: u64,
+    pub free: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Mount {
+    pub source: String,
+    pub target: String,
+    pub fstype: String,
+    pub options: Vec<String>,
+}
+
+impl Mount {
+    pub fn option(&self, key: &str) -> Option<&str> {
+        self.options.iter().find_map(|o| match o.split_once('=') {
+            Some((k, v)) if k == key => Some(v),
+            _ => None,
+        })
+    }
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct NumaNode {
+    pub id: u32,
+    pub cpus: CpuSet,
+    pub mem_total_kb: Option<u64>,
+    pub mem_free_kb: Option<u64>,
+}
+
+/// Parse `hugepages-1048576kB` into 1048576.
+pub fn parse_pool_dir(name: &str) -> Option<u64> {
+    name.strip_prefix("hugepages-")?.strip_suffix("kB")?.parse().ok()
+}
+
+/// Parse a hugetlbfs `pagesize=` option (`1G`, `2M`, `1024M`, `2048k`) into kB.
+pub fn parse_size_kb(s: &str) -> Option<u64> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: u64 = num.parse().ok()?;
+    let mult = match unit.to_ascii_lowercase().as_str() {
+        "" | "b" => return Some(n / 1024),
+        "k" | "kb" | "kib" => 1,
+        "m" | "mb" | "mib" => 1024,
+        "g" | "gb" | "gib" => 1024 * 1024,
+        "t" | "tb" | "tib" => 1024 * 1024 * 1024,
+        _ => return None,
+    };
+    n.checked_mul(mult)
+}
+
+/// Human form of a page size in kB: 2048 -> "2M", 1048576 -> "1G".
+pub fn format_size_kb(kb: u64) -> String {
+    if kb >= 1024 * 1024 && kb % (1024 * 1024) == 0 {
+        format!("{}G", kb / (1024 * 1024))
+    } else if kb >= 1024 && kb % 1024 == 0 {
+        format!("{}M", kb / 1024)
+    } else {
+        format!("{kb}K")
+    }
+}
+
+/// Undo the octal escapes /proc/mounts uses for space, tab, newline and backslash.
+fn unescape_mount(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\' && i + 3 < b.len() {
+            let oct = &b[i + 1..i + 4];
+            if oct.iter().all(|c| (b'0'..=b'3').contains(&oct[0]) && (b'0'..=b'7').contains(c)) {
+                out.push((oct[0] - b'0') * 64 + (oct[1] - b'0') * 8 + (oct[2] - b'0'));
+                i += 4;
+                continue;
+            }
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Parse /proc/mounts (or /proc/self/mounts). Malformed lines are skipped.
+pub fn parse_mounts(text: &str) -> Vec<Mount> {
+    text.lines()
+        .filter_map(|l| {
+            let mut it = l.split_whitespace();
+            let source = unescape_mount(it.next()?);
+            let target = unescape_mount(it.next()?);
+            let fstype = it.next()?.to_string();
+            let options = it
+                .next()
+                .map(|o| o.split(',').map(String::from).collect())
+                .unwrap_or_default();
+            Some(Mount {
+                source,
+                target,
+                fstype,
+                options,
+            })
+        })
+        .collect()
+}
+
+/// Parse /proc/meminfo (and node meminfo, whose lines start with `Node N `) into (key, kB or count).
+pub fn parse_meminfo(text: &str) -> Vec<(String, u64)> {
+    text.lines()
+        .filter_map(|l| {
+            let l = match l.strip_prefix("Node ") {
+                Some(rest) => rest.split_once(' ').map(|(_, r)| r)?.trim_start(),
+                None => l,
+            };
+            let (k, v) = l.split_once(':')?;
+            let v = v.split_whitespace().next()?.parse().ok()?;
+            Some((k.trim().to_string(), v))
+        })
+        .collect()
+}
+
+pub fn meminfo_get(mi: &[(String, u64)], key: &str) -> Option<u64> {
+    mi.iter().find(|(k, _)| k == key).map(|(_, v)| *v)
+}
+
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct MemFacts {
+    pub pools: Vec<HugePool>,
+    pub node_pools: Vec<NodePool>,
+    pub mounts: Vec<Mount>,
+    pub mounts_error: Option<String>,
+    pub pools_error: Option<String>,
+    pub mem_total_kb: Option<u64>,
+    pub mem_available_kb: Option<u64>,
+    pub default_hugepage_kb: Option<u64>,
+    pub nodes: Vec<NumaNode>,
+}
+
+impl MemFacts {
+    pub fn pool(&self, size_kb: u64) -> Option<&HugePool> {
+        self.pools.iter().find(|p| p.size_kb == size_kb)
+    }
+    pub fn hugetlbfs_mounts(&self) -> impl Iterator<Item = &Mount> {
+        self.mounts.iter().filter(|m| m.fstype == "hugetlbfs")
+    }
+    /// Page size of a hugetlbfs mount; without `pagesize=` it is the default size.
+    pub fn mount_page_kb(&self, m: &Mount) -> Option<u64> {
+        m.option("pagesize")
+            .and_then(parse_size_kb)
+            .or(self.default_hugepage_kb)
+    }
+}
+
+fn read_pool(host: &Host, dir: &str, size_kb: u64) -> Option<HugePool> {
+    let total = host.read_parsed(&format!("{dir}/nr_hugepages"))?;
+    let free = host.read_parsed(&format!("{dir}/free_hugepages")).unwrap_or(0);
+    Some(HugePool {
+        size_kb,
+        total,
+        free,
+        reserved: host.read_parsed(&format!("{dir}/resv_hugepages")),
+        surplus: host.read_parsed(&format!("{dir}/surplus_hugepages")),
+    })
+}
+
+pub fn read_numa_nodes(host: &Host) -> Vec<NumaNode> {
+    let base = "/sys/devices/system/node";
+    let Ok(names) = host.read_dir(base) else {
+        return Vec::new();
+    };
+    let mut nodes: Vec<NumaNode> = names
+        .iter()
+        .filter_map(|n| n.strip_prefix("node")?.parse::<u32>().ok())
+        .map(|id| {
+            let cpus = host
+                .read_attr(&format!("{base}/node{id}/cpulist"))
+                .ok()
+                .and_then(|s| parse_cpulist(&s, None).ok())
+                .unwrap_or_default();
+            let mi = host
+                .read_string(&format!("{base}/node{id}/meminfo"))
+                .map(|s| parse_meminfo(&s))
+                .unwrap_or_default();
+            NumaNode {
+                id,
+                cpus,
+                mem_total_kb: meminfo_get(&mi, "MemTotal"),
+                mem_free_kb: meminfo_get(&mi, "MemFree"),
+            }
+        })
+        .collect();
+    nodes.sort_by_key(|n| n.id);
+    nodes
+}
+
+pub fn read_mem(host: &Host) -> MemFacts {
+    let mut f = MemFacts::default();
+    match host.read_dir("/sys/kernel/mm/hugepages") {
+        Ok(names) => {
+            for n in names {
+                if let Some(kb) = parse_pool_dir(&n) {
+                    if let Some(p) = read_pool(host, &format!("/sys/kernel/mm/hugepages/{n}"), kb) {
+                        f.pools.push(p);
+                    }
+                }
+            }
+            f.pools.sort_by_key(|p| p.size_kb);
+        }
+        Err(e) => f.pools_error = Some(e.to_string()),
+    }
+    f.nodes = read_numa_nodes(host);
+    for node in &f.nodes {
+        let dir = format!("/sys/devices/system/node/node{}/hugepages", node.id);
+        for n in host.read_dir(&dir).unwrap_or_default() {
+            if let Some(kb) = parse_pool_dir(&n) {
+                if let Some(p) = read_pool(host, &format!("{dir}/{n}"), kb) {
+                    f.node_pools.push(NodePool {
+                        node: node.id,
+                        size_kb: kb,
+                        total: p.total,
+                        free: p.free,
+                    });
+                }
+            }
+        }
+    }
+    match host.read_string("/proc/mounts") {
+        Ok(t) => f.mounts = parse_mounts(&t),
+        Err(e) => f.mounts_error = Some(e.to_string()),
+    }
+    if let Ok(t) = host.read_string("/proc/meminfo") {
+        let mi = parse_meminfo(&t);
+        f.mem_total_kb = meminfo_get(&mi, "MemTotal");
+        f.mem_available_kb = meminfo_get(&mi, "MemAvailable");
+        f.default_hugepage_kb = meminfo_get(&mi, "Hugepagesize");
+    }
+    f
+}
+
+/// Files that DPDK leaves in a hugetlbfs mount when a process dies (`rtemap_N`, `*map_*`).
+pub fn leftover_map_files(host: &Host, mount_target: &str) -> Vec<String> {
+    host.read_dir(mount_target)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|n| n.contains("map_"))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn mounts() {
+        let m = parse_mounts(
+            "hugetlbfs /dev/hugepages hugetlbfs rw,relatime,pagesize=2M 0 0\n\
+             none /mnt/huge\\040x hugetlbfs rw,relatime,pagesize=1024M 0 0\n\
+             garbage\n",
+        );
+        assert_eq!(m.len(), 2);
+        assert_eq!(m[1].target, "/mnt/huge x");
+        assert_eq!(m[1].option("pagesize"), Some("1024M"));
+        assert_eq!(parse_size_kb("1024M"), Some(1048576));
+        assert_eq!(parse_size_kb("1G"), Some(1048576));
+        assert_eq!(parse_size_kb("2048k"), Some(2048));
+        assert_eq!(parse_size_kb("x"), None);
+    }
+
+    #[test]
+    fn meminfo() {
+        let mi = parse_meminfo("MemTotal:       16000000 kB\nHugePages_Total:       4\nHugepagesize:    1048576 kB\n(null)\n");
+        assert_eq!(meminfo_get(&mi, "MemTotal"), Some(16000000));
+        assert_eq!(meminfo_get(&mi, "HugePages_Total"), Some(4));
+        let node = parse_meminfo("Node 0 MemTotal:       32 kB\nNode 0 MemFree: 16 kB\n");
+        assert_eq!(meminfo_get(&node, "MemFree"), Some(16));
+    }
+
+    #[test]
+    fn pool_names() {
+        assert_eq!(parse_pool_dir("hugepages-1048576kB"), Some(1048576));
+        assert_eq!(parse_pool_dir("hugepages-xkB"), None);
+        assert_eq!(format_size_kb(2048), "2M");
+        assert_eq!(format_size_kb(1048576), "1G");
+    }
+
+    proptest! {
+        #[test]
+        fn parsers_never_panic(s in "\\PC{0,120}") {
+            let _ = parse_mounts(&s);
+            let _ = parse_meminfo(&s);
+            let _ = parse_size_kb(&s);
+        }
+    }
+}

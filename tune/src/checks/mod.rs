@@ -1,0 +1,201 @@
+//! The check catalogue: one [`CheckDef`] per stable id, evaluated against a [`Context`].
+//!
+//! Checks are data: the CLI's `check ID`, `explain ID`, the docs and the profile validator all
+//! read [`CHECKS`]. Each check's documentation lives in `docs/checks/<id>.md` and is embedded
+//! here so `daqtune explain ID` prints the same page the manual has.
+
+use crate::profile::{CoreSpec, LoadedProfile};
+use crate::verdict::{Area, Status, Verdict};
+use daqtune_probe::cmdline::{parse_cmdline, Cmdline};
+use daqtune_probe::cpu::{read_cpus, CpuFacts};
+use daqtune_probe::mem::{read_mem, MemFacts};
+use daqtune_probe::system::{read_platform, running_processes, Modules, PlatformFacts};
+use daqtune_probe::{CpuSet, Host};
+use std::cell::OnceCell;
+
+pub mod cmdline;
+pub mod cpu;
+pub mod memory;
+pub mod platform;
+pub mod sysctl;
+
+pub struct CheckDef {
+    pub id: &'static str,
+    pub area: Area,
+    pub title: &'static str,
+    /// tune_system.py's `--check` names that map here.
+    pub aliases: &'static [&'static str],
+    /// The page printed by `daqtune explain`.
+    pub doc: &'static str,
+    /// Whether a non-root run may see less than the check needs.
+    pub needs_root: bool,
+    pub run: fn(&Context) -> Vec<Verdict>,
+}
+
+/// Every check, in report order.
+pub static CHECKS: &[CheckDef] = &[
+    platform::PLATFORM,
+    cpu::GOVERNOR,
+    cpu::IDLE,
+    cmdline::CMDLINE,
+    memory::HUGEPAGES,
+    memory::NUMA,
+    sysctl::NET_SYSCTL,
+];
+
+pub fn find(id_or_alias: &str) -> Option<&'static CheckDef> {
+    CHECKS
+        .iter()
+        .find(|c| c.id == id_or_alias)
+        .or_else(|| CHECKS.iter().find(|c| c.aliases.contains(&id_or_alias)))
+}
+
+/// Everything a check may look at: the host, the profile and lazily gathered facts, so that
+/// checks sharing a source (the PCI tree, the CPU list) read it once per run.
+pub struct Context<'a> {
+    pub host: &'a Host,
+    pub profile: &'a LoadedProfile,
+    /// Whether reads have root's view (config space beyond 64 bytes, some procfs files).
+    pub privileged: bool,
+    cpu: OnceCell<Result<CpuFacts, String>>,
+    mem: OnceCell<MemFacts>,
+    cmdline: OnceCell<Result<Cmdline, String>>,
+    platform: OnceCell<PlatformFacts>,
+    modules: OnceCell<Modules>,
+    procs: OnceCell<Vec<String>>,
+}
+
+impl<'a> Context<'a> {
+    pub fn new(host: &'a Host, profile: &'a LoadedProfile) -> Self {
+        // A recorded root holds whatever its capture could read; only the live host has a
+        // permission boundary.
+        // SAFETY-free: geteuid has no preconditions, called through libc's safe-to-call wrapper.
+        let privileged = !host.is_live() || unsafe_free_euid() == 0;
+        Context {
+            host,
+            profile,
+            privileged,
+            cpu: OnceCell::new(),
+            mem: OnceCell::new(),
+            cmdline: OnceCell::new(),
+            platform: OnceCell::new(),
+            modules: OnceCell::new(),
+            procs: OnceCell::new(),
+        }
+    }
+
+    pub fn cpus(&self) -> Result<&CpuFacts, &str> {
+        self.cpu
+            .get_or_init(|| read_cpus(self.host).map_err(|e| e.to_string()))
+            .as_ref()
+            .map_err(|e| e.as_str())
+    }
+
+    pub fn mem(&self) -> &MemFacts {
+        self.mem.get_or_init(|| read_mem(self.host))
+    }
+
+    pub fn cmdline(&self) -> Result<&Cmdline, &str> {
+        self.cmdline
+            .get_or_init(|| {
+                self.host
+                    .read_string("/proc/cmdline")
+                    .map(|t| parse_cmdline(&t))
+                    .map_err(|e| e.to_string())
+            })
+            .as_ref()
+            .map_err(|e| e.as_str())
+    }
+
+    pub fn platform(&self) -> &PlatformFacts {
+        self.platform.get_or_init(|| read_platform(self.host))
+    }
+
+    pub fn modules(&self) -> &Modules {
+        self.modules.get_or_init(|| Modules::read(self.host))
+    }
+
+    pub fn processes(&self) -> &[String] {
+        self.procs.get_or_init(|| running_processes(self.host))
+    }
+
+    /// The data cores the profile asks for, resolved on this host. `Err` explains why a rule
+    /// could not be resolved.
+    pub fn data_cores(&self) -> Result<Option<CpuSet>, String> {
+        match &self.profile.profile.cpu.isolated {
+            None => Ok(None),
+            Some(CoreSpec::List(_)) => Ok(self.profile.isolated_list()),
+            Some(CoreSpec::Rule(rule)) => {
+                let cpus = self.cpus().map_err(|e| e.to_string())?;
+                crate::cores::resolve_rule(rule, cpus, &self.mem().nodes, self.nic_numa_node())
+                    .map(Some)
+            }
+        }
+    }
+
+    /// The NUMA node of the data-path NIC, when one is known. Filled by the PCI probe.
+    pub fn nic_numa_node(&self) -> Option<u32> {
+        None
+    }
+
+    /// A verdict for a check the profile declares `n/a`, if it does.
+    pub fn not_applicable(&self, id: &str) -> Option<Verdict> {
+        self.profile
+            .profile
+            .not_applicable
+            .get(id)
+            .map(|reason| Verdict::na(id, "host", reason.clone()))
+    }
+}
+
+fn unsafe_free_euid() -> u32 {
+    // SAFETY: geteuid(2) cannot fail and touches no memory of ours.
+    unsafe { libc::geteuid() }
+}
+
+/// Options for one evaluation.
+#[derive(Debug, Clone, Default)]
+pub struct RunOptions {
+    /// Only these ids (empty = all).
+    pub only: Vec<String>,
+}
+
+/// Evaluate the selected checks. A check that panics is reported as `error` and the run goes on.
+pub fn run_checks(ctx: &Context, opts: &RunOptions) -> Vec<Verdict> {
+    let mut out = Vec::new();
+    for def in CHECKS {
+        if !opts.only.is_empty() && !opts.only.iter().any(|o| o == def.id) {
+            continue;
+        }
+        if let Some(v) = ctx.not_applicable(def.id) {
+            out.push(v);
+            continue;
+        }
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (def.run)(ctx)));
+        match result {
+            Ok(mut vs) => {
+                if vs.is_empty() {
+                    vs.push(Verdict::error(def.id, "host", "the check produced no verdict"));
+                }
+                if !ctx.privileged && def.needs_root {
+                    for v in &mut vs {
+                        if v.status == Status::Skip && !v.message.contains("root") {
+                            v.message.push_str(" (run as root to see more)");
+                        }
+                    }
+                }
+                out.extend(vs);
+            }
+            Err(p) => {
+                let msg = p
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| p.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "unknown panic".into());
+                out.push(Verdict::error(def.id, "host", format!("internal error: {msg}")));
+            }
+        }
+    }
+    crate::gate::apply_waivers(&ctx.profile.profile, &mut out, crate::profile::today());
+    out
+}

@@ -1,0 +1,773 @@
+//! Platform profiles: YAML files in `platforms/` (embedded) or given with `--profile FILE`.
+//!
+//! Each file is deserialized on its own into [`Profile`] with `deny_unknown_fields`, so a typo
+//! or a wrong type is reported with the file's line and column. `extends:` chains are merged
+//! as YAML mappings (the child's keys win, recursively) and the merged document is read again.
+//! Semantic rules (an impossible MTU, isolated CPUs overlapping irqaffinity) are checked after
+//! the merge and located in the file that set the offending key.
+
+use daqtune_probe::cpulist::{parse_cpulist, CpuSet};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// The built-in profiles, embedded at build time.
+pub const BUILTIN: &[(&str, &str)] = &[
+    ("generic-dgpu", include_str!("../../platforms/generic-dgpu.yaml")),
+    ("igx-orin", include_str!("../../platforms/igx-orin.yaml")),
+    ("dgx-spark", include_str!("../../platforms/dgx-spark.yaml")),
+];
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Profile {
+    pub name: String,
+    pub description: String,
+    pub extends: Option<String>,
+    #[serde(rename = "match")]
+    pub matches: MatchRules,
+    pub cpu: CpuProfile,
+    pub hugepages: HugepageProfile,
+    pub pcie: PcieProfile,
+    pub nic: NicProfile,
+    pub gpu: GpuProfile,
+    pub sysctl: SysctlProfile,
+    pub selftest: SelftestProfile,
+    pub persist: PersistProfile,
+    /// Checks that do not apply here, with the reason shown as `n/a`.
+    pub not_applicable: BTreeMap<String, String>,
+    /// Checks that must end in pass/warn for a qualification gate (skip/error fail it).
+    pub required: Vec<String>,
+    pub waivers: Vec<Waiver>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MatchRules {
+    /// Glob patterns (`*` and `?`) on /sys/class/dmi/id/product_name.
+    pub dmi_product: Vec<String>,
+    /// Glob patterns on the device-tree model.
+    pub dt_model: Vec<String>,
+    /// Glob patterns on GPU names (NVML), for platforms only recognisable by their GPU.
+    pub gpu_name: Vec<String>,
+}
+
+/// Which cores carry the data path: an explicit list, or a rule resolved on the host.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum CoreSpec {
+    List(String),
+    Rule(CoreRule),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CoreRule {
+    pub rule: CoreRuleKind,
+    pub count: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CoreRuleKind {
+    /// The highest-numbered cores of the NIC's NUMA node (CPU 0 never).
+    NicLocal,
+    /// The highest-numbered cores of the host.
+    Highest,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CpuProfile {
+    pub governor: String,
+    /// Cores isolated for the data path (isolcpus, nohz_full, rcu_nocbs).
+    pub isolated: Option<CoreSpec>,
+    /// irqaffinity=; `None` = the complement of the isolated set.
+    pub irqaffinity: Option<String>,
+    pub rcu_nocb_poll: bool,
+    pub nohz_full: bool,
+    pub rcu_nocbs: bool,
+    /// Deepest idle-state exit latency (µs) tolerated on data cores.
+    pub max_idle_latency_us: u64,
+}
+
+impl Default for CpuProfile {
+    fn default() -> Self {
+        CpuProfile {
+            governor: "performance".into(),
+            isolated: None,
+            irqaffinity: None,
+            rcu_nocb_poll: true,
+            nohz_full: true,
+            rcu_nocbs: true,
+            max_idle_latency_us: 10,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HugepageProfile {
+    /// Page size (`1G`, `2M`).
+    pub size: String,
+    pub count: u64,
+    /// hugetlbfs mount point for that size (`None`: any mount of the size will do).
+    pub mount: Option<String>,
+    /// Set default_hugepagesz= on the kernel command line too.
+    pub default_size: bool,
+}
+
+impl Default for HugepageProfile {
+    fn default() -> Self {
+        HugepageProfile {
+            size: "1G".into(),
+            count: 4,
+            mount: Some("/mnt/huge".into()),
+            default_size: true,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PcieProfile {
+    pub mrrs: u32,
+    /// Topology classes that pass (`PIX`, `PXB`, ...).
+    pub topology_pass: Vec<String>,
+    /// Topology classes that fail (the others warn).
+    pub topology_fail: Vec<String>,
+    pub allow_acs: bool,
+}
+
+impl Default for PcieProfile {
+    fn default() -> Self {
+        PcieProfile {
+            mrrs: 4096,
+            topology_pass: vec!["PIX".into(), "PXB".into()],
+            topology_fail: vec![],
+            allow_acs: false,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct NicProfile {
+    pub mtu: u32,
+    pub link_layer: String,
+    /// Interfaces of the data path; empty = every ConnectX port.
+    pub interfaces: Vec<String>,
+    /// DGX Spark: CX-7 PFs vanish without a cable, so a missing PF is a cabling problem.
+    pub cable_preflight: bool,
+    /// Number of ConnectX physical functions the platform has (Spark: 4).
+    pub expected_pfs: Option<u32>,
+}
+
+impl Default for NicProfile {
+    fn default() -> Self {
+        NicProfile {
+            mtu: 9000,
+            link_layer: "ethernet".into(),
+            interfaces: vec![],
+            cable_preflight: false,
+            expected_pfs: None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct GpuProfile {
+    /// Lock the SM clock at its maximum.
+    pub lock_sm_clock: bool,
+    /// Lock the memory clock at its maximum (GB10 has no memory clock domain).
+    pub lock_memory_clock: bool,
+    pub persistence: bool,
+    pub bar1_min_mib: u64,
+    pub bar1_recommended_mib: Option<u64>,
+    /// GPUDirect paths the data-path backends may use: `peermem`, `dmabuf`.
+    pub gpudirect_paths: Vec<String>,
+}
+
+impl Default for GpuProfile {
+    fn default() -> Self {
+        GpuProfile {
+            lock_sm_clock: true,
+            lock_memory_clock: true,
+            persistence: true,
+            bar1_min_mib: 1024,
+            bar1_recommended_mib: None,
+            gpudirect_paths: vec!["peermem".into()],
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SysctlProfile {
+    /// Judge socket-path buffers (seed 003); off by default since DPDK/RDMA bypass them.
+    pub enabled: bool,
+    /// Minimum values by dotted sysctl name; triples (tcp_rmem) compare field by field.
+    pub values: BTreeMap<String, String>,
+}
+
+impl Default for SysctlProfile {
+    fn default() -> Self {
+        let mut values = BTreeMap::new();
+        for (k, v) in [
+            ("net.core.rmem_max", "268435456"),
+            ("net.core.wmem_max", "268435456"),
+            ("net.core.optmem_max", "65536"),
+            ("net.ipv4.tcp_rmem", "4096 87380 268435456"),
+            ("net.ipv4.tcp_wmem", "4096 65536 268435456"),
+            ("net.core.netdev_max_backlog", "250000"),
+        ] {
+            values.insert(k.into(), v.into());
+        }
+        SysctlProfile {
+            enabled: false,
+            values,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SelftestProfile {
+    /// Message size for socket/DPDK payloads (8 KB is DAQIRI's best case).
+    pub message_size: u32,
+    /// UDP loss tolerated at the paced rate, in percent.
+    pub max_udp_loss_pct: f64,
+    /// Minimum TCP rate over a veth pair, Gb/s (0 = integrity only).
+    pub min_tcp_gbps: f64,
+    /// UDP pacing as a fraction of what the path carries.
+    pub udp_rate_gbps: f64,
+    /// Reference rates from seed 002 by engine and mode (`rdma.send: 97.6`).
+    pub reference_gbps: BTreeMap<String, f64>,
+}
+
+impl Default for SelftestProfile {
+    fn default() -> Self {
+        SelftestProfile {
+            message_size: 8192,
+            max_udp_loss_pct: 0.1,
+            min_tcp_gbps: 0.0,
+            udp_rate_gbps: 1.0,
+            reference_gbps: BTreeMap::new(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PersistProfile {
+    pub grub_dropin: String,
+    /// `auto`, `netplan`, `networkmanager`, `networkd`.
+    pub network: String,
+    /// NetworkManager connection-name prefix (the seed's `daqiri` on Spark).
+    pub nm_prefix: String,
+}
+
+impl Default for PersistProfile {
+    fn default() -> Self {
+        PersistProfile {
+            grub_dropin: "/etc/default/grub.d/99-daqtune.cfg".into(),
+            network: "auto".into(),
+            nm_prefix: "daqtune".into(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Waiver {
+    pub check: String,
+    /// Only verdicts whose subject contains this text (all subjects when absent).
+    #[serde(default)]
+    pub subject: Option<String>,
+    /// ISO date (YYYY-MM-DD); the waiver stops applying after it.
+    pub until: String,
+    pub reason: String,
+}
+
+/// A profile document could not be used. Rendered as `file:line:column: message`.
+#[derive(Debug, thiserror::Error)]
+#[error("{file}:{line}:{column}: {message}")]
+pub struct ProfileError {
+    pub file: String,
+    pub line: usize,
+    pub column: usize,
+    pub message: String,
+}
+
+impl ProfileError {
+    fn at(file: &str, pos: Option<(usize, usize)>, message: impl Into<String>) -> Self {
+        let (line, column) = pos.unwrap_or((1, 1));
+        ProfileError {
+            file: file.into(),
+            line,
+            column,
+            message: message.into(),
+        }
+    }
+}
+
+/// A loaded profile with where each of its layers came from (for error locations).
+#[derive(Debug, Clone)]
+pub struct LoadedProfile {
+    pub profile: Profile,
+    /// (file name, source text) from the most derived to the base.
+    pub layers: Vec<(String, String)>,
+}
+
+pub fn builtin_names() -> impl Iterator<Item = &'static str> {
+    BUILTIN.iter().map(|(n, _)| *n)
+}
+
+fn builtin_source(name: &str) -> Option<&'static str> {
+    BUILTIN.iter().find(|(n, _)| *n == name).map(|(_, s)| *s)
+}
+
+fn yaml_error(file: &str, e: serde_yaml_ng::Error) -> ProfileError {
+    let pos = e.location().map(|l| (l.line(), l.column()));
+    // serde_yaml_ng prefixes messages with the path and position; keep the message part.
+    let msg = e.to_string();
+    let msg = match msg.split_once(" at line ") {
+        Some((head, _)) => head.to_string(),
+        None => msg,
+    };
+    ProfileError::at(file, pos, msg)
+}
+
+/// Parse one document into a mapping value, after checking it against the schema.
+fn parse_layer(file: &str, src: &str) -> Result<(Profile, serde_yaml_ng::Value), ProfileError> {
+    let typed: Profile = serde_yaml_ng::from_str(src).map_err(|e| yaml_error(file, e))?;
+    let value: serde_yaml_ng::Value = serde_yaml_ng::from_str(src).map_err(|e| yaml_error(file, e))?;
+    if !value.is_mapping() && !value.is_null() {
+        return Err(ProfileError::at(file, Some((1, 1)), "expected a mapping of profile keys"));
+    }
+    Ok((typed, value))
+}
+
+fn merge(base: &mut serde_yaml_ng::Value, over: serde_yaml_ng::Value) {
+    use serde_yaml_ng::Value;
+    match (base, over) {
+        (Value::Mapping(b), Value::Mapping(o)) => {
+            for (k, v) in o {
+                match b.get_mut(&k) {
+                    Some(slot) => merge(slot, v),
+                    None => {
+                        b.insert(k, v);
+                    }
+                }
+            }
+        }
+        (slot, v) => *slot = v,
+    }
+}
+
+/// Load a profile by built-in name or file path.
+pub fn load(name_or_path: &str) -> Result<LoadedProfile, ProfileError> {
+    let (file, src) = if let Some(src) = builtin_source(name_or_path) {
+        (format!("platforms/{name_or_path}.yaml"), src.to_string())
+    } else {
+        let p = Path::new(name_or_path);
+        let src = std::fs::read_to_string(p).map_err(|e| {
+            let known: Vec<&str> = builtin_names().collect();
+            ProfileError::at(
+                name_or_path,
+                None,
+                format!(
+                    "cannot read profile ({e}); built-in profiles are: {}",
+                    known.join(", ")
+                ),
+            )
+        })?;
+        (name_or_path.to_string(), src)
+    };
+    load_source(&file, &src)
+}
+
+pub fn load_source(file: &str, src: &str) -> Result<LoadedProfile, ProfileError> {
+    let mut layers = vec![(file.to_string(), src.to_string())];
+    let (typed, value) = parse_layer(file, src)?;
+    let mut chain = vec![value];
+    let mut parent = typed.extends.clone();
+    let mut seen = vec![typed.name.clone()];
+    while let Some(pname) = parent {
+        if seen.contains(&pname) || seen.len() > 16 {
+            let pos = locate(src, &["extends"]);
+            return Err(ProfileError::at(file, pos, format!("`extends: {pname}` forms a cycle")));
+        }
+        let Some(psrc) = builtin_source(&pname) else {
+            let pos = locate(&layers.last().map(|l| l.1.clone()).unwrap_or_default(), &["extends"]);
+            let known: Vec<&str> = builtin_names().collect();
+            return Err(ProfileError::at(
+                &layers.last().map(|l| l.0.clone()).unwrap_or_default(),
+                pos,
+                format!("unknown profile `{pname}` in extends (expected one of: {})", known.join(", ")),
+            ));
+        };
+        let pfile = format!("platforms/{pname}.yaml");
+        let (ptyped, pvalue) = parse_layer(&pfile, psrc)?;
+        layers.push((pfile, psrc.to_string()));
+        chain.push(pvalue);
+        seen.push(pname);
+        parent = ptyped.extends.clone();
+    }
+    let mut merged = serde_yaml_ng::Value::Mapping(Default::default());
+    for v in chain.into_iter().rev() {
+        merge(&mut merged, v);
+    }
+    let profile: Profile = serde_yaml_ng::from_value(merged).map_err(|e| yaml_error(file, e))?;
+    let loaded = LoadedProfile { profile, layers };
+    loaded.validate()?;
+    Ok(loaded)
+}
+
+impl LoadedProfile {
+    /// The layer (file, source) that sets a key path, most derived first.
+    fn locate_key(&self, path: &[&str]) -> (String, Option<(usize, usize)>) {
+        for (f, s) in &self.layers {
+            if let Some(pos) = locate(s, path) {
+                return (f.clone(), Some(pos));
+            }
+        }
+        (self.layers[0].0.clone(), None)
+    }
+
+    fn err(&self, path: &[&str], msg: impl Into<String>) -> ProfileError {
+        let (f, pos) = self.locate_key(path);
+        ProfileError::at(&f, pos, msg)
+    }
+
+    /// Rules no type can express.
+    pub fn validate(&self) -> Result<(), ProfileError> {
+        let p = &self.profile;
+        if p.name.trim().is_empty() {
+            return Err(self.err(&["name"], "a profile needs a `name`"));
+        }
+        if !["performance", "powersave", "schedutil", "ondemand", "conservative", "userspace"]
+            .contains(&p.cpu.governor.as_str())
+        {
+            return Err(self.err(
+                &["cpu", "governor"],
+                format!("unknown governor `{}` (expected performance, schedutil, ondemand, powersave, ...)", p.cpu.governor),
+            ));
+        }
+        let isolated = match &p.cpu.isolated {
+            Some(CoreSpec::List(s)) => Some(parse_cpulist(s, None).map_err(|e| {
+                self.err(&["cpu", "isolated"], format!("isolated: {e} (expected a CPU list like 9-11)"))
+            })?),
+            Some(CoreSpec::Rule(r)) => {
+                if r.count == 0 {
+                    return Err(self.err(&["cpu", "isolated", "count"], "count must be at least 1"));
+                }
+                None
+            }
+            None => None,
+        };
+        if let Some(irq) = &p.cpu.irqaffinity {
+            let irq = parse_cpulist(irq, None).map_err(|e| {
+                self.err(&["cpu", "irqaffinity"], format!("irqaffinity: {e} (expected a CPU list like 0-8)"))
+            })?;
+            if let Some(iso) = &isolated {
+                let overlap = irq.intersection(iso);
+                if !overlap.is_empty() {
+                    return Err(self.err(
+                        &["cpu", "irqaffinity"],
+                        format!("irqaffinity overlaps the isolated CPUs on {overlap} (they must be disjoint)"),
+                    ));
+                }
+            }
+        }
+        if daqtune_probe::mem::parse_size_kb(&p.hugepages.size).is_none_or(|kb| kb < 4) {
+            return Err(self.err(
+                &["hugepages", "size"],
+                format!("`{}` is not a page size (expected 2M, 1G, ...)", p.hugepages.size),
+            ));
+        }
+        if let Some(m) = &p.hugepages.mount {
+            if !m.starts_with('/') {
+                return Err(self.err(&["hugepages", "mount"], "mount must be an absolute path"));
+            }
+        }
+        if !p.pcie.mrrs.is_power_of_two() || !(128..=4096).contains(&p.pcie.mrrs) {
+            return Err(self.err(
+                &["pcie", "mrrs"],
+                format!("mrrs {} is impossible (expected 128, 256, 512, 1024, 2048 or 4096)", p.pcie.mrrs),
+            ));
+        }
+        for class in p.pcie.topology_pass.iter().chain(&p.pcie.topology_fail) {
+            if !["PIX", "PXB", "PHB", "NODE", "SYS"].contains(&class.as_str()) {
+                return Err(self.err(
+                    &["pcie"],
+                    format!("topology class `{class}` (expected PIX, PXB, PHB, NODE or SYS)"),
+                ));
+            }
+        }
+        if !(68..=65535).contains(&p.nic.mtu) {
+            return Err(self.err(&["nic", "mtu"], format!("mtu {} is impossible (expected 68..65535)", p.nic.mtu)));
+        }
+        if !["ethernet", "infiniband"].contains(&p.nic.link_layer.to_ascii_lowercase().as_str()) {
+            return Err(self.err(&["nic", "link_layer"], "link_layer must be ethernet or infiniband"));
+        }
+        for path in &p.gpu.gpudirect_paths {
+            if !["peermem", "dmabuf"].contains(&path.as_str()) {
+                return Err(self.err(
+                    &["gpu", "gpudirect_paths"],
+                    format!("GPUDirect path `{path}` (expected peermem or dmabuf)"),
+                ));
+            }
+        }
+        if !["auto", "netplan", "networkmanager", "networkd"].contains(&p.persist.network.as_str()) {
+            return Err(self.err(
+                &["persist", "network"],
+                "network must be auto, netplan, networkmanager or networkd",
+            ));
+        }
+        if !p.persist.grub_dropin.starts_with("/etc/default/grub.d/")
+            || !p.persist.grub_dropin.ends_with(".cfg")
+        {
+            return Err(self.err(
+                &["persist", "grub_dropin"],
+                "grub_dropin must be a .cfg file in /etc/default/grub.d/",
+            ));
+        }
+        let known: Vec<&str> = crate::checks::CHECKS.iter().map(|c| c.id).collect();
+        for id in p.required.iter().chain(p.not_applicable.keys()).chain(p.waivers.iter().map(|w| &w.check)) {
+            if !known.contains(&id.as_str()) {
+                return Err(self.err(
+                    &[],
+                    format!("unknown check id `{id}` (known: {})", known.join(", ")),
+                )
+                .relocate(&self.layers, id));
+            }
+        }
+        for w in &p.waivers {
+            if parse_date(&w.until).is_none() {
+                return Err(self.err(&["waivers"], format!("waiver date `{}` (expected YYYY-MM-DD)", w.until))
+                    .relocate(&self.layers, &w.until));
+            }
+        }
+        Ok(())
+    }
+
+    /// The isolated set when the profile gives a list.
+    pub fn isolated_list(&self) -> Option<CpuSet> {
+        match &self.profile.cpu.isolated {
+            Some(CoreSpec::List(s)) => parse_cpulist(s, None).ok(),
+            _ => None,
+        }
+    }
+}
+
+impl ProfileError {
+    /// Point at the first line that mentions `needle` (for values inside lists).
+    fn relocate(mut self, layers: &[(String, String)], needle: &str) -> Self {
+        for (f, s) in layers {
+            for (i, line) in s.lines().enumerate() {
+                if let Some(col) = line.find(needle) {
+                    self.file = f.clone();
+                    self.line = i + 1;
+                    self.column = col + 1;
+                    return self;
+                }
+            }
+        }
+        self
+    }
+}
+
+/// Find the line and column of a nested mapping key in block-style YAML.
+pub fn locate(src: &str, path: &[&str]) -> Option<(usize, usize)> {
+    if path.is_empty() {
+        return Some((1, 1));
+    }
+    let mut depth = 0usize;
+    let mut min_indent: Option<usize> = None;
+    let mut found = None;
+    for (i, line) in src.lines().enumerate() {
+        let trimmed = line.trim_start();
+        if trimmed.is_empty() || trimmed.starts_with('#') {
+            continue;
+        }
+        let indent = line.len() - trimmed.len();
+        if let Some(mi) = min_indent {
+            if indent < mi && depth > 0 {
+                // Left the parent mapping without finding the key.
+                return found;
+            }
+        }
+        let key = path[depth];
+        let matches = trimmed
+            .strip_prefix(key)
+            .is_some_and(|r| r.starts_with(':'));
+        if matches && min_indent.is_none_or(|mi| indent >= mi) {
+            found = Some((i + 1, indent + 1));
+            depth += 1;
+            if depth == path.len() {
+                return found;
+            }
+            min_indent = Some(indent + 1);
+        }
+    }
+    found
+}
+
+/// Parse YYYY-MM-DD into days since 1970-01-01.
+pub fn parse_date(s: &str) -> Option<i64> {
+    let mut it = s.trim().splitn(3, '-');
+    let y: i64 = it.next()?.parse().ok()?;
+    let m: i64 = it.next()?.parse().ok()?;
+    let d: i64 = it.next()?.parse().ok()?;
+    if !(1..=12).contains(&m) || !(1..=31).contains(&d) || !(1970..=9999).contains(&y) {
+        return None;
+    }
+    // Days from civil (Howard Hinnant's algorithm).
+    let y2 = if m <= 2 { y - 1 } else { y };
+    let era = y2.div_euclid(400);
+    let yoe = y2 - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    Some(era * 146097 + doe - 719468)
+}
+
+/// Today's date in days since the epoch (UTC).
+pub fn today() -> i64 {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0);
+    secs.div_euclid(86400)
+}
+
+/// Glob with `*` and `?`, case-insensitive (DMI strings vary in case between BIOS versions).
+pub fn glob_match(pattern: &str, text: &str) -> bool {
+    let p: Vec<char> = pattern.to_lowercase().chars().collect();
+    let t: Vec<char> = text.to_lowercase().chars().collect();
+    let (mut pi, mut ti) = (0usize, 0usize);
+    let (mut star, mut mark) = (None, 0usize);
+    while ti < t.len() {
+        if pi < p.len() && (p[pi] == '?' || p[pi] == t[ti]) {
+            pi += 1;
+            ti += 1;
+        } else if pi < p.len() && p[pi] == '*' {
+            star = Some(pi);
+            mark = ti;
+            pi += 1;
+        } else if let Some(s) = star {
+            pi = s + 1;
+            mark += 1;
+            ti = mark;
+        } else {
+            return false;
+        }
+    }
+    while pi < p.len() && p[pi] == '*' {
+        pi += 1;
+    }
+    pi == p.len()
+}
+
+/// Which built-in profile matches the host's identity, with the reason.
+pub fn detect(platform: &daqtune_probe::system::PlatformFacts, gpu_names: &[String]) -> Option<(String, String)> {
+    for (name, _) in BUILTIN {
+        let Ok(lp) = load(name) else { continue };
+        let m = &lp.profile.matches;
+        if let Some(prod) = &platform.dmi_product {
+            if let Some(pat) = m.dmi_product.iter().find(|pat| glob_match(pat, prod)) {
+                return Some((name.to_string(), format!("DMI product `{prod}` matches `{pat}`")));
+            }
+        }
+        if let Some(model) = &platform.dt_model {
+            if let Some(pat) = m.dt_model.iter().find(|pat| glob_match(pat, model)) {
+                return Some((name.to_string(), format!("device-tree model `{model}` matches `{pat}`")));
+            }
+        }
+        for g in gpu_names {
+            if let Some(pat) = m.gpu_name.iter().find(|pat| glob_match(pat, g)) {
+                return Some((name.to_string(), format!("GPU `{g}` matches `{pat}`")));
+            }
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtins_load() {
+        for n in builtin_names() {
+            let p = load(n).unwrap_or_else(|e| panic!("{n}: {e}"));
+            assert_eq!(p.profile.name, n);
+        }
+    }
+
+    #[test]
+    fn igx_values() {
+        let p = load("igx-orin").expect("igx").profile;
+        assert_eq!(p.cpu.isolated, Some(CoreSpec::List("9-11".into())));
+        assert_eq!(p.cpu.irqaffinity.as_deref(), Some("0-8"));
+        assert_eq!(p.hugepages.count, 4);
+        assert_eq!(p.hugepages.mount.as_deref(), Some("/mnt/huge"));
+    }
+
+    #[test]
+    fn unknown_key_has_line_and_column() {
+        let e = load_source("x.yaml", "name: x\ncpu:\n  governer: performance\n").unwrap_err();
+        assert_eq!((e.file.as_str(), e.line), ("x.yaml", 3), "{e}");
+        assert!(e.message.contains("governer"), "{e}");
+    }
+
+    #[test]
+    fn wrong_type() {
+        let e = load_source("x.yaml", "name: x\nnic:\n  mtu: big\n").unwrap_err();
+        assert_eq!(e.line, 3, "{e}");
+    }
+
+    #[test]
+    fn semantic_error_located() {
+        let e = load_source(
+            "x.yaml",
+            "name: x\ncpu:\n  isolated: \"2-5\"\n  irqaffinity: \"0-7\"\n",
+        )
+        .unwrap_err();
+        assert_eq!((e.line, e.column), (4, 3), "{e}");
+        assert!(e.message.contains("2-5"), "{e}");
+        let e = load_source("x.yaml", "name: x\nnic:\n  mtu: 9\n").unwrap_err();
+        assert_eq!(e.line, 3, "{e}");
+    }
+
+    #[test]
+    fn extends_merges_child_wins() {
+        let p = load_source("x.yaml", "name: x\nextends: igx-orin\nnic:\n  mtu: 4000\n")
+            .expect("load")
+            .profile;
+        assert_eq!(p.nic.mtu, 4000);
+        assert_eq!(p.hugepages.count, 4);
+        assert_eq!(p.cpu.isolated, Some(CoreSpec::List("9-11".into())));
+        let e = load_source("x.yaml", "name: x\nextends: nope\n").unwrap_err();
+        assert_eq!(e.line, 2, "{e}");
+    }
+
+    #[test]
+    fn pci_address_stays_string() {
+        let p = load_source("x.yaml", "name: x\nnic:\n  interfaces: [0000:01:00.0, 01:00]\n")
+            .expect("load")
+            .profile;
+        assert_eq!(p.nic.interfaces, vec!["0000:01:00.0", "01:00"]);
+    }
+
+    #[test]
+    fn globs_and_dates() {
+        assert!(glob_match("*IGX*", "NVIDIA IGX Orin Developer Kit"));
+        assert!(!glob_match("DGX*", "IGX"));
+        assert_eq!(parse_date("1970-01-02"), Some(1));
+        assert!(parse_date("2026-13-01").is_none());
+        assert!(parse_date("garbage").is_none());
+    }
+}
