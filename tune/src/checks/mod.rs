@@ -15,6 +15,7 @@ use std::cell::OnceCell;
 
 pub mod cmdline;
 pub mod cpu;
+pub mod gpu;
 pub mod memory;
 pub mod platform;
 pub mod sysctl;
@@ -41,6 +42,11 @@ pub static CHECKS: &[CheckDef] = &[
     memory::HUGEPAGES,
     memory::NUMA,
     sysctl::NET_SYSCTL,
+    gpu::CLOCKS,
+    gpu::BAR1,
+    gpu::GPUDIRECT,
+    gpu::PEERMEM,
+    gpu::DRIVER,
 ];
 
 pub fn find(id_or_alias: &str) -> Option<&'static CheckDef> {
@@ -63,6 +69,7 @@ pub struct Context<'a> {
     platform: OnceCell<PlatformFacts>,
     modules: OnceCell<Modules>,
     procs: OnceCell<Vec<String>>,
+    gpus: OnceCell<Result<daqtune_probe::gpu::GpuSnapshot, String>>,
 }
 
 impl<'a> Context<'a> {
@@ -81,6 +88,7 @@ impl<'a> Context<'a> {
             platform: OnceCell::new(),
             modules: OnceCell::new(),
             procs: OnceCell::new(),
+            gpus: OnceCell::new(),
         }
     }
 
@@ -113,6 +121,14 @@ impl<'a> Context<'a> {
 
     pub fn modules(&self) -> &Modules {
         self.modules.get_or_init(|| Modules::read(self.host))
+    }
+
+    /// GPU facts: NVML/CUDA on the live host, `daqtune/gpu.json` under a root. Gathered once.
+    pub fn gpus(&self) -> Result<&daqtune_probe::gpu::GpuSnapshot, &str> {
+        self.gpus
+            .get_or_init(|| daqtune_probe::gpu::read_gpus(self.host).map_err(|e| e.to_string()))
+            .as_ref()
+            .map_err(|e| e.as_str())
     }
 
     pub fn processes(&self) -> &[String] {
