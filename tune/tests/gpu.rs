@@ -213,3 +213,34 @@ fn live_host_without_gpu_skips_without_panic() {
         assert!(!st.iter().any(|s| s == "error"), "{id}: {st:?}");
     }
 }
+
+#[test]
+fn replay_of_recorded_h200_equals_the_live_report() {
+    // tests/fixtures/gpu-h200-live was captured on a real H200 in the same run as
+    // gpu-h200-live.report.json (`daqtune check gpu.* --format json` on the live host,
+    // docs/validation.md). Replaying the root must give the same verdicts.
+    let live: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(fixture("gpu-h200-live.report.json")).expect("live report"),
+    )
+    .expect("json");
+    let replay = check_json("gpu-h200-live", "generic-dgpu");
+    let pick = |r: &serde_json::Value| -> Vec<(String, String, String, String)> {
+        r["checks"]
+            .as_array()
+            .expect("checks")
+            .iter()
+            .filter(|c| c["id"].as_str().unwrap_or("").starts_with("gpu."))
+            .map(|c| {
+                (
+                    text(c, "id"),
+                    text(c, "subject"),
+                    text(c, "status"),
+                    text(c, "observed"),
+                )
+            })
+            .collect()
+    };
+    let (l, r) = (pick(&live), pick(&replay));
+    assert_eq!(l.len(), 7, "{l:?}");
+    assert_eq!(l, r);
+}

@@ -106,11 +106,6 @@ pub(crate) struct CudaPart {
 }
 
 pub(crate) fn gather() -> (LibStatus, CudaPart) {
-    // Ordinals then follow PCI bus ids, as nvidia-smi numbers GPUs (records are still joined
-    // by UUID). Set before cuInit, which reads it once; the check run is single-threaded here.
-    if std::env::var("CUDA_DEVICE_ORDER").as_deref() != Ok("PCI_BUS_ID") {
-        std::env::set_var("CUDA_DEVICE_ORDER", "PCI_BUS_ID");
-    }
     let mut part = CudaPart {
         device_order: std::env::var("CUDA_DEVICE_ORDER").ok(),
         ..CudaPart::default()

@@ -352,8 +352,26 @@ pub fn read_gpus(host: &Host) -> Result<GpuSnapshot, GpuError> {
 
 /// Probe NVML and CUDA and join their records by UUID.
 pub fn gather_live() -> GpuSnapshot {
-    let (nvml_status, mut nvml_part) = nvml::gather();
-    let (cuda_status, cuda_part) = cuda::gather();
+    // CUDA ordinals then follow PCI bus ids, as nvidia-smi numbers GPUs (records are still
+    // joined by UUID). Set before any thread starts and before cuInit, which reads it once.
+    if std::env::var("CUDA_DEVICE_ORDER").as_deref() != Ok("PCI_BUS_ID") {
+        std::env::set_var("CUDA_DEVICE_ORDER", "PCI_BUS_ID");
+    }
+    // cuInit dominates the start-up (about 180 ms on an H200, docs/performance.md) and is
+    // independent of NVML, so it runs beside the NVML queries.
+    let ((nvml_status, mut nvml_part), (cuda_status, cuda_part)) = std::thread::scope(|s| {
+        let cuda = s.spawn(cuda::gather);
+        let nvml = nvml::gather();
+        let cuda = cuda.join().unwrap_or_else(|_| {
+            (
+                LibStatus::Unavailable {
+                    reason: "the CUDA probe thread panicked".into(),
+                },
+                cuda::CudaPart::default(),
+            )
+        });
+        (nvml, cuda)
+    });
     let mut snap = GpuSnapshot::empty(nvml_status, cuda_status);
     snap.captured_unix = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

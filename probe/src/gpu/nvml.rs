@@ -360,34 +360,30 @@ impl Nvml {
         un: &mut Unavail,
     ) -> DomainClocks {
         let mut c = DomainClocks {
-            current_mhz: un.take(
-                &format!("{key}.current"),
-                self.clock(self.api.clock, d, ty, "nvmlDeviceGetClockInfo"),
-            ),
-            max_mhz: un.take(
-                &format!("{key}.max"),
-                self.clock(self.api.max_clock, d, ty, "nvmlDeviceGetMaxClockInfo"),
-            ),
-            applications_mhz: un.take(
-                &format!("{key}.applications"),
-                self.clock(self.api.app_clock, d, ty, "nvmlDeviceGetApplicationsClock"),
-            ),
-            default_applications_mhz: un.take(
-                &format!("{key}.default_applications"),
+            current_mhz: un.take(&format!("{key}.current"), || {
+                self.clock(self.api.clock, d, ty, "nvmlDeviceGetClockInfo")
+            }),
+            max_mhz: un.take(&format!("{key}.max"), || {
+                self.clock(self.api.max_clock, d, ty, "nvmlDeviceGetMaxClockInfo")
+            }),
+            applications_mhz: un.take(&format!("{key}.applications"), || {
+                self.clock(self.api.app_clock, d, ty, "nvmlDeviceGetApplicationsClock")
+            }),
+            default_applications_mhz: un.take(&format!("{key}.default_applications"), || {
                 self.clock(
                     self.api.default_app_clock,
                     d,
                     ty,
                     "nvmlDeviceGetDefaultApplicationsClock",
-                ),
-            ),
+                )
+            }),
             pstate_min_mhz: None,
             pstate_max_mhz: None,
         };
         if let Some(p) = pstate.filter(|p| *p != PSTATE_UNKNOWN) {
-            if let Some((lo, hi)) =
-                un.take(&format!("{key}.pstate_range"), self.pstate_range(d, ty, p))
-            {
+            if let Some((lo, hi)) = un.take(&format!("{key}.pstate_range"), || {
+                self.pstate_range(d, ty, p)
+            }) {
                 c.pstate_min_mhz = Some(lo);
                 c.pstate_max_mhz = Some(hi);
             }
@@ -399,35 +395,34 @@ impl Nvml {
     pub fn device_facts(&self, index: u32) -> Result<GpuFacts, NvmlErr> {
         let d = self.handle(index)?;
         let uuid = self.dev_string(Some(self.api.uuid), d, UUID_LEN, "nvmlDeviceGetUUID")?;
-        let mut un = Unavail::default();
+        let mut un = Unavail(
+            BTreeMap::new(),
+            std::env::var_os("DAQTUNE_GPU_TRACE").is_some(),
+        );
         let mut g = GpuFacts {
             uuid,
             nvml_index: Some(index),
             ..GpuFacts::default()
         };
-        g.name = un.take(
-            "name",
-            self.dev_string(self.api.name, d, NAME_LEN, "nvmlDeviceGetName"),
-        );
-        g.pci_bus_id = un.take("pci", self.pci_bus_id(d)).flatten();
+        g.name = un.take("name", || {
+            self.dev_string(self.api.name, d, NAME_LEN, "nvmlDeviceGetName")
+        });
+        g.pci_bus_id = un.take("pci", || self.pci_bus_id(d)).flatten();
         g.brand = un
-            .take(
-                "brand",
-                self.dev_int(self.api.brand, d, "nvmlDeviceGetBrand"),
-            )
+            .take("brand", || {
+                self.dev_int(self.api.brand, d, "nvmlDeviceGetBrand")
+            })
             .map(brand_name);
         g.persistence_mode = un
-            .take(
-                "persistence_mode",
-                self.dev_int(self.api.persistence, d, "nvmlDeviceGetPersistenceMode"),
-            )
+            .take("persistence_mode", || {
+                self.dev_int(self.api.persistence, d, "nvmlDeviceGetPersistenceMode")
+            })
             .map(|v| v == 1);
-        let pstate = un.take(
-            "pstate",
-            self.dev_int(self.api.pstate, d, "nvmlDeviceGetPerformanceState"),
-        );
+        let pstate = un.take("pstate", || {
+            self.dev_int(self.api.pstate, d, "nvmlDeviceGetPerformanceState")
+        });
         g.pstate = pstate.filter(|p| *p != PSTATE_UNKNOWN).map(|p| p as u32);
-        g.utilization_pct = un.take("utilization", self.utilization(d));
+        g.utilization_pct = un.take("utilization", || self.utilization(d));
         g.sm_clock = self.domain(d, CLOCK_SM, pstate, "sm_clock", &mut un);
         g.memory_clock = self.domain(d, CLOCK_MEM, pstate, "memory_clock", &mut un);
         g.memory_clock_domain = match self.clock(
@@ -440,40 +435,35 @@ impl Nvml {
             Err(e) if e.code == ERROR_NOT_SUPPORTED => Some(false),
             Err(_) => None,
         };
-        g.clock_event_reasons = un.take("clock_event_reasons", self.event_reasons(d));
-        g.bar1 = un.take("bar1", self.bar1(d));
-        g.pcie.max_link_gen = un.take(
-            "pcie.max_link_gen",
+        g.clock_event_reasons = un.take("clock_event_reasons", || self.event_reasons(d));
+        g.bar1 = un.take("bar1", || self.bar1(d));
+        g.pcie.max_link_gen = un.take("pcie.max_link_gen", || {
             self.dev_uint(
                 self.api.max_link_gen,
                 d,
                 "nvmlDeviceGetMaxPcieLinkGeneration",
-            ),
-        );
-        g.pcie.max_link_width = un.take(
-            "pcie.max_link_width",
-            self.dev_uint(self.api.max_link_width, d, "nvmlDeviceGetMaxPcieLinkWidth"),
-        );
-        g.pcie.gpu_max_link_gen = un.take(
-            "pcie.gpu_max_link_gen",
+            )
+        });
+        g.pcie.max_link_width = un.take("pcie.max_link_width", || {
+            self.dev_uint(self.api.max_link_width, d, "nvmlDeviceGetMaxPcieLinkWidth")
+        });
+        g.pcie.gpu_max_link_gen = un.take("pcie.gpu_max_link_gen", || {
             self.dev_uint(
                 self.api.gpu_max_link_gen,
                 d,
                 "nvmlDeviceGetGpuMaxPcieLinkGeneration",
-            ),
-        );
-        g.pcie.current_link_gen = un.take(
-            "pcie.current_link_gen",
+            )
+        });
+        g.pcie.current_link_gen = un.take("pcie.current_link_gen", || {
             self.dev_uint(
                 self.api.cur_link_gen,
                 d,
                 "nvmlDeviceGetCurrPcieLinkGeneration",
-            ),
-        );
-        g.pcie.current_link_width = un.take(
-            "pcie.current_link_width",
-            self.dev_uint(self.api.cur_link_width, d, "nvmlDeviceGetCurrPcieLinkWidth"),
-        );
+            )
+        });
+        g.pcie.current_link_width = un.take("pcie.current_link_width", || {
+            self.dev_uint(self.api.cur_link_width, d, "nvmlDeviceGetCurrPcieLinkWidth")
+        });
         g.unavailable = un.0;
         Ok(g)
     }
@@ -543,12 +533,21 @@ impl Drop for Nvml {
     }
 }
 
-/// Collects why individual facts are missing.
+/// Collects why individual facts are missing; with `DAQTUNE_GPU_TRACE` set, prints how long
+/// each NVML call took (to find the slow one on a given driver).
 #[derive(Default)]
-struct Unavail(BTreeMap<String, String>);
+struct Unavail(BTreeMap<String, String>, bool);
 
 impl Unavail {
-    fn take<T>(&mut self, key: &str, r: Result<T, NvmlErr>) -> Option<T> {
+    fn take<T>(&mut self, key: &str, call: impl FnOnce() -> Result<T, NvmlErr>) -> Option<T> {
+        let t = self.1.then(Instant::now);
+        let r = call();
+        if let Some(t) = t {
+            eprintln!(
+                "daqtune gpu trace: {key}: {:.3} ms",
+                t.elapsed().as_secs_f64() * 1e3
+            );
+        }
         match r {
             Ok(v) => Some(v),
             Err(e) => {
@@ -617,8 +616,31 @@ pub(crate) fn gather() -> (LibStatus, NvmlPart) {
             )
         }
     };
-    for i in 0..count {
-        match nvml.device_facts(i) {
+    // NVML is thread-safe; querying GPUs in parallel keeps an 8-GPU host near the cost of one.
+    let results: Vec<(u32, Result<GpuFacts, NvmlErr>)> = if count > 1 {
+        std::thread::scope(|s| {
+            let nvml = &nvml;
+            let handles: Vec<_> = (0..count)
+                .map(|i| (i, s.spawn(move || nvml.device_facts(i))))
+                .collect();
+            handles
+                .into_iter()
+                .map(|(i, h)| {
+                    let r = h.join().unwrap_or_else(|_| {
+                        Err(NvmlErr {
+                            code: 999,
+                            text: "the NVML query thread panicked".into(),
+                        })
+                    });
+                    (i, r)
+                })
+                .collect()
+        })
+    } else {
+        (0..count).map(|i| (i, nvml.device_facts(i))).collect()
+    };
+    for (i, r) in results {
+        match r {
             Ok(g) => part.gpus.push(g),
             // A GPU NVML cannot open (lost, in reset) is still a GPU: record it by index so
             // the report names it instead of silently dropping it.
