@@ -67,6 +67,9 @@ pub struct CheckArgs {
     /// Also write the JSON report to FILE.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+    /// Print every verdict (passing ones are folded per check otherwise).
+    #[arg(long, short = 'v')]
+    pub verbose: bool,
     /// Treat the profile's required checks as a gate: one that ends in skip or error fails.
     #[arg(long)]
     pub gate: bool,

@@ -161,7 +161,7 @@ pub fn check(g: &GlobalArgs, a: &CheckArgs) -> Result<u8, UsageError> {
     let rep = evaluate(&host, &profile, only, a.gate);
     drop(host);
     let color = report::want_color(std::io::stdout().is_terminal());
-    print!("{}", report::render(&rep, a.format, color));
+    print!("{}", report::render(&rep, a.format, color, a.verbose));
     if let Some(p) = &a.junit {
         write_file(p, &report::junit(&rep))?;
     }
