@@ -47,14 +47,13 @@ fn run(ctx: &Context) -> Vec<Verdict> {
             Err(e) => Verdict::skip(ID, name.clone(), e.to_string()),
             Ok(have) => match meets(&have, want) {
                 Some(true) => Verdict::pass(ID, name.clone(), format!("{name} = {have}")),
-                Some(false) => Verdict::warn(
-                    ID,
-                    name.clone(),
-                    format!("{name} = {have}, below {want}"),
-                )
-                .fix(format!(
+                Some(false) => {
+                    Verdict::warn(ID, name.clone(), format!("{name} = {have}, below {want}")).fix(
+                        format!(
                     "sudo daqtune apply --only net.sysctl   (or: sudo sysctl -w {name}=\"{want}\")"
-                )),
+                ),
+                    )
+                }
                 None => Verdict::skip(
                     ID,
                     name.clone(),
