@@ -272,6 +272,14 @@ pub fn write_dir(
                 k.as_bytes(),
             )?;
         }
+        // NVML/CUDA facts are not files: record what the driver libraries answer, or why
+        // they did not, so a replay's GPU checks see the same (docs/gpu-facts.md).
+        let gpus = daqtune_probe::gpu::gather_live();
+        w.write_file(
+            Path::new("daqtune/gpu.json"),
+            daqtune_probe::gpu::FACTS_PATH,
+            gpus.to_json().as_bytes(),
+        )?;
         let arch = std::env::consts::ARCH;
         w.write_file(
             Path::new("daqtune/arch"),
