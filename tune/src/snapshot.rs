@@ -95,7 +95,7 @@ pub fn interesting_kmsg(line: &str) -> bool {
 }
 
 /// Read the kernel ring buffer through /dev/kmsg without blocking (root only).
-fn read_kmsg() -> Option<String> {
+pub(crate) fn read_kmsg() -> Option<String> {
     use std::io::Read;
     use std::os::unix::fs::OpenOptionsExt;
     let mut f = std::fs::OpenOptions::new()

@@ -47,6 +47,8 @@ fn igx_a6000_bar1_8g_peermem_not_loaded() {
         "{pm}"
     );
     assert!(text(pm, "fix").contains("modprobe nvidia_peermem"), "{pm}");
+    // The recorded kernel log explains why the last load failed.
+    assert!(text(pm, "message").contains("different ib_core"), "{pm}");
     // Unlocked and idle: SM and memory clocks fail, persistence off fails.
     assert_eq!(statuses(&r, "gpu.clocks"), ["fail", "fail", "fail"]);
     let sm = verdict(&r, "gpu.clocks");

@@ -601,6 +601,12 @@ fn run_peermem(ctx: &Context) -> Vec<Verdict> {
             if ctx.platform().secure_boot == Some(true) {
                 msg.push_str("; Secure Boot is on: an unsigned (DKMS-built) nvidia_peermem is refused at load");
             }
+            if module.is_none() && allows(ctx, "peermem") {
+                if let Some(hint) = kernel_log(ctx).as_deref().and_then(peermem_log_hint) {
+                    msg.push_str("; ");
+                    msg.push_str(&hint);
+                }
+            }
             let fix = if allows(ctx, "peermem") {
                 "sudo daqtune apply --only gpu.peermem   (or: sudo modprobe nvidia_peermem && echo nvidia-peermem | sudo tee /etc/modules-load.d/nvidia-peermem.conf). If modprobe fails: install doca-ofed, reboot, rebuild the NVIDIA DKMS package (dpkg-reconfigure of the package owning nvidia-peermem.ko, seed 000), and sign the module or disable Secure Boot".to_string()
             } else {
@@ -611,6 +617,43 @@ fn run_peermem(ctx: &Context) -> Vec<Verdict> {
         out.push(v.observed(observed).expected(expected));
     }
     out
+}
+
+/// The kernel log: /dev/kmsg on the live host, the snapshot's filtered copy under a root.
+fn kernel_log(ctx: &Context) -> Option<String> {
+    if ctx.host.is_live() {
+        crate::snapshot::read_kmsg()
+    } else {
+        ctx.host.read_string("/daqtune/kmsg.txt").ok()
+    }
+}
+
+/// Why nvidia_peermem failed to load, from the last kernel message that names it.
+fn peermem_log_hint(log: &str) -> Option<String> {
+    let line = log
+        .lines()
+        .rev()
+        .find(|l| {
+            l.contains("nvidia_peermem")
+                || l.contains("nvidia-peermem")
+                || l.contains("nv_peer_mem")
+        })?
+        .trim();
+    let why = if line.contains("disagrees about version of symbol")
+        || line.contains("Unknown symbol")
+    {
+        "it was built against a different ib_core than the one loaded (inbox RDMA vs MLNX_OFED/DOCA-OFED): install doca-ofed, then rebuild the NVIDIA DKMS package"
+    } else if line.contains("signature")
+        || line.contains("Key was rejected")
+        || line.contains("verification failed")
+    {
+        "its signature was refused (Secure Boot): sign the DKMS module with an enrolled key or disable Secure Boot"
+    } else if line.contains("Invalid argument") || line.contains("-22") {
+        "it refused to load with EINVAL (by design on integrated GPUs such as GB10, which have no separate BAR1)"
+    } else {
+        "see the kernel message"
+    };
+    Some(format!("the kernel log says `{line}`: {why}"))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -734,6 +777,25 @@ mod tests {
             judge_domain(&dc(1920, 2100, None), 2100, 250, None),
             Held::Unknown { .. }
         ));
+    }
+
+    #[test]
+    fn peermem_kernel_log_hints() {
+        assert_eq!(peermem_log_hint(""), None);
+        assert_eq!(peermem_log_hint("(null)"), None);
+        assert_eq!(peermem_log_hint("mlx5_core 0000:01:00.0: link up\n"), None);
+        let abi = "nvidia_peermem: disagrees about version of symbol ib_register_peer_memory_client\nnvidia_peermem: Unknown symbol ib_register_peer_memory_client (err -22)\n";
+        assert!(peermem_log_hint(abi)
+            .expect("hint")
+            .contains("different ib_core"));
+        let sig = "nvidia_peermem: module verification failed: signature and/or required key missing - tainting kernel\n";
+        assert!(peermem_log_hint(sig).expect("hint").contains("Secure Boot"));
+        let einval = "NVRM: nvidia-peermem: init failed: Invalid argument\n";
+        assert!(peermem_log_hint(einval).expect("hint").contains("EINVAL"));
+        let other = "nvidia-peermem: something new\n";
+        assert!(peermem_log_hint(other)
+            .expect("hint")
+            .contains("something new"));
     }
 
     #[test]
