@@ -274,7 +274,14 @@ pub fn write_dir(
         }
         // NVML/CUDA facts are not files: record what the driver libraries answer, or why
         // they did not, so a replay's GPU checks see the same (docs/gpu-facts.md).
-        let gpus = daqtune_probe::gpu::gather_live();
+        let mut gpus = daqtune_probe::gpu::gather_live();
+        if let Some(r) = &mut w.redactor {
+            gpus.map_uuids(|u| {
+                r.replacement("gpu-uuid", u, |n| {
+                    format!("GPU-00000000-0000-0000-0000-{n:012x}")
+                })
+            });
+        }
         w.write_file(
             Path::new("daqtune/gpu.json"),
             daqtune_probe::gpu::FACTS_PATH,

@@ -277,6 +277,14 @@ impl GpuSnapshot {
         }
     }
 
+    /// Replace every GPU UUID (a serial-like identifier) through `f`, consistently: the same
+    /// UUID maps to the same replacement wherever it appears. For `snapshot --redact`.
+    pub fn map_uuids(&mut self, mut f: impl FnMut(&str) -> String) {
+        for g in &mut self.gpus {
+            g.uuid = f(&g.uuid);
+        }
+    }
+
     pub fn to_json(&self) -> String {
         // Serializing plain data with string keys cannot fail.
         serde_json::to_string_pretty(self).unwrap_or_default()
@@ -708,6 +716,24 @@ mod tests {
         assert!(GpuSnapshot::from_json(&wrong).is_err());
         assert!(GpuSnapshot::from_json("").is_err());
         assert!(GpuSnapshot::from_json("(null)").is_err());
+    }
+
+    #[test]
+    fn uuids_map_consistently() {
+        let mut s = GpuSnapshot::empty(LibStatus::Ok, LibStatus::Ok);
+        for u in ["GPU-a", "GPU-b"] {
+            s.gpus.push(GpuFacts {
+                uuid: u.into(),
+                ..Default::default()
+            });
+        }
+        let mut seen = Vec::new();
+        s.map_uuids(|u| {
+            seen.push(u.to_string());
+            format!("GPU-redacted-{}", seen.len())
+        });
+        assert_eq!(seen, ["GPU-a", "GPU-b"]);
+        assert_eq!(s.gpus[1].uuid, "GPU-redacted-2");
     }
 
     #[test]
