@@ -98,6 +98,18 @@ pub fn appears_locked(c: &DomainClocks, target: u32, tolerance_mhz: u32) -> bool
         .is_some_and(|lo| lo.saturating_add(tolerance_mhz) >= target && lo > 0)
 }
 
+/// A lock that is in place and differs from the one daqtune would set (`target`,`target`):
+/// the P-state range collapsed to one value, capped below the maximum, or floored near it.
+/// Apply warns before overriding it (revert cannot restore someone else's lock). A fixed clock
+/// at the maximum (HBM memory) equals daqtune's lock and is not reported.
+pub fn foreign_lock(c: &DomainClocks, target: u32, tolerance_mhz: u32) -> Option<(u32, u32)> {
+    let (lo, hi) = (c.pstate_min_mhz?, c.pstate_max_mhz?);
+    if (lo, hi) == (target, target) || lo == 0 {
+        return None;
+    }
+    (lo == hi || hi < target || lo.saturating_add(tolerance_mhz) >= target).then_some((lo, hi))
+}
+
 /// The setters, generic over the NVML behind them.
 pub struct GpuControl<C: NvmlControl> {
     pub nvml: C,
@@ -132,8 +144,7 @@ impl<C: NvmlControl> GpuControl<C> {
                 uuid: uuid.into(),
                 domain: domain.as_str(),
             })?;
-        let previously_locked = appears_locked(&before, target, self.tolerance_mhz)
-            || before.pstate_min_mhz.is_some() && before.pstate_min_mhz == before.pstate_max_mhz;
+        let previously_locked = foreign_lock(&before, target, self.tolerance_mhz).is_some();
         self.nvml.set_locked_clocks(uuid, domain, target, target)?;
         let after_facts = self.nvml.facts(uuid)?;
         let after = domain.clocks(&after_facts).clone();
@@ -168,6 +179,19 @@ impl<C: NvmlControl> GpuControl<C> {
             verified,
             message,
         })
+    }
+
+    /// The lock someone else left on this domain, if any: call before [`Self::lock_at_max`]
+    /// to warn the user.
+    pub fn existing_lock(
+        &self,
+        uuid: &str,
+        domain: ClockDomain,
+    ) -> Result<Option<(u32, u32)>, ControlError> {
+        let f = self.nvml.facts(uuid)?;
+        let c = domain.clocks(&f);
+        Ok(c.max_mhz
+            .and_then(|t| foreign_lock(c, t, self.tolerance_mhz)))
     }
 
     /// Remove a lock (`nvidia-smi -rgc` / `-rmc`).
@@ -376,9 +400,20 @@ mod tests {
             .lock_at_max("GPU-a6000", ClockDomain::Memory)
             .expect("locked");
         assert_eq!(m.target_mhz, 8001);
-        // A second lock sees the first one.
+        // Re-locking daqtune's own lock at the maximum is not someone else's lock.
         let again = c.lock_at_max("GPU-a6000", ClockDomain::Sm).expect("locked");
-        assert!(again.previously_locked);
+        assert!(!again.previously_locked);
+        // Someone else's lock at 1500 MHz is seen before and reported by the lock.
+        c.nvml
+            .set_locked_clocks("GPU-a6000", ClockDomain::Sm, 1500, 1500)
+            .expect("foreign lock");
+        assert_eq!(
+            c.existing_lock("GPU-a6000", ClockDomain::Sm).expect("read"),
+            Some((1500, 1500))
+        );
+        let over = c.lock_at_max("GPU-a6000", ClockDomain::Sm).expect("locked");
+        assert!(over.previously_locked);
+        assert_eq!(over.before.pstate_min_mhz, Some(1500));
         let back = c.unlock("GPU-a6000", ClockDomain::Sm).expect("unlocked");
         assert_eq!(back.current_mhz, Some(420));
         assert_eq!(back.pstate_min_mhz, Some(210));
@@ -455,6 +490,24 @@ mod tests {
             .borrow()
             .iter()
             .any(|s| s.starts_with("nvmlDeviceSetMemoryLockedClocks")));
+    }
+
+    #[test]
+    fn foreign_lock_shapes() {
+        let dc = |lo, hi| DomainClocks {
+            pstate_min_mhz: Some(lo),
+            pstate_max_mhz: Some(hi),
+            ..Default::default()
+        };
+        // Unlocked range, daqtune's own lock, HBM's fixed clock: nothing to warn about.
+        assert_eq!(foreign_lock(&dc(345, 1980), 1980, 250), None);
+        assert_eq!(foreign_lock(&dc(1980, 1980), 1980, 250), None);
+        assert_eq!(foreign_lock(&dc(3201, 3201), 3201, 250), None);
+        // Locked low, capped, or held near the maximum by someone else.
+        assert_eq!(foreign_lock(&dc(1000, 1000), 1980, 250), Some((1000, 1000)));
+        assert_eq!(foreign_lock(&dc(345, 1500), 1980, 250), Some((345, 1500)));
+        assert_eq!(foreign_lock(&dc(1900, 1980), 1980, 250), Some((1900, 1980)));
+        assert_eq!(foreign_lock(&DomainClocks::default(), 1980, 250), None);
     }
 
     #[test]

@@ -21,7 +21,9 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;
 
-pub use control::{ClockDomain, ControlError, GpuControl, LockOutcome, MockNvml, NvmlControl};
+pub use control::{
+    foreign_lock, ClockDomain, ControlError, GpuControl, LockOutcome, MockNvml, NvmlControl,
+};
 pub use nvml::LiveNvml;
 
 /// Schema tag of the recorded facts file.
