@@ -126,7 +126,7 @@ impl<'a> Context<'a> {
     /// GPU facts: NVML/CUDA on the live host, `daqtune/gpu.json` under a root. Gathered once.
     pub fn gpus(&self) -> Result<&daqtune_probe::gpu::GpuSnapshot, &str> {
         self.gpus
-            .get_or_init(|| daqtune_probe::gpu::read_gpus(self.host).map_err(|e| e.to_string()))
+            .get_or_init(|| read_gpus_once(self.host))
             .as_ref()
             .map_err(|e| e.as_str())
     }
@@ -183,6 +183,27 @@ impl<'a> Context<'a> {
             .get(id)
             .map(|reason| Verdict::na(id, "host", reason.clone()))
     }
+}
+
+/// GPU facts once per process and root: loading NVML and cuInit costs hundreds of ms, and
+/// profile detection by GPU name and the GPU checks both need them.
+pub fn read_gpus_once(host: &Host) -> Result<daqtune_probe::gpu::GpuSnapshot, String> {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    type Cache =
+        Mutex<HashMap<std::path::PathBuf, Result<daqtune_probe::gpu::GpuSnapshot, String>>>;
+    static CACHE: OnceLock<Cache> = OnceLock::new();
+    let cache = CACHE.get_or_init(Default::default);
+    if let Ok(c) = cache.lock() {
+        if let Some(r) = c.get(host.root()) {
+            return r.clone();
+        }
+    }
+    let r = daqtune_probe::gpu::read_gpus(host).map_err(|e| e.to_string());
+    if let Ok(mut c) = cache.lock() {
+        c.insert(host.root().to_path_buf(), r.clone());
+    }
+    r
 }
 
 fn unsafe_free_euid() -> u32 {
