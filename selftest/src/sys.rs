@@ -79,6 +79,47 @@ pub fn is_root() -> bool {
     unsafe { libc::geteuid() == 0 }
 }
 
+/// Asks for a socket buffer of `bytes` (SO_RCVBUF or SO_SNDBUF). The kernel caps it at
+/// net.core.rmem_max / wmem_max, so the result reflects the host's tuning; returns the size
+/// the kernel reports afterwards.
+pub fn set_socket_buffer(fd: std::os::fd::RawFd, receive: bool, bytes: usize) -> io::Result<usize> {
+    let opt = if receive {
+        libc::SO_RCVBUF
+    } else {
+        libc::SO_SNDBUF
+    };
+    let v: libc::c_int = bytes.min(i32::MAX as usize) as libc::c_int;
+    // SAFETY: v is a valid c_int for the duration of the call, its size is passed.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            opt,
+            &v as *const libc::c_int as *const libc::c_void,
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let mut out: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: out and len are valid and writable; len holds out's size.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            opt,
+            &mut out as *mut libc::c_int as *mut libc::c_void,
+            &mut len,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(out.max(0) as usize)
+}
+
 /// Start time of a process in clock ticks since boot (field 22 of /proc/PID/stat), used to tell
 /// a live owner from a reused pid.
 pub fn parse_stat_starttime(stat: &str) -> Option<u64> {
@@ -120,7 +161,8 @@ mod tests {
 
     #[test]
     fn starttime_parse() {
-        let stat = "1234 (a b) c) S 1 1234 1234 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000 10";
+        let stat =
+            "1234 (a b) c) S 1 1234 1234 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000 10";
         assert_eq!(parse_stat_starttime(stat), Some(987654));
         assert_eq!(parse_stat_starttime(""), None);
         assert_eq!(parse_stat_starttime("garbage"), None);
