@@ -369,7 +369,23 @@ fn run_udp(
                 let note = enter(t.rx_ns.as_ref(), spec.rx_cpu, "rx")?;
                 let sock = UdpSocket::bind(SocketAddr::new(t.rx_addr, 0))
                     .map_err(|e| Error::io(format!("bind udp {}", t.rx_addr), e))?;
-                let _ = sys::set_socket_buffer(sock.as_raw_fd(), true, UDP_RCVBUF);
+                let fd = sock.as_raw_fd();
+                let granted = sys::set_socket_buffer(fd, true, UDP_RCVBUF).unwrap_or(0);
+                let mut note = note;
+                // The kernel reports twice the size asked for (bookkeeping overhead).
+                if granted < UDP_RCVBUF * 2 {
+                    if let Ok(forced) = sys::force_receive_buffer(fd, UDP_RCVBUF) {
+                        let msg = format!(
+                            "udp receive buffer forced to {} MiB (net.core.rmem_max allowed {} KiB; the net.sysctl check judges that)",
+                            forced / 2 / (1 << 20),
+                            granted / 2 / 1024
+                        );
+                        note = Some(match note {
+                            Some(n) => format!("{n}; {msg}"),
+                            None => msg,
+                        });
+                    }
+                }
                 sock.set_read_timeout(Some(Duration::from_millis(50)))
                     .map_err(|e| Error::io("udp read timeout", e))?;
                 Ok((sock, note))

@@ -88,6 +88,21 @@ pub fn set_socket_buffer(fd: std::os::fd::RawFd, receive: bool, bytes: usize) ->
     } else {
         libc::SO_SNDBUF
     };
+    set_buffer_opt(fd, opt, opt, bytes)
+}
+
+/// Like [`set_socket_buffer`] for the receive side, but past net.core.rmem_max
+/// (SO_RCVBUFFORCE, needs CAP_NET_ADMIN).
+pub fn force_receive_buffer(fd: std::os::fd::RawFd, bytes: usize) -> io::Result<usize> {
+    set_buffer_opt(fd, libc::SO_RCVBUFFORCE, libc::SO_RCVBUF, bytes)
+}
+
+fn set_buffer_opt(
+    fd: std::os::fd::RawFd,
+    opt: libc::c_int,
+    read_opt: libc::c_int,
+    bytes: usize,
+) -> io::Result<usize> {
     let v: libc::c_int = bytes.min(i32::MAX as usize) as libc::c_int;
     // SAFETY: v is a valid c_int for the duration of the call, its size is passed.
     let rc = unsafe {
@@ -109,7 +124,7 @@ pub fn set_socket_buffer(fd: std::os::fd::RawFd, receive: bool, bytes: usize) ->
         libc::getsockopt(
             fd,
             libc::SOL_SOCKET,
-            opt,
+            read_opt,
             &mut out as *mut libc::c_int as *mut libc::c_void,
             &mut len,
         )
