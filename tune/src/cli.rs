@@ -38,6 +38,9 @@ pub enum Command {
     Explain(ExplainArgs),
     /// List or show the built-in profiles.
     Profiles(ProfilesArgs),
+    /// Prove the data path with real traffic (socket: TCP and UDP over a veth pair, two
+    /// cabled ports, or loopback). Needs root for namespaces.
+    Selftest(crate::selftest_cmd::SelftestArgs),
     /// Print shell completions.
     Completions {
         #[arg(value_enum)]
