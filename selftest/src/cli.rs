@@ -54,6 +54,24 @@ pub struct SelftestArgs {
     /// Over 127.0.0.1, where namespaces cannot be made (containers without CAP_SYS_ADMIN).
     #[arg(long, conflicts_with = "tx_if")]
     pub loopback: bool,
+    /// Send to another host running `daqtune selftest socket --serve` (ADDR or ADDR:PORT,
+    /// port 5299 by default).
+    #[arg(long, value_name = "ADDR", conflicts_with_all = ["veth", "tx_if", "loopback", "serve"])]
+    pub peer: Option<String>,
+    /// Receive and verify for `--peer` runs from another host, until SIGINT/SIGTERM.
+    #[arg(long, conflicts_with_all = ["veth", "tx_if", "loopback"])]
+    pub serve: bool,
+    /// Address the server listens on.
+    #[arg(
+        long,
+        value_name = "ADDR:PORT",
+        default_value = "0.0.0.0:5299",
+        requires = "serve"
+    )]
+    pub listen: String,
+    /// Serve one session, then exit.
+    #[arg(long, requires = "serve")]
+    pub once: bool,
 
     /// Modes to run (default: tcp and udp).
     #[arg(long, value_enum, value_delimiter = ',')]
@@ -144,7 +162,18 @@ pub fn run(args: &SelftestArgs, d: &Defaults) -> i32 {
             return 2;
         }
     }
-    let needs_ns = !args.loopback;
+    if args.serve {
+        return serve(args, d);
+    }
+    let peer = match args.peer.as_deref().map(crate::peer::parse_peer) {
+        None => None,
+        Some(Ok(p)) => Some(p),
+        Some(Err(e)) => {
+            let _ = writeln!(err, "daqtune selftest: --peer {e}");
+            return 2;
+        }
+    };
+    let needs_ns = !args.loopback && peer.is_none();
     if needs_ns && !sys::is_root() {
         let _ = writeln!(
             err,
@@ -159,7 +188,9 @@ pub fn run(args: &SelftestArgs, d: &Defaults) -> i32 {
         }
     }
     let mtu = args.mtu.unwrap_or(d.mtu);
-    let topo = if args.loopback {
+    let topo = if let Some(p) = peer {
+        Ok(Topology::peer(p))
+    } else if args.loopback {
         Ok(Topology::loopback())
     } else if let (Some(a), Some(b)) = (&args.tx_if, &args.rx_if) {
         Topology::ports(a, b, Some(mtu))
@@ -199,6 +230,35 @@ pub fn run(args: &SelftestArgs, d: &Defaults) -> i32 {
         return 1;
     }
     0
+}
+
+fn serve(args: &SelftestArgs, d: &Defaults) -> i32 {
+    let listen = match crate::peer::parse_peer(&args.listen) {
+        Ok(a) => a,
+        Err(e) => {
+            let _ = writeln!(std::io::stderr(), "daqtune selftest: --listen {e}");
+            return 2;
+        }
+    };
+    let plan = cpuplan::plan(
+        &d.isolated_cpus,
+        &sys::allowed_cpus(),
+        args.tx_cpu,
+        args.rx_cpu,
+        !args.no_pin,
+    );
+    let ctl = RunControl::watching_signals();
+    let log = |l: &str| {
+        let _ = writeln!(std::io::stderr(), "daqtune selftest: {l}");
+    };
+    log(&format!("receiver cpu: {}", plan.description));
+    match crate::peer::serve(listen, plan.rx, &ctl, args.once, log) {
+        Ok(()) => signals::pending().map(signals::exit_code).unwrap_or(0),
+        Err(e) => {
+            log(&e.to_string());
+            2
+        }
+    }
 }
 
 fn hostname() -> String {

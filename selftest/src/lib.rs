@@ -11,6 +11,7 @@ pub mod metrics;
 pub mod netlink;
 pub mod netns;
 pub mod payload;
+pub mod peer;
 pub mod report;
 pub mod signals;
 pub mod socket;

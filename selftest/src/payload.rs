@@ -248,7 +248,7 @@ pub fn check(msg: &[u8]) -> Result<Header, Defect> {
 }
 
 /// Per-stream accounting of what arrived: order, loss, integrity.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct SeqTracker {
     /// Next sequence number expected.
     pub expected: u64,

@@ -47,10 +47,11 @@ fn retrans_here() -> Option<u64> {
 }
 
 /// Enters the namespace and pins; a failed pin is a note, not an error.
-fn enter(ns: Option<&NetNs>, cpu: Option<usize>, role: &str) -> Result<Option<String>> {
+pub(crate) fn enter(ns: Option<&NetNs>, cpu: Option<usize>, role: &str) -> Result<Option<String>> {
     if let Some(ns) = ns {
         ns.enter()?;
     }
+    sys::tight_timer_slack();
     if let Some(c) = cpu {
         if let Err(e) = sys::pin_current_thread(c) {
             return Ok(Some(format!("{role} thread not pinned to cpu {c}: {e}")));
@@ -60,22 +61,22 @@ fn enter(ns: Option<&NetNs>, cpu: Option<usize>, role: &str) -> Result<Option<St
 }
 
 #[derive(Debug, Default)]
-struct TxOut {
-    sent: u64,
-    cpu_ns: u64,
-    wall_ns: u64,
-    retrans: Option<u64>,
-    notes: Vec<String>,
+pub(crate) struct TxOut {
+    pub(crate) sent: u64,
+    pub(crate) cpu_ns: u64,
+    pub(crate) wall_ns: u64,
+    pub(crate) retrans: Option<u64>,
+    pub(crate) notes: Vec<String>,
 }
 
 #[derive(Debug, Default)]
-struct RxOut {
-    tracker: SeqTracker,
-    bytes: u64,
-    hist: Histogram,
-    cpu_ns: u64,
-    wall_ns: u64,
-    notes: Vec<String>,
+pub(crate) struct RxOut {
+    pub(crate) tracker: SeqTracker,
+    pub(crate) bytes: u64,
+    pub(crate) hist: Histogram,
+    pub(crate) cpu_ns: u64,
+    pub(crate) wall_ns: u64,
+    pub(crate) notes: Vec<String>,
 }
 
 /// Messages per batch: ~128 KiB unpaced; paced, at most ~20 µs worth of data so the pacing
@@ -141,6 +142,9 @@ impl Engine for SocketEngine<'_> {
         let latency = spec.latency && t.local;
         let measure_retrans = t.tx_ns.is_some();
         let (tx, rx) = match spec.mode {
+            Mode::Tcp | Mode::Udp if t.kind == crate::topology::Kind::Peer => {
+                crate::peer::run_client(t, spec, ctl)?
+            }
             Mode::Tcp => run_tcp(t, spec, ctl, latency, measure_retrans)?,
             Mode::Udp => run_udp(t, spec, ctl, latency)?,
             m => {
@@ -189,8 +193,17 @@ fn assemble(t: &Topology, spec: &RunSpec, tx: TxOut, mut rx: RxOut) -> EngineRes
             utilization: util(tx.cpu_ns, tx.wall_ns),
         },
         ThreadCpu {
-            role: "rx".into(),
-            cpu: spec.rx_cpu,
+            // A peer's receiver runs on the other host, on the CPU its own plan chose.
+            role: if t.kind == crate::topology::Kind::Peer {
+                "peer-rx".into()
+            } else {
+                "rx".into()
+            },
+            cpu: if t.kind == crate::topology::Kind::Peer {
+                None
+            } else {
+                spec.rx_cpu
+            },
             cpu_s: rx.cpu_ns as f64 / 1e9,
             utilization: util(rx.cpu_ns, rx.wall_ns),
         },
@@ -202,7 +215,10 @@ fn assemble(t: &Topology, spec: &RunSpec, tx: TxOut, mut rx: RxOut) -> EngineRes
     r
 }
 
-fn thread_result<T>(h: std::thread::ScopedJoinHandle<'_, Result<T>>, role: &str) -> Result<T> {
+pub(crate) fn thread_result<T>(
+    h: std::thread::ScopedJoinHandle<'_, Result<T>>,
+    role: &str,
+) -> Result<T> {
     h.join()
         .unwrap_or_else(|_| Err(Error::Invalid(format!("{role} thread panicked"))))
 }
@@ -266,7 +282,7 @@ fn run_tcp(
     })
 }
 
-fn tcp_send(mut stream: TcpStream, spec: &RunSpec, ctl: &RunControl) -> TxOut {
+pub(crate) fn tcp_send(mut stream: TcpStream, spec: &RunSpec, ctl: &RunControl) -> TxOut {
     let size = spec.message_size;
     let mut gen = Generator::new(size, 0);
     let k = batch_len(size, spec.rate_gbps, TCP_BATCH_BYTES);
@@ -305,7 +321,12 @@ fn tcp_send(mut stream: TcpStream, spec: &RunSpec, ctl: &RunControl) -> TxOut {
     out
 }
 
-fn tcp_receive(mut stream: TcpStream, size: usize, latency: bool, ctl: &RunControl) -> RxOut {
+pub(crate) fn tcp_receive(
+    mut stream: TcpStream,
+    size: usize,
+    latency: bool,
+    ctl: &RunControl,
+) -> RxOut {
     let mut out = RxOut::default();
     let mut buf = vec![0u8; RX_READ_BYTES.max(size * 2)];
     let mut filled = 0usize;
@@ -429,14 +450,19 @@ fn run_udp(
     })
 }
 
-fn unspecified_like(a: IpAddr) -> IpAddr {
+pub(crate) fn unspecified_like(a: IpAddr) -> IpAddr {
     match a {
         IpAddr::V4(_) => IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED),
         IpAddr::V6(_) => IpAddr::V6(std::net::Ipv6Addr::UNSPECIFIED),
     }
 }
 
-fn udp_send(sock: &UdpSocket, spec: &RunSpec, ctl: &RunControl, sent: &AtomicU64) -> TxOut {
+pub(crate) fn udp_send(
+    sock: &UdpSocket,
+    spec: &RunSpec,
+    ctl: &RunControl,
+    sent: &AtomicU64,
+) -> TxOut {
     let size = spec.message_size;
     let mut gen = Generator::new(size, 0);
     let k = batch_len(size, spec.rate_gbps, 32 * size);
@@ -490,7 +516,7 @@ fn udp_send(sock: &UdpSocket, spec: &RunSpec, ctl: &RunControl, sent: &AtomicU64
     out
 }
 
-fn udp_receive(
+pub(crate) fn udp_receive(
     sock: &UdpSocket,
     size: usize,
     latency: bool,

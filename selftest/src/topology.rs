@@ -119,6 +119,8 @@ pub struct Topology {
     pub rx_ns: Option<NetNs>,
     pub tx_addr: IpAddr,
     pub rx_addr: IpAddr,
+    /// Control port of a `--serve` peer.
+    pub peer_port: u16,
     pub description: String,
     /// Both ends on this host, one clock: latency and TcpRetransSegs are meaningful.
     pub local: bool,
@@ -136,6 +138,7 @@ impl Topology {
             rx_ns: None,
             tx_addr: IpAddr::V4(Ipv4Addr::LOCALHOST),
             rx_addr: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            peer_port: 0,
             description: "loopback 127.0.0.1".into(),
             local: true,
             home: None,
@@ -145,7 +148,8 @@ impl Topology {
     }
 
     /// The sending side of a `--peer` run (the receiver is the peer's `--serve`).
-    pub fn peer(addr: IpAddr) -> Topology {
+    pub fn peer(peer: std::net::SocketAddr) -> Topology {
+        let addr = peer.ip();
         let local_any = match addr {
             IpAddr::V4(_) => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
             IpAddr::V6(_) => IpAddr::V6(std::net::Ipv6Addr::UNSPECIFIED),
@@ -156,7 +160,8 @@ impl Topology {
             rx_ns: None,
             tx_addr: local_any,
             rx_addr: addr,
-            description: format!("peer {addr}"),
+            peer_port: peer.port(),
+            description: format!("peer {peer} (daqtune selftest --serve)"),
             local: false,
             home: None,
             journal: None,
@@ -184,6 +189,7 @@ impl Topology {
             rx_ns: None,
             tx_addr: IpAddr::V4(TX_ADDR),
             rx_addr: IpAddr::V4(RX_ADDR),
+            peer_port: 0,
             description: String::new(),
             local: true,
             home: Some(home),

@@ -440,3 +440,74 @@ fn port_with_default_route_or_ssh_is_refused() {
     assert!(stderr.contains("SSH"), "{stderr}");
     assert_eq!(host.state(&["dqtr0", "dqtr1"]), before);
 }
+
+#[test]
+fn peer_and_serve_across_a_veth_pair() {
+    let _g = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    if !root() {
+        return;
+    }
+    // Two "hosts": namespaces joined by a veth pair, 198.18.9.1 <-> 198.18.9.2.
+    let a = TestHost::new("peer-a");
+    let b = TestHost::new("peer-b");
+    let mut nla = a.nl();
+    nla.create_veth("dqpa", "dqpb", Some(b.ns.fd()))
+        .expect("veth");
+    let la = nla.link_by_name("dqpa").expect("dump").expect("a");
+    let mut nlb = b.nl();
+    let lb = nlb.link_by_name("dqpb").expect("dump").expect("b");
+    nla.add_simple_addr(la.index, "198.18.9.1".parse().expect("ip"), 24)
+        .expect("addr");
+    nlb.add_simple_addr(lb.index, "198.18.9.2".parse().expect("ip"), 24)
+        .expect("addr");
+    nla.set_up(la.index, true).expect("up");
+    nlb.set_up(lb.index, true).expect("up");
+    for mode in ["tcp", "udp"] {
+        let mut server = bin();
+        server
+            .args(["socket", "--serve", "--listen", "198.18.9.2:5299", "--once"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        b.ns.command_in(&mut server).expect("enter b");
+        let server = server.spawn().expect("server");
+        let mut out = None;
+        for _ in 0..100 {
+            let (_, o) = a.run(
+                &[
+                    "socket",
+                    "--peer",
+                    "198.18.9.2",
+                    "--mode",
+                    mode,
+                    "--duration",
+                    "1",
+                    "--format",
+                    "json",
+                ],
+                &[],
+            );
+            let refused = String::from_utf8_lossy(&o.stdout).contains("Connection refused");
+            if !refused {
+                out = Some(o);
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let out = out.expect("the server never listened");
+        let v = json(&out);
+        let r = &v["results"][0];
+        assert_eq!(r["topology"], "peer");
+        // On a loaded CI host a paced sender may fall short of its rate: that warns, it does
+        // not fail; integrity and loss decide.
+        assert!(r["status"] == "pass" || r["status"] == "warn", "{r}");
+        assert_eq!(r["integrity_errors"], 0);
+        assert!(out.status.success());
+        let so = server.wait_with_output().expect("server exit");
+        assert!(
+            so.status.success(),
+            "{}",
+            String::from_utf8_lossy(&so.stderr)
+        );
+        assert!(String::from_utf8_lossy(&so.stderr).contains("0 integrity errors"));
+    }
+}
