@@ -3,23 +3,25 @@
 #
 #   sudo bench/selftest_vs_iperf3.sh [RUNS] [SECONDS]     (defaults: 5 runs of 5 s each)
 #
-# Both tools get a veth pair between two private namespaces, MTU 9000, 198.18.0.1 -> 198.18.0.2
-# (/32 addresses, /32 routes, permanent neighbours: daqtune builds its own through netlink; the
-# iperf3 pair is built here with iproute2 the same way), the sender pinned to TX_CPU and the
-# receiver to RX_CPU. daqtune checks every byte (CRC-32C) and every sequence number; iperf3
-# checks nothing. Runs alternate (iperf3, daqtune, iperf3, ...) so a change of load on the host
-# hits both; the medians are compared. Env: TX_CPU, RX_CPU (default: the two highest CPUs),
-# MSG (daqtune message size, default 8192), BIN (daqtune-selftest binary).
+# Both tools run over the same kind of path: a veth pair between two private namespaces, MTU
+# 9000, 198.18.0.1 -> 198.18.0.2 (/32 addresses, /32 routes, permanent neighbours), built by
+# daqtune itself through netlink (`--hold` keeps it up for iperf3, entered with nsenter; no
+# iproute2 needed). The sender is pinned to TX_CPU and the receiver to RX_CPU for both tools.
+# daqtune checks every byte (CRC-32C) and every sequence number; iperf3 checks nothing. Runs
+# alternate (iperf3, daqtune, iperf3, ...) so a change of load on the host hits both; the
+# medians are compared. Env: TX_CPU, RX_CPU (default: the two highest CPUs), MSG (daqtune
+# message size, default 8192), BIN (daqtune-selftest binary), IPERF3 (iperf3 binary).
 set -euo pipefail
 
 RUNS=${1:-5}
 SECS=${2:-5}
 MSG=${MSG:-8192}
+IPERF3=${IPERF3:-iperf3}
 cd "$(dirname "$0")/.."
 
 if [ "$(id -u)" != 0 ]; then echo "needs root (network namespaces)" >&2; exit 2; fi
-command -v iperf3 >/dev/null || apt-get install -y iperf3 >/dev/null
-command -v ip >/dev/null || { echo "the bench's iperf3 side needs iproute2 (ip)" >&2; exit 2; }
+command -v "$IPERF3" >/dev/null || { apt-get install -y iperf3 >/dev/null; IPERF3=iperf3; }
+command -v jq >/dev/null || apt-get install -y jq >/dev/null
 
 NCPU=$(nproc)
 TX_CPU=${TX_CPU:-$(( NCPU >= 2 ? NCPU - 2 : 0 ))}
@@ -29,31 +31,20 @@ if [ -z "${BIN:-}" ]; then
   BIN=target/debug/daqtune-selftest   # the self-test crate is built with opt-level 3 in dev too
 fi
 
-TX=dqbench-$$-tx
-RX=dqbench-$$-rx
-cleanup() { ip netns del "$TX" 2>/dev/null || true; ip netns del "$RX" 2>/dev/null || true; }
+HOLD_OUT=$(mktemp)
+"$BIN" socket --veth --hold >"$HOLD_OUT" &
+HOLD=$!
+cleanup() { kill -INT "$HOLD" 2>/dev/null || true; wait "$HOLD" 2>/dev/null || true; rm -f "$HOLD_OUT"; }
 trap cleanup EXIT
-ip netns add "$TX"; ip netns add "$RX"
-ip -n "$TX" link add bq-tx type veth peer name bq-rx netns "$RX"
-for side in TX RX; do
-  ns=${!side}; dev=bq-${side,,}
-  ip -n "$ns" link set lo up
-  ip -n "$ns" link set "$dev" mtu 9000 up
-done
-MAC_TX=$(ip -n "$TX" -j link show bq-tx | jq -r '.[0].address')
-MAC_RX=$(ip -n "$RX" -j link show bq-rx | jq -r '.[0].address')
-ip -n "$TX" addr add 198.18.0.1/32 dev bq-tx
-ip -n "$RX" addr add 198.18.0.2/32 dev bq-rx
-ip -n "$TX" route add 198.18.0.2/32 dev bq-tx
-ip -n "$RX" route add 198.18.0.1/32 dev bq-rx
-ip -n "$TX" neigh replace 198.18.0.2 lladdr "$MAC_RX" dev bq-tx nud permanent
-ip -n "$RX" neigh replace 198.18.0.1 lladdr "$MAC_TX" dev bq-rx nud permanent
+for _ in $(seq 1 100); do [ -s "$HOLD_OUT" ] && break; sleep 0.1; done
+TX_NS=$(jq -r .tx_netns "$HOLD_OUT")
+RX_NS=$(jq -r .rx_netns "$HOLD_OUT")
 
 iperf_run() {
-  ip netns exec "$RX" taskset -c "$RX_CPU" iperf3 -s -1 -B 198.18.0.2 -p 5201 >/dev/null 2>&1 &
+  nsenter --net="$RX_NS" taskset -c "$RX_CPU" "$IPERF3" -s -1 -B 198.18.0.2 -p 5201 >/dev/null 2>&1 &
   local srv=$!
   sleep 0.3
-  ip netns exec "$TX" taskset -c "$TX_CPU" iperf3 -c 198.18.0.2 -p 5201 -t "$SECS" -J \
+  nsenter --net="$TX_NS" taskset -c "$TX_CPU" "$IPERF3" -c 198.18.0.2 -p 5201 -t "$SECS" -J \
     | jq '.end.sum_received.bits_per_second / 1e9'
   wait "$srv" || true
 }

@@ -72,6 +72,11 @@ pub struct SelftestArgs {
     /// Serve one session, then exit.
     #[arg(long, requires = "serve")]
     pub once: bool,
+    /// Set up the topology, print its namespaces and addresses (JSON), and keep it until
+    /// SIGINT/SIGTERM, then restore: run other tools on the same path with
+    /// `nsenter --net=/run/netns/NAME`.
+    #[arg(long, conflicts_with_all = ["peer", "serve", "loopback"])]
+    pub hold: bool,
 
     /// Modes to run (default: tcp and udp).
     #[arg(long, value_enum, value_delimiter = ',')]
@@ -204,6 +209,9 @@ pub fn run(args: &SelftestArgs, d: &Defaults) -> i32 {
             return 2;
         }
     };
+    if args.hold {
+        return hold(topo);
+    }
     let (report, interrupted) = run_on(&topo, args, d);
     let warnings = topo.teardown();
     drop(topo);
@@ -230,6 +238,35 @@ pub fn run(args: &SelftestArgs, d: &Defaults) -> i32 {
         return 1;
     }
     0
+}
+
+fn hold(mut topo: Topology) -> i32 {
+    let ns = |n: &Option<crate::netns::NetNs>| {
+        n.as_ref()
+            .and_then(|n| n.path())
+            .map(|p| p.display().to_string())
+    };
+    let v = serde_json::json!({
+        "topology": topo.description,
+        "tx_netns": ns(&topo.tx_ns),
+        "rx_netns": ns(&topo.rx_ns),
+        "tx_addr": topo.tx_addr.to_string(),
+        "rx_addr": topo.rx_addr.to_string(),
+    });
+    println!("{v}");
+    let _ = std::io::stdout().flush();
+    while signals::pending().is_none() {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let warnings = topo.teardown();
+    for w in &warnings {
+        let _ = writeln!(std::io::stderr(), "daqtune selftest: restore: {w}");
+    }
+    if warnings.is_empty() {
+        0
+    } else {
+        1
+    }
 }
 
 fn serve(args: &SelftestArgs, d: &Defaults) -> i32 {
