@@ -141,6 +141,7 @@ impl Engine for SocketEngine<'_> {
         let t = self.topo;
         let latency = spec.latency && t.local;
         let measure_retrans = t.tx_ns.is_some();
+        let ports_before = t.port_sample();
         let (tx, rx) = match spec.mode {
             Mode::Tcp | Mode::Udp if t.kind == crate::topology::Kind::Peer => {
                 crate::peer::run_client(t, spec, ctl)?
@@ -153,7 +154,17 @@ impl Engine for SocketEngine<'_> {
                 )))
             }
         };
-        Ok(assemble(t, spec, tx, rx))
+        let mut r = assemble(t, spec, tx, rx);
+        if let (Some(b), Some(a)) = (ports_before, t.port_sample()) {
+            let d = |a: Option<u64>, b: Option<u64>| Some(a?.saturating_sub(b?));
+            r.port_bytes = Some(crate::report::PortBytes {
+                tx_port_tx: a.tx_bytes.saturating_sub(b.tx_bytes),
+                rx_port_rx: a.rx_bytes.saturating_sub(b.rx_bytes),
+                tx_port_tx_phy: d(a.tx_phy_bytes, b.tx_phy_bytes),
+                rx_port_rx_phy: d(a.rx_phy_bytes, b.rx_phy_bytes),
+            });
+        }
+        Ok(r)
     }
 }
 

@@ -99,12 +99,19 @@ fn veth_tcp_and_udp_pass_and_leave_nothing() {
     let results = v["results"].as_array().expect("results");
     assert_eq!(results.len(), 2, "{v}");
     for r in results {
-        assert_eq!(r["status"], "pass", "{r}");
+        // warn = a paced sender starved of CPU fell short of its rate (loaded CI hosts); loss
+        // and integrity decide pass/fail.
+        assert!(r["status"] == "pass" || r["status"] == "warn", "{r}");
         assert_eq!(r["integrity_errors"], 0);
+        let p = &r["port_bytes"];
+        assert!(
+            p["rx_port_rx"].as_u64().expect("port counters") >= r["bytes"].as_u64().expect("bytes")
+        );
         assert!(r["packets"].as_u64().expect("packets") > 0);
         assert!(r["gbps"].as_f64().expect("gbps") > 0.0);
     }
     assert_eq!(results[0]["mode"], "tcp");
+    assert_eq!(results[0]["status"], "pass");
     assert_eq!(results[0]["lost"], 0);
     assert_eq!(results[1]["mode"], "udp");
     assert!(
@@ -347,9 +354,15 @@ fn two_ports_moved_used_and_restored_exactly() {
         .contains("ports dqtp0"));
     for r in v["results"].as_array().expect("results") {
         assert_eq!(r["topology"], "ports");
-        assert_eq!(r["status"], "pass", "{r}");
+        assert!(r["status"] == "pass" || r["status"] == "warn", "{r}");
         assert_eq!(r["integrity_errors"], 0);
+        // The traffic crossed the two ports (their own counters say so).
+        let p = &r["port_bytes"];
+        let bytes = r["bytes"].as_u64().expect("bytes");
+        assert!(p["tx_port_tx"].as_u64().expect("tx") >= bytes, "{r}");
+        assert!(p["rx_port_rx"].as_u64().expect("rx") >= bytes, "{r}");
     }
+    assert_eq!(v["results"][0]["status"], "pass");
     assert_eq!(host.state(&["dqtp0", "dqtp1"]), before);
 }
 
