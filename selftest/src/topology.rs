@@ -319,9 +319,8 @@ impl Topology {
     /// private ports.
     pub fn port_sample(&self) -> Option<PortSample> {
         let (txn, rxn) = self.namespaces().ok()?;
-        let read = |ns: &NetNs,
-                    name: &str|
-         -> Option<(crate::netlink::LinkStats, (Option<u64>, Option<u64>))> {
+        type Sample = (crate::netlink::LinkStats, (Option<u64>, Option<u64>));
+        let read = |ns: &NetNs, name: &str| -> Option<Sample> {
             let st = Netlink::open_in(ns).ok()?.link_by_name(name).ok()??.stats?;
             let phy = netns::run_in(ns, || crate::ethtool::stats(name))
                 .ok()
