@@ -1,1 +1,24 @@
+//! daqtune data-path self-test: engines (socket now; DPDK and RDMA behind the same trait),
+//! the payload format, metrics, reports, and the network topologies they run over.
+//!
+//! See docs/selftest.md for the payload format, the report schema and the topologies.
 
+pub mod cli;
+pub mod cpuplan;
+pub mod engine;
+pub mod error;
+pub mod ethtool;
+pub mod metrics;
+pub mod netlink;
+pub mod netns;
+pub mod payload;
+pub mod peer;
+pub mod report;
+pub mod signals;
+pub mod socket;
+pub mod sys;
+pub mod topology;
+
+pub use engine::{Engine, Mode, RunControl, RunSpec};
+pub use error::{Error, Result};
+pub use report::{judge, EngineResult, Report, Status, Thresholds};

@@ -42,6 +42,9 @@ pub enum Command {
     Snapshot(SnapshotArgs),
     /// Compare two reports (JSON) or snapshots, check by check.
     Diff(DiffArgs),
+    /// Prove the data path with real traffic (socket: TCP and UDP over a veth pair, two
+    /// cabled ports, or loopback). Needs root for namespaces.
+    Selftest(crate::selftest_cmd::SelftestArgs),
     /// Print shell completions.
     Completions {
         #[arg(value_enum)]

@@ -12,4 +12,5 @@ pub mod gate;
 pub mod profile;
 pub mod report;
 pub mod snapshot;
+pub mod selftest_cmd;
 pub mod verdict;

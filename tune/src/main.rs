@@ -20,6 +20,7 @@ fn main() -> ExitCode {
             Command::Profiles(a) => commands::profiles(a)?,
             Command::Snapshot(a) => commands::snapshot(&cli.global, a)?,
             Command::Diff(a) => commands::diff(&cli.global, a)?,
+            Command::Selftest(a) => daqtune::selftest_cmd::run(&cli.global, a)?,
             Command::Completions { shell } => {
                 clap_complete::generate(
                     *shell,
