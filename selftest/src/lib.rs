@@ -8,6 +8,7 @@ pub mod cpuplan;
 pub mod engine;
 pub mod error;
 pub mod ethtool;
+pub mod gpu_sink;
 pub mod metrics;
 pub mod netlink;
 pub mod netns;

@@ -75,6 +75,11 @@ impl CrcShift {
         CrcShift { tables }
     }
 
+    /// The four lookup tables (for the GPU verifier, which gets them as a buffer).
+    pub fn tables(&self) -> &[[u32; 256]; 4] {
+        &self.tables
+    }
+
     /// The raw register after `n` zero bytes starting from `reg`.
     #[inline]
     pub fn apply(&self, reg: u32) -> u32 {
