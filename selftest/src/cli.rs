@@ -109,6 +109,30 @@ pub struct SelftestArgs {
     #[arg(long, value_name = "PCT")]
     pub max_udp_loss: Option<f64>,
 
+    /// Land received messages in this GPU's memory and verify them there with a GPU kernel:
+    /// nvidia-smi's index, a UUID (`GPU-...`) or a PCI bus id. Without a usable GPU every mode
+    /// is reported as `skip` and the exit code is 3.
+    #[arg(long, value_name = "ID", conflicts_with_all = ["peer", "serve", "hold"])]
+    pub gpu: Option<String>,
+    /// Where messages land for `--gpu`: `host_pinned` (pinned host memory the kernel reads in
+    /// place), `copy` (pinned staging + host-to-device copies of >= 4 MiB batches), `device`
+    /// (GPUDirect RDMA: not applicable to sockets).
+    #[arg(
+        long,
+        value_enum,
+        value_name = "KIND",
+        default_value = "copy",
+        requires = "gpu"
+    )]
+    pub gpu_memory: crate::gpu_sink::MemoryKind,
+    /// Bytes per GPU batch, rounded up to whole messages (`copy` needs at least 4 MiB).
+    #[arg(long, value_name = "BYTES", default_value_t = crate::gpu_sink::MIN_COPY_BATCH, requires = "gpu")]
+    pub gpu_batch: usize,
+    /// Test aid: the sender corrupts N messages (one body byte each, after the CRC was
+    /// computed); the run passes only if the verifier counts exactly N integrity errors.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub inject_corruption: u64,
+
     /// Output format on stdout.
     #[arg(long, value_enum, default_value = "text")]
     pub format: Format,
@@ -144,7 +168,11 @@ impl Default for Defaults {
 }
 
 /// Exit codes: 0 pass, 1 a result failed (or the host could not be restored), 2 could not run,
-/// 128+N interrupted by signal N (after restoring).
+/// 3 `--gpu` was asked for but no usable GPU (or the memory kind does not apply): every result
+/// is a `skip`, 128+N interrupted by signal N (after restoring).
+pub const EXIT_GPU_SKIPPED: i32 = 3;
+
+/// See [`EXIT_GPU_SKIPPED`] and the other codes above.
 pub fn run(args: &SelftestArgs, d: &Defaults) -> i32 {
     let mut err = std::io::stderr();
     if let Err(e) = signals::install() {
@@ -237,7 +265,33 @@ pub fn run(args: &SelftestArgs, d: &Defaults) -> i32 {
     if !warnings.is_empty() || !report.passed() {
         return 1;
     }
+    if args.gpu.is_some()
+        && report.summary.skip > 0
+        && report.summary.pass + report.summary.warn == 0
+    {
+        return EXIT_GPU_SKIPPED;
+    }
     0
+}
+
+/// Why a `--gpu` run cannot happen here, or the GPU it will use.
+fn gpu_run(args: &SelftestArgs) -> Option<Result<crate::engine::GpuRun, String>> {
+    use crate::gpu_sink::{self, MemoryKind};
+    let id = args.gpu.as_deref()?;
+    if args.gpu_memory == MemoryKind::Device {
+        return Some(Err(
+            "n/a: device memory is written by the NIC through GPUDirect RDMA (nvidia-peermem or \
+             dma-buf); the socket engine receives through the kernel, so it cannot land data in \
+             GPU memory directly: use host_pinned or copy"
+                .into(),
+        ));
+    }
+    Some(gpu_sink::choose(id).map(|gpu| crate::engine::GpuRun {
+        gpu,
+        memory: args.gpu_memory,
+        batch_bytes: args.gpu_batch,
+        calibration_copies: 20,
+    }))
 }
 
 fn hold(mut topo: Topology) -> i32 {
@@ -331,6 +385,21 @@ fn run_on(topo: &Topology, args: &SelftestArgs, d: &Defaults) -> (Report, Option
             })
             .collect()
     };
+    let gpu = match gpu_run(args) {
+        None => None,
+        Some(Ok(g)) => Some(g),
+        Some(Err(why)) => {
+            for mode in modes {
+                report.push(EngineResult::skipped(
+                    "socket",
+                    mode,
+                    topo.kind.as_str(),
+                    &format!("--gpu: {why}"),
+                ));
+            }
+            return (report, signals::pending());
+        }
+    };
     let ctl = RunControl::watching_signals();
     let mut engine = SocketEngine::new(topo);
     let progress = !args.no_progress && std::io::stderr().is_terminal();
@@ -349,6 +418,8 @@ fn run_on(topo: &Topology, args: &SelftestArgs, d: &Defaults) -> (Report, Option
         };
         spec.tx_cpu = plan.tx;
         spec.rx_cpu = plan.rx;
+        spec.gpu = gpu.clone();
+        spec.inject_corruption = args.inject_corruption;
         ctl.reset_counters();
         if !progress {
             let _ = writeln!(

@@ -76,6 +76,20 @@ pub struct RunSpec {
     pub rx_cpu: Option<usize>,
     /// Record one-way latency from the send stamps (only meaningful when both ends share a clock).
     pub latency: bool,
+    /// Land received messages in GPU memory and verify them there (socket engine).
+    pub gpu: Option<GpuRun>,
+    /// Test aid: the sender corrupts this many messages (one body byte each, after computing
+    /// the CRC) so a run proves its verifier catches them.
+    pub inject_corruption: u64,
+}
+
+/// The GPU sink of one run: which GPU (already resolved) and how.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GpuRun {
+    pub gpu: crate::gpu_sink::ChosenGpu,
+    pub memory: crate::gpu_sink::MemoryKind,
+    pub batch_bytes: usize,
+    pub calibration_copies: usize,
 }
 
 impl RunSpec {
@@ -88,6 +102,8 @@ impl RunSpec {
             tx_cpu: None,
             rx_cpu: None,
             latency: true,
+            gpu: None,
+            inject_corruption: 0,
         }
     }
 }

@@ -22,6 +22,8 @@ pub enum Error {
     Invalid(String),
     #[error("not supported here: {0}")]
     Unsupported(String),
+    #[error("GPU sink: {0}")]
+    Gpu(String),
     #[error("interrupted")]
     Interrupted,
     #[error("journal {path}: {message}")]

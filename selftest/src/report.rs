@@ -8,6 +8,9 @@ use std::fmt::Write as _;
 
 pub const SCHEMA: &str = "daqtune.selftest/v1";
 
+/// Share of the pinned-copy peak the `copy` sink's copies must reach before a run warns.
+pub const MIN_COPY_OF_PEAK: f64 = 0.9;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Status {
@@ -74,6 +77,17 @@ pub struct EngineResult {
     pub status: Status,
     /// Why the status is what it is, one line each.
     pub notes: Vec<String>,
+    /// Messages the sender corrupted on purpose (`--inject-corruption`): the verifier must
+    /// count exactly these as integrity errors.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub injected_corruptions: u64,
+    /// Where the messages were verified when a GPU sink ran (`--gpu`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu: Option<crate::gpu_sink::GpuSinkResult>,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
 }
 
 impl EngineResult {
@@ -101,6 +115,8 @@ impl EngineResult {
             roi: None,
             status: Status::Pending,
             notes: Vec::new(),
+            injected_corruptions: 0,
+            gpu: None,
         }
     }
 
@@ -119,12 +135,15 @@ impl EngineResult {
         r
     }
 
+    /// Loss in percent of what was offered; planted corrupt messages (never accepted, so
+    /// counted lost by the tracker) are not loss.
     pub fn loss_pct(&self) -> f64 {
-        let offered = self.packets + self.lost;
+        let lost = self.lost.saturating_sub(self.injected_corruptions);
+        let offered = self.packets + lost;
         if offered == 0 {
             return 0.0;
         }
-        self.lost as f64 * 100.0 / offered as f64
+        lost as f64 * 100.0 / offered as f64
     }
 }
 
@@ -172,12 +191,50 @@ pub fn judge(r: &mut EngineResult, t: &Thresholds) {
         status = Status::Fail;
         r.notes.push("no message arrived".into());
     }
-    if r.integrity_errors > 0 {
+    if r.injected_corruptions > 0 {
+        // The run's point is the verifier: it must count exactly the planted messages.
+        if r.integrity_errors == r.injected_corruptions {
+            r.notes.push(format!(
+                "all {} planted corrupt message(s) detected",
+                r.injected_corruptions
+            ));
+        } else {
+            status = Status::Fail;
+            r.notes.push(format!(
+                "{} integrity error(s) counted for {} planted corrupt message(s)",
+                r.integrity_errors, r.injected_corruptions
+            ));
+        }
+    } else if r.integrity_errors > 0 {
         status = Status::Fail;
         r.notes.push(format!(
             "{} message(s) failed the checksum",
             r.integrity_errors
         ));
+    }
+    if let Some(g) = &r.gpu {
+        if !g.totals_agree {
+            status = Status::Fail;
+            r.notes
+                .push("the GPU kernel's totals disagree with its per-message results".to_string());
+        }
+        if r.mode.reliable() && g.seq_breaks > 0 {
+            status = Status::Fail;
+            r.notes.push(format!(
+                "the GPU saw {} break(s) in the sequence of a reliable stream",
+                g.seq_breaks
+            ));
+        }
+        if let Some(f) = g.h2d_of_peak {
+            if f < MIN_COPY_OF_PEAK && status == Status::Pass {
+                status = Status::Warn;
+                r.notes.push(format!(
+                    "host-to-device copies ran at {:.0} % of the pinned-copy peak at {} bytes",
+                    f * 100.0,
+                    g.batch_bytes
+                ));
+            }
+        }
     }
     if let Some(p) = r.port_bytes {
         // The wire counters prove more than the netdev ones; use them where they exist.
@@ -194,11 +251,13 @@ pub fn judge(r: &mut EngineResult, t: &Thresholds) {
         }
     }
     if r.mode.reliable() {
-        if r.lost > 0 || r.reordered > 0 {
+        // A planted corrupt message is never accepted, so it also shows as one lost.
+        let lost = r.lost.saturating_sub(r.injected_corruptions);
+        if lost > 0 || r.reordered > 0 {
             status = Status::Fail;
             r.notes.push(format!(
                 "reliable transport lost {} and reordered {} message(s)",
-                r.lost, r.reordered
+                lost, r.reordered
             ));
         }
         if t.min_tcp_gbps > 0.0 && r.gbps < t.min_tcp_gbps {
@@ -322,6 +381,35 @@ impl Report {
                     "      ports: {} B out, {} B in{phy}",
                     p.tx_port_tx, p.rx_port_rx
                 );
+            }
+            if let Some(g) = &r.gpu {
+                let _ = writeln!(
+                    s,
+                    "      gpu {} ({}) {}: {} verified {:.2} Gb/s, {} bad, {} seq breaks, kernel {:.1} Gb/s, {} batches of {} B",
+                    g.name,
+                    g.uuid,
+                    g.memory.as_str(),
+                    g.verified,
+                    g.verified_gbps,
+                    g.integrity_errors,
+                    g.seq_breaks,
+                    g.kernel_gbps,
+                    g.batches,
+                    g.batch_bytes
+                );
+                if let Some(c) = &g.pinned_peak {
+                    let copy = match (g.h2d_gbps, g.h2d_of_peak) {
+                        (Some(h), Some(f)) => {
+                            format!("h2d {h:.1} Gb/s = {:.1} % of ", f * 100.0)
+                        }
+                        _ => String::new(),
+                    };
+                    let _ = writeln!(
+                        s,
+                        "      {copy}pinned-copy peak {:.1} Gb/s (median {:.1}) at {} B",
+                        c.peak_gbps, c.median_gbps, c.bytes
+                    );
+                }
             }
             if let Some(l) = &r.latency {
                 let _ = writeln!(

@@ -6,8 +6,9 @@
 //! the 32-byte headers change; the receiver reads 256 KiB at a time, so the bytes it checksums
 //! are still in cache, and reads the clock once per read for latency.
 
-use crate::engine::{Engine, Mode, RunControl, RunSpec};
+use crate::engine::{Engine, GpuRun, Mode, RunControl, RunSpec};
 use crate::error::{Error, Result};
+use crate::gpu_sink::{Batcher, Calibration, CudaBackend, Geometry, GpuSinkResult};
 use crate::metrics::{self, Histogram, ThreadCpu};
 use crate::netns::NetNs;
 use crate::payload::{self, Generator, SeqTracker};
@@ -67,6 +68,8 @@ pub(crate) struct TxOut {
     pub(crate) wall_ns: u64,
     pub(crate) retrans: Option<u64>,
     pub(crate) notes: Vec<String>,
+    /// Messages corrupted on purpose (`RunSpec::inject_corruption`).
+    pub(crate) corrupted: u64,
 }
 
 #[derive(Debug, Default)]
@@ -77,6 +80,100 @@ pub(crate) struct RxOut {
     pub(crate) cpu_ns: u64,
     pub(crate) wall_ns: u64,
     pub(crate) notes: Vec<String>,
+    pub(crate) gpu: Option<GpuSinkResult>,
+}
+
+/// Spacing of planted corrupt messages: a prime, so they do not line up with batch edges.
+const INJECT_EVERY: u64 = 997;
+
+/// Plants `left` corrupt messages, one every [`INJECT_EVERY`] sequence numbers, by flipping a
+/// body byte after the CRC was computed (the CRC byte itself for header-only messages).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Injector {
+    left: u64,
+}
+
+impl Injector {
+    pub(crate) fn new(n: u64) -> Self {
+        Injector { left: n }
+    }
+
+    #[inline]
+    pub(crate) fn wants(&self, seq: u64) -> bool {
+        self.left > 0 && seq % INJECT_EVERY == INJECT_EVERY / 2
+    }
+
+    /// Flips (or, called again, restores) the planted byte.
+    pub(crate) fn flip(msg: &mut [u8]) {
+        let at = if msg.len() > payload::HEADER_LEN {
+            payload::HEADER_LEN + (msg.len() - payload::HEADER_LEN) / 2
+        } else {
+            28
+        };
+        msg[at] ^= 0x5a;
+    }
+
+    pub(crate) fn planted(&mut self) {
+        self.left = self.left.saturating_sub(1);
+    }
+}
+
+/// The receive side of a GPU run, opened on the receive thread (the CUDA context is made current
+/// there): buffers, kernel, and the pinned-copy calibration.
+pub(crate) struct GpuRx {
+    batcher: Batcher<CudaBackend>,
+    cal: Option<Calibration>,
+    setup_ms: f64,
+}
+
+pub(crate) fn open_gpu(g: &GpuRun, size: usize) -> Result<GpuRx> {
+    let t0 = std::time::Instant::now();
+    let geo = Geometry::new(size, g.batch_bytes, g.memory).map_err(Error::Gpu)?;
+    let gpu_err = |e: crate::gpu_sink::SinkError| Error::Gpu(e.to_string());
+    let mut be = CudaBackend::open(g.gpu.clone(), geo, g.memory).map_err(gpu_err)?;
+    let cal = if g.calibration_copies > 0 {
+        Some(be.calibrate(g.calibration_copies).map_err(gpu_err)?)
+    } else {
+        None
+    };
+    Ok(GpuRx {
+        batcher: Batcher::new(be, geo),
+        cal,
+        setup_ms: t0.elapsed().as_secs_f64() * 1e3,
+    })
+}
+
+impl GpuRx {
+    /// Drains the GPU and fills `out` from the kernel's results.
+    fn finish_into(mut self, out: &mut RxOut, extra_defects: u64) -> Result<()> {
+        let (acct, totals) = self
+            .batcher
+            .finish()
+            .map_err(|e| Error::Gpu(e.to_string()))?;
+        out.tracker = acct.tracker.clone();
+        out.bytes = acct.verified_bytes;
+        for _ in 0..extra_defects {
+            out.tracker.defect();
+        }
+        if acct.trailing_bytes > 0 {
+            out.tracker.defect();
+            out.notes.push(format!(
+                "{} trailing byte(s): a truncated message",
+                acct.trailing_bytes
+            ));
+        }
+        out.notes
+            .push("latency not measured: messages are verified on the GPU".into());
+        out.gpu = Some(GpuSinkResult::assemble(
+            &self.batcher.backend,
+            &acct,
+            &totals,
+            self.cal,
+            out.wall_ns as f64 / 1e9,
+            self.setup_ms,
+        ));
+        Ok(())
+    }
 }
 
 /// Messages per batch: ~128 KiB unpaced; paced, at most ~20 µs worth of data so the pacing
@@ -223,6 +320,8 @@ fn assemble(t: &Topology, spec: &RunSpec, tx: TxOut, mut rx: RxOut) -> EngineRes
     r.roi = metrics::roi(r.gbps, r.cpu_cores);
     r.notes.extend(tx.notes);
     r.notes.extend(rx.notes);
+    r.injected_corruptions = tx.corrupted;
+    r.gpu = rx.gpu;
     r
 }
 
@@ -245,13 +344,14 @@ fn run_tcp(
     let (port_tx, port_rx) = mpsc::channel::<Result<u16>>();
     std::thread::scope(|s| {
         let rx = s.spawn(|| -> Result<RxOut> {
-            let setup = (|| -> Result<(TcpListener, Option<String>)> {
+            let setup = (|| -> Result<(TcpListener, Option<String>, Option<GpuRx>)> {
                 let note = enter(t.rx_ns.as_ref(), spec.rx_cpu, "rx")?;
+                let gpu = spec.gpu.as_ref().map(|g| open_gpu(g, size)).transpose()?;
                 let l = TcpListener::bind(SocketAddr::new(t.rx_addr, 0))
                     .map_err(|e| Error::io(format!("listen on {}", t.rx_addr), e))?;
-                Ok((l, note))
+                Ok((l, note, gpu))
             })();
-            let (listener, note) = match setup {
+            let (listener, note, gpu) = match setup {
                 Ok(v) => v,
                 Err(e) => {
                     let _ = port_tx.send(Err(Error::Invalid(e.to_string())));
@@ -264,7 +364,10 @@ fn run_tcp(
                 .port();
             let _ = port_tx.send(Ok(port));
             let (stream, _) = listener.accept().map_err(|e| Error::io("accept", e))?;
-            let mut out = tcp_receive(stream, size, latency, ctl);
+            let mut out = match gpu {
+                Some(g) => tcp_receive_gpu(stream, ctl, g)?,
+                None => tcp_receive(stream, size, latency, ctl),
+            };
             out.notes.extend(note);
             Ok(out)
         });
@@ -303,6 +406,8 @@ pub(crate) fn tcp_send(mut stream: TcpStream, spec: &RunSpec, ctl: &RunControl) 
     let start = sys::monotonic_ns();
     let deadline = start + spec.duration.as_nanos() as u64;
     let mut bytes = 0u64;
+    let mut inject = Injector::new(spec.inject_corruption);
+    let mut planted: Vec<usize> = Vec::new();
     loop {
         let now = sys::monotonic_ns();
         if now >= deadline || ctl.stopped() {
@@ -310,10 +415,24 @@ pub(crate) fn tcp_send(mut stream: TcpStream, spec: &RunSpec, ctl: &RunControl) 
         }
         pace(start, bytes, spec.rate_gbps);
         let ts = sys::monotonic_ns();
-        for slot in batch.chunks_mut(size) {
+        for (i, slot) in batch.chunks_mut(size).enumerate() {
+            let seq = gen.next_seq();
             gen.stamp(ts, slot);
+            if inject.wants(seq) {
+                Injector::flip(slot);
+                inject.planted();
+                planted.push(i);
+            }
         }
-        if let Err(e) = stream.write_all(&batch) {
+        let sent = stream.write_all(&batch);
+        // The batch buffer is reused and only headers are restamped: undo the planted bytes.
+        for i in planted.drain(..) {
+            Injector::flip(&mut batch[i * size..(i + 1) * size]);
+            if sent.is_ok() {
+                out.corrupted += 1;
+            }
+        }
+        if let Err(e) = sent {
             out.notes.push(format!("tcp send: {e}"));
             break;
         }
@@ -384,6 +503,42 @@ pub(crate) fn tcp_receive(
     out
 }
 
+/// The TCP receiver with a GPU sink: reads go straight into the batch buffers (pinned host
+/// memory); the kernel verifies every message.
+pub(crate) fn tcp_receive_gpu(
+    mut stream: TcpStream,
+    ctl: &RunControl,
+    mut g: GpuRx,
+) -> Result<RxOut> {
+    let mut out = RxOut::default();
+    let cpu0 = sys::thread_cpu_ns();
+    let start = sys::monotonic_ns();
+    let gpu_err = |e: crate::gpu_sink::SinkError| Error::Gpu(e.to_string());
+    loop {
+        let w = g.batcher.writable().map_err(gpu_err)?;
+        let n = match stream.read(w) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => {
+                out.notes.push(format!("tcp receive: {e}"));
+                break;
+            }
+        };
+        ctl.add_rx(n as u64);
+        g.batcher.commit(n).map_err(gpu_err)?;
+    }
+    // The window ends when the last batch is verified, so GPU time counts against the rate.
+    let res = g.finish_into(&mut out, 0);
+    out.wall_ns = sys::monotonic_ns() - start;
+    out.cpu_ns = sys::thread_cpu_ns() - cpu0;
+    res?;
+    if let Some(gr) = out.gpu.as_mut() {
+        gr.verified_gbps = metrics::gbps(out.bytes, out.wall_ns as f64 / 1e9);
+    }
+    Ok(out)
+}
+
 fn run_udp(
     t: &Topology,
     spec: &RunSpec,
@@ -397,8 +552,9 @@ fn run_udp(
     let (sent, tx_done) = (&sent, &tx_done);
     std::thread::scope(|s| {
         let rx = s.spawn(|| -> Result<RxOut> {
-            let setup = (|| -> Result<(UdpSocket, Option<String>)> {
+            let setup = (|| -> Result<(UdpSocket, Option<String>, Option<GpuRx>)> {
                 let note = enter(t.rx_ns.as_ref(), spec.rx_cpu, "rx")?;
+                let gpu = spec.gpu.as_ref().map(|g| open_gpu(g, size)).transpose()?;
                 let sock = UdpSocket::bind(SocketAddr::new(t.rx_addr, 0))
                     .map_err(|e| Error::io(format!("bind udp {}", t.rx_addr), e))?;
                 let fd = sock.as_raw_fd();
@@ -420,9 +576,9 @@ fn run_udp(
                 }
                 sock.set_read_timeout(Some(Duration::from_millis(50)))
                     .map_err(|e| Error::io("udp read timeout", e))?;
-                Ok((sock, note))
+                Ok((sock, note, gpu))
             })();
-            let (sock, note) = match setup {
+            let (sock, note, gpu) = match setup {
                 Ok(v) => v,
                 Err(e) => {
                     let _ = port_tx.send(Err(Error::Invalid(e.to_string())));
@@ -434,7 +590,10 @@ fn run_udp(
                 .map_err(|e| Error::io("udp address", e))?
                 .port();
             let _ = port_tx.send(Ok(port));
-            let mut out = udp_receive(&sock, size, latency, ctl, sent, tx_done);
+            let mut out = match gpu {
+                Some(g) => udp_receive_gpu(&sock, size, ctl, sent, tx_done, g)?,
+                None => udp_receive(&sock, size, latency, ctl, sent, tx_done),
+            };
             out.notes.extend(note);
             Ok(out)
         });
@@ -484,6 +643,7 @@ pub(crate) fn udp_send(
     let deadline = start + spec.duration.as_nanos() as u64;
     let mut bytes = 0u64;
     let mut refused = 0u64;
+    let mut inject = Injector::new(spec.inject_corruption);
     'run: loop {
         if sys::monotonic_ns() >= deadline || ctl.stopped() {
             break;
@@ -496,8 +656,22 @@ pub(crate) fn udp_send(
             loop {
                 let seq = gen.next_seq();
                 gen.stamp(ts, slot);
-                match sock.send(slot) {
-                    Ok(_) => break,
+                let plant = inject.wants(seq);
+                if plant {
+                    Injector::flip(slot);
+                }
+                let r = sock.send(slot);
+                if plant {
+                    Injector::flip(slot);
+                }
+                match r {
+                    Ok(_) => {
+                        if plant {
+                            inject.planted();
+                            out.corrupted += 1;
+                        }
+                        break;
+                    }
                     Err(e) => {
                         gen.rewind(seq);
                         match e.raw_os_error() {
@@ -589,6 +763,80 @@ pub(crate) fn udp_receive(
     out.cpu_ns = sys::thread_cpu_ns() - cpu0;
     // CPU over the receive window, not the drain wait (the thread mostly slept in it).
     out
+}
+
+/// The UDP receiver with a GPU sink: each datagram lands in the next message slot of a batch
+/// buffer. A datagram of the wrong size is counted as a defect on the CPU (it cannot be framed).
+pub(crate) fn udp_receive_gpu(
+    sock: &UdpSocket,
+    size: usize,
+    ctl: &RunControl,
+    sent: &AtomicU64,
+    tx_done: &AtomicBool,
+    mut g: GpuRx,
+) -> Result<RxOut> {
+    let mut out = RxOut::default();
+    let cpu0 = sys::thread_cpu_ns();
+    let mut first = None;
+    let mut last = sys::monotonic_ns();
+    let mut idle_since: Option<u64> = None;
+    let (mut committed, mut misframed) = (0u64, 0u64);
+    let gpu_err = |e: crate::gpu_sink::SinkError| Error::Gpu(e.to_string());
+    loop {
+        let slot = g.batcher.message_slot().map_err(gpu_err)?;
+        match sock.recv(slot) {
+            Ok(n) => {
+                let now = sys::monotonic_ns();
+                first.get_or_insert(now);
+                last = now;
+                idle_since = None;
+                ctl.add_rx(n as u64);
+                if n == size {
+                    g.batcher.commit(size).map_err(gpu_err)?;
+                    committed += 1;
+                } else {
+                    misframed += 1;
+                }
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock
+                        | io::ErrorKind::TimedOut
+                        | io::ErrorKind::Interrupted
+                ) => {}
+            Err(e) => {
+                out.notes.push(format!("udp receive: {e}"));
+                break;
+            }
+        }
+        if tx_done.load(Ordering::Acquire) {
+            if committed + misframed >= sent.load(Ordering::Acquire) {
+                break;
+            }
+            let now = sys::monotonic_ns();
+            let idle = *idle_since.get_or_insert(now);
+            if now - idle > UDP_DRAIN.as_nanos() as u64 {
+                break;
+            }
+        }
+    }
+    let f0 = sys::monotonic_ns();
+    let res = g.finish_into(&mut out, misframed);
+    // The receive window (drain wait excluded) plus the time the last batches took on the GPU.
+    let gpu_tail = sys::monotonic_ns() - f0;
+    out.wall_ns = first.map(|f| last - f + gpu_tail).unwrap_or(0);
+    out.cpu_ns = sys::thread_cpu_ns() - cpu0;
+    res?;
+    if misframed > 0 {
+        out.notes.push(format!(
+            "{misframed} datagram(s) of the wrong size (counted on the CPU)"
+        ));
+    }
+    if let Some(gr) = out.gpu.as_mut() {
+        gr.verified_gbps = metrics::gbps(out.bytes, out.wall_ns as f64 / 1e9);
+    }
+    Ok(out)
 }
 
 #[cfg(test)]

@@ -35,7 +35,8 @@ pub fn defaults(ctx: &Context<'_>, lp: &LoadedProfile) -> (Defaults, Option<Stri
 }
 
 /// Runs the self-test; the exit code is the self-test's (0 pass, 1 fail, 2 could not run,
-/// 128+N interrupted by signal N after restoring the network).
+/// 3 `--gpu` without a usable GPU (every result `skip`), 128+N interrupted by signal N after
+/// restoring the network).
 pub fn run(g: &GlobalArgs, args: &SelftestArgs) -> Result<u8, UsageError> {
     if g.root.is_some() {
         return Err(UsageError::Other(

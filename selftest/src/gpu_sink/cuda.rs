@@ -250,7 +250,9 @@ pub fn devices() -> Result<Vec<DeviceInfo>, CudaError> {
         a.check("cuDeviceGet", unsafe { (a.device_get)(&mut dev, ordinal) })?;
         let mut uuid = [0u8; 16];
         // SAFETY: `uuid` is the 16-byte CUuuid the call fills.
-        a.check("cuDeviceGetUuid", unsafe { (a.device_uuid)(&mut uuid, dev) })?;
+        a.check("cuDeviceGetUuid", unsafe {
+            (a.device_uuid)(&mut uuid, dev)
+        })?;
         let mut name = [0u8; 256];
         // SAFETY: the buffer is writable for the length passed.
         let rn = unsafe { (a.device_name)(name.as_mut_ptr().cast(), name.len() as c_int, dev) };
@@ -285,6 +287,9 @@ pub struct Context {
 // SAFETY: a CUDA context may be used from any thread once made current there; the sink moves
 // the context together with all its resources and calls `make_current` before use.
 unsafe impl Send for Context {}
+// SAFETY: the handle is never mutated after creation and the driver API is thread-safe for
+// calls naming the same context; shared references only pass the handle to the driver.
+unsafe impl Sync for Context {}
 
 impl Context {
     pub fn retain(ordinal: u32) -> Result<Arc<Context>, CudaError> {
@@ -352,7 +357,9 @@ impl PinnedBuf {
                 0
             };
         // SAFETY: valid out pointer; the context is current on this thread.
-        a.check("cuMemHostAlloc", unsafe { (a.host_alloc)(&mut p, len, flags) })?;
+        a.check("cuMemHostAlloc", unsafe {
+            (a.host_alloc)(&mut p, len, flags)
+        })?;
         let mut buf = PinnedBuf {
             ctx: Arc::clone(ctx),
             ptr: p.cast(),
@@ -580,7 +587,9 @@ impl Event {
     pub fn record(&self, s: &Stream) -> Result<(), CudaError> {
         let a = self.ctx.api;
         // SAFETY: live event and stream of the same context.
-        a.check("cuEventRecord", unsafe { (a.event_record)(self.raw, s.raw) })
+        a.check("cuEventRecord", unsafe {
+            (a.event_record)(self.raw, s.raw)
+        })
     }
 
     pub fn synchronize(&self) -> Result<(), CudaError> {

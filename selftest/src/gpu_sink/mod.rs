@@ -101,7 +101,9 @@ impl Geometry {
             ));
         }
         if msg_len > u32::MAX as usize {
-            return Err(format!("message size {msg_len} exceeds the kernel's 32-bit length"));
+            return Err(format!(
+                "message size {msg_len} exceeds the kernel's 32-bit length"
+            ));
         }
         if kind == MemoryKind::Copy && batch_bytes < MIN_COPY_BATCH {
             return Err(format!(
@@ -559,12 +561,7 @@ pub fn resolve<'a>(id: &str, gpus: &'a [GpuFacts]) -> Result<&'a GpuFacts, Strin
             gpus.iter()
                 .find(|g| g.cuda.as_ref().and_then(|c| c.ordinal) == Some(i))
         };
-        return found.ok_or_else(|| {
-            format!(
-                "no GPU with index {i} ({} GPU(s) found)",
-                gpus.len()
-            )
-        });
+        return found.ok_or_else(|| format!("no GPU with index {i} ({} GPU(s) found)", gpus.len()));
     }
     if id.to_ascii_uppercase().starts_with("GPU-") {
         let want = id.to_ascii_lowercase();
@@ -612,7 +609,12 @@ pub fn choose(id: &str) -> Result<ChosenGpu, String> {
     let dev = devs
         .iter()
         .find(|d| d.uuid.eq_ignore_ascii_case(&facts.uuid))
-        .ok_or_else(|| format!("{} is not visible to CUDA (CUDA_VISIBLE_DEVICES?)", facts.uuid))?;
+        .ok_or_else(|| {
+            format!(
+                "{} is not visible to CUDA (CUDA_VISIBLE_DEVICES?)",
+                facts.uuid
+            )
+        })?;
     Ok(ChosenGpu {
         uuid: dev.uuid.clone(),
         name: dev.name.clone(),
@@ -807,8 +809,10 @@ impl Backend for CudaBackend {
         )?;
         s.kernel_end.record(&s.stream)?;
         let s = &mut self.slots[slot];
-        s.stream.copy_to_host(&mut s.seqs_host, &s.seqs_dev, 8 * n)?;
-        s.stream.copy_to_host(&mut s.status_host, &s.status_dev, 4 * n)?;
+        s.stream
+            .copy_to_host(&mut s.seqs_host, &s.seqs_dev, 8 * n)?;
+        s.stream
+            .copy_to_host(&mut s.status_host, &s.status_dev, 4 * n)?;
         s.done.record(&s.stream)?;
         Ok(())
     }

@@ -32,16 +32,18 @@ fn ptx_text_is_what_the_loader_expects() {
 #[test]
 fn crc_table_matches_crc32c() {
     let t = crc_table();
-    let reg = b"123456789"
-        .iter()
-        .fold(!0u32, |r, &b| t[((r ^ u32::from(b)) & 0xff) as usize] ^ (r >> 8));
+    let reg = b"123456789".iter().fold(!0u32, |r, &b| {
+        t[((r ^ u32::from(b)) & 0xff) as usize] ^ (r >> 8)
+    });
     assert_eq!(!reg, 0xE306_9283);
     assert_eq!(!reg, crc32c::crc32c(b"123456789"));
 }
 
 #[test]
 fn model_agrees_with_payload_check_for_every_length_class() {
-    for len in [32usize, 33, 63, 64, 65, 95, 96, 97, 1000, 4096, 8192, 8193, 9000, 65000] {
+    for len in [
+        32usize, 33, 63, 64, 65, 95, 96, 97, 1000, 4096, 8192, 8193, 9000, 65000,
+    ] {
         let geo = Geometry::new(len, 1, MemoryKind::HostPinned).expect("geometry");
         let t = Tables::new(&geo);
         let m = batch_of(len, 1, 41);
@@ -235,16 +237,38 @@ fn facts(uuid: &str, nvml: Option<u32>, ord: Option<u32>, bus: Option<&str>) -> 
 #[test]
 fn resolve_by_index_uuid_and_bus_id() {
     let gpus = vec![
-        facts("GPU-aaaa1111-0000-0000-0000-000000000000", Some(0), Some(1), Some("0000:c1:00.0")),
-        facts("GPU-bbbb2222-0000-0000-0000-000000000000", Some(1), Some(0), Some("0000:09:00.0")),
+        facts(
+            "GPU-aaaa1111-0000-0000-0000-000000000000",
+            Some(0),
+            Some(1),
+            Some("0000:c1:00.0"),
+        ),
+        facts(
+            "GPU-bbbb2222-0000-0000-0000-000000000000",
+            Some(1),
+            Some(0),
+            Some("0000:09:00.0"),
+        ),
     ];
     // nvidia-smi's index, not CUDA's ordinal.
     assert_eq!(resolve("0", &gpus).map(|g| &g.uuid), Ok(&gpus[0].uuid));
-    assert_eq!(resolve("GPU-bbbb", &gpus).map(|g| &g.uuid), Ok(&gpus[1].uuid));
-    assert_eq!(resolve("gpu-AAAA1111", &gpus).map(|g| &g.uuid), Ok(&gpus[0].uuid));
+    assert_eq!(
+        resolve("GPU-bbbb", &gpus).map(|g| &g.uuid),
+        Ok(&gpus[1].uuid)
+    );
+    assert_eq!(
+        resolve("gpu-AAAA1111", &gpus).map(|g| &g.uuid),
+        Ok(&gpus[0].uuid)
+    );
     assert!(resolve("GPU-", &gpus).is_err()); // ambiguous
-    assert_eq!(resolve("00000000:09:00.0", &gpus).map(|g| &g.uuid), Ok(&gpus[1].uuid));
-    assert_eq!(resolve("C1:00.0", &gpus).map(|g| &g.uuid), Ok(&gpus[0].uuid));
+    assert_eq!(
+        resolve("00000000:09:00.0", &gpus).map(|g| &g.uuid),
+        Ok(&gpus[1].uuid)
+    );
+    assert_eq!(
+        resolve("C1:00.0", &gpus).map(|g| &g.uuid),
+        Ok(&gpus[0].uuid)
+    );
     assert!(resolve("2", &gpus).is_err());
     assert!(resolve("", &gpus).is_err());
     assert!(resolve("eth0", &gpus).is_err());
@@ -258,7 +282,10 @@ fn resolve_by_index_uuid_and_bus_id() {
 #[test]
 fn memory_kind_names() {
     use clap::ValueEnum;
-    assert_eq!(MemoryKind::from_str("host_pinned", false), Ok(MemoryKind::HostPinned));
+    assert_eq!(
+        MemoryKind::from_str("host_pinned", false),
+        Ok(MemoryKind::HostPinned)
+    );
     assert_eq!(MemoryKind::from_str("copy", false), Ok(MemoryKind::Copy));
     assert_eq!(
         serde_json::to_string(&MemoryKind::HostPinned).expect("json"),
