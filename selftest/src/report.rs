@@ -531,6 +531,86 @@ mod tests {
         r
     }
 
+    fn gpu_part(h2d_of_peak: Option<f64>) -> crate::gpu_sink::GpuSinkResult {
+        crate::gpu_sink::GpuSinkResult {
+            uuid: "GPU-x".into(),
+            name: "test".into(),
+            pci_bus_id: None,
+            memory: crate::gpu_sink::MemoryKind::Copy,
+            batch_bytes: 4 << 20,
+            batches: 1,
+            verified: 100,
+            verified_gbps: 10.0,
+            integrity_errors: 0,
+            bad_magic: 0,
+            bad_length: 0,
+            bad_crc: 0,
+            min_seq: Some(0),
+            max_seq: Some(99),
+            seq_breaks: 0,
+            kernel_gbps: 100.0,
+            kernel_ms: 1.0,
+            h2d_copies: 1,
+            h2d_gbps: Some(100.0),
+            pinned_peak: None,
+            h2d_of_peak,
+            totals_agree: true,
+            setup_ms: 1.0,
+        }
+    }
+
+    #[test]
+    fn planted_corruption_must_be_counted_exactly() {
+        let t = Thresholds::default();
+        let mut r = tcp(10.0, 100);
+        r.injected_corruptions = 3;
+        r.integrity_errors = 3;
+        r.lost = 3;
+        judge(&mut r, &t);
+        assert_eq!(r.status, Status::Pass, "{:?}", r.notes);
+        let mut r = tcp(10.0, 100);
+        r.injected_corruptions = 3;
+        r.integrity_errors = 2;
+        judge(&mut r, &t);
+        assert_eq!(r.status, Status::Fail);
+        // Loss beyond the planted messages is still loss.
+        let mut r = tcp(10.0, 100);
+        r.injected_corruptions = 3;
+        r.integrity_errors = 3;
+        r.lost = 4;
+        judge(&mut r, &t);
+        assert_eq!(r.status, Status::Fail);
+    }
+
+    #[test]
+    fn gpu_record_judged() {
+        let t = Thresholds::default();
+        let mut r = tcp(10.0, 100);
+        r.gpu = Some(gpu_part(Some(0.97)));
+        judge(&mut r, &t);
+        assert_eq!(r.status, Status::Pass);
+        let mut r = tcp(10.0, 100);
+        r.gpu = Some(gpu_part(Some(0.5)));
+        judge(&mut r, &t);
+        assert_eq!(r.status, Status::Warn);
+        let mut r = tcp(10.0, 100);
+        let mut g = gpu_part(None);
+        g.totals_agree = false;
+        r.gpu = Some(g);
+        judge(&mut r, &t);
+        assert_eq!(r.status, Status::Fail);
+        let mut r = tcp(10.0, 100);
+        let mut g = gpu_part(None);
+        g.seq_breaks = 1;
+        r.gpu = Some(g);
+        judge(&mut r, &t);
+        assert_eq!(r.status, Status::Fail);
+        // The record survives JSON (fixtures, peer protocol).
+        let back: EngineResult =
+            serde_json::from_str(&serde_json::to_string(&r).expect("json")).expect("parse");
+        assert_eq!(back, r);
+    }
+
     #[test]
     fn tcp_integrity_and_rate() {
         let t = Thresholds {
