@@ -11,6 +11,6 @@ pub mod diff;
 pub mod gate;
 pub mod profile;
 pub mod report;
-pub mod selftest_cmd;
 pub mod snapshot;
+pub mod selftest_cmd;
 pub mod verdict;
