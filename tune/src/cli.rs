@@ -44,7 +44,7 @@ pub enum Command {
     Diff(DiffArgs),
     /// Prove the data path with real traffic (socket: TCP and UDP over a veth pair, two
     /// cabled ports, or loopback). Needs root for namespaces.
-    Selftest(crate::selftest_cmd::SelftestArgs),
+    Selftest(Box<crate::selftest_cmd::SelftestArgs>),
     /// Print shell completions.
     Completions {
         #[arg(value_enum)]
