@@ -89,7 +89,10 @@ pub fn parse_host_bridge(name: &str) -> Option<(u32, u8)> {
     if d.is_empty() || d.len() > 8 || b.len() != 2 {
         return None;
     }
-    Some((u32::from_str_radix(d, 16).ok()?, u8::from_str_radix(b, 16).ok()?))
+    Some((
+        u32::from_str_radix(d, 16).ok()?,
+        u8::from_str_radix(b, 16).ok()?,
+    ))
 }
 
 /// sysfs link speed (`16.0 GT/s PCIe`, `8 GT/s`, `Unknown`) in GT/s.
@@ -132,10 +135,14 @@ pub fn bandwidth_gbs(gts: f32, width: u32) -> f64 {
 pub fn link_label(gts: Option<f32>, width: Option<u32>) -> String {
     match (gts, width) {
         (Some(s), Some(w)) if w > 0 => {
-            let g = generation(s).map(|g| format!("Gen{g}")).unwrap_or(format!("{s} GT/s"));
+            let g = generation(s)
+                .map(|g| format!("Gen{g}"))
+                .unwrap_or(format!("{s} GT/s"));
             format!("{g} x{w} ({:.1} GB/s)", bandwidth_gbs(s, w))
         }
-        (Some(s), _) => generation(s).map(|g| format!("Gen{g}")).unwrap_or(format!("{s} GT/s")),
+        (Some(s), _) => generation(s)
+            .map(|g| format!("Gen{g}"))
+            .unwrap_or(format!("{s} GT/s")),
         (None, Some(w)) if w > 0 => format!("x{w}"),
         _ => "unknown".into(),
     }
@@ -175,7 +182,9 @@ pub fn parse_aer_total(text: &str) -> Option<u64> {
     let mut sum: Option<u64> = None;
     for l in text.lines() {
         let mut it = l.split_whitespace();
-        let (Some(name), Some(val)) = (it.next(), it.next()) else { continue };
+        let (Some(name), Some(val)) = (it.next(), it.next()) else {
+            continue;
+        };
         let Ok(v) = val.parse::<u64>() else { continue };
         if name.starts_with("TOTAL_ERR") {
             return Some(v);
@@ -407,7 +416,12 @@ impl PciTree {
             ..Default::default()
         };
         t.devices.sort_by_key(|d| d.addr);
-        t.index = t.devices.iter().enumerate().map(|(i, d)| (d.addr, i)).collect();
+        t.index = t
+            .devices
+            .iter()
+            .enumerate()
+            .map(|(i, d)| (d.addr, i))
+            .collect();
         t
     }
 }
@@ -417,7 +431,10 @@ fn count_numa_nodes(host: &Host) -> usize {
         .map(|names| {
             names
                 .iter()
-                .filter(|n| n.strip_prefix("node").is_some_and(|r| r.parse::<u32>().is_ok()))
+                .filter(|n| {
+                    n.strip_prefix("node")
+                        .is_some_and(|r| r.parse::<u32>().is_ok())
+                })
                 .count()
         })
         .unwrap_or(0)
@@ -450,13 +467,21 @@ fn read_basic(host: &Host, name: &str) -> Result<Basic, String> {
     let class = ue
         .get("PCI_CLASS")
         .and_then(|c| parse_hex_u32(c))
-        .or_else(|| host.read_attr(&format!("{sysfs}/class")).ok().and_then(|c| parse_hex_u32(&c)))
+        .or_else(|| {
+            host.read_attr(&format!("{sysfs}/class"))
+                .ok()
+                .and_then(|c| parse_hex_u32(&c))
+        })
         .ok_or_else(|| format!("{name}: class unreadable"))?;
     let (vendor, device) = match ue.get("PCI_ID").and_then(|s| s.split_once(':')) {
         Some((v, d)) => (parse_hex_u32(v), parse_hex_u32(d)),
         None => (
-            host.read_attr(&format!("{sysfs}/vendor")).ok().and_then(|c| parse_hex_u32(&c)),
-            host.read_attr(&format!("{sysfs}/device")).ok().and_then(|c| parse_hex_u32(&c)),
+            host.read_attr(&format!("{sysfs}/vendor"))
+                .ok()
+                .and_then(|c| parse_hex_u32(&c)),
+            host.read_attr(&format!("{sysfs}/device"))
+                .ok()
+                .and_then(|c| parse_hex_u32(&c)),
         ),
     };
     let (Some(vendor), Some(device)) = (vendor, device) else {
@@ -497,9 +522,13 @@ fn read_detail(host: &Host, d: &mut PciDevice) {
     d.local_cpus = attr("local_cpulist").and_then(|s| parse_cpulist(&s, None).ok());
     d.link = LinkAttrs {
         cur_speed_gts: attr("current_link_speed").and_then(|s| parse_link_speed(&s)),
-        cur_width: attr("current_link_width").and_then(|s| s.parse().ok()).filter(|w| *w > 0),
+        cur_width: attr("current_link_width")
+            .and_then(|s| s.parse().ok())
+            .filter(|w| *w > 0),
         max_speed_gts: attr("max_link_speed").and_then(|s| parse_link_speed(&s)),
-        max_width: attr("max_link_width").and_then(|s| s.parse().ok()).filter(|w| *w > 0),
+        max_width: attr("max_link_width")
+            .and_then(|s| s.parse().ok())
+            .filter(|w| *w > 0),
     };
     if let Some(pf) = link_basename(host, &format!("{p}/physfn")) {
         d.is_vf = true;
@@ -678,29 +707,49 @@ mod tests {
         let w: PciAddr = "deadbeef:00:00.0".parse().expect("8 digits");
         assert_eq!(w.domain, 0xdeadbeef);
         assert_eq!("01:00.0".parse::<PciAddr>().expect("short").domain, 0);
-        for bad in ["", "(null)", "0000:01:00", "0000:01:20.0", "0000:01:00.8", "123456789:00:00.0", "zz:00.0", "pci0000:00"] {
+        for bad in [
+            "",
+            "(null)",
+            "0000:01:00",
+            "0000:01:20.0",
+            "0000:01:00.8",
+            "123456789:00:00.0",
+            "zz:00.0",
+            "pci0000:00",
+        ] {
             assert!(bad.parse::<PciAddr>().is_err(), "{bad}");
         }
     }
 
     #[test]
     fn device_paths() {
-        let p = parse_device_path("/sys/devices/pci0005:00/0005:00:00.0/0005:01:00.0/0005:02:00.0/0005:03:00.1")
-            .expect("place");
+        let p = parse_device_path(
+            "/sys/devices/pci0005:00/0005:00:00.0/0005:01:00.0/0005:02:00.0/0005:03:00.1",
+        )
+        .expect("place");
         assert_eq!(p.host_bridge, "pci0005:00");
         assert_eq!(p.chain.len(), 4);
         // VMD: the domain behind the VMD endpoint is its own host bridge.
-        let p = parse_device_path("/sys/devices/pci0000:00/0000:00:0e.0/pci10000:e0/10000:e0:1d.0/10000:e1:00.0")
-            .expect("vmd");
+        let p = parse_device_path(
+            "/sys/devices/pci0000:00/0000:00:0e.0/pci10000:e0/10000:e0:1d.0/10000:e1:00.0",
+        )
+        .expect("vmd");
         assert_eq!(p.host_bridge, "pci10000:e0");
-        assert_eq!(p.chain.iter().map(|a| a.to_string()).collect::<Vec<_>>(), vec!["10000:e0:1d.0", "10000:e1:00.0"]);
+        assert_eq!(
+            p.chain.iter().map(|a| a.to_string()).collect::<Vec<_>>(),
+            vec!["10000:e0:1d.0", "10000:e1:00.0"]
+        );
         // Hyper-V style: ACPI components before the host bridge.
-        let p = parse_device_path("/sys/devices/LNXSYSTM:00/LNXSYBUS:00/pci7870:00/7870:00:00.0").expect("hv");
+        let p = parse_device_path("/sys/devices/LNXSYSTM:00/LNXSYBUS:00/pci7870:00/7870:00:00.0")
+            .expect("hv");
         assert_eq!(p.host_bridge, "pci7870:00");
         assert!(parse_device_path("/sys/devices/virtual/net/lo").is_none());
         assert!(parse_device_path("").is_none());
         assert_eq!(
-            join_link("/sys/bus/pci/devices", "../../../devices/pci0000:00/0000:00:01.0"),
+            join_link(
+                "/sys/bus/pci/devices",
+                "../../../devices/pci0000:00/0000:00:01.0"
+            ),
             "/sys/devices/pci0000:00/0000:00:01.0"
         );
     }
@@ -730,7 +779,9 @@ mod tests {
 
     #[test]
     fn uevent() {
-        let u = parse_uevent("DRIVER=mlx5_core\nPCI_CLASS=20000\nPCI_ID=15B3:1021\nPCI_SUBSYS_ID=15B3:0023\n");
+        let u = parse_uevent(
+            "DRIVER=mlx5_core\nPCI_CLASS=20000\nPCI_ID=15B3:1021\nPCI_SUBSYS_ID=15B3:0023\n",
+        );
         assert_eq!(u.get("PCI_ID").map(String::as_str), Some("15B3:1021"));
         assert_eq!(parse_hex_u32("20000"), Some(0x20000));
         assert_eq!(parse_hex_u32("0x020000"), Some(0x20000));

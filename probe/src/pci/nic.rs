@@ -88,7 +88,11 @@ impl NicFunction {
 
 /// Parse a netdev `speed` attribute: Mb/s, or `None` for -1 / unknown.
 pub fn parse_speed(s: &str) -> Option<u64> {
-    s.trim().parse::<i64>().ok().filter(|v| *v > 0).map(|v| v as u64)
+    s.trim()
+        .parse::<i64>()
+        .ok()
+        .filter(|v| *v > 0)
+        .map(|v| v as u64)
 }
 
 /// Read a netdev from its sysfs directory.
@@ -110,12 +114,20 @@ pub fn read_netdev(host: &Host, dir: &str, name: &str) -> Netdev {
 }
 
 fn read_rdma(host: &Host, dir: &str, name: &str) -> RdmaDevice {
-    let attr = |a: &str| host.read_attr(&format!("{dir}/{a}")).ok().filter(|s| !s.is_empty());
+    let attr = |a: &str| {
+        host.read_attr(&format!("{dir}/{a}"))
+            .ok()
+            .filter(|s| !s.is_empty())
+    };
     let mut ports = Vec::new();
     for p in host.read_dir(&format!("{dir}/ports")).unwrap_or_default() {
         let Ok(num) = p.parse::<u32>() else { continue };
         let pd = format!("{dir}/ports/{p}");
-        let pattr = |a: &str| host.read_attr(&format!("{pd}/{a}")).ok().filter(|s| !s.is_empty());
+        let pattr = |a: &str| {
+            host.read_attr(&format!("{pd}/{a}"))
+                .ok()
+                .filter(|s| !s.is_empty())
+        };
         // Entries 0 and 1 are the default RoCE v1/v2 GIDs; they name the port's netdev.
         let mut gid_netdevs = Vec::new();
         for i in 0..2 {
