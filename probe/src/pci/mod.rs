@@ -811,3 +811,16 @@ mod live_tests {
         assert!(t.problems.is_empty(), "{:?}", t.problems);
     }
 }
+
+/// The PCI tree and the NICs on it: what the PCIe and NIC checks share.
+#[derive(Debug, Clone, Serialize)]
+pub struct PciFacts {
+    pub tree: PciTree,
+    pub nics: Vec<nic::NicFunction>,
+}
+
+pub fn read_facts(host: &Host) -> Result<PciFacts, ReadError> {
+    let tree = read_pci(host, ReadOptions::default())?;
+    let nics = nic::discover_nics(host, &tree);
+    Ok(PciFacts { tree, nics })
+}
