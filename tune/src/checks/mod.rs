@@ -188,7 +188,10 @@ impl<'a> Context<'a> {
     pub fn nic_numa_node(&self) -> Option<u32> {
         let facts = self.pci().ok()?;
         let nics = nic::data_path_nics(self, facts);
-        if let Some(n) = nics.iter().find_map(|n| n.numa_node.and_then(|x| u32::try_from(x).ok())) {
+        if let Some(n) = nics
+            .iter()
+            .find_map(|n| n.numa_node.and_then(|x| u32::try_from(x).ok()))
+        {
             return Some(n);
         }
         if !nics.is_empty() && facts.tree.numa_nodes == 1 {
