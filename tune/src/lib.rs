@@ -10,4 +10,5 @@ pub mod cores;
 pub mod gate;
 pub mod profile;
 pub mod report;
+pub mod topo;
 pub mod verdict;

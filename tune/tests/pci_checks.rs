@@ -287,3 +287,52 @@ fn live_host_without_gpu_or_nic_skips() {
         );
     }
 }
+
+/// `daqtune topo` and tune_system.py's `--check schematic` spelling, through the binary.
+#[test]
+fn topo_command() {
+    let root = fixture("igx-tuned");
+    let out = run(&["topo", "--root", root.to_str().expect("utf8")]);
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("GPU0") && text.contains("PXB") && text.contains("cx7_0, mlx5_0"),
+        "{text}"
+    );
+    let out = run(&[
+        "topo",
+        "--root",
+        root.to_str().expect("utf8"),
+        "--format",
+        "json",
+    ]);
+    let j: Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(j["schema"], "daqtune.topo/v1");
+    assert_eq!(j["endpoints"][0]["label"], "GPU0");
+    let tmp = tempfile::tempdir().expect("tmp");
+    let svg = tmp.path().join("t.svg");
+    let out = run(&[
+        "--check",
+        "schematic",
+        "--schematic-output",
+        svg.to_str().expect("utf8"),
+        "--root",
+        root.to_str().expect("utf8"),
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let body = std::fs::read_to_string(&svg).expect("svg written");
+    assert!(body.contains("<svg") && body.contains("switch: GPU0-NIC"));
+    // On this machine too (whatever it has), no crash.
+    let out = run(&["topo", "--format", "json"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
