@@ -46,7 +46,9 @@ fn bench(c: &mut Criterion) {
             b.iter(|| black_box(evaluate(&host, &profile, Vec::new(), false)))
         });
         c.bench_function("probe/pci-facts/bench-large", |b| {
-            b.iter(|| black_box(daqtune_probe::pci::read_facts(&host).map(|f| f.tree.devices.len())))
+            b.iter(|| {
+                black_box(daqtune_probe::pci::read_facts(&host).map(|f| f.tree.devices.len()))
+            })
         });
     } else {
         eprintln!("skipping check/bench-large: python3 tests/fixtures/gen_pci.py did not run");

@@ -96,7 +96,9 @@ impl<'h> DevDir<'h> {
     }
 
     fn lookup(&self, name: &str) -> Lookup {
-        let Some(real) = &self.real else { return Lookup::Slow };
+        let Some(real) = &self.real else {
+            return Lookup::Slow;
+        };
         if name.contains('/') || name == ".." || name == "." {
             return Lookup::Slow;
         }
@@ -131,7 +133,8 @@ impl<'h> DevDir<'h> {
     pub fn bytes_limited(&self, name: &str, limit: usize) -> Result<Vec<u8>, String> {
         match self.lookup(name) {
             Lookup::Real(p) => {
-                let f = std::fs::File::open(&p).map_err(|e| format!("{}: {e}", self.host_path(name)))?;
+                let f = std::fs::File::open(&p)
+                    .map_err(|e| format!("{}: {e}", self.host_path(name)))?;
                 let mut buf = Vec::with_capacity(limit.min(65536));
                 f.take(limit as u64)
                     .read_to_end(&mut buf)
@@ -176,7 +179,10 @@ impl<'h> DevDir<'h> {
                 v.sort_unstable();
                 v
             }
-            Lookup::Slow => self.host.read_dir(&self.host_path(name)).unwrap_or_default(),
+            Lookup::Slow => self
+                .host
+                .read_dir(&self.host_path(name))
+                .unwrap_or_default(),
         }
     }
 }
@@ -189,7 +195,9 @@ mod tests {
     #[test]
     fn resolver_matches_host() {
         let d = tempfile::tempdir().expect("tmp");
-        let dev = d.path().join("sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0");
+        let dev = d
+            .path()
+            .join("sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0");
         std::fs::create_dir_all(&dev).expect("mkdir");
         std::fs::create_dir_all(d.path().join("sys/bus/pci/devices")).expect("mkdir");
         symlink(
@@ -207,7 +215,11 @@ mod tests {
             "/sys/devices/nope/x",
             "/",
         ] {
-            assert_eq!(r.resolve(&h, p), h.resolve(p).ok().filter(|x| x.exists()), "{p}");
+            assert_eq!(
+                r.resolve(&h, p),
+                h.resolve(p).ok().filter(|x| x.exists()),
+                "{p}"
+            );
         }
     }
 
@@ -227,6 +239,15 @@ mod tests {
         assert_eq!(dd.attr("evil2"), None);
         assert_eq!(dd.attr("missing"), None);
         assert!(dd.bytes_limited("missing", 64).is_err());
-        assert_eq!(dd.list("."), Vec::<String>::new().into_iter().chain(h.read_dir("/sys/devices/pci0000:00/0000:00:01.0").unwrap_or_default()).collect::<Vec<_>>());
+        assert_eq!(
+            dd.list("."),
+            Vec::<String>::new()
+                .into_iter()
+                .chain(
+                    h.read_dir("/sys/devices/pci0000:00/0000:00:01.0")
+                        .unwrap_or_default()
+                )
+                .collect::<Vec<_>>()
+        );
     }
 }

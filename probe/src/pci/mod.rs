@@ -517,9 +517,7 @@ fn read_detail(host: &Host, res: &devdir::Resolver, d: &mut PciDevice) {
         .link_basename("iommu_group")
         .and_then(|s| s.parse().ok());
     if d.iommu_group.is_some() {
-        d.iommu_type = host
-            .read_attr(&dir.host_path("iommu_group/type"))
-            .ok();
+        d.iommu_type = host.read_attr(&dir.host_path("iommu_group/type")).ok();
     }
     // A VF has no link of its own, no AER reporting and a reserved MRRS: its PF speaks for it.
     if d.is_vf {
@@ -533,7 +531,9 @@ fn read_detail(host: &Host, res: &devdir::Resolver, d: &mut PciDevice) {
             .attr("current_link_width")
             .and_then(|s| s.parse().ok())
             .filter(|w| *w > 0),
-        max_speed_gts: dir.attr("max_link_speed").and_then(|s| parse_link_speed(&s)),
+        max_speed_gts: dir
+            .attr("max_link_speed")
+            .and_then(|s| parse_link_speed(&s)),
         max_width: dir
             .attr("max_link_width")
             .and_then(|s| s.parse().ok())
