@@ -453,16 +453,16 @@ struct Basic {
     driver: Option<String>,
 }
 
-fn read_basic(host: &Host, res: &devdir::Resolver, name: &str) -> Result<Basic, String> {
+fn read_basic(host: &Host, name: &str) -> Result<Basic, String> {
     let addr: PciAddr = name.parse()?;
     let link = format!("{PCI_DEVICES}/{name}");
-    let bus = devdir::DevDir::with(host, res, PCI_DEVICES);
+    let bus = devdir::DevDir::new(host, PCI_DEVICES);
     let sysfs = match bus.link_target(name) {
         Some(t) => join_link(PCI_DEVICES, &t),
         None => host.canonical(&link).map_err(|e| e.to_string())?,
     };
     let place = parse_device_path(&sysfs);
-    let dir = devdir::DevDir::with(host, res, &sysfs);
+    let dir = devdir::DevDir::new(host, &sysfs);
     let ue = dir
         .string("uevent")
         .map(|t| parse_uevent(&t))
@@ -502,8 +502,8 @@ fn read_basic(host: &Host, res: &devdir::Resolver, name: &str) -> Result<Basic, 
     })
 }
 
-fn read_detail(host: &Host, res: &devdir::Resolver, d: &mut PciDevice) {
-    let dir = devdir::DevDir::with(host, res, &d.sysfs);
+fn read_detail(host: &Host, d: &mut PciDevice) {
+    let dir = devdir::DevDir::new(host, &d.sysfs);
     d.detailed = true;
     d.numa_node = dir.attr("numa_node").and_then(|s| s.parse().ok());
     d.local_cpus = dir
@@ -564,9 +564,8 @@ pub fn read_pci(host: &Host, opts: ReadOptions) -> Result<PciTree, ReadError> {
     let names = host.read_dir(PCI_DEVICES)?;
     let mut problems = Vec::new();
     let mut basics = Vec::with_capacity(names.len());
-    let res = devdir::Resolver::new();
     for n in &names {
-        match read_basic(host, &res, n) {
+        match read_basic(host, n) {
             Ok(b) => basics.push(b),
             Err(e) => problems.push(e),
         }
@@ -640,7 +639,7 @@ pub fn read_pci(host: &Host, opts: ReadOptions) -> Result<PciTree, ReadError> {
         }
     }
     for d in devices.iter_mut().filter(|d| want.contains(&d.addr)) {
-        read_detail(host, &res, d);
+        read_detail(host, d);
     }
     let mut t = PciTree::from_devices(devices, count_numa_nodes(host));
     t.names_source = names_source;

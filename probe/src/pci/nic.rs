@@ -8,7 +8,7 @@
 //! (`ports/N/gid_attrs/ndevs/I`) even when that netdev is not in our namespace, and a ConnectX
 //! function bound to mlx5_core with an RDMA device but no visible netdev.
 
-use super::devdir::{DevDir, Resolver};
+use super::devdir::DevDir;
 use super::{PciAddr, PciDevice, PciTree};
 use crate::host::Host;
 use serde::Serialize;
@@ -117,16 +117,16 @@ fn read_netdev_in(d: &DevDir, name: &str) -> Netdev {
     }
 }
 
-fn read_rdma(host: &Host, res: &Resolver, dir: &str, name: &str) -> RdmaDevice {
-    let d = DevDir::with(host, res, dir);
+fn read_rdma(host: &Host, dir: &str, name: &str) -> RdmaDevice {
+    let d = DevDir::new(host, dir);
     let attr = |a: &str| d.attr(a).filter(|s| !s.is_empty());
     let mut ports = Vec::new();
     for p in d.list("ports") {
         let Ok(num) = p.parse::<u32>() else { continue };
-        let pd = DevDir::with(host, res, &format!("{dir}/ports/{p}"));
+        let pd = DevDir::new(host, &format!("{dir}/ports/{p}"));
         let pattr = |a: &str| pd.attr(a).filter(|s| !s.is_empty());
         // Entries 0 and 1 are the default RoCE v1/v2 GIDs; they name the port's netdev.
-        let nd = DevDir::with(host, res, &format!("{dir}/ports/{p}/gid_attrs/ndevs"));
+        let nd = DevDir::new(host, &format!("{dir}/ports/{p}/gid_attrs/ndevs"));
         let mut gid_netdevs = Vec::new();
         for i in ["0", "1"] {
             if let Some(n) = nd.attr(i).filter(|s| !s.is_empty()) {
@@ -154,9 +154,9 @@ fn read_rdma(host: &Host, res: &Resolver, dir: &str, name: &str) -> RdmaDevice {
 }
 
 /// Netdev directories of a PCI function: `<dev>/net/*` and virtio's `<dev>/virtio*/net/*`.
-fn netdev_dirs(host: &Host, res: &Resolver, d: &PciDevice) -> Vec<(String, String)> {
+fn netdev_dirs(host: &Host, d: &PciDevice) -> Vec<(String, String)> {
     let mut out = Vec::new();
-    let dir = DevDir::with(host, res, &d.sysfs);
+    let dir = DevDir::new(host, &d.sysfs);
     let mut bases = vec![d.sysfs.clone()];
     if d.driver.as_deref() == Some("virtio-pci") {
         for e in host.read_dir(&d.sysfs).unwrap_or_default() {
@@ -169,7 +169,7 @@ fn netdev_dirs(host: &Host, res: &Resolver, d: &PciDevice) -> Vec<(String, Strin
         let names = if i == 0 {
             dir.list("net")
         } else {
-            DevDir::with(host, res, b).list("net")
+            DevDir::new(host, b).list("net")
         };
         for n in names {
             out.push((format!("{b}/net/{n}"), n));
@@ -187,16 +187,15 @@ pub fn discover_nics(host: &Host, tree: &PciTree) -> Vec<NicFunction> {
         .into_iter()
         .collect();
     let mut out = Vec::new();
-    let res = Resolver::new();
     for d in tree.devices.iter().filter(|d| d.is_network()) {
-        let netdevs: Vec<Netdev> = netdev_dirs(host, &res, d)
+        let netdevs: Vec<Netdev> = netdev_dirs(host, d)
             .into_iter()
-            .map(|(dir, n)| read_netdev_in(&DevDir::with(host, &res, &dir), &n))
+            .map(|(dir, n)| read_netdev_in(&DevDir::new(host, &dir), &n))
             .collect();
-        let rdma: Vec<RdmaDevice> = DevDir::with(host, &res, &d.sysfs)
+        let rdma: Vec<RdmaDevice> = DevDir::new(host, &d.sysfs)
             .list("infiniband")
             .into_iter()
-            .map(|n| read_rdma(host, &res, &format!("{}/infiniband/{n}", d.sysfs), &n))
+            .map(|n| read_rdma(host, &format!("{}/infiniband/{n}", d.sysfs), &n))
             .collect();
         let mine: BTreeSet<&str> = netdevs.iter().map(|n| n.name.as_str()).collect();
         let mut foreign = Vec::new();
