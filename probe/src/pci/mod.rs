@@ -505,13 +505,17 @@ fn read_basic(host: &Host, name: &str) -> Result<Basic, String> {
 fn read_detail(host: &Host, d: &mut PciDevice) {
     let dir = devdir::DevDir::new(host, &d.sysfs);
     d.detailed = true;
-    d.numa_node = dir.attr("numa_node").and_then(|s| s.parse().ok());
-    d.local_cpus = dir
-        .attr("local_cpulist")
-        .and_then(|s| parse_cpulist(&s, None).ok());
     if let Some(pf) = dir.link_basename("physfn") {
         d.is_vf = true;
         d.physfn = pf.parse().ok();
+    }
+    // A VF sits where its PF sits; hosts with SR-IOV have hundreds, so their NUMA attributes
+    // are taken from the PF (filled in by read_pci) rather than read again.
+    if !(d.is_vf && d.physfn.is_some()) {
+        d.numa_node = dir.attr("numa_node").and_then(|s| s.parse().ok());
+        d.local_cpus = dir
+            .attr("local_cpulist")
+            .and_then(|s| parse_cpulist(&s, None).ok());
     }
     d.iommu_group = dir
         .link_basename("iommu_group")
@@ -640,6 +644,17 @@ pub fn read_pci(host: &Host, opts: ReadOptions) -> Result<PciTree, ReadError> {
     }
     for d in devices.iter_mut().filter(|d| want.contains(&d.addr)) {
         read_detail(host, d);
+    }
+    let pf_numa: HashMap<PciAddr, (Option<i32>, Option<CpuSet>)> = devices
+        .iter()
+        .filter(|d| d.detailed && !d.is_vf)
+        .map(|d| (d.addr, (d.numa_node, d.local_cpus.clone())))
+        .collect();
+    for d in devices.iter_mut().filter(|d| d.is_vf) {
+        if let Some((n, c)) = d.physfn.and_then(|pf| pf_numa.get(&pf)) {
+            d.numa_node = *n;
+            d.local_cpus = c.clone();
+        }
     }
     let mut t = PciTree::from_devices(devices, count_numa_nodes(host));
     t.names_source = names_source;
