@@ -17,6 +17,7 @@ pub mod cmdline;
 pub mod cpu;
 pub mod iommu;
 pub mod irq;
+pub mod gpu;
 pub mod memory;
 pub mod nic;
 pub mod pcie;
@@ -57,6 +58,11 @@ pub static CHECKS: &[CheckDef] = &[
     nic::LINK,
     nic::MTU,
     sysctl::NET_SYSCTL,
+    gpu::CLOCKS,
+    gpu::BAR1,
+    gpu::GPUDIRECT,
+    gpu::PEERMEM,
+    gpu::DRIVER,
 ];
 
 pub fn find(id_or_alias: &str) -> Option<&'static CheckDef> {
@@ -80,6 +86,7 @@ pub struct Context<'a> {
     modules: OnceCell<Modules>,
     procs: OnceCell<Vec<String>>,
     pci: OnceCell<Result<daqtune_probe::pci::PciFacts, String>>,
+    gpus: OnceCell<Result<daqtune_probe::gpu::GpuSnapshot, String>>,
 }
 
 impl<'a> Context<'a> {
@@ -99,6 +106,7 @@ impl<'a> Context<'a> {
             modules: OnceCell::new(),
             procs: OnceCell::new(),
             pci: OnceCell::new(),
+            gpus: OnceCell::new(),
         }
     }
 
@@ -131,6 +139,14 @@ impl<'a> Context<'a> {
 
     pub fn modules(&self) -> &Modules {
         self.modules.get_or_init(|| Modules::read(self.host))
+    }
+
+    /// GPU facts: NVML/CUDA on the live host, `daqtune/gpu.json` under a root. Gathered once.
+    pub fn gpus(&self) -> Result<&daqtune_probe::gpu::GpuSnapshot, &str> {
+        self.gpus
+            .get_or_init(|| daqtune_probe::gpu::read_gpus(self.host).map_err(|e| e.to_string()))
+            .as_ref()
+            .map_err(|e| e.as_str())
     }
 
     pub fn processes(&self) -> &[String] {
