@@ -63,6 +63,11 @@ pub static CHECKS: &[CheckDef] = &[
     gpu::GPUDIRECT,
     gpu::PEERMEM,
     gpu::DRIVER,
+    crate::appconfig::checks::CONFIG,
+    crate::appconfig::checks::CORES,
+    crate::appconfig::checks::MEMORY,
+    crate::appconfig::checks::INTERFACES,
+    crate::appconfig::checks::SIZES,
 ];
 
 pub fn find(id_or_alias: &str) -> Option<&'static CheckDef> {
@@ -79,6 +84,8 @@ pub struct Context<'a> {
     pub profile: &'a LoadedProfile,
     /// Whether reads have root's view (config space beyond 64 bytes, some procfs files).
     pub privileged: bool,
+    /// The DAQIRI configuration given with `--config` (the `app.*` checks are n/a without).
+    pub app: Option<&'a crate::appconfig::AppConfig>,
     cpu: OnceCell<Result<CpuFacts, String>>,
     mem: OnceCell<MemFacts>,
     cmdline: OnceCell<Result<Cmdline, String>>,
@@ -99,6 +106,7 @@ impl<'a> Context<'a> {
             host,
             profile,
             privileged,
+            app: None,
             cpu: OnceCell::new(),
             mem: OnceCell::new(),
             cmdline: OnceCell::new(),
@@ -108,6 +116,12 @@ impl<'a> Context<'a> {
             pci: OnceCell::new(),
             gpus: OnceCell::new(),
         }
+    }
+
+    /// Judge the host against a DAQIRI configuration too.
+    pub fn with_app(mut self, app: Option<&'a crate::appconfig::AppConfig>) -> Self {
+        self.app = app;
+        self
     }
 
     pub fn cpus(&self) -> Result<&CpuFacts, &str> {
