@@ -333,6 +333,18 @@ pub fn data_cores(app: &AppConfig) -> CpuSet {
         .collect()
 }
 
+/// A queue of a TCP/UDP interface: DAQIRI's socket engine never applies its cpu_core
+/// (src/engines/socket has no affinity call), so no thread runs there.
+fn unpinned(app: &AppConfig, role: Role) -> bool {
+    match role {
+        Role::Queue { iface } => matches!(
+            app.interfaces[iface].transport,
+            Transport::Udp | Transport::Tcp
+        ),
+        _ => false,
+    }
+}
+
 fn role_name(app: &AppConfig, u: &CoreUse) -> String {
     match u.role {
         Role::Master => "the master core".into(),
@@ -377,6 +389,17 @@ fn run_cores(ctx: &Context) -> Vec<Verdict> {
                 continue;
             }
         };
+        if unpinned(app, u.role) {
+            out.push(
+                Verdict::na(
+                    ID,
+                    subject,
+                    "DAQIRI's TCP/UDP socket engine does not pin its threads to cpu_core (the application's workers are the pinned threads)",
+                )
+                .observed(format!("cpu {core}")),
+            );
+            continue;
+        }
         let data = u.role != Role::Master;
         if core < 0 {
             let v = if matches!(u.role, Role::Worker { .. }) && core == -1 {
@@ -442,7 +465,7 @@ fn run_cores(ctx: &Context) -> Vec<Verdict> {
         }
         // Sharing.
         for o in &uses {
-            if std::ptr::eq(o, u) || o.core.as_ref().ok() != Some(&core) {
+            if std::ptr::eq(o, u) || o.core.as_ref().ok() != Some(&core) || unpinned(app, o.role) {
                 continue;
             }
             let other = format!("{} ({}:{})", role_name(app, o), app.file, o.line);
@@ -1483,26 +1506,8 @@ fn run_sizes(ctx: &Context) -> Vec<Verdict> {
         }
     }
 
-    // Socket and RDMA messages.
-    for itf in &app.interfaces {
-        if let Some(Field {
-            path,
-            line,
-            value: Ok(m),
-        }) = &itf.max_payload_size
-        {
-            if itf.transport == Transport::Udp && *m > estimate::MAX_UDP_PAYLOAD {
-                out.push(Verdict::fail(
-                    ID,
-                    app.subject(*line, path),
-                    format!(
-                        "max_payload_size {m} exceeds the largest UDP payload ({} B)",
-                        estimate::MAX_UDP_PAYLOAD
-                    ),
-                ));
-            }
-        }
-    }
+    // Socket and RDMA messages. (`socket_config.max_payload_size` is a receive-buffer cap,
+    // not a datagram size: DAQIRI's own UDP sweep sets 65535 for 65507-byte datagrams.)
     for w in &app.workers {
         let Some(ms) = &w.message_size else { continue };
         let m = match &ms.value {
