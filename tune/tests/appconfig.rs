@@ -588,3 +588,42 @@ fn derived_mtu_grows_for_jumbo_frames() {
         "hugepages=1"
     );
 }
+
+#[test]
+fn device_regions_beyond_bar1_fail() {
+    // 60000 x 120000 B of GPU memory: 6.7 GiB with DPDK's headroom, which needs a BAR1 of
+    // 8.4 GiB (registrations under 80 %); the tuned IGX's A6000 has 8 GiB.
+    let dir = tempfile::tempdir().expect("tmp");
+    let cfg = dir.path().join("gpu.yaml");
+    std::fs::write(
+        &cfg,
+        "daqiri:\n  cfg:\n    version: 1\n    stream_type: raw\n    master_core: 3\n    memory_regions:\n    - name: frames\n      kind: device\n      affinity: 0\n      num_bufs: 60000\n      buf_size: 120000\n    interfaces:\n    - name: rx\n      address: 0005:03:00.0\n      rx:\n        queues:\n        - name: q\n          id: 0\n          cpu_core: 9\n          batch_size: 1024\n          memory_regions: [frames]\n",
+    )
+    .expect("write");
+    let out = run(&[
+        "check",
+        "--root",
+        fixture("igx-tuned").to_str().expect("utf8"),
+        "--profile",
+        "igx-orin",
+        "--config",
+        cfg.to_str().expect("utf8"),
+        "--format",
+        "json",
+        "app.memory",
+    ]);
+    let rep: Value = serde_json::from_slice(&out.stdout).expect("json");
+    let subject = format!("{}:7 memory_regions[0]", cfg.display());
+    let v = all(&rep, "app.memory")
+        .into_iter()
+        .find(|v| v["subject"] == subject.as_str())
+        .expect("region verdict");
+    assert_eq!(status(v), "fail", "{v:#}");
+    let bytes = (60_000u64 * 120_128).div_ceil(65536) * 65536;
+    let need = (bytes * 5).div_ceil(4).div_ceil(1 << 20);
+    assert!(
+        msg(v).contains(&format!("needs BAR1 >= {need} MiB")),
+        "{v:#}"
+    );
+    assert!(msg(v).contains("BAR1 is 8192 MiB"), "{v:#}");
+}

@@ -210,6 +210,19 @@ garbage
         assert_eq!(a.netdev_of(ip("8.8.8.8")), None);
     }
 
+    proptest::proptest! {
+        #[test]
+        fn parsers_never_panic(s in "[0-9A-Fa-f|+\\-/. :\tLOCALhostlink\n]{0,300}") {
+            let a = LocalAddrs {
+                v4: parse_fib_trie(&s),
+                routes: parse_route(&s),
+                v6: parse_if_inet6(&s),
+            };
+            let _ = a.netdev_of("10.0.0.1".parse().expect("ip"));
+            let _ = a.is_local("::1".parse().expect("ip"));
+        }
+    }
+
     #[test]
     fn garbage_is_ignored() {
         for t in ["", "(null)", "|-- x\n/abc host LOCAL", "Iface\nx y z"] {
