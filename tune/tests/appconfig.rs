@@ -627,3 +627,52 @@ fn device_regions_beyond_bar1_fail() {
     );
     assert!(msg(v).contains("BAR1 is 8192 MiB"), "{v:#}");
 }
+
+#[test]
+fn absurd_values_do_not_crash_the_checks() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let cfg = dir.path().join("absurd.yaml");
+    std::fs::write(
+        &cfg,
+        "daqiri:\n  cfg:\n    version: 1\n    stream_type: raw\n    master_core: 99999\n    memory_regions:\n    - name: a\n      kind: huge\n      affinity: 4294967296\n      num_bufs: 9223372036854775807\n      buf_size: 9223372036854775807\n    - name: b\n      kind: device\n      affinity: -3\n      num_bufs: 9223372036854775807\n      buf_size: 9223372036854775807\n    interfaces:\n    - name: x\n      address: zzzz:zz:zz.z\n      rx:\n        queues:\n        - name: q\n          id: 0\n          cpu_core: -7\n          memory_regions: [a, b]\n        flows:\n        - name: f\n          id: 0\n          action: {type: queue, id: 0}\n          match: {ipv4_len: 9223372036854775807}\nbench_tx:\n  interface_name: x\n  cpu_core: 4294967297\n  header_size: 9223372036854775807\n  payload_size: 9223372036854775807\n  message_size: 9223372036854775807\n",
+    )
+    .expect("write");
+    for (root, prof) in [
+        ("igx-tuned", "igx-orin"),
+        ("spark", "dgx-spark"),
+        ("x86-2s", "generic-dgpu"),
+    ] {
+        let out = run(&[
+            "check",
+            "--root",
+            fixture(root).to_str().expect("utf8"),
+            "--profile",
+            prof,
+            "--config",
+            cfg.to_str().expect("utf8"),
+            "--format",
+            "json",
+        ]);
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let rep: Value = serde_json::from_slice(&out.stdout).expect("json");
+        for v in rep["checks"].as_array().expect("checks") {
+            assert_ne!(status(v), "error", "{v:#}");
+        }
+        // A core number beyond u32 is not silently truncated to another CPU.
+        let v = all(&rep, "app.cores")
+            .into_iter()
+            .find(|v| {
+                v["subject"]
+                    .as_str()
+                    .expect("s")
+                    .ends_with("bench_tx.cpu_core")
+            })
+            .expect("worker verdict");
+        assert!(msg(v).contains("CPU 4294967297 does not exist"), "{v:#}");
+    }
+}

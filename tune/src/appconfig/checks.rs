@@ -414,7 +414,17 @@ fn run_cores(ctx: &Context) -> Vec<Verdict> {
             out.push(v.observed(core));
             continue;
         }
-        let cpu = core as u32;
+        let Ok(cpu) = u32::try_from(core) else {
+            out.push(
+                Verdict::fail(
+                    ID,
+                    subject,
+                    format!("CPU {core} does not exist on this host"),
+                )
+                .observed(core),
+            );
+            continue;
+        };
         let mut fails: Vec<String> = Vec::new();
         let mut warns: Vec<String> = Vec::new();
         let mut goods: Vec<String> = Vec::new();
@@ -547,10 +557,19 @@ fn node_free(ctx: &Context, node: u32) -> Option<u64> {
     let mem = ctx.mem();
     let per: Vec<_> = mem.node_pools.iter().filter(|p| p.node == node).collect();
     if !per.is_empty() {
-        return Some(per.iter().map(|p| p.free * p.size_kb * 1024).sum());
+        return Some(
+            per.iter()
+                .map(|p| p.free.saturating_mul(p.size_kb).saturating_mul(1024))
+                .sum(),
+        );
     }
     if mem.nodes.len() <= 1 && node == 0 && mem.pools_error.is_none() {
-        return Some(mem.pools.iter().map(|p| p.free * p.size_kb * 1024).sum());
+        return Some(
+            mem.pools
+                .iter()
+                .map(|p| p.free.saturating_mul(p.size_kb).saturating_mul(1024))
+                .sum(),
+        );
     }
     None
 }
@@ -560,7 +579,12 @@ fn free_total(ctx: &Context) -> Option<u64> {
     if mem.pools_error.is_some() {
         return None;
     }
-    Some(mem.pools.iter().map(|p| p.free * p.size_kb * 1024).sum())
+    Some(
+        mem.pools
+            .iter()
+            .map(|p| p.free.saturating_mul(p.size_kb).saturating_mul(1024))
+            .sum(),
+    )
 }
 
 fn largest_page_kb(ctx: &Context) -> u64 {
@@ -574,7 +598,7 @@ fn largest_page_kb(ctx: &Context) -> u64 {
 
 fn hugepage_fix(ctx: &Context, node: Option<u32>, missing: u64) -> String {
     let page_kb = largest_page_kb(ctx);
-    let pages = missing.div_ceil(page_kb * 1024);
+    let pages = missing.div_ceil(page_kb.saturating_mul(1024).max(1));
     let label = daqtune_probe::mem::format_size_kb(page_kb);
     let current = match node {
         Some(n) => ctx
@@ -594,7 +618,7 @@ fn hugepage_fix(ctx: &Context, node: Option<u32>, missing: u64) -> String {
     };
     format!(
         "reserve {pages} more {label} page(s): echo {} | sudo tee {path} (at boot: hugepagesz={label} hugepages=N on the kernel command line; the hugepages check and `daqtune apply --only hugepages` keep it)",
-        current + pages
+        current.saturating_add(pages)
     )
 }
 
@@ -733,11 +757,19 @@ fn run_memory(ctx: &Context) -> Vec<Verdict> {
         );
         let v = match kind {
             MemKind::Huge => {
-                let Some(node) = r.affinity().and_then(|a| u32::try_from(a).ok()) else {
+                let Some(aff) = r.affinity() else {
                     out.push(Verdict::skip(
                         ID,
                         subject,
                         "affinity (the NUMA node) unusable: see app.config",
+                    ));
+                    continue;
+                };
+                let Ok(node) = u32::try_from(aff) else {
+                    out.push(Verdict::fail(
+                        ID,
+                        subject,
+                        format!("`{}`: affinity {aff} is not a NUMA node", r.name),
                     ));
                     continue;
                 };
@@ -1325,7 +1357,7 @@ fn frame_limits(
     mtu: Option<(u32, String)>,
     out: &mut Vec<Verdict>,
 ) {
-    if l2 + estimate::ETH_FCS > estimate::JUMBO_FRAME {
+    if l2.saturating_add(estimate::ETH_FCS) > estimate::JUMBO_FRAME {
         out.push(Verdict::fail(
             id,
             subject.to_string(),
@@ -1411,7 +1443,7 @@ fn run_sizes(ctx: &Context) -> Vec<Verdict> {
             continue;
         };
         let segs = segments(app, q);
-        let l2 = hv + pv;
+        let l2 = hv.saturating_add(pv);
         let v = match segs.as_slice() {
             [] => Verdict::skip(ID, subject.clone(), format!("{} names no usable memory region", q.path)),
             [(n, b)] if l2 > *b => Verdict::fail(
@@ -1466,13 +1498,13 @@ fn run_sizes(ctx: &Context) -> Vec<Verdict> {
                 }
             };
             let subject = app.subject(f.ipv4_len.line, &f.ipv4_len.path);
-            let l2 = len + estimate::ETH_HDR;
+            let l2 = len.saturating_add(estimate::ETH_HDR);
             for q in itf
                 .queues(Dir::Rx)
                 .filter(|q| q.id.is_some_and(|id| f.queues.contains(&id)))
             {
                 let segs = segments(app, q);
-                let cap: u64 = segs.iter().map(|(_, b)| b).sum();
+                let cap: u64 = segs.iter().fold(0u64, |a, (_, b)| a.saturating_add(*b));
                 if segs.is_empty() {
                     continue;
                 }

@@ -30,7 +30,7 @@ pub fn needed_mtu(app: &AppConfig) -> Option<u32> {
             w.header_size.as_ref().and_then(|f| f.ok()),
             w.payload_size.as_ref().and_then(|f| f.ok()),
         ) {
-            up((h + p).saturating_sub(estimate::ETH_HDR));
+            up(h.saturating_add(*p).saturating_sub(estimate::ETH_HDR));
         }
         let udp = app
             .worker_interface(w)
@@ -103,7 +103,7 @@ pub fn derive_profile(app: &AppConfig, base: &Profile, ctx: &Context) -> Derived
 
     let est = estimate::hugepages(app);
     let page_kb = parse_size_kb(&p.hugepages.size).unwrap_or(1024 * 1024);
-    let page = page_kb * 1024;
+    let page = page_kb.saturating_mul(1024).max(1);
     let count = est.total.div_ceil(page);
     p.hugepages.count = count;
     notes.push(if count == 0 {
@@ -112,7 +112,7 @@ pub fn derive_profile(app: &AppConfig, base: &Profile, ctx: &Context) -> Derived
         format!(
             "{count} x {} hugepages ({} MiB) for {}: {}",
             format_size_kb(page_kb),
-            count * page / MIB,
+            count.saturating_mul(page) / MIB,
             file,
             est.breakdown()
         )

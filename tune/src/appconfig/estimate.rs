@@ -129,13 +129,14 @@ pub fn hugepages(app: &AppConfig) -> HugeEstimate {
             continue;
         };
         e.huge_regions += 1;
-        e.huge_bytes += bytes;
+        e.huge_bytes = e.huge_bytes.saturating_add(bytes);
         let node = r
             .affinity()
             .and_then(|a| u32::try_from(a).ok())
             .unwrap_or(0);
         let over = if dpdk { PER_POOL_OVERHEAD } else { 0 };
-        *e.per_node.entry(node).or_insert(0) += bytes + over;
+        let slot: &mut u64 = e.per_node.entry(node).or_insert(0);
+        *slot = slot.saturating_add(bytes.saturating_add(over));
     }
     if dpdk {
         for i in &app.interfaces {
@@ -150,7 +151,11 @@ pub fn hugepages(app: &AppConfig) -> HugeEstimate {
         e.pool_overhead = e.pools * PER_POOL_OVERHEAD;
         e.eal_bytes = EAL_FIXED_OVERHEAD;
     }
-    e.total = e.huge_bytes + e.pool_overhead + e.dummy_bytes + e.eal_bytes;
+    e.total = e
+        .huge_bytes
+        .saturating_add(e.pool_overhead)
+        .saturating_add(e.dummy_bytes)
+        .saturating_add(e.eal_bytes);
     e
 }
 
@@ -164,7 +169,8 @@ pub fn device_bytes(app: &AppConfig) -> BTreeMap<i64, u64> {
         let (Some(gpu), Some(bytes)) = (r.affinity(), region_bytes(app, r)) else {
             continue;
         };
-        *out.entry(gpu).or_insert(0) += bytes;
+        let slot: &mut u64 = out.entry(gpu).or_insert(0);
+        *slot = slot.saturating_add(bytes);
     }
     out
 }

@@ -307,6 +307,12 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
 
     #[test]
+    fn any_text_never_panics(s in "\\PC{0,200}") {
+        let _ = AppConfig::parse("p.yaml", &s);
+        let _ = locate::LineIndex::build(&s);
+    }
+
+    #[test]
     fn parsing_never_panics(s in "[ a-z0-9:\\-\\[\\]{}<>\"'#|.\n]{0,200}") {
         let _ = AppConfig::parse("p.yaml", &s);
         let _ = locate::LineIndex::build(&s);
