@@ -591,6 +591,9 @@ impl AppConfig {
             });
         }
 
+        if get(net, "version").is_none() {
+            b.missing("version".into(), true, "version: 1 (DAQIRI requires it)");
+        }
         if let Some(v) = get(net, "version") {
             if as_int(v) != Some(1) {
                 let raw = scalar_text(v).unwrap_or_default();
@@ -743,6 +746,13 @@ impl AppConfig {
                             format!("{qpath}.cpu_core"),
                             true,
                             "cpu_core (required in indirect poll mode)",
+                        );
+                    }
+                    if get(q, "batch_size").is_none() && !direct {
+                        b.missing(
+                            format!("{qpath}.batch_size"),
+                            true,
+                            "batch_size (required in indirect poll mode)",
                         );
                     }
                     let qregions: Vec<String> = seq(get(q, "memory_regions"))

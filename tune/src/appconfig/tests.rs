@@ -37,6 +37,7 @@ daqiri:
         - name: q
           id: 0
           cpu_core: 11
+          batch_size: 10
           memory_regions: [hdr, pay]
     - name: rx_port
       address: 01:00.1
