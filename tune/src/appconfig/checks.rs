@@ -378,6 +378,11 @@ fn run_cores(ctx: &Context) -> Vec<Verdict> {
     let nodes = &ctx.mem().nodes;
     let multi_node = nodes.len() > 1;
     let wanted = data_cores(app);
+    // What to isolate: the configuration's data cores that exist here, plus what already is.
+    let wanted = match cpus {
+        Ok(c) => wanted.intersection(&c.online),
+        Err(_) => wanted,
+    };
     let iso_union = iso.clone().unwrap_or_default().union(&wanted);
     let mut out = Vec::new();
     for u in &uses {
@@ -451,7 +456,8 @@ fn run_cores(ctx: &Context) -> Vec<Verdict> {
             }
             Err(e) => warns.push(format!("cannot read the CPU list ({e})")),
         }
-        if data {
+        let missing = !fails.is_empty();
+        if data && !missing {
             match &iso {
                 Some(set) if set.contains(cpu) => goods.push("isolated".into()),
                 Some(set) => {
