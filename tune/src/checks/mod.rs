@@ -17,6 +17,7 @@ pub mod cmdline;
 pub mod cpu;
 pub mod iommu;
 pub mod irq;
+pub mod gpu;
 pub mod memory;
 pub mod nic;
 pub mod pcie;
@@ -57,6 +58,16 @@ pub static CHECKS: &[CheckDef] = &[
     nic::LINK,
     nic::MTU,
     sysctl::NET_SYSCTL,
+    gpu::CLOCKS,
+    gpu::BAR1,
+    gpu::GPUDIRECT,
+    gpu::PEERMEM,
+    gpu::DRIVER,
+    crate::appconfig::checks::CONFIG,
+    crate::appconfig::checks::CORES,
+    crate::appconfig::checks::MEMORY,
+    crate::appconfig::checks::INTERFACES,
+    crate::appconfig::checks::SIZES,
 ];
 
 pub fn find(id_or_alias: &str) -> Option<&'static CheckDef> {
@@ -73,6 +84,8 @@ pub struct Context<'a> {
     pub profile: &'a LoadedProfile,
     /// Whether reads have root's view (config space beyond 64 bytes, some procfs files).
     pub privileged: bool,
+    /// The DAQIRI configuration given with `--config` (the `app.*` checks are n/a without).
+    pub app: Option<&'a crate::appconfig::AppConfig>,
     cpu: OnceCell<Result<CpuFacts, String>>,
     mem: OnceCell<MemFacts>,
     cmdline: OnceCell<Result<Cmdline, String>>,
@@ -80,6 +93,7 @@ pub struct Context<'a> {
     modules: OnceCell<Modules>,
     procs: OnceCell<Vec<String>>,
     pci: OnceCell<Result<daqtune_probe::pci::PciFacts, String>>,
+    gpus: OnceCell<Result<daqtune_probe::gpu::GpuSnapshot, String>>,
 }
 
 impl<'a> Context<'a> {
@@ -92,6 +106,7 @@ impl<'a> Context<'a> {
             host,
             profile,
             privileged,
+            app: None,
             cpu: OnceCell::new(),
             mem: OnceCell::new(),
             cmdline: OnceCell::new(),
@@ -99,7 +114,14 @@ impl<'a> Context<'a> {
             modules: OnceCell::new(),
             procs: OnceCell::new(),
             pci: OnceCell::new(),
+            gpus: OnceCell::new(),
         }
+    }
+
+    /// Judge the host against a DAQIRI configuration too.
+    pub fn with_app(mut self, app: Option<&'a crate::appconfig::AppConfig>) -> Self {
+        self.app = app;
+        self
     }
 
     pub fn cpus(&self) -> Result<&CpuFacts, &str> {
@@ -131,6 +153,14 @@ impl<'a> Context<'a> {
 
     pub fn modules(&self) -> &Modules {
         self.modules.get_or_init(|| Modules::read(self.host))
+    }
+
+    /// GPU facts: NVML/CUDA on the live host, `daqtune/gpu.json` under a root. Gathered once.
+    pub fn gpus(&self) -> Result<&daqtune_probe::gpu::GpuSnapshot, &str> {
+        self.gpus
+            .get_or_init(|| read_gpus_once(self.host))
+            .as_ref()
+            .map_err(|e| e.as_str())
     }
 
     pub fn processes(&self) -> &[String] {
@@ -208,6 +238,27 @@ impl<'a> Context<'a> {
             .get(id)
             .map(|reason| Verdict::na(id, "host", reason.clone()))
     }
+}
+
+/// GPU facts once per process and root: loading NVML and cuInit costs hundreds of ms, and
+/// profile detection by GPU name and the GPU checks both need them.
+pub fn read_gpus_once(host: &Host) -> Result<daqtune_probe::gpu::GpuSnapshot, String> {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    type Cache =
+        Mutex<HashMap<std::path::PathBuf, Result<daqtune_probe::gpu::GpuSnapshot, String>>>;
+    static CACHE: OnceLock<Cache> = OnceLock::new();
+    let cache = CACHE.get_or_init(Default::default);
+    if let Ok(c) = cache.lock() {
+        if let Some(r) = c.get(host.root()) {
+            return r.clone();
+        }
+    }
+    let r = daqtune_probe::gpu::read_gpus(host).map_err(|e| e.to_string());
+    if let Ok(mut c) = cache.lock() {
+        c.insert(host.root().to_path_buf(), r.clone());
+    }
+    r
 }
 
 fn unsafe_free_euid() -> u32 {
