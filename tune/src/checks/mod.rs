@@ -15,9 +15,9 @@ use std::cell::OnceCell;
 
 pub mod cmdline;
 pub mod cpu;
+pub mod gpu;
 pub mod iommu;
 pub mod irq;
-pub mod gpu;
 pub mod memory;
 pub mod nic;
 pub mod pcie;
