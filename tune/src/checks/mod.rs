@@ -280,6 +280,11 @@ pub fn run_checks(ctx: &Context, opts: &RunOptions) -> Vec<Verdict> {
         if !opts.only.is_empty() && !opts.only.iter().any(|o| o == def.id) {
             continue;
         }
+        // `app.*` checks judge the host against an experiment's configuration: without
+        // `--config` they have nothing to say unless asked for by name.
+        if def.id.starts_with("app.") && ctx.app.is_none() && opts.only.is_empty() {
+            continue;
+        }
         if let Some(v) = ctx.not_applicable(def.id) {
             out.push(v);
             continue;
