@@ -294,6 +294,7 @@ pub fn render_svg(tree: &PciTree, nics: &[NicFunction], t: &Topology, all: bool)
         .iter()
         .map(|n| {
             let mut v: Vec<String> = n.netdevs.iter().map(|x| x.name.clone()).collect();
+            v.extend(n.foreign_netdevs.iter().map(|f| format!("{f} (other netns)")));
             v.extend(n.rdma.iter().map(|r| r.name.clone()));
             (n.addr, v.join(" "))
         })
@@ -369,7 +370,7 @@ pub fn render_svg(tree: &PciTree, nics: &[NicFunction], t: &Topology, all: bool)
         h = height
     );
     s.push_str("<title>daqtune topo: PCIe tree</title>\n");
-    s.push_str(r##"<style>.edge{stroke:#777;stroke-width:1.5;fill:none}.deg{stroke:#d00;stroke-width:2.5}.lbl{fill:#333;font-size:10px}.box{stroke:#333;stroke-width:1;rx:6}.gpu{fill:#c8f0c8}.nic{fill:#c8dcff}.nvme{fill:#f0e6c8}.bridge{fill:#eee}.other{fill:#fff}.hb{fill:#444}.hbt{fill:#fff;font-weight:bold}.sw{stroke:#e07000;stroke-width:3}</style>"##);
+    s.push_str(r##"<style>.edge{stroke:#777;stroke-width:1.5;fill:none}.deg{stroke:#d00;stroke-width:2.5}.lbl{fill:#333;font-size:10px;paint-order:stroke;stroke:#fff;stroke-width:3px}.box{stroke:#333;stroke-width:1;rx:6}.gpu{fill:#c8f0c8}.nic{fill:#c8dcff}.nvme{fill:#f0e6c8}.bridge{fill:#eee}.other{fill:#fff}.hb{fill:#444}.hbt{fill:#fff;font-weight:bold}.sw{stroke:#e07000;stroke-width:3}</style>"##);
     s.push('\n');
     // Edges first so boxes cover them.
     for (hb, x, roots) in &hb_pos {
