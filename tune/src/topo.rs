@@ -294,7 +294,11 @@ pub fn render_svg(tree: &PciTree, nics: &[NicFunction], t: &Topology, all: bool)
         .iter()
         .map(|n| {
             let mut v: Vec<String> = n.netdevs.iter().map(|x| x.name.clone()).collect();
-            v.extend(n.foreign_netdevs.iter().map(|f| format!("{f} (other netns)")));
+            v.extend(
+                n.foreign_netdevs
+                    .iter()
+                    .map(|f| format!("{f} (other netns)")),
+            );
             v.extend(n.rdma.iter().map(|r| r.name.clone()));
             (n.addr, v.join(" "))
         })

@@ -836,3 +836,41 @@ pub fn read_facts(host: &Host) -> Result<PciFacts, ReadError> {
     let nics = nic::discover_nics(host, &tree);
     Ok(PciFacts { tree, nics })
 }
+
+#[cfg(test)]
+mod prop_tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn parsers_never_panic(s in "\\PC{0,64}") {
+            let _ = s.parse::<PciAddr>();
+            let _ = parse_link_speed(&s);
+            let _ = parse_aer_total(&s);
+            let _ = parse_uevent(&s);
+            let _ = parse_device_path(&s);
+            let _ = parse_host_bridge(&s);
+            let _ = ids::PciIds::parse(&s, &BTreeSet::new());
+        }
+
+        #[test]
+        fn addresses_round_trip(domain in any::<u32>(), bus in any::<u8>(), dev in 0u8..32, func in 0u8..8) {
+            let a = PciAddr { domain, bus, dev, func };
+            prop_assert_eq!(a.to_string().parse::<PciAddr>(), Ok(a));
+        }
+
+        #[test]
+        fn sysfs_paths_give_parents(depth in 1usize..6, domain in 0u32..0x20000) {
+            let chain: Vec<PciAddr> = (0..depth)
+                .map(|i| PciAddr { domain, bus: i as u8, dev: 0, func: 0 })
+                .collect();
+            let path = format!(
+                "/sys/devices/pci{domain:04x}:00/{}",
+                chain.iter().map(|a| a.to_string()).collect::<Vec<_>>().join("/")
+            );
+            let p = parse_device_path(&path).expect("place");
+            prop_assert_eq!(p.chain, chain);
+        }
+    }
+}
