@@ -130,6 +130,7 @@ fn x86_two_sockets() {
     let vf = t.get(a("0000:99:00.2")).expect("vf");
     assert!(vf.is_vf);
     assert_eq!(vf.physfn, Some(nic));
+    assert_eq!(vf.numa(), Some(1), "a VF takes its PF's node");
     let nics = discover_nics(&h, &t);
     let moved = nics
         .iter()

@@ -38,6 +38,8 @@ pub enum Command {
     Explain(ExplainArgs),
     /// List or show the built-in profiles.
     Profiles(ProfilesArgs),
+    /// GPU / NIC / NVMe topology matrix (like `nvidia-smi topo -m`) and the PCIe tree as SVG.
+    Topo(crate::topo::TopoArgs),
     /// Capture what the checks read as a host root (a directory or a .tar.zst).
     Snapshot(SnapshotArgs),
     /// Compare two reports (JSON) or snapshots, check by check.

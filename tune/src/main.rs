@@ -18,6 +18,7 @@ fn main() -> ExitCode {
             Command::Check(a) => commands::check(&cli.global, a)?,
             Command::Explain(a) => commands::explain(a)?,
             Command::Profiles(a) => commands::profiles(a)?,
+            Command::Topo(a) => daqtune::topo::run(&cli.global, a)?,
             Command::Snapshot(a) => commands::snapshot(&cli.global, a)?,
             Command::Diff(a) => commands::diff(&cli.global, a)?,
             Command::Completions { shell } => {
