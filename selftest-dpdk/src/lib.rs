@@ -1,0 +1,2 @@
+#[cfg(feature = "dpdk")]
+pub mod dpdk;
