@@ -1,0 +1,214 @@
+//! One whole run: hugepages, namespace and veth pair, EAL, engine, verdict, clean-up.
+
+use crate::dpdk::Eal;
+use crate::eal_args::{self, EalPlan, Ports};
+use crate::engine::DpdkEngine;
+use crate::hugepages::{self, Plan, Reservation};
+use crate::netns;
+use crate::spec::{exit, DpdkDetails, DpdkOutput, DpdkRunSpec, Topology};
+use daqtune_selftest::{judge, Engine, EngineResult, Mode, RunControl, RunSpec, Thresholds};
+use std::time::Duration;
+
+const VETH_TX: &str = "dqt0";
+const VETH_RX: &str = "dqt1";
+
+fn topology_name(spec: &DpdkRunSpec) -> String {
+    match spec.topology {
+        Topology::Veth => "veth".into(),
+        Topology::Ports => "ports".into(),
+    }
+}
+
+fn skip(spec: &DpdkRunSpec, why: String, details: Option<DpdkDetails>) -> (DpdkOutput, i32) {
+    (
+        DpdkOutput::new(
+            EngineResult::skipped("dpdk", Mode::Raw, &topology_name(spec), &why),
+            details,
+        ),
+        exit::SKIP,
+    )
+}
+
+fn error(spec: &DpdkRunSpec, why: String, details: Option<DpdkDetails>) -> (DpdkOutput, i32) {
+    (
+        DpdkOutput::new(
+            EngineResult::errored("dpdk", Mode::Raw, &topology_name(spec), &why),
+            details,
+        ),
+        exit::ERROR,
+    )
+}
+
+/// Runs `spec` and returns what to print and the exit code. Everything the run set up is torn
+/// down before this returns, on every path.
+pub fn run(spec: &DpdkRunSpec) -> (DpdkOutput, i32) {
+    let mut details = DpdkDetails {
+        dpdk_version: crate::dpdk::VERSION.into(),
+        ..DpdkDetails::default()
+    };
+    if !daqtune_selftest::sys::is_root() {
+        return skip(
+            spec,
+            "the DPDK self-test needs root (hugepages, network namespace, device access)".into(),
+            Some(details),
+        );
+    }
+    let frame = eal_args::frame_for_message(spec.message_size);
+    let room = (frame + 128).max(2048) as u64 + 128;
+
+    // Hugepages first: without them nothing else is worth setting up.
+    let needed = hugepages::pages_needed(2 * u64::from(spec.mbufs), room);
+    let pool = match hugepages::live_pool() {
+        Ok(p) => p,
+        Err(e) => {
+            return skip(spec, format!("no 2 MiB hugepage pool readable: {e}"), Some(details));
+        }
+    };
+    let avail = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| hugepages::parse_mem_available_kb(&m));
+    let mut reservation: Option<Reservation> = None;
+    match hugepages::plan(needed, pool, avail, spec.reserve_hugepages) {
+        Plan::UseExisting => {
+            details.hugepages = format!("used existing: {} free 2 MiB pages, {needed} needed", pool.usable());
+        }
+        Plan::Reserve { from, to } => match Reservation::reserve(from, to) {
+            Ok(r) => {
+                details.hugepages = format!("reserved {} 2 MiB pages for the run (pool {from} -> {to})", r.added());
+                reservation = Some(r);
+            }
+            Err(e) => return skip(spec, format!("no hugepages could be had: {e}"), Some(details)),
+        },
+        Plan::Unavailable(why) => {
+            return skip(spec, format!("no hugepages could be had: {why}"), Some(details));
+        }
+    }
+
+    let prefix = eal_args::unique_file_prefix(std::process::id(), daqtune_selftest::sys::monotonic_ns());
+    let (out, code) = run_with_hugepages(spec, &prefix, details);
+    let (mut out, code) = (out, code);
+
+    // The EAL is cleaned up (run_with_hugepages dropped it); now the files and pages.
+    let removed = hugepages::sweep_leftovers(&prefix);
+    let restored = reservation.map(|r| r.release());
+    if let Some(d) = out.dpdk.as_mut() {
+        d.removed = removed.iter().map(|p| p.display().to_string()).collect();
+        match restored {
+            Some(Ok(n)) => d.hugepages.push_str(&format!("; released (pool back to {n})")),
+            Some(Err(e)) => d.hugepages.push_str(&format!("; could not read the pool back: {e}")),
+            None => {}
+        }
+    }
+    (out, code)
+}
+
+fn run_with_hugepages(spec: &DpdkRunSpec, prefix: &str, mut details: DpdkDetails) -> (DpdkOutput, i32) {
+    let frame = eal_args::frame_for_message(spec.message_size);
+    let ports = match spec.topology {
+        Topology::Veth => {
+            // The namespace belongs to this process alone and disappears with it, veth pair
+            // included: nothing to clean up even after SIGKILL.
+            if let Err(e) = netns::enter_private_netns() {
+                return skip(spec, format!("cannot create a private network namespace: {e}"), Some(details));
+            }
+            if let Err(e) = netns::create_veth_pair(VETH_TX, VETH_RX, u32::from(eal_args::mtu_for_frame(frame))) {
+                return error(spec, format!("cannot create the veth pair: {e}"), Some(details));
+            }
+            Ports::Veth {
+                tx_iface: VETH_TX.into(),
+                rx_iface: VETH_RX.into(),
+            }
+        }
+        Topology::Ports => {
+            let tx = spec.tx_port.clone().unwrap_or_default();
+            let rx = spec.rx_port.clone().unwrap_or_else(|| tx.clone());
+            Ports::Pci { tx_bdf: tx, rx_bdf: rx }
+        }
+    };
+    let allowed = daqtune_selftest::sys::allowed_cpus();
+    let (main_cpu, tx_cpu, rx_cpu) = match crate::spec::pick_cpus(spec, &allowed) {
+        Ok(c) => c,
+        Err(e) => return error(spec, e, Some(details)),
+    };
+    let plan = EalPlan {
+        file_prefix: prefix.to_string(),
+        main_cpu,
+        tx_cpu,
+        rx_cpu,
+        ports: ports.clone(),
+        frame_len: frame,
+        in_memory: true,
+        log_level: spec.log_level.clone(),
+    };
+    let args = match eal_args::eal_args(&plan) {
+        Ok(a) => a,
+        Err(e) => return error(spec, e.to_string(), Some(details)),
+    };
+    details.eal_args = args.clone();
+    let names = match eal_args::port_names(&ports) {
+        Ok(n) => n,
+        Err(e) => return error(spec, e.to_string(), Some(details)),
+    };
+    let eal = match Eal::init(&args) {
+        Ok(e) => e,
+        Err(e) => return skip(spec, format!("DPDK EAL did not start: {e}"), Some(details)),
+    };
+    let mut engine = match DpdkEngine::new(
+        eal.clone(),
+        (&names.0, &names.1),
+        spec.message_size,
+        spec.mbufs,
+        spec.descriptors,
+        &topology_name(spec),
+        (tx_cpu, rx_cpu),
+    ) {
+        Ok(e) => e,
+        Err(e) => {
+            drop(eal);
+            return error(spec, format!("port set-up failed: {e}"), Some(details));
+        }
+    };
+    let mut rs = RunSpec::new(Mode::Raw);
+    rs.message_size = spec.message_size;
+    rs.duration = Duration::from_secs_f64(spec.duration_s);
+    rs.rate_gbps = spec.target_gbps();
+    rs.tx_cpu = Some(tx_cpu);
+    rs.rx_cpu = Some(rx_cpu);
+    rs.latency = true;
+    let ctl = RunControl::new();
+    let watcher = {
+        let ctl = ctl.clone();
+        std::thread::spawn(move || {
+            while !ctl.stopped() {
+                if crate::signals::requested() {
+                    ctl.stop();
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        })
+    };
+    let result = engine.run(&rs, &ctl);
+    ctl.stop();
+    let _ = watcher.join();
+    let eal_args = std::mem::take(&mut details.eal_args);
+    let hp = std::mem::take(&mut details.hugepages);
+    let mut details = engine.shutdown();
+    details.eal_args = eal_args;
+    details.hugepages = hp;
+    drop(eal);
+    match result {
+        Ok(mut r) => {
+            let t = Thresholds {
+                max_udp_loss_pct: spec.max_loss_pct,
+                ..Thresholds::default()
+            };
+            judge(&mut r, &t);
+            if crate::signals::requested() {
+                r.notes.push("interrupted".into());
+            }
+            let code = if r.status.is_failure() { exit::FAIL } else { exit::PASS };
+            (DpdkOutput::new(r, Some(details)), code)
+        }
+        Err(e) => error(spec, e.to_string(), Some(details)),
+    }
+}
