@@ -8,6 +8,8 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 pub const PAGE_KB: u64 = 2048;
+/// Parent of DPDK's per-prefix runtime directories.
+pub const DPDK_RUN_DIR: &str = "/var/run/dpdk";
 const POOL: &str = "/sys/kernel/mm/hugepages/hugepages-2048kB";
 /// Memory left to the rest of the host when reserving: never take the last of it.
 const KEEP_FREE_KB: u64 = 512 * 1024;
@@ -148,13 +150,16 @@ impl Reservation {
         self.to - self.from
     }
 
-    /// Restores the prior count now and reports the count read back.
-    pub fn release(self) -> io::Result<u64> {
+    /// Restores the prior count now; returns it and the count read back (higher while this
+    /// process still maps pages: the kernel frees those surplus pages when they are unmapped).
+    pub fn release(self) -> io::Result<(u64, u64)> {
         let path = self.path.clone();
+        let from = self.from;
         drop(self);
-        fs::read_to_string(path).and_then(|s| {
+        let now = fs::read_to_string(path).and_then(|s| {
             parse_count(&s).ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, s))
-        })
+        })?;
+        Ok((from, now))
     }
 }
 
@@ -209,7 +214,7 @@ pub fn sweep_leftovers(prefix: &str) -> Vec<PathBuf> {
             }
         }
     }
-    for base in ["/var/run/dpdk", "/run/dpdk"] {
+    for base in [DPDK_RUN_DIR, "/run/dpdk"] {
         let d = Path::new(base).join(prefix);
         if d.is_dir() && fs::remove_dir_all(&d).is_ok() {
             removed.push(d);

@@ -12,7 +12,7 @@ fn usage(msg: &str) -> ! {
     eprintln!(
         "usage: daqtune-dpdk [--spec FILE|-] [--veth | --tx-port BDF --rx-port BDF] [--duration S] \
          [--message-size N] [--pps N | --rate GBPS | --unpaced] [--main-cpu N] [--tx-cpu N] [--rx-cpu N] \
-         [--mbufs N] [--descriptors N] [--max-loss PCT] [--no-reserve] [--log-level L]\n       daqtune-dpdk --probe"
+         [--mbufs N] [--descriptors N] [--max-loss PCT] [--no-reserve] [--log-level L]\n       daqtune-dpdk --probe | --dry-run [flags] | --veth-exec [--mtu N] -- CMD..."
     );
     std::process::exit(exit::USAGE)
 }
@@ -42,6 +42,46 @@ fn load_spec(args: &[String]) -> Result<(DpdkRunSpec, Vec<String>), String> {
     Ok((spec, rest))
 }
 
+/// `--veth-exec [--mtu N] -- CMD ARGS...`: runs CMD in a private network namespace holding the
+/// veth pair dqt0 <-> dqt1 (the topology of `--veth`), for comparisons such as dpdk-testpmd on
+/// the same vdevs (bench/dpdk_vs_testpmd.sh) without iproute2. The namespace ends with CMD.
+fn veth_exec(args: &[String]) -> ! {
+    use std::os::unix::process::CommandExt;
+    let mut mtu: u32 = 9000;
+    let mut it = args.iter();
+    let mut cmd: Vec<String> = Vec::new();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--mtu" => {
+                mtu = it
+                    .next()
+                    .and_then(|v| v.parse().ok())
+                    .filter(|m| (68..=9000).contains(m))
+                    .unwrap_or_else(|| usage("--mtu needs a number in 68..9000"))
+            }
+            "--" => {
+                cmd = it.by_ref().cloned().collect();
+                break;
+            }
+            other => usage(&format!("--veth-exec: unexpected {other:?} (put the command after --)")),
+        }
+    }
+    if cmd.is_empty() {
+        usage("--veth-exec needs a command after --");
+    }
+    if let Err(e) = daqtune_dpdk::netns::enter_private_netns() {
+        eprintln!("daqtune-dpdk: cannot create a private network namespace: {e}");
+        std::process::exit(exit::SKIP);
+    }
+    if let Err(e) = daqtune_dpdk::netns::create_veth_pair("dqt0", "dqt1", mtu) {
+        eprintln!("daqtune-dpdk: cannot create the veth pair: {e}");
+        std::process::exit(exit::ERROR);
+    }
+    let err = std::process::Command::new(&cmd[0]).args(&cmd[1..]).exec();
+    eprintln!("daqtune-dpdk: cannot run {}: {err}", cmd[0]);
+    std::process::exit(exit::ERROR)
+}
+
 fn print(out: &DpdkOutput) {
     match serde_json::to_string_pretty(out) {
         Ok(s) => println!("{s}"),
@@ -60,10 +100,25 @@ fn main() {
         println!("{v}");
         return;
     }
+    if args.first().map(String::as_str) == Some("--veth-exec") {
+        veth_exec(&args[1..]);
+    }
     if args.iter().any(|a| a == "-h" || a == "--help") {
         usage("DPDK data-path self-test");
     }
+    let dry_run = args.iter().any(|a| a == "--dry-run");
+    let args: Vec<String> = args.into_iter().filter(|a| a != "--dry-run").collect();
     let (spec, _) = load_spec(&args).unwrap_or_else(|e| usage(&e));
+    if dry_run {
+        // The EAL arguments a run would use (bench scripts reuse the vdev geometry).
+        let plan = spec::eal_plan(&spec, "daqtune-dry-run", &daqtune_selftest::sys::allowed_cpus())
+            .unwrap_or_else(|e| usage(&e));
+        match daqtune_dpdk::eal_args::eal_args(&plan) {
+            Ok(a) => println!("{}", serde_json::json!({ "eal_args": a, "mtu": daqtune_dpdk::eal_args::mtu_for_frame(plan.frame_len) })),
+            Err(e) => usage(&e.to_string()),
+        }
+        return;
+    }
     let (out, code) = run(&spec);
     print(&out);
     std::process::exit(code);

@@ -1,16 +1,14 @@
 //! One whole run: hugepages, namespace and veth pair, EAL, engine, verdict, clean-up.
 
 use crate::dpdk::Eal;
-use crate::eal_args::{self, EalPlan, Ports};
+use crate::eal_args;
 use crate::engine::DpdkEngine;
 use crate::hugepages::{self, Plan, Reservation};
 use crate::netns;
-use crate::spec::{exit, DpdkDetails, DpdkOutput, DpdkRunSpec, Topology};
+use crate::spec::{exit, DpdkDetails, DpdkOutput, DpdkRunSpec, Topology, VETH_RX, VETH_TX};
 use daqtune_selftest::{judge, Engine, EngineResult, Mode, RunControl, RunSpec, Thresholds};
 use std::time::Duration;
 
-const VETH_TX: &str = "dqt0";
-const VETH_RX: &str = "dqt1";
 
 fn topology_name(spec: &DpdkRunSpec) -> String {
     match spec.topology {
@@ -84,17 +82,26 @@ pub fn run(spec: &DpdkRunSpec) -> (DpdkOutput, i32) {
         }
     }
 
+    // DPDK creates its runtime directory's parent when missing; note whether it was there.
+    let run_dir_existed = std::path::Path::new(hugepages::DPDK_RUN_DIR).exists();
     let prefix = eal_args::unique_file_prefix(std::process::id(), daqtune_selftest::sys::monotonic_ns());
     let (out, code) = run_with_hugepages(spec, &prefix, details);
     let (mut out, code) = (out, code);
 
     // The EAL is cleaned up (run_with_hugepages dropped it); now the files and pages.
-    let removed = hugepages::sweep_leftovers(&prefix);
+    let mut removed = hugepages::sweep_leftovers(&prefix);
+    if !run_dir_existed && std::fs::remove_dir(hugepages::DPDK_RUN_DIR).is_ok() {
+        removed.push(hugepages::DPDK_RUN_DIR.into());
+    }
     let restored = reservation.map(|r| r.release());
     if let Some(d) = out.dpdk.as_mut() {
         d.removed = removed.iter().map(|p| p.display().to_string()).collect();
         match restored {
-            Some(Ok(n)) => d.hugepages.push_str(&format!("; released (pool back to {n})")),
+            Some(Ok((from, now))) if now > from => d.hugepages.push_str(&format!(
+                "; released: pool set back to {from} ({} page(s) still mapped by this process return to the kernel when it exits)",
+                now - from
+            )),
+            Some(Ok((from, _))) => d.hugepages.push_str(&format!("; released: pool back to {from}")),
             Some(Err(e)) => d.hugepages.push_str(&format!("; could not read the pool back: {e}")),
             None => {}
         }
@@ -104,48 +111,29 @@ pub fn run(spec: &DpdkRunSpec) -> (DpdkOutput, i32) {
 
 fn run_with_hugepages(spec: &DpdkRunSpec, prefix: &str, mut details: DpdkDetails) -> (DpdkOutput, i32) {
     let frame = eal_args::frame_for_message(spec.message_size);
-    let ports = match spec.topology {
-        Topology::Veth => {
-            // The namespace belongs to this process alone and disappears with it, veth pair
-            // included: nothing to clean up even after SIGKILL.
-            if let Err(e) = netns::enter_private_netns() {
-                return skip(spec, format!("cannot create a private network namespace: {e}"), Some(details));
-            }
-            if let Err(e) = netns::create_veth_pair(VETH_TX, VETH_RX, u32::from(eal_args::mtu_for_frame(frame))) {
-                return error(spec, format!("cannot create the veth pair: {e}"), Some(details));
-            }
-            Ports::Veth {
-                tx_iface: VETH_TX.into(),
-                rx_iface: VETH_RX.into(),
-            }
-        }
-        Topology::Ports => {
-            let tx = spec.tx_port.clone().unwrap_or_default();
-            let rx = spec.rx_port.clone().unwrap_or_else(|| tx.clone());
-            Ports::Pci { tx_bdf: tx, rx_bdf: rx }
-        }
-    };
     let allowed = daqtune_selftest::sys::allowed_cpus();
-    let (main_cpu, tx_cpu, rx_cpu) = match crate::spec::pick_cpus(spec, &allowed) {
-        Ok(c) => c,
+    let plan = match crate::spec::eal_plan(spec, prefix, &allowed) {
+        Ok(p) => p,
         Err(e) => return error(spec, e, Some(details)),
     };
-    let plan = EalPlan {
-        file_prefix: prefix.to_string(),
-        main_cpu,
-        tx_cpu,
-        rx_cpu,
-        ports: ports.clone(),
-        frame_len: frame,
-        in_memory: true,
-        log_level: spec.log_level.clone(),
-    };
+    let (tx_cpu, rx_cpu) = (plan.tx_cpu, plan.rx_cpu);
+    if spec.topology == Topology::Veth {
+        // The namespace belongs to this process alone and disappears with it, veth pair
+        // included: nothing to clean up even after SIGKILL.
+        if let Err(e) = netns::enter_private_netns() {
+            return skip(spec, format!("cannot create a private network namespace: {e}"), Some(details));
+        }
+        let mtu = u32::from(eal_args::mtu_for_frame(frame));
+        if let Err(e) = netns::create_veth_pair(VETH_TX, VETH_RX, mtu) {
+            return error(spec, format!("cannot create the veth pair: {e}"), Some(details));
+        }
+    }
     let args = match eal_args::eal_args(&plan) {
         Ok(a) => a,
         Err(e) => return error(spec, e.to_string(), Some(details)),
     };
     details.eal_args = args.clone();
-    let names = match eal_args::port_names(&ports) {
+    let names = match eal_args::port_names(&plan.ports) {
         Ok(n) => n,
         Err(e) => return error(spec, e.to_string(), Some(details)),
     };

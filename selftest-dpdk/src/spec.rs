@@ -166,6 +166,47 @@ pub fn pick_cpus(spec: &DpdkRunSpec, allowed: &[usize]) -> Result<(usize, usize,
     Ok((main, tx, rx))
 }
 
+/// Interface names of the veth topology (inside the run's private namespace).
+pub const VETH_TX: &str = "dqt0";
+pub const VETH_RX: &str = "dqt1";
+
+/// The EAL plan for `spec` on a host whose process may use `allowed` CPUs.
+pub fn eal_plan(
+    spec: &DpdkRunSpec,
+    file_prefix: &str,
+    allowed: &[usize],
+) -> Result<crate::eal_args::EalPlan, String> {
+    use crate::eal_args::{frame_for_message, EalPlan, Ports};
+    let (main_cpu, tx_cpu, rx_cpu) = pick_cpus(spec, allowed)?;
+    let ports = match spec.topology {
+        Topology::Veth => Ports::Veth {
+            tx_iface: VETH_TX.into(),
+            rx_iface: VETH_RX.into(),
+        },
+        Topology::Ports => {
+            let tx = spec
+                .tx_port
+                .clone()
+                .ok_or("topology ports needs tx_port (PCI address)")?;
+            let rx = spec.rx_port.clone().unwrap_or_else(|| tx.clone());
+            Ports::Pci {
+                tx_bdf: tx,
+                rx_bdf: rx,
+            }
+        }
+    };
+    Ok(EalPlan {
+        file_prefix: file_prefix.to_string(),
+        main_cpu,
+        tx_cpu,
+        rx_cpu,
+        ports,
+        frame_len: frame_for_message(spec.message_size),
+        in_memory: true,
+        log_level: spec.log_level.clone(),
+    })
+}
+
 /// Counters of one port after the run.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct PortReport {

@@ -1,0 +1,86 @@
+#!/bin/sh
+# daqtune's DPDK engine against dpdk-testpmd (txonly -> rxonly) on the same af_packet vdevs,
+# the same veth pair, the same cores and the same frame size, in one run.
+#
+# Usage (root): bench/dpdk_vs_testpmd.sh [DAQTUNE_DPDK] 
+# Environment: DURATION (s, default 5), MSG (self-test message bytes, default 1000; frame =
+# MSG + 42), MAIN_CPU / TX_CPU / RX_CPU (default: lowest, second-highest, highest allowed CPU),
+# TESTPMD (default dpdk-testpmd), PACED_PPS (paced daqtune run, default 500000).
+# Needs: daqtune-dpdk built with --features dpdk, dpdk-testpmd (Debian/Ubuntu package
+# dpdk-dev or dpdk), 2 MiB hugepages or root to reserve them. No iproute2: the veth pair comes
+# from `daqtune-dpdk --veth-exec`, in a private namespace that ends with the command.
+set -eu
+
+BIN=${1:-$(dirname "$0")/../target/release/daqtune-dpdk}
+TESTPMD=${TESTPMD:-dpdk-testpmd}
+DURATION=${DURATION:-5}
+MSG=${MSG:-1000}
+PACED_PPS=${PACED_PPS:-500000}
+FRAME=$((MSG + 42))
+
+[ -x "$BIN" ] || { echo "daqtune-dpdk not found at $BIN (cargo build --release -p daqtune-dpdk --features dpdk)" >&2; exit 2; }
+command -v "$TESTPMD" >/dev/null || { echo "$TESTPMD not found (apt-get install dpdk-dev)" >&2; exit 2; }
+
+CPUS=$("$BIN" --dry-run --veth --message-size "$MSG" ${MAIN_CPU:+--main-cpu $MAIN_CPU} ${TX_CPU:+--tx-cpu $TX_CPU} ${RX_CPU:+--rx-cpu $RX_CPU})
+LCORES=$(printf '%s' "$CPUS" | sed 's/.*--lcores=0@\([0-9]*\),1@\([0-9]*\),2@\([0-9]*\).*/\1 \2 \3/')
+set -- $LCORES
+M=$1 T=$2 R=$3
+VDEV0=$(printf '%s' "$CPUS" | sed 's/.*"\(--vdev=net_af_packet0[^"]*\)".*/\1/')
+VDEV1=$(printf '%s' "$CPUS" | sed 's/.*"\(--vdev=net_af_packet1[^"]*\)".*/\1/')
+MTU=$(printf '%s' "$CPUS" | sed 's/.*"mtu":\([0-9]*\).*/\1/')
+
+# testpmd's EAL memory comes from hugepages like ours: reserve for it when the pool is short.
+HP=/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages
+HP_BEFORE=$(cat $HP)
+NEED=512
+if [ "$(cat /sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages)" -lt $NEED ]; then
+  echo $((HP_BEFORE + NEED)) > $HP
+fi
+RUNDIR_EXISTED=$([ -d /var/run/dpdk ] && echo yes || true)
+TMP=$(mktemp -d)
+cleanup() {
+  echo "$HP_BEFORE" > $HP
+  [ -n "${KEEP_LOGS:-}" ] && echo "logs kept in $TMP" || rm -rf "$TMP"
+  # testpmd leaves its runtime directories behind; remove ours (and the parent if we made it).
+  rm -rf /var/run/dpdk/tp-rx-* /var/run/dpdk/tp-tx-*
+  [ -n "$RUNDIR_EXISTED" ] || rmdir /var/run/dpdk 2>/dev/null || true
+}
+trap cleanup EXIT INT TERM
+
+EAL="--iova-mode=va --in-memory --no-pci --no-telemetry --log-level=notice"
+# Two testpmd processes in the namespace: txonly on dqt0, rxonly on dqt1, each on the cores
+# daqtune uses for TX and RX; stats every second; SIGINT ends both after DURATION.
+"$BIN" --veth-exec --mtu "$MTU" -- sh -c "
+  $TESTPMD --lcores=0@$M,1@$R --file-prefix=tp-rx-\$\$ $EAL $VDEV1 -- --forward-mode=rxonly --nb-cores=1 --stats-period=1 --max-pkt-len=$FRAME > $TMP/rx.log 2>&1 &
+  RXPID=\$!
+  sleep 2
+  $TESTPMD --lcores=0@$M,1@$T --file-prefix=tp-tx-\$\$ $EAL $VDEV0 -- --forward-mode=txonly --txpkts=$FRAME --nb-cores=1 --stats-period=1 --max-pkt-len=$FRAME > $TMP/tx.log 2>&1 &
+  TXPID=\$!
+  sleep $((DURATION + 1))
+  kill -INT \$TXPID; wait \$TXPID
+  sleep 1
+  kill -INT \$RXPID; wait \$RXPID
+" || true
+
+# Median of the per-second Rx-pps of the rxonly port while traffic flowed.
+median_pps() {
+  grep -o 'Rx-pps: *[0-9]*' "$1" | awk '{print $2}' | awk '$1 > 0' | sort -n | awk '{a[NR]=$1} END {if (NR==0) print 0; else print a[int((NR+1)/2)]}'
+}
+TP_RX_PPS=$(median_pps "$TMP/rx.log")
+TP_TX_PPS=$(grep -o 'Tx-pps: *[0-9]*' "$TMP/tx.log" | awk '{print $2}' | awk '$1 > 0' | sort -n | awk '{a[NR]=$1} END {if (NR==0) print 0; else print a[int((NR+1)/2)]}')
+
+run_daqtune() {
+  "$BIN" --veth --duration "$DURATION" --message-size "$MSG" ${MAIN_CPU:+--main-cpu $MAIN_CPU} ${TX_CPU:+--tx-cpu $TX_CPU} ${RX_CPU:+--rx-cpu $RX_CPU} "$@" 2>"$TMP/dq.err" \
+    | python3 -c 'import json,sys; r=json.load(sys.stdin)["result"]; print(int(r["packets_per_s"]), r["sent"], r["packets"], r["lost"], r["integrity_errors"], r["status"])'
+}
+DQ_UNPACED=$(run_daqtune --unpaced || echo "0 0 0 0 0 error")
+DQ_PACED=$(run_daqtune --pps "$PACED_PPS" || echo "0 0 0 0 0 error")
+DQ_PPS=${DQ_UNPACED%% *}
+
+echo "frame $FRAME bytes (message $MSG), $DURATION s, cores main $M tx $T rx $R, $(nproc) CPUs, kernel $(uname -r)"
+echo "testpmd txonly->rxonly: rx $TP_RX_PPS pps (tx $TP_TX_PPS pps)"
+echo "daqtune unpaced:        pps sent received lost integrity status = $DQ_UNPACED"
+echo "daqtune paced $PACED_PPS: pps sent received lost integrity status = $DQ_PACED"
+if [ "$TP_RX_PPS" -gt 0 ]; then
+  echo "daqtune / testpmd = $(awk "BEGIN {printf \"%.2f\", $DQ_PPS / $TP_RX_PPS}")"
+fi
