@@ -61,7 +61,10 @@ mod dpdk {
             .collect();
 
         let mut cc = cc::Build::new();
-        cc.file("csrc/shim.c").include("csrc").opt_level(2).warnings(false);
+        cc.file("csrc/shim.c")
+            .include("csrc")
+            .opt_level(2)
+            .warnings(false);
         for f in &cflags {
             cc.flag(f);
         }

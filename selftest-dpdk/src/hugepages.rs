@@ -34,7 +34,10 @@ impl PoolState {
 pub enum Plan {
     UseExisting,
     /// Raise nr_hugepages from `from` to `to` for the run.
-    Reserve { from: u64, to: u64 },
+    Reserve {
+        from: u64,
+        to: u64,
+    },
     /// No way to get them; the reason names what is missing.
     Unavailable(String),
 }
@@ -188,7 +191,10 @@ fn unescape_mount(s: &str) -> String {
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
     while i < b.len() {
-        if b[i] == b'\\' && i + 3 < b.len() && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c)) {
+        if b[i] == b'\\'
+            && i + 3 < b.len()
+            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
+        {
             let v = (b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0');
             out.push(v);
             i += 4;
@@ -209,7 +215,9 @@ pub fn sweep_leftovers(prefix: &str) -> Vec<PathBuf> {
     for dir in hugetlbfs_mounts(&mounts) {
         let Ok(rd) = fs::read_dir(&dir) else { continue };
         for e in rd.flatten() {
-            if e.file_name().to_string_lossy().starts_with(&want) && fs::remove_file(e.path()).is_ok() {
+            if e.file_name().to_string_lossy().starts_with(&want)
+                && fs::remove_file(e.path()).is_ok()
+            {
                 removed.push(e.path());
             }
         }
@@ -233,7 +241,10 @@ mod tests {
 
     #[test]
     fn existing_pages_are_used() {
-        assert_eq!(plan(64, pool(128, 100), Some(1 << 20), false), Plan::UseExisting);
+        assert_eq!(
+            plan(64, pool(128, 100), Some(1 << 20), false),
+            Plan::UseExisting
+        );
     }
 
     #[test]
@@ -243,15 +254,29 @@ mod tests {
             Plan::Reserve { from: 10, to: 70 }
         );
         // Reserved-but-unfaulted pages do not count as free.
-        let p = PoolState { nr: 64, free: 64, resv: 64 };
-        assert_eq!(plan(64, p, Some(4 << 20), true), Plan::Reserve { from: 64, to: 128 });
+        let p = PoolState {
+            nr: 64,
+            free: 64,
+            resv: 64,
+        };
+        assert_eq!(
+            plan(64, p, Some(4 << 20), true),
+            Plan::Reserve { from: 64, to: 128 }
+        );
     }
 
     #[test]
     fn unavailable_without_root_or_memory() {
-        assert!(matches!(plan(64, pool(0, 0), Some(4 << 20), false), Plan::Unavailable(m) if m.contains("root")));
-        assert!(matches!(plan(64, pool(0, 0), Some(600 * 1024), true), Plan::Unavailable(m) if m.contains("available memory")));
-        assert!(matches!(plan(64, pool(0, 0), None, true), Plan::Unavailable(_)));
+        assert!(
+            matches!(plan(64, pool(0, 0), Some(4 << 20), false), Plan::Unavailable(m) if m.contains("root"))
+        );
+        assert!(
+            matches!(plan(64, pool(0, 0), Some(600 * 1024), true), Plan::Unavailable(m) if m.contains("available memory"))
+        );
+        assert!(matches!(
+            plan(64, pool(0, 0), None, true),
+            Plan::Unavailable(_)
+        ));
     }
 
     #[test]
@@ -270,7 +295,10 @@ mod tests {
         let m = "sysfs /sys sysfs rw 0 0\nhugetlbfs /dev/hugepages hugetlbfs rw,pagesize=2M 0 0\nnone /mnt/huge\\0401G hugetlbfs rw,pagesize=1024M 0 0\n";
         assert_eq!(
             hugetlbfs_mounts(m),
-            vec![PathBuf::from("/dev/hugepages"), PathBuf::from("/mnt/huge 1G")]
+            vec![
+                PathBuf::from("/dev/hugepages"),
+                PathBuf::from("/mnt/huge 1G")
+            ]
         );
         assert!(hugetlbfs_mounts("").is_empty());
         assert!(hugetlbfs_mounts("garbage\n\\\n").is_empty());
@@ -288,7 +316,14 @@ mod tests {
         let d = tempfile_dir();
         fs::write(d.join("nr_hugepages"), "16\n").expect("write");
         fs::write(d.join("free_hugepages"), "12\n").expect("write");
-        assert_eq!(read_pool(&d).expect("pool"), PoolState { nr: 16, free: 12, resv: 0 });
+        assert_eq!(
+            read_pool(&d).expect("pool"),
+            PoolState {
+                nr: 16,
+                free: 12,
+                resv: 0
+            }
+        );
         fs::write(d.join("free_hugepages"), "(null)\n").expect("write");
         assert!(read_pool(&d).is_err());
         let _ = fs::remove_dir_all(&d);

@@ -63,7 +63,9 @@ fn veth_exec(args: &[String]) -> ! {
                 cmd = it.by_ref().cloned().collect();
                 break;
             }
-            other => usage(&format!("--veth-exec: unexpected {other:?} (put the command after --)")),
+            other => usage(&format!(
+                "--veth-exec: unexpected {other:?} (put the command after --)"
+            )),
         }
     }
     if cmd.is_empty() {
@@ -111,10 +113,17 @@ fn main() {
     let (spec, _) = load_spec(&args).unwrap_or_else(|e| usage(&e));
     if dry_run {
         // The EAL arguments a run would use (bench scripts reuse the vdev geometry).
-        let plan = spec::eal_plan(&spec, "daqtune-dry-run", &daqtune_selftest::sys::allowed_cpus())
-            .unwrap_or_else(|e| usage(&e));
+        let plan = spec::eal_plan(
+            &spec,
+            "daqtune-dry-run",
+            &daqtune_selftest::sys::allowed_cpus(),
+        )
+        .unwrap_or_else(|e| usage(&e));
         match daqtune_dpdk::eal_args::eal_args(&plan) {
-            Ok(a) => println!("{}", serde_json::json!({ "eal_args": a, "mtu": daqtune_dpdk::eal_args::mtu_for_frame(plan.frame_len) })),
+            Ok(a) => println!(
+                "{}",
+                serde_json::json!({ "eal_args": a, "mtu": daqtune_dpdk::eal_args::mtu_for_frame(plan.frame_len) })
+            ),
             Err(e) => usage(&e.to_string()),
         }
         return;

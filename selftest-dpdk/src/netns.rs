@@ -234,8 +234,14 @@ mod tests {
     #[test]
     fn veth_request_layout() {
         let m = veth_request("dqt0", "dqt1", 9000, 7);
-        assert_eq!(u32::from_ne_bytes(m[0..4].try_into().expect("4")) as usize, m.len());
-        assert_eq!(u16::from_ne_bytes(m[4..6].try_into().expect("2")), RTM_NEWLINK);
+        assert_eq!(
+            u32::from_ne_bytes(m[0..4].try_into().expect("4")) as usize,
+            m.len()
+        );
+        assert_eq!(
+            u16::from_ne_bytes(m[4..6].try_into().expect("2")),
+            RTM_NEWLINK
+        );
         assert_eq!(m.len() % 4, 0);
         // The peer's name appears after the first one, inside the nested attributes.
         let s = String::from_utf8_lossy(&m);

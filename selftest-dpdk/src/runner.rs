@@ -9,7 +9,6 @@ use crate::spec::{exit, DpdkDetails, DpdkOutput, DpdkRunSpec, Topology, VETH_RX,
 use daqtune_selftest::{judge, Engine, EngineResult, Mode, RunControl, RunSpec, Thresholds};
 use std::time::Duration;
 
-
 fn topology_name(spec: &DpdkRunSpec) -> String {
     match spec.topology {
         Topology::Veth => "veth".into(),
@@ -59,7 +58,11 @@ pub fn run(spec: &DpdkRunSpec) -> (DpdkOutput, i32) {
     let pool = match hugepages::live_pool() {
         Ok(p) => p,
         Err(e) => {
-            return skip(spec, format!("no 2 MiB hugepage pool readable: {e}"), Some(details));
+            return skip(
+                spec,
+                format!("no 2 MiB hugepage pool readable: {e}"),
+                Some(details),
+            );
         }
     };
     let avail = std::fs::read_to_string("/proc/meminfo")
@@ -68,23 +71,40 @@ pub fn run(spec: &DpdkRunSpec) -> (DpdkOutput, i32) {
     let mut reservation: Option<Reservation> = None;
     match hugepages::plan(needed, pool, avail, spec.reserve_hugepages) {
         Plan::UseExisting => {
-            details.hugepages = format!("used existing: {} free 2 MiB pages, {needed} needed", pool.usable());
+            details.hugepages = format!(
+                "used existing: {} free 2 MiB pages, {needed} needed",
+                pool.usable()
+            );
         }
         Plan::Reserve { from, to } => match Reservation::reserve(from, to) {
             Ok(r) => {
-                details.hugepages = format!("reserved {} 2 MiB pages for the run (pool {from} -> {to})", r.added());
+                details.hugepages = format!(
+                    "reserved {} 2 MiB pages for the run (pool {from} -> {to})",
+                    r.added()
+                );
                 reservation = Some(r);
             }
-            Err(e) => return skip(spec, format!("no hugepages could be had: {e}"), Some(details)),
+            Err(e) => {
+                return skip(
+                    spec,
+                    format!("no hugepages could be had: {e}"),
+                    Some(details),
+                )
+            }
         },
         Plan::Unavailable(why) => {
-            return skip(spec, format!("no hugepages could be had: {why}"), Some(details));
+            return skip(
+                spec,
+                format!("no hugepages could be had: {why}"),
+                Some(details),
+            );
         }
     }
 
     // DPDK creates its runtime directory's parent when missing; note whether it was there.
     let run_dir_existed = std::path::Path::new(hugepages::DPDK_RUN_DIR).exists();
-    let prefix = eal_args::unique_file_prefix(std::process::id(), daqtune_selftest::sys::monotonic_ns());
+    let prefix =
+        eal_args::unique_file_prefix(std::process::id(), daqtune_selftest::sys::monotonic_ns());
     let (out, code) = run_with_hugepages(spec, &prefix, details);
     let (mut out, code) = (out, code);
 
@@ -109,7 +129,11 @@ pub fn run(spec: &DpdkRunSpec) -> (DpdkOutput, i32) {
     (out, code)
 }
 
-fn run_with_hugepages(spec: &DpdkRunSpec, prefix: &str, mut details: DpdkDetails) -> (DpdkOutput, i32) {
+fn run_with_hugepages(
+    spec: &DpdkRunSpec,
+    prefix: &str,
+    mut details: DpdkDetails,
+) -> (DpdkOutput, i32) {
     let frame = eal_args::frame_for_message(spec.message_size);
     let allowed = daqtune_selftest::sys::allowed_cpus();
     let plan = match crate::spec::eal_plan(spec, prefix, &allowed) {
@@ -121,11 +145,19 @@ fn run_with_hugepages(spec: &DpdkRunSpec, prefix: &str, mut details: DpdkDetails
         // The namespace belongs to this process alone and disappears with it, veth pair
         // included: nothing to clean up even after SIGKILL.
         if let Err(e) = netns::enter_private_netns() {
-            return skip(spec, format!("cannot create a private network namespace: {e}"), Some(details));
+            return skip(
+                spec,
+                format!("cannot create a private network namespace: {e}"),
+                Some(details),
+            );
         }
         let mtu = u32::from(eal_args::mtu_for_frame(frame));
         if let Err(e) = netns::create_veth_pair(VETH_TX, VETH_RX, mtu) {
-            return error(spec, format!("cannot create the veth pair: {e}"), Some(details));
+            return error(
+                spec,
+                format!("cannot create the veth pair: {e}"),
+                Some(details),
+            );
         }
     }
     let args = match eal_args::eal_args(&plan) {
@@ -194,7 +226,11 @@ fn run_with_hugepages(spec: &DpdkRunSpec, prefix: &str, mut details: DpdkDetails
             if crate::signals::requested() {
                 r.notes.push("interrupted".into());
             }
-            let code = if r.status.is_failure() { exit::FAIL } else { exit::PASS };
+            let code = if r.status.is_failure() {
+                exit::FAIL
+            } else {
+                exit::PASS
+            };
             (DpdkOutput::new(r, Some(details)), code)
         }
         Err(e) => error(spec, e.to_string(), Some(details)),

@@ -63,10 +63,12 @@ impl Default for DpdkRunSpec {
             topology: Topology::Veth,
             tx_port: None,
             rx_port: None,
-            message_size: 1000,
+            // A packet-rate test by default (64-byte messages, 106-byte frames, like testpmd's
+            // 64-byte default); --message-size up to 8976 for jumbo frames.
+            message_size: 64,
             duration_s: 3.0,
             rate_gbps: None,
-            pps: Some(500_000.0),
+            pps: Some(400_000.0),
             main_cpu: None,
             tx_cpu: None,
             rx_cpu: None,
@@ -83,10 +85,14 @@ impl DpdkRunSpec {
     /// Checks ranges; returns the first problem in words.
     pub fn validate(&self) -> Result<(), String> {
         if !(self.duration_s > 0.0 && self.duration_s <= 86_400.0) {
-            return Err(format!("duration {} s out of range (0, 86400]", self.duration_s));
+            return Err(format!(
+                "duration {} s out of range (0, 86400]",
+                self.duration_s
+            ));
         }
         let max_msg = crate::eal_args::MAX_JUMBO_FRAME - crate::eal_args::L2_L4_HEADERS;
-        if self.message_size < daqtune_selftest::payload::HEADER_LEN || self.message_size > max_msg {
+        if self.message_size < daqtune_selftest::payload::HEADER_LEN || self.message_size > max_msg
+        {
             return Err(format!(
                 "message size {} out of range [{}, {max_msg}]",
                 self.message_size,
@@ -110,7 +116,10 @@ impl DpdkRunSpec {
             return Err("descriptors must be a power of two >= 64".into());
         }
         if self.topology == Topology::Ports {
-            let tx = self.tx_port.as_deref().ok_or("topology ports needs tx_port (PCI address)")?;
+            let tx = self
+                .tx_port
+                .as_deref()
+                .ok_or("topology ports needs tx_port (PCI address)")?;
             let rx = self.rx_port.as_deref().unwrap_or(tx);
             for p in [tx, rx] {
                 crate::eal_args::normalize_bdf(p).map_err(|e| e.to_string())?;
@@ -132,10 +141,8 @@ impl DpdkRunSpec {
 
     /// Pacing as payload Gb/s (what EngineResult reports).
     pub fn target_gbps(&self) -> Option<f64> {
-        self.rate_gbps.or_else(|| {
-            self.pps
-                .map(|p| p * self.message_size as f64 * 8.0 / 1e9)
-        })
+        self.rate_gbps
+            .or_else(|| self.pps.map(|p| p * self.message_size as f64 * 8.0 / 1e9))
     }
 }
 
@@ -326,14 +333,21 @@ mod tests {
     fn defaults_validate_and_pace() {
         let d = DpdkRunSpec::default();
         assert_eq!(d.validate(), Ok(()));
-        assert_eq!(d.target_pps(), Some(500_000.0));
-        assert!((d.target_gbps().expect("paced") - 4.0).abs() < 1e-9);
+        assert_eq!(d.target_pps(), Some(400_000.0));
+        assert!((d.target_gbps().expect("paced") - 0.2048).abs() < 1e-9);
     }
 
     #[test]
     fn flags() {
         let p = parse_flags(
-            &s(&["--veth", "--duration", "3", "--rate=2.5", "--message-size", "64"]),
+            &s(&[
+                "--veth",
+                "--duration",
+                "3",
+                "--rate=2.5",
+                "--message-size",
+                "64",
+            ]),
             DpdkRunSpec::default(),
         )
         .expect("ok");

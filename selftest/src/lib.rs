@@ -3,6 +3,7 @@
 //!
 //! See docs/selftest.md for the payload format, the report schema and the topologies.
 
+pub mod dpdk_launcher;
 pub mod engine;
 pub mod error;
 pub mod metrics;

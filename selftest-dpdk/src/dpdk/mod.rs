@@ -169,7 +169,8 @@ impl Eal {
             message: "NUL in pool name".into(),
         })?;
         // SAFETY: c is valid for the call; the returned pool is owned by the Mempool.
-        let mp = unsafe { sys::rte_pktmbuf_pool_create(c.as_ptr(), n, cache, 0, data_room, socket) };
+        let mp =
+            unsafe { sys::rte_pktmbuf_pool_create(c.as_ptr(), n, cache, 0, data_room, socket) };
         let mp = NonNull::new(mp).ok_or_else(|| err("rte_pktmbuf_pool_create", 0))?;
         Ok(Mempool {
             inner: Arc::new(PoolInner {
@@ -206,7 +207,7 @@ unsafe extern "C" fn trampoline(arg: *mut c_void) -> c_int {
     // SAFETY: `arg` is the Box leaked by Eal::launch for this one call.
     let f: Box<Box<dyn FnOnce() -> i32 + Send>> = unsafe { Box::from_raw(arg.cast()) };
     // A panic must not unwind into C.
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || f())).unwrap_or(-1)
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or(-1)
 }
 
 /// A function running on a worker lcore.
@@ -423,7 +424,12 @@ impl Port {
                 .to_string_lossy()
                 .into_owned()
         };
-        Ok((driver, info.max_mtu, info.rx_desc_lim.nb_max, info.tx_desc_lim.nb_max))
+        Ok((
+            driver,
+            info.max_mtu,
+            info.rx_desc_lim.nb_max,
+            info.tx_desc_lim.nb_max,
+        ))
     }
 
     /// One RX and one TX queue, no offloads, no RSS.
@@ -619,7 +625,6 @@ impl TxQueue {
         sent
     }
 }
-
 
 /// The TSC, as DPDK reads it (for pacing on the lcores).
 #[inline]
