@@ -185,7 +185,15 @@ impl Eal {
     where
         F: FnOnce() -> i32 + Send + 'static,
     {
-        let boxed: Box<Box<dyn FnOnce() -> i32 + Send>> = Box::new(Box::new(f));
+        let done = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&done);
+        let job = move || {
+            // A panic still marks the job done (and must not unwind into C).
+            let rc = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or(-1);
+            flag.store(true, Ordering::Release);
+            rc
+        };
+        let boxed: Box<Box<dyn FnOnce() -> i32 + Send>> = Box::new(Box::new(job));
         let raw = Box::into_raw(boxed);
         // SAFETY: trampoline takes ownership of `raw` exactly once when it runs; if the launch
         // fails it never runs and we take it back below.
@@ -198,6 +206,7 @@ impl Eal {
         Ok(LcoreJob {
             lcore,
             waited: false,
+            done,
             _eal: self.clone(),
         })
     }
@@ -214,12 +223,18 @@ unsafe extern "C" fn trampoline(arg: *mut c_void) -> c_int {
 pub struct LcoreJob {
     lcore: u32,
     waited: bool,
+    done: Arc<AtomicBool>,
     _eal: Eal,
 }
 
 impl LcoreJob {
-    /// Waits for the function to return and gives its return value.
+    /// Waits for the function to return and gives its return value. Sleeps while it runs:
+    /// `rte_eal_wait_lcore` spins, and on a small host the main lcore shares a CPU with a data
+    /// lcore (a spinning main lcore halved the TX rate in measurements).
     pub fn wait(mut self) -> i32 {
+        while !self.done.load(Ordering::Acquire) {
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
         self.waited = true;
         // SAFETY: the lcore was launched by us and is waited for once.
         unsafe { sys::rte_eal_wait_lcore(self.lcore) }
@@ -229,6 +244,9 @@ impl LcoreJob {
 impl Drop for LcoreJob {
     fn drop(&mut self) {
         if !self.waited {
+            while !self.done.load(Ordering::Acquire) {
+                std::thread::sleep(std::time::Duration::from_millis(2));
+            }
             // SAFETY: as in wait(); a job must finish before the EAL may be cleaned up.
             unsafe {
                 sys::rte_eal_wait_lcore(self.lcore);
