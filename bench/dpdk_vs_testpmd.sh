@@ -51,10 +51,10 @@ EAL="--iova-mode=va --in-memory --no-pci --no-telemetry --log-level=notice"
 # Two testpmd processes in the namespace: txonly on dqt0, rxonly on dqt1, each on the cores
 # daqtune uses for TX and RX; stats every second; SIGINT ends both after DURATION.
 "$BIN" --veth-exec --mtu "$MTU" -- sh -c "
-  $TESTPMD --lcores=0@$M,1@$R --file-prefix=tp-rx-\$\$ $EAL $VDEV1 -- --forward-mode=rxonly --nb-cores=1 --stats-period=1 --max-pkt-len=$FRAME > $TMP/rx.log 2>&1 &
+  $TESTPMD --lcores=0@$M,1@$R --file-prefix=tp-rx-\$\$ $EAL $VDEV1 -- --forward-mode=rxonly --nb-cores=1 --total-num-mbufs=16384 --rxd=1024 --txd=1024 --stats-period=1 --max-pkt-len=$FRAME > $TMP/rx.log 2>&1 &
   RXPID=\$!
   sleep 2
-  $TESTPMD --lcores=0@$M,1@$T --file-prefix=tp-tx-\$\$ $EAL $VDEV0 -- --forward-mode=txonly --txpkts=$FRAME --nb-cores=1 --stats-period=1 --max-pkt-len=$FRAME > $TMP/tx.log 2>&1 &
+  $TESTPMD --lcores=0@$M,1@$T --file-prefix=tp-tx-\$\$ $EAL $VDEV0 -- --forward-mode=txonly --txpkts=$FRAME --nb-cores=1 --total-num-mbufs=16384 --rxd=1024 --txd=1024 --stats-period=1 --max-pkt-len=$FRAME > $TMP/tx.log 2>&1 &
   TXPID=\$!
   sleep $((DURATION + 1))
   kill -INT \$TXPID; wait \$TXPID

@@ -227,9 +227,62 @@ pub fn create_veth_pair(a: &str, b: &str, mtu: u32) -> io::Result<()> {
     Ok(())
 }
 
+/// Counters of one kernel interface from /proc/net/dev.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct IfCounters {
+    pub name: String,
+    pub rx_packets: u64,
+    pub rx_dropped: u64,
+    pub tx_packets: u64,
+    pub tx_dropped: u64,
+}
+
+/// Parses /proc/net/dev text (the calling thread's namespace). Malformed lines are skipped.
+pub fn parse_net_dev(text: &str) -> Vec<IfCounters> {
+    text.lines()
+        .skip(2)
+        .filter_map(|l| {
+            let (name, rest) = l.split_once(':')?;
+            let f: Vec<u64> = rest
+                .split_whitespace()
+                .map(|x| x.parse().ok())
+                .collect::<Option<_>>()?;
+            if f.len() < 16 {
+                return None;
+            }
+            Some(IfCounters {
+                name: name.trim().to_string(),
+                rx_packets: f[1],
+                rx_dropped: f[3],
+                tx_packets: f[9],
+                tx_dropped: f[11],
+            })
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn net_dev_parsing() {
+        let t = "Inter-|   Receive                                                |  Transmit\n face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls carrier compressed\n    lo:       0       0    0    0    0     0          0         0        0       0    0    0    0     0       0          0\n  dqt1: 8603914   81169    0   12    0     0          0         0        0       0    0    3    0     0       0          0\ngarbage line\n  bad: 1 2 3\n";
+        let v = parse_net_dev(t);
+        assert_eq!(v.len(), 2);
+        assert_eq!(
+            v[1],
+            IfCounters {
+                name: "dqt1".into(),
+                rx_packets: 81169,
+                rx_dropped: 12,
+                tx_packets: 0,
+                tx_dropped: 3
+            }
+        );
+        assert!(parse_net_dev("").is_empty());
+        assert!(parse_net_dev("(null)").is_empty());
+    }
 
     #[test]
     fn veth_request_layout() {

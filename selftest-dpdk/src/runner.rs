@@ -212,7 +212,18 @@ fn run_with_hugepages(
     let _ = watcher.join();
     let eal_args = std::mem::take(&mut details.eal_args);
     let hp = std::mem::take(&mut details.hugepages);
+    let kernel_ifs: Vec<crate::netns::IfCounters> = if spec.topology == Topology::Veth {
+        std::fs::read_to_string("/proc/net/dev")
+            .map(|t| crate::netns::parse_net_dev(&t))
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|c| c.name == VETH_TX || c.name == VETH_RX)
+            .collect()
+    } else {
+        Vec::new()
+    };
     let mut details = engine.shutdown();
+    details.kernel_interfaces = kernel_ifs.clone();
     details.eal_args = eal_args;
     details.hugepages = hp;
     drop(eal);
@@ -222,6 +233,14 @@ fn run_with_hugepages(
                 max_udp_loss_pct: spec.max_loss_pct,
                 ..Thresholds::default()
             };
+            for c in &kernel_ifs {
+                if c.rx_dropped > 0 || c.tx_dropped > 0 {
+                    r.notes.push(format!(
+                        "kernel interface {} dropped {} received and {} sent frame(s) (softirq starved: other load on the run's CPUs)",
+                        c.name, c.rx_dropped, c.tx_dropped
+                    ));
+                }
+            }
             judge(&mut r, &t);
             if crate::signals::requested() {
                 r.notes.push("interrupted".into());

@@ -243,6 +243,9 @@ pub struct DpdkDetails {
     pub foreign_frames: u64,
     /// Packets the TX burst refused and were retried (ring full).
     pub tx_retries: u64,
+    /// The veth ends' kernel counters (topology veth): drops here are frames the kernel lost
+    /// before af_packet saw them (backlog full while softirq processing was starved).
+    pub kernel_interfaces: Vec<crate::netns::IfCounters>,
     /// Leftover files or directories removed after the run.
     pub removed: Vec<String>,
 }
