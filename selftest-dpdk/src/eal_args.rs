@@ -144,12 +144,14 @@ pub fn frame_for_message(message_len: usize) -> usize {
 }
 
 /// af_packet ring geometry for frames up to `frame_len`: one ring frame must hold the tpacket
-/// header plus the whole packet, and a block must be a power-of-two number of pages holding a
-/// whole number of frames. About 32 MiB per ring (at least 1024 frames) absorbs scheduling gaps
-/// of tens of milliseconds at a few hundred thousand packets per second on shared cores.
+/// header plus the whole packet (frames are sized to the packet, so small packets get many
+/// slots), and a block must be a power-of-two number of pages holding a whole number of frames.
+/// About 32 MiB per ring absorbs scheduling gaps of a fraction of a second at a few hundred
+/// thousand packets per second on shared cores (131072 slots of 256 bytes for 64-byte
+/// messages).
 pub fn af_packet_ring(frame_len: usize) -> AfPacketRing {
     let need = frame_len + TPACKET_OVERHEAD;
-    let framesz = need.next_power_of_two().max(2048);
+    let framesz = need.next_power_of_two().max(256);
     let blocksz = framesz.max(4096);
     let framecnt = ((32usize << 20) / framesz).max(1024);
     AfPacketRing {
@@ -362,6 +364,11 @@ mod tests {
             assert!(r.framecnt >= 1024);
             assert!(r.framecnt * r.framesz <= 32 << 20);
         }
+        let small = af_packet_ring(frame_for_message(64));
+        assert_eq!(
+            (small.framesz, small.blocksz, small.framecnt),
+            (256, 4096, 131072)
+        );
         let j = af_packet_ring(9018);
         assert_eq!((j.framesz, j.blocksz, j.framecnt), (16384, 16384, 2048));
     }

@@ -60,11 +60,11 @@ pub fn parse_mem_available_kb(meminfo: &str) -> Option<u64> {
     })
 }
 
-/// Pages a run needs: the mbuf pool plus EAL's own heap (memzones, rings, per-lcore caches)
-/// with slack for rounding to whole pages.
+/// Pages a run needs: the mbuf pool plus EAL's own heap (memzones, rings, per-lcore caches,
+/// af_packet's per-slot iovec arrays) with slack for rounding to whole pages.
 pub fn pages_needed(mbufs: u64, mbuf_size: u64) -> u64 {
     let pool = mbufs * (mbuf_size + 128 + 64);
-    let overhead = 48u64 << 20;
+    let overhead = 64u64 << 20;
     (pool + overhead).div_ceil(PAGE_KB * 1024)
 }
 
@@ -307,7 +307,7 @@ mod tests {
     #[test]
     fn pages_needed_covers_pool_and_heap() {
         let n = pages_needed(8191, 2304);
-        assert!(n * PAGE_KB * 1024 >= 8191 * 2304 + (48 << 20));
+        assert!(n * PAGE_KB * 1024 >= 8191 * 2304 + (64 << 20));
         assert!(n < 64);
     }
 

@@ -207,7 +207,17 @@ fn run_with_hugepages(
             }
         })
     };
+    let veth = spec.topology == Topology::Veth;
+    if veth {
+        // Reading resets: start the ring counters at the run.
+        let _ = netns::packet_socket_stats();
+    }
     let result = engine.run(&rs, &ctl);
+    let sockets = if veth {
+        netns::packet_socket_stats()
+    } else {
+        Vec::new()
+    };
     ctl.stop();
     let _ = watcher.join();
     let eal_args = std::mem::take(&mut details.eal_args);
@@ -224,6 +234,7 @@ fn run_with_hugepages(
     };
     let mut details = engine.shutdown();
     details.kernel_interfaces = kernel_ifs.clone();
+    details.packet_sockets = sockets.clone();
     details.eal_args = eal_args;
     details.hugepages = hp;
     drop(eal);
@@ -233,6 +244,12 @@ fn run_with_hugepages(
                 max_udp_loss_pct: spec.max_loss_pct,
                 ..Thresholds::default()
             };
+            for p in sockets.iter().filter(|p| p.drops > 0) {
+                r.notes.push(format!(
+                    "af_packet ring on {} dropped {} frame(s): the RX lcore fell behind (other load on its CPU)",
+                    p.iface, p.drops
+                ));
+            }
             for c in &kernel_ifs {
                 if c.rx_dropped > 0 || c.tx_dropped > 0 {
                     r.notes.push(format!(

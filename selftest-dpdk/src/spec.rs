@@ -246,6 +246,9 @@ pub struct DpdkDetails {
     /// The veth ends' kernel counters (topology veth): drops here are frames the kernel lost
     /// before af_packet saw them (backlog full while softirq processing was starved).
     pub kernel_interfaces: Vec<crate::netns::IfCounters>,
+    /// af_packet sockets' own counters over the run (topology veth): `drops` = ring overflow,
+    /// the receiver fell behind.
+    pub packet_sockets: Vec<crate::netns::PacketSocketStats>,
     /// Leftover files or directories removed after the run.
     pub removed: Vec<String>,
 }
