@@ -18,6 +18,13 @@ DURATION=${DURATION:-5}
 MSG=${MSG:-64}
 PACED_PPS=${PACED_PPS:-400000}
 FRAME=$((MSG + 42))
+# testpmd's mbufs must hold a whole frame (its default data room is 2176 bytes).
+MBUF=2176
+[ $((FRAME + 256)) -le $MBUF ] || MBUF=$((FRAME + 256))
+# DPDK 22.11's af_packet refuses frames above 1518 bytes through ethdev (testpmd then fails to
+# start its port); the veth pair already carries the MTU, so leave testpmd's at its default.
+MAXLEN="--max-pkt-len=$FRAME"
+[ "$FRAME" -le 1518 ] || MAXLEN=""
 
 [ -x "$BIN" ] || { echo "daqtune-dpdk not found at $BIN (cargo build --release -p daqtune-dpdk --features dpdk)" >&2; exit 2; }
 command -v "$TESTPMD" >/dev/null || { echo "$TESTPMD not found (apt-get install dpdk-dev)" >&2; exit 2; }
@@ -60,10 +67,10 @@ median_of() {
 # daqtune uses for TX and RX; stats every second; SIGINT ends both after DURATION.
 run_testpmd() {
   "$BIN" --veth-exec --mtu "$MTU" -- sh -c "
-    $TESTPMD --lcores=0@$M,1@$R --file-prefix=tp-rx-\$\$ $EAL $VDEV1 -- --forward-mode=rxonly --nb-cores=1 --total-num-mbufs=16384 --rxd=1024 --txd=1024 --stats-period=1 --max-pkt-len=$FRAME > $TMP/rx.log 2>&1 &
+    $TESTPMD --lcores=0@$M,1@$R --file-prefix=tp-rx-\$\$ $EAL $VDEV1 -- --forward-mode=rxonly --nb-cores=1 --total-num-mbufs=16384 --mbuf-size=$MBUF --rxd=1024 --txd=1024 --stats-period=1 $MAXLEN > $TMP/rx.log 2>&1 &
     RXPID=\$!
     sleep 2
-    $TESTPMD --lcores=0@$M,1@$T --file-prefix=tp-tx-\$\$ $EAL $VDEV0 -- --forward-mode=txonly --txpkts=$FRAME --nb-cores=1 --total-num-mbufs=16384 --rxd=1024 --txd=1024 --stats-period=1 --max-pkt-len=$FRAME > $TMP/tx.log 2>&1 &
+    $TESTPMD --lcores=0@$M,1@$T --file-prefix=tp-tx-\$\$ $EAL $VDEV0 -- --forward-mode=txonly --txpkts=$FRAME --nb-cores=1 --total-num-mbufs=16384 --mbuf-size=$MBUF --rxd=1024 --txd=1024 --stats-period=1 $MAXLEN > $TMP/tx.log 2>&1 &
     TXPID=\$!
     sleep $((DURATION + 1))
     kill -INT \$TXPID; wait \$TXPID
