@@ -22,6 +22,8 @@ const UDP_DST: u16 = 47_001;
 /// Source and destination in 198.18.0.0/15 (RFC 2544 benchmarking range).
 const IP_SRC: [u8; 4] = [198, 18, 0, 1];
 const IP_DST: [u8; 4] = [198, 18, 0, 2];
+/// How long past the run's end the RX lcore gives up waiting for the TX lcore.
+const HARD_STOP_SLACK: Duration = Duration::from_secs(10);
 /// Destination MAC of frames on af_packet (locally administered, unicast).
 const OTHERHOST_MAC: [u8; 6] = [0x02, 0x44, 0x51, 0x54, 0x00, 0x02];
 /// How long RX keeps polling after TX stopped, for frames still in rings.
@@ -231,6 +233,7 @@ impl DpdkEngine {
         if let Ok((driver, ..)) = p.info() {
             r.driver = driver;
         }
+        r.link_up = p.link_up();
         if let Ok(s) = p.stats() {
             r.ipackets = s.ipackets;
             r.opackets = s.opackets;
@@ -267,6 +270,7 @@ impl DpdkEngine {
         let tsc_hz = self.eal.tsc_hz().max(1);
         let pps = spec.rate_gbps.map(|g| g * 1e9 / (msg_len as f64 * 8.0));
         let duration_tsc = (spec.duration.as_secs_f64() * tsc_hz as f64) as u64;
+        let duration_ns = u64::try_from(spec.duration.as_nanos()).unwrap_or(u64::MAX / 2);
         let latency = spec.latency;
 
         for p in [&self.tx_port, &self.rx_port] {
@@ -294,7 +298,15 @@ impl DpdkEngine {
                     let cpu0 = thread_cpu_ns();
                     let wall0 = monotonic_ns();
                     let mut done_at: Option<u64> = None;
+                    // A TX lcore that died never says it is done: stop anyway, well after the
+                    // run should have ended.
+                    let hard_stop = wall0 + duration_ns + HARD_STOP_SLACK.as_nanos() as u64;
+                    let mut polls = 0u32;
                     loop {
+                        polls = polls.wrapping_add(1);
+                        if polls % 4096 == 0 && monotonic_ns() > hard_stop {
+                            break;
+                        }
                         let n = queue.rx(&mut b);
                         if n == 0 {
                             if tx_done.load(Ordering::Acquire) {
@@ -517,6 +529,10 @@ impl DpdkEngine {
             ]
         };
         for p in &ports {
+            if p.link_up == Some(false) {
+                r.notes
+                    .push(format!("port {} ({}): link down", p.name, p.role));
+            }
             if p.imissed > 0 || p.ierrors > 0 || p.rx_nombuf > 0 || p.oerrors > 0 {
                 r.notes.push(format!(
                     "port {} ({}): imissed {}, ierrors {}, rx_nombuf {}, oerrors {}",

@@ -221,6 +221,8 @@ pub struct PortReport {
     pub name: String,
     pub driver: String,
     pub mtu: u16,
+    /// Link state after the run (`None` when the driver cannot tell).
+    pub link_up: Option<bool>,
     pub ipackets: u64,
     pub opackets: u64,
     pub imissed: u64,
