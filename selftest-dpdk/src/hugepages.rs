@@ -2,7 +2,7 @@
 //! (capped by available memory) and give it back afterwards; remove map files a run with our
 //! file prefix may have left in hugetlbfs mounts.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -121,12 +121,96 @@ pub fn live_pool() -> io::Result<PoolState> {
     read_pool(Path::new(POOL))
 }
 
+/// Where a run notes the reservation it holds, so that the next run can undo it when this
+/// one was killed (SIGKILL, power loss of the process) before restoring the pool.
+pub const JOURNAL_DIR: &str = "/run/daqtune";
+
+/// One run's note of the pool change it made.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JournalEntry {
+    pub pid: u32,
+    /// Start time of that process (clock ticks since boot): tells it from a reused pid.
+    pub starttime: Option<u64>,
+    pub from: u64,
+    pub to: u64,
+}
+
+/// What to write back for a dead run's entry, given the pool's count now: its prior count when
+/// nobody changed the pool since (else leave the pool alone; someone else owns it now).
+pub fn stale_restore(current_nr: u64, e: &JournalEntry) -> Option<u64> {
+    (current_nr == e.to && e.from < e.to).then_some(e.from)
+}
+
+fn journal_path(dir: &Path, pid: u32) -> PathBuf {
+    dir.join(format!("dpdk-hugepages-{pid}.json"))
+}
+
+fn write_journal(dir: &Path, e: &JournalEntry) -> io::Result<PathBuf> {
+    fs::create_dir_all(dir)?;
+    let path = journal_path(dir, e.pid);
+    let tmp = path.with_extension("json.tmp");
+    let text = serde_json::to_string(e).map_err(io::Error::other)?;
+    {
+        use std::io::Write;
+        let mut f = fs::File::create(&tmp)?;
+        f.write_all(text.as_bytes())?;
+        f.sync_all()?;
+    }
+    fs::rename(&tmp, &path)?;
+    Ok(path)
+}
+
+/// Undoes reservations of runs that died holding them. Returns one line per entry handled.
+pub fn recover_stale(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let Ok(rd) = fs::read_dir(dir) else {
+        return out;
+    };
+    for ent in rd.flatten() {
+        let name = ent.file_name().to_string_lossy().into_owned();
+        if !(name.starts_with("dpdk-hugepages-") && name.ends_with(".json")) {
+            continue;
+        }
+        let Ok(text) = fs::read_to_string(ent.path()) else {
+            continue;
+        };
+        let Ok(e) = serde_json::from_str::<JournalEntry>(&text) else {
+            out.push(format!("{}: unreadable, removed", ent.path().display()));
+            let _ = fs::remove_file(ent.path());
+            continue;
+        };
+        let alive =
+            daqtune_selftest::sys::process_starttime(e.pid).is_some_and(|t| Some(t) == e.starttime);
+        if alive {
+            continue;
+        }
+        let pool = Path::new(POOL).join("nr_hugepages");
+        let current = fs::read_to_string(&pool).ok().and_then(|s| parse_count(&s));
+        match current.and_then(|c| stale_restore(c, &e)) {
+            Some(from) if fs::write(&pool, format!("{from}\n")).is_ok() => out.push(format!(
+                "restored 2 MiB hugepages to {from}: run {} died holding {} -> {}",
+                e.pid, e.from, e.to
+            )),
+            _ => out.push(format!(
+                "run {} died holding 2 MiB hugepages {} -> {}; pool is {} now, left as it is",
+                e.pid,
+                e.from,
+                e.to,
+                current.map_or("unreadable".to_string(), |c| c.to_string())
+            )),
+        }
+        let _ = fs::remove_file(ent.path());
+    }
+    out
+}
+
 /// A reservation made for one run; dropping it restores the page count it found.
 #[derive(Debug)]
 pub struct Reservation {
     path: PathBuf,
     from: u64,
     to: u64,
+    journal: Option<PathBuf>,
 }
 
 impl Reservation {
@@ -134,8 +218,22 @@ impl Reservation {
     /// many contiguous pages.
     pub fn reserve(from: u64, to: u64) -> io::Result<Reservation> {
         let path = Path::new(POOL).join("nr_hugepages");
-        fs::write(&path, format!("{to}\n"))?;
-        let r = Reservation { path, from, to };
+        let entry = JournalEntry {
+            pid: std::process::id(),
+            starttime: daqtune_selftest::sys::process_starttime(std::process::id()),
+            from,
+            to,
+        };
+        // Journal first: if we die between the two writes, the next run finds the note and
+        // sees the pool unchanged (then leaves it alone).
+        let journal = write_journal(Path::new(JOURNAL_DIR), &entry).ok();
+        let r = Reservation {
+            path,
+            from,
+            to,
+            journal,
+        };
+        fs::write(&r.path, format!("{to}\n"))?;
         let got = fs::read_to_string(&r.path)
             .ok()
             .and_then(|s| parse_count(&s))
@@ -171,7 +269,49 @@ impl Drop for Reservation {
         // Pages still mapped by someone else stay as surplus and are freed by the kernel when
         // unmapped; writing the old count never takes pages away from a user.
         let _ = fs::write(&self.path, format!("{}\n", self.from));
+        if let Some(j) = &self.journal {
+            let _ = fs::remove_file(j);
+        }
     }
+}
+
+/// The pid in a daqtune file prefix (`daqtune-<pid>-<nonce>`), from a runtime directory or
+/// hugepage map file name.
+pub fn prefix_pid(name: &str) -> Option<u32> {
+    let rest = name.strip_prefix("daqtune-")?;
+    let (pid, _) = rest.split_once('-')?;
+    pid.parse().ok()
+}
+
+/// Removes runtime directories and hugepage map files of daqtune runs whose process is gone
+/// (killed before it could clean up). Another program's files are never touched.
+pub fn sweep_dead_runs() -> Vec<PathBuf> {
+    let dead =
+        |name: &str| prefix_pid(name).is_some_and(|p| !Path::new(&format!("/proc/{p}")).exists());
+    let mut removed = Vec::new();
+    if let Ok(rd) = fs::read_dir(DPDK_RUN_DIR) {
+        for e in rd.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if dead(&name) && fs::remove_dir_all(e.path()).is_ok() {
+                removed.push(e.path());
+            }
+        }
+    }
+    let mounts = fs::read_to_string("/proc/mounts").unwrap_or_default();
+    for dir in hugetlbfs_mounts(&mounts) {
+        let Ok(rd) = fs::read_dir(&dir) else { continue };
+        for e in rd.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name.contains("map_") && dead(&name) && fs::remove_file(e.path()).is_ok() {
+                removed.push(e.path());
+            }
+        }
+    }
+    // A run directory that only dead runs used goes too (DPDK recreates it on demand).
+    if !removed.is_empty() {
+        let _ = fs::remove_dir(DPDK_RUN_DIR);
+    }
+    removed
 }
 
 /// hugetlbfs mount points in /proc/mounts text.
@@ -288,6 +428,35 @@ mod tests {
         assert_eq!(parse_mem_available_kb("MemAvailable: 5 MB"), None);
         assert_eq!(parse_count("17\n"), Some(17));
         assert_eq!(parse_count("garbage"), None);
+    }
+
+    #[test]
+    fn stale_entries_restore_only_an_untouched_pool() {
+        let e = JournalEntry {
+            pid: 1,
+            starttime: Some(5),
+            from: 4,
+            to: 68,
+        };
+        assert_eq!(stale_restore(68, &e), Some(4));
+        assert_eq!(stale_restore(100, &e), None);
+        assert_eq!(stale_restore(4, &e), None);
+        let d = tempfile_dir();
+        let p = write_journal(&d, &e).expect("journal");
+        let back: JournalEntry =
+            serde_json::from_str(&fs::read_to_string(&p).expect("read")).expect("json");
+        assert_eq!(back, e);
+        let _ = fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn prefix_pids() {
+        assert_eq!(prefix_pid("daqtune-1234-abc"), Some(1234));
+        assert_eq!(prefix_pid("daqtune-1234-abcmap_0"), Some(1234));
+        assert_eq!(prefix_pid("rte-1234-abc"), None);
+        assert_eq!(prefix_pid("daqtune-x-abc"), None);
+        assert_eq!(prefix_pid("daqtune-"), None);
+        assert_eq!(prefix_pid(""), None);
     }
 
     #[test]

@@ -53,6 +53,9 @@ pub fn run(spec: &DpdkRunSpec) -> (DpdkOutput, i32) {
     let frame = eal_args::frame_for_message(spec.message_size);
     let room = (frame + 128).max(2048) as u64 + 128;
 
+    // A run killed while holding a reservation left a note: undo it before counting pages.
+    let journal_dir_existed = std::path::Path::new(hugepages::JOURNAL_DIR).exists();
+    let recovered = hugepages::recover_stale(std::path::Path::new(hugepages::JOURNAL_DIR));
     // Hugepages first: without them nothing else is worth setting up.
     let needed = hugepages::pages_needed(2 * u64::from(spec.mbufs), room);
     let pool = match hugepages::live_pool() {
@@ -101,7 +104,9 @@ pub fn run(spec: &DpdkRunSpec) -> (DpdkOutput, i32) {
         }
     }
 
-    // DPDK creates its runtime directory's parent when missing; note whether it was there.
+    // Leftovers of runs that were killed, then: DPDK creates its runtime directory's parent
+    // when missing; note whether it was there.
+    let stale = hugepages::sweep_dead_runs();
     let run_dir_existed = std::path::Path::new(hugepages::DPDK_RUN_DIR).exists();
     let prefix =
         eal_args::unique_file_prefix(std::process::id(), daqtune_selftest::sys::monotonic_ns());
@@ -109,11 +114,17 @@ pub fn run(spec: &DpdkRunSpec) -> (DpdkOutput, i32) {
     let (mut out, code) = (out, code);
 
     // The EAL is cleaned up (run_with_hugepages dropped it); now the files and pages.
-    let mut removed = hugepages::sweep_leftovers(&prefix);
+    let mut removed = stale;
+    removed.extend(hugepages::sweep_leftovers(&prefix));
+    if !journal_dir_existed {
+        // Only when empty: other daqtune parts keep their journals there too.
+        let _ = std::fs::remove_dir(hugepages::JOURNAL_DIR);
+    }
     if !run_dir_existed && std::fs::remove_dir(hugepages::DPDK_RUN_DIR).is_ok() {
         removed.push(hugepages::DPDK_RUN_DIR.into());
     }
     let restored = reservation.map(|r| r.release());
+    out.result.notes.extend(recovered);
     if let Some(d) = out.dpdk.as_mut() {
         d.removed = removed.iter().map(|p| p.display().to_string()).collect();
         match restored {
