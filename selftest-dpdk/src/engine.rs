@@ -98,8 +98,15 @@ struct RxOut {
     wall_ns: u64,
 }
 
+/// Called on the TX lcore after its last burst with the number of frames handed to the driver;
+/// makes sure the driver's software ring has actually been transmitted (af_packet counts a
+/// frame as sent once it is in the mmap ring, and frames left there when the kernel refused a
+/// kick for lack of socket buffer would otherwise never leave).
+pub type TxFlush = Arc<dyn Fn(u64) + Send + Sync>;
+
 /// The engine with its EAL, two started ports and their queues.
 pub struct DpdkEngine {
+    tx_flush: Option<TxFlush>,
     eal: Eal,
     tx_port: Port,
     rx_port: Port,
@@ -118,21 +125,37 @@ pub struct DpdkEngine {
     mtu_notes: Vec<String>,
 }
 
+/// How to set the engine up.
+pub struct EngineConfig {
+    /// DPDK names of the sending and the receiving port.
+    pub ports: (String, String),
+    pub message_size: usize,
+    pub mbufs: u32,
+    pub descriptors: u16,
+    /// `veth` or `ports` (for the report).
+    pub topology: String,
+    /// TX and RX CPUs (for the report).
+    pub cpus: (usize, usize),
+    pub tx_flush: Option<TxFlush>,
+}
+
 impl DpdkEngine {
-    /// Configures and starts both ports for `message_size`-byte messages.
-    pub fn new(
-        eal: Eal,
-        names: (&str, &str),
-        message_size: usize,
-        mbufs: u32,
-        descriptors: u16,
-        topology: &str,
-        cpus: (usize, usize),
-    ) -> Result<Self, DpdkError> {
+    /// Configures and starts both ports for `cfg.message_size`-byte messages.
+    pub fn new(eal: Eal, cfg: EngineConfig) -> Result<Self, DpdkError> {
+        let EngineConfig {
+            ports: names,
+            message_size,
+            mbufs,
+            descriptors,
+            topology,
+            cpus,
+            tx_flush,
+        } = cfg;
+        let topology = topology.as_str();
         let frame = frame_for_message(message_size);
         let mtu = mtu_for_frame(frame);
-        let tx_port = eal.port_by_name(names.0)?;
-        let rx_port = eal.port_by_name(names.1)?;
+        let tx_port = eal.port_by_name(&names.0)?;
+        let rx_port = eal.port_by_name(&names.1)?;
         // Data room for the whole frame in one segment (jumbo frames included).
         let room =
             u16::try_from((frame + 128).max(2048) + dpdk::sys::RTE_PKTMBUF_HEADROOM as usize)
@@ -198,6 +221,7 @@ impl DpdkEngine {
             _ => rx_port.mac().unwrap_or(OTHERHOST_MAC),
         };
         Ok(DpdkEngine {
+            tx_flush,
             eal,
             tx_port,
             rx_port,
@@ -375,6 +399,7 @@ impl DpdkEngine {
             let ctl = ctl.clone();
             let mut b = Burst::<BURST>::new(&self.tx_pool);
             let mut queue = txq;
+            let flush = self.tx_flush.clone();
             self.eal.launch(TX_LCORE, move || {
                 let mut gen = Generator::new(msg_len, 0);
                 let cpu0 = thread_cpu_ns();
@@ -434,10 +459,15 @@ impl DpdkEngine {
                     }
                     ctl.add_tx(want as u64 * msg_len as u64);
                 }
-                let elapsed_tsc = dpdk::rdtsc() - start;
                 // The unsent rest of a burst is freed here; their sequence numbers are above
                 // `sent`, so they never count as lost.
                 b.clear();
+                if let Some(f) = &flush {
+                    f(sent);
+                }
+                // Until the driver's ring is really out: rates are not flattered by frames
+                // that were still queued in software when the clock stopped.
+                let elapsed_tsc = dpdk::rdtsc() - start;
                 sent_total.store(sent, Ordering::Release);
                 tx_done.store(true, Ordering::Release);
                 let out = TxOut {

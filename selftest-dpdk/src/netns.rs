@@ -227,22 +227,71 @@ pub fn create_veth_pair(a: &str, b: &str, mtu: u32) -> io::Result<()> {
     Ok(())
 }
 
-/// What an AF_PACKET socket of this process counted since the last read.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct PacketSocketStats {
-    pub iface: String,
-    /// Frames the socket saw (delivered to its ring or dropped).
-    pub packets: u64,
-    /// Frames dropped because the ring was full: the receiver fell behind.
-    pub drops: u64,
+/// CPU mask in the format of `rps_cpus` (comma-separated 32-bit hex words, most significant
+/// first).
+pub fn cpu_mask_hex(cpu: usize) -> String {
+    let words = cpu / 32 + 1;
+    (0..words)
+        .rev()
+        .map(|w| {
+            let v: u32 = if w == cpu / 32 { 1 << (cpu % 32) } else { 0 };
+            format!("{v:08x}")
+        })
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
-const PACKET_STATISTICS: libc::c_int = 6;
+/// Steers the kernel's receive processing of `iface` (in this thread's network namespace) to
+/// `cpu` with RPS. On a veth pair the sender's CPU otherwise runs the whole receive path
+/// (netif_receive, the packet socket's copy into the ring) as softirq after each frame; with
+/// RPS the receiving CPU does that part. sysfs shows the namespace of whoever mounted it, so a
+/// fresh sysfs is mounted on /sys in a private mount namespace of this process (it vanishes
+/// with the process; nothing propagates to the host's mounts).
+pub fn steer_rx_to(iface: &str, cpu: usize) -> io::Result<()> {
+    let c = |s: &str| {
+        std::ffi::CString::new(s).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))
+    };
+    let (root, sys, sysfs) = (c("/")?, c("/sys")?, c("sysfs")?);
+    // SAFETY: unshare takes flags only.
+    if unsafe { libc::unshare(libc::CLONE_NEWNS) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: valid C strings, NULL where mount(2) allows it; MS_REC|MS_PRIVATE only changes
+    // propagation inside the new (private) mount namespace.
+    if unsafe {
+        libc::mount(
+            std::ptr::null(),
+            root.as_ptr(),
+            std::ptr::null(),
+            libc::MS_REC | libc::MS_PRIVATE,
+            std::ptr::null(),
+        )
+    } != 0
+    {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: as above; a new sysfs instance over /sys of this mount namespace only.
+    if unsafe {
+        libc::mount(
+            sysfs.as_ptr(),
+            sys.as_ptr(),
+            sysfs.as_ptr(),
+            0,
+            std::ptr::null(),
+        )
+    } != 0
+    {
+        return Err(io::Error::last_os_error());
+    }
+    std::fs::write(
+        format!("/sys/class/net/{iface}/queues/rx-0/rps_cpus"),
+        cpu_mask_hex(cpu),
+    )
+}
 
-/// Reads (and thereby resets) PACKET_STATISTICS of every AF_PACKET socket this process holds:
-/// the af_packet PMD's rings. DPDK 22.11's af_packet does not report ring drops as imissed,
-/// so they are read here, by interface.
-pub fn packet_socket_stats() -> Vec<PacketSocketStats> {
+/// AF_PACKET sockets of this process bound to `ifindex` (all of them when `None`), with the
+/// index each is bound to.
+fn packet_sockets(ifindex: Option<i32>) -> Vec<(i32, i32)> {
     let mut out = Vec::new();
     let Ok(rd) = std::fs::read_dir("/proc/self/fd") else {
         return out;
@@ -268,6 +317,78 @@ pub fn packet_socket_stats() -> Vec<PacketSocketStats> {
         if rc != 0 || i32::from(sa.sll_family) != libc::AF_PACKET {
             continue;
         }
+        if ifindex.is_none_or(|i| i == sa.sll_ifindex) {
+            out.push((fd, sa.sll_ifindex));
+        }
+    }
+    out
+}
+
+/// Frames `iface` has transmitted, from /proc/net/dev.
+fn tx_packets(iface: &str) -> Option<u64> {
+    let t = std::fs::read_to_string("/proc/net/dev").ok()?;
+    parse_net_dev(&t)
+        .into_iter()
+        .find(|c| c.name == iface)
+        .map(|c| c.tx_packets)
+}
+
+/// Kicks the af_packet TX ring of `iface` (an empty `sendto`, as the PMD does after each
+/// burst) until the kernel has transmitted `sent` frames or `limit` passes. The PMD counts a
+/// frame as sent once it is in the ring; when a kick finds the socket's send buffer full
+/// (receive processing deferred), the rest waits in the ring for the next kick, and after the
+/// last burst there is none.
+pub fn flush_packet_tx(iface: &str, sent: u64, limit: std::time::Duration) {
+    let Ok(name) = std::ffi::CString::new(iface) else {
+        return;
+    };
+    // SAFETY: name is a valid C string for the call.
+    let idx = unsafe { libc::if_nametoindex(name.as_ptr()) };
+    if idx == 0 {
+        return;
+    }
+    let fds: Vec<i32> = packet_sockets(Some(idx as i32))
+        .into_iter()
+        .map(|(fd, _)| fd)
+        .collect();
+    let end = std::time::Instant::now() + limit;
+    while tx_packets(iface).is_some_and(|n| n < sent) && std::time::Instant::now() < end {
+        for &fd in &fds {
+            // SAFETY: a zero-length sendto with no buffer and no address on a socket this
+            // process owns: the af_packet "transmit what is in the ring" request.
+            unsafe {
+                libc::sendto(
+                    fd,
+                    std::ptr::null(),
+                    0,
+                    libc::MSG_DONTWAIT,
+                    std::ptr::null(),
+                    0,
+                );
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
+
+/// What an AF_PACKET socket of this process counted since the last read.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct PacketSocketStats {
+    pub iface: String,
+    /// Frames the socket saw (delivered to its ring or dropped).
+    pub packets: u64,
+    /// Frames dropped because the ring was full: the receiver fell behind.
+    pub drops: u64,
+}
+
+const PACKET_STATISTICS: libc::c_int = 6;
+
+/// Reads (and thereby resets) PACKET_STATISTICS of every AF_PACKET socket this process holds:
+/// the af_packet PMD's rings. DPDK 22.11's af_packet does not report ring drops as imissed,
+/// so they are read here, by interface.
+pub fn packet_socket_stats() -> Vec<PacketSocketStats> {
+    let mut out = Vec::new();
+    for (fd, ifindex) in packet_sockets(None) {
         let mut st = [0u32; 2];
         let mut len = std::mem::size_of_val(&st) as libc::socklen_t;
         // SAFETY: st is 8 writable bytes (struct tpacket_stats: two u32), len says so.
@@ -287,8 +408,8 @@ pub fn packet_socket_stats() -> Vec<PacketSocketStats> {
         // SAFETY: name has IF_NAMESIZE bytes as if_indextoname requires; on success it holds
         // a NUL-terminated string.
         let iface = unsafe {
-            if libc::if_indextoname(sa.sll_ifindex as libc::c_uint, name.as_mut_ptr()).is_null() {
-                format!("ifindex {}", sa.sll_ifindex)
+            if libc::if_indextoname(ifindex as libc::c_uint, name.as_mut_ptr()).is_null() {
+                format!("ifindex {ifindex}")
             } else {
                 std::ffi::CStr::from_ptr(name.as_ptr())
                     .to_string_lossy()
@@ -341,6 +462,14 @@ pub fn parse_net_dev(text: &str) -> Vec<IfCounters> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rps_masks() {
+        assert_eq!(cpu_mask_hex(0), "00000001");
+        assert_eq!(cpu_mask_hex(1), "00000002");
+        assert_eq!(cpu_mask_hex(31), "80000000");
+        assert_eq!(cpu_mask_hex(33), "00000002,00000000");
+    }
 
     #[test]
     fn net_dev_parsing() {

@@ -152,6 +152,7 @@ fn run_with_hugepages(
         Err(e) => return error(spec, e, Some(details)),
     };
     let (tx_cpu, rx_cpu) = (plan.tx_cpu, plan.rx_cpu);
+    let mut rps_note: Option<String> = None;
     if spec.topology == Topology::Veth {
         // The namespace belongs to this process alone and disappears with it, veth pair
         // included: nothing to clean up even after SIGKILL.
@@ -170,6 +171,13 @@ fn run_with_hugepages(
                 Some(details),
             );
         }
+        if spec.rps && rx_cpu != tx_cpu {
+            if let Err(e) = netns::steer_rx_to(VETH_RX, rx_cpu) {
+                rps_note = Some(format!(
+                    "receive steering (RPS) to CPU {rx_cpu} not set ({e}): the TX CPU runs the kernel's receive path too"
+                ));
+            }
+        }
     }
     let args = match eal_args::eal_args(&plan) {
         Ok(a) => a,
@@ -184,15 +192,22 @@ fn run_with_hugepages(
         Ok(e) => e,
         Err(e) => return skip(spec, format!("DPDK EAL did not start: {e}"), Some(details)),
     };
-    let mut engine = match DpdkEngine::new(
-        eal.clone(),
-        (&names.0, &names.1),
-        spec.message_size,
-        spec.mbufs,
-        spec.descriptors,
-        &topology_name(spec),
-        (tx_cpu, rx_cpu),
-    ) {
+    let flush: Option<crate::engine::TxFlush> = (spec.topology == Topology::Veth).then(|| {
+        let f: crate::engine::TxFlush = std::sync::Arc::new(|sent: u64| {
+            netns::flush_packet_tx(VETH_TX, sent, Duration::from_secs(2))
+        });
+        f
+    });
+    let cfg = crate::engine::EngineConfig {
+        ports: names,
+        message_size: spec.message_size,
+        mbufs: spec.mbufs,
+        descriptors: spec.descriptors,
+        topology: topology_name(spec),
+        cpus: (tx_cpu, rx_cpu),
+        tx_flush: flush,
+    };
+    let mut engine = match DpdkEngine::new(eal.clone(), cfg) {
         Ok(e) => e,
         Err(e) => {
             drop(eal);
@@ -270,6 +285,7 @@ fn run_with_hugepages(
                 }
             }
             judge(&mut r, &t);
+            r.notes.extend(rps_note);
             if crate::signals::requested() {
                 r.notes.push("interrupted".into());
             }

@@ -55,6 +55,8 @@ pub struct DpdkRunSpec {
     pub max_loss_pct: f64,
     /// EAL log level.
     pub log_level: String,
+    /// Topology veth: steer the receiving end's kernel work to the RX CPU (RPS).
+    pub rps: bool,
 }
 
 impl Default for DpdkRunSpec {
@@ -77,6 +79,7 @@ impl Default for DpdkRunSpec {
             reserve_hugepages: true,
             max_loss_pct: 0.1,
             log_level: "notice".into(),
+            rps: true,
         }
     }
 }
@@ -321,6 +324,7 @@ pub fn parse_flags(args: &[String], mut spec: DpdkRunSpec) -> Result<DpdkRunSpec
             "--descriptors" => spec.descriptors = num(key, &val()?)?,
             "--max-loss" => spec.max_loss_pct = num(key, &val()?)?,
             "--no-reserve" => spec.reserve_hugepages = false,
+            "--no-rps" => spec.rps = false,
             "--log-level" => spec.log_level = val()?,
             other => return Err(format!("unknown argument {other:?}")),
         }
