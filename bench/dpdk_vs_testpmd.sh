@@ -57,6 +57,11 @@ trap cleanup EXIT INT TERM
 
 EAL="--iova-mode=va --in-memory --no-pci --no-telemetry --log-level=notice"
 ROUNDS=${ROUNDS:-3}
+# Receive steering (RPS) to the RX CPU, as daqtune-dpdk sets it by default; RPS= turns it off
+# for both.
+RPS=${RPS-1}
+DQ_RPS=""
+[ -n "$RPS" ] || DQ_RPS=--no-rps
 
 # Median of the per-second "$2" figures (Rx-pps / Tx-pps) in testpmd log $1 while traffic flowed.
 median_of() {
@@ -66,7 +71,7 @@ median_of() {
 # Two testpmd processes in the namespace: txonly on dqt0, rxonly on dqt1, each on the core
 # daqtune uses for TX and RX; stats every second; SIGINT ends both after DURATION.
 run_testpmd() {
-  "$BIN" --veth-exec --mtu "$MTU" -- sh -c "
+  "$BIN" --veth-exec --mtu "$MTU" ${RPS:+--rps-cpu $R} -- sh -c "
     $TESTPMD --lcores=0@$M,1@$R --file-prefix=tp-rx-\$\$ $EAL $VDEV1 -- --forward-mode=rxonly --nb-cores=1 --total-num-mbufs=16384 --mbuf-size=$MBUF --rxd=1024 --txd=1024 --stats-period=1 $MAXLEN > $TMP/rx.log 2>&1 &
     RXPID=\$!
     sleep 2
@@ -81,7 +86,7 @@ run_testpmd() {
 }
 
 run_daqtune() {
-  "$BIN" --veth --duration "$DURATION" --message-size "$MSG" ${MAIN_CPU:+--main-cpu $MAIN_CPU} ${TX_CPU:+--tx-cpu $TX_CPU} ${RX_CPU:+--rx-cpu $RX_CPU} "$@" 2>"$TMP/dq.err" \
+  "$BIN" --veth --duration "$DURATION" --message-size "$MSG" ${MAIN_CPU:+--main-cpu $MAIN_CPU} ${TX_CPU:+--tx-cpu $TX_CPU} ${RX_CPU:+--rx-cpu $RX_CPU} $DQ_RPS "$@" 2>"$TMP/dq.err" \
     | python3 -c 'import json,sys; r=json.load(sys.stdin)["result"]; print(int(r["packets_per_s"]), r["sent"], r["packets"], r["lost"], r["integrity_errors"], r["status"])'
 }
 

@@ -12,7 +12,7 @@ fn usage(msg: &str) -> ! {
     eprintln!(
         "usage: daqtune-dpdk [--spec FILE|-] [--veth | --tx-port BDF --rx-port BDF] [--duration S] \
          [--message-size N] [--pps N | --rate GBPS | --unpaced] [--main-cpu N] [--tx-cpu N] [--rx-cpu N] \
-         [--mbufs N] [--descriptors N] [--max-loss PCT] [--no-reserve] [--no-rps] [--log-level L]\n       daqtune-dpdk --probe | --dry-run [flags] | --veth-exec [--mtu N] -- CMD..."
+         [--mbufs N] [--descriptors N] [--max-loss PCT] [--no-reserve] [--no-rps] [--log-level L]\n       daqtune-dpdk --probe | --dry-run [flags] | --veth-exec [--mtu N] [--rps-cpu N] -- CMD..."
     );
     std::process::exit(exit::USAGE)
 }
@@ -42,12 +42,13 @@ fn load_spec(args: &[String]) -> Result<(DpdkRunSpec, Vec<String>), String> {
     Ok((spec, rest))
 }
 
-/// `--veth-exec [--mtu N] -- CMD ARGS...`: runs CMD in a private network namespace holding the
+/// `--veth-exec [--mtu N] [--rps-cpu N] -- CMD ARGS...`: runs CMD in a private network namespace holding the
 /// veth pair dqt0 <-> dqt1 (the topology of `--veth`), for comparisons such as dpdk-testpmd on
 /// the same vdevs (bench/dpdk_vs_testpmd.sh) without iproute2. The namespace ends with CMD.
 fn veth_exec(args: &[String]) -> ! {
     use std::os::unix::process::CommandExt;
     let mut mtu: u32 = 9000;
+    let mut rps_cpu: Option<usize> = None;
     let mut it = args.iter();
     let mut cmd: Vec<String> = Vec::new();
     while let Some(a) = it.next() {
@@ -58,6 +59,13 @@ fn veth_exec(args: &[String]) -> ! {
                     .and_then(|v| v.parse().ok())
                     .filter(|m| (68..=9000).contains(m))
                     .unwrap_or_else(|| usage("--mtu needs a number in 68..9000"))
+            }
+            "--rps-cpu" => {
+                rps_cpu = Some(
+                    it.next()
+                        .and_then(|v| v.parse().ok())
+                        .unwrap_or_else(|| usage("--rps-cpu needs a CPU number")),
+                )
             }
             "--" => {
                 cmd = it.by_ref().cloned().collect();
@@ -78,6 +86,11 @@ fn veth_exec(args: &[String]) -> ! {
     if let Err(e) = daqtune_dpdk::netns::create_veth_pair("dqt0", "dqt1", mtu) {
         eprintln!("daqtune-dpdk: cannot create the veth pair: {e}");
         std::process::exit(exit::ERROR);
+    }
+    if let Some(cpu) = rps_cpu {
+        if let Err(e) = daqtune_dpdk::netns::steer_rx_to("dqt1", cpu) {
+            eprintln!("daqtune-dpdk: receive steering to CPU {cpu} not set: {e}");
+        }
     }
     let err = std::process::Command::new(&cmd[0]).args(&cmd[1..]).exec();
     eprintln!("daqtune-dpdk: cannot run {}: {err}", cmd[0]);
