@@ -86,7 +86,19 @@ pub fn choose_profile(host: &Host, g: &GlobalArgs) -> Result<LoadedProfile, Usag
         return Ok(lp);
     }
     let platform = daqtune_probe::system::read_platform(host);
-    match profile::detect(&platform, &[]) {
+    let mut found = profile::detect(&platform, &[]);
+    if found.is_none() {
+        // Only platforms recognisable by their GPU (GB10) need the GPU names.
+        if let Ok(snap) = crate::checks::read_gpus_once(host) {
+            let names: Vec<String> = snap
+                .gpus
+                .iter()
+                .map(|g| g.display_name().to_string())
+                .collect();
+            found = profile::detect(&platform, &names);
+        }
+    }
+    match found {
         Some((name, why)) => {
             let mut lp = profile::load(&name)?;
             lp.origin = format!("detected: {why}");
@@ -121,8 +133,19 @@ pub fn evaluate(
     only: Vec<String>,
     gate_mode: bool,
 ) -> Report {
+    evaluate_with_app(host, profile, only, gate_mode, None)
+}
+
+/// [`evaluate`], also judging the host against a DAQIRI configuration (`--config`).
+pub fn evaluate_with_app(
+    host: &Host,
+    profile: &LoadedProfile,
+    only: Vec<String>,
+    gate_mode: bool,
+    app: Option<&crate::appconfig::AppConfig>,
+) -> Report {
     let t0 = Instant::now();
-    let ctx = Context::new(host, profile);
+    let ctx = Context::new(host, profile).with_app(app);
     let verdicts = run_checks(&ctx, &RunOptions { only });
     let p = ctx.platform();
     let gate_failures = if gate_mode {
@@ -158,7 +181,13 @@ pub fn check(g: &GlobalArgs, a: &CheckArgs) -> Result<u8, UsageError> {
     let host = open_host(g)?;
     let profile = choose_profile(&host, g)?;
     let only = resolve_ids(&a.ids)?;
-    let rep = evaluate(&host, &profile, only, a.gate);
+    let app = match &a.config {
+        Some(p) => Some(
+            crate::appconfig::AppConfig::load(p).map_err(|e| UsageError::Other(e.to_string()))?,
+        ),
+        None => None,
+    };
+    let rep = evaluate_with_app(&host, &profile, only, a.gate, app.as_ref());
     drop(host);
     let color = report::want_color(std::io::stdout().is_terminal());
     print!("{}", report::render(&rep, a.format, color, a.verbose));
