@@ -498,6 +498,33 @@ mod tests {
         let _ = fs::remove_dir_all(&d);
     }
 
+    proptest::proptest! {
+        #[test]
+        fn parsers_never_panic(t in "\\PC{0,200}") {
+            let _ = parse_mem_available_kb(&t);
+            let _ = hugetlbfs_mounts(&t);
+            let _ = parse_count(&t);
+            let _ = prefix_pid(&t);
+        }
+
+        #[test]
+        fn plan_never_overcommits(needed in 0u64..100_000, nr in 0u64..100_000, free in 0u64..100_000,
+                                  avail in proptest::option::of(0u64..(1u64 << 40)), root in proptest::bool::ANY) {
+            let pool = PoolState { nr, free: free.min(nr), resv: 0 };
+            match plan(needed, pool, avail, root) {
+                Plan::UseExisting => proptest::prop_assert!(pool.usable() >= needed),
+                Plan::Reserve { from, to } => {
+                    proptest::prop_assert!(root);
+                    proptest::prop_assert_eq!(from, nr);
+                    proptest::prop_assert_eq!(to - from, needed - pool.usable());
+                    let a = avail.unwrap_or(0);
+                    proptest::prop_assert!((to - from) * PAGE_KB + KEEP_FREE_KB <= a);
+                }
+                Plan::Unavailable(_) => proptest::prop_assert!(pool.usable() < needed),
+            }
+        }
+    }
+
     fn tempfile_dir() -> PathBuf {
         let d = std::env::temp_dir().join(format!("dqt-huge-test-{}", std::process::id()));
         fs::create_dir_all(&d).expect("mkdir");

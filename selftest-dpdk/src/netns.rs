@@ -463,6 +463,18 @@ pub fn parse_net_dev(text: &str) -> Vec<IfCounters> {
 mod tests {
     use super::*;
 
+    proptest::proptest! {
+        #[test]
+        fn net_dev_never_panics(t in "\\PC{0,300}") {
+            let _ = parse_net_dev(&t);
+        }
+
+        #[test]
+        fn ack_never_panics(b in proptest::collection::vec(proptest::num::u8::ANY, 0..64), seq in 0u32..4) {
+            let _ = parse_ack(&b, seq);
+        }
+    }
+
     #[test]
     fn rps_masks() {
         assert_eq!(cpu_mask_hex(0), "00000001");
