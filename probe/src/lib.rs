@@ -9,6 +9,7 @@ pub mod cpu;
 pub mod cpulist;
 pub mod host;
 pub mod mem;
+pub mod pci;
 pub mod system;
 
 pub use cpulist::CpuSet;
