@@ -115,7 +115,8 @@ impl Host {
         if self.live {
             return Ok(PathBuf::from(host_path));
         }
-        self.resolve_in_root(host_path, true).map(|rel| self.root.join(rel))
+        self.resolve_in_root(host_path, true)
+            .map(|rel| self.root.join(rel))
     }
 
     /// The real path of a host path without following the last component (for writes of a
@@ -171,8 +172,7 @@ impl Host {
                     path: host_path.into(),
                 });
             }
-            let target = std::fs::read_link(&real)
-                .map_err(|e| ReadError::from_io(host_path, e))?;
+            let target = std::fs::read_link(&real).map_err(|e| ReadError::from_io(host_path, e))?;
             resolved.pop();
             if target.is_absolute() {
                 resolved.clear();
@@ -333,8 +333,11 @@ mod tests {
             r.join("sys/bus/pci/devices/0000:01:00.0"),
         )
         .expect("symlink");
-        symlink("../../../../../etc/passwd", r.join("sys/bus/pci/devices/evil"))
-            .expect("symlink");
+        symlink(
+            "../../../../../etc/passwd",
+            r.join("sys/bus/pci/devices/evil"),
+        )
+        .expect("symlink");
         symlink("/sys/devices", r.join("sys/abs")).expect("symlink");
         let h = Host::at(r).expect("host");
         (d, h)
@@ -349,7 +352,8 @@ mod tests {
             "0x15b3"
         );
         assert_eq!(
-            h.canonical("/sys/bus/pci/devices/0000:01:00.0").expect("canon"),
+            h.canonical("/sys/bus/pci/devices/0000:01:00.0")
+                .expect("canon"),
             "/sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0"
         );
     }
@@ -372,7 +376,8 @@ mod tests {
     fn missing_file_is_not_found() {
         let (_d, h) = tree();
         assert!(h.read_string("/proc/cmdline").unwrap_err().is_not_found());
-        assert!(h.read_string("/sys/bus/pci/devices/0000:01:00.0/vendor/x")
+        assert!(h
+            .read_string("/sys/bus/pci/devices/0000:01:00.0/vendor/x")
             .unwrap_err()
             .is_not_found());
     }
