@@ -38,6 +38,14 @@ pub enum Command {
     Explain(ExplainArgs),
     /// List or show the built-in profiles.
     Profiles(ProfilesArgs),
+    /// Show what `apply` would change: runtime writes and file diffs.
+    Plan(crate::apply::PlanArgs),
+    /// Change the host to its profile (journaled; undo with `revert`).
+    Apply(crate::apply::ApplyArgs),
+    /// Undo every `apply` recorded in the journal, newest first.
+    Revert(crate::apply::RevertArgs),
+    /// Print one persistent artifact (grub drop-in, unit, udev rule, ...) for image builders.
+    Generate(crate::apply::GenerateArgs),
     /// Print shell completions.
     Completions {
         #[arg(value_enum)]

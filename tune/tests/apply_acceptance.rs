@@ -1,0 +1,559 @@
+//! Acceptance of plan / apply / revert on copies of the fixture host roots (issue 5):
+//! apply, check, apply again (no byte changes), revert (byte for byte), and faults injected
+//! half-way through.
+
+#[path = "../src/apply/testroot.rs"]
+mod testroot;
+
+use daqtune::apply::setters::{Fault, FsWriter};
+use daqtune::apply::{run_apply_with, run_revert_with, ApplyArgs, RevertArgs, Selection};
+use daqtune::cli::GlobalArgs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use testroot::*;
+
+fn fixture(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/fixtures")
+        .join(name)
+}
+
+fn run(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_daqtune"))
+        .args(args)
+        .env("NO_COLOR", "1")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run daqtune")
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// A copy of a fixture root with its ConnectX PFs (and GPU) in sysfs, unless the fixture
+/// already has a PCI tree.
+fn prepared(name: &str, add_pci: fn(&Path)) -> tempfile::TempDir {
+    let d = tempfile::tempdir().expect("tmp");
+    copy_tree(&fixture(name), d.path());
+    if !d.path().join("sys/bus/pci/devices").exists() {
+        add_pci(d.path());
+    }
+    d
+}
+
+fn check_json(root: &Path, profile: &str) -> serde_json::Value {
+    let o = run(&[
+        "check",
+        "--root",
+        root.to_str().expect("utf8"),
+        "--profile",
+        profile,
+        "--format",
+        "json",
+    ]);
+    assert!(
+        matches!(o.status.code(), Some(0) | Some(1)),
+        "check: {}",
+        text(&o)
+    );
+    serde_json::from_slice(&o.stdout).expect("json")
+}
+
+fn statuses(rep: &serde_json::Value, id: &str) -> Vec<String> {
+    rep["checks"]
+        .as_array()
+        .expect("checks")
+        .iter()
+        .filter(|c| c["id"] == id)
+        .map(|c| c["status"].as_str().expect("status").to_string())
+        .collect()
+}
+
+fn has_check(rep: &serde_json::Value, id: &str) -> bool {
+    !statuses(rep, id).is_empty()
+}
+
+const STATE: &str = "var/lib/daqtune";
+
+fn read(root: &Path, rel: &str) -> String {
+    std::fs::read_to_string(root.join(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"))
+}
+
+/// The common acceptance sequence. Returns the root for platform-specific assertions.
+#[allow(clippy::too_many_arguments)]
+fn full_cycle(
+    fixture_name: &str,
+    add_pci: fn(&Path),
+    profile: &str,
+    dropin: &str,
+    ifaces: &[&str],
+    pfs: &[&str],
+    cmdline_status: &str,
+    more: impl Fn(&Path),
+) {
+    let root = prepared(fixture_name, add_pci);
+    let r = root.path();
+    let rs = r.to_str().expect("utf8");
+    let before = snapshot(r, &[]);
+    let grub_before = std::fs::read(r.join("etc/default/grub")).expect("grub");
+
+    // Without --yes and without a terminal: exit 2, nothing changes.
+    let o = run(&["apply", "--root", rs, "--profile", profile]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(diff_snapshots(&before, &snapshot(r, &[])).is_empty());
+
+    // plan changes nothing either.
+    let o = run(&["plan", "--root", rs, "--profile", profile]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(text(&o).contains(dropin), "{}", text(&o));
+    assert!(diff_snapshots(&before, &snapshot(r, &[])).is_empty());
+
+    let o = run(&["apply", "--root", rs, "--profile", profile, "--yes"]);
+    assert_eq!(o.status.code(), Some(0), "apply: {}", text(&o));
+    let out = text(&o);
+    assert!(out.contains("reboot needed for: kernel.cmdline"), "{out}");
+
+    let rep = check_json(r, profile);
+    assert!(
+        statuses(&rep, "cpu.governor").iter().all(|s| s == "pass"),
+        "{:?}",
+        statuses(&rep, "cpu.governor")
+    );
+    assert!(!statuses(&rep, "cpu.governor").is_empty());
+    assert_eq!(statuses(&rep, "kernel.cmdline"), [cmdline_status]);
+    for id in ["pcie.mrrs", "nic.mtu"] {
+        if has_check(&rep, id) {
+            assert!(
+                statuses(&rep, id).iter().all(|s| s == "pass"),
+                "{id}: {:?}",
+                statuses(&rep, id)
+            );
+        }
+    }
+    // Whatever check engine is present, the kernel state the checks read is what apply set.
+    for bdf in pfs {
+        let d = devctl(r, bdf);
+        assert_eq!((d >> 12) & 7, 5, "{bdf}: MRRS 4096 in DevCtl 0x{d:04x}");
+        assert_eq!(
+            d & !0x7000,
+            DEVCTL_UNTUNED & !0x7000,
+            "{bdf}: only bits 14:12 change"
+        );
+    }
+    for i in ifaces {
+        assert_eq!(read(r, &format!("sys/class/net/{i}/mtu")), "9000\n");
+    }
+    // The drop-in carries the profile's flags; /etc/default/grub is untouched.
+    let d = read(r, dropin.trim_start_matches('/'));
+    assert!(
+        d.contains("GRUB_CMDLINE_LINUX=\"$GRUB_CMDLINE_LINUX "),
+        "{d}"
+    );
+    for flag in [
+        "default_hugepagesz=1G",
+        "hugepagesz=1G",
+        "hugepages=4",
+        "rcu_nocb_poll",
+        "cpufreq.default_governor=performance",
+    ] {
+        assert!(d.contains(flag), "{flag} in {d}");
+    }
+    assert_eq!(
+        std::fs::read(r.join("etc/default/grub")).expect("grub"),
+        grub_before
+    );
+    // The drop-in sources cleanly after /etc/default/grub.
+    let sh = Command::new("sh")
+        .arg("-n")
+        .arg(r.join(dropin.trim_start_matches('/')))
+        .output()
+        .expect("sh");
+    assert!(sh.status.success());
+    // One udev rule line covers every PF.
+    let rule = read(r, "etc/udev/rules.d/90-daqtune-mrrs.rules");
+    let lines: Vec<&str> = rule.lines().filter(|l| !l.starts_with('#')).collect();
+    assert_eq!(lines.len(), 1, "{rule}");
+    for bdf in pfs {
+        assert!(lines[0].contains(bdf), "{bdf} in {rule}");
+    }
+    assert!(
+        lines[0].contains(&format!(
+            "RUN+=\"/usr/bin/daqtune apply --profile {profile} --only pcie.mrrs"
+        )),
+        "{rule}"
+    );
+    more(r);
+
+    // A second apply changes no byte (journal included: an empty plan writes nothing).
+    let after = snapshot(r, &[]);
+    let o = run(&["apply", "--root", rs, "--profile", profile, "--yes"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(text(&o).contains("nothing to change"), "{}", text(&o));
+    let d2 = diff_snapshots(&after, &snapshot(r, &[]));
+    assert!(d2.is_empty(), "second apply changed: {d2:#?}");
+
+    // revert restores every file and runtime value byte for byte (the journal stays).
+    let o = run(&["revert", "--root", rs, "--yes"]);
+    assert_eq!(o.status.code(), Some(0), "revert: {}", text(&o));
+    let mut skip = vec![STATE];
+    for p in ["var/lib", "var"] {
+        if !before.contains_key(p) {
+            skip.push(p);
+        }
+    }
+    let d3 = diff_snapshots(
+        &snapshot(&PathBuf::from(r), &[])
+            .into_iter()
+            .filter(|(k, _)| {
+                !skip
+                    .iter()
+                    .any(|s| k == s || k.starts_with(&format!("{s}/")))
+            })
+            .collect(),
+        &before,
+    );
+    assert!(d3.is_empty(), "revert left differences: {d3:#?}");
+    // A second revert has nothing to do.
+    let o = run(&["revert", "--root", rs, "--yes"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(text(&o).contains("nothing to revert"), "{}", text(&o));
+}
+
+#[test]
+fn igx_orin_apply_check_reapply_revert() {
+    full_cycle(
+        "igx-untuned",
+        add_igx_pci,
+        "igx-orin",
+        "/etc/default/grub.d/99-daqtune.cfg",
+        &["eth0", "eth1"],
+        &["0005:03:00.0", "0005:03:00.1"],
+        "pending-reboot",
+        |r| {
+            let d = read(r, "etc/default/grub.d/99-daqtune.cfg");
+            assert!(
+                d.contains(
+                    "isolcpus=9-11 irqaffinity=0-8 nohz_full=9-11 rcu_nocbs=9-11 rcu_nocb_poll"
+                ),
+                "{d}"
+            );
+            assert!(read(r, "etc/systemd/system/mnt-huge.mount").contains("Where=/mnt/huge"));
+            assert_eq!(
+                std::fs::read_link(
+                    r.join("etc/systemd/system/local-fs.target.wants/mnt-huge.mount")
+                )
+                .expect("link"),
+                PathBuf::from("/etc/systemd/system/mnt-huge.mount")
+            );
+            assert_eq!(
+                read(
+                    r,
+                    "sys/kernel/mm/hugepages/hugepages-1048576kB/nr_hugepages"
+                ),
+                "4\n"
+            );
+            // A discrete GPU: nvidia-peermem loaded (the root's /proc/modules) and persisted.
+            assert!(read(r, "proc/modules").contains("nvidia_peermem "));
+            assert!(read(r, "etc/modules-load.d/daqtune.conf").ends_with("\nnvidia-peermem\n"));
+            // IGX has no netplan or NetworkManager in the fixture: networkd .link files.
+            assert!(read(r, "etc/systemd/network/10-daqtune-eth0.link")
+                .contains("MACAddress=48:b0:2d:f4:07:fb\n"));
+        },
+    );
+}
+
+#[test]
+fn dgx_spark_apply_check_reapply_revert() {
+    full_cycle(
+        "spark",
+        add_spark_pci,
+        "dgx-spark",
+        "/etc/default/grub.d/daqiri-tuning.cfg",
+        &[
+            "enp1s0f0np0",
+            "enp1s0f1np1",
+            "enP2p1s0f0np0",
+            "enP2p1s0f1np1",
+        ],
+        &[
+            "0000:01:00.0",
+            "0000:01:00.1",
+            "0002:01:00.0",
+            "0002:01:00.1",
+        ],
+        // The Spark fixture booted with the seed's isolation and hugepage arguments already;
+        // only cpufreq.default_governor= waits for the next boot.
+        "pass",
+        |r| {
+            let o = run(&[
+                "plan",
+                "--root",
+                r.to_str().expect("utf8"),
+                "--profile",
+                "dgx-spark",
+            ]);
+            assert!(text(&o).contains("pending-reboot: written, waiting for a reboot: cpufreq.default_governor=performance"), "{}", text(&o));
+            let d = read(r, "etc/default/grub.d/daqiri-tuning.cfg");
+            assert!(
+                d.contains(
+                    "isolcpus=16-19 irqaffinity=0-15 nohz_full=16-19 rcu_nocbs=16-19 rcu_nocb_poll"
+                ),
+                "{d}"
+            );
+            // The seed's NetworkManager profiles, one per port, mode 0600.
+            let nm =
+                r.join("etc/NetworkManager/system-connections/daqiri-enp1s0f0np0.nmconnection");
+            let t = std::fs::read_to_string(&nm).expect("nm profile");
+            assert!(
+                t.contains("interface-name=enp1s0f0np0\n") && t.contains("mtu=9000\n"),
+                "{t}"
+            );
+            use std::os::unix::fs::PermissionsExt;
+            assert_eq!(
+                std::fs::metadata(&nm).expect("m").permissions().mode() & 0o777,
+                0o600
+            );
+            // peermem is n/a on GB10: no module, no modules-load file.
+            assert!(!r.join("etc/modules-load.d/daqtune.conf").exists());
+        },
+    );
+}
+
+fn globals(root: &Path, profile: &str) -> GlobalArgs {
+    GlobalArgs {
+        root: Some(root.to_path_buf()),
+        profile: Some(profile.into()),
+    }
+}
+
+fn apply_args() -> ApplyArgs {
+    ApplyArgs {
+        sel: Selection {
+            exe: "/usr/bin/daqtune".into(),
+            ..Default::default()
+        },
+        dry_run: false,
+        yes: true,
+        state_dir: None,
+    }
+}
+
+/// No temp file (`.NAME.daqtune-tmp.PID`) anywhere in the root.
+fn no_temp_files(root: &Path) {
+    let snap = snapshot(root, &[]);
+    let tmp: Vec<&String> = snap
+        .keys()
+        .filter(|k| k.contains(".daqtune-tmp."))
+        .collect();
+    assert!(tmp.is_empty(), "left-over temp files: {tmp:?}");
+}
+
+fn fault_case(fault: Fault, failing_rel: &str) {
+    let root = prepared("igx-untuned", add_igx_pci);
+    let r = root.path();
+    let before = snapshot(r, &[]);
+    let g = globals(r, "igx-orin");
+    let mut w = FsWriter::with_fault(fault);
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let code = run_apply_with(&g, &apply_args(), &mut w, &mut out, &mut err).expect("apply runs");
+    let out = String::from_utf8_lossy(&out).to_string();
+    assert_eq!(code, 1, "a failed write makes apply exit 1: {out}");
+    assert!(out.contains("FAIL"), "{out}");
+    // The failing file is either absent (new) or has its old bytes; never half-written.
+    match before.get(failing_rel) {
+        None => assert!(
+            !r.join(failing_rel).exists(),
+            "{failing_rel} exists after a failed write"
+        ),
+        Some(v) => assert_eq!(snapshot(r, &[]).get(failing_rel), Some(v)),
+    }
+    no_temp_files(r);
+    // Other changes went through and are journaled...
+    assert_eq!(
+        read(r, "sys/devices/system/cpu/cpu0/cpufreq/scaling_governor"),
+        "performance\n"
+    );
+    // ...and revert undoes them.
+    let mut w = FsWriter::new();
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let code = run_revert_with(
+        &g,
+        &RevertArgs {
+            yes: true,
+            state_dir: None,
+        },
+        &mut w,
+        &mut out,
+        &mut err,
+    )
+    .expect("revert runs");
+    assert_eq!(code, 0, "{}", String::from_utf8_lossy(&out));
+    let after: std::collections::BTreeMap<String, String> = snapshot(r, &[])
+        .into_iter()
+        .filter(|(k, _)| !(k == "var" || k.starts_with("var/")))
+        .collect();
+    let d = diff_snapshots(&before, &after);
+    assert!(d.is_empty(), "revert after a fault left: {d:#?}");
+}
+
+#[test]
+fn disk_full_midway_leaves_no_half_written_file_and_reverts() {
+    fault_case(
+        Fault::DiskFull {
+            suffix: "grub.d/99-daqtune.cfg".into(),
+            bytes: 40,
+        },
+        "etc/default/grub.d/99-daqtune.cfg",
+    );
+}
+
+#[test]
+fn disk_full_on_an_existing_kernel_file_keeps_its_bytes() {
+    fault_case(
+        Fault::DiskFull {
+            suffix: "hugepages-1048576kB/nr_hugepages".into(),
+            bytes: 0,
+        },
+        "sys/kernel/mm/hugepages/hugepages-1048576kB/nr_hugepages",
+    );
+}
+
+#[test]
+fn read_only_file_fails_cleanly_and_reverts() {
+    fault_case(
+        Fault::ReadOnly("mnt-huge.mount".into()),
+        "etc/systemd/system/mnt-huge.mount",
+    );
+}
+
+#[test]
+fn dry_run_and_generate_change_nothing() {
+    let root = prepared("igx-untuned", add_igx_pci);
+    let r = root.path();
+    let rs = r.to_str().expect("utf8");
+    let before = snapshot(r, &[]);
+    let o = run(&["apply", "--root", rs, "--profile", "igx-orin", "--dry-run"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(text(&o).contains("dry run: nothing changed"));
+    let o = run(&[
+        "generate",
+        "kernel-args",
+        "--root",
+        rs,
+        "--profile",
+        "igx-orin",
+    ]);
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout),
+        "default_hugepagesz=1G hugepagesz=1G hugepages=4 isolcpus=9-11 irqaffinity=0-8 nohz_full=9-11 rcu_nocbs=9-11 rcu_nocb_poll cpufreq.default_governor=performance\n"
+    );
+    let o = run(&[
+        "generate",
+        "udev-mrrs",
+        "--root",
+        rs,
+        "--profile",
+        "igx-orin",
+    ]);
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("KERNEL==\"0005:03:00.0|0005:03:00.1\""),
+        "{}",
+        text(&o)
+    );
+    assert!(diff_snapshots(&before, &snapshot(r, &[])).is_empty());
+}
+
+#[test]
+fn only_and_device_select_one_pf() {
+    let root = prepared("spark", add_spark_pci);
+    let r = root.path();
+    let rs = r.to_str().expect("utf8");
+    // What the udev rule runs when one PF reappears.
+    let o = run(&[
+        "apply",
+        "--root",
+        rs,
+        "--profile",
+        "dgx-spark",
+        "--only",
+        "pcie.mrrs",
+        "--runtime-only",
+        "--device",
+        "0002:01:00.1",
+        "--yes",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!((devctl(r, "0002:01:00.1") >> 12) & 7, 5);
+    assert_eq!(devctl(r, "0000:01:00.0"), DEVCTL_UNTUNED);
+    assert!(
+        !r.join("etc/udev").exists(),
+        "--runtime-only writes no file"
+    );
+    // A device that is not a ConnectX PF is refused (exit 2), and garbage too.
+    for bad in ["0000:09:00.0", "0000:01:00.0;reboot", "%k"] {
+        let o = run(&[
+            "apply",
+            "--root",
+            rs,
+            "--profile",
+            "dgx-spark",
+            "--only",
+            "pcie.mrrs",
+            "--device",
+            bad,
+            "--yes",
+        ]);
+        assert_eq!(o.status.code(), Some(2), "{bad}: {}", text(&o));
+    }
+    let o = run(&[
+        "apply",
+        "--root",
+        rs,
+        "--profile",
+        "dgx-spark",
+        "--only",
+        "bogus",
+        "--yes",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+}
+
+#[test]
+fn conflicting_grub_config_is_reported_in_the_plan() {
+    let root = prepared("igx-untuned", add_igx_pci);
+    let r = root.path();
+    std::fs::write(
+        r.join("etc/default/grub"),
+        "GRUB_CMDLINE_LINUX_DEFAULT=\"quiet isolcpus=2-3\"\nGRUB_CMDLINE_LINUX=\"\"\n",
+    )
+    .expect("write");
+    std::fs::create_dir_all(r.join("etc/default/grub.d")).expect("mkdir");
+    std::fs::write(
+        r.join("etc/default/grub.d/zz-vendor.cfg"),
+        "GRUB_CMDLINE_LINUX=\"console=ttyS0\"\n",
+    )
+    .expect("write");
+    let o = run(&[
+        "plan",
+        "--root",
+        r.to_str().expect("utf8"),
+        "--profile",
+        "igx-orin",
+    ]);
+    let t = text(&o);
+    assert!(
+        t.contains("/etc/default/grub:1 already sets `isolcpus=2-3` in GRUB_CMDLINE_LINUX_DEFAULT"),
+        "{t}"
+    );
+    assert!(
+        t.contains(
+            "zz-vendor.cfg:1 assigns GRUB_CMDLINE_LINUX after daqtune's drop-in without appending"
+        ),
+        "{t}"
+    );
+}
