@@ -188,6 +188,7 @@ impl Ctx<'_> {
     fn read(&self, path: &str) -> Option<Vec<u8>> {
         self.host.read_bytes(path).ok()
     }
+    #[allow(clippy::too_many_arguments)]
     fn file_change(
         &self,
         plan: &mut Plan,
@@ -285,18 +286,18 @@ pub fn build_plan(host: &Host, lp: &LoadedProfile, opts: &PlanOptions) -> Result
             "cpu.idle" => plan_idle(&cx, &mut plan),
             "hugepages" => plan_hugepages(&cx, &mut plan)?,
             "pcie.mrrs" => plan_mrrs(&cx, &mut plan)?,
-            "pcie.acs" => {
-                if opts.allow_acs || !opts.only.is_empty() {
-                    plan.note(id, NoteLevel::Skip, "ACS redirect changes are not implemented by this version; the kernel argument `pci=disable_acs_redir=` can be added with `daqtune generate kernel-args` output");
-                }
-            }
+            "pcie.acs" if opts.allow_acs || !opts.only.is_empty() => plan.note(
+                id,
+                NoteLevel::Skip,
+                "ACS redirect changes are not implemented in this build; the ports come from `daqtune check pcie.acs`, and the persistent form is the kernel argument `pci=disable_acs_redir=<bdf>;<bdf>` (rendered with `;` escaped for grub)",
+            ),
             "nic.mtu" => plan_mtu(&cx, &mut plan)?,
             "gpu.peermem" => plan_peermem(&cx, &mut plan)?,
-            "gpu.clocks" => {
-                if !opts.only.is_empty() {
-                    plan.note(id, NoteLevel::Skip, "GPU clock locking is not wired into apply in this build (the GPU setters land separately)");
-                }
-            }
+            "gpu.clocks" if !opts.only.is_empty() => plan.note(
+                id,
+                NoteLevel::Skip,
+                "GPU clock locking is not wired into apply in this build (the GPU setters land separately)",
+            ),
             "net.sysctl" => plan_sysctl(&cx, &mut plan)?,
             _ => {}
         }
@@ -883,7 +884,10 @@ fn plan_mrrs(cx: &Ctx, plan: &mut Plan) -> Result<(), PlanError> {
     Ok(())
 }
 
-fn data_interfaces(cx: &Ctx) -> Result<Vec<(String, Option<String>, Option<String>)>, String> {
+/// A data-path port: (interface, MAC, PCI function).
+type Port = (String, Option<String>, Option<String>);
+
+fn data_interfaces(cx: &Ctx) -> Result<Vec<Port>, String> {
     let named = &cx.lp.profile.nic.interfaces;
     let pfs = connectx_pfs(cx)?;
     let mut out = Vec::new();
@@ -1391,5 +1395,139 @@ mod tests {
             let text = plan.to_string();
             assert!(text.contains("skip"), "{text}");
         }
+    }
+}
+
+#[cfg(test)]
+mod device_tests {
+    use super::*;
+    use crate::apply::testroot::*;
+
+    fn igx_root() -> tempfile::TempDir {
+        let d = tempfile::tempdir().expect("tmp");
+        copy_tree(
+            &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/igx-untuned"),
+            d.path(),
+        );
+        d
+    }
+
+    fn mrrs_plan(root: &std::path::Path) -> Plan {
+        let host = Host::at(root).expect("host");
+        let lp = crate::profile::load("igx-orin").expect("profile");
+        let opts = PlanOptions {
+            only: vec!["pcie.mrrs".into()],
+            persist: false,
+            ..Default::default()
+        };
+        build_plan(&host, &lp, &opts).expect("plan")
+    }
+
+    #[test]
+    fn mrrs_refusals() {
+        let d = igx_root();
+        let chain = ["0005:00:00.0"];
+        // A PF whose DevCtl reads 0xffff (gone or in reset).
+        let mut gone = connectx(&chain, "0005:01:00.0", None);
+        gone.config = config_space(0x15b3, 0x1021, 0x020000, Some(0x70), 0xffff, 4096);
+        add_function(d.path(), &gone);
+        // A PF without a PCI Express capability.
+        let mut nocap = connectx(&chain, "0005:02:00.0", None);
+        nocap.config = config_space(0x15b3, 0x1021, 0x020000, None, 0, 4096);
+        add_function(d.path(), &nocap);
+        // Only 64 bytes visible (not root).
+        let mut short = connectx(&chain, "0005:03:00.0", None);
+        short.config = config_space(0x15b3, 0x1021, 0x020000, Some(0x70), DEVCTL_UNTUNED, 64);
+        add_function(d.path(), &short);
+        // A good PF with a VF: only the PF is changed.
+        add_function(d.path(), &connectx(&chain, "0005:04:00.0", None));
+        let mut vf = connectx(&chain, "0005:04:00.2", None);
+        vf.device = 0x101e;
+        vf.physfn = Some("0005:04:00.0");
+        add_function(d.path(), &vf);
+        let plan = mrrs_plan(d.path());
+        let subjects: Vec<&str> = plan.changes.iter().map(|c| c.subject.as_str()).collect();
+        assert_eq!(subjects, ["0005:04:00.0"], "{plan}");
+        match &plan.changes[0].action {
+            Action::ConfigWord {
+                offset, from, to, ..
+            } => {
+                assert_eq!(*offset, 0x78);
+                assert_eq!(*from, DEVCTL_UNTUNED);
+                assert_eq!(*to, (DEVCTL_UNTUNED & !0x7000) | 0x5000);
+            }
+            a => panic!("{a:?}"),
+        }
+        let notes = plan.to_string();
+        assert!(
+            notes.contains("0005:01:00.0: DevCtl reads 0xffff"),
+            "{notes}"
+        );
+        assert!(
+            notes.contains("0005:02:00.0: no PCI Express capability; refusing to write"),
+            "{notes}"
+        );
+        assert!(
+            notes.contains("0005:03:00.0: only 64 bytes of config space"),
+            "{notes}"
+        );
+    }
+
+    #[test]
+    fn mrrs_lockdown_is_named() {
+        let d = igx_root();
+        std::fs::write(
+            d.path().join("sys/kernel/security/lockdown"),
+            "none [integrity] confidentiality\n",
+        )
+        .expect("w");
+        add_igx_pci(d.path());
+        let plan = mrrs_plan(d.path());
+        assert_eq!(plan.changes.len(), 2);
+        let t = plan.to_string();
+        assert!(
+            t.contains("kernel lockdown is `integrity`") && t.contains("Secure Boot"),
+            "{t}"
+        );
+    }
+
+    #[test]
+    fn hugepages_capped_by_free_memory_and_never_shrunk() {
+        let d = igx_root();
+        let hp = d.path().join("sys/kernel/mm/hugepages/hugepages-1048576kB");
+        // 2.5 GiB available of 8 GiB: after keeping 1 GiB back, one 1G page fits.
+        std::fs::write(d.path().join("proc/meminfo"), "MemTotal: 8388608 kB\nMemFree: 2621440 kB\nMemAvailable: 2621440 kB\nHugepagesize: 2048 kB\n").expect("w");
+        std::fs::write(hp.join("nr_hugepages"), "1\n").expect("w");
+        std::fs::write(hp.join("free_hugepages"), "0\n").expect("w");
+        let host = Host::at(d.path()).expect("host");
+        let lp = crate::profile::load("igx-orin").expect("profile");
+        let opts = PlanOptions {
+            only: vec!["hugepages".into()],
+            persist: false,
+            ..Default::default()
+        };
+        let plan = build_plan(&host, &lp, &opts).expect("plan");
+        let c = plan
+            .changes
+            .iter()
+            .find(|c| c.check == "hugepages")
+            .expect("change");
+        assert!(
+            matches!(&c.action, Action::Attr { to, .. } if to == "2"),
+            "{plan}"
+        );
+        assert!(
+            c.note
+                .as_deref()
+                .is_some_and(|n| n.contains("capped at 2 of 4")),
+            "{plan}"
+        );
+        // A pool already larger than asked is left alone (pages in use are never released).
+        std::fs::write(hp.join("nr_hugepages"), "6\n").expect("w");
+        let plan = build_plan(&host, &lp, &opts).expect("plan");
+        assert!(
+            !plan.changes.iter().any(|c| c.check == "hugepages"),
+            "{plan}"
+        );
     }
 }

@@ -150,7 +150,12 @@ fn undo(
                 }
             }
         }
-        Entry::Attr { path, original, .. } => {
+        Entry::Attr {
+            path,
+            original,
+            new,
+            ..
+        } => {
             let real = real_path(host, path, true)?;
             match target {
                 // Byte for byte: the root's file gets back exactly what it held.
@@ -165,7 +170,24 @@ fn undo(
                         .map_err(ioe(path))
                 }
                 Target::Live => {
-                    let value = original.trim();
+                    let owned;
+                    let mut value = original.trim();
+                    // A hugepage pool is shared: give back the pages this run added, not
+                    // more, in case someone reserved pages since (when nobody did, this is
+                    // exactly the prior count).
+                    if path.ends_with("/nr_hugepages") {
+                        let now = std::fs::read_to_string(&real)
+                            .ok()
+                            .and_then(|s| s.trim().parse::<u64>().ok());
+                        if let (Some(now), Ok(orig), Ok(set)) = (
+                            now,
+                            original.trim().parse::<u64>(),
+                            new.trim().parse::<u64>(),
+                        ) {
+                            owned = now.saturating_sub(set.saturating_sub(orig)).to_string();
+                            value = &owned;
+                        }
+                    }
                     // The selected governor is the only word sysfs shows for scaling_governor;
                     // nr_hugepages is a count. Both are written back as read.
                     w.write_attr(&real, value, Target::Live)
