@@ -524,3 +524,18 @@ fn connectx(host: &Host) -> (Vec<String>, Vec<String>) {
             .collect(),
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_run_at_a_time() {
+        let d = tempfile::tempdir().expect("tmp");
+        let first = lock(d.path()).expect("first lock");
+        let e = lock(d.path()).err().expect("second lock must fail");
+        assert!(e.contains("another daqtune apply or revert is running"), "{e}");
+        drop(first);
+        lock(d.path()).expect("free again");
+    }
+}
