@@ -46,6 +46,10 @@ pub enum Command {
     Revert(crate::apply::RevertArgs),
     /// Print one persistent artifact (grub drop-in, unit, udev rule, ...) for image builders.
     Generate(crate::apply::GenerateArgs),
+    /// Capture what the checks read as a host root (a directory or a .tar.zst).
+    Snapshot(SnapshotArgs),
+    /// Compare two reports (JSON) or snapshots, check by check.
+    Diff(DiffArgs),
     /// Print shell completions.
     Completions {
         #[arg(value_enum)]
@@ -71,9 +75,32 @@ pub struct CheckArgs {
     /// Also write the JSON report to FILE.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+    /// Print every verdict (passing ones are folded per check otherwise).
+    #[arg(long, short = 'v')]
+    pub verbose: bool,
     /// Treat the profile's required checks as a gate: one that ends in skip or error fails.
     #[arg(long)]
     pub gate: bool,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct SnapshotArgs {
+    /// Output: a new directory, or FILE.tar.zst.
+    #[arg(short = 'o', long, value_name = "DIR|FILE.tar.zst")]
+    pub output: PathBuf,
+    /// Replace serial numbers, MACs, GUIDs and the hostname, consistently.
+    #[arg(long)]
+    pub redact: bool,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct DiffArgs {
+    /// A JSON report, a snapshot directory or a .tar.zst snapshot.
+    pub before: PathBuf,
+    pub after: PathBuf,
+    /// Print the differences as JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Clone, Args)]
