@@ -238,6 +238,20 @@ fn state_real(host: &Host, state_dir: &Option<String>) -> Result<PathBuf, UsageE
     apply::real_path(host, &dir, true).map_err(UsageError::Other)
 }
 
+/// The host for a command that writes: a `--root` must be a directory (an archive is unpacked
+/// into a temporary directory, so whatever apply wrote there would be lost).
+fn open_for_change(g: &GlobalArgs) -> Result<crate::commands::OpenedHost, UsageError> {
+    if let Some(r) = &g.root {
+        if r.is_file() {
+            return Err(UsageError::Other(format!(
+                "--root {}: apply and revert need a directory, not an archive (unpack it first: the changes would be lost with the temporary copy)",
+                r.display()
+            )));
+        }
+    }
+    open_host(g)
+}
+
 /// `daqtune plan`.
 pub fn run_plan(g: &GlobalArgs, a: &PlanArgs, out: &mut dyn Write) -> Result<u8, UsageError> {
     let host = open_host(g)?;
@@ -263,7 +277,7 @@ pub fn run_apply_with(
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> Result<u8, UsageError> {
-    let host = open_host(g)?;
+    let host = open_for_change(g)?;
     let lp = profile_for_change(&host, g, a.yes || a.dry_run, err)?;
     let opts = options(&lp, &a.sel, g.profile.as_deref())?;
     let plan = build_plan(&host, &lp, &opts).map_err(|e| UsageError::Other(e.to_string()))?;
@@ -348,7 +362,7 @@ pub fn run_revert_with(
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> Result<u8, UsageError> {
-    let host = open_host(g)?;
+    let host = open_for_change(g)?;
     let state = state_real(&host, &a.state_dir)?;
     let base = state.join("journal");
     let pending: Vec<PathBuf> = journal::list_runs(&base)
