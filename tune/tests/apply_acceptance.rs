@@ -557,3 +557,85 @@ fn conflicting_grub_config_is_reported_in_the_plan() {
         "{t}"
     );
 }
+
+#[test]
+fn extlinux_host_gets_a_new_default_label_and_reverts() {
+    let root = prepared("igx-untuned", add_igx_pci);
+    let r = root.path();
+    std::fs::remove_file(r.join("etc/default/grub")).expect("rm grub");
+    let conf = "TIMEOUT 30\nDEFAULT primary\n\nMENU TITLE L4T boot options\n\nLABEL primary\n      MENU LABEL primary kernel\n      LINUX /boot/Image\n      INITRD /boot/initrd\n      APPEND ${cbootargs} root=PARTUUID=8c1a7a1e rw rootwait\n";
+    std::fs::create_dir_all(r.join("boot/extlinux")).expect("mkdir");
+    std::fs::write(r.join("boot/extlinux/extlinux.conf"), conf).expect("write");
+    let before = snapshot(r, &[]);
+    let rs = r.to_str().expect("utf8");
+    let o = run(&[
+        "apply",
+        "--root",
+        rs,
+        "--profile",
+        "igx-orin",
+        "--only",
+        "kernel.cmdline",
+        "--yes",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let new = read(r, "boot/extlinux/extlinux.conf");
+    assert!(new.contains("DEFAULT daqtune\n"), "{new}");
+    assert!(
+        new.contains("LABEL primary\n      MENU LABEL primary kernel\n"),
+        "the old entry is kept: {new}"
+    );
+    assert!(
+        new.contains(
+            "APPEND ${cbootargs} root=PARTUUID=8c1a7a1e rw rootwait default_hugepagesz=1G"
+        ),
+        "{new}"
+    );
+    assert!(!r.join("etc/default/grub.d").exists());
+    let o = run(&[
+        "plan",
+        "--root",
+        rs,
+        "--profile",
+        "igx-orin",
+        "--only",
+        "kernel.cmdline",
+    ]);
+    assert!(
+        text(&o).contains("nothing to change") && text(&o).contains("pending-reboot"),
+        "{}",
+        text(&o)
+    );
+    let o = run(&["revert", "--root", rs, "--yes"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let after: std::collections::BTreeMap<String, String> = snapshot(r, &[])
+        .into_iter()
+        .filter(|(k, _)| !(k == "var" || k.starts_with("var/")))
+        .collect();
+    assert!(
+        diff_snapshots(&before, &after).is_empty(),
+        "{:#?}",
+        diff_snapshots(&before, &after)
+    );
+}
+
+#[test]
+fn no_boot_config_prints_the_arguments() {
+    let root = prepared("igx-untuned", add_igx_pci);
+    let r = root.path();
+    std::fs::remove_file(r.join("etc/default/grub")).expect("rm grub");
+    let o = run(&[
+        "plan",
+        "--root",
+        r.to_str().expect("utf8"),
+        "--profile",
+        "igx-orin",
+        "--only",
+        "kernel.cmdline",
+    ]);
+    assert!(
+        text(&o).contains("add these kernel arguments to your boot manager: default_hugepagesz=1G hugepagesz=1G hugepages=4 isolcpus=9-11"),
+        "{}",
+        text(&o)
+    );
+}

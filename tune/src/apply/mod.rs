@@ -548,7 +548,10 @@ mod tests {
         let d = tempfile::tempdir().expect("tmp");
         let first = lock(d.path()).expect("first lock");
         let e = lock(d.path()).err().expect("second lock must fail");
-        assert!(e.contains("another daqtune apply or revert is running"), "{e}");
+        assert!(
+            e.contains("another daqtune apply or revert is running"),
+            "{e}"
+        );
         drop(first);
         lock(d.path()).expect("free again");
     }
