@@ -639,3 +639,42 @@ fn no_boot_config_prints_the_arguments() {
         text(&o)
     );
 }
+
+#[test]
+fn existing_networkmanager_profile_is_not_fought() {
+    let root = prepared("spark", add_spark_pci);
+    let r = root.path();
+    let dir = r.join("etc/NetworkManager/system-connections");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    // The seed's nmcli profile for the TX port, without an MTU yet.
+    let theirs = "[connection]\nid=daqiri-tx\ntype=ethernet\ninterface-name=enp1s0f0np0\n\n[ipv4]\naddress1=1.1.1.1/24\nmethod=manual\n";
+    std::fs::write(dir.join("daqiri-tx.nmconnection"), theirs).expect("write");
+    let o = run(&[
+        "apply",
+        "--root",
+        r.to_str().expect("utf8"),
+        "--profile",
+        "dgx-spark",
+        "--only",
+        "nic.mtu",
+        "--yes",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(
+        text(&o).contains("nmcli connection modify daqiri-tx ethernet.mtu 9000"),
+        "{}",
+        text(&o)
+    );
+    assert_eq!(
+        read(
+            r,
+            "etc/NetworkManager/system-connections/daqiri-tx.nmconnection"
+        ),
+        theirs
+    );
+    assert!(
+        !dir.join("daqiri-enp1s0f0np0.nmconnection").exists(),
+        "no second profile for the same port"
+    );
+    assert!(dir.join("daqiri-enp1s0f1np1.nmconnection").exists());
+}

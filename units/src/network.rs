@@ -86,7 +86,7 @@ pub fn nm_keyfile(
     }
     let id = format!("{prefix}-{ifname}");
     let mut s = format!(
-        "# {} (profile {profile}); `daqtune revert` removes it.\n[connection]\nid={id}\ntype=ethernet\ninterface-name={ifname}\nautoconnect=true\nautoconnect-priority=50\n\n[ethernet]\nmtu={}\n\n",
+        "# {} (profile {profile}); `daqtune revert` removes it.\n[connection]\nid={id}\ntype=ethernet\ninterface-name={ifname}\nautoconnect=true\n\n[ethernet]\nmtu={}\n\n",
         crate::OWNER_MARK,
         mtu_value(mtu)?,
     );

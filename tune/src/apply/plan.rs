@@ -1015,9 +1015,30 @@ fn plan_mtu(cx: &Ctx, plan: &mut Plan) -> Result<(), PlanError> {
                 cx.file_change(plan, ID, "netplan", &a.path, a.text, a.mode, false);
             }
             "networkmanager" => {
+                let others = nm_profiles(cx.host);
                 for (n, _, _) in &ifaces {
                     let a =
                         network::nm_keyfile(&cx.lp.profile.persist.nm_prefix, n, want, &[], &pref)?;
+                    // A profile someone else made for this port (the seed's daqiri-tx) is not
+                    // ours to rewrite, and a second one would fight it over the port.
+                    let theirs: Vec<&NmProfile> = others
+                        .iter()
+                        .filter(|p| p.interface.as_deref() == Some(n.as_str()) && p.file != a.path)
+                        .collect();
+                    if let Some(p) = theirs.first() {
+                        match p.mtu {
+                            Some(m) if m >= want => {}
+                            _ => plan.note(
+                                ID,
+                                NoteLevel::Warn,
+                                format!(
+                                    "{n} is managed by NetworkManager profile `{}` ({}), which daqtune does not rewrite: run `nmcli connection modify {} ethernet.mtu {want}`",
+                                    p.id, p.file, p.id
+                                ),
+                            ),
+                        }
+                        continue;
+                    }
                     cx.file_change(plan, ID, n, &a.path, a.text, a.mode, false);
                 }
             }
@@ -1042,6 +1063,64 @@ fn plan_mtu(cx: &Ctx, plan: &mut Plan) -> Result<(), PlanError> {
         }
     }
     Ok(())
+}
+
+/// A NetworkManager keyfile connection, as far as MTU planning needs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NmProfile {
+    pub file: String,
+    pub id: String,
+    pub interface: Option<String>,
+    pub mtu: Option<u32>,
+}
+
+/// Parse a keyfile's `[connection] id=, interface-name=` and `[ethernet] mtu=`.
+pub fn parse_nm_keyfile(file: &str, text: &str) -> NmProfile {
+    let mut section = String::new();
+    let mut p = NmProfile {
+        file: file.into(),
+        id: file
+            .rsplit('/')
+            .next()
+            .unwrap_or(file)
+            .trim_end_matches(".nmconnection")
+            .into(),
+        interface: None,
+        mtu: None,
+    };
+    for line in text.lines() {
+        let l = line.trim();
+        if l.starts_with('#') || l.is_empty() {
+            continue;
+        }
+        if let Some(sec) = l.strip_prefix('[').and_then(|r| r.strip_suffix(']')) {
+            section = sec.trim().to_string();
+            continue;
+        }
+        let Some((k, v)) = l.split_once('=') else {
+            continue;
+        };
+        match (section.as_str(), k.trim()) {
+            ("connection", "id") => p.id = v.trim().to_string(),
+            ("connection", "interface-name") => p.interface = Some(v.trim().to_string()),
+            ("ethernet", "mtu") | ("802-3-ethernet", "mtu") => p.mtu = v.trim().parse().ok(),
+            _ => {}
+        }
+    }
+    p
+}
+
+fn nm_profiles(host: &Host) -> Vec<NmProfile> {
+    let dir = "/etc/NetworkManager/system-connections";
+    host.read_dir(dir)
+        .unwrap_or_default()
+        .iter()
+        .filter(|n| n.ends_with(".nmconnection"))
+        .filter_map(|n| {
+            let f = format!("{dir}/{n}");
+            host.read_string(&f).ok().map(|t| parse_nm_keyfile(&f, &t))
+        })
+        .collect()
 }
 
 fn plan_peermem(cx: &Ctx, plan: &mut Plan) -> Result<(), PlanError> {
@@ -1356,6 +1435,20 @@ impl fmt::Display for Plan {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn nm_keyfiles_parse() {
+        let p = parse_nm_keyfile(
+            "/etc/NetworkManager/system-connections/x.nmconnection",
+            "[connection]\nid=daqiri-tx\ntype=ethernet\ninterface-name=enp1s0f0np0\n\n[ethernet]\nmtu=9000\n",
+        );
+        assert_eq!(
+            (p.id.as_str(), p.interface.as_deref(), p.mtu),
+            ("daqiri-tx", Some("enp1s0f0np0"), Some(9000))
+        );
+        let q = parse_nm_keyfile("/x/y.nmconnection", "garbage\n[ethernet]\nmtu=(null)\n");
+        assert_eq!((q.id.as_str(), q.interface, q.mtu), ("y", None, None));
+    }
 
     #[test]
     fn diff_shows_changes_with_context() {
