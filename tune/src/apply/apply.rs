@@ -67,16 +67,42 @@ pub fn execute(
         journal: Some(journal.dir.clone()),
         ..Default::default()
     };
-    for c in &plan.changes {
-        let result = apply_one(host, plan.target, c, journal, w, lockdown);
-        if result.is_ok() && c.reboot && !rep.pending_reboot.contains(&c.check) {
-            rep.pending_reboot.push(c.check.clone());
+    let mut i = 0;
+    while i < plan.changes.len() {
+        // Runs of attribute writes for one check (a governor per CPU) share two journal
+        // flushes: all entries before the first write, all done-marks after the last.
+        let mut j = i;
+        while j < plan.changes.len()
+            && matches!(plan.changes[j].action, Action::Attr { .. })
+            && plan.changes[j].check == plan.changes[i].check
+        {
+            j += 1;
         }
-        rep.outcomes.push(Outcome {
-            check: c.check.clone(),
-            subject: c.subject.clone(),
-            result,
-        });
+        let results: Vec<Result<String, String>> = if j - i > 1 {
+            let batch: Vec<&Change> = plan.changes[i..j].iter().collect();
+            apply_attr_batch(host, plan.target, &batch, journal, w, lockdown)
+        } else {
+            j = i + 1;
+            vec![apply_one(
+                host,
+                plan.target,
+                &plan.changes[i],
+                journal,
+                w,
+                lockdown,
+            )]
+        };
+        for (c, result) in plan.changes[i..j].iter().zip(results) {
+            if result.is_ok() && c.reboot && !rep.pending_reboot.contains(&c.check) {
+                rep.pending_reboot.push(c.check.clone());
+            }
+            rep.outcomes.push(Outcome {
+                check: c.check.clone(),
+                subject: c.subject.clone(),
+                result,
+            });
+        }
+        i = j;
     }
     if plan.target == Target::Live {
         rep.commands = post_commands(
@@ -279,6 +305,80 @@ fn apply_one(
             Ok(format!("loaded {name}"))
         }
     }
+}
+
+fn apply_attr_batch(
+    host: &Host,
+    target: Target,
+    batch: &[&Change],
+    j: &mut Journal,
+    w: &mut dyn Writer,
+    lockdown: Option<&str>,
+) -> Vec<Result<String, String>> {
+    let mut results: Vec<Option<Result<String, String>>> = vec![None; batch.len()];
+    let mut todo = Vec::new();
+    for (k, c) in batch.iter().enumerate() {
+        let Action::Attr { path, to, .. } = &c.action else {
+            results[k] = Some(Err("internal: not an attribute write".into()));
+            continue;
+        };
+        let prepared = real_path(host, path, true).and_then(|real| {
+            std::fs::read_to_string(&real)
+                .map(|orig| (real, orig))
+                .map_err(|e| format!("{path}: {e}"))
+        });
+        match prepared {
+            Ok((real, original)) => {
+                let idx = j.push(Entry::Attr {
+                    check: c.check.clone(),
+                    path: path.clone(),
+                    original,
+                    new: to.clone(),
+                });
+                todo.push((k, idx, real, path, to));
+            }
+            Err(e) => results[k] = Some(Err(e)),
+        }
+    }
+    if let Err(e) = j.flush(w) {
+        for (k, ..) in &todo {
+            results[*k] = Some(Err(format!("journal: {e} (nothing changed)")));
+        }
+        return results
+            .into_iter()
+            .map(|r| r.unwrap_or_else(|| Err("not run".into())))
+            .collect();
+    }
+    for (k, idx, real, path, to) in todo {
+        let r = w
+            .write_attr(&real, to, target)
+            .map_err(io_err(path, lockdown))
+            .and_then(|()| {
+                j.set_done(idx);
+                std::fs::read_to_string(&real).map_err(|e| format!("{path}: read back: {e}"))
+            })
+            .and_then(|back| {
+                if attr_matches(path, back.trim(), to) {
+                    Ok(format!("{path} = {to}"))
+                } else {
+                    Err(format!(
+                        "{path}: wrote `{to}`, reads back `{}`",
+                        back.trim()
+                    ))
+                }
+            });
+        results[k] = Some(r);
+    }
+    if let Err(e) = j.flush(w) {
+        // The entries are on disk (undone ones are harmless to revert); only the marks are not.
+        if let Some(Some(Ok(m))) = results.last_mut() {
+            m.push_str(&format!(" (journal done-marks not written: {e})"));
+        }
+    }
+    results
+        .into_iter()
+        .map(|r| r.unwrap_or_else(|| Err("not run".into())))
+        .collect()
 }
 
 /// Host path of a real path inside the root (for the journal).

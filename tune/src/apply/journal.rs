@@ -213,6 +213,19 @@ impl Journal {
         Ok(self.doc.records.len() - 1)
     }
 
+    /// Add an entry without writing the journal: the caller flushes before making any of the
+    /// changes so recorded (batches of kernel attributes: one flush instead of one per CPU).
+    pub fn push(&mut self, entry: Entry) -> usize {
+        self.doc.records.push(Record { entry, done: false });
+        self.doc.records.len() - 1
+    }
+
+    pub fn set_done(&mut self, idx: usize) {
+        if let Some(r) = self.doc.records.get_mut(idx) {
+            r.done = true;
+        }
+    }
+
     pub fn mark_done(&mut self, w: &mut dyn Writer, idx: usize) -> io::Result<()> {
         if let Some(r) = self.doc.records.get_mut(idx) {
             r.done = true;

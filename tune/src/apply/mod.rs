@@ -317,7 +317,30 @@ pub fn run_apply_with(
 
 fn print_apply(plan: &Plan, rep: &apply::ApplyReport, out: &mut dyn Write) {
     let _ = writeln!(out, "applied:");
-    for o in &rep.outcomes {
+    let mut i = 0;
+    while i < rep.outcomes.len() {
+        let o = &rep.outcomes[i];
+        // Fold long runs of successes of one check (a 256-CPU host prints three lines).
+        let mut j = i;
+        while j < rep.outcomes.len()
+            && rep.outcomes[j].check == o.check
+            && rep.outcomes[j].result.is_ok()
+        {
+            j += 1;
+        }
+        if j - i > 4 {
+            for k in [i, i + 1] {
+                if let Ok(m) = &rep.outcomes[k].result {
+                    let _ = writeln!(out, "  ok    {:<13} {m}", o.check);
+                }
+            }
+            let _ = writeln!(out, "  ok    {:<13} ... {} more", o.check, j - i - 3);
+            if let Ok(m) = &rep.outcomes[j - 1].result {
+                let _ = writeln!(out, "  ok    {:<13} {m}", o.check);
+            }
+            i = j;
+            continue;
+        }
         match &o.result {
             Ok(m) => {
                 let _ = writeln!(out, "  ok    {:<13} {m}", o.check);
@@ -326,6 +349,7 @@ fn print_apply(plan: &Plan, rep: &apply::ApplyReport, out: &mut dyn Write) {
                 let _ = writeln!(out, "  FAIL  {:<13} {e}", o.check);
             }
         }
+        i += 1;
     }
     for (cmd, r) in &rep.commands {
         let _ = match r {

@@ -318,13 +318,20 @@ pub fn build_plan(host: &Host, lp: &LoadedProfile, opts: &PlanOptions) -> Result
     Ok(plan)
 }
 
-/// The data cores as a CPU list, when the profile gives them.
-fn data_cores(cx: &Ctx) -> Result<Option<String>, String> {
-    match &cx.lp.profile.cpu.isolated {
+/// The data cores as a CPU list: the profile's list, or its rule resolved on this host the
+/// way the checks resolve it (so apply and check agree on the cores).
+fn resolve_data_cores(host: &Host, lp: &LoadedProfile) -> Result<Option<String>, String> {
+    match &lp.profile.cpu.isolated {
         None => Ok(None),
         Some(CoreSpec::List(s)) => Ok(Some(s.clone())),
-        Some(CoreSpec::Rule(_)) => Err("the profile picks its data cores by a rule; resolve it with `daqtune check` and give the list in a profile (`cpu.isolated: \"9-11\"`)".into()),
+        Some(CoreSpec::Rule(_)) => crate::checks::Context::new(host, lp)
+            .data_cores()
+            .map(|o| o.filter(|s| !s.is_empty()).map(|s| s.to_string())),
     }
+}
+
+fn data_cores(cx: &Ctx) -> Result<Option<String>, String> {
+    resolve_data_cores(cx.host, cx.lp)
 }
 
 /// The kernel arguments the profile implies on this host.
@@ -343,11 +350,10 @@ pub fn kernel_arg_spec(
             count: p.hugepages.count,
         });
     }
-    let iso = match &p.cpu.isolated {
-        None => None,
-        Some(CoreSpec::List(s)) => Some(s.clone()),
-        Some(CoreSpec::Rule(_)) => {
-            notes.push("isolation arguments left out: the profile picks data cores by a rule; give `cpu.isolated` as a list".to_string());
+    let iso = match resolve_data_cores(host, lp) {
+        Ok(v) => v,
+        Err(e) => {
+            notes.push(format!("isolation arguments left out: {e}"));
             None
         }
     };
