@@ -717,28 +717,59 @@ fn plan_hugepages(cx: &Ctx, plan: &mut Plan) -> Result<(), PlanError> {
             None => plan.note(ID, NoteLevel::Skip, format!("the kernel offers no {} page pool (/sys/kernel/mm/hugepages/hugepages-{size_kb}kB is absent)", hp.size)),
             Some(pool) if pool.total >= hp.count => {}
             Some(pool) => {
-                let path = format!("/sys/kernel/mm/hugepages/hugepages-{size_kb}kB/nr_hugepages");
-                match mem.mem_available_kb {
-                    None => plan.note(ID, NoteLevel::Skip, "cannot read MemAvailable from /proc/meminfo, so a reservation cannot be capped by free memory"),
+                // On a multi-node host whose data cores sit on one node, the pages go to that
+                // node (DPDK allocates mbufs near the cores); otherwise to the global pool,
+                // which the kernel spreads over the nodes.
+                let node = data_cores(cx).ok().flatten().and_then(|list| {
+                    let set = daqtune_probe::cpulist::parse_cpulist(&list, None).ok()?;
+                    if mem.nodes.len() < 2 {
+                        return None;
+                    }
+                    mem.nodes.iter().find(|n| !set.is_empty() && set.is_subset(&n.cpus)).cloned()
+                });
+                let missing = hp.count - pool.total;
+                let (path, label, cur_total, in_use, avail, total_kb) = match &node {
+                    Some(n) => {
+                        let np = mem.node_pools.iter().find(|p| p.node == n.id && p.size_kb == size_kb);
+                        (
+                            format!("/sys/devices/system/node/node{}/hugepages/hugepages-{size_kb}kB/nr_hugepages", n.id),
+                            format!("{} pool on node{}", hp.size, n.id),
+                            np.map_or(0, |p| p.total),
+                            np.map_or(0, |p| p.total.saturating_sub(p.free)),
+                            n.mem_free_kb,
+                            n.mem_total_kb,
+                        )
+                    }
+                    None => (
+                        format!("/sys/kernel/mm/hugepages/hugepages-{size_kb}kB/nr_hugepages"),
+                        format!("{} pool", hp.size),
+                        pool.total,
+                        pool.in_use(),
+                        mem.mem_available_kb,
+                        mem.mem_total_kb,
+                    ),
+                };
+                match avail {
+                    None => plan.note(ID, NoteLevel::Skip, "cannot read the free memory (/proc/meminfo, node meminfo), so a reservation cannot be capped by it"),
                     Some(avail) => {
-                        // Leave an eighth of memory (at least 256 MiB) to everything else.
-                        let reserve = (mem.mem_total_kb.unwrap_or(0) / 8).max(256 * 1024);
+                        // Leave an eighth of the memory (at least 256 MiB) to everything else.
+                        let reserve = (total_kb.unwrap_or(0) / 8).max(256 * 1024);
                         let extra = avail.saturating_sub(reserve) / size_kb;
                         // Never below the pages in use (the pool only grows here).
-                        let target = hp.count.min(pool.total + extra).max(pool.in_use());
-                        if target <= pool.total {
+                        let target = (cur_total + missing).min(cur_total + extra).max(in_use);
+                        if target <= cur_total {
                             plan.note(ID, NoteLevel::Warn, format!("{} x {} pages wanted, {} reserved, and free memory does not allow more; reserve them at boot (kernel arguments)", hp.count, hp.size, pool.total));
                         } else {
                             let from = cx.host.read_string(&path).unwrap_or_default();
                             let mut note = None;
-                            if target < hp.count {
-                                note = Some(format!("capped at {target} of {} by free memory", hp.count));
+                            if target < cur_total + missing {
+                                note = Some(format!("capped at {target} of {} by free memory", cur_total + missing));
                             } else if size_kb >= 1024 * 1024 && cx.target == Target::Live {
                                 note = Some("1G pages need contiguous memory: the kernel may reserve fewer at run time (read back after); the boot-time reservation is reliable".into());
                             }
                             plan.changes.push(Change {
                                 check: ID.into(),
-                                subject: format!("{} pool", hp.size),
+                                subject: label,
                                 action: Action::Attr { path, from, to: target.to_string() },
                                 reboot: false,
                                 note,
@@ -1628,5 +1659,58 @@ mod device_tests {
             !plan.changes.iter().any(|c| c.check == "hugepages"),
             "{plan}"
         );
+    }
+
+    #[test]
+    fn hugepages_go_to_the_data_cores_node() {
+        let d = tempfile::tempdir().expect("tmp");
+        copy_tree(
+            &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/x86-2s"),
+            d.path(),
+        );
+        let r = d.path();
+        for f in [
+            "sys/kernel/mm/hugepages/hugepages-1048576kB/nr_hugepages",
+            "sys/kernel/mm/hugepages/hugepages-1048576kB/free_hugepages",
+            "sys/devices/system/node/node0/hugepages/hugepages-1048576kB/nr_hugepages",
+            "sys/devices/system/node/node0/hugepages/hugepages-1048576kB/free_hugepages",
+            "sys/devices/system/node/node1/hugepages/hugepages-1048576kB/nr_hugepages",
+            "sys/devices/system/node/node1/hugepages/hugepages-1048576kB/free_hugepages",
+        ] {
+            std::fs::write(r.join(f), "0\n").expect("w");
+        }
+        let node1 = std::fs::read_to_string(r.join("sys/devices/system/node/node1/cpulist"))
+            .expect("cpulist");
+        let first = node1
+            .trim()
+            .split(['-', ','])
+            .next()
+            .expect("cpu")
+            .to_string();
+        let profile = format!("name: t\nextends: generic-dgpu\ncpu:\n  isolated: \"{first}\"\n");
+        let lp = crate::profile::load_source("t.yaml", &profile).expect("profile");
+        let host = Host::at(r).expect("host");
+        let opts = PlanOptions {
+            only: vec!["hugepages".into()],
+            persist: false,
+            ..Default::default()
+        };
+        let plan = build_plan(&host, &lp, &opts).expect("plan");
+        let c = plan
+            .changes
+            .iter()
+            .find(|c| c.check == "hugepages")
+            .expect("change");
+        match &c.action {
+            Action::Attr { path, to, .. } => {
+                assert_eq!(
+                    path,
+                    "/sys/devices/system/node/node1/hugepages/hugepages-1048576kB/nr_hugepages"
+                );
+                assert_eq!(to, "4");
+            }
+            a => panic!("{a:?}"),
+        }
+        assert_eq!(c.subject, "1G pool on node1");
     }
 }
