@@ -231,7 +231,7 @@ fn live_mtu_on_a_veth_in_a_private_namespace() {
             notes: vec![],
             kernel_args: None,
         };
-        let rep = apply::execute(&Host::live(), &plan, &mut j, &mut w, None);
+        let rep = apply::execute(&Host::live(), &plan, &mut j, &mut w, None, None);
         let set = setters::get_mtu_live("dqt-a").map_err(|e| e.to_string())?;
         let rrep = revert::revert_all(&Host::live(), dir.path(), &mut w);
         let restored = setters::get_mtu_live("dqt-a").map_err(|e| e.to_string())?;

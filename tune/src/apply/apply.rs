@@ -62,6 +62,7 @@ pub fn execute(
     journal: &mut Journal,
     w: &mut dyn Writer,
     lockdown: Option<&str>,
+    gpu: Option<&dyn super::gpu::GpuSetters>,
 ) -> ApplyReport {
     let mut rep = ApplyReport {
         journal: Some(journal.dir.clone()),
@@ -90,6 +91,7 @@ pub fn execute(
                 journal,
                 w,
                 lockdown,
+                gpu,
             )]
         };
         for (c, result) in plan.changes[i..j].iter().zip(results) {
@@ -140,6 +142,7 @@ fn apply_one(
     j: &mut Journal,
     w: &mut dyn Writer,
     lockdown: Option<&str>,
+    gpu: Option<&dyn super::gpu::GpuSetters>,
 ) -> Result<String, String> {
     let jerr = |e: std::io::Error| format!("journal: {e} (nothing changed)");
     match &c.action {
@@ -289,6 +292,53 @@ fn apply_one(
                 "{bdf} MRRS = {} (DevCtl 0x{back:04x})",
                 128u32 << ((back >> 12) & 7)
             ))
+        }
+        Action::GpuLock { uuid, domain } => {
+            let g = gpu.ok_or("no GPU control available")?;
+            let idx = j
+                .record(
+                    w,
+                    Entry::GpuLock {
+                        uuid: uuid.clone(),
+                        domain: *domain,
+                        previously_locked: false,
+                    },
+                )
+                .map_err(jerr)?;
+            let r = g.lock_max(uuid, *domain)?;
+            if let Some(rec) = j.doc.records.get_mut(idx) {
+                rec.entry = Entry::GpuLock {
+                    uuid: uuid.clone(),
+                    domain: *domain,
+                    previously_locked: r.previously_locked,
+                };
+            }
+            j.mark_done(w, idx).map_err(jerr)?;
+            Ok(if r.previously_locked {
+                format!("{} (a lock was already in place and is now overridden; revert will not restore it)", r.message)
+            } else {
+                r.message
+            })
+        }
+        Action::GpuPersistence { uuid } => {
+            let g = gpu.ok_or("no GPU control available")?;
+            let before = g
+                .gpus()
+                .ok()
+                .and_then(|v| v.into_iter().find(|s| &s.uuid == uuid))
+                .and_then(|s| s.persistence);
+            let idx = j
+                .record(
+                    w,
+                    Entry::GpuPersistence {
+                        uuid: uuid.clone(),
+                        original: before,
+                    },
+                )
+                .map_err(jerr)?;
+            g.set_persistence(uuid, true)?;
+            j.mark_done(w, idx).map_err(jerr)?;
+            Ok(format!("persistence mode on for {uuid}"))
         }
         Action::Module { name } => {
             let idx = j

@@ -76,6 +76,17 @@ pub enum Entry {
     },
     /// A module daqtune loaded (it was not loaded before).
     Module { name: String },
+    /// A GPU clock lock. `previously_locked`: a lock was in place before (not undone).
+    GpuLock {
+        uuid: String,
+        domain: super::gpu::GpuDomain,
+        previously_locked: bool,
+    },
+    /// GPU persistence mode set; `original` is what it was.
+    GpuPersistence {
+        uuid: String,
+        original: Option<bool>,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -7,6 +7,7 @@
 
 #[allow(clippy::module_inception)]
 pub mod apply;
+pub mod gpu;
 pub mod journal;
 pub mod plan;
 pub mod revert;
@@ -277,10 +278,23 @@ pub fn run_apply_with(
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> Result<u8, UsageError> {
+    run_apply_gpu(g, a, w, None, out, err)
+}
+
+/// `daqtune apply` with GPU control (the NVML setters, or a mock in tests).
+pub fn run_apply_gpu(
+    g: &GlobalArgs,
+    a: &ApplyArgs,
+    w: &mut dyn Writer,
+    gpu: Option<&dyn gpu::GpuSetters>,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Result<u8, UsageError> {
     let host = open_for_change(g)?;
     let lp = profile_for_change(&host, g, a.yes || a.dry_run, err)?;
     let opts = options(&lp, &a.sel, g.profile.as_deref())?;
-    let plan = build_plan(&host, &lp, &opts).map_err(|e| UsageError::Other(e.to_string()))?;
+    let plan = plan::build_plan_with(&host, &lp, &opts, gpu)
+        .map_err(|e| UsageError::Other(e.to_string()))?;
     let _ = write!(out, "{plan}");
     if a.dry_run {
         let _ = writeln!(out, "dry run: nothing changed");
@@ -301,7 +315,8 @@ pub fn run_apply_with(
     let state = state_real(&host, &a.state_dir)?;
     let _lock = lock(&state).map_err(UsageError::Other)?;
     // The host may have changed while the user read the plan: plan again under the lock.
-    let plan = build_plan(&host, &lp, &opts).map_err(|e| UsageError::Other(e.to_string()))?;
+    let plan = plan::build_plan_with(&host, &lp, &opts, gpu)
+        .map_err(|e| UsageError::Other(e.to_string()))?;
     let mut journal = journal::Journal::create(&state.join("journal"), &lp.profile.name, w)
         .map_err(|e| {
             UsageError::Other(format!(
@@ -310,7 +325,7 @@ pub fn run_apply_with(
             ))
         })?;
     let lockdown = daqtune_probe::system::read_platform(&host).lockdown;
-    let rep = apply::execute(&host, &plan, &mut journal, w, lockdown.as_deref());
+    let rep = apply::execute(&host, &plan, &mut journal, w, lockdown.as_deref(), gpu);
     print_apply(&plan, &rep, out);
     Ok(if rep.failed() == 0 { 0 } else { 1 })
 }
@@ -322,9 +337,16 @@ fn print_apply(plan: &Plan, rep: &apply::ApplyReport, out: &mut dyn Write) {
         let o = &rep.outcomes[i];
         // Fold long runs of successes of one check (a 256-CPU host prints three lines).
         let mut j = i;
+        let is_attr = |k: usize| {
+            matches!(
+                plan.changes.get(k).map(|c| &c.action),
+                Some(plan::Action::Attr { .. })
+            )
+        };
         while j < rep.outcomes.len()
             && rep.outcomes[j].check == o.check
             && rep.outcomes[j].result.is_ok()
+            && is_attr(j)
         {
             j += 1;
         }
@@ -386,6 +408,18 @@ pub fn run_revert_with(
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> Result<u8, UsageError> {
+    run_revert_gpu(g, a, w, None, out, err)
+}
+
+/// `daqtune revert` with GPU control, to undo clock locks.
+pub fn run_revert_gpu(
+    g: &GlobalArgs,
+    a: &RevertArgs,
+    w: &mut dyn Writer,
+    gpu: Option<&dyn gpu::GpuSetters>,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Result<u8, UsageError> {
     let host = open_for_change(g)?;
     let state = state_real(&host, &a.state_dir)?;
     let base = state.join("journal");
@@ -405,7 +439,7 @@ pub fn run_revert_with(
         return Ok(0);
     }
     let _lock = lock(&state).map_err(UsageError::Other)?;
-    let rep = revert::revert_all(&host, &base, w);
+    let rep = revert::revert_all_with(&host, &base, w, gpu);
     for (what, r) in &rep.steps {
         let _ = match r {
             Ok(()) => writeln!(out, "  ok    {what}"),

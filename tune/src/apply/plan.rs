@@ -47,6 +47,13 @@ pub enum Action {
     },
     /// Create a symlink (enable a unit).
     Symlink { path: String, target: String },
+    /// Lock a GPU clock domain at its maximum (through [`super::gpu::GpuSetters`]).
+    GpuLock {
+        uuid: String,
+        domain: super::gpu::GpuDomain,
+    },
+    /// Turn GPU persistence mode on.
+    GpuPersistence { uuid: String },
 }
 
 impl Action {
@@ -240,6 +247,16 @@ impl Ctx<'_> {
 
 /// Build the plan for `lp` on `host`.
 pub fn build_plan(host: &Host, lp: &LoadedProfile, opts: &PlanOptions) -> Result<Plan, PlanError> {
+    build_plan_with(host, lp, opts, None)
+}
+
+/// [`build_plan`] with access to the GPUs (clock locks and persistence).
+pub fn build_plan_with(
+    host: &Host,
+    lp: &LoadedProfile,
+    opts: &PlanOptions,
+    gpu: Option<&dyn super::gpu::GpuSetters>,
+) -> Result<Plan, PlanError> {
     for id in &opts.only {
         if !APPLY_IDS.contains(&id.as_str()) {
             return Err(PlanError::UnknownId(id.clone()));
@@ -293,11 +310,7 @@ pub fn build_plan(host: &Host, lp: &LoadedProfile, opts: &PlanOptions) -> Result
             ),
             "nic.mtu" => plan_mtu(&cx, &mut plan)?,
             "gpu.peermem" => plan_peermem(&cx, &mut plan)?,
-            "gpu.clocks" if !opts.only.is_empty() => plan.note(
-                id,
-                NoteLevel::Skip,
-                "GPU clock locking is not wired into apply in this build (the GPU setters land separately)",
-            ),
+            "gpu.clocks" => plan_gpu_clocks(&cx, &mut plan, gpu)?,
             "net.sysctl" => plan_sysctl(&cx, &mut plan)?,
             _ => {}
         }
@@ -1160,6 +1173,93 @@ fn nm_profiles(host: &Host) -> Vec<NmProfile> {
         .collect()
 }
 
+fn plan_gpu_clocks(
+    cx: &Ctx,
+    plan: &mut Plan,
+    gpu: Option<&dyn super::gpu::GpuSetters>,
+) -> Result<(), PlanError> {
+    use super::gpu::GpuDomain;
+    const ID: &str = "gpu.clocks";
+    let g = &cx.lp.profile.gpu;
+    if !(g.lock_sm_clock || g.lock_memory_clock || g.persistence) {
+        return Ok(());
+    }
+    let Some(setters) = gpu else {
+        if !cx.opts.only.is_empty() {
+            plan.note(ID, NoteLevel::Skip, "no GPU control in this build or for this root (the NVML setters are not wired into apply)");
+        }
+        return Ok(());
+    };
+    let gpus = match setters.gpus() {
+        Ok(g) => g,
+        Err(e) => {
+            plan.note(ID, NoteLevel::Skip, e);
+            return Ok(());
+        }
+    };
+    if gpus.is_empty() {
+        plan.note(ID, NoteLevel::Skip, "no NVIDIA GPU");
+        return Ok(());
+    }
+    if cx.opts.runtime {
+        for s in &gpus {
+            let mut push = |action: Action, note: Option<String>| {
+                plan.changes.push(Change {
+                    check: ID.into(),
+                    subject: format!("{} {}", s.name, s.uuid),
+                    action,
+                    reboot: false,
+                    note,
+                })
+            };
+            if g.persistence && s.persistence != Some(true) {
+                push(
+                    Action::GpuPersistence {
+                        uuid: s.uuid.clone(),
+                    },
+                    None,
+                );
+            }
+            if g.lock_sm_clock && s.sm_held != Some(true) {
+                let note = s.sm_held.is_none().then(|| {
+                    "whether the SM clock is already held cannot be told; locking it".to_string()
+                });
+                push(
+                    Action::GpuLock {
+                        uuid: s.uuid.clone(),
+                        domain: GpuDomain::Sm,
+                    },
+                    note,
+                );
+            }
+            if g.lock_memory_clock && s.has_memory_domain && s.memory_held != Some(true) {
+                push(
+                    Action::GpuLock {
+                        uuid: s.uuid.clone(),
+                        domain: GpuDomain::Memory,
+                    },
+                    None,
+                );
+            }
+        }
+    }
+    if cx.opts.persist {
+        let u = systemd::gpu_clocks_unit(&cx.opts.exe, &profile_ref(cx));
+        let text = u.render()?;
+        cx.file_change(
+            plan,
+            ID,
+            &u.name,
+            &format!("/etc/systemd/system/{}", u.name),
+            text,
+            0o644,
+            false,
+        );
+        cx.enable(plan, ID, &u.name, "multi-user.target");
+    }
+    Ok(())
+}
+
 fn plan_peermem(cx: &Ctx, plan: &mut Plan) -> Result<(), PlanError> {
     const ID: &str = "gpu.peermem";
     if !cx
@@ -1397,6 +1497,13 @@ impl fmt::Display for Plan {
                     }
                     Action::ConfigWord { path, offset, .. } => format!("{path} @0x{offset:x}"),
                     Action::Module { name } => format!("modprobe {name}"),
+                    Action::GpuLock { uuid, domain } => format!(
+                        "lock the {} clock of {uuid} at its maximum (NVML)",
+                        domain.as_str()
+                    ),
+                    Action::GpuPersistence { uuid } => {
+                        format!("persistence mode on for {uuid} (NVML)")
+                    }
                     Action::File { path, .. } => format!("{path} (kernel state file)"),
                     Action::Symlink { path, target } => format!("{path} -> {target}"),
                 };

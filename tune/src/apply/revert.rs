@@ -22,6 +22,16 @@ impl RevertReport {
 
 /// Revert every run under `base` that is not reverted yet.
 pub fn revert_all(host: &Host, base: &Path, w: &mut dyn Writer) -> RevertReport {
+    revert_all_with(host, base, w, None)
+}
+
+/// [`revert_all`] with access to the GPUs, for runs that locked clocks.
+pub fn revert_all_with(
+    host: &Host,
+    base: &Path,
+    w: &mut dyn Writer,
+    gpu: Option<&dyn super::gpu::GpuSetters>,
+) -> RevertReport {
     let mut rep = RevertReport::default();
     let target = if host.is_live() {
         Target::Live
@@ -51,7 +61,7 @@ pub fn revert_all(host: &Host, base: &Path, w: &mut dyn Writer) -> RevertReport 
                 units |= path.starts_with("/etc/systemd/");
                 udev |= path.starts_with("/etc/udev/");
             }
-            let r = undo(host, target, &j, &rec.entry, w);
+            let r = undo(host, target, &j, &rec.entry, w, gpu);
             ok &= r.is_ok();
             rep.steps.push((describe(&rec.entry), r));
         }
@@ -85,6 +95,20 @@ fn describe(e: &Entry) -> String {
         } => format!("MTU of {ifname} = {original}"),
         Entry::ConfigWord { bdf, original, .. } => format!("{bdf} DevCtl = 0x{original:04x}"),
         Entry::Module { name } => format!("unload {name}"),
+        Entry::GpuLock {
+            uuid,
+            domain,
+            previously_locked: true,
+        } => {
+            format!(
+                "{} clock of {uuid}: left locked (the lock was someone else's before apply)",
+                domain.as_str()
+            )
+        }
+        Entry::GpuLock { uuid, domain, .. } => {
+            format!("unlock the {} clock of {uuid}", domain.as_str())
+        }
+        Entry::GpuPersistence { uuid, original } => format!("persistence of {uuid} = {original:?}"),
     }
 }
 
@@ -109,6 +133,7 @@ fn undo(
     j: &Journal,
     e: &Entry,
     w: &mut dyn Writer,
+    gpu: Option<&dyn super::gpu::GpuSetters>,
 ) -> Result<(), String> {
     let ioe = |what: &str| {
         let what = what.to_string();
@@ -236,6 +261,24 @@ fn undo(
                 .map_err(ioe(bdf))?;
             Ok(())
         }
+        Entry::GpuLock {
+            uuid,
+            domain,
+            previously_locked,
+        } => {
+            if *previously_locked {
+                return Ok(());
+            }
+            gpu.ok_or("no GPU control available to undo a clock lock")?
+                .unlock(uuid, *domain)
+        }
+        Entry::GpuPersistence { uuid, original } => match original {
+            Some(false) => gpu
+                .ok_or("no GPU control available to undo persistence mode")?
+                .set_persistence(uuid, false)
+                .map(|_| ()),
+            _ => Ok(()),
+        },
         Entry::Module { name } => match target {
             Target::Live => setters::modprobe(name, true).map_err(|e| e.to_string()),
             Target::Root => Ok(()),
