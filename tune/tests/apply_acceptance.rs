@@ -870,3 +870,57 @@ mod gpu_mock {
         assert_eq!(mock.state.borrow()["GPU-1"].persistence, Some(false));
     }
 }
+
+#[test]
+fn generate_every_kind() {
+    let igx = prepared("igx-untuned", add_igx_pci);
+    let spark = prepared("spark", add_spark_pci);
+    let kinds = [
+        "kernel-args",
+        "grub-dropin",
+        "udev-mrrs",
+        "mount-unit",
+        "governor-unit",
+        "gpu-clocks-unit",
+        "acs-unit",
+        "modules-load",
+        "sysctl",
+        "netplan",
+        "nm",
+        "networkd-link",
+    ];
+    for (root, profile) in [(igx.path(), "igx-orin"), (spark.path(), "dgx-spark")] {
+        let rs = root.to_str().expect("utf8");
+        for k in kinds {
+            let o = run(&["generate", k, "--root", rs, "--profile", profile]);
+            assert_eq!(o.status.code(), Some(0), "{k} on {profile}: {}", text(&o));
+            let out = String::from_utf8_lossy(&o.stdout);
+            assert!(!out.trim().is_empty(), "{k}");
+            if k != "kernel-args" {
+                assert!(out.contains("Written by daqtune"), "{k}: {out}");
+            }
+        }
+        // No extlinux.conf on these roots: a clear error, exit 2.
+        let o = run(&["generate", "extlinux", "--root", rs, "--profile", profile]);
+        assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    }
+    // Overrides are validated before they reach a file.
+    let o = run(&[
+        "generate",
+        "nm",
+        "--profile",
+        "dgx-spark",
+        "--interface",
+        "eth0\nExecStart=/bin/sh",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let o = run(&[
+        "generate",
+        "governor-unit",
+        "--profile",
+        "igx-orin",
+        "--exe",
+        "/usr/bin/daqtune --x",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+}
