@@ -7,6 +7,7 @@
 pub mod cmdline;
 pub mod cpu;
 pub mod cpulist;
+pub mod gpu;
 pub mod host;
 pub mod mem;
 pub mod pci;

@@ -86,7 +86,19 @@ pub fn choose_profile(host: &Host, g: &GlobalArgs) -> Result<LoadedProfile, Usag
         return Ok(lp);
     }
     let platform = daqtune_probe::system::read_platform(host);
-    match profile::detect(&platform, &[]) {
+    let mut found = profile::detect(&platform, &[]);
+    if found.is_none() {
+        // Only platforms recognisable by their GPU (GB10) need the GPU names.
+        if let Ok(snap) = crate::checks::read_gpus_once(host) {
+            let names: Vec<String> = snap
+                .gpus
+                .iter()
+                .map(|g| g.display_name().to_string())
+                .collect();
+            found = profile::detect(&platform, &names);
+        }
+    }
+    match found {
         Some((name, why)) => {
             let mut lp = profile::load(&name)?;
             lp.origin = format!("detected: {why}");

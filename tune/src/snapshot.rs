@@ -95,7 +95,7 @@ pub fn interesting_kmsg(line: &str) -> bool {
 }
 
 /// Read the kernel ring buffer through /dev/kmsg without blocking (root only).
-fn read_kmsg() -> Option<String> {
+pub(crate) fn read_kmsg() -> Option<String> {
     use std::io::Read;
     use std::os::unix::fs::OpenOptionsExt;
     let mut f = std::fs::OpenOptions::new()
@@ -272,6 +272,21 @@ pub fn write_dir(
                 k.as_bytes(),
             )?;
         }
+        // NVML/CUDA facts are not files: record what the driver libraries answer, or why
+        // they did not, so a replay's GPU checks see the same (docs/gpu-facts.md).
+        let mut gpus = daqtune_probe::gpu::gather_live();
+        if let Some(r) = &mut w.redactor {
+            gpus.map_uuids(|u| {
+                r.replacement("gpu-uuid", u, |n| {
+                    format!("GPU-00000000-0000-0000-0000-{n:012x}")
+                })
+            });
+        }
+        w.write_file(
+            Path::new("daqtune/gpu.json"),
+            daqtune_probe::gpu::FACTS_PATH,
+            gpus.to_json().as_bytes(),
+        )?;
         let arch = std::env::consts::ARCH;
         w.write_file(
             Path::new("daqtune/arch"),

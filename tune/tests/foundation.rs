@@ -279,3 +279,20 @@ fn non_root_run_skips_with_reason() {
     let r: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
     assert_schema(&r);
 }
+
+#[test]
+fn detection_falls_back_to_gpu_names() {
+    // gpu-spark has no DMI or device tree, only recorded GPU facts naming a GB10.
+    let root = fixture("gpu-spark");
+    let out = run(&[
+        "check",
+        "--root",
+        root.to_str().expect("utf8"),
+        "--format",
+        "json",
+        "platform",
+    ]);
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(r["profile"], "dgx-spark");
+    assert!(r["profile_origin"].as_str().unwrap_or("").contains("GB10"));
+}

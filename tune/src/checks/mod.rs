@@ -15,6 +15,7 @@ use std::cell::OnceCell;
 
 pub mod cmdline;
 pub mod cpu;
+pub mod gpu;
 pub mod memory;
 pub mod platform;
 pub mod sysctl;
@@ -41,6 +42,11 @@ pub static CHECKS: &[CheckDef] = &[
     memory::HUGEPAGES,
     memory::NUMA,
     sysctl::NET_SYSCTL,
+    gpu::CLOCKS,
+    gpu::BAR1,
+    gpu::GPUDIRECT,
+    gpu::PEERMEM,
+    gpu::DRIVER,
 ];
 
 pub fn find(id_or_alias: &str) -> Option<&'static CheckDef> {
@@ -63,6 +69,7 @@ pub struct Context<'a> {
     platform: OnceCell<PlatformFacts>,
     modules: OnceCell<Modules>,
     procs: OnceCell<Vec<String>>,
+    gpus: OnceCell<Result<daqtune_probe::gpu::GpuSnapshot, String>>,
 }
 
 impl<'a> Context<'a> {
@@ -81,6 +88,7 @@ impl<'a> Context<'a> {
             platform: OnceCell::new(),
             modules: OnceCell::new(),
             procs: OnceCell::new(),
+            gpus: OnceCell::new(),
         }
     }
 
@@ -113,6 +121,14 @@ impl<'a> Context<'a> {
 
     pub fn modules(&self) -> &Modules {
         self.modules.get_or_init(|| Modules::read(self.host))
+    }
+
+    /// GPU facts: NVML/CUDA on the live host, `daqtune/gpu.json` under a root. Gathered once.
+    pub fn gpus(&self) -> Result<&daqtune_probe::gpu::GpuSnapshot, &str> {
+        self.gpus
+            .get_or_init(|| read_gpus_once(self.host))
+            .as_ref()
+            .map_err(|e| e.as_str())
     }
 
     pub fn processes(&self) -> &[String] {
@@ -167,6 +183,27 @@ impl<'a> Context<'a> {
             .get(id)
             .map(|reason| Verdict::na(id, "host", reason.clone()))
     }
+}
+
+/// GPU facts once per process and root: loading NVML and cuInit costs hundreds of ms, and
+/// profile detection by GPU name and the GPU checks both need them.
+pub fn read_gpus_once(host: &Host) -> Result<daqtune_probe::gpu::GpuSnapshot, String> {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    type Cache =
+        Mutex<HashMap<std::path::PathBuf, Result<daqtune_probe::gpu::GpuSnapshot, String>>>;
+    static CACHE: OnceLock<Cache> = OnceLock::new();
+    let cache = CACHE.get_or_init(Default::default);
+    if let Ok(c) = cache.lock() {
+        if let Some(r) = c.get(host.root()) {
+            return r.clone();
+        }
+    }
+    let r = daqtune_probe::gpu::read_gpus(host).map_err(|e| e.to_string());
+    if let Ok(mut c) = cache.lock() {
+        c.insert(host.root().to_path_buf(), r.clone());
+    }
+    r
 }
 
 fn unsafe_free_euid() -> u32 {
