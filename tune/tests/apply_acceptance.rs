@@ -126,7 +126,8 @@ fn full_cycle(
     );
     assert!(!statuses(&rep, "cpu.governor").is_empty());
     assert_eq!(statuses(&rep, "kernel.cmdline"), [cmdline_status]);
-    for id in ["pcie.mrrs", "nic.mtu"] {
+    // gpu.clocks: the root's recorded NVML facts (daqtune/gpu.json) now show the locks.
+    for id in ["pcie.mrrs", "nic.mtu", "gpu.clocks"] {
         if has_check(&rep, id) {
             assert!(
                 statuses(&rep, id).iter().all(|s| s == "pass"),
@@ -317,6 +318,13 @@ fn dgx_spark_apply_check_reapply_revert() {
             assert_eq!(
                 std::fs::metadata(&nm).expect("m").permissions().mode() & 0o777,
                 0o600
+            );
+            // GB10: SM clock and persistence only (no memory clock domain).
+            let rep = check_json(r, "dgx-spark");
+            let gs = statuses(&rep, "gpu.clocks");
+            assert!(
+                !gs.is_empty() && gs.iter().all(|s| s == "pass" || s == "n/a"),
+                "{gs:?}"
             );
             // peermem is n/a on GB10: no module, no modules-load file.
             assert!(!r.join("etc/modules-load.d/daqtune.conf").exists());

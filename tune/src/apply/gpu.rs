@@ -133,3 +133,113 @@ impl GpuSetters for MockGpus {
         Ok(prev)
     }
 }
+
+use daqtune_probe::gpu::control::{
+    appears_locked, foreign_lock, ClockDomain, GpuControl, NvmlControl,
+};
+use daqtune_probe::gpu::{DomainClocks, GpuFacts};
+
+fn domain(d: GpuDomain) -> ClockDomain {
+    match d {
+        GpuDomain::Sm => ClockDomain::Sm,
+        GpuDomain::Memory => ClockDomain::Memory,
+    }
+}
+
+/// NVML's `gpu_idle` clock event reason.
+const REASON_GPU_IDLE: u64 = 0x1;
+
+/// Whether a domain looks held at its maximum, as the gpu.clocks check judges it: a P-state
+/// floor at the maximum, or an idle GPU still at the maximum; an idle GPU below it is not
+/// held; a busy one cannot be told.
+pub fn held(c: &DomainClocks, tolerance_mhz: u32, g: &GpuFacts) -> Option<bool> {
+    let target = c.max_mhz.filter(|m| *m > 0)?;
+    if appears_locked(c, target, tolerance_mhz) {
+        return Some(true);
+    }
+    let idle = match (g.clock_event_reasons, g.utilization_pct) {
+        (Some(r), _) if r & REASON_GPU_IDLE != 0 => Some(true),
+        (_, Some(u)) => Some(u == 0),
+        _ => None,
+    };
+    match (idle, c.current_mhz) {
+        (Some(true), Some(cur)) => Some(cur.saturating_add(tolerance_mhz) >= target),
+        _ => None,
+    }
+}
+
+fn state_of(g: &GpuFacts, tolerance_mhz: u32) -> GpuState {
+    let has_mem = g.memory_clock_domain != Some(false);
+    GpuState {
+        uuid: g.uuid.clone(),
+        name: g.display_name().to_string(),
+        sm_held: held(&g.sm_clock, tolerance_mhz, g),
+        memory_held: if has_mem {
+            held(&g.memory_clock, tolerance_mhz, g)
+        } else {
+            None
+        },
+        has_memory_domain: has_mem,
+        persistence: g.persistence_mode,
+    }
+}
+
+/// [`GpuSetters`] over the GPU module's NVML setters (live NVML, or its mock).
+pub struct NvmlSetters<C: NvmlControl> {
+    pub ctl: GpuControl<C>,
+    uuids: Vec<String>,
+}
+
+impl<C: NvmlControl> NvmlSetters<C> {
+    /// `gpus`: the GPUs to act on (from the GPU facts of this run).
+    pub fn new(nvml: C, tolerance_mhz: u32, gpus: &[GpuFacts]) -> Self {
+        NvmlSetters {
+            ctl: GpuControl::new(nvml, tolerance_mhz),
+            uuids: gpus.iter().map(|g| g.uuid.clone()).collect(),
+        }
+    }
+}
+
+impl<C: NvmlControl> GpuSetters for NvmlSetters<C> {
+    fn gpus(&self) -> Result<Vec<GpuState>, String> {
+        self.uuids
+            .iter()
+            .map(|u| {
+                self.ctl
+                    .nvml
+                    .facts(u)
+                    .map(|g| state_of(&g, self.ctl.tolerance_mhz))
+                    .map_err(|e| e.to_string())
+            })
+            .collect()
+    }
+    fn lock_max(&self, uuid: &str, d: GpuDomain) -> Result<Locked, String> {
+        self.ctl
+            .lock_at_max(uuid, domain(d))
+            .map(|o| Locked {
+                message: o.message,
+                previously_locked: o.previously_locked,
+            })
+            .map_err(|e| e.to_string())
+    }
+    fn unlock(&self, uuid: &str, d: GpuDomain) -> Result<(), String> {
+        self.ctl
+            .unlock(uuid, domain(d))
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    }
+    fn set_persistence(&self, uuid: &str, on: bool) -> Result<Option<bool>, String> {
+        self.ctl
+            .set_persistence(uuid, on)
+            .map_err(|e| e.to_string())
+    }
+}
+
+/// Someone else's lock on a domain (the P-state range they set), for the plan's warning.
+pub fn foreign(g: &GpuFacts, d: GpuDomain, tolerance_mhz: u32) -> Option<(u32, u32)> {
+    let c = match d {
+        GpuDomain::Sm => &g.sm_clock,
+        GpuDomain::Memory => &g.memory_clock,
+    };
+    c.max_mhz.and_then(|t| foreign_lock(c, t, tolerance_mhz))
+}

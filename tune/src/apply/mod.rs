@@ -146,6 +146,7 @@ fn options(
         allow_acs: sel.allow_acs,
         exe: sel.exe.clone(),
         profile_ref,
+        gpu_unavailable: None,
     })
 }
 
@@ -290,9 +291,23 @@ pub fn run_apply_gpu(
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> Result<u8, UsageError> {
+    run_apply_inner(g, a, w, gpu, None, out, err)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run_apply_inner(
+    g: &GlobalArgs,
+    a: &ApplyArgs,
+    w: &mut dyn Writer,
+    gpu: Option<&dyn gpu::GpuSetters>,
+    gpu_unavailable: Option<String>,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Result<u8, UsageError> {
     let host = open_for_change(g)?;
     let lp = profile_for_change(&host, g, a.yes || a.dry_run, err)?;
-    let opts = options(&lp, &a.sel, g.profile.as_deref())?;
+    let mut opts = options(&lp, &a.sel, g.profile.as_deref())?;
+    opts.gpu_unavailable = gpu_unavailable;
     let plan = plan::build_plan_with(&host, &lp, &opts, gpu)
         .map_err(|e| UsageError::Other(e.to_string()))?;
     let _ = write!(out, "{plan}");
@@ -395,9 +410,53 @@ fn print_apply(plan: &Plan, rep: &apply::ApplyReport, out: &mut dyn Write) {
     }
 }
 
+/// The live host's GPU control: NVML's setters over the GPUs NVML reports, or why there is
+/// none. Only loaded when gpu.clocks is in scope (loading NVML costs time).
+fn live_gpu(
+    g: &GlobalArgs,
+    sel: &Selection,
+) -> (
+    Option<gpu::NvmlSetters<daqtune_probe::gpu::LiveNvml>>,
+    Option<String>,
+) {
+    if g.root.is_some()
+        || !(sel.only.is_empty() || sel.only.iter().any(|o| o == "gpu.clocks"))
+        || sel.persist_only
+    {
+        return (None, None);
+    }
+    let host = Host::live();
+    let tol = g
+        .profile
+        .as_deref()
+        .and_then(|p| profile::load(p).ok())
+        .map_or(250, |lp| lp.profile.gpu.clock_tolerance_mhz);
+    let snap = match crate::checks::read_gpus_once(&host) {
+        Ok(s) => s,
+        Err(e) => return (None, Some(format!("no GPU control: {e}"))),
+    };
+    if let Some(r) = snap.unavailable_reason() {
+        return (None, Some(format!("no GPU control: {r}")));
+    }
+    match daqtune_probe::gpu::LiveNvml::open() {
+        Ok(n) => (Some(gpu::NvmlSetters::new(n, tol, &snap.gpus)), None),
+        Err(e) => (None, Some(format!("no GPU control: {e}"))),
+    }
+}
+
 pub fn run_apply(g: &GlobalArgs, a: &ApplyArgs) -> Result<u8, UsageError> {
     let mut w = FsWriter::new();
-    run_apply_with(g, a, &mut w, &mut std::io::stdout(), &mut std::io::stderr())
+    let (live, why) = live_gpu(g, &a.sel);
+    let gpu = live.as_ref().map(|l| l as &dyn gpu::GpuSetters);
+    run_apply_inner(
+        g,
+        a,
+        &mut w,
+        gpu,
+        why,
+        &mut std::io::stdout(),
+        &mut std::io::stderr(),
+    )
 }
 
 /// `daqtune revert`, with a writer that tests can fault.
@@ -463,7 +522,18 @@ pub fn run_revert_gpu(
 
 pub fn run_revert(g: &GlobalArgs, a: &RevertArgs) -> Result<u8, UsageError> {
     let mut w = FsWriter::new();
-    run_revert_with(g, a, &mut w, &mut std::io::stdout(), &mut std::io::stderr())
+    // GPU control only matters when a journal holds GPU entries; without NVML those entries
+    // fail with the reason and the rest is reverted.
+    let (live, _) = live_gpu(g, &Selection::default());
+    let gpu = live.as_ref().map(|l| l as &dyn gpu::GpuSetters);
+    run_revert_gpu(
+        g,
+        a,
+        &mut w,
+        gpu,
+        &mut std::io::stdout(),
+        &mut std::io::stderr(),
+    )
 }
 
 /// `daqtune generate KIND`: print one artifact for image builders and configuration managers.

@@ -59,7 +59,7 @@ pub enum Action {
 impl Action {
     pub fn is_persistent(&self) -> bool {
         match self {
-            Action::File { path, .. } => !is_kernel_path(path),
+            Action::File { path, .. } => !is_kernel_path(path) && path != GPU_JSON,
             Action::Symlink { .. } => true,
             _ => false,
         }
@@ -136,6 +136,8 @@ pub struct PlanOptions {
     pub exe: String,
     /// How units name the profile (`igx-orin`, or an absolute path to a user file).
     pub profile_ref: String,
+    /// Why there is no GPU control in this run (NVML missing), for the plan's note.
+    pub gpu_unavailable: Option<String>,
 }
 
 impl Default for PlanOptions {
@@ -148,6 +150,7 @@ impl Default for PlanOptions {
             allow_acs: false,
             exe: daqtune_units::DEFAULT_EXE.into(),
             profile_ref: String::new(),
+            gpu_unavailable: None,
         }
     }
 }
@@ -1178,17 +1181,59 @@ fn plan_gpu_clocks(
     plan: &mut Plan,
     gpu: Option<&dyn super::gpu::GpuSetters>,
 ) -> Result<(), PlanError> {
-    use super::gpu::GpuDomain;
+    use super::gpu::{GpuDomain, GpuSetters, NvmlSetters};
     const ID: &str = "gpu.clocks";
     let g = &cx.lp.profile.gpu;
     if !(g.lock_sm_clock || g.lock_memory_clock || g.persistence) {
         return Ok(());
     }
-    let Some(setters) = gpu else {
-        if !cx.opts.only.is_empty() {
-            plan.note(ID, NoteLevel::Skip, "no GPU control in this build or for this root (the NVML setters are not wired into apply)");
+    let tol = g.clock_tolerance_mhz;
+    // A host root stands in for NVML with its recorded facts (daqtune/gpu.json): the locks
+    // are made on a mock of those facts and the file is rewritten, so the next check reads
+    // them; revert restores the file.
+    // Explicit GPU control (the live NVML, or a test's mock) wins over recorded facts.
+    let recorded = if cx.target == Target::Root && gpu.is_none() {
+        let Ok(text) = cx.host.read_string(GPU_JSON) else {
+            if !cx.opts.only.is_empty() {
+                plan.note(
+                    ID,
+                    NoteLevel::Skip,
+                    format!("this root has no recorded GPU facts ({GPU_JSON})"),
+                );
+            }
+            return Ok(());
+        };
+        match daqtune_probe::gpu::GpuSnapshot::from_json(&text) {
+            Ok(snap) => Some(snap),
+            Err(e) => {
+                plan.note(ID, NoteLevel::Skip, format!("{GPU_JSON}: {e}"));
+                return Ok(());
+            }
         }
-        return Ok(());
+    } else {
+        None
+    };
+    let mock_setters = recorded.as_ref().map(|snap| {
+        NvmlSetters::new(
+            daqtune_probe::gpu::control::MockNvml::new(snap.gpus.clone()),
+            tol,
+            &snap.gpus,
+        )
+    });
+    let setters: &dyn GpuSetters = match (&mock_setters, gpu) {
+        (Some(m), _) => m,
+        (None, Some(s)) => s,
+        (None, None) => {
+            if !cx.opts.only.is_empty() || cx.opts.gpu_unavailable.is_some() {
+                let why = cx
+                    .opts
+                    .gpu_unavailable
+                    .clone()
+                    .unwrap_or_else(|| "no GPU control in this run".into());
+                plan.note(ID, NoteLevel::Skip, why);
+            }
+            return Ok(());
+        }
     };
     let gpus = match setters.gpus() {
         Ok(g) => g,
@@ -1198,48 +1243,119 @@ fn plan_gpu_clocks(
         }
     };
     if gpus.is_empty() {
-        plan.note(ID, NoteLevel::Skip, "no NVIDIA GPU");
+        if !cx.opts.only.is_empty() {
+            plan.note(ID, NoteLevel::Skip, "no NVIDIA GPU");
+        }
         return Ok(());
     }
     if cx.opts.runtime {
+        let mut ops: Vec<(String, Action, Option<String>)> = Vec::new();
         for s in &gpus {
-            let mut push = |action: Action, note: Option<String>| {
-                plan.changes.push(Change {
-                    check: ID.into(),
-                    subject: format!("{} {}", s.name, s.uuid),
-                    action,
-                    reboot: false,
-                    note,
-                })
-            };
+            let subject = format!("{} {}", s.name, s.uuid);
             if g.persistence && s.persistence != Some(true) {
-                push(
+                ops.push((
+                    subject.clone(),
                     Action::GpuPersistence {
                         uuid: s.uuid.clone(),
                     },
                     None,
-                );
+                ));
             }
-            if g.lock_sm_clock && s.sm_held != Some(true) {
-                let note = s.sm_held.is_none().then(|| {
-                    "whether the SM clock is already held cannot be told; locking it".to_string()
+            let mut lock = |d: GpuDomain, held: Option<bool>| {
+                let mut note = held.is_none().then(|| {
+                    format!(
+                        "whether the {} clock is already held cannot be told; locking it",
+                        d.as_str()
+                    )
                 });
-                push(
+                if let Some(snap) = &recorded {
+                    if let Some((lo, hi)) = snap
+                        .gpus
+                        .iter()
+                        .find(|f| f.uuid == s.uuid)
+                        .and_then(|f| super::gpu::foreign(f, d, tol))
+                    {
+                        note = Some(format!("someone else's lock ({lo}-{hi} MHz) is in place and will be overridden; revert cannot restore it"));
+                    }
+                }
+                ops.push((
+                    subject.clone(),
                     Action::GpuLock {
                         uuid: s.uuid.clone(),
-                        domain: GpuDomain::Sm,
+                        domain: d,
                     },
                     note,
-                );
+                ));
+            };
+            if g.lock_sm_clock && s.sm_held != Some(true) {
+                lock(GpuDomain::Sm, s.sm_held);
             }
             if g.lock_memory_clock && s.has_memory_domain && s.memory_held != Some(true) {
-                push(
-                    Action::GpuLock {
-                        uuid: s.uuid.clone(),
-                        domain: GpuDomain::Memory,
-                    },
-                    None,
-                );
+                lock(GpuDomain::Memory, s.memory_held);
+            }
+        }
+        match (&recorded, &mock_setters) {
+            (Some(snap), Some(m)) => {
+                if !ops.is_empty() {
+                    for (subject, op, _) in &ops {
+                        let r = match op {
+                            Action::GpuLock { uuid, domain } => {
+                                m.lock_max(uuid, *domain).map(|_| ())
+                            }
+                            Action::GpuPersistence { uuid } => {
+                                m.set_persistence(uuid, true).map(|_| ())
+                            }
+                            _ => Ok(()),
+                        };
+                        if let Err(e) = r {
+                            plan.note(ID, NoteLevel::Warn, format!("{subject}: {e}"));
+                        }
+                    }
+                    let mut after = snap.clone();
+                    for f in after.gpus.iter_mut() {
+                        if let Ok(n) =
+                            daqtune_probe::gpu::control::NvmlControl::facts(&m.ctl.nvml, &f.uuid)
+                        {
+                            *f = n;
+                        }
+                    }
+                    let mut text = after.to_json();
+                    text.push('\n');
+                    let subjects: Vec<String> = ops
+                        .iter()
+                        .map(|(_, a, _)| match a {
+                            Action::GpuLock { uuid, domain } => {
+                                format!("{} lock on {uuid}", domain.as_str())
+                            }
+                            Action::GpuPersistence { uuid } => format!("persistence on {uuid}"),
+                            _ => String::new(),
+                        })
+                        .collect();
+                    let from = cx.read(GPU_JSON);
+                    plan.changes.push(Change {
+                        check: ID.into(),
+                        subject: "recorded NVML".into(),
+                        action: Action::File {
+                            path: GPU_JSON.into(),
+                            from,
+                            to: text.into_bytes(),
+                            mode: 0o644,
+                        },
+                        reboot: false,
+                        note: Some(subjects.join(", ")),
+                    });
+                }
+            }
+            _ => {
+                for (subject, action, note) in ops {
+                    plan.changes.push(Change {
+                        check: ID.into(),
+                        subject,
+                        action,
+                        reboot: false,
+                        note,
+                    });
+                }
             }
         }
     }
@@ -1259,6 +1375,9 @@ fn plan_gpu_clocks(
     }
     Ok(())
 }
+
+/// Where a host root keeps its recorded GPU facts (the root's stand-in for NVML state).
+pub const GPU_JSON: &str = "/daqtune/gpu.json";
 
 fn plan_peermem(cx: &Ctx, plan: &mut Plan) -> Result<(), PlanError> {
     const ID: &str = "gpu.peermem";
