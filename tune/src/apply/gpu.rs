@@ -243,3 +243,41 @@ pub fn foreign(g: &GpuFacts, d: GpuDomain, tolerance_mhz: u32) -> Option<(u32, u
     };
     c.max_mhz.and_then(|t| foreign_lock(c, t, tolerance_mhz))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn facts(min: u32, cur: u32, idle: bool) -> GpuFacts {
+        let mut g = GpuFacts {
+            uuid: "GPU-x".into(),
+            ..Default::default()
+        };
+        g.sm_clock = DomainClocks {
+            current_mhz: Some(cur),
+            max_mhz: Some(2100),
+            pstate_min_mhz: Some(min),
+            pstate_max_mhz: Some(2100),
+            ..Default::default()
+        };
+        g.clock_event_reasons = Some(if idle { REASON_GPU_IDLE } else { 0 });
+        g
+    }
+
+    #[test]
+    fn held_like_the_check() {
+        // A lock narrows the P-state floor (IGX holds 1920 for 2100: within 250 MHz).
+        let g = facts(1920, 1920, true);
+        assert_eq!(held(&g.sm_clock, 250, &g), Some(true));
+        // Idle and dropped: not held.
+        let g = facts(210, 420, true);
+        assert_eq!(held(&g.sm_clock, 250, &g), Some(false));
+        // Busy, floor low: cannot be told.
+        let g = facts(210, 2100, false);
+        assert_eq!(held(&g.sm_clock, 250, &g), None);
+        // No maximum reported: nothing to judge against.
+        let mut g = facts(210, 420, true);
+        g.sm_clock.max_mhz = None;
+        assert_eq!(held(&g.sm_clock, 250, &g), None);
+    }
+}
