@@ -932,3 +932,138 @@ fn generate_every_kind() {
     ]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
 }
+
+mod acs {
+    use super::*;
+
+    const PORTS: [&str; 3] = ["0005:02:00.0", "0005:02:02.0", "0005:08:00.0"];
+
+    fn root_with_acs() -> tempfile::TempDir {
+        let root = prepared("igx-untuned", add_igx_pci);
+        add_igx_bridges(root.path(), 0x001d);
+        root
+    }
+
+    #[test]
+    fn without_allow_acs_only_warns() {
+        let root = root_with_acs();
+        let r = root.path();
+        let before = snapshot(r, &[]);
+        let o = run(&[
+            "apply",
+            "--root",
+            r.to_str().expect("utf8"),
+            "--profile",
+            "igx-orin",
+            "--only",
+            "pcie.acs",
+            "--yes",
+        ]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        assert!(
+            text(&o).contains("ACS redirect is set on 0005:02:00.0, 0005:02:02.0, 0005:08:00.0"),
+            "{}",
+            text(&o)
+        );
+        assert!(diff_snapshots(&before, &snapshot(r, &[])).is_empty());
+    }
+
+    #[test]
+    fn allow_acs_clears_redirect_bits_and_reverts() {
+        let root = root_with_acs();
+        let r = root.path();
+        let rs = r.to_str().expect("utf8");
+        let before = snapshot(r, &[]);
+        let o = run(&[
+            "apply",
+            "--root",
+            rs,
+            "--profile",
+            "igx-orin",
+            "--only",
+            "pcie.acs,kernel.cmdline",
+            "--allow-acs",
+            "--yes",
+        ]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        for p in PORTS {
+            // ReqRedir, CmpltRedir (and EgressCtrl) off; Source Validation and Upstream Forwarding kept.
+            assert_eq!(acs_ctrl(r, p), 0x0011, "{p}");
+        }
+        assert_eq!(acs_ctrl(r, "0005:00:00.0"), 0, "the root port had none set");
+        let d = read(r, "etc/default/grub.d/99-daqtune.cfg");
+        assert!(
+            d.contains("pci=disable_acs_redir=0005:02:00.0\\;0005:02:02.0\\;0005:08:00.0"),
+            "{d}"
+        );
+        // Idempotent, then byte-for-byte revert.
+        let mid = snapshot(r, &[]);
+        let o = run(&[
+            "apply",
+            "--root",
+            rs,
+            "--profile",
+            "igx-orin",
+            "--only",
+            "pcie.acs,kernel.cmdline",
+            "--allow-acs",
+            "--yes",
+        ]);
+        assert!(text(&o).contains("nothing to change"), "{}", text(&o));
+        assert!(diff_snapshots(&mid, &snapshot(r, &[])).is_empty());
+        let o = run(&["revert", "--root", rs, "--yes"]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        let after: std::collections::BTreeMap<String, String> = snapshot(r, &[])
+            .into_iter()
+            .filter(|(k, _)| !(k == "var" || k.starts_with("var/")))
+            .collect();
+        assert!(
+            diff_snapshots(&before, &after).is_empty(),
+            "{:#?}",
+            diff_snapshots(&before, &after)
+        );
+    }
+
+    #[test]
+    fn translating_iommu_refuses() {
+        let root = root_with_acs();
+        let r = root.path();
+        set_iommu(r, "0005:09:00.0", 7, "DMA-FQ");
+        let o = run(&[
+            "apply",
+            "--root",
+            r.to_str().expect("utf8"),
+            "--profile",
+            "igx-orin",
+            "--only",
+            "pcie.acs",
+            "--allow-acs",
+            "--yes",
+        ]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        assert!(
+            text(&o).contains("0005:09:00.0 is behind a translating IOMMU (group type DMA-FQ)"),
+            "{}",
+            text(&o)
+        );
+        assert!(text(&o).contains("iommu.passthrough=1"), "{}", text(&o));
+        for p in PORTS {
+            assert_eq!(acs_ctrl(r, p), 0x001d, "{p} untouched");
+        }
+        // Passthrough (identity) is fine.
+        std::fs::write(r.join("sys/kernel/iommu_groups/7/type"), "identity\n").expect("w");
+        let o = run(&[
+            "apply",
+            "--root",
+            r.to_str().expect("utf8"),
+            "--profile",
+            "igx-orin",
+            "--only",
+            "pcie.acs",
+            "--allow-acs",
+            "--yes",
+        ]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        assert_eq!(acs_ctrl(r, "0005:02:00.0"), 0x0011);
+    }
+}

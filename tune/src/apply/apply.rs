@@ -252,20 +252,22 @@ fn apply_one(
         }
         Action::ConfigWord {
             bdf,
+            register,
             path,
             offset,
             from,
             to,
+            mask,
         } => {
             let real = real_path(host, path, true)?;
             let cur = read_word(&real, *offset).map_err(|e| format!("{bdf}: {e}"))?;
             if cur == 0xffff {
                 return Err(format!(
-                    "{bdf}: DevCtl reads 0xffff (device gone or in reset); not writing"
+                    "{bdf}: {register} reads 0xffff (device gone or in reset); not writing"
                 ));
             }
             if cur != *from {
-                return Err(format!("{bdf}: DevCtl changed since planning (0x{from:04x} -> 0x{cur:04x}); run apply again"));
+                return Err(format!("{bdf}: {register} changed since planning (0x{from:04x} -> 0x{cur:04x}); run apply again"));
             }
             let idx = j
                 .record(
@@ -276,22 +278,32 @@ fn apply_one(
                         offset: *offset,
                         original: cur,
                         new: *to,
+                        mask: *mask,
                     },
                 )
                 .map_err(jerr)?;
+            let what = if register == "DevCtl" {
+                format!("MRRS of {bdf}")
+            } else {
+                format!("{register} of {bdf}")
+            };
             w.pwrite(&real, *offset, &to.to_le_bytes())
-                .map_err(io_err(&format!("MRRS of {bdf}"), lockdown))?;
+                .map_err(io_err(&what, lockdown))?;
             j.mark_done(w, idx).map_err(jerr)?;
             let back = read_word(&real, *offset).map_err(|e| format!("{bdf}: read back: {e}"))?;
-            if back & 0x7000 != to & 0x7000 {
+            if back & mask != to & mask {
                 return Err(format!(
-                    "{bdf}: wrote DevCtl 0x{to:04x}, reads back 0x{back:04x}"
+                    "{bdf}: wrote {register} 0x{to:04x}, reads back 0x{back:04x}"
                 ));
             }
-            Ok(format!(
-                "{bdf} MRRS = {} (DevCtl 0x{back:04x})",
-                128u32 << ((back >> 12) & 7)
-            ))
+            Ok(if register == "DevCtl" {
+                format!(
+                    "{bdf} MRRS = {} (DevCtl 0x{back:04x})",
+                    128u32 << ((back >> 12) & 7)
+                )
+            } else {
+                format!("{bdf} {register} = 0x{back:04x}")
+            })
         }
         Action::GpuLock { uuid, domain } => {
             let g = gpu.ok_or("no GPU control available")?;

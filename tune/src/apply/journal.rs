@@ -66,13 +66,16 @@ pub enum Entry {
         original: u32,
         new: u32,
     },
-    /// A config-space DevCtl written (MRRS).
+    /// A config-space register written (DevCtl for MRRS, ACS Control); only `mask` bits
+    /// were changed and only they go back.
     ConfigWord {
         bdf: String,
         path: String,
         offset: u64,
         original: u16,
         new: u16,
+        #[serde(default = "mrrs_mask")]
+        mask: u16,
     },
     /// A module daqtune loaded (it was not loaded before).
     Module { name: String },
@@ -87,6 +90,10 @@ pub enum Entry {
         uuid: String,
         original: Option<bool>,
     },
+}
+
+fn mrrs_mask() -> u16 {
+    0x7000
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -28,13 +28,17 @@ pub enum Action {
     },
     /// Set an MTU with SIOCSIFMTU (live hosts; under a root it is an `Attr` on `mtu`).
     Mtu { ifname: String, from: u32, to: u32 },
-    /// Read-modify-write of a 16-bit config-space register (DevCtl for MRRS).
+    /// Read-modify-write of a 16-bit config-space register: DevCtl for MRRS (`mask` 0x7000),
+    /// ACS Control for the redirect bits. Only `mask` bits change.
     ConfigWord {
         bdf: String,
+        /// What the register is, for messages (`DevCtl`, `ACSCtl`).
+        register: String,
         path: String,
         offset: u64,
         from: u16,
         to: u16,
+        mask: u16,
     },
     /// modprobe (live hosts).
     Module { name: String },
@@ -306,11 +310,7 @@ pub fn build_plan_with(
             "cpu.idle" => plan_idle(&cx, &mut plan),
             "hugepages" => plan_hugepages(&cx, &mut plan)?,
             "pcie.mrrs" => plan_mrrs(&cx, &mut plan)?,
-            "pcie.acs" if opts.allow_acs || !opts.only.is_empty() => plan.note(
-                id,
-                NoteLevel::Skip,
-                "ACS redirect changes are not implemented in this build; the ports come from `daqtune check pcie.acs`, and the persistent form is the kernel argument `pci=disable_acs_redir=<bdf>;<bdf>` (rendered with `;` escaped for grub)",
-            ),
+            "pcie.acs" => plan_acs(&cx, &mut plan)?,
             "nic.mtu" => plan_mtu(&cx, &mut plan)?,
             "gpu.peermem" => plan_peermem(&cx, &mut plan)?,
             "gpu.clocks" => plan_gpu_clocks(&cx, &mut plan, gpu)?,
@@ -524,8 +524,16 @@ pub fn pending_kernel_args(host: &Host, lp: &LoadedProfile) -> Option<Vec<String
 
 fn plan_kernel_args(cx: &Ctx, plan: &mut Plan) -> Result<(), PlanError> {
     const ID: &str = "kernel.cmdline";
-    let (spec, notes) =
+    let (mut spec, notes) =
         kernel_arg_spec(cx.host, cx.lp).map_err(|e| PlanError::Device("kernel".into(), e))?;
+    // `pci=disable_acs_redir=` only with --allow-acs, and only where no IOMMU translates.
+    if cx.opts.allow_acs && cx.kernel_version().is_some_and(|v| (v.0, v.1) >= (5, 1)) {
+        if let Ok(ports) = acs_ports(cx.host) {
+            if ports.iter().all(|p| p.iommu_blocks.is_none()) {
+                spec.acs_redir_disable = ports.iter().filter_map(|p| p.bdf.parse().ok()).collect();
+            }
+        }
+    }
     for n in notes {
         plan.note(ID, NoteLevel::Warn, n);
     }
@@ -921,7 +929,15 @@ fn plan_mrrs(cx: &Ctx, plan: &mut Plan) -> Result<(), PlanError> {
                 plan.changes.push(Change {
                     check: ID.into(),
                     subject: pf.bdf.clone(),
-                    action: Action::ConfigWord { bdf: pf.bdf.clone(), path, offset: off as u64, from: devctl, to: new },
+                    action: Action::ConfigWord {
+                        bdf: pf.bdf.clone(),
+                        register: "DevCtl".into(),
+                        path,
+                        offset: off as u64,
+                        from: devctl,
+                        to: new,
+                        mask: 0x7000,
+                    },
                     reboot: false,
                     note: Some(format!("MRRS {cur} -> {want} (DevCtl at 0x{off:x}: 0x{devctl:04x} -> 0x{new:04x}, bits 14:12 only)")),
                 });
@@ -1378,6 +1394,180 @@ fn plan_gpu_clocks(
 
 /// Where a host root keeps its recorded GPU facts (the root's stand-in for NVML state).
 pub const GPU_JSON: &str = "/daqtune/gpu.json";
+
+/// A port between a GPU and a ConnectX PF with an ACS capability.
+#[derive(Debug, Clone)]
+pub struct AcsPort {
+    pub bdf: String,
+    pub offset: usize,
+    pub cap: u16,
+    pub ctrl: u16,
+    /// The GPU and NIC whose path crosses it.
+    pub ends: (String, String),
+    /// Why the redirect may not be cleared for them (a translating IOMMU), if so.
+    pub iommu_blocks: Option<String>,
+}
+
+/// Ports on every GPU <-> ConnectX path whose ACS capability offers a P2P redirect control
+/// (whether it is set now or not: the persistent kernel argument must not depend on whether
+/// the runtime change was already made).
+pub fn acs_ports(host: &Host) -> Result<Vec<AcsPort>, String> {
+    use daqtune_probe::pci::config::ACS_P2P_REDIRECT_MASK;
+    let tree = read_pci(host, ReadOptions::default())
+        .map_err(|e| format!("cannot read the PCI tree: {e}"))?;
+    let nics: Vec<_> = discover_nics(host, &tree)
+        .into_iter()
+        .filter(|n| n.connectx && !n.is_vf)
+        .collect();
+    // Identity (passthrough) or no IOMMU group (IOMMU off) leaves DMA untranslated.
+    let translating = |a: daqtune_probe::pci::PciAddr| -> Option<String> {
+        let d = tree.get(a)?;
+        match d.iommu_type.as_deref() {
+            None | Some("identity") => None,
+            Some(t) => Some(format!(
+                "{a} is behind a translating IOMMU (group type {t})"
+            )),
+        }
+    };
+    let mut out: Vec<AcsPort> = Vec::new();
+    for gpu in tree.gpus() {
+        for nic in &nics {
+            let path = daqtune_probe::pci::topo::classify(&tree, gpu.addr, nic.addr);
+            let blocks = translating(gpu.addr).or_else(|| translating(nic.addr));
+            for p in path.ports() {
+                let Some(acs) = tree
+                    .get(p)
+                    .and_then(|d| d.config.as_ref())
+                    .and_then(|c| c.acs)
+                else {
+                    continue;
+                };
+                if acs.cap & ACS_P2P_REDIRECT_MASK == 0
+                    || out.iter().any(|o| o.bdf == p.to_string())
+                {
+                    continue;
+                }
+                out.push(AcsPort {
+                    bdf: p.to_string(),
+                    offset: acs.offset,
+                    cap: acs.cap,
+                    ctrl: acs.ctrl,
+                    ends: (gpu.addr.to_string(), nic.addr.to_string()),
+                    iommu_blocks: blocks.clone(),
+                });
+            }
+        }
+    }
+    out.sort_by(|a, b| a.bdf.cmp(&b.bdf));
+    Ok(out)
+}
+
+fn plan_acs(cx: &Ctx, plan: &mut Plan) -> Result<(), PlanError> {
+    use daqtune_probe::pci::config::ACS_P2P_REDIRECT_MASK;
+    const ID: &str = "pcie.acs";
+    let ports = match acs_ports(cx.host) {
+        Ok(p) => p,
+        Err(e) => {
+            plan.note(ID, NoteLevel::Skip, e);
+            return Ok(());
+        }
+    };
+    let set: Vec<&AcsPort> = ports
+        .iter()
+        .filter(|p| p.ctrl & ACS_P2P_REDIRECT_MASK != 0)
+        .collect();
+    if !cx.opts.allow_acs {
+        if !set.is_empty() {
+            let list: Vec<&str> = set.iter().map(|p| p.bdf.as_str()).collect();
+            plan.note(ID, NoteLevel::Warn, format!(
+                "ACS redirect is set on {} (GPU <-> NIC peer traffic goes up to the root complex); `--allow-acs` clears it, only where the IOMMU is off or in passthrough for those devices",
+                list.join(", ")
+            ));
+        }
+        return Ok(());
+    }
+    if let Some(b) = ports.iter().find_map(|p| p.iommu_blocks.clone()) {
+        plan.note(ID, NoteLevel::Skip, format!("{b}: clearing ACS redirect would let peer DMA bypass the IOMMU's translation; set `iommu=pt` (x86) or `iommu.passthrough=1` (arm64) first"));
+        return Ok(());
+    }
+    if cx.opts.runtime {
+        for p in &set {
+            let path = format!("/sys/bus/pci/devices/{}/config", p.bdf);
+            let off = p.offset + 6;
+            // The decoded value may be stale: read the register now.
+            let cur = match cx.host.read_bytes(&path) {
+                Ok(b) if b.len() >= off + 2 => u16::from_le_bytes([b[off], b[off + 1]]),
+                Ok(_) => {
+                    plan.note(
+                        ID,
+                        NoteLevel::Skip,
+                        format!(
+                            "{}: the ACS capability is beyond the visible config space (not root)",
+                            p.bdf
+                        ),
+                    );
+                    continue;
+                }
+                Err(e) => {
+                    plan.note(ID, NoteLevel::Skip, format!("{}: {e}", p.bdf));
+                    continue;
+                }
+            };
+            if cur == 0xffff {
+                plan.note(
+                    ID,
+                    NoteLevel::Skip,
+                    format!(
+                        "{}: ACSCtl reads 0xffff (device gone); refusing to write",
+                        p.bdf
+                    ),
+                );
+                continue;
+            }
+            let to = cur & !ACS_P2P_REDIRECT_MASK;
+            if to != cur {
+                plan.changes.push(Change {
+                    check: ID.into(),
+                    subject: p.bdf.clone(),
+                    action: Action::ConfigWord {
+                        bdf: p.bdf.clone(),
+                        register: "ACSCtl".into(),
+                        path,
+                        offset: off as u64,
+                        from: cur,
+                        to,
+                        mask: ACS_P2P_REDIRECT_MASK,
+                    },
+                    reboot: false,
+                    note: Some(format!(
+                        "ReqRedir/CmpltRedir/EgressCtrl off on the path {} <-> {}",
+                        p.ends.0, p.ends.1
+                    )),
+                });
+            }
+        }
+    }
+    // Persistent: the kernel argument (kernel.cmdline carries it) where the kernel has it
+    // (5.1+) and daqtune writes the boot configuration; else a unit that runs this at boot.
+    let kv = cx.kernel_version();
+    let by_cmdline = kv.is_some_and(|v| (v.0, v.1) >= (5, 1))
+        && boot_config(cx.host, cx.lp) != BootConfig::Unknown;
+    if cx.opts.persist && !ports.is_empty() && !by_cmdline {
+        let u = systemd::acs_unit(&cx.opts.exe, &profile_ref(cx));
+        let text = u.render()?;
+        cx.file_change(
+            plan,
+            ID,
+            &u.name,
+            &format!("/etc/systemd/system/{}", u.name),
+            text,
+            0o644,
+            false,
+        );
+        cx.enable(plan, ID, &u.name, "multi-user.target");
+    }
+    Ok(())
+}
 
 fn plan_peermem(cx: &Ctx, plan: &mut Plan) -> Result<(), PlanError> {
     const ID: &str = "gpu.peermem";

@@ -93,7 +93,15 @@ fn describe(e: &Entry) -> String {
         Entry::Mtu {
             ifname, original, ..
         } => format!("MTU of {ifname} = {original}"),
-        Entry::ConfigWord { bdf, original, .. } => format!("{bdf} DevCtl = 0x{original:04x}"),
+        Entry::ConfigWord {
+            bdf,
+            original,
+            mask,
+            ..
+        } => format!(
+            "{bdf} config bits 0x{mask:04x} back to 0x{:04x}",
+            original & mask
+        ),
         Entry::Module { name } => format!("unload {name}"),
         Entry::GpuLock {
             uuid,
@@ -245,18 +253,18 @@ fn undo(
             path,
             offset,
             original,
-            new,
+            mask,
+            ..
         } => {
             let real = real_path(host, path, true)?;
             let cur = read_word(&real, *offset).map_err(ioe(bdf))?;
             if cur == 0xffff {
                 return Err(format!(
-                    "{bdf}: DevCtl reads 0xffff (device gone); not writing"
+                    "{bdf}: the register reads 0xffff (device gone); not writing"
                 ));
             }
-            // Only bits 14:12 go back; anything else the register gained since stays.
-            let restored = (cur & !0x7000) | (original & 0x7000);
-            let _ = new;
+            // Only the bits apply changed go back; anything else the register gained since stays.
+            let restored = (cur & !mask) | (original & mask);
             w.pwrite(&real, *offset, &restored.to_le_bytes())
                 .map_err(ioe(bdf))?;
             Ok(())

@@ -326,3 +326,97 @@ pub fn diff_snapshots(a: &BTreeMap<String, String>, b: &BTreeMap<String, String>
     }
     d
 }
+
+/// A PCIe bridge's config space: type-1 header, a PCI Express capability of `port_type`
+/// (4 root port, 5 switch upstream, 6 switch downstream) and, when given, an ACS extended
+/// capability (capability, control) at 0x100.
+pub fn bridge_config(port_type: u8, acs: Option<(u16, u16)>) -> Vec<u8> {
+    let mut b = vec![0u8; 4096];
+    b[0..2].copy_from_slice(&0x10b5u16.to_le_bytes());
+    b[2..4].copy_from_slice(&0xc010u16.to_le_bytes());
+    b[0x0a] = 0x04;
+    b[0x0b] = 0x06;
+    b[0x0e] = 0x01;
+    b[0x06] = 0x10;
+    b[0x34] = 0x40;
+    b[0x40] = 0x10;
+    b[0x41] = 0;
+    b[0x42] = 0x02 | (port_type << 4);
+    if let Some((cap, ctrl)) = acs {
+        let hdr: u32 = 0x000d | (1 << 16);
+        b[0x100..0x104].copy_from_slice(&hdr.to_le_bytes());
+        b[0x104..0x106].copy_from_slice(&cap.to_le_bytes());
+        b[0x106..0x108].copy_from_slice(&ctrl.to_le_bytes());
+    }
+    b
+}
+
+/// The bridges above IGX's CX-7 and GPU (seed 000's lspci -tv): a root port, the on-board
+/// switch, and the GPU's second switch. The downstream ports carry ACS with `acs_ctrl`.
+pub fn add_igx_bridges(root: &Path, acs_ctrl: u16) {
+    let acs = Some((0x007f, acs_ctrl));
+    let bridges: [(&[&str], &str, u8, Option<(u16, u16)>); 6] = [
+        (&[], "0005:00:00.0", 4, Some((0x007f, 0))),
+        (&["0005:00:00.0"], "0005:01:00.0", 5, None),
+        (&["0005:00:00.0", "0005:01:00.0"], "0005:02:00.0", 6, acs),
+        (&["0005:00:00.0", "0005:01:00.0"], "0005:02:02.0", 6, acs),
+        (
+            &["0005:00:00.0", "0005:01:00.0", "0005:02:02.0"],
+            "0005:07:00.0",
+            5,
+            None,
+        ),
+        (
+            &[
+                "0005:00:00.0",
+                "0005:01:00.0",
+                "0005:02:02.0",
+                "0005:07:00.0",
+            ],
+            "0005:08:00.0",
+            6,
+            acs,
+        ),
+    ];
+    for (chain, bdf, pt, acs) in bridges {
+        add_function(
+            root,
+            &Func {
+                chain,
+                bdf,
+                vendor: 0x10b5,
+                device: 0xc010,
+                class: 0x060400,
+                driver: "pcieport",
+                config: bridge_config(pt, acs),
+                netdev: None,
+                physfn: None,
+            },
+        );
+    }
+}
+
+/// Put `bdf` in IOMMU group `group` of `kind` (`identity`, `DMA`, `DMA-FQ`).
+pub fn set_iommu(root: &Path, bdf: &str, group: u32, kind: &str) {
+    let dev =
+        std::fs::canonicalize(root.join(format!("sys/bus/pci/devices/{bdf}"))).expect("device");
+    let rel = dev
+        .strip_prefix(std::fs::canonicalize(root.join("sys")).expect("sys"))
+        .expect("inside sys");
+    let ups = "../".repeat(rel.components().count());
+    w(
+        root,
+        &format!("sys/kernel/iommu_groups/{group}/type"),
+        format!("{kind}\n").as_bytes(),
+    );
+    symlink(
+        format!("{ups}kernel/iommu_groups/{group}"),
+        dev.join("iommu_group"),
+    )
+    .expect("iommu link");
+}
+
+pub fn acs_ctrl(root: &Path, bdf: &str) -> u16 {
+    let b = std::fs::read(root.join(format!("sys/bus/pci/devices/{bdf}/config"))).expect("config");
+    u16::from_le_bytes([b[0x106], b[0x107]])
+}
