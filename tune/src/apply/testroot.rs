@@ -355,7 +355,8 @@ pub fn bridge_config(port_type: u8, acs: Option<(u16, u16)>) -> Vec<u8> {
 /// switch, and the GPU's second switch. The downstream ports carry ACS with `acs_ctrl`.
 pub fn add_igx_bridges(root: &Path, acs_ctrl: u16) {
     let acs = Some((0x007f, acs_ctrl));
-    let bridges: [(&[&str], &str, u8, Option<(u16, u16)>); 6] = [
+    type Bridge<'a> = (&'a [&'a str], &'a str, u8, Option<(u16, u16)>);
+    let bridges: [Bridge; 6] = [
         (&[], "0005:00:00.0", 4, Some((0x007f, 0))),
         (&["0005:00:00.0"], "0005:01:00.0", 5, None),
         (&["0005:00:00.0", "0005:01:00.0"], "0005:02:00.0", 6, acs),
