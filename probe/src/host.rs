@@ -397,9 +397,11 @@ impl Host {
     pub fn read_link(&self, host_path: &str) -> ReadResult<String> {
         self.record(host_path, Access::Probe);
         let p = self.resolve_parent(host_path)?;
-        std::fs::read_link(&p)
-            .map(|t| t.to_string_lossy().into_owned())
-            .map_err(|e| ReadError::from_io(host_path, e))
+        let target = std::fs::read_link(&p).map_err(|e| ReadError::from_io(host_path, e))?;
+        // The link itself is what was read (`physfn`, `driver`, `iommu_group`): a snapshot
+        // must recreate it as a link, not as whatever it points to.
+        self.record_link(normalize(host_path), &target);
+        Ok(target.to_string_lossy().into_owned())
     }
 
     /// The host path a symlink (or path with symlinked components) resolves to, as a host

@@ -46,6 +46,8 @@ pub enum Command {
     Revert(crate::apply::RevertArgs),
     /// Print one persistent artifact (grub drop-in, unit, udev rule, ...) for image builders.
     Generate(crate::apply::GenerateArgs),
+    /// GPU / NIC / NVMe topology matrix (like `nvidia-smi topo -m`) and the PCIe tree as SVG.
+    Topo(crate::topo::TopoArgs),
     /// Capture what the checks read as a host root (a directory or a .tar.zst).
     Snapshot(SnapshotArgs),
     /// Compare two reports (JSON) or snapshots, check by check.

@@ -13,4 +13,5 @@ pub mod gate;
 pub mod profile;
 pub mod report;
 pub mod snapshot;
+pub mod topo;
 pub mod verdict;

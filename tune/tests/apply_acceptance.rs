@@ -101,6 +101,7 @@ fn full_cycle(
     let rs = r.to_str().expect("utf8");
     let before = snapshot(r, &[]);
     let grub_before = std::fs::read(r.join("etc/default/grub")).expect("grub");
+    let devctl_before: Vec<u16> = pfs.iter().map(|b| devctl(r, b)).collect();
 
     // Without --yes and without a terminal: exit 2, nothing changes.
     let o = run(&["apply", "--root", rs, "--profile", profile]);
@@ -137,14 +138,10 @@ fn full_cycle(
         }
     }
     // Whatever check engine is present, the kernel state the checks read is what apply set.
-    for bdf in pfs {
+    for (bdf, b) in pfs.iter().zip(&devctl_before) {
         let d = devctl(r, bdf);
         assert_eq!((d >> 12) & 7, 5, "{bdf}: MRRS 4096 in DevCtl 0x{d:04x}");
-        assert_eq!(
-            d & !0x7000,
-            DEVCTL_UNTUNED & !0x7000,
-            "{bdf}: only bits 14:12 change"
-        );
+        assert_eq!(d & !0x7000, b & !0x7000, "{bdf}: only bits 14:12 change");
     }
     for i in ifaces {
         assert_eq!(read(r, &format!("sys/class/net/{i}/mtu")), "9000\n");
@@ -232,7 +229,7 @@ fn igx_orin_apply_check_reapply_revert() {
         add_igx_pci,
         "igx-orin",
         "/etc/default/grub.d/99-daqtune.cfg",
-        &["eth0", "eth1"],
+        &["cx7_0", "cx7_1"],
         &["0005:03:00.0", "0005:03:00.1"],
         "pending-reboot",
         |r| {
@@ -262,7 +259,7 @@ fn igx_orin_apply_check_reapply_revert() {
             assert!(read(r, "proc/modules").contains("nvidia_peermem "));
             assert!(read(r, "etc/modules-load.d/daqtune.conf").ends_with("\nnvidia-peermem\n"));
             // IGX has no netplan or NetworkManager in the fixture: networkd .link files.
-            assert!(read(r, "etc/systemd/network/10-daqtune-eth0.link")
+            assert!(read(r, "etc/systemd/network/10-daqtune-cx7_0.link")
                 .contains("MACAddress=48:b0:2d:f4:07:fb\n"));
         },
     );
@@ -481,6 +478,7 @@ fn only_and_device_select_one_pf() {
     let root = prepared("spark", add_spark_pci);
     let r = root.path();
     let rs = r.to_str().expect("utf8");
+    let other_before = devctl(r, "0002:01:00.0");
     // What the udev rule runs when one PF reappears.
     let o = run(&[
         "apply",
@@ -497,7 +495,11 @@ fn only_and_device_select_one_pf() {
     ]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     assert_eq!((devctl(r, "0002:01:00.1") >> 12) & 7, 5);
-    assert_eq!(devctl(r, "0000:01:00.0"), DEVCTL_UNTUNED);
+    assert_eq!(
+        devctl(r, "0002:01:00.0"),
+        other_before,
+        "only the named PF is written"
+    );
     assert!(
         !r.join("etc/udev").exists(),
         "--runtime-only writes no file"
@@ -937,10 +939,20 @@ mod acs {
     use super::*;
 
     const PORTS: [&str; 3] = ["0005:02:00.0", "0005:02:02.0", "0005:08:00.0"];
+    const REDIRECT: u16 = 0x002c; // ReqRedir | CmpltRedir | EgressCtrl
 
+    /// The IGX root with ACS redirect set on the downstream ports of the GPU <-> NIC path
+    /// (the fixture's own values when it has its PCI tree).
     fn root_with_acs() -> tempfile::TempDir {
         let root = prepared("igx-untuned", add_igx_pci);
         add_igx_bridges(root.path(), 0x001d);
+        for p in PORTS {
+            assert_ne!(
+                acs_ctrl(root.path(), p) & REDIRECT,
+                0,
+                "{p}: the fixture must have a redirect set"
+            );
+        }
         root
     }
 
@@ -972,8 +984,11 @@ mod acs {
     fn allow_acs_clears_redirect_bits_and_reverts() {
         let root = root_with_acs();
         let r = root.path();
+        // Passthrough for every group: the condition under which redirect may be cleared.
+        set_all_iommu(r, "identity");
         let rs = r.to_str().expect("utf8");
         let before = snapshot(r, &[]);
+        let ctrl_before: Vec<u16> = PORTS.iter().map(|p| acs_ctrl(r, p)).collect();
         let o = run(&[
             "apply",
             "--root",
@@ -986,11 +1001,10 @@ mod acs {
             "--yes",
         ]);
         assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-        for p in PORTS {
-            // ReqRedir, CmpltRedir (and EgressCtrl) off; Source Validation and Upstream Forwarding kept.
-            assert_eq!(acs_ctrl(r, p), 0x0011, "{p}");
+        for (p, b) in PORTS.iter().zip(&ctrl_before) {
+            // ReqRedir, CmpltRedir and EgressCtrl off; every other control kept.
+            assert_eq!(acs_ctrl(r, p), b & !REDIRECT, "{p}");
         }
-        assert_eq!(acs_ctrl(r, "0005:00:00.0"), 0, "the root port had none set");
         let d = read(r, "etc/default/grub.d/99-daqtune.cfg");
         assert!(
             d.contains("pci=disable_acs_redir=0005:02:00.0\\;0005:02:02.0\\;0005:08:00.0"),
@@ -1028,7 +1042,19 @@ mod acs {
     fn translating_iommu_refuses() {
         let root = root_with_acs();
         let r = root.path();
-        set_iommu(r, "0005:09:00.0", 7, "DMA-FQ");
+        set_all_iommu(r, "identity");
+        if !r
+            .join("sys/bus/pci/devices/0005:09:00.0/iommu_group")
+            .exists()
+        {
+            set_iommu(r, "0005:09:00.0", 7, "DMA-FQ");
+        }
+        std::fs::write(
+            r.join("sys/bus/pci/devices/0005:09:00.0/iommu_group/type"),
+            "DMA-FQ\n",
+        )
+        .expect("w");
+        let ctrl_before: Vec<u16> = PORTS.iter().map(|p| acs_ctrl(r, p)).collect();
         let o = run(&[
             "apply",
             "--root",
@@ -1047,11 +1073,15 @@ mod acs {
             text(&o)
         );
         assert!(text(&o).contains("iommu.passthrough=1"), "{}", text(&o));
-        for p in PORTS {
-            assert_eq!(acs_ctrl(r, p), 0x001d, "{p} untouched");
+        for (p, b) in PORTS.iter().zip(&ctrl_before) {
+            assert_eq!(acs_ctrl(r, p), *b, "{p} untouched");
         }
         // Passthrough (identity) is fine.
-        std::fs::write(r.join("sys/kernel/iommu_groups/7/type"), "identity\n").expect("w");
+        std::fs::write(
+            r.join("sys/bus/pci/devices/0005:09:00.0/iommu_group/type"),
+            "identity\n",
+        )
+        .expect("w");
         let o = run(&[
             "apply",
             "--root",
@@ -1064,6 +1094,6 @@ mod acs {
             "--yes",
         ]);
         assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-        assert_eq!(acs_ctrl(r, "0005:02:00.0"), 0x0011);
+        assert_eq!(acs_ctrl(r, "0005:02:00.0") & REDIRECT, 0);
     }
 }

@@ -69,7 +69,8 @@ fn x86_text_report_stays_short() {
     ]);
     let text = String::from_utf8_lossy(&out.stdout);
     let lines = text.lines().filter(|l| !l.trim().is_empty()).count();
-    assert!(lines <= 40, "{lines} lines:\n{text}");
+    // 19 checks over CPU, kernel, memory, PCIe and NIC: one line per folded verdict plus fixes.
+    assert!(lines <= 50, "{lines} lines:\n{text}");
     assert!(!text.contains('\x1b'), "no color when piped");
     assert!(text.contains("summary:"));
 }

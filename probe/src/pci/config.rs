@@ -239,7 +239,9 @@ fn walk_caps(b: &[u8]) -> (Vec<(u8, usize)>, bool, Option<String>) {
             return (
                 caps,
                 false,
-                Some(format!("capability pointer 0x{ptr:02x} points into the header")),
+                Some(format!(
+                    "capability pointer 0x{ptr:02x} points into the header"
+                )),
             );
         }
         if ptr + 1 >= b.len() {
@@ -247,7 +249,11 @@ fn walk_caps(b: &[u8]) -> (Vec<(u8, usize)>, bool, Option<String>) {
         }
         let id = b[ptr];
         if id == 0xff {
-            return (caps, false, Some(format!("capability at 0x{ptr:02x} reads 0xff")));
+            return (
+                caps,
+                false,
+                Some(format!("capability at 0x{ptr:02x} reads 0xff")),
+            );
         }
         caps.push((id, ptr));
         ptr = (b[ptr + 1] & 0xfc) as usize;
@@ -262,7 +268,12 @@ fn walk_ext_caps(b: &[u8]) -> (Vec<(u16, usize)>, Option<String>) {
     // (4096 - 256) / 4 headers at most.
     for _ in 0..960 {
         let Some(hdr) = rd32(b, off) else {
-            return (caps, Some(format!("extended capability at 0x{off:03x} is beyond the readable bytes")));
+            return (
+                caps,
+                Some(format!(
+                    "extended capability at 0x{off:03x} is beyond the readable bytes"
+                )),
+            );
         };
         if hdr == 0 || hdr == 0xffff_ffff {
             return (caps, None);
@@ -274,7 +285,12 @@ fn walk_ext_caps(b: &[u8]) -> (Vec<(u16, usize)>, Option<String>) {
             return (caps, None);
         }
         if next < 0x100 {
-            return (caps, Some(format!("extended capability pointer 0x{next:03x} is below 0x100")));
+            return (
+                caps,
+                Some(format!(
+                    "extended capability pointer 0x{next:03x} is below 0x100"
+                )),
+            );
         }
         off = next;
     }
@@ -339,7 +355,10 @@ pub fn decode(b: &[u8]) -> Result<ConfigSpace, ConfigError> {
     if let Some(n) = note {
         notes.push(n);
     }
-    let pcie_off = caps.iter().find(|(id, _)| *id == CAP_ID_PCIE).map(|(_, o)| *o);
+    let pcie_off = caps
+        .iter()
+        .find(|(id, _)| *id == CAP_ID_PCIE)
+        .map(|(_, o)| *o);
     let (pcie, pcie_visibility) = match pcie_off {
         Some(off) => match decode_pcie(b, off) {
             Some(p) => (Some(p), Visibility::Present),
@@ -366,7 +385,9 @@ pub fn decode(b: &[u8]) -> Result<ConfigSpace, ConfigError> {
             (Vec::new(), Visibility::Absent)
         } else {
             if b.len() == CONVENTIONAL_LEN {
-                notes.push("extended capabilities (0x100 and up) not readable: 256-byte config".into());
+                notes.push(
+                    "extended capabilities (0x100 and up) not readable: 256-byte config".into(),
+                );
             }
             (Vec::new(), Visibility::Hidden)
         }
@@ -511,7 +532,17 @@ pub(crate) mod tests {
     }
 
     /// PCIe capability body (after id/next): flags, devcap, devctl, devsta, lnkcap, lnkctl, lnksta.
-    pub fn pcie_body(port: u8, mps_sup: u32, mps: u16, mrrs: u16, speed: u8, width: u8, sta_speed: u8, sta_width: u8) -> Vec<u8> {
+    #[allow(clippy::too_many_arguments)]
+    pub fn pcie_body(
+        port: u8,
+        mps_sup: u32,
+        mps: u16,
+        mrrs: u16,
+        speed: u8,
+        width: u8,
+        sta_speed: u8,
+        sta_width: u8,
+    ) -> Vec<u8> {
         let mut v = Vec::new();
         v.extend_from_slice(&(2u16 | ((port as u16) << 4)).to_le_bytes());
         v.extend_from_slice(&(mps_sup).to_le_bytes());
@@ -533,8 +564,15 @@ pub(crate) mod tests {
             0x1021,
             0x020000,
             false,
-            &[(0x01, 0x60, vec![0x03, 0x00]), (0x10, off, pcie_body(0, 2, 0, 5, 5, 16, 5, 16)), (0x11, 0xb0, vec![])],
-            &[(0x0001, 0x100, vec![]), (0x000d, 0x148, vec![0x00, 0x00, 0x00, 0x00])],
+            &[
+                (0x01, 0x60, vec![0x03, 0x00]),
+                (0x10, off, pcie_body(0, 2, 0, 5, 5, 16, 5, 16)),
+                (0x11, 0xb0, vec![]),
+            ],
+            &[
+                (0x0001, 0x100, vec![]),
+                (0x000d, 0x148, vec![0x00, 0x00, 0x00, 0x00]),
+            ],
         )
     }
 
@@ -553,7 +591,10 @@ pub(crate) mod tests {
         // A fixed 0x68 offset lands inside the PCIe capability's header, not on DevCtl.
         let fixed = u16::from_le_bytes([b[0x68], b[0x69]]);
         assert_ne!(fixed, p.devctl);
-        assert_eq!(c.ext_caps.iter().map(|e| e.0).collect::<Vec<_>>(), vec![0x0001, 0x000d]);
+        assert_eq!(
+            c.ext_caps.iter().map(|e| e.0).collect::<Vec<_>>(),
+            vec![0x0001, 0x000d]
+        );
         assert!(c.acs.is_some());
     }
 

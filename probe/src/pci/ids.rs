@@ -20,25 +20,65 @@ pub const VENDOR_NVIDIA: u16 = 0x10de;
 /// and workstation GPUs. IDs from the vendors' public device lists.
 const BUILTIN_DEVICES: &[(u16, u16, &str)] = &[
     (0x15b3, 0x1013, "MT27700 Family [ConnectX-4]"),
-    (0x15b3, 0x1014, "MT27700 Family [ConnectX-4 Virtual Function]"),
+    (
+        0x15b3,
+        0x1014,
+        "MT27700 Family [ConnectX-4 Virtual Function]",
+    ),
     (0x15b3, 0x1015, "MT27710 Family [ConnectX-4 Lx]"),
-    (0x15b3, 0x1016, "MT27710 Family [ConnectX-4 Lx Virtual Function]"),
+    (
+        0x15b3,
+        0x1016,
+        "MT27710 Family [ConnectX-4 Lx Virtual Function]",
+    ),
     (0x15b3, 0x1017, "MT27800 Family [ConnectX-5]"),
-    (0x15b3, 0x1018, "MT27800 Family [ConnectX-5 Virtual Function]"),
+    (
+        0x15b3,
+        0x1018,
+        "MT27800 Family [ConnectX-5 Virtual Function]",
+    ),
     (0x15b3, 0x1019, "MT28800 Family [ConnectX-5 Ex]"),
-    (0x15b3, 0x101a, "MT28800 Family [ConnectX-5 Ex Virtual Function]"),
+    (
+        0x15b3,
+        0x101a,
+        "MT28800 Family [ConnectX-5 Ex Virtual Function]",
+    ),
     (0x15b3, 0x101b, "MT28908 Family [ConnectX-6]"),
-    (0x15b3, 0x101c, "MT28908 Family [ConnectX-6 Virtual Function]"),
+    (
+        0x15b3,
+        0x101c,
+        "MT28908 Family [ConnectX-6 Virtual Function]",
+    ),
     (0x15b3, 0x101d, "MT2892 Family [ConnectX-6 Dx]"),
     (0x15b3, 0x101e, "ConnectX Family mlx5Gen Virtual Function"),
     (0x15b3, 0x101f, "MT2894 Family [ConnectX-6 Lx]"),
     (0x15b3, 0x1021, "MT2910 Family [ConnectX-7]"),
     (0x15b3, 0x1023, "CX8 Family [ConnectX-8]"),
-    (0x15b3, 0xa2d2, "MT416842 BlueField integrated ConnectX-5 network controller"),
-    (0x15b3, 0xa2d6, "MT42822 BlueField-2 integrated ConnectX-6 Dx network controller"),
-    (0x15b3, 0xa2dc, "MT43244 BlueField-3 integrated ConnectX-7 network controller"),
-    (0x15b3, 0xc2d5, "MT42822 BlueField-2 SoC Management Interface"),
-    (0x15b3, 0xc2d6, "MT43244 BlueField-3 SoC Management Interface"),
+    (
+        0x15b3,
+        0xa2d2,
+        "MT416842 BlueField integrated ConnectX-5 network controller",
+    ),
+    (
+        0x15b3,
+        0xa2d6,
+        "MT42822 BlueField-2 integrated ConnectX-6 Dx network controller",
+    ),
+    (
+        0x15b3,
+        0xa2dc,
+        "MT43244 BlueField-3 integrated ConnectX-7 network controller",
+    ),
+    (
+        0x15b3,
+        0xc2d5,
+        "MT42822 BlueField-2 SoC Management Interface",
+    ),
+    (
+        0x15b3,
+        0xc2d6,
+        "MT43244 BlueField-3 SoC Management Interface",
+    ),
     (0x10de, 0x1db4, "GV100GL [Tesla V100 PCIe 16GB]"),
     (0x10de, 0x1eb8, "TU104GL [Tesla T4]"),
     (0x10de, 0x20b0, "GA100 [A100 SXM4 40GB]"),
@@ -167,10 +207,13 @@ impl PciIds {
                 continue;
             }
             current = None;
-            let Some((id, name)) = line.split_once("  ") else { continue };
+            let Some((id, name)) = line.split_once("  ") else {
+                continue;
+            };
             let Some(v) = hex16(id.trim()) else { continue };
             if vendors.is_empty() || vendors.contains(&v) {
-                out.vendors.insert(v, (name.trim().to_string(), HashMap::new()));
+                out.vendors
+                    .insert(v, (name.trim().to_string(), HashMap::new()));
                 current = Some(v);
             }
         }
@@ -229,7 +272,10 @@ C 02  Network controller\n\
     fn parses_wanted_vendors_only() {
         let ids = PciIds::parse(SAMPLE, &[0x15b3u16, 0x10de].into_iter().collect());
         assert_eq!(ids.vendor(0x15b3), Some("Mellanox Technologies"));
-        assert_eq!(ids.device(0x15b3, 0x1021), Some("MT2910 Family [ConnectX-7]"));
+        assert_eq!(
+            ids.device(0x15b3, 0x1021),
+            Some("MT2910 Family [ConnectX-7]")
+        );
         assert_eq!(ids.device(0x10de, 0x2230), Some("GA102GL [RTX A6000]"));
         assert_eq!(ids.vendor(0x1af4), None);
         let all = PciIds::parse(SAMPLE, &BTreeSet::new());
@@ -245,11 +291,17 @@ C 02  Network controller\n\
     #[test]
     fn fallback_order() {
         assert_eq!(names(None, 0x15b3, 0x1021).1, "MT2910 Family [ConnectX-7]");
-        assert_eq!(names(None, 0x1c00, 0x3450), ("Vendor 1c00".into(), "Device 1c00:3450".into()));
-        let ids = PciIds::parse("15b3  Mellanox Technologies\n\t1021  From pci.ids\n", &BTreeSet::new());
+        assert_eq!(
+            names(None, 0x1c00, 0x3450),
+            ("Vendor 1c00".into(), "Device 1c00:3450".into())
+        );
+        let ids = PciIds::parse(
+            "15b3  Mellanox Technologies\n\t1021  From pci.ids\n",
+            &BTreeSet::new(),
+        );
         assert_eq!(names(Some(&ids), 0x15b3, 0x1021).1, "From pci.ids");
         assert_eq!(class_name(0x020000), "Ethernet controller");
-        assert_eq!(class_name(0x0207_00), "Infiniband controller");
+        assert_eq!(class_name(0x020700), "Infiniband controller");
     }
 
     #[test]

@@ -10,6 +10,7 @@
 //! storage devices and the bridges above them, which is what the checks and `topo` look at.
 
 pub mod config;
+pub mod devdir;
 pub mod ids;
 pub mod nic;
 pub mod topo;
@@ -89,7 +90,10 @@ pub fn parse_host_bridge(name: &str) -> Option<(u32, u8)> {
     if d.is_empty() || d.len() > 8 || b.len() != 2 {
         return None;
     }
-    Some((u32::from_str_radix(d, 16).ok()?, u8::from_str_radix(b, 16).ok()?))
+    Some((
+        u32::from_str_radix(d, 16).ok()?,
+        u8::from_str_radix(b, 16).ok()?,
+    ))
 }
 
 /// sysfs link speed (`16.0 GT/s PCIe`, `8 GT/s`, `Unknown`) in GT/s.
@@ -132,10 +136,14 @@ pub fn bandwidth_gbs(gts: f32, width: u32) -> f64 {
 pub fn link_label(gts: Option<f32>, width: Option<u32>) -> String {
     match (gts, width) {
         (Some(s), Some(w)) if w > 0 => {
-            let g = generation(s).map(|g| format!("Gen{g}")).unwrap_or(format!("{s} GT/s"));
+            let g = generation(s)
+                .map(|g| format!("Gen{g}"))
+                .unwrap_or(format!("{s} GT/s"));
             format!("{g} x{w} ({:.1} GB/s)", bandwidth_gbs(s, w))
         }
-        (Some(s), _) => generation(s).map(|g| format!("Gen{g}")).unwrap_or(format!("{s} GT/s")),
+        (Some(s), _) => generation(s)
+            .map(|g| format!("Gen{g}"))
+            .unwrap_or(format!("{s} GT/s")),
         (None, Some(w)) if w > 0 => format!("x{w}"),
         _ => "unknown".into(),
     }
@@ -175,7 +183,9 @@ pub fn parse_aer_total(text: &str) -> Option<u64> {
     let mut sum: Option<u64> = None;
     for l in text.lines() {
         let mut it = l.split_whitespace();
-        let (Some(name), Some(val)) = (it.next(), it.next()) else { continue };
+        let (Some(name), Some(val)) = (it.next(), it.next()) else {
+            continue;
+        };
         let Ok(v) = val.parse::<u64>() else { continue };
         if name.starts_with("TOTAL_ERR") {
             return Some(v);
@@ -407,7 +417,12 @@ impl PciTree {
             ..Default::default()
         };
         t.devices.sort_by_key(|d| d.addr);
-        t.index = t.devices.iter().enumerate().map(|(i, d)| (d.addr, i)).collect();
+        t.index = t
+            .devices
+            .iter()
+            .enumerate()
+            .map(|(i, d)| (d.addr, i))
+            .collect();
         t
     }
 }
@@ -417,7 +432,10 @@ fn count_numa_nodes(host: &Host) -> usize {
         .map(|names| {
             names
                 .iter()
-                .filter(|n| n.strip_prefix("node").is_some_and(|r| r.parse::<u32>().is_ok()))
+                .filter(|n| {
+                    n.strip_prefix("node")
+                        .is_some_and(|r| r.parse::<u32>().is_ok())
+                })
                 .count()
         })
         .unwrap_or(0)
@@ -438,25 +456,27 @@ struct Basic {
 fn read_basic(host: &Host, name: &str) -> Result<Basic, String> {
     let addr: PciAddr = name.parse()?;
     let link = format!("{PCI_DEVICES}/{name}");
-    let sysfs = match host.read_link(&link) {
-        Ok(t) => join_link(PCI_DEVICES, &t),
-        Err(_) => host.canonical(&link).map_err(|e| e.to_string())?,
+    let bus = devdir::DevDir::new(host, PCI_DEVICES);
+    let sysfs = match bus.link_target(name) {
+        Some(t) => join_link(PCI_DEVICES, &t),
+        None => host.canonical(&link).map_err(|e| e.to_string())?,
     };
     let place = parse_device_path(&sysfs);
-    let ue = host
-        .read_string(&format!("{sysfs}/uevent"))
+    let dir = devdir::DevDir::new(host, &sysfs);
+    let ue = dir
+        .string("uevent")
         .map(|t| parse_uevent(&t))
         .unwrap_or_default();
     let class = ue
         .get("PCI_CLASS")
         .and_then(|c| parse_hex_u32(c))
-        .or_else(|| host.read_attr(&format!("{sysfs}/class")).ok().and_then(|c| parse_hex_u32(&c)))
+        .or_else(|| dir.attr("class").and_then(|c| parse_hex_u32(&c)))
         .ok_or_else(|| format!("{name}: class unreadable"))?;
     let (vendor, device) = match ue.get("PCI_ID").and_then(|s| s.split_once(':')) {
         Some((v, d)) => (parse_hex_u32(v), parse_hex_u32(d)),
         None => (
-            host.read_attr(&format!("{sysfs}/vendor")).ok().and_then(|c| parse_hex_u32(&c)),
-            host.read_attr(&format!("{sysfs}/device")).ok().and_then(|c| parse_hex_u32(&c)),
+            dir.attr("vendor").and_then(|c| parse_hex_u32(&c)),
+            dir.attr("device").and_then(|c| parse_hex_u32(&c)),
         ),
     };
     let (Some(vendor), Some(device)) = (vendor, device) else {
@@ -466,11 +486,10 @@ fn read_basic(host: &Host, name: &str) -> Result<Basic, String> {
         let (v, d) = s.split_once(':')?;
         Some((parse_hex_u32(v)? as u16, parse_hex_u32(d)? as u16))
     });
-    let driver = ue.get("DRIVER").cloned().or_else(|| {
-        host.read_link(&format!("{sysfs}/driver"))
-            .ok()
-            .and_then(|t| t.rsplit('/').next().map(String::from))
-    });
+    let driver = ue
+        .get("DRIVER")
+        .cloned()
+        .or_else(|| dir.link_basename("driver"));
     Ok(Basic {
         addr,
         sysfs,
@@ -483,45 +502,56 @@ fn read_basic(host: &Host, name: &str) -> Result<Basic, String> {
     })
 }
 
-fn link_basename(host: &Host, path: &str) -> Option<String> {
-    host.read_link(path)
-        .ok()
-        .and_then(|t| t.rsplit('/').next().map(String::from))
-}
-
 fn read_detail(host: &Host, d: &mut PciDevice) {
-    let p = d.sysfs.clone();
-    let attr = |a: &str| host.read_attr(&format!("{p}/{a}")).ok();
+    let dir = devdir::DevDir::new(host, &d.sysfs);
     d.detailed = true;
-    d.numa_node = attr("numa_node").and_then(|s| s.parse().ok());
-    d.local_cpus = attr("local_cpulist").and_then(|s| parse_cpulist(&s, None).ok());
-    d.link = LinkAttrs {
-        cur_speed_gts: attr("current_link_speed").and_then(|s| parse_link_speed(&s)),
-        cur_width: attr("current_link_width").and_then(|s| s.parse().ok()).filter(|w| *w > 0),
-        max_speed_gts: attr("max_link_speed").and_then(|s| parse_link_speed(&s)),
-        max_width: attr("max_link_width").and_then(|s| s.parse().ok()).filter(|w| *w > 0),
-    };
-    if let Some(pf) = link_basename(host, &format!("{p}/physfn")) {
+    if let Some(pf) = dir.link_basename("physfn") {
         d.is_vf = true;
         d.physfn = pf.parse().ok();
     }
-    d.sriov_totalvfs = attr("sriov_totalvfs").and_then(|s| s.parse().ok());
-    d.sriov_numvfs = attr("sriov_numvfs").and_then(|s| s.parse().ok());
-    d.iommu_group = link_basename(host, &format!("{p}/iommu_group")).and_then(|s| s.parse().ok());
-    if d.iommu_group.is_some() {
-        d.iommu_type = attr("iommu_group/type");
+    // A VF sits where its PF sits; hosts with SR-IOV have hundreds, so their NUMA attributes
+    // are taken from the PF (filled in by read_pci) rather than read again.
+    if !(d.is_vf && d.physfn.is_some()) {
+        d.numa_node = dir.attr("numa_node").and_then(|s| s.parse().ok());
+        d.local_cpus = dir
+            .attr("local_cpulist")
+            .and_then(|s| parse_cpulist(&s, None).ok());
     }
-    let aer = |f: &str| {
-        host.read_string(&format!("{p}/{f}"))
-            .ok()
-            .and_then(|t| parse_aer_total(&t))
+    d.iommu_group = dir
+        .link_basename("iommu_group")
+        .and_then(|s| s.parse().ok());
+    if d.iommu_group.is_some() {
+        d.iommu_type = host.read_attr(&dir.host_path("iommu_group/type")).ok();
+    }
+    // A VF has no link of its own, no AER reporting and a reserved MRRS: its PF speaks for it.
+    if d.is_vf {
+        return;
+    }
+    d.link = LinkAttrs {
+        cur_speed_gts: dir
+            .attr("current_link_speed")
+            .and_then(|s| parse_link_speed(&s)),
+        cur_width: dir
+            .attr("current_link_width")
+            .and_then(|s| s.parse().ok())
+            .filter(|w| *w > 0),
+        max_speed_gts: dir
+            .attr("max_link_speed")
+            .and_then(|s| parse_link_speed(&s)),
+        max_width: dir
+            .attr("max_link_width")
+            .and_then(|s| s.parse().ok())
+            .filter(|w| *w > 0),
     };
+    d.sriov_totalvfs = dir.attr("sriov_totalvfs").and_then(|s| s.parse().ok());
+    d.sriov_numvfs = dir.attr("sriov_numvfs").and_then(|s| s.parse().ok());
+    let aer = |f: &str| dir.string(f).and_then(|t| parse_aer_total(&t));
     d.aer = AerCounts {
         correctable: aer("aer_dev_correctable"),
         nonfatal: aer("aer_dev_nonfatal"),
         fatal: aer("aer_dev_fatal"),
     };
-    match host.read_bytes_limited(&format!("{p}/config"), config::EXTENDED_LEN) {
+    match dir.bytes_limited("config", config::EXTENDED_LEN) {
         Ok(bytes) => {
             d.config_len = bytes.len();
             match config::decode(&bytes) {
@@ -529,7 +559,7 @@ fn read_detail(host: &Host, d: &mut PciDevice) {
                 Err(e) => d.config_error = Some(e.to_string()),
             }
         }
-        Err(e) => d.config_error = Some(e.to_string()),
+        Err(e) => d.config_error = Some(e),
     }
 }
 
@@ -615,6 +645,17 @@ pub fn read_pci(host: &Host, opts: ReadOptions) -> Result<PciTree, ReadError> {
     for d in devices.iter_mut().filter(|d| want.contains(&d.addr)) {
         read_detail(host, d);
     }
+    let pf_numa: HashMap<PciAddr, (Option<i32>, Option<CpuSet>)> = devices
+        .iter()
+        .filter(|d| d.detailed && !d.is_vf)
+        .map(|d| (d.addr, (d.numa_node, d.local_cpus.clone())))
+        .collect();
+    for d in devices.iter_mut().filter(|d| d.is_vf) {
+        if let Some((n, c)) = d.physfn.and_then(|pf| pf_numa.get(&pf)) {
+            d.numa_node = *n;
+            d.local_cpus = c.clone();
+        }
+    }
     let mut t = PciTree::from_devices(devices, count_numa_nodes(host));
     t.names_source = names_source;
     t.problems = problems;
@@ -678,29 +719,49 @@ mod tests {
         let w: PciAddr = "deadbeef:00:00.0".parse().expect("8 digits");
         assert_eq!(w.domain, 0xdeadbeef);
         assert_eq!("01:00.0".parse::<PciAddr>().expect("short").domain, 0);
-        for bad in ["", "(null)", "0000:01:00", "0000:01:20.0", "0000:01:00.8", "123456789:00:00.0", "zz:00.0", "pci0000:00"] {
+        for bad in [
+            "",
+            "(null)",
+            "0000:01:00",
+            "0000:01:20.0",
+            "0000:01:00.8",
+            "123456789:00:00.0",
+            "zz:00.0",
+            "pci0000:00",
+        ] {
             assert!(bad.parse::<PciAddr>().is_err(), "{bad}");
         }
     }
 
     #[test]
     fn device_paths() {
-        let p = parse_device_path("/sys/devices/pci0005:00/0005:00:00.0/0005:01:00.0/0005:02:00.0/0005:03:00.1")
-            .expect("place");
+        let p = parse_device_path(
+            "/sys/devices/pci0005:00/0005:00:00.0/0005:01:00.0/0005:02:00.0/0005:03:00.1",
+        )
+        .expect("place");
         assert_eq!(p.host_bridge, "pci0005:00");
         assert_eq!(p.chain.len(), 4);
         // VMD: the domain behind the VMD endpoint is its own host bridge.
-        let p = parse_device_path("/sys/devices/pci0000:00/0000:00:0e.0/pci10000:e0/10000:e0:1d.0/10000:e1:00.0")
-            .expect("vmd");
+        let p = parse_device_path(
+            "/sys/devices/pci0000:00/0000:00:0e.0/pci10000:e0/10000:e0:1d.0/10000:e1:00.0",
+        )
+        .expect("vmd");
         assert_eq!(p.host_bridge, "pci10000:e0");
-        assert_eq!(p.chain.iter().map(|a| a.to_string()).collect::<Vec<_>>(), vec!["10000:e0:1d.0", "10000:e1:00.0"]);
+        assert_eq!(
+            p.chain.iter().map(|a| a.to_string()).collect::<Vec<_>>(),
+            vec!["10000:e0:1d.0", "10000:e1:00.0"]
+        );
         // Hyper-V style: ACPI components before the host bridge.
-        let p = parse_device_path("/sys/devices/LNXSYSTM:00/LNXSYBUS:00/pci7870:00/7870:00:00.0").expect("hv");
+        let p = parse_device_path("/sys/devices/LNXSYSTM:00/LNXSYBUS:00/pci7870:00/7870:00:00.0")
+            .expect("hv");
         assert_eq!(p.host_bridge, "pci7870:00");
         assert!(parse_device_path("/sys/devices/virtual/net/lo").is_none());
         assert!(parse_device_path("").is_none());
         assert_eq!(
-            join_link("/sys/bus/pci/devices", "../../../devices/pci0000:00/0000:00:01.0"),
+            join_link(
+                "/sys/bus/pci/devices",
+                "../../../devices/pci0000:00/0000:00:01.0"
+            ),
             "/sys/devices/pci0000:00/0000:00:01.0"
         );
     }
@@ -730,7 +791,9 @@ mod tests {
 
     #[test]
     fn uevent() {
-        let u = parse_uevent("DRIVER=mlx5_core\nPCI_CLASS=20000\nPCI_ID=15B3:1021\nPCI_SUBSYS_ID=15B3:0023\n");
+        let u = parse_uevent(
+            "DRIVER=mlx5_core\nPCI_CLASS=20000\nPCI_ID=15B3:1021\nPCI_SUBSYS_ID=15B3:0023\n",
+        );
         assert_eq!(u.get("PCI_ID").map(String::as_str), Some("15B3:1021"));
         assert_eq!(parse_hex_u32("20000"), Some(0x20000));
         assert_eq!(parse_hex_u32("0x020000"), Some(0x20000));
@@ -759,4 +822,17 @@ mod live_tests {
         }
         assert!(t.problems.is_empty(), "{:?}", t.problems);
     }
+}
+
+/// The PCI tree and the NICs on it: what the PCIe and NIC checks share.
+#[derive(Debug, Clone, Serialize)]
+pub struct PciFacts {
+    pub tree: PciTree,
+    pub nics: Vec<nic::NicFunction>,
+}
+
+pub fn read_facts(host: &Host) -> Result<PciFacts, ReadError> {
+    let tree = read_pci(host, ReadOptions::default())?;
+    let nics = nic::discover_nics(host, &tree);
+    Ok(PciFacts { tree, nics })
 }

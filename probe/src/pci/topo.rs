@@ -163,7 +163,11 @@ pub fn classify(tree: &PciTree, a: PciAddr, b: PciAddr) -> PathInfo {
     let below_a = ca[k..].to_vec();
     let below_b = cb[k..].to_vec();
     let n = below_a.len().max(below_b.len());
-    let class = if n <= 1 { PathClass::Pix } else { PathClass::Pxb };
+    let class = if n <= 1 {
+        PathClass::Pix
+    } else {
+        PathClass::Pxb
+    };
     PathInfo {
         class,
         common: Some(common),
@@ -187,15 +191,69 @@ mod tests {
         PciTree::from_devices(
             vec![
                 dev("0005:00:00.0", "pci0005:00", None, 0x060400, -1),
-                dev("0005:01:00.0", "pci0005:00", Some("0005:00:00.0"), 0x060400, -1),
-                dev("0005:02:00.0", "pci0005:00", Some("0005:01:00.0"), 0x060400, -1),
-                dev("0005:02:02.0", "pci0005:00", Some("0005:01:00.0"), 0x060400, -1),
-                dev("0005:03:00.0", "pci0005:00", Some("0005:02:00.0"), 0x020000, -1),
-                dev("0005:03:00.1", "pci0005:00", Some("0005:02:00.0"), 0x020000, -1),
-                dev("0005:07:00.0", "pci0005:00", Some("0005:02:02.0"), 0x060400, -1),
-                dev("0005:08:00.0", "pci0005:00", Some("0005:07:00.0"), 0x060400, -1),
-                dev("0005:09:00.0", "pci0005:00", Some("0005:08:00.0"), 0x030000, -1),
-                dev("0004:01:00.0", "pci0004:00", Some("0004:00:00.0"), 0x010802, -1),
+                dev(
+                    "0005:01:00.0",
+                    "pci0005:00",
+                    Some("0005:00:00.0"),
+                    0x060400,
+                    -1,
+                ),
+                dev(
+                    "0005:02:00.0",
+                    "pci0005:00",
+                    Some("0005:01:00.0"),
+                    0x060400,
+                    -1,
+                ),
+                dev(
+                    "0005:02:02.0",
+                    "pci0005:00",
+                    Some("0005:01:00.0"),
+                    0x060400,
+                    -1,
+                ),
+                dev(
+                    "0005:03:00.0",
+                    "pci0005:00",
+                    Some("0005:02:00.0"),
+                    0x020000,
+                    -1,
+                ),
+                dev(
+                    "0005:03:00.1",
+                    "pci0005:00",
+                    Some("0005:02:00.0"),
+                    0x020000,
+                    -1,
+                ),
+                dev(
+                    "0005:07:00.0",
+                    "pci0005:00",
+                    Some("0005:02:02.0"),
+                    0x060400,
+                    -1,
+                ),
+                dev(
+                    "0005:08:00.0",
+                    "pci0005:00",
+                    Some("0005:07:00.0"),
+                    0x060400,
+                    -1,
+                ),
+                dev(
+                    "0005:09:00.0",
+                    "pci0005:00",
+                    Some("0005:08:00.0"),
+                    0x030000,
+                    -1,
+                ),
+                dev(
+                    "0004:01:00.0",
+                    "pci0004:00",
+                    Some("0004:00:00.0"),
+                    0x010802,
+                    -1,
+                ),
                 dev("0004:00:00.0", "pci0004:00", None, 0x060400, -1),
             ],
             1,
@@ -215,9 +273,15 @@ mod tests {
         assert_eq!(p.ports_a.len(), 3);
         assert_eq!(p.ports_b, vec![a("0005:02:00.0")]);
         // The two ports of the CX-7 share their downstream port: PIX.
-        assert_eq!(classify(&t, a("0005:03:00.0"), a("0005:03:00.1")).class, PathClass::Pix);
+        assert_eq!(
+            classify(&t, a("0005:03:00.0"), a("0005:03:00.1")).class,
+            PathClass::Pix
+        );
         // Other domain on a one-node host: NODE.
-        assert_eq!(classify(&t, a("0005:09:00.0"), a("0004:01:00.0")).class, PathClass::Node);
+        assert_eq!(
+            classify(&t, a("0005:09:00.0"), a("0004:01:00.0")).class,
+            PathClass::Node
+        );
     }
 
     #[test]
@@ -226,27 +290,87 @@ mod tests {
             vec![
                 dev("0000:00:01.0", "pci0000:00", None, 0x060400, 0),
                 dev("0000:00:02.0", "pci0000:00", None, 0x060400, 0),
-                dev("0000:01:00.0", "pci0000:00", Some("0000:00:01.0"), 0x060400, 0),
-                dev("0000:02:00.0", "pci0000:00", Some("0000:01:00.0"), 0x060400, 0),
-                dev("0000:02:01.0", "pci0000:00", Some("0000:01:00.0"), 0x060400, 0),
-                dev("0000:03:00.0", "pci0000:00", Some("0000:02:00.0"), 0x030200, 0),
-                dev("0000:04:00.0", "pci0000:00", Some("0000:02:01.0"), 0x020000, 0),
-                dev("0000:05:00.0", "pci0000:00", Some("0000:00:02.0"), 0x020000, 0),
-                dev("0000:81:00.0", "pci0000:80", Some("0000:80:01.0"), 0x020000, 1),
+                dev(
+                    "0000:01:00.0",
+                    "pci0000:00",
+                    Some("0000:00:01.0"),
+                    0x060400,
+                    0,
+                ),
+                dev(
+                    "0000:02:00.0",
+                    "pci0000:00",
+                    Some("0000:01:00.0"),
+                    0x060400,
+                    0,
+                ),
+                dev(
+                    "0000:02:01.0",
+                    "pci0000:00",
+                    Some("0000:01:00.0"),
+                    0x060400,
+                    0,
+                ),
+                dev(
+                    "0000:03:00.0",
+                    "pci0000:00",
+                    Some("0000:02:00.0"),
+                    0x030200,
+                    0,
+                ),
+                dev(
+                    "0000:04:00.0",
+                    "pci0000:00",
+                    Some("0000:02:01.0"),
+                    0x020000,
+                    0,
+                ),
+                dev(
+                    "0000:05:00.0",
+                    "pci0000:00",
+                    Some("0000:00:02.0"),
+                    0x020000,
+                    0,
+                ),
+                dev(
+                    "0000:81:00.0",
+                    "pci0000:80",
+                    Some("0000:80:01.0"),
+                    0x020000,
+                    1,
+                ),
                 dev("0000:80:01.0", "pci0000:80", None, 0x060400, 1),
-                dev("0000:c1:00.0", "pci0000:c0", Some("0000:c0:01.0"), 0x020000, -1),
+                dev(
+                    "0000:c1:00.0",
+                    "pci0000:c0",
+                    Some("0000:c0:01.0"),
+                    0x020000,
+                    -1,
+                ),
                 dev("0000:c0:01.0", "pci0000:c0", None, 0x060400, -1),
             ],
             2,
         );
-        assert_eq!(classify(&t, a("0000:03:00.0"), a("0000:04:00.0")).class, PathClass::Pix);
+        assert_eq!(
+            classify(&t, a("0000:03:00.0"), a("0000:04:00.0")).class,
+            PathClass::Pix
+        );
         let phb = classify(&t, a("0000:03:00.0"), a("0000:05:00.0"));
         assert_eq!(phb.class, PathClass::Phb);
         assert!(phb.ports().contains(&a("0000:00:02.0")));
-        assert_eq!(classify(&t, a("0000:03:00.0"), a("0000:81:00.0")).class, PathClass::Sys);
+        assert_eq!(
+            classify(&t, a("0000:03:00.0"), a("0000:81:00.0")).class,
+            PathClass::Sys
+        );
         // numa_node -1 on a two-node host stays unknown.
-        assert_eq!(classify(&t, a("0000:03:00.0"), a("0000:c1:00.0")).class, PathClass::Unknown);
-        assert_eq!(classify(&t, a("0000:03:00.0"), a("0000:ff:00.0")).class, PathClass::Unknown);
+        assert_eq!(
+            classify(&t, a("0000:03:00.0"), a("0000:c1:00.0")).class,
+            PathClass::Unknown
+        );
+        assert_eq!(
+            classify(&t, a("0000:03:00.0"), a("0000:ff:00.0")).class,
+            PathClass::Unknown
+        );
     }
 
     #[test]

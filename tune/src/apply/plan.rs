@@ -1588,6 +1588,14 @@ fn plan_peermem(cx: &Ctx, plan: &mut Plan) -> Result<(), PlanError> {
         plan.note(ID, NoteLevel::Skip, "no discrete NVIDIA GPU on the PCI bus");
         return Ok(());
     }
+    // An integrated GPU (GB10) sits on the PCI bus too, but nvidia_peermem cannot load for it
+    // (EINVAL: no separate BAR1; seed 000, DGX Spark tab).
+    if let Ok(snap) = crate::checks::read_gpus_once(cx.host) {
+        if !snap.gpus.is_empty() && snap.gpus.iter().all(|g| g.integrated() == Some(true)) {
+            plan.note(ID, NoteLevel::Skip, "the GPU is integrated (e.g. GB10): nvidia_peermem cannot load for it; DAQIRI uses host_pinned buffers there");
+            return Ok(());
+        }
+    }
     let module = "nvidia_peermem";
     if cx.opts.runtime {
         let mods = Modules::read(cx.host);
@@ -1949,12 +1957,23 @@ mod device_tests {
     use super::*;
     use crate::apply::testroot::*;
 
+    /// The IGX fixture without its PCI tree: these tests build their own functions.
     fn igx_root() -> tempfile::TempDir {
         let d = tempfile::tempdir().expect("tmp");
         copy_tree(
             &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/igx-untuned"),
             d.path(),
         );
+        let _ = std::fs::remove_dir_all(d.path().join("sys/bus"));
+        let _ = std::fs::remove_dir_all(d.path().join("sys/class/net"));
+        for e in std::fs::read_dir(d.path().join("sys/devices"))
+            .expect("sys/devices")
+            .flatten()
+        {
+            if e.file_name().to_string_lossy().starts_with("pci") {
+                std::fs::remove_dir_all(e.path()).expect("rm pci");
+            }
+        }
         d
     }
 

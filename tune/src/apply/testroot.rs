@@ -160,7 +160,7 @@ pub fn add_igx_pci(root: &Path) {
         &connectx(
             &nic_chain,
             "0005:03:00.0",
-            Some(("eth0", "48:b0:2d:f4:07:fb", 1500)),
+            Some(("cx7_0", "48:b0:2d:f4:07:fb", 1500)),
         ),
     );
     add_function(
@@ -168,7 +168,7 @@ pub fn add_igx_pci(root: &Path) {
         &connectx(
             &nic_chain,
             "0005:03:00.1",
-            Some(("eth1", "48:b0:2d:f4:07:fc", 1500)),
+            Some(("cx7_1", "48:b0:2d:f4:07:fc", 1500)),
         ),
     );
     let gpu_chain = [
@@ -380,6 +380,9 @@ pub fn add_igx_bridges(root: &Path, acs_ctrl: u16) {
         ),
     ];
     for (chain, bdf, pt, acs) in bridges {
+        if root.join(format!("sys/bus/pci/devices/{bdf}")).exists() {
+            continue;
+        }
         add_function(
             root,
             &Func {
@@ -419,5 +422,24 @@ pub fn set_iommu(root: &Path, bdf: &str, group: u32, kind: &str) {
 
 pub fn acs_ctrl(root: &Path, bdf: &str) -> u16 {
     let b = std::fs::read(root.join(format!("sys/bus/pci/devices/{bdf}/config"))).expect("config");
-    u16::from_le_bytes([b[0x106], b[0x107]])
+    let mut off = 0x100usize;
+    for _ in 0..64 {
+        if off < 0x100 || off + 8 > b.len() {
+            break;
+        }
+        let hdr = u32::from_le_bytes([b[off], b[off + 1], b[off + 2], b[off + 3]]);
+        if hdr & 0xffff == 0x000d {
+            return u16::from_le_bytes([b[off + 6], b[off + 7]]);
+        }
+        off = (hdr >> 20) as usize;
+    }
+    panic!("no ACS capability in {bdf}");
+}
+
+/// Set every IOMMU group of the root to `kind`.
+pub fn set_all_iommu(root: &Path, kind: &str) {
+    let dir = root.join("sys/kernel/iommu_groups");
+    for e in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+        std::fs::write(e.path().join("type"), format!("{kind}\n")).expect("write type");
+    }
 }

@@ -16,7 +16,11 @@ use std::cell::OnceCell;
 pub mod cmdline;
 pub mod cpu;
 pub mod gpu;
+pub mod iommu;
+pub mod irq;
 pub mod memory;
+pub mod nic;
+pub mod pcie;
 pub mod platform;
 pub mod sysctl;
 
@@ -41,6 +45,18 @@ pub static CHECKS: &[CheckDef] = &[
     cmdline::CMDLINE,
     memory::HUGEPAGES,
     memory::NUMA,
+    pcie::TOPOLOGY,
+    pcie::LINK,
+    pcie::MPS,
+    pcie::MRRS,
+    pcie::ACS,
+    pcie::AER,
+    iommu::IOMMU,
+    irq::AFFINITY,
+    nic::DRIVER,
+    nic::LINK_LAYER,
+    nic::LINK,
+    nic::MTU,
     sysctl::NET_SYSCTL,
     gpu::CLOCKS,
     gpu::BAR1,
@@ -70,6 +86,7 @@ pub struct Context<'a> {
     modules: OnceCell<Modules>,
     procs: OnceCell<Vec<String>>,
     gpus: OnceCell<Result<daqtune_probe::gpu::GpuSnapshot, String>>,
+    pci: OnceCell<Result<daqtune_probe::pci::PciFacts, String>>,
 }
 
 impl<'a> Context<'a> {
@@ -89,6 +106,7 @@ impl<'a> Context<'a> {
             modules: OnceCell::new(),
             procs: OnceCell::new(),
             gpus: OnceCell::new(),
+            pci: OnceCell::new(),
         }
     }
 
@@ -170,8 +188,31 @@ impl<'a> Context<'a> {
             .filter(|c| !c.is_empty())
     }
 
-    /// The NUMA node of the data-path NIC, when one is known. Filled by the PCI probe.
+    /// The PCI tree and its NICs, read once per run.
+    pub fn pci(&self) -> Result<&daqtune_probe::pci::PciFacts, &str> {
+        self.pci
+            .get_or_init(|| {
+                daqtune_probe::pci::read_facts(self.host)
+                    .map_err(|e| format!("cannot list PCI devices: {e}"))
+            })
+            .as_ref()
+            .map_err(|e| e.as_str())
+    }
+
+    /// The NUMA node of the data-path NIC (the profile's interfaces, else the first ConnectX
+    /// physical function), when the firmware reports one; on a one-node host, that node.
     pub fn nic_numa_node(&self) -> Option<u32> {
+        let facts = self.pci().ok()?;
+        let nics = nic::data_path_nics(self, facts);
+        if let Some(n) = nics
+            .iter()
+            .find_map(|n| n.numa_node.and_then(|x| u32::try_from(x).ok()))
+        {
+            return Some(n);
+        }
+        if !nics.is_empty() && facts.tree.numa_nodes == 1 {
+            return Some(0);
+        }
         None
     }
 
