@@ -230,6 +230,20 @@ pub fn lock(dir: &std::path::Path) -> Result<Lock, String> {
     Ok(Lock { _file: f })
 }
 
+/// [`lock`], retried until `timeout`.
+pub fn lock_wait(dir: &std::path::Path, timeout: std::time::Duration) -> Result<Lock, String> {
+    let t0 = std::time::Instant::now();
+    loop {
+        match lock(dir) {
+            Ok(l) => return Ok(l),
+            Err(e) if e.starts_with("another daqtune") && t0.elapsed() < timeout => {
+                std::thread::sleep(std::time::Duration::from_millis(200));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
 fn state_real(host: &Host, state_dir: &Option<String>) -> Result<PathBuf, UsageError> {
     let dir = state_dir.clone().unwrap_or_else(|| STATE_DIR.to_string());
     if !dir.starts_with('/') {
@@ -328,7 +342,14 @@ fn run_apply_inner(
         return Ok(0);
     }
     let state = state_real(&host, &a.state_dir)?;
-    let _lock = lock(&state).map_err(UsageError::Other)?;
+    // The udev rule's run for one re-added PF waits for a running apply instead of losing
+    // the MRRS setting (udev allows a RUN program well over this).
+    let _lock = if a.sel.device.is_some() {
+        lock_wait(&state, std::time::Duration::from_secs(20))
+    } else {
+        lock(&state)
+    }
+    .map_err(UsageError::Other)?;
     // The host may have changed while the user read the plan: plan again under the lock.
     let plan = plan::build_plan_with(&host, &lp, &opts, gpu)
         .map_err(|e| UsageError::Other(e.to_string()))?;
@@ -680,6 +701,9 @@ mod tests {
             e.contains("another daqtune apply or revert is running"),
             "{e}"
         );
+        let t0 = std::time::Instant::now();
+        assert!(lock_wait(d.path(), std::time::Duration::from_millis(500)).is_err());
+        assert!(t0.elapsed() >= std::time::Duration::from_millis(400));
         drop(first);
         lock(d.path()).expect("free again");
     }
