@@ -83,6 +83,10 @@ pub struct CheckArgs {
     /// Treat the profile's required checks as a gate: one that ends in skip or error fails.
     #[arg(long)]
     pub gate: bool,
+    /// Also check the host against this DAQIRI configuration (the app.* checks): its cores,
+    /// memory regions, interfaces and packet sizes, each finding with its YAML line.
+    #[arg(long, value_name = "APP.yaml")]
+    pub config: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -15,9 +15,9 @@ use std::cell::OnceCell;
 
 pub mod cmdline;
 pub mod cpu;
-pub mod gpu;
 pub mod iommu;
 pub mod irq;
+pub mod gpu;
 pub mod memory;
 pub mod nic;
 pub mod pcie;
@@ -63,6 +63,11 @@ pub static CHECKS: &[CheckDef] = &[
     gpu::GPUDIRECT,
     gpu::PEERMEM,
     gpu::DRIVER,
+    crate::appconfig::checks::CONFIG,
+    crate::appconfig::checks::CORES,
+    crate::appconfig::checks::MEMORY,
+    crate::appconfig::checks::INTERFACES,
+    crate::appconfig::checks::SIZES,
 ];
 
 pub fn find(id_or_alias: &str) -> Option<&'static CheckDef> {
@@ -79,14 +84,16 @@ pub struct Context<'a> {
     pub profile: &'a LoadedProfile,
     /// Whether reads have root's view (config space beyond 64 bytes, some procfs files).
     pub privileged: bool,
+    /// The DAQIRI configuration given with `--config` (the `app.*` checks are n/a without).
+    pub app: Option<&'a crate::appconfig::AppConfig>,
     cpu: OnceCell<Result<CpuFacts, String>>,
     mem: OnceCell<MemFacts>,
     cmdline: OnceCell<Result<Cmdline, String>>,
     platform: OnceCell<PlatformFacts>,
     modules: OnceCell<Modules>,
     procs: OnceCell<Vec<String>>,
-    gpus: OnceCell<Result<daqtune_probe::gpu::GpuSnapshot, String>>,
     pci: OnceCell<Result<daqtune_probe::pci::PciFacts, String>>,
+    gpus: OnceCell<Result<daqtune_probe::gpu::GpuSnapshot, String>>,
 }
 
 impl<'a> Context<'a> {
@@ -99,15 +106,22 @@ impl<'a> Context<'a> {
             host,
             profile,
             privileged,
+            app: None,
             cpu: OnceCell::new(),
             mem: OnceCell::new(),
             cmdline: OnceCell::new(),
             platform: OnceCell::new(),
             modules: OnceCell::new(),
             procs: OnceCell::new(),
-            gpus: OnceCell::new(),
             pci: OnceCell::new(),
+            gpus: OnceCell::new(),
         }
+    }
+
+    /// Judge the host against a DAQIRI configuration too.
+    pub fn with_app(mut self, app: Option<&'a crate::appconfig::AppConfig>) -> Self {
+        self.app = app;
+        self
     }
 
     pub fn cpus(&self) -> Result<&CpuFacts, &str> {
@@ -264,6 +278,11 @@ pub fn run_checks(ctx: &Context, opts: &RunOptions) -> Vec<Verdict> {
     let mut out = Vec::new();
     for def in CHECKS {
         if !opts.only.is_empty() && !opts.only.iter().any(|o| o == def.id) {
+            continue;
+        }
+        // `app.*` checks judge the host against an experiment's configuration: without
+        // `--config` they have nothing to say unless asked for by name.
+        if def.id.starts_with("app.") && ctx.app.is_none() && opts.only.is_empty() {
             continue;
         }
         if let Some(v) = ctx.not_applicable(def.id) {
