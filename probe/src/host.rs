@@ -123,6 +123,11 @@ impl Host {
         (h, rec)
     }
 
+    /// Whether reads are being recorded; caches above the Host must not hide reads then.
+    pub fn is_recording(&self) -> bool {
+        self.recorder.is_some()
+    }
+
     fn record(&self, host_path: &str, access: Access) {
         if let Some(r) = &self.recorder {
             if let Ok(mut r) = r.lock() {

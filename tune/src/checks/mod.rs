@@ -15,9 +15,9 @@ use std::cell::OnceCell;
 
 pub mod cmdline;
 pub mod cpu;
+pub mod gpu;
 pub mod iommu;
 pub mod irq;
-pub mod gpu;
 pub mod memory;
 pub mod nic;
 pub mod pcie;
@@ -248,6 +248,10 @@ pub fn read_gpus_once(host: &Host) -> Result<daqtune_probe::gpu::GpuSnapshot, St
     type Cache =
         Mutex<HashMap<std::path::PathBuf, Result<daqtune_probe::gpu::GpuSnapshot, String>>>;
     static CACHE: OnceLock<Cache> = OnceLock::new();
+    if host.is_recording() {
+        // A snapshot must see the read of the facts file.
+        return daqtune_probe::gpu::read_gpus(host).map_err(|e| e.to_string());
+    }
     let cache = CACHE.get_or_init(Default::default);
     if let Ok(c) = cache.lock() {
         if let Some(r) = c.get(host.root()) {
