@@ -3,8 +3,8 @@
 //! Data flows one way: facts (`daqtune-probe`) -> verdicts ([`checks`]) -> reports
 //! ([`report`]). The binary in `main.rs` only parses the command line and dispatches here.
 
-pub mod apply;
 pub mod appconfig;
+pub mod apply;
 pub mod checks;
 pub mod cli;
 pub mod commands;
