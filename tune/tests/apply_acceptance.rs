@@ -1097,3 +1097,35 @@ mod acs {
         assert_eq!(acs_ctrl(r, "0005:02:00.0") & REDIRECT, 0);
     }
 }
+
+#[test]
+fn config_derives_the_plan() {
+    let root = prepared("igx-untuned", add_igx_pci);
+    let r = root.path();
+    let cfg = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/configs/raw_hds_igx.yaml");
+    let o = run(&[
+        "apply",
+        "--root",
+        r.to_str().expect("utf8"),
+        "--profile",
+        "igx-orin",
+        "--config",
+        cfg.to_str().expect("utf8"),
+        "--yes",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let d = read(r, "etc/default/grub.d/99-daqtune.cfg");
+    assert!(
+        d.contains(
+            "hugepages=1 isolcpus=8-11 irqaffinity=0-7 nohz_full=8-11 rcu_nocbs=8-11 rcu_nocb_poll"
+        ),
+        "{d}"
+    );
+    assert_eq!(
+        read(
+            r,
+            "sys/kernel/mm/hugepages/hugepages-1048576kB/nr_hugepages"
+        ),
+        "1\n"
+    );
+}

@@ -48,6 +48,30 @@ pub struct Selection {
     /// The daqtune binary that generated units and rules run.
     #[arg(long, value_name = "PATH", default_value = daqtune_units::DEFAULT_EXE)]
     pub exe: String,
+    /// Derive isolated cores, hugepages, MTU and data-path interfaces from this DAQIRI
+    /// configuration instead of the profile's defaults.
+    #[arg(long, value_name = "APP.yaml")]
+    pub config: Option<PathBuf>,
+}
+
+/// The profile with the parameters a DAQIRI configuration needs (`--config`), and one line
+/// per derived parameter for the plan's header.
+fn with_app_config(
+    host: &Host,
+    lp: LoadedProfile,
+    sel: &Selection,
+    out: &mut dyn Write,
+) -> Result<LoadedProfile, UsageError> {
+    let Some(p) = &sel.config else {
+        return Ok(lp);
+    };
+    let app = crate::appconfig::AppConfig::load(p).map_err(|e| UsageError::Other(e.to_string()))?;
+    let ctx = crate::checks::Context::new(host, &lp);
+    let (derived, notes) = crate::appconfig::derive_loaded(&app, &lp, &ctx);
+    for n in notes {
+        let _ = writeln!(out, "from {}: {n}", app.file);
+    }
+    Ok(derived)
 }
 
 #[derive(Debug, Clone, clap::Args)]
@@ -279,6 +303,7 @@ pub fn run_plan(g: &GlobalArgs, a: &PlanArgs, out: &mut dyn Write) -> Result<u8,
             lp
         }
     };
+    let lp = with_app_config(&host, lp, &a.sel, out)?;
     let opts = options(&lp, &a.sel, g.profile.as_deref())?;
     let plan = build_plan(&host, &lp, &opts).map_err(|e| UsageError::Other(e.to_string()))?;
     let _ = write!(out, "{plan}");
@@ -320,6 +345,7 @@ fn run_apply_inner(
 ) -> Result<u8, UsageError> {
     let host = open_for_change(g)?;
     let lp = profile_for_change(&host, g, a.yes || a.dry_run, err)?;
+    let lp = with_app_config(&host, lp, &a.sel, out)?;
     let mut opts = options(&lp, &a.sel, g.profile.as_deref())?;
     opts.gpu_unavailable = gpu_unavailable;
     let plan = plan::build_plan_with(&host, &lp, &opts, gpu)
