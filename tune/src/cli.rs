@@ -38,6 +38,14 @@ pub enum Command {
     Explain(ExplainArgs),
     /// List or show the built-in profiles.
     Profiles(ProfilesArgs),
+    /// Show what `apply` would change: runtime writes and file diffs.
+    Plan(crate::apply::PlanArgs),
+    /// Change the host to its profile (journaled; undo with `revert`).
+    Apply(crate::apply::ApplyArgs),
+    /// Undo every `apply` recorded in the journal, newest first.
+    Revert(crate::apply::RevertArgs),
+    /// Print one persistent artifact (grub drop-in, unit, udev rule, ...) for image builders.
+    Generate(crate::apply::GenerateArgs),
     /// GPU / NIC / NVMe topology matrix (like `nvidia-smi topo -m`) and the PCIe tree as SVG.
     Topo(crate::topo::TopoArgs),
     /// Capture what the checks read as a host root (a directory or a .tar.zst).

@@ -4,6 +4,7 @@
 //! ([`report`]). The binary in `main.rs` only parses the command line and dispatches here.
 
 pub mod appconfig;
+pub mod apply;
 pub mod checks;
 pub mod cli;
 pub mod commands;
