@@ -243,6 +243,9 @@ fn run_tcp(
 ) -> Result<(TxOut, RxOut)> {
     let size = spec.message_size;
     let (port_tx, port_rx) = mpsc::channel::<Result<u16>>();
+    // Set when the sender gives up before connecting, so the receiver stops waiting in accept.
+    let tx_gone = AtomicBool::new(false);
+    let tx_gone = &tx_gone;
     std::thread::scope(|s| {
         let rx = s.spawn(|| -> Result<RxOut> {
             let setup = (|| -> Result<(TcpListener, Option<String>)> {
@@ -263,34 +266,64 @@ fn run_tcp(
                 .map_err(|e| Error::io("listener address", e))?
                 .port();
             let _ = port_tx.send(Ok(port));
-            let (stream, _) = listener.accept().map_err(|e| Error::io("accept", e))?;
+            let stream = accept_until(&listener, tx_gone)?;
             let mut out = tcp_receive(stream, size, latency, ctl);
             out.notes.extend(note);
             Ok(out)
         });
         let tx = s.spawn(move || -> Result<TxOut> {
-            let port = port_rx
-                .recv()
-                .map_err(|_| Error::Invalid("receiver ended before listening".into()))??;
-            let note = enter(t.tx_ns.as_ref(), spec.tx_cpu, "tx")?;
-            let before = if measure_retrans {
-                retrans_here()
-            } else {
-                None
-            };
-            let stream = TcpStream::connect(SocketAddr::new(t.rx_addr, port))
-                .map_err(|e| Error::io(format!("connect to {}:{port}", t.rx_addr), e))?;
-            let mut out = tcp_send(stream, spec, ctl);
-            out.notes.extend(note);
-            if let (Some(b), Some(a)) = (before, retrans_here()) {
-                out.retrans = Some(a.saturating_sub(b));
+            let r = (|| -> Result<TxOut> {
+                let port = port_rx
+                    .recv()
+                    .map_err(|_| Error::Invalid("receiver ended before listening".into()))??;
+                let note = enter(t.tx_ns.as_ref(), spec.tx_cpu, "tx")?;
+                let before = if measure_retrans {
+                    retrans_here()
+                } else {
+                    None
+                };
+                let to = SocketAddr::new(t.rx_addr, port);
+                let stream = TcpStream::connect_timeout(&to, Duration::from_secs(5))
+                    .map_err(|e| Error::io(format!("connect to {to}"), e))?;
+                let mut out = tcp_send(stream, spec, ctl);
+                out.notes.extend(note);
+                if let (Some(b), Some(a)) = (before, retrans_here()) {
+                    out.retrans = Some(a.saturating_sub(b));
+                }
+                Ok(out)
+            })();
+            if r.is_err() {
+                tx_gone.store(true, Ordering::SeqCst);
             }
-            Ok(out)
+            r
         });
         let tx = thread_result(tx, "tx");
         let rx = thread_result(rx, "rx");
         Ok((tx?, rx?))
     })
+}
+
+/// Accepts one connection, giving up when `gone` is set (the sender failed before connecting).
+fn accept_until(l: &TcpListener, gone: &AtomicBool) -> Result<TcpStream> {
+    l.set_nonblocking(true)
+        .map_err(|e| Error::io("listener", e))?;
+    loop {
+        match l.accept() {
+            Ok((s, _)) => {
+                s.set_nonblocking(false)
+                    .map_err(|e| Error::io("accepted stream", e))?;
+                return Ok(s);
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                if gone.load(Ordering::SeqCst) {
+                    return Err(Error::Invalid("the sender never connected".into()));
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(Error::io("accept", e)),
+        }
+    }
 }
 
 pub(crate) fn tcp_send(mut stream: TcpStream, spec: &RunSpec, ctl: &RunControl) -> TxOut {
