@@ -129,6 +129,9 @@ pub struct Defaults {
     pub thresholds: Thresholds,
     /// The profile's isolated CPUs as resolved on this host (may name CPUs it lacks).
     pub isolated_cpus: Vec<usize>,
+    /// Reference rates by `engine.mode` (profile `selftest.reference_gbps`, seed 002), shown
+    /// beside the measurement; the gate uses the thresholds, not these.
+    pub reference_gbps: std::collections::BTreeMap<String, f64>,
 }
 
 impl Default for Defaults {
@@ -139,6 +142,7 @@ impl Default for Defaults {
             udp_rate_gbps: 1.0,
             thresholds: Thresholds::default(),
             isolated_cpus: Vec::new(),
+            reference_gbps: Default::default(),
         }
     }
 }
@@ -373,6 +377,15 @@ fn run_on(topo: &Topology, args: &SelftestArgs, d: &Defaults) -> (Report, Option
             r.notes.push(format!("interrupted by signal {sig}"));
         }
         judge(&mut r, &thresholds);
+        if let Some(reference) = d.reference_gbps.get(&format!("{}.{}", r.engine, mode)) {
+            if *reference > 0.0 && r.packets > 0 {
+                r.notes.push(format!(
+                    "{:.0} % of the profile's reference {reference:.1} Gb/s for {}.{mode}",
+                    r.gbps * 100.0 / reference,
+                    r.engine
+                ));
+            }
+        }
         report.push(r);
     }
     (report, signals::pending())
