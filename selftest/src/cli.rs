@@ -87,6 +87,9 @@ pub struct SelftestArgs {
     /// Bytes per message, 32-byte header included (default: the profile's, 8192).
     #[arg(long, value_name = "BYTES")]
     pub message_size: Option<usize>,
+    /// Parallel streams, each with its own TX and RX thread and CPUs (seed 002 uses 4).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub streams: u16,
     /// Pacing in Gb/s for every mode (default: TCP unpaced, UDP at the profile's rate).
     #[arg(long, value_name = "GBPS")]
     pub rate: Option<f64>,
@@ -309,13 +312,15 @@ fn hostname() -> String {
 }
 
 fn run_on(topo: &Topology, args: &SelftestArgs, d: &Defaults) -> (Report, Option<i32>) {
+    let allowed = sys::allowed_cpus();
     let plan = cpuplan::plan(
         &d.isolated_cpus,
-        &sys::allowed_cpus(),
+        &allowed,
         args.tx_cpu,
         args.rx_cpu,
         !args.no_pin,
     );
+    let plan = cpuplan::extend(plan, &d.isolated_cpus, &allowed, args.streams as usize);
     let mut report = Report::new(&hostname(), &topo.description, &plan.description);
     let mut thresholds = d.thresholds.clone();
     if let Some(v) = args.min_tcp_gbps {
@@ -353,6 +358,8 @@ fn run_on(topo: &Topology, args: &SelftestArgs, d: &Defaults) -> (Report, Option
         };
         spec.tx_cpu = plan.tx;
         spec.rx_cpu = plan.rx;
+        spec.streams = args.streams as usize;
+        spec.stream_cpus = plan.pairs.clone();
         ctl.reset_counters();
         if !progress {
             let _ = writeln!(

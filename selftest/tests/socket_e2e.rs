@@ -123,6 +123,35 @@ fn veth_tcp_and_udp_pass_and_leave_nothing() {
     no_veth_here();
 }
 
+#[test]
+fn veth_four_streams() {
+    let _g = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    if !root() {
+        return;
+    }
+    let out = bin()
+        .args([
+            "socket",
+            "--veth",
+            "--duration",
+            "1",
+            "--streams",
+            "4",
+            "--format",
+            "json",
+        ])
+        .output()
+        .expect("run");
+    let v = json(&out);
+    for r in v["results"].as_array().expect("results") {
+        assert!(r["status"] == "pass" || r["status"] == "warn", "{r}");
+        assert_eq!(r["integrity_errors"], 0);
+        assert_eq!(r["threads"].as_array().expect("threads").len(), 8);
+    }
+    assert_eq!(v["results"][0]["status"], "pass");
+    assert!(out.status.success());
+}
+
 fn signal(pid: u32, sig: i32) {
     // SAFETY: kill on a child we spawned and have not reaped yet.
     let rc = unsafe { libc::kill(pid as i32, sig) };
