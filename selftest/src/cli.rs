@@ -213,6 +213,19 @@ pub fn run(args: &SelftestArgs, d: &Defaults) -> i32 {
         Ok(t) => t,
         Err(e) => {
             let _ = writeln!(err, "daqtune selftest: {e}");
+            // Machine-readable consumers (a CI gate) still get a report saying why.
+            if args.format != Format::Text && !args.hold {
+                let kind = if args.tx_if.is_some() {
+                    "ports"
+                } else {
+                    "veth"
+                };
+                let mut report = Report::new(&hostname(), kind, "not started");
+                for mode in modes_of(args) {
+                    report.push(EngineResult::errored("socket", mode, kind, &e.to_string()));
+                }
+                emit(args, &report);
+            }
             return 2;
         }
     };
@@ -225,17 +238,8 @@ pub fn run(args: &SelftestArgs, d: &Defaults) -> i32 {
     for w in &warnings {
         let _ = writeln!(err, "daqtune selftest: restore: {w}");
     }
-    let text = match args.format {
-        Format::Text => report.to_text(),
-        Format::Json => report.to_json() + "\n",
-        Format::Junit => report.to_junit(),
-    };
-    let _ = std::io::stdout().write_all(text.as_bytes());
-    if let Some(p) = &args.junit {
-        if let Err(e) = std::fs::write(p, report.to_junit()) {
-            let _ = writeln!(err, "daqtune selftest: write {}: {e}", p.display());
-            return 2;
-        }
+    if !emit(args, &report) {
+        return 2;
     }
     if let Some(sig) = interrupted {
         let _ = writeln!(err, "daqtune selftest: interrupted; network restored");
@@ -305,6 +309,41 @@ fn serve(args: &SelftestArgs, d: &Defaults) -> i32 {
     }
 }
 
+/// Prints the report in the requested format (and the JUnit file); false when the file could
+/// not be written.
+fn emit(args: &SelftestArgs, report: &Report) -> bool {
+    let text = match args.format {
+        Format::Text => report.to_text(),
+        Format::Json => report.to_json() + "\n",
+        Format::Junit => report.to_junit(),
+    };
+    let _ = std::io::stdout().write_all(text.as_bytes());
+    if let Some(p) = &args.junit {
+        if let Err(e) = std::fs::write(p, report.to_junit()) {
+            let _ = writeln!(
+                std::io::stderr(),
+                "daqtune selftest: write {}: {e}",
+                p.display()
+            );
+            return false;
+        }
+    }
+    true
+}
+
+fn modes_of(args: &SelftestArgs) -> Vec<Mode> {
+    if args.mode.is_empty() {
+        return vec![Mode::Tcp, Mode::Udp];
+    }
+    args.mode
+        .iter()
+        .map(|m| match m {
+            ModeArg::Tcp => Mode::Tcp,
+            ModeArg::Udp => Mode::Udp,
+        })
+        .collect()
+}
+
 fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|s| s.trim().to_string())
@@ -329,17 +368,7 @@ fn run_on(topo: &Topology, args: &SelftestArgs, d: &Defaults) -> (Report, Option
     if let Some(v) = args.max_udp_loss {
         thresholds.max_udp_loss_pct = v;
     }
-    let modes: Vec<Mode> = if args.mode.is_empty() {
-        vec![Mode::Tcp, Mode::Udp]
-    } else {
-        args.mode
-            .iter()
-            .map(|m| match m {
-                ModeArg::Tcp => Mode::Tcp,
-                ModeArg::Udp => Mode::Udp,
-            })
-            .collect()
-    };
+    let modes = modes_of(args);
     let ctl = RunControl::watching_signals();
     let mut engine = SocketEngine::new(topo);
     let progress = !args.no_progress && std::io::stderr().is_terminal();
@@ -420,7 +449,11 @@ fn with_progress<T>(
             while !done.load(Ordering::Relaxed) {
                 std::thread::sleep(Duration::from_millis(200));
                 let t = start.elapsed().as_secs_f64();
-                let b = ctl.rx_bytes();
+                // A --peer run receives on the other host: show what left instead.
+                let b = match ctl.rx_bytes() {
+                    0 => ctl.tx_bytes(),
+                    b => b,
+                };
                 if t > last_t {
                     rate = (b - last_bytes.min(b)) as f64 * 8.0 / (t - last_t) / 1e9;
                 }

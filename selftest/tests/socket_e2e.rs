@@ -491,6 +491,30 @@ fn port_with_default_route_or_ssh_is_refused() {
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("default route"), "{stderr}");
     assert_eq!(host.state(&["dqtr0", "dqtr1"]), before);
+    // A gate reading JSON still gets a report: both modes `error`, with the reason.
+    let (_, out) = host.run(
+        &[
+            "socket",
+            "--tx-if",
+            "dqtr0",
+            "--rx-if",
+            "dqtr1",
+            "--duration",
+            "1",
+            "--format",
+            "json",
+        ],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let v = json(&out);
+    for r in v["results"].as_array().expect("results") {
+        assert_eq!(r["status"], "error");
+        assert!(r["notes"][0]
+            .as_str()
+            .expect("note")
+            .contains("default route"));
+    }
     // dqtr1 has no default route, but holds the SSH session's address.
     let (_, out) = host.run(
         &[
