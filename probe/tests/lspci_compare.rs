@@ -15,6 +15,7 @@ const FIXTURES: &[&str] = &[
     "server-pix",
     "nic-cap70",
     "x86-2s",
+    "h200-vm",
 ];
 
 fn lspci() -> Option<String> {

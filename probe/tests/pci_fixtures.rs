@@ -130,6 +130,7 @@ fn x86_two_sockets() {
     let vf = t.get(a("0000:99:00.2")).expect("vf");
     assert!(vf.is_vf);
     assert_eq!(vf.physfn, Some(nic));
+    assert_eq!(vf.numa(), Some(1), "a VF takes its PF's node");
     let nics = discover_nics(&h, &t);
     let moved = nics
         .iter()
@@ -164,4 +165,23 @@ fn short_config_reports_hidden() {
     assert_eq!(c.pcie_visibility, Visibility::Hidden);
     // Link data still comes from the sysfs attributes.
     assert_eq!(dev.max_link(), (Some(16.0), Some(16)));
+}
+
+/// A real capture (tests/fixtures/h200-vm/README.md), not generated.
+#[test]
+fn real_h200_vm_capture() {
+    let (h, t) = tree("h200-vm");
+    assert_eq!(t.devices.len(), 7);
+    let gpu = t.gpus().next().expect("gpu");
+    assert_eq!(gpu.addr, a("0000:00:06.0"));
+    assert_eq!(gpu.short_name(), "H200 SXM 141GB");
+    assert_eq!(gpu.driver.as_deref(), Some("nvidia"));
+    assert_eq!(gpu.cur_link(), (Some(32.0), Some(16)));
+    let p = gpu.pcie().expect("pcie cap");
+    assert_eq!((p.offset, p.mps, p.mrrs), (0x60, 256, 4096));
+    assert_eq!(gpu.numa(), None, "numa_node -1");
+    assert!(t.single_node());
+    let nics = discover_nics(&h, &t);
+    assert_eq!(nics.len(), 1);
+    assert!(!nics[0].connectx);
 }

@@ -14,4 +14,5 @@ pub mod profile;
 pub mod report;
 pub mod selftest_cmd;
 pub mod snapshot;
+pub mod topo;
 pub mod verdict;

@@ -84,24 +84,43 @@ fn msg(v: &Value) -> &str {
 }
 
 #[test]
-fn without_config_the_app_checks_are_not_applicable() {
+fn without_config_the_app_checks_stay_out_of_the_report_unless_named() {
+    let root = fixture("igx-tuned");
+    let root = root.to_str().expect("utf8");
     let out = run(&[
         "check",
         "--root",
-        fixture("igx-tuned").to_str().expect("utf8"),
+        root,
         "--profile",
         "igx-orin",
         "--format",
         "json",
     ]);
     let rep: Value = serde_json::from_slice(&out.stdout).expect("json");
-    for id in [
+    let ids = [
         "app.config",
         "app.cores",
         "app.memory",
         "app.interfaces",
         "app.sizes",
-    ] {
+    ];
+    for id in ids {
+        assert!(all(&rep, id).is_empty(), "{id} reported without --config");
+    }
+    // Named explicitly, they say why they have nothing to judge.
+    let mut args = vec![
+        "check",
+        "--root",
+        root,
+        "--profile",
+        "igx-orin",
+        "--format",
+        "json",
+    ];
+    args.extend(ids);
+    let out = run(&args);
+    let rep: Value = serde_json::from_slice(&out.stdout).expect("json");
+    for id in ids {
         let vs = all(&rep, id);
         assert_eq!(vs.len(), 1, "{id}");
         assert_eq!(status(vs[0]), "n/a", "{id}");

@@ -35,7 +35,10 @@ fn igx_tuned() {
     assert!(s(topo[0], "message").starts_with("PXB"), "{}", topo[0]);
     for port in ["0005:03:00.0", "0005:03:00.1"] {
         let v = subject_has(&r, "pcie.mrrs", port);
-        assert_eq!((s(v, "status"), s(v, "observed")), ("pass".into(), "4096".into()));
+        assert_eq!(
+            (s(v, "status"), s(v, "observed")),
+            ("pass".into(), "4096".into())
+        );
         let m = subject_has(&r, "pcie.mps", port);
         assert_eq!(s(m, "status"), "pass");
         assert!(s(m, "message").contains("could carry 256"), "{m}");
@@ -46,7 +49,10 @@ fn igx_tuned() {
     assert_eq!(mtu, ["pass", "pass"]);
     assert_eq!(s(subject_has(&r, "nic.mtu", "cx7_0"), "observed"), "9000");
     // The idle GPU link (2.5 GT/s) is not a warning.
-    assert_eq!(s(subject_has(&r, "pcie.link", "RTX A6000"), "status"), "pass");
+    assert_eq!(
+        s(subject_has(&r, "pcie.link", "RTX A6000"), "status"),
+        "pass"
+    );
     assert!(statuses(&r, "iommu").iter().all(|x| x == "pass"));
     assert!(statuses(&r, "irq.affinity").iter().all(|x| x == "pass"));
 }
@@ -56,8 +62,14 @@ fn igx_untuned() {
     let r = check_json("igx-untuned", "igx-orin");
     for port in ["0005:03:00.0", "0005:03:00.1"] {
         let v = subject_has(&r, "pcie.mrrs", port);
-        assert_eq!((s(v, "status"), s(v, "observed")), ("fail".into(), "512".into()));
-        assert!(s(v, "fix").contains(&format!("setpci -s {port} CAP_EXP+8.w=5000:7000")), "{v}");
+        assert_eq!(
+            (s(v, "status"), s(v, "observed")),
+            ("fail".into(), "512".into())
+        );
+        assert!(
+            s(v, "fix").contains(&format!("setpci -s {port} CAP_EXP+8.w=5000:7000")),
+            "{v}"
+        );
     }
     assert_eq!(statuses(&r, "nic.mtu"), ["fail", "fail"]);
     let acs = of(&r, "pcie.acs");
@@ -76,8 +88,24 @@ fn server_pix() {
     let topo = of(&r, "pcie.topology");
     assert_eq!(s(topo[0], "status"), "pass");
     assert!(s(topo[0], "message").starts_with("PIX"), "{}", topo[0]);
-    for id in ["pcie.link", "pcie.mps", "pcie.mrrs", "pcie.acs", "pcie.aer", "iommu", "nic.driver", "nic.link-layer", "nic.link", "nic.mtu", "irq.affinity"] {
-        assert!(statuses(&r, id).iter().all(|x| x == "pass"), "{id}: {:?}", of(&r, id));
+    for id in [
+        "pcie.link",
+        "pcie.mps",
+        "pcie.mrrs",
+        "pcie.acs",
+        "pcie.aer",
+        "iommu",
+        "nic.driver",
+        "nic.link-layer",
+        "nic.link",
+        "nic.mtu",
+        "irq.affinity",
+    ] {
+        assert!(
+            statuses(&r, id).iter().all(|x| x == "pass"),
+            "{id}: {:?}",
+            of(&r, id)
+        );
     }
 }
 
@@ -106,10 +134,25 @@ fn spark_without_cable_names_the_preflight() {
         .expect("cp");
     assert!(ok.success());
     let root = tmp.path().join("spark");
-    for bdf in ["0000:01:00.0", "0000:01:00.1", "0002:01:00.0", "0002:01:00.1"] {
+    for bdf in [
+        "0000:01:00.0",
+        "0000:01:00.1",
+        "0002:01:00.0",
+        "0002:01:00.1",
+    ] {
         std::fs::remove_file(root.join("sys/bus/pci/devices").join(bdf)).expect("rm");
     }
-    let out = run(&["check", "--root", root.to_str().expect("utf8"), "--profile", "dgx-spark", "--format", "json", "nic.link", "pcie.mrrs"]);
+    let out = run(&[
+        "check",
+        "--root",
+        root.to_str().expect("utf8"),
+        "--profile",
+        "dgx-spark",
+        "--format",
+        "json",
+        "nic.link",
+        "pcie.mrrs",
+    ]);
     let r: Value = serde_json::from_slice(&out.stdout).expect("json");
     let link = of(&r, "nic.link");
     assert_eq!(s(link[0], "status"), "fail");
@@ -123,7 +166,11 @@ fn nic_cap_at_0x70() {
         let r = check_json("nic-cap70", profile);
         let v = of(&r, "pcie.mrrs");
         assert_eq!(v.len(), 1);
-        assert_eq!((s(v[0], "status"), s(v[0], "observed")), ("pass".into(), "4096".into()), "{profile}");
+        assert_eq!(
+            (s(v[0], "status"), s(v[0], "observed")),
+            ("pass".into(), "4096".into()),
+            "{profile}"
+        );
         assert!(s(v[0], "message").contains("0x78"), "{}", v[0]);
     }
 }
@@ -132,7 +179,11 @@ fn nic_cap_at_0x70() {
 fn x86_two_sockets() {
     let r = check_json("x86-2s", "generic-dgpu");
     let topo = of(&r, "pcie.topology");
-    assert!(matches!(s(topo[0], "status").as_str(), "warn" | "fail"), "{}", topo[0]);
+    assert!(
+        matches!(s(topo[0], "status").as_str(), "warn" | "fail"),
+        "{}",
+        topo[0]
+    );
     assert!(s(topo[0], "message").contains("SYS"), "{}", topo[0]);
     let link = subject_has(&r, "pcie.link", "0000:99:00.0");
     assert_eq!(s(link, "status"), "warn");
@@ -142,7 +193,10 @@ fn x86_two_sockets() {
     let moved = subject_has(&r, "nic.link", "ens1f1np1");
     assert_eq!(s(moved, "status"), "warn");
     assert!(s(moved, "message").contains("another network namespace"));
-    assert_eq!(s(subject_has(&r, "nic.mtu", "0000:99:00.1"), "status"), "skip");
+    assert_eq!(
+        s(subject_has(&r, "nic.mtu", "0000:99:00.1"), "status"),
+        "skip"
+    );
     // GPU and NIC on different sockets: no shared hierarchy, ACS does not apply.
     assert_eq!(statuses(&r, "pcie.acs"), ["n/a"]);
     assert!(statuses(&r, "iommu").iter().all(|x| x == "warn"));
@@ -156,11 +210,29 @@ fn x86_two_sockets() {
 fn profile_interfaces_select_the_data_path() {
     let tmp = tempfile::tempdir().expect("tmp");
     let p = tmp.path().join("p.yaml");
-    std::fs::write(&p, "name: x\nextends: generic-dgpu\nnic:\n  interfaces: [ens1f0v0, \"0000:99:00.0\"]\n").expect("write");
-    let out = run(&["check", "--root", fixture("x86-2s").to_str().expect("utf8"), "--profile", p.to_str().expect("utf8"), "--format", "json", "pcie.mrrs", "nic.mtu"]);
+    std::fs::write(
+        &p,
+        "name: x\nextends: generic-dgpu\nnic:\n  interfaces: [ens1f0v0, \"0000:99:00.0\"]\n",
+    )
+    .expect("write");
+    let out = run(&[
+        "check",
+        "--root",
+        fixture("x86-2s").to_str().expect("utf8"),
+        "--profile",
+        p.to_str().expect("utf8"),
+        "--format",
+        "json",
+        "pcie.mrrs",
+        "nic.mtu",
+    ]);
     let r: Value = serde_json::from_slice(&out.stdout).expect("json");
     let mrrs = of(&r, "pcie.mrrs");
-    assert_eq!(mrrs.iter().map(|v| s(v, "status")).collect::<Vec<_>>(), ["pass", "n/a"], "{mrrs:?}");
+    assert_eq!(
+        mrrs.iter().map(|v| s(v, "status")).collect::<Vec<_>>(),
+        ["pass", "n/a"],
+        "{mrrs:?}"
+    );
     let mtu = of(&r, "nic.mtu");
     assert_eq!(mtu.len(), 2);
     assert_eq!(s(subject_has(&r, "nic.mtu", "ens1f0v0"), "status"), "fail");
@@ -182,15 +254,142 @@ fn live_host_without_gpu_or_nic_skips() {
         eprintln!("skipping: this machine has NVIDIA or Mellanox devices");
         return;
     }
-    let ids = ["pcie.topology", "pcie.link", "pcie.mps", "pcie.mrrs", "pcie.acs", "pcie.aer", "iommu", "irq.affinity", "nic.driver", "nic.link-layer", "nic.link", "nic.mtu"];
+    let ids = [
+        "pcie.topology",
+        "pcie.link",
+        "pcie.mps",
+        "pcie.mrrs",
+        "pcie.acs",
+        "pcie.aer",
+        "iommu",
+        "irq.affinity",
+        "nic.driver",
+        "nic.link-layer",
+        "nic.link",
+        "nic.mtu",
+    ];
     let mut args = vec!["check", "--profile", "generic-dgpu", "--format", "json"];
     args.extend(ids);
     let out = run(&args);
-    assert!(matches!(out.status.code(), Some(0) | Some(1)), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        matches!(out.status.code(), Some(0) | Some(1)),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let r: Value = serde_json::from_slice(&out.stdout).expect("json");
     for id in ids {
         let st = statuses(&r, id);
         assert!(!st.is_empty(), "{id}");
-        assert!(st.iter().all(|x| x == "skip" || x == "n/a"), "{id}: {:?}", of(&r, id));
+        assert!(
+            st.iter().all(|x| x == "skip" || x == "n/a"),
+            "{id}: {:?}",
+            of(&r, id)
+        );
     }
+}
+
+/// `daqtune topo` and tune_system.py's `--check schematic` spelling, through the binary.
+#[test]
+fn topo_command() {
+    let root = fixture("igx-tuned");
+    let out = run(&["topo", "--root", root.to_str().expect("utf8")]);
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("GPU0") && text.contains("PXB") && text.contains("cx7_0, mlx5_0"),
+        "{text}"
+    );
+    let out = run(&[
+        "topo",
+        "--root",
+        root.to_str().expect("utf8"),
+        "--format",
+        "json",
+    ]);
+    let j: Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(j["schema"], "daqtune.topo/v1");
+    assert_eq!(j["endpoints"][0]["label"], "GPU0");
+    let tmp = tempfile::tempdir().expect("tmp");
+    let svg = tmp.path().join("t.svg");
+    let out = run(&[
+        "--check",
+        "schematic",
+        "--schematic-output",
+        svg.to_str().expect("utf8"),
+        "--root",
+        root.to_str().expect("utf8"),
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let body = std::fs::read_to_string(&svg).expect("svg written");
+    assert!(body.contains("<svg") && body.contains("switch: GPU0-NIC"));
+    // On this machine too (whatever it has), no crash.
+    let out = run(&["topo", "--format", "json"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// What a non-root reader sees: 64 bytes of config space. The checks that need the PCIe
+/// capability skip and say root is needed; the link comes from sysfs attributes and is judged.
+#[test]
+fn short_config_skips_saying_root() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let ok = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(fixture("igx-tuned"))
+        .arg(tmp.path())
+        .status()
+        .expect("cp");
+    assert!(ok.success());
+    let root = tmp.path().join("igx-tuned");
+    for dir in walk(&root.join("sys/devices")) {
+        let cfg = dir.join("config");
+        if let Ok(b) = std::fs::read(&cfg) {
+            std::fs::write(&cfg, &b[..64.min(b.len())]).expect("truncate");
+        }
+    }
+    let out = run(&[
+        "check",
+        "--root",
+        root.to_str().expect("utf8"),
+        "--profile",
+        "igx-orin",
+        "--format",
+        "json",
+        "pcie.mrrs",
+        "pcie.mps",
+        "pcie.acs",
+        "pcie.link",
+        "pcie.topology",
+    ]);
+    let r: Value = serde_json::from_slice(&out.stdout).expect("json");
+    for id in ["pcie.mrrs", "pcie.mps", "pcie.acs"] {
+        for v in of(&r, id) {
+            assert_eq!(s(v, "status"), "skip", "{v}");
+            assert!(s(v, "message").contains("root"), "{v}");
+        }
+    }
+    assert_eq!(statuses(&r, "pcie.topology"), ["pass"]);
+    assert!(statuses(&r, "pcie.link").iter().all(|x| x == "pass"));
+}
+
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = vec![dir.to_path_buf()];
+    if let Ok(rd) = std::fs::read_dir(dir) {
+        for e in rd.flatten() {
+            let p = e.path();
+            if e.file_type().map(|t| t.is_dir()).unwrap_or(false) {
+                out.extend(walk(&p));
+            }
+        }
+    }
+    out
 }

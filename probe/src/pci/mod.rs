@@ -10,6 +10,7 @@
 //! storage devices and the bridges above them, which is what the checks and `topo` look at.
 
 pub mod config;
+pub mod devdir;
 pub mod ids;
 pub mod nic;
 pub mod topo;
@@ -455,33 +456,27 @@ struct Basic {
 fn read_basic(host: &Host, name: &str) -> Result<Basic, String> {
     let addr: PciAddr = name.parse()?;
     let link = format!("{PCI_DEVICES}/{name}");
-    let sysfs = match host.read_link(&link) {
-        Ok(t) => join_link(PCI_DEVICES, &t),
-        Err(_) => host.canonical(&link).map_err(|e| e.to_string())?,
+    let bus = devdir::DevDir::new(host, PCI_DEVICES);
+    let sysfs = match bus.link_target(name) {
+        Some(t) => join_link(PCI_DEVICES, &t),
+        None => host.canonical(&link).map_err(|e| e.to_string())?,
     };
     let place = parse_device_path(&sysfs);
-    let ue = host
-        .read_string(&format!("{sysfs}/uevent"))
+    let dir = devdir::DevDir::new(host, &sysfs);
+    let ue = dir
+        .string("uevent")
         .map(|t| parse_uevent(&t))
         .unwrap_or_default();
     let class = ue
         .get("PCI_CLASS")
         .and_then(|c| parse_hex_u32(c))
-        .or_else(|| {
-            host.read_attr(&format!("{sysfs}/class"))
-                .ok()
-                .and_then(|c| parse_hex_u32(&c))
-        })
+        .or_else(|| dir.attr("class").and_then(|c| parse_hex_u32(&c)))
         .ok_or_else(|| format!("{name}: class unreadable"))?;
     let (vendor, device) = match ue.get("PCI_ID").and_then(|s| s.split_once(':')) {
         Some((v, d)) => (parse_hex_u32(v), parse_hex_u32(d)),
         None => (
-            host.read_attr(&format!("{sysfs}/vendor"))
-                .ok()
-                .and_then(|c| parse_hex_u32(&c)),
-            host.read_attr(&format!("{sysfs}/device"))
-                .ok()
-                .and_then(|c| parse_hex_u32(&c)),
+            dir.attr("vendor").and_then(|c| parse_hex_u32(&c)),
+            dir.attr("device").and_then(|c| parse_hex_u32(&c)),
         ),
     };
     let (Some(vendor), Some(device)) = (vendor, device) else {
@@ -491,11 +486,10 @@ fn read_basic(host: &Host, name: &str) -> Result<Basic, String> {
         let (v, d) = s.split_once(':')?;
         Some((parse_hex_u32(v)? as u16, parse_hex_u32(d)? as u16))
     });
-    let driver = ue.get("DRIVER").cloned().or_else(|| {
-        host.read_link(&format!("{sysfs}/driver"))
-            .ok()
-            .and_then(|t| t.rsplit('/').next().map(String::from))
-    });
+    let driver = ue
+        .get("DRIVER")
+        .cloned()
+        .or_else(|| dir.link_basename("driver"));
     Ok(Basic {
         addr,
         sysfs,
@@ -508,49 +502,56 @@ fn read_basic(host: &Host, name: &str) -> Result<Basic, String> {
     })
 }
 
-fn link_basename(host: &Host, path: &str) -> Option<String> {
-    host.read_link(path)
-        .ok()
-        .and_then(|t| t.rsplit('/').next().map(String::from))
-}
-
 fn read_detail(host: &Host, d: &mut PciDevice) {
-    let p = d.sysfs.clone();
-    let attr = |a: &str| host.read_attr(&format!("{p}/{a}")).ok();
+    let dir = devdir::DevDir::new(host, &d.sysfs);
     d.detailed = true;
-    d.numa_node = attr("numa_node").and_then(|s| s.parse().ok());
-    d.local_cpus = attr("local_cpulist").and_then(|s| parse_cpulist(&s, None).ok());
-    d.link = LinkAttrs {
-        cur_speed_gts: attr("current_link_speed").and_then(|s| parse_link_speed(&s)),
-        cur_width: attr("current_link_width")
-            .and_then(|s| s.parse().ok())
-            .filter(|w| *w > 0),
-        max_speed_gts: attr("max_link_speed").and_then(|s| parse_link_speed(&s)),
-        max_width: attr("max_link_width")
-            .and_then(|s| s.parse().ok())
-            .filter(|w| *w > 0),
-    };
-    if let Some(pf) = link_basename(host, &format!("{p}/physfn")) {
+    if let Some(pf) = dir.link_basename("physfn") {
         d.is_vf = true;
         d.physfn = pf.parse().ok();
     }
-    d.sriov_totalvfs = attr("sriov_totalvfs").and_then(|s| s.parse().ok());
-    d.sriov_numvfs = attr("sriov_numvfs").and_then(|s| s.parse().ok());
-    d.iommu_group = link_basename(host, &format!("{p}/iommu_group")).and_then(|s| s.parse().ok());
-    if d.iommu_group.is_some() {
-        d.iommu_type = attr("iommu_group/type");
+    // A VF sits where its PF sits; hosts with SR-IOV have hundreds, so their NUMA attributes
+    // are taken from the PF (filled in by read_pci) rather than read again.
+    if !(d.is_vf && d.physfn.is_some()) {
+        d.numa_node = dir.attr("numa_node").and_then(|s| s.parse().ok());
+        d.local_cpus = dir
+            .attr("local_cpulist")
+            .and_then(|s| parse_cpulist(&s, None).ok());
     }
-    let aer = |f: &str| {
-        host.read_string(&format!("{p}/{f}"))
-            .ok()
-            .and_then(|t| parse_aer_total(&t))
+    d.iommu_group = dir
+        .link_basename("iommu_group")
+        .and_then(|s| s.parse().ok());
+    if d.iommu_group.is_some() {
+        d.iommu_type = host.read_attr(&dir.host_path("iommu_group/type")).ok();
+    }
+    // A VF has no link of its own, no AER reporting and a reserved MRRS: its PF speaks for it.
+    if d.is_vf {
+        return;
+    }
+    d.link = LinkAttrs {
+        cur_speed_gts: dir
+            .attr("current_link_speed")
+            .and_then(|s| parse_link_speed(&s)),
+        cur_width: dir
+            .attr("current_link_width")
+            .and_then(|s| s.parse().ok())
+            .filter(|w| *w > 0),
+        max_speed_gts: dir
+            .attr("max_link_speed")
+            .and_then(|s| parse_link_speed(&s)),
+        max_width: dir
+            .attr("max_link_width")
+            .and_then(|s| s.parse().ok())
+            .filter(|w| *w > 0),
     };
+    d.sriov_totalvfs = dir.attr("sriov_totalvfs").and_then(|s| s.parse().ok());
+    d.sriov_numvfs = dir.attr("sriov_numvfs").and_then(|s| s.parse().ok());
+    let aer = |f: &str| dir.string(f).and_then(|t| parse_aer_total(&t));
     d.aer = AerCounts {
         correctable: aer("aer_dev_correctable"),
         nonfatal: aer("aer_dev_nonfatal"),
         fatal: aer("aer_dev_fatal"),
     };
-    match host.read_bytes_limited(&format!("{p}/config"), config::EXTENDED_LEN) {
+    match dir.bytes_limited("config", config::EXTENDED_LEN) {
         Ok(bytes) => {
             d.config_len = bytes.len();
             match config::decode(&bytes) {
@@ -558,7 +559,7 @@ fn read_detail(host: &Host, d: &mut PciDevice) {
                 Err(e) => d.config_error = Some(e.to_string()),
             }
         }
-        Err(e) => d.config_error = Some(e.to_string()),
+        Err(e) => d.config_error = Some(e),
     }
 }
 
@@ -643,6 +644,17 @@ pub fn read_pci(host: &Host, opts: ReadOptions) -> Result<PciTree, ReadError> {
     }
     for d in devices.iter_mut().filter(|d| want.contains(&d.addr)) {
         read_detail(host, d);
+    }
+    let pf_numa: HashMap<PciAddr, (Option<i32>, Option<CpuSet>)> = devices
+        .iter()
+        .filter(|d| d.detailed && !d.is_vf)
+        .map(|d| (d.addr, (d.numa_node, d.local_cpus.clone())))
+        .collect();
+    for d in devices.iter_mut().filter(|d| d.is_vf) {
+        if let Some((n, c)) = d.physfn.and_then(|pf| pf_numa.get(&pf)) {
+            d.numa_node = *n;
+            d.local_cpus = c.clone();
+        }
     }
     let mut t = PciTree::from_devices(devices, count_numa_nodes(host));
     t.names_source = names_source;
@@ -823,4 +835,42 @@ pub fn read_facts(host: &Host) -> Result<PciFacts, ReadError> {
     let tree = read_pci(host, ReadOptions::default())?;
     let nics = nic::discover_nics(host, &tree);
     Ok(PciFacts { tree, nics })
+}
+
+#[cfg(test)]
+mod prop_tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn parsers_never_panic(s in "\\PC{0,64}") {
+            let _ = s.parse::<PciAddr>();
+            let _ = parse_link_speed(&s);
+            let _ = parse_aer_total(&s);
+            let _ = parse_uevent(&s);
+            let _ = parse_device_path(&s);
+            let _ = parse_host_bridge(&s);
+            let _ = ids::PciIds::parse(&s, &BTreeSet::new());
+        }
+
+        #[test]
+        fn addresses_round_trip(domain in any::<u32>(), bus in any::<u8>(), dev in 0u8..32, func in 0u8..8) {
+            let a = PciAddr { domain, bus, dev, func };
+            prop_assert_eq!(a.to_string().parse::<PciAddr>(), Ok(a));
+        }
+
+        #[test]
+        fn sysfs_paths_give_parents(depth in 1usize..6, domain in 0u32..0x20000) {
+            let chain: Vec<PciAddr> = (0..depth)
+                .map(|i| PciAddr { domain, bus: i as u8, dev: 0, func: 0 })
+                .collect();
+            let path = format!(
+                "/sys/devices/pci{domain:04x}:00/{}",
+                chain.iter().map(|a| a.to_string()).collect::<Vec<_>>().join("/")
+            );
+            let p = parse_device_path(&path).expect("place");
+            prop_assert_eq!(p.chain, chain);
+        }
+    }
 }

@@ -8,6 +8,7 @@
 //! (`ports/N/gid_attrs/ndevs/I`) even when that netdev is not in our namespace, and a ConnectX
 //! function bound to mlx5_core with an RDMA device but no visible netdev.
 
+use super::devdir::DevDir;
 use super::{PciAddr, PciDevice, PciTree};
 use crate::host::Host;
 use serde::Serialize;
@@ -97,41 +98,38 @@ pub fn parse_speed(s: &str) -> Option<u64> {
 
 /// Read a netdev from its sysfs directory.
 pub fn read_netdev(host: &Host, dir: &str, name: &str) -> Netdev {
-    let attr = |a: &str| host.read_attr(&format!("{dir}/{a}")).ok();
+    read_netdev_in(&DevDir::new(host, dir), name)
+}
+
+fn read_netdev_in(d: &DevDir, name: &str) -> Netdev {
     Netdev {
         name: name.to_string(),
-        ifindex: attr("ifindex").and_then(|s| s.parse().ok()),
-        mtu: attr("mtu").and_then(|s| s.parse().ok()),
-        carrier: attr("carrier").and_then(|s| match s.as_str() {
+        ifindex: d.attr("ifindex").and_then(|s| s.parse().ok()),
+        mtu: d.attr("mtu").and_then(|s| s.parse().ok()),
+        carrier: d.attr("carrier").and_then(|s| match s.as_str() {
             "1" => Some(true),
             "0" => Some(false),
             _ => None,
         }),
-        operstate: attr("operstate"),
-        speed_mbps: attr("speed").and_then(|s| parse_speed(&s)),
-        address: attr("address"),
+        operstate: d.attr("operstate"),
+        speed_mbps: d.attr("speed").and_then(|s| parse_speed(&s)),
+        address: d.attr("address"),
     }
 }
 
 fn read_rdma(host: &Host, dir: &str, name: &str) -> RdmaDevice {
-    let attr = |a: &str| {
-        host.read_attr(&format!("{dir}/{a}"))
-            .ok()
-            .filter(|s| !s.is_empty())
-    };
+    let d = DevDir::new(host, dir);
+    let attr = |a: &str| d.attr(a).filter(|s| !s.is_empty());
     let mut ports = Vec::new();
-    for p in host.read_dir(&format!("{dir}/ports")).unwrap_or_default() {
+    for p in d.list("ports") {
         let Ok(num) = p.parse::<u32>() else { continue };
-        let pd = format!("{dir}/ports/{p}");
-        let pattr = |a: &str| {
-            host.read_attr(&format!("{pd}/{a}"))
-                .ok()
-                .filter(|s| !s.is_empty())
-        };
+        let pd = DevDir::new(host, &format!("{dir}/ports/{p}"));
+        let pattr = |a: &str| pd.attr(a).filter(|s| !s.is_empty());
         // Entries 0 and 1 are the default RoCE v1/v2 GIDs; they name the port's netdev.
+        let nd = DevDir::new(host, &format!("{dir}/ports/{p}/gid_attrs/ndevs"));
         let mut gid_netdevs = Vec::new();
-        for i in 0..2 {
-            if let Some(n) = pattr(&format!("gid_attrs/ndevs/{i}")) {
+        for i in ["0", "1"] {
+            if let Some(n) = nd.attr(i).filter(|s| !s.is_empty()) {
                 if !gid_netdevs.contains(&n) {
                     gid_netdevs.push(n);
                 }
@@ -158,6 +156,7 @@ fn read_rdma(host: &Host, dir: &str, name: &str) -> RdmaDevice {
 /// Netdev directories of a PCI function: `<dev>/net/*` and virtio's `<dev>/virtio*/net/*`.
 fn netdev_dirs(host: &Host, d: &PciDevice) -> Vec<(String, String)> {
     let mut out = Vec::new();
+    let dir = DevDir::new(host, &d.sysfs);
     let mut bases = vec![d.sysfs.clone()];
     if d.driver.as_deref() == Some("virtio-pci") {
         for e in host.read_dir(&d.sysfs).unwrap_or_default() {
@@ -166,8 +165,13 @@ fn netdev_dirs(host: &Host, d: &PciDevice) -> Vec<(String, String)> {
             }
         }
     }
-    for b in bases {
-        for n in host.read_dir(&format!("{b}/net")).unwrap_or_default() {
+    for (i, b) in bases.iter().enumerate() {
+        let names = if i == 0 {
+            dir.list("net")
+        } else {
+            DevDir::new(host, b).list("net")
+        };
+        for n in names {
             out.push((format!("{b}/net/{n}"), n));
         }
     }
@@ -186,11 +190,10 @@ pub fn discover_nics(host: &Host, tree: &PciTree) -> Vec<NicFunction> {
     for d in tree.devices.iter().filter(|d| d.is_network()) {
         let netdevs: Vec<Netdev> = netdev_dirs(host, d)
             .into_iter()
-            .map(|(dir, n)| read_netdev(host, &dir, &n))
+            .map(|(dir, n)| read_netdev_in(&DevDir::new(host, &dir), &n))
             .collect();
-        let rdma: Vec<RdmaDevice> = host
-            .read_dir(&format!("{}/infiniband", d.sysfs))
-            .unwrap_or_default()
+        let rdma: Vec<RdmaDevice> = DevDir::new(host, &d.sysfs)
+            .list("infiniband")
             .into_iter()
             .map(|n| read_rdma(host, &format!("{}/infiniband/{n}", d.sysfs), &n))
             .collect();

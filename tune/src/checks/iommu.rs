@@ -29,34 +29,45 @@ fn run_iommu(ctx: &Context) -> Vec<Verdict> {
         Ok(f) => f,
         Err(e) => return vec![Verdict::skip(ID, "host", e.to_string())],
     };
-    let mut devs: Vec<(&daqtune_probe::pci::PciDevice, String)> =
-        f.tree.gpus().filter(|g| !g.is_vf).map(|g| (g, gpu_label(g))).collect();
+    let mut devs: Vec<(&daqtune_probe::pci::PciDevice, String)> = f
+        .tree
+        .gpus()
+        .filter(|g| !g.is_vf)
+        .map(|g| (g, gpu_label(g)))
+        .collect();
     for n in data_path_nics(ctx, f) {
         if let Some(d) = f.tree.get(n.addr) {
             devs.push((d, n.label()));
         }
     }
     if devs.is_empty() {
-        return vec![Verdict::skip(ID, "host", "no NVIDIA GPU and no data-path NIC on the PCI bus")];
+        return vec![Verdict::skip(
+            ID,
+            "host",
+            "no NVIDIA GPU and no data-path NIC on the PCI bus",
+        )];
     }
     let arg = passthrough_arg(ctx);
     let (key, val) = arg.split_once('=').unwrap_or((arg, ""));
-    let on_cmdline = ctx.cmdline().ok().is_some_and(|c| c.value(key) == Some(val));
+    let on_cmdline = ctx
+        .cmdline()
+        .ok()
+        .is_some_and(|c| c.value(key) == Some(val));
     devs.into_iter()
         .map(|(d, label)| match (d.iommu_group, d.iommu_type.as_deref()) {
             (None, _) => Verdict::pass(ID, label, "no IOMMU group: DMA is not translated for this device").observed("no group"),
             (Some(g), Some("identity")) => {
-                Verdict::pass(ID, label, format!("group {g} in passthrough (identity)")).observed("identity")
+                Verdict::pass(ID, label, "passthrough (identity)").observed(format!("group {g} identity"))
             }
             (Some(g), Some(t @ ("DMA" | "DMA-FQ"))) => {
                 let status = if on_cmdline { Status::PendingReboot } else { Status::Warn };
                 let msg = if on_cmdline {
-                    format!("group {g} translates ({t}); {arg} is on the command line but this boot still translates: reboot")
+                    format!("translates DMA ({t}); {arg} is on the command line but this boot still translates: reboot")
                 } else {
-                    format!("group {g} translates DMA ({t}): GPUDirect peer traffic needs passthrough")
+                    format!("translates DMA ({t}): GPUDirect peer traffic needs passthrough")
                 };
                 Verdict::new(ID, label, status, msg)
-                    .observed(t)
+                    .observed(format!("group {g} {t}"))
                     .expected("identity")
                     .fix(format!(
                         "kernel argument {arg} (grub drop-in), then reboot; never intel_iommu=off (it also drops interrupt remapping)"

@@ -19,13 +19,22 @@ pub const AFFINITY: CheckDef = CheckDef {
 /// The CPUs interrupts must stay off: what the kernel isolated, else what `isolcpus=` names,
 /// else the profile's data cores.
 fn isolated(ctx: &Context) -> Option<(CpuSet, &'static str)> {
-    if let Some(i) = ctx.cpus().ok().and_then(|c| c.isolated.clone()).filter(|s| !s.is_empty()) {
+    if let Some(i) = ctx
+        .cpus()
+        .ok()
+        .and_then(|c| c.isolated.clone())
+        .filter(|s| !s.is_empty())
+    {
         return Some((i, "isolated CPUs"));
     }
     if let Some(i) = ctx.cmdline_isolated() {
         return Some((i, "isolcpus"));
     }
-    ctx.data_cores().ok().flatten().filter(|s| !s.is_empty()).map(|s| (s, "profile data cores"))
+    ctx.data_cores()
+        .ok()
+        .flatten()
+        .filter(|s| !s.is_empty())
+        .map(|s| (s, "profile data cores"))
 }
 
 fn run_affinity(ctx: &Context) -> Vec<Verdict> {
@@ -39,12 +48,18 @@ fn run_affinity(ctx: &Context) -> Vec<Verdict> {
         return vec![Verdict::skip(ID, "host", no_nic_reason(ctx))];
     }
     let Some((iso, source)) = isolated(ctx) else {
-        return vec![Verdict::na(ID, "host", "no CPUs are isolated: there is nothing to keep interrupts away from")];
+        return vec![Verdict::na(
+            ID,
+            "host",
+            "no CPUs are isolated: there is nothing to keep interrupts away from",
+        )];
     };
     let irqbalance = ctx.processes().iter().any(|p| p == "irqbalance");
     let mut out = Vec::new();
     for n in nics {
-        let Some(d) = f.tree.get(n.addr) else { continue };
+        let Some(d) = f.tree.get(n.addr) else {
+            continue;
+        };
         let irqs: Vec<u32> = ctx
             .host
             .read_dir(&format!("{}/msi_irqs", d.sysfs))
@@ -53,7 +68,11 @@ fn run_affinity(ctx: &Context) -> Vec<Verdict> {
             .filter_map(|s| s.parse().ok())
             .collect();
         if irqs.is_empty() {
-            out.push(Verdict::skip(ID, n.label(), "no MSI/MSI-X vectors listed (driver not bound, or msi_irqs not exposed)"));
+            out.push(Verdict::skip(
+                ID,
+                n.label(),
+                "no MSI/MSI-X vectors listed (driver not bound, or msi_irqs not exposed)",
+            ));
             continue;
         }
         let mut bad = Vec::new();
@@ -71,33 +90,52 @@ fn run_affinity(ctx: &Context) -> Vec<Verdict> {
             };
             let eff = read("effective_affinity_list");
             let hit = aff.intersection(&iso);
-            let eff_hit = eff.as_ref().map(|e| e.intersection(&iso)).filter(|e| !e.is_empty());
+            let eff_hit = eff
+                .as_ref()
+                .map(|e| e.intersection(&iso))
+                .filter(|e| !e.is_empty());
             if !hit.is_empty() || eff_hit.is_some() {
                 bad.push(format!("{irq}->{aff}"));
             }
         }
         if unreadable == irqs.len() {
-            out.push(Verdict::skip(ID, n.label(), "/proc/irq/*/smp_affinity_list unreadable"));
+            out.push(Verdict::skip(
+                ID,
+                n.label(),
+                "/proc/irq/*/smp_affinity_list unreadable",
+            ));
             continue;
         }
         if bad.is_empty() {
             out.push(
-                Verdict::pass(ID, n.label(), format!("{} interrupt(s) off the {source} {iso}", irqs.len() - unreadable))
-                    .expected(format!("not on {iso}")),
+                Verdict::pass(
+                    ID,
+                    n.label(),
+                    format!(
+                        "{} interrupt(s) off the {source} {iso}",
+                        irqs.len() - unreadable
+                    ),
+                )
+                .expected(format!("not on {iso}")),
             );
         } else {
-            let mut fix = format!(
-                "for i in {}; do echo <housekeeping CPUs> | sudo tee /proc/irq/$i/smp_affinity_list; done; persistent: kernel argument irqaffinity= (kernel.cmdline). A write that fails with EIO is a kernel-managed IRQ: use isolcpus=managed_irq,...",
-                bad.iter().map(|b| b.split("->").next().unwrap_or("")).collect::<Vec<_>>().join(" ")
-            );
+            let mut fix = "write the housekeeping CPUs to /proc/irq/N/smp_affinity_list for the IRQs in `observed`; persistent: kernel argument irqaffinity= (kernel.cmdline). A write that fails with EIO is a kernel-managed IRQ: use isolcpus=managed_irq,...".to_string();
             if irqbalance {
                 fix.push_str(&format!("; irqbalance is running and moves IRQs back: set IRQBALANCE_BANNED_CPULIST={iso} in /etc/default/irqbalance"));
             }
             out.push(
-                Verdict::warn(ID, n.label(), format!("{} of {} interrupt(s) may run on the {source} {iso}", bad.len(), irqs.len()))
-                    .observed(bad.join(" "))
-                    .expected(format!("not on {iso}"))
-                    .fix(fix),
+                Verdict::warn(
+                    ID,
+                    n.label(),
+                    format!(
+                        "{} of {} interrupt(s) may run on the {source} {iso}",
+                        bad.len(),
+                        irqs.len()
+                    ),
+                )
+                .observed(bad.join(" "))
+                .expected(format!("not on {iso}"))
+                .fix(fix),
             );
         }
     }

@@ -15,9 +15,9 @@ use std::cell::OnceCell;
 
 pub mod cmdline;
 pub mod cpu;
+pub mod gpu;
 pub mod iommu;
 pub mod irq;
-pub mod gpu;
 pub mod memory;
 pub mod nic;
 pub mod pcie;
@@ -218,7 +218,10 @@ impl<'a> Context<'a> {
     pub fn nic_numa_node(&self) -> Option<u32> {
         let facts = self.pci().ok()?;
         let nics = nic::data_path_nics(self, facts);
-        if let Some(n) = nics.iter().find_map(|n| n.numa_node.and_then(|x| u32::try_from(x).ok())) {
+        if let Some(n) = nics
+            .iter()
+            .find_map(|n| n.numa_node.and_then(|x| u32::try_from(x).ok()))
+        {
             return Some(n);
         }
         if !nics.is_empty() && facts.tree.numa_nodes == 1 {
@@ -245,6 +248,10 @@ pub fn read_gpus_once(host: &Host) -> Result<daqtune_probe::gpu::GpuSnapshot, St
     type Cache =
         Mutex<HashMap<std::path::PathBuf, Result<daqtune_probe::gpu::GpuSnapshot, String>>>;
     static CACHE: OnceLock<Cache> = OnceLock::new();
+    if host.is_recording() {
+        // A snapshot must see the read of the facts file.
+        return daqtune_probe::gpu::read_gpus(host).map_err(|e| e.to_string());
+    }
     let cache = CACHE.get_or_init(Default::default);
     if let Ok(c) = cache.lock() {
         if let Some(r) = c.get(host.root()) {

@@ -51,7 +51,11 @@ pub const MTU: CheckDef = CheckDef {
 pub fn data_path_nics<'f>(ctx: &Context, facts: &'f PciFacts) -> Vec<&'f NicFunction> {
     let wanted = &ctx.profile.profile.nic.interfaces;
     if wanted.is_empty() {
-        return facts.nics.iter().filter(|n| n.connectx && !n.is_vf).collect();
+        return facts
+            .nics
+            .iter()
+            .filter(|n| n.connectx && !n.is_vf)
+            .collect();
     }
     facts
         .nics
@@ -61,7 +65,8 @@ pub fn data_path_nics<'f>(ctx: &Context, facts: &'f PciFacts) -> Vec<&'f NicFunc
                 n.netdev_names().contains(&w.as_str())
                     || n.rdma_names().contains(&w.as_str())
                     || n.foreign_netdevs.iter().any(|f| f == w)
-                    || w.parse::<daqtune_probe::pci::PciAddr>().is_ok_and(|a| a == n.addr)
+                    || w.parse::<daqtune_probe::pci::PciAddr>()
+                        .is_ok_and(|a| a == n.addr)
             })
         })
         .collect()
@@ -83,22 +88,26 @@ pub fn no_nic_reason(ctx: &Context) -> String {
     }
 }
 
-fn facts<'c>(ctx: &'c Context, id: &str) -> Result<&'c PciFacts, Verdict> {
-    ctx.pci().map_err(|e| Verdict::skip(id, "host", e.to_string()))
+fn facts<'c>(ctx: &'c Context, id: &str) -> Result<&'c PciFacts, Vec<Verdict>> {
+    ctx.pci()
+        .map_err(|e| vec![Verdict::skip(id, "host", e.to_string())])
 }
 
 fn run_driver(ctx: &Context) -> Vec<Verdict> {
     const ID: &str = "nic.driver";
     let f = match facts(ctx, ID) {
         Ok(f) => f,
-        Err(v) => return vec![v],
+        Err(v) => return v,
     };
     let cx: Vec<&NicFunction> = f.nics.iter().filter(|n| n.connectx).collect();
     if cx.is_empty() {
         return vec![Verdict::skip(ID, "host", no_nic_reason(ctx))];
     }
+    // Problems get a verdict each; a healthy stack is one line.
     let mut out = Vec::new();
+    let mut good = Vec::new();
     let mods = ctx.modules();
+    let need = ["mlx5_core", "mlx5_ib", "ib_core", "ib_uverbs"];
     if !mods.readable {
         out.push(Verdict::skip(
             ID,
@@ -106,17 +115,13 @@ fn run_driver(ctx: &Context) -> Vec<Verdict> {
             "/proc/modules is not readable; cannot tell which drivers are loaded",
         ));
     } else {
-        let need = ["mlx5_core", "mlx5_ib", "ib_core", "ib_uverbs"];
         let missing: Vec<&str> = need
             .iter()
             .copied()
             .filter(|m| !mods.present(ctx.host, m))
             .collect();
         if missing.is_empty() {
-            out.push(
-                Verdict::pass(ID, "modules", "mlx5_core, mlx5_ib, ib_core and ib_uverbs are loaded")
-                    .observed(need.join(" ")),
-            );
+            good.push(format!("{} loaded", need.join(", ")));
         } else {
             out.push(
                 Verdict::fail(ID, "modules", format!("not loaded: {}", missing.join(", ")))
@@ -141,34 +146,43 @@ fn run_driver(ctx: &Context) -> Vec<Verdict> {
                 .fix("sudo modprobe ib_uverbs mlx5_ib"),
         );
     } else {
-        out.push(Verdict::pass(ID, "/dev/infiniband", format!("{} verbs device node(s)", uverbs.len())).observed(uverbs.join(" ")));
+        good.push(format!("{} uverbs node(s)", uverbs.len()));
     }
     let provider = ctx.host.exists("/etc/libibverbs.d/mlx5.driver")
-        || ["/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib"]
-            .iter()
-            .any(|d| {
-                ctx.host
-                    .read_dir(&format!("{d}/libibverbs"))
-                    .unwrap_or_default()
-                    .iter()
-                    .any(|n| n.starts_with("libmlx5"))
-            });
+        || [
+            "/usr/lib/x86_64-linux-gnu",
+            "/usr/lib/aarch64-linux-gnu",
+            "/usr/lib64",
+            "/usr/lib",
+        ]
+        .iter()
+        .any(|d| {
+            ctx.host
+                .read_dir(&format!("{d}/libibverbs"))
+                .unwrap_or_default()
+                .iter()
+                .any(|n| n.starts_with("libmlx5"))
+        });
     if provider {
-        out.push(Verdict::pass(ID, "verbs provider", "rdma-core's mlx5 provider is installed"));
+        good.push("mlx5 verbs provider installed".into());
     } else {
         out.push(
             Verdict::warn(ID, "verbs provider", "the user-space mlx5 verbs provider (libmlx5) was not found: ibverbs applications will report no devices")
                 .fix("sudo apt install ibverbs-providers libibverbs1 rdma-core"),
         );
     }
+    let mut bound = Vec::new();
+    let mut fws = Vec::new();
     for n in cx.iter().filter(|n| !n.is_vf) {
-        let fw: Vec<String> = n.rdma.iter().filter_map(|r| r.fw_ver.clone()).collect();
-        let fw = if fw.is_empty() { "firmware version unknown (no RDMA device)".to_string() } else { format!("firmware {}", fw.join(", ")) };
         match n.driver.as_deref() {
-            Some("mlx5_core") => out.push(
-                Verdict::pass(ID, n.label(), format!("{} bound to mlx5_core, {fw}", n.model))
-                    .observed("mlx5_core"),
-            ),
+            Some("mlx5_core") => {
+                bound.push(n.addr.to_string());
+                for fw in n.rdma.iter().filter_map(|r| r.fw_ver.clone()) {
+                    if !fws.contains(&fw) {
+                        fws.push(fw);
+                    }
+                }
+            }
             other => out.push(
                 Verdict::fail(
                     ID,
@@ -185,6 +199,17 @@ fn run_driver(ctx: &Context) -> Vec<Verdict> {
             ),
         }
     }
+    if !bound.is_empty() {
+        let fw = if fws.is_empty() {
+            "firmware unknown (no RDMA device)".to_string()
+        } else {
+            format!("firmware {}", fws.join(", "))
+        };
+        good.push(format!("{} PF(s) on mlx5_core, {fw}", bound.len()));
+    }
+    if !good.is_empty() {
+        out.push(Verdict::pass(ID, "ConnectX stack", good.join("; ")).observed(bound.join(" ")));
+    }
     out
 }
 
@@ -192,14 +217,18 @@ fn run_link_layer(ctx: &Context) -> Vec<Verdict> {
     const ID: &str = "nic.link-layer";
     let f = match facts(ctx, ID) {
         Ok(f) => f,
-        Err(v) => return vec![v],
+        Err(v) => return v,
     };
     let nics = data_path_nics(ctx, f);
     if nics.is_empty() {
         return vec![Verdict::skip(ID, "host", no_nic_reason(ctx))];
     }
     let want = ctx.profile.profile.nic.link_layer.to_ascii_lowercase();
-    let (want_label, want_mlx) = if want == "infiniband" { ("InfiniBand", "IB") } else { ("Ethernet", "ETH") };
+    let (want_label, want_mlx) = if want == "infiniband" {
+        ("InfiniBand", "IB")
+    } else {
+        ("Ethernet", "ETH")
+    };
     let mut out = Vec::new();
     for n in nics {
         if n.rdma.is_empty() {
@@ -214,9 +243,8 @@ fn run_link_layer(ctx: &Context) -> Vec<Verdict> {
             for p in &r.ports {
                 let subject = format!("{} {}/{}", n.addr, r.name, p.port);
                 match p.link_layer.as_deref() {
-                    Some(ll) if ll.eq_ignore_ascii_case(want_label) => {
-                        out.push(Verdict::pass(ID, subject, format!("link layer {ll}")).observed(ll))
-                    }
+                    Some(ll) if ll.eq_ignore_ascii_case(want_label) => out
+                        .push(Verdict::pass(ID, subject, format!("link layer {ll}")).observed(ll)),
                     Some(ll) => {
                         // LINK_TYPE_P<n> is set on the device's first function; P1 = function 0.
                         let first = daqtune_probe::pci::PciAddr { func: 0, ..n.addr };
@@ -242,7 +270,7 @@ fn run_link(ctx: &Context) -> Vec<Verdict> {
     const ID: &str = "nic.link";
     let f = match facts(ctx, ID) {
         Ok(f) => f,
-        Err(v) => return vec![v],
+        Err(v) => return v,
     };
     let p = &ctx.profile.profile.nic;
     let mut out = Vec::new();
@@ -287,7 +315,10 @@ fn run_link(ctx: &Context) -> Vec<Verdict> {
             out.push(Verdict::warn(
                 ID,
                 n.label(),
-                n.notes.first().cloned().unwrap_or_else(|| "no network interface".into()),
+                n.notes
+                    .first()
+                    .cloned()
+                    .unwrap_or_else(|| "no network interface".into()),
             ));
         }
         for nd in &n.netdevs {
@@ -302,16 +333,27 @@ fn run_link(ctx: &Context) -> Vec<Verdict> {
                         .observed(format!("up {speed}")),
                 ),
                 Some(false) => out.push(
-                    Verdict::warn(ID, subject, "no carrier: cable, transceiver or link partner down")
-                        .observed("down")
-                        .expected("up")
-                        .fix(format!("check the cable and the peer; `ethtool {}` shows the negotiated state", nd.name)),
+                    Verdict::warn(
+                        ID,
+                        subject,
+                        "no carrier: cable, transceiver or link partner down",
+                    )
+                    .observed("down")
+                    .expected("up")
+                    .fix(format!(
+                        "check the cable and the peer; `ethtool {}` shows the negotiated state",
+                        nd.name
+                    )),
                 ),
                 None => out.push(
-                    Verdict::warn(ID, subject, format!(
-                        "interface is administratively down (operstate {})",
-                        nd.operstate.as_deref().unwrap_or("unknown")
-                    ))
+                    Verdict::warn(
+                        ID,
+                        subject,
+                        format!(
+                            "interface is administratively down (operstate {})",
+                            nd.operstate.as_deref().unwrap_or("unknown")
+                        ),
+                    )
                     .observed("admin down")
                     .expected("up")
                     .fix(format!("sudo ip link set dev {} up", nd.name)),
@@ -326,7 +368,7 @@ fn run_mtu(ctx: &Context) -> Vec<Verdict> {
     const ID: &str = "nic.mtu";
     let f = match facts(ctx, ID) {
         Ok(f) => f,
-        Err(v) => return vec![v],
+        Err(v) => return v,
     };
     let nics = data_path_nics(ctx, f);
     if nics.is_empty() {
@@ -339,7 +381,10 @@ fn run_mtu(ctx: &Context) -> Vec<Verdict> {
             let why = if n.foreign_netdevs.is_empty() {
                 "no network interface visible".to_string()
             } else {
-                format!("{} is in another network namespace", n.foreign_netdevs.join(", "))
+                format!(
+                    "{} is in another network namespace",
+                    n.foreign_netdevs.join(", ")
+                )
             };
             out.push(Verdict::skip(ID, n.label(), why));
             continue;

@@ -70,10 +70,12 @@ pub const AER: CheckDef = CheckDef {
     run: run_aer,
 };
 
-const NEEDS_ROOT: &str = "config space beyond the first 64 bytes is readable only by root (run with sudo)";
+const NEEDS_ROOT: &str =
+    "config space beyond the first 64 bytes is readable only by root (run with sudo)";
 
-fn facts<'c>(ctx: &'c Context, id: &str) -> Result<&'c PciFacts, Verdict> {
-    ctx.pci().map_err(|e| Verdict::skip(id, "host", e.to_string()))
+fn facts<'c>(ctx: &'c Context, id: &str) -> Result<&'c PciFacts, Vec<Verdict>> {
+    ctx.pci()
+        .map_err(|e| vec![Verdict::skip(id, "host", e.to_string())])
 }
 
 fn gpus(tree: &PciTree) -> Vec<&PciDevice> {
@@ -86,7 +88,10 @@ pub fn gpu_label(g: &PciDevice) -> String {
 
 /// GPUs and data-path NIC functions, the endpoints whose paths the checks judge.
 fn endpoints<'f>(ctx: &Context, f: &'f PciFacts) -> Vec<(&'f PciDevice, String)> {
-    let mut v: Vec<(&PciDevice, String)> = gpus(&f.tree).into_iter().map(|g| (g, gpu_label(g))).collect();
+    let mut v: Vec<(&PciDevice, String)> = gpus(&f.tree)
+        .into_iter()
+        .map(|g| (g, gpu_label(g)))
+        .collect();
     for n in data_path_nics(ctx, f) {
         if let Some(d) = f.tree.get(n.addr) {
             v.push((d, n.label()));
@@ -117,11 +122,15 @@ fn run_topology(ctx: &Context) -> Vec<Verdict> {
     const ID: &str = "pcie.topology";
     let f = match facts(ctx, ID) {
         Ok(f) => f,
-        Err(v) => return vec![v],
+        Err(v) => return v,
     };
     let gs = gpus(&f.tree);
     if gs.is_empty() {
-        return vec![Verdict::skip(ID, "host", "no NVIDIA GPU (vendor 0x10de, display class) on the PCI bus")];
+        return vec![Verdict::skip(
+            ID,
+            "host",
+            "no NVIDIA GPU (vendor 0x10de, display class) on the PCI bus",
+        )];
     }
     let nics = nic_devices(ctx, f);
     if nics.is_empty() {
@@ -148,13 +157,18 @@ fn run_topology(ctx: &Context) -> Vec<Verdict> {
         let msg = match status {
             Status::Pass => format!("{best} to {best_nic} ({why})"),
             _ if best == PathClass::Unknown => format!("path class unknown: {why}"),
-            _ => format!("best path is {best} to {best_nic} ({why}); GPUDirect traffic crosses the {}", match best {
-                PathClass::Phb => "host bridge (CPU)",
-                PathClass::Node => "interconnect between host bridges",
-                _ => "inter-socket link",
-            }),
+            _ => format!(
+                "best path is {best} to {best_nic} ({why}); GPUDirect traffic crosses the {}",
+                match best {
+                    PathClass::Phb => "host bridge (CPU)",
+                    PathClass::Node => "interconnect between host bridges",
+                    _ => "inter-socket link",
+                }
+            ),
         };
-        let mut v = Verdict::new(ID, gpu_label(g), status, msg).observed(observed).expected(pass);
+        let mut v = Verdict::new(ID, gpu_label(g), status, msg)
+            .observed(observed)
+            .expected(pass);
         if status != Status::Pass {
             v = v.fix("hardware: move the NIC or the GPU into slots below one PCIe switch (or at least one socket); `daqtune topo --svg topo.svg` draws the tree");
         }
@@ -185,11 +199,15 @@ fn run_link(ctx: &Context) -> Vec<Verdict> {
     const ID: &str = "pcie.link";
     let f = match facts(ctx, ID) {
         Ok(f) => f,
-        Err(v) => return vec![v],
+        Err(v) => return v,
     };
     let eps = endpoints(ctx, f);
     if eps.is_empty() {
-        return vec![Verdict::skip(ID, "host", "no NVIDIA GPU and no data-path NIC on the PCI bus")];
+        return vec![Verdict::skip(
+            ID,
+            "host",
+            "no NVIDIA GPU and no data-path NIC on the PCI bus",
+        )];
     }
     let mut out = Vec::new();
     let mut bridges: BTreeSet<PciAddr> = BTreeSet::new();
@@ -200,7 +218,11 @@ fn run_link(ctx: &Context) -> Vec<Verdict> {
         let (ps, pw) = parent.map(|p| p.max_link()).unwrap_or((None, None));
         let (es, ew) = (min_opt(ms, ps), min_opt(mw, pw));
         if es.is_none() && ew.is_none() {
-            out.push(Verdict::skip(ID, label, "no link attributes (not a PCIe device, or the kernel does not expose them)"));
+            out.push(Verdict::skip(
+                ID,
+                label,
+                "no link attributes (not a PCIe device, or the kernel does not expose them)",
+            ));
             return false;
         }
         let expected = link_label(es, ew);
@@ -222,10 +244,16 @@ fn run_link(ctx: &Context) -> Vec<Verdict> {
             }
         }
         if problems.is_empty() {
-            out.push(Verdict::pass(ID, label, format!("{observed}{note}")).observed(observed).expected(expected));
+            out.push(
+                Verdict::pass(ID, label, format!("{observed}{note}"))
+                    .observed(observed)
+                    .expected(expected),
+            );
             false
         } else {
-            let up = parent.map(|p| format!(" (upstream port {})", p.addr)).unwrap_or_default();
+            let up = parent
+                .map(|p| format!(" (upstream port {})", p.addr))
+                .unwrap_or_default();
             out.push(
                 Verdict::warn(ID, label, format!("{}{up}{note}", problems.join("; ")))
                     .observed(observed)
@@ -247,7 +275,16 @@ fn run_link(ctx: &Context) -> Vec<Verdict> {
     for b in &bridges {
         let Some(d) = f.tree.get(*b) else { continue };
         let mut tmp = Vec::new();
-        let degraded = judge(d, format!("{} ({})", d.addr, d.port_type().map(PortType::as_str).unwrap_or("bridge")), false, &mut tmp);
+        let degraded = judge(
+            d,
+            format!(
+                "{} ({})",
+                d.addr,
+                d.port_type().map(PortType::as_str).unwrap_or("bridge")
+            ),
+            false,
+            &mut tmp,
+        );
         if degraded {
             out.extend(tmp);
         } else if tmp.iter().all(|v| v.status == Status::Pass) {
@@ -255,7 +292,13 @@ fn run_link(ctx: &Context) -> Vec<Verdict> {
         }
     }
     if ok > 0 {
-        out.push(Verdict::pass(ID, "switch links", format!("{ok} upstream link(s) of bridges on the GPU/NIC paths at full width and speed")));
+        out.push(Verdict::pass(
+            ID,
+            "switch links",
+            format!(
+                "{ok} upstream link(s) of bridges on the GPU/NIC paths at full width and speed"
+            ),
+        ));
     }
     out
 }
@@ -274,11 +317,15 @@ fn run_mps(ctx: &Context) -> Vec<Verdict> {
     const ID: &str = "pcie.mps";
     let f = match facts(ctx, ID) {
         Ok(f) => f,
-        Err(v) => return vec![v],
+        Err(v) => return v,
     };
     let eps = endpoints(ctx, f);
     if eps.is_empty() {
-        return vec![Verdict::skip(ID, "host", "no NVIDIA GPU and no data-path NIC on the PCI bus")];
+        return vec![Verdict::skip(
+            ID,
+            "host",
+            "no NVIDIA GPU and no data-path NIC on the PCI bus",
+        )];
     }
     let mut out = Vec::new();
     let nics: BTreeSet<PciAddr> = data_path_nics(ctx, f).iter().map(|n| n.addr).collect();
@@ -290,8 +337,17 @@ fn run_mps(ctx: &Context) -> Vec<Verdict> {
         let ancestors = f.tree.ancestors(d.addr);
         let mut path: Vec<&PciDevice> = vec![d];
         path.extend(ancestors.iter().copied());
-        if let Some(hidden) = path.iter().find(|x| x.pcie().is_none() && x.config.as_ref().is_some_and(|c| c.pcie_visibility == Visibility::Hidden)) {
-            out.push(Verdict::skip(ID, label.clone(), format!("upstream port {}: {NEEDS_ROOT}", hidden.addr)));
+        if let Some(hidden) = path.iter().find(|x| {
+            x.pcie().is_none()
+                && x.config
+                    .as_ref()
+                    .is_some_and(|c| c.pcie_visibility == Visibility::Hidden)
+        }) {
+            out.push(Verdict::skip(
+                ID,
+                label.clone(),
+                format!("upstream port {}: {NEEDS_ROOT}", hidden.addr),
+            ));
             continue;
         }
         let mut problems = Vec::new();
@@ -299,7 +355,10 @@ fn run_mps(ctx: &Context) -> Vec<Verdict> {
             let (child, parent) = (w[0], w[1]);
             if let (Some(c), Some(p)) = (child.pcie(), parent.pcie()) {
                 if c.mps > p.mps {
-                    problems.push(format!("{} MPS {} exceeds its upstream port {} ({}): malformed TLPs", child.addr, c.mps, parent.addr, p.mps));
+                    problems.push(format!(
+                        "{} MPS {} exceeds its upstream port {} ({}): malformed TLPs",
+                        child.addr, c.mps, parent.addr, p.mps
+                    ));
                 }
             }
         }
@@ -310,14 +369,25 @@ fn run_mps(ctx: &Context) -> Vec<Verdict> {
                 if nd.host_bridge == d.host_bridge {
                     if let Some(np) = nd.pcie() {
                         if np.mps != cap.mps {
-                            problems.push(format!("GPU MPS {} differs from NIC {} MPS {}", cap.mps, nd.addr, np.mps));
+                            problems.push(format!(
+                                "GPU MPS {} differs from NIC {} MPS {}",
+                                cap.mps, nd.addr, np.mps
+                            ));
                         }
                     }
                 }
             }
         }
-        let path_cap = path.iter().filter_map(|x| x.pcie()).map(|p| p.mps_supported).min().unwrap_or(cap.mps_supported);
-        let observed = format!("{} B (device supports {} B, path {} B)", cap.mps, cap.mps_supported, path_cap);
+        let path_cap = path
+            .iter()
+            .filter_map(|x| x.pcie())
+            .map(|p| p.mps_supported)
+            .min()
+            .unwrap_or(cap.mps_supported);
+        let observed = format!(
+            "{} B (device supports {} B, path {} B)",
+            cap.mps, cap.mps_supported, path_cap
+        );
         if !problems.is_empty() {
             out.push(
                 Verdict::fail(ID, label.clone(), problems.join("; "))
@@ -333,7 +403,14 @@ fn run_mps(ctx: &Context) -> Vec<Verdict> {
                 .observed(observed),
             );
         } else {
-            out.push(Verdict::pass(ID, label.clone(), format!("MPS {} B, the most the path allows", cap.mps)).observed(observed));
+            out.push(
+                Verdict::pass(
+                    ID,
+                    label.clone(),
+                    format!("MPS {} B, the most the path allows", cap.mps),
+                )
+                .observed(observed),
+            );
         }
     }
     out
@@ -343,7 +420,7 @@ fn run_mrrs(ctx: &Context) -> Vec<Verdict> {
     const ID: &str = "pcie.mrrs";
     let f = match facts(ctx, ID) {
         Ok(f) => f,
-        Err(v) => return vec![v],
+        Err(v) => return v,
     };
     let nics = nic_devices(ctx, f);
     if nics.is_empty() {
@@ -365,9 +442,16 @@ fn run_mrrs(ctx: &Context) -> Vec<Verdict> {
         let observed = cap.mrrs;
         if observed == want {
             out.push(
-                Verdict::pass(ID, n.label(), format!("MRRS {observed} (DevCtl at CAP_EXP+8 = 0x{:02x})", cap.offset + 8))
-                    .observed(observed)
-                    .expected(want),
+                Verdict::pass(
+                    ID,
+                    n.label(),
+                    format!(
+                        "MRRS {observed} (DevCtl at CAP_EXP+8 = 0x{:02x})",
+                        cap.offset + 8
+                    ),
+                )
+                .observed(observed)
+                .expected(want),
             );
         } else {
             out.push(
@@ -382,7 +466,11 @@ fn run_mrrs(ctx: &Context) -> Vec<Verdict> {
         }
     }
     if vfs > 0 {
-        out.push(Verdict::na(ID, format!("{vfs} virtual function(s)"), "MRRS is reserved in VFs; the physical function's value applies"));
+        out.push(Verdict::na(
+            ID,
+            format!("{vfs} virtual function(s)"),
+            "MRRS is reserved in VFs; the physical function's value applies",
+        ));
     }
     out
 }
@@ -391,12 +479,20 @@ fn run_acs(ctx: &Context) -> Vec<Verdict> {
     const ID: &str = "pcie.acs";
     let f = match facts(ctx, ID) {
         Ok(f) => f,
-        Err(v) => return vec![v],
+        Err(v) => return v,
     };
     let gs = gpus(&f.tree);
     let nics = nic_devices(ctx, f);
     if gs.is_empty() || nics.is_empty() {
-        return vec![Verdict::skip(ID, "host", if gs.is_empty() { "no NVIDIA GPU on the PCI bus".to_string() } else { no_nic_reason(ctx) })];
+        return vec![Verdict::skip(
+            ID,
+            "host",
+            if gs.is_empty() {
+                "no NVIDIA GPU on the PCI bus".to_string()
+            } else {
+                no_nic_reason(ctx)
+            },
+        )];
     }
     let mut ports: BTreeSet<PciAddr> = BTreeSet::new();
     let mut pairs = 0;
@@ -410,14 +506,20 @@ fn run_acs(ctx: &Context) -> Vec<Verdict> {
             pairs += 1;
             ports.extend(p.ports());
             for x in [*g, *d] {
-                if matches!(x.iommu_type.as_deref(), Some("DMA") | Some("DMA-FQ")) && !translating.contains(&x.addr) {
+                if matches!(x.iommu_type.as_deref(), Some("DMA") | Some("DMA-FQ"))
+                    && !translating.contains(&x.addr)
+                {
                     translating.push(x.addr);
                 }
             }
         }
     }
     if pairs == 0 {
-        return vec![Verdict::na(ID, "host", "no GPU and NIC share a PCIe hierarchy: peer traffic crosses the CPU whatever ACS says")];
+        return vec![Verdict::na(
+            ID,
+            "host",
+            "no GPU and NIC share a PCIe hierarchy: peer traffic crosses the CPU whatever ACS says",
+        )];
     }
     let mut out = Vec::new();
     let mut clean = 0;
@@ -427,10 +529,11 @@ fn run_acs(ctx: &Context) -> Vec<Verdict> {
         let Some(d) = f.tree.get(*a) else { continue };
         match d.config.as_ref() {
             Some(c) if c.acs_visibility() == Visibility::Hidden => hidden.push(d.addr),
-            Some(c) => match c.acs {
-                Some(acs) if !acs.redirects_enabled().is_empty() => {
-                    offenders.push(d.addr);
-                    out.push(
+            Some(c) => {
+                match c.acs {
+                    Some(acs) if !acs.redirects_enabled().is_empty() => {
+                        offenders.push(d.addr);
+                        out.push(
                         Verdict::warn(
                             ID,
                             format!("{} ({})", d.addr, d.port_type().map(PortType::as_str).unwrap_or("port")),
@@ -438,14 +541,19 @@ fn run_acs(ctx: &Context) -> Vec<Verdict> {
                         )
                         .observed(format!("ACSCtl 0x{:04x}", acs.ctrl)),
                     );
+                    }
+                    _ => clean += 1,
                 }
-                _ => clean += 1,
-            },
+            }
             None => hidden.push(d.addr),
         }
     }
     if !offenders.is_empty() {
-        let list = offenders.iter().map(|a| a.to_string()).collect::<Vec<_>>().join(";");
+        let list = offenders
+            .iter()
+            .map(|a| a.to_string())
+            .collect::<Vec<_>>()
+            .join(";");
         let fix = if translating.is_empty() {
             format!("sudo daqtune apply --only pcie.acs --allow-acs   (persistent kernel argument: pci=disable_acs_redir={list}, with the `;` escaped as `\\;` in GRUB)")
         } else {
@@ -461,12 +569,23 @@ fn run_acs(ctx: &Context) -> Vec<Verdict> {
     if !hidden.is_empty() {
         out.push(Verdict::skip(
             ID,
-            hidden.iter().map(|a| a.to_string()).collect::<Vec<_>>().join(", "),
+            hidden
+                .iter()
+                .map(|a| a.to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
             format!("ACS state unknown: extended config space not readable ({NEEDS_ROOT})"),
         ));
     }
     if out.is_empty() || clean > 0 && offenders.is_empty() && hidden.is_empty() {
-        out.push(Verdict::pass(ID, "GPU-NIC paths", format!("{clean} port(s) between GPU and NIC: ACS redirect off")).observed(format!("{clean} ports")));
+        out.push(
+            Verdict::pass(
+                ID,
+                "GPU-NIC paths",
+                format!("{clean} port(s) between GPU and NIC: ACS redirect off"),
+            )
+            .observed(format!("{clean} ports")),
+        );
     }
     out
 }
@@ -475,11 +594,15 @@ fn run_aer(ctx: &Context) -> Vec<Verdict> {
     const ID: &str = "pcie.aer";
     let f = match facts(ctx, ID) {
         Ok(f) => f,
-        Err(v) => return vec![v],
+        Err(v) => return v,
     };
     let eps = endpoints(ctx, f);
     if eps.is_empty() {
-        return vec![Verdict::skip(ID, "host", "no NVIDIA GPU and no data-path NIC on the PCI bus")];
+        return vec![Verdict::skip(
+            ID,
+            "host",
+            "no NVIDIA GPU and no data-path NIC on the PCI bus",
+        )];
     }
     let threshold = ctx.profile.profile.pcie.aer_correctable_warn;
     let policy = ctx
@@ -495,7 +618,14 @@ fn run_aer(ctx: &Context) -> Vec<Verdict> {
         }
         for a in f.tree.ancestors(d.addr) {
             if seen.insert(a.addr) {
-                devs.push((a, format!("{} ({})", a.addr, a.port_type().map(PortType::as_str).unwrap_or("bridge"))));
+                devs.push((
+                    a,
+                    format!(
+                        "{} ({})",
+                        a.addr,
+                        a.port_type().map(PortType::as_str).unwrap_or("bridge")
+                    ),
+                ));
             }
         }
     }
@@ -506,9 +636,15 @@ fn run_aer(ctx: &Context) -> Vec<Verdict> {
         let mut problems = Vec::new();
         if d.aer.is_known() {
             counted += 1;
-            let (c, n, fa) = (d.aer.correctable.unwrap_or(0), d.aer.nonfatal.unwrap_or(0), d.aer.fatal.unwrap_or(0));
+            let (c, n, fa) = (
+                d.aer.correctable.unwrap_or(0),
+                d.aer.nonfatal.unwrap_or(0),
+                d.aer.fatal.unwrap_or(0),
+            );
             if fa > 0 || n > 0 {
-                problems.push(format!("{n} non-fatal and {fa} fatal uncorrectable error(s) since boot"));
+                problems.push(format!(
+                    "{n} non-fatal and {fa} fatal uncorrectable error(s) since boot"
+                ));
             }
             if c > threshold {
                 problems.push(format!("{c} correctable errors since boot (more than {threshold}): a marginal link retrains and replays"));
@@ -516,7 +652,10 @@ fn run_aer(ctx: &Context) -> Vec<Verdict> {
         }
         if let Some(p) = d.pcie() {
             if p.aspm_enabled.any() {
-                problems.push(format!("ASPM {} enabled on the data path: link exits add latency", p.aspm_enabled.label()));
+                problems.push(format!(
+                    "ASPM {} enabled on the data path: link exits add latency",
+                    p.aspm_enabled.label()
+                ));
             }
         }
         if problems.is_empty() {
@@ -524,7 +663,10 @@ fn run_aer(ctx: &Context) -> Vec<Verdict> {
         } else {
             let observed = format!(
                 "correctable {}, non-fatal {}, fatal {}",
-                d.aer.correctable.map(|v| v.to_string()).unwrap_or("?".into()),
+                d.aer
+                    .correctable
+                    .map(|v| v.to_string())
+                    .unwrap_or("?".into()),
                 d.aer.nonfatal.map(|v| v.to_string()).unwrap_or("?".into()),
                 d.aer.fatal.map(|v| v.to_string()).unwrap_or("?".into())
             );
@@ -541,11 +683,21 @@ fn run_aer(ctx: &Context) -> Vec<Verdict> {
         }
     }
     if counted == 0 && out.is_empty() {
-        return vec![Verdict::skip(ID, "host", "the kernel exposes no AER counters (aer_dev_*): AER disabled or handled by firmware")];
+        return vec![Verdict::skip(
+            ID,
+            "host",
+            "the kernel exposes no AER counters (aer_dev_*): AER disabled or handled by firmware",
+        )];
     }
-    let pol = policy.map(|p| format!("; ASPM policy {p}")).unwrap_or_default();
+    let pol = policy
+        .map(|p| format!("; ASPM policy {p}"))
+        .unwrap_or_default();
     if ok > 0 {
-        out.push(Verdict::pass(ID, "GPU/NIC paths", format!("{ok} device(s) without uncorrectable errors or ASPM{pol}")));
+        out.push(Verdict::pass(
+            ID,
+            "GPU/NIC paths",
+            format!("{ok} device(s) without uncorrectable errors or ASPM{pol}"),
+        ));
     }
     out
 }
