@@ -46,6 +46,9 @@ pub enum Command {
     Revert(crate::apply::RevertArgs),
     /// Print one persistent artifact (grub drop-in, unit, udev rule, ...) for image builders.
     Generate(crate::apply::GenerateArgs),
+    /// Prove the data path with real traffic (socket: TCP and UDP over a veth pair, two
+    /// cabled ports, or loopback). Needs root for namespaces.
+    Selftest(crate::selftest_cmd::SelftestArgs),
     /// GPU / NIC / NVMe topology matrix (like `nvidia-smi topo -m`) and the PCIe tree as SVG.
     Topo(crate::topo::TopoArgs),
     /// Capture what the checks read as a host root (a directory or a .tar.zst).

@@ -13,6 +13,7 @@ pub mod diff;
 pub mod gate;
 pub mod profile;
 pub mod report;
+pub mod selftest_cmd;
 pub mod snapshot;
 pub mod topo;
 pub mod verdict;

@@ -24,6 +24,7 @@ fn main() -> ExitCode {
             Command::Generate(a) => {
                 daqtune::apply::run_generate(&cli.global, a, &mut std::io::stdout())?
             }
+            Command::Selftest(a) => daqtune::selftest_cmd::run(&cli.global, a)?,
             Command::Topo(a) => daqtune::topo::run(&cli.global, a)?,
             Command::Snapshot(a) => commands::snapshot(&cli.global, a)?,
             Command::Diff(a) => commands::diff(&cli.global, a)?,
