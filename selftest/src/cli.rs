@@ -18,7 +18,10 @@ use std::time::Duration;
 pub enum EngineChoice {
     /// TCP and UDP through the kernel's socket path.
     Socket,
-    /// Every engine built into this binary.
+    /// DPDK through the separate `daqtune-dpdk` executable (skipped with the reason when it
+    /// is missing or built without DPDK).
+    Dpdk,
+    /// Every engine: socket, then DPDK.
     All,
 }
 
@@ -77,6 +80,14 @@ pub struct SelftestArgs {
     /// `nsenter --net=/run/netns/NAME`.
     #[arg(long, conflicts_with_all = ["peer", "serve", "loopback"])]
     pub hold: bool,
+
+    /// DPDK: transmitting port by PCI address (ConnectX, mlx5 is bifurcated: no rebinding);
+    /// without it DPDK runs over a veth pair in a private namespace.
+    #[arg(long, value_name = "BDF", requires = "rx_pci")]
+    pub tx_pci: Option<String>,
+    /// DPDK: receiving port by PCI address.
+    #[arg(long, value_name = "BDF", requires = "tx_pci")]
+    pub rx_pci: Option<String>,
 
     /// Modes to run (default: tcp and udp).
     #[arg(long, value_enum, value_delimiter = ',')]
@@ -177,6 +188,14 @@ pub fn run(args: &SelftestArgs, d: &Defaults) -> i32 {
     if args.serve {
         return serve(args, d);
     }
+    if args.engine == EngineChoice::Dpdk {
+        let mut report = Report::new(&hostname(), "dpdk", "daqtune-dpdk");
+        report.push(run_dpdk(args, d));
+        if !emit(args, &report) {
+            return 2;
+        }
+        return exit_of(&report);
+    }
     let peer = match args.peer.as_deref().map(crate::peer::parse_peer) {
         None => None,
         Some(Ok(p)) => Some(p),
@@ -232,9 +251,12 @@ pub fn run(args: &SelftestArgs, d: &Defaults) -> i32 {
     if args.hold {
         return hold(topo);
     }
-    let (report, interrupted) = run_on(&topo, args, d);
+    let (mut report, interrupted) = run_on(&topo, args, d);
     let warnings = topo.teardown();
     drop(topo);
+    if args.engine == EngineChoice::All && interrupted.is_none() {
+        report.push(run_dpdk(args, d));
+    }
     for w in &warnings {
         let _ = writeln!(err, "daqtune selftest: restore: {w}");
     }
@@ -249,6 +271,33 @@ pub fn run(args: &SelftestArgs, d: &Defaults) -> i32 {
         return 1;
     }
     0
+}
+
+/// The DPDK engine through its launcher, with this run's flags and the profile's defaults.
+fn run_dpdk(args: &SelftestArgs, d: &Defaults) -> EngineResult {
+    let req = crate::dpdk_launcher::DpdkRequest {
+        ports: match (&args.tx_pci, &args.rx_pci) {
+            (Some(a), Some(b)) => Some((a.clone(), b.clone())),
+            _ => None,
+        },
+        duration: Duration::from_secs_f64(args.duration),
+        message_size: args.message_size,
+        rate_gbps: args.rate,
+        tx_cpu: args.tx_cpu,
+        rx_cpu: args.rx_cpu,
+        max_loss_pct: args.max_udp_loss.or(Some(d.thresholds.max_udp_loss_pct)),
+        ..Default::default()
+    };
+    crate::dpdk_launcher::run_dpdk(&req, None).result
+}
+
+/// 0 when every result passed (warn and skip included), 1 otherwise.
+fn exit_of(report: &Report) -> i32 {
+    if report.passed() {
+        0
+    } else {
+        1
+    }
 }
 
 fn hold(mut topo: Topology) -> i32 {

@@ -51,6 +51,8 @@ pub enum Command {
     Selftest(crate::selftest_cmd::SelftestArgs),
     /// GPU / NIC / NVMe topology matrix (like `nvidia-smi topo -m`) and the PCIe tree as SVG.
     Topo(crate::topo::TopoArgs),
+    /// Hardware-qualification gate for CI: checks (level 1), + short self-tests (2), + soak (3).
+    Qualify(crate::qualify::QualifyArgs),
     /// Capture what the checks read as a host root (a directory or a .tar.zst).
     Snapshot(SnapshotArgs),
     /// Compare two reports (JSON) or snapshots, check by check.

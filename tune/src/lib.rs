@@ -12,6 +12,7 @@ pub mod cores;
 pub mod diff;
 pub mod gate;
 pub mod profile;
+pub mod qualify;
 pub mod report;
 pub mod selftest_cmd;
 pub mod snapshot;

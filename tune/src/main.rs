@@ -26,6 +26,7 @@ fn main() -> ExitCode {
             }
             Command::Selftest(a) => daqtune::selftest_cmd::run(&cli.global, a)?,
             Command::Topo(a) => daqtune::topo::run(&cli.global, a)?,
+            Command::Qualify(a) => daqtune::qualify::run(&cli.global, a)?,
             Command::Snapshot(a) => commands::snapshot(&cli.global, a)?,
             Command::Diff(a) => commands::diff(&cli.global, a)?,
             Command::Completions { shell } => {
