@@ -123,6 +123,11 @@ impl Host {
         (h, rec)
     }
 
+    /// Whether reads are being recorded; caches above the Host must not hide reads then.
+    pub fn is_recording(&self) -> bool {
+        self.recorder.is_some()
+    }
+
     fn record(&self, host_path: &str, access: Access) {
         if let Some(r) = &self.recorder {
             if let Ok(mut r) = r.lock() {
@@ -397,9 +402,11 @@ impl Host {
     pub fn read_link(&self, host_path: &str) -> ReadResult<String> {
         self.record(host_path, Access::Probe);
         let p = self.resolve_parent(host_path)?;
-        std::fs::read_link(&p)
-            .map(|t| t.to_string_lossy().into_owned())
-            .map_err(|e| ReadError::from_io(host_path, e))
+        let target = std::fs::read_link(&p).map_err(|e| ReadError::from_io(host_path, e))?;
+        // The link itself is what was read (`physfn`, `driver`, `iommu_group`): a snapshot
+        // must recreate it as a link, not as whatever it points to.
+        self.record_link(normalize(host_path), &target);
+        Ok(target.to_string_lossy().into_owned())
     }
 
     /// The host path a symlink (or path with symlinked components) resolves to, as a host

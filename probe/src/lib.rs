@@ -10,6 +10,7 @@ pub mod cpulist;
 pub mod gpu;
 pub mod host;
 pub mod mem;
+pub mod pci;
 pub mod system;
 
 pub use cpulist::CpuSet;

@@ -18,7 +18,10 @@ use std::time::Duration;
 pub enum EngineChoice {
     /// TCP and UDP through the kernel's socket path.
     Socket,
-    /// Every engine built into this binary.
+    /// DPDK through the separate `daqtune-dpdk` executable (skipped with the reason when it
+    /// is missing or built without DPDK).
+    Dpdk,
+    /// Every engine: socket, then DPDK.
     All,
 }
 
@@ -78,6 +81,14 @@ pub struct SelftestArgs {
     #[arg(long, conflicts_with_all = ["peer", "serve", "loopback"])]
     pub hold: bool,
 
+    /// DPDK: transmitting port by PCI address (ConnectX, mlx5 is bifurcated: no rebinding);
+    /// without it DPDK runs over a veth pair in a private namespace.
+    #[arg(long, value_name = "BDF", requires = "rx_pci")]
+    pub tx_pci: Option<String>,
+    /// DPDK: receiving port by PCI address.
+    #[arg(long, value_name = "BDF", requires = "tx_pci")]
+    pub rx_pci: Option<String>,
+
     /// Modes to run (default: tcp and udp).
     #[arg(long, value_enum, value_delimiter = ',')]
     pub mode: Vec<ModeArg>,
@@ -87,6 +98,9 @@ pub struct SelftestArgs {
     /// Bytes per message, 32-byte header included (default: the profile's, 8192).
     #[arg(long, value_name = "BYTES")]
     pub message_size: Option<usize>,
+    /// Parallel streams, each with its own TX and RX thread and CPUs (seed 002 uses 4).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub streams: u16,
     /// Pacing in Gb/s for every mode (default: TCP unpaced, UDP at the profile's rate).
     #[arg(long, value_name = "GBPS")]
     pub rate: Option<f64>,
@@ -154,6 +168,9 @@ pub struct Defaults {
     pub thresholds: Thresholds,
     /// The profile's isolated CPUs as resolved on this host (may name CPUs it lacks).
     pub isolated_cpus: Vec<usize>,
+    /// Reference rates by `engine.mode` (profile `selftest.reference_gbps`, seed 002), shown
+    /// beside the measurement; the gate uses the thresholds, not these.
+    pub reference_gbps: std::collections::BTreeMap<String, f64>,
 }
 
 impl Default for Defaults {
@@ -164,6 +181,7 @@ impl Default for Defaults {
             udp_rate_gbps: 1.0,
             thresholds: Thresholds::default(),
             isolated_cpus: Vec::new(),
+            reference_gbps: Default::default(),
         }
     }
 }
@@ -196,8 +214,32 @@ pub fn run(args: &SelftestArgs, d: &Defaults) -> i32 {
             return 2;
         }
     }
+    if args.gpu.is_some() && args.streams > 1 {
+        let _ = writeln!(
+            err,
+            "daqtune selftest: --gpu takes one stream (the GPU sink verifies a single sequence \
+             space in one set of GPU buffers); drop --streams or use --streams 1"
+        );
+        return 2;
+    }
+    if args.engine != EngineChoice::Socket && (args.gpu.is_some() || args.inject_corruption > 0) {
+        let _ = writeln!(
+            err,
+            "daqtune selftest: --gpu and --inject-corruption apply to the socket engine only \
+             (daqtune-dpdk has no GPU sink and plants no corruption); use --engine socket"
+        );
+        return 2;
+    }
     if args.serve {
         return serve(args, d);
+    }
+    if args.engine == EngineChoice::Dpdk {
+        let mut report = Report::new(&hostname(), "dpdk", "daqtune-dpdk");
+        report.push(run_dpdk(args, d));
+        if !emit(args, &report) {
+            return 2;
+        }
+        return exit_of(&report);
     }
     let peer = match args.peer.as_deref().map(crate::peer::parse_peer) {
         None => None,
@@ -235,29 +277,36 @@ pub fn run(args: &SelftestArgs, d: &Defaults) -> i32 {
         Ok(t) => t,
         Err(e) => {
             let _ = writeln!(err, "daqtune selftest: {e}");
+            // Machine-readable consumers (a CI gate) still get a report saying why.
+            if args.format != Format::Text && !args.hold {
+                let kind = if args.tx_if.is_some() {
+                    "ports"
+                } else {
+                    "veth"
+                };
+                let mut report = Report::new(&hostname(), kind, "not started");
+                for mode in modes_of(args) {
+                    report.push(EngineResult::errored("socket", mode, kind, &e.to_string()));
+                }
+                emit(args, &report);
+            }
             return 2;
         }
     };
     if args.hold {
         return hold(topo);
     }
-    let (report, interrupted) = run_on(&topo, args, d);
+    let (mut report, interrupted) = run_on(&topo, args, d);
     let warnings = topo.teardown();
     drop(topo);
+    if args.engine == EngineChoice::All && interrupted.is_none() {
+        report.push(run_dpdk(args, d));
+    }
     for w in &warnings {
         let _ = writeln!(err, "daqtune selftest: restore: {w}");
     }
-    let text = match args.format {
-        Format::Text => report.to_text(),
-        Format::Json => report.to_json() + "\n",
-        Format::Junit => report.to_junit(),
-    };
-    let _ = std::io::stdout().write_all(text.as_bytes());
-    if let Some(p) = &args.junit {
-        if let Err(e) = std::fs::write(p, report.to_junit()) {
-            let _ = writeln!(err, "daqtune selftest: write {}: {e}", p.display());
-            return 2;
-        }
+    if !emit(args, &report) {
+        return 2;
     }
     if let Some(sig) = interrupted {
         let _ = writeln!(err, "daqtune selftest: interrupted; network restored");
@@ -293,6 +342,33 @@ fn gpu_run(args: &SelftestArgs) -> Option<Result<crate::engine::GpuRun, String>>
         batch_bytes: args.gpu_batch,
         calibration_copies: 20,
     }))
+}
+
+/// The DPDK engine through its launcher, with this run's flags and the profile's defaults.
+fn run_dpdk(args: &SelftestArgs, d: &Defaults) -> EngineResult {
+    let req = crate::dpdk_launcher::DpdkRequest {
+        ports: match (&args.tx_pci, &args.rx_pci) {
+            (Some(a), Some(b)) => Some((a.clone(), b.clone())),
+            _ => None,
+        },
+        duration: Duration::from_secs_f64(args.duration),
+        message_size: args.message_size,
+        rate_gbps: args.rate,
+        tx_cpu: args.tx_cpu,
+        rx_cpu: args.rx_cpu,
+        max_loss_pct: args.max_udp_loss.or(Some(d.thresholds.max_udp_loss_pct)),
+        ..Default::default()
+    };
+    crate::dpdk_launcher::run_dpdk(&req, None).result
+}
+
+/// 0 when every result passed (warn and skip included), 1 otherwise.
+fn exit_of(report: &Report) -> i32 {
+    if report.passed() {
+        0
+    } else {
+        1
+    }
 }
 
 fn hold(mut topo: Topology) -> i32 {
@@ -353,6 +429,41 @@ fn serve(args: &SelftestArgs, d: &Defaults) -> i32 {
     }
 }
 
+/// Prints the report in the requested format (and the JUnit file); false when the file could
+/// not be written.
+fn emit(args: &SelftestArgs, report: &Report) -> bool {
+    let text = match args.format {
+        Format::Text => report.to_text(),
+        Format::Json => report.to_json() + "\n",
+        Format::Junit => report.to_junit(),
+    };
+    let _ = std::io::stdout().write_all(text.as_bytes());
+    if let Some(p) = &args.junit {
+        if let Err(e) = std::fs::write(p, report.to_junit()) {
+            let _ = writeln!(
+                std::io::stderr(),
+                "daqtune selftest: write {}: {e}",
+                p.display()
+            );
+            return false;
+        }
+    }
+    true
+}
+
+fn modes_of(args: &SelftestArgs) -> Vec<Mode> {
+    if args.mode.is_empty() {
+        return vec![Mode::Tcp, Mode::Udp];
+    }
+    args.mode
+        .iter()
+        .map(|m| match m {
+            ModeArg::Tcp => Mode::Tcp,
+            ModeArg::Udp => Mode::Udp,
+        })
+        .collect()
+}
+
 fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|s| s.trim().to_string())
@@ -360,13 +471,15 @@ fn hostname() -> String {
 }
 
 fn run_on(topo: &Topology, args: &SelftestArgs, d: &Defaults) -> (Report, Option<i32>) {
+    let allowed = sys::allowed_cpus();
     let plan = cpuplan::plan(
         &d.isolated_cpus,
-        &sys::allowed_cpus(),
+        &allowed,
         args.tx_cpu,
         args.rx_cpu,
         !args.no_pin,
     );
+    let plan = cpuplan::extend(plan, &d.isolated_cpus, &allowed, args.streams as usize);
     let mut report = Report::new(&hostname(), &topo.description, &plan.description);
     let mut thresholds = d.thresholds.clone();
     if let Some(v) = args.min_tcp_gbps {
@@ -375,17 +488,7 @@ fn run_on(topo: &Topology, args: &SelftestArgs, d: &Defaults) -> (Report, Option
     if let Some(v) = args.max_udp_loss {
         thresholds.max_udp_loss_pct = v;
     }
-    let modes: Vec<Mode> = if args.mode.is_empty() {
-        vec![Mode::Tcp, Mode::Udp]
-    } else {
-        args.mode
-            .iter()
-            .map(|m| match m {
-                ModeArg::Tcp => Mode::Tcp,
-                ModeArg::Udp => Mode::Udp,
-            })
-            .collect()
-    };
+    let modes = modes_of(args);
     let gpu = match gpu_run(args) {
         None => None,
         Some(Ok(g)) => Some(g),
@@ -419,6 +522,8 @@ fn run_on(topo: &Topology, args: &SelftestArgs, d: &Defaults) -> (Report, Option
         };
         spec.tx_cpu = plan.tx;
         spec.rx_cpu = plan.rx;
+        spec.streams = args.streams as usize;
+        spec.stream_cpus = plan.pairs.clone();
         spec.gpu = gpu.clone();
         spec.inject_corruption = args.inject_corruption;
         ctl.reset_counters();
@@ -445,6 +550,15 @@ fn run_on(topo: &Topology, args: &SelftestArgs, d: &Defaults) -> (Report, Option
             r.notes.push(format!("interrupted by signal {sig}"));
         }
         judge(&mut r, &thresholds);
+        if let Some(reference) = d.reference_gbps.get(&format!("{}.{}", r.engine, mode)) {
+            if *reference > 0.0 && r.packets > 0 {
+                r.notes.push(format!(
+                    "{:.0} % of the profile's reference {reference:.1} Gb/s for {}.{mode}",
+                    r.gbps * 100.0 / reference,
+                    r.engine
+                ));
+            }
+        }
         report.push(r);
     }
     (report, signals::pending())
@@ -472,7 +586,11 @@ fn with_progress<T>(
             while !done.load(Ordering::Relaxed) {
                 std::thread::sleep(Duration::from_millis(200));
                 let t = start.elapsed().as_secs_f64();
-                let b = ctl.rx_bytes();
+                // A --peer run receives on the other host: show what left instead.
+                let b = match ctl.rx_bytes() {
+                    0 => ctl.tx_bytes(),
+                    b => b,
+                };
                 if t > last_t {
                     rate = (b - last_bytes.min(b)) as f64 * 8.0 / (t - last_t) / 1e9;
                 }

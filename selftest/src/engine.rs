@@ -76,10 +76,15 @@ pub struct RunSpec {
     pub rx_cpu: Option<usize>,
     /// Record one-way latency from the send stamps (only meaningful when both ends share a clock).
     pub latency: bool,
-    /// Land received messages in GPU memory and verify them there (socket engine).
+    /// Parallel streams (seed 002 measures the socket path with 4 pairs). Each has its own
+    /// sequence space and, where given, its own CPUs.
+    pub streams: usize,
+    /// (TX, RX) CPUs of stream i; streams beyond the list use `tx_cpu` / `rx_cpu`.
+    pub stream_cpus: Vec<(Option<usize>, Option<usize>)>,
+    /// Land received messages in GPU memory and verify them there (socket engine, one stream).
     pub gpu: Option<GpuRun>,
     /// Test aid: the sender corrupts this many messages (one body byte each, after computing
-    /// the CRC) so a run proves its verifier catches them.
+    /// the CRC) so a run proves its verifier catches them. Split over the streams.
     pub inject_corruption: u64,
 }
 
@@ -102,8 +107,32 @@ impl RunSpec {
             tx_cpu: None,
             rx_cpu: None,
             latency: true,
+            streams: 1,
+            stream_cpus: Vec::new(),
             gpu: None,
             inject_corruption: 0,
+        }
+    }
+
+    /// The spec of stream `i` of a multi-stream run: its CPUs, its share of the rate and of the
+    /// injected corruptions (so the run as a whole plants what was asked).
+    pub fn for_stream(&self, i: usize) -> RunSpec {
+        let n = self.streams.max(1);
+        let (tx, rx) = self
+            .stream_cpus
+            .get(i)
+            .copied()
+            .unwrap_or((self.tx_cpu, self.rx_cpu));
+        let inject = self.inject_corruption / n as u64
+            + u64::from((i as u64) < self.inject_corruption % n as u64);
+        RunSpec {
+            tx_cpu: tx,
+            rx_cpu: rx,
+            rate_gbps: self.rate_gbps.map(|r| r / n as f64),
+            streams: 1,
+            stream_cpus: Vec::new(),
+            inject_corruption: inject,
+            ..self.clone()
         }
     }
 }
@@ -202,6 +231,37 @@ mod tests {
         }
         assert!("TCP".parse::<Mode>().is_ok());
         assert!("quic".parse::<Mode>().is_err());
+    }
+
+    #[test]
+    fn stream_specs_split_rate_and_cpus() {
+        let mut s = RunSpec::new(Mode::Udp);
+        s.streams = 4;
+        s.rate_gbps = Some(8.0);
+        s.tx_cpu = Some(0);
+        s.rx_cpu = Some(1);
+        s.stream_cpus = vec![(Some(2), Some(3))];
+        let a = s.for_stream(0);
+        assert_eq!(
+            (a.tx_cpu, a.rx_cpu, a.rate_gbps, a.streams),
+            (Some(2), Some(3), Some(2.0), 1)
+        );
+        let b = s.for_stream(3);
+        assert_eq!((b.tx_cpu, b.rx_cpu), (Some(0), Some(1)));
+    }
+
+    #[test]
+    fn injected_corruptions_split_over_streams() {
+        let mut s = RunSpec::new(Mode::Tcp);
+        s.streams = 4;
+        s.inject_corruption = 6;
+        let per: Vec<u64> = (0..4).map(|i| s.for_stream(i).inject_corruption).collect();
+        assert_eq!(per, vec![2, 2, 1, 1]);
+        s.inject_corruption = 3;
+        let per: Vec<u64> = (0..4).map(|i| s.for_stream(i).inject_corruption).collect();
+        assert_eq!(per, vec![1, 1, 1, 0]);
+        s.streams = 1;
+        assert_eq!(s.for_stream(0).inject_corruption, 3);
     }
 
     #[test]

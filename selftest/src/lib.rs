@@ -5,6 +5,7 @@
 
 pub mod cli;
 pub mod cpuplan;
+pub mod dpdk_launcher;
 pub mod engine;
 pub mod error;
 pub mod ethtool;

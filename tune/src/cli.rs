@@ -38,13 +38,25 @@ pub enum Command {
     Explain(ExplainArgs),
     /// List or show the built-in profiles.
     Profiles(ProfilesArgs),
+    /// Show what `apply` would change: runtime writes and file diffs.
+    Plan(crate::apply::PlanArgs),
+    /// Change the host to its profile (journaled; undo with `revert`).
+    Apply(crate::apply::ApplyArgs),
+    /// Undo every `apply` recorded in the journal, newest first.
+    Revert(crate::apply::RevertArgs),
+    /// Print one persistent artifact (grub drop-in, unit, udev rule, ...) for image builders.
+    Generate(crate::apply::GenerateArgs),
+    /// Prove the data path with real traffic (socket: TCP and UDP over a veth pair, two
+    /// cabled ports, or loopback). Needs root for namespaces.
+    Selftest(Box<crate::selftest_cmd::SelftestArgs>),
+    /// GPU / NIC / NVMe topology matrix (like `nvidia-smi topo -m`) and the PCIe tree as SVG.
+    Topo(crate::topo::TopoArgs),
+    /// Hardware-qualification gate for CI: checks (level 1), + short self-tests (2), + soak (3).
+    Qualify(crate::qualify::QualifyArgs),
     /// Capture what the checks read as a host root (a directory or a .tar.zst).
     Snapshot(SnapshotArgs),
     /// Compare two reports (JSON) or snapshots, check by check.
     Diff(DiffArgs),
-    /// Prove the data path with real traffic (socket: TCP and UDP over a veth pair, two
-    /// cabled ports, or loopback). Needs root for namespaces.
-    Selftest(Box<crate::selftest_cmd::SelftestArgs>),
     /// Print shell completions.
     Completions {
         #[arg(value_enum)]
@@ -76,6 +88,10 @@ pub struct CheckArgs {
     /// Treat the profile's required checks as a gate: one that ends in skip or error fails.
     #[arg(long)]
     pub gate: bool,
+    /// Also check the host against this DAQIRI configuration (the app.* checks): its cores,
+    /// memory regions, interfaces and packet sizes, each finding with its YAML line.
+    #[arg(long, value_name = "APP.yaml")]
+    pub config: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Args)]

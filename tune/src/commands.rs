@@ -133,8 +133,19 @@ pub fn evaluate(
     only: Vec<String>,
     gate_mode: bool,
 ) -> Report {
+    evaluate_with_app(host, profile, only, gate_mode, None)
+}
+
+/// [`evaluate`], also judging the host against a DAQIRI configuration (`--config`).
+pub fn evaluate_with_app(
+    host: &Host,
+    profile: &LoadedProfile,
+    only: Vec<String>,
+    gate_mode: bool,
+    app: Option<&crate::appconfig::AppConfig>,
+) -> Report {
     let t0 = Instant::now();
-    let ctx = Context::new(host, profile);
+    let ctx = Context::new(host, profile).with_app(app);
     let verdicts = run_checks(&ctx, &RunOptions { only });
     let p = ctx.platform();
     let gate_failures = if gate_mode {
@@ -170,7 +181,13 @@ pub fn check(g: &GlobalArgs, a: &CheckArgs) -> Result<u8, UsageError> {
     let host = open_host(g)?;
     let profile = choose_profile(&host, g)?;
     let only = resolve_ids(&a.ids)?;
-    let rep = evaluate(&host, &profile, only, a.gate);
+    let app = match &a.config {
+        Some(p) => Some(
+            crate::appconfig::AppConfig::load(p).map_err(|e| UsageError::Other(e.to_string()))?,
+        ),
+        None => None,
+    };
+    let rep = evaluate_with_app(&host, &profile, only, a.gate, app.as_ref());
     drop(host);
     let color = report::want_color(std::io::stdout().is_terminal());
     print!("{}", report::render(&rep, a.format, color, a.verbose));

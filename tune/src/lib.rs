@@ -3,6 +3,8 @@
 //! Data flows one way: facts (`daqtune-probe`) -> verdicts ([`checks`]) -> reports
 //! ([`report`]). The binary in `main.rs` only parses the command line and dispatches here.
 
+pub mod appconfig;
+pub mod apply;
 pub mod checks;
 pub mod cli;
 pub mod commands;
@@ -10,7 +12,9 @@ pub mod cores;
 pub mod diff;
 pub mod gate;
 pub mod profile;
+pub mod qualify;
 pub mod report;
-pub mod snapshot;
 pub mod selftest_cmd;
+pub mod snapshot;
+pub mod topo;
 pub mod verdict;

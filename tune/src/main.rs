@@ -18,9 +18,17 @@ fn main() -> ExitCode {
             Command::Check(a) => commands::check(&cli.global, a)?,
             Command::Explain(a) => commands::explain(a)?,
             Command::Profiles(a) => commands::profiles(a)?,
+            Command::Plan(a) => daqtune::apply::run_plan(&cli.global, a, &mut std::io::stdout())?,
+            Command::Apply(a) => daqtune::apply::run_apply(&cli.global, a)?,
+            Command::Revert(a) => daqtune::apply::run_revert(&cli.global, a)?,
+            Command::Generate(a) => {
+                daqtune::apply::run_generate(&cli.global, a, &mut std::io::stdout())?
+            }
+            Command::Selftest(a) => daqtune::selftest_cmd::run(&cli.global, a)?,
+            Command::Topo(a) => daqtune::topo::run(&cli.global, a)?,
+            Command::Qualify(a) => daqtune::qualify::run(&cli.global, a)?,
             Command::Snapshot(a) => commands::snapshot(&cli.global, a)?,
             Command::Diff(a) => commands::diff(&cli.global, a)?,
-            Command::Selftest(a) => daqtune::selftest_cmd::run(&cli.global, a)?,
             Command::Completions { shell } => {
                 clap_complete::generate(
                     *shell,

@@ -140,6 +140,8 @@ pub struct PcieProfile {
     /// Topology classes that fail (the others warn).
     pub topology_fail: Vec<String>,
     pub allow_acs: bool,
+    /// Correctable AER errors since boot above which `pcie.aer` warns.
+    pub aer_correctable_warn: u64,
 }
 
 impl Default for PcieProfile {
@@ -149,6 +151,7 @@ impl Default for PcieProfile {
             topology_pass: vec!["PIX".into(), "PXB".into()],
             topology_fail: vec![],
             allow_acs: false,
+            aer_correctable_warn: 100,
         }
     }
 }

@@ -96,10 +96,21 @@ fn area_of(id: &str) -> Area {
 fn fold(verdicts: &[&Verdict]) -> Vec<(Vec<String>, Verdict)> {
     let mut out: Vec<(Vec<String>, Verdict)> = Vec::new();
     for v in verdicts {
-        match out.iter_mut().find(|(_, f)| {
-            f.id == v.id && f.status == v.status && f.message == v.message && f.fix == v.fix
-        }) {
-            Some((subjects, _)) => subjects.push(v.subject.clone()),
+        // Problems with the same fix are one problem on several subjects (three NIC functions
+        // whose IOMMU groups translate, say); the JSON keeps each verdict.
+        let same = |f: &Verdict| {
+            f.id == v.id
+                && f.status == v.status
+                && (f.message == v.message || (v.status.severity() > 0 && v.fix.is_some()))
+                && f.fix == v.fix
+        };
+        match out.iter_mut().find(|(_, f)| same(f)) {
+            Some((subjects, first)) => {
+                subjects.push(v.subject.clone());
+                if first.message != v.message && !first.message.ends_with(" more like it)") {
+                    first.message.push_str(" (and more like it)");
+                }
+            }
             None => out.push((vec![v.subject.clone()], (*v).clone())),
         }
     }
@@ -146,7 +157,8 @@ fn condense(folded: Vec<(Vec<String>, Verdict)>, verbose: bool) -> Vec<(String, 
 }
 
 fn subject_label(subjects: &[String]) -> String {
-    if subjects.len() > 2 {
+    let joined_len: usize = subjects.iter().map(|s| s.len() + 2).sum();
+    if subjects.len() > 2 || (subjects.len() > 1 && joined_len > 40) {
         format!("{} subjects", subjects.len())
     } else {
         subjects.join(", ")

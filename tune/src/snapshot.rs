@@ -58,6 +58,10 @@ const ALWAYS: &[&str] = &[
     "/sys/class/dmi/id/bios_version",
     "/sys/class/dmi/id/product_serial",
     "/sys/class/dmi/id/board_serial",
+    // The namespace's IPv4 addresses, for `check --config` on the snapshot (app.interfaces).
+    // /proc/net/if_inet6 is left out: its link-local addresses embed the MACs --redact hides.
+    "/proc/net/fib_trie",
+    "/proc/net/route",
 ];
 
 /// Run every check on a recording host, under every profile, and return what was read.

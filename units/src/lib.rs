@@ -1,1 +1,28 @@
+//! Pure renderers for daqtune's persistent artifacts: text in, text out.
+//!
+//! Nothing here touches the file system. The planner in the `daqtune` crate decides which
+//! artifacts a host needs, reads the files that are already there, and hands their text to
+//! these functions; what comes back is the exact content to write (and diff, and journal).
+//!
+//! Every name or path that ends up inside a generated file goes through [`validate`] first:
+//! interface names, PCI addresses, mount points and kernel arguments are checked against
+//! strict character sets, so nothing a user or a host supplies can smuggle a second
+//! directive, a shell metacharacter or a systemd specifier into a unit.
 
+pub mod etc;
+pub mod extlinux;
+pub mod grub;
+pub mod network;
+pub mod systemd;
+pub mod udev;
+pub mod validate;
+
+pub use validate::{InvalidValue, PciAddr};
+
+/// The first line of every file daqtune writes, so a reader (and `daqtune revert`) can tell
+/// an owned file from one written by someone else.
+pub const OWNER_MARK: &str = "Written by daqtune";
+
+/// The binary that generated units and udev rules run. Packaged installs put it here;
+/// `--exe` on `daqtune generate` overrides it for other layouts.
+pub const DEFAULT_EXE: &str = "/usr/bin/daqtune";

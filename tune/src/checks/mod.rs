@@ -16,7 +16,11 @@ use std::cell::OnceCell;
 pub mod cmdline;
 pub mod cpu;
 pub mod gpu;
+pub mod iommu;
+pub mod irq;
 pub mod memory;
+pub mod nic;
+pub mod pcie;
 pub mod platform;
 pub mod sysctl;
 
@@ -41,12 +45,29 @@ pub static CHECKS: &[CheckDef] = &[
     cmdline::CMDLINE,
     memory::HUGEPAGES,
     memory::NUMA,
+    pcie::TOPOLOGY,
+    pcie::LINK,
+    pcie::MPS,
+    pcie::MRRS,
+    pcie::ACS,
+    pcie::AER,
+    iommu::IOMMU,
+    irq::AFFINITY,
+    nic::DRIVER,
+    nic::LINK_LAYER,
+    nic::LINK,
+    nic::MTU,
     sysctl::NET_SYSCTL,
     gpu::CLOCKS,
     gpu::BAR1,
     gpu::GPUDIRECT,
     gpu::PEERMEM,
     gpu::DRIVER,
+    crate::appconfig::checks::CONFIG,
+    crate::appconfig::checks::CORES,
+    crate::appconfig::checks::MEMORY,
+    crate::appconfig::checks::INTERFACES,
+    crate::appconfig::checks::SIZES,
 ];
 
 pub fn find(id_or_alias: &str) -> Option<&'static CheckDef> {
@@ -63,12 +84,15 @@ pub struct Context<'a> {
     pub profile: &'a LoadedProfile,
     /// Whether reads have root's view (config space beyond 64 bytes, some procfs files).
     pub privileged: bool,
+    /// The DAQIRI configuration given with `--config` (the `app.*` checks are n/a without).
+    pub app: Option<&'a crate::appconfig::AppConfig>,
     cpu: OnceCell<Result<CpuFacts, String>>,
     mem: OnceCell<MemFacts>,
     cmdline: OnceCell<Result<Cmdline, String>>,
     platform: OnceCell<PlatformFacts>,
     modules: OnceCell<Modules>,
     procs: OnceCell<Vec<String>>,
+    pci: OnceCell<Result<daqtune_probe::pci::PciFacts, String>>,
     gpus: OnceCell<Result<daqtune_probe::gpu::GpuSnapshot, String>>,
 }
 
@@ -82,14 +106,22 @@ impl<'a> Context<'a> {
             host,
             profile,
             privileged,
+            app: None,
             cpu: OnceCell::new(),
             mem: OnceCell::new(),
             cmdline: OnceCell::new(),
             platform: OnceCell::new(),
             modules: OnceCell::new(),
             procs: OnceCell::new(),
+            pci: OnceCell::new(),
             gpus: OnceCell::new(),
         }
+    }
+
+    /// Judge the host against a DAQIRI configuration too.
+    pub fn with_app(mut self, app: Option<&'a crate::appconfig::AppConfig>) -> Self {
+        self.app = app;
+        self
     }
 
     pub fn cpus(&self) -> Result<&CpuFacts, &str> {
@@ -170,8 +202,31 @@ impl<'a> Context<'a> {
             .filter(|c| !c.is_empty())
     }
 
-    /// The NUMA node of the data-path NIC, when one is known. Filled by the PCI probe.
+    /// The PCI tree and its NICs, read once per run.
+    pub fn pci(&self) -> Result<&daqtune_probe::pci::PciFacts, &str> {
+        self.pci
+            .get_or_init(|| {
+                daqtune_probe::pci::read_facts(self.host)
+                    .map_err(|e| format!("cannot list PCI devices: {e}"))
+            })
+            .as_ref()
+            .map_err(|e| e.as_str())
+    }
+
+    /// The NUMA node of the data-path NIC (the profile's interfaces, else the first ConnectX
+    /// physical function), when the firmware reports one; on a one-node host, that node.
     pub fn nic_numa_node(&self) -> Option<u32> {
+        let facts = self.pci().ok()?;
+        let nics = nic::data_path_nics(self, facts);
+        if let Some(n) = nics
+            .iter()
+            .find_map(|n| n.numa_node.and_then(|x| u32::try_from(x).ok()))
+        {
+            return Some(n);
+        }
+        if !nics.is_empty() && facts.tree.numa_nodes == 1 {
+            return Some(0);
+        }
         None
     }
 
@@ -193,6 +248,10 @@ pub fn read_gpus_once(host: &Host) -> Result<daqtune_probe::gpu::GpuSnapshot, St
     type Cache =
         Mutex<HashMap<std::path::PathBuf, Result<daqtune_probe::gpu::GpuSnapshot, String>>>;
     static CACHE: OnceLock<Cache> = OnceLock::new();
+    if host.is_recording() {
+        // A snapshot must see the read of the facts file.
+        return daqtune_probe::gpu::read_gpus(host).map_err(|e| e.to_string());
+    }
     let cache = CACHE.get_or_init(Default::default);
     if let Ok(c) = cache.lock() {
         if let Some(r) = c.get(host.root()) {
@@ -223,6 +282,11 @@ pub fn run_checks(ctx: &Context, opts: &RunOptions) -> Vec<Verdict> {
     let mut out = Vec::new();
     for def in CHECKS {
         if !opts.only.is_empty() && !opts.only.iter().any(|o| o == def.id) {
+            continue;
+        }
+        // `app.*` checks judge the host against an experiment's configuration: without
+        // `--config` they have nothing to say unless asked for by name.
+        if def.id.starts_with("app.") && ctx.app.is_none() && opts.only.is_empty() {
             continue;
         }
         if let Some(v) = ctx.not_applicable(def.id) {

@@ -1,0 +1,406 @@
+//! What `daqtune-dpdk` is asked to do (a JSON run spec or the same as flags) and what it prints.
+//! Pure data and parsing: built and tested with or without the `dpdk` feature.
+
+use daqtune_selftest::EngineResult;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Schema of the JSON `daqtune-dpdk` prints on stdout.
+pub const OUTPUT_SCHEMA: &str = "daqtune.selftest.dpdk/v1";
+
+/// Exit codes of `daqtune-dpdk` (the launcher in daqtune-selftest maps them).
+pub mod exit {
+    pub const PASS: i32 = 0;
+    pub const FAIL: i32 = 1;
+    pub const USAGE: i32 = 2;
+    /// Could not run here (no DPDK support compiled in, no hugepages, not root, no ports).
+    pub const SKIP: i32 = 3;
+    pub const ERROR: i32 = 4;
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Topology {
+    /// af_packet vdevs on a veth pair in a private namespace of this process.
+    Veth,
+    /// Physical ports by PCI address (ConnectX/mlx5).
+    Ports,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DpdkRunSpec {
+    pub topology: Topology,
+    /// PCI address of the sending port (topology `ports`).
+    pub tx_port: Option<String>,
+    /// PCI address of the receiving port (topology `ports`); may equal tx_port with a loopback.
+    pub rx_port: Option<String>,
+    /// Self-test message bytes per frame (payload after Ethernet/IPv4/UDP headers).
+    pub message_size: usize,
+    pub duration_s: f64,
+    /// Pacing in Gb/s of self-test payload.
+    pub rate_gbps: Option<f64>,
+    /// Pacing in packets/s (alternative to rate_gbps).
+    pub pps: Option<f64>,
+    pub main_cpu: Option<usize>,
+    pub tx_cpu: Option<usize>,
+    pub rx_cpu: Option<usize>,
+    /// Mbufs per pool (one pool per port).
+    pub mbufs: u32,
+    /// RX and TX descriptors per queue.
+    pub descriptors: u16,
+    /// Reserve 2 MiB hugepages for the run when too few are free (root only).
+    pub reserve_hugepages: bool,
+    /// Loss tolerated at the paced rate, percent.
+    pub max_loss_pct: f64,
+    /// EAL log level.
+    pub log_level: String,
+    /// Topology veth: steer the receiving end's kernel work to the RX CPU (RPS).
+    pub rps: bool,
+}
+
+impl Default for DpdkRunSpec {
+    fn default() -> Self {
+        DpdkRunSpec {
+            topology: Topology::Veth,
+            tx_port: None,
+            rx_port: None,
+            // A packet-rate test by default (64-byte messages, 106-byte frames, like testpmd's
+            // 64-byte default); --message-size up to 8976 for jumbo frames.
+            message_size: 64,
+            duration_s: 3.0,
+            rate_gbps: None,
+            pps: Some(400_000.0),
+            main_cpu: None,
+            tx_cpu: None,
+            rx_cpu: None,
+            mbufs: 8191,
+            descriptors: 1024,
+            reserve_hugepages: true,
+            max_loss_pct: 0.1,
+            log_level: "notice".into(),
+            rps: true,
+        }
+    }
+}
+
+impl DpdkRunSpec {
+    /// Checks ranges; returns the first problem in words.
+    pub fn validate(&self) -> Result<(), String> {
+        if !(self.duration_s > 0.0 && self.duration_s <= 86_400.0) {
+            return Err(format!(
+                "duration {} s out of range (0, 86400]",
+                self.duration_s
+            ));
+        }
+        let max_msg = crate::eal_args::MAX_JUMBO_FRAME - crate::eal_args::L2_L4_HEADERS;
+        if self.message_size < daqtune_selftest::payload::HEADER_LEN || self.message_size > max_msg
+        {
+            return Err(format!(
+                "message size {} out of range [{}, {max_msg}]",
+                self.message_size,
+                daqtune_selftest::payload::HEADER_LEN
+            ));
+        }
+        if self.rate_gbps.is_some() && self.pps.is_some() {
+            return Err("give rate_gbps or pps, not both".into());
+        }
+        for (what, v) in [("rate_gbps", self.rate_gbps), ("pps", self.pps)] {
+            if let Some(v) = v {
+                if !(v > 0.0 && v.is_finite()) {
+                    return Err(format!("{what} must be positive"));
+                }
+            }
+        }
+        if self.mbufs < 1024 {
+            return Err("mbufs must be at least 1024".into());
+        }
+        if !self.descriptors.is_power_of_two() || self.descriptors < 64 {
+            return Err("descriptors must be a power of two >= 64".into());
+        }
+        if self.topology == Topology::Ports {
+            let tx = self
+                .tx_port
+                .as_deref()
+                .ok_or("topology ports needs tx_port (PCI address)")?;
+            let rx = self.rx_port.as_deref().unwrap_or(tx);
+            for p in [tx, rx] {
+                crate::eal_args::normalize_bdf(p).map_err(|e| e.to_string())?;
+            }
+        }
+        if !(0.0..=100.0).contains(&self.max_loss_pct) {
+            return Err("max_loss_pct must be within 0..100".into());
+        }
+        Ok(())
+    }
+
+    /// Target packets per second, if paced.
+    pub fn target_pps(&self) -> Option<f64> {
+        self.pps.or_else(|| {
+            self.rate_gbps
+                .map(|g| g * 1e9 / (self.message_size as f64 * 8.0))
+        })
+    }
+
+    /// Pacing as payload Gb/s (what EngineResult reports).
+    pub fn target_gbps(&self) -> Option<f64> {
+        self.rate_gbps
+            .or_else(|| self.pps.map(|p| p * self.message_size as f64 * 8.0 / 1e9))
+    }
+}
+
+/// Picks (main, tx, rx) CPUs: the spec's, else the two highest allowed CPUs for TX and RX and
+/// the lowest for the main lcore (which may coincide with TX on a two-core host).
+pub fn pick_cpus(spec: &DpdkRunSpec, allowed: &[usize]) -> Result<(usize, usize, usize), String> {
+    let mut sorted = allowed.to_vec();
+    sorted.sort_unstable();
+    sorted.dedup();
+    let (Some(&lo), Some(&hi)) = (sorted.first(), sorted.last()) else {
+        return Err("no CPU allowed for this process".into());
+    };
+    let second = if sorted.len() >= 2 {
+        sorted[sorted.len() - 2]
+    } else {
+        hi
+    };
+    let tx = spec.tx_cpu.unwrap_or(second);
+    let rx = spec.rx_cpu.unwrap_or(hi);
+    let main = spec.main_cpu.unwrap_or(lo);
+    for (what, c) in [("main", main), ("tx", tx), ("rx", rx)] {
+        if !sorted.contains(&c) {
+            return Err(format!(
+                "{what} CPU {c} is not in this process's affinity mask {sorted:?}"
+            ));
+        }
+    }
+    Ok((main, tx, rx))
+}
+
+/// Interface names of the veth topology (inside the run's private namespace).
+pub const VETH_TX: &str = "dqt0";
+pub const VETH_RX: &str = "dqt1";
+
+/// The EAL plan for `spec` on a host whose process may use `allowed` CPUs.
+pub fn eal_plan(
+    spec: &DpdkRunSpec,
+    file_prefix: &str,
+    allowed: &[usize],
+) -> Result<crate::eal_args::EalPlan, String> {
+    use crate::eal_args::{frame_for_message, EalPlan, Ports};
+    let (main_cpu, tx_cpu, rx_cpu) = pick_cpus(spec, allowed)?;
+    let ports = match spec.topology {
+        Topology::Veth => Ports::Veth {
+            tx_iface: VETH_TX.into(),
+            rx_iface: VETH_RX.into(),
+        },
+        Topology::Ports => {
+            let tx = spec
+                .tx_port
+                .clone()
+                .ok_or("topology ports needs tx_port (PCI address)")?;
+            let rx = spec.rx_port.clone().unwrap_or_else(|| tx.clone());
+            Ports::Pci {
+                tx_bdf: tx,
+                rx_bdf: rx,
+            }
+        }
+    };
+    Ok(EalPlan {
+        file_prefix: file_prefix.to_string(),
+        main_cpu,
+        tx_cpu,
+        rx_cpu,
+        ports,
+        frame_len: frame_for_message(spec.message_size),
+        in_memory: true,
+        log_level: spec.log_level.clone(),
+    })
+}
+
+/// Counters of one port after the run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PortReport {
+    pub role: String,
+    pub name: String,
+    pub driver: String,
+    pub mtu: u16,
+    /// Link state after the run (`None` when the driver cannot tell).
+    pub link_up: Option<bool>,
+    pub ipackets: u64,
+    pub opackets: u64,
+    pub imissed: u64,
+    pub ierrors: u64,
+    pub oerrors: u64,
+    pub rx_nombuf: u64,
+    /// Non-zero extended statistics.
+    pub xstats: BTreeMap<String, u64>,
+}
+
+/// DPDK-specific facts of a run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct DpdkDetails {
+    pub dpdk_version: String,
+    pub eal_args: Vec<String>,
+    pub ports: Vec<PortReport>,
+    /// `used existing`, `reserved N pages (restored to M)`, ...
+    pub hugepages: String,
+    /// Frames received that were not self-test traffic (ignored).
+    pub foreign_frames: u64,
+    /// Packets the TX burst refused and were retried (ring full).
+    pub tx_retries: u64,
+    /// The veth ends' kernel counters (topology veth): drops here are frames the kernel lost
+    /// before af_packet saw them (backlog full while softirq processing was starved).
+    pub kernel_interfaces: Vec<crate::netns::IfCounters>,
+    /// af_packet sockets' own counters over the run (topology veth): `drops` = ring overflow,
+    /// the receiver fell behind.
+    pub packet_sockets: Vec<crate::netns::PacketSocketStats>,
+    /// Leftover files or directories removed after the run.
+    pub removed: Vec<String>,
+}
+
+/// What `daqtune-dpdk` prints.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DpdkOutput {
+    pub schema: String,
+    pub result: EngineResult,
+    pub dpdk: Option<DpdkDetails>,
+}
+
+impl DpdkOutput {
+    pub fn new(result: EngineResult, dpdk: Option<DpdkDetails>) -> Self {
+        DpdkOutput {
+            schema: OUTPUT_SCHEMA.into(),
+            result,
+            dpdk,
+        }
+    }
+}
+
+/// Parses `--flag value` style arguments (after the program name) on top of `base`.
+pub fn parse_flags(args: &[String], mut spec: DpdkRunSpec) -> Result<DpdkRunSpec, String> {
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let (key, inline) = match a.split_once('=') {
+            Some((k, v)) if k.starts_with("--") => (k, Some(v.to_string())),
+            _ => (a.as_str(), None),
+        };
+        let mut val = || -> Result<String, String> {
+            inline
+                .clone()
+                .or_else(|| it.next().cloned())
+                .ok_or_else(|| format!("{key} needs a value"))
+        };
+        fn num<T: std::str::FromStr>(k: &str, v: &str) -> Result<T, String> {
+            v.parse().map_err(|_| format!("{k}: not a number: {v:?}"))
+        }
+        match key {
+            "--veth" => spec.topology = Topology::Veth,
+            "--tx-port" => {
+                spec.topology = Topology::Ports;
+                spec.tx_port = Some(val()?);
+            }
+            "--rx-port" => {
+                spec.topology = Topology::Ports;
+                spec.rx_port = Some(val()?);
+            }
+            "--duration" => spec.duration_s = num(key, &val()?)?,
+            "--message-size" | "--size" => spec.message_size = num(key, &val()?)?,
+            "--rate" => {
+                spec.rate_gbps = Some(num(key, &val()?)?);
+                spec.pps = None;
+            }
+            "--pps" => {
+                spec.pps = Some(num(key, &val()?)?);
+                spec.rate_gbps = None;
+            }
+            "--unpaced" => {
+                spec.pps = None;
+                spec.rate_gbps = None;
+            }
+            "--main-cpu" => spec.main_cpu = Some(num(key, &val()?)?),
+            "--tx-cpu" => spec.tx_cpu = Some(num(key, &val()?)?),
+            "--rx-cpu" => spec.rx_cpu = Some(num(key, &val()?)?),
+            "--mbufs" => spec.mbufs = num(key, &val()?)?,
+            "--descriptors" => spec.descriptors = num(key, &val()?)?,
+            "--max-loss" => spec.max_loss_pct = num(key, &val()?)?,
+            "--no-reserve" => spec.reserve_hugepages = false,
+            "--no-rps" => spec.rps = false,
+            "--log-level" => spec.log_level = val()?,
+            other => return Err(format!("unknown argument {other:?}")),
+        }
+    }
+    spec.validate()?;
+    Ok(spec)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(v: &[&str]) -> Vec<String> {
+        v.iter().map(|x| x.to_string()).collect()
+    }
+
+    #[test]
+    fn defaults_validate_and_pace() {
+        let d = DpdkRunSpec::default();
+        assert_eq!(d.validate(), Ok(()));
+        assert_eq!(d.target_pps(), Some(400_000.0));
+        assert!((d.target_gbps().expect("paced") - 0.2048).abs() < 1e-9);
+    }
+
+    #[test]
+    fn flags() {
+        let p = parse_flags(
+            &s(&[
+                "--veth",
+                "--duration",
+                "3",
+                "--rate=2.5",
+                "--message-size",
+                "64",
+            ]),
+            DpdkRunSpec::default(),
+        )
+        .expect("ok");
+        assert_eq!(p.duration_s, 3.0);
+        assert_eq!(p.rate_gbps, Some(2.5));
+        assert_eq!(p.pps, None);
+        assert_eq!(p.message_size, 64);
+        let p = parse_flags(
+            &s(&["--tx-port", "0000:01:00.0", "--rx-port", "01:00.1"]),
+            DpdkRunSpec::default(),
+        )
+        .expect("ok");
+        assert_eq!(p.topology, Topology::Ports);
+        assert!(parse_flags(&s(&["--tx-port", "eth0"]), DpdkRunSpec::default()).is_err());
+        assert!(parse_flags(&s(&["--duration"]), DpdkRunSpec::default()).is_err());
+        assert!(parse_flags(&s(&["--duration", "x"]), DpdkRunSpec::default()).is_err());
+        assert!(parse_flags(&s(&["--bogus"]), DpdkRunSpec::default()).is_err());
+        assert!(parse_flags(&s(&["--message-size", "9000"]), DpdkRunSpec::default()).is_err());
+        assert!(parse_flags(&s(&["--descriptors", "1000"]), DpdkRunSpec::default()).is_err());
+    }
+
+    #[test]
+    fn json_spec_rejects_unknown_keys() {
+        let j = r#"{"topology":"ports","tx_port":"0000:01:00.0","duration_s":1}"#;
+        let p: DpdkRunSpec = serde_json::from_str(j).expect("json");
+        assert_eq!(p.topology, Topology::Ports);
+        assert_eq!(p.validate(), Ok(()));
+        assert!(serde_json::from_str::<DpdkRunSpec>(r#"{"nope":1}"#).is_err());
+        let p: DpdkRunSpec = serde_json::from_str(r#"{"topology":"ports"}"#).expect("json");
+        assert!(p.validate().is_err());
+    }
+
+    #[test]
+    fn cpu_choice() {
+        let d = DpdkRunSpec::default();
+        assert_eq!(pick_cpus(&d, &[0, 1]), Ok((0, 0, 1)));
+        assert_eq!(pick_cpus(&d, &[0, 1, 2, 3]), Ok((0, 2, 3)));
+        assert_eq!(pick_cpus(&d, &[5]), Ok((5, 5, 5)));
+        assert!(pick_cpus(&d, &[]).is_err());
+        let mut d2 = d.clone();
+        d2.tx_cpu = Some(9);
+        assert!(pick_cpus(&d2, &[0, 1]).is_err());
+    }
+}

@@ -1,0 +1,551 @@
+//! Executing a plan: journal first, then the change, then read it back.
+
+use super::journal::{Entry, Journal, RunState, Saved};
+use super::plan::{Action, Change, Plan};
+use super::setters::{self, Target, Writer};
+use daqtune_probe::Host;
+use std::path::{Path, PathBuf};
+
+/// What happened to one change.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outcome {
+    pub check: String,
+    pub subject: String,
+    pub result: Result<String, String>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct ApplyReport {
+    pub outcomes: Vec<Outcome>,
+    /// Checks whose changes wait for a reboot.
+    pub pending_reboot: Vec<String>,
+    /// Commands run after the files (update-grub, daemon-reload), with their result.
+    pub commands: Vec<(String, Result<(), String>)>,
+    pub journal: Option<PathBuf>,
+}
+
+impl ApplyReport {
+    pub fn failed(&self) -> usize {
+        self.outcomes.iter().filter(|o| o.result.is_err()).count()
+    }
+}
+
+/// The real path of a host path for writing: inside the root, symlinks resolved there, the
+/// last component not followed (a file may not exist yet).
+pub fn real_path(host: &Host, host_path: &str, follow_last: bool) -> Result<PathBuf, String> {
+    let r = if follow_last {
+        host.resolve(host_path)
+    } else {
+        host.resolve_parent(host_path)
+    };
+    r.map_err(|e| format!("{host_path}: {e}"))
+}
+
+/// The first ancestor of `p` (up to `stop`) that does not exist: what creating `p` adds.
+fn first_missing_dir(p: &Path, stop: &Path) -> Option<PathBuf> {
+    let mut missing = None;
+    let mut cur = p.parent();
+    while let Some(d) = cur {
+        if d == stop || d.exists() {
+            break;
+        }
+        missing = Some(d.to_path_buf());
+        cur = d.parent();
+    }
+    missing
+}
+
+/// Run `plan` against `host`, journaling into `journal`.
+pub fn execute(
+    host: &Host,
+    plan: &Plan,
+    journal: &mut Journal,
+    w: &mut dyn Writer,
+    lockdown: Option<&str>,
+    gpu: Option<&dyn super::gpu::GpuSetters>,
+) -> ApplyReport {
+    let mut rep = ApplyReport {
+        journal: Some(journal.dir.clone()),
+        ..Default::default()
+    };
+    let mut i = 0;
+    while i < plan.changes.len() {
+        // Runs of attribute writes for one check (a governor per CPU) share two journal
+        // flushes: all entries before the first write, all done-marks after the last.
+        let mut j = i;
+        while j < plan.changes.len()
+            && matches!(plan.changes[j].action, Action::Attr { .. })
+            && plan.changes[j].check == plan.changes[i].check
+        {
+            j += 1;
+        }
+        let results: Vec<Result<String, String>> = if j - i > 1 {
+            let batch: Vec<&Change> = plan.changes[i..j].iter().collect();
+            apply_attr_batch(host, plan.target, &batch, journal, w, lockdown)
+        } else {
+            j = i + 1;
+            vec![apply_one(
+                host,
+                plan.target,
+                &plan.changes[i],
+                journal,
+                w,
+                lockdown,
+                gpu,
+            )]
+        };
+        for (c, result) in plan.changes[i..j].iter().zip(results) {
+            if result.is_ok() && c.reboot && !rep.pending_reboot.contains(&c.check) {
+                rep.pending_reboot.push(c.check.clone());
+            }
+            rep.outcomes.push(Outcome {
+                check: c.check.clone(),
+                subject: c.subject.clone(),
+                result,
+            });
+        }
+        i = j;
+    }
+    if plan.target == Target::Live {
+        rep.commands = post_commands(
+            plan.changes
+                .iter()
+                .zip(&rep.outcomes)
+                .filter(|(_, o)| o.result.is_ok())
+                .map(|(c, _)| c),
+        );
+    }
+    journal.doc.pending_reboot = rep.pending_reboot.clone();
+    let state = if rep.failed() == 0 {
+        RunState::Applied
+    } else {
+        RunState::Partial
+    };
+    if let Err(e) = journal.finish(w, state) {
+        rep.outcomes.push(Outcome {
+            check: "journal".into(),
+            subject: journal.dir.display().to_string(),
+            result: Err(format!("cannot finish the journal: {e}")),
+        });
+    }
+    rep
+}
+
+fn io_err<'a>(what: &'a str, lockdown: Option<&'a str>) -> impl Fn(std::io::Error) -> String + 'a {
+    move |e| setters::explain_write_error(&e, what, lockdown)
+}
+
+fn apply_one(
+    host: &Host,
+    target: Target,
+    c: &Change,
+    j: &mut Journal,
+    w: &mut dyn Writer,
+    lockdown: Option<&str>,
+    gpu: Option<&dyn super::gpu::GpuSetters>,
+) -> Result<String, String> {
+    let jerr = |e: std::io::Error| format!("journal: {e} (nothing changed)");
+    match &c.action {
+        Action::File { path, to, mode, .. } => {
+            let real = real_path(host, path, false)?;
+            // The journal keeps what is on disk now, not what the plan saw.
+            let original = match std::fs::read(&real) {
+                Ok(bytes) => {
+                    let m = std::fs::metadata(&real).map(|m| {
+                        use std::os::unix::fs::PermissionsExt;
+                        m.permissions().mode() & 0o7777
+                    });
+                    let blob = j.save_blob(w, &bytes).map_err(jerr)?;
+                    Some(Saved {
+                        blob,
+                        mode: m.unwrap_or(*mode),
+                    })
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+                Err(e) => return Err(format!("{path}: cannot read the original: {e}")),
+            };
+            let created = first_missing_dir(&real, host.root()).map(|d| d.display().to_string());
+            let idx = j
+                .record(
+                    w,
+                    Entry::File {
+                        path: path.clone(),
+                        original,
+                        created_dir: created.map(|d| host_rel(host, &d)),
+                    },
+                )
+                .map_err(jerr)?;
+            w.write_file(&real, to, *mode)
+                .map_err(io_err(path, lockdown))?;
+            j.mark_done(w, idx).map_err(jerr)?;
+            Ok(format!("wrote {path}"))
+        }
+        Action::Symlink { path, target: t } => {
+            let real = real_path(host, path, false)?;
+            let original = std::fs::read_link(&real)
+                .ok()
+                .map(|p| p.display().to_string());
+            let created = first_missing_dir(&real, host.root())
+                .map(|d| host_rel(host, &d.display().to_string()));
+            let idx = j
+                .record(
+                    w,
+                    Entry::Symlink {
+                        path: path.clone(),
+                        original,
+                        created_dir: created,
+                    },
+                )
+                .map_err(jerr)?;
+            w.symlink(t, &real).map_err(io_err(path, lockdown))?;
+            j.mark_done(w, idx).map_err(jerr)?;
+            Ok(format!("enabled {path}"))
+        }
+        Action::Attr { path, to, .. } => {
+            let real = real_path(host, path, true)?;
+            let original = std::fs::read_to_string(&real).map_err(|e| format!("{path}: {e}"))?;
+            let idx = j
+                .record(
+                    w,
+                    Entry::Attr {
+                        check: c.check.clone(),
+                        path: path.clone(),
+                        original,
+                        new: to.clone(),
+                    },
+                )
+                .map_err(jerr)?;
+            w.write_attr(&real, to, target)
+                .map_err(io_err(path, lockdown))?;
+            let back =
+                std::fs::read_to_string(&real).map_err(|e| format!("{path}: read back: {e}"))?;
+            j.mark_done(w, idx).map_err(jerr)?;
+            if !attr_matches(path, back.trim(), to) {
+                return Err(format!(
+                    "{path}: wrote `{to}`, reads back `{}`",
+                    back.trim()
+                ));
+            }
+            Ok(format!("{path} = {to}"))
+        }
+        Action::Mtu { ifname, to, .. } => {
+            let original = setters::get_mtu_live(ifname).map_err(|e| format!("{ifname}: {e}"))?;
+            let idx = j
+                .record(
+                    w,
+                    Entry::Mtu {
+                        ifname: ifname.clone(),
+                        original,
+                        new: *to,
+                    },
+                )
+                .map_err(jerr)?;
+            setters::set_mtu_live(ifname, *to)
+                .map_err(io_err(&format!("MTU of {ifname}"), lockdown))?;
+            j.mark_done(w, idx).map_err(jerr)?;
+            let back =
+                setters::get_mtu_live(ifname).map_err(|e| format!("{ifname}: read back: {e}"))?;
+            if back != *to {
+                return Err(format!("{ifname}: set MTU {to}, reads back {back}"));
+            }
+            Ok(format!("MTU of {ifname} = {to}"))
+        }
+        Action::ConfigWord {
+            bdf,
+            register,
+            path,
+            offset,
+            from,
+            to,
+            mask,
+        } => {
+            let real = real_path(host, path, true)?;
+            let cur = read_word(&real, *offset).map_err(|e| format!("{bdf}: {e}"))?;
+            if cur == 0xffff {
+                return Err(format!(
+                    "{bdf}: {register} reads 0xffff (device gone or in reset); not writing"
+                ));
+            }
+            if cur != *from {
+                return Err(format!("{bdf}: {register} changed since planning (0x{from:04x} -> 0x{cur:04x}); run apply again"));
+            }
+            let idx = j
+                .record(
+                    w,
+                    Entry::ConfigWord {
+                        bdf: bdf.clone(),
+                        path: path.clone(),
+                        offset: *offset,
+                        original: cur,
+                        new: *to,
+                        mask: *mask,
+                    },
+                )
+                .map_err(jerr)?;
+            let what = if register == "DevCtl" {
+                format!("MRRS of {bdf}")
+            } else {
+                format!("{register} of {bdf}")
+            };
+            w.pwrite(&real, *offset, &to.to_le_bytes())
+                .map_err(io_err(&what, lockdown))?;
+            j.mark_done(w, idx).map_err(jerr)?;
+            let back = read_word(&real, *offset).map_err(|e| format!("{bdf}: read back: {e}"))?;
+            if back & mask != to & mask {
+                return Err(format!(
+                    "{bdf}: wrote {register} 0x{to:04x}, reads back 0x{back:04x}"
+                ));
+            }
+            Ok(if register == "DevCtl" {
+                format!(
+                    "{bdf} MRRS = {} (DevCtl 0x{back:04x})",
+                    128u32 << ((back >> 12) & 7)
+                )
+            } else {
+                format!("{bdf} {register} = 0x{back:04x}")
+            })
+        }
+        Action::GpuLock { uuid, domain } => {
+            let g = gpu.ok_or("no GPU control available")?;
+            let idx = j
+                .record(
+                    w,
+                    Entry::GpuLock {
+                        uuid: uuid.clone(),
+                        domain: *domain,
+                        previously_locked: false,
+                    },
+                )
+                .map_err(jerr)?;
+            let r = g.lock_max(uuid, *domain)?;
+            if let Some(rec) = j.doc.records.get_mut(idx) {
+                rec.entry = Entry::GpuLock {
+                    uuid: uuid.clone(),
+                    domain: *domain,
+                    previously_locked: r.previously_locked,
+                };
+            }
+            j.mark_done(w, idx).map_err(jerr)?;
+            Ok(if r.previously_locked {
+                format!("{} (a lock was already in place and is now overridden; revert will not restore it)", r.message)
+            } else {
+                r.message
+            })
+        }
+        Action::GpuPersistence { uuid } => {
+            let g = gpu.ok_or("no GPU control available")?;
+            let before = g
+                .gpus()
+                .ok()
+                .and_then(|v| v.into_iter().find(|s| &s.uuid == uuid))
+                .and_then(|s| s.persistence);
+            let idx = j
+                .record(
+                    w,
+                    Entry::GpuPersistence {
+                        uuid: uuid.clone(),
+                        original: before,
+                    },
+                )
+                .map_err(jerr)?;
+            g.set_persistence(uuid, true)?;
+            j.mark_done(w, idx).map_err(jerr)?;
+            Ok(format!("persistence mode on for {uuid}"))
+        }
+        Action::Module { name } => {
+            let idx = j
+                .record(w, Entry::Module { name: name.clone() })
+                .map_err(jerr)?;
+            setters::modprobe(name, false).map_err(|e| {
+                let mut m = e.to_string();
+                if lockdown.is_some_and(|l| l != "none") {
+                    m.push_str(" (kernel lockdown: unsigned modules are refused under Secure Boot; sign the module or enroll its key with mokutil)");
+                }
+                m
+            })?;
+            j.mark_done(w, idx).map_err(jerr)?;
+            Ok(format!("loaded {name}"))
+        }
+    }
+}
+
+fn apply_attr_batch(
+    host: &Host,
+    target: Target,
+    batch: &[&Change],
+    j: &mut Journal,
+    w: &mut dyn Writer,
+    lockdown: Option<&str>,
+) -> Vec<Result<String, String>> {
+    let mut results: Vec<Option<Result<String, String>>> = vec![None; batch.len()];
+    let mut todo = Vec::new();
+    for (k, c) in batch.iter().enumerate() {
+        let Action::Attr { path, to, .. } = &c.action else {
+            results[k] = Some(Err("internal: not an attribute write".into()));
+            continue;
+        };
+        let prepared = real_path(host, path, true).and_then(|real| {
+            std::fs::read_to_string(&real)
+                .map(|orig| (real, orig))
+                .map_err(|e| format!("{path}: {e}"))
+        });
+        match prepared {
+            Ok((real, original)) => {
+                let idx = j.push(Entry::Attr {
+                    check: c.check.clone(),
+                    path: path.clone(),
+                    original,
+                    new: to.clone(),
+                });
+                todo.push((k, idx, real, path, to));
+            }
+            Err(e) => results[k] = Some(Err(e)),
+        }
+    }
+    if let Err(e) = j.flush(w) {
+        for (k, ..) in &todo {
+            results[*k] = Some(Err(format!("journal: {e} (nothing changed)")));
+        }
+        return results
+            .into_iter()
+            .map(|r| r.unwrap_or_else(|| Err("not run".into())))
+            .collect();
+    }
+    for (k, idx, real, path, to) in todo {
+        let r = w
+            .write_attr(&real, to, target)
+            .map_err(io_err(path, lockdown))
+            .and_then(|()| {
+                j.set_done(idx);
+                std::fs::read_to_string(&real).map_err(|e| format!("{path}: read back: {e}"))
+            })
+            .and_then(|back| {
+                if attr_matches(path, back.trim(), to) {
+                    Ok(format!("{path} = {to}"))
+                } else {
+                    Err(format!(
+                        "{path}: wrote `{to}`, reads back `{}`",
+                        back.trim()
+                    ))
+                }
+            });
+        results[k] = Some(r);
+    }
+    if let Err(e) = j.flush(w) {
+        // The entries are on disk (undone ones are harmless to revert); only the marks are not.
+        if let Some(Some(Ok(m))) = results.last_mut() {
+            m.push_str(&format!(" (journal done-marks not written: {e})"));
+        }
+    }
+    results
+        .into_iter()
+        .map(|r| r.unwrap_or_else(|| Err("not run".into())))
+        .collect()
+}
+
+/// Host path of a real path inside the root (for the journal).
+fn host_rel(host: &Host, real: &str) -> String {
+    let root = host.root().display().to_string();
+    if host.is_live() {
+        return real.to_string();
+    }
+    match real.strip_prefix(&root) {
+        Some(r) if r.starts_with('/') => r.to_string(),
+        _ => real.to_string(),
+    }
+}
+
+/// sysfs shows a governor write as the name, nr_hugepages as the count the kernel managed.
+fn attr_matches(_path: &str, back: &str, want: &str) -> bool {
+    back == want || back.split_whitespace().eq(want.split_whitespace())
+}
+
+pub fn read_word(path: &Path, offset: u64) -> std::io::Result<u16> {
+    use std::os::unix::fs::FileExt;
+    let f = std::fs::File::open(path)?;
+    let mut b = [0u8; 2];
+    f.read_exact_at(&mut b, offset)?;
+    Ok(u16::from_le_bytes(b))
+}
+
+/// After files change on the live host: regenerate grub.cfg, reload systemd and udev.
+pub fn post_commands<'a>(
+    changed: impl Iterator<Item = &'a Change>,
+) -> Vec<(String, Result<(), String>)> {
+    let mut grub = false;
+    let mut units = false;
+    let mut udev = false;
+    for c in changed {
+        match &c.action {
+            Action::File { path, .. } | Action::Symlink { path, .. } => {
+                grub |= path.starts_with("/etc/default/grub");
+                units |= path.starts_with("/etc/systemd/");
+                udev |= path.starts_with("/etc/udev/");
+            }
+            _ => {}
+        }
+    }
+    commands_for(grub, units, udev)
+}
+
+pub fn commands_for(grub: bool, units: bool, udev: bool) -> Vec<(String, Result<(), String>)> {
+    let mut out = Vec::new();
+    if grub {
+        out.push(run_grub_updater());
+    }
+    if units {
+        out.push(run_cmd(&["systemctl", "daemon-reload"]));
+    }
+    if udev {
+        out.push(run_cmd(&["udevadm", "control", "--reload"]));
+    }
+    out
+}
+
+fn find_exe(name: &str) -> Option<String> {
+    ["/usr/sbin", "/sbin", "/usr/bin", "/bin"]
+        .iter()
+        .map(|d| format!("{d}/{name}"))
+        .find(|p| Path::new(p).exists())
+}
+
+fn run_cmd(argv: &[&str]) -> (String, Result<(), String>) {
+    let line = argv.join(" ");
+    let Some(exe) = find_exe(argv[0]) else {
+        return (line, Err(format!("{} is not installed here", argv[0])));
+    };
+    let r = std::process::Command::new(exe)
+        .args(&argv[1..])
+        .output()
+        .map_err(|e| e.to_string())
+        .and_then(|o| {
+            if o.status.success() {
+                Ok(())
+            } else {
+                Err(String::from_utf8_lossy(&o.stderr).trim().to_string())
+            }
+        });
+    (line, r)
+}
+
+/// update-grub (Debian/Ubuntu) or grub2-mkconfig (Fedora/RHEL/SUSE); never under --root.
+fn run_grub_updater() -> (String, Result<(), String>) {
+    if find_exe("update-grub").is_some() {
+        return run_cmd(&["update-grub"]);
+    }
+    if find_exe("grub2-mkconfig").is_some() {
+        let out = if Path::new("/boot/grub2/grub.cfg").exists() {
+            "/boot/grub2/grub.cfg"
+        } else {
+            "/boot/grub/grub.cfg"
+        };
+        return run_cmd(&["grub2-mkconfig", "-o", out]);
+    }
+    if find_exe("grub-mkconfig").is_some() {
+        return run_cmd(&["grub-mkconfig", "-o", "/boot/grub/grub.cfg"]);
+    }
+    (
+        "update-grub".into(),
+        Err("no grub updater found (update-grub, grub2-mkconfig, grub-mkconfig): regenerate grub.cfg with your distribution's tool".into()),
+    )
+}

@@ -1,0 +1,314 @@
+//! The apply journal: what each run changed, with the original of every file (or the fact that
+//! it did not exist) and every runtime value, so `daqtune revert` can put it all back.
+//!
+//! Layout, under `<root>/var/lib/daqtune/journal/`:
+//!
+//! ```text
+//! 20261122T010203Z-1234/journal.json   the entries (schema daqtune.journal/v1)
+//! 20261122T010203Z-1234/files/0003     byte-for-byte original of entry 3's file
+//! ```
+//!
+//! Write-ahead: an entry (and its saved original) is on disk before the change is made, and
+//! the entry is marked done after. Reverting an entry that never completed restores a value
+//! that is still in place, which is harmless, so a crash at any point leaves a journal that
+//! `revert` can replay.
+
+use super::setters::Writer;
+use serde::{Deserialize, Serialize};
+use std::io;
+use std::path::{Path, PathBuf};
+
+pub const SCHEMA: &str = "daqtune.journal/v1";
+/// Host path of the journal directory.
+pub const JOURNAL_DIR: &str = "/var/lib/daqtune/journal";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RunState {
+    /// Changes were being made (or the run was interrupted).
+    Applying,
+    Applied,
+    /// Some changes failed; the journal holds those that were made.
+    Partial,
+    Reverted,
+}
+
+/// One recorded change. Paths are host paths (`/etc/...`, `/sys/...`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Entry {
+    /// A file written. `original`: the saved copy (`files/NNNN`) and its mode, or `None` when
+    /// the file did not exist.
+    File {
+        path: String,
+        original: Option<Saved>,
+        /// The outermost directory the write created (removed again on revert if empty).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        created_dir: Option<String>,
+    },
+    /// A symlink created (enabling a unit). `original`: the previous link target, if any.
+    Symlink {
+        path: String,
+        original: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        created_dir: Option<String>,
+    },
+    /// A kernel attribute written. `original` is the exact content read before.
+    Attr {
+        check: String,
+        path: String,
+        original: String,
+        new: String,
+    },
+    /// An MTU set through SIOCSIFMTU (live hosts).
+    Mtu {
+        ifname: String,
+        original: u32,
+        new: u32,
+    },
+    /// A config-space register written (DevCtl for MRRS, ACS Control); only `mask` bits
+    /// were changed and only they go back.
+    ConfigWord {
+        bdf: String,
+        path: String,
+        offset: u64,
+        original: u16,
+        new: u16,
+        #[serde(default = "mrrs_mask")]
+        mask: u16,
+    },
+    /// A module daqtune loaded (it was not loaded before).
+    Module { name: String },
+    /// A GPU clock lock. `previously_locked`: a lock was in place before (not undone).
+    GpuLock {
+        uuid: String,
+        domain: super::gpu::GpuDomain,
+        previously_locked: bool,
+    },
+    /// GPU persistence mode set; `original` is what it was.
+    GpuPersistence {
+        uuid: String,
+        original: Option<bool>,
+    },
+}
+
+fn mrrs_mask() -> u16 {
+    0x7000
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Saved {
+    pub blob: String,
+    pub mode: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Record {
+    pub entry: Entry,
+    pub done: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JournalDoc {
+    pub schema: String,
+    pub id: String,
+    pub profile: String,
+    pub started_unix: u64,
+    pub state: RunState,
+    pub records: Vec<Record>,
+    /// What the run reported as waiting for a reboot.
+    #[serde(default)]
+    pub pending_reboot: Vec<String>,
+}
+
+/// An open journal for one run.
+pub struct Journal {
+    /// Real path of this run's directory.
+    pub dir: PathBuf,
+    pub doc: JournalDoc,
+}
+
+fn now_unix() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+/// `YYYYMMDDTHHMMSSZ` from Unix seconds (UTC), so directory names sort by time.
+pub fn stamp(secs: u64) -> String {
+    let days = (secs / 86400) as i64;
+    let rem = secs % 86400;
+    // Civil from days (Howard Hinnant).
+    let z = days + 719468;
+    let era = z.div_euclid(146097);
+    let doe = z - era * 146097;
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = if m <= 2 { y + 1 } else { y };
+    format!(
+        "{y:04}{m:02}{d:02}T{:02}{:02}{:02}Z",
+        rem / 3600,
+        (rem / 60) % 60,
+        rem % 60
+    )
+}
+
+impl Journal {
+    /// Start a run's journal in `base` (the real path of the journal directory).
+    pub fn create(base: &Path, profile: &str, w: &mut dyn Writer) -> io::Result<Journal> {
+        let started = now_unix();
+        let mut id = format!("{}-{}", stamp(started), std::process::id());
+        let mut n = 1;
+        while base.join(&id).exists() {
+            id = format!("{}-{}.{n}", stamp(started), std::process::id());
+            n += 1;
+        }
+        let j = Journal {
+            dir: base.join(&id),
+            doc: JournalDoc {
+                schema: SCHEMA.into(),
+                id,
+                profile: profile.into(),
+                started_unix: started,
+                state: RunState::Applying,
+                records: Vec::new(),
+                pending_reboot: Vec::new(),
+            },
+        };
+        j.flush(w)?;
+        Ok(j)
+    }
+
+    pub fn open(dir: &Path) -> io::Result<Journal> {
+        let text = std::fs::read_to_string(dir.join("journal.json"))?;
+        let doc: JournalDoc = serde_json::from_str(&text).map_err(|e| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("{}: {e}", dir.display()),
+            )
+        })?;
+        if doc.schema != SCHEMA {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("{}: unknown journal schema `{}`", dir.display(), doc.schema),
+            ));
+        }
+        Ok(Journal {
+            dir: dir.to_path_buf(),
+            doc,
+        })
+    }
+
+    pub fn flush(&self, w: &mut dyn Writer) -> io::Result<()> {
+        let text = serde_json::to_vec_pretty(&self.doc)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
+        w.write_file(&self.dir.join("journal.json"), &text, 0o600)
+    }
+
+    /// Save a file's original bytes; returns the blob name.
+    pub fn save_blob(&self, w: &mut dyn Writer, data: &[u8]) -> io::Result<String> {
+        let name = format!("files/{:04}", self.doc.records.len());
+        w.write_file(&self.dir.join(&name), data, 0o600)?;
+        Ok(name)
+    }
+
+    pub fn blob(&self, name: &str) -> io::Result<Vec<u8>> {
+        if name.contains("..") || name.starts_with('/') {
+            return Err(io::Error::new(io::ErrorKind::InvalidData, "bad blob name"));
+        }
+        std::fs::read(self.dir.join(name))
+    }
+
+    /// Record an entry before making the change; returns its index.
+    pub fn record(&mut self, w: &mut dyn Writer, entry: Entry) -> io::Result<usize> {
+        self.doc.records.push(Record { entry, done: false });
+        self.flush(w)?;
+        Ok(self.doc.records.len() - 1)
+    }
+
+    /// Add an entry without writing the journal: the caller flushes before making any of the
+    /// changes so recorded (batches of kernel attributes: one flush instead of one per CPU).
+    pub fn push(&mut self, entry: Entry) -> usize {
+        self.doc.records.push(Record { entry, done: false });
+        self.doc.records.len() - 1
+    }
+
+    pub fn set_done(&mut self, idx: usize) {
+        if let Some(r) = self.doc.records.get_mut(idx) {
+            r.done = true;
+        }
+    }
+
+    pub fn mark_done(&mut self, w: &mut dyn Writer, idx: usize) -> io::Result<()> {
+        if let Some(r) = self.doc.records.get_mut(idx) {
+            r.done = true;
+        }
+        self.flush(w)
+    }
+
+    pub fn finish(&mut self, w: &mut dyn Writer, state: RunState) -> io::Result<()> {
+        self.doc.state = state;
+        self.flush(w)
+    }
+}
+
+/// Every run's directory under `base`, oldest first.
+pub fn list_runs(base: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(base)
+        .map(|rd| {
+            rd.filter_map(|e| e.ok())
+                .map(|e| e.path())
+                .filter(|p| p.join("journal.json").is_file())
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::apply::setters::FsWriter;
+
+    #[test]
+    fn stamps_sort() {
+        assert_eq!(stamp(0), "19700101T000000Z");
+        assert_eq!(stamp(1_795_395_723), "20261123T010203Z");
+        assert!(stamp(1_000_000_000) < stamp(1_000_000_001));
+    }
+
+    #[test]
+    fn round_trip() {
+        let d = tempfile::tempdir().expect("tmp");
+        let mut w = FsWriter::new();
+        let mut j = Journal::create(d.path(), "igx-orin", &mut w).expect("create");
+        let blob = j.save_blob(&mut w, b"GRUB\n").expect("blob");
+        let i = j
+            .record(
+                &mut w,
+                Entry::File {
+                    path: "/etc/x".into(),
+                    original: Some(Saved {
+                        blob: blob.clone(),
+                        mode: 0o644,
+                    }),
+                    created_dir: None,
+                },
+            )
+            .expect("record");
+        j.mark_done(&mut w, i).expect("done");
+        j.finish(&mut w, RunState::Applied).expect("finish");
+        let runs = list_runs(d.path());
+        assert_eq!(runs.len(), 1);
+        let j2 = Journal::open(&runs[0]).expect("open");
+        assert_eq!(j2.doc, j.doc);
+        assert_eq!(j2.blob(&blob).expect("blob"), b"GRUB\n");
+        assert!(j2.blob("../x").is_err());
+    }
+}

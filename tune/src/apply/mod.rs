@@ -1,0 +1,736 @@
+//! plan / apply / revert / generate: change a host to its profile, safely and revertibly.
+//!
+//! Safety rules (DESIGN.md "Apply safety"): a profile given or a detection the user confirmed;
+//! no TTY and no `--yes` means exit 2; one run at a time (a lock); atomic writes; a journal
+//! holding the original of every file and every runtime value; runtime writes read back;
+//! `pending-reboot` for what waits for a boot; update-grub only on the live host.
+
+#[allow(clippy::module_inception)]
+pub mod apply;
+pub mod gpu;
+pub mod journal;
+pub mod plan;
+pub mod revert;
+pub mod setters;
+#[cfg(test)]
+pub(crate) mod testroot;
+
+use crate::cli::GlobalArgs;
+use crate::commands::{open_host, UsageError};
+use crate::profile::{self, LoadedProfile};
+use daqtune_probe::Host;
+use plan::{build_plan, Plan, PlanOptions};
+use setters::{FsWriter, Writer};
+use std::io::{BufRead, IsTerminal, Write};
+use std::path::PathBuf;
+
+/// Host path of daqtune's state (journal, lock).
+pub const STATE_DIR: &str = "/var/lib/daqtune";
+
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct Selection {
+    /// Only these ids (comma-separated): kernel.cmdline, cpu.governor, cpu.idle, hugepages,
+    /// pcie.mrrs, pcie.acs, nic.mtu, gpu.peermem, gpu.clocks, net.sysctl.
+    #[arg(long, value_delimiter = ',', value_name = "IDS")]
+    pub only: Vec<String>,
+    /// Only the runtime changes (sysfs, MTU, config space, modules); no files.
+    #[arg(long, conflicts_with = "persist_only")]
+    pub runtime_only: bool,
+    /// Only the persistent files (grub drop-in, units, rules); no runtime change.
+    #[arg(long)]
+    pub persist_only: bool,
+    /// Restrict device changes (MRRS) to one PCI function, as the udev rule does.
+    #[arg(long, value_name = "BDF")]
+    pub device: Option<String>,
+    /// Allow ACS redirect changes (only where the IOMMU is off or in passthrough).
+    #[arg(long)]
+    pub allow_acs: bool,
+    /// The daqtune binary that generated units and rules run.
+    #[arg(long, value_name = "PATH", default_value = daqtune_units::DEFAULT_EXE)]
+    pub exe: String,
+    /// Derive isolated cores, hugepages, MTU and data-path interfaces from this DAQIRI
+    /// configuration instead of the profile's defaults.
+    #[arg(long, value_name = "APP.yaml")]
+    pub config: Option<PathBuf>,
+}
+
+/// The profile with the parameters a DAQIRI configuration needs (`--config`), and one line
+/// per derived parameter for the plan's header.
+fn with_app_config(
+    host: &Host,
+    lp: LoadedProfile,
+    sel: &Selection,
+    out: &mut dyn Write,
+) -> Result<LoadedProfile, UsageError> {
+    let Some(p) = &sel.config else {
+        return Ok(lp);
+    };
+    let app = crate::appconfig::AppConfig::load(p).map_err(|e| UsageError::Other(e.to_string()))?;
+    let ctx = crate::checks::Context::new(host, &lp);
+    let (derived, notes) = crate::appconfig::derive_loaded(&app, &lp, &ctx);
+    for n in notes {
+        let _ = writeln!(out, "from {}: {n}", app.file);
+    }
+    Ok(derived)
+}
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct PlanArgs {
+    #[command(flatten)]
+    pub sel: Selection,
+}
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct ApplyArgs {
+    #[command(flatten)]
+    pub sel: Selection,
+    /// Print the plan and change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Do not ask (required when stdin is not a terminal).
+    #[arg(long, short = 'y')]
+    pub yes: bool,
+    /// Journal and lock directory (host path; default /var/lib/daqtune).
+    #[arg(long, value_name = "DIR", hide = true)]
+    pub state_dir: Option<String>,
+}
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct RevertArgs {
+    /// Do not ask (required when stdin is not a terminal).
+    #[arg(long, short = 'y')]
+    pub yes: bool,
+    #[arg(long, value_name = "DIR", hide = true)]
+    pub state_dir: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Kind {
+    /// The kernel arguments only, one line (for boot managers daqtune does not write).
+    KernelArgs,
+    /// /etc/default/grub.d drop-in.
+    GrubDropin,
+    /// extlinux.conf with a new default LABEL (reads the host's extlinux.conf).
+    Extlinux,
+    /// udev rule restoring MRRS on the ConnectX PFs.
+    UdevMrrs,
+    /// hugetlbfs .mount unit.
+    MountUnit,
+    GovernorUnit,
+    GpuClocksUnit,
+    AcsUnit,
+    ModulesLoad,
+    Sysctl,
+    Netplan,
+    Nm,
+    NetworkdLink,
+}
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct GenerateArgs {
+    #[arg(value_enum)]
+    pub kind: Kind,
+    /// The daqtune binary that generated units and rules run.
+    #[arg(long, value_name = "PATH", default_value = daqtune_units::DEFAULT_EXE)]
+    pub exe: String,
+    /// Interfaces for network artifacts (default: the host's ConnectX ports).
+    #[arg(long = "interface", value_name = "IF")]
+    pub interfaces: Vec<String>,
+    /// PCI functions for the udev rule (default: the host's ConnectX PFs).
+    #[arg(long = "device", value_name = "BDF")]
+    pub devices: Vec<String>,
+}
+
+fn options(
+    lp: &LoadedProfile,
+    sel: &Selection,
+    profile_arg: Option<&str>,
+) -> Result<PlanOptions, UsageError> {
+    if let Some(d) = &sel.device {
+        d.parse::<daqtune_units::PciAddr>()
+            .map_err(|e| UsageError::Other(format!("--device: {e}")))?;
+    }
+    daqtune_units::validate::abs_path(&sel.exe)
+        .map_err(|e| UsageError::Other(format!("--exe: {e}")))?;
+    // Units name the profile as the user did: a built-in name, or the file's absolute path.
+    let profile_ref = match profile_arg {
+        Some(p) if profile::builtin_names().any(|n| n == p) => p.to_string(),
+        Some(p) => std::fs::canonicalize(p)
+            .map(|c| c.display().to_string())
+            .unwrap_or_else(|_| p.to_string()),
+        None => lp.profile.name.clone(),
+    };
+    let mut only = sel.only.clone();
+    only.retain(|s| !s.trim().is_empty());
+    Ok(PlanOptions {
+        only,
+        runtime: !sel.persist_only,
+        persist: !sel.runtime_only,
+        device: sel.device.clone(),
+        allow_acs: sel.allow_acs,
+        exe: sel.exe.clone(),
+        profile_ref,
+        gpu_unavailable: None,
+    })
+}
+
+/// The profile for a command that changes the host: `--profile`, or a detection the user
+/// confirms (on a TTY, or with --yes). The generic fallback is never applied silently.
+fn profile_for_change(
+    host: &Host,
+    g: &GlobalArgs,
+    yes: bool,
+    err: &mut dyn Write,
+) -> Result<LoadedProfile, UsageError> {
+    if let Some(p) = &g.profile {
+        let mut lp = profile::load(p)?;
+        lp.origin = format!("--profile {p}");
+        return Ok(lp);
+    }
+    let platform = daqtune_probe::system::read_platform(host);
+    let Some((name, why)) = profile::detect(&platform, &[]) else {
+        return Err(UsageError::Other(
+            "no built-in profile matches this host: pass --profile NAME|FILE (built-ins: igx-orin, dgx-spark, generic-dgpu)".into(),
+        ));
+    };
+    let _ = writeln!(err, "detected profile {name} ({why})");
+    if !yes && !confirm(&format!("Use profile {name}?"), err)? {
+        return Err(UsageError::Other(
+            "profile not confirmed: pass --profile NAME".into(),
+        ));
+    }
+    let mut lp = profile::load(&name)?;
+    lp.origin = format!("detected and confirmed: {why}");
+    Ok(lp)
+}
+
+/// Ask on a TTY. Without one the answer cannot be had: a usage error (exit 2), so a pipe
+/// never applies silently.
+fn confirm(question: &str, err: &mut dyn Write) -> Result<bool, UsageError> {
+    if !std::io::stdin().is_terminal() {
+        return Err(UsageError::Other(
+            "stdin is not a terminal and --yes was not given: refusing to change the host (run `daqtune plan` to see what would change)".into(),
+        ));
+    }
+    let _ = write!(err, "{question} [y/N] ");
+    let _ = err.flush();
+    let mut line = String::new();
+    std::io::stdin()
+        .lock()
+        .read_line(&mut line)
+        .map_err(|e| UsageError::Other(format!("reading the answer: {e}")))?;
+    Ok(matches!(line.trim(), "y" | "Y" | "yes" | "YES" | "Yes"))
+}
+
+/// An exclusive lock on `<state>/lock`, held until dropped.
+pub struct Lock {
+    _file: std::fs::File,
+}
+
+pub fn lock(dir: &std::path::Path) -> Result<Lock, String> {
+    use std::os::unix::io::AsRawFd;
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let path = dir.join("lock");
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .read(true)
+        .write(true)
+        .open(&path)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    // SAFETY: flock(2) on a descriptor we own for the lifetime of `f`; no memory is shared.
+    let r = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    if r != 0 {
+        let e = std::io::Error::last_os_error();
+        return Err(if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
+            format!(
+                "another daqtune apply or revert is running ({} is locked)",
+                path.display()
+            )
+        } else {
+            format!("{}: {e}", path.display())
+        });
+    }
+    Ok(Lock { _file: f })
+}
+
+/// [`lock`], retried until `timeout`.
+pub fn lock_wait(dir: &std::path::Path, timeout: std::time::Duration) -> Result<Lock, String> {
+    let t0 = std::time::Instant::now();
+    loop {
+        match lock(dir) {
+            Ok(l) => return Ok(l),
+            Err(e) if e.starts_with("another daqtune") && t0.elapsed() < timeout => {
+                std::thread::sleep(std::time::Duration::from_millis(200));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+fn state_real(host: &Host, state_dir: &Option<String>) -> Result<PathBuf, UsageError> {
+    let dir = state_dir.clone().unwrap_or_else(|| STATE_DIR.to_string());
+    if !dir.starts_with('/') {
+        return Err(UsageError::Other(format!(
+            "--state-dir {dir}: must be absolute"
+        )));
+    }
+    apply::real_path(host, &dir, true).map_err(UsageError::Other)
+}
+
+/// The host for a command that writes: a `--root` must be a directory (an archive is unpacked
+/// into a temporary directory, so whatever apply wrote there would be lost).
+fn open_for_change(g: &GlobalArgs) -> Result<crate::commands::OpenedHost, UsageError> {
+    if let Some(r) = &g.root {
+        if r.is_file() {
+            return Err(UsageError::Other(format!(
+                "--root {}: apply and revert need a directory, not an archive (unpack it first: the changes would be lost with the temporary copy)",
+                r.display()
+            )));
+        }
+    }
+    open_host(g)
+}
+
+/// `daqtune plan`.
+pub fn run_plan(g: &GlobalArgs, a: &PlanArgs, out: &mut dyn Write) -> Result<u8, UsageError> {
+    let host = open_host(g)?;
+    let lp = match &g.profile {
+        Some(_) => crate::commands::choose_profile(&host, g)?,
+        None => {
+            let lp = crate::commands::choose_profile(&host, g)?;
+            let _ = writeln!(out, "profile {} ({})", lp.profile.name, lp.origin);
+            lp
+        }
+    };
+    let lp = with_app_config(&host, lp, &a.sel, out)?;
+    let opts = options(&lp, &a.sel, g.profile.as_deref())?;
+    let plan = build_plan(&host, &lp, &opts).map_err(|e| UsageError::Other(e.to_string()))?;
+    let _ = write!(out, "{plan}");
+    Ok(0)
+}
+
+/// `daqtune apply`, with a writer that tests can fault.
+pub fn run_apply_with(
+    g: &GlobalArgs,
+    a: &ApplyArgs,
+    w: &mut dyn Writer,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Result<u8, UsageError> {
+    run_apply_gpu(g, a, w, None, out, err)
+}
+
+/// `daqtune apply` with GPU control (the NVML setters, or a mock in tests).
+pub fn run_apply_gpu(
+    g: &GlobalArgs,
+    a: &ApplyArgs,
+    w: &mut dyn Writer,
+    gpu: Option<&dyn gpu::GpuSetters>,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Result<u8, UsageError> {
+    run_apply_inner(g, a, w, gpu, None, out, err)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run_apply_inner(
+    g: &GlobalArgs,
+    a: &ApplyArgs,
+    w: &mut dyn Writer,
+    gpu: Option<&dyn gpu::GpuSetters>,
+    gpu_unavailable: Option<String>,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Result<u8, UsageError> {
+    let host = open_for_change(g)?;
+    let lp = profile_for_change(&host, g, a.yes || a.dry_run, err)?;
+    let lp = with_app_config(&host, lp, &a.sel, out)?;
+    let mut opts = options(&lp, &a.sel, g.profile.as_deref())?;
+    opts.gpu_unavailable = gpu_unavailable;
+    let plan = plan::build_plan_with(&host, &lp, &opts, gpu)
+        .map_err(|e| UsageError::Other(e.to_string()))?;
+    let _ = write!(out, "{plan}");
+    if a.dry_run {
+        let _ = writeln!(out, "dry run: nothing changed");
+        return Ok(0);
+    }
+    if plan.is_empty() {
+        let _ = writeln!(
+            out,
+            "nothing to change: the host matches profile {}",
+            lp.profile.name
+        );
+        return Ok(0);
+    }
+    if !a.yes && !confirm(&format!("Apply {} change(s)?", plan.changes.len()), err)? {
+        let _ = writeln!(out, "not applied");
+        return Ok(0);
+    }
+    let state = state_real(&host, &a.state_dir)?;
+    // The udev rule's run for one re-added PF waits for a running apply instead of losing
+    // the MRRS setting (udev allows a RUN program well over this).
+    let _lock = if a.sel.device.is_some() {
+        lock_wait(&state, std::time::Duration::from_secs(20))
+    } else {
+        lock(&state)
+    }
+    .map_err(UsageError::Other)?;
+    // The host may have changed while the user read the plan: plan again under the lock.
+    let plan = plan::build_plan_with(&host, &lp, &opts, gpu)
+        .map_err(|e| UsageError::Other(e.to_string()))?;
+    let mut journal = journal::Journal::create(&state.join("journal"), &lp.profile.name, w)
+        .map_err(|e| {
+            UsageError::Other(format!(
+                "cannot start the journal in {}: {e}",
+                state.display()
+            ))
+        })?;
+    let lockdown = daqtune_probe::system::read_platform(&host).lockdown;
+    let rep = apply::execute(&host, &plan, &mut journal, w, lockdown.as_deref(), gpu);
+    print_apply(&plan, &rep, out);
+    Ok(if rep.failed() == 0 { 0 } else { 1 })
+}
+
+fn print_apply(plan: &Plan, rep: &apply::ApplyReport, out: &mut dyn Write) {
+    let _ = writeln!(out, "applied:");
+    let mut i = 0;
+    while i < rep.outcomes.len() {
+        let o = &rep.outcomes[i];
+        // Fold long runs of successes of one check (a 256-CPU host prints three lines).
+        let mut j = i;
+        let is_attr = |k: usize| {
+            matches!(
+                plan.changes.get(k).map(|c| &c.action),
+                Some(plan::Action::Attr { .. })
+            )
+        };
+        while j < rep.outcomes.len()
+            && rep.outcomes[j].check == o.check
+            && rep.outcomes[j].result.is_ok()
+            && is_attr(j)
+        {
+            j += 1;
+        }
+        if j - i > 4 {
+            for k in [i, i + 1] {
+                if let Ok(m) = &rep.outcomes[k].result {
+                    let _ = writeln!(out, "  ok    {:<13} {m}", o.check);
+                }
+            }
+            let _ = writeln!(out, "  ok    {:<13} ... {} more", o.check, j - i - 3);
+            if let Ok(m) = &rep.outcomes[j - 1].result {
+                let _ = writeln!(out, "  ok    {:<13} {m}", o.check);
+            }
+            i = j;
+            continue;
+        }
+        match &o.result {
+            Ok(m) => {
+                let _ = writeln!(out, "  ok    {:<13} {m}", o.check);
+            }
+            Err(e) => {
+                let _ = writeln!(out, "  FAIL  {:<13} {e}", o.check);
+            }
+        }
+        i += 1;
+    }
+    for (cmd, r) in &rep.commands {
+        let _ = match r {
+            Ok(()) => writeln!(out, "  ran   {cmd}"),
+            Err(e) => writeln!(out, "  FAIL  {cmd}: {e}"),
+        };
+    }
+    if plan.target == setters::Target::Root
+        && rep.pending_reboot.iter().any(|c| c == "kernel.cmdline")
+    {
+        let _ = writeln!(
+            out,
+            "  note  update-grub was not run (--root): run it on that host"
+        );
+    }
+    if !rep.pending_reboot.is_empty() {
+        let _ = writeln!(out, "reboot needed for: {}", rep.pending_reboot.join(", "));
+    }
+    if let Some(j) = &rep.journal {
+        let _ = writeln!(out, "journal: {} (undo with `daqtune revert`)", j.display());
+    }
+}
+
+/// The live host's GPU control: NVML's setters over the GPUs NVML reports, or why there is
+/// none. Only loaded when gpu.clocks is in scope (loading NVML costs time).
+fn live_gpu(
+    g: &GlobalArgs,
+    sel: &Selection,
+) -> (
+    Option<gpu::NvmlSetters<daqtune_probe::gpu::LiveNvml>>,
+    Option<String>,
+) {
+    if g.root.is_some()
+        || !(sel.only.is_empty() || sel.only.iter().any(|o| o == "gpu.clocks"))
+        || sel.persist_only
+    {
+        return (None, None);
+    }
+    let host = Host::live();
+    let tol = g
+        .profile
+        .as_deref()
+        .and_then(|p| profile::load(p).ok())
+        .map_or(250, |lp| lp.profile.gpu.clock_tolerance_mhz);
+    let snap = match crate::checks::read_gpus_once(&host) {
+        Ok(s) => s,
+        Err(e) => return (None, Some(format!("no GPU control: {e}"))),
+    };
+    if let Some(r) = snap.unavailable_reason() {
+        return (None, Some(format!("no GPU control: {r}")));
+    }
+    match daqtune_probe::gpu::LiveNvml::open() {
+        Ok(n) => (Some(gpu::NvmlSetters::new(n, tol, &snap.gpus)), None),
+        Err(e) => (None, Some(format!("no GPU control: {e}"))),
+    }
+}
+
+pub fn run_apply(g: &GlobalArgs, a: &ApplyArgs) -> Result<u8, UsageError> {
+    let mut w = FsWriter::new();
+    let (live, why) = live_gpu(g, &a.sel);
+    let gpu = live.as_ref().map(|l| l as &dyn gpu::GpuSetters);
+    run_apply_inner(
+        g,
+        a,
+        &mut w,
+        gpu,
+        why,
+        &mut std::io::stdout(),
+        &mut std::io::stderr(),
+    )
+}
+
+/// `daqtune revert`, with a writer that tests can fault.
+pub fn run_revert_with(
+    g: &GlobalArgs,
+    a: &RevertArgs,
+    w: &mut dyn Writer,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Result<u8, UsageError> {
+    run_revert_gpu(g, a, w, None, out, err)
+}
+
+/// `daqtune revert` with GPU control, to undo clock locks.
+pub fn run_revert_gpu(
+    g: &GlobalArgs,
+    a: &RevertArgs,
+    w: &mut dyn Writer,
+    gpu: Option<&dyn gpu::GpuSetters>,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Result<u8, UsageError> {
+    let host = open_for_change(g)?;
+    let state = state_real(&host, &a.state_dir)?;
+    let base = state.join("journal");
+    let pending: Vec<PathBuf> = journal::list_runs(&base)
+        .into_iter()
+        .filter(|d| {
+            journal::Journal::open(d)
+                .map(|j| j.doc.state != journal::RunState::Reverted)
+                .unwrap_or(true)
+        })
+        .collect();
+    if pending.is_empty() {
+        let _ = writeln!(out, "nothing to revert (no journal in {})", base.display());
+        return Ok(0);
+    }
+    if !a.yes && !confirm(&format!("Revert {} apply run(s)?", pending.len()), err)? {
+        return Ok(0);
+    }
+    let _lock = lock(&state).map_err(UsageError::Other)?;
+    let rep = revert::revert_all_with(&host, &base, w, gpu);
+    for (what, r) in &rep.steps {
+        let _ = match r {
+            Ok(()) => writeln!(out, "  ok    {what}"),
+            Err(e) => writeln!(out, "  FAIL  {what}: {e}"),
+        };
+    }
+    for (cmd, r) in &rep.commands {
+        let _ = match r {
+            Ok(()) => writeln!(out, "  ran   {cmd}"),
+            Err(e) => writeln!(out, "  FAIL  {cmd}: {e}"),
+        };
+    }
+    let _ = writeln!(
+        out,
+        "reverted {} run(s): {}",
+        rep.runs.len(),
+        rep.runs.join(", ")
+    );
+    Ok(if rep.failed() == 0 { 0 } else { 1 })
+}
+
+pub fn run_revert(g: &GlobalArgs, a: &RevertArgs) -> Result<u8, UsageError> {
+    let mut w = FsWriter::new();
+    // GPU control only matters when a journal holds GPU entries; without NVML those entries
+    // fail with the reason and the rest is reverted.
+    let (live, _) = live_gpu(g, &Selection::default());
+    let gpu = live.as_ref().map(|l| l as &dyn gpu::GpuSetters);
+    run_revert_gpu(
+        g,
+        a,
+        &mut w,
+        gpu,
+        &mut std::io::stdout(),
+        &mut std::io::stderr(),
+    )
+}
+
+/// `daqtune generate KIND`: print one artifact for image builders and configuration managers.
+pub fn run_generate(
+    g: &GlobalArgs,
+    a: &GenerateArgs,
+    out: &mut dyn Write,
+) -> Result<u8, UsageError> {
+    use daqtune_units::{etc, extlinux, grub, network, systemd, udev};
+    let host = open_host(g)?;
+    let lp = crate::commands::choose_profile(&host, g)?;
+    let pref = options(
+        &lp,
+        &Selection {
+            exe: a.exe.clone(),
+            ..Default::default()
+        },
+        g.profile.as_deref(),
+    )?
+    .profile_ref;
+    let inv = |e: daqtune_units::InvalidValue| UsageError::Other(e.to_string());
+    let args = || -> Result<grub::KernelArgs, UsageError> {
+        let (spec, _) = plan::kernel_arg_spec(&host, &lp).map_err(UsageError::Other)?;
+        spec.build().map_err(inv)
+    };
+    let ifaces = || -> Vec<String> {
+        if !a.interfaces.is_empty() {
+            return a.interfaces.clone();
+        }
+        if !lp.profile.nic.interfaces.is_empty() {
+            return lp.profile.nic.interfaces.clone();
+        }
+        connectx(&host).1
+    };
+    let mtu = lp.profile.nic.mtu;
+    let text = match a.kind {
+        Kind::KernelArgs => args()?.render_plain(),
+        Kind::GrubDropin => grub::render_dropin(&args()?, &pref).map_err(inv)?,
+        Kind::Extlinux => {
+            let cur = host
+                .read_string(plan::EXTLINUX_CONF)
+                .map_err(|e| UsageError::Other(format!("{}: {e}", plan::EXTLINUX_CONF)))?;
+            extlinux::add_entry(&cur, &args()?).map_err(|e| UsageError::Other(e.to_string()))?
+        }
+        Kind::UdevMrrs => {
+            let list = if a.devices.is_empty() {
+                connectx(&host).0
+            } else {
+                a.devices.clone()
+            };
+            let addrs = list
+                .iter()
+                .map(|d| d.parse::<daqtune_units::PciAddr>())
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(inv)?;
+            udev::mrrs_rule(&a.exe, &pref, &addrs).map_err(inv)?
+        }
+        Kind::MountUnit => {
+            let mp = lp
+                .profile
+                .hugepages
+                .mount
+                .clone()
+                .unwrap_or_else(|| "/mnt/huge".into());
+            systemd::hugetlbfs_mount(&mp, &lp.profile.hugepages.size, &pref)
+                .map_err(inv)?
+                .1
+        }
+        Kind::GovernorUnit => systemd::governor_unit(&a.exe, &pref)
+            .render()
+            .map_err(inv)?,
+        Kind::GpuClocksUnit => systemd::gpu_clocks_unit(&a.exe, &pref)
+            .render()
+            .map_err(inv)?,
+        Kind::AcsUnit => systemd::acs_unit(&a.exe, &pref).render().map_err(inv)?,
+        Kind::ModulesLoad => etc::modules_load(&["nvidia-peermem"], &pref).map_err(inv)?,
+        Kind::Sysctl => {
+            let v: Vec<(&str, &str)> = lp
+                .profile
+                .sysctl
+                .values
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.as_str()))
+                .collect();
+            etc::sysctl_conf(&v, &pref).map_err(inv)?
+        }
+        Kind::Netplan => {
+            let names = ifaces();
+            let ports: Vec<(&str, u32)> = names.iter().map(|n| (n.as_str(), mtu)).collect();
+            network::netplan(&ports, &pref).map_err(inv)?.text
+        }
+        Kind::Nm => {
+            let mut s = String::new();
+            for n in ifaces() {
+                let art = network::nm_keyfile(&lp.profile.persist.nm_prefix, &n, mtu, &[], &pref)
+                    .map_err(inv)?;
+                s.push_str(&format!("# --- {}\n{}", art.path, art.text));
+            }
+            s
+        }
+        Kind::NetworkdLink => {
+            let mut s = String::new();
+            for n in ifaces() {
+                let mac = host
+                    .read_attr(&format!("/sys/class/net/{n}/address"))
+                    .map_err(|e| UsageError::Other(format!("{n}: {e}")))?;
+                let art = network::networkd_link(&n, &network::LinkMatch::Mac(mac), mtu, &pref)
+                    .map_err(inv)?;
+                s.push_str(&format!("# --- {}\n{}", art.path, art.text));
+            }
+            s
+        }
+    };
+    let _ = write!(out, "{text}");
+    Ok(0)
+}
+
+/// (ConnectX PF addresses, their netdevs).
+fn connectx(host: &Host) -> (Vec<String>, Vec<String>) {
+    let Ok(tree) = daqtune_probe::pci::read_pci(host, daqtune_probe::pci::ReadOptions::default())
+    else {
+        return (Vec::new(), Vec::new());
+    };
+    let nics = daqtune_probe::pci::nic::discover_nics(host, &tree);
+    let pfs: Vec<_> = nics.iter().filter(|n| n.connectx && !n.is_vf).collect();
+    (
+        pfs.iter().map(|n| n.addr.to_string()).collect(),
+        pfs.iter()
+            .flat_map(|n| n.netdevs.iter().map(|d| d.name.clone()))
+            .collect(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_run_at_a_time() {
+        let d = tempfile::tempdir().expect("tmp");
+        let first = lock(d.path()).expect("first lock");
+        let e = lock(d.path()).err().expect("second lock must fail");
+        assert!(
+            e.contains("another daqtune apply or revert is running"),
+            "{e}"
+        );
+        let t0 = std::time::Instant::now();
+        assert!(lock_wait(d.path(), std::time::Duration::from_millis(500)).is_err());
+        assert!(t0.elapsed() >= std::time::Duration::from_millis(400));
+        drop(first);
+        lock(d.path()).expect("free again");
+    }
+}

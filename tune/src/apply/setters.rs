@@ -1,0 +1,406 @@
+//! The only code in daqtune that changes a host: atomic file writes, kernel attribute writes,
+//! config-space read-modify-write, MTU and module loading.
+//!
+//! Everything goes through the [`Writer`] trait so tests can inject faults (a read-only file,
+//! a disk that fills up half-way through a write) and check that nothing is left half-written.
+//! Paths given to a `Writer` are real paths (already mapped into `--root DIR` by the caller).
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+/// Where a change lands: the running kernel, or a host root directory standing in for it
+/// (`--root DIR`: a sysfs attribute is a plain file, and what is written is what the next
+/// check reads).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    Live,
+    Root,
+}
+
+pub trait Writer {
+    /// Replace `path` with `data` atomically: a temp file in the same directory, fsync, rename,
+    /// fsync of the directory. Parent directories are created (mode 0755).
+    fn write_file(&mut self, path: &Path, data: &[u8], mode: u32) -> io::Result<()>;
+    /// Remove a file or symlink; a missing one is not an error.
+    fn remove(&mut self, path: &Path) -> io::Result<()>;
+    /// Create (or replace) a symlink atomically.
+    fn symlink(&mut self, target: &str, path: &Path) -> io::Result<()>;
+    /// Write a kernel attribute (sysfs, procfs). Live: one `write(2)` on the open attribute
+    /// (sysfs cannot rename); under a root: an atomic file write of `value\n`.
+    fn write_attr(&mut self, path: &Path, value: &str, target: Target) -> io::Result<()>;
+    /// Write `data` at `offset` of an existing file (PCI config space).
+    fn pwrite(&mut self, path: &Path, offset: u64, data: &[u8]) -> io::Result<()>;
+}
+
+/// A fault to inject, for tests of the failure paths.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Fault {
+    /// Writing the file whose name ends with this suffix fails with EROFS before anything is
+    /// written.
+    ReadOnly(String),
+    /// Writing the file whose name ends with `suffix` runs out of space after `bytes` bytes.
+    DiskFull { suffix: String, bytes: usize },
+}
+
+/// The real writer.
+#[derive(Debug, Default)]
+pub struct FsWriter {
+    pub fault: Option<Fault>,
+}
+
+impl FsWriter {
+    pub fn new() -> Self {
+        FsWriter::default()
+    }
+
+    pub fn with_fault(fault: Fault) -> Self {
+        FsWriter { fault: Some(fault) }
+    }
+
+    fn check_read_only(&self, path: &Path) -> io::Result<()> {
+        if let Some(Fault::ReadOnly(suffix)) = &self.fault {
+            if path.to_string_lossy().ends_with(suffix.as_str()) {
+                return Err(io::Error::from_raw_os_error(libc::EROFS));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn tmp_name(path: &Path) -> io::Result<PathBuf> {
+    let name = path
+        .file_name()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "path has no file name"))?;
+    let mut t = std::ffi::OsString::from(".");
+    t.push(name);
+    t.push(format!(".daqtune-tmp.{}", std::process::id()));
+    Ok(path.with_file_name(t))
+}
+
+fn sync_dir(dir: &Path) -> io::Result<()> {
+    File::open(dir)?.sync_all()
+}
+
+/// Atomic replace with the data written by `fill`; on any error the temp file is removed and
+/// the target is untouched.
+fn atomic_replace(
+    path: &Path,
+    mode: u32,
+    fill: &mut dyn FnMut(&mut File) -> io::Result<()>,
+) -> io::Result<()> {
+    let dir = path
+        .parent()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "path has no parent"))?;
+    fs::create_dir_all(dir)?;
+    let tmp = tmp_name(path)?;
+    let result = (|| {
+        let mut f = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(mode)
+            .open(&tmp)?;
+        fill(&mut f)?;
+        // The umask may have narrowed the mode given to open.
+        f.set_permissions(fs::Permissions::from_mode(mode))?;
+        f.sync_all()?;
+        drop(f);
+        fs::rename(&tmp, path)?;
+        sync_dir(dir)
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result
+}
+
+impl Writer for FsWriter {
+    fn write_file(&mut self, path: &Path, data: &[u8], mode: u32) -> io::Result<()> {
+        self.check_read_only(path)?;
+        let limit = match &self.fault {
+            Some(Fault::DiskFull { suffix, bytes })
+                if path.to_string_lossy().ends_with(suffix.as_str()) =>
+            {
+                Some(*bytes)
+            }
+            _ => None,
+        };
+        atomic_replace(path, mode, &mut |f| match limit {
+            Some(b) => {
+                f.write_all(&data[..b.min(data.len())])?;
+                Err(io::Error::from_raw_os_error(libc::ENOSPC))
+            }
+            None => f.write_all(data),
+        })
+    }
+
+    fn remove(&mut self, path: &Path) -> io::Result<()> {
+        self.check_read_only(path)?;
+        match fs::remove_file(path) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            r => {
+                if let Some(d) = path.parent() {
+                    let _ = sync_dir(d);
+                }
+                r
+            }
+        }
+    }
+
+    fn symlink(&mut self, target: &str, path: &Path) -> io::Result<()> {
+        self.check_read_only(path)?;
+        let dir = path
+            .parent()
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "path has no parent"))?;
+        fs::create_dir_all(dir)?;
+        let tmp = tmp_name(path)?;
+        let _ = fs::remove_file(&tmp);
+        std::os::unix::fs::symlink(target, &tmp)?;
+        if let Err(e) = fs::rename(&tmp, path) {
+            let _ = fs::remove_file(&tmp);
+            return Err(e);
+        }
+        sync_dir(dir)
+    }
+
+    fn write_attr(&mut self, path: &Path, value: &str, target: Target) -> io::Result<()> {
+        self.check_read_only(path)?;
+        match target {
+            Target::Live => {
+                let mut f = OpenOptions::new().write(true).open(path)?;
+                // One write: sysfs stores take the whole value from a single write(2).
+                let n = f.write(value.as_bytes())?;
+                if n != value.len() {
+                    return Err(io::Error::new(
+                        io::ErrorKind::WriteZero,
+                        "short write to a kernel attribute",
+                    ));
+                }
+                Ok(())
+            }
+            Target::Root => {
+                let mode = fs::metadata(path)
+                    .map(|m| m.permissions().mode() & 0o7777)
+                    .unwrap_or(0o644);
+                self.write_file(path, format!("{value}\n").as_bytes(), mode)
+            }
+        }
+    }
+
+    fn pwrite(&mut self, path: &Path, offset: u64, data: &[u8]) -> io::Result<()> {
+        use std::os::unix::fs::FileExt;
+        self.check_read_only(path)?;
+        let f = OpenOptions::new().write(true).open(path)?;
+        f.write_all_at(data, offset)?;
+        f.sync_all().or(Ok(()))
+    }
+}
+
+/// Why a write to a kernel interface failed, in words a user can act on.
+pub fn explain_write_error(e: &io::Error, what: &str, lockdown: Option<&str>) -> String {
+    let locked = matches!(lockdown, Some("integrity") | Some("confidentiality"));
+    match e.raw_os_error() {
+        Some(libc::EPERM) if locked => format!(
+            "{what}: refused by kernel lockdown ({}); Secure Boot locks the kernel down: disable Secure Boot in the firmware setup (or `mokutil --disable-validation` and reboot), apply, then re-enable it",
+            lockdown.unwrap_or("on")
+        ),
+        Some(libc::EPERM) | Some(libc::EACCES) => format!("{what}: permission denied ({e}); run as root"),
+        Some(libc::EROFS) => format!("{what}: read-only file system ({e})"),
+        Some(libc::ENOSPC) => format!("{what}: no space left on device ({e})"),
+        Some(libc::EIO) => format!("{what}: the kernel refused the value ({e})"),
+        _ => format!("{what}: {e}"),
+    }
+}
+
+/// Set an interface's MTU on the running kernel with SIOCSIFMTU (no `ip` involved).
+pub fn set_mtu_live(ifname: &str, mtu: u32) -> io::Result<()> {
+    ffi::set_mtu(ifname, mtu)
+}
+
+/// Read an interface's MTU from the running kernel with SIOCGIFMTU.
+pub fn get_mtu_live(ifname: &str) -> io::Result<u32> {
+    ffi::get_mtu(ifname)
+}
+
+/// Load a module with modprobe (it resolves dependencies and module options; the kernel's
+/// finit_module alone does neither).
+pub fn modprobe(name: &str, remove: bool) -> io::Result<()> {
+    let exe = ["/usr/sbin/modprobe", "/sbin/modprobe", "/usr/bin/modprobe"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+        .ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::NotFound,
+                "modprobe is not installed (kmod package)",
+            )
+        })?;
+    let mut cmd = std::process::Command::new(exe);
+    if remove {
+        cmd.arg("-r");
+    }
+    let out = cmd.arg("--").arg(name).output()?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(io::Error::other(format!(
+            "modprobe {name}: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        )))
+    }
+}
+
+mod ffi {
+    //! SIOCGIFMTU / SIOCSIFMTU on an AF_INET datagram socket.
+    use std::io;
+
+    fn ifreq_for(ifname: &str) -> io::Result<libc::ifreq> {
+        let bytes = ifname.as_bytes();
+        if bytes.is_empty() || bytes.len() >= libc::IFNAMSIZ || bytes.contains(&0) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "bad interface name",
+            ));
+        }
+        // SAFETY: ifreq is a plain C struct (name array + union of integers/sockaddrs) for
+        // which all-zero bytes are a valid value.
+        let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
+        for (d, s) in req.ifr_name.iter_mut().zip(bytes) {
+            *d = *s as libc::c_char;
+        }
+        Ok(req)
+    }
+
+    struct Sock(libc::c_int);
+    impl Drop for Sock {
+        fn drop(&mut self) {
+            // SAFETY: the descriptor was returned by socket() and is closed once, here.
+            unsafe { libc::close(self.0) };
+        }
+    }
+
+    fn sock() -> io::Result<Sock> {
+        // SAFETY: socket() takes no pointers; a negative return is checked below.
+        let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Sock(fd))
+    }
+
+    pub fn get_mtu(ifname: &str) -> io::Result<u32> {
+        let mut req = ifreq_for(ifname)?;
+        let s = sock()?;
+        // SAFETY: `req` is a valid ifreq that outlives the call; SIOCGIFMTU writes ifru_mtu.
+        let r = unsafe { libc::ioctl(s.0, libc::SIOCGIFMTU as _, &mut req) };
+        if r < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: after a successful SIOCGIFMTU the union holds ifru_mtu.
+        let mtu = unsafe { req.ifr_ifru.ifru_mtu };
+        Ok(mtu as u32)
+    }
+
+    pub fn set_mtu(ifname: &str, mtu: u32) -> io::Result<()> {
+        let mut req = ifreq_for(ifname)?;
+        req.ifr_ifru.ifru_mtu = i32::try_from(mtu)
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "MTU out of range"))?;
+        let s = sock()?;
+        // SAFETY: `req` is a valid ifreq with the name and ifru_mtu set; it outlives the call.
+        let r = unsafe { libc::ioctl(s.0, libc::SIOCSIFMTU as _, &mut req) };
+        if r < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn list(dir: &Path) -> Vec<String> {
+        let mut v: Vec<String> = fs::read_dir(dir)
+            .expect("dir")
+            .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
+            .collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn atomic_write_and_mode() {
+        let d = tempfile::tempdir().expect("tmp");
+        let p = d.path().join("a/b/f.conf");
+        let mut w = FsWriter::new();
+        w.write_file(&p, b"one\n", 0o600).expect("write");
+        assert_eq!(fs::read(&p).expect("read"), b"one\n");
+        assert_eq!(
+            fs::metadata(&p).expect("m").permissions().mode() & 0o777,
+            0o600
+        );
+        w.write_file(&p, b"two\n", 0o644).expect("rewrite");
+        assert_eq!(fs::read(&p).expect("read"), b"two\n");
+        assert_eq!(list(p.parent().expect("p")), ["f.conf"]);
+    }
+
+    #[test]
+    fn disk_full_leaves_old_content_and_no_temp() {
+        let d = tempfile::tempdir().expect("tmp");
+        let p = d.path().join("f");
+        fs::write(&p, b"original\n").expect("seed");
+        let mut w = FsWriter::with_fault(Fault::DiskFull {
+            suffix: "/f".into(),
+            bytes: 3,
+        });
+        let e = w
+            .write_file(&p, b"a much longer replacement\n", 0o644)
+            .expect_err("must fail");
+        assert_eq!(e.raw_os_error(), Some(libc::ENOSPC));
+        assert_eq!(fs::read(&p).expect("read"), b"original\n");
+        assert_eq!(list(d.path()), ["f"]);
+        // Other files are written.
+        w.write_file(&d.path().join("g"), b"new\n", 0o644)
+            .expect("other write");
+        assert_eq!(fs::read(d.path().join("g")).expect("read"), b"new\n");
+    }
+
+    #[test]
+    fn read_only_and_symlinks() {
+        let d = tempfile::tempdir().expect("tmp");
+        let mut w = FsWriter::with_fault(Fault::ReadOnly("ro.conf".into()));
+        let e = w
+            .write_file(&d.path().join("ro.conf"), b"x", 0o644)
+            .expect_err("ro");
+        assert_eq!(e.raw_os_error(), Some(libc::EROFS));
+        assert!(!d.path().join("ro.conf").exists());
+        let l = d.path().join("wants/x.service");
+        w.symlink("/etc/systemd/system/x.service", &l)
+            .expect("link");
+        assert_eq!(
+            fs::read_link(&l).expect("rl").to_string_lossy(),
+            "/etc/systemd/system/x.service"
+        );
+        w.remove(&l).expect("rm");
+        w.remove(&l).expect("rm again is fine");
+    }
+
+    #[test]
+    fn lockdown_is_named() {
+        let e = io::Error::from_raw_os_error(libc::EPERM);
+        let m = explain_write_error(&e, "MRRS of 0000:01:00.0", Some("integrity"));
+        assert!(m.contains("lockdown") && m.contains("Secure Boot"), "{m}");
+        assert!(explain_write_error(&e, "x", Some("none")).contains("root"));
+    }
+
+    #[test]
+    fn mtu_ioctl_errors_cleanly() {
+        assert!(get_mtu_live("no-such-if0").is_err());
+        assert!(set_mtu_live("", 9000).is_err());
+        assert!(set_mtu_live("0123456789abcdefg", 9000).is_err());
+        // Loopback always exists in this namespace; reading is harmless.
+        if let Ok(m) = get_mtu_live("lo") {
+            assert!(m >= 1500);
+        }
+    }
+}

@@ -1,0 +1,344 @@
+//! `daqtune qualify --level 1|2|3`: a hardware-qualification gate for CI, like
+//! `dcgmi diag -r 1..3`.
+//!
+//! Level 1 runs every check with the profile's required checks as a gate (seconds). Level 2
+//! adds a short self-test of every data path this binary can drive (socket, DPDK), about a
+//! minute. Level 3 adds a long soak. Self-tests run as child processes of this binary, so a
+//! signal or crash in a data path cannot leave this process holding namespaces.
+
+use crate::cli::GlobalArgs;
+use crate::commands::{choose_profile, evaluate, open_host, UsageError};
+use crate::gate::{self, FailOn};
+use crate::report::{self, xml_escape, Report};
+use crate::verdict::Status;
+use serde::{Deserialize, Serialize};
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::time::Instant;
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct QualifyArgs {
+    /// 1 = checks; 2 = + a short self-test of every data path; 3 = + a long soak.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=3))]
+    pub level: u8,
+    /// Write the JUnit report (one testcase per verdict and per self-test result).
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
+    /// Write the JSON report (`daqtune.qualify/v1`).
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Exit 1 when any verdict is at or above this level.
+    #[arg(long, value_enum, default_value_t = FailOn::Fail)]
+    pub fail_on: FailOn,
+    /// Seconds per self-test mode at level 2 (level 3 soaks 20 times as long).
+    #[arg(long, default_value_t = 5.0)]
+    pub selftest_duration: f64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Stage {
+    pub name: String,
+    pub seconds: f64,
+    /// pass, fail, skip or error.
+    pub status: String,
+    pub detail: String,
+}
+
+/// One result of a self-test report, as much of `daqtune.selftest/v1` as the gate needs.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SelftestResult {
+    pub engine: String,
+    pub mode: String,
+    pub status: String,
+    #[serde(default)]
+    pub gbps: f64,
+    #[serde(default)]
+    pub packets: u64,
+    #[serde(default)]
+    pub lost: u64,
+    #[serde(default)]
+    pub integrity_errors: u64,
+    #[serde(default)]
+    pub notes: Vec<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+struct SelftestReport {
+    results: Vec<SelftestResult>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Qualification {
+    pub schema: String,
+    pub level: u8,
+    pub passed: bool,
+    pub stages: Vec<Stage>,
+    pub checks: Report,
+    pub selftest: Vec<SelftestResult>,
+    pub gate_failures: Vec<String>,
+}
+
+/// Run `daqtune selftest ENGINE ...` as a child and read its JSON report.
+fn run_selftest(
+    g: &GlobalArgs,
+    engine: &str,
+    duration: f64,
+    veth: bool,
+) -> Result<Vec<SelftestResult>, String> {
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find this executable: {e}"))?;
+    let mut cmd = std::process::Command::new(exe);
+    cmd.arg("selftest").arg(engine);
+    if let Some(p) = &g.profile {
+        cmd.args(["--profile", p]);
+    }
+    if engine == "socket" {
+        cmd.arg(if veth { "--veth" } else { "--loopback" });
+    }
+    cmd.args([
+        "--duration",
+        &format!("{duration}"),
+        "--format",
+        "json",
+        "--no-progress",
+    ]);
+    let out = cmd
+        .output()
+        .map_err(|e| format!("cannot run the self-test: {e}"))?;
+    let rep: SelftestReport = serde_json::from_slice(&out.stdout).map_err(|e| {
+        let err = String::from_utf8_lossy(&out.stderr);
+        format!(
+            "the {engine} self-test gave no report (exit {:?}): {}{}",
+            out.status.code(),
+            err.trim(),
+            if err.trim().is_empty() {
+                e.to_string()
+            } else {
+                String::new()
+            }
+        )
+    })?;
+    Ok(rep.results)
+}
+
+fn is_root() -> bool {
+    // SAFETY: geteuid(2) cannot fail and touches no memory of ours.
+    unsafe { libc::geteuid() == 0 }
+}
+
+pub fn run(g: &GlobalArgs, a: &QualifyArgs) -> Result<u8, UsageError> {
+    if g.root.is_some() && a.level > 1 {
+        return Err(UsageError::Other(
+            "qualify --level 2 and 3 move real traffic and cannot run against --root".into(),
+        ));
+    }
+    let host = open_host(g)?;
+    let profile = choose_profile(&host, g)?;
+    let mut stages = Vec::new();
+
+    let t = Instant::now();
+    let checks = evaluate(&host, &profile, Vec::new(), true);
+    let check_code = gate::exit_code(&checks.checks, a.fail_on, true, &profile.profile);
+    stages.push(Stage {
+        name: "checks".into(),
+        seconds: t.elapsed().as_secs_f64(),
+        status: if check_code == 0 { "pass" } else { "fail" }.into(),
+        detail: format!(
+            "{} verdicts; {} required-check failures",
+            checks.checks.len(),
+            checks.gate_failures.len()
+        ),
+    });
+
+    let mut selftest = Vec::new();
+    if a.level >= 2 {
+        let veth = is_root();
+        let soak = a.level >= 3;
+        let duration = if soak {
+            a.selftest_duration * 20.0
+        } else {
+            a.selftest_duration
+        };
+        for engine in ["socket", "dpdk"] {
+            let t = Instant::now();
+            let name = format!("selftest {engine}{}", if soak { " (soak)" } else { "" });
+            match run_selftest(g, engine, duration, veth) {
+                Ok(results) => {
+                    let status = if results
+                        .iter()
+                        .any(|r| matches!(r.status.as_str(), "fail" | "error"))
+                    {
+                        "fail"
+                    } else if results.iter().all(|r| r.status == "skip") {
+                        "skip"
+                    } else {
+                        "pass"
+                    };
+                    stages.push(Stage {
+                        name,
+                        seconds: t.elapsed().as_secs_f64(),
+                        status: status.into(),
+                        detail: results
+                            .iter()
+                            .map(|r| {
+                                format!("{} {}: {} {:.2} Gb/s", r.engine, r.mode, r.status, r.gbps)
+                            })
+                            .collect::<Vec<_>>()
+                            .join("; "),
+                    });
+                    selftest.extend(results);
+                }
+                Err(e) => {
+                    stages.push(Stage {
+                        name,
+                        seconds: t.elapsed().as_secs_f64(),
+                        status: "error".into(),
+                        detail: e.clone(),
+                    });
+                    selftest.push(SelftestResult {
+                        engine: engine.into(),
+                        mode: "-".into(),
+                        status: "error".into(),
+                        gbps: 0.0,
+                        packets: 0,
+                        lost: 0,
+                        integrity_errors: 0,
+                        notes: vec![e],
+                    });
+                }
+            }
+        }
+    }
+    let selftest_failed = selftest
+        .iter()
+        .any(|r| matches!(r.status.as_str(), "fail" | "error"));
+    let passed = check_code == 0 && !selftest_failed;
+    let q = Qualification {
+        schema: "daqtune.qualify/v1".into(),
+        level: a.level,
+        passed,
+        stages,
+        gate_failures: checks.gate_failures.clone(),
+        checks,
+        selftest,
+    };
+    print!("{}", text(&q));
+    if let Some(p) = &a.junit {
+        std::fs::write(p, junit(&q))
+            .map_err(|e| UsageError::Other(format!("cannot write {}: {e}", p.display())))?;
+    }
+    if let Some(p) = &a.json {
+        let j = serde_json::to_string_pretty(&q).unwrap_or_default();
+        std::fs::write(p, j + "\n")
+            .map_err(|e| UsageError::Other(format!("cannot write {}: {e}", p.display())))?;
+    }
+    Ok(u8::from(!passed))
+}
+
+pub fn text(q: &Qualification) -> String {
+    let mut s = report::text(&q.checks, false, false);
+    let _ = writeln!(s, "\nqualify level {}:", q.level);
+    for st in &q.stages {
+        let _ = writeln!(
+            s,
+            "  {:<6} {:<22} {:>7.1} s  {}",
+            st.status, st.name, st.seconds, st.detail
+        );
+    }
+    let _ = writeln!(s, "result: {}", if q.passed { "PASS" } else { "FAIL" });
+    s
+}
+
+/// JUnit: the check report's testcases, one per self-test result, and the gate.
+pub fn junit(q: &Qualification) -> String {
+    let base = report::junit(&q.checks);
+    let mut cases = String::new();
+    let mut failures = 0usize;
+    let mut skipped = 0usize;
+    for r in &q.selftest {
+        let name = format!("{} {}", r.engine, r.mode);
+        let detail = format!(
+            "{} Gb/s, {} packets, {} lost, {} integrity errors{}",
+            r.gbps,
+            r.packets,
+            r.lost,
+            r.integrity_errors,
+            if r.notes.is_empty() {
+                String::new()
+            } else {
+                format!("; {}", r.notes.join("; "))
+            }
+        );
+        let _ = write!(
+            cases,
+            "    <testcase classname=\"daqtune.selftest\" name=\"{}\">",
+            xml_escape(&name)
+        );
+        match r.status.as_str() {
+            "fail" | "error" => {
+                failures += 1;
+                let _ = write!(
+                    cases,
+                    "<failure type=\"{}\" message=\"{}\"/>",
+                    xml_escape(&r.status),
+                    xml_escape(&detail)
+                );
+            }
+            "skip" => {
+                skipped += 1;
+                let _ = write!(cases, "<skipped message=\"{}\"/>", xml_escape(&detail));
+            }
+            _ => {
+                let _ = write!(cases, "<system-out>{}</system-out>", xml_escape(&detail));
+            }
+        }
+        let _ = writeln!(cases, "</testcase>");
+    }
+    if q.selftest.is_empty() {
+        return base;
+    }
+    let tests = q.checks.checks.len() + q.checks.gate_failures.len() + q.selftest.len();
+    let check_failures = q
+        .checks
+        .checks
+        .iter()
+        .filter(|v| matches!(v.status, Status::Fail | Status::Error))
+        .count()
+        + q.checks.gate_failures.len();
+    let check_skipped = q
+        .checks
+        .checks
+        .iter()
+        .filter(|v| matches!(v.status, Status::Skip | Status::NotApplicable))
+        .count();
+    // Rebuild the two header lines with the combined counts and insert the self-test cases.
+    let mut out = String::new();
+    for (i, line) in base.lines().enumerate() {
+        if i == 1 || i == 2 {
+            let fixed = line
+                .replacen(
+                    &format!("tests=\"{}\"", tests - q.selftest.len()),
+                    &format!("tests=\"{tests}\""),
+                    1,
+                )
+                .replacen(
+                    &format!("failures=\"{check_failures}\""),
+                    &format!("failures=\"{}\"", check_failures + failures),
+                    1,
+                )
+                .replacen(
+                    &format!("skipped=\"{check_skipped}\""),
+                    &format!("skipped=\"{}\"", check_skipped + skipped),
+                    1,
+                );
+            out.push_str(&fixed);
+            out.push('\n');
+            continue;
+        }
+        if line.trim_start().starts_with("</testsuite>") {
+            out.push_str(&cases);
+        }
+        out.push_str(line);
+        out.push('\n');
+    }
+    out
+}

@@ -1,0 +1,211 @@
+//! extlinux (L4T / U-Boot hosts): a new `LABEL` carrying the tuning arguments, made the
+//! default, with the previous default entry left as it was so it stays one menu choice away
+//! if the new arguments do not boot.
+
+use crate::grub::KernelArgs;
+
+/// The label daqtune owns in extlinux.conf.
+pub const LABEL: &str = "daqtune";
+const BASE_MARK: &str = "# daqtune: copy of LABEL ";
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ExtlinuxError {
+    #[error("extlinux.conf has no LABEL entry to copy")]
+    NoEntry,
+    #[error("DEFAULT names `{0}`, which no LABEL defines")]
+    MissingDefault(String),
+}
+
+fn keyword(line: &str) -> Option<(String, &str)> {
+    let t = line.trim_start();
+    if t.starts_with('#') || t.is_empty() {
+        return None;
+    }
+    let (k, rest) = t.split_once(char::is_whitespace).unwrap_or((t, ""));
+    Some((k.to_ascii_uppercase(), rest.trim()))
+}
+
+struct Parsed<'a> {
+    header: Vec<&'a str>,
+    /// (label, lines including the LABEL line)
+    blocks: Vec<(String, Vec<&'a str>)>,
+}
+
+fn parse(conf: &str) -> Parsed<'_> {
+    let mut p = Parsed {
+        header: Vec::new(),
+        blocks: Vec::new(),
+    };
+    for line in conf.lines() {
+        match keyword(line) {
+            Some((k, v)) if k == "LABEL" => p.blocks.push((v.to_string(), vec![line])),
+            _ => match p.blocks.last_mut() {
+                Some((_, b)) => b.push(line),
+                None => p.header.push(line),
+            },
+        }
+    }
+    p
+}
+
+/// Add (or refresh) the daqtune entry and make it the default. Applying to its own output
+/// gives the same text, so a second apply changes no byte.
+pub fn add_entry(conf: &str, args: &KernelArgs) -> Result<String, ExtlinuxError> {
+    let mut p = parse(conf);
+    // An earlier daqtune entry: drop it and remember which entry it was copied from.
+    let mut base_label: Option<String> = None;
+    if let Some(pos) = p.blocks.iter().position(|(l, _)| l == LABEL) {
+        let (_, lines) = p.blocks.remove(pos);
+        base_label = lines.iter().find_map(|l| {
+            l.trim()
+                .strip_prefix(BASE_MARK)
+                .map(|s| s.trim().to_string())
+        });
+    }
+    if p.blocks.is_empty() {
+        return Err(ExtlinuxError::NoEntry);
+    }
+    let default = p.header.iter().find_map(|l| {
+        keyword(l)
+            .filter(|(k, _)| k == "DEFAULT")
+            .map(|(_, v)| v.to_string())
+    });
+    let base_name = match (base_label, default) {
+        (Some(b), _) => b,
+        (None, Some(d)) if d != LABEL => d,
+        _ => p.blocks[0].0.clone(),
+    };
+    let base_idx = p
+        .blocks
+        .iter()
+        .position(|(l, _)| *l == base_name)
+        .ok_or_else(|| ExtlinuxError::MissingDefault(base_name.clone()))?;
+    let base = &p.blocks[base_idx].1;
+    let indent = base
+        .get(1)
+        .map(|l| &l[..l.len() - l.trim_start().len()])
+        .unwrap_or("      ")
+        .to_string();
+    let keys = args.keys();
+    let mut entry: Vec<String> = vec![
+        format!("LABEL {LABEL}"),
+        format!("{indent}{BASE_MARK}{base_name}"),
+    ];
+    let mut saw_append = false;
+    for line in base.iter().skip(1) {
+        match keyword(line) {
+            Some((k, v)) if k == "MENU" && v.to_ascii_uppercase().starts_with("LABEL") => {
+                entry.push(format!(
+                    "{indent}MENU LABEL {} (daqtune tuning)",
+                    v[5..].trim()
+                ));
+            }
+            Some((k, v)) if k == "APPEND" => {
+                saw_append = true;
+                // The copied arguments lose the parameters daqtune sets, so each appears once.
+                let kept: Vec<&str> = v
+                    .split_whitespace()
+                    .filter(|w| {
+                        let key = w.split_once('=').map_or(*w, |(k, _)| k).replace('-', "_");
+                        !keys.contains(&key)
+                    })
+                    .collect();
+                let mut words: Vec<&str> = kept;
+                words.extend(args.words().iter().map(|s| s.as_str()));
+                entry.push(format!("{indent}APPEND {}", words.join(" ")));
+            }
+            _ => entry.push(line.to_string()),
+        }
+    }
+    // Blank and comment lines after the base entry (separators, commented-out entries)
+    // belong to the file, not to the entry: they are not copied.
+    while entry.len() > 2 && entry.last().is_some_and(|l| keyword(l).is_none()) {
+        entry.pop();
+    }
+    if !saw_append {
+        entry.push(format!("{indent}APPEND {}", args.words().join(" ")));
+    }
+    entry.push(String::new());
+
+    let mut out = String::new();
+    let mut wrote_default = false;
+    for l in &p.header {
+        if keyword(l).is_some_and(|(k, _)| k == "DEFAULT") {
+            if !wrote_default {
+                out.push_str(&format!("DEFAULT {LABEL}\n"));
+                wrote_default = true;
+            }
+        } else {
+            out.push_str(l);
+            out.push('\n');
+        }
+    }
+    if !wrote_default {
+        out = format!("DEFAULT {LABEL}\n{out}");
+    }
+    for (i, (_, lines)) in p.blocks.iter().enumerate() {
+        if i == base_idx {
+            for l in &entry {
+                out.push_str(l);
+                out.push('\n');
+            }
+        }
+        for l in lines {
+            out.push_str(l);
+            out.push('\n');
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const L4T: &str = "TIMEOUT 30\nDEFAULT primary\n\nMENU TITLE L4T boot options\n\nLABEL primary\n      MENU LABEL primary kernel\n      LINUX /boot/Image\n      INITRD /boot/initrd\n      APPEND ${cbootargs} root=PARTUUID=abc rw rootwait isolcpus=1 console=ttyTCU0,115200\n\n# LABEL backup\n#    MENU LABEL backup kernel\n";
+
+    fn args() -> KernelArgs {
+        KernelArgs::from_words(["isolcpus=9-11", "rcu_nocb_poll"]).expect("args")
+    }
+
+    #[test]
+    fn new_default_label_old_kept() {
+        let out = add_entry(L4T, &args()).expect("add");
+        assert!(out.starts_with("TIMEOUT 30\nDEFAULT daqtune\n"), "{out}");
+        assert!(
+            out.contains("LABEL primary\n      MENU LABEL primary kernel\n"),
+            "{out}"
+        );
+        assert!(
+            out.contains("APPEND ${cbootargs} root=PARTUUID=abc rw rootwait isolcpus=1 console"),
+            "{out}"
+        );
+        assert!(out.contains("LABEL daqtune\n      # daqtune: copy of LABEL primary\n      MENU LABEL primary kernel (daqtune tuning)\n      LINUX /boot/Image\n      INITRD /boot/initrd\n      APPEND ${cbootargs} root=PARTUUID=abc rw rootwait console=ttyTCU0,115200 isolcpus=9-11 rcu_nocb_poll\n\nLABEL primary"), "{out}");
+        assert_eq!(add_entry(&out, &args()).expect("again"), out, "idempotent");
+        let other = KernelArgs::from_words(["isolcpus=2"]).expect("a");
+        let out2 = add_entry(&out, &other).expect("refresh");
+        assert!(
+            out2.contains("console=ttyTCU0,115200 isolcpus=2\n"),
+            "{out2}"
+        );
+        assert_eq!(out2.matches("LABEL daqtune").count(), 1);
+    }
+
+    #[test]
+    fn errors() {
+        assert_eq!(
+            add_entry("TIMEOUT 1\n", &args()),
+            Err(ExtlinuxError::NoEntry)
+        );
+        assert!(matches!(
+            add_entry("DEFAULT x\nLABEL y\n LINUX /i\n", &args()),
+            Err(ExtlinuxError::MissingDefault(_))
+        ));
+        let out = add_entry("LABEL only\n LINUX /i\n", &args()).expect("no default line");
+        assert!(out.starts_with("DEFAULT daqtune\n"), "{out}");
+        assert!(
+            out.contains(" APPEND isolcpus=9-11 rcu_nocb_poll\n"),
+            "{out}"
+        );
+    }
+}
