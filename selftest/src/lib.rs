@@ -1,1 +1,15 @@
+//! daqtune data-path self-test: engines (socket now; DPDK and RDMA behind the same trait),
+//! the payload format, metrics, reports, and the network topologies they run over.
+//!
+//! See docs/selftest.md for the payload format, the report schema and the topologies.
 
+pub mod engine;
+pub mod error;
+pub mod metrics;
+pub mod payload;
+pub mod report;
+pub mod sys;
+
+pub use engine::{Engine, Mode, RunControl, RunSpec};
+pub use error::{Error, Result};
+pub use report::{judge, EngineResult, Report, Status, Thresholds};

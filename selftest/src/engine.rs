@@ -1,0 +1,187 @@
+//! The engine trait every data path (socket, DPDK, RDMA) implements, and what a run is asked
+//! to do.
+
+use crate::error::Result;
+use crate::report::EngineResult;
+use serde::{Deserialize, Serialize};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// What kind of traffic a run moves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    Tcp,
+    Udp,
+    /// DPDK raw Ethernet frames.
+    Raw,
+    /// RDMA RC WRITE.
+    Write,
+    /// RDMA RC SEND.
+    Send,
+}
+
+impl Mode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Tcp => "tcp",
+            Mode::Udp => "udp",
+            Mode::Raw => "raw",
+            Mode::Write => "write",
+            Mode::Send => "send",
+        }
+    }
+
+    /// Whether the transport itself guarantees delivery (loss is then a failure, not a figure).
+    pub fn reliable(self) -> bool {
+        matches!(self, Mode::Tcp | Mode::Write | Mode::Send)
+    }
+}
+
+impl std::fmt::Display for Mode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for Mode {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "tcp" => Ok(Mode::Tcp),
+            "udp" => Ok(Mode::Udp),
+            "raw" => Ok(Mode::Raw),
+            "write" => Ok(Mode::Write),
+            "send" => Ok(Mode::Send),
+            other => Err(format!("unknown mode {other:?} (tcp, udp, raw, write, send)")),
+        }
+    }
+}
+
+/// One run of one engine in one mode.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunSpec {
+    pub mode: Mode,
+    /// Bytes per message, header included (payload::HEADER_LEN at least).
+    pub message_size: usize,
+    pub duration: Duration,
+    /// Pacing target in Gb/s of payload; `None` = as fast as the path goes.
+    pub rate_gbps: Option<f64>,
+    /// CPU for the transmit thread (after remapping to the host), `None` = not pinned.
+    pub tx_cpu: Option<usize>,
+    /// CPU for the receive thread.
+    pub rx_cpu: Option<usize>,
+    /// Record one-way latency from the send stamps (only meaningful when both ends share a clock).
+    pub latency: bool,
+}
+
+impl RunSpec {
+    pub fn new(mode: Mode) -> Self {
+        RunSpec {
+            mode,
+            message_size: 8192,
+            duration: Duration::from_secs(3),
+            rate_gbps: None,
+            tx_cpu: None,
+            rx_cpu: None,
+            latency: true,
+        }
+    }
+}
+
+/// Shared between an engine's threads and whoever watches the run (signal handler, progress
+/// bar): a stop request and live counters. Cloning shares the same state.
+#[derive(Debug, Clone, Default)]
+pub struct RunControl {
+    stop: Arc<AtomicBool>,
+    rx_bytes: Arc<AtomicU64>,
+    tx_bytes: Arc<AtomicU64>,
+}
+
+impl RunControl {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A control whose stop flag is the given one (e.g. set from a signal handler).
+    pub fn with_stop(stop: Arc<AtomicBool>) -> Self {
+        RunControl {
+            stop,
+            ..Self::default()
+        }
+    }
+
+    pub fn stop(&self) {
+        self.stop.store(true, Ordering::SeqCst);
+    }
+
+    #[inline]
+    pub fn stopped(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
+    }
+
+    pub fn stop_flag(&self) -> Arc<AtomicBool> {
+        Arc::clone(&self.stop)
+    }
+
+    #[inline]
+    pub fn add_rx(&self, bytes: u64) {
+        self.rx_bytes.fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    #[inline]
+    pub fn add_tx(&self, bytes: u64) {
+        self.tx_bytes.fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    pub fn rx_bytes(&self) -> u64 {
+        self.rx_bytes.load(Ordering::Relaxed)
+    }
+
+    pub fn tx_bytes(&self) -> u64 {
+        self.tx_bytes.load(Ordering::Relaxed)
+    }
+
+    pub fn reset_counters(&self) {
+        self.rx_bytes.store(0, Ordering::Relaxed);
+        self.tx_bytes.store(0, Ordering::Relaxed);
+    }
+}
+
+/// A data path that can move verified traffic. Set-up that outlives one run (namespaces, EAL,
+/// protection domains) belongs to the engine's constructor or topology, not to `run`.
+pub trait Engine {
+    /// Stable name used in reports (`socket`, `dpdk`, `rdma`).
+    fn name(&self) -> &'static str;
+    /// Modes this engine can run.
+    fn modes(&self) -> &'static [Mode];
+    /// Moves traffic for `spec.duration` (or until `ctl` is stopped) and measures it. The
+    /// returned record has `status` unset (`Status::Pending`); [`crate::report::judge`] sets it.
+    fn run(&mut self, spec: &RunSpec, ctl: &RunControl) -> Result<EngineResult>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mode_round_trip() {
+        for m in [Mode::Tcp, Mode::Udp, Mode::Raw, Mode::Write, Mode::Send] {
+            assert_eq!(m.as_str().parse::<Mode>(), Ok(m));
+            assert_eq!(serde_json::to_string(&m).expect("json"), format!("\"{m}\""));
+        }
+        assert!("TCP".parse::<Mode>().is_ok());
+        assert!("quic".parse::<Mode>().is_err());
+    }
+
+    #[test]
+    fn control_is_shared() {
+        let a = RunControl::new();
+        let b = a.clone();
+        b.add_rx(10);
+        a.stop();
+        assert!(b.stopped());
+        assert_eq!(a.rx_bytes(), 10);
+    }
+}

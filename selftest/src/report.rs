@@ -1,0 +1,501 @@
+//! Result records, the `daqtune.selftest/v1` report, its text / JSON / JUnit renderings, and
+//! the verdict against thresholds.
+
+use crate::engine::Mode;
+use crate::metrics::{Latency, ThreadCpu};
+use serde::{Deserialize, Serialize};
+use std::fmt::Write as _;
+
+pub const SCHEMA: &str = "daqtune.selftest/v1";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    Pass,
+    Warn,
+    Fail,
+    Skip,
+    Error,
+    /// Measured, not judged yet.
+    Pending,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Pass => "pass",
+            Status::Warn => "warn",
+            Status::Fail => "fail",
+            Status::Skip => "skip",
+            Status::Error => "error",
+            Status::Pending => "pending",
+        }
+    }
+
+    /// Whether this status fails a gate.
+    pub fn is_failure(self) -> bool {
+        matches!(self, Status::Fail | Status::Error | Status::Pending)
+    }
+}
+
+/// One engine, one mode, one run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EngineResult {
+    pub engine: String,
+    pub mode: Mode,
+    /// `veth`, `ports`, `peer`, `loopback`.
+    pub topology: String,
+    pub message_size: usize,
+    pub duration_s: f64,
+    /// Requested pacing, Gb/s; absent = unpaced.
+    pub rate_gbps: Option<f64>,
+    /// Received payload rate (headers of the self-test format included, transport headers not).
+    pub gbps: f64,
+    /// Messages received with a good checksum.
+    pub packets: u64,
+    pub packets_per_s: f64,
+    pub bytes: u64,
+    /// Messages the sender handed to the path.
+    pub sent: u64,
+    pub lost: u64,
+    pub reordered: u64,
+    pub integrity_errors: u64,
+    /// TCP segments retransmitted during the run (TcpRetransSegs delta), where measurable.
+    pub retransmits: Option<u64>,
+    pub latency: Option<Latency>,
+    pub threads: Vec<ThreadCpu>,
+    /// CPU cores used in total (sum of thread utilizations).
+    pub cpu_cores: f64,
+    /// Gb/s^2 per core (seed 003).
+    pub roi: Option<f64>,
+    pub status: Status,
+    /// Why the status is what it is, one line each.
+    pub notes: Vec<String>,
+}
+
+impl EngineResult {
+    pub fn new(engine: &str, mode: Mode, topology: &str) -> Self {
+        EngineResult {
+            engine: engine.to_string(),
+            mode,
+            topology: topology.to_string(),
+            message_size: 0,
+            duration_s: 0.0,
+            rate_gbps: None,
+            gbps: 0.0,
+            packets: 0,
+            packets_per_s: 0.0,
+            bytes: 0,
+            sent: 0,
+            lost: 0,
+            reordered: 0,
+            integrity_errors: 0,
+            retransmits: None,
+            latency: None,
+            threads: Vec::new(),
+            cpu_cores: 0.0,
+            roi: None,
+            status: Status::Pending,
+            notes: Vec::new(),
+        }
+    }
+
+    /// A record for a run that could not happen (no device, no privilege).
+    pub fn skipped(engine: &str, mode: Mode, topology: &str, why: &str) -> Self {
+        let mut r = Self::new(engine, mode, topology);
+        r.status = Status::Skip;
+        r.notes.push(why.to_string());
+        r
+    }
+
+    pub fn errored(engine: &str, mode: Mode, topology: &str, why: &str) -> Self {
+        let mut r = Self::new(engine, mode, topology);
+        r.status = Status::Error;
+        r.notes.push(why.to_string());
+        r
+    }
+
+    pub fn loss_pct(&self) -> f64 {
+        let offered = self.packets + self.lost;
+        if offered == 0 {
+            return 0.0;
+        }
+        self.lost as f64 * 100.0 / offered as f64
+    }
+}
+
+/// What a run must reach. Profile values feed this (the `selftest` section).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Thresholds {
+    /// Minimum Gb/s for reliable modes (0 = integrity only).
+    pub min_tcp_gbps: f64,
+    /// UDP (and raw) loss tolerated at the paced rate, percent.
+    pub max_udp_loss_pct: f64,
+    /// Minimum share of the requested paced rate a paced run must deliver, in (0, 1].
+    pub min_paced_fraction: f64,
+}
+
+impl Default for Thresholds {
+    fn default() -> Self {
+        Thresholds {
+            min_tcp_gbps: 0.0,
+            max_udp_loss_pct: 0.1,
+            min_paced_fraction: 0.9,
+        }
+    }
+}
+
+/// Sets `r.status` and notes from the measurements. A record already skipped or errored keeps
+/// its status.
+pub fn judge(r: &mut EngineResult, t: &Thresholds) {
+    if matches!(r.status, Status::Skip | Status::Error) {
+        return;
+    }
+    let mut status = Status::Pass;
+    if r.packets == 0 {
+        status = Status::Fail;
+        r.notes.push("no message arrived".into());
+    }
+    if r.integrity_errors > 0 {
+        status = Status::Fail;
+        r.notes
+            .push(format!("{} message(s) failed the checksum", r.integrity_errors));
+    }
+    if r.mode.reliable() {
+        if r.lost > 0 || r.reordered > 0 {
+            status = Status::Fail;
+            r.notes.push(format!(
+                "reliable transport lost {} and reordered {} message(s)",
+                r.lost, r.reordered
+            ));
+        }
+        if t.min_tcp_gbps > 0.0 && r.gbps < t.min_tcp_gbps {
+            status = Status::Fail;
+            r.notes.push(format!(
+                "{:.2} Gb/s below the required {:.2} Gb/s",
+                r.gbps, t.min_tcp_gbps
+            ));
+        }
+    } else {
+        let loss = r.loss_pct();
+        if loss > t.max_udp_loss_pct {
+            status = Status::Fail;
+            r.notes.push(format!(
+                "loss {:.3} % above the allowed {:.3} %",
+                loss, t.max_udp_loss_pct
+            ));
+        }
+        if r.reordered > 0 && status == Status::Pass {
+            status = Status::Warn;
+            r.notes
+                .push(format!("{} message(s) arrived out of order", r.reordered));
+        }
+    }
+    if let Some(rate) = r.rate_gbps {
+        if rate > 0.0 && r.gbps < rate * t.min_paced_fraction && status == Status::Pass {
+            status = Status::Warn;
+            r.notes.push(format!(
+                "delivered {:.2} Gb/s of the {:.2} Gb/s asked for",
+                r.gbps, rate
+            ));
+        }
+    }
+    r.status = status;
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Summary {
+    pub pass: usize,
+    pub warn: usize,
+    pub fail: usize,
+    pub skip: usize,
+    pub error: usize,
+}
+
+/// The whole self-test report.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    pub schema: String,
+    pub hostname: String,
+    /// The topology in words (`veth pair 198.18.0.1 -> 198.18.0.2, MTU 9000`).
+    pub topology: String,
+    /// How the CPUs were chosen (profile list, remapped, unpinned).
+    pub cpu_plan: String,
+    pub results: Vec<EngineResult>,
+    pub summary: Summary,
+}
+
+impl Report {
+    pub fn new(hostname: &str, topology: &str, cpu_plan: &str) -> Self {
+        Report {
+            schema: SCHEMA.to_string(),
+            hostname: hostname.to_string(),
+            topology: topology.to_string(),
+            cpu_plan: cpu_plan.to_string(),
+            results: Vec::new(),
+            summary: Summary::default(),
+        }
+    }
+
+    pub fn push(&mut self, r: EngineResult) {
+        match r.status {
+            Status::Pass => self.summary.pass += 1,
+            Status::Warn => self.summary.warn += 1,
+            Status::Fail | Status::Pending => self.summary.fail += 1,
+            Status::Skip => self.summary.skip += 1,
+            Status::Error => self.summary.error += 1,
+        }
+        self.results.push(r);
+    }
+
+    /// True when no result failed or errored (skips do not pass a gate on their own: the caller
+    /// decides whether a skipped engine was required).
+    pub fn passed(&self) -> bool {
+        self.summary.fail == 0 && self.summary.error == 0
+    }
+
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
+    }
+
+    pub fn to_text(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(s, "self-test on {}: {}", self.hostname, self.topology);
+        let _ = writeln!(s, "cpus: {}", self.cpu_plan);
+        for r in &self.results {
+            let _ = writeln!(
+                s,
+                "{:<5} {}/{:<4} {:>8.2} Gb/s {:>10.0} msg/s  sent {} recv {} lost {} reord {} bad {}{}",
+                r.status.as_str(),
+                r.engine,
+                r.mode.as_str(),
+                r.gbps,
+                r.packets_per_s,
+                r.sent,
+                r.packets,
+                r.lost,
+                r.reordered,
+                r.integrity_errors,
+                r.retransmits
+                    .map(|x| format!(" retrans {x}"))
+                    .unwrap_or_default(),
+            );
+            if let Some(l) = &r.latency {
+                let _ = writeln!(
+                    s,
+                    "      latency p50 {:.1} us  p99 {:.1} us  p99.9 {:.1} us  max {:.1} us",
+                    l.p50_us, l.p99_us, l.p999_us, l.max_us
+                );
+            }
+            if !r.threads.is_empty() {
+                let parts: Vec<String> = r
+                    .threads
+                    .iter()
+                    .map(|t| {
+                        format!(
+                            "{}{} {:.0} %",
+                            t.role,
+                            t.cpu.map(|c| format!("@cpu{c}")).unwrap_or_default(),
+                            t.utilization * 100.0
+                        )
+                    })
+                    .collect();
+                let _ = writeln!(
+                    s,
+                    "      cpu {} = {:.2} cores{}",
+                    parts.join(", "),
+                    r.cpu_cores,
+                    r.roi
+                        .map(|x| format!(", ROI {x:.1} Gb/s^2 per core"))
+                        .unwrap_or_default()
+                );
+            }
+            for n in &r.notes {
+                let _ = writeln!(s, "      {n}");
+            }
+        }
+        let m = &self.summary;
+        let _ = writeln!(
+            s,
+            "summary: {} pass, {} warn, {} fail, {} skip, {} error",
+            m.pass, m.warn, m.fail, m.skip, m.error
+        );
+        s
+    }
+
+    pub fn to_junit(&self) -> String {
+        let mut s = String::new();
+        let failures = self.summary.fail;
+        let errors = self.summary.error;
+        let skipped = self.summary.skip;
+        let _ = writeln!(s, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>");
+        let _ = writeln!(
+            s,
+            "<testsuite name=\"daqtune.selftest\" tests=\"{}\" failures=\"{failures}\" errors=\"{errors}\" skipped=\"{skipped}\">",
+            self.results.len()
+        );
+        for r in &self.results {
+            let name = format!("{}.{}", r.engine, r.mode.as_str());
+            let _ = write!(
+                s,
+                "  <testcase classname=\"selftest.{}\" name=\"{}\" time=\"{:.3}\"",
+                xml(&r.topology),
+                xml(&name),
+                r.duration_s
+            );
+            let detail = xml(&format!(
+                "{:.2} Gb/s, {} received, {} lost, {} reordered, {} integrity errors. {}",
+                r.gbps,
+                r.packets,
+                r.lost,
+                r.reordered,
+                r.integrity_errors,
+                r.notes.join("; ")
+            ));
+            match r.status {
+                Status::Pass | Status::Warn => {
+                    let _ = writeln!(s, ">\n    <system-out>{detail}</system-out>\n  </testcase>");
+                }
+                Status::Fail | Status::Pending => {
+                    let _ = writeln!(
+                        s,
+                        ">\n    <failure message=\"{detail}\"/>\n  </testcase>"
+                    );
+                }
+                Status::Error => {
+                    let _ = writeln!(s, ">\n    <error message=\"{detail}\"/>\n  </testcase>");
+                }
+                Status::Skip => {
+                    let _ = writeln!(
+                        s,
+                        ">\n    <skipped message=\"{detail}\"/>\n  </testcase>"
+                    );
+                }
+            }
+        }
+        let _ = writeln!(s, "</testsuite>");
+        s
+    }
+}
+
+fn xml(s: &str) -> String {
+    let mut o = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => o.push_str("&amp;"),
+            '<' => o.push_str("&lt;"),
+            '>' => o.push_str("&gt;"),
+            '"' => o.push_str("&quot;"),
+            '\'' => o.push_str("&apos;"),
+            c if (c as u32) < 0x20 && c != '\n' && c != '\t' => o.push(' '),
+            c => o.push(c),
+        }
+    }
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tcp(gbps: f64, packets: u64) -> EngineResult {
+        let mut r = EngineResult::new("socket", Mode::Tcp, "veth");
+        r.gbps = gbps;
+        r.packets = packets;
+        r.sent = packets;
+        r
+    }
+
+    #[test]
+    fn tcp_integrity_and_rate() {
+        let t = Thresholds {
+            min_tcp_gbps: 5.0,
+            ..Thresholds::default()
+        };
+        let mut ok = tcp(10.0, 100);
+        judge(&mut ok, &t);
+        assert_eq!(ok.status, Status::Pass);
+        let mut slow = tcp(1.0, 100);
+        judge(&mut slow, &t);
+        assert_eq!(slow.status, Status::Fail);
+        let mut bad = tcp(10.0, 100);
+        bad.integrity_errors = 1;
+        judge(&mut bad, &t);
+        assert_eq!(bad.status, Status::Fail);
+        let mut none = tcp(0.0, 0);
+        judge(&mut none, &Thresholds::default());
+        assert_eq!(none.status, Status::Fail);
+    }
+
+    #[test]
+    fn udp_loss_limit() {
+        let t = Thresholds::default();
+        let mut r = EngineResult::new("socket", Mode::Udp, "veth");
+        r.packets = 9_999;
+        r.lost = 1;
+        judge(&mut r, &t);
+        assert_eq!(r.status, Status::Pass, "{:?}", r.notes);
+        let mut r = EngineResult::new("socket", Mode::Udp, "veth");
+        r.packets = 900;
+        r.lost = 100;
+        judge(&mut r, &t);
+        assert_eq!(r.status, Status::Fail);
+        assert!((r.loss_pct() - 10.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn skip_is_kept_and_counted() {
+        let mut r = EngineResult::skipped("rdma", Mode::Write, "ports", "no RDMA device");
+        judge(&mut r, &Thresholds::default());
+        assert_eq!(r.status, Status::Skip);
+        let mut rep = Report::new("h", "veth", "unpinned");
+        rep.push(r);
+        assert!(rep.passed());
+        assert_eq!(rep.summary.skip, 1);
+    }
+
+    #[test]
+    fn json_has_schema_and_fields() {
+        let mut rep = Report::new("h", "veth", "cpu 1 -> 2");
+        let mut r = tcp(3.0, 10);
+        judge(&mut r, &Thresholds::default());
+        rep.push(r);
+        let v: serde_json::Value = serde_json::from_str(&rep.to_json()).expect("json");
+        assert_eq!(v["schema"], SCHEMA);
+        let r0 = &v["results"][0];
+        for k in [
+            "engine",
+            "mode",
+            "gbps",
+            "packets",
+            "lost",
+            "integrity_errors",
+            "status",
+        ] {
+            assert!(!r0[k].is_null(), "missing {k}");
+        }
+        assert_eq!(r0["status"], "pass");
+        assert_eq!(r0["mode"], "tcp");
+        let back: Report = serde_json::from_value(v).expect("round trip");
+        assert_eq!(back, rep);
+    }
+
+    #[test]
+    fn junit_marks_failures_and_escapes() {
+        let mut rep = Report::new("h", "a<b", "x");
+        let mut r = tcp(0.0, 0);
+        r.topology = "a<b".into();
+        judge(&mut r, &Thresholds::default());
+        rep.push(r);
+        rep.push(EngineResult::skipped("dpdk", Mode::Raw, "veth", "no \"libdpdk\""));
+        let j = rep.to_junit();
+        assert!(j.contains("failures=\"1\""));
+        assert!(j.contains("<failure"));
+        assert!(j.contains("<skipped message=\""));
+        assert!(j.contains("&quot;libdpdk&quot;"));
+        assert!(j.contains("selftest.a&lt;b"));
+        let t = rep.to_text();
+        assert!(t.contains("fail  socket/tcp"));
+        assert!(t.contains("summary: 0 pass, 0 warn, 1 fail, 1 skip, 0 error"));
+    }
+}

@@ -1,0 +1,130 @@
+//! Small safe wrappers over the libc calls the engines need: clocks, thread CPU time, CPU
+//! affinity. Every `unsafe` block of the timing and pinning code lives here.
+
+use std::io;
+
+fn clock_ns(clock: libc::clockid_t) -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; clock_gettime only writes into it.
+    let rc = unsafe { libc::clock_gettime(clock, &mut ts) };
+    if rc != 0 {
+        return 0;
+    }
+    (ts.tv_sec as u64)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(ts.tv_nsec as u64)
+}
+
+/// CLOCK_MONOTONIC in ns: the clock payload send stamps use (shared by both ends on one host).
+#[inline]
+pub fn monotonic_ns() -> u64 {
+    clock_ns(libc::CLOCK_MONOTONIC)
+}
+
+/// CPU time (user + system) the calling thread has used, in ns.
+pub fn thread_cpu_ns() -> u64 {
+    clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
+}
+
+/// Kernel thread id of the caller.
+pub fn gettid() -> i32 {
+    // SAFETY: gettid has no arguments and cannot fail.
+    unsafe { libc::gettid() }
+}
+
+/// Pins the calling thread to one CPU.
+pub fn pin_current_thread(cpu: usize) -> io::Result<()> {
+    if cpu >= libc::CPU_SETSIZE as usize {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("cpu {cpu} beyond CPU_SETSIZE"),
+        ));
+    }
+    // SAFETY: cpu_set_t is plain data; zeroed is the empty set. CPU_SET is bounds-checked above.
+    let rc = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// CPUs this process may run on (its affinity mask), sorted.
+pub fn allowed_cpus() -> Vec<usize> {
+    // SAFETY: zeroed cpu_set_t is valid; sched_getaffinity writes at most size_of bytes.
+    let (rc, set) = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        let rc = libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set);
+        (rc, set)
+    };
+    if rc != 0 {
+        return Vec::new();
+    }
+    (0..libc::CPU_SETSIZE as usize)
+        // SAFETY: i < CPU_SETSIZE, `set` is initialised.
+        .filter(|&i| unsafe { libc::CPU_ISSET(i, &set) })
+        .collect()
+}
+
+/// Whether the process has an effective uid of 0 (namespaces need CAP_SYS_ADMIN; root is the
+/// common case and the check gives a clear message instead of an EPERM deep inside netlink).
+pub fn is_root() -> bool {
+    // SAFETY: geteuid cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Start time of a process in clock ticks since boot (field 22 of /proc/PID/stat), used to tell
+/// a live owner from a reused pid.
+pub fn parse_stat_starttime(stat: &str) -> Option<u64> {
+    // The command name may contain spaces and parentheses: fields start after the last ')'.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
+pub fn process_starttime(pid: u32) -> Option<u64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    parse_stat_starttime(&s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clocks_move() {
+        let a = monotonic_ns();
+        let mut x = 0u64;
+        for i in 0..100_000u64 {
+            x = x.wrapping_add(i * i);
+        }
+        std::hint::black_box(x);
+        assert!(monotonic_ns() >= a);
+        assert!(thread_cpu_ns() > 0);
+        assert!(gettid() > 0);
+    }
+
+    #[test]
+    fn affinity_lists_some_cpu() {
+        let cpus = allowed_cpus();
+        assert!(!cpus.is_empty());
+        pin_current_thread(cpus[0]).expect("pin to an allowed cpu");
+        assert_eq!(allowed_cpus(), vec![cpus[0]]);
+        assert!(pin_current_thread(1 << 20).is_err());
+    }
+
+    #[test]
+    fn starttime_parse() {
+        let stat = "1234 (a b) c) S 1 1234 1234 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000 10";
+        assert_eq!(parse_stat_starttime(stat), Some(987654));
+        assert_eq!(parse_stat_starttime(""), None);
+        assert_eq!(parse_stat_starttime("garbage"), None);
+        assert_eq!(parse_stat_starttime("1 (x) S 1 2"), None);
+        assert!(process_starttime(std::process::id()).is_some());
+    }
+}
