@@ -1,0 +1,97 @@
+#!/bin/sh
+# Guest side of the soft-RoCE self-test (run by tests/vm/rxe-vm.sh inside the VM, chrooted into
+# the host's root, results in $OUT):
+#
+#   rdma-guest.sh DAQTUNE_RDMA_BIN [SECONDS] [SIZE]
+#
+# 1. a veth pair dqa (198.18.0.1) <-> dqb (198.18.0.2) and an rxe device on each end;
+# 2. policy routing so that traffic between the two local addresses leaves through the veth
+#    instead of the kernel's local shortcut (rxe only accepts packets that arrive on its own
+#    netdev, and the point is to cross the "wire");
+# 3. daqtune-rdma WRITE, SEND and SEND ping-pong rxe0 -> rxe1  -> $OUT/daqtune-rdma.json
+# 4. perftest's ib_write_bw on the same devices and size as the reference -> $OUT/ib_write_bw.txt
+set -u
+bin=$1
+secs=${2:-2}
+size=${3:-65536}
+out=${OUT:-/tmp/out}
+
+say() { echo "rdma-guest: $*"; }
+die() { say "FAIL: $*"; exit 1; }
+
+w() { echo "$2" >"$1" || die "write $2 to $1"; }
+
+ip link set lo up
+ip link add dqa type veth peer name dqb || die "veth pair"
+ip addr add 198.18.0.1/24 dev dqa
+ip addr add 198.18.0.2/24 dev dqb
+ip link set dqa up
+ip link set dqb up
+for c in all default dqa dqb; do
+    w /proc/sys/net/ipv4/conf/$c/rp_filter 0
+    w /proc/sys/net/ipv4/conf/$c/accept_local 1
+done
+# Local deliveries only for packets that came in over the veth; everything else addressed to
+# the other end goes out of the veth (table 100).
+ip rule add pref 10 iif dqa lookup local
+ip rule add pref 11 iif dqb lookup local
+ip route add 198.18.0.2 dev dqa src 198.18.0.1 table 100
+ip route add 198.18.0.1 dev dqb src 198.18.0.2 table 100
+ip rule add pref 20 lookup 100
+ip rule add pref 30 lookup local
+ip rule del pref 0 lookup local || die "moving the local table rule"
+# Static neighbours: the address resolution for the RC address vector needs no ARP round.
+ip neigh replace 198.18.0.2 lladdr "$(cat /sys/class/net/dqb/address)" dev dqa nud permanent
+ip neigh replace 198.18.0.1 lladdr "$(cat /sys/class/net/dqa/address)" dev dqb nud permanent
+
+if command -v rdma >/dev/null 2>&1; then
+    rdma link add rxe0 type rxe netdev dqa || die "rdma link add rxe0"
+    rdma link add rxe1 type rxe netdev dqb || die "rdma link add rxe1"
+else
+    # Older rdma_rxe: the module parameter creates the device (named rxe0, rxe1 in order).
+    w /sys/module/rdma_rxe/parameters/add dqa
+    w /sys/module/rdma_rxe/parameters/add dqb
+fi
+ping -c 1 -W 2 -I 198.18.0.1 198.18.0.2 >/dev/null 2>&1 && say "veth path up" || say "warning: ping over the veth failed"
+
+# RoCE v2 GID index of each device's IPv4 address (for perftest; daqtune-rdma finds it itself).
+gid_index() {
+    d=/sys/class/infiniband/$1/ports/1
+    for f in "$d"/gids/*; do
+        i=${f##*/}
+        case "$(cat "$f" 2>/dev/null)" in
+            0000:0000:0000:0000:0000:ffff:*)
+                [ "$(cat "$d/gid_attrs/types/$i" 2>/dev/null)" = "RoCE v2" ] && { echo "$i"; return; } ;;
+        esac
+    done
+    echo 1
+}
+g0=$(gid_index rxe0)
+g1=$(gid_index rxe1)
+say "rxe0 gid[$g0] rxe1 gid[$g1]"
+
+say "daqtune-rdma: write, send, pingpong for ${secs}s each, ${size}-byte messages"
+"$bin" --list
+"$bin" --dev rxe0 --peer-dev rxe1 --test write,send,pingpong --duration "$secs" --size "$size" \
+    --slots 32 --json-out "$out/daqtune-rdma.json" >"$out/daqtune-rdma.txt" 2>&1
+echo $? >"$out/daqtune-rdma.rc"
+cat "$out/daqtune-rdma.txt"
+
+if command -v ib_write_bw >/dev/null 2>&1; then
+    say "ib_write_bw reference: rxe0 -> rxe1, ${size} bytes, ${secs}s"
+    ib_write_bw -d rxe1 -i 1 -x "$g1" -s "$size" -D "$secs" -F --report_gbits >"$out/ib_write_bw.server.txt" 2>&1 &
+    srv=$!
+    sleep 1
+    ib_write_bw -d rxe0 -i 1 -x "$g0" -s "$size" -D "$secs" -F --report_gbits 198.18.0.2 >"$out/ib_write_bw.txt" 2>&1
+    echo $? >"$out/ib_write_bw.rc"
+    wait "$srv"
+    cat "$out/ib_write_bw.txt"
+else
+    say "ib_write_bw not installed on the host (apt-get install perftest): no reference"
+fi
+for d in rxe0 rxe1; do
+    for f in /sys/class/infiniband/$d/ports/1/hw_counters/*; do
+        echo "$d ${f##*/} $(cat "$f" 2>/dev/null)"
+    done
+done >"$out/hw_counters.txt"
+exit "$(cat "$out/daqtune-rdma.rc")"
