@@ -30,6 +30,34 @@ use std::time::Duration;
 /// Immediate value that ends a run.
 pub const END_IMM: u32 = 0xE11D_0000;
 
+/// Idle strategy of the bandwidth loops: spin while completions come, then yield, then nap.
+/// Busy-polling both ends starves a software provider (soft-RoCE does its work in kernel
+/// threads on the same CPUs); with a NIC, a deep queue covers the naps.
+struct Backoff(u32);
+
+impl Backoff {
+    fn idle(&mut self) {
+        self.0 = self.0.saturating_add(1);
+        if self.0 > 1024 {
+            std::thread::sleep(Duration::from_micros(20));
+        } else if self.0 > 64 {
+            std::thread::yield_now();
+        }
+    }
+
+    fn reset(&mut self) {
+        self.0 = 0;
+    }
+
+    fn after(&mut self, got: usize) {
+        if got == 0 {
+            self.idle()
+        } else {
+            self.reset()
+        }
+    }
+}
+
 fn record(cq: &mut CqStats, c: &Completion) -> bool {
     cq.completions += 1;
     if c.status == WC_SUCCESS {
@@ -296,6 +324,7 @@ impl Endpoint {
         let deadline = t0 + duration.as_nanos() as u64;
         let mut credits = slots;
         let mut outstanding = 0u64;
+        let mut backoff = Backoff(0);
         let mut seq = 0u64;
         let mut fatal = false;
         loop {
@@ -323,6 +352,7 @@ impl Endpoint {
                 seq += 1;
             }
             let v = self.poll()?;
+            backoff.after(v.len());
             for c in &v {
                 if !record(&mut st.cq, c) {
                     fatal = true;
@@ -360,6 +390,7 @@ impl Endpoint {
                     end_posted = true;
                 }
                 let v = self.poll()?;
+                backoff.after(v.len());
                 for c in &v {
                     if !record(&mut st.cq, c) {
                         fatal = true;
@@ -402,7 +433,6 @@ impl Endpoint {
     pub fn run_receiver(
         &mut self,
         t: Transfer,
-        peer: &ConnInfo,
         msg_size: usize,
         hard_limit: Duration,
         one_way_latency: bool,
@@ -412,7 +442,6 @@ impl Endpoint {
         if matches!(t, Transfer::PingPong) {
             return self.run_ponger(msg_size, hard_limit, stop, abort);
         }
-        let _ = peer;
         let mut st = ReceiverStats::default();
         let mut tracker = SeqTracker::default();
         let mut hist = one_way_latency.then(Histogram::default);
@@ -420,6 +449,7 @@ impl Endpoint {
         let t0 = monotonic_ns();
         let limit = t0 + hard_limit.as_nanos() as u64;
         let batch = (self.slots as u32 / 4).max(1);
+        let mut backoff = Backoff(0);
         let mut pending = 0u32;
         let mut credit_in_flight = 0usize;
         let (mut first, mut last) = (0u64, 0u64);
@@ -434,6 +464,7 @@ impl Endpoint {
                 break;
             }
             let v = self.poll()?;
+            backoff.after(v.len());
             for c in &v {
                 if !record(&mut st.cq, c) {
                     fatal = true;

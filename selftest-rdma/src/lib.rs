@@ -16,6 +16,7 @@ pub mod counters;
 pub mod error;
 pub mod gid;
 mod mem;
+pub mod perftest;
 pub mod proto;
 pub mod run;
 pub mod server;

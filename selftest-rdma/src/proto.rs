@@ -227,13 +227,16 @@ mod tests {
 
     #[test]
     fn cq_stats_merge() {
-        let mut a = CqStats::default();
-        a.completions = 3;
+        let mut a = CqStats {
+            completions: 3,
+            ..Default::default()
+        };
         a.errors.insert("retry counter exceeded".into(), 1);
         let mut b = a.clone();
         b.errors.insert("remote access error".into(), 2);
         a.merge(&b);
         assert_eq!(a.completions, 6);
-        assert_eq!(a.error_count(), 5);
+        assert_eq!(a.error_count(), 4);
+        assert_eq!(a.errors["retry counter exceeded"], 2);
     }
 }

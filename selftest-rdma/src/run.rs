@@ -385,7 +385,7 @@ mod imp {
                 if let Some(cpu) = spec.rx_cpu {
                     let _ = pin_current_thread(cpu);
                 }
-                rx.run_receiver(t, &itx, msg, limit, spec.latency, &stop, &abort)
+                rx.run_receiver(t, msg, limit, spec.latency, &stop, &abort)
             });
             if let Some(cpu) = spec.tx_cpu {
                 let _ = pin_current_thread(cpu);

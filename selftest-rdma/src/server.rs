@@ -142,15 +142,7 @@ mod imp {
         )?;
         let abort = AtomicBool::new(false);
         let limit = Duration::from_millis(req.duration_ms) + Duration::from_secs(30);
-        let res = ep.run_receiver(
-            req.transfer,
-            &req.conn,
-            req.msg_size,
-            limit,
-            false,
-            stop,
-            &abort,
-        );
+        let res = ep.run_receiver(req.transfer, req.msg_size, limit, false, stop, &abort);
         let out = match res {
             Ok(receiver) => {
                 let c1 = read_port_counters(host, ep.device(), ep.port());

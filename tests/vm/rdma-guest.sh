@@ -16,33 +16,39 @@ secs=${2:-2}
 size=${3:-65536}
 out=${OUT:-/tmp/out}
 
-say() { echo "rdma-guest: $*"; }
+say() { echo "rdma-guest [$(cut -d' ' -f1 /proc/uptime)s]: $*"; }
 die() { say "FAIL: $*"; exit 1; }
 
 w() { echo "$2" >"$1" || die "write $2 to $1"; }
 
-ip link set lo up
+say "network setup"
 ip link add dqa type veth peer name dqb || die "veth pair"
-ip addr add 198.18.0.1/24 dev dqa
-ip addr add 198.18.0.2/24 dev dqb
-ip link set dqa up
-ip link set dqb up
 for c in all default dqa dqb; do
     w /proc/sys/net/ipv4/conf/$c/rp_filter 0
     w /proc/sys/net/ipv4/conf/$c/accept_local 1
 done
-# Local deliveries only for packets that came in over the veth; everything else addressed to
-# the other end goes out of the veth (table 100).
-ip rule add pref 10 iif dqa lookup local
-ip rule add pref 11 iif dqb lookup local
-ip route add 198.18.0.2 dev dqa src 198.18.0.1 table 100
-ip route add 198.18.0.1 dev dqb src 198.18.0.2 table 100
-ip rule add pref 20 lookup 100
-ip rule add pref 30 lookup local
-ip rule del pref 0 lookup local || die "moving the local table rule"
-# Static neighbours: the address resolution for the RC address vector needs no ARP round.
-ip neigh replace 198.18.0.2 lladdr "$(cat /sys/class/net/dqb/address)" dev dqa nud permanent
-ip neigh replace 198.18.0.1 lladdr "$(cat /sys/class/net/dqa/address)" dev dqb nud permanent
+# One `ip -batch` (every exec costs under emulation). Jumbo MTU so rxe runs a 4096-byte path
+# MTU. Local deliveries only for packets that came in over the veth; everything else addressed
+# to the other end goes out of the veth (table 100). Static neighbours: the RC address vector
+# needs no ARP round.
+ip -batch - <<EOF || die "ip -batch"
+link set lo up
+link set dqa mtu 9000
+link set dqb mtu 9000
+addr add 198.18.0.1/24 dev dqa
+addr add 198.18.0.2/24 dev dqb
+link set dqa up
+link set dqb up
+rule add pref 10 iif dqa lookup local
+rule add pref 11 iif dqb lookup local
+route add 198.18.0.2 dev dqa src 198.18.0.1 table 100
+route add 198.18.0.1 dev dqb src 198.18.0.2 table 100
+rule add pref 20 lookup 100
+rule add pref 30 lookup local
+rule del pref 0 lookup local
+neigh replace 198.18.0.2 lladdr $(cat /sys/class/net/dqb/address) dev dqa nud permanent
+neigh replace 198.18.0.1 lladdr $(cat /sys/class/net/dqa/address) dev dqb nud permanent
+EOF
 
 if command -v rdma >/dev/null 2>&1; then
     rdma link add rxe0 type rxe netdev dqa || die "rdma link add rxe0"
@@ -52,7 +58,6 @@ else
     w /sys/module/rdma_rxe/parameters/add dqa
     w /sys/module/rdma_rxe/parameters/add dqb
 fi
-ping -c 1 -W 2 -I 198.18.0.1 198.18.0.2 >/dev/null 2>&1 && say "veth path up" || say "warning: ping over the veth failed"
 
 # RoCE v2 GID index of each device's IPv4 address (for perftest; daqtune-rdma finds it itself).
 gid_index() {
@@ -73,17 +78,26 @@ say "rxe0 gid[$g0] rxe1 gid[$g1]"
 say "daqtune-rdma: write, send, pingpong for ${secs}s each, ${size}-byte messages"
 "$bin" --list
 "$bin" --dev rxe0 --peer-dev rxe1 --test write,send,pingpong --duration "$secs" --size "$size" \
-    --slots 32 --json-out "$out/daqtune-rdma.json" >"$out/daqtune-rdma.txt" 2>&1
+    --slots 16 --json-out "$out/daqtune-rdma.json" >"$out/daqtune-rdma.txt" 2>&1
 echo $? >"$out/daqtune-rdma.rc"
 cat "$out/daqtune-rdma.txt"
 
 if command -v ib_write_bw >/dev/null 2>&1; then
     say "ib_write_bw reference: rxe0 -> rxe1, ${size} bytes, ${secs}s"
-    ib_write_bw -d rxe1 -i 1 -x "$g1" -s "$size" -D "$secs" -F --report_gbits >"$out/ib_write_bw.server.txt" 2>&1 &
+    # The server starts slowly under emulation: retry the client until it connects; bound both.
+    timeout 120 ib_write_bw -d rxe1 -i 1 -x "$g1" -s "$size" -D "$secs" -F --report_gbits \
+        >"$out/ib_write_bw.server.txt" 2>&1 &
     srv=$!
-    sleep 1
-    ib_write_bw -d rxe0 -i 1 -x "$g0" -s "$size" -D "$secs" -F --report_gbits 198.18.0.2 >"$out/ib_write_bw.txt" 2>&1
-    echo $? >"$out/ib_write_bw.rc"
+    tries=0
+    while :; do
+        sleep 1
+        timeout 90 ib_write_bw -d rxe0 -i 1 -x "$g0" -s "$size" -D "$secs" -F --report_gbits \
+            198.18.0.2 >"$out/ib_write_bw.txt" 2>&1
+        rc=$?
+        tries=$((tries + 1))
+        grep -q "Couldn't connect" "$out/ib_write_bw.txt" && [ $tries -lt 30 ] || break
+    done
+    echo $rc >"$out/ib_write_bw.rc"
     wait "$srv"
     cat "$out/ib_write_bw.txt"
 else

@@ -80,7 +80,8 @@ moddir="$kroot/lib/modules/$kver"
 [ -d "$moddir" ] || skip "no modules in $kdeb"
 
 # --- initramfs: busybox + the modules, in dependency order --------------------------------------
-wanted="virtio_pci 9pnet_virtio 9p veth ib_core ib_uverbs udp_tunnel ip6_udp_tunnel crc32_generic rdma_rxe"
+# crc32_pclmul: rxe computes an ICRC per packet; the table-driven crc32_generic is slow under TCG.
+wanted="virtio_pci 9pnet_virtio 9p veth ib_core ib_uverbs udp_tunnel ip6_udp_tunnel crc32_generic crc32_pclmul rdma_rxe"
 initrd="$cache/initrd-$kver.cpio"
 if [ ! -s "$initrd" ] || [ "$0" -nt "$initrd" ]; then
     log "building initramfs for $kver"
