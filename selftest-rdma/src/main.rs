@@ -85,6 +85,9 @@ struct Cli {
     /// Also write the JSON report to this file.
     #[arg(long)]
     json_out: Option<std::path::PathBuf>,
+    /// Test hook: send every N-th bandwidth message with a broken checksum (the run must fail).
+    #[arg(long, hide = true)]
+    inject_corruption: Option<u64>,
     /// List RDMA devices (or say why there are none) and exit.
     #[arg(long)]
     list: bool,
@@ -190,6 +193,7 @@ fn main() -> ExitCode {
     let mut engine = RdmaEngine::new(topology);
     engine.slots = cli.slots.max(2);
     engine.host = host.clone();
+    engine.inject_corruption = cli.inject_corruption;
     let thresholds = Thresholds {
         min_tcp_gbps: cli.min_gbps,
         ..Thresholds::default()

@@ -83,6 +83,9 @@ impl CqStats {
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct SenderStats {
     pub sent: u64,
+    /// Ping-pong replies that failed verification on the way back.
+    #[serde(default)]
+    pub integrity_errors: u64,
     pub bytes: u64,
     pub wall_s: f64,
     pub cpu_s: f64,

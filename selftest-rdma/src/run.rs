@@ -77,6 +77,8 @@ pub struct RdmaEngine {
     pub provider: Arc<dyn BufferProvider>,
     /// Where port counters are read (the live host normally).
     pub host: Host,
+    /// Test hook: every n-th message is sent with a broken checksum (see Endpoint).
+    pub inject_corruption: Option<u64>,
     details: Vec<RdmaDetail>,
 }
 
@@ -87,6 +89,7 @@ impl RdmaEngine {
             slots: 64,
             provider: Arc::new(HostProvider),
             host: Host::live(),
+            inject_corruption: None,
             details: Vec::new(),
         }
     }
@@ -178,12 +181,7 @@ pub fn build_result(
     r.packets_per_s = if secs > 0.0 { msgs as f64 / secs } else { 0.0 };
     r.lost = rcv.lost + snd.sent.saturating_sub(rcv.received + rcv.lost);
     r.reordered = rcv.reordered;
-    let reply_defects = snd
-        .notes
-        .iter()
-        .filter(|n| n.contains("failed verification"))
-        .count() as u64;
-    r.integrity_errors = rcv.integrity_errors + reply_defects;
+    r.integrity_errors = rcv.integrity_errors + snd.integrity_errors;
     r.latency = match t {
         Transfer::PingPong => snd.latency.as_ref().and_then(|h| h.summary_us()),
         _ => rcv.latency.as_ref().and_then(|h| h.summary_us()),
@@ -370,6 +368,7 @@ mod imp {
         ctl: &RunControl,
     ) -> Result<(SenderStats, ReceiverStats, RdmaDetail), RdmaError> {
         let mut tx = Endpoint::open(list, a, e.slots, msg, e.provider.as_ref())?;
+        tx.inject_corruption = e.inject_corruption;
         let mut rx = Endpoint::open(list, b, e.slots, msg, e.provider.as_ref())?;
         let (itx, irx) = (tx.info(), rx.info());
         tx.connect(&irx)?;
@@ -431,6 +430,7 @@ mod imp {
     ) -> Result<(SenderStats, ReceiverStats, RdmaDetail), RdmaError> {
         let side = |m: String| RdmaError::SideChannel(format!("{addr}: {m}"));
         let mut ep = Endpoint::open(list, local, e.slots, msg, e.provider.as_ref())?;
+        ep.inject_corruption = e.inject_corruption;
         let stream = TcpStream::connect(addr).map_err(|err| side(err.to_string()))?;
         let limit = spec.duration + GRACE + GRACE;
         let _ = stream.set_read_timeout(Some(limit));

@@ -90,6 +90,31 @@ fn soft_roce_write_and_send_in_a_vm() {
         .collect();
     assert_eq!(transfers, ["write", "send", "pingpong"]);
 
+    // --peer: the TCP side channel exchange (QPN, GID, rkey) and the receiver's figures.
+    let peer = std::fs::read_to_string(out.path().join("daqtune-rdma-peer.json"))
+        .expect("daqtune-rdma-peer.json from the guest");
+    let pv: Value = serde_json::from_str(&peer).expect("peer report JSON");
+    let pres = pv["results"].as_array().expect("peer results");
+    assert_eq!(pres.len(), 2, "{peer}");
+    for r in pres {
+        assert_eq!(r["topology"], "peer");
+        assert_eq!(r["status"], "pass", "{r}");
+        assert_eq!(r["integrity_errors"], 0);
+    }
+
+    // Injected corruption must be caught by the receiver and fail the run.
+    let bad = std::fs::read_to_string(out.path().join("daqtune-rdma-corrupt.json"))
+        .expect("daqtune-rdma-corrupt.json from the guest");
+    let bv: Value = serde_json::from_str(&bad).expect("corrupt report JSON");
+    let br = &bv["results"][0];
+    assert_eq!(br["status"], "fail", "{br}");
+    let sent = br["sent"].as_u64().unwrap_or(0);
+    let bad_n = br["integrity_errors"].as_u64().unwrap_or(0);
+    assert!(
+        sent >= 5 && bad_n == sent / 5,
+        "sent {sent}, integrity errors {bad_n}"
+    );
+
     let perf = std::fs::read_to_string(out.path().join("ib_write_bw.txt")).unwrap_or_default();
     match parse_bw(&perf) {
         Some(p) => eprintln!(

@@ -9,7 +9,9 @@
 #    instead of the kernel's local shortcut (rxe only accepts packets that arrive on its own
 #    netdev, and the point is to cross the "wire");
 # 3. daqtune-rdma WRITE, SEND and SEND ping-pong rxe0 -> rxe1  -> $OUT/daqtune-rdma.json
-# 4. perftest's ib_write_bw on the same devices and size as the reference -> $OUT/ib_write_bw.txt
+# 4. the same with --peer over a TCP side channel, and a run with injected corruption that must
+#    fail (proof that the receiver verifies what crossed the wire)
+# 5. perftest's ib_write_bw on the same devices and size as the reference -> $OUT/ib_write_bw.txt
 set -u
 bin=$1
 secs=${2:-2}
@@ -81,6 +83,28 @@ say "daqtune-rdma: write, send, pingpong for ${secs}s each, ${size}-byte message
     --slots 16 --json-out "$out/daqtune-rdma.json" >"$out/daqtune-rdma.txt" 2>&1
 echo $? >"$out/daqtune-rdma.rc"
 cat "$out/daqtune-rdma.txt"
+
+say "daqtune-rdma --peer: the same over a TCP side channel (rxe1 serves), write,send for 1s"
+"$bin" --listen 198.18.0.2:18516 --dev rxe1 >"$out/daqtune-rdma-server.txt" 2>&1 &
+server=$!
+n=0
+until grep -q listening "$out/daqtune-rdma-server.txt" 2>/dev/null || [ $n -ge 60 ]; do
+    sleep 0.5
+    n=$((n + 1))
+done
+"$bin" --dev rxe0 --peer 198.18.0.2:18516 --test write,send --duration 1 --size "$size" \
+    --slots 16 --json-out "$out/daqtune-rdma-peer.json" >"$out/daqtune-rdma-peer.txt" 2>&1
+echo $? >"$out/daqtune-rdma-peer.rc"
+kill "$server" 2>/dev/null
+wait "$server" 2>/dev/null
+cat "$out/daqtune-rdma-peer.txt"
+
+say "fault injection: every 5th WRITE carries a broken checksum; the run must fail"
+"$bin" --dev rxe0 --peer-dev rxe1 --test write --duration 1 --size "$size" --slots 16 \
+    --inject-corruption 5 --json-out "$out/daqtune-rdma-corrupt.json" \
+    >"$out/daqtune-rdma-corrupt.txt" 2>&1
+echo $? >"$out/daqtune-rdma-corrupt.rc"
+grep -E "^(pass|fail|error|skip) " "$out/daqtune-rdma-corrupt.txt"
 
 if command -v ib_write_bw >/dev/null 2>&1; then
     say "ib_write_bw reference: rxe0 -> rxe1, ${size} bytes, ${secs}s"
