@@ -69,7 +69,9 @@ pub fn read_cpus(host: &Host) -> Result<CpuFacts, CpuError> {
     let present = read_set(host, &format!("{CPU_DIR}/present"), nr);
     let isolated = read_set(host, &format!("{CPU_DIR}/isolated"), nr);
     let nohz_full = read_set(host, &format!("{CPU_DIR}/nohz_full"), nr);
-    let idle_driver = host.read_attr(&format!("{CPU_DIR}/cpuidle/current_driver")).ok();
+    let idle_driver = host
+        .read_attr(&format!("{CPU_DIR}/cpuidle/current_driver"))
+        .ok();
     let mut cpus = Vec::with_capacity(online.len());
     for id in online.iter() {
         cpus.push(read_cpu(host, id));

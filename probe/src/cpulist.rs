@@ -200,7 +200,8 @@ pub fn parse_cpumask(s: &str) -> Result<CpuSet, CpuListError> {
     let mut set = BTreeSet::new();
     let words: Vec<&str> = s.trim().split(',').collect();
     for (i, w) in words.iter().rev().enumerate() {
-        let v = u32::from_str_radix(w.trim(), 16).map_err(|_| CpuListError::BadNumber(w.to_string()))?;
+        let v = u32::from_str_radix(w.trim(), 16)
+            .map_err(|_| CpuListError::BadNumber(w.to_string()))?;
         for bit in 0..32 {
             if v & (1 << bit) != 0 {
                 let cpu = (i as u32) * 32 + bit;

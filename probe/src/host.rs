@@ -7,10 +7,12 @@
 //! therefore resolved here component by component: an absolute target is taken relative to the
 //! root (chroot semantics) and a relative target that climbs above the root is refused.
 
+use std::collections::{BTreeMap, HashMap};
 use std::ffi::OsStr;
 use std::fmt;
 use std::io;
 use std::path::{Component, Path, PathBuf};
+use std::sync::{Arc, Mutex, RwLock};
 
 /// Why a host file could not be read. Checks turn these into `skip` with the reason.
 #[derive(Debug, thiserror::Error)]
@@ -61,12 +63,35 @@ impl ReadError {
 
 pub type ReadResult<T> = Result<T, ReadError>;
 
+/// What a read touched, kept when recording (`daqtune snapshot` copies exactly these).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Access {
+    /// A file whose content was read.
+    File,
+    /// A directory whose entry names were listed.
+    Dir,
+    /// A path whose existence (or type) was tested.
+    Probe,
+}
+
+/// The host paths a run read, with the symlinks met on the way (link path -> raw target).
+#[derive(Debug, Default, Clone)]
+pub struct Recording {
+    pub accesses: BTreeMap<String, Access>,
+    pub links: BTreeMap<String, String>,
+}
+
 /// A handle on the host whose state is probed: the live machine (`/`) or a directory that
 /// mirrors one (`--root DIR`).
 #[derive(Clone)]
 pub struct Host {
     root: PathBuf,
     live: bool,
+    /// Resolved directories (host path -> path relative to the root). sysfs reads share long
+    /// prefixes (`/sys/devices/system/cpu/cpu5/cpuidle/state2/...`), so caching directories
+    /// turns a walk of every component per read into one lookup and one lstat.
+    dir_cache: Arc<RwLock<HashMap<String, PathBuf>>>,
+    recorder: Option<Arc<Mutex<Recording>>>,
 }
 
 impl fmt::Debug for Host {
@@ -83,7 +108,45 @@ impl Host {
         Host {
             root: PathBuf::from("/"),
             live: true,
+            dir_cache: Arc::default(),
+            recorder: None,
         }
+    }
+
+    /// The same host, recording every path read from now on (for snapshots). On the live host
+    /// symlinks are then resolved by the same walk as in a host root, so that each link met is
+    /// recorded and the snapshot can recreate it.
+    pub fn recording(&self) -> (Host, Arc<Mutex<Recording>>) {
+        let rec = Arc::new(Mutex::new(Recording::default()));
+        let mut h = self.clone();
+        h.recorder = Some(rec.clone());
+        (h, rec)
+    }
+
+    fn record(&self, host_path: &str, access: Access) {
+        if let Some(r) = &self.recorder {
+            if let Ok(mut r) = r.lock() {
+                let e = r.accesses.entry(normalize(host_path)).or_insert(access);
+                // Reading content supersedes a listing or a probe of the same path.
+                if access < *e {
+                    *e = access;
+                }
+            }
+        }
+    }
+
+    fn record_link(&self, link_host_path: String, target: &Path) {
+        if let Some(r) = &self.recorder {
+            if let Ok(mut r) = r.lock() {
+                r.links
+                    .insert(link_host_path, target.to_string_lossy().into_owned());
+            }
+        }
+    }
+
+    /// Whether reads must walk symlinks themselves (a host root, or a recorded live host).
+    fn walks(&self) -> bool {
+        !self.live || self.recorder.is_some()
     }
 
     /// A host root directory. `/` is the live host.
@@ -96,7 +159,12 @@ impl Host {
             ));
         }
         let live = root == Path::new("/");
-        Ok(Host { root, live })
+        Ok(Host {
+            root,
+            live,
+            dir_cache: Arc::default(),
+            recorder: None,
+        })
     }
 
     /// True when this is the running machine, so live-only sources (NVML, ioctls, netlink)
@@ -112,16 +180,17 @@ impl Host {
     /// The real filesystem path of a host path, with symlinks resolved inside the root.
     /// Writers (apply) use this so that `--root` writes stay inside the root.
     pub fn resolve(&self, host_path: &str) -> ReadResult<PathBuf> {
-        if self.live {
+        if !self.walks() {
             return Ok(PathBuf::from(host_path));
         }
-        self.resolve_in_root(host_path, true).map(|rel| self.root.join(rel))
+        self.resolve_in_root(host_path, true)
+            .map(|rel| self.root.join(rel))
     }
 
     /// The real path of a host path without following the last component (for writes of a
     /// file that does not exist yet, and for reading links themselves).
     pub fn resolve_parent(&self, host_path: &str) -> ReadResult<PathBuf> {
-        if self.live {
+        if !self.walks() {
             return Ok(PathBuf::from(host_path));
         }
         self.resolve_in_root(host_path, false)
@@ -129,14 +198,68 @@ impl Host {
     }
 
     /// Resolve `host_path` to a path relative to the root, following symlinks component by
-    /// component so that none leads outside the root.
+    /// component so that none leads outside the root. The parent directory comes from the
+    /// cache when an earlier read resolved it.
     fn resolve_in_root(&self, host_path: &str, follow_last: bool) -> ReadResult<PathBuf> {
-        // `pending` holds the components still to walk, in reverse so pop() gives the next.
-        let mut pending: Vec<std::ffi::OsString> = Vec::new();
-        push_components(&mut pending, Path::new(host_path));
-        let mut resolved: Vec<std::ffi::OsString> = Vec::new();
+        let norm = normalize(host_path);
+        if norm == "/" {
+            return Ok(PathBuf::new());
+        }
+        let (parent, last) = match norm.rsplit_once('/') {
+            Some((p, l)) => (if p.is_empty() { "/" } else { p }, l),
+            None => ("/", norm.as_str()),
+        };
+        // A recorded run must see every link on the way, so it never starts from the cache.
+        let cached = if self.recorder.is_some() {
+            None
+        } else {
+            self.dir_cache
+                .read()
+                .ok()
+                .and_then(|c| c.get(parent).cloned())
+        };
+        match cached {
+            Some(dir) if last != ".." => self.walk(
+                host_path,
+                dir,
+                vec![std::ffi::OsString::from(last)],
+                follow_last,
+            ),
+            _ => self.walk(
+                host_path,
+                PathBuf::new(),
+                components(Path::new(&norm)),
+                follow_last,
+            ),
+        }
+    }
+
+    /// Walk `pending_in_order` from `start` (relative to the root). The last of those
+    /// components is the one the caller named; when the walk reaches it, everything before it
+    /// is the resolution of the caller's parent directory, which is cached.
+    fn walk(
+        &self,
+        host_path: &str,
+        start: PathBuf,
+        pending_in_order: Vec<std::ffi::OsString>,
+        follow_last: bool,
+    ) -> ReadResult<PathBuf> {
+        // Components still to walk, in reverse so pop() gives the next; the flag marks the
+        // caller's own last component (as opposed to components of a link target).
+        let n = pending_in_order.len();
+        let mut pending: Vec<(std::ffi::OsString, bool)> = pending_in_order
+            .into_iter()
+            .enumerate()
+            .map(|(i, c)| (c, i + 1 == n))
+            .rev()
+            .collect();
+        let mut resolved: Vec<std::ffi::OsString> =
+            start.iter().map(|c| c.to_os_string()).collect();
         let mut hops = 0usize;
-        while let Some(comp) = pending.pop() {
+        while let Some((comp, callers_last)) = pending.pop() {
+            if callers_last && comp != ".." {
+                self.cache_parent(host_path, &resolved);
+            }
             if comp == ".." {
                 if resolved.pop().is_none() {
                     return Err(ReadError::Escapes {
@@ -151,12 +274,13 @@ impl Host {
             if is_last && !follow_last {
                 break;
             }
-            let real: PathBuf = self.root.join(resolved.iter().collect::<PathBuf>());
+            let rel: PathBuf = resolved.iter().collect();
+            let real: PathBuf = self.root.join(&rel);
             let meta = match std::fs::symlink_metadata(&real) {
                 Ok(m) => m,
                 // A missing component: let the caller's open report NotFound.
                 Err(_) => {
-                    while let Some(c) = pending.pop() {
+                    while let Some((c, _)) = pending.pop() {
                         resolved.push(c);
                     }
                     break;
@@ -171,8 +295,8 @@ impl Host {
                     path: host_path.into(),
                 });
             }
-            let target = std::fs::read_link(&real)
-                .map_err(|e| ReadError::from_io(host_path, e))?;
+            let target = std::fs::read_link(&real).map_err(|e| ReadError::from_io(host_path, e))?;
+            self.record_link(format!("/{}", rel.to_string_lossy()), &target);
             resolved.pop();
             if target.is_absolute() {
                 resolved.clear();
@@ -190,9 +314,26 @@ impl Host {
                     });
                 }
             }
-            push_components(&mut pending, &target);
+            for c in components(&target).into_iter().rev() {
+                pending.push((c, false));
+            }
         }
         Ok(resolved.iter().collect())
+    }
+
+    /// Remember that the parent directory of `host_path` resolves to `resolved` (every
+    /// component of which exists, since the walk got this far).
+    fn cache_parent(&self, host_path: &str, resolved: &[std::ffi::OsString]) {
+        let norm = normalize(host_path);
+        let Some((parent, _)) = norm.rsplit_once('/') else {
+            return;
+        };
+        let parent = if parent.is_empty() { "/" } else { parent };
+        if let Ok(mut c) = self.dir_cache.write() {
+            if !c.contains_key(parent) {
+                c.insert(parent.to_string(), resolved.iter().collect());
+            }
+        }
     }
 
     fn open_path(&self, host_path: &str) -> ReadResult<PathBuf> {
@@ -201,6 +342,7 @@ impl Host {
 
     /// Read a whole file as bytes.
     pub fn read_bytes(&self, host_path: &str) -> ReadResult<Vec<u8>> {
+        self.record(host_path, Access::File);
         let p = self.open_path(host_path)?;
         std::fs::read(&p).map_err(|e| ReadError::from_io(host_path, e))
     }
@@ -208,6 +350,7 @@ impl Host {
     /// Read at most `limit` bytes (PCI config space, large procfs files).
     pub fn read_bytes_limited(&self, host_path: &str, limit: usize) -> ReadResult<Vec<u8>> {
         use std::io::Read;
+        self.record(host_path, Access::File);
         let p = self.open_path(host_path)?;
         let f = std::fs::File::open(&p).map_err(|e| ReadError::from_io(host_path, e))?;
         let mut buf = Vec::with_capacity(limit.min(65536));
@@ -239,6 +382,7 @@ impl Host {
 
     /// Entry names of a directory, sorted, without `.`/`..`.
     pub fn read_dir(&self, host_path: &str) -> ReadResult<Vec<String>> {
+        self.record(host_path, Access::Dir);
         let p = self.open_path(host_path)?;
         let rd = std::fs::read_dir(&p).map_err(|e| ReadError::from_io(host_path, e))?;
         let mut names: Vec<String> = rd
@@ -251,6 +395,7 @@ impl Host {
 
     /// The raw target of a symlink (not resolved).
     pub fn read_link(&self, host_path: &str) -> ReadResult<String> {
+        self.record(host_path, Access::Probe);
         let p = self.resolve_parent(host_path)?;
         std::fs::read_link(&p)
             .map(|t| t.to_string_lossy().into_owned())
@@ -260,7 +405,8 @@ impl Host {
     /// The host path a symlink (or path with symlinked components) resolves to, as a host
     /// path (starting with `/`). Used to find a PCI device's place in the tree.
     pub fn canonical(&self, host_path: &str) -> ReadResult<String> {
-        if self.live {
+        self.record(host_path, Access::Probe);
+        if !self.walks() {
             return std::fs::canonicalize(host_path)
                 .map(|p| p.to_string_lossy().into_owned())
                 .map_err(|e| ReadError::from_io(host_path, e));
@@ -276,6 +422,7 @@ impl Host {
     }
 
     pub fn exists(&self, host_path: &str) -> bool {
+        self.record(host_path, Access::Probe);
         match self.open_path(host_path) {
             Ok(p) => p.exists(),
             Err(_) => false,
@@ -283,6 +430,7 @@ impl Host {
     }
 
     pub fn is_dir(&self, host_path: &str) -> bool {
+        self.record(host_path, Access::Probe);
         match self.open_path(host_path) {
             Ok(p) => p.is_dir(),
             Err(_) => false,
@@ -291,6 +439,7 @@ impl Host {
 
     /// File size as the filesystem reports it (sysfs reports config-space size this way).
     pub fn file_len(&self, host_path: &str) -> ReadResult<u64> {
+        self.record(host_path, Access::Probe);
         let p = self.open_path(host_path)?;
         std::fs::metadata(&p)
             .map(|m| m.len())
@@ -298,18 +447,31 @@ impl Host {
     }
 }
 
-fn push_components(pending: &mut Vec<std::ffi::OsString>, path: &Path) {
-    let comps: Vec<&OsStr> = path
-        .components()
+/// Normal and `..` components of a path, in order (`.` and the root dropped).
+fn components(path: &Path) -> Vec<std::ffi::OsString> {
+    path.components()
         .filter_map(|c| match c {
-            Component::Normal(s) => Some(s),
-            Component::ParentDir => Some(OsStr::new("..")),
+            Component::Normal(s) => Some(s.to_os_string()),
+            Component::ParentDir => Some(OsStr::new("..").to_os_string()),
             _ => None,
         })
-        .collect();
-    for c in comps.into_iter().rev() {
-        pending.push(c.to_os_string());
+        .collect()
+}
+
+/// `/a//b/./c/` -> `/a/b/c` (no symlink resolution; `..` kept).
+pub fn normalize(host_path: &str) -> String {
+    let mut out = String::with_capacity(host_path.len() + 1);
+    for part in host_path.split('/') {
+        if part.is_empty() || part == "." {
+            continue;
+        }
+        out.push('/');
+        out.push_str(part);
     }
+    if out.is_empty() {
+        out.push('/');
+    }
+    out
 }
 
 #[cfg(test)]
@@ -333,8 +495,11 @@ mod tests {
             r.join("sys/bus/pci/devices/0000:01:00.0"),
         )
         .expect("symlink");
-        symlink("../../../../../etc/passwd", r.join("sys/bus/pci/devices/evil"))
-            .expect("symlink");
+        symlink(
+            "../../../../../etc/passwd",
+            r.join("sys/bus/pci/devices/evil"),
+        )
+        .expect("symlink");
         symlink("/sys/devices", r.join("sys/abs")).expect("symlink");
         let h = Host::at(r).expect("host");
         (d, h)
@@ -349,7 +514,8 @@ mod tests {
             "0x15b3"
         );
         assert_eq!(
-            h.canonical("/sys/bus/pci/devices/0000:01:00.0").expect("canon"),
+            h.canonical("/sys/bus/pci/devices/0000:01:00.0")
+                .expect("canon"),
             "/sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0"
         );
     }
@@ -372,9 +538,65 @@ mod tests {
     fn missing_file_is_not_found() {
         let (_d, h) = tree();
         assert!(h.read_string("/proc/cmdline").unwrap_err().is_not_found());
-        assert!(h.read_string("/sys/bus/pci/devices/0000:01:00.0/vendor/x")
+        assert!(h
+            .read_string("/sys/bus/pci/devices/0000:01:00.0/vendor/x")
             .unwrap_err()
             .is_not_found());
+    }
+
+    #[test]
+    fn cached_parent_gives_same_answers() {
+        let (_d, h) = tree();
+        // Reading the link itself first must not poison the cache for its parent.
+        assert!(h.read_dir("/sys/bus/pci/devices/0000:01:00.0").is_ok());
+        assert_eq!(
+            h.read_dir("/sys/bus/pci/devices").expect("dir"),
+            vec!["0000:01:00.0", "evil"]
+        );
+        for _ in 0..3 {
+            assert_eq!(
+                h.read_attr("/sys/bus/pci/devices/0000:01:00.0/vendor")
+                    .expect("read"),
+                "0x15b3"
+            );
+            assert!(h
+                .read_string("/sys/bus/pci/devices/0000:01:00.0/nope")
+                .unwrap_err()
+                .is_not_found());
+            assert!(matches!(
+                h.read_string("/sys/bus/pci/devices/evil").unwrap_err(),
+                ReadError::Escapes { .. }
+            ));
+        }
+    }
+
+    #[test]
+    fn recording_lists_reads_and_links() {
+        let (_d, h) = tree();
+        let (rh, rec) = h.recording();
+        let _ = rh.read_attr("/sys/bus/pci/devices/0000:01:00.0/vendor");
+        let _ = rh.read_dir("/sys/bus/pci/devices");
+        let _ = rh.exists("/.dockerenv");
+        let r = rec.lock().expect("lock").clone();
+        assert_eq!(
+            r.accesses.get("/sys/bus/pci/devices/0000:01:00.0/vendor"),
+            Some(&Access::File)
+        );
+        assert_eq!(r.accesses.get("/sys/bus/pci/devices"), Some(&Access::Dir));
+        assert_eq!(r.accesses.get("/.dockerenv"), Some(&Access::Probe));
+        assert_eq!(
+            r.links
+                .get("/sys/bus/pci/devices/0000:01:00.0")
+                .map(String::as_str),
+            Some("../../../devices/pci0000:00/0000:00:01.0/0000:01:00.0")
+        );
+    }
+
+    #[test]
+    fn normalize_paths() {
+        assert_eq!(normalize("//a/./b//c/"), "/a/b/c");
+        assert_eq!(normalize(""), "/");
+        assert_eq!(normalize("/a/../b"), "/a/../b");
     }
 
     #[test]

@@ -53,7 +53,10 @@ pub struct NumaNode {
 
 /// Parse `hugepages-1048576kB` into 1048576.
 pub fn parse_pool_dir(name: &str) -> Option<u64> {
-    name.strip_prefix("hugepages-")?.strip_suffix("kB")?.parse().ok()
+    name.strip_prefix("hugepages-")?
+        .strip_suffix("kB")?
+        .parse()
+        .ok()
 }
 
 /// Parse a hugetlbfs `pagesize=` option (`1G`, `2M`, `1024M`, `2048k`) into kB.
@@ -92,7 +95,10 @@ fn unescape_mount(s: &str) -> String {
     while i < b.len() {
         if b[i] == b'\\' && i + 3 < b.len() {
             let oct = &b[i + 1..i + 4];
-            if oct.iter().all(|c| (b'0'..=b'3').contains(&oct[0]) && (b'0'..=b'7').contains(c)) {
+            if oct
+                .iter()
+                .all(|c| (b'0'..=b'3').contains(&oct[0]) && (b'0'..=b'7').contains(c))
+            {
                 out.push((oct[0] - b'0') * 64 + (oct[1] - b'0') * 8 + (oct[2] - b'0'));
                 i += 4;
                 continue;
@@ -175,7 +181,9 @@ impl MemFacts {
 
 fn read_pool(host: &Host, dir: &str, size_kb: u64) -> Option<HugePool> {
     let total = host.read_parsed(&format!("{dir}/nr_hugepages"))?;
-    let free = host.read_parsed(&format!("{dir}/free_hugepages")).unwrap_or(0);
+    let free = host
+        .read_parsed(&format!("{dir}/free_hugepages"))
+        .unwrap_or(0);
     Some(HugePool {
         size_kb,
         total,

@@ -108,18 +108,22 @@ fn detect_arch(host: &Host) -> Option<String> {
     if host.is_live() {
         return Some(std::env::consts::ARCH.to_string());
     }
-    // A recorded root carries the architecture in its snapshot metadata when it has one;
-    // otherwise infer it: device trees are arm64 here, DMI-only hosts x86_64.
-    if let Ok(a) = host.read_attr("/daqtune/arch") {
-        return Some(a);
+    host.read_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|t| arch_from_cpuinfo(&t))
+}
+
+/// x86 cpuinfo names a `vendor_id`; arm64 names a `CPU implementer`.
+pub fn arch_from_cpuinfo(text: &str) -> Option<String> {
+    for l in text.lines() {
+        let key = l.split(':').next().unwrap_or("").trim();
+        match key {
+            "vendor_id" | "flags" => return Some("x86_64".into()),
+            "CPU implementer" | "Features" => return Some("aarch64".into()),
+            _ => {}
+        }
     }
-    if host.exists("/proc/device-tree") || host.exists("/sys/firmware/devicetree/base") {
-        Some("aarch64".into())
-    } else if host.exists("/sys/class/dmi/id") {
-        Some("x86_64".into())
-    } else {
-        None
-    }
+    None
 }
 
 /// Container detection from files a container runtime leaves, never from spawning tools.
@@ -219,7 +223,11 @@ pub struct ServiceState {
 
 /// Whether a systemd unit is enabled: a symlink in some `*.wants` directory.
 pub fn unit_enabled(host: &Host, unit: &str) -> bool {
-    for dir in ["/etc/systemd/system", "/usr/lib/systemd/system", "/lib/systemd/system"] {
+    for dir in [
+        "/etc/systemd/system",
+        "/usr/lib/systemd/system",
+        "/lib/systemd/system",
+    ] {
         let Ok(entries) = host.read_dir(dir) else {
             continue;
         };
@@ -247,7 +255,10 @@ pub fn running_processes(host: &Host) -> Vec<String> {
 /// Services known to fight a `performance` governor.
 pub const GOVERNOR_FIGHTERS: &[(&str, &[&str])] = &[
     ("tuned.service", &["tuned"]),
-    ("power-profiles-daemon.service", &["power-profiles-", "power-profiles-daemon"]),
+    (
+        "power-profiles-daemon.service",
+        &["power-profiles-", "power-profiles-daemon"],
+    ),
     ("tlp.service", &["tlp"]),
     ("auto-cpufreq.service", &["auto-cpufreq"]),
     ("thermald.service", &[]),
@@ -283,7 +294,10 @@ mod tests {
     fn kernel_versions() {
         assert_eq!(parse_kernel_version("6.1.0-28-amd64"), Some((6, 1, 0)));
         assert_eq!(parse_kernel_version("5.15.148-tegra"), Some((5, 15, 148)));
-        assert_eq!(parse_kernel_version("6.8.0-1015-nvidia-64k"), Some((6, 8, 0)));
+        assert_eq!(
+            parse_kernel_version("6.8.0-1015-nvidia-64k"),
+            Some((6, 8, 0))
+        );
         assert_eq!(parse_kernel_version("6.11"), Some((6, 11, 0)));
         assert_eq!(parse_kernel_version("garbage"), None);
         assert_eq!(parse_kernel_version(""), None);

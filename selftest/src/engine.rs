@@ -54,7 +54,9 @@ impl std::str::FromStr for Mode {
             "raw" => Ok(Mode::Raw),
             "write" => Ok(Mode::Write),
             "send" => Ok(Mode::Send),
-            other => Err(format!("unknown mode {other:?} (tcp, udp, raw, write, send)")),
+            other => Err(format!(
+                "unknown mode {other:?} (tcp, udp, raw, write, send)"
+            )),
         }
     }
 }
@@ -97,6 +99,8 @@ pub struct RunControl {
     stop: Arc<AtomicBool>,
     rx_bytes: Arc<AtomicU64>,
     tx_bytes: Arc<AtomicU64>,
+    /// Also stop when SIGINT/SIGTERM arrived (see [`crate::signals`]).
+    watch_signals: bool,
 }
 
 impl RunControl {
@@ -112,6 +116,14 @@ impl RunControl {
         }
     }
 
+    /// A control that also stops when SIGINT or SIGTERM arrives (after `signals::install`).
+    pub fn watching_signals() -> Self {
+        RunControl {
+            watch_signals: true,
+            ..Self::default()
+        }
+    }
+
     pub fn stop(&self) {
         self.stop.store(true, Ordering::SeqCst);
     }
@@ -119,6 +131,7 @@ impl RunControl {
     #[inline]
     pub fn stopped(&self) -> bool {
         self.stop.load(Ordering::Relaxed)
+            || (self.watch_signals && crate::signals::pending().is_some())
     }
 
     pub fn stop_flag(&self) -> Arc<AtomicBool> {

@@ -3,12 +3,20 @@
 //!
 //! See docs/selftest.md for the payload format, the report schema and the topologies.
 
+pub mod cli;
+pub mod cpuplan;
 pub mod engine;
 pub mod error;
 pub mod metrics;
+pub mod netlink;
+pub mod netns;
 pub mod payload;
+pub mod peer;
 pub mod report;
+pub mod signals;
+pub mod socket;
 pub mod sys;
+pub mod topology;
 
 pub use engine::{Engine, Mode, RunControl, RunSpec};
 pub use error::{Error, Result};

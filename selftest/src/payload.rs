@@ -135,15 +135,35 @@ impl Generator {
         self.seq
     }
 
+    /// Makes `seq` the next sequence number again (a message that could not be sent is sent
+    /// again under the same number, so a transient send error never looks like loss).
+    pub fn rewind(&mut self, seq: u64) {
+        self.seq = seq;
+    }
+
+    /// The message as it stands (template for engines that pre-fill their send buffers).
+    pub fn template(&self) -> &[u8] {
+        &self.buf
+    }
+
+    /// Stamps the next sequence number, send time and CRC into `slot`, which must already hold
+    /// a copy of [`template`](Self::template) (only bytes 8..32 change per message).
+    #[inline]
+    pub fn stamp(&mut self, tx_ns: u64, slot: &mut [u8]) {
+        slot[8..16].copy_from_slice(&self.seq.to_le_bytes());
+        slot[16..24].copy_from_slice(&tx_ns.to_le_bytes());
+        let head = crc32c::crc32c(&slot[..CRC_COVERED_HEADER]);
+        let reg = self.shift.apply(head ^ !0) ^ self.body_part;
+        slot[28..32].copy_from_slice(&(reg ^ !0).to_le_bytes());
+        self.seq += 1;
+    }
+
     /// Stamps the next message (sequence number, send time, CRC) and returns it.
     #[inline]
     pub fn next(&mut self, tx_ns: u64) -> &[u8] {
-        self.buf[8..16].copy_from_slice(&self.seq.to_le_bytes());
-        self.buf[16..24].copy_from_slice(&tx_ns.to_le_bytes());
-        let head = crc32c::crc32c(&self.buf[..CRC_COVERED_HEADER]);
-        let reg = self.shift.apply(head ^ !0) ^ self.body_part;
-        self.buf[28..32].copy_from_slice(&(reg ^ !0).to_le_bytes());
-        self.seq += 1;
+        let mut buf = std::mem::take(&mut self.buf);
+        self.stamp(tx_ns, &mut buf);
+        self.buf = buf;
         &self.buf
     }
 
@@ -228,7 +248,7 @@ pub fn check(msg: &[u8]) -> Result<Header, Defect> {
 }
 
 /// Per-stream accounting of what arrived: order, loss, integrity.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct SeqTracker {
     /// Next sequence number expected.
     pub expected: u64,
@@ -325,6 +345,19 @@ mod tests {
         let mut bad = m.clone();
         bad[4..8].copy_from_slice(&8u32.to_le_bytes());
         assert_eq!(peek_header(&bad), Err(Defect::BadLength));
+    }
+
+    #[test]
+    fn stamp_into_copies_of_template() {
+        let mut g = Generator::new(4096, 3);
+        let mut batch = g.template().repeat(4);
+        for slot in batch.chunks_mut(4096) {
+            g.stamp(77, slot);
+        }
+        for (i, slot) in batch.chunks(4096).enumerate() {
+            assert_eq!(check(slot).map(|h| h.seq), Ok(i as u64));
+        }
+        assert_eq!(g.next_seq(), 4);
     }
 
     #[test]

@@ -158,8 +158,10 @@ pub fn judge(r: &mut EngineResult, t: &Thresholds) {
     }
     if r.integrity_errors > 0 {
         status = Status::Fail;
-        r.notes
-            .push(format!("{} message(s) failed the checksum", r.integrity_errors));
+        r.notes.push(format!(
+            "{} message(s) failed the checksum",
+            r.integrity_errors
+        ));
     }
     if r.mode.reliable() {
         if r.lost > 0 || r.reordered > 0 {
@@ -357,19 +359,13 @@ impl Report {
                     let _ = writeln!(s, ">\n    <system-out>{detail}</system-out>\n  </testcase>");
                 }
                 Status::Fail | Status::Pending => {
-                    let _ = writeln!(
-                        s,
-                        ">\n    <failure message=\"{detail}\"/>\n  </testcase>"
-                    );
+                    let _ = writeln!(s, ">\n    <failure message=\"{detail}\"/>\n  </testcase>");
                 }
                 Status::Error => {
                     let _ = writeln!(s, ">\n    <error message=\"{detail}\"/>\n  </testcase>");
                 }
                 Status::Skip => {
-                    let _ = writeln!(
-                        s,
-                        ">\n    <skipped message=\"{detail}\"/>\n  </testcase>"
-                    );
+                    let _ = writeln!(s, ">\n    <skipped message=\"{detail}\"/>\n  </testcase>");
                 }
             }
         }
@@ -487,7 +483,12 @@ mod tests {
         r.topology = "a<b".into();
         judge(&mut r, &Thresholds::default());
         rep.push(r);
-        rep.push(EngineResult::skipped("dpdk", Mode::Raw, "veth", "no \"libdpdk\""));
+        rep.push(EngineResult::skipped(
+            "dpdk",
+            Mode::Raw,
+            "veth",
+            "no \"libdpdk\"",
+        ));
         let j = rep.to_junit();
         assert!(j.contains("failures=\"1\""));
         assert!(j.contains("<failure"));

@@ -13,7 +13,10 @@ use std::path::Path;
 
 /// The built-in profiles, embedded at build time.
 pub const BUILTIN: &[(&str, &str)] = &[
-    ("generic-dgpu", include_str!("../../platforms/generic-dgpu.yaml")),
+    (
+        "generic-dgpu",
+        include_str!("../../platforms/generic-dgpu.yaml"),
+    ),
     ("igx-orin", include_str!("../../platforms/igx-orin.yaml")),
     ("dgx-spark", include_str!("../../platforms/dgx-spark.yaml")),
 ];
@@ -318,6 +321,8 @@ pub struct LoadedProfile {
     pub profile: Profile,
     /// (file name, source text) from the most derived to the base.
     pub layers: Vec<(String, String)>,
+    /// How this profile was chosen (`--profile igx-orin`, `detected: ...`, `fallback: ...`).
+    pub origin: String,
 }
 
 pub fn builtin_names() -> impl Iterator<Item = &'static str> {
@@ -342,9 +347,14 @@ fn yaml_error(file: &str, e: serde_yaml_ng::Error) -> ProfileError {
 /// Parse one document into a mapping value, after checking it against the schema.
 fn parse_layer(file: &str, src: &str) -> Result<(Profile, serde_yaml_ng::Value), ProfileError> {
     let typed: Profile = serde_yaml_ng::from_str(src).map_err(|e| yaml_error(file, e))?;
-    let value: serde_yaml_ng::Value = serde_yaml_ng::from_str(src).map_err(|e| yaml_error(file, e))?;
+    let value: serde_yaml_ng::Value =
+        serde_yaml_ng::from_str(src).map_err(|e| yaml_error(file, e))?;
     if !value.is_mapping() && !value.is_null() {
-        return Err(ProfileError::at(file, Some((1, 1)), "expected a mapping of profile keys"));
+        return Err(ProfileError::at(
+            file,
+            Some((1, 1)),
+            "expected a mapping of profile keys",
+        ));
     }
     Ok((typed, value))
 }
@@ -397,15 +407,25 @@ pub fn load_source(file: &str, src: &str) -> Result<LoadedProfile, ProfileError>
     while let Some(pname) = parent {
         if seen.contains(&pname) || seen.len() > 16 {
             let pos = locate(src, &["extends"]);
-            return Err(ProfileError::at(file, pos, format!("`extends: {pname}` forms a cycle")));
+            return Err(ProfileError::at(
+                file,
+                pos,
+                format!("`extends: {pname}` forms a cycle"),
+            ));
         }
         let Some(psrc) = builtin_source(&pname) else {
-            let pos = locate(&layers.last().map(|l| l.1.clone()).unwrap_or_default(), &["extends"]);
+            let pos = locate(
+                &layers.last().map(|l| l.1.clone()).unwrap_or_default(),
+                &["extends"],
+            );
             let known: Vec<&str> = builtin_names().collect();
             return Err(ProfileError::at(
                 &layers.last().map(|l| l.0.clone()).unwrap_or_default(),
                 pos,
-                format!("unknown profile `{pname}` in extends (expected one of: {})", known.join(", ")),
+                format!(
+                    "unknown profile `{pname}` in extends (expected one of: {})",
+                    known.join(", ")
+                ),
             ));
         };
         let pfile = format!("platforms/{pname}.yaml");
@@ -420,7 +440,11 @@ pub fn load_source(file: &str, src: &str) -> Result<LoadedProfile, ProfileError>
         merge(&mut merged, v);
     }
     let profile: Profile = serde_yaml_ng::from_value(merged).map_err(|e| yaml_error(file, e))?;
-    let loaded = LoadedProfile { profile, layers };
+    let loaded = LoadedProfile {
+        profile,
+        layers,
+        origin: format!("given as {file}"),
+    };
     loaded.validate()?;
     Ok(loaded)
 }
@@ -447,8 +471,15 @@ impl LoadedProfile {
         if p.name.trim().is_empty() {
             return Err(self.err(&["name"], "a profile needs a `name`"));
         }
-        if !["performance", "powersave", "schedutil", "ondemand", "conservative", "userspace"]
-            .contains(&p.cpu.governor.as_str())
+        if ![
+            "performance",
+            "powersave",
+            "schedutil",
+            "ondemand",
+            "conservative",
+            "userspace",
+        ]
+        .contains(&p.cpu.governor.as_str())
         {
             return Err(self.err(
                 &["cpu", "governor"],
@@ -457,7 +488,10 @@ impl LoadedProfile {
         }
         let isolated = match &p.cpu.isolated {
             Some(CoreSpec::List(s)) => Some(parse_cpulist(s, None).map_err(|e| {
-                self.err(&["cpu", "isolated"], format!("isolated: {e} (expected a CPU list like 9-11)"))
+                self.err(
+                    &["cpu", "isolated"],
+                    format!("isolated: {e} (expected a CPU list like 9-11)"),
+                )
             })?),
             Some(CoreSpec::Rule(r)) => {
                 if r.count == 0 {
@@ -469,7 +503,10 @@ impl LoadedProfile {
         };
         if let Some(irq) = &p.cpu.irqaffinity {
             let irq = parse_cpulist(irq, None).map_err(|e| {
-                self.err(&["cpu", "irqaffinity"], format!("irqaffinity: {e} (expected a CPU list like 0-8)"))
+                self.err(
+                    &["cpu", "irqaffinity"],
+                    format!("irqaffinity: {e} (expected a CPU list like 0-8)"),
+                )
             })?;
             if let Some(iso) = &isolated {
                 let overlap = irq.intersection(iso);
@@ -484,7 +521,10 @@ impl LoadedProfile {
         if daqtune_probe::mem::parse_size_kb(&p.hugepages.size).is_none_or(|kb| kb < 4) {
             return Err(self.err(
                 &["hugepages", "size"],
-                format!("`{}` is not a page size (expected 2M, 1G, ...)", p.hugepages.size),
+                format!(
+                    "`{}` is not a page size (expected 2M, 1G, ...)",
+                    p.hugepages.size
+                ),
             ));
         }
         if let Some(m) = &p.hugepages.mount {
@@ -495,7 +535,10 @@ impl LoadedProfile {
         if !p.pcie.mrrs.is_power_of_two() || !(128..=4096).contains(&p.pcie.mrrs) {
             return Err(self.err(
                 &["pcie", "mrrs"],
-                format!("mrrs {} is impossible (expected 128, 256, 512, 1024, 2048 or 4096)", p.pcie.mrrs),
+                format!(
+                    "mrrs {} is impossible (expected 128, 256, 512, 1024, 2048 or 4096)",
+                    p.pcie.mrrs
+                ),
             ));
         }
         for class in p.pcie.topology_pass.iter().chain(&p.pcie.topology_fail) {
@@ -507,10 +550,16 @@ impl LoadedProfile {
             }
         }
         if !(68..=65535).contains(&p.nic.mtu) {
-            return Err(self.err(&["nic", "mtu"], format!("mtu {} is impossible (expected 68..65535)", p.nic.mtu)));
+            return Err(self.err(
+                &["nic", "mtu"],
+                format!("mtu {} is impossible (expected 68..65535)", p.nic.mtu),
+            ));
         }
         if !["ethernet", "infiniband"].contains(&p.nic.link_layer.to_ascii_lowercase().as_str()) {
-            return Err(self.err(&["nic", "link_layer"], "link_layer must be ethernet or infiniband"));
+            return Err(self.err(
+                &["nic", "link_layer"],
+                "link_layer must be ethernet or infiniband",
+            ));
         }
         for path in &p.gpu.gpudirect_paths {
             if !["peermem", "dmabuf"].contains(&path.as_str()) {
@@ -520,7 +569,8 @@ impl LoadedProfile {
                 ));
             }
         }
-        if !["auto", "netplan", "networkmanager", "networkd"].contains(&p.persist.network.as_str()) {
+        if !["auto", "netplan", "networkmanager", "networkd"].contains(&p.persist.network.as_str())
+        {
             return Err(self.err(
                 &["persist", "network"],
                 "network must be auto, netplan, networkmanager or networkd",
@@ -535,18 +585,28 @@ impl LoadedProfile {
             ));
         }
         let known: Vec<&str> = crate::checks::CHECKS.iter().map(|c| c.id).collect();
-        for id in p.required.iter().chain(p.not_applicable.keys()).chain(p.waivers.iter().map(|w| &w.check)) {
+        for id in p
+            .required
+            .iter()
+            .chain(p.not_applicable.keys())
+            .chain(p.waivers.iter().map(|w| &w.check))
+        {
             if !known.contains(&id.as_str()) {
-                return Err(self.err(
-                    &[],
-                    format!("unknown check id `{id}` (known: {})", known.join(", ")),
-                )
-                .relocate(&self.layers, id));
+                return Err(self
+                    .err(
+                        &[],
+                        format!("unknown check id `{id}` (known: {})", known.join(", ")),
+                    )
+                    .relocate(&self.layers, id));
             }
         }
         for w in &p.waivers {
             if parse_date(&w.until).is_none() {
-                return Err(self.err(&["waivers"], format!("waiver date `{}` (expected YYYY-MM-DD)", w.until))
+                return Err(self
+                    .err(
+                        &["waivers"],
+                        format!("waiver date `{}` (expected YYYY-MM-DD)", w.until),
+                    )
                     .relocate(&self.layers, &w.until));
             }
         }
@@ -672,18 +732,27 @@ pub fn glob_match(pattern: &str, text: &str) -> bool {
 }
 
 /// Which built-in profile matches the host's identity, with the reason.
-pub fn detect(platform: &daqtune_probe::system::PlatformFacts, gpu_names: &[String]) -> Option<(String, String)> {
+pub fn detect(
+    platform: &daqtune_probe::system::PlatformFacts,
+    gpu_names: &[String],
+) -> Option<(String, String)> {
     for (name, _) in BUILTIN {
         let Ok(lp) = load(name) else { continue };
         let m = &lp.profile.matches;
         if let Some(prod) = &platform.dmi_product {
             if let Some(pat) = m.dmi_product.iter().find(|pat| glob_match(pat, prod)) {
-                return Some((name.to_string(), format!("DMI product `{prod}` matches `{pat}`")));
+                return Some((
+                    name.to_string(),
+                    format!("DMI product `{prod}` matches `{pat}`"),
+                ));
             }
         }
         if let Some(model) = &platform.dt_model {
             if let Some(pat) = m.dt_model.iter().find(|pat| glob_match(pat, model)) {
-                return Some((name.to_string(), format!("device-tree model `{model}` matches `{pat}`")));
+                return Some((
+                    name.to_string(),
+                    format!("device-tree model `{model}` matches `{pat}`"),
+                ));
             }
         }
         for g in gpu_names {
@@ -756,9 +825,12 @@ mod tests {
 
     #[test]
     fn pci_address_stays_string() {
-        let p = load_source("x.yaml", "name: x\nnic:\n  interfaces: [0000:01:00.0, 01:00]\n")
-            .expect("load")
-            .profile;
+        let p = load_source(
+            "x.yaml",
+            "name: x\nnic:\n  interfaces: [0000:01:00.0, 01:00]\n",
+        )
+        .expect("load")
+        .profile;
         assert_eq!(p.nic.interfaces, vec!["0000:01:00.0", "01:00"]);
     }
 

@@ -90,7 +90,12 @@ pub struct Verdict {
 }
 
 impl Verdict {
-    pub fn new(id: &str, subject: impl Into<String>, status: Status, message: impl Into<String>) -> Self {
+    pub fn new(
+        id: &str,
+        subject: impl Into<String>,
+        status: Status,
+        message: impl Into<String>,
+    ) -> Self {
         Verdict {
             id: id.to_string(),
             subject: subject.into(),

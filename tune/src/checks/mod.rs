@@ -119,18 +119,39 @@ impl<'a> Context<'a> {
         self.procs.get_or_init(|| running_processes(self.host))
     }
 
-    /// The data cores the profile asks for, resolved on this host. `Err` explains why a rule
-    /// could not be resolved.
+    /// The data cores the profile asks for, resolved on this host. A rule (`nic-local`)
+    /// accepts the cores the command line already isolates when they satisfy it, so a host
+    /// tuned by hand is judged on its own choice; otherwise the rule picks cores. `Err` says
+    /// why no cores could be picked.
     pub fn data_cores(&self) -> Result<Option<CpuSet>, String> {
         match &self.profile.profile.cpu.isolated {
             None => Ok(None),
             Some(CoreSpec::List(_)) => Ok(self.profile.isolated_list()),
             Some(CoreSpec::Rule(rule)) => {
                 let cpus = self.cpus().map_err(|e| e.to_string())?;
-                crate::cores::resolve_rule(rule, cpus, &self.mem().nodes, self.nic_numa_node())
-                    .map(Some)
+                let nodes = &self.mem().nodes;
+                let nic_node = self.nic_numa_node();
+                if let Some(iso) = self.cmdline_isolated() {
+                    let local = match nic_node.and_then(|n| nodes.iter().find(|x| x.id == n)) {
+                        Some(node) => iso.is_subset(&node.cpus),
+                        None => true,
+                    };
+                    if iso.len() >= rule.count as usize && local {
+                        return Ok(Some(iso));
+                    }
+                }
+                crate::cores::resolve_rule(rule, cpus, nodes, nic_node).map(Some)
             }
         }
+    }
+
+    /// The CPUs `isolcpus=` names, when it parses.
+    pub fn cmdline_isolated(&self) -> Option<CpuSet> {
+        let v = self.cmdline().ok()?.value("isolcpus")?;
+        daqtune_probe::cmdline::parse_isolcpus(v, None)
+            .ok()
+            .map(|i| i.cpus)
+            .filter(|c| !c.is_empty())
     }
 
     /// The NUMA node of the data-path NIC, when one is known. Filled by the PCI probe.
@@ -175,7 +196,11 @@ pub fn run_checks(ctx: &Context, opts: &RunOptions) -> Vec<Verdict> {
         match result {
             Ok(mut vs) => {
                 if vs.is_empty() {
-                    vs.push(Verdict::error(def.id, "host", "the check produced no verdict"));
+                    vs.push(Verdict::error(
+                        def.id,
+                        "host",
+                        "the check produced no verdict",
+                    ));
                 }
                 if !ctx.privileged && def.needs_root {
                     for v in &mut vs {
@@ -192,7 +217,11 @@ pub fn run_checks(ctx: &Context, opts: &RunOptions) -> Vec<Verdict> {
                     .map(|s| s.to_string())
                     .or_else(|| p.downcast_ref::<String>().cloned())
                     .unwrap_or_else(|| "unknown panic".into());
-                out.push(Verdict::error(def.id, "host", format!("internal error: {msg}")));
+                out.push(Verdict::error(
+                    def.id,
+                    "host",
+                    format!("internal error: {msg}"),
+                ));
             }
         }
     }

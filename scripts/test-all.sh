@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Run every daqtune test, the end-to-end ones included.
+#
+# On a fresh Debian/Ubuntu machine run as root: it installs what the tests need through apt
+# (DPDK, rdma-core, iperf3, pciutils, systemd's analyzer, qemu for the soft-RoCE VM), builds the
+# optional engines once with their cargo features, and runs the whole suite. As a normal user it
+# installs nothing and the tests that need root or a package say why they skip.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PACKAGES=(
+  build-essential pkg-config libclang-dev clang
+  pciutils          # pcie tests compare our config-space decoder with lspci -F
+  iperf3            # socket self-test reference
+  systemd           # systemd-analyze verify on generated units
+)
+
+log() { printf '\n== %s\n' "$*"; }
+
+if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null 2>&1; then
+  missing=()
+  for p in "${PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  if ((${#missing[@]})); then
+    log "installing ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  fi
+fi
+
+FEATURES=()
+features_arg=()
+if ((${#FEATURES[@]})); then
+  features_arg=(--features "$(IFS=,; echo "${FEATURES[*]}")")
+fi
+
+log "cargo fmt --check"
+cargo fmt --all -- --check
+log "cargo clippy -D warnings"
+cargo clippy --workspace --all-targets "${features_arg[@]}" -- -D warnings
+log "cargo test (workspace${FEATURES:+, features ${FEATURES[*]}})"
+cargo test --workspace "${features_arg[@]}" -- --test-threads=2

@@ -1,0 +1,428 @@
+//! `daqtune selftest`: arguments, the run loop (set-up, engines, progress, restore), output.
+//!
+//! The `daqtune` binary wraps this (tune/src/selftest_cmd.rs maps the active profile onto
+//! [`Defaults`]); the crate's own `daqtune-selftest` binary runs it with built-in defaults, for
+//! tests and for hosts where only this crate is built.
+
+use crate::cpuplan;
+use crate::engine::{Engine, Mode, RunControl, RunSpec};
+use crate::report::{judge, EngineResult, Report, Thresholds};
+use crate::socket::SocketEngine;
+use crate::topology::{self, Topology};
+use crate::{signals, sys};
+use std::io::{IsTerminal, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum EngineChoice {
+    /// TCP and UDP through the kernel's socket path.
+    Socket,
+    /// Every engine built into this binary.
+    All,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    Text,
+    Json,
+    Junit,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ModeArg {
+    Tcp,
+    Udp,
+}
+
+/// Arguments of `daqtune selftest`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct SelftestArgs {
+    /// Which data path to prove.
+    #[arg(value_enum, default_value = "socket")]
+    pub engine: EngineChoice,
+
+    /// A veth pair between two private namespaces (CI, laptops).
+    #[arg(long, conflicts_with_all = ["tx_if", "loopback"])]
+    pub veth: bool,
+    /// Sending port of two ports cabled back to back (moved into a private namespace).
+    #[arg(long, value_name = "IFACE", requires = "rx_if")]
+    pub tx_if: Option<String>,
+    /// Receiving port of the pair.
+    #[arg(long, value_name = "IFACE", requires = "tx_if")]
+    pub rx_if: Option<String>,
+    /// Over 127.0.0.1, where namespaces cannot be made (containers without CAP_SYS_ADMIN).
+    #[arg(long, conflicts_with = "tx_if")]
+    pub loopback: bool,
+    /// Send to another host running `daqtune selftest socket --serve` (ADDR or ADDR:PORT,
+    /// port 5299 by default).
+    #[arg(long, value_name = "ADDR", conflicts_with_all = ["veth", "tx_if", "loopback", "serve"])]
+    pub peer: Option<String>,
+    /// Receive and verify for `--peer` runs from another host, until SIGINT/SIGTERM.
+    #[arg(long, conflicts_with_all = ["veth", "tx_if", "loopback"])]
+    pub serve: bool,
+    /// Address the server listens on.
+    #[arg(
+        long,
+        value_name = "ADDR:PORT",
+        default_value = "0.0.0.0:5299",
+        requires = "serve"
+    )]
+    pub listen: String,
+    /// Serve one session, then exit.
+    #[arg(long, requires = "serve")]
+    pub once: bool,
+    /// Set up the topology, print its namespaces and addresses (JSON), and keep it until
+    /// SIGINT/SIGTERM, then restore: run other tools on the same path with
+    /// `nsenter --net=/run/netns/NAME`.
+    #[arg(long, conflicts_with_all = ["peer", "serve", "loopback"])]
+    pub hold: bool,
+
+    /// Modes to run (default: tcp and udp).
+    #[arg(long, value_enum, value_delimiter = ',')]
+    pub mode: Vec<ModeArg>,
+    /// Seconds per mode.
+    #[arg(long, default_value_t = 3.0)]
+    pub duration: f64,
+    /// Bytes per message, 32-byte header included (default: the profile's, 8192).
+    #[arg(long, value_name = "BYTES")]
+    pub message_size: Option<usize>,
+    /// Pacing in Gb/s for every mode (default: TCP unpaced, UDP at the profile's rate).
+    #[arg(long, value_name = "GBPS")]
+    pub rate: Option<f64>,
+    /// MTU of the veth pair / ports (default: the profile's).
+    #[arg(long)]
+    pub mtu: Option<u32>,
+    /// CPU of the transmit thread (default: from the profile's isolated CPUs).
+    #[arg(long, value_name = "CPU")]
+    pub tx_cpu: Option<usize>,
+    /// CPU of the receive thread.
+    #[arg(long, value_name = "CPU")]
+    pub rx_cpu: Option<usize>,
+    /// Do not pin the threads.
+    #[arg(long)]
+    pub no_pin: bool,
+    /// Minimum TCP rate in Gb/s (default: the profile's `selftest.min_tcp_gbps`).
+    #[arg(long, value_name = "GBPS")]
+    pub min_tcp_gbps: Option<f64>,
+    /// UDP loss allowed, percent (default: the profile's `selftest.max_udp_loss_pct`).
+    #[arg(long, value_name = "PCT")]
+    pub max_udp_loss: Option<f64>,
+
+    /// Output format on stdout.
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: Format,
+    /// Also write a JUnit file.
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<std::path::PathBuf>,
+    /// Never draw a progress bar.
+    #[arg(long)]
+    pub no_progress: bool,
+}
+
+/// Values the active profile supplies (tune maps its `Profile` onto this).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Defaults {
+    pub message_size: usize,
+    pub mtu: u32,
+    pub udp_rate_gbps: f64,
+    pub thresholds: Thresholds,
+    /// The profile's isolated CPUs as resolved on this host (may name CPUs it lacks).
+    pub isolated_cpus: Vec<usize>,
+}
+
+impl Default for Defaults {
+    fn default() -> Self {
+        Defaults {
+            message_size: 8192,
+            mtu: 9000,
+            udp_rate_gbps: 1.0,
+            thresholds: Thresholds::default(),
+            isolated_cpus: Vec::new(),
+        }
+    }
+}
+
+/// Exit codes: 0 pass, 1 a result failed (or the host could not be restored), 2 could not run,
+/// 128+N interrupted by signal N (after restoring).
+pub fn run(args: &SelftestArgs, d: &Defaults) -> i32 {
+    let mut err = std::io::stderr();
+    if let Err(e) = signals::install() {
+        let _ = writeln!(err, "daqtune selftest: cannot install signal handlers: {e}");
+        return 2;
+    }
+    if !(args.duration > 0.0 && args.duration.is_finite()) {
+        let _ = writeln!(
+            err,
+            "daqtune selftest: --duration must be a positive number of seconds"
+        );
+        return 2;
+    }
+    if let Some(r) = args.rate {
+        if !(r >= 0.0 && r.is_finite()) {
+            let _ = writeln!(
+                err,
+                "daqtune selftest: --rate must be >= 0 Gb/s (0 = unpaced)"
+            );
+            return 2;
+        }
+    }
+    if args.serve {
+        return serve(args, d);
+    }
+    let peer = match args.peer.as_deref().map(crate::peer::parse_peer) {
+        None => None,
+        Some(Ok(p)) => Some(p),
+        Some(Err(e)) => {
+            let _ = writeln!(err, "daqtune selftest: --peer {e}");
+            return 2;
+        }
+    };
+    let needs_ns = !args.loopback && peer.is_none();
+    if needs_ns && !sys::is_root() {
+        let _ = writeln!(
+            err,
+            "daqtune selftest: network namespaces need root (CAP_SYS_ADMIN, CAP_NET_ADMIN); \
+             run with sudo, or use --loopback"
+        );
+        return 2;
+    }
+    if needs_ns {
+        for note in topology::recover_leftovers() {
+            let _ = writeln!(err, "daqtune selftest: {note}");
+        }
+    }
+    let mtu = args.mtu.unwrap_or(d.mtu);
+    let topo = if let Some(p) = peer {
+        Ok(Topology::peer(p))
+    } else if args.loopback {
+        Ok(Topology::loopback())
+    } else if let (Some(a), Some(b)) = (&args.tx_if, &args.rx_if) {
+        Topology::ports(a, b, Some(mtu))
+    } else {
+        Topology::veth(mtu)
+    };
+    let mut topo = match topo {
+        Ok(t) => t,
+        Err(e) => {
+            let _ = writeln!(err, "daqtune selftest: {e}");
+            return 2;
+        }
+    };
+    if args.hold {
+        return hold(topo);
+    }
+    let (report, interrupted) = run_on(&topo, args, d);
+    let warnings = topo.teardown();
+    drop(topo);
+    for w in &warnings {
+        let _ = writeln!(err, "daqtune selftest: restore: {w}");
+    }
+    let text = match args.format {
+        Format::Text => report.to_text(),
+        Format::Json => report.to_json() + "\n",
+        Format::Junit => report.to_junit(),
+    };
+    let _ = std::io::stdout().write_all(text.as_bytes());
+    if let Some(p) = &args.junit {
+        if let Err(e) = std::fs::write(p, report.to_junit()) {
+            let _ = writeln!(err, "daqtune selftest: write {}: {e}", p.display());
+            return 2;
+        }
+    }
+    if let Some(sig) = interrupted {
+        let _ = writeln!(err, "daqtune selftest: interrupted; network restored");
+        return signals::exit_code(sig);
+    }
+    if !warnings.is_empty() || !report.passed() {
+        return 1;
+    }
+    0
+}
+
+fn hold(mut topo: Topology) -> i32 {
+    let ns = |n: &Option<crate::netns::NetNs>| {
+        n.as_ref()
+            .and_then(|n| n.path())
+            .map(|p| p.display().to_string())
+    };
+    let v = serde_json::json!({
+        "topology": topo.description,
+        "tx_netns": ns(&topo.tx_ns),
+        "rx_netns": ns(&topo.rx_ns),
+        "tx_addr": topo.tx_addr.to_string(),
+        "rx_addr": topo.rx_addr.to_string(),
+    });
+    println!("{v}");
+    let _ = std::io::stdout().flush();
+    while signals::pending().is_none() {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let warnings = topo.teardown();
+    for w in &warnings {
+        let _ = writeln!(std::io::stderr(), "daqtune selftest: restore: {w}");
+    }
+    if warnings.is_empty() {
+        0
+    } else {
+        1
+    }
+}
+
+fn serve(args: &SelftestArgs, d: &Defaults) -> i32 {
+    let listen = match crate::peer::parse_peer(&args.listen) {
+        Ok(a) => a,
+        Err(e) => {
+            let _ = writeln!(std::io::stderr(), "daqtune selftest: --listen {e}");
+            return 2;
+        }
+    };
+    let plan = cpuplan::plan(
+        &d.isolated_cpus,
+        &sys::allowed_cpus(),
+        args.tx_cpu,
+        args.rx_cpu,
+        !args.no_pin,
+    );
+    let ctl = RunControl::watching_signals();
+    let log = |l: &str| {
+        let _ = writeln!(std::io::stderr(), "daqtune selftest: {l}");
+    };
+    log(&format!("receiver cpu: {}", plan.description));
+    match crate::peer::serve(listen, plan.rx, &ctl, args.once, log) {
+        Ok(()) => signals::pending().map(signals::exit_code).unwrap_or(0),
+        Err(e) => {
+            log(&e.to_string());
+            2
+        }
+    }
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
+}
+
+fn run_on(topo: &Topology, args: &SelftestArgs, d: &Defaults) -> (Report, Option<i32>) {
+    let plan = cpuplan::plan(
+        &d.isolated_cpus,
+        &sys::allowed_cpus(),
+        args.tx_cpu,
+        args.rx_cpu,
+        !args.no_pin,
+    );
+    let mut report = Report::new(&hostname(), &topo.description, &plan.description);
+    let mut thresholds = d.thresholds.clone();
+    if let Some(v) = args.min_tcp_gbps {
+        thresholds.min_tcp_gbps = v;
+    }
+    if let Some(v) = args.max_udp_loss {
+        thresholds.max_udp_loss_pct = v;
+    }
+    let modes: Vec<Mode> = if args.mode.is_empty() {
+        vec![Mode::Tcp, Mode::Udp]
+    } else {
+        args.mode
+            .iter()
+            .map(|m| match m {
+                ModeArg::Tcp => Mode::Tcp,
+                ModeArg::Udp => Mode::Udp,
+            })
+            .collect()
+    };
+    let ctl = RunControl::watching_signals();
+    let mut engine = SocketEngine::new(topo);
+    let progress = !args.no_progress && std::io::stderr().is_terminal();
+    for mode in modes {
+        if let Some(sig) = signals::pending() {
+            return (report, Some(sig));
+        }
+        let mut spec = RunSpec::new(mode);
+        spec.message_size = args.message_size.unwrap_or(d.message_size);
+        spec.duration = Duration::from_secs_f64(args.duration);
+        spec.rate_gbps = match (args.rate, mode) {
+            (Some(r), _) if r > 0.0 => Some(r),
+            (Some(_), _) => None,
+            (None, Mode::Udp) if d.udp_rate_gbps > 0.0 => Some(d.udp_rate_gbps),
+            (None, _) => None,
+        };
+        spec.tx_cpu = plan.tx;
+        spec.rx_cpu = plan.rx;
+        ctl.reset_counters();
+        if !progress {
+            let _ = writeln!(
+                std::io::stderr(),
+                "daqtune selftest: {}/{} for {:.1} s over {}",
+                engine.name(),
+                mode,
+                args.duration,
+                topo.kind.as_str()
+            );
+        }
+        let result = with_progress(progress, &ctl, &spec, engine.name(), || {
+            engine.run(&spec, &ctl)
+        });
+        let mut r = match result {
+            Ok(r) => r,
+            Err(e) => {
+                EngineResult::errored(engine.name(), mode, topo.kind.as_str(), &e.to_string())
+            }
+        };
+        if let Some(sig) = signals::pending() {
+            r.notes.push(format!("interrupted by signal {sig}"));
+        }
+        judge(&mut r, &thresholds);
+        report.push(r);
+    }
+    (report, signals::pending())
+}
+
+/// Draws `[####....] 1.2/3.0 s  12.3 Gb/s` on stderr while `f` runs (TTY only).
+fn with_progress<T>(
+    on: bool,
+    ctl: &RunControl,
+    spec: &RunSpec,
+    engine: &str,
+    f: impl FnOnce() -> T,
+) -> T {
+    if !on {
+        return f();
+    }
+    let done = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let start = std::time::Instant::now();
+            let total = spec.duration.as_secs_f64();
+            let mut last_bytes = 0u64;
+            let mut last_t = 0.0f64;
+            let mut rate = 0.0;
+            while !done.load(Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(200));
+                let t = start.elapsed().as_secs_f64();
+                let b = ctl.rx_bytes();
+                if t > last_t {
+                    rate = (b - last_bytes.min(b)) as f64 * 8.0 / (t - last_t) / 1e9;
+                }
+                last_bytes = b;
+                last_t = t;
+                let width = 30usize;
+                let filled = ((t / total).min(1.0) * width as f64) as usize;
+                let _ = write!(
+                    std::io::stderr(),
+                    "\r{engine}/{} [{}{}] {:.1}/{:.1} s {:>8.2} Gb/s ",
+                    spec.mode,
+                    "#".repeat(filled),
+                    ".".repeat(width - filled),
+                    t.min(total),
+                    total,
+                    rate
+                );
+            }
+            let _ = write!(std::io::stderr(), "\r{}\r", " ".repeat(72));
+        });
+        let r = f();
+        done.store(true, Ordering::Relaxed);
+        r
+    })
+}

@@ -1,0 +1,1019 @@
+//! A small rtnetlink client over a raw `AF_NETLINK` socket: links (veth creation, MTU, up/down,
+//! namespace moves), addresses, routes and neighbours. No iproute2 and no async runtime: the
+//! self-test needs a dozen synchronous requests, and some GPU hosts and containers lack `ip`.
+//!
+//! A netlink socket acts in the network namespace of the thread that created it, so
+//! [`Netlink::open_in`] creates it on a helper thread that first enters the target namespace.
+//! Message building and parsing are plain byte code (tested on captured bytes); the `unsafe`
+//! is limited to the socket calls.
+
+use crate::error::{Error, Result};
+use std::io;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+// Message types (linux/rtnetlink.h).
+const RTM_NEWLINK: u16 = 16;
+const RTM_DELLINK: u16 = 17;
+const RTM_GETLINK: u16 = 18;
+const RTM_NEWADDR: u16 = 20;
+const RTM_DELADDR: u16 = 21;
+const RTM_GETADDR: u16 = 22;
+const RTM_NEWROUTE: u16 = 24;
+const RTM_DELROUTE: u16 = 25;
+const RTM_GETROUTE: u16 = 26;
+const RTM_NEWNEIGH: u16 = 28;
+
+const NLMSG_ERROR: u16 = 2;
+const NLMSG_DONE: u16 = 3;
+
+const NLM_F_REQUEST: u16 = 0x1;
+const NLM_F_MULTI: u16 = 0x2;
+const NLM_F_ACK: u16 = 0x4;
+const NLM_F_ROOT: u16 = 0x100;
+const NLM_F_MATCH: u16 = 0x200;
+const NLM_F_DUMP: u16 = NLM_F_ROOT | NLM_F_MATCH;
+const NLM_F_REPLACE: u16 = 0x100;
+const NLM_F_EXCL: u16 = 0x200;
+const NLM_F_CREATE: u16 = 0x400;
+
+const IFLA_ADDRESS: u16 = 1;
+const IFLA_IFNAME: u16 = 3;
+const IFLA_MTU: u16 = 4;
+const IFLA_LINKINFO: u16 = 18;
+const IFLA_NET_NS_FD: u16 = 28;
+const IFLA_INFO_KIND: u16 = 1;
+const IFLA_INFO_DATA: u16 = 2;
+const VETH_INFO_PEER: u16 = 1;
+
+const IFA_ADDRESS: u16 = 1;
+const IFA_LOCAL: u16 = 2;
+const IFA_LABEL: u16 = 3;
+const IFA_BROADCAST: u16 = 4;
+
+const RTA_DST: u16 = 1;
+const RTA_OIF: u16 = 4;
+const RTA_GATEWAY: u16 = 5;
+const RTA_PRIORITY: u16 = 6;
+const RTA_PREFSRC: u16 = 7;
+const RTA_MULTIPATH: u16 = 9;
+const RTA_TABLE: u16 = 15;
+
+const NDA_DST: u16 = 1;
+const NDA_LLADDR: u16 = 2;
+const NUD_PERMANENT: u16 = 0x80;
+
+pub const IFF_UP: u32 = 0x1;
+pub const RT_TABLE_MAIN: u8 = 254;
+pub const RTPROT_KERNEL: u8 = 2;
+pub const RTPROT_BOOT: u8 = 3;
+pub const RTPROT_STATIC: u8 = 4;
+pub const RT_SCOPE_UNIVERSE: u8 = 0;
+pub const RT_SCOPE_LINK: u8 = 253;
+pub const RT_SCOPE_HOST: u8 = 254;
+pub const RTN_UNICAST: u8 = 1;
+
+const AF_INET: u8 = libc::AF_INET as u8;
+const AF_INET6: u8 = libc::AF_INET6 as u8;
+
+/// A network interface as the kernel reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Link {
+    pub index: i32,
+    pub name: String,
+    pub mtu: u32,
+    pub flags: u32,
+    pub mac: Vec<u8>,
+}
+
+impl Link {
+    pub fn is_up(&self) -> bool {
+        self.flags & IFF_UP != 0
+    }
+}
+
+/// An interface address.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Addr {
+    pub index: i32,
+    pub prefix_len: u8,
+    pub flags: u8,
+    pub scope: u8,
+    /// IFA_LOCAL for IPv4 (the interface's own address), IFA_ADDRESS otherwise.
+    pub local: IpAddr,
+    /// IFA_ADDRESS when it differs from local (point-to-point peer).
+    pub peer: Option<IpAddr>,
+    pub broadcast: Option<IpAddr>,
+    pub label: Option<String>,
+}
+
+/// A route (main table unless `table` says otherwise).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Route {
+    pub family: u8,
+    pub dst: Option<IpAddr>,
+    pub dst_len: u8,
+    pub table: u32,
+    pub protocol: u8,
+    pub scope: u8,
+    pub kind: u8,
+    pub oif: Option<i32>,
+    pub gateway: Option<IpAddr>,
+    pub prefsrc: Option<IpAddr>,
+    pub priority: Option<u32>,
+    /// Output interfaces of a multipath route's next hops.
+    pub multipath_oifs: Vec<i32>,
+}
+
+impl Route {
+    /// A default route (0.0.0.0/0 or ::/0) of a unicast kind.
+    pub fn is_default(&self) -> bool {
+        self.dst_len == 0 && self.kind == RTN_UNICAST
+    }
+
+    pub fn uses_link(&self, index: i32) -> bool {
+        self.oif == Some(index) || self.multipath_oifs.contains(&index)
+    }
+
+    /// A /32 (or /128) link-scope route to `dst` through `oif`.
+    pub fn host_route(dst: IpAddr, oif: i32) -> Route {
+        let (family, len) = match dst {
+            IpAddr::V4(_) => (AF_INET, 32),
+            IpAddr::V6(_) => (AF_INET6, 128),
+        };
+        Route {
+            family,
+            dst: Some(dst),
+            dst_len: len,
+            table: RT_TABLE_MAIN as u32,
+            protocol: RTPROT_STATIC,
+            scope: RT_SCOPE_LINK,
+            kind: RTN_UNICAST,
+            oif: Some(oif),
+            gateway: None,
+            prefsrc: None,
+            priority: None,
+            multipath_oifs: Vec::new(),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Message building.
+
+fn align4(n: usize) -> usize {
+    (n + 3) & !3
+}
+
+/// Builds one netlink request: header, fixed family struct, attributes (nesting supported).
+pub struct MsgBuilder {
+    buf: Vec<u8>,
+    nests: Vec<usize>,
+}
+
+impl MsgBuilder {
+    pub fn new(kind: u16, flags: u16, seq: u32) -> Self {
+        let mut buf = Vec::with_capacity(256);
+        buf.extend_from_slice(&0u32.to_ne_bytes()); // length, patched in finish()
+        buf.extend_from_slice(&kind.to_ne_bytes());
+        buf.extend_from_slice(&flags.to_ne_bytes());
+        buf.extend_from_slice(&seq.to_ne_bytes());
+        buf.extend_from_slice(&0u32.to_ne_bytes()); // port id: kernel fills in
+        MsgBuilder {
+            buf,
+            nests: Vec::new(),
+        }
+    }
+
+    pub fn raw(&mut self, bytes: &[u8]) -> &mut Self {
+        self.buf.extend_from_slice(bytes);
+        while self.buf.len() % 4 != 0 {
+            self.buf.push(0);
+        }
+        self
+    }
+
+    pub fn attr(&mut self, kind: u16, data: &[u8]) -> &mut Self {
+        let len = (4 + data.len()) as u16;
+        self.buf.extend_from_slice(&len.to_ne_bytes());
+        self.buf.extend_from_slice(&kind.to_ne_bytes());
+        self.raw(data)
+    }
+
+    pub fn attr_u32(&mut self, kind: u16, v: u32) -> &mut Self {
+        self.attr(kind, &v.to_ne_bytes())
+    }
+
+    pub fn attr_str(&mut self, kind: u16, s: &str) -> &mut Self {
+        let mut d = s.as_bytes().to_vec();
+        d.push(0);
+        self.attr(kind, &d)
+    }
+
+    pub fn begin_nest(&mut self, kind: u16) -> &mut Self {
+        self.nests.push(self.buf.len());
+        self.buf.extend_from_slice(&0u16.to_ne_bytes());
+        self.buf.extend_from_slice(&kind.to_ne_bytes());
+        self
+    }
+
+    pub fn end_nest(&mut self) -> &mut Self {
+        if let Some(start) = self.nests.pop() {
+            let len = (self.buf.len() - start) as u16;
+            self.buf[start..start + 2].copy_from_slice(&len.to_ne_bytes());
+        }
+        self
+    }
+
+    pub fn finish(mut self) -> Vec<u8> {
+        while !self.nests.is_empty() {
+            self.end_nest();
+        }
+        let len = self.buf.len() as u32;
+        self.buf[0..4].copy_from_slice(&len.to_ne_bytes());
+        self.buf
+    }
+}
+
+fn ifinfomsg(family: u8, index: i32, flags: u32, change: u32) -> [u8; 16] {
+    let mut m = [0u8; 16];
+    m[0] = family;
+    m[4..8].copy_from_slice(&index.to_ne_bytes());
+    m[8..12].copy_from_slice(&flags.to_ne_bytes());
+    m[12..16].copy_from_slice(&change.to_ne_bytes());
+    m
+}
+
+fn ifaddrmsg(family: u8, prefix: u8, flags: u8, scope: u8, index: i32) -> [u8; 8] {
+    let mut m = [0u8; 8];
+    m[0] = family;
+    m[1] = prefix;
+    m[2] = flags;
+    m[3] = scope;
+    m[4..8].copy_from_slice(&index.to_ne_bytes());
+    m
+}
+
+fn rtmsg(r: &Route) -> [u8; 12] {
+    [
+        r.family,
+        r.dst_len,
+        0,
+        0,
+        if r.table < 256 { r.table as u8 } else { 0 },
+        r.protocol,
+        r.scope,
+        r.kind,
+        0,
+        0,
+        0,
+        0,
+    ]
+}
+
+fn ndmsg(family: u8, index: i32, state: u16) -> [u8; 12] {
+    let mut m = [0u8; 12];
+    m[0] = family;
+    m[4..8].copy_from_slice(&index.to_ne_bytes());
+    m[8..10].copy_from_slice(&state.to_ne_bytes());
+    m
+}
+
+fn ip_bytes(ip: &IpAddr) -> Vec<u8> {
+    match ip {
+        IpAddr::V4(a) => a.octets().to_vec(),
+        IpAddr::V6(a) => a.octets().to_vec(),
+    }
+}
+
+fn family_of(ip: &IpAddr) -> u8 {
+    match ip {
+        IpAddr::V4(_) => AF_INET,
+        IpAddr::V6(_) => AF_INET6,
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Parsing.
+
+/// One netlink message out of a receive buffer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RawMsg<'a> {
+    pub kind: u16,
+    pub flags: u16,
+    pub seq: u32,
+    pub payload: &'a [u8],
+}
+
+fn ne_u16(b: &[u8], at: usize) -> Option<u16> {
+    Some(u16::from_ne_bytes(b.get(at..at + 2)?.try_into().ok()?))
+}
+
+fn ne_u32(b: &[u8], at: usize) -> Option<u32> {
+    Some(u32::from_ne_bytes(b.get(at..at + 4)?.try_into().ok()?))
+}
+
+fn ne_i32(b: &[u8], at: usize) -> Option<i32> {
+    Some(i32::from_ne_bytes(b.get(at..at + 4)?.try_into().ok()?))
+}
+
+/// Splits a datagram into messages; stops at the first malformed header.
+pub fn split_messages(mut buf: &[u8]) -> Vec<RawMsg<'_>> {
+    let mut out = Vec::new();
+    while buf.len() >= 16 {
+        let (Some(len), Some(kind), Some(flags), Some(seq)) = (
+            ne_u32(buf, 0),
+            ne_u16(buf, 4),
+            ne_u16(buf, 6),
+            ne_u32(buf, 8),
+        ) else {
+            break;
+        };
+        let len = len as usize;
+        if len < 16 || len > buf.len() {
+            break;
+        }
+        out.push(RawMsg {
+            kind,
+            flags,
+            seq,
+            payload: &buf[16..len],
+        });
+        let next = align4(len).min(buf.len());
+        buf = &buf[next..];
+    }
+    out
+}
+
+/// Iterates `(type, data)` of the attributes in `buf` (type with the nested/byte-order bits
+/// masked off); stops at the first malformed attribute.
+pub fn attrs(mut buf: &[u8]) -> Vec<(u16, &[u8])> {
+    let mut out = Vec::new();
+    while buf.len() >= 4 {
+        let (Some(len), Some(kind)) = (ne_u16(buf, 0), ne_u16(buf, 2)) else {
+            break;
+        };
+        let len = len as usize;
+        if len < 4 || len > buf.len() {
+            break;
+        }
+        out.push((kind & 0x3fff, &buf[4..len]));
+        let next = align4(len).min(buf.len());
+        buf = &buf[next..];
+    }
+    out
+}
+
+fn parse_ip(family: u8, d: &[u8]) -> Option<IpAddr> {
+    match (family, d.len()) {
+        (AF_INET, 4) => Some(IpAddr::V4(Ipv4Addr::new(d[0], d[1], d[2], d[3]))),
+        (AF_INET6, 16) => {
+            let a: [u8; 16] = d.try_into().ok()?;
+            Some(IpAddr::V6(Ipv6Addr::from(a)))
+        }
+        _ => None,
+    }
+}
+
+fn cstr(d: &[u8]) -> String {
+    let end = d.iter().position(|&b| b == 0).unwrap_or(d.len());
+    String::from_utf8_lossy(&d[..end]).into_owned()
+}
+
+pub fn parse_link(p: &[u8]) -> Option<Link> {
+    let index = ne_i32(p, 4)?;
+    let flags = ne_u32(p, 8)?;
+    let mut l = Link {
+        index,
+        name: String::new(),
+        mtu: 0,
+        flags,
+        mac: Vec::new(),
+    };
+    for (k, d) in attrs(p.get(16..)?) {
+        match k {
+            IFLA_IFNAME => l.name = cstr(d),
+            IFLA_MTU => l.mtu = ne_u32(d, 0).unwrap_or(0),
+            IFLA_ADDRESS => l.mac = d.to_vec(),
+            _ => {}
+        }
+    }
+    Some(l)
+}
+
+pub fn parse_addr(p: &[u8]) -> Option<Addr> {
+    let family = *p.first()?;
+    let prefix_len = *p.get(1)?;
+    let flags = *p.get(2)?;
+    let scope = *p.get(3)?;
+    let index = ne_i32(p, 4)?;
+    let mut address = None;
+    let mut local = None;
+    let mut broadcast = None;
+    let mut label = None;
+    for (k, d) in attrs(p.get(8..)?) {
+        match k {
+            IFA_ADDRESS => address = parse_ip(family, d),
+            IFA_LOCAL => local = parse_ip(family, d),
+            IFA_BROADCAST => broadcast = parse_ip(family, d),
+            IFA_LABEL => label = Some(cstr(d)),
+            _ => {}
+        }
+    }
+    let own = local.or(address)?;
+    let peer = match (local, address) {
+        (Some(l), Some(a)) if l != a => Some(a),
+        _ => None,
+    };
+    Some(Addr {
+        index,
+        prefix_len,
+        flags,
+        scope,
+        local: own,
+        peer,
+        broadcast,
+        label,
+    })
+}
+
+pub fn parse_route(p: &[u8]) -> Option<Route> {
+    let family = *p.first()?;
+    let mut r = Route {
+        family,
+        dst: None,
+        dst_len: *p.get(1)?,
+        table: *p.get(4)? as u32,
+        protocol: *p.get(5)?,
+        scope: *p.get(6)?,
+        kind: *p.get(7)?,
+        oif: None,
+        gateway: None,
+        prefsrc: None,
+        priority: None,
+        multipath_oifs: Vec::new(),
+    };
+    for (k, d) in attrs(p.get(12..)?) {
+        match k {
+            RTA_DST => r.dst = parse_ip(family, d),
+            RTA_OIF => r.oif = ne_i32(d, 0),
+            RTA_GATEWAY => r.gateway = parse_ip(family, d),
+            RTA_PREFSRC => r.prefsrc = parse_ip(family, d),
+            RTA_PRIORITY => r.priority = ne_u32(d, 0),
+            RTA_TABLE => r.table = ne_u32(d, 0).unwrap_or(r.table),
+            RTA_MULTIPATH => {
+                // struct rtnexthop { u16 len; u8 flags; u8 hops; i32 ifindex; } + attrs
+                let mut rest = d;
+                while rest.len() >= 8 {
+                    let len = ne_u16(rest, 0).unwrap_or(0) as usize;
+                    if len < 8 || len > rest.len() {
+                        break;
+                    }
+                    if let Some(i) = ne_i32(rest, 4) {
+                        r.multipath_oifs.push(i);
+                    }
+                    rest = &rest[align4(len).min(rest.len())..];
+                }
+            }
+            _ => {}
+        }
+    }
+    Some(r)
+}
+
+// ---------------------------------------------------------------------------------------------
+// The socket.
+
+/// An rtnetlink socket bound to the namespace it was opened in.
+pub struct Netlink {
+    fd: OwnedFd,
+    seq: u32,
+}
+
+fn nl_err(op: &str, e: io::Error) -> Error {
+    Error::Netlink {
+        op: op.to_string(),
+        source: e,
+    }
+}
+
+impl Netlink {
+    /// Opens a socket in the calling thread's network namespace.
+    pub fn open() -> Result<Self> {
+        // SAFETY: plain socket(2) call; the returned fd is checked and owned below.
+        let fd = unsafe {
+            libc::socket(
+                libc::AF_NETLINK,
+                libc::SOCK_RAW | libc::SOCK_CLOEXEC,
+                libc::NETLINK_ROUTE,
+            )
+        };
+        if fd < 0 {
+            return Err(nl_err("socket", io::Error::last_os_error()));
+        }
+        // SAFETY: fd is a fresh, valid descriptor that nothing else owns.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        // SAFETY: sockaddr_nl is plain data; zeroed + family = bind to a kernel-chosen port id.
+        let rc = unsafe {
+            let mut sa: libc::sockaddr_nl = std::mem::zeroed();
+            sa.nl_family = libc::AF_NETLINK as libc::sa_family_t;
+            libc::bind(
+                fd.as_raw_fd(),
+                &sa as *const libc::sockaddr_nl as *const libc::sockaddr,
+                std::mem::size_of::<libc::sockaddr_nl>() as libc::socklen_t,
+            )
+        };
+        if rc != 0 {
+            return Err(nl_err("bind", io::Error::last_os_error()));
+        }
+        Ok(Netlink { fd, seq: 1 })
+    }
+
+    /// Opens a socket acting in the namespace `ns` (an open `/run/netns/...` or
+    /// `/proc/.../ns/net` file), by creating it on a thread that entered that namespace.
+    pub fn open_in(ns: &crate::netns::NetNs) -> Result<Self> {
+        crate::netns::run_in(ns, Netlink::open)?
+    }
+
+    fn next_seq(&mut self) -> u32 {
+        self.seq = self.seq.wrapping_add(1);
+        self.seq
+    }
+
+    fn send(&self, msg: &[u8], op: &str) -> Result<()> {
+        // SAFETY: msg is a valid buffer of msg.len() bytes; the kernel only reads it.
+        let n = unsafe {
+            libc::send(
+                self.fd.as_raw_fd(),
+                msg.as_ptr() as *const libc::c_void,
+                msg.len(),
+                0,
+            )
+        };
+        if n < 0 {
+            return Err(nl_err(op, io::Error::last_os_error()));
+        }
+        Ok(())
+    }
+
+    fn recv(&self, buf: &mut [u8], op: &str) -> Result<usize> {
+        loop {
+            // SAFETY: buf is writable for buf.len() bytes.
+            let n = unsafe {
+                libc::recv(
+                    self.fd.as_raw_fd(),
+                    buf.as_mut_ptr() as *mut libc::c_void,
+                    buf.len(),
+                    0,
+                )
+            };
+            if n < 0 {
+                let e = io::Error::last_os_error();
+                if e.kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(nl_err(op, e));
+            }
+            return Ok(n as usize);
+        }
+    }
+
+    /// Sends a request with NLM_F_ACK and waits for the kernel's answer.
+    fn request(&mut self, build: impl FnOnce(u32) -> Vec<u8>, op: &str) -> Result<()> {
+        let seq = self.next_seq();
+        let msg = build(seq);
+        self.send(&msg, op)?;
+        let mut buf = vec![0u8; 32 * 1024];
+        loop {
+            let n = self.recv(&mut buf, op)?;
+            for m in split_messages(&buf[..n]) {
+                if m.seq != seq {
+                    continue;
+                }
+                if m.kind == NLMSG_ERROR {
+                    let code = ne_i32(m.payload, 0).unwrap_or(-libc::EIO);
+                    if code == 0 {
+                        return Ok(());
+                    }
+                    return Err(nl_err(op, io::Error::from_raw_os_error(-code)));
+                }
+            }
+        }
+    }
+
+    /// Sends a dump request and returns the payloads of every answer of type `kind`.
+    fn dump(
+        &mut self,
+        build: impl FnOnce(u32) -> Vec<u8>,
+        kind: u16,
+        op: &str,
+    ) -> Result<Vec<Vec<u8>>> {
+        let seq = self.next_seq();
+        let msg = build(seq);
+        self.send(&msg, op)?;
+        let mut out = Vec::new();
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            let n = self.recv(&mut buf, op)?;
+            let msgs = split_messages(&buf[..n]);
+            if msgs.is_empty() {
+                return Ok(out);
+            }
+            for m in msgs {
+                if m.seq != seq {
+                    continue;
+                }
+                match m.kind {
+                    NLMSG_DONE => return Ok(out),
+                    NLMSG_ERROR => {
+                        let code = ne_i32(m.payload, 0).unwrap_or(-libc::EIO);
+                        if code == 0 {
+                            return Ok(out);
+                        }
+                        return Err(nl_err(op, io::Error::from_raw_os_error(-code)));
+                    }
+                    k if k == kind => out.push(m.payload.to_vec()),
+                    _ => {}
+                }
+                if m.flags & NLM_F_MULTI == 0 && m.kind == kind {
+                    return Ok(out);
+                }
+            }
+        }
+    }
+
+    // --- links -------------------------------------------------------------------------------
+
+    pub fn links(&mut self) -> Result<Vec<Link>> {
+        let payloads = self.dump(
+            |seq| {
+                let mut b = MsgBuilder::new(RTM_GETLINK, NLM_F_REQUEST | NLM_F_DUMP, seq);
+                b.raw(&ifinfomsg(0, 0, 0, 0));
+                b.finish()
+            },
+            RTM_NEWLINK,
+            "dump links",
+        )?;
+        Ok(payloads.iter().filter_map(|p| parse_link(p)).collect())
+    }
+
+    pub fn link_by_name(&mut self, name: &str) -> Result<Option<Link>> {
+        Ok(self.links()?.into_iter().find(|l| l.name == name))
+    }
+
+    /// Creates a veth pair `name` <-> `peer`; the peer end is created directly in the namespace
+    /// `peer_ns` when given, so it never appears in this one.
+    pub fn create_veth(&mut self, name: &str, peer: &str, peer_ns: Option<RawFd>) -> Result<()> {
+        self.request(
+            |seq| {
+                let mut b = MsgBuilder::new(
+                    RTM_NEWLINK,
+                    NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL,
+                    seq,
+                );
+                b.raw(&ifinfomsg(0, 0, 0, 0));
+                b.attr_str(IFLA_IFNAME, name);
+                b.begin_nest(IFLA_LINKINFO);
+                b.attr_str(IFLA_INFO_KIND, "veth");
+                b.begin_nest(IFLA_INFO_DATA);
+                b.begin_nest(VETH_INFO_PEER);
+                b.raw(&ifinfomsg(0, 0, 0, 0));
+                b.attr_str(IFLA_IFNAME, peer);
+                if let Some(fd) = peer_ns {
+                    b.attr_u32(IFLA_NET_NS_FD, fd as u32);
+                }
+                b.end_nest();
+                b.end_nest();
+                b.end_nest();
+                b.finish()
+            },
+            &format!("create veth {name}/{peer}"),
+        )
+    }
+
+    fn set_link(
+        &mut self,
+        index: i32,
+        flags: u32,
+        change: u32,
+        attrs: &[(u16, Vec<u8>)],
+        op: &str,
+    ) -> Result<()> {
+        self.request(
+            |seq| {
+                let mut b = MsgBuilder::new(RTM_NEWLINK, NLM_F_REQUEST | NLM_F_ACK, seq);
+                b.raw(&ifinfomsg(0, index, flags, change));
+                for (k, d) in attrs {
+                    b.attr(*k, d);
+                }
+                b.finish()
+            },
+            op,
+        )
+    }
+
+    pub fn set_up(&mut self, index: i32, up: bool) -> Result<()> {
+        self.set_link(
+            index,
+            if up { IFF_UP } else { 0 },
+            IFF_UP,
+            &[],
+            &format!("set link {index} {}", if up { "up" } else { "down" }),
+        )
+    }
+
+    pub fn set_mtu(&mut self, index: i32, mtu: u32) -> Result<()> {
+        self.set_link(
+            index,
+            0,
+            0,
+            &[(IFLA_MTU, mtu.to_ne_bytes().to_vec())],
+            &format!("set link {index} mtu {mtu}"),
+        )
+    }
+
+    /// Moves a link into the namespace open as `ns_fd`.
+    pub fn move_to_ns(&mut self, index: i32, ns_fd: RawFd) -> Result<()> {
+        self.set_link(
+            index,
+            0,
+            0,
+            &[(IFLA_NET_NS_FD, (ns_fd as u32).to_ne_bytes().to_vec())],
+            &format!("move link {index} to namespace"),
+        )
+    }
+
+    pub fn delete_link(&mut self, index: i32) -> Result<()> {
+        self.request(
+            |seq| {
+                let mut b = MsgBuilder::new(RTM_DELLINK, NLM_F_REQUEST | NLM_F_ACK, seq);
+                b.raw(&ifinfomsg(0, index, 0, 0));
+                b.finish()
+            },
+            &format!("delete link {index}"),
+        )
+    }
+
+    // --- addresses ---------------------------------------------------------------------------
+
+    pub fn addrs(&mut self) -> Result<Vec<Addr>> {
+        let payloads = self.dump(
+            |seq| {
+                let mut b = MsgBuilder::new(RTM_GETADDR, NLM_F_REQUEST | NLM_F_DUMP, seq);
+                b.raw(&ifaddrmsg(0, 0, 0, 0, 0));
+                b.finish()
+            },
+            RTM_NEWADDR,
+            "dump addresses",
+        )?;
+        Ok(payloads.iter().filter_map(|p| parse_addr(p)).collect())
+    }
+
+    /// Adds an address exactly as recorded (prefix, scope, flags, peer, broadcast, label).
+    pub fn add_addr(&mut self, a: &Addr) -> Result<()> {
+        let a = a.clone();
+        self.request(
+            |seq| {
+                let fam = family_of(&a.local);
+                let mut b = MsgBuilder::new(
+                    RTM_NEWADDR,
+                    NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_REPLACE,
+                    seq,
+                );
+                b.raw(&ifaddrmsg(fam, a.prefix_len, a.flags, a.scope, a.index));
+                b.attr(IFA_LOCAL, &ip_bytes(&a.local));
+                b.attr(IFA_ADDRESS, &ip_bytes(a.peer.as_ref().unwrap_or(&a.local)));
+                if let Some(bc) = &a.broadcast {
+                    b.attr(IFA_BROADCAST, &ip_bytes(bc));
+                }
+                if let Some(l) = &a.label {
+                    if fam == AF_INET && !l.is_empty() {
+                        b.attr_str(IFA_LABEL, l);
+                    }
+                }
+                b.finish()
+            },
+            &format!("add address {}/{}", a.local, a.prefix_len),
+        )
+    }
+
+    /// A plain address on `index`, universe scope.
+    pub fn add_simple_addr(&mut self, index: i32, ip: IpAddr, prefix: u8) -> Result<()> {
+        self.add_addr(&Addr {
+            index,
+            prefix_len: prefix,
+            flags: 0,
+            scope: RT_SCOPE_UNIVERSE,
+            local: ip,
+            peer: None,
+            broadcast: None,
+            label: None,
+        })
+    }
+
+    pub fn delete_addr(&mut self, a: &Addr) -> Result<()> {
+        let a = a.clone();
+        self.request(
+            |seq| {
+                let mut b = MsgBuilder::new(RTM_DELADDR, NLM_F_REQUEST | NLM_F_ACK, seq);
+                b.raw(&ifaddrmsg(family_of(&a.local), a.prefix_len, 0, 0, a.index));
+                b.attr(IFA_LOCAL, &ip_bytes(&a.local));
+                b.finish()
+            },
+            &format!("delete address {}", a.local),
+        )
+    }
+
+    // --- routes ------------------------------------------------------------------------------
+
+    /// Every route of both families, all tables.
+    pub fn routes(&mut self) -> Result<Vec<Route>> {
+        let mut all = Vec::new();
+        for fam in [AF_INET, AF_INET6] {
+            let payloads = self.dump(
+                |seq| {
+                    let mut b = MsgBuilder::new(RTM_GETROUTE, NLM_F_REQUEST | NLM_F_DUMP, seq);
+                    b.raw(&[fam, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+                    b.finish()
+                },
+                RTM_NEWROUTE,
+                "dump routes",
+            )?;
+            all.extend(payloads.iter().filter_map(|p| parse_route(p)));
+        }
+        Ok(all)
+    }
+
+    pub fn add_route(&mut self, r: &Route) -> Result<()> {
+        self.route_op(r, RTM_NEWROUTE, NLM_F_CREATE | NLM_F_EXCL, "add")
+    }
+
+    pub fn delete_route(&mut self, r: &Route) -> Result<()> {
+        self.route_op(r, RTM_DELROUTE, 0, "delete")
+    }
+
+    fn route_op(&mut self, r: &Route, kind: u16, extra: u16, verb: &str) -> Result<()> {
+        let r = r.clone();
+        let op = format!(
+            "{verb} route {}/{}",
+            r.dst
+                .map(|d| d.to_string())
+                .unwrap_or_else(|| "default".into()),
+            r.dst_len
+        );
+        self.request(
+            |seq| {
+                let mut b = MsgBuilder::new(kind, NLM_F_REQUEST | NLM_F_ACK | extra, seq);
+                b.raw(&rtmsg(&r));
+                if let Some(d) = &r.dst {
+                    b.attr(RTA_DST, &ip_bytes(d));
+                }
+                if let Some(o) = r.oif {
+                    b.attr(RTA_OIF, &o.to_ne_bytes());
+                }
+                if let Some(g) = &r.gateway {
+                    b.attr(RTA_GATEWAY, &ip_bytes(g));
+                }
+                if let Some(p) = &r.prefsrc {
+                    b.attr(RTA_PREFSRC, &ip_bytes(p));
+                }
+                if let Some(p) = r.priority {
+                    b.attr_u32(RTA_PRIORITY, p);
+                }
+                b.attr_u32(RTA_TABLE, r.table);
+                b.finish()
+            },
+            &op,
+        )
+    }
+
+    // --- neighbours --------------------------------------------------------------------------
+
+    /// A permanent neighbour entry: `ip` is at `mac` on link `index` (no ARP needed).
+    pub fn add_permanent_neighbour(&mut self, index: i32, ip: IpAddr, mac: &[u8]) -> Result<()> {
+        let mac = mac.to_vec();
+        self.request(
+            |seq| {
+                let mut b = MsgBuilder::new(
+                    RTM_NEWNEIGH,
+                    NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_REPLACE,
+                    seq,
+                );
+                b.raw(&ndmsg(family_of(&ip), index, NUD_PERMANENT));
+                b.attr(NDA_DST, &ip_bytes(&ip));
+                b.attr(NDA_LLADDR, &mac);
+                b.finish()
+            },
+            &format!("add neighbour {ip}"),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builder_nests_and_aligns() {
+        let mut b = MsgBuilder::new(RTM_NEWLINK, NLM_F_REQUEST, 7);
+        b.raw(&ifinfomsg(0, 3, 0, 0));
+        b.attr_str(IFLA_IFNAME, "abc");
+        b.begin_nest(IFLA_LINKINFO);
+        b.attr_str(IFLA_INFO_KIND, "veth");
+        b.end_nest();
+        let m = b.finish();
+        assert_eq!(m.len() % 4, 0);
+        let msgs = split_messages(&m);
+        assert_eq!(msgs.len(), 1);
+        assert_eq!(msgs[0].kind, RTM_NEWLINK);
+        assert_eq!(msgs[0].seq, 7);
+        let l = parse_link(msgs[0].payload).expect("link");
+        assert_eq!(l.index, 3);
+        assert_eq!(l.name, "abc");
+        let a = attrs(&msgs[0].payload[16..]);
+        assert_eq!(a.len(), 2);
+        assert_eq!(a[1].0, IFLA_LINKINFO);
+        let inner = attrs(a[1].1);
+        assert_eq!(inner, vec![(IFLA_INFO_KIND, &b"veth\0"[..])]);
+    }
+
+    #[test]
+    fn route_round_trip_through_bytes() {
+        let mut r = Route::host_route("198.18.0.2".parse().expect("ip"), 5);
+        r.gateway = Some("198.18.0.9".parse().expect("ip"));
+        r.priority = Some(100);
+        let mut b = MsgBuilder::new(RTM_NEWROUTE, 0, 1);
+        b.raw(&rtmsg(&r));
+        b.attr(RTA_DST, &ip_bytes(&r.dst.expect("dst")));
+        b.attr(RTA_OIF, &5i32.to_ne_bytes());
+        b.attr(RTA_GATEWAY, &ip_bytes(&r.gateway.expect("gw")));
+        b.attr_u32(RTA_PRIORITY, 100);
+        b.attr_u32(RTA_TABLE, 254);
+        let m = b.finish();
+        let back = parse_route(split_messages(&m)[0].payload).expect("route");
+        assert_eq!(back, r);
+        assert!(back.uses_link(5));
+        assert!(!back.is_default());
+    }
+
+    #[test]
+    fn multipath_next_hops_are_read() {
+        let mut nh = Vec::new();
+        for idx in [4i32, 9] {
+            nh.extend_from_slice(&8u16.to_ne_bytes());
+            nh.extend_from_slice(&[0, 0]);
+            nh.extend_from_slice(&idx.to_ne_bytes());
+        }
+        let mut b = MsgBuilder::new(RTM_NEWROUTE, 0, 1);
+        b.raw(&[AF_INET, 0, 0, 0, 254, 3, 0, RTN_UNICAST, 0, 0, 0, 0]);
+        b.attr(RTA_MULTIPATH, &nh);
+        let m = b.finish();
+        let r = parse_route(split_messages(&m)[0].payload).expect("route");
+        assert!(r.is_default());
+        assert!(r.uses_link(9));
+        assert_eq!(r.oif, None);
+    }
+
+    #[test]
+    fn addr_parse_local_and_peer() {
+        let mut b = MsgBuilder::new(RTM_NEWADDR, 0, 1);
+        b.raw(&ifaddrmsg(AF_INET, 32, 0x80, 0, 2));
+        b.attr(IFA_ADDRESS, &[198, 18, 0, 2]);
+        b.attr(IFA_LOCAL, &[198, 18, 0, 1]);
+        b.attr_str(IFA_LABEL, "p0");
+        let m = b.finish();
+        let a = parse_addr(split_messages(&m)[0].payload).expect("addr");
+        assert_eq!(a.local, "198.18.0.1".parse::<IpAddr>().expect("ip"));
+        assert_eq!(a.peer, Some("198.18.0.2".parse().expect("ip")));
+        assert_eq!(a.label.as_deref(), Some("p0"));
+    }
+
+    #[test]
+    fn garbage_does_not_panic() {
+        assert!(split_messages(&[]).is_empty());
+        assert!(split_messages(&[0xff; 15]).is_empty());
+        // Length field larger than the buffer.
+        let mut m = vec![0u8; 20];
+        m[0..4].copy_from_slice(&100u32.to_ne_bytes());
+        assert!(split_messages(&m).is_empty());
+        assert!(attrs(&[3, 0, 1]).is_empty());
+        assert!(parse_link(&[1, 2, 3]).is_none());
+        assert!(parse_addr(&[]).is_none());
+        assert!(parse_route(&[2]).is_none());
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn parsers_never_panic(data in proptest::collection::vec(proptest::num::u8::ANY, 0..300)) {
+            for m in split_messages(&data) {
+                let _ = parse_link(m.payload);
+                let _ = parse_addr(m.payload);
+                let _ = parse_route(m.payload);
+            }
+            let _ = attrs(&data);
+            let _ = parse_link(&data);
+            let _ = parse_addr(&data);
+            let _ = parse_route(&data);
+        }
+    }
+}

@@ -1,0 +1,245 @@
+//! Named network namespaces, made the way iproute2 makes them so `ip netns` sees them and can
+//! clean them up: a thread unshares CLONE_NEWNET and its namespace file is bind-mounted onto
+//! `/run/netns/<name>`. The bind mount keeps the namespace alive after the process dies (so a
+//! port moved into it is not lost on SIGKILL: the next run finds it and moves it back).
+//!
+//! All `unsafe` of namespace handling (unshare, setns, mount, umount) lives in this module.
+
+use crate::error::{Error, Result};
+use std::ffi::CString;
+use std::fs::File;
+use std::io;
+use std::os::fd::{AsRawFd, RawFd};
+use std::os::unix::fs::MetadataExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+
+/// Where named namespaces live (iproute2's directory).
+pub const NETNS_DIR: &str = "/run/netns";
+/// Prefix of every namespace daqtune creates; the sweep touches nothing else.
+pub const PREFIX: &str = "daqtune-";
+
+/// Identity of a namespace: device and inode of its nsfs file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct NsId {
+    pub dev: u64,
+    pub ino: u64,
+}
+
+/// An open network namespace (the file keeps it reachable while we hold it).
+#[derive(Debug)]
+pub struct NetNs {
+    file: File,
+    /// Set for namespaces mounted under [`NETNS_DIR`].
+    path: Option<PathBuf>,
+}
+
+fn cpath(p: &Path) -> Result<CString> {
+    CString::new(p.as_os_str().as_encoded_bytes())
+        .map_err(|_| Error::Invalid(format!("path with NUL byte: {}", p.display())))
+}
+
+impl NetNs {
+    /// The calling thread's current namespace.
+    pub fn current() -> Result<Self> {
+        Self::open_path(Path::new("/proc/thread-self/ns/net"), None)
+    }
+
+    fn open_path(p: &Path, keep: Option<PathBuf>) -> Result<Self> {
+        let file = File::open(p).map_err(|e| Error::io(format!("open {}", p.display()), e))?;
+        Ok(NetNs { file, path: keep })
+    }
+
+    /// Opens `/run/netns/<name>`.
+    pub fn open_named(name: &str) -> Result<Self> {
+        let p = Path::new(NETNS_DIR).join(name);
+        Self::open_path(&p, Some(p.clone()))
+    }
+
+    /// Opens any namespace file (`/proc/PID/ns/net`, a bind mount).
+    pub fn open(p: &Path) -> Result<Self> {
+        Self::open_path(p, None)
+    }
+
+    /// Creates a new, empty namespace mounted at `/run/netns/<name>`. Fails when the name exists.
+    pub fn create(name: &str) -> Result<Self> {
+        if name.is_empty() || name.contains('/') || name.len() > 200 {
+            return Err(Error::Invalid(format!("namespace name {name:?}")));
+        }
+        std::fs::create_dir_all(NETNS_DIR)
+            .map_err(|e| Error::io(format!("create {NETNS_DIR}"), e))?;
+        let target = Path::new(NETNS_DIR).join(name);
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&target)
+            .map_err(|e| Error::io(format!("create {}", target.display()), e))?;
+        let t = target.clone();
+        let made = std::thread::spawn(move || -> Result<()> {
+            // SAFETY: unshare affects only this thread's namespace membership; the thread ends
+            // right after, so no other code runs inside the new namespace by accident.
+            if unsafe { libc::unshare(libc::CLONE_NEWNET) } != 0 {
+                return Err(Error::io(
+                    "unshare(CLONE_NEWNET)",
+                    io::Error::last_os_error(),
+                ));
+            }
+            let src = cpath(&PathBuf::from(format!(
+                "/proc/self/task/{}/ns/net",
+                crate::sys::gettid()
+            )))?;
+            let dst = cpath(&t)?;
+            // SAFETY: both are valid NUL-terminated paths; a bind mount has no fs type or data.
+            let rc = unsafe {
+                libc::mount(
+                    src.as_ptr(),
+                    dst.as_ptr(),
+                    std::ptr::null(),
+                    libc::MS_BIND,
+                    std::ptr::null(),
+                )
+            };
+            if rc != 0 {
+                return Err(Error::io(
+                    format!("bind-mount namespace onto {}", t.display()),
+                    io::Error::last_os_error(),
+                ));
+            }
+            Ok(())
+        })
+        .join()
+        .unwrap_or_else(|_| Err(Error::Invalid("namespace thread panicked".into())));
+        if let Err(e) = made {
+            let _ = std::fs::remove_file(&target);
+            return Err(e);
+        }
+        Self::open_path(&target, Some(target.clone()))
+    }
+
+    pub fn fd(&self) -> RawFd {
+        self.file.as_raw_fd()
+    }
+
+    pub fn path(&self) -> Option<&Path> {
+        self.path.as_deref()
+    }
+
+    pub fn id(&self) -> Result<NsId> {
+        let m = self
+            .file
+            .metadata()
+            .map_err(|e| Error::io("stat namespace", e))?;
+        Ok(NsId {
+            dev: m.dev(),
+            ino: m.ino(),
+        })
+    }
+
+    /// Moves the calling thread into this namespace. Only for threads the self-test owns.
+    pub fn enter(&self) -> Result<()> {
+        // SAFETY: fd is an open nsfs file; setns changes only the calling thread.
+        if unsafe { libc::setns(self.fd(), libc::CLONE_NEWNET) } != 0 {
+            return Err(Error::io("setns(CLONE_NEWNET)", io::Error::last_os_error()));
+        }
+        Ok(())
+    }
+
+    /// Makes a child process start inside this namespace (setns between fork and exec).
+    pub fn command_in(&self, cmd: &mut std::process::Command) -> Result<()> {
+        let fd = self
+            .file
+            .try_clone()
+            .map_err(|e| Error::io("dup namespace fd", e))?;
+        // SAFETY: the closure runs in the forked child before exec and only calls setns, which
+        // is async-signal-safe; the cloned fd stays open in the parent until the Command drops.
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::setns(fd.as_raw_fd(), libc::CLONE_NEWNET) != 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Runs `f` on a fresh thread inside `ns` and returns its result.
+pub fn run_in<T: Send>(ns: &NetNs, f: impl FnOnce() -> T + Send) -> Result<T> {
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            ns.enter()?;
+            Ok(f())
+        })
+        .join()
+        .unwrap_or_else(|_| Err(Error::Invalid("namespace thread panicked".into())))
+    })
+}
+
+/// Unmounts and removes `/run/netns/<name>`. The namespace itself goes away once nothing holds
+/// it; interfaces left inside go with it (veth) or back to the initial namespace (physical).
+pub fn delete_named(name: &str) -> Result<()> {
+    if name.is_empty() || name.contains('/') {
+        return Err(Error::Invalid(format!("namespace name {name:?}")));
+    }
+    let p = Path::new(NETNS_DIR).join(name);
+    let c = cpath(&p)?;
+    // SAFETY: valid NUL-terminated path; MNT_DETACH never blocks on busy users.
+    let rc = unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
+    if rc != 0 {
+        let e = io::Error::last_os_error();
+        // EINVAL: not a mount point (a half-made entry); ENOENT: already gone.
+        if !matches!(e.raw_os_error(), Some(libc::EINVAL) | Some(libc::ENOENT)) {
+            return Err(Error::io(format!("unmount {}", p.display()), e));
+        }
+    }
+    match std::fs::remove_file(&p) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(Error::io(format!("remove {}", p.display()), e)),
+    }
+}
+
+/// Names under [`NETNS_DIR`] (empty when the directory does not exist).
+pub fn list_named() -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(NETNS_DIR)
+        .map(|rd| {
+            rd.filter_map(|e| e.ok())
+                .filter_map(|e| e.file_name().into_string().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+/// The pid a daqtune namespace name carries (`daqtune-<pid>-...`), if it is one of ours.
+pub fn owner_pid(name: &str) -> Option<u32> {
+    let rest = name.strip_prefix(PREFIX)?;
+    let pid = rest.split('-').next()?;
+    if pid.is_empty() || !pid.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    pid.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn owner_pid_only_for_our_names() {
+        assert_eq!(owner_pid("daqtune-123-1-tx"), Some(123));
+        assert_eq!(owner_pid("daqtune-x-1"), None);
+        assert_eq!(owner_pid("daqtune-"), None);
+        assert_eq!(owner_pid("dq_wire_0"), None);
+        assert_eq!(owner_pid("daqtunex-1"), None);
+    }
+
+    #[test]
+    fn bad_names_refused() {
+        assert!(NetNs::create("a/b").is_err());
+        assert!(NetNs::create("").is_err());
+        assert!(delete_named("../x").is_err());
+    }
+}

@@ -1,0 +1,777 @@
+//! Where the traffic runs: a veth pair between two private namespaces, two physical ports
+//! moved into private namespaces, a remote peer, or loopback. Every change to the host is
+//! written to a journal *before* it is made, and undone on every exit path: normal end, error,
+//! SIGINT/SIGTERM (through the run loop), panic (Drop), and SIGKILL (the next run's
+//! [`recover_leftovers`]).
+
+use crate::error::{Error, Result};
+use crate::netlink::{Addr, Link, Netlink, Route, RTPROT_KERNEL};
+use crate::netns::{self, NetNs, NsId};
+use serde::{Deserialize, Serialize};
+use std::io::Write as _;
+use std::net::{IpAddr, Ipv4Addr};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// One journal file per run, named by pid.
+pub const JOURNAL_DIR: &str = "/run/daqtune/selftest";
+/// RFC 2544 benchmarking range (198.18.0.0/15): never routed on the internet.
+pub const TX_ADDR: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
+pub const RX_ADDR: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
+/// Interface names of the veth pair (they only ever exist inside daqtune's namespaces).
+pub const VETH_TX: &str = "dqt-tx";
+pub const VETH_RX: &str = "dqt-rx";
+
+static COUNTER: AtomicU32 = AtomicU32::new(0);
+
+/// What was true of a port before it was moved: enough to put it back exactly.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PortRecord {
+    pub name: String,
+    pub index: i32,
+    pub mtu: u32,
+    pub up: bool,
+    /// Addresses of the port (IPv6 link-local excluded: the kernel makes it again).
+    pub addrs: Vec<Addr>,
+    /// Routes through the port that the kernel does not re-create by itself.
+    pub routes: Vec<Route>,
+    /// daqtune namespace the port goes into.
+    pub ns: String,
+}
+
+/// The journal: everything this run created or moved.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Journal {
+    pub version: u32,
+    pub pid: u32,
+    /// Start time of the owning process (/proc/PID/stat field 22), against pid reuse.
+    pub starttime: u64,
+    /// The namespace ports return to.
+    pub home_ns: NsId,
+    pub namespaces: Vec<String>,
+    pub ports: Vec<PortRecord>,
+}
+
+fn journal_path(dir: &Path, pid: u32, n: u32) -> PathBuf {
+    dir.join(format!("{pid}-{n}.json"))
+}
+
+/// Writes `data` atomically: temp file in the same directory, fsync, rename, fsync directory.
+fn write_atomic(path: &Path, data: &[u8]) -> Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("/"));
+    std::fs::create_dir_all(dir).map_err(|e| Error::io(format!("create {}", dir.display()), e))?;
+    let tmp = path.with_extension("json.tmp");
+    let mut f = std::fs::File::create(&tmp)
+        .map_err(|e| Error::io(format!("create {}", tmp.display()), e))?;
+    f.write_all(data)
+        .and_then(|_| f.sync_all())
+        .map_err(|e| Error::io(format!("write {}", tmp.display()), e))?;
+    std::fs::rename(&tmp, path).map_err(|e| Error::io(format!("rename {}", path.display()), e))?;
+    if let Ok(d) = std::fs::File::open(dir) {
+        let _ = d.sync_all();
+    }
+    Ok(())
+}
+
+impl Journal {
+    pub fn save(&self, path: &Path) -> Result<()> {
+        let data = serde_json::to_vec_pretty(self).map_err(|e| Error::Journal {
+            path: path.display().to_string(),
+            message: e.to_string(),
+        })?;
+        write_atomic(path, &data)
+    }
+
+    pub fn parse(text: &str) -> std::result::Result<Journal, String> {
+        serde_json::from_str(text).map_err(|e| e.to_string())
+    }
+
+    /// Whether the process that wrote this journal is still running.
+    pub fn owner_alive(&self) -> bool {
+        crate::sys::process_starttime(self.pid) == Some(self.starttime)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Veth,
+    Ports,
+    Peer,
+    Loopback,
+}
+
+impl Kind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Veth => "veth",
+            Kind::Ports => "ports",
+            Kind::Peer => "peer",
+            Kind::Loopback => "loopback",
+        }
+    }
+}
+
+/// A prepared path. Dropping it restores the host.
+pub struct Topology {
+    pub kind: Kind,
+    /// Namespace of the sender (None = the process's own).
+    pub tx_ns: Option<NetNs>,
+    pub rx_ns: Option<NetNs>,
+    pub tx_addr: IpAddr,
+    pub rx_addr: IpAddr,
+    /// Control port of a `--serve` peer.
+    pub peer_port: u16,
+    pub description: String,
+    /// Both ends on this host, one clock: latency and TcpRetransSegs are meaningful.
+    pub local: bool,
+    home: Option<NetNs>,
+    journal: Option<(PathBuf, Journal)>,
+    /// Notes from teardown problems (reported, never fatal for the other steps).
+    pub warnings: Vec<String>,
+}
+
+impl Topology {
+    pub fn loopback() -> Topology {
+        Topology {
+            kind: Kind::Loopback,
+            tx_ns: None,
+            rx_ns: None,
+            tx_addr: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            rx_addr: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            peer_port: 0,
+            description: "loopback 127.0.0.1".into(),
+            local: true,
+            home: None,
+            journal: None,
+            warnings: Vec::new(),
+        }
+    }
+
+    /// The sending side of a `--peer` run (the receiver is the peer's `--serve`).
+    pub fn peer(peer: std::net::SocketAddr) -> Topology {
+        let addr = peer.ip();
+        let local_any = match addr {
+            IpAddr::V4(_) => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+            IpAddr::V6(_) => IpAddr::V6(std::net::Ipv6Addr::UNSPECIFIED),
+        };
+        Topology {
+            kind: Kind::Peer,
+            tx_ns: None,
+            rx_ns: None,
+            tx_addr: local_any,
+            rx_addr: addr,
+            peer_port: peer.port(),
+            description: format!("peer {peer} (daqtune selftest --serve)"),
+            local: false,
+            home: None,
+            journal: None,
+            warnings: Vec::new(),
+        }
+    }
+
+    fn begin(kind: Kind, journal_dir: &Path) -> Result<(Topology, String, String)> {
+        let pid = std::process::id();
+        let n = COUNTER.fetch_add(1, Ordering::SeqCst);
+        let tx_name = format!("{}{pid}-{n}-tx", netns::PREFIX);
+        let rx_name = format!("{}{pid}-{n}-rx", netns::PREFIX);
+        let home = NetNs::current()?;
+        let journal = Journal {
+            version: 1,
+            pid,
+            starttime: crate::sys::process_starttime(pid).unwrap_or(0),
+            home_ns: home.id()?,
+            namespaces: vec![tx_name.clone(), rx_name.clone()],
+            ports: Vec::new(),
+        };
+        let t = Topology {
+            kind,
+            tx_ns: None,
+            rx_ns: None,
+            tx_addr: IpAddr::V4(TX_ADDR),
+            rx_addr: IpAddr::V4(RX_ADDR),
+            peer_port: 0,
+            description: String::new(),
+            local: true,
+            home: Some(home),
+            journal: Some((journal_path(journal_dir, pid, n), journal)),
+            warnings: Vec::new(),
+        };
+        Ok((t, tx_name, rx_name))
+    }
+
+    fn save_journal(&self) -> Result<()> {
+        if let Some((p, j)) = &self.journal {
+            j.save(p)?;
+        }
+        Ok(())
+    }
+
+    /// A veth pair between two fresh namespaces, `mtu` on both ends.
+    pub fn veth(mtu: u32) -> Result<Topology> {
+        Self::veth_with_journal(mtu, Path::new(JOURNAL_DIR))
+    }
+
+    pub fn veth_with_journal(mtu: u32, journal_dir: &Path) -> Result<Topology> {
+        let (mut t, tx_name, rx_name) = Self::begin(Kind::Veth, journal_dir)?;
+        // Journal first: a SIGKILL between here and the end leaves a record to sweep.
+        t.save_journal()?;
+        t.tx_ns = Some(NetNs::create(&tx_name)?);
+        t.rx_ns = Some(NetNs::create(&rx_name)?);
+        let (tx, rx) = t.namespaces()?;
+        let mut nl_tx = Netlink::open_in(tx)?;
+        let mut nl_rx = Netlink::open_in(rx)?;
+        nl_tx.create_veth(VETH_TX, VETH_RX, Some(rx.fd()))?;
+        let a = find(&mut nl_tx, VETH_TX)?;
+        let b = find(&mut nl_rx, VETH_RX)?;
+        configure_end(&mut nl_tx, &a, Some(mtu), TX_ADDR, RX_ADDR, &b.mac)?;
+        configure_end(&mut nl_rx, &b, Some(mtu), RX_ADDR, TX_ADDR, &a.mac)?;
+        t.description = format!(
+            "veth pair {tx_name}/{VETH_TX} {TX_ADDR} -> {rx_name}/{VETH_RX} {RX_ADDR}, MTU {mtu}"
+        );
+        Ok(t)
+    }
+
+    /// Two ports cabled back to back, moved into private namespaces. `mtu` None keeps theirs.
+    pub fn ports(tx_if: &str, rx_if: &str, mtu: Option<u32>) -> Result<Topology> {
+        Self::ports_with_journal(
+            tx_if,
+            rx_if,
+            mtu,
+            Path::new(JOURNAL_DIR),
+            std::env::var("SSH_CONNECTION").ok().as_deref(),
+        )
+    }
+
+    pub fn ports_with_journal(
+        tx_if: &str,
+        rx_if: &str,
+        mtu: Option<u32>,
+        journal_dir: &Path,
+        ssh_connection: Option<&str>,
+    ) -> Result<Topology> {
+        if tx_if == rx_if {
+            return Err(Error::Invalid(format!(
+                "--tx-if and --rx-if are both {tx_if}: two distinct ports are needed"
+            )));
+        }
+        let mut nl = Netlink::open()?;
+        let links = nl.links()?;
+        let addrs = nl.addrs()?;
+        let routes = nl.routes()?;
+        let (mut t, tx_name, rx_name) = Self::begin(Kind::Ports, journal_dir)?;
+        let mut records = Vec::new();
+        for (name, ns) in [(tx_if, &tx_name), (rx_if, &rx_name)] {
+            let link = links
+                .iter()
+                .find(|l| l.name == name)
+                .ok_or_else(|| Error::Invalid(format!("no interface named {name}")))?;
+            refuse_unsafe_port(link, &addrs, &routes, ssh_connection)?;
+            records.push(record_port(link, &addrs, &routes, ns));
+        }
+        if let Some((_, j)) = &mut t.journal {
+            j.ports = records.clone();
+        }
+        t.save_journal()?;
+        t.tx_ns = Some(NetNs::create(&tx_name)?);
+        t.rx_ns = Some(NetNs::create(&rx_name)?);
+        let (txn, rxn) = t.namespaces()?;
+        nl.move_to_ns(records[0].index, txn.fd())?;
+        nl.move_to_ns(records[1].index, rxn.fd())?;
+        let mut nl_tx = Netlink::open_in(txn)?;
+        let mut nl_rx = Netlink::open_in(rxn)?;
+        let a = find(&mut nl_tx, tx_if)?;
+        let b = find(&mut nl_rx, rx_if)?;
+        configure_end(&mut nl_tx, &a, mtu, TX_ADDR, RX_ADDR, &b.mac)?;
+        configure_end(&mut nl_rx, &b, mtu, RX_ADDR, TX_ADDR, &a.mac)?;
+        t.description = format!(
+            "ports {tx_if} ({tx_name}) {TX_ADDR} -> {rx_if} ({rx_name}) {RX_ADDR}, MTU {}",
+            mtu.map(|m| m.to_string())
+                .unwrap_or_else(|| format!("{}/{}", a.mtu, b.mtu))
+        );
+        Ok(t)
+    }
+
+    fn namespaces(&self) -> Result<(&NetNs, &NetNs)> {
+        match (&self.tx_ns, &self.rx_ns) {
+            (Some(a), Some(b)) => Ok((a, b)),
+            _ => Err(Error::Invalid("topology has no namespaces".into())),
+        }
+    }
+
+    /// Undoes everything (idempotent). Problems are collected in `warnings`; every step runs.
+    pub fn teardown(&mut self) -> Vec<String> {
+        let Some((path, journal)) = self.journal.take() else {
+            return std::mem::take(&mut self.warnings);
+        };
+        let home = self.home.take();
+        self.tx_ns = None;
+        self.rx_ns = None;
+        let mut warnings = std::mem::take(&mut self.warnings);
+        warnings.extend(restore(&journal, home.as_ref()));
+        if warnings.is_empty() {
+            let _ = std::fs::remove_file(&path);
+        } else {
+            warnings.push(format!(
+                "journal kept at {} for the next run to retry",
+                path.display()
+            ));
+        }
+        warnings
+    }
+}
+
+impl Drop for Topology {
+    fn drop(&mut self) {
+        for w in self.teardown() {
+            eprintln!("daqtune selftest: restore: {w}");
+        }
+    }
+}
+
+fn find(nl: &mut Netlink, name: &str) -> Result<Link> {
+    nl.link_by_name(name)?
+        .ok_or_else(|| Error::Invalid(format!("interface {name} not found after set-up")))
+}
+
+/// /32 address, link up, /32 route to the peer and a permanent neighbour entry: traffic goes
+/// out of this port to the peer's MAC with no ARP and no other route involved.
+fn configure_end(
+    nl: &mut Netlink,
+    link: &Link,
+    mtu: Option<u32>,
+    local: Ipv4Addr,
+    peer: Ipv4Addr,
+    peer_mac: &[u8],
+) -> Result<()> {
+    if let Some(lo) = nl.link_by_name("lo")? {
+        nl.set_up(lo.index, true)?;
+    }
+    if let Some(m) = mtu {
+        if m != link.mtu {
+            nl.set_mtu(link.index, m)?;
+        }
+    }
+    nl.add_simple_addr(link.index, IpAddr::V4(local), 32)?;
+    nl.set_up(link.index, true)?;
+    nl.add_route(&Route::host_route(IpAddr::V4(peer), link.index))?;
+    if !peer_mac.is_empty() {
+        nl.add_permanent_neighbour(link.index, IpAddr::V4(peer), peer_mac)?;
+    }
+    Ok(())
+}
+
+fn is_v6_link_local(ip: &IpAddr) -> bool {
+    matches!(ip, IpAddr::V6(a) if (a.segments()[0] & 0xffc0) == 0xfe80)
+}
+
+/// Whether `ip` lies in `net/len`.
+pub fn prefix_contains(net: &IpAddr, len: u8, ip: &IpAddr) -> bool {
+    match (net, ip) {
+        (IpAddr::V4(n), IpAddr::V4(a)) => {
+            let len = len.min(32) as u32;
+            let mask = if len == 0 { 0 } else { u32::MAX << (32 - len) };
+            (u32::from(*n) & mask) == (u32::from(*a) & mask)
+        }
+        (IpAddr::V6(n), IpAddr::V6(a)) => {
+            let len = len.min(128) as u32;
+            let mask = if len == 0 {
+                0
+            } else {
+                u128::MAX << (128 - len)
+            };
+            (u128::from(*n) & mask) == (u128::from(*a) & mask)
+        }
+        _ => false,
+    }
+}
+
+/// The local address of an SSH session from `SSH_CONNECTION` ("client port server port").
+pub fn parse_ssh_connection(s: &str) -> Option<(IpAddr, IpAddr)> {
+    let mut it = s.split_whitespace();
+    let client = it.next()?;
+    let _ = it.next()?;
+    let server = it.next()?;
+    let strip = |x: &str| -> Option<IpAddr> { x.split('%').next()?.parse().ok() };
+    Some((strip(client)?, strip(server)?))
+}
+
+/// Refuses a port whose move would cut the host off: one carrying a default route, the SSH
+/// session's address, or the route back to the SSH client; loopback; a multipath member (its
+/// route could not be restored exactly).
+pub fn refuse_unsafe_port(
+    link: &Link,
+    addrs: &[Addr],
+    routes: &[Route],
+    ssh_connection: Option<&str>,
+) -> Result<()> {
+    let name = &link.name;
+    if name == "lo" {
+        return Err(Error::Refused("lo is the loopback interface".into()));
+    }
+    if let Some(r) = routes
+        .iter()
+        .find(|r| r.is_default() && r.uses_link(link.index))
+    {
+        return Err(Error::Refused(format!(
+            "{name} carries a default route{}: moving it would cut this host off",
+            r.gateway.map(|g| format!(" via {g}")).unwrap_or_default()
+        )));
+    }
+    if routes
+        .iter()
+        .any(|r| !r.multipath_oifs.is_empty() && r.uses_link(link.index))
+    {
+        return Err(Error::Refused(format!(
+            "{name} is a next hop of a multipath route, which daqtune cannot restore exactly"
+        )));
+    }
+    if let Some((client, server)) = ssh_connection.and_then(parse_ssh_connection) {
+        if addrs
+            .iter()
+            .any(|a| a.index == link.index && a.local == server)
+        {
+            return Err(Error::Refused(format!(
+                "{name} holds {server}, the address of the current SSH session"
+            )));
+        }
+        if routes.iter().any(|r| {
+            r.uses_link(link.index)
+                && r.table == crate::netlink::RT_TABLE_MAIN as u32
+                && r.dst
+                    .as_ref()
+                    .is_some_and(|d| prefix_contains(d, r.dst_len, &client))
+        }) {
+            return Err(Error::Refused(format!(
+                "the route to the SSH client {client} goes through {name}"
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn record_port(link: &Link, addrs: &[Addr], routes: &[Route], ns: &str) -> PortRecord {
+    PortRecord {
+        name: link.name.clone(),
+        index: link.index,
+        mtu: link.mtu,
+        up: link.is_up(),
+        addrs: addrs
+            .iter()
+            .filter(|a| a.index == link.index && !is_v6_link_local(&a.local))
+            .cloned()
+            .collect(),
+        routes: routes
+            .iter()
+            .filter(|r| {
+                r.uses_link(link.index)
+                    && r.protocol != RTPROT_KERNEL
+                    // IPv6 router advertisements re-learn their routes.
+                    && r.protocol != 9
+                    && r.table != 255
+                    && !r.dst.as_ref().is_some_and(is_v6_link_local)
+            })
+            .cloned()
+            .collect(),
+        ns: ns.to_string(),
+    }
+}
+
+/// Finds the namespace a journal calls home: ours, init's, or a named one.
+fn find_home(id: &NsId) -> Option<NetNs> {
+    let mut candidates = vec![
+        NetNs::current().ok(),
+        NetNs::open(Path::new("/proc/1/ns/net")).ok(),
+    ];
+    for name in netns::list_named() {
+        candidates.push(NetNs::open_named(&name).ok());
+    }
+    candidates
+        .into_iter()
+        .flatten()
+        .find(|n| n.id().ok().as_ref() == Some(id))
+}
+
+/// Puts ports back and removes namespaces, as recorded. Returns what could not be done.
+pub fn restore(j: &Journal, home: Option<&NetNs>) -> Vec<String> {
+    let mut warnings = Vec::new();
+    let found;
+    let home = match home {
+        Some(h) => Some(h),
+        None => {
+            found = find_home(&j.home_ns);
+            found.as_ref()
+        }
+    };
+    for p in &j.ports {
+        let Some(home) = home else {
+            warnings.push(format!(
+                "{}: its home namespace is gone; left in {}",
+                p.name, p.ns
+            ));
+            continue;
+        };
+        // Bring the port home if it is still in our namespace.
+        if let Ok(ns) = NetNs::open_named(&p.ns) {
+            match Netlink::open_in(&ns).and_then(|mut nl| {
+                if let Some(l) = nl.link_by_name(&p.name)? {
+                    nl.set_up(l.index, false)?;
+                    nl.move_to_ns(l.index, home.fd())?;
+                }
+                Ok(())
+            }) {
+                Ok(()) => {}
+                Err(e) => warnings.push(format!("{}: move back: {e}", p.name)),
+            }
+        }
+        if let Err(e) = Netlink::open_in(home).and_then(|mut nl| restore_port(&mut nl, p)) {
+            warnings.push(format!("{}: restore: {e}", p.name));
+        }
+    }
+    for name in &j.namespaces {
+        if let Err(e) = netns::delete_named(name) {
+            warnings.push(format!("namespace {name}: {e}"));
+        }
+    }
+    warnings
+}
+
+fn exists_err(e: &Error) -> bool {
+    matches!(e, Error::Netlink { source, .. } if source.raw_os_error() == Some(libc::EEXIST))
+}
+
+fn restore_port(nl: &mut Netlink, p: &PortRecord) -> Result<()> {
+    let link = nl.link_by_name(&p.name)?.ok_or_else(|| {
+        Error::Invalid(format!(
+            "{} is neither in its daqtune namespace nor at home",
+            p.name
+        ))
+    })?;
+    if link.mtu != p.mtu {
+        nl.set_mtu(link.index, p.mtu)?;
+    }
+    for a in &p.addrs {
+        let mut a = a.clone();
+        a.index = link.index;
+        match nl.add_addr(&a) {
+            Err(e) if !exists_err(&e) => return Err(e),
+            _ => {}
+        }
+    }
+    // Routes through a link need it up; a port that was down had only routes the kernel
+    // keeps flagged `linkdown`, which come back with the link.
+    nl.set_up(link.index, true)?;
+    for r in &p.routes {
+        let mut r = r.clone();
+        if r.oif == Some(p.index) {
+            r.oif = Some(link.index);
+        }
+        match nl.add_route(&r) {
+            Err(e) if !exists_err(&e) => return Err(e),
+            _ => {}
+        }
+    }
+    if !p.up {
+        nl.set_up(link.index, false)?;
+    }
+    Ok(())
+}
+
+/// Restores what killed runs left behind: journals whose owner is gone, then any
+/// `daqtune-<pid>-*` namespace whose pid is not running. Never touches other namespaces.
+pub fn recover_leftovers() -> Vec<String> {
+    recover_in(Path::new(JOURNAL_DIR))
+}
+
+pub fn recover_in(dir: &Path) -> Vec<String> {
+    let mut notes = Vec::new();
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|rd| rd.filter_map(|e| e.ok()).map(|e| e.path()).collect())
+        .unwrap_or_default();
+    entries.sort();
+    for path in entries {
+        if path.extension().and_then(|e| e.to_str()) != Some("json") {
+            continue;
+        }
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            continue;
+        };
+        let j = match Journal::parse(&text) {
+            Ok(j) => j,
+            Err(e) => {
+                notes.push(format!(
+                    "{}: unreadable journal ({e}); left alone",
+                    path.display()
+                ));
+                continue;
+            }
+        };
+        if j.owner_alive() {
+            continue;
+        }
+        let w = restore(&j, None);
+        if w.is_empty() {
+            let _ = std::fs::remove_file(&path);
+            notes.push(format!(
+                "restored what run {} left behind ({} namespace(s), {} port(s))",
+                j.pid,
+                j.namespaces.len(),
+                j.ports.len()
+            ));
+        } else {
+            notes.extend(w);
+        }
+    }
+    for name in netns::list_named() {
+        let Some(pid) = netns::owner_pid(&name) else {
+            continue;
+        };
+        if pid == std::process::id() || Path::new(&format!("/proc/{pid}")).exists() {
+            continue;
+        }
+        match netns::delete_named(&name) {
+            Ok(()) => notes.push(format!("removed leftover namespace {name}")),
+            Err(e) => notes.push(format!("leftover namespace {name}: {e}")),
+        }
+    }
+    notes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::netlink::{RTN_UNICAST, RT_TABLE_MAIN};
+
+    fn link(i: i32, name: &str) -> Link {
+        Link {
+            index: i,
+            name: name.into(),
+            mtu: 1500,
+            flags: 1,
+            mac: vec![2, 0, 0, 0, 0, 1],
+        }
+    }
+
+    fn addr(i: i32, ip: &str, len: u8) -> Addr {
+        Addr {
+            index: i,
+            prefix_len: len,
+            flags: 0x80,
+            scope: 0,
+            local: ip.parse().expect("ip"),
+            peer: None,
+            broadcast: None,
+            label: None,
+        }
+    }
+
+    fn default_via(i: i32) -> Route {
+        Route {
+            family: 2,
+            dst: None,
+            dst_len: 0,
+            table: RT_TABLE_MAIN as u32,
+            protocol: 3,
+            scope: 0,
+            kind: RTN_UNICAST,
+            oif: Some(i),
+            gateway: Some("10.0.0.1".parse().expect("ip")),
+            prefsrc: None,
+            priority: None,
+            multipath_oifs: vec![],
+        }
+    }
+
+    #[test]
+    fn default_route_port_refused() {
+        let e = refuse_unsafe_port(&link(2, "eth0"), &[], &[default_via(2)], None);
+        assert!(matches!(e, Err(Error::Refused(m)) if m.contains("default route")));
+        assert!(refuse_unsafe_port(&link(3, "eth1"), &[], &[default_via(2)], None).is_ok());
+        assert!(refuse_unsafe_port(&link(1, "lo"), &[], &[], None).is_err());
+    }
+
+    #[test]
+    fn ssh_port_refused() {
+        let addrs = [addr(3, "192.168.1.5", 24)];
+        let ssh = Some("192.168.1.9 50000 192.168.1.5 22");
+        let e = refuse_unsafe_port(&link(3, "eth1"), &addrs, &[], ssh);
+        assert!(matches!(e, Err(Error::Refused(m)) if m.contains("SSH")));
+        // Route to the client through the port, address elsewhere.
+        let mut r = Route::host_route("192.168.1.0".parse().expect("ip"), 4);
+        r.dst_len = 24;
+        let e = refuse_unsafe_port(&link(4, "eth2"), &addrs, &[r], ssh);
+        assert!(matches!(e, Err(Error::Refused(m)) if m.contains("SSH client")));
+        assert!(refuse_unsafe_port(&link(5, "eth3"), &addrs, &[], ssh).is_ok());
+        assert!(refuse_unsafe_port(&link(5, "eth3"), &addrs, &[], Some("garbage")).is_ok());
+    }
+
+    #[test]
+    fn ssh_connection_parse() {
+        assert_eq!(
+            parse_ssh_connection("10.0.0.2 5000 10.0.0.1 22"),
+            Some((
+                "10.0.0.2".parse().expect("ip"),
+                "10.0.0.1".parse().expect("ip")
+            ))
+        );
+        assert!(parse_ssh_connection("fe80::1%eth0 5 fe80::2%eth0 22").is_some());
+        assert_eq!(parse_ssh_connection(""), None);
+        assert_eq!(parse_ssh_connection("a b c d"), None);
+    }
+
+    #[test]
+    fn prefixes() {
+        let n: IpAddr = "198.18.0.0".parse().expect("ip");
+        assert!(prefix_contains(
+            &n,
+            15,
+            &"198.19.255.1".parse().expect("ip")
+        ));
+        assert!(!prefix_contains(&n, 15, &"198.20.0.1".parse().expect("ip")));
+        assert!(prefix_contains(&n, 0, &"1.2.3.4".parse().expect("ip")));
+        let v6: IpAddr = "fd00::".parse().expect("ip");
+        assert!(prefix_contains(&v6, 8, &"fd12::1".parse().expect("ip")));
+        assert!(!prefix_contains(&v6, 8, &"10.0.0.1".parse().expect("ip")));
+    }
+
+    #[test]
+    fn record_skips_kernel_made_state() {
+        let addrs = [
+            addr(2, "198.18.5.1", 24),
+            addr(2, "fe80::1", 64),
+            addr(3, "10.1.1.1", 8),
+        ];
+        let mut kernel = Route::host_route("198.18.5.0".parse().expect("ip"), 2);
+        kernel.protocol = RTPROT_KERNEL;
+        let stat = Route::host_route("198.18.9.0".parse().expect("ip"), 2);
+        let rec = record_port(&link(2, "p0"), &addrs, &[kernel, stat.clone()], "ns");
+        assert_eq!(rec.addrs, vec![addrs[0].clone()]);
+        assert_eq!(rec.routes, vec![stat]);
+        assert!(rec.up);
+    }
+
+    #[test]
+    fn journal_round_trip_and_garbage() {
+        let j = Journal {
+            version: 1,
+            pid: 42,
+            starttime: 7,
+            home_ns: NsId {
+                dev: 4,
+                ino: 4026531840,
+            },
+            namespaces: vec!["daqtune-42-0-tx".into()],
+            ports: vec![],
+        };
+        let dir = tempfile::tempdir().expect("tmp");
+        let p = dir.path().join("j.json");
+        j.save(&p).expect("save");
+        let back = Journal::parse(&std::fs::read_to_string(&p).expect("read")).expect("parse");
+        assert_eq!(back, j);
+        assert!(Journal::parse("").is_err());
+        assert!(Journal::parse("{\"version\":1}").is_err());
+        // A dead owner with an unreadable journal is reported, not acted on.
+        std::fs::write(dir.path().join("bad.json"), "{garbage").expect("write");
+        let notes = recover_in(dir.path());
+        assert!(notes.iter().any(|n| n.contains("unreadable")));
+    }
+}

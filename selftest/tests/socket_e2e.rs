@@ -1,0 +1,513 @@
+//! End-to-end tests of the socket self-test through real interfaces (root needed: they make
+//! network namespaces and veth pairs). They spawn the binary, as a user would, and check that
+//! nothing is left behind on every exit path.
+//!
+//! The tests run one at a time (LOCK): a run's start-up sweep removes what dead runs left, and
+//! the SIGKILL test must see its leftovers before a neighbour sweeps them.
+
+use daqtune_selftest::netlink::{Addr, Netlink, Route};
+use daqtune_selftest::netns::{self, NetNs};
+use std::net::IpAddr;
+use std::process::{Command, Output, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+static LOCK: Mutex<()> = Mutex::new(());
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_daqtune-selftest"))
+}
+
+fn root() -> bool {
+    // SAFETY: geteuid cannot fail.
+    let root = unsafe { libc::geteuid() } == 0;
+    if !root {
+        eprintln!("skipped: needs root");
+    }
+    root
+}
+
+fn leftovers(pid: u32) -> Vec<String> {
+    let mut v: Vec<String> = netns::list_named()
+        .into_iter()
+        .filter(|n| n.starts_with(&format!("daqtune-{pid}-")))
+        .collect();
+    if let Ok(rd) = std::fs::read_dir("/run/daqtune/selftest") {
+        for e in rd.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name.starts_with(&format!("{pid}-")) {
+                v.push(name);
+            }
+        }
+    }
+    v
+}
+
+fn wait_for_namespaces(pid: u32) -> bool {
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_secs(20) {
+        if netns::list_named()
+            .iter()
+            .filter(|n| n.starts_with(&format!("daqtune-{pid}-")))
+            .count()
+            == 2
+        {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+}
+
+fn json(out: &Output) -> serde_json::Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "json: {e}\nstdout: {}\nstderr: {}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+fn no_veth_here() {
+    let mut nl = Netlink::open().expect("netlink");
+    for l in nl.links().expect("links") {
+        assert!(
+            l.name != "dqt-tx" && l.name != "dqt-rx",
+            "veth end {} left in this namespace",
+            l.name
+        );
+    }
+}
+
+#[test]
+fn veth_tcp_and_udp_pass_and_leave_nothing() {
+    let _g = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    if !root() {
+        return;
+    }
+    let child = bin()
+        .args(["socket", "--veth", "--duration", "3", "--format", "json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let pid = child.id();
+    let out = child.wait_with_output().expect("wait");
+    let v = json(&out);
+    assert_eq!(v["schema"], "daqtune.selftest/v1");
+    let results = v["results"].as_array().expect("results");
+    assert_eq!(results.len(), 2, "{v}");
+    for r in results {
+        assert_eq!(r["status"], "pass", "{r}");
+        assert_eq!(r["integrity_errors"], 0);
+        assert!(r["packets"].as_u64().expect("packets") > 0);
+        assert!(r["gbps"].as_f64().expect("gbps") > 0.0);
+    }
+    assert_eq!(results[0]["mode"], "tcp");
+    assert_eq!(results[0]["lost"], 0);
+    assert_eq!(results[1]["mode"], "udp");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(leftovers(pid).is_empty(), "{:?}", leftovers(pid));
+    no_veth_here();
+}
+
+fn signal(pid: u32, sig: i32) {
+    // SAFETY: kill on a child we spawned and have not reaped yet.
+    let rc = unsafe { libc::kill(pid as i32, sig) };
+    assert_eq!(rc, 0);
+}
+
+#[test]
+fn sigint_mid_run_restores() {
+    let _g = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    if !root() {
+        return;
+    }
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        let child = bin()
+            .args(["socket", "--veth", "--duration", "30", "--format", "json"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn");
+        let pid = child.id();
+        assert!(wait_for_namespaces(pid), "namespaces never appeared");
+        // Let traffic start.
+        std::thread::sleep(Duration::from_millis(700));
+        let t0 = Instant::now();
+        signal(pid, sig);
+        let out = child.wait_with_output().expect("wait");
+        assert!(t0.elapsed() < Duration::from_secs(10), "slow to stop");
+        assert_eq!(
+            out.status.code(),
+            Some(128 + sig),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v = json(&out);
+        // The interrupted mode is reported with what it measured, integrity intact.
+        let r = &v["results"][0];
+        assert_eq!(r["integrity_errors"], 0, "{r}");
+        assert!(r["packets"].as_u64().expect("packets") > 0, "{r}");
+        assert!(leftovers(pid).is_empty(), "{:?}", leftovers(pid));
+        no_veth_here();
+    }
+}
+
+#[test]
+fn sigkill_leftovers_removed_by_next_run() {
+    let _g = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    if !root() {
+        return;
+    }
+    let mut child = bin()
+        .args(["socket", "--veth", "--duration", "30"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn");
+    let pid = child.id();
+    assert!(wait_for_namespaces(pid));
+    std::thread::sleep(Duration::from_millis(300));
+    child.kill().expect("SIGKILL");
+    child.wait().expect("reap");
+    let left = leftovers(pid);
+    assert!(
+        left.len() >= 2,
+        "a killed run leaves its namespaces: {left:?}"
+    );
+    // A foreign namespace (like DAQIRI's dq_wire_*) must survive the sweep.
+    let foreign = format!("dq_wire_{}", std::process::id());
+    let _keep = NetNs::create(&foreign).expect("foreign namespace");
+    let out = bin()
+        .args(["socket", "--veth", "--duration", "1", "--mode", "tcp"])
+        .output()
+        .expect("second run");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains(&format!("run {pid}")), "{stderr}");
+    assert!(leftovers(pid).is_empty(), "{:?}", leftovers(pid));
+    assert!(netns::list_named().contains(&foreign));
+    netns::delete_named(&foreign).expect("cleanup foreign");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Two-port mode, with a veth pair standing in for the cabled ports. The "host" is a private
+// namespace made by the test, so the real host's interfaces and routes are never touched.
+
+/// Name, MTU, up, IPv4 addresses, IPv4 routes of one port.
+type PortState = (String, u32, bool, Vec<String>, Vec<String>);
+
+struct TestHost {
+    name: String,
+    ns: NetNs,
+}
+
+impl TestHost {
+    fn new(tag: &str) -> TestHost {
+        let name = format!("dqtest-{}-{tag}", std::process::id());
+        let _ = netns::delete_named(&name);
+        let ns = NetNs::create(&name).expect("test namespace");
+        TestHost { name, ns }
+    }
+
+    fn nl(&self) -> Netlink {
+        Netlink::open_in(&self.ns).expect("netlink in test namespace")
+    }
+
+    /// p0/p1 veth pair with addresses and routes like a configured host's ports.
+    fn ports(&self, a: &str, b: &str, default_via_a: bool) {
+        let mut nl = self.nl();
+        nl.create_veth(a, b, None).expect("veth");
+        let la = nl.link_by_name(a).expect("dump").expect("a");
+        let lb = nl.link_by_name(b).expect("dump").expect("b");
+        nl.set_mtu(la.index, 1400).expect("mtu");
+        nl.add_simple_addr(la.index, "198.18.5.1".parse().expect("ip"), 24)
+            .expect("addr a");
+        nl.add_simple_addr(lb.index, "198.18.6.1".parse().expect("ip"), 24)
+            .expect("addr b");
+        nl.add_simple_addr(lb.index, "198.18.6.7".parse().expect("ip"), 32)
+            .expect("addr b2");
+        nl.set_up(la.index, true).expect("up a");
+        nl.set_up(lb.index, true).expect("up b");
+        let mut r = Route::host_route("198.18.100.0".parse().expect("ip"), la.index);
+        r.dst_len = 24;
+        r.scope = 0;
+        r.gateway = Some("198.18.5.254".parse().expect("ip"));
+        nl.add_route(&r).expect("static route via gateway");
+        let mut r = Route::host_route("198.18.101.0".parse().expect("ip"), lb.index);
+        r.dst_len = 24;
+        nl.add_route(&r).expect("link route");
+        if default_via_a {
+            let mut d = Route::host_route("0.0.0.0".parse().expect("ip"), la.index);
+            d.dst = None;
+            d.dst_len = 0;
+            d.scope = 0;
+            d.gateway = Some("198.18.5.254".parse().expect("ip"));
+            nl.add_route(&d).expect("default route");
+        }
+    }
+
+    /// What must be restored exactly, by interface name (indexes may change on the way back).
+    fn state(&self, names: &[&str]) -> Vec<PortState> {
+        let mut nl = self.nl();
+        let links = nl.links().expect("links");
+        let addrs = nl.addrs().expect("addrs");
+        let routes = nl.routes().expect("routes");
+        let mut out = Vec::new();
+        for n in names {
+            let Some(l) = links.iter().find(|l| l.name == *n) else {
+                out.push((n.to_string(), 0, false, vec![], vec![]));
+                continue;
+            };
+            let mut a: Vec<String> = addrs
+                .iter()
+                .filter(|a| a.index == l.index && matches!(a.local, IpAddr::V4(_)))
+                .map(|a: &Addr| format!("{}/{} scope {}", a.local, a.prefix_len, a.scope))
+                .collect();
+            a.sort();
+            let mut r: Vec<String> = routes
+                .iter()
+                .filter(|r| r.uses_link(l.index) && r.family == libc::AF_INET as u8)
+                .map(|r| {
+                    format!(
+                        "{:?}/{} gw {:?} table {} proto {} scope {} type {}",
+                        r.dst, r.dst_len, r.gateway, r.table, r.protocol, r.scope, r.kind
+                    )
+                })
+                .collect();
+            r.sort();
+            out.push((n.to_string(), l.mtu, l.is_up(), a, r));
+        }
+        out
+    }
+
+    fn run(&self, args: &[&str], env: &[(&str, &str)]) -> (Command, Output) {
+        let mut c = bin();
+        c.args(args).env_remove("SSH_CONNECTION");
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        self.ns.command_in(&mut c).expect("enter test namespace");
+        let out = c.output().expect("run");
+        (c, out)
+    }
+}
+
+impl Drop for TestHost {
+    fn drop(&mut self) {
+        let _ = netns::delete_named(&self.name);
+    }
+}
+
+#[test]
+fn two_ports_moved_used_and_restored_exactly() {
+    let _g = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    if !root() {
+        return;
+    }
+    let host = TestHost::new("ports");
+    host.ports("dqtp0", "dqtp1", false);
+    let before = host.state(&["dqtp0", "dqtp1"]);
+    assert_eq!(before[0].1, 1400);
+    assert!(
+        before[0].4.iter().any(|r| r.contains("198.18.5.254")),
+        "{before:?}"
+    );
+    let (_, out) = host.run(
+        &[
+            "socket",
+            "--tx-if",
+            "dqtp0",
+            "--rx-if",
+            "dqtp1",
+            "--duration",
+            "1",
+            "--mtu",
+            "9000",
+            "--format",
+            "json",
+        ],
+        &[],
+    );
+    let v = json(&out);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(v["topology"]
+        .as_str()
+        .expect("topology")
+        .contains("ports dqtp0"));
+    for r in v["results"].as_array().expect("results") {
+        assert_eq!(r["topology"], "ports");
+        assert_eq!(r["status"], "pass", "{r}");
+        assert_eq!(r["integrity_errors"], 0);
+    }
+    assert_eq!(host.state(&["dqtp0", "dqtp1"]), before);
+}
+
+#[test]
+fn two_ports_restored_after_sigkill() {
+    let _g = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    if !root() {
+        return;
+    }
+    let host = TestHost::new("kill");
+    host.ports("dqtk0", "dqtk1", false);
+    let before = host.state(&["dqtk0", "dqtk1"]);
+    let mut c = bin();
+    c.args([
+        "socket",
+        "--tx-if",
+        "dqtk0",
+        "--rx-if",
+        "dqtk1",
+        "--duration",
+        "30",
+    ])
+    .stdout(Stdio::null())
+    .stderr(Stdio::null());
+    host.ns.command_in(&mut c).expect("enter");
+    let mut child = c.spawn().expect("spawn");
+    let pid = child.id();
+    assert!(wait_for_namespaces(pid));
+    std::thread::sleep(Duration::from_millis(500));
+    child.kill().expect("SIGKILL");
+    child.wait().expect("reap");
+    // The ports sit in the dead run's namespaces now: gone from the host.
+    let during = host.state(&["dqtk0", "dqtk1"]);
+    assert_eq!(during[0].1, 0, "port should still be away: {during:?}");
+    let (_, out) = host.run(
+        &["socket", "--veth", "--duration", "0.5", "--mode", "tcp"],
+        &[],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(host.state(&["dqtk0", "dqtk1"]), before);
+    assert!(leftovers(pid).is_empty());
+}
+
+#[test]
+fn port_with_default_route_or_ssh_is_refused() {
+    let _g = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    if !root() {
+        return;
+    }
+    let host = TestHost::new("refuse");
+    host.ports("dqtr0", "dqtr1", true);
+    let before = host.state(&["dqtr0", "dqtr1"]);
+    let (_, out) = host.run(
+        &[
+            "socket",
+            "--tx-if",
+            "dqtr0",
+            "--rx-if",
+            "dqtr1",
+            "--duration",
+            "1",
+        ],
+        &[],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("default route"), "{stderr}");
+    assert_eq!(host.state(&["dqtr0", "dqtr1"]), before);
+    // dqtr1 has no default route, but holds the SSH session's address.
+    let (_, out) = host.run(
+        &[
+            "socket",
+            "--tx-if",
+            "dqtr1",
+            "--rx-if",
+            "dqtr0",
+            "--duration",
+            "1",
+        ],
+        &[("SSH_CONNECTION", "198.18.6.9 50000 198.18.6.7 22")],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("SSH"), "{stderr}");
+    assert_eq!(host.state(&["dqtr0", "dqtr1"]), before);
+}
+
+#[test]
+fn peer_and_serve_across_a_veth_pair() {
+    let _g = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    if !root() {
+        return;
+    }
+    // Two "hosts": namespaces joined by a veth pair, 198.18.9.1 <-> 198.18.9.2.
+    let a = TestHost::new("peer-a");
+    let b = TestHost::new("peer-b");
+    let mut nla = a.nl();
+    nla.create_veth("dqpa", "dqpb", Some(b.ns.fd()))
+        .expect("veth");
+    let la = nla.link_by_name("dqpa").expect("dump").expect("a");
+    let mut nlb = b.nl();
+    let lb = nlb.link_by_name("dqpb").expect("dump").expect("b");
+    nla.add_simple_addr(la.index, "198.18.9.1".parse().expect("ip"), 24)
+        .expect("addr");
+    nlb.add_simple_addr(lb.index, "198.18.9.2".parse().expect("ip"), 24)
+        .expect("addr");
+    nla.set_up(la.index, true).expect("up");
+    nlb.set_up(lb.index, true).expect("up");
+    for mode in ["tcp", "udp"] {
+        let mut server = bin();
+        server
+            .args(["socket", "--serve", "--listen", "198.18.9.2:5299", "--once"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        b.ns.command_in(&mut server).expect("enter b");
+        let server = server.spawn().expect("server");
+        let mut out = None;
+        for _ in 0..100 {
+            let (_, o) = a.run(
+                &[
+                    "socket",
+                    "--peer",
+                    "198.18.9.2",
+                    "--mode",
+                    mode,
+                    "--duration",
+                    "1",
+                    "--format",
+                    "json",
+                ],
+                &[],
+            );
+            let refused = String::from_utf8_lossy(&o.stdout).contains("Connection refused");
+            if !refused {
+                out = Some(o);
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let out = out.expect("the server never listened");
+        let v = json(&out);
+        let r = &v["results"][0];
+        assert_eq!(r["topology"], "peer");
+        // On a loaded CI host a paced sender may fall short of its rate: that warns, it does
+        // not fail; integrity and loss decide.
+        assert!(r["status"] == "pass" || r["status"] == "warn", "{r}");
+        assert_eq!(r["integrity_errors"], 0);
+        assert!(out.status.success());
+        let so = server.wait_with_output().expect("server exit");
+        assert!(
+            so.status.success(),
+            "{}",
+            String::from_utf8_lossy(&so.stderr)
+        );
+        assert!(String::from_utf8_lossy(&so.stderr).contains("0 integrity errors"));
+    }
+}

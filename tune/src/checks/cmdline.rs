@@ -1,0 +1,303 @@
+//! `kernel.cmdline`: CPU isolation parameters, parsed and checked for consistency.
+
+use super::{CheckDef, Context};
+use crate::verdict::{Area, Status, Verdict};
+use daqtune_probe::cmdline::{parse_isolcpus, parse_list_param, Cmdline};
+use daqtune_probe::system::parse_kernel_version;
+use daqtune_probe::CpuSet;
+
+pub const CMDLINE: CheckDef = CheckDef {
+    id: "kernel.cmdline",
+    area: Area::Kernel,
+    title: "CPU isolation on the kernel command line",
+    aliases: &["cmdline", "isolcpus"],
+    doc: include_str!("../../../docs/checks/kernel.cmdline.md"),
+    needs_root: false,
+    run,
+};
+
+const ID: &str = "kernel.cmdline";
+
+/// Kernels before 5.18 keep one housekeeping mask for isolcpus= and nohz_full=, and refuse the
+/// second parameter unless both name the same CPUs ("Housekeeping: nohz_full= must match
+/// isolcpus="). From 5.18 the masks are per feature and only overlapping features must match.
+pub fn requires_equal_masks(kernel_release: Option<&str>) -> bool {
+    kernel_release
+        .and_then(parse_kernel_version)
+        .is_some_and(|(ma, mi, _)| (ma, mi) < (5, 18))
+}
+
+/// The isolation arguments the profile asks for on this host, in the seed's order:
+/// `isolcpus=9-11 irqaffinity=0-8 nohz_full=9-11 rcu_nocbs=9-11 rcu_nocb_poll`.
+pub fn isolation_args(ctx: &Context) -> Result<Vec<String>, String> {
+    let Some(iso) = ctx.data_cores()? else {
+        return Ok(Vec::new());
+    };
+    let cpu = &ctx.profile.profile.cpu;
+    let irq = match &cpu.irqaffinity {
+        Some(s) => s.clone(),
+        None => {
+            let online = ctx.cpus().map_err(|e| e.to_string())?.online.clone();
+            online.difference(&iso).to_string()
+        }
+    };
+    let mut args = vec![format!("isolcpus={iso}")];
+    if !irq.is_empty() {
+        args.push(format!("irqaffinity={irq}"));
+    }
+    if cpu.nohz_full {
+        args.push(format!("nohz_full={iso}"));
+    }
+    if cpu.rcu_nocbs {
+        args.push(format!("rcu_nocbs={iso}"));
+    }
+    if cpu.rcu_nocb_poll {
+        args.push("rcu_nocb_poll".into());
+    }
+    Ok(args)
+}
+
+/// What the command line says, parsed; each problem is a sentence naming the CPUs involved.
+fn analyse(ctx: &Context, cmd: &Cmdline) -> (Vec<String>, Vec<String>, Vec<String>) {
+    let mut problems = Vec::new();
+    let mut notes = Vec::new();
+    let mut observed = Vec::new();
+    let cpus = ctx.cpus().ok();
+    let existing: Option<CpuSet> = cpus.map(|c| {
+        c.possible
+            .clone()
+            .or(c.present.clone())
+            .unwrap_or_else(|| c.online.clone())
+    });
+    let nr = existing.as_ref().and_then(|e| e.last()).map(|l| l + 1);
+    for k in [
+        "isolcpus",
+        "nohz_full",
+        "rcu_nocbs",
+        "rcu_nocb_poll",
+        "irqaffinity",
+    ] {
+        if let Some(p) = cmd.get(k) {
+            observed.push(match &p.value {
+                Some(v) => format!("{k}={v}"),
+                None => k.to_string(),
+            });
+        }
+    }
+
+    let iso = match cmd.value("isolcpus") {
+        None => None,
+        Some(v) => match parse_isolcpus(v, nr) {
+            Ok(i) => {
+                if !i.unknown_flags.is_empty() {
+                    problems.push(format!(
+                        "isolcpus has unknown flags {} (the kernel ignores the whole parameter)",
+                        i.unknown_flags.join(",")
+                    ));
+                }
+                Some(i)
+            }
+            Err(e) => {
+                problems.push(format!("{e}"));
+                None
+            }
+        },
+    };
+    let list = |k: &str, problems: &mut Vec<String>| match parse_list_param(cmd, k, nr) {
+        None => None,
+        Some(Ok(s)) => Some(s),
+        Some(Err(e)) => {
+            problems.push(e.to_string());
+            None
+        }
+    };
+    let nohz = list("nohz_full", &mut problems);
+    let nocbs = list("rcu_nocbs", &mut problems);
+    let irq = list("irqaffinity", &mut problems);
+
+    let data = ctx.data_cores();
+    let profile_cpu = &ctx.profile.profile.cpu;
+    let isolated = iso.as_ref().map(|i| i.cpus.clone());
+
+    match (&isolated, &data) {
+        (None, Ok(Some(d))) => problems.push(format!(
+            "isolcpus is not set (the profile's data cores are {d})"
+        )),
+        (Some(i), Ok(Some(d))) if !d.is_subset(i) => problems.push(format!(
+            "the profile's data cores {d} are not all isolated (isolcpus={i}; missing {})",
+            d.difference(i)
+        )),
+        (None, Err(e)) => problems.push(format!(
+            "isolcpus is not set, and the profile's data cores cannot be picked: {e}"
+        )),
+        (Some(_), Err(e)) => notes.push(format!("data cores unknown: {e}")),
+        _ => {}
+    }
+    if let Some(ex) = &existing {
+        for (k, set) in [
+            ("isolcpus", &isolated),
+            ("nohz_full", &nohz),
+            ("rcu_nocbs", &nocbs),
+            ("irqaffinity", &irq),
+        ] {
+            if let Some(s) = set {
+                let bad = s.difference(ex);
+                if !bad.is_empty() {
+                    problems.push(format!(
+                        "{k} names CPUs {bad} that do not exist (the host has {ex})"
+                    ));
+                }
+            }
+        }
+    }
+    if let Some(i) = &isolated {
+        match &irq {
+            Some(q) => {
+                let overlap = q.intersection(i);
+                if !overlap.is_empty() {
+                    problems.push(format!(
+                        "irqaffinity={q} overlaps the isolated CPUs on {overlap}: interrupts will land on data cores"
+                    ));
+                }
+            }
+            None if profile_cpu.irqaffinity.is_some() => problems
+                .push("irqaffinity is not set: interrupts may land on the isolated cores".into()),
+            None => {}
+        }
+        if let Some(c) = cpus {
+            let mut orphans = CpuSet::new();
+            for cpu in c.cpus.iter().filter(|x| i.contains(x.id)) {
+                if let Some(sib) = &cpu.siblings {
+                    orphans = orphans.union(&sib.difference(i));
+                }
+            }
+            if !orphans.is_empty() {
+                problems.push(format!(
+                    "SMT siblings {orphans} of isolated CPUs are not isolated: they share a core with the data path"
+                ));
+            }
+        }
+        let kernel = ctx.platform().kernel_release.clone();
+        let strict =
+            requires_equal_masks(kernel.as_deref()) || iso.as_ref().is_some_and(|x| x.nohz);
+        for (k, set, wanted) in [
+            ("nohz_full", &nohz, profile_cpu.nohz_full),
+            ("rcu_nocbs", &nocbs, profile_cpu.rcu_nocbs),
+        ] {
+            match set {
+                None if wanted => problems.push(format!("{k} is not set for the isolated CPUs {i}")),
+                None => {}
+                Some(s) if strict && k == "nohz_full" && s != i => problems.push(format!(
+                    "nohz_full={s} differs from isolcpus={i}; kernel {} requires them to be equal and drops the second",
+                    kernel.as_deref().unwrap_or("?")
+                )),
+                Some(s) if !i.is_subset(s) => problems.push(format!(
+                    "{k}={s} does not cover the isolated CPUs (missing {})",
+                    i.difference(s)
+                )),
+                Some(_) => {}
+            }
+        }
+        if profile_cpu.rcu_nocb_poll && !cmd.has("rcu_nocb_poll") {
+            problems.push("rcu_nocb_poll is not set".into());
+        }
+        // The effective state: what the kernel actually applied.
+        if let Some(c) = cpus {
+            if let Some(eff) = &c.isolated {
+                if iso.as_ref().is_some_and(|x| x.domain) && eff != i {
+                    problems.push(format!(
+                        "the kernel isolated {} (/sys/devices/system/cpu/isolated) instead of isolcpus={i}",
+                        if eff.is_empty() { "nothing".to_string() } else { eff.to_string() }
+                    ));
+                }
+            }
+            if let (Some(eff), Some(n)) = (&c.nohz_full, &nohz) {
+                if eff != n {
+                    problems.push(format!(
+                        "the kernel runs nohz_full on {} instead of {n} (CONFIG_NO_HZ_FULL missing, or the parameter was refused)",
+                        if eff.is_empty() { "no CPU".to_string() } else { eff.to_string() }
+                    ));
+                }
+            }
+        }
+    } else if data.as_ref().is_ok_and(|d| d.is_none()) && ctx.profile.profile.cpu.isolated.is_none()
+    {
+        notes.push("the profile asks for no isolated cores".into());
+    }
+    (problems, notes, observed)
+}
+
+/// A grub drop-in daqtune wrote that already carries `arg`, waiting for a reboot.
+pub fn pending_in_dropin(ctx: &Context, args: &[String]) -> bool {
+    if args.is_empty() {
+        return false;
+    }
+    let Ok(text) = ctx
+        .host
+        .read_string(&ctx.profile.profile.persist.grub_dropin)
+    else {
+        return false;
+    };
+    let words = daqtune_probe::cmdline::split_words(&text.replace(['"', '\''], " "));
+    args.iter().all(|a| words.iter().any(|w| w == a))
+}
+
+fn run(ctx: &Context) -> Vec<Verdict> {
+    let cmd = match ctx.cmdline() {
+        Ok(c) => c,
+        Err(e) => return vec![Verdict::skip(ID, "host", e.to_string())],
+    };
+    let (problems, notes, observed) = analyse(ctx, cmd);
+    let expected = isolation_args(ctx).unwrap_or_default();
+    let observed_s = if observed.is_empty() {
+        "no isolation parameters".to_string()
+    } else {
+        observed.join(" ")
+    };
+    let expected_s = expected.join(" ");
+    let subject = "/proc/cmdline";
+    if problems.is_empty() {
+        let mut msg = if observed.is_empty() {
+            "no CPU isolation requested or present".to_string()
+        } else {
+            format!("isolation consistent: {observed_s}")
+        };
+        if !notes.is_empty() {
+            msg.push_str(&format!(" ({})", notes.join("; ")));
+        }
+        return vec![Verdict::pass(ID, subject, msg)
+            .observed(observed_s)
+            .expected(expected_s)];
+    }
+    let mut v = Verdict::fail(ID, subject, problems.join("; "))
+        .observed(observed_s)
+        .expected(expected_s.clone());
+    if pending_in_dropin(ctx, &expected) {
+        v.status = Status::PendingReboot;
+        v.message = format!(
+            "{} already carries `{expected_s}`; reboot to apply (now: {})",
+            ctx.profile.profile.persist.grub_dropin, v.message
+        );
+        v.fix = Some("sudo update-grub && sudo reboot".into());
+    } else if expected.is_empty() {
+        v.fix = Some("name data cores this host has: a profile with `cpu: {isolated: \"LIST\"}` (see `daqtune profiles show generic-dgpu`)".into());
+    } else {
+        v.fix = Some(format!(
+            "sudo daqtune apply --only kernel.cmdline   (appends `{expected_s}` to GRUB_CMDLINE_LINUX in {}), then update-grub and reboot",
+            ctx.profile.profile.persist.grub_dropin
+        ));
+    }
+    vec![v]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn equality_rule_by_kernel() {
+        assert!(requires_equal_masks(Some("5.15.148-tegra")));
+        assert!(!requires_equal_masks(Some("6.8.0-1015-nvidia")));
+        assert!(!requires_equal_masks(None));
+    }
+}

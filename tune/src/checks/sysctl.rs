@@ -1,0 +1,88 @@
+//! `net.sysctl`: socket buffer sizes for the Linux-socket data path (seed 003).
+
+use super::{CheckDef, Context};
+use crate::verdict::{Area, Verdict};
+use daqtune_probe::system::read_sysctl;
+
+pub const NET_SYSCTL: CheckDef = CheckDef {
+    id: "net.sysctl",
+    area: Area::Network,
+    title: "Socket buffer sysctls for the socket data path",
+    aliases: &["sysctl"],
+    doc: include_str!("../../../docs/checks/net.sysctl.md"),
+    needs_root: false,
+    run,
+};
+
+/// Compare field by field: every numeric field of `have` must reach the one in `want`
+/// (`tcp_rmem` is min/default/max).
+pub fn meets(have: &str, want: &str) -> Option<bool> {
+    let h: Vec<u64> = have
+        .split_whitespace()
+        .map(|x| x.parse().ok())
+        .collect::<Option<_>>()?;
+    let w: Vec<u64> = want
+        .split_whitespace()
+        .map(|x| x.parse().ok())
+        .collect::<Option<_>>()?;
+    if h.len() != w.len() || h.is_empty() {
+        return None;
+    }
+    Some(h.iter().zip(&w).all(|(a, b)| a >= b))
+}
+
+fn run(ctx: &Context) -> Vec<Verdict> {
+    const ID: &str = "net.sysctl";
+    let s = &ctx.profile.profile.sysctl;
+    if !s.enabled {
+        return vec![Verdict::na(
+            ID,
+            "host",
+            "this profile does not judge socket buffers (DPDK and RDMA bypass them); set sysctl.enabled: true for the socket path",
+        )];
+    }
+    let mut out = Vec::new();
+    for (name, want) in &s.values {
+        let v = match read_sysctl(ctx.host, name) {
+            Err(e) => Verdict::skip(ID, name.clone(), e.to_string()),
+            Ok(have) => match meets(&have, want) {
+                Some(true) => Verdict::pass(ID, name.clone(), format!("{name} = {have}")),
+                Some(false) => {
+                    Verdict::warn(ID, name.clone(), format!("{name} = {have}, below {want}")).fix(
+                        format!(
+                    "sudo daqtune apply --only net.sysctl   (or: sudo sysctl -w {name}=\"{want}\")"
+                ),
+                    )
+                }
+                None => Verdict::skip(
+                    ID,
+                    name.clone(),
+                    format!("{name} = `{have}` is not comparable with `{want}`"),
+                ),
+            }
+            .observed(have)
+            .expected(format!(">= {want}")),
+        };
+        out.push(v);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::meets;
+
+    #[test]
+    fn triples() {
+        assert_eq!(
+            meets("4096 131072 6291456", "4096 87380 268435456"),
+            Some(false)
+        );
+        assert_eq!(
+            meets("4096 87380 268435456", "4096 87380 268435456"),
+            Some(true)
+        );
+        assert_eq!(meets("garbage", "1"), None);
+        assert_eq!(meets("", ""), None);
+    }
+}

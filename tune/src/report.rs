@@ -1,0 +1,383 @@
+//! Renderers for one record type: text, JSON (`daqtune.report/v1`), JUnit and Prometheus.
+
+use crate::checks::{self, CHECKS};
+use crate::verdict::{Area, Status, Verdict};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+pub const SCHEMA: &str = "daqtune.report/v1";
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct HostInfo {
+    pub hostname: Option<String>,
+    pub kernel: Option<String>,
+    pub arch: Option<String>,
+    pub product: Option<String>,
+    /// `/` for the live host, else the host root that was read.
+    pub root: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Report {
+    pub schema: String,
+    pub daqtune_version: String,
+    pub host: HostInfo,
+    pub profile: String,
+    pub profile_origin: String,
+    pub checks: Vec<Verdict>,
+    pub summary: BTreeMap<String, usize>,
+    /// Required checks that ended in skip or error (they fail a gate).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gate_failures: Vec<String>,
+    pub elapsed_ms: u64,
+}
+
+pub fn summarize(verdicts: &[Verdict]) -> BTreeMap<String, usize> {
+    let mut m: BTreeMap<String, usize> = Status::ALL
+        .iter()
+        .map(|s| (s.as_str().to_string(), 0))
+        .collect();
+    for v in verdicts {
+        *m.entry(v.status.as_str().to_string()).or_default() += 1;
+    }
+    m
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    Text,
+    Json,
+    Junit,
+    Prometheus,
+}
+
+pub fn render(report: &Report, format: Format, color: bool) -> String {
+    match format {
+        Format::Text => text(report, color),
+        Format::Json => json(report),
+        Format::Junit => junit(report),
+        Format::Prometheus => prometheus(report),
+    }
+}
+
+pub fn json(report: &Report) -> String {
+    let mut s =
+        serde_json::to_string_pretty(report).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"));
+    s.push('\n');
+    s
+}
+
+/// Whether to color: a TTY, and NO_COLOR unset (https://no-color.org).
+pub fn want_color(is_tty: bool) -> bool {
+    is_tty && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}
+
+fn paint(s: &str, status: Status, color: bool) -> String {
+    let word = format!("{:<6}", s);
+    if !color {
+        return word;
+    }
+    let code = match status {
+        Status::Pass => "32",
+        Status::Warn | Status::PendingReboot => "33",
+        Status::Fail | Status::Error => "1;31",
+        Status::Skip | Status::NotApplicable => "2",
+    };
+    format!("\x1b[{code}m{word}\x1b[0m")
+}
+
+fn area_of(id: &str) -> Area {
+    checks::find(id).map(|c| c.area).unwrap_or(Area::Platform)
+}
+
+/// Fold verdicts of one check that agree in status, message and fix into one line listing
+/// their subjects, so a 256-CPU or 16-port host stays readable.
+fn fold(verdicts: &[&Verdict]) -> Vec<(Vec<String>, Verdict)> {
+    let mut out: Vec<(Vec<String>, Verdict)> = Vec::new();
+    for v in verdicts {
+        match out.iter_mut().find(|(_, f)| {
+            f.id == v.id && f.status == v.status && f.message == v.message && f.fix == v.fix
+        }) {
+            Some((subjects, _)) => subjects.push(v.subject.clone()),
+            None => out.push((vec![v.subject.clone()], (*v).clone())),
+        }
+    }
+    out
+}
+
+pub fn text(report: &Report, color: bool) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "daqtune {} — {} ({}), profile {} ({})",
+        report.daqtune_version,
+        report.host.hostname.as_deref().unwrap_or("host"),
+        report.host.product.as_deref().unwrap_or("unknown machine"),
+        report.profile,
+        report.profile_origin
+    );
+    let mut areas: BTreeMap<Area, Vec<&Verdict>> = BTreeMap::new();
+    for v in &report.checks {
+        areas.entry(area_of(&v.id)).or_default().push(v);
+    }
+    for (area, vs) in areas {
+        let _ = writeln!(s, "\n{}", area.title());
+        for (subjects, v) in fold(&vs) {
+            let subject = if subjects.len() > 3 {
+                format!("{} subjects", subjects.len())
+            } else {
+                subjects.join(", ")
+            };
+            let _ = writeln!(
+                s,
+                "  {} {:<15} {:<22} {}",
+                paint(v.status.as_str(), v.status, color),
+                v.id,
+                subject,
+                v.message
+            );
+            if let Some(w) = &v.waived {
+                let _ = writeln!(s, "         waived: {w}");
+            }
+            if v.status.severity() > 0 {
+                if let Some(fix) = &v.fix {
+                    let _ = writeln!(s, "         fix: {fix}");
+                }
+            }
+        }
+    }
+    let _ = writeln!(s);
+    for g in &report.gate_failures {
+        let _ = writeln!(s, "gate: {g}");
+    }
+    let parts: Vec<String> = Status::ALL
+        .iter()
+        .filter_map(|st| {
+            let n = report.summary.get(st.as_str()).copied().unwrap_or(0);
+            (n > 0).then(|| format!("{n} {}", st.as_str()))
+        })
+        .collect();
+    let _ = writeln!(
+        s,
+        "summary: {} ({} ms)",
+        parts.join(", "),
+        report.elapsed_ms
+    );
+    s
+}
+
+pub fn xml_escape(s: &str) -> String {
+    let mut o = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => o.push_str("&amp;"),
+            '<' => o.push_str("&lt;"),
+            '>' => o.push_str("&gt;"),
+            '"' => o.push_str("&quot;"),
+            '\'' => o.push_str("&apos;"),
+            // XML 1.0 forbids most control characters even escaped.
+            c if (c as u32) < 0x20 && !matches!(c, '\n' | '\r' | '\t') => o.push('?'),
+            c => o.push(c),
+        }
+    }
+    o
+}
+
+/// One testcase per verdict; fail/error -> <failure>, skip/n/a -> <skipped>.
+pub fn junit(report: &Report) -> String {
+    let failures = report
+        .checks
+        .iter()
+        .filter(|v| matches!(v.status, Status::Fail | Status::Error))
+        .count()
+        + report.gate_failures.len();
+    let skipped = report
+        .checks
+        .iter()
+        .filter(|v| matches!(v.status, Status::Skip | Status::NotApplicable))
+        .count();
+    let tests = report.checks.len() + report.gate_failures.len();
+    let mut s = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+    let _ = writeln!(
+        s,
+        "<testsuites name=\"daqtune\" tests=\"{tests}\" failures=\"{failures}\" errors=\"0\" skipped=\"{skipped}\" time=\"{:.3}\">",
+        report.elapsed_ms as f64 / 1000.0
+    );
+    let _ = writeln!(
+        s,
+        "  <testsuite name=\"daqtune.check.{}\" tests=\"{tests}\" failures=\"{failures}\" errors=\"0\" skipped=\"{skipped}\" hostname=\"{}\">",
+        xml_escape(&report.profile),
+        xml_escape(report.host.hostname.as_deref().unwrap_or("host"))
+    );
+    for v in &report.checks {
+        let _ = write!(
+            s,
+            "    <testcase classname=\"daqtune.{}\" name=\"{}\">",
+            xml_escape(&v.id),
+            xml_escape(&v.subject)
+        );
+        let detail = format!(
+            "{}{}{}",
+            v.message,
+            v.observed
+                .as_ref()
+                .map(|o| format!("\nobserved: {o}"))
+                .unwrap_or_default(),
+            v.fix
+                .as_ref()
+                .map(|f| format!("\nfix: {f}"))
+                .unwrap_or_default()
+        );
+        match v.status {
+            Status::Fail | Status::Error => {
+                let _ = write!(
+                    s,
+                    "<failure type=\"{}\" message=\"{}\">{}</failure>",
+                    v.status,
+                    xml_escape(&v.message),
+                    xml_escape(&detail)
+                );
+            }
+            Status::Skip | Status::NotApplicable => {
+                let _ = write!(
+                    s,
+                    "<skipped message=\"{}: {}\"/>",
+                    v.status,
+                    xml_escape(&v.message)
+                );
+            }
+            _ => {
+                let _ = write!(
+                    s,
+                    "<system-out>{}: {}</system-out>",
+                    v.status,
+                    xml_escape(&detail)
+                );
+            }
+        }
+        let _ = writeln!(s, "</testcase>");
+    }
+    for g in &report.gate_failures {
+        let _ = writeln!(
+            s,
+            "    <testcase classname=\"daqtune.gate\" name=\"required\"><failure type=\"gate\" message=\"{}\"/></testcase>",
+            xml_escape(g)
+        );
+    }
+    s.push_str("  </testsuite>\n</testsuites>\n");
+    s
+}
+
+fn prom_label(s: &str) -> String {
+    s.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+/// node_exporter textfile-collector format: one gauge per verdict and status.
+pub fn prometheus(report: &Report) -> String {
+    let mut s = String::new();
+    s.push_str("# HELP daqtune_check_status 1 for the status a check ended in, per subject.\n");
+    s.push_str("# TYPE daqtune_check_status gauge\n");
+    for v in &report.checks {
+        for st in Status::ALL {
+            let _ = writeln!(
+                s,
+                "daqtune_check_status{{id=\"{}\",subject=\"{}\",status=\"{}\",profile=\"{}\"}} {}",
+                prom_label(&v.id),
+                prom_label(&v.subject),
+                st.as_str(),
+                prom_label(&report.profile),
+                u8::from(v.status == st)
+            );
+        }
+    }
+    s.push_str(
+        "# HELP daqtune_checks_total Verdicts by status.\n# TYPE daqtune_checks_total gauge\n",
+    );
+    for (k, n) in &report.summary {
+        let _ = writeln!(
+            s,
+            "daqtune_checks_total{{status=\"{}\"}} {n}",
+            prom_label(k)
+        );
+    }
+    s.push_str("# HELP daqtune_check_duration_seconds Time the check run took.\n# TYPE daqtune_check_duration_seconds gauge\n");
+    let _ = writeln!(
+        s,
+        "daqtune_check_duration_seconds {:.3}",
+        report.elapsed_ms as f64 / 1000.0
+    );
+    s
+}
+
+/// The catalogue as Markdown (docs/checks/README.md is generated from this).
+pub fn catalogue_markdown() -> String {
+    let mut s = String::from("# Check catalogue\n\nGenerated by `daqtune explain --list --markdown` from the check list in the binary.\n\n| id | area | what | tune_system.py names |\n| --- | --- | --- | --- |\n");
+    for c in CHECKS {
+        let _ = writeln!(
+            s,
+            "| [{id}]({id}.md) | {} | {} | {} |",
+            c.area.title(),
+            c.title,
+            c.aliases.join(", "),
+            id = c.id
+        );
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Report {
+        let checks = vec![
+            Verdict::fail("cpu.governor", "cpu64-127", "64/128 CPUs <b>").fix("x"),
+            Verdict::skip("hugepages", "host", "no"),
+            Verdict::pass("numa", "host", "ok"),
+        ];
+        Report {
+            schema: SCHEMA.into(),
+            daqtune_version: "0".into(),
+            host: HostInfo {
+                hostname: Some("h".into()),
+                kernel: None,
+                arch: None,
+                product: None,
+                root: "/".into(),
+            },
+            profile: "generic-dgpu".into(),
+            profile_origin: "given".into(),
+            summary: summarize(&checks),
+            checks,
+            gate_failures: vec![],
+            elapsed_ms: 3,
+        }
+    }
+
+    #[test]
+    fn junit_maps_statuses() {
+        let j = junit(&sample());
+        assert!(j.contains("<failure type=\"fail\""));
+        assert!(j.contains("<skipped message=\"skip: no\"/>"));
+        assert!(j.contains("&lt;b&gt;"));
+        assert!(j.contains("tests=\"3\" failures=\"1\""));
+    }
+
+    #[test]
+    fn prometheus_lines() {
+        let p = prometheus(&sample());
+        assert!(p.contains("daqtune_check_status{id=\"cpu.governor\",subject=\"cpu64-127\",status=\"fail\",profile=\"generic-dgpu\"} 1"));
+        assert!(p.contains("daqtune_checks_total{status=\"fail\"} 1"));
+    }
+
+    #[test]
+    fn text_has_summary_and_fix() {
+        let t = text(&sample(), false);
+        assert!(t.contains("fix: x"));
+        assert!(t.contains("summary: 1 pass, 1 fail, 1 skip"));
+        assert!(!t.contains('\x1b'));
+    }
+}

@@ -1,0 +1,54 @@
+//! `daqtune selftest`: the data-path self-test (selftest crate) with the active profile's
+//! values (message size, MTU, UDP rate and loss limit, TCP minimum, data cores).
+
+use crate::checks::Context;
+use crate::cli::GlobalArgs;
+use crate::commands::{choose_profile, open_host, UsageError};
+use crate::profile::LoadedProfile;
+use daqtune_selftest::cli::Defaults;
+use daqtune_selftest::Thresholds;
+
+pub use daqtune_selftest::cli::SelftestArgs;
+
+/// Maps the profile onto the self-test's defaults. The data cores are resolved the way the
+/// checks resolve them (an explicit list, or the rule on this host); the self-test remaps them
+/// when the host lacks some (documented in docs/selftest.md).
+pub fn defaults(ctx: &Context<'_>, lp: &LoadedProfile) -> (Defaults, Option<String>) {
+    let p = &lp.profile;
+    let (isolated, note) = match ctx.data_cores() {
+        Ok(Some(set)) => (set.iter().map(|c| c as usize).collect(), None),
+        Ok(None) => (Vec::new(), None),
+        Err(e) => (Vec::new(), Some(format!("data cores: {e}"))),
+    };
+    let d = Defaults {
+        message_size: p.selftest.message_size as usize,
+        mtu: p.nic.mtu,
+        udp_rate_gbps: p.selftest.udp_rate_gbps,
+        thresholds: Thresholds {
+            min_tcp_gbps: p.selftest.min_tcp_gbps,
+            max_udp_loss_pct: p.selftest.max_udp_loss_pct,
+            ..Thresholds::default()
+        },
+        isolated_cpus: isolated,
+    };
+    (d, note)
+}
+
+/// Runs the self-test; the exit code is the self-test's (0 pass, 1 fail, 2 could not run,
+/// 128+N interrupted by signal N after restoring the network).
+pub fn run(g: &GlobalArgs, args: &SelftestArgs) -> Result<u8, UsageError> {
+    if g.root.is_some() {
+        return Err(UsageError::Other(
+            "selftest moves real traffic and cannot run against --root".into(),
+        ));
+    }
+    let host = open_host(g)?;
+    let lp = choose_profile(&host, g)?;
+    let ctx = Context::new(&host, &lp);
+    let (d, note) = defaults(&ctx, &lp);
+    if let Some(n) = note {
+        eprintln!("daqtune selftest: {n}");
+    }
+    let code = daqtune_selftest::cli::run(args, &d);
+    Ok(u8::try_from(code).unwrap_or(2))
+}

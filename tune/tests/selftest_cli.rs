@@ -1,0 +1,54 @@
+//! `daqtune selftest socket --veth --duration 3` end to end through the real binary (root:
+//! it makes network namespaces). The selftest crate's own tests cover signals, SIGKILL
+//! recovery and the two-port mode.
+
+use std::process::Command;
+
+#[test]
+fn selftest_socket_veth_passes_and_cleans_up() {
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let child = Command::new(env!("CARGO_BIN_EXE_daqtune"))
+        .args([
+            "selftest",
+            "socket",
+            "--veth",
+            "--duration",
+            "3",
+            "--format",
+            "json",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn daqtune");
+    let pid = child.id();
+    let out = child.wait_with_output().expect("wait");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json report");
+    assert_eq!(v["schema"], "daqtune.selftest/v1");
+    let modes: Vec<&str> = v["results"]
+        .as_array()
+        .expect("results")
+        .iter()
+        .map(|r| {
+            assert_eq!(r["status"], "pass", "{r}");
+            assert_eq!(r["integrity_errors"], 0, "{r}");
+            r["mode"].as_str().expect("mode")
+        })
+        .collect();
+    assert_eq!(modes, ["tcp", "udp"]);
+    let left: Vec<String> = std::fs::read_dir("/run/netns")
+        .map(|rd| {
+            rd.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with(&format!("daqtune-{pid}-")))
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(left.is_empty(), "{left:?}");
+}
