@@ -21,6 +21,13 @@ use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Format {
+    Text,
+    Json,
+    Junit,
+}
+
 #[derive(Parser, Debug)]
 #[command(
     name = "daqtune-rdma",
@@ -79,9 +86,15 @@ struct Cli {
     /// Fail a bandwidth run below this many Gb/s.
     #[arg(long, default_value_t = 0.0)]
     min_gbps: f64,
-    /// Print the daqtune.selftest/v1 JSON report instead of text.
+    /// Output on stdout (json: daqtune.selftest/v1 plus an `rdma` section per run).
+    #[arg(long, value_enum, default_value = "text")]
+    format: Format,
+    /// Same as --format json.
     #[arg(long)]
     json: bool,
+    /// Also write a JUnit file.
+    #[arg(long)]
+    junit: Option<std::path::PathBuf>,
     /// Also write the JSON report to this file.
     #[arg(long)]
     json_out: Option<std::path::PathBuf>,
@@ -238,10 +251,15 @@ fn main() -> ExitCode {
             eprintln!("daqtune-rdma: writing {}: {e}", p.display());
         }
     }
-    if cli.json {
-        println!("{json}");
-    } else {
-        print!("{}", report.to_text());
+    if let Some(p) = &cli.junit {
+        if let Err(e) = std::fs::write(p, report.to_junit()) {
+            eprintln!("daqtune-rdma: writing {}: {e}", p.display());
+        }
+    }
+    match (cli.json, cli.format) {
+        (true, _) | (false, Format::Json) => println!("{json}"),
+        (false, Format::Junit) => print!("{}", report.to_junit()),
+        (false, Format::Text) => print!("{}", report.to_text()),
     }
     if report.passed() {
         ExitCode::SUCCESS
