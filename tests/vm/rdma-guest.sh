@@ -23,6 +23,9 @@ die() { say "FAIL: $*"; exit 1; }
 
 w() { echo "$2" >"$1" || die "write $2 to $1"; }
 
+# /tmp and /run are the VM's own tmpfs: a binary there on the host is not visible here.
+[ -x "$bin" ] || die "$bin is not visible in the VM (build it outside /tmp and /run)"
+
 say "network setup"
 ip link add dqa type veth peer name dqb || die "veth pair"
 for c in all default dqa dqb; do

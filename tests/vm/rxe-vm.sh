@@ -5,7 +5,7 @@
 #   tests/vm/rxe-vm.sh [--out DIR] [--timeout SECS] GUEST_SCRIPT [ARG...]
 #
 # The guest script runs as root inside the VM with the host's root as `/` (read-only), a tmpfs on
-# /tmp and /run, and the output directory mounted read-write at /tmp/out (also in $OUT). Its exit
+# /tmp and /run (so host files under /tmp and /run are not visible to it), and the output directory mounted read-write at /tmp/out (also in $OUT). Its exit
 # status is the harness's exit status. Everything it prints goes to the serial console, which the
 # harness copies to stdout and to $OUT/console.log.
 #
