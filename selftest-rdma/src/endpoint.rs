@@ -462,6 +462,7 @@ impl Endpoint {
         let batch = (self.slots as u32 / 4).max(1);
         let mut backoff = Backoff(0);
         let mut pending = 0u32;
+        let mut writes = 0u64;
         let mut credit_in_flight = 0usize;
         let (mut first, mut last) = (0u64, 0u64);
         let mut fatal = false;
@@ -494,8 +495,12 @@ impl Endpoint {
                         break 'run;
                     }
                     (Transfer::Write, WC_RECV_RDMA_WITH_IMM) => {
-                        let imm = c.imm.unwrap_or(0);
-                        (self.slot_off(u64::from(imm)), msg_size, Some(imm))
+                        // RC completes in order, so the n-th immediate is message n; the
+                        // immediate (32 bits of seq) is checked against it, not used as the
+                        // slot, which stays right past 2^32 messages.
+                        let seq = writes;
+                        writes += 1;
+                        (self.slot_off(seq), msg_size, Some((seq as u32, c.imm)))
                     }
                     _ => {
                         st.notes.push(format!(
@@ -511,7 +516,11 @@ impl Endpoint {
                 }
                 last = now;
                 match self.mr.read(slot_off, len).map(payload::check) {
-                    Some(Ok(h)) if imm.is_none_or(|i| i == h.seq as u32) => {
+                    Some(Ok(h))
+                        if imm.is_none_or(|(want, got)| {
+                            got == Some(want) && h.seq as u32 == want
+                        }) =>
+                    {
                         tracker.accept(h.seq);
                         st.bytes += len as u64;
                         if let Some(hh) = hist.as_mut() {

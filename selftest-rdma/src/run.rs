@@ -384,7 +384,11 @@ mod imp {
                 if let Some(cpu) = spec.rx_cpu {
                     let _ = pin_current_thread(cpu);
                 }
-                rx.run_receiver(t, msg, limit, spec.latency, &stop, &abort)
+                let r = rx.run_receiver(t, msg, limit, spec.latency, &stop, &abort);
+                if r.is_err() {
+                    abort.store(true, std::sync::atomic::Ordering::Relaxed);
+                }
+                r
             });
             if let Some(cpu) = spec.tx_cpu {
                 let _ = pin_current_thread(cpu);
