@@ -27,6 +27,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use crate::endpoint_defaults::QP_TIMEOUT as DEFAULT_QP_TIMEOUT;
+
 /// Immediate value that ends a run.
 pub const END_IMM: u32 = 0xE11D_0000;
 
@@ -87,6 +89,8 @@ pub struct Endpoint {
     /// Fault injection for tests: every n-th message goes out with a wrong CRC, so a test can
     /// prove the receiver verifies what crossed the wire.
     pub inject_corruption: Option<u64>,
+    /// Local ACK timeout exponent: 4.096 us * 2^n per retry (14 = 67 ms, perftest's default).
+    pub qp_timeout: u8,
 }
 
 impl Endpoint {
@@ -162,6 +166,7 @@ impl Endpoint {
             psn,
             comps: Vec::with_capacity(64),
             inject_corruption: None,
+            qp_timeout: DEFAULT_QP_TIMEOUT,
         })
     }
 
@@ -217,8 +222,7 @@ impl Endpoint {
         };
         self.qp
             .to_rtr(&p, self.port_info.ethernet || dgid != [0u8; 16])?;
-        // timeout 14 = 67 ms per retry: soft-RoCE under emulation needs the slack.
-        self.qp.to_rts(self.psn, 14, 7, 7)
+        self.qp.to_rts(self.psn, self.qp_timeout.min(31), 7, 7)
     }
 
     fn slot_off(&self, seq: u64) -> usize {

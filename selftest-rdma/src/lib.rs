@@ -33,5 +33,11 @@ pub use error::RdmaError;
 pub use proto::{EndpointConfig, Transfer};
 pub use run::{RdmaDetail, RdmaEngine, Topology};
 
+/// Defaults shared by the engine with and without the verbs code.
+pub mod endpoint_defaults {
+    /// ACK timeout exponent perftest uses by default: 4.096 us * 2^14 = 67 ms.
+    pub const QP_TIMEOUT: u8 = 14;
+}
+
 /// Whether this build has the verbs engine.
 pub const BUILT_WITH_RDMA: bool = cfg!(feature = "rdma");

@@ -98,6 +98,10 @@ struct Cli {
     /// Also write the JSON report to this file.
     #[arg(long)]
     json_out: Option<std::path::PathBuf>,
+    /// ACK timeout exponent: 4.096 us * 2^N per retry (14 = 67 ms, perftest's default; use 18
+    /// on emulated soft-RoCE, which is slow enough to trigger spurious retransmissions).
+    #[arg(long, default_value_t = daqtune_rdma::endpoint_defaults::QP_TIMEOUT, value_parser = clap::value_parser!(u8).range(0..=31))]
+    qp_timeout: u8,
     /// Test hook: send every N-th bandwidth message with a broken checksum (the run must fail).
     #[arg(long, hide = true)]
     inject_corruption: Option<u64>,
@@ -207,6 +211,7 @@ fn main() -> ExitCode {
     engine.slots = cli.slots.max(2);
     engine.host = host.clone();
     engine.inject_corruption = cli.inject_corruption;
+    engine.qp_timeout = cli.qp_timeout;
     let thresholds = Thresholds {
         min_tcp_gbps: cli.min_gbps,
         ..Thresholds::default()

@@ -129,6 +129,13 @@ pub struct Request {
     pub slots: usize,
     pub duration_ms: u64,
     pub conn: ConnInfo,
+    /// ACK timeout exponent both QPs use.
+    #[serde(default = "default_qp_timeout")]
+    pub qp_timeout: u8,
+}
+
+fn default_qp_timeout() -> u8 {
+    14
 }
 
 /// Server -> client: the server's QP, armed and connected, or why not.
@@ -208,6 +215,7 @@ mod tests {
             slots: 64,
             duration_ms: 2000,
             conn: conn(),
+            qp_timeout: 18,
         };
         let mut buf = Vec::new();
         send_line(&mut buf, &req).expect("write");

@@ -79,6 +79,9 @@ pub struct RdmaEngine {
     pub host: Host,
     /// Test hook: every n-th message is sent with a broken checksum (see Endpoint).
     pub inject_corruption: Option<u64>,
+    /// ACK timeout exponent (4.096 us * 2^n; 14 = 67 ms as perftest). Emulated soft-RoCE needs
+    /// more (18 = 1.1 s) or it retransmits spuriously.
+    pub qp_timeout: u8,
     details: Vec<RdmaDetail>,
 }
 
@@ -90,6 +93,7 @@ impl RdmaEngine {
             provider: Arc::new(HostProvider),
             host: Host::live(),
             inject_corruption: None,
+            qp_timeout: crate::endpoint_defaults::QP_TIMEOUT,
             details: Vec::new(),
         }
     }
@@ -179,7 +183,11 @@ pub fn build_result(
     };
     r.gbps = gbps(bytes, secs);
     r.packets_per_s = if secs > 0.0 { msgs as f64 / secs } else { 0.0 };
-    r.lost = rcv.lost + snd.sent.saturating_sub(rcv.received + rcv.lost);
+    // Sent but neither accepted, damaged nor already counted lost: never arrived.
+    r.lost = rcv.lost
+        + snd
+            .sent
+            .saturating_sub(rcv.received + rcv.integrity_errors + rcv.lost);
     r.reordered = rcv.reordered;
     r.integrity_errors = rcv.integrity_errors + snd.integrity_errors;
     r.latency = match t {
@@ -369,7 +377,9 @@ mod imp {
     ) -> Result<(SenderStats, ReceiverStats, RdmaDetail), RdmaError> {
         let mut tx = Endpoint::open(list, a, e.slots, msg, e.provider.as_ref())?;
         tx.inject_corruption = e.inject_corruption;
+        tx.qp_timeout = e.qp_timeout;
         let mut rx = Endpoint::open(list, b, e.slots, msg, e.provider.as_ref())?;
+        rx.qp_timeout = e.qp_timeout;
         let (itx, irx) = (tx.info(), rx.info());
         tx.connect(&irx)?;
         rx.connect(&itx)?;
@@ -435,6 +445,7 @@ mod imp {
         let side = |m: String| RdmaError::SideChannel(format!("{addr}: {m}"));
         let mut ep = Endpoint::open(list, local, e.slots, msg, e.provider.as_ref())?;
         ep.inject_corruption = e.inject_corruption;
+        ep.qp_timeout = e.qp_timeout;
         let stream = TcpStream::connect(addr).map_err(|err| side(err.to_string()))?;
         let limit = spec.duration + GRACE + GRACE;
         let _ = stream.set_read_timeout(Some(limit));
@@ -447,6 +458,7 @@ mod imp {
             slots: e.slots,
             duration_ms: spec.duration.as_millis() as u64,
             conn: ep.info(),
+            qp_timeout: e.qp_timeout,
         };
         send_line(&mut w, &req).map_err(|err| side(err.to_string()))?;
         let reply: Reply = recv_line(&mut r).map_err(side)?;
@@ -589,6 +601,18 @@ mod tests {
         let r = build_result(Transfer::Send, &spec, "peer", &snd, &rcv, &detail());
         assert_eq!(r.lost, 3);
         assert_eq!(r.threads.len(), 1);
+    }
+
+    #[test]
+    fn damaged_messages_are_not_lost() {
+        let spec = RunSpec::new(Mode::Write);
+        let (snd, mut rcv) = clean(10, 100);
+        rcv.received = 8;
+        rcv.integrity_errors = 2;
+        rcv.bytes = 800;
+        let r = build_result(Transfer::Write, &spec, "ports", &snd, &rcv, &detail());
+        assert_eq!(r.lost, 0);
+        assert_eq!(r.integrity_errors, 2);
     }
 
     #[test]

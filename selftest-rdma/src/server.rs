@@ -120,6 +120,7 @@ mod imp {
         let setup = || -> Result<Endpoint, RdmaError> {
             let list = DeviceList::get()?;
             let mut ep = Endpoint::open(&list, cfg, req.slots, req.msg_size, provider)?;
+            ep.qp_timeout = req.qp_timeout;
             ep.connect(&req.conn)?;
             ep.arm_receiver(req.transfer, req.msg_size)?;
             Ok(ep)

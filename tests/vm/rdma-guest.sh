@@ -16,6 +16,12 @@ set -u
 bin=$1
 secs=${2:-2}
 size=${3:-65536}
+# ACK timeout exponent for both tools: 19 = 2.1 s. Under emulation the default 14 (67 ms)
+# expires while packets still sit in the slow software path, and the spurious go-back-N
+# retransmissions are all the run then measures (and expose rxe retransmission bugs).
+qpt=${DAQTUNE_VM_QP_TIMEOUT:-19}
+# ib_write_bw iterations (its -D duration mode reported 0 Gb/s on a loaded host here).
+iters=${DAQTUNE_VM_PERFTEST_ITERS:-300}
 out=${OUT:-/tmp/out}
 
 say() { echo "rdma-guest [$(cut -d' ' -f1 /proc/uptime)s]: $*"; }
@@ -83,7 +89,7 @@ say "rxe0 gid[$g0] rxe1 gid[$g1]"
 say "daqtune-rdma: write, send, pingpong for ${secs}s each, ${size}-byte messages"
 "$bin" --list
 "$bin" --dev rxe0 --peer-dev rxe1 --test write,send,pingpong --duration "$secs" --size "$size" \
-    --slots 16 --json-out "$out/daqtune-rdma.json" >"$out/daqtune-rdma.txt" 2>&1
+    --slots 16 --qp-timeout "$qpt" --json-out "$out/daqtune-rdma.json" >"$out/daqtune-rdma.txt" 2>&1
 echo $? >"$out/daqtune-rdma.rc"
 cat "$out/daqtune-rdma.txt"
 
@@ -96,7 +102,7 @@ until grep -q listening "$out/daqtune-rdma-server.txt" 2>/dev/null || [ $n -ge 6
     n=$((n + 1))
 done
 "$bin" --dev rxe0 --peer 198.18.0.2:18516 --test write,send --duration 1 --size "$size" \
-    --slots 16 --json-out "$out/daqtune-rdma-peer.json" >"$out/daqtune-rdma-peer.txt" 2>&1
+    --slots 16 --qp-timeout "$qpt" --json-out "$out/daqtune-rdma-peer.json" >"$out/daqtune-rdma-peer.txt" 2>&1
 echo $? >"$out/daqtune-rdma-peer.rc"
 kill "$server" 2>/dev/null
 wait "$server" 2>/dev/null
@@ -104,21 +110,21 @@ cat "$out/daqtune-rdma-peer.txt"
 
 say "fault injection: every 5th WRITE carries a broken checksum; the run must fail"
 "$bin" --dev rxe0 --peer-dev rxe1 --test write --duration 1 --size "$size" --slots 16 \
-    --inject-corruption 5 --json-out "$out/daqtune-rdma-corrupt.json" \
+    --qp-timeout "$qpt" --inject-corruption 5 --json-out "$out/daqtune-rdma-corrupt.json" \
     >"$out/daqtune-rdma-corrupt.txt" 2>&1
 echo $? >"$out/daqtune-rdma-corrupt.rc"
 grep -E "^(pass|fail|error|skip) " "$out/daqtune-rdma-corrupt.txt"
 
 if command -v ib_write_bw >/dev/null 2>&1; then
-    say "ib_write_bw reference: rxe0 -> rxe1, ${size} bytes, ${secs}s"
+    say "ib_write_bw reference: rxe0 -> rxe1, ${size} bytes, $iters iterations"
     # The server starts slowly under emulation: retry the client until it connects; bound both.
-    timeout 120 ib_write_bw -d rxe1 -i 1 -x "$g1" -s "$size" -D "$secs" -F --report_gbits \
+    timeout 120 ib_write_bw -d rxe1 -i 1 -x "$g1" -s "$size" -n "$iters" -u "$qpt" -F --report_gbits \
         >"$out/ib_write_bw.server.txt" 2>&1 &
     srv=$!
     tries=0
     while :; do
         sleep 1
-        timeout 90 ib_write_bw -d rxe0 -i 1 -x "$g0" -s "$size" -D "$secs" -F --report_gbits \
+        timeout 90 ib_write_bw -d rxe0 -i 1 -x "$g0" -s "$size" -n "$iters" -u "$qpt" -F --report_gbits \
             198.18.0.2 >"$out/ib_write_bw.txt" 2>&1
         rc=$?
         tries=$((tries + 1))
