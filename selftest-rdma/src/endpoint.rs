@@ -32,23 +32,42 @@ pub use crate::endpoint_defaults::QP_TIMEOUT as DEFAULT_QP_TIMEOUT;
 /// Immediate value that ends a run.
 pub const END_IMM: u32 = 0xE11D_0000;
 
-/// Idle strategy of the bandwidth loops: spin while completions come, then yield, then nap.
-/// Busy-polling both ends starves a software provider (soft-RoCE does its work in kernel
-/// threads on the same CPUs); with a NIC, a deep queue covers the naps.
-struct Backoff(u32);
+/// Idle strategy of the bandwidth loops: spin while completions come, then yield, then nap
+/// with doubling naps (20 us .. 1 ms). Busy-polling both ends starves a software provider
+/// (soft-RoCE does its work in kernel threads on the same CPUs), and so do thousands of short
+/// wake-ups under emulation. At line rate on a NIC a completion arrives every few microseconds
+/// and the loops never get past the spinning stage.
+struct Backoff {
+    empty: u32,
+    nap_us: u64,
+}
 
 impl Backoff {
+    const SPIN: u32 = 64;
+    const YIELD: u32 = 256;
+    const NAP_MIN_US: u64 = 20;
+    const NAP_MAX_US: u64 = 1000;
+
+    fn new() -> Self {
+        Backoff {
+            empty: 0,
+            nap_us: Self::NAP_MIN_US,
+        }
+    }
+
     fn idle(&mut self) {
-        self.0 = self.0.saturating_add(1);
-        if self.0 > 1024 {
-            std::thread::sleep(Duration::from_micros(20));
-        } else if self.0 > 64 {
+        self.empty = self.empty.saturating_add(1);
+        if self.empty > Self::YIELD {
+            std::thread::sleep(Duration::from_micros(self.nap_us));
+            self.nap_us = (self.nap_us * 2).min(Self::NAP_MAX_US);
+        } else if self.empty > Self::SPIN {
             std::thread::yield_now();
         }
     }
 
     fn reset(&mut self) {
-        self.0 = 0;
+        self.empty = 0;
+        self.nap_us = Self::NAP_MIN_US;
     }
 
     fn after(&mut self, got: usize) {
@@ -332,7 +351,7 @@ impl Endpoint {
         let deadline = t0 + duration.as_nanos() as u64;
         let mut credits = slots;
         let mut outstanding = 0u64;
-        let mut backoff = Backoff(0);
+        let mut backoff = Backoff::new();
         let mut seq = 0u64;
         let mut fatal = false;
         loop {
@@ -464,7 +483,7 @@ impl Endpoint {
         let t0 = monotonic_ns();
         let limit = t0 + hard_limit.as_nanos() as u64;
         let batch = (self.slots as u32 / 4).max(1);
-        let mut backoff = Backoff(0);
+        let mut backoff = Backoff::new();
         let mut pending = 0u32;
         let mut writes = 0u64;
         let mut credit_in_flight = 0usize;

@@ -115,6 +115,16 @@ fn soft_roce_write_and_send_in_a_vm() {
         "sent {sent}, integrity errors {bad_n}"
     );
 
+    if let Ok(text) = std::fs::read_to_string(out.path().join("daqtune-rdma.txt")) {
+        for l in text.lines().filter(|l| {
+            ["pass ", "fail ", "error", "skip "]
+                .iter()
+                .any(|p| l.starts_with(p))
+                || l.contains("latency p50")
+        }) {
+            eprintln!("  {l}");
+        }
+    }
     let perf = std::fs::read_to_string(out.path().join("ib_write_bw.txt")).unwrap_or_default();
     match parse_bw(&perf) {
         Some(p) if p.avg_gbps > 0.0 => eprintln!(
