@@ -89,6 +89,7 @@ fn record(cq: &mut CqStats, c: &Completion) -> bool {
 }
 const END_WR: u64 = u64::MAX;
 const CREDIT_WR: u64 = u64::MAX - 1;
+const ANNOUNCE_WR: u64 = u64::MAX - 2;
 /// How long the end-of-run handshake and the drain may take (soft-RoCE under emulation is slow).
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(20);
 
@@ -265,6 +266,13 @@ impl Endpoint {
         for s in 0..self.slots {
             self.post_data_recv(t, s as u64, msg_size)?;
         }
+        if t == Transfer::Write {
+            // WRITE announcements never outnumber the slots in flight; two more cover the
+            // trailing announcement and the end marker.
+            for _ in 0..2 {
+                self.post_data_recv(t, 0, msg_size)?;
+            }
+        }
         Ok(())
     }
 
@@ -354,6 +362,11 @@ impl Endpoint {
         let mut backoff = Backoff::new();
         let mut seq = 0u64;
         let mut fatal = false;
+        // WRITE: plain RDMA WRITEs, and every `batch`-th (or the one that uses the last credit)
+        // a WRITE with immediate that announces everything up to it, so the receiver takes one
+        // completion per batch, not per message.
+        let batch = (slots / 4).max(1);
+        let mut unannounced = false;
         loop {
             let now = monotonic_ns();
             if now >= deadline || stop.load(Ordering::Relaxed) || abort.load(Ordering::Relaxed) {
@@ -372,11 +385,21 @@ impl Endpoint {
                 }
                 self.mr.write(off, &hdr);
                 let op = match t {
-                    Transfer::Write => SendOp::WriteImm {
-                        remote_addr: remote,
-                        rkey: peer.rkey,
-                        imm: seq as u32,
-                    },
+                    Transfer::Write if seq % batch == batch - 1 || credits == 1 => {
+                        unannounced = false;
+                        SendOp::WriteImm {
+                            remote_addr: remote,
+                            rkey: peer.rkey,
+                            imm: seq as u32,
+                        }
+                    }
+                    Transfer::Write => {
+                        unannounced = true;
+                        SendOp::Write {
+                            remote_addr: remote,
+                            rkey: peer.rkey,
+                        }
+                    }
                     _ => SendOp::Send,
                 };
                 self.qp
@@ -417,6 +440,19 @@ impl Endpoint {
             let limit = monotonic_ns() + DRAIN_TIMEOUT.as_nanos() as u64;
             let mut end_posted = false;
             let mut end_done = false;
+            if unannounced && seq > 0 {
+                // A zero-length WRITE with immediate announces the tail of the run.
+                self.qp.post_send(
+                    ANNOUNCE_WR,
+                    SendOp::WriteImm {
+                        remote_addr: peer.addr,
+                        rkey: peer.rkey,
+                        imm: (seq - 1) as u32,
+                    },
+                    None,
+                    true,
+                )?;
+            }
             while monotonic_ns() < limit && !(end_done && outstanding == 0) {
                 if !end_posted && credits > 0 {
                     self.qp
@@ -432,6 +468,8 @@ impl Endpoint {
                     }
                     if c.wr_id == END_WR {
                         end_done = true;
+                    } else if c.wr_id == ANNOUNCE_WR {
+                        // Not a message.
                     } else if matches!(c.opcode, WC_SEND | WC_RDMA_WRITE) {
                         outstanding = outstanding.saturating_sub(1);
                         st.sent += 1;
@@ -505,25 +543,36 @@ impl Endpoint {
                     fatal = true;
                     continue;
                 }
-                let (slot_off, len, imm) = match (t, c.opcode) {
+                // Messages this completion delivers: (seq, offset, length). A SEND delivers
+                // one; an announcing WRITE with immediate delivers every WRITE since the last
+                // announcement (RC executes in order, so their data is in place).
+                let (first_seq, count, len) = match (t, c.opcode) {
                     (_, WC_SEND) => {
                         credit_in_flight = credit_in_flight.saturating_sub(1);
                         continue;
                     }
                     (Transfer::Send, WC_RECV) if c.imm.is_none() => {
-                        (c.wr_id as usize * self.slot_size, c.byte_len as usize, None)
+                        (None, 1u64, c.byte_len as usize)
                     }
                     (_, WC_RECV) if c.imm == Some(END_IMM) => {
                         st.ended = true;
                         break 'run;
                     }
                     (Transfer::Write, WC_RECV_RDMA_WITH_IMM) => {
-                        // RC completes in order, so the n-th immediate is message n; the
-                        // immediate (32 bits of seq) is checked against it, not used as the
-                        // slot, which stays right past 2^32 messages.
-                        let seq = writes;
-                        writes += 1;
-                        (self.slot_off(seq), msg_size, Some((seq as u32, c.imm)))
+                        let upto = c.imm.unwrap_or(0);
+                        let n = u64::from(upto.wrapping_sub(writes as u32).wrapping_add(1));
+                        if n == 0 || n > self.slots as u64 {
+                            st.notes.push(format!(
+                                "announcement of message {upto} does not fit the ring \
+                                 (expected from {writes})"
+                            ));
+                            tracker.defect();
+                            self.post_data_recv(t, 0, msg_size)?;
+                            continue;
+                        }
+                        let from = writes;
+                        writes += n;
+                        (Some(from), n, msg_size)
                     }
                     _ => {
                         st.notes.push(format!(
@@ -538,29 +587,34 @@ impl Endpoint {
                     first = now;
                 }
                 last = now;
-                match self.mr.read(slot_off, len).map(payload::check) {
-                    Some(Ok(h))
-                        if imm.is_none_or(|(want, got)| {
-                            got == Some(want) && h.seq as u32 == want
-                        }) =>
-                    {
-                        tracker.accept(h.seq);
-                        st.bytes += len as u64;
-                        if let Some(hh) = hist.as_mut() {
-                            hh.record(now.saturating_sub(h.tx_ns));
+                for k in 0..count {
+                    let (off, want) = match first_seq {
+                        Some(f) => (self.slot_off(f + k), Some(f + k)),
+                        None => (c.wr_id as usize * self.slot_size, None),
+                    };
+                    match self.mr.read(off, len).map(payload::check) {
+                        Some(Ok(h)) if want.is_none_or(|w| w == h.seq) => {
+                            tracker.accept(h.seq);
+                            st.bytes += len as u64;
+                            if let Some(hh) = hist.as_mut() {
+                                hh.record(now.saturating_sub(h.tx_ns));
+                            }
+                        }
+                        _ => {
+                            // RC delivers in order: the message was the expected one,
+                            // damaged, not lost.
+                            tracker.defect();
+                            tracker.expected += 1;
                         }
                     }
-                    _ => {
-                        // RC delivers in order: the message was the expected one, damaged, not
-                        // lost.
-                        tracker.defect();
-                        tracker.expected += 1;
-                    }
                 }
-                // Re-arm the slot, then hand its credit back.
-                let slot = (slot_off / self.slot_size) as u64;
+                // Re-arm the receive, then hand the slots' credits back.
+                let slot = match t {
+                    Transfer::Send => c.wr_id,
+                    _ => 0,
+                };
                 self.post_data_recv(t, slot, msg_size)?;
-                pending += 1;
+                pending += count as u32;
             }
             self.give_back(v);
             if fatal {

@@ -2,7 +2,7 @@
 # Guest side of the soft-RoCE self-test (run by tests/vm/rxe-vm.sh inside the VM, chrooted into
 # the host's root, results in $OUT):
 #
-#   rdma-guest.sh DAQTUNE_RDMA_BIN [SECONDS] [SIZE]
+#   rdma-guest.sh DAQTUNE_RDMA_BIN [SECONDS] [SIZE] [SLOTS] [QP_TIMEOUT] [PERFTEST_ITERS]
 #
 # 1. a veth pair dqa (198.18.0.1) <-> dqb (198.18.0.2) and an rxe device on each end;
 # 2. policy routing so that traffic between the two local addresses leaves through the veth
@@ -16,12 +16,13 @@ set -u
 bin=$1
 secs=${2:-2}
 size=${3:-65536}
+slots=${4:-16}
 # ACK timeout exponent for both tools: 19 = 2.1 s. Under emulation the default 14 (67 ms)
 # expires while packets still sit in the slow software path, and the spurious go-back-N
 # retransmissions are all the run then measures (and expose rxe retransmission bugs).
-qpt=${DAQTUNE_VM_QP_TIMEOUT:-19}
+qpt=${5:-19}
 # ib_write_bw iterations (its -D duration mode reported 0 Gb/s on a loaded host here).
-iters=${DAQTUNE_VM_PERFTEST_ITERS:-300}
+iters=${6:-300}
 out=${OUT:-/tmp/out}
 
 say() { echo "rdma-guest [$(cut -d' ' -f1 /proc/uptime)s]: $*"; }
@@ -91,9 +92,9 @@ say "daqtune-rdma: write, send, pingpong for ${secs}s each, ${size}-byte message
 # Warm-up, not measured: the first run pages the binary in over 9p, which under emulation costs
 # more than the transfer itself (perftest's binary is small, ours is not).
 "$bin" --dev rxe0 --peer-dev rxe1 --test write,send,pingpong --duration 0.3 --size "$size" \
-    --slots 16 --qp-timeout "$qpt" >/dev/null 2>&1
+    --slots "$slots" --qp-timeout "$qpt" >/dev/null 2>&1
 "$bin" --dev rxe0 --peer-dev rxe1 --test write,send,pingpong --duration "$secs" --size "$size" \
-    --slots 16 --qp-timeout "$qpt" --json-out "$out/daqtune-rdma.json" >"$out/daqtune-rdma.txt" 2>&1
+    --slots "$slots" --qp-timeout "$qpt" --json-out "$out/daqtune-rdma.json" >"$out/daqtune-rdma.txt" 2>&1
 echo $? >"$out/daqtune-rdma.rc"
 cat "$out/daqtune-rdma.txt"
 
@@ -106,14 +107,14 @@ until grep -q listening "$out/daqtune-rdma-server.txt" 2>/dev/null || [ $n -ge 6
     n=$((n + 1))
 done
 "$bin" --dev rxe0 --peer 198.18.0.2:18516 --test write,send --duration 1 --size "$size" \
-    --slots 16 --qp-timeout "$qpt" --json-out "$out/daqtune-rdma-peer.json" >"$out/daqtune-rdma-peer.txt" 2>&1
+    --slots "$slots" --qp-timeout "$qpt" --json-out "$out/daqtune-rdma-peer.json" >"$out/daqtune-rdma-peer.txt" 2>&1
 echo $? >"$out/daqtune-rdma-peer.rc"
 kill "$server" 2>/dev/null
 wait "$server" 2>/dev/null
 cat "$out/daqtune-rdma-peer.txt"
 
 say "fault injection: every 5th WRITE carries a broken checksum; the run must fail"
-"$bin" --dev rxe0 --peer-dev rxe1 --test write --duration 1 --size "$size" --slots 16 \
+"$bin" --dev rxe0 --peer-dev rxe1 --test write --duration 1 --size "$size" --slots "$slots" \
     --qp-timeout "$qpt" --inject-corruption 5 --json-out "$out/daqtune-rdma-corrupt.json" \
     >"$out/daqtune-rdma-corrupt.txt" 2>&1
 echo $? >"$out/daqtune-rdma-corrupt.rc"
