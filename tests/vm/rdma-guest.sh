@@ -16,7 +16,7 @@ set -u
 bin=$1
 secs=${2:-2}
 size=${3:-65536}
-slots=${4:-16}
+slots=${4:-64}
 # ACK timeout exponent for both tools: 19 = 2.1 s. Under emulation the default 14 (67 ms)
 # expires while packets still sit in the slow software path, and the spurious go-back-N
 # retransmissions are all the run then measures (and expose rxe retransmission bugs).
