@@ -70,9 +70,11 @@ fi
 kname=$(basename "$kdeb" .deb)
 kroot="$cache/$kname"
 if [ ! -d "$kroot/boot" ]; then
-    rm -rf "$kroot.tmp"
-    dpkg-deb -x "$kdeb" "$kroot.tmp" || skip "dpkg-deb -x $kdeb failed"
-    mv "$kroot.tmp" "$kroot"
+    # Unique temporaries: two harness runs may share the cache.
+    ktmp="$kroot.tmp.$$"
+    rm -rf "$ktmp"
+    dpkg-deb -x "$kdeb" "$ktmp" || skip "dpkg-deb -x $kdeb failed"
+    mv -T "$ktmp" "$kroot" 2>/dev/null || rm -rf "$ktmp"
 fi
 vmlinuz=$(ls -1 "$kroot"/boot/vmlinuz-* | head -n1)
 kver=${vmlinuz##*/vmlinuz-}
@@ -156,8 +158,8 @@ sleep 5
 poweroff -f
 EOF
     chmod +x "$stage/init"
-    (cd "$stage" && find . | "$busybox_bin" cpio -o -H newc >"$initrd.tmp" 2>/dev/null)
-    mv "$initrd.tmp" "$initrd"
+    (cd "$stage" && find . | "$busybox_bin" cpio -o -H newc >"$initrd.tmp.$$" 2>/dev/null)
+    mv "$initrd.tmp.$$" "$initrd"
     rm -rf "$stage"
     trap - EXIT
 fi
