@@ -45,7 +45,7 @@ iperf_run() {
   local srv=$!
   sleep 0.3
   nsenter --net="$TX_NS" taskset -c "$TX_CPU" "$IPERF3" -c 198.18.0.2 -p 5201 -t "$SECS" -J \
-    | jq '.end.sum_received.bits_per_second / 1e9'
+    | jq -r '"\(.end.sum_received.bits_per_second / 1e9) \((.end.cpu_utilization_percent.host_total + .end.cpu_utilization_percent.remote_total) / 100)"'
   wait "$srv" || true
 }
 
@@ -60,10 +60,10 @@ median() { sort -g | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else prin
 echo "host: $(nproc) cpus, $(uname -r); tx cpu $TX_CPU, rx cpu $RX_CPU; $RUNS runs x ${SECS}s; load: $(cut -d' ' -f1-3 /proc/loadavg)"
 IPERF=(); DAQ=()
 for i in $(seq 1 "$RUNS"); do
-  a=$(iperf_run)
+  read -r a icores < <(iperf_run)
   read -r b bad st cores < <(daqtune_run)
-  printf 'run %d: iperf3 %.2f Gb/s   daqtune %.2f Gb/s (integrity errors %s, %s, %.2f cores)\n' \
-    "$i" "$a" "$b" "$bad" "$st" "$cores"
+  printf 'run %d: iperf3 %.2f Gb/s (%.2f cores)   daqtune %.2f Gb/s (%.2f cores; integrity errors %s, %s)\n' \
+    "$i" "$a" "$icores" "$b" "$cores" "$bad" "$st"
   IPERF+=("$a"); DAQ+=("$b")
 done
 MI=$(printf '%s\n' "${IPERF[@]}" | median)

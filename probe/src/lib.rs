@@ -7,8 +7,10 @@
 pub mod cmdline;
 pub mod cpu;
 pub mod cpulist;
+pub mod gpu;
 pub mod host;
 pub mod mem;
+pub mod pci;
 pub mod system;
 
 pub use cpulist::CpuSet;

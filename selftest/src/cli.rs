@@ -87,6 +87,9 @@ pub struct SelftestArgs {
     /// Bytes per message, 32-byte header included (default: the profile's, 8192).
     #[arg(long, value_name = "BYTES")]
     pub message_size: Option<usize>,
+    /// Parallel streams, each with its own TX and RX thread and CPUs (seed 002 uses 4).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub streams: u16,
     /// Pacing in Gb/s for every mode (default: TCP unpaced, UDP at the profile's rate).
     #[arg(long, value_name = "GBPS")]
     pub rate: Option<f64>,
@@ -129,6 +132,9 @@ pub struct Defaults {
     pub thresholds: Thresholds,
     /// The profile's isolated CPUs as resolved on this host (may name CPUs it lacks).
     pub isolated_cpus: Vec<usize>,
+    /// Reference rates by `engine.mode` (profile `selftest.reference_gbps`, seed 002), shown
+    /// beside the measurement; the gate uses the thresholds, not these.
+    pub reference_gbps: std::collections::BTreeMap<String, f64>,
 }
 
 impl Default for Defaults {
@@ -139,6 +145,7 @@ impl Default for Defaults {
             udp_rate_gbps: 1.0,
             thresholds: Thresholds::default(),
             isolated_cpus: Vec::new(),
+            reference_gbps: Default::default(),
         }
     }
 }
@@ -305,13 +312,15 @@ fn hostname() -> String {
 }
 
 fn run_on(topo: &Topology, args: &SelftestArgs, d: &Defaults) -> (Report, Option<i32>) {
+    let allowed = sys::allowed_cpus();
     let plan = cpuplan::plan(
         &d.isolated_cpus,
-        &sys::allowed_cpus(),
+        &allowed,
         args.tx_cpu,
         args.rx_cpu,
         !args.no_pin,
     );
+    let plan = cpuplan::extend(plan, &d.isolated_cpus, &allowed, args.streams as usize);
     let mut report = Report::new(&hostname(), &topo.description, &plan.description);
     let mut thresholds = d.thresholds.clone();
     if let Some(v) = args.min_tcp_gbps {
@@ -349,6 +358,8 @@ fn run_on(topo: &Topology, args: &SelftestArgs, d: &Defaults) -> (Report, Option
         };
         spec.tx_cpu = plan.tx;
         spec.rx_cpu = plan.rx;
+        spec.streams = args.streams as usize;
+        spec.stream_cpus = plan.pairs.clone();
         ctl.reset_counters();
         if !progress {
             let _ = writeln!(
@@ -373,6 +384,15 @@ fn run_on(topo: &Topology, args: &SelftestArgs, d: &Defaults) -> (Report, Option
             r.notes.push(format!("interrupted by signal {sig}"));
         }
         judge(&mut r, &thresholds);
+        if let Some(reference) = d.reference_gbps.get(&format!("{}.{}", r.engine, mode)) {
+            if *reference > 0.0 && r.packets > 0 {
+                r.notes.push(format!(
+                    "{:.0} % of the profile's reference {reference:.1} Gb/s for {}.{mode}",
+                    r.gbps * 100.0 / reference,
+                    r.engine
+                ));
+            }
+        }
         report.push(r);
     }
     (report, signals::pending())

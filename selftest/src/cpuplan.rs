@@ -16,6 +16,53 @@ pub struct CpuPlan {
     pub tx: Option<usize>,
     pub rx: Option<usize>,
     pub description: String,
+    /// (TX, RX) per stream for multi-stream runs; the first is (tx, rx).
+    pub pairs: Vec<(Option<usize>, Option<usize>)>,
+}
+
+/// Extends a plan to `n` streams: further pairs come from the rest of the usable isolated CPUs,
+/// then the other allowed CPUs from the highest down, wrapping (and saying so) when the host
+/// has fewer than 2n.
+pub fn extend(mut p: CpuPlan, isolated: &[usize], allowed: &[usize], n: usize) -> CpuPlan {
+    let (Some(tx), Some(rx)) = (p.tx, p.rx) else {
+        p.pairs = vec![(None, None); n.max(1)];
+        return p;
+    };
+    let mut order: Vec<usize> = vec![tx, rx];
+    for &c in isolated {
+        if allowed.contains(&c) && !order.contains(&c) {
+            order.push(c);
+        }
+    }
+    let mut rest: Vec<usize> = allowed
+        .iter()
+        .copied()
+        .filter(|c| !order.contains(c))
+        .collect();
+    rest.sort_unstable_by(|a, b| b.cmp(a));
+    order.extend(rest);
+    p.pairs = (0..n.max(1))
+        .map(|i| {
+            (
+                Some(order[(2 * i) % order.len()]),
+                Some(order[(2 * i + 1) % order.len()]),
+            )
+        })
+        .collect();
+    if n > 1 {
+        let list: Vec<String> = p
+            .pairs
+            .iter()
+            .map(|(t, r)| format!("{}->{}", t.unwrap_or(0), r.unwrap_or(0)))
+            .collect();
+        p.description
+            .push_str(&format!("; {n} streams on tx->rx cpus {}", list.join(" ")));
+        if 2 * n > order.len() {
+            p.description
+                .push_str(" (more streams than cpus: they share, rates are not representative)");
+        }
+    }
+    p
 }
 
 fn list(v: &[usize]) -> String {
@@ -39,6 +86,7 @@ pub fn plan(
             tx: None,
             rx: None,
             description: "not pinned (--no-pin)".into(),
+            pairs: Vec::new(),
         };
     }
     if allowed.is_empty() {
@@ -46,6 +94,7 @@ pub fn plan(
             tx: None,
             rx: None,
             description: "not pinned: the affinity mask could not be read".into(),
+            pairs: Vec::new(),
         };
     }
     let ok = |c: usize| allowed.contains(&c);
@@ -119,6 +168,7 @@ pub fn plan(
         tx: Some(tx),
         rx: Some(rx),
         description,
+        pairs: vec![(Some(tx), Some(rx))],
     }
 }
 
@@ -145,6 +195,32 @@ mod tests {
         let p = plan(&[5], &[0], None, None, true);
         assert_eq!((p.tx, p.rx), (Some(0), Some(0)));
         assert!(p.description.contains("share"));
+    }
+
+    #[test]
+    fn streams_get_their_own_pairs() {
+        let all: Vec<usize> = (0..16).collect();
+        let p = extend(
+            plan(&[8, 9, 10, 11], &all, None, None, true),
+            &[8, 9, 10, 11],
+            &all,
+            4,
+        );
+        assert_eq!(
+            p.pairs,
+            vec![
+                (Some(8), Some(9)),
+                (Some(10), Some(11)),
+                (Some(15), Some(14)),
+                (Some(13), Some(12))
+            ]
+        );
+        assert!(!p.description.contains("share"));
+        let p = extend(plan(&[], &[0, 1], None, None, true), &[], &[0, 1], 2);
+        assert_eq!(p.pairs, vec![(Some(0), Some(1)), (Some(0), Some(1))]);
+        assert!(p.description.contains("share"));
+        let p = extend(plan(&[], &[0, 1], None, None, false), &[], &[0, 1], 3);
+        assert_eq!(p.pairs.len(), 3);
     }
 
     #[test]

@@ -76,6 +76,11 @@ pub struct RunSpec {
     pub rx_cpu: Option<usize>,
     /// Record one-way latency from the send stamps (only meaningful when both ends share a clock).
     pub latency: bool,
+    /// Parallel streams (seed 002 measures the socket path with 4 pairs). Each has its own
+    /// sequence space and, where given, its own CPUs.
+    pub streams: usize,
+    /// (TX, RX) CPUs of stream i; streams beyond the list use `tx_cpu` / `rx_cpu`.
+    pub stream_cpus: Vec<(Option<usize>, Option<usize>)>,
 }
 
 impl RunSpec {
@@ -88,6 +93,26 @@ impl RunSpec {
             tx_cpu: None,
             rx_cpu: None,
             latency: true,
+            streams: 1,
+            stream_cpus: Vec::new(),
+        }
+    }
+
+    /// The spec of stream `i` of a multi-stream run: its CPUs and its share of the rate.
+    pub fn for_stream(&self, i: usize) -> RunSpec {
+        let n = self.streams.max(1);
+        let (tx, rx) = self
+            .stream_cpus
+            .get(i)
+            .copied()
+            .unwrap_or((self.tx_cpu, self.rx_cpu));
+        RunSpec {
+            tx_cpu: tx,
+            rx_cpu: rx,
+            rate_gbps: self.rate_gbps.map(|r| r / n as f64),
+            streams: 1,
+            stream_cpus: Vec::new(),
+            ..self.clone()
         }
     }
 }
@@ -186,6 +211,23 @@ mod tests {
         }
         assert!("TCP".parse::<Mode>().is_ok());
         assert!("quic".parse::<Mode>().is_err());
+    }
+
+    #[test]
+    fn stream_specs_split_rate_and_cpus() {
+        let mut s = RunSpec::new(Mode::Udp);
+        s.streams = 4;
+        s.rate_gbps = Some(8.0);
+        s.tx_cpu = Some(0);
+        s.rx_cpu = Some(1);
+        s.stream_cpus = vec![(Some(2), Some(3))];
+        let a = s.for_stream(0);
+        assert_eq!(
+            (a.tx_cpu, a.rx_cpu, a.rate_gbps, a.streams),
+            (Some(2), Some(3), Some(2.0), 1)
+        );
+        let b = s.for_stream(3);
+        assert_eq!((b.tx_cpu, b.rx_cpu), (Some(0), Some(1)));
     }
 
     #[test]

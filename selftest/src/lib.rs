@@ -7,6 +7,7 @@ pub mod cli;
 pub mod cpuplan;
 pub mod engine;
 pub mod error;
+pub mod ethtool;
 pub mod metrics;
 pub mod netlink;
 pub mod netns;

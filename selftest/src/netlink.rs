@@ -40,6 +40,7 @@ const NLM_F_CREATE: u16 = 0x400;
 const IFLA_ADDRESS: u16 = 1;
 const IFLA_IFNAME: u16 = 3;
 const IFLA_MTU: u16 = 4;
+const IFLA_STATS64: u16 = 23;
 const IFLA_LINKINFO: u16 = 18;
 const IFLA_NET_NS_FD: u16 = 28;
 const IFLA_INFO_KIND: u16 = 1;
@@ -84,6 +85,39 @@ pub struct Link {
     pub mtu: u32,
     pub flags: u32,
     pub mac: Vec<u8>,
+    /// Interface counters (IFLA_STATS64), when the kernel sent them.
+    pub stats: Option<LinkStats>,
+}
+
+/// The first fields of `struct rtnl_link_stats64`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LinkStats {
+    pub rx_packets: u64,
+    pub tx_packets: u64,
+    pub rx_bytes: u64,
+    pub tx_bytes: u64,
+    pub rx_errors: u64,
+    pub tx_errors: u64,
+    pub rx_dropped: u64,
+    pub tx_dropped: u64,
+}
+
+fn parse_stats64(d: &[u8]) -> Option<LinkStats> {
+    let f = |i: usize| -> Option<u64> {
+        Some(u64::from_ne_bytes(
+            d.get(i * 8..i * 8 + 8)?.try_into().ok()?,
+        ))
+    };
+    Some(LinkStats {
+        rx_packets: f(0)?,
+        tx_packets: f(1)?,
+        rx_bytes: f(2)?,
+        tx_bytes: f(3)?,
+        rx_errors: f(4)?,
+        tx_errors: f(5)?,
+        rx_dropped: f(6)?,
+        tx_dropped: f(7)?,
+    })
 }
 
 impl Link {
@@ -389,12 +423,14 @@ pub fn parse_link(p: &[u8]) -> Option<Link> {
         mtu: 0,
         flags,
         mac: Vec::new(),
+        stats: None,
     };
     for (k, d) in attrs(p.get(16..)?) {
         match k {
             IFLA_IFNAME => l.name = cstr(d),
             IFLA_MTU => l.mtu = ne_u32(d, 0).unwrap_or(0),
             IFLA_ADDRESS => l.mac = d.to_vec(),
+            IFLA_STATS64 => l.stats = parse_stats64(d),
             _ => {}
         }
     }
@@ -935,6 +971,23 @@ mod tests {
         assert_eq!(a[1].0, IFLA_LINKINFO);
         let inner = attrs(a[1].1);
         assert_eq!(inner, vec![(IFLA_INFO_KIND, &b"veth\0"[..])]);
+    }
+
+    #[test]
+    fn link_stats_parse() {
+        let mut b = MsgBuilder::new(RTM_NEWLINK, 0, 1);
+        b.raw(&ifinfomsg(0, 4, IFF_UP, 0));
+        let mut st = Vec::new();
+        for v in 1u64..=24 {
+            st.extend_from_slice(&v.to_ne_bytes());
+        }
+        b.attr(IFLA_STATS64, &st);
+        let m = b.finish();
+        let l = parse_link(split_messages(&m)[0].payload).expect("link");
+        let s = l.stats.expect("stats");
+        assert_eq!((s.rx_bytes, s.tx_bytes, s.tx_dropped), (3, 4, 8));
+        assert!(l.is_up());
+        assert_eq!(parse_stats64(&[0u8; 40]), None);
     }
 
     #[test]

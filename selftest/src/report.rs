@@ -62,6 +62,9 @@ pub struct EngineResult {
     pub integrity_errors: u64,
     /// TCP segments retransmitted during the run (TcpRetransSegs delta), where measurable.
     pub retransmits: Option<u64>,
+    /// Interface counters of the sending and receiving ports over the run: proof the traffic
+    /// crossed them (veth and two-port topologies).
+    pub port_bytes: Option<PortBytes>,
     pub latency: Option<Latency>,
     pub threads: Vec<ThreadCpu>,
     /// CPU cores used in total (sum of thread utilizations).
@@ -91,6 +94,7 @@ impl EngineResult {
             reordered: 0,
             integrity_errors: 0,
             retransmits: None,
+            port_bytes: None,
             latency: None,
             threads: Vec::new(),
             cpu_cores: 0.0,
@@ -122,6 +126,18 @@ impl EngineResult {
         }
         self.lost as f64 * 100.0 / offered as f64
     }
+}
+
+/// Byte counters of the two ports during a run (transport and link headers included).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PortBytes {
+    /// Bytes the sending port transmitted.
+    pub tx_port_tx: u64,
+    /// Bytes the receiving port received.
+    pub rx_port_rx: u64,
+    /// Wire-level counters (`tx_bytes_phy` / `rx_bytes_phy`) where the driver exposes them.
+    pub tx_port_tx_phy: Option<u64>,
+    pub rx_port_rx_phy: Option<u64>,
 }
 
 /// What a run must reach. Profile values feed this (the `selftest` section).
@@ -162,6 +178,20 @@ pub fn judge(r: &mut EngineResult, t: &Thresholds) {
             "{} message(s) failed the checksum",
             r.integrity_errors
         ));
+    }
+    if let Some(p) = r.port_bytes {
+        // The wire counters prove more than the netdev ones; use them where they exist.
+        let (tx, rx, what) = match (p.tx_port_tx_phy, p.rx_port_rx_phy) {
+            (Some(t), Some(x)) => (t, x, "phy"),
+            _ => (p.tx_port_tx, p.rx_port_rx, "interface"),
+        };
+        if rx < r.bytes || tx < r.bytes {
+            status = Status::Fail;
+            r.notes.push(format!(
+                "the ports' {what} counters saw {tx} B sent and {rx} B received for {} B of payload: the traffic did not cross them",
+                r.bytes
+            ));
+        }
     }
     if r.mode.reliable() {
         if r.lost > 0 || r.reordered > 0 {
@@ -282,6 +312,17 @@ impl Report {
                     .map(|x| format!(" retrans {x}"))
                     .unwrap_or_default(),
             );
+            if let Some(p) = &r.port_bytes {
+                let phy = match (p.tx_port_tx_phy, p.rx_port_rx_phy) {
+                    (Some(t), Some(x)) => format!(" (wire: {t} B out, {x} B in)"),
+                    _ => String::new(),
+                };
+                let _ = writeln!(
+                    s,
+                    "      ports: {} B out, {} B in{phy}",
+                    p.tx_port_tx, p.rx_port_rx
+                );
+            }
             if let Some(l) = &r.latency {
                 let _ = writeln!(
                     s,
@@ -437,6 +478,43 @@ mod tests {
         judge(&mut r, &t);
         assert_eq!(r.status, Status::Fail);
         assert!((r.loss_pct() - 10.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn traffic_must_cross_the_ports() {
+        let mut r = tcp(1.0, 10);
+        r.bytes = 81_920;
+        r.port_bytes = Some(PortBytes {
+            tx_port_tx: 90_000,
+            rx_port_rx: 90_000,
+            tx_port_tx_phy: None,
+            rx_port_rx_phy: None,
+        });
+        judge(&mut r, &Thresholds::default());
+        assert_eq!(r.status, Status::Pass);
+        let mut r = tcp(1.0, 10);
+        r.bytes = 81_920;
+        r.port_bytes = Some(PortBytes {
+            tx_port_tx: 90_000,
+            rx_port_rx: 100,
+            tx_port_tx_phy: None,
+            rx_port_rx_phy: None,
+        });
+        judge(&mut r, &Thresholds::default());
+        assert_eq!(r.status, Status::Fail);
+        assert!(r.notes[0].contains("interface counters"));
+        // Phy counters win when present: the netdev counters looked fine, the wire did not.
+        let mut r = tcp(1.0, 10);
+        r.bytes = 81_920;
+        r.port_bytes = Some(PortBytes {
+            tx_port_tx: 90_000,
+            rx_port_rx: 90_000,
+            tx_port_tx_phy: Some(90_000),
+            rx_port_rx_phy: Some(0),
+        });
+        judge(&mut r, &Thresholds::default());
+        assert_eq!(r.status, Status::Fail);
+        assert!(r.notes[0].contains("phy counters"));
     }
 
     #[test]

@@ -46,6 +46,13 @@ fn retrans_here() -> Option<u64> {
     parse_retrans_segs(&s)
 }
 
+/// TcpRetransSegs of the sender's private namespace (None where the namespace is shared with
+/// other traffic: loopback, peer).
+fn retrans_of(t: &Topology) -> Option<u64> {
+    let ns = t.tx_ns.as_ref()?;
+    crate::netns::run_in(ns, retrans_here).ok().flatten()
+}
+
 /// Enters the namespace and pins; a failed pin is a note, not an error.
 pub(crate) fn enter(ns: Option<&NetNs>, cpu: Option<usize>, role: &str) -> Result<Option<String>> {
     if let Some(ns) = ns {
@@ -65,7 +72,6 @@ pub(crate) struct TxOut {
     pub(crate) sent: u64,
     pub(crate) cpu_ns: u64,
     pub(crate) wall_ns: u64,
-    pub(crate) retrans: Option<u64>,
     pub(crate) notes: Vec<String>,
 }
 
@@ -140,44 +146,60 @@ impl Engine for SocketEngine<'_> {
         }
         let t = self.topo;
         let latency = spec.latency && t.local;
-        let measure_retrans = t.tx_ns.is_some();
-        let (tx, rx) = match spec.mode {
-            Mode::Tcp | Mode::Udp if t.kind == crate::topology::Kind::Peer => {
-                crate::peer::run_client(t, spec, ctl)?
-            }
-            Mode::Tcp => run_tcp(t, spec, ctl, latency, measure_retrans)?,
-            Mode::Udp => run_udp(t, spec, ctl, latency)?,
-            m => {
-                return Err(Error::Unsupported(format!(
-                    "the socket engine does not run {m}"
-                )))
+        let n = spec.streams.max(1);
+        if !matches!(spec.mode, Mode::Tcp | Mode::Udp) {
+            return Err(Error::Unsupported(format!(
+                "the socket engine does not run {}",
+                spec.mode
+            )));
+        }
+        if n > 1 && t.kind == crate::topology::Kind::Peer {
+            return Err(Error::Unsupported(
+                "several streams against a --serve peer (it serves one session at a time)".into(),
+            ));
+        }
+        let ports_before = t.port_sample();
+        let tcp = spec.mode == Mode::Tcp;
+        let retrans_before = if tcp { retrans_of(t) } else { None };
+        let one = |spec: &RunSpec| -> Result<(TxOut, RxOut)> {
+            match spec.mode {
+                _ if t.kind == crate::topology::Kind::Peer => crate::peer::run_client(t, spec, ctl),
+                Mode::Tcp => run_tcp(t, spec, ctl, latency),
+                _ => run_udp(t, spec, ctl, latency),
             }
         };
-        Ok(assemble(t, spec, tx, rx))
+        let pairs: Vec<(TxOut, RxOut)> = if n == 1 {
+            vec![one(spec)?]
+        } else {
+            let specs: Vec<RunSpec> = (0..n).map(|i| spec.for_stream(i)).collect();
+            std::thread::scope(|s| {
+                let handles: Vec<_> = specs.iter().map(|sp| s.spawn(move || one(sp))).collect();
+                handles
+                    .into_iter()
+                    .map(|h| thread_result(h, "stream"))
+                    .collect::<Result<Vec<_>>>()
+            })?
+        };
+        let mut r = assemble(t, spec, pairs);
+        if let (Some(b), Some(a)) = (retrans_before, if tcp { retrans_of(t) } else { None }) {
+            r.retransmits = Some(a.saturating_sub(b));
+        }
+        if let (Some(b), Some(a)) = (ports_before, t.port_sample()) {
+            let d = |a: Option<u64>, b: Option<u64>| Some(a?.saturating_sub(b?));
+            r.port_bytes = Some(crate::report::PortBytes {
+                tx_port_tx: a.tx_bytes.saturating_sub(b.tx_bytes),
+                rx_port_rx: a.rx_bytes.saturating_sub(b.rx_bytes),
+                tx_port_tx_phy: d(a.tx_phy_bytes, b.tx_phy_bytes),
+                rx_port_rx_phy: d(a.rx_phy_bytes, b.rx_phy_bytes),
+            });
+        }
+        Ok(r)
     }
 }
 
-fn assemble(t: &Topology, spec: &RunSpec, tx: TxOut, mut rx: RxOut) -> EngineResult {
+fn assemble(t: &Topology, spec: &RunSpec, pairs: Vec<(TxOut, RxOut)>) -> EngineResult {
     let mut r = EngineResult::new("socket", spec.mode, t.kind.as_str());
-    rx.tracker.finish(tx.sent);
-    let secs = rx.wall_ns as f64 / 1e9;
-    r.message_size = spec.message_size;
-    r.duration_s = secs;
-    r.rate_gbps = spec.rate_gbps;
-    r.bytes = rx.bytes;
-    r.gbps = metrics::gbps(rx.bytes, secs);
-    r.packets = rx.tracker.received;
-    r.packets_per_s = if secs > 0.0 {
-        r.packets as f64 / secs
-    } else {
-        0.0
-    };
-    r.sent = tx.sent;
-    r.lost = rx.tracker.lost;
-    r.reordered = rx.tracker.reordered;
-    r.integrity_errors = rx.tracker.integrity_errors;
-    r.retransmits = tx.retrans;
-    r.latency = rx.hist.summary_us();
+    let multi = pairs.len() > 1;
     let util = |cpu: u64, wall: u64| {
         if wall == 0 {
             0.0
@@ -185,33 +207,69 @@ fn assemble(t: &Topology, spec: &RunSpec, tx: TxOut, mut rx: RxOut) -> EngineRes
             cpu as f64 / wall as f64
         }
     };
-    r.threads = vec![
-        ThreadCpu {
-            role: "tx".into(),
-            cpu: spec.tx_cpu,
+    let peer = t.kind == crate::topology::Kind::Peer;
+    let mut hist = Histogram::default();
+    let mut wall_ns = 0u64;
+    for (i, (tx, mut rx)) in pairs.into_iter().enumerate() {
+        let sp = spec.for_stream(i);
+        rx.tracker.finish(tx.sent);
+        wall_ns = wall_ns.max(rx.wall_ns);
+        r.bytes += rx.bytes;
+        r.packets += rx.tracker.received;
+        r.sent += tx.sent;
+        r.lost += rx.tracker.lost;
+        r.reordered += rx.tracker.reordered;
+        r.integrity_errors += rx.tracker.integrity_errors;
+        hist.merge(&rx.hist);
+        let tag = if multi { i.to_string() } else { String::new() };
+        r.threads.push(ThreadCpu {
+            role: format!("tx{tag}"),
+            cpu: sp.tx_cpu,
             cpu_s: tx.cpu_ns as f64 / 1e9,
             utilization: util(tx.cpu_ns, tx.wall_ns),
-        },
-        ThreadCpu {
+        });
+        r.threads.push(ThreadCpu {
             // A peer's receiver runs on the other host, on the CPU its own plan chose.
-            role: if t.kind == crate::topology::Kind::Peer {
-                "peer-rx".into()
-            } else {
-                "rx".into()
-            },
-            cpu: if t.kind == crate::topology::Kind::Peer {
-                None
-            } else {
-                spec.rx_cpu
-            },
+            role: format!("{}rx{tag}", if peer { "peer-" } else { "" }),
+            cpu: if peer { None } else { sp.rx_cpu },
             cpu_s: rx.cpu_ns as f64 / 1e9,
             utilization: util(rx.cpu_ns, rx.wall_ns),
-        },
-    ];
+        });
+        let prefix = if multi {
+            format!("stream {i}: ")
+        } else {
+            String::new()
+        };
+        r.notes.extend(
+            tx.notes
+                .into_iter()
+                .chain(rx.notes)
+                .map(|n| format!("{prefix}{n}")),
+        );
+    }
+    // Identical notes from every stream (the forced buffer) are said once.
+    let mut seen = std::collections::BTreeSet::new();
+    r.notes.retain(|n| {
+        let key = n
+            .split_once(": ")
+            .filter(|_| multi)
+            .map(|x| x.1)
+            .unwrap_or(n);
+        seen.insert(key.to_string())
+    });
+    let secs = wall_ns as f64 / 1e9;
+    r.message_size = spec.message_size;
+    r.duration_s = secs;
+    r.rate_gbps = spec.rate_gbps;
+    r.gbps = metrics::gbps(r.bytes, secs);
+    r.packets_per_s = if secs > 0.0 {
+        r.packets as f64 / secs
+    } else {
+        0.0
+    };
+    r.latency = hist.summary_us();
     r.cpu_cores = r.threads.iter().map(|t| t.utilization).sum();
     r.roi = metrics::roi(r.gbps, r.cpu_cores);
-    r.notes.extend(tx.notes);
-    r.notes.extend(rx.notes);
     r
 }
 
@@ -228,10 +286,12 @@ fn run_tcp(
     spec: &RunSpec,
     ctl: &RunControl,
     latency: bool,
-    measure_retrans: bool,
 ) -> Result<(TxOut, RxOut)> {
     let size = spec.message_size;
     let (port_tx, port_rx) = mpsc::channel::<Result<u16>>();
+    // Set when the sender gives up before connecting, so the receiver stops waiting in accept.
+    let tx_gone = AtomicBool::new(false);
+    let tx_gone = &tx_gone;
     std::thread::scope(|s| {
         let rx = s.spawn(|| -> Result<RxOut> {
             let setup = (|| -> Result<(TcpListener, Option<String>)> {
@@ -252,34 +312,56 @@ fn run_tcp(
                 .map_err(|e| Error::io("listener address", e))?
                 .port();
             let _ = port_tx.send(Ok(port));
-            let (stream, _) = listener.accept().map_err(|e| Error::io("accept", e))?;
+            let stream = accept_until(&listener, tx_gone)?;
             let mut out = tcp_receive(stream, size, latency, ctl);
             out.notes.extend(note);
             Ok(out)
         });
         let tx = s.spawn(move || -> Result<TxOut> {
-            let port = port_rx
-                .recv()
-                .map_err(|_| Error::Invalid("receiver ended before listening".into()))??;
-            let note = enter(t.tx_ns.as_ref(), spec.tx_cpu, "tx")?;
-            let before = if measure_retrans {
-                retrans_here()
-            } else {
-                None
-            };
-            let stream = TcpStream::connect(SocketAddr::new(t.rx_addr, port))
-                .map_err(|e| Error::io(format!("connect to {}:{port}", t.rx_addr), e))?;
-            let mut out = tcp_send(stream, spec, ctl);
-            out.notes.extend(note);
-            if let (Some(b), Some(a)) = (before, retrans_here()) {
-                out.retrans = Some(a.saturating_sub(b));
+            let r = (|| -> Result<TxOut> {
+                let port = port_rx
+                    .recv()
+                    .map_err(|_| Error::Invalid("receiver ended before listening".into()))??;
+                let note = enter(t.tx_ns.as_ref(), spec.tx_cpu, "tx")?;
+                let to = SocketAddr::new(t.rx_addr, port);
+                let stream = TcpStream::connect_timeout(&to, Duration::from_secs(5))
+                    .map_err(|e| Error::io(format!("connect to {to}"), e))?;
+                let mut out = tcp_send(stream, spec, ctl);
+                out.notes.extend(note);
+                Ok(out)
+            })();
+            if r.is_err() {
+                tx_gone.store(true, Ordering::SeqCst);
             }
-            Ok(out)
+            r
         });
         let tx = thread_result(tx, "tx");
         let rx = thread_result(rx, "rx");
         Ok((tx?, rx?))
     })
+}
+
+/// Accepts one connection, giving up when `gone` is set (the sender failed before connecting).
+fn accept_until(l: &TcpListener, gone: &AtomicBool) -> Result<TcpStream> {
+    l.set_nonblocking(true)
+        .map_err(|e| Error::io("listener", e))?;
+    loop {
+        match l.accept() {
+            Ok((s, _)) => {
+                s.set_nonblocking(false)
+                    .map_err(|e| Error::io("accepted stream", e))?;
+                return Ok(s);
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                if gone.load(Ordering::SeqCst) {
+                    return Err(Error::Invalid("the sender never connected".into()));
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(Error::io("accept", e)),
+        }
+    }
 }
 
 pub(crate) fn tcp_send(mut stream: TcpStream, spec: &RunSpec, ctl: &RunControl) -> TxOut {
@@ -630,6 +712,26 @@ mod tests {
         assert_eq!(r.integrity_errors, 0);
         // 0.5 Gb/s for 0.3 s is about 2300 messages of 8 KiB; pacing must hold it near that.
         assert!(r.sent < 4000, "sent {}", r.sent);
+    }
+
+    #[test]
+    fn several_streams_add_up() {
+        let topo = Topology::loopback();
+        let mut e = SocketEngine::new(&topo);
+        for mode in [Mode::Tcp, Mode::Udp] {
+            let mut spec = RunSpec::new(mode);
+            spec.duration = Duration::from_millis(300);
+            spec.streams = 3;
+            if mode == Mode::Udp {
+                spec.rate_gbps = Some(0.6);
+            }
+            let r = e.run(&spec, &RunControl::new()).expect("run");
+            assert_eq!(r.threads.len(), 6);
+            assert_eq!(r.threads[4].role, "tx2");
+            assert_eq!(r.integrity_errors, 0);
+            assert!(r.packets > 0);
+            assert_eq!(r.packets + r.lost, r.sent, "{r:?}");
+        }
     }
 
     #[test]

@@ -111,6 +111,15 @@ impl Kind {
     }
 }
 
+/// Port counters at one moment (see [`Topology::port_sample`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PortSample {
+    pub tx_bytes: u64,
+    pub rx_bytes: u64,
+    pub tx_phy_bytes: Option<u64>,
+    pub rx_phy_bytes: Option<u64>,
+}
+
 /// A prepared path. Dropping it restores the host.
 pub struct Topology {
     pub kind: Kind,
@@ -121,6 +130,9 @@ pub struct Topology {
     pub rx_addr: IpAddr,
     /// Control port of a `--serve` peer.
     pub peer_port: u16,
+    /// The sending and receiving interfaces inside the namespaces (veth ends or ports).
+    pub tx_port: Option<String>,
+    pub rx_port: Option<String>,
     pub description: String,
     /// Both ends on this host, one clock: latency and TcpRetransSegs are meaningful.
     pub local: bool,
@@ -139,6 +151,8 @@ impl Topology {
             tx_addr: IpAddr::V4(Ipv4Addr::LOCALHOST),
             rx_addr: IpAddr::V4(Ipv4Addr::LOCALHOST),
             peer_port: 0,
+            tx_port: None,
+            rx_port: None,
             description: "loopback 127.0.0.1".into(),
             local: true,
             home: None,
@@ -161,6 +175,8 @@ impl Topology {
             tx_addr: local_any,
             rx_addr: addr,
             peer_port: peer.port(),
+            tx_port: None,
+            rx_port: None,
             description: format!("peer {peer} (daqtune selftest --serve)"),
             local: false,
             home: None,
@@ -190,6 +206,8 @@ impl Topology {
             tx_addr: IpAddr::V4(TX_ADDR),
             rx_addr: IpAddr::V4(RX_ADDR),
             peer_port: 0,
+            tx_port: None,
+            rx_port: None,
             description: String::new(),
             local: true,
             home: Some(home),
@@ -225,9 +243,45 @@ impl Topology {
         let b = find(&mut nl_rx, VETH_RX)?;
         configure_end(&mut nl_tx, &a, Some(mtu), TX_ADDR, RX_ADDR, &b.mac)?;
         configure_end(&mut nl_rx, &b, Some(mtu), RX_ADDR, TX_ADDR, &a.mac)?;
+        t.tx_port = Some(VETH_TX.into());
+        t.rx_port = Some(VETH_RX.into());
         t.description = format!(
             "veth pair {tx_name}/{VETH_TX} {TX_ADDR} -> {rx_name}/{VETH_RX} {RX_ADDR}, MTU {mtu}"
         );
+        Ok(t)
+    }
+
+    /// A veth pair with both ends in one fresh namespace, up, MTU set, no addresses: for engines
+    /// that bind raw ports (DPDK `net_af_packet` vdevs on `dqt-tx` / `dqt-rx`, EAL running in
+    /// that namespace). `tx_ns` and `rx_ns` both refer to it.
+    pub fn veth_one_namespace(mtu: u32) -> Result<Topology> {
+        Self::veth_one_namespace_with_journal(mtu, Path::new(JOURNAL_DIR))
+    }
+
+    pub fn veth_one_namespace_with_journal(mtu: u32, journal_dir: &Path) -> Result<Topology> {
+        let (mut t, name, unused) = Self::begin(Kind::Veth, journal_dir)?;
+        if let Some((_, j)) = &mut t.journal {
+            j.namespaces.retain(|n| n != &unused);
+        }
+        t.save_journal()?;
+        let ns = NetNs::create(&name)?;
+        t.rx_ns = Some(NetNs::open_named(&name)?);
+        let mut nl = Netlink::open_in(&ns)?;
+        t.tx_ns = Some(ns);
+        nl.create_veth(VETH_TX, VETH_RX, None)?;
+        if let Some(lo) = nl.link_by_name("lo")? {
+            nl.set_up(lo.index, true)?;
+        }
+        for end in [VETH_TX, VETH_RX] {
+            let l = find(&mut nl, end)?;
+            if l.mtu != mtu {
+                nl.set_mtu(l.index, mtu)?;
+            }
+            nl.set_up(l.index, true)?;
+        }
+        t.tx_port = Some(VETH_TX.into());
+        t.rx_port = Some(VETH_RX.into());
+        t.description = format!("veth pair {VETH_TX} <-> {VETH_RX} inside {name}, MTU {mtu}");
         Ok(t)
     }
 
@@ -283,12 +337,40 @@ impl Topology {
         let b = find(&mut nl_rx, rx_if)?;
         configure_end(&mut nl_tx, &a, mtu, TX_ADDR, RX_ADDR, &b.mac)?;
         configure_end(&mut nl_rx, &b, mtu, RX_ADDR, TX_ADDR, &a.mac)?;
+        t.tx_port = Some(tx_if.into());
+        t.rx_port = Some(rx_if.into());
         t.description = format!(
             "ports {tx_if} ({tx_name}) {TX_ADDR} -> {rx_if} ({rx_name}) {RX_ADDR}, MTU {}",
             mtu.map(|m| m.to_string())
                 .unwrap_or_else(|| format!("{}/{}", a.mtu, b.mtu))
         );
         Ok(t)
+    }
+
+    /// Counters of the sending port (transmit side) and the receiving port (receive side):
+    /// interface bytes through netlink, and the wire-level `*_bytes_phy` counters through
+    /// ethtool where the driver exposes them; read inside each namespace. None without
+    /// private ports.
+    pub fn port_sample(&self) -> Option<PortSample> {
+        let (txn, rxn) = self.namespaces().ok()?;
+        type Sample = (crate::netlink::LinkStats, (Option<u64>, Option<u64>));
+        let read = |ns: &NetNs, name: &str| -> Option<Sample> {
+            let st = Netlink::open_in(ns).ok()?.link_by_name(name).ok()??.stats?;
+            let phy = netns::run_in(ns, || crate::ethtool::stats(name))
+                .ok()
+                .and_then(|r| r.ok())
+                .map(|v| crate::ethtool::phy_bytes(&v))
+                .unwrap_or((None, None));
+            Some((st, phy))
+        };
+        let (tx, tx_phy) = read(txn, self.tx_port.as_deref()?)?;
+        let (rx, rx_phy) = read(rxn, self.rx_port.as_deref()?)?;
+        Some(PortSample {
+            tx_bytes: tx.tx_bytes,
+            rx_bytes: rx.rx_bytes,
+            tx_phy_bytes: tx_phy.0,
+            rx_phy_bytes: rx_phy.1,
+        })
     }
 
     fn namespaces(&self) -> Result<(&NetNs, &NetNs)> {
@@ -648,6 +730,7 @@ mod tests {
             mtu: 1500,
             flags: 1,
             mac: vec![2, 0, 0, 0, 0, 1],
+            stats: None,
         }
     }
 

@@ -99,12 +99,19 @@ fn veth_tcp_and_udp_pass_and_leave_nothing() {
     let results = v["results"].as_array().expect("results");
     assert_eq!(results.len(), 2, "{v}");
     for r in results {
-        assert_eq!(r["status"], "pass", "{r}");
+        // warn = a paced sender starved of CPU fell short of its rate (loaded CI hosts); loss
+        // and integrity decide pass/fail.
+        assert!(r["status"] == "pass" || r["status"] == "warn", "{r}");
         assert_eq!(r["integrity_errors"], 0);
+        let p = &r["port_bytes"];
+        assert!(
+            p["rx_port_rx"].as_u64().expect("port counters") >= r["bytes"].as_u64().expect("bytes")
+        );
         assert!(r["packets"].as_u64().expect("packets") > 0);
         assert!(r["gbps"].as_f64().expect("gbps") > 0.0);
     }
     assert_eq!(results[0]["mode"], "tcp");
+    assert_eq!(results[0]["status"], "pass");
     assert_eq!(results[0]["lost"], 0);
     assert_eq!(results[1]["mode"], "udp");
     assert!(
@@ -114,6 +121,62 @@ fn veth_tcp_and_udp_pass_and_leave_nothing() {
     );
     assert!(leftovers(pid).is_empty(), "{:?}", leftovers(pid));
     no_veth_here();
+}
+
+#[test]
+fn veth_four_streams() {
+    let _g = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    if !root() {
+        return;
+    }
+    let out = bin()
+        .args([
+            "socket",
+            "--veth",
+            "--duration",
+            "1",
+            "--streams",
+            "4",
+            "--format",
+            "json",
+        ])
+        .output()
+        .expect("run");
+    let v = json(&out);
+    for r in v["results"].as_array().expect("results") {
+        assert!(r["status"] == "pass" || r["status"] == "warn", "{r}");
+        assert_eq!(r["integrity_errors"], 0);
+        assert_eq!(r["threads"].as_array().expect("threads").len(), 8);
+    }
+    assert_eq!(v["results"][0]["status"], "pass");
+    assert!(out.status.success());
+}
+
+#[test]
+fn veth_in_one_namespace_for_raw_engines() {
+    let _g = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    if !root() {
+        return;
+    }
+    use daqtune_selftest::topology::Topology;
+    let t = Topology::veth_one_namespace(9000).expect("topology");
+    let ns = t.tx_ns.as_ref().expect("namespace");
+    let name = ns
+        .path()
+        .and_then(|p| p.file_name())
+        .map(|n| n.to_string_lossy().into_owned())
+        .expect("named");
+    let mut nl = Netlink::open_in(ns).expect("netlink");
+    for end in ["dqt-tx", "dqt-rx"] {
+        let l = nl.link_by_name(end).expect("dump").expect("veth end");
+        assert_eq!(l.mtu, 9000);
+        assert!(l.is_up());
+    }
+    assert!(netns::list_named().contains(&name));
+    drop(nl);
+    drop(t);
+    assert!(!netns::list_named().contains(&name));
+    assert!(leftovers(std::process::id()).is_empty());
 }
 
 fn signal(pid: u32, sig: i32) {
@@ -347,9 +410,15 @@ fn two_ports_moved_used_and_restored_exactly() {
         .contains("ports dqtp0"));
     for r in v["results"].as_array().expect("results") {
         assert_eq!(r["topology"], "ports");
-        assert_eq!(r["status"], "pass", "{r}");
+        assert!(r["status"] == "pass" || r["status"] == "warn", "{r}");
         assert_eq!(r["integrity_errors"], 0);
+        // The traffic crossed the two ports (their own counters say so).
+        let p = &r["port_bytes"];
+        let bytes = r["bytes"].as_u64().expect("bytes");
+        assert!(p["tx_port_tx"].as_u64().expect("tx") >= bytes, "{r}");
+        assert!(p["rx_port_rx"].as_u64().expect("rx") >= bytes, "{r}");
     }
+    assert_eq!(v["results"][0]["status"], "pass");
     assert_eq!(host.state(&["dqtp0", "dqtp1"]), before);
 }
 
@@ -510,4 +579,49 @@ fn peer_and_serve_across_a_veth_pair() {
         );
         assert!(String::from_utf8_lossy(&so.stderr).contains("0 integrity errors"));
     }
+}
+
+#[test]
+fn without_root_namespaces_are_refused_clearly_and_loopback_works() {
+    let _g = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    if !root() {
+        return;
+    }
+    use std::os::unix::process::CommandExt;
+    // nobody: no CAP_SYS_ADMIN, so no namespaces; the binary must say so and exit 2.
+    let out = match bin()
+        .args(["socket", "--veth", "--duration", "1"])
+        .uid(65534)
+        .gid(65534)
+        .output()
+    {
+        Ok(o) => o,
+        // The build directory is not reachable for nobody (a 0700 checkout): nothing to test.
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+            eprintln!("skipped: nobody cannot execute the test binary here");
+            return;
+        }
+        Err(e) => panic!("run as nobody: {e}"),
+    };
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("need root"), "{stderr}");
+    let out = bin()
+        .args([
+            "socket",
+            "--loopback",
+            "--duration",
+            "0.5",
+            "--mode",
+            "tcp",
+            "--format",
+            "json",
+        ])
+        .uid(65534)
+        .gid(65534)
+        .output()
+        .expect("loopback as nobody");
+    let v = json(&out);
+    assert_eq!(v["results"][0]["status"], "pass", "{v}");
+    assert_eq!(v["results"][0]["topology"], "loopback");
 }

@@ -41,6 +41,10 @@ pub enum Command {
     /// Prove the data path with real traffic (socket: TCP and UDP over a veth pair, two
     /// cabled ports, or loopback). Needs root for namespaces.
     Selftest(crate::selftest_cmd::SelftestArgs),
+    /// Capture what the checks read as a host root (a directory or a .tar.zst).
+    Snapshot(SnapshotArgs),
+    /// Compare two reports (JSON) or snapshots, check by check.
+    Diff(DiffArgs),
     /// Print shell completions.
     Completions {
         #[arg(value_enum)]
@@ -66,9 +70,36 @@ pub struct CheckArgs {
     /// Also write the JSON report to FILE.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+    /// Print every verdict (passing ones are folded per check otherwise).
+    #[arg(long, short = 'v')]
+    pub verbose: bool,
     /// Treat the profile's required checks as a gate: one that ends in skip or error fails.
     #[arg(long)]
     pub gate: bool,
+    /// Also check the host against this DAQIRI configuration (the app.* checks): its cores,
+    /// memory regions, interfaces and packet sizes, each finding with its YAML line.
+    #[arg(long, value_name = "APP.yaml")]
+    pub config: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct SnapshotArgs {
+    /// Output: a new directory, or FILE.tar.zst.
+    #[arg(short = 'o', long, value_name = "DIR|FILE.tar.zst")]
+    pub output: PathBuf,
+    /// Replace serial numbers, MACs, GUIDs and the hostname, consistently.
+    #[arg(long)]
+    pub redact: bool,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct DiffArgs {
+    /// A JSON report, a snapshot directory or a .tar.zst snapshot.
+    pub before: PathBuf,
+    pub after: PathBuf,
+    /// Print the differences as JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Clone, Args)]

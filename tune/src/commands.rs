@@ -26,14 +26,56 @@ pub enum UsageError {
     Other(String),
 }
 
-pub fn open_host(g: &GlobalArgs) -> Result<Host, UsageError> {
-    match &g.root {
-        None => Ok(Host::live()),
-        Some(p) => Host::at(p).map_err(|source| UsageError::Root {
-            path: p.display().to_string(),
-            source,
-        }),
+/// A host root ready to read; a `.tar.zst` snapshot is unpacked into a temporary directory
+/// that lives as long as this value.
+pub struct OpenedHost {
+    pub host: Host,
+    _unpacked: Option<tempfile::TempDir>,
+}
+
+impl std::ops::Deref for OpenedHost {
+    type Target = Host;
+    fn deref(&self) -> &Host {
+        &self.host
     }
+}
+
+pub fn open_root(path: Option<&std::path::Path>) -> Result<OpenedHost, UsageError> {
+    let Some(p) = path else {
+        return Ok(OpenedHost {
+            host: Host::live(),
+            _unpacked: None,
+        });
+    };
+    let root_err = |source| UsageError::Root {
+        path: p.display().to_string(),
+        source,
+    };
+    if p.is_file() {
+        let tmp = tempfile::Builder::new()
+            .prefix("daqtune-snapshot-")
+            .tempdir()
+            .map_err(root_err)?;
+        crate::snapshot::unpack(p, tmp.path()).map_err(|e| {
+            UsageError::Other(format!(
+                "--root {}: not a snapshot archive: {e}",
+                p.display()
+            ))
+        })?;
+        let host = Host::at(tmp.path()).map_err(root_err)?;
+        return Ok(OpenedHost {
+            host,
+            _unpacked: Some(tmp),
+        });
+    }
+    Ok(OpenedHost {
+        host: Host::at(p).map_err(root_err)?,
+        _unpacked: None,
+    })
+}
+
+pub fn open_host(g: &GlobalArgs) -> Result<OpenedHost, UsageError> {
+    open_root(g.root.as_deref())
 }
 
 /// The profile given with --profile, else the detected one, else generic-dgpu (said so).
@@ -44,7 +86,19 @@ pub fn choose_profile(host: &Host, g: &GlobalArgs) -> Result<LoadedProfile, Usag
         return Ok(lp);
     }
     let platform = daqtune_probe::system::read_platform(host);
-    match profile::detect(&platform, &[]) {
+    let mut found = profile::detect(&platform, &[]);
+    if found.is_none() {
+        // Only platforms recognisable by their GPU (GB10) need the GPU names.
+        if let Ok(snap) = crate::checks::read_gpus_once(host) {
+            let names: Vec<String> = snap
+                .gpus
+                .iter()
+                .map(|g| g.display_name().to_string())
+                .collect();
+            found = profile::detect(&platform, &names);
+        }
+    }
+    match found {
         Some((name, why)) => {
             let mut lp = profile::load(&name)?;
             lp.origin = format!("detected: {why}");
@@ -79,8 +133,19 @@ pub fn evaluate(
     only: Vec<String>,
     gate_mode: bool,
 ) -> Report {
+    evaluate_with_app(host, profile, only, gate_mode, None)
+}
+
+/// [`evaluate`], also judging the host against a DAQIRI configuration (`--config`).
+pub fn evaluate_with_app(
+    host: &Host,
+    profile: &LoadedProfile,
+    only: Vec<String>,
+    gate_mode: bool,
+    app: Option<&crate::appconfig::AppConfig>,
+) -> Report {
     let t0 = Instant::now();
-    let ctx = Context::new(host, profile);
+    let ctx = Context::new(host, profile).with_app(app);
     let verdicts = run_checks(&ctx, &RunOptions { only });
     let p = ctx.platform();
     let gate_failures = if gate_mode {
@@ -116,9 +181,16 @@ pub fn check(g: &GlobalArgs, a: &CheckArgs) -> Result<u8, UsageError> {
     let host = open_host(g)?;
     let profile = choose_profile(&host, g)?;
     let only = resolve_ids(&a.ids)?;
-    let rep = evaluate(&host, &profile, only, a.gate);
+    let app = match &a.config {
+        Some(p) => Some(
+            crate::appconfig::AppConfig::load(p).map_err(|e| UsageError::Other(e.to_string()))?,
+        ),
+        None => None,
+    };
+    let rep = evaluate_with_app(&host, &profile, only, a.gate, app.as_ref());
+    drop(host);
     let color = report::want_color(std::io::stdout().is_terminal());
-    print!("{}", report::render(&rep, a.format, color));
+    print!("{}", report::render(&rep, a.format, color, a.verbose));
     if let Some(p) = &a.junit {
         write_file(p, &report::junit(&rep))?;
     }
@@ -169,4 +241,78 @@ pub fn profiles(a: &ProfilesArgs) -> Result<u8, UsageError> {
         }
     }
     Ok(0)
+}
+
+pub fn snapshot(g: &GlobalArgs, a: &crate::cli::SnapshotArgs) -> Result<u8, UsageError> {
+    let host = open_host(g)?;
+    let profile = choose_profile(&host, g)?;
+    let out = &a.output;
+    let is_archive = out.to_string_lossy().ends_with(".tar.zst");
+    let fail = |e: crate::snapshot::SnapshotError| UsageError::Other(format!("snapshot: {e}"));
+    let meta = if is_archive {
+        let tmp = tempfile::Builder::new()
+            .prefix("daqtune-snap-")
+            .tempdir()
+            .map_err(|e| UsageError::Other(e.to_string()))?;
+        let m = crate::snapshot::write_dir(&host, &profile, tmp.path(), a.redact).map_err(fail)?;
+        crate::snapshot::pack(tmp.path(), out).map_err(fail)?;
+        m
+    } else {
+        if out.exists()
+            && std::fs::read_dir(out)
+                .map(|mut d| d.next().is_some())
+                .unwrap_or(true)
+        {
+            return Err(UsageError::Other(format!(
+                "{} exists and is not empty",
+                out.display()
+            )));
+        }
+        crate::snapshot::write_dir(&host, &profile, out, a.redact).map_err(fail)?
+    };
+    eprintln!(
+        "daqtune: snapshot {}: {} files, {} links{}; replay with: daqtune check --root {}",
+        out.display(),
+        meta.files,
+        meta.links,
+        if meta.redacted { ", redacted" } else { "" },
+        out.display()
+    );
+    Ok(0)
+}
+
+/// A report from a JSON file, or evaluated from a snapshot directory / archive.
+fn load_side(g: &GlobalArgs, path: &std::path::Path) -> Result<Report, UsageError> {
+    let is_json = path.is_file() && !path.to_string_lossy().ends_with(".tar.zst");
+    if is_json {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| UsageError::Other(format!("{}: {e}", path.display())))?;
+        let r: Report = serde_json::from_str(&text).map_err(|e| {
+            UsageError::Other(format!(
+                "{}:{}:{}: not a daqtune.report/v1 JSON report ({e})",
+                path.display(),
+                e.line(),
+                e.column()
+            ))
+        })?;
+        return Ok(r);
+    }
+    let host = open_root(Some(path))?;
+    let profile = choose_profile(&host, g)?;
+    Ok(evaluate(&host, &profile, Vec::new(), false))
+}
+
+pub fn diff(g: &GlobalArgs, a: &crate::cli::DiffArgs) -> Result<u8, UsageError> {
+    let left = load_side(g, &a.before)?;
+    let right = load_side(g, &a.after)?;
+    let changes = crate::diff::diff(&left, &right);
+    if a.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&changes).unwrap_or_default()
+        );
+    } else {
+        print!("{}", crate::diff::render(&changes));
+    }
+    Ok(u8::from(!changes.is_empty()))
 }

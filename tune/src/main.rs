@@ -19,6 +19,8 @@ fn main() -> ExitCode {
             Command::Explain(a) => commands::explain(a)?,
             Command::Profiles(a) => commands::profiles(a)?,
             Command::Selftest(a) => daqtune::selftest_cmd::run(&cli.global, a)?,
+            Command::Snapshot(a) => commands::snapshot(&cli.global, a)?,
+            Command::Diff(a) => commands::diff(&cli.global, a)?,
             Command::Completions { shell } => {
                 clap_complete::generate(
                     *shell,

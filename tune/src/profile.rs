@@ -140,6 +140,8 @@ pub struct PcieProfile {
     /// Topology classes that fail (the others warn).
     pub topology_fail: Vec<String>,
     pub allow_acs: bool,
+    /// Correctable AER errors since boot above which `pcie.aer` warns.
+    pub aer_correctable_warn: u64,
 }
 
 impl Default for PcieProfile {
@@ -149,6 +151,7 @@ impl Default for PcieProfile {
             topology_pass: vec!["PIX".into(), "PXB".into()],
             topology_fail: vec![],
             allow_acs: false,
+            aer_correctable_warn: 100,
         }
     }
 }
@@ -190,6 +193,12 @@ pub struct GpuProfile {
     pub bar1_recommended_mib: Option<u64>,
     /// GPUDirect paths the data-path backends may use: `peermem`, `dmabuf`.
     pub gpudirect_paths: Vec<String>,
+    /// How far below the maximum a held clock may read and still pass: seed 000 accepts
+    /// 1920 MHz for a 2100 MHz maximum on IGX (boost) and 8000 for 8001 (rounding).
+    pub clock_tolerance_mhz: u32,
+    /// Larger BAR1 minimums for GPUs whose name matches a glob (`*B200*: 32768`); the
+    /// largest matching value and `bar1_min_mib` apply.
+    pub bar1_min_by_name: BTreeMap<String, u64>,
 }
 
 impl Default for GpuProfile {
@@ -201,6 +210,17 @@ impl Default for GpuProfile {
             bar1_min_mib: 1024,
             bar1_recommended_mib: None,
             gpudirect_paths: vec!["peermem".into()],
+            clock_tolerance_mhz: 250,
+            // Blackwell server parts map large device memories through BAR1.
+            bar1_min_by_name: [
+                ("*B200*", 32768u64),
+                ("*B300*", 32768),
+                ("*GB200*", 32768),
+                ("*GB300*", 32768),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect(),
         }
     }
 }

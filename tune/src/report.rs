@@ -52,9 +52,9 @@ pub enum Format {
     Prometheus,
 }
 
-pub fn render(report: &Report, format: Format, color: bool) -> String {
+pub fn render(report: &Report, format: Format, color: bool, verbose: bool) -> String {
     match format {
-        Format::Text => text(report, color),
+        Format::Text => text(report, color, verbose),
         Format::Json => json(report),
         Format::Junit => junit(report),
         Format::Prometheus => prometheus(report),
@@ -96,17 +96,76 @@ fn area_of(id: &str) -> Area {
 fn fold(verdicts: &[&Verdict]) -> Vec<(Vec<String>, Verdict)> {
     let mut out: Vec<(Vec<String>, Verdict)> = Vec::new();
     for v in verdicts {
-        match out.iter_mut().find(|(_, f)| {
-            f.id == v.id && f.status == v.status && f.message == v.message && f.fix == v.fix
-        }) {
-            Some((subjects, _)) => subjects.push(v.subject.clone()),
+        // Problems with the same fix are one problem on several subjects (three NIC functions
+        // whose IOMMU groups translate, say); the JSON keeps each verdict.
+        let same = |f: &Verdict| {
+            f.id == v.id
+                && f.status == v.status
+                && (f.message == v.message || (v.status.severity() > 0 && v.fix.is_some()))
+                && f.fix == v.fix
+        };
+        match out.iter_mut().find(|(_, f)| same(f)) {
+            Some((subjects, first)) => {
+                subjects.push(v.subject.clone());
+                if first.message != v.message && !first.message.ends_with(" more like it)") {
+                    first.message.push_str(" (and more like it)");
+                }
+            }
             None => out.push((vec![v.subject.clone()], (*v).clone())),
         }
     }
     out
 }
 
-pub fn text(report: &Report, color: bool) -> String {
+/// Passing (and skipped / n/a) verdicts of one check are folded into one line unless
+/// `verbose`: a healthy 16-port host prints one `nic.mtu` line, while every problem keeps
+/// its own line with its fix.
+fn condense(folded: Vec<(Vec<String>, Verdict)>, verbose: bool) -> Vec<(String, Verdict)> {
+    let mut out: Vec<(String, Verdict)> = Vec::new();
+    let mut quiet: Vec<(Vec<String>, Verdict)> = Vec::new();
+    for (subjects, v) in folded {
+        let foldable = !verbose
+            && matches!(
+                v.status,
+                Status::Pass | Status::NotApplicable | Status::Skip
+            );
+        if foldable {
+            if let Some((subs, _)) = quiet
+                .iter_mut()
+                .find(|(_, f)| f.id == v.id && f.status == v.status)
+            {
+                subs.extend(subjects);
+                continue;
+            }
+            quiet.push((subjects, v));
+        } else {
+            out.push((subject_label(&subjects), v));
+        }
+    }
+    let mut merged: Vec<(String, Verdict)> = quiet
+        .into_iter()
+        .map(|(subjects, mut v)| {
+            if subjects.len() > 1 && !v.message.starts_with("all ") {
+                let distinct = subjects.len();
+                v.message = format!("{} (and {} more)", v.message, distinct - 1);
+            }
+            (subject_label(&subjects), v)
+        })
+        .collect();
+    merged.append(&mut out);
+    merged
+}
+
+fn subject_label(subjects: &[String]) -> String {
+    let joined_len: usize = subjects.iter().map(|s| s.len() + 2).sum();
+    if subjects.len() > 2 || (subjects.len() > 1 && joined_len > 40) {
+        format!("{} subjects", subjects.len())
+    } else {
+        subjects.join(", ")
+    }
+}
+
+pub fn text(report: &Report, color: bool, verbose: bool) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
@@ -123,12 +182,11 @@ pub fn text(report: &Report, color: bool) -> String {
     }
     for (area, vs) in areas {
         let _ = writeln!(s, "\n{}", area.title());
-        for (subjects, v) in fold(&vs) {
-            let subject = if subjects.len() > 3 {
-                format!("{} subjects", subjects.len())
-            } else {
-                subjects.join(", ")
-            };
+        let mut lines = condense(fold(&vs), verbose);
+        // Keep catalogue order inside an area.
+        let order = |id: &str| CHECKS.iter().position(|c| c.id == id).unwrap_or(usize::MAX);
+        lines.sort_by_key(|(_, v)| order(&v.id));
+        for (subject, v) in lines {
             let _ = writeln!(
                 s,
                 "  {} {:<15} {:<22} {}",
@@ -375,7 +433,7 @@ mod tests {
 
     #[test]
     fn text_has_summary_and_fix() {
-        let t = text(&sample(), false);
+        let t = text(&sample(), false, false);
         assert!(t.contains("fix: x"));
         assert!(t.contains("summary: 1 pass, 1 fail, 1 skip"));
         assert!(!t.contains('\x1b'));

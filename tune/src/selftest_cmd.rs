@@ -30,6 +30,7 @@ pub fn defaults(ctx: &Context<'_>, lp: &LoadedProfile) -> (Defaults, Option<Stri
             ..Thresholds::default()
         },
         isolated_cpus: isolated,
+        reference_gbps: p.selftest.reference_gbps.clone(),
     };
     (d, note)
 }
@@ -51,4 +52,50 @@ pub fn run(g: &GlobalArgs, args: &SelftestArgs) -> Result<u8, UsageError> {
     }
     let code = daqtune_selftest::cli::run(args, &d);
     Ok(u8::try_from(code).unwrap_or(2))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::profile;
+    use daqtune_probe::Host;
+
+    #[test]
+    fn profile_values_reach_the_self_test() {
+        let mut lp = profile::load("dgx-spark").expect("built-in profile");
+        lp.profile.selftest.message_size = 4096;
+        lp.profile.selftest.max_udp_loss_pct = 0.5;
+        lp.profile.selftest.min_tcp_gbps = 40.0;
+        lp.profile
+            .selftest
+            .reference_gbps
+            .insert("socket.tcp".into(), 97.2);
+        let host = Host::live();
+        let ctx = Context::new(&host, &lp);
+        let (d, note) = defaults(&ctx, &lp);
+        assert_eq!(note, None);
+        // The Spark profile isolates 16-19 (seed 000); the self-test remaps on smaller hosts.
+        assert_eq!(d.isolated_cpus, vec![16, 17, 18, 19]);
+        assert_eq!(d.message_size, 4096);
+        assert_eq!(d.mtu, 9000);
+        assert_eq!(d.thresholds.max_udp_loss_pct, 0.5);
+        assert_eq!(d.thresholds.min_tcp_gbps, 40.0);
+        assert_eq!(d.reference_gbps.get("socket.tcp"), Some(&97.2));
+    }
+
+    #[test]
+    fn root_is_refused() {
+        let g = GlobalArgs {
+            root: Some("/nonexistent".into()),
+            profile: None,
+        };
+        let args = <SelftestHarness as clap::Parser>::parse_from(["x", "socket"]).args;
+        assert!(run(&g, &args).is_err());
+    }
+
+    #[derive(clap::Parser)]
+    struct SelftestHarness {
+        #[command(flatten)]
+        args: SelftestArgs,
+    }
 }

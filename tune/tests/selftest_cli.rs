@@ -36,12 +36,14 @@ fn selftest_socket_veth_passes_and_cleans_up() {
         .expect("results")
         .iter()
         .map(|r| {
-            assert_eq!(r["status"], "pass", "{r}");
+            // warn = a paced UDP sender starved of CPU on a loaded host fell short of its rate.
+            assert!(r["status"] == "pass" || r["status"] == "warn", "{r}");
             assert_eq!(r["integrity_errors"], 0, "{r}");
             r["mode"].as_str().expect("mode")
         })
         .collect();
     assert_eq!(modes, ["tcp", "udp"]);
+    assert_eq!(v["results"][0]["status"], "pass");
     let left: Vec<String> = std::fs::read_dir("/run/netns")
         .map(|rd| {
             rd.flatten()

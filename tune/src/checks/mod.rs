@@ -15,7 +15,12 @@ use std::cell::OnceCell;
 
 pub mod cmdline;
 pub mod cpu;
+pub mod iommu;
+pub mod irq;
+pub mod gpu;
 pub mod memory;
+pub mod nic;
+pub mod pcie;
 pub mod platform;
 pub mod sysctl;
 
@@ -40,7 +45,29 @@ pub static CHECKS: &[CheckDef] = &[
     cmdline::CMDLINE,
     memory::HUGEPAGES,
     memory::NUMA,
+    pcie::TOPOLOGY,
+    pcie::LINK,
+    pcie::MPS,
+    pcie::MRRS,
+    pcie::ACS,
+    pcie::AER,
+    iommu::IOMMU,
+    irq::AFFINITY,
+    nic::DRIVER,
+    nic::LINK_LAYER,
+    nic::LINK,
+    nic::MTU,
     sysctl::NET_SYSCTL,
+    gpu::CLOCKS,
+    gpu::BAR1,
+    gpu::GPUDIRECT,
+    gpu::PEERMEM,
+    gpu::DRIVER,
+    crate::appconfig::checks::CONFIG,
+    crate::appconfig::checks::CORES,
+    crate::appconfig::checks::MEMORY,
+    crate::appconfig::checks::INTERFACES,
+    crate::appconfig::checks::SIZES,
 ];
 
 pub fn find(id_or_alias: &str) -> Option<&'static CheckDef> {
@@ -57,12 +84,16 @@ pub struct Context<'a> {
     pub profile: &'a LoadedProfile,
     /// Whether reads have root's view (config space beyond 64 bytes, some procfs files).
     pub privileged: bool,
+    /// The DAQIRI configuration given with `--config` (the `app.*` checks are n/a without).
+    pub app: Option<&'a crate::appconfig::AppConfig>,
     cpu: OnceCell<Result<CpuFacts, String>>,
     mem: OnceCell<MemFacts>,
     cmdline: OnceCell<Result<Cmdline, String>>,
     platform: OnceCell<PlatformFacts>,
     modules: OnceCell<Modules>,
     procs: OnceCell<Vec<String>>,
+    pci: OnceCell<Result<daqtune_probe::pci::PciFacts, String>>,
+    gpus: OnceCell<Result<daqtune_probe::gpu::GpuSnapshot, String>>,
 }
 
 impl<'a> Context<'a> {
@@ -75,13 +106,22 @@ impl<'a> Context<'a> {
             host,
             profile,
             privileged,
+            app: None,
             cpu: OnceCell::new(),
             mem: OnceCell::new(),
             cmdline: OnceCell::new(),
             platform: OnceCell::new(),
             modules: OnceCell::new(),
             procs: OnceCell::new(),
+            pci: OnceCell::new(),
+            gpus: OnceCell::new(),
         }
+    }
+
+    /// Judge the host against a DAQIRI configuration too.
+    pub fn with_app(mut self, app: Option<&'a crate::appconfig::AppConfig>) -> Self {
+        self.app = app;
+        self
     }
 
     pub fn cpus(&self) -> Result<&CpuFacts, &str> {
@@ -113,6 +153,14 @@ impl<'a> Context<'a> {
 
     pub fn modules(&self) -> &Modules {
         self.modules.get_or_init(|| Modules::read(self.host))
+    }
+
+    /// GPU facts: NVML/CUDA on the live host, `daqtune/gpu.json` under a root. Gathered once.
+    pub fn gpus(&self) -> Result<&daqtune_probe::gpu::GpuSnapshot, &str> {
+        self.gpus
+            .get_or_init(|| read_gpus_once(self.host))
+            .as_ref()
+            .map_err(|e| e.as_str())
     }
 
     pub fn processes(&self) -> &[String] {
@@ -154,8 +202,28 @@ impl<'a> Context<'a> {
             .filter(|c| !c.is_empty())
     }
 
-    /// The NUMA node of the data-path NIC, when one is known. Filled by the PCI probe.
+    /// The PCI tree and its NICs, read once per run.
+    pub fn pci(&self) -> Result<&daqtune_probe::pci::PciFacts, &str> {
+        self.pci
+            .get_or_init(|| {
+                daqtune_probe::pci::read_facts(self.host)
+                    .map_err(|e| format!("cannot list PCI devices: {e}"))
+            })
+            .as_ref()
+            .map_err(|e| e.as_str())
+    }
+
+    /// The NUMA node of the data-path NIC (the profile's interfaces, else the first ConnectX
+    /// physical function), when the firmware reports one; on a one-node host, that node.
     pub fn nic_numa_node(&self) -> Option<u32> {
+        let facts = self.pci().ok()?;
+        let nics = nic::data_path_nics(self, facts);
+        if let Some(n) = nics.iter().find_map(|n| n.numa_node.and_then(|x| u32::try_from(x).ok())) {
+            return Some(n);
+        }
+        if !nics.is_empty() && facts.tree.numa_nodes == 1 {
+            return Some(0);
+        }
         None
     }
 
@@ -167,6 +235,27 @@ impl<'a> Context<'a> {
             .get(id)
             .map(|reason| Verdict::na(id, "host", reason.clone()))
     }
+}
+
+/// GPU facts once per process and root: loading NVML and cuInit costs hundreds of ms, and
+/// profile detection by GPU name and the GPU checks both need them.
+pub fn read_gpus_once(host: &Host) -> Result<daqtune_probe::gpu::GpuSnapshot, String> {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    type Cache =
+        Mutex<HashMap<std::path::PathBuf, Result<daqtune_probe::gpu::GpuSnapshot, String>>>;
+    static CACHE: OnceLock<Cache> = OnceLock::new();
+    let cache = CACHE.get_or_init(Default::default);
+    if let Ok(c) = cache.lock() {
+        if let Some(r) = c.get(host.root()) {
+            return r.clone();
+        }
+    }
+    let r = daqtune_probe::gpu::read_gpus(host).map_err(|e| e.to_string());
+    if let Ok(mut c) = cache.lock() {
+        c.insert(host.root().to_path_buf(), r.clone());
+    }
+    r
 }
 
 fn unsafe_free_euid() -> u32 {
@@ -186,6 +275,11 @@ pub fn run_checks(ctx: &Context, opts: &RunOptions) -> Vec<Verdict> {
     let mut out = Vec::new();
     for def in CHECKS {
         if !opts.only.is_empty() && !opts.only.iter().any(|o| o == def.id) {
+            continue;
+        }
+        // `app.*` checks judge the host against an experiment's configuration: without
+        // `--config` they have nothing to say unless asked for by name.
+        if def.id.starts_with("app.") && ctx.app.is_none() && opts.only.is_empty() {
             continue;
         }
         if let Some(v) = ctx.not_applicable(def.id) {

@@ -1,0 +1,257 @@
+//! NIC discovery from sysfs alone (no ibdev2netdev): network-class PCI functions, their
+//! netdevs (`<dev>/net/`, or `<dev>/virtio*/net/` for virtio), and their RDMA devices
+//! (`<dev>/infiniband/`) with port link layers and firmware versions.
+//!
+//! Network namespaces: sysfs shows only the netdevs of the namespace it was mounted in, so a
+//! port moved into another namespace simply disappears from `<dev>/net/`. Two traces remain
+//! and are reported: the RDMA device's GID table names the netdev it belongs to
+//! (`ports/N/gid_attrs/ndevs/I`) even when that netdev is not in our namespace, and a ConnectX
+//! function bound to mlx5_core with an RDMA device but no visible netdev.
+
+use super::{PciAddr, PciDevice, PciTree};
+use crate::host::Host;
+use serde::Serialize;
+use std::collections::BTreeSet;
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Netdev {
+    pub name: String,
+    pub ifindex: Option<u32>,
+    pub mtu: Option<u32>,
+    /// `None` when carrier cannot be read (interface administratively down: EINVAL).
+    pub carrier: Option<bool>,
+    pub operstate: Option<String>,
+    /// Mb/s; `None` when unknown (down links report -1).
+    pub speed_mbps: Option<u64>,
+    pub address: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct RdmaPort {
+    pub port: u32,
+    /// `Ethernet` or `InfiniBand`.
+    pub link_layer: Option<String>,
+    /// `4: ACTIVE`, `1: DOWN`, ...
+    pub state: Option<String>,
+    pub rate: Option<String>,
+    /// Netdevs the port's GID table names (RoCE).
+    pub gid_netdevs: Vec<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct RdmaDevice {
+    pub name: String,
+    pub fw_ver: Option<String>,
+    pub node_guid: Option<String>,
+    pub board_id: Option<String>,
+    pub ports: Vec<RdmaPort>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct NicFunction {
+    pub addr: PciAddr,
+    pub vendor: u16,
+    pub device: u16,
+    /// `ConnectX-7`, `RTL8111/8168/8411 ...`.
+    pub model: String,
+    pub connectx: bool,
+    pub is_vf: bool,
+    pub physfn: Option<PciAddr>,
+    pub driver: Option<String>,
+    pub numa_node: Option<i32>,
+    pub netdevs: Vec<Netdev>,
+    pub rdma: Vec<RdmaDevice>,
+    /// Netdevs named by this function's RDMA ports that are not visible here: moved to another
+    /// network namespace.
+    pub foreign_netdevs: Vec<String>,
+    pub notes: Vec<String>,
+}
+
+impl NicFunction {
+    pub fn netdev_names(&self) -> Vec<&str> {
+        self.netdevs.iter().map(|n| n.name.as_str()).collect()
+    }
+    pub fn rdma_names(&self) -> Vec<&str> {
+        self.rdma.iter().map(|r| r.name.as_str()).collect()
+    }
+    /// `0000:01:00.0 (enp1s0f0np0, mlx5_0)`.
+    pub fn label(&self) -> String {
+        let mut names: Vec<&str> = self.netdev_names();
+        names.extend(self.rdma_names());
+        if names.is_empty() {
+            self.addr.to_string()
+        } else {
+            format!("{} ({})", self.addr, names.join(", "))
+        }
+    }
+}
+
+/// Parse a netdev `speed` attribute: Mb/s, or `None` for -1 / unknown.
+pub fn parse_speed(s: &str) -> Option<u64> {
+    s.trim()
+        .parse::<i64>()
+        .ok()
+        .filter(|v| *v > 0)
+        .map(|v| v as u64)
+}
+
+/// Read a netdev from its sysfs directory.
+pub fn read_netdev(host: &Host, dir: &str, name: &str) -> Netdev {
+    let attr = |a: &str| host.read_attr(&format!("{dir}/{a}")).ok();
+    Netdev {
+        name: name.to_string(),
+        ifindex: attr("ifindex").and_then(|s| s.parse().ok()),
+        mtu: attr("mtu").and_then(|s| s.parse().ok()),
+        carrier: attr("carrier").and_then(|s| match s.as_str() {
+            "1" => Some(true),
+            "0" => Some(false),
+            _ => None,
+        }),
+        operstate: attr("operstate"),
+        speed_mbps: attr("speed").and_then(|s| parse_speed(&s)),
+        address: attr("address"),
+    }
+}
+
+fn read_rdma(host: &Host, dir: &str, name: &str) -> RdmaDevice {
+    let attr = |a: &str| {
+        host.read_attr(&format!("{dir}/{a}"))
+            .ok()
+            .filter(|s| !s.is_empty())
+    };
+    let mut ports = Vec::new();
+    for p in host.read_dir(&format!("{dir}/ports")).unwrap_or_default() {
+        let Ok(num) = p.parse::<u32>() else { continue };
+        let pd = format!("{dir}/ports/{p}");
+        let pattr = |a: &str| {
+            host.read_attr(&format!("{pd}/{a}"))
+                .ok()
+                .filter(|s| !s.is_empty())
+        };
+        // Entries 0 and 1 are the default RoCE v1/v2 GIDs; they name the port's netdev.
+        let mut gid_netdevs = Vec::new();
+        for i in 0..2 {
+            if let Some(n) = pattr(&format!("gid_attrs/ndevs/{i}")) {
+                if !gid_netdevs.contains(&n) {
+                    gid_netdevs.push(n);
+                }
+            }
+        }
+        ports.push(RdmaPort {
+            port: num,
+            link_layer: pattr("link_layer"),
+            state: pattr("state"),
+            rate: pattr("rate"),
+            gid_netdevs,
+        });
+    }
+    ports.sort_by_key(|p| p.port);
+    RdmaDevice {
+        name: name.to_string(),
+        fw_ver: attr("fw_ver"),
+        node_guid: attr("node_guid"),
+        board_id: attr("board_id"),
+        ports,
+    }
+}
+
+/// Netdev directories of a PCI function: `<dev>/net/*` and virtio's `<dev>/virtio*/net/*`.
+fn netdev_dirs(host: &Host, d: &PciDevice) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut bases = vec![d.sysfs.clone()];
+    if d.driver.as_deref() == Some("virtio-pci") {
+        for e in host.read_dir(&d.sysfs).unwrap_or_default() {
+            if e.starts_with("virtio") {
+                bases.push(format!("{}/{e}", d.sysfs));
+            }
+        }
+    }
+    for b in bases {
+        for n in host.read_dir(&format!("{b}/net")).unwrap_or_default() {
+            out.push((format!("{b}/net/{n}"), n));
+        }
+    }
+    out
+}
+
+/// Every network-class function (ConnectX PFs and VFs, and other Ethernet NICs for the
+/// socket path), in PCI address order.
+pub fn discover_nics(host: &Host, tree: &PciTree) -> Vec<NicFunction> {
+    let visible: BTreeSet<String> = host
+        .read_dir("/sys/class/net")
+        .unwrap_or_default()
+        .into_iter()
+        .collect();
+    let mut out = Vec::new();
+    for d in tree.devices.iter().filter(|d| d.is_network()) {
+        let netdevs: Vec<Netdev> = netdev_dirs(host, d)
+            .into_iter()
+            .map(|(dir, n)| read_netdev(host, &dir, &n))
+            .collect();
+        let rdma: Vec<RdmaDevice> = host
+            .read_dir(&format!("{}/infiniband", d.sysfs))
+            .unwrap_or_default()
+            .into_iter()
+            .map(|n| read_rdma(host, &format!("{}/infiniband/{n}", d.sysfs), &n))
+            .collect();
+        let mine: BTreeSet<&str> = netdevs.iter().map(|n| n.name.as_str()).collect();
+        let mut foreign = Vec::new();
+        for r in &rdma {
+            for p in &r.ports {
+                for n in &p.gid_netdevs {
+                    if !mine.contains(n.as_str()) && !visible.contains(n) && !foreign.contains(n) {
+                        foreign.push(n.clone());
+                    }
+                }
+            }
+        }
+        let mut notes = Vec::new();
+        if !foreign.is_empty() {
+            notes.push(format!(
+                "netdev {} is not in this network namespace (moved to another namespace)",
+                foreign.join(", ")
+            ));
+        } else if netdevs.is_empty() && !rdma.is_empty() {
+            let ib = rdma
+                .iter()
+                .flat_map(|r| &r.ports)
+                .any(|p| p.link_layer.as_deref() == Some("InfiniBand"));
+            notes.push(if ib {
+                "no netdev: the port runs InfiniBand (IPoIB not loaded)".to_string()
+            } else {
+                "no netdev visible in this network namespace although RDMA device exists (moved to another namespace?)".to_string()
+            });
+        } else if netdevs.is_empty() && d.driver.is_none() {
+            notes.push("no driver bound".into());
+        }
+        out.push(NicFunction {
+            addr: d.addr,
+            vendor: d.vendor,
+            device: d.device,
+            model: d.short_name(),
+            connectx: d.is_connectx(),
+            is_vf: d.is_vf,
+            physfn: d.physfn,
+            driver: d.driver.clone(),
+            numa_node: d.numa_node,
+            netdevs,
+            rdma,
+            foreign_netdevs: foreign,
+            notes,
+        });
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn speeds() {
+        assert_eq!(parse_speed("100000"), Some(100000));
+        assert_eq!(parse_speed("-1"), None);
+        assert_eq!(parse_speed(""), None);
+        assert_eq!(parse_speed("(null)"), None);
+    }
+}

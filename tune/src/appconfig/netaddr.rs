@@ -1,0 +1,234 @@
+//! Which IP addresses this network namespace owns, and on which netdev, from procfs:
+//! `/proc/net/fib_trie` (IPv4 addresses the kernel treats as local), `/proc/net/route` (the
+//! connected route that ties an IPv4 address to its interface) and `/proc/net/if_inet6`
+//! (IPv6 addresses with their interface). Plain files, so the answer is the same on a live
+//! host and on a captured root; netlink would need a live kernel.
+
+use daqtune_probe::Host;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Route {
+    pub iface: String,
+    pub dest: Ipv4Addr,
+    pub mask: Ipv4Addr,
+    pub gateway: Ipv4Addr,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LocalAddrs {
+    /// IPv4 local entries: the address and its prefix length (`/32` for an address,
+    /// `/8` for 127.0.0.0/8).
+    pub v4: Vec<(Ipv4Addr, u8)>,
+    pub routes: Vec<Route>,
+    pub v6: Vec<(Ipv6Addr, String)>,
+}
+
+fn in_prefix(ip: Ipv4Addr, net: Ipv4Addr, len: u8) -> bool {
+    if len == 0 {
+        return true;
+    }
+    let len = u32::from(len.min(32));
+    let mask = u32::MAX << (32 - len);
+    u32::from(ip) & mask == u32::from(net) & mask
+}
+
+/// The IPv4 addresses marked `host LOCAL` in /proc/net/fib_trie.
+pub fn parse_fib_trie(text: &str) -> Vec<(Ipv4Addr, u8)> {
+    let mut out = Vec::new();
+    let mut leaf: Option<Ipv4Addr> = None;
+    for line in text.lines() {
+        let t = line.trim();
+        if let Some(rest) = t.strip_prefix("|-- ") {
+            leaf = rest.trim().parse().ok();
+            continue;
+        }
+        if t.starts_with("+--") || t.ends_with(':') {
+            leaf = None;
+            continue;
+        }
+        if let Some(rest) = t.strip_prefix('/') {
+            let mut it = rest.split_whitespace();
+            let len = it.next().and_then(|l| l.parse::<u8>().ok());
+            let _scope = it.next();
+            let kind = it.next();
+            if let (Some(ip), Some(len), Some("LOCAL")) = (leaf, len, kind) {
+                if len <= 32 && !out.contains(&(ip, len)) {
+                    out.push((ip, len));
+                }
+            }
+        }
+    }
+    out
+}
+
+fn hex_v4(s: &str) -> Option<Ipv4Addr> {
+    // The kernel prints the network-order word as a host-order integer.
+    let v = u32::from_str_radix(s, 16).ok()?;
+    Some(Ipv4Addr::from(v.to_le_bytes()))
+}
+
+/// /proc/net/route (the main table).
+pub fn parse_route(text: &str) -> Vec<Route> {
+    text.lines()
+        .skip(1)
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            if f.len() < 8 {
+                return None;
+            }
+            Some(Route {
+                iface: f[0].to_string(),
+                dest: hex_v4(f[1])?,
+                gateway: hex_v4(f[2])?,
+                mask: hex_v4(f[7])?,
+            })
+        })
+        .collect()
+}
+
+/// /proc/net/if_inet6: `address ifindex prefixlen scope flags name`.
+pub fn parse_if_inet6(text: &str) -> Vec<(Ipv6Addr, String)> {
+    text.lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            if f.len() < 6 || f[0].len() != 32 {
+                return None;
+            }
+            let v = u128::from_str_radix(f[0], 16).ok()?;
+            Some((Ipv6Addr::from(v), f[5].to_string()))
+        })
+        .collect()
+}
+
+impl LocalAddrs {
+    /// Read this namespace's addresses; `Err` when neither address table is readable.
+    pub fn read(host: &Host) -> Result<LocalAddrs, String> {
+        let fib = host.read_string("/proc/net/fib_trie");
+        let v6 = host.read_string("/proc/net/if_inet6");
+        if let (Err(e), Err(_)) = (&fib, &v6) {
+            return Err(format!("cannot read the namespace's addresses: {e}"));
+        }
+        Ok(LocalAddrs {
+            v4: fib.as_deref().map(parse_fib_trie).unwrap_or_default(),
+            routes: host
+                .read_string("/proc/net/route")
+                .as_deref()
+                .map(parse_route)
+                .unwrap_or_default(),
+            v6: v6.as_deref().map(parse_if_inet6).unwrap_or_default(),
+        })
+    }
+
+    pub fn is_local(&self, ip: IpAddr) -> bool {
+        match ip {
+            IpAddr::V4(a) => self.v4.iter().any(|(n, l)| in_prefix(a, *n, *l)),
+            IpAddr::V6(a) => self.v6.iter().any(|(n, _)| *n == a),
+        }
+    }
+
+    /// The netdev that carries a local address: the interface of IPv6 entries; for IPv4 `lo`
+    /// for 127.0.0.0/8, else the most specific connected (gateway-less) route covering it.
+    pub fn netdev_of(&self, ip: IpAddr) -> Option<String> {
+        match ip {
+            IpAddr::V6(a) => self
+                .v6
+                .iter()
+                .find(|(n, _)| *n == a)
+                .map(|(_, d)| d.clone()),
+            IpAddr::V4(a) if a.is_loopback() => Some("lo".into()),
+            IpAddr::V4(a) => self
+                .routes
+                .iter()
+                .filter(|r| r.gateway.is_unspecified())
+                .filter(|r| {
+                    let len = u32::from(r.mask).leading_ones() as u8;
+                    in_prefix(a, r.dest, len)
+                })
+                .max_by_key(|r| u32::from(r.mask).leading_ones())
+                .map(|r| r.iface.clone()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const FIB: &str = "Main:
+  +-- 0.0.0.0/0 3 0 5
+     |-- 0.0.0.0
+        /0 universe UNICAST
+     +-- 10.100.1.0/24 2 0 2
+        |-- 10.100.1.0
+           /24 link UNICAST
+        |-- 10.100.1.1
+           /32 host LOCAL
+Local:
+  +-- 0.0.0.0/0 3 0 4
+     +-- 127.0.0.0/8 2 0 2
+        +-- 127.0.0.0/31 1 0 0
+           |-- 127.0.0.0
+              /8 host LOCAL
+              /32 link BROADCAST
+           |-- 127.0.0.1
+              /32 host LOCAL
+        |-- 127.255.255.255
+           /32 link BROADCAST
+";
+    const ROUTE: &str =
+        "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT
+eth0\t00000000\t0101A8C0\t0003\t0\t0\t100\t00000000\t0\t0\t0
+cx7_0\t0001640A\t00000000\t0001\t0\t0\t0\t00FFFFFF\t0\t0\t0
+";
+    const V6: &str = "00000000000000000000000000000001 01 80 10 80       lo
+fe800000000000004ab02dfffef407fb 04 40 20 80    cx7_0
+garbage
+";
+
+    #[test]
+    fn local_addresses_and_their_netdevs() {
+        let a = LocalAddrs {
+            v4: parse_fib_trie(FIB),
+            routes: parse_route(ROUTE),
+            v6: parse_if_inet6(V6),
+        };
+        let ip = |s: &str| s.parse::<IpAddr>().expect("ip");
+        assert!(a.is_local(ip("10.100.1.1")));
+        assert!(!a.is_local(ip("10.100.1.2")));
+        assert!(!a.is_local(ip("10.100.1.0")));
+        assert!(a.is_local(ip("127.0.0.1")));
+        assert!(a.is_local(ip("127.3.0.1")));
+        assert!(a.is_local(ip("::1")));
+        assert_eq!(a.netdev_of(ip("10.100.1.1")).as_deref(), Some("cx7_0"));
+        assert_eq!(a.netdev_of(ip("127.0.0.1")).as_deref(), Some("lo"));
+        assert_eq!(
+            a.netdev_of(ip("fe80::4ab0:2dff:fef4:7fb")).as_deref(),
+            Some("cx7_0")
+        );
+        // The default route has a gateway: it never claims an address.
+        assert_eq!(a.netdev_of(ip("8.8.8.8")), None);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn parsers_never_panic(s in "[0-9A-Fa-f|+\\-/. :\tLOCALhostlink\n]{0,300}") {
+            let a = LocalAddrs {
+                v4: parse_fib_trie(&s),
+                routes: parse_route(&s),
+                v6: parse_if_inet6(&s),
+            };
+            let _ = a.netdev_of("10.0.0.1".parse().expect("ip"));
+            let _ = a.is_local("::1".parse().expect("ip"));
+        }
+    }
+
+    #[test]
+    fn garbage_is_ignored() {
+        for t in ["", "(null)", "|-- x\n/abc host LOCAL", "Iface\nx y z"] {
+            let _ = parse_fib_trie(t);
+            assert!(parse_route(t).is_empty());
+            assert!(parse_if_inet6(t).is_empty());
+        }
+    }
+}

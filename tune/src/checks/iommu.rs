@@ -1,0 +1,69 @@
+//! `iommu`: the IOMMU mode of the GPU's and NIC's groups (seed 001).
+
+use super::nic::data_path_nics;
+use super::pcie::gpu_label;
+use super::{CheckDef, Context};
+use crate::verdict::{Area, Status, Verdict};
+
+pub const IOMMU: CheckDef = CheckDef {
+    id: "iommu",
+    area: Area::Pcie,
+    title: "IOMMU mode of the GPU and NIC groups (passthrough for GPUDirect)",
+    aliases: &["iommu"],
+    doc: include_str!("../../../docs/checks/iommu.md"),
+    needs_root: false,
+    run: run_iommu,
+};
+
+/// The kernel argument that puts DMA domains in passthrough on this architecture.
+fn passthrough_arg(ctx: &Context) -> &'static str {
+    match ctx.platform().arch.as_deref() {
+        Some("aarch64") | Some("arm64") => "iommu.passthrough=1",
+        _ => "iommu=pt",
+    }
+}
+
+fn run_iommu(ctx: &Context) -> Vec<Verdict> {
+    const ID: &str = "iommu";
+    let f = match ctx.pci() {
+        Ok(f) => f,
+        Err(e) => return vec![Verdict::skip(ID, "host", e.to_string())],
+    };
+    let mut devs: Vec<(&daqtune_probe::pci::PciDevice, String)> =
+        f.tree.gpus().filter(|g| !g.is_vf).map(|g| (g, gpu_label(g))).collect();
+    for n in data_path_nics(ctx, f) {
+        if let Some(d) = f.tree.get(n.addr) {
+            devs.push((d, n.label()));
+        }
+    }
+    if devs.is_empty() {
+        return vec![Verdict::skip(ID, "host", "no NVIDIA GPU and no data-path NIC on the PCI bus")];
+    }
+    let arg = passthrough_arg(ctx);
+    let (key, val) = arg.split_once('=').unwrap_or((arg, ""));
+    let on_cmdline = ctx.cmdline().ok().is_some_and(|c| c.value(key) == Some(val));
+    devs.into_iter()
+        .map(|(d, label)| match (d.iommu_group, d.iommu_type.as_deref()) {
+            (None, _) => Verdict::pass(ID, label, "no IOMMU group: DMA is not translated for this device").observed("no group"),
+            (Some(g), Some("identity")) => {
+                Verdict::pass(ID, label, format!("group {g} in passthrough (identity)")).observed("identity")
+            }
+            (Some(g), Some(t @ ("DMA" | "DMA-FQ"))) => {
+                let status = if on_cmdline { Status::PendingReboot } else { Status::Warn };
+                let msg = if on_cmdline {
+                    format!("group {g} translates ({t}); {arg} is on the command line but this boot still translates: reboot")
+                } else {
+                    format!("group {g} translates DMA ({t}): GPUDirect peer traffic needs passthrough")
+                };
+                Verdict::new(ID, label, status, msg)
+                    .observed(t)
+                    .expected("identity")
+                    .fix(format!(
+                        "kernel argument {arg} (grub drop-in), then reboot; never intel_iommu=off (it also drops interrupt remapping)"
+                    ))
+            }
+            (Some(g), Some(t)) => Verdict::pass(ID, label, format!("group {g} type {t} (owned by a user-space driver such as VFIO)")).observed(t),
+            (Some(g), None) => Verdict::skip(ID, label, format!("group {g}: type unreadable (kernel before 5.11?)")),
+        })
+        .collect()
+}

@@ -1,0 +1,367 @@
+//! `nic.driver`, `nic.link-layer`, `nic.link`, `nic.mtu`: the ConnectX ports of the data path,
+//! found from the PCI tree (vendor 0x15b3, class 0x0200/0x0207) without ibdev2netdev.
+
+use super::{CheckDef, Context};
+use crate::verdict::{Area, Verdict};
+use daqtune_probe::pci::nic::NicFunction;
+use daqtune_probe::pci::PciFacts;
+
+pub const DRIVER: CheckDef = CheckDef {
+    id: "nic.driver",
+    area: Area::Nic,
+    title: "ConnectX drivers, verbs device nodes and user-space provider",
+    aliases: &["driver", "ofed"],
+    doc: include_str!("../../../docs/checks/nic.driver.md"),
+    needs_root: false,
+    run: run_driver,
+};
+
+pub const LINK_LAYER: CheckDef = CheckDef {
+    id: "nic.link-layer",
+    area: Area::Nic,
+    title: "ConnectX ports in the profile's link layer (Ethernet)",
+    aliases: &["link-layer", "link_layer"],
+    doc: include_str!("../../../docs/checks/nic.link-layer.md"),
+    needs_root: false,
+    run: run_link_layer,
+};
+
+pub const LINK: CheckDef = CheckDef {
+    id: "nic.link",
+    area: Area::Nic,
+    title: "Carrier and speed of the data-path ports; ports in other namespaces",
+    aliases: &["link", "carrier"],
+    doc: include_str!("../../../docs/checks/nic.link.md"),
+    needs_root: false,
+    run: run_link,
+};
+
+pub const MTU: CheckDef = CheckDef {
+    id: "nic.mtu",
+    area: Area::Nic,
+    title: "MTU of the data-path interfaces",
+    aliases: &["mtu"],
+    doc: include_str!("../../../docs/checks/nic.mtu.md"),
+    needs_root: false,
+    run: run_mtu,
+};
+
+/// The NIC functions of the data path: those the profile names (by netdev, RDMA device or PCI
+/// address), else every ConnectX physical function.
+pub fn data_path_nics<'f>(ctx: &Context, facts: &'f PciFacts) -> Vec<&'f NicFunction> {
+    let wanted = &ctx.profile.profile.nic.interfaces;
+    if wanted.is_empty() {
+        return facts.nics.iter().filter(|n| n.connectx && !n.is_vf).collect();
+    }
+    facts
+        .nics
+        .iter()
+        .filter(|n| {
+            wanted.iter().any(|w| {
+                n.netdev_names().contains(&w.as_str())
+                    || n.rdma_names().contains(&w.as_str())
+                    || n.foreign_netdevs.iter().any(|f| f == w)
+                    || w.parse::<daqtune_probe::pci::PciAddr>().is_ok_and(|a| a == n.addr)
+            })
+        })
+        .collect()
+}
+
+/// Why no data-path NIC is there to judge (skip message), with Spark's cable pre-flight.
+pub fn no_nic_reason(ctx: &Context) -> String {
+    let p = &ctx.profile.profile.nic;
+    if !p.interfaces.is_empty() {
+        return format!(
+            "none of the profile's interfaces ({}) is on this host",
+            p.interfaces.join(", ")
+        );
+    }
+    if p.cable_preflight {
+        "no ConnectX function on the PCI bus: DGX Spark removes the CX-7 PFs when no QSFP cable is plugged in (plug a cable; see seed 000 pre-flight)".into()
+    } else {
+        "no ConnectX (vendor 0x15b3) network function on the PCI bus".into()
+    }
+}
+
+fn facts<'c>(ctx: &'c Context, id: &str) -> Result<&'c PciFacts, Verdict> {
+    ctx.pci().map_err(|e| Verdict::skip(id, "host", e.to_string()))
+}
+
+fn run_driver(ctx: &Context) -> Vec<Verdict> {
+    const ID: &str = "nic.driver";
+    let f = match facts(ctx, ID) {
+        Ok(f) => f,
+        Err(v) => return vec![v],
+    };
+    let cx: Vec<&NicFunction> = f.nics.iter().filter(|n| n.connectx).collect();
+    if cx.is_empty() {
+        return vec![Verdict::skip(ID, "host", no_nic_reason(ctx))];
+    }
+    let mut out = Vec::new();
+    let mods = ctx.modules();
+    if !mods.readable {
+        out.push(Verdict::skip(
+            ID,
+            "modules",
+            "/proc/modules is not readable; cannot tell which drivers are loaded",
+        ));
+    } else {
+        let need = ["mlx5_core", "mlx5_ib", "ib_core", "ib_uverbs"];
+        let missing: Vec<&str> = need
+            .iter()
+            .copied()
+            .filter(|m| !mods.present(ctx.host, m))
+            .collect();
+        if missing.is_empty() {
+            out.push(
+                Verdict::pass(ID, "modules", "mlx5_core, mlx5_ib, ib_core and ib_uverbs are loaded")
+                    .observed(need.join(" ")),
+            );
+        } else {
+            out.push(
+                Verdict::fail(ID, "modules", format!("not loaded: {}", missing.join(", ")))
+                    .expected(need.join(" "))
+                    .fix(format!(
+                        "sudo modprobe -a {}   # not installed? `sudo apt install doca-ofed` (DOCA) or rdma-core, then reboot",
+                        missing.join(" ")
+                    )),
+            );
+        }
+    }
+    let uverbs: Vec<String> = ctx
+        .host
+        .read_dir("/dev/infiniband")
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|n| n.starts_with("uverbs"))
+        .collect();
+    if uverbs.is_empty() {
+        out.push(
+            Verdict::fail(ID, "/dev/infiniband", "no /dev/infiniband/uverbs* device nodes: RDMA and DPDK's mlx5 driver cannot open the NIC")
+                .fix("sudo modprobe ib_uverbs mlx5_ib"),
+        );
+    } else {
+        out.push(Verdict::pass(ID, "/dev/infiniband", format!("{} verbs device node(s)", uverbs.len())).observed(uverbs.join(" ")));
+    }
+    let provider = ctx.host.exists("/etc/libibverbs.d/mlx5.driver")
+        || ["/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib"]
+            .iter()
+            .any(|d| {
+                ctx.host
+                    .read_dir(&format!("{d}/libibverbs"))
+                    .unwrap_or_default()
+                    .iter()
+                    .any(|n| n.starts_with("libmlx5"))
+            });
+    if provider {
+        out.push(Verdict::pass(ID, "verbs provider", "rdma-core's mlx5 provider is installed"));
+    } else {
+        out.push(
+            Verdict::warn(ID, "verbs provider", "the user-space mlx5 verbs provider (libmlx5) was not found: ibverbs applications will report no devices")
+                .fix("sudo apt install ibverbs-providers libibverbs1 rdma-core"),
+        );
+    }
+    for n in cx.iter().filter(|n| !n.is_vf) {
+        let fw: Vec<String> = n.rdma.iter().filter_map(|r| r.fw_ver.clone()).collect();
+        let fw = if fw.is_empty() { "firmware version unknown (no RDMA device)".to_string() } else { format!("firmware {}", fw.join(", ")) };
+        match n.driver.as_deref() {
+            Some("mlx5_core") => out.push(
+                Verdict::pass(ID, n.label(), format!("{} bound to mlx5_core, {fw}", n.model))
+                    .observed("mlx5_core"),
+            ),
+            other => out.push(
+                Verdict::fail(
+                    ID,
+                    n.label(),
+                    format!("{} is bound to {} instead of mlx5_core", n.model, other.unwrap_or("no driver")),
+                )
+                .observed(other.unwrap_or("none"))
+                .expected("mlx5_core")
+                .fix(format!(
+                    "sudo modprobe mlx5_core; if another driver holds it: echo {} | sudo tee /sys/bus/pci/drivers/{}/unbind",
+                    n.addr,
+                    other.unwrap_or("DRIVER")
+                )),
+            ),
+        }
+    }
+    out
+}
+
+fn run_link_layer(ctx: &Context) -> Vec<Verdict> {
+    const ID: &str = "nic.link-layer";
+    let f = match facts(ctx, ID) {
+        Ok(f) => f,
+        Err(v) => return vec![v],
+    };
+    let nics = data_path_nics(ctx, f);
+    if nics.is_empty() {
+        return vec![Verdict::skip(ID, "host", no_nic_reason(ctx))];
+    }
+    let want = ctx.profile.profile.nic.link_layer.to_ascii_lowercase();
+    let (want_label, want_mlx) = if want == "infiniband" { ("InfiniBand", "IB") } else { ("Ethernet", "ETH") };
+    let mut out = Vec::new();
+    for n in nics {
+        if n.rdma.is_empty() {
+            out.push(Verdict::skip(
+                ID,
+                n.label(),
+                "no RDMA device under this function (mlx5_ib not loaded?): link layer unknown",
+            ));
+            continue;
+        }
+        for r in &n.rdma {
+            for p in &r.ports {
+                let subject = format!("{} {}/{}", n.addr, r.name, p.port);
+                match p.link_layer.as_deref() {
+                    Some(ll) if ll.eq_ignore_ascii_case(want_label) => {
+                        out.push(Verdict::pass(ID, subject, format!("link layer {ll}")).observed(ll))
+                    }
+                    Some(ll) => {
+                        // LINK_TYPE_P<n> is set on the device's first function; P1 = function 0.
+                        let first = daqtune_probe::pci::PciAddr { func: 0, ..n.addr };
+                        out.push(
+                            Verdict::fail(ID, subject, format!("port runs {ll}; the data path needs {want_label}"))
+                                .observed(ll)
+                                .expected(want_label)
+                                .fix(format!(
+                                    "sudo mlxconfig -d {first} set LINK_TYPE_P{}={want_mlx}   # then reboot (IGX: also settable in the BIOS)",
+                                    n.addr.func + 1
+                                )),
+                        )
+                    }
+                    None => out.push(Verdict::skip(ID, subject, "link_layer unreadable")),
+                }
+            }
+        }
+    }
+    out
+}
+
+fn run_link(ctx: &Context) -> Vec<Verdict> {
+    const ID: &str = "nic.link";
+    let f = match facts(ctx, ID) {
+        Ok(f) => f,
+        Err(v) => return vec![v],
+    };
+    let p = &ctx.profile.profile.nic;
+    let mut out = Vec::new();
+    if let Some(expected) = p.expected_pfs {
+        let pfs = f.nics.iter().filter(|n| n.connectx && !n.is_vf).count();
+        if (pfs as u32) < expected {
+            let mut v = Verdict::fail(
+                ID,
+                "host",
+                format!("{pfs} of {expected} ConnectX physical functions present"),
+            )
+            .observed(pfs)
+            .expected(expected);
+            if p.cable_preflight {
+                v.message.push_str(": DGX Spark removes the CX-7 PFs from the PCI bus when no QSFP cable is plugged in");
+                v = v.fix("plug a QSFP cable into the chassis socket; the hotplug service brings the PFs back (seed 000 pre-flight)");
+            }
+            out.push(v);
+        }
+    }
+    let nics = data_path_nics(ctx, f);
+    if nics.is_empty() {
+        if out.is_empty() {
+            out.push(Verdict::skip(ID, "host", no_nic_reason(ctx)));
+        }
+        return out;
+    }
+    for n in nics {
+        for name in &n.foreign_netdevs {
+            out.push(
+                Verdict::warn(
+                    ID,
+                    format!("{} ({name})", n.addr),
+                    format!("{name} is in another network namespace; this namespace cannot see its carrier or MTU"),
+                )
+                .fix(format!(
+                    "find it with `ip netns` / `ip -all netns exec ip -br link`; move it back with `ip -n NS link set {name} netns 1`"
+                )),
+            );
+        }
+        if n.netdevs.is_empty() && n.foreign_netdevs.is_empty() {
+            out.push(Verdict::warn(
+                ID,
+                n.label(),
+                n.notes.first().cloned().unwrap_or_else(|| "no network interface".into()),
+            ));
+        }
+        for nd in &n.netdevs {
+            let subject = format!("{} ({})", n.addr, nd.name);
+            let speed = nd
+                .speed_mbps
+                .map(|s| format!("{} Gb/s", s / 1000))
+                .unwrap_or_else(|| "speed unknown".into());
+            match nd.carrier {
+                Some(true) => out.push(
+                    Verdict::pass(ID, subject, format!("carrier up, {speed}"))
+                        .observed(format!("up {speed}")),
+                ),
+                Some(false) => out.push(
+                    Verdict::warn(ID, subject, "no carrier: cable, transceiver or link partner down")
+                        .observed("down")
+                        .expected("up")
+                        .fix(format!("check the cable and the peer; `ethtool {}` shows the negotiated state", nd.name)),
+                ),
+                None => out.push(
+                    Verdict::warn(ID, subject, format!(
+                        "interface is administratively down (operstate {})",
+                        nd.operstate.as_deref().unwrap_or("unknown")
+                    ))
+                    .observed("admin down")
+                    .expected("up")
+                    .fix(format!("sudo ip link set dev {} up", nd.name)),
+                ),
+            }
+        }
+    }
+    out
+}
+
+fn run_mtu(ctx: &Context) -> Vec<Verdict> {
+    const ID: &str = "nic.mtu";
+    let f = match facts(ctx, ID) {
+        Ok(f) => f,
+        Err(v) => return vec![v],
+    };
+    let nics = data_path_nics(ctx, f);
+    if nics.is_empty() {
+        return vec![Verdict::skip(ID, "host", no_nic_reason(ctx))];
+    }
+    let want = ctx.profile.profile.nic.mtu;
+    let mut out = Vec::new();
+    for n in nics {
+        if n.netdevs.is_empty() {
+            let why = if n.foreign_netdevs.is_empty() {
+                "no network interface visible".to_string()
+            } else {
+                format!("{} is in another network namespace", n.foreign_netdevs.join(", "))
+            };
+            out.push(Verdict::skip(ID, n.label(), why));
+            continue;
+        }
+        for nd in &n.netdevs {
+            let subject = format!("{} ({})", n.addr, nd.name);
+            match nd.mtu {
+                Some(m) if m >= want => out.push(
+                    Verdict::pass(ID, subject, format!("MTU {m}")).observed(m).expected(format!(">= {want}")),
+                ),
+                Some(m) => out.push(
+                    Verdict::fail(ID, subject, format!("MTU {m} is below the profile's {want}: jumbo frames are dropped or fragmented"))
+                        .observed(m)
+                        .expected(format!(">= {want}"))
+                        .fix(format!(
+                            "sudo ip link set dev {} mtu {want}; persistent: sudo daqtune apply --only nic.mtu",
+                            nd.name
+                        )),
+                ),
+                None => out.push(Verdict::skip(ID, subject, "mtu unreadable")),
+            }
+        }
+    }
+    out
+}

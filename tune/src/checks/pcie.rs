@@ -1,0 +1,551 @@
+//! `pcie.topology`, `pcie.link`, `pcie.mps`, `pcie.mrrs`, `pcie.acs`, `pcie.aer`: the PCIe
+//! path between the GPUs and the data-path NICs (seed 000 Steps 1-3, seed 001).
+
+use super::nic::{data_path_nics, no_nic_reason};
+use super::{CheckDef, Context};
+use crate::verdict::{Area, Status, Verdict};
+use daqtune_probe::pci::config::{mrrs_code, Visibility};
+use daqtune_probe::pci::nic::NicFunction;
+use daqtune_probe::pci::topo::{classify, PathClass};
+use daqtune_probe::pci::{link_label, PciAddr, PciDevice, PciFacts, PciTree, PortType};
+use std::collections::BTreeSet;
+
+pub const TOPOLOGY: CheckDef = CheckDef {
+    id: "pcie.topology",
+    area: Area::Pcie,
+    title: "GPU <-> NIC PCIe path class (PIX/PXB/PHB/NODE/SYS)",
+    aliases: &["topo", "topology"],
+    doc: include_str!("../../../docs/checks/pcie.topology.md"),
+    needs_root: false,
+    run: run_topology,
+};
+
+pub const LINK: CheckDef = CheckDef {
+    id: "pcie.link",
+    area: Area::Pcie,
+    title: "PCIe link width and speed against what the link can do",
+    aliases: &["speed", "pcie-speed"],
+    doc: include_str!("../../../docs/checks/pcie.link.md"),
+    needs_root: false,
+    run: run_link,
+};
+
+pub const MPS: CheckDef = CheckDef {
+    id: "pcie.mps",
+    area: Area::Pcie,
+    title: "Max Payload Size along the GPU and NIC paths",
+    aliases: &["mps"],
+    doc: include_str!("../../../docs/checks/pcie.mps.md"),
+    needs_root: true,
+    run: run_mps,
+};
+
+pub const MRRS: CheckDef = CheckDef {
+    id: "pcie.mrrs",
+    area: Area::Pcie,
+    title: "Max Read Request Size of the NIC physical functions",
+    aliases: &["mrrs"],
+    doc: include_str!("../../../docs/checks/pcie.mrrs.md"),
+    needs_root: true,
+    run: run_mrrs,
+};
+
+pub const ACS: CheckDef = CheckDef {
+    id: "pcie.acs",
+    area: Area::Pcie,
+    title: "ACS redirect on the ports between GPU and NIC",
+    aliases: &["acs"],
+    doc: include_str!("../../../docs/checks/pcie.acs.md"),
+    needs_root: true,
+    run: run_acs,
+};
+
+pub const AER: CheckDef = CheckDef {
+    id: "pcie.aer",
+    area: Area::Pcie,
+    title: "PCIe error counters and ASPM on the GPU and NIC paths",
+    aliases: &["aer", "aspm"],
+    doc: include_str!("../../../docs/checks/pcie.aer.md"),
+    needs_root: false,
+    run: run_aer,
+};
+
+const NEEDS_ROOT: &str = "config space beyond the first 64 bytes is readable only by root (run with sudo)";
+
+fn facts<'c>(ctx: &'c Context, id: &str) -> Result<&'c PciFacts, Verdict> {
+    ctx.pci().map_err(|e| Verdict::skip(id, "host", e.to_string()))
+}
+
+fn gpus(tree: &PciTree) -> Vec<&PciDevice> {
+    tree.gpus().filter(|g| !g.is_vf).collect()
+}
+
+pub fn gpu_label(g: &PciDevice) -> String {
+    format!("{} ({})", g.addr, g.short_name())
+}
+
+/// GPUs and data-path NIC functions, the endpoints whose paths the checks judge.
+fn endpoints<'f>(ctx: &Context, f: &'f PciFacts) -> Vec<(&'f PciDevice, String)> {
+    let mut v: Vec<(&PciDevice, String)> = gpus(&f.tree).into_iter().map(|g| (g, gpu_label(g))).collect();
+    for n in data_path_nics(ctx, f) {
+        if let Some(d) = f.tree.get(n.addr) {
+            v.push((d, n.label()));
+        }
+    }
+    v
+}
+
+fn nic_devices<'f>(ctx: &Context, f: &'f PciFacts) -> Vec<(&'f PciDevice, &'f NicFunction)> {
+    data_path_nics(ctx, f)
+        .into_iter()
+        .filter_map(|n| f.tree.get(n.addr).map(|d| (d, n)))
+        .collect()
+}
+
+fn class_status(ctx: &Context, c: PathClass) -> Status {
+    let p = &ctx.profile.profile.pcie;
+    if p.topology_pass.iter().any(|x| x == c.as_str()) {
+        Status::Pass
+    } else if p.topology_fail.iter().any(|x| x == c.as_str()) {
+        Status::Fail
+    } else {
+        Status::Warn
+    }
+}
+
+fn run_topology(ctx: &Context) -> Vec<Verdict> {
+    const ID: &str = "pcie.topology";
+    let f = match facts(ctx, ID) {
+        Ok(f) => f,
+        Err(v) => return vec![v],
+    };
+    let gs = gpus(&f.tree);
+    if gs.is_empty() {
+        return vec![Verdict::skip(ID, "host", "no NVIDIA GPU (vendor 0x10de, display class) on the PCI bus")];
+    }
+    let nics = nic_devices(ctx, f);
+    if nics.is_empty() {
+        return vec![Verdict::skip(ID, "host", no_nic_reason(ctx))];
+    }
+    let mut out = Vec::new();
+    for g in gs {
+        let mut paths: Vec<(PathClass, String, String)> = nics
+            .iter()
+            .map(|(d, n)| {
+                let p = classify(&f.tree, g.addr, d.addr);
+                (p.class, n.label(), p.why)
+            })
+            .collect();
+        paths.sort_by_key(|p| p.0);
+        let observed = paths
+            .iter()
+            .map(|(c, l, _)| format!("{c} {l}"))
+            .collect::<Vec<_>>()
+            .join("; ");
+        let (best, best_nic, why) = paths[0].clone();
+        let status = class_status(ctx, best);
+        let pass = ctx.profile.profile.pcie.topology_pass.join("/");
+        let msg = match status {
+            Status::Pass => format!("{best} to {best_nic} ({why})"),
+            _ if best == PathClass::Unknown => format!("path class unknown: {why}"),
+            _ => format!("best path is {best} to {best_nic} ({why}); GPUDirect traffic crosses the {}", match best {
+                PathClass::Phb => "host bridge (CPU)",
+                PathClass::Node => "interconnect between host bridges",
+                _ => "inter-socket link",
+            }),
+        };
+        let mut v = Verdict::new(ID, gpu_label(g), status, msg).observed(observed).expected(pass);
+        if status != Status::Pass {
+            v = v.fix("hardware: move the NIC or the GPU into slots below one PCIe switch (or at least one socket); `daqtune topo --svg topo.svg` draws the tree");
+        }
+        out.push(v);
+    }
+    out
+}
+
+/// Ports that face downstream (root and switch downstream ports): their link is their child's.
+fn faces_downstream(tree: &PciTree, d: &PciDevice) -> bool {
+    if let Some(t) = d.port_type() {
+        return t.is_downstream_facing();
+    }
+    // Without config space: root at depth 0, then upstream/downstream alternate in a switch.
+    let depth = tree.ancestors(d.addr).len();
+    d.is_bridge() && depth % 2 == 0
+}
+
+fn min_opt<T: PartialOrd + Copy>(a: Option<T>, b: Option<T>) -> Option<T> {
+    match (a, b) {
+        (Some(x), Some(y)) => Some(if y < x { y } else { x }),
+        (x, None) => x,
+        (None, y) => y,
+    }
+}
+
+fn run_link(ctx: &Context) -> Vec<Verdict> {
+    const ID: &str = "pcie.link";
+    let f = match facts(ctx, ID) {
+        Ok(f) => f,
+        Err(v) => return vec![v],
+    };
+    let eps = endpoints(ctx, f);
+    if eps.is_empty() {
+        return vec![Verdict::skip(ID, "host", "no NVIDIA GPU and no data-path NIC on the PCI bus")];
+    }
+    let mut out = Vec::new();
+    let mut bridges: BTreeSet<PciAddr> = BTreeSet::new();
+    let judge = |d: &PciDevice, label: String, is_gpu: bool, out: &mut Vec<Verdict>| -> bool {
+        let (ms, mw) = d.max_link();
+        let (cs, cw) = d.cur_link();
+        let parent = d.parent.and_then(|p| f.tree.get(p));
+        let (ps, pw) = parent.map(|p| p.max_link()).unwrap_or((None, None));
+        let (es, ew) = (min_opt(ms, ps), min_opt(mw, pw));
+        if es.is_none() && ew.is_none() {
+            out.push(Verdict::skip(ID, label, "no link attributes (not a PCIe device, or the kernel does not expose them)"));
+            return false;
+        }
+        let expected = link_label(es, ew);
+        let observed = link_label(cs, cw);
+        let mut problems = Vec::new();
+        if let (Some(c), Some(e)) = (cw, ew) {
+            if c < e {
+                problems.push(format!("trained at x{c}, the link can do x{e}"));
+            }
+        }
+        let mut note = String::new();
+        if let (Some(c), Some(e)) = (cs, es) {
+            if c < e {
+                if is_gpu {
+                    note = format!("; speed {} GT/s now is not judged: GPUs train down when idle (judge the max link generation from NVML under load)", c);
+                } else {
+                    problems.push(format!("running at {c} GT/s, the link can do {e} GT/s"));
+                }
+            }
+        }
+        if problems.is_empty() {
+            out.push(Verdict::pass(ID, label, format!("{observed}{note}")).observed(observed).expected(expected));
+            false
+        } else {
+            let up = parent.map(|p| format!(" (upstream port {})", p.addr)).unwrap_or_default();
+            out.push(
+                Verdict::warn(ID, label, format!("{}{up}{note}", problems.join("; ")))
+                    .observed(observed)
+                    .expected(expected)
+                    .fix("hardware: reseat the card, use a slot wired for the full width, check risers and bifurcation settings in the firmware"),
+            );
+            true
+        }
+    };
+    for (d, label) in &eps {
+        judge(d, label.clone(), d.is_nvidia_gpu(), &mut out);
+        for a in f.tree.ancestors(d.addr) {
+            if a.parent.is_some() && !faces_downstream(&f.tree, a) {
+                bridges.insert(a.addr);
+            }
+        }
+    }
+    let mut ok = 0;
+    for b in &bridges {
+        let Some(d) = f.tree.get(*b) else { continue };
+        let mut tmp = Vec::new();
+        let degraded = judge(d, format!("{} ({})", d.addr, d.port_type().map(PortType::as_str).unwrap_or("bridge")), false, &mut tmp);
+        if degraded {
+            out.extend(tmp);
+        } else if tmp.iter().all(|v| v.status == Status::Pass) {
+            ok += 1;
+        }
+    }
+    if ok > 0 {
+        out.push(Verdict::pass(ID, "switch links", format!("{ok} upstream link(s) of bridges on the GPU/NIC paths at full width and speed")));
+    }
+    out
+}
+
+fn cap_visibility_skip(id: &str, label: String, d: &PciDevice) -> Verdict {
+    let why = match (&d.config, &d.config_error) {
+        (_, Some(e)) => format!("config space unreadable: {e}"),
+        (Some(c), _) if c.pcie_visibility == Visibility::Hidden => NEEDS_ROOT.to_string(),
+        (Some(_), _) => "no PCI Express capability".to_string(),
+        (None, None) => "config space not read".to_string(),
+    };
+    Verdict::skip(id, label, why)
+}
+
+fn run_mps(ctx: &Context) -> Vec<Verdict> {
+    const ID: &str = "pcie.mps";
+    let f = match facts(ctx, ID) {
+        Ok(f) => f,
+        Err(v) => return vec![v],
+    };
+    let eps = endpoints(ctx, f);
+    if eps.is_empty() {
+        return vec![Verdict::skip(ID, "host", "no NVIDIA GPU and no data-path NIC on the PCI bus")];
+    }
+    let mut out = Vec::new();
+    let nics: BTreeSet<PciAddr> = data_path_nics(ctx, f).iter().map(|n| n.addr).collect();
+    for (d, label) in &eps {
+        let Some(cap) = d.pcie() else {
+            out.push(cap_visibility_skip(ID, label.clone(), d));
+            continue;
+        };
+        let ancestors = f.tree.ancestors(d.addr);
+        let mut path: Vec<&PciDevice> = vec![d];
+        path.extend(ancestors.iter().copied());
+        if let Some(hidden) = path.iter().find(|x| x.pcie().is_none() && x.config.as_ref().is_some_and(|c| c.pcie_visibility == Visibility::Hidden)) {
+            out.push(Verdict::skip(ID, label.clone(), format!("upstream port {}: {NEEDS_ROOT}", hidden.addr)));
+            continue;
+        }
+        let mut problems = Vec::new();
+        for w in path.windows(2) {
+            let (child, parent) = (w[0], w[1]);
+            if let (Some(c), Some(p)) = (child.pcie(), parent.pcie()) {
+                if c.mps > p.mps {
+                    problems.push(format!("{} MPS {} exceeds its upstream port {} ({}): malformed TLPs", child.addr, c.mps, parent.addr, p.mps));
+                }
+            }
+        }
+        // GPU and NIC that exchange peer-to-peer traffic below one host bridge must agree.
+        if d.is_nvidia_gpu() {
+            for n in &nics {
+                let Some(nd) = f.tree.get(*n) else { continue };
+                if nd.host_bridge == d.host_bridge {
+                    if let Some(np) = nd.pcie() {
+                        if np.mps != cap.mps {
+                            problems.push(format!("GPU MPS {} differs from NIC {} MPS {}", cap.mps, nd.addr, np.mps));
+                        }
+                    }
+                }
+            }
+        }
+        let path_cap = path.iter().filter_map(|x| x.pcie()).map(|p| p.mps_supported).min().unwrap_or(cap.mps_supported);
+        let observed = format!("{} B (device supports {} B, path {} B)", cap.mps, cap.mps_supported, path_cap);
+        if !problems.is_empty() {
+            out.push(
+                Verdict::fail(ID, label.clone(), problems.join("; "))
+                    .observed(observed)
+                    .fix("firmware: set one Max Payload Size for the whole hierarchy (BIOS 'PCIe Max Payload Size'), or boot with pci=pcie_bus_safe; daqtune never writes MPS"),
+            );
+        } else if cap.mps < path_cap {
+            out.push(
+                Verdict::pass(ID, label.clone(), format!(
+                    "MPS {} B; the path could carry {} B (note: a platform/firmware choice, e.g. BIOS 'PCIe Max Payload Size' or pci=pcie_bus_perf; 128 B can be deliberate for peer-to-peer)",
+                    cap.mps, path_cap
+                ))
+                .observed(observed),
+            );
+        } else {
+            out.push(Verdict::pass(ID, label.clone(), format!("MPS {} B, the most the path allows", cap.mps)).observed(observed));
+        }
+    }
+    out
+}
+
+fn run_mrrs(ctx: &Context) -> Vec<Verdict> {
+    const ID: &str = "pcie.mrrs";
+    let f = match facts(ctx, ID) {
+        Ok(f) => f,
+        Err(v) => return vec![v],
+    };
+    let nics = nic_devices(ctx, f);
+    if nics.is_empty() {
+        return vec![Verdict::skip(ID, "host", no_nic_reason(ctx))];
+    }
+    let want = ctx.profile.profile.pcie.mrrs;
+    let code = mrrs_code(want).unwrap_or(5);
+    let mut out = Vec::new();
+    let mut vfs = 0;
+    for (d, n) in nics {
+        if d.is_vf {
+            vfs += 1;
+            continue;
+        }
+        let Some(cap) = d.pcie() else {
+            out.push(cap_visibility_skip(ID, n.label(), d));
+            continue;
+        };
+        let observed = cap.mrrs;
+        if observed == want {
+            out.push(
+                Verdict::pass(ID, n.label(), format!("MRRS {observed} (DevCtl at CAP_EXP+8 = 0x{:02x})", cap.offset + 8))
+                    .observed(observed)
+                    .expected(want),
+            );
+        } else {
+            out.push(
+                Verdict::fail(ID, n.label(), format!("MRRS {observed}, the profile wants {want}"))
+                    .observed(observed)
+                    .expected(want)
+                    .fix(format!(
+                        "sudo daqtune apply --only pcie.mrrs   (by hand: sudo setpci -s {} CAP_EXP+8.w={:x}000:7000; resets and re-adds clear it)",
+                        d.addr, code
+                    )),
+            );
+        }
+    }
+    if vfs > 0 {
+        out.push(Verdict::na(ID, format!("{vfs} virtual function(s)"), "MRRS is reserved in VFs; the physical function's value applies"));
+    }
+    out
+}
+
+fn run_acs(ctx: &Context) -> Vec<Verdict> {
+    const ID: &str = "pcie.acs";
+    let f = match facts(ctx, ID) {
+        Ok(f) => f,
+        Err(v) => return vec![v],
+    };
+    let gs = gpus(&f.tree);
+    let nics = nic_devices(ctx, f);
+    if gs.is_empty() || nics.is_empty() {
+        return vec![Verdict::skip(ID, "host", if gs.is_empty() { "no NVIDIA GPU on the PCI bus".to_string() } else { no_nic_reason(ctx) })];
+    }
+    let mut ports: BTreeSet<PciAddr> = BTreeSet::new();
+    let mut pairs = 0;
+    let mut translating = Vec::new();
+    for g in &gs {
+        for (d, _) in &nics {
+            let p = classify(&f.tree, g.addr, d.addr);
+            if !matches!(p.class, PathClass::Pix | PathClass::Pxb | PathClass::Phb) {
+                continue;
+            }
+            pairs += 1;
+            ports.extend(p.ports());
+            for x in [*g, *d] {
+                if matches!(x.iommu_type.as_deref(), Some("DMA") | Some("DMA-FQ")) && !translating.contains(&x.addr) {
+                    translating.push(x.addr);
+                }
+            }
+        }
+    }
+    if pairs == 0 {
+        return vec![Verdict::na(ID, "host", "no GPU and NIC share a PCIe hierarchy: peer traffic crosses the CPU whatever ACS says")];
+    }
+    let mut out = Vec::new();
+    let mut clean = 0;
+    let mut hidden = Vec::new();
+    let mut offenders = Vec::new();
+    for a in &ports {
+        let Some(d) = f.tree.get(*a) else { continue };
+        match d.config.as_ref() {
+            Some(c) if c.acs_visibility() == Visibility::Hidden => hidden.push(d.addr),
+            Some(c) => match c.acs {
+                Some(acs) if !acs.redirects_enabled().is_empty() => {
+                    offenders.push(d.addr);
+                    out.push(
+                        Verdict::warn(
+                            ID,
+                            format!("{} ({})", d.addr, d.port_type().map(PortType::as_str).unwrap_or("port")),
+                            format!("{} set: GPU-NIC peer traffic is redirected up to the root complex", acs.redirects_enabled().join(", ")),
+                        )
+                        .observed(format!("ACSCtl 0x{:04x}", acs.ctrl)),
+                    );
+                }
+                _ => clean += 1,
+            },
+            None => hidden.push(d.addr),
+        }
+    }
+    if !offenders.is_empty() {
+        let list = offenders.iter().map(|a| a.to_string()).collect::<Vec<_>>().join(";");
+        let fix = if translating.is_empty() {
+            format!("sudo daqtune apply --only pcie.acs --allow-acs   (persistent kernel argument: pci=disable_acs_redir={list}, with the `;` escaped as `\\;` in GRUB)")
+        } else {
+            format!(
+                "leave ACS on: the IOMMU translates DMA for {} (redirect off under a translating IOMMU can misdeliver DMA); first switch to passthrough (iommu check), then pci=disable_acs_redir={list}",
+                translating.iter().map(|a| a.to_string()).collect::<Vec<_>>().join(", ")
+            )
+        };
+        for v in out.iter_mut() {
+            v.fix = Some(fix.clone());
+        }
+    }
+    if !hidden.is_empty() {
+        out.push(Verdict::skip(
+            ID,
+            hidden.iter().map(|a| a.to_string()).collect::<Vec<_>>().join(", "),
+            format!("ACS state unknown: extended config space not readable ({NEEDS_ROOT})"),
+        ));
+    }
+    if out.is_empty() || clean > 0 && offenders.is_empty() && hidden.is_empty() {
+        out.push(Verdict::pass(ID, "GPU-NIC paths", format!("{clean} port(s) between GPU and NIC: ACS redirect off")).observed(format!("{clean} ports")));
+    }
+    out
+}
+
+fn run_aer(ctx: &Context) -> Vec<Verdict> {
+    const ID: &str = "pcie.aer";
+    let f = match facts(ctx, ID) {
+        Ok(f) => f,
+        Err(v) => return vec![v],
+    };
+    let eps = endpoints(ctx, f);
+    if eps.is_empty() {
+        return vec![Verdict::skip(ID, "host", "no NVIDIA GPU and no data-path NIC on the PCI bus")];
+    }
+    let threshold = ctx.profile.profile.pcie.aer_correctable_warn;
+    let policy = ctx
+        .host
+        .read_string("/sys/module/pcie_aspm/parameters/policy")
+        .ok()
+        .and_then(|t| daqtune_probe::system::parse_lockdown(&t));
+    let mut seen: BTreeSet<PciAddr> = BTreeSet::new();
+    let mut devs: Vec<(&PciDevice, String)> = Vec::new();
+    for (d, label) in &eps {
+        if seen.insert(d.addr) {
+            devs.push((d, label.clone()));
+        }
+        for a in f.tree.ancestors(d.addr) {
+            if seen.insert(a.addr) {
+                devs.push((a, format!("{} ({})", a.addr, a.port_type().map(PortType::as_str).unwrap_or("bridge"))));
+            }
+        }
+    }
+    let mut out = Vec::new();
+    let mut counted = 0;
+    let mut ok = 0;
+    for (d, label) in devs {
+        let mut problems = Vec::new();
+        if d.aer.is_known() {
+            counted += 1;
+            let (c, n, fa) = (d.aer.correctable.unwrap_or(0), d.aer.nonfatal.unwrap_or(0), d.aer.fatal.unwrap_or(0));
+            if fa > 0 || n > 0 {
+                problems.push(format!("{n} non-fatal and {fa} fatal uncorrectable error(s) since boot"));
+            }
+            if c > threshold {
+                problems.push(format!("{c} correctable errors since boot (more than {threshold}): a marginal link retrains and replays"));
+            }
+        }
+        if let Some(p) = d.pcie() {
+            if p.aspm_enabled.any() {
+                problems.push(format!("ASPM {} enabled on the data path: link exits add latency", p.aspm_enabled.label()));
+            }
+        }
+        if problems.is_empty() {
+            ok += 1;
+        } else {
+            let observed = format!(
+                "correctable {}, non-fatal {}, fatal {}",
+                d.aer.correctable.map(|v| v.to_string()).unwrap_or("?".into()),
+                d.aer.nonfatal.map(|v| v.to_string()).unwrap_or("?".into()),
+                d.aer.fatal.map(|v| v.to_string()).unwrap_or("?".into())
+            );
+            let aspm = problems.iter().any(|p| p.starts_with("ASPM"));
+            out.push(
+                Verdict::warn(ID, label, problems.join("; "))
+                    .observed(observed)
+                    .fix(if aspm {
+                        "kernel argument pcie_aspm=off (or the firmware's ASPM setting); for errors: reseat, check risers, compare counts later with `daqtune diff`".to_string()
+                    } else {
+                        "compare with a later `daqtune check` (counts since boot): rising counts point to a marginal link; reseat the card, check risers and cables".to_string()
+                    }),
+            );
+        }
+    }
+    if counted == 0 && out.is_empty() {
+        return vec![Verdict::skip(ID, "host", "the kernel exposes no AER counters (aer_dev_*): AER disabled or handled by firmware")];
+    }
+    let pol = policy.map(|p| format!("; ASPM policy {p}")).unwrap_or_default();
+    if ok > 0 {
+        out.push(Verdict::pass(ID, "GPU/NIC paths", format!("{ok} device(s) without uncorrectable errors or ASPM{pol}")));
+    }
+    out
+}
