@@ -13,6 +13,9 @@ PACKAGES=(
   pciutils          # pcie tests compare our config-space decoder with lspci -F
   iperf3            # socket self-test reference
   systemd           # systemd-analyze verify on generated units
+  # RDMA engine (feature daqtune-rdma/rdma) and its soft-RoCE VM test (tests/vm/rxe-vm.sh)
+  libibverbs-dev librdmacm-dev rdma-core ibverbs-providers perftest iproute2
+  qemu-system-x86 busybox-static
 )
 
 log() { printf '\n== %s\n' "$*"; }
@@ -31,6 +34,10 @@ if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null 2>&1; then
 fi
 
 FEATURES=()
+# The RDMA engine links libibverbs: build and test it where the headers are installed.
+if pkg-config --exists libibverbs 2>/dev/null || [[ -e /usr/include/infiniband/verbs.h ]]; then
+  FEATURES+=(daqtune-rdma/rdma)
+fi
 features_arg=()
 if ((${#FEATURES[@]})); then
   features_arg=(--features "$(IFS=,; echo "${FEATURES[*]}")")

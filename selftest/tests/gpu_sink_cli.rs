@@ -94,3 +94,36 @@ fn gpu_flags_need_gpu() {
         .expect("spawn");
     assert_eq!(out.status.code(), Some(2));
 }
+
+#[test]
+fn planted_corruption_is_summed_over_streams() {
+    // 3 over 2 streams: stream 0 plants 2, stream 1 plants 1; the result must say 3.
+    let (code, v, err) = run(&[
+        "--mode",
+        "tcp,udp",
+        "--duration",
+        "1",
+        "--streams",
+        "2",
+        "--inject-corruption",
+        "3",
+    ]);
+    assert_eq!(code, 0, "{v} {err}");
+    for r in v["results"].as_array().expect("results") {
+        assert_eq!(r["injected_corruptions"], 3, "{r}");
+        assert_eq!(r["integrity_errors"], 3, "{r}");
+        assert_eq!(r["status"], "pass", "{r}");
+    }
+}
+
+#[test]
+fn gpu_with_several_streams_or_other_engines_is_refused() {
+    let (code, _, err) = run(&["--gpu", "0", "--streams", "2", "--duration", "0.2"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--gpu takes one stream"), "{err}");
+    for engine in ["dpdk", "all"] {
+        let (code, _, err) = run(&[engine, "--inject-corruption", "1"]);
+        assert_eq!(code, 2, "{err}");
+        assert!(err.contains("socket engine only"), "{err}");
+    }
+}

@@ -2,7 +2,7 @@
 //! `dcgmi diag -r 1..3`.
 //!
 //! Level 1 runs every check with the profile's required checks as a gate (seconds). Level 2
-//! adds a short self-test of every data path this binary can drive (socket, DPDK), about a
+//! adds a short self-test of every data path this binary can drive (socket, DPDK, RDMA), about a
 //! minute. Level 3 adds a long soak. Self-tests run as child processes of this binary, so a
 //! signal or crash in a data path cannot leave this process holding namespaces.
 
@@ -158,7 +158,7 @@ pub fn run(g: &GlobalArgs, a: &QualifyArgs) -> Result<u8, UsageError> {
         } else {
             a.selftest_duration
         };
-        for engine in ["socket", "dpdk"] {
+        for engine in ["socket", "dpdk", "rdma"] {
             let t = Instant::now();
             let name = format!("selftest {engine}{}", if soak { " (soak)" } else { "" });
             match run_selftest(g, engine, duration, veth) {

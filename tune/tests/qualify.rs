@@ -240,5 +240,14 @@ fn level2_adds_a_result_per_data_path() {
         .iter()
         .filter_map(|s| s["name"].as_str())
         .collect();
-    assert_eq!(stage_names, ["checks", "selftest socket", "selftest dpdk"]);
+    assert_eq!(
+        stage_names,
+        [
+            "checks",
+            "selftest socket",
+            "selftest dpdk",
+            "selftest rdma"
+        ]
+    );
+    assert!(engines.contains(&"rdma"), "{engines:?}");
 }

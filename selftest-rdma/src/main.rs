@@ -1,0 +1,274 @@
+//! `daqtune-rdma`: the RDMA self-test as its own executable, so that the main `daqtune` binary
+//! starts on hosts without libibverbs (this one links it when built with feature `rdma`).
+//!
+//!   daqtune-rdma --dev rxe0 --peer-dev rxe1            two local ports (or rxe on a veth pair)
+//!   daqtune-rdma --listen 0.0.0.0:18515 --dev mlx5_0   receiver for a remote run
+//!   daqtune-rdma --dev mlx5_0 --peer host:18515        sender against it
+//!
+//! Exit status: 0 when every run passed or was skipped, 1 when one failed or errored, 2 on bad
+//! usage.
+
+use clap::Parser;
+use daqtune_probe::Host;
+use daqtune_rdma::buffer::HostProvider;
+use daqtune_rdma::run::mode_of;
+use daqtune_rdma::{EndpointConfig, RdmaDetail, RdmaEngine, Topology, Transfer};
+use daqtune_selftest::engine::{RunControl, RunSpec};
+use daqtune_selftest::report::{judge, EngineResult, Report, Thresholds};
+use serde::Serialize;
+use std::net::Ipv4Addr;
+use std::process::ExitCode;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Format {
+    Text,
+    Json,
+    Junit,
+}
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "daqtune-rdma",
+    version,
+    about = "RDMA RC WRITE/SEND self-test (ibverbs)"
+)]
+struct Cli {
+    /// Sending device (or the serving device with --listen).
+    #[arg(long)]
+    dev: Option<String>,
+    /// Receiving local device: two ports cabled back to back, or two rxe devices on a veth pair.
+    #[arg(long, conflicts_with_all = ["peer", "listen"])]
+    peer_dev: Option<String>,
+    #[arg(long, default_value_t = 1)]
+    port: u8,
+    #[arg(long, default_value_t = 1)]
+    peer_port: u8,
+    /// Force the source GID index (default: the RoCE v2 GID of the port's IPv4 address).
+    #[arg(long)]
+    gid_index: Option<u32>,
+    #[arg(long)]
+    peer_gid_index: Option<u32>,
+    /// Use the RoCE v2 GID of this address on --dev.
+    #[arg(long)]
+    ipv4: Option<Ipv4Addr>,
+    #[arg(long)]
+    peer_ipv4: Option<Ipv4Addr>,
+    /// Remote receiver (host:port of `daqtune-rdma --listen`).
+    #[arg(long, conflicts_with = "listen")]
+    peer: Option<String>,
+    /// Serve as the receiver for remote runs.
+    #[arg(long)]
+    listen: Option<String>,
+    /// With --listen: exit after one run.
+    #[arg(long)]
+    once: bool,
+    /// Runs to make, comma separated: write, send, pingpong.
+    #[arg(long, value_delimiter = ',', default_value = "write,send,pingpong")]
+    test: Vec<String>,
+    /// Message size for the bandwidth runs, bytes (header of 32 included).
+    #[arg(long, default_value_t = 65536)]
+    size: usize,
+    /// Message size for the ping-pong, bytes.
+    #[arg(long, default_value_t = 64)]
+    lat_size: usize,
+    /// Seconds per run.
+    #[arg(long, default_value_t = 3.0)]
+    duration: f64,
+    /// Receive ring depth (messages in flight).
+    #[arg(long, default_value_t = 64)]
+    slots: usize,
+    #[arg(long)]
+    tx_cpu: Option<usize>,
+    #[arg(long)]
+    rx_cpu: Option<usize>,
+    /// Fail a bandwidth run below this many Gb/s.
+    #[arg(long, default_value_t = 0.0)]
+    min_gbps: f64,
+    /// Output on stdout (json: daqtune.selftest/v1 plus an `rdma` section per run).
+    #[arg(long, value_enum, default_value = "text")]
+    format: Format,
+    /// Same as --format json.
+    #[arg(long)]
+    json: bool,
+    /// Also write a JUnit file.
+    #[arg(long)]
+    junit: Option<std::path::PathBuf>,
+    /// Also write the JSON report to this file.
+    #[arg(long)]
+    json_out: Option<std::path::PathBuf>,
+    /// ACK timeout exponent: 4.096 us * 2^N per retry (14 = 67 ms, perftest's default; use 18
+    /// on emulated soft-RoCE, which is slow enough to trigger spurious retransmissions).
+    #[arg(long, default_value_t = daqtune_rdma::endpoint_defaults::QP_TIMEOUT, value_parser = clap::value_parser!(u8).range(0..=31))]
+    qp_timeout: u8,
+    /// Test hook: send every N-th bandwidth message with a broken checksum (the run must fail).
+    #[arg(long, hide = true)]
+    inject_corruption: Option<u64>,
+    /// List RDMA devices (or say why there are none) and exit.
+    #[arg(long)]
+    list: bool,
+}
+
+/// The self-test report plus the RDMA details of each run.
+#[derive(Serialize)]
+struct RdmaReport<'a> {
+    #[serde(flatten)]
+    report: &'a Report,
+    rdma: &'a [RdmaDetail],
+}
+
+fn parse_transfer(s: &str) -> Option<Transfer> {
+    match s.trim().to_ascii_lowercase().as_str() {
+        "write" => Some(Transfer::Write),
+        "send" => Some(Transfer::Send),
+        "pingpong" | "ping-pong" | "lat" | "latency" => Some(Transfer::PingPong),
+        _ => None,
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    if cli.list {
+        return match RdmaEngine::devices() {
+            Ok(names) => {
+                for n in names {
+                    println!("{n}");
+                }
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                println!("skip: {e}");
+                ExitCode::SUCCESS
+            }
+        };
+    }
+    let Some(dev) = cli.dev.clone() else {
+        eprintln!("daqtune-rdma: --dev is required (or --list)");
+        return ExitCode::from(2);
+    };
+    let local = EndpointConfig {
+        device: dev,
+        port: cli.port,
+        gid_index: cli.gid_index,
+        ipv4: cli.ipv4,
+    };
+    let host = Host::live();
+    if let Some(addr) = &cli.listen {
+        let stop = AtomicBool::new(false);
+        return match daqtune_rdma::server::serve(
+            addr,
+            &local,
+            &HostProvider,
+            &host,
+            cli.once,
+            &stop,
+        ) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("daqtune-rdma: {e}");
+                ExitCode::from(1)
+            }
+        };
+    }
+    let topology = match (&cli.peer_dev, &cli.peer) {
+        (Some(pd), None) => Topology::Ports {
+            a: local,
+            b: EndpointConfig {
+                device: pd.clone(),
+                port: cli.peer_port,
+                gid_index: cli.peer_gid_index,
+                ipv4: cli.peer_ipv4,
+            },
+        },
+        (None, Some(addr)) => Topology::Peer {
+            local,
+            addr: addr.clone(),
+        },
+        _ => {
+            eprintln!(
+                "daqtune-rdma: name the receiver: --peer-dev DEV (local) or --peer HOST:PORT"
+            );
+            return ExitCode::from(2);
+        }
+    };
+    let mut transfers = Vec::new();
+    for t in &cli.test {
+        match parse_transfer(t) {
+            Some(t) => transfers.push(t),
+            None => {
+                eprintln!("daqtune-rdma: unknown test {t:?} (write, send, pingpong)");
+                return ExitCode::from(2);
+            }
+        }
+    }
+    if !(cli.duration.is_finite() && cli.duration > 0.0) {
+        eprintln!("daqtune-rdma: --duration must be a positive number of seconds");
+        return ExitCode::from(2);
+    }
+    let describe = topology.describe();
+    let mut engine = RdmaEngine::new(topology);
+    engine.slots = cli.slots.max(2);
+    engine.host = host.clone();
+    engine.inject_corruption = cli.inject_corruption;
+    engine.qp_timeout = cli.qp_timeout;
+    let thresholds = Thresholds {
+        min_tcp_gbps: cli.min_gbps,
+        ..Thresholds::default()
+    };
+    let hostname = host
+        .read_attr("/proc/sys/kernel/hostname")
+        .unwrap_or_else(|_| "unknown".into());
+    let cpu_plan = match (cli.tx_cpu, cli.rx_cpu) {
+        (None, None) => "unpinned".to_string(),
+        (t, r) => format!("tx {t:?}, rx {r:?}"),
+    };
+    let mut report = Report::new(&hostname, &describe, &cpu_plan);
+    let ctl = RunControl::new();
+    for t in transfers {
+        let mut spec = RunSpec::new(mode_of(t));
+        spec.duration = Duration::from_secs_f64(cli.duration);
+        spec.message_size = if t == Transfer::PingPong {
+            cli.lat_size
+        } else {
+            cli.size
+        };
+        spec.tx_cpu = cli.tx_cpu;
+        spec.rx_cpu = cli.rx_cpu;
+        spec.latency = matches!(engine.topology, Topology::Ports { .. });
+        let mut r: EngineResult = engine.run_transfer(t, &spec, &ctl);
+        let mut t_ = thresholds.clone();
+        if t == Transfer::PingPong {
+            // A latency run is not a bandwidth run.
+            t_.min_tcp_gbps = 0.0;
+        }
+        judge(&mut r, &t_);
+        report.push(r);
+    }
+    let full = RdmaReport {
+        report: &report,
+        rdma: engine.details(),
+    };
+    let json =
+        serde_json::to_string_pretty(&full).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"));
+    if let Some(p) = &cli.json_out {
+        if let Err(e) = std::fs::write(p, format!("{json}\n")) {
+            eprintln!("daqtune-rdma: writing {}: {e}", p.display());
+        }
+    }
+    if let Some(p) = &cli.junit {
+        if let Err(e) = std::fs::write(p, report.to_junit()) {
+            eprintln!("daqtune-rdma: writing {}: {e}", p.display());
+        }
+    }
+    match (cli.json, cli.format) {
+        (true, _) | (false, Format::Json) => println!("{json}"),
+        (false, Format::Junit) => print!("{}", report.to_junit()),
+        (false, Format::Text) => print!("{}", report.to_text()),
+    }
+    if report.passed() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
+}

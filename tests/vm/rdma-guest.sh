@@ -1,0 +1,149 @@
+#!/bin/sh
+# Guest side of the soft-RoCE self-test (run by tests/vm/rxe-vm.sh inside the VM, chrooted into
+# the host's root, results in $OUT):
+#
+#   rdma-guest.sh DAQTUNE_RDMA_BIN [SECONDS] [SIZE] [SLOTS] [QP_TIMEOUT] [PERFTEST_ITERS]
+#
+# 1. a veth pair dqa (198.18.0.1) <-> dqb (198.18.0.2) and an rxe device on each end;
+# 2. policy routing so that traffic between the two local addresses leaves through the veth
+#    instead of the kernel's local shortcut (rxe only accepts packets that arrive on its own
+#    netdev, and the point is to cross the "wire");
+# 3. daqtune-rdma WRITE, SEND and SEND ping-pong rxe0 -> rxe1  -> $OUT/daqtune-rdma.json
+# 4. the same with --peer over a TCP side channel, and a run with injected corruption that must
+#    fail (proof that the receiver verifies what crossed the wire)
+# 5. perftest's ib_write_bw on the same devices and size as the reference -> $OUT/ib_write_bw.txt
+set -u
+bin=$1
+secs=${2:-2}
+size=${3:-65536}
+slots=${4:-64}
+# ACK timeout exponent for both tools: 19 = 2.1 s. Under emulation the default 14 (67 ms)
+# expires while packets still sit in the slow software path, and the spurious go-back-N
+# retransmissions are all the run then measures (and expose rxe retransmission bugs).
+qpt=${5:-19}
+# ib_write_bw iterations (its -D duration mode reported 0 Gb/s on a loaded host here).
+iters=${6:-300}
+out=${OUT:-/tmp/out}
+
+say() { echo "rdma-guest [$(cut -d' ' -f1 /proc/uptime)s]: $*"; }
+die() { say "FAIL: $*"; exit 1; }
+
+w() { echo "$2" >"$1" || die "write $2 to $1"; }
+
+# /tmp and /run are the VM's own tmpfs: a binary there on the host is not visible here.
+[ -x "$bin" ] || die "$bin is not visible in the VM (build it outside /tmp and /run)"
+
+say "network setup"
+ip link add dqa type veth peer name dqb || die "veth pair"
+for c in all default dqa dqb; do
+    w /proc/sys/net/ipv4/conf/$c/rp_filter 0
+    w /proc/sys/net/ipv4/conf/$c/accept_local 1
+done
+# One `ip -batch` (every exec costs under emulation). Jumbo MTU so rxe runs a 4096-byte path
+# MTU. Local deliveries only for packets that came in over the veth; everything else addressed
+# to the other end goes out of the veth (table 100). Static neighbours: the RC address vector
+# needs no ARP round.
+ip -batch - <<EOF || die "ip -batch"
+link set lo up
+link set dqa mtu 9000
+link set dqb mtu 9000
+addr add 198.18.0.1/24 dev dqa
+addr add 198.18.0.2/24 dev dqb
+link set dqa up
+link set dqb up
+rule add pref 10 iif dqa lookup local
+rule add pref 11 iif dqb lookup local
+route add 198.18.0.2 dev dqa src 198.18.0.1 table 100
+route add 198.18.0.1 dev dqb src 198.18.0.2 table 100
+rule add pref 20 lookup 100
+rule add pref 30 lookup local
+rule del pref 0 lookup local
+neigh replace 198.18.0.2 lladdr $(cat /sys/class/net/dqb/address) dev dqa nud permanent
+neigh replace 198.18.0.1 lladdr $(cat /sys/class/net/dqa/address) dev dqb nud permanent
+EOF
+
+if command -v rdma >/dev/null 2>&1; then
+    rdma link add rxe0 type rxe netdev dqa || die "rdma link add rxe0"
+    rdma link add rxe1 type rxe netdev dqb || die "rdma link add rxe1"
+else
+    # Older rdma_rxe: the module parameter creates the device (named rxe0, rxe1 in order).
+    w /sys/module/rdma_rxe/parameters/add dqa
+    w /sys/module/rdma_rxe/parameters/add dqb
+fi
+
+# RoCE v2 GID index of each device's IPv4 address (for perftest; daqtune-rdma finds it itself).
+gid_index() {
+    d=/sys/class/infiniband/$1/ports/1
+    for f in "$d"/gids/*; do
+        i=${f##*/}
+        case "$(cat "$f" 2>/dev/null)" in
+            0000:0000:0000:0000:0000:ffff:*)
+                [ "$(cat "$d/gid_attrs/types/$i" 2>/dev/null)" = "RoCE v2" ] && { echo "$i"; return; } ;;
+        esac
+    done
+    echo 1
+}
+g0=$(gid_index rxe0)
+g1=$(gid_index rxe1)
+say "rxe0 gid[$g0] rxe1 gid[$g1]"
+
+say "daqtune-rdma: write, send, pingpong for ${secs}s each, ${size}-byte messages"
+"$bin" --list
+# Warm-up, not measured: the first run pages the binary in over 9p, which under emulation costs
+# more than the transfer itself (perftest's binary is small, ours is not).
+"$bin" --dev rxe0 --peer-dev rxe1 --test write,send,pingpong --duration 0.3 --size "$size" \
+    --slots "$slots" --qp-timeout "$qpt" >/dev/null 2>&1
+"$bin" --dev rxe0 --peer-dev rxe1 --test write,send,pingpong --duration "$secs" --size "$size" \
+    --slots "$slots" --qp-timeout "$qpt" --json-out "$out/daqtune-rdma.json" >"$out/daqtune-rdma.txt" 2>&1
+echo $? >"$out/daqtune-rdma.rc"
+cat "$out/daqtune-rdma.txt"
+
+say "daqtune-rdma --peer: the same over a TCP side channel (rxe1 serves), write,send for 1s"
+"$bin" --listen 198.18.0.2:18516 --dev rxe1 >"$out/daqtune-rdma-server.txt" 2>&1 &
+server=$!
+n=0
+until grep -q listening "$out/daqtune-rdma-server.txt" 2>/dev/null || [ $n -ge 60 ]; do
+    sleep 0.5
+    n=$((n + 1))
+done
+"$bin" --dev rxe0 --peer 198.18.0.2:18516 --test write,send --duration 1 --size "$size" \
+    --slots "$slots" --qp-timeout "$qpt" --json-out "$out/daqtune-rdma-peer.json" >"$out/daqtune-rdma-peer.txt" 2>&1
+echo $? >"$out/daqtune-rdma-peer.rc"
+kill "$server" 2>/dev/null
+wait "$server" 2>/dev/null
+cat "$out/daqtune-rdma-peer.txt"
+
+say "fault injection: every 5th WRITE carries a broken checksum; the run must fail"
+"$bin" --dev rxe0 --peer-dev rxe1 --test write --duration 1 --size "$size" --slots "$slots" \
+    --qp-timeout "$qpt" --inject-corruption 5 --json-out "$out/daqtune-rdma-corrupt.json" \
+    >"$out/daqtune-rdma-corrupt.txt" 2>&1
+echo $? >"$out/daqtune-rdma-corrupt.rc"
+grep -E "^(pass|fail|error|skip) " "$out/daqtune-rdma-corrupt.txt"
+
+if command -v ib_write_bw >/dev/null 2>&1; then
+    say "ib_write_bw reference: rxe0 -> rxe1, ${size} bytes, $iters iterations"
+    # The server starts slowly under emulation: retry the client until it connects; bound both.
+    timeout 120 ib_write_bw -d rxe1 -i 1 -x "$g1" -s "$size" -n "$iters" -u "$qpt" -F --report_gbits \
+        >"$out/ib_write_bw.server.txt" 2>&1 &
+    srv=$!
+    tries=0
+    while :; do
+        sleep 1
+        timeout 90 ib_write_bw -d rxe0 -i 1 -x "$g0" -s "$size" -n "$iters" -u "$qpt" -F --report_gbits \
+            198.18.0.2 >"$out/ib_write_bw.txt" 2>&1
+        rc=$?
+        tries=$((tries + 1))
+        grep -q "Couldn't connect" "$out/ib_write_bw.txt" && [ $tries -lt 30 ] || break
+    done
+    echo $rc >"$out/ib_write_bw.rc"
+    wait "$srv"
+    cat "$out/ib_write_bw.txt"
+else
+    say "ib_write_bw not installed on the host (apt-get install perftest): no reference"
+fi
+for d in rxe0 rxe1; do
+    for f in /sys/class/infiniband/$d/ports/1/hw_counters/*; do
+        echo "$d ${f##*/} $(cat "$f" 2>/dev/null)"
+    done
+done >"$out/hw_counters.txt"
+exit "$(cat "$out/daqtune-rdma.rc")"
