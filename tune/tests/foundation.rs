@@ -315,9 +315,13 @@ fn detection_falls_back_to_gpu_names() {
 fn check_catalogue_doc_is_generated_from_the_list() {
     let out = run(&["explain", "--list", "--markdown"]);
     let want = String::from_utf8_lossy(&out.stdout).to_string();
-    let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../docs/checks/README.md");
+    let path =
+        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../docs/checks/README.md");
     let have = std::fs::read_to_string(path).expect("docs/checks/README.md");
-    assert_eq!(have, want, "regenerate with: daqtune explain --list --markdown > docs/checks/README.md");
+    assert_eq!(
+        have, want,
+        "regenerate with: daqtune explain --list --markdown > docs/checks/README.md"
+    );
 }
 
 /// Every check's page starts with its id, so `daqtune explain ID` prints the right page.
