@@ -13,6 +13,8 @@ PACKAGES=(
   pciutils          # pcie tests compare our config-space decoder with lspci -F
   iperf3            # socket self-test reference
   systemd           # systemd-analyze verify on generated units
+  # DPDK engine (feature daqtune-dpdk/dpdk): headers, and dpdk-testpmd for the bench script
+  libdpdk-dev dpdk-dev
   # RDMA engine (feature daqtune-rdma/rdma) and its soft-RoCE VM test (tests/vm/rxe-vm.sh)
   libibverbs-dev librdmacm-dev rdma-core ibverbs-providers perftest iproute2
   qemu-system-x86 busybox-static
@@ -34,6 +36,10 @@ if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null 2>&1; then
 fi
 
 FEATURES=()
+# The DPDK engine links the system libdpdk (Debian 12: 22.11, Ubuntu 24.04: 23.11).
+if pkg-config --exists libdpdk 2>/dev/null; then
+  FEATURES+=(daqtune-dpdk/dpdk)
+fi
 # The RDMA engine links libibverbs: build and test it where the headers are installed.
 if pkg-config --exists libibverbs 2>/dev/null || [[ -e /usr/include/infiniband/verbs.h ]]; then
   FEATURES+=(daqtune-rdma/rdma)

@@ -280,11 +280,7 @@ pub fn write_dir(
         // they did not, so a replay's GPU checks see the same (docs/gpu-facts.md).
         let mut gpus = daqtune_probe::gpu::gather_live();
         if let Some(r) = &mut w.redactor {
-            gpus.map_uuids(|u| {
-                r.replacement("gpu-uuid", u, |n| {
-                    format!("GPU-00000000-0000-0000-0000-{n:012x}")
-                })
-            });
+            gpus.map_uuids(|u| r.gpu_uuid(u));
         }
         w.write_file(
             Path::new("daqtune/gpu.json"),
@@ -386,9 +382,25 @@ impl Redactor {
         r
     }
 
+    /// A consistent stand-in for a GPU UUID (a serial-like identifier).
+    pub fn gpu_uuid(&mut self, uuid: &str) -> String {
+        self.replacement("gpu-uuid", uuid, |n| {
+            format!("GPU-00000000-0000-0000-0000-{n:012x}")
+        })
+    }
+
     /// Redact one file; `None` drops it (binary VPD with serials).
     pub fn redact_file(&mut self, host_path: &str, data: &[u8]) -> Option<Vec<u8>> {
         let name = host_path.rsplit('/').next().unwrap_or("");
+        if host_path == daqtune_probe::gpu::FACTS_PATH {
+            // Recorded GPU facts (a snapshot of a snapshot): the UUIDs are identifiers too.
+            if let Ok(mut snap) =
+                daqtune_probe::gpu::GpuSnapshot::from_json(&String::from_utf8_lossy(data))
+            {
+                snap.map_uuids(|u| self.gpu_uuid(u));
+                return Some(self.redact_text(&snap.to_json()).into_bytes());
+            }
+        }
         if name == "vpd" {
             return None;
         }

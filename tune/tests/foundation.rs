@@ -308,3 +308,27 @@ fn detection_falls_back_to_gpu_names() {
     assert_eq!(r["profile"], "dgx-spark");
     assert!(r["profile_origin"].as_str().unwrap_or("").contains("GB10"));
 }
+
+/// docs/checks/README.md is generated from the check list; a check added without regenerating
+/// it (daqtune explain --list --markdown > docs/checks/README.md) fails here.
+#[test]
+fn check_catalogue_doc_is_generated_from_the_list() {
+    let out = run(&["explain", "--list", "--markdown"]);
+    let want = String::from_utf8_lossy(&out.stdout).to_string();
+    let path =
+        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../docs/checks/README.md");
+    let have = std::fs::read_to_string(path).expect("docs/checks/README.md");
+    assert_eq!(
+        have, want,
+        "regenerate with: daqtune explain --list --markdown > docs/checks/README.md"
+    );
+}
+
+/// Every check's page starts with its id, so `daqtune explain ID` prints the right page.
+#[test]
+fn every_check_has_its_page() {
+    for c in daqtune::checks::CHECKS {
+        assert!(c.doc.starts_with(&format!("# {}", c.id)), "{}", c.id);
+        assert!(c.doc.len() > 200, "{} has a stub page", c.id);
+    }
+}
