@@ -214,6 +214,7 @@ fn redact_leaves_no_identifier() {
         "PWKLY0ZZY1",
         "3c:ec:ef:ab:cd:ef",
         "0c42:a103:0065:f5ea",
+        uuid.as_str(),
     ] {
         let mut hits = Vec::new();
         grep_tree(&snap, needle.as_bytes(), &mut hits);
