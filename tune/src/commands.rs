@@ -80,6 +80,16 @@ pub fn open_host(g: &GlobalArgs) -> Result<OpenedHost, UsageError> {
 
 /// The profile given with --profile, else the detected one, else generic-dgpu (said so).
 pub fn choose_profile(host: &Host, g: &GlobalArgs) -> Result<LoadedProfile, UsageError> {
+    choose_profile_for(host, g, true)
+}
+
+/// As [`choose_profile`]; `gpu_probe` allows detection by GPU name, which loads NVML and CUDA
+/// (a few hundred ms), so a run of non-GPU checks on an unrecognised host does not pay for it.
+pub fn choose_profile_for(
+    host: &Host,
+    g: &GlobalArgs,
+    gpu_probe: bool,
+) -> Result<LoadedProfile, UsageError> {
     if let Some(p) = &g.profile {
         let mut lp = profile::load(p)?;
         lp.origin = format!("--profile {p}");
@@ -87,7 +97,7 @@ pub fn choose_profile(host: &Host, g: &GlobalArgs) -> Result<LoadedProfile, Usag
     }
     let platform = daqtune_probe::system::read_platform(host);
     let mut found = profile::detect(&platform, &[]);
-    if found.is_none() {
+    if found.is_none() && gpu_probe {
         // Only platforms recognisable by their GPU (GB10) need the GPU names.
         if let Ok(snap) = crate::checks::read_gpus_once(host) {
             let names: Vec<String> = snap
@@ -179,8 +189,9 @@ fn write_file(path: &std::path::Path, text: &str) -> Result<(), UsageError> {
 
 pub fn check(g: &GlobalArgs, a: &CheckArgs) -> Result<u8, UsageError> {
     let host = open_host(g)?;
-    let profile = choose_profile(&host, g)?;
     let only = resolve_ids(&a.ids)?;
+    let gpu_probe = only.is_empty() || only.iter().any(|id| id.starts_with("gpu."));
+    let profile = choose_profile_for(&host, g, gpu_probe)?;
     let app = match &a.config {
         Some(p) => Some(
             crate::appconfig::AppConfig::load(p).map_err(|e| UsageError::Other(e.to_string()))?,

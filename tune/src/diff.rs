@@ -6,7 +6,8 @@ use std::collections::BTreeMap;
 
 /// Checks whose observed value carries counters that move on every read (interrupt counts,
 /// error counters sampled while traffic runs); only their status is compared.
-pub const VOLATILE_OBSERVED: &[&str] = &["irq.affinity", "pcie.aer", "platform"];
+/// `gpu.clocks` observes the current clock, which moves with load.
+pub const VOLATILE_OBSERVED: &[&str] = &["irq.affinity", "pcie.aer", "platform", "gpu.clocks"];
 
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Change {
