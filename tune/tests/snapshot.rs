@@ -236,3 +236,45 @@ fn redact_leaves_no_identifier() {
     };
     assert_eq!(verdicts(&a), verdicts(&b));
 }
+
+/// A snapshot taken with `daqtune snapshot` on a real H200 machine (docs/validation.md, final
+/// run) replays here, without the GPU, to the verdicts `daqtune check` gave live there.
+#[test]
+fn gpu_machine_snapshot_replays_to_its_live_verdicts() {
+    let archive = fixture("gpu-h200-snapshot.tar.zst");
+    let live_file = fixture("gpu-h200-snapshot.live.json");
+    let live: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&live_file).expect("live")).expect("json");
+    let replay = check_root(&archive, None);
+    assert_eq!(live["profile"], replay["profile"]);
+    let key = |r: &serde_json::Value| -> Vec<(String, String, String)> {
+        checks_of(r)
+            .iter()
+            .map(|c| {
+                (
+                    c["id"].as_str().unwrap_or("").to_string(),
+                    c["subject"].as_str().unwrap_or("").to_string(),
+                    c["status"].as_str().unwrap_or("").to_string(),
+                )
+            })
+            .collect()
+    };
+    assert_eq!(key(&live), key(&replay));
+    let gpu: Vec<_> = key(&replay)
+        .into_iter()
+        .filter(|k| k.0.starts_with("gpu."))
+        .collect();
+    assert!(gpu.len() >= 6, "real GPU verdicts replayed: {gpu:?}");
+    assert!(gpu.iter().any(|k| k.0 == "gpu.bar1" && k.2 == "pass"));
+    let d = run(&[
+        "diff",
+        live_file.to_str().expect("utf8"),
+        archive.to_str().expect("utf8"),
+    ]);
+    assert_eq!(
+        d.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&d.stdout)
+    );
+}
