@@ -18,7 +18,7 @@ use std::time::Instant;
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct QualifyArgs {
-    /// 1 = checks; 2 = + a short self-test of every data path; 3 = + a long soak.
+    /// 1 = checks; 2 = + a short self-test of every data path; 3 = + a long soak (socket payloads verified on the GPU where one is present).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=3))]
     pub level: u8,
     /// Write the JUnit report (one testcase per verdict and per self-test result).
@@ -84,6 +84,7 @@ fn run_selftest(
     engine: &str,
     duration: f64,
     veth: bool,
+    gpu_sink: bool,
 ) -> Result<Vec<SelftestResult>, String> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot find this executable: {e}"))?;
     let mut cmd = std::process::Command::new(exe);
@@ -93,6 +94,10 @@ fn run_selftest(
     }
     if engine == "socket" {
         cmd.arg(if veth { "--veth" } else { "--loopback" });
+        if gpu_sink {
+            // The soak lands every payload in GPU memory and verifies it there.
+            cmd.args(["--gpu", "0", "--gpu-memory", "copy"]);
+        }
     }
     cmd.args(["--duration", &format!("{duration}"), "--format", "json"]);
     // The RDMA helper draws no progress bar and does not take the flag.
@@ -151,6 +156,7 @@ pub fn run(g: &GlobalArgs, a: &QualifyArgs) -> Result<u8, UsageError> {
     if a.level >= 2 {
         let veth = is_root();
         let soak = a.level >= 3;
+        let has_gpu = crate::checks::read_gpus_once(&host).is_ok_and(|s| !s.gpus.is_empty());
         let duration = if soak {
             a.selftest_duration * 20.0
         } else {
@@ -159,7 +165,7 @@ pub fn run(g: &GlobalArgs, a: &QualifyArgs) -> Result<u8, UsageError> {
         for engine in ["socket", "dpdk", "rdma"] {
             let t = Instant::now();
             let name = format!("selftest {engine}{}", if soak { " (soak)" } else { "" });
-            match run_selftest(g, engine, duration, veth) {
+            match run_selftest(g, engine, duration, veth, soak && has_gpu) {
                 Ok(results) => {
                     let status = if results
                         .iter()

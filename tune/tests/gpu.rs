@@ -254,3 +254,86 @@ fn replay_of_recorded_h200_equals_the_live_report() {
     assert_eq!(l.len(), 7, "{l:?}");
     assert_eq!(l, r);
 }
+
+/// gpu.clocks reads daqtune's own apply journal: a lock daqtune made that NVML no longer shows
+/// is reported as lost; a reverted run's lock is not claimed.
+#[test]
+fn clocks_consult_the_apply_journal() {
+    use daqtune::apply::gpu::GpuDomain;
+    use daqtune::apply::journal::{Entry, JournalDoc, Record, RunState, SCHEMA};
+    let tmp = tempfile::tempdir().expect("tmp");
+    let root = tmp.path().join("host");
+    let src = fixture("gpu-h200");
+    let status = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(&src)
+        .arg(&root)
+        .status()
+        .expect("cp");
+    assert!(status.success());
+    let facts = std::fs::read_to_string(root.join("daqtune/gpu.json")).expect("facts");
+    let uuid = facts
+        .split('"')
+        .find(|s| s.starts_with("GPU-"))
+        .expect("uuid")
+        .to_string();
+    let write_run = |state: RunState| {
+        let doc = JournalDoc {
+            schema: SCHEMA.into(),
+            id: "20261122T020000Z-1".into(),
+            profile: "generic-dgpu".into(),
+            started_unix: 0,
+            state,
+            records: vec![Record {
+                entry: Entry::GpuLock {
+                    uuid: uuid.clone(),
+                    domain: GpuDomain::Sm,
+                    previously_locked: false,
+                },
+                done: true,
+            }],
+            pending_reboot: vec![],
+        };
+        let dir = root.join("var/lib/daqtune/journal/20261122T020000Z-1");
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        std::fs::write(
+            dir.join("journal.json"),
+            serde_json::to_vec(&doc).expect("ser"),
+        )
+        .expect("write");
+    };
+    let sm_message = || {
+        let out = run(&[
+            "check",
+            "--root",
+            root.to_str().expect("utf8"),
+            "--profile",
+            "generic-dgpu",
+            "--format",
+            "json",
+            "gpu.clocks",
+        ]);
+        let r: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+        let v = r["checks"]
+            .as_array()
+            .expect("checks")
+            .iter()
+            .find(|c| c["subject"].as_str().unwrap_or("").ends_with(" SM"))
+            .cloned()
+            .expect("SM verdict");
+        (
+            v["status"].as_str().unwrap_or("").to_string(),
+            v["message"].as_str().unwrap_or("").to_string(),
+        )
+    };
+    let (status, msg) = sm_message();
+    assert_eq!(status, "fail");
+    assert!(!msg.contains("daqtune locked"), "{msg}");
+    write_run(RunState::Applied);
+    let (status, msg) = sm_message();
+    assert_eq!(status, "fail");
+    assert!(msg.contains("lock was lost"), "{msg}");
+    write_run(RunState::Reverted);
+    let (_, msg) = sm_message();
+    assert!(!msg.contains("daqtune locked"), "{msg}");
+}

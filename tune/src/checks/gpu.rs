@@ -201,28 +201,52 @@ fn clock_verdict(
         "sudo daqtune apply --only gpu.clocks   (or: sudo nvidia-smi -i {} -{flag} {target},{target}; it lasts until reboot or driver reload)",
         g.uuid
     );
+    // A lock daqtune's own apply made (journal) settles what NVML's readings leave open, and
+    // turns a dropped clock into "the lock was lost".
+    let journal = crate::apply::journal::applied_gpu_locks(ctx.host)
+        .into_iter()
+        .rev()
+        .find(|(uuid, d, _)| uuid == &g.uuid && d.as_str() == domain)
+        .map(|(_, _, run)| run);
+    let by_us = journal
+        .as_ref()
+        .map(|run| format!(" (locked by daqtune apply run {run})"))
+        .unwrap_or_default();
     let v = match judge_domain(c, target, tol, idle) {
         Held::Floor { floor } => Verdict::pass(
             ID,
             subject,
-            format!("{domain} clock held: the P-state floor is {floor} MHz for a {target} MHz maximum{note}"),
+            format!("{domain} clock held: the P-state floor is {floor} MHz for a {target} MHz maximum{by_us}{note}"),
         ),
         Held::IdleAtMax { current } => Verdict::pass(
             ID,
             subject,
-            format!("{domain} clock held: the GPU is idle yet runs at {current} MHz of {target}{note}"),
+            format!("{domain} clock held: the GPU is idle yet runs at {current} MHz of {target}{by_us}{note}"),
         ),
-        Held::Dropped { current } => Verdict::fail(
-            ID,
-            subject,
-            format!("{domain} clock not held: the idle GPU dropped to {current} MHz of {target} MHz, so the first packets after a pause meet a slow GPU{note}"),
-        )
-        .fix(fix),
-        Held::Unknown { why } => Verdict::skip(
-            ID,
-            subject,
-            format!("cannot tell whether the {domain} clock is held: {why}; run the check again while the GPU is idle{note}"),
-        ),
+        Held::Dropped { current } => {
+            let lost = journal
+                .as_ref()
+                .map(|run| format!("; daqtune locked it in apply run {run}, so the lock was lost since (driver reload or reboot: enable the gpu-clocks unit)"))
+                .unwrap_or_default();
+            Verdict::fail(
+                ID,
+                subject,
+                format!("{domain} clock not held: the idle GPU dropped to {current} MHz of {target} MHz, so the first packets after a pause meet a slow GPU{lost}{note}"),
+            )
+            .fix(fix)
+        }
+        Held::Unknown { why } => match &journal {
+            Some(run) => Verdict::pass(
+                ID,
+                subject,
+                format!("{domain} clock locked at its maximum by daqtune apply run {run} (journal); NVML's readings cannot confirm it now: {why}{note}"),
+            ),
+            None => Verdict::skip(
+                ID,
+                subject,
+                format!("cannot tell whether the {domain} clock is held: {why}; run the check again while the GPU is idle{note}"),
+            ),
+        },
     };
     v.observed(observed).expected(expected)
 }
