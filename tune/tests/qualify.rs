@@ -94,23 +94,6 @@ fn level1_junit_has_one_case_per_verdict_and_maps_statuses() {
     assert!(q["stages"][0]["seconds"].is_f64());
 }
 
-fn copy_tree(src: &Path, dst: &Path) {
-    for entry in std::fs::read_dir(src).expect("read_dir") {
-        let entry = entry.expect("entry");
-        let ft = entry.file_type().expect("ft");
-        let to = dst.join(entry.file_name());
-        if ft.is_symlink() {
-            std::os::unix::fs::symlink(std::fs::read_link(entry.path()).expect("link"), &to)
-                .expect("symlink");
-        } else if ft.is_dir() {
-            std::fs::create_dir_all(&to).expect("mkdir");
-            copy_tree(&entry.path(), &to);
-        } else {
-            std::fs::copy(entry.path(), &to).expect("copy");
-        }
-    }
-}
-
 #[test]
 fn a_required_check_that_skips_fails_the_gate() {
     // igx-tuned passes everything required; without its hugepage pools the hugepages check

@@ -130,23 +130,6 @@ fn diff_reports_changes_with_exit_1() {
     );
 }
 
-fn copy_tree(src: &Path, dst: &Path) {
-    for entry in std::fs::read_dir(src).expect("read_dir") {
-        let entry = entry.expect("entry");
-        let ft = entry.file_type().expect("ft");
-        let to = dst.join(entry.file_name());
-        if ft.is_symlink() {
-            std::os::unix::fs::symlink(std::fs::read_link(entry.path()).expect("link"), &to)
-                .expect("symlink");
-        } else if ft.is_dir() {
-            std::fs::create_dir_all(&to).expect("mkdir");
-            copy_tree(&entry.path(), &to);
-        } else {
-            std::fs::copy(entry.path(), &to).expect("copy");
-        }
-    }
-}
-
 fn grep_tree(dir: &Path, needle: &[u8], hits: &mut Vec<String>) {
     for entry in std::fs::read_dir(dir).expect("read_dir") {
         let entry = entry.expect("entry");

@@ -98,3 +98,21 @@ pub fn assert_schema(r: &serde_json::Value) {
         r["checks"].as_array().map(|a| a.len()).unwrap_or(0)
     );
 }
+
+/// Copy a fixture tree, symlinks kept as links (sysfs relies on them).
+pub fn copy_tree(src: &std::path::Path, dst: &std::path::Path) {
+    for entry in std::fs::read_dir(src).expect("read_dir") {
+        let entry = entry.expect("entry");
+        let ft = entry.file_type().expect("ft");
+        let to = dst.join(entry.file_name());
+        if ft.is_symlink() {
+            std::os::unix::fs::symlink(std::fs::read_link(entry.path()).expect("link"), &to)
+                .expect("symlink");
+        } else if ft.is_dir() {
+            std::fs::create_dir_all(&to).expect("mkdir");
+            copy_tree(&entry.path(), &to);
+        } else {
+            std::fs::copy(entry.path(), &to).expect("copy");
+        }
+    }
+}
