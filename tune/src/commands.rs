@@ -190,7 +190,11 @@ fn write_file(path: &std::path::Path, text: &str) -> Result<(), UsageError> {
 pub fn check(g: &GlobalArgs, a: &CheckArgs) -> Result<u8, UsageError> {
     let host = open_host(g)?;
     let only = resolve_ids(&a.ids)?;
-    let gpu_probe = only.is_empty() || only.iter().any(|id| id.starts_with("gpu."));
+    // `platform` reports which profile matched, so it needs the same detection as a full run.
+    let gpu_probe = only.is_empty()
+        || only
+            .iter()
+            .any(|id| id.starts_with("gpu.") || id == "platform");
     let profile = choose_profile_for(&host, g, gpu_probe)?;
     let app = match &a.config {
         Some(p) => Some(
