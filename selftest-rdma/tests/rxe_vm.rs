@@ -18,8 +18,16 @@ fn soft_roce_write_and_send_in_a_vm() {
         .expect("workspace root");
     let harness = repo.join("tests/vm/rxe-vm.sh");
     let guest = repo.join("tests/vm/rdma-guest.sh");
-    let bin = env!("CARGO_BIN_EXE_daqtune-rdma");
     let out = tempfile::tempdir().expect("tempdir");
+    // The VM sees the host's root read-only but has its own tmpfs on /tmp and /run, so a build
+    // under /tmp (a CI clone, say) would be invisible there: hand the binary over through the
+    // output directory, which the harness mounts at /tmp/out inside the VM.
+    std::fs::copy(
+        env!("CARGO_BIN_EXE_daqtune-rdma"),
+        out.path().join("daqtune-rdma"),
+    )
+    .expect("copy daqtune-rdma into the VM's output directory");
+    let bin = "/tmp/out/daqtune-rdma";
     let secs = std::env::var("DAQTUNE_VM_SECONDS").unwrap_or_else(|_| "2".into());
     let started = std::time::Instant::now();
     let run = Command::new("bash")
