@@ -4,6 +4,7 @@
 
 use daqtune_selftest::engine::Mode;
 use daqtune_selftest::report::{EngineResult, Report};
+use daqtune_selftest::sys::hostname;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -72,12 +73,6 @@ fn run_at(bin: &Path, args: &[OsString]) -> i32 {
             2
         }
     }
-}
-
-fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|s| s.trim().to_string())
-        .unwrap_or_default()
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@ use crate::cpuplan;
 use crate::engine::{Engine, Mode, RunControl, RunSpec};
 use crate::report::{judge, EngineResult, Report, Thresholds};
 use crate::socket::SocketEngine;
+use crate::sys::hostname;
 use crate::topology::{self, Topology};
 use crate::{signals, sys};
 use std::io::{IsTerminal, Write};
@@ -462,12 +463,6 @@ fn modes_of(args: &SelftestArgs) -> Vec<Mode> {
             ModeArg::Udp => Mode::Udp,
         })
         .collect()
-}
-
-fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|s| s.trim().to_string())
-        .unwrap_or_default()
 }
 
 fn run_on(topo: &Topology, args: &SelftestArgs, d: &Defaults) -> (Report, Option<i32>) {

@@ -83,6 +83,13 @@ pub fn tight_timer_slack() {
 
 /// Whether the process has an effective uid of 0 (namespaces need CAP_SYS_ADMIN; root is the
 /// common case and the check gives a clear message instead of an EPERM deep inside netlink).
+/// This host's name for reports (empty when unreadable).
+pub fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
+}
+
 pub fn is_root() -> bool {
     // SAFETY: geteuid cannot fail.
     unsafe { libc::geteuid() == 0 }

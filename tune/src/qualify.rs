@@ -123,11 +123,6 @@ fn run_selftest(
     Ok(rep.results)
 }
 
-fn is_root() -> bool {
-    // SAFETY: geteuid(2) cannot fail and touches no memory of ours.
-    unsafe { libc::geteuid() == 0 }
-}
-
 pub fn run(g: &GlobalArgs, a: &QualifyArgs) -> Result<u8, UsageError> {
     if g.root.is_some() && a.level > 1 {
         return Err(UsageError::Other(
@@ -154,7 +149,7 @@ pub fn run(g: &GlobalArgs, a: &QualifyArgs) -> Result<u8, UsageError> {
 
     let mut selftest = Vec::new();
     if a.level >= 2 {
-        let veth = is_root();
+        let veth = daqtune_selftest::sys::is_root();
         let soak = a.level >= 3;
         let has_gpu = crate::checks::read_gpus_once(&host).is_ok_and(|s| !s.gpus.is_empty());
         let duration = if soak {

@@ -6,6 +6,7 @@ use crate::cli::GlobalArgs;
 use crate::commands::{choose_profile, open_host, UsageError};
 use crate::profile::LoadedProfile;
 use daqtune_selftest::cli::Defaults;
+use daqtune_selftest::sys::hostname;
 use daqtune_selftest::Thresholds;
 
 pub use daqtune_selftest::cli::SelftestArgs;
@@ -206,12 +207,6 @@ pub fn run_rdma(g: &GlobalArgs, argv: &[String]) -> Result<u8, UsageError> {
     let args = rdma_helper_args(&a, lp.profile.selftest.message_size as usize);
     let code = daqtune_rdma::launcher::run_helper(&args, a.format == "json");
     Ok(u8::try_from(code).unwrap_or(2))
-}
-
-fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|s| s.trim().to_string())
-        .unwrap_or_default()
 }
 
 #[cfg(test)]

@@ -255,9 +255,11 @@ fn live_host_runs_cleanly() {
     assert_schema(&r);
 }
 
-/// As a non-root user the checks that need root say so; nothing panics.
+/// As a non-root user the run is clean: no panic, no check errors out, valid report. (Checks
+/// that need root say so in their own skip reason: tune/tests/pci_checks.rs covers the 64-byte
+/// config-space view.)
 #[test]
-fn non_root_run_skips_with_reason() {
+fn non_root_run_is_clean() {
     // SAFETY-free check: only meaningful when the test runs as root and `nobody` exists.
     if std::process::Command::new("id")
         .arg("nobody")
@@ -288,8 +290,36 @@ fn non_root_run_skips_with_reason() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("panicked"));
     let r: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
     assert_schema(&r);
+    assert_eq!(
+        r["summary"]["error"],
+        0,
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
+
+/// Without the CPU topology, kernel.cmdline still judges the command line but says what it
+/// could not verify, instead of passing as if it had.
+#[test]
+fn cmdline_says_what_it_could_not_verify() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let root = tmp.path().join("host");
+    std::fs::create_dir_all(&root).expect("mkdir");
+    copy_tree(&fixture("igx-tuned"), &root);
+    std::fs::remove_file(root.join("sys/devices/system/cpu/online")).expect("rm online");
+    let r = check_json_root(&root, "igx-orin");
+    let v = verdict(&r, "kernel.cmdline");
+    assert_eq!(v["status"], "pass", "{v}");
+    assert!(
+        v["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("CPU topology unreadable"),
+        "{v}"
+    );
 }
 
 #[test]

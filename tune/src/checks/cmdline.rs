@@ -62,7 +62,16 @@ fn analyse(ctx: &Context, cmd: &Cmdline) -> (Vec<String>, Vec<String>, Vec<Strin
     let mut problems = Vec::new();
     let mut notes = Vec::new();
     let mut observed = Vec::new();
-    let cpus = ctx.cpus().ok();
+    let cpus = match ctx.cpus() {
+        Ok(c) => Some(c),
+        Err(e) => {
+            // Say what could not be verified instead of passing as if it had been.
+            notes.push(format!(
+                "CPU topology unreadable ({e}): CPU existence, SMT siblings and the kernel's effective isolation not checked"
+            ));
+            None
+        }
+    };
     let existing: Option<CpuSet> = cpus.map(|c| {
         c.possible
             .clone()

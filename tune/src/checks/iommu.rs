@@ -1,7 +1,5 @@
 //! `iommu`: the IOMMU mode of the GPU's and NIC's groups (seed 001).
 
-use super::nic::data_path_nics;
-use super::pcie::gpu_label;
 use super::{CheckDef, Context};
 use crate::verdict::{Area, Status, Verdict};
 
@@ -25,28 +23,10 @@ fn passthrough_arg(ctx: &Context) -> &'static str {
 
 fn run_iommu(ctx: &Context) -> Vec<Verdict> {
     const ID: &str = "iommu";
-    let f = match ctx.pci() {
-        Ok(f) => f,
-        Err(e) => return vec![Verdict::skip(ID, "host", e.to_string())],
+    let (_, devs) = match super::pcie::endpoints_or_skip(ctx, ID) {
+        Ok(v) => v,
+        Err(v) => return v,
     };
-    let mut devs: Vec<(&daqtune_probe::pci::PciDevice, String)> = f
-        .tree
-        .gpus()
-        .filter(|g| !g.is_vf)
-        .map(|g| (g, gpu_label(g)))
-        .collect();
-    for n in data_path_nics(ctx, f) {
-        if let Some(d) = f.tree.get(n.addr) {
-            devs.push((d, n.label()));
-        }
-    }
-    if devs.is_empty() {
-        return vec![Verdict::skip(
-            ID,
-            "host",
-            "no NVIDIA GPU and no data-path NIC on the PCI bus",
-        )];
-    }
     let arg = passthrough_arg(ctx);
     let (key, val) = arg.split_once('=').unwrap_or((arg, ""));
     let on_cmdline = ctx

@@ -5,7 +5,7 @@
 //! here so `daqtune explain ID` prints the same page the manual has.
 
 use crate::profile::{CoreSpec, LoadedProfile};
-use crate::verdict::{Area, Status, Verdict};
+use crate::verdict::{Area, Verdict};
 use daqtune_probe::cmdline::{parse_cmdline, Cmdline};
 use daqtune_probe::cpu::{read_cpus, CpuFacts};
 use daqtune_probe::mem::{read_mem, MemFacts};
@@ -32,7 +32,8 @@ pub struct CheckDef {
     pub aliases: &'static [&'static str],
     /// The page printed by `daqtune explain`.
     pub doc: &'static str,
-    /// Whether a non-root run may see less than the check needs.
+    /// Whether a non-root run may see less than the check needs (shown in the catalogue; the
+    /// check's own skip reason says what root would reveal).
     pub needs_root: bool,
     pub run: fn(&Context) -> Vec<Verdict>,
 }
@@ -100,8 +101,7 @@ impl<'a> Context<'a> {
     pub fn new(host: &'a Host, profile: &'a LoadedProfile) -> Self {
         // A recorded root holds whatever its capture could read; only the live host has a
         // permission boundary.
-        // SAFETY-free: geteuid has no preconditions, called through libc's safe-to-call wrapper.
-        let privileged = !host.is_live() || unsafe_free_euid() == 0;
+        let privileged = !host.is_live() || daqtune_selftest::sys::is_root();
         Context {
             host,
             profile,
@@ -265,11 +265,6 @@ pub fn read_gpus_once(host: &Host) -> Result<daqtune_probe::gpu::GpuSnapshot, St
     r
 }
 
-fn unsafe_free_euid() -> u32 {
-    // SAFETY: geteuid(2) cannot fail and touches no memory of ours.
-    unsafe { libc::geteuid() }
-}
-
 /// Options for one evaluation.
 #[derive(Debug, Clone, Default)]
 pub struct RunOptions {
@@ -302,13 +297,6 @@ pub fn run_checks(ctx: &Context, opts: &RunOptions) -> Vec<Verdict> {
                         "host",
                         "the check produced no verdict",
                     ));
-                }
-                if !ctx.privileged && def.needs_root {
-                    for v in &mut vs {
-                        if v.status == Status::Skip && !v.message.contains("root") {
-                            v.message.push_str(" (run as root to see more)");
-                        }
-                    }
                 }
                 out.extend(vs);
             }

@@ -87,6 +87,24 @@ pub fn gpu_label(g: &PciDevice) -> String {
 }
 
 /// GPUs and data-path NIC functions, the endpoints whose paths the checks judge.
+/// The PCI facts and the GPU / data-path NIC endpoints, or the skip every PCIe check gives
+/// when there are none (or the PCI tree cannot be read).
+pub(super) fn endpoints_or_skip<'c>(
+    ctx: &'c Context,
+    id: &str,
+) -> Result<(&'c PciFacts, Vec<(&'c PciDevice, String)>), Vec<Verdict>> {
+    let f = facts(ctx, id)?;
+    let eps = endpoints(ctx, f);
+    if eps.is_empty() {
+        return Err(vec![Verdict::skip(
+            id,
+            "host",
+            "no NVIDIA GPU and no data-path NIC on the PCI bus",
+        )]);
+    }
+    Ok((f, eps))
+}
+
 fn endpoints<'f>(ctx: &Context, f: &'f PciFacts) -> Vec<(&'f PciDevice, String)> {
     let mut v: Vec<(&PciDevice, String)> = gpus(&f.tree)
         .into_iter()
@@ -197,18 +215,10 @@ fn min_opt<T: PartialOrd + Copy>(a: Option<T>, b: Option<T>) -> Option<T> {
 
 fn run_link(ctx: &Context) -> Vec<Verdict> {
     const ID: &str = "pcie.link";
-    let f = match facts(ctx, ID) {
-        Ok(f) => f,
+    let (f, eps) = match endpoints_or_skip(ctx, ID) {
+        Ok(v) => v,
         Err(v) => return v,
     };
-    let eps = endpoints(ctx, f);
-    if eps.is_empty() {
-        return vec![Verdict::skip(
-            ID,
-            "host",
-            "no NVIDIA GPU and no data-path NIC on the PCI bus",
-        )];
-    }
     let mut out = Vec::new();
     let mut bridges: BTreeSet<PciAddr> = BTreeSet::new();
     let judge = |d: &PciDevice, label: String, is_gpu: bool, out: &mut Vec<Verdict>| -> bool {
@@ -315,18 +325,10 @@ fn cap_visibility_skip(id: &str, label: String, d: &PciDevice) -> Verdict {
 
 fn run_mps(ctx: &Context) -> Vec<Verdict> {
     const ID: &str = "pcie.mps";
-    let f = match facts(ctx, ID) {
-        Ok(f) => f,
+    let (f, eps) = match endpoints_or_skip(ctx, ID) {
+        Ok(v) => v,
         Err(v) => return v,
     };
-    let eps = endpoints(ctx, f);
-    if eps.is_empty() {
-        return vec![Verdict::skip(
-            ID,
-            "host",
-            "no NVIDIA GPU and no data-path NIC on the PCI bus",
-        )];
-    }
     let mut out = Vec::new();
     let nics: BTreeSet<PciAddr> = data_path_nics(ctx, f).iter().map(|n| n.addr).collect();
     for (d, label) in &eps {
@@ -592,18 +594,10 @@ fn run_acs(ctx: &Context) -> Vec<Verdict> {
 
 fn run_aer(ctx: &Context) -> Vec<Verdict> {
     const ID: &str = "pcie.aer";
-    let f = match facts(ctx, ID) {
-        Ok(f) => f,
+    let (f, eps) = match endpoints_or_skip(ctx, ID) {
+        Ok(v) => v,
         Err(v) => return v,
     };
-    let eps = endpoints(ctx, f);
-    if eps.is_empty() {
-        return vec![Verdict::skip(
-            ID,
-            "host",
-            "no NVIDIA GPU and no data-path NIC on the PCI bus",
-        )];
-    }
     let threshold = ctx.profile.profile.pcie.aer_correctable_warn;
     let policy = ctx
         .host

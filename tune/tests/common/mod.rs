@@ -23,7 +23,10 @@ pub fn run(args: &[&str]) -> Output {
 }
 
 pub fn check_json(fixture_name: &str, profile: &str) -> serde_json::Value {
-    let root = fixture(fixture_name);
+    check_json_root(&fixture(fixture_name), profile)
+}
+
+pub fn check_json_root(root: &std::path::Path, profile: &str) -> serde_json::Value {
     let out = run(&[
         "check",
         "--root",
