@@ -87,12 +87,15 @@ pub fn gpu_label(g: &PciDevice) -> String {
 }
 
 /// GPUs and data-path NIC functions, the endpoints whose paths the checks judge.
+/// GPUs and data-path NIC functions with their report labels.
+pub(super) type Endpoints<'f> = Vec<(&'f PciDevice, String)>;
+
 /// The PCI facts and the GPU / data-path NIC endpoints, or the skip every PCIe check gives
 /// when there are none (or the PCI tree cannot be read).
 pub(super) fn endpoints_or_skip<'c>(
     ctx: &'c Context,
     id: &str,
-) -> Result<(&'c PciFacts, Vec<(&'c PciDevice, String)>), Vec<Verdict>> {
+) -> Result<(&'c PciFacts, Endpoints<'c>), Vec<Verdict>> {
     let f = facts(ctx, id)?;
     let eps = endpoints(ctx, f);
     if eps.is_empty() {
@@ -105,7 +108,7 @@ pub(super) fn endpoints_or_skip<'c>(
     Ok((f, eps))
 }
 
-fn endpoints<'f>(ctx: &Context, f: &'f PciFacts) -> Vec<(&'f PciDevice, String)> {
+fn endpoints<'f>(ctx: &Context, f: &'f PciFacts) -> Endpoints<'f> {
     let mut v: Vec<(&PciDevice, String)> = gpus(&f.tree)
         .into_iter()
         .map(|g| (g, gpu_label(g)))
