@@ -827,3 +827,33 @@ impl Endpoint {
         Ok(st)
     }
 }
+
+/// Waits up to `timeout` for `cfg`'s port to be active with a usable source GID. Right after
+/// a port has moved into a namespace and been addressed, the link comes up and the kernel fills
+/// the GID table asynchronously; opening the endpoint before then fails with "port not active"
+/// or "no RoCE v2 GID". Returns whether the port became ready; the caller opens it either way,
+/// so a port that never gets ready reports its own reason.
+pub fn wait_ready(cfg: &EndpointConfig, timeout: std::time::Duration) -> bool {
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        let ready = DeviceList::get()
+            .and_then(|list| list.open(&cfg.device))
+            .and_then(|ctx| {
+                let info = ctx.query_port(cfg.port)?;
+                let table = ctx.gid_table(cfg.port, info.gid_table_len);
+                let gid_ok = match cfg.gid_index {
+                    Some(i) => table.iter().any(|g| g.index == i),
+                    None => select_gid(&table, cfg.ipv4).is_some(),
+                };
+                Ok(info.active && gid_ok)
+            })
+            .unwrap_or(false);
+        if ready {
+            return true;
+        }
+        if std::time::Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}

@@ -4,10 +4,15 @@
 
 use daqtune_selftest::engine::Mode;
 use daqtune_selftest::report::{EngineResult, Report};
+use daqtune_selftest::signals;
 use daqtune_selftest::sys::hostname;
+use daqtune_selftest::topology::{self, RdmaPortsRequest, Topology};
 use std::ffi::OsString;
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 pub const HELPER: &str = "daqtune-rdma";
 
@@ -63,6 +68,230 @@ pub fn run_helper(args: &[OsString], json: bool) -> i32 {
         return 0;
     };
     run_at(&bin, args)
+}
+
+/// A two-port run as `daqtune selftest rdma --tx-if A --rx-if B` asks for it.
+pub struct PortsRun {
+    pub req: RdmaPortsRequest,
+    /// Arguments for the sending helper besides devices and addresses (tests, sizes, report
+    /// options), as [`run_helper`] takes them.
+    pub client_args: Vec<OsString>,
+    /// TCP port of the side channel between the two namespaces.
+    pub control_port: u16,
+    pub json: bool,
+}
+
+/// How long each helper waits for its port to come up with a GID after the move.
+const READY_SECS: &str = "20";
+
+/// Moves the two ports (and their RDMA devices) into private namespaces, runs the helper as
+/// receiver in one and as sender in the other (their side channel crosses the cable too),
+/// restores the host, and returns the sender's exit status: 0 pass, 1 fail, 2 could not run,
+/// 128+N interrupted by signal N (after restoring).
+pub fn run_ports(run: &PortsRun) -> i32 {
+    let Some(bin) = find_helper() else {
+        return run_helper(&run.client_args, run.json);
+    };
+    if !daqtune_selftest::sys::is_root() {
+        eprintln!(
+            "daqtune selftest rdma: moving {} and {} into namespaces needs root",
+            run.req.tx_if, run.req.rx_if
+        );
+        return 2;
+    }
+    if let Err(e) = signals::install() {
+        eprintln!("daqtune selftest rdma: signal handlers: {e}");
+    }
+    for n in topology::recover_leftovers() {
+        eprintln!("daqtune selftest rdma: {n}");
+    }
+    let mut topo = match Topology::rdma_ports(&run.req) {
+        Ok(t) => t,
+        Err(daqtune_selftest::Error::Unsupported(why)) => {
+            let r = skip_report(&hostname(), &why, &[Mode::Write, Mode::Send]);
+            print!(
+                "{}",
+                if run.json {
+                    r.to_json() + "\n"
+                } else {
+                    r.to_text()
+                }
+            );
+            return 0;
+        }
+        Err(e) => {
+            eprintln!("daqtune selftest rdma: {e}");
+            return 2;
+        }
+    };
+    let code = run_in_namespaces(&bin, run, &topo);
+    for w in topo.teardown() {
+        eprintln!("daqtune selftest rdma: restore: {w}");
+    }
+    match signals::pending() {
+        Some(sig) => signals::exit_code(sig),
+        None => code,
+    }
+}
+
+fn run_in_namespaces(bin: &Path, run: &PortsRun, topo: &Topology) -> i32 {
+    let (Some(txn), Some(rxn), Some(placement)) = (&topo.tx_ns, &topo.rx_ns, &topo.rdma) else {
+        eprintln!("daqtune selftest rdma: the topology has no namespaces");
+        return 2;
+    };
+    for n in &placement.notes {
+        eprintln!("daqtune selftest rdma: {n}");
+    }
+    let listen = format!("{}:{}", topology::RX_ADDR, run.control_port);
+    let mut server = Command::new(bin);
+    server
+        .args(["--listen", &listen, "--dev", &placement.rx_dev])
+        .args(["--ipv4", &topology::RX_ADDR.to_string()])
+        .args(["--wait-ready", READY_SECS])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut client = Command::new(bin);
+    client
+        .args(["--dev", &placement.tx_dev, "--peer", &listen])
+        .args(["--ipv4", &topology::TX_ADDR.to_string()])
+        .args(["--wait-ready", READY_SECS, "--describe", &topo.description])
+        .args(&run.client_args)
+        .stdin(Stdio::null());
+    if let Err(e) = rxn
+        .command_in_with_sysfs(&mut server)
+        .and_then(|_| txn.command_in_with_sysfs(&mut client))
+    {
+        eprintln!("daqtune selftest rdma: {e}");
+        return 2;
+    }
+    let mut server = match server.spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("daqtune selftest rdma: start the receiver: {e}");
+            return 2;
+        }
+    };
+    let server_log = collect_output(&mut server);
+    let code = match wait_listening(&mut server, &server_log) {
+        Ok(()) => match client.spawn() {
+            Ok(mut c) => wait_interruptible(&mut c),
+            Err(e) => {
+                eprintln!("daqtune selftest rdma: start the sender: {e}");
+                2
+            }
+        },
+        Err(why) => {
+            eprintln!("daqtune selftest rdma: the receiver did not start: {why}");
+            2
+        }
+    };
+    stop(&mut server);
+    if code != 0 && placement.soft_roce_in_namespaces {
+        eprintln!(
+            "daqtune selftest rdma: note: these are soft-RoCE devices with their netdevs in \
+             private namespaces. rdma_rxe without network-namespace support (Linux 6.1, for \
+             one) sends and receives only in the initial namespace, and its QPs fail this way. \
+             On such kernels run soft-RoCE with --dev/--peer-dev on a veth pair in one \
+             namespace with policy routing (tests/vm/rdma-guest.sh shows how)."
+        );
+    }
+    if code != 0 {
+        let log = server_log.lock().map(|l| l.clone()).unwrap_or_default();
+        if !log.trim().is_empty() {
+            eprintln!("daqtune selftest rdma: receiver output:\n{log}");
+        }
+    }
+    code
+}
+
+/// Gathers a child's stdout and stderr lines into one shared log.
+fn collect_output(child: &mut Child) -> Arc<Mutex<String>> {
+    let log = Arc::new(Mutex::new(String::new()));
+    let readers: Vec<Box<dyn std::io::Read + Send>> = [
+        child
+            .stdout
+            .take()
+            .map(|s| Box::new(s) as Box<dyn std::io::Read + Send>),
+        child
+            .stderr
+            .take()
+            .map(|s| Box::new(s) as Box<dyn std::io::Read + Send>),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    for r in readers {
+        let log = Arc::clone(&log);
+        std::thread::spawn(move || {
+            for line in BufReader::new(r).lines().map_while(|l| l.ok()) {
+                if let Ok(mut l) = log.lock() {
+                    l.push_str(&line);
+                    l.push('\n');
+                }
+            }
+        });
+    }
+    log
+}
+
+/// Waits until the receiver says it listens (it first waits for its port to be ready).
+fn wait_listening(server: &mut Child, log: &Arc<Mutex<String>>) -> Result<(), String> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if log.lock().is_ok_and(|l| l.contains("listening on")) {
+            return Ok(());
+        }
+        if let Ok(Some(st)) = server.try_wait() {
+            return Err(format!(
+                "it exited ({st}):\n{}",
+                log.lock().map(|l| l.clone()).unwrap_or_default()
+            ));
+        }
+        if signals::pending().is_some() {
+            return Err("interrupted".into());
+        }
+        if Instant::now() > deadline {
+            return Err("no \"listening\" line within 60 s".into());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Waits for the sender; on SIGINT/SIGTERM passes the signal on and keeps waiting, so the
+/// namespaces are only torn down once nothing uses the devices.
+fn wait_interruptible(child: &mut Child) -> i32 {
+    let mut forwarded = false;
+    loop {
+        match child.try_wait() {
+            Ok(Some(st)) => return st.code().unwrap_or(2),
+            Ok(None) => {}
+            Err(e) => {
+                eprintln!("daqtune selftest rdma: wait for the sender: {e}");
+                return 2;
+            }
+        }
+        if let (Some(sig), false) = (signals::pending(), forwarded) {
+            let _ = daqtune_selftest::sys::signal_child(child, sig);
+            forwarded = true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn stop(child: &mut Child) {
+    if let Ok(None) = child.try_wait() {
+        let _ = daqtune_selftest::sys::signal_child(child, libc::SIGTERM);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = child.kill();
+    }
+    let _ = child.wait();
 }
 
 fn run_at(bin: &Path, args: &[OsString]) -> i32 {

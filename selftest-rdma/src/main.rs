@@ -108,6 +108,31 @@ struct Cli {
     /// List RDMA devices (or say why there are none) and exit.
     #[arg(long)]
     list: bool,
+    /// Wait up to this many seconds for the ports to be active with a RoCE v2 GID (a port
+    /// just moved into a namespace and addressed gets both asynchronously).
+    #[arg(long, default_value_t = 0.0)]
+    wait_ready: f64,
+    /// Topology text for the report (set by `daqtune selftest rdma` for its namespaced ports).
+    #[arg(long, hide = true)]
+    describe: Option<String>,
+}
+
+/// Waits for the named endpoints as `--wait-ready` asks (the verbs build only).
+fn wait_ready(cfgs: &[&EndpointConfig], secs: f64) {
+    if !(secs.is_finite() && secs > 0.0) {
+        return;
+    }
+    #[cfg(feature = "rdma")]
+    for c in cfgs {
+        if !daqtune_rdma::endpoint::wait_ready(c, Duration::from_secs_f64(secs)) {
+            eprintln!(
+                "daqtune-rdma: {}:{} not ready after {secs} s (port down or no GID yet)",
+                c.device, c.port
+            );
+        }
+    }
+    #[cfg(not(feature = "rdma"))]
+    let _ = cfgs;
 }
 
 /// The self-test report plus the RDMA details of each run.
@@ -155,6 +180,7 @@ fn main() -> ExitCode {
     };
     let host = Host::live();
     if let Some(addr) = &cli.listen {
+        wait_ready(&[&local], cli.wait_ready);
         let stop = AtomicBool::new(false);
         return match daqtune_rdma::server::serve(
             addr,
@@ -206,7 +232,11 @@ fn main() -> ExitCode {
         eprintln!("daqtune-rdma: --duration must be a positive number of seconds");
         return ExitCode::from(2);
     }
-    let describe = topology.describe();
+    match &topology {
+        Topology::Ports { a, b } => wait_ready(&[a, b], cli.wait_ready),
+        Topology::Peer { local, .. } => wait_ready(&[local], cli.wait_ready),
+    }
+    let describe = cli.describe.clone().unwrap_or_else(|| topology.describe());
     let mut engine = RdmaEngine::new(topology);
     engine.slots = cli.slots.max(2);
     engine.host = host.clone();

@@ -120,6 +120,10 @@ pub struct ReceiverStats {
 /// Version of the side-channel protocol; both ends must speak the same.
 pub const PROTO_VERSION: u32 = 1;
 
+/// What a sender writes on the side channel, after the request, when its QP failed: the
+/// receiver stops waiting for the end marker. (Older receivers ignore it and time out.)
+pub const ABORT_LINE: &[u8] = b"abort\n";
+
 /// Client -> server: what to run, and the client's QP.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Request {

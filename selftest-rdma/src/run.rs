@@ -301,7 +301,7 @@ mod imp {
     use super::*;
     use crate::counters::{delta, read_port_counters};
     use crate::endpoint::Endpoint;
-    use crate::proto::{recv_line, send_line, Outcome, Reply, Request, PROTO_VERSION};
+    use crate::proto::{recv_line, send_line, Outcome, Reply, Request, ABORT_LINE, PROTO_VERSION};
     use crate::verbs::DeviceList;
     use daqtune_selftest::sys::pin_current_thread;
     use std::io::BufReader;
@@ -479,6 +479,11 @@ mod imp {
         let stop = ctl.stop_flag();
         let abort = AtomicBool::new(false);
         let snd = ep.run_sender(t, &peer, msg, spec.duration, &stop, &abort)?;
+        if abort.load(std::sync::atomic::Ordering::Relaxed) {
+            // The receiver would otherwise wait out its own limit for an end marker that will
+            // never come (the QP is in error): any byte on the side channel stops it.
+            let _ = std::io::Write::write_all(&mut w, ABORT_LINE);
+        }
         let outcome: Outcome = recv_line(&mut r).map_err(side)?;
         if let Some(err) = outcome.error {
             return Err(side(format!("receiver failed: {err}")));

@@ -43,8 +43,8 @@ mod imp {
     use crate::endpoint::Endpoint;
     use crate::proto::{recv_line, send_line, Outcome, Reply, Request, PROTO_VERSION};
     use crate::verbs::DeviceList;
-    use std::io::BufReader;
-    use std::net::{TcpListener, TcpStream};
+    use std::io::{BufReader, Read};
+    use std::net::{Shutdown, TcpListener, TcpStream};
     use std::sync::atomic::Ordering;
     use std::time::Duration;
 
@@ -142,8 +142,17 @@ mod imp {
             },
         )?;
         let abort = AtomicBool::new(false);
+        let done = AtomicBool::new(false);
         let limit = Duration::from_millis(req.duration_ms) + Duration::from_secs(30);
-        let res = ep.run_receiver(req.transfer, req.msg_size, limit, false, stop, &abort);
+        let watch = w.try_clone()?;
+        let res = std::thread::scope(|s| {
+            s.spawn(|| watch_for_abort(&watch, &abort, &done));
+            let res = ep.run_receiver(req.transfer, req.msg_size, limit, false, stop, &abort);
+            done.store(true, Ordering::Relaxed);
+            // Wakes the watcher's read.
+            let _ = watch.shutdown(Shutdown::Read);
+            res
+        });
         let out = match res {
             Ok(receiver) => {
                 let c1 = read_port_counters(host, ep.device(), ep.port());
@@ -164,5 +173,32 @@ mod imp {
         };
         send_line(&mut w, &out)?;
         Ok(())
+    }
+
+    /// While the receiver runs, a byte from the sender (its [`crate::proto::ABORT_LINE`]) or
+    /// the connection's end means the sender's QP failed: stop waiting for the end marker.
+    fn watch_for_abort(stream: &TcpStream, abort: &AtomicBool, done: &AtomicBool) {
+        let mut b = [0u8; 16];
+        loop {
+            if done.load(Ordering::Relaxed) {
+                return;
+            }
+            match (&*stream).read(&mut b) {
+                Ok(_) => {
+                    if !done.load(Ordering::Relaxed) {
+                        abort.store(true, Ordering::Relaxed);
+                    }
+                    return;
+                }
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock
+                            | std::io::ErrorKind::TimedOut
+                            | std::io::ErrorKind::Interrupted
+                    ) => {}
+                Err(_) => return,
+            }
+        }
     }
 }

@@ -15,6 +15,7 @@ pub mod netlink;
 pub mod netns;
 pub mod payload;
 pub mod peer;
+pub mod rdma_netlink;
 pub mod report;
 pub mod signals;
 pub mod socket;

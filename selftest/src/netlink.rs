@@ -23,16 +23,17 @@ const RTM_NEWROUTE: u16 = 24;
 const RTM_DELROUTE: u16 = 25;
 const RTM_GETROUTE: u16 = 26;
 const RTM_NEWNEIGH: u16 = 28;
+const RTM_GETNEIGH: u16 = 30;
 
 const NLMSG_ERROR: u16 = 2;
 const NLMSG_DONE: u16 = 3;
 
-const NLM_F_REQUEST: u16 = 0x1;
+pub(crate) const NLM_F_REQUEST: u16 = 0x1;
 const NLM_F_MULTI: u16 = 0x2;
-const NLM_F_ACK: u16 = 0x4;
-const NLM_F_ROOT: u16 = 0x100;
-const NLM_F_MATCH: u16 = 0x200;
-const NLM_F_DUMP: u16 = NLM_F_ROOT | NLM_F_MATCH;
+pub(crate) const NLM_F_ACK: u16 = 0x4;
+pub(crate) const NLM_F_ROOT: u16 = 0x100;
+pub(crate) const NLM_F_MATCH: u16 = 0x200;
+pub(crate) const NLM_F_DUMP: u16 = NLM_F_ROOT | NLM_F_MATCH;
 const NLM_F_REPLACE: u16 = 0x100;
 const NLM_F_EXCL: u16 = 0x200;
 const NLM_F_CREATE: u16 = 0x400;
@@ -473,6 +474,43 @@ pub fn parse_addr(p: &[u8]) -> Option<Addr> {
     })
 }
 
+/// A neighbour (ARP/NDP) table entry.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Neighbour {
+    pub index: i32,
+    pub ip: IpAddr,
+    pub mac: Vec<u8>,
+    /// NUD_* state bits.
+    pub state: u16,
+}
+
+impl Neighbour {
+    /// Entries an administrator made (`nud permanent`); the kernel never re-learns these.
+    pub fn is_permanent(&self) -> bool {
+        self.state & NUD_PERMANENT != 0
+    }
+}
+
+pub fn parse_neighbour(p: &[u8]) -> Option<Neighbour> {
+    let family = *p.first()?;
+    let index = ne_i32(p, 4)?;
+    let state = ne_u16(p, 8)?;
+    let (mut ip, mut mac) = (None, Vec::new());
+    for (k, d) in attrs(p.get(12..)?) {
+        match k {
+            NDA_DST => ip = parse_ip(family, d),
+            NDA_LLADDR => mac = d.to_vec(),
+            _ => {}
+        }
+    }
+    Some(Neighbour {
+        index,
+        ip: ip?,
+        mac,
+        state,
+    })
+}
+
 pub fn parse_route(p: &[u8]) -> Option<Route> {
     let family = *p.first()?;
     let mut r = Route {
@@ -536,12 +574,17 @@ fn nl_err(op: &str, e: io::Error) -> Error {
 impl Netlink {
     /// Opens a socket in the calling thread's network namespace.
     pub fn open() -> Result<Self> {
+        Self::open_protocol(libc::NETLINK_ROUTE)
+    }
+
+    /// Opens a socket of another netlink family (NETLINK_RDMA for [`crate::rdma_netlink`]).
+    pub(crate) fn open_protocol(protocol: libc::c_int) -> Result<Self> {
         // SAFETY: plain socket(2) call; the returned fd is checked and owned below.
         let fd = unsafe {
             libc::socket(
                 libc::AF_NETLINK,
                 libc::SOCK_RAW | libc::SOCK_CLOEXEC,
-                libc::NETLINK_ROUTE,
+                protocol,
             )
         };
         if fd < 0 {
@@ -615,7 +658,7 @@ impl Netlink {
     }
 
     /// Sends a request with NLM_F_ACK and waits for the kernel's answer.
-    fn request(&mut self, build: impl FnOnce(u32) -> Vec<u8>, op: &str) -> Result<()> {
+    pub(crate) fn request(&mut self, build: impl FnOnce(u32) -> Vec<u8>, op: &str) -> Result<()> {
         let seq = self.next_seq();
         let msg = build(seq);
         self.send(&msg, op)?;
@@ -638,7 +681,7 @@ impl Netlink {
     }
 
     /// Sends a dump request and returns the payloads of every answer of type `kind`.
-    fn dump(
+    pub(crate) fn dump(
         &mut self,
         build: impl FnOnce(u32) -> Vec<u8>,
         kind: u16,
@@ -925,6 +968,19 @@ impl Netlink {
 
     // --- neighbours --------------------------------------------------------------------------
 
+    pub fn neighbours(&mut self) -> Result<Vec<Neighbour>> {
+        let payloads = self.dump(
+            |seq| {
+                let mut b = MsgBuilder::new(RTM_GETNEIGH, NLM_F_REQUEST | NLM_F_DUMP, seq);
+                b.raw(&ndmsg(0, 0, 0));
+                b.finish()
+            },
+            RTM_NEWNEIGH,
+            "dump neighbours",
+        )?;
+        Ok(payloads.iter().filter_map(|p| parse_neighbour(p)).collect())
+    }
+
     /// A permanent neighbour entry: `ip` is at `mac` on link `index` (no ARP needed).
     pub fn add_permanent_neighbour(&mut self, index: i32, ip: IpAddr, mac: &[u8]) -> Result<()> {
         let mac = mac.to_vec();
@@ -948,6 +1004,30 @@ impl Netlink {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn neighbour_round_trip() {
+        let ip: IpAddr = "198.18.0.2".parse().expect("ip");
+        let mut b = MsgBuilder::new(RTM_NEWNEIGH, 0, 1);
+        b.raw(&ndmsg(AF_INET, 5, NUD_PERMANENT));
+        b.attr(NDA_DST, &ip_bytes(&ip));
+        b.attr(NDA_LLADDR, &[2, 0, 0, 0, 0, 9]);
+        let m = b.finish();
+        let n = parse_neighbour(split_messages(&m)[0].payload).expect("neighbour");
+        assert_eq!(n.index, 5);
+        assert_eq!(n.ip, ip);
+        assert_eq!(n.mac, vec![2, 0, 0, 0, 0, 9]);
+        assert!(n.is_permanent());
+        // Reachable (learned) entries are not permanent; a truncated header is nothing.
+        let mut b = MsgBuilder::new(RTM_NEWNEIGH, 0, 1);
+        b.raw(&ndmsg(AF_INET, 5, 0x02));
+        b.attr(NDA_DST, &ip_bytes(&ip));
+        let m = b.finish();
+        assert!(!parse_neighbour(split_messages(&m)[0].payload)
+            .expect("neighbour")
+            .is_permanent());
+        assert_eq!(parse_neighbour(&[2, 0, 0]), None);
+    }
 
     #[test]
     fn builder_nests_and_aligns() {

@@ -164,6 +164,68 @@ impl NetNs {
     }
 }
 
+impl NetNs {
+    /// Like [`NetNs::command_in`], and the child also gets a private mount namespace with a
+    /// fresh `/sys`, as `ip netns exec` does: sysfs shows the network devices (and, in the RDMA
+    /// subsystem's exclusive mode, the RDMA devices) of the namespace that mounted it, so a
+    /// child that only called setns would still see the host's `/sys/class/net` and
+    /// `/sys/class/infiniband`, and libibverbs would not find a device moved into `self`.
+    pub fn command_in_with_sysfs(&self, cmd: &mut std::process::Command) -> Result<()> {
+        let fd = self
+            .file
+            .try_clone()
+            .map_err(|e| Error::io("dup namespace fd", e))?;
+        // Allocated before fork: the child may only make async-signal-safe calls.
+        let root = c"/";
+        let sys = c"/sys";
+        let sysfs = c"sysfs";
+        let none = c"none";
+        // SAFETY: the closure runs in the forked (single-threaded) child before exec and only
+        // calls setns, unshare, mount and umount2 with pointers to the static strings above;
+        // all are async-signal-safe system calls. The cloned fd stays open until the Command
+        // drops.
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::setns(fd.as_raw_fd(), libc::CLONE_NEWNET) != 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                if libc::unshare(libc::CLONE_NEWNS) != 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                // Keep our mounts from propagating back to the host's mount namespace.
+                if libc::mount(
+                    none.as_ptr(),
+                    root.as_ptr(),
+                    std::ptr::null(),
+                    libc::MS_SLAVE | libc::MS_REC,
+                    std::ptr::null(),
+                ) != 0
+                {
+                    return Err(io::Error::last_os_error());
+                }
+                // EINVAL: /sys was not a mount point (a chroot); mount a fresh one anyway.
+                if libc::umount2(sys.as_ptr(), libc::MNT_DETACH) != 0
+                    && *libc::__errno_location() != libc::EINVAL
+                {
+                    return Err(io::Error::last_os_error());
+                }
+                if libc::mount(
+                    sysfs.as_ptr(),
+                    sys.as_ptr(),
+                    sysfs.as_ptr(),
+                    0,
+                    std::ptr::null(),
+                ) != 0
+                {
+                    return Err(io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        Ok(())
+    }
+}
+
 /// Runs `f` on a fresh thread inside `ns` and returns its result.
 pub fn run_in<T: Send>(ns: &NetNs, f: impl FnOnce() -> T + Send) -> Result<T> {
     std::thread::scope(|s| {

@@ -90,6 +90,17 @@ pub fn hostname() -> String {
         .unwrap_or_default()
 }
 
+/// Sends `sig` to a child process (by its `std::process::Child::id`).
+pub fn signal_child(child: &std::process::Child, sig: i32) -> io::Result<()> {
+    let pid = i32::try_from(child.id())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "pid out of range"))?;
+    // SAFETY: kill(2) with our own child's pid and a signal number; no memory is involved.
+    if unsafe { libc::kill(pid, sig) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 pub fn is_root() -> bool {
     // SAFETY: geteuid cannot fail.
     unsafe { libc::geteuid() == 0 }

@@ -5,8 +5,9 @@
 //! [`recover_leftovers`]).
 
 use crate::error::{Error, Result};
-use crate::netlink::{Addr, Link, Netlink, Route, RTPROT_KERNEL};
+use crate::netlink::{Addr, Link, Neighbour, Netlink, Route, RTPROT_KERNEL};
 use crate::netns::{self, NetNs, NsId};
+use crate::rdma_netlink::{errno_name, os_error, port_for_netdev, NetnsMode, RdmaNetlink};
 use serde::{Deserialize, Serialize};
 use std::io::Write as _;
 use std::net::{IpAddr, Ipv4Addr};
@@ -35,6 +36,9 @@ pub struct PortRecord {
     pub addrs: Vec<Addr>,
     /// Routes through the port that the kernel does not re-create by itself.
     pub routes: Vec<Route>,
+    /// Permanent neighbour entries on the port (static ARP, as wire-loopback setups make).
+    #[serde(default)]
+    pub neighbours: Vec<Neighbour>,
     /// daqtune namespace the port goes into.
     pub ns: String,
 }
@@ -50,6 +54,63 @@ pub struct Journal {
     pub home_ns: NsId,
     pub namespaces: Vec<String>,
     pub ports: Vec<PortRecord>,
+    /// RDMA devices placed for an RDMA wire-loopback run (absent in older journals).
+    #[serde(default)]
+    pub rdma: RdmaJournal,
+}
+
+/// What an RDMA wire-loopback run changed besides the ports, in the order it is undone:
+/// devices moved into namespaces go home first, the ports follow, then soft-RoCE devices are
+/// deleted or re-created, and the subsystem's namespace mode is switched back last (the
+/// kernel refuses the switch while any other namespace, ours included, still exists).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RdmaJournal {
+    /// The mode before this run switched it.
+    pub netns_mode_was: Option<NetnsMode>,
+    /// RDMA devices moved into daqtune namespaces: (device, namespace).
+    pub moved: Vec<(String, String)>,
+    /// Soft-RoCE devices this run created (deleted afterwards).
+    pub created: Vec<String>,
+    /// Soft-RoCE devices that vanished when their netdev moved (rdma_rxe unregisters on the
+    /// netdev's move): (device, netdev), re-created once the netdev is home.
+    pub recreate: Vec<(String, String)>,
+}
+
+impl RdmaJournal {
+    fn is_empty(&self) -> bool {
+        self.netns_mode_was.is_none()
+            && self.moved.is_empty()
+            && self.created.is_empty()
+            && self.recreate.is_empty()
+    }
+}
+
+/// Where the RDMA devices of a two-port run ended up, for the report.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RdmaPlacement {
+    /// The mode the run used.
+    pub netns_mode: NetnsMode,
+    pub tx_dev: String,
+    pub rx_dev: String,
+    /// Devices moved into the ports' namespaces (exclusive mode).
+    pub moved: bool,
+    /// Soft-RoCE devices run with their netdevs inside the namespaces (made for the run, or
+    /// made again there after the netdev's move unregistered them).
+    pub soft_roce_in_namespaces: bool,
+    /// Why exclusive mode was not used, which devices were created, and the like.
+    pub notes: Vec<String>,
+}
+
+/// A two-port RDMA run as asked for: the two netdevs cabled back to back.
+#[derive(Debug, Clone)]
+pub struct RdmaPortsRequest {
+    pub tx_if: String,
+    pub rx_if: String,
+    pub mtu: Option<u32>,
+    /// Try the exclusive mode (devices move with their netdevs) before the shared one.
+    pub try_exclusive: bool,
+    /// Create soft-RoCE devices on ports that have no RDMA device.
+    pub soft_roce: bool,
 }
 
 fn journal_path(dir: &Path, pid: u32, n: u32) -> PathBuf {
@@ -111,6 +172,13 @@ impl Kind {
     }
 }
 
+/// How one placement attempt of an RDMA two-port run ended, when not with a topology.
+enum RdmaAttempt {
+    /// Try again in shared mode; dropping the topology undoes this attempt first.
+    Fallback(Box<Topology>),
+    Failed(Error),
+}
+
 /// Port counters at one moment (see [`Topology::port_sample`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PortSample {
@@ -136,6 +204,8 @@ pub struct Topology {
     pub description: String,
     /// Both ends on this host, one clock: latency and TcpRetransSegs are meaningful.
     pub local: bool,
+    /// RDMA device placement of an RDMA two-port run.
+    pub rdma: Option<RdmaPlacement>,
     home: Option<NetNs>,
     journal: Option<(PathBuf, Journal)>,
     /// Notes from teardown problems (reported, never fatal for the other steps).
@@ -155,6 +225,7 @@ impl Topology {
             rx_port: None,
             description: "loopback 127.0.0.1".into(),
             local: true,
+            rdma: None,
             home: None,
             journal: None,
             warnings: Vec::new(),
@@ -179,6 +250,7 @@ impl Topology {
             rx_port: None,
             description: format!("peer {peer} (daqtune selftest --serve)"),
             local: false,
+            rdma: None,
             home: None,
             journal: None,
             warnings: Vec::new(),
@@ -198,6 +270,7 @@ impl Topology {
             home_ns: home.id()?,
             namespaces: vec![tx_name.clone(), rx_name.clone()],
             ports: Vec::new(),
+            rdma: RdmaJournal::default(),
         };
         let t = Topology {
             kind,
@@ -210,6 +283,7 @@ impl Topology {
             rx_port: None,
             description: String::new(),
             local: true,
+            rdma: None,
             home: Some(home),
             journal: Some((journal_path(journal_dir, pid, n), journal)),
             warnings: Vec::new(),
@@ -303,6 +377,21 @@ impl Topology {
         journal_dir: &Path,
         ssh_connection: Option<&str>,
     ) -> Result<Topology> {
+        let (mut t, mut nl, records) =
+            Self::prepare_ports(tx_if, rx_if, journal_dir, ssh_connection)?;
+        t.save_journal()?;
+        t.create_namespaces()?;
+        t.place_ports(&mut nl, &records, mtu)?;
+        Ok(t)
+    }
+
+    /// Checks both ports and writes their records into a fresh journal (not yet saved).
+    fn prepare_ports(
+        tx_if: &str,
+        rx_if: &str,
+        journal_dir: &Path,
+        ssh_connection: Option<&str>,
+    ) -> Result<(Topology, Netlink, Vec<PortRecord>)> {
         if tx_if == rx_if {
             return Err(Error::Invalid(format!(
                 "--tx-if and --rx-if are both {tx_if}: two distinct ports are needed"
@@ -312,6 +401,7 @@ impl Topology {
         let links = nl.links()?;
         let addrs = nl.addrs()?;
         let routes = nl.routes()?;
+        let neighbours = nl.neighbours()?;
         let (mut t, tx_name, rx_name) = Self::begin(Kind::Ports, journal_dir)?;
         let mut records = Vec::new();
         for (name, ns) in [(tx_if, &tx_name), (rx_if, &rx_name)] {
@@ -320,15 +410,42 @@ impl Topology {
                 .find(|l| l.name == name)
                 .ok_or_else(|| Error::Invalid(format!("no interface named {name}")))?;
             refuse_unsafe_port(link, &addrs, &routes, ssh_connection)?;
-            records.push(record_port(link, &addrs, &routes, ns));
+            let mut rec = record_port(link, &addrs, &routes, ns);
+            rec.neighbours = neighbours
+                .iter()
+                .filter(|n| n.index == link.index && n.is_permanent())
+                .cloned()
+                .collect();
+            records.push(rec);
         }
         if let Some((_, j)) = &mut t.journal {
             j.ports = records.clone();
         }
-        t.save_journal()?;
-        t.tx_ns = Some(NetNs::create(&tx_name)?);
-        t.rx_ns = Some(NetNs::create(&rx_name)?);
-        let (txn, rxn) = t.namespaces()?;
+        Ok((t, nl, records))
+    }
+
+    fn create_namespaces(&mut self) -> Result<()> {
+        let names = match &self.journal {
+            Some((_, j)) if j.namespaces.len() == 2 => {
+                (j.namespaces[0].clone(), j.namespaces[1].clone())
+            }
+            _ => return Err(Error::Invalid("topology has no namespace names".into())),
+        };
+        self.tx_ns = Some(NetNs::create(&names.0)?);
+        self.rx_ns = Some(NetNs::create(&names.1)?);
+        Ok(())
+    }
+
+    /// Moves both (recorded) ports into the namespaces and addresses them.
+    fn place_ports(
+        &mut self,
+        nl: &mut Netlink,
+        records: &[PortRecord],
+        mtu: Option<u32>,
+    ) -> Result<()> {
+        let (tx_if, rx_if) = (records[0].name.as_str(), records[1].name.as_str());
+        let (tx_name, rx_name) = (records[0].ns.as_str(), records[1].ns.as_str());
+        let (txn, rxn) = self.namespaces()?;
         nl.move_to_ns(records[0].index, txn.fd())?;
         nl.move_to_ns(records[1].index, rxn.fd())?;
         let mut nl_tx = Netlink::open_in(txn)?;
@@ -337,13 +454,222 @@ impl Topology {
         let b = find(&mut nl_rx, rx_if)?;
         configure_end(&mut nl_tx, &a, mtu, TX_ADDR, RX_ADDR, &b.mac)?;
         configure_end(&mut nl_rx, &b, mtu, RX_ADDR, TX_ADDR, &a.mac)?;
-        t.tx_port = Some(tx_if.into());
-        t.rx_port = Some(rx_if.into());
-        t.description = format!(
+        self.tx_port = Some(tx_if.into());
+        self.rx_port = Some(rx_if.into());
+        self.description = format!(
             "ports {tx_if} ({tx_name}) {TX_ADDR} -> {rx_if} ({rx_name}) {RX_ADDR}, MTU {}",
             mtu.map(|m| m.to_string())
                 .unwrap_or_else(|| format!("{}/{}", a.mtu, b.mtu))
         );
+        Ok(())
+    }
+
+    fn rdma_journal(&mut self) -> Result<&mut RdmaJournal> {
+        match &mut self.journal {
+            Some((_, j)) => Ok(&mut j.rdma),
+            None => Err(Error::Invalid("topology has no journal".into())),
+        }
+    }
+
+    /// Two ports cabled back to back with their RDMA devices, each pair in a private namespace
+    /// so that traffic between them must cross the cable (in one namespace the kernel and the
+    /// NIC's embedded switch short-cut it). The RDMA subsystem is switched to exclusive mode
+    /// and the devices move with their netdevs; where the switch is refused (EBUSY: other
+    /// namespaces exist) or a driver cannot move its device (EOPNOTSUPP: soft-RoCE), the run
+    /// falls back to shared mode, where every device stays visible in every namespace. Both
+    /// modes are how DAQIRI's wire-loopback script sets up its ports. Everything is journaled
+    /// and undone as for [`Topology::ports`], the mode last.
+    pub fn rdma_ports(req: &RdmaPortsRequest) -> Result<Topology> {
+        Self::rdma_ports_with_journal(
+            req,
+            Path::new(JOURNAL_DIR),
+            std::env::var("SSH_CONNECTION").ok().as_deref(),
+        )
+    }
+
+    pub fn rdma_ports_with_journal(
+        req: &RdmaPortsRequest,
+        journal_dir: &Path,
+        ssh_connection: Option<&str>,
+    ) -> Result<Topology> {
+        let mut notes = Vec::new();
+        if req.try_exclusive {
+            match Self::rdma_attempt(req, true, journal_dir, ssh_connection, &mut notes) {
+                Err(RdmaAttempt::Fallback(t)) => {
+                    // Restores the mode and removes the namespaces before the shared attempt.
+                    drop(t);
+                }
+                Err(RdmaAttempt::Failed(e)) => return Err(e),
+                Ok(t) => return Ok(t),
+            }
+        }
+        match Self::rdma_attempt(req, false, journal_dir, ssh_connection, &mut notes) {
+            Ok(t) => Ok(t),
+            Err(RdmaAttempt::Failed(e)) => Err(e),
+            Err(RdmaAttempt::Fallback(_)) => Err(Error::Invalid(
+                "the RDMA devices could not be placed in either namespace mode".into(),
+            )),
+        }
+    }
+
+    fn rdma_attempt(
+        req: &RdmaPortsRequest,
+        exclusive: bool,
+        journal_dir: &Path,
+        ssh_connection: Option<&str>,
+        notes: &mut Vec<String>,
+    ) -> std::result::Result<Topology, RdmaAttempt> {
+        use RdmaAttempt::Failed;
+        let mut rnl = RdmaNetlink::open().map_err(Failed)?;
+        let (mut t, mut nl, records) =
+            Self::prepare_ports(&req.tx_if, &req.rx_if, journal_dir, ssh_connection)
+                .map_err(Failed)?;
+        t.save_journal().map_err(Failed)?;
+
+        // The RDMA device of each port, or a soft-RoCE device made for the run.
+        let ports = rnl.ports().map_err(Failed)?;
+        let mut devs = Vec::new();
+        for ifname in [&req.tx_if, &req.rx_if] {
+            if let Some(p) = port_for_netdev(&ports, ifname) {
+                devs.push(p.dev_name.clone());
+                continue;
+            }
+            if !req.soft_roce {
+                return Err(Failed(Error::Invalid(format!(
+                    "{ifname} has no RDMA device (the kernel lists none on it); give \
+                     --soft-roce to run soft-RoCE on it"
+                ))));
+            }
+            let name = format!("dqt-rxe-{ifname}");
+            t.rdma_journal().map_err(Failed)?.created.push(name.clone());
+            t.save_journal().map_err(Failed)?;
+            rnl.add_rxe(&name, ifname).map_err(Failed)?;
+            let note = format!("created soft-RoCE device {name} on {ifname}");
+            if !notes.contains(&note) {
+                notes.push(note);
+            }
+            devs.push(name);
+        }
+
+        let mut mode = rnl.netns_mode().map_err(Failed)?;
+        if exclusive && mode == NetnsMode::Shared {
+            t.rdma_journal().map_err(Failed)?.netns_mode_was = Some(NetnsMode::Shared);
+            t.save_journal().map_err(Failed)?;
+            match rnl.set_netns_mode(NetnsMode::Exclusive) {
+                Ok(()) => mode = NetnsMode::Exclusive,
+                Err(e) => {
+                    t.rdma_journal().map_err(Failed)?.netns_mode_was = None;
+                    t.save_journal().map_err(Failed)?;
+                    let why = match os_error(&e) {
+                        Some(libc::EBUSY) => {
+                            "EBUSY: other network namespaces exist (containers?)".to_string()
+                        }
+                        _ => e.to_string(),
+                    };
+                    notes.push(format!(
+                        "RDMA netns mode stays shared: switching to exclusive was refused ({why})"
+                    ));
+                }
+            }
+        }
+        t.create_namespaces().map_err(Failed)?;
+        let moved = mode == NetnsMode::Exclusive;
+        if moved {
+            let (txn, rxn) = t.namespaces().map_err(Failed)?;
+            let targets = [
+                (devs[0].clone(), records[0].ns.clone(), txn.fd()),
+                (devs[1].clone(), records[1].ns.clone(), rxn.fd()),
+            ];
+            for (dev, ns_name, fd) in targets {
+                let d = rnl
+                    .device_by_name(&dev)
+                    .map_err(Failed)?
+                    .ok_or_else(|| Failed(Error::Invalid(format!("RDMA device {dev} vanished"))))?;
+                t.rdma_journal()
+                    .map_err(Failed)?
+                    .moved
+                    .push((dev.clone(), ns_name));
+                t.save_journal().map_err(Failed)?;
+                if let Err(e) = rnl.move_device(&d, fd) {
+                    // Nothing was moved by the failed call: forget it before the restore.
+                    if let Ok(j) = t.rdma_journal() {
+                        j.moved.retain(|(n, _)| n != &dev);
+                    }
+                    let _ = t.save_journal();
+                    let code = os_error(&e);
+                    if code == Some(libc::EOPNOTSUPP) && exclusive {
+                        notes.push(format!(
+                            "RDMA netns mode shared: {dev} cannot change namespace (EOPNOTSUPP: \
+                             its driver cannot disassociate user contexts, as soft-RoCE)"
+                        ));
+                        return Err(RdmaAttempt::Fallback(Box::new(t)));
+                    }
+                    return Err(Failed(Error::Invalid(format!(
+                        "moving {dev} into its namespace: {}",
+                        code.map(errno_name).unwrap_or_else(|| e.to_string())
+                    ))));
+                }
+            }
+        }
+        t.place_ports(&mut nl, &records, req.mtu).map_err(Failed)?;
+
+        // rdma_rxe unregisters its device when the netdev leaves the namespace: make it again
+        // on the moved netdev (from inside that namespace) and again at home afterwards.
+        let mut soft_roce_in_namespaces = false;
+        if !moved {
+            // Opened again by name: `t` is changed (journal) while they are used.
+            let txn = NetNs::open_named(&records[0].ns).map_err(Failed)?;
+            let rxn = NetNs::open_named(&records[1].ns).map_err(Failed)?;
+            for (i, ns) in [(0usize, &txn), (1usize, &rxn)] {
+                let dev = &devs[i];
+                let ifname = &records[i].name;
+                let still = rnl.device_by_name(dev).map_err(Failed)?.is_some();
+                if still {
+                    continue;
+                }
+                let created = t.rdma_journal().map_err(Failed)?.created.contains(dev);
+                if !created {
+                    t.rdma_journal()
+                        .map_err(Failed)?
+                        .recreate
+                        .push((dev.clone(), ifname.clone()));
+                }
+                t.save_journal().map_err(Failed)?;
+                RdmaNetlink::open_in(ns)
+                    .and_then(|mut r| r.add_rxe(dev, ifname))
+                    .map_err(|e| {
+                        Failed(Error::Invalid(format!(
+                            "{dev} was unregistered when {ifname} moved into its namespace \
+                             (soft-RoCE follows its netdev) and could not be made again there: {e}"
+                        )))
+                    })?;
+                soft_roce_in_namespaces = true;
+                notes.push(format!(
+                    "{dev} (soft-RoCE) was unregistered when {ifname} moved; made again inside \
+                     the namespace"
+                ));
+            }
+        }
+        t.description = format!(
+            "{}; RDMA {} -> {}, netns mode {}{}",
+            t.description,
+            devs[0],
+            devs[1],
+            mode.as_str(),
+            if moved {
+                " (devices moved with their ports)"
+            } else {
+                " (devices visible everywhere)"
+            }
+        );
+        t.rdma = Some(RdmaPlacement {
+            netns_mode: mode,
+            tx_dev: devs[0].clone(),
+            rx_dev: devs[1].clone(),
+            moved,
+            soft_roce_in_namespaces,
+            notes: notes.clone(),
+        });
         Ok(t)
     }
 
@@ -554,6 +880,7 @@ fn record_port(link: &Link, addrs: &[Addr], routes: &[Route], ns: &str) -> PortR
             })
             .cloned()
             .collect(),
+        neighbours: Vec::new(),
         ns: ns.to_string(),
     }
 }
@@ -584,6 +911,11 @@ pub fn restore(j: &Journal, home: Option<&NetNs>) -> Vec<String> {
             found.as_ref()
         }
     };
+    if !j.rdma.is_empty() {
+        if let Some(home) = home {
+            warnings.extend(restore_rdma_moves(&j.rdma, home));
+        }
+    }
     for p in &j.ports {
         let Some(home) = home else {
             warnings.push(format!(
@@ -614,7 +946,122 @@ pub fn restore(j: &Journal, home: Option<&NetNs>) -> Vec<String> {
             warnings.push(format!("namespace {name}: {e}"));
         }
     }
+    if !j.rdma.is_empty() {
+        warnings.extend(restore_rdma_rest(&j.rdma));
+    }
     warnings
+}
+
+/// Brings RDMA devices moved into daqtune namespaces home (in exclusive mode a device is only
+/// visible from its namespace, so the request is made from there). Deleting the namespace
+/// would return them too, but only once the kernel has finished tearing it down.
+fn restore_rdma_moves(r: &RdmaJournal, home: &NetNs) -> Vec<String> {
+    let mut warnings = Vec::new();
+    for (dev, ns_name) in &r.moved {
+        let Ok(ns) = NetNs::open_named(ns_name) else {
+            continue; // namespace gone: the kernel has returned the device already
+        };
+        let moved = RdmaNetlink::open_in(&ns).and_then(|mut nl| match nl.device_by_name(dev)? {
+            Some(d) => nl.move_device(&d, home.fd()),
+            None => Ok(()),
+        });
+        if let Err(e) = moved {
+            warnings.push(format!("RDMA device {dev}: move back from {ns_name}: {e}"));
+        }
+    }
+    warnings
+}
+
+/// After the ports are home and the namespaces deleted: soft-RoCE devices this run made are
+/// deleted, those that vanished with their netdev's move are made again, and the namespace
+/// mode goes back to what it was.
+fn restore_rdma_rest(r: &RdmaJournal) -> Vec<String> {
+    let mut warnings = Vec::new();
+    let mut nl = match RdmaNetlink::open() {
+        Ok(nl) => nl,
+        Err(e) => return vec![format!("RDMA netlink: {e}")],
+    };
+    for dev in &r.created {
+        match nl.device_by_name(dev) {
+            Ok(Some(d)) => {
+                if let Err(e) = nl.delete_link(&d) {
+                    warnings.push(format!("soft-RoCE device {dev}: delete: {e}"));
+                }
+            }
+            Ok(None) => {}
+            Err(e) => warnings.push(format!("soft-RoCE device {dev}: {e}")),
+        }
+    }
+    for (dev, netdev) in &r.recreate {
+        // The copy made inside the namespace is unregistered (asynchronously) now that the
+        // netdev is home: wait for it to go, then make the device again where it was.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(3);
+        loop {
+            let on_netdev = nl.ports().ok().is_some_and(|ps| {
+                ps.iter()
+                    .any(|p| &p.dev_name == dev && p.netdev.as_deref() == Some(netdev.as_str()))
+            });
+            if on_netdev {
+                break;
+            }
+            if nl.device_by_name(dev).ok().flatten().is_none() {
+                if let Err(e) = nl.add_rxe(dev, netdev) {
+                    warnings.push(format!(
+                        "soft-RoCE device {dev} on {netdev}: make again: {e}"
+                    ));
+                }
+                break;
+            }
+            if std::time::Instant::now() > deadline {
+                warnings.push(format!(
+                    "soft-RoCE device {dev} did not go away with its namespace copy; make it \
+                     again with `rdma link add {dev} type rxe netdev {netdev}`"
+                ));
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    }
+    if let Some(was) = r.netns_mode_was {
+        warnings.extend(restore_netns_mode(&mut nl, was));
+    }
+    warnings
+}
+
+/// Switches the namespace mode back. The kernel answers EBUSY while any namespace other than
+/// the initial one exists, and a deleted namespace is torn down asynchronously, so this waits
+/// for ours to go (up to 10 s).
+fn restore_netns_mode(nl: &mut RdmaNetlink, was: NetnsMode) -> Vec<String> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        match nl.netns_mode() {
+            Ok(m) if m == was => return Vec::new(),
+            Ok(_) => {}
+            Err(e) => return vec![format!("RDMA netns mode: {e}")],
+        }
+        match nl.set_netns_mode(was) {
+            Ok(()) => return Vec::new(),
+            Err(e) if os_error(&e) == Some(libc::EBUSY) && std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+            Err(e) => {
+                return vec![format!(
+                    "RDMA netns mode left {} (was {}): {e}; other network namespaces exist: \
+                     `rdma system set netns {}` once they are gone",
+                    was_other(was).as_str(),
+                    was.as_str(),
+                    was.as_str()
+                )]
+            }
+        }
+    }
+}
+
+fn was_other(m: NetnsMode) -> NetnsMode {
+    match m {
+        NetnsMode::Shared => NetnsMode::Exclusive,
+        NetnsMode::Exclusive => NetnsMode::Shared,
+    }
 }
 
 fn exists_err(e: &Error) -> bool {
@@ -651,6 +1098,9 @@ fn restore_port(nl: &mut Netlink, p: &PortRecord) -> Result<()> {
             Err(e) if !exists_err(&e) => return Err(e),
             _ => {}
         }
+    }
+    for n in &p.neighbours {
+        nl.add_permanent_neighbour(link.index, n.ip, &n.mac)?;
     }
     if !p.up {
         nl.set_up(link.index, false)?;
@@ -844,12 +1294,25 @@ mod tests {
             },
             namespaces: vec!["daqtune-42-0-tx".into()],
             ports: vec![],
+            rdma: RdmaJournal {
+                netns_mode_was: Some(NetnsMode::Shared),
+                moved: vec![("mlx5_0".into(), "daqtune-42-0-tx".into())],
+                created: vec![],
+                recreate: vec![("rxe0".into(), "dqa".into())],
+            },
         };
         let dir = tempfile::tempdir().expect("tmp");
         let p = dir.path().join("j.json");
         j.save(&p).expect("save");
-        let back = Journal::parse(&std::fs::read_to_string(&p).expect("read")).expect("parse");
+        let text = std::fs::read_to_string(&p).expect("read");
+        assert!(text.contains("\"netns_mode_was\": \"shared\""), "{text}");
+        let back = Journal::parse(&text).expect("parse");
         assert_eq!(back, j);
+        // Journals written before the RDMA part existed still parse (nothing RDMA to undo).
+        let old = text.split("\"rdma\"").next().expect("prefix").trim_end();
+        let old = format!("{}}}", old.trim_end_matches(','));
+        let back = Journal::parse(&old).expect("old journal");
+        assert!(back.rdma.is_empty());
         assert!(Journal::parse("").is_err());
         assert!(Journal::parse("{\"version\":1}").is_err());
         // A dead owner with an unreadable journal is reported, not acted on.

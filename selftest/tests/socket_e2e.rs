@@ -306,6 +306,13 @@ impl TestHost {
         let mut r = Route::host_route("198.18.101.0".parse().expect("ip"), lb.index);
         r.dst_len = 24;
         nl.add_route(&r).expect("link route");
+        // A static ARP entry, as wire-loopback setups make: restored too.
+        nl.add_permanent_neighbour(
+            la.index,
+            "198.18.5.9".parse().expect("ip"),
+            &[2, 0, 0, 0, 0, 9],
+        )
+        .expect("permanent neighbour");
         if default_via_a {
             let mut d = Route::host_route("0.0.0.0".parse().expect("ip"), la.index);
             d.dst = None;
@@ -322,6 +329,7 @@ impl TestHost {
         let links = nl.links().expect("links");
         let addrs = nl.addrs().expect("addrs");
         let routes = nl.routes().expect("routes");
+        let neighbours = nl.neighbours().expect("neighbours");
         let mut out = Vec::new();
         for n in names {
             let Some(l) = links.iter().find(|l| l.name == *n) else {
@@ -344,6 +352,12 @@ impl TestHost {
                     )
                 })
                 .collect();
+            r.extend(
+                neighbours
+                    .iter()
+                    .filter(|x| x.index == l.index && x.is_permanent())
+                    .map(|x| format!("neighbour {} at {:02x?}", x.ip, x.mac)),
+            );
             r.sort();
             out.push((n.to_string(), l.mtu, l.is_up(), a, r));
         }
@@ -380,6 +394,13 @@ fn two_ports_moved_used_and_restored_exactly() {
     assert_eq!(before[0].1, 1400);
     assert!(
         before[0].4.iter().any(|r| r.contains("198.18.5.254")),
+        "{before:?}"
+    );
+    assert!(
+        before[0]
+            .4
+            .iter()
+            .any(|r| r.contains("neighbour 198.18.5.9")),
         "{before:?}"
     );
     let (_, out) = host.run(

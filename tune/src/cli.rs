@@ -30,6 +30,34 @@ pub struct GlobalArgs {
     pub profile: Option<String>,
 }
 
+/// Recognises `daqtune [GLOBAL...] selftest rdma [ARGS...]` (the RDMA engine's flags are its
+/// own, see `selftest_cmd::RdmaArgs`) and splits off the global options, wherever they stand.
+/// `--root` also comes from `DAQTUNE_ROOT`, as for every other command.
+pub fn split_rdma_invocation(argv: &[String]) -> Option<(GlobalArgs, Vec<String>)> {
+    let mut g = GlobalArgs {
+        root: std::env::var_os("DAQTUNE_ROOT").map(Into::into),
+        profile: None,
+    };
+    let mut words = Vec::new();
+    let mut it = argv.iter().skip(1);
+    while let Some(a) = it.next() {
+        if let Some(v) = a.strip_prefix("--root=") {
+            g.root = Some(v.into());
+        } else if let Some(v) = a.strip_prefix("--profile=") {
+            g.profile = Some(v.to_string());
+        } else if a == "--root" {
+            g.root = it.next().map(Into::into);
+        } else if a == "--profile" || a == "-p" {
+            g.profile = it.next().cloned();
+        } else {
+            words.push(a.clone());
+        }
+    }
+    (words.first().map(String::as_str) == Some("selftest")
+        && words.get(1).map(String::as_str) == Some("rdma"))
+    .then(|| (g, words.split_off(2)))
+}
+
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Check this host against the profile and print every verdict with its fix.
@@ -47,7 +75,8 @@ pub enum Command {
     /// Print one persistent artifact (grub drop-in, unit, udev rule, ...) for image builders.
     Generate(crate::apply::GenerateArgs),
     /// Prove the data path with real traffic (socket: TCP and UDP over a veth pair, two
-    /// cabled ports, or loopback). Needs root for namespaces.
+    /// cabled ports, or loopback; dpdk; and `selftest rdma`, whose own options `daqtune
+    /// selftest rdma --help` lists). Needs root for namespaces.
     Selftest(Box<crate::selftest_cmd::SelftestArgs>),
     /// GPU / NIC / NVMe topology matrix (like `nvidia-smi topo -m`) and the PCIe tree as SVG.
     Topo(crate::topo::TopoArgs),
@@ -218,6 +247,31 @@ pub fn translate_legacy(args: Vec<String>) -> Vec<String> {
 
 #[cfg(test)]
 mod tests {
+    use super::split_rdma_invocation;
+
+    fn argv(s: &str) -> Vec<String> {
+        s.split_whitespace().map(String::from).collect()
+    }
+
+    #[test]
+    fn rdma_invocation_with_globals_anywhere() {
+        let (g, rest) =
+            split_rdma_invocation(&argv("daqtune --profile igx-orin selftest rdma --dev rxe0"))
+                .expect("rdma");
+        assert_eq!(g.profile.as_deref(), Some("igx-orin"));
+        assert_eq!(rest, argv("--dev rxe0"));
+        let (g, rest) = split_rdma_invocation(&argv(
+            "daqtune selftest rdma --tx-if a -p dgx-spark --rx-if b --root=/r",
+        ))
+        .expect("rdma");
+        assert_eq!(g.profile.as_deref(), Some("dgx-spark"));
+        assert_eq!(g.root.as_deref(), Some(std::path::Path::new("/r")));
+        assert_eq!(rest, argv("--tx-if a --rx-if b"));
+        assert!(split_rdma_invocation(&argv("daqtune selftest socket --veth")).is_none());
+        assert!(split_rdma_invocation(&argv("daqtune --profile x check")).is_none());
+        assert!(split_rdma_invocation(&argv("daqtune")).is_none());
+    }
+
     use super::*;
 
     fn v(s: &str) -> Vec<String> {

@@ -3,21 +3,9 @@ use daqtune::cli::{translate_legacy, Cli, Command};
 use daqtune::commands;
 use std::process::ExitCode;
 
-/// `daqtune [--root DIR] [--profile P] selftest rdma ...`: global options are read from the
-/// environment forms only here, since the helper's flags follow the engine name.
-fn rdma(rest: &[String]) -> ExitCode {
-    let mut g = daqtune::cli::GlobalArgs {
-        root: std::env::var_os("DAQTUNE_ROOT").map(Into::into),
-        profile: None,
-    };
-    let mut args = Vec::new();
-    let mut it = rest.iter();
-    while let Some(a) = it.next() {
-        match a.as_str() {
-            "--profile" | "-p" => g.profile = it.next().cloned(),
-            _ => args.push(a.clone()),
-        }
-    }
+/// `daqtune [--root DIR] [--profile P] selftest rdma ...`: the helper's flags follow the
+/// engine name, so this is parsed by hand (see `cli::split_rdma_invocation`).
+fn rdma(g: daqtune::cli::GlobalArgs, args: Vec<String>) -> ExitCode {
     match daqtune::selftest_cmd::run_rdma(&g, &args) {
         Ok(c) => ExitCode::from(c),
         Err(e) => {
@@ -30,10 +18,8 @@ fn rdma(rest: &[String]) -> ExitCode {
 fn main() -> ExitCode {
     let argv = translate_legacy(std::env::args().collect());
     // The RDMA engine is a separate executable with its own flags (see selftest_cmd::RdmaArgs).
-    if argv.get(1).map(String::as_str) == Some("selftest")
-        && argv.get(2).map(String::as_str) == Some("rdma")
-    {
-        return rdma(&argv[3..]);
+    if let Some((g, args)) = daqtune::cli::split_rdma_invocation(&argv) {
+        return rdma(g, args);
     }
     let cli = match Cli::try_parse_from(argv) {
         Ok(c) => c,

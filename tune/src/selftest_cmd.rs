@@ -104,23 +104,52 @@ mod tests {
 
 /// `daqtune selftest rdma`: the verbs engine lives in the `daqtune-rdma` executable (it links
 /// libibverbs, which the main binary must not need), so this finds it, runs it with the
-/// profile's values and relays its report. Ports are never picked automatically: name the two
-/// RDMA devices (two ports cabled back to back, or two rxe devices on a veth pair) or a peer.
+/// profile's values and relays its report. Ports are never picked automatically: name two
+/// netdevs cabled back to back (`--tx-if/--rx-if`: they move into private namespaces with
+/// their RDMA devices), two RDMA devices (`--dev/--peer-dev`: rxe devices on a veth pair, or
+/// ports already isolated), or a peer.
 #[derive(Debug, Clone, clap::Parser)]
 #[command(
     name = "daqtune selftest rdma",
     about = "RDMA RC WRITE/SEND/ping-pong self-test (ibverbs)"
 )]
 pub struct RdmaArgs {
-    /// Sending RDMA device (e.g. mlx5_0, rxe0).
+    /// Sending netdev of two ports cabled back to back; both move into private namespaces with
+    /// their RDMA devices for the run (exclusive RDMA netns mode, shared where refused).
+    #[arg(long, value_name = "IF", requires = "rx_if", conflicts_with_all = ["dev", "peer_dev", "peer", "listen"])]
+    pub tx_if: Option<String>,
+    /// Receiving netdev (see --tx-if).
+    #[arg(long, value_name = "IF", requires = "tx_if")]
+    pub rx_if: Option<String>,
+    /// With --tx-if/--rx-if: MTU on both ports during the run (default: the profile's).
+    #[arg(long)]
+    pub mtu: Option<u32>,
+    /// With --tx-if/--rx-if: `auto` tries the exclusive RDMA netns mode first (devices move
+    /// with their ports); `shared` keeps every device visible everywhere.
+    #[arg(long, default_value = "auto", value_parser = ["auto", "shared"])]
+    pub rdma_netns: String,
+    /// With --tx-if/--rx-if: put soft-RoCE (rxe) devices on ports that have no RDMA device,
+    /// for the run only.
+    #[arg(long)]
+    pub soft_roce: bool,
+    /// With --tx-if/--rx-if: TCP port of the side channel between the two namespaces.
+    #[arg(long, default_value_t = 18519)]
+    pub control_port: u16,
+    /// Sending RDMA device (e.g. mlx5_0, rxe0), or the serving one with --listen.
     #[arg(long, value_name = "DEV")]
     pub dev: Option<String>,
     /// Receiving local RDMA device.
     #[arg(long, value_name = "DEV", conflicts_with = "peer")]
     pub peer_dev: Option<String>,
-    /// A remote `daqtune-rdma --listen HOST:PORT` receiver instead of a local device.
+    /// A remote `daqtune selftest rdma --listen HOST:PORT` receiver instead of a local device.
     #[arg(long, value_name = "HOST:PORT")]
     pub peer: Option<String>,
+    /// Serve as the receiver of --peer runs on --dev.
+    #[arg(long, value_name = "ADDR:PORT", conflicts_with_all = ["peer", "peer_dev"])]
+    pub listen: Option<String>,
+    /// With --listen: exit after one run.
+    #[arg(long, requires = "listen")]
+    pub once: bool,
     /// Runs: write, send, pingpong.
     #[arg(long, value_delimiter = ',', default_value = "write,send,pingpong")]
     pub test: Vec<String>,
@@ -130,48 +159,97 @@ pub struct RdmaArgs {
     /// Message size for the bandwidth runs (default: the profile's message size).
     #[arg(long, value_name = "BYTES")]
     pub size: Option<usize>,
+    /// Message size of the ping-pong.
+    #[arg(long, value_name = "BYTES")]
+    pub lat_size: Option<usize>,
+    /// Receive ring depth (messages in flight).
+    #[arg(long)]
+    pub slots: Option<usize>,
     #[arg(long)]
     pub tx_cpu: Option<usize>,
     #[arg(long)]
     pub rx_cpu: Option<usize>,
-    /// text or json (daqtune.selftest/v1).
+    /// Fail a bandwidth run below this many Gb/s (the profile's minimum is a TCP-over-veth
+    /// figure and does not apply to RDMA).
+    #[arg(long, value_name = "GBPS")]
+    pub min_gbps: Option<f64>,
+    /// text or json (daqtune.selftest/v1 with an `rdma` section per run).
     #[arg(long, default_value = "text", value_parser = ["text", "json"])]
     pub format: String,
     /// Also write a JUnit file.
     #[arg(long, value_name = "FILE")]
     pub junit: Option<std::path::PathBuf>,
+    /// Also write the JSON report to this file.
+    #[arg(long, value_name = "FILE")]
+    pub json_out: Option<std::path::PathBuf>,
     /// ACK timeout exponent (4.096 µs x 2^N); emulated soft-RoCE needs 18 or more.
     #[arg(long)]
     pub qp_timeout: Option<u8>,
+    /// Seconds to wait for the ports to be active with a RoCE v2 GID.
+    #[arg(long, value_name = "SECS")]
+    pub wait_ready: Option<f64>,
+    /// Test hook: every N-th bandwidth message carries a broken checksum (the run must fail).
+    #[arg(long, hide = true)]
+    pub inject_corruption: Option<u64>,
+}
+
+/// The profile values a run uses where the flags are silent.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RdmaProfileDefaults {
+    pub message_size: usize,
+    pub mtu: u32,
 }
 
 /// The helper's arguments for a run (pure, so it is tested without the helper).
-pub fn rdma_helper_args(a: &RdmaArgs, profile_size: usize) -> Vec<std::ffi::OsString> {
+pub fn rdma_helper_args(a: &RdmaArgs, d: &RdmaProfileDefaults) -> Vec<std::ffi::OsString> {
     let mut v: Vec<String> = Vec::new();
-    if let Some(d) = &a.dev {
-        v.extend(["--dev".into(), d.clone()]);
-    }
-    if let Some(d) = &a.peer_dev {
-        v.extend(["--peer-dev".into(), d.clone()]);
-    }
-    if let Some(p) = &a.peer {
-        v.extend(["--peer".into(), p.clone()]);
+    let mut opt = |flag: &str, val: Option<String>| {
+        if let Some(x) = val {
+            v.extend([flag.to_string(), x]);
+        }
+    };
+    opt("--dev", a.dev.clone());
+    opt("--peer-dev", a.peer_dev.clone());
+    opt("--peer", a.peer.clone());
+    opt("--listen", a.listen.clone());
+    if a.listen.is_some() {
+        // A receiver takes its sizes and tests from each sender's request.
+        if a.once {
+            v.push("--once".into());
+        }
+        if let Some(w) = a.wait_ready {
+            v.extend(["--wait-ready".into(), w.to_string()]);
+        }
+        return v.into_iter().map(Into::into).collect();
     }
     v.extend(["--test".into(), a.test.join(",")]);
     v.extend(["--duration".into(), a.duration.to_string()]);
-    v.extend(["--size".into(), a.size.unwrap_or(profile_size).to_string()]);
-    for (flag, cpu) in [("--tx-cpu", a.tx_cpu), ("--rx-cpu", a.rx_cpu)] {
-        if let Some(c) = cpu {
-            v.extend([flag.into(), c.to_string()]);
+    v.extend([
+        "--size".into(),
+        a.size.unwrap_or(d.message_size).to_string(),
+    ]);
+    let mut opt = |flag: &str, val: Option<String>| {
+        if let Some(x) = val {
+            v.extend([flag.to_string(), x]);
         }
-    }
-    if let Some(t) = a.qp_timeout {
-        v.extend(["--qp-timeout".into(), t.to_string()]);
-    }
+    };
+    opt("--lat-size", a.lat_size.map(|x| x.to_string()));
+    opt("--slots", a.slots.map(|x| x.to_string()));
+    opt("--tx-cpu", a.tx_cpu.map(|x| x.to_string()));
+    opt("--rx-cpu", a.rx_cpu.map(|x| x.to_string()));
+    opt("--qp-timeout", a.qp_timeout.map(|x| x.to_string()));
+    opt("--wait-ready", a.wait_ready.map(|x| x.to_string()));
+    opt(
+        "--inject-corruption",
+        a.inject_corruption.map(|x| x.to_string()),
+    );
+    opt("--min-gbps", a.min_gbps.map(|g| g.to_string()));
+    opt("--junit", a.junit.as_ref().map(|j| j.display().to_string()));
+    opt(
+        "--json-out",
+        a.json_out.as_ref().map(|j| j.display().to_string()),
+    );
     v.extend(["--format".into(), a.format.clone()]);
-    if let Some(j) = &a.junit {
-        v.extend(["--junit".into(), j.display().to_string()]);
-    }
     v.into_iter().map(Into::into).collect()
 }
 
@@ -185,10 +263,36 @@ pub fn run_rdma(g: &GlobalArgs, argv: &[String]) -> Result<u8, UsageError> {
             return Ok(if e.use_stderr() { 2 } else { 0 });
         }
     };
+    if g.root.is_some() {
+        return Err(UsageError::Other(
+            "selftest moves real traffic and cannot run against --root".into(),
+        ));
+    }
     let host = open_host(g)?;
     let lp = choose_profile(&host, g)?;
+    let d = RdmaProfileDefaults {
+        message_size: lp.profile.selftest.message_size as usize,
+        mtu: lp.profile.nic.mtu,
+    };
+    let json = a.format == "json";
+    if let (Some(tx), Some(rx)) = (&a.tx_if, &a.rx_if) {
+        let run = daqtune_rdma::launcher::PortsRun {
+            req: daqtune_selftest::topology::RdmaPortsRequest {
+                tx_if: tx.clone(),
+                rx_if: rx.clone(),
+                mtu: Some(a.mtu.unwrap_or(d.mtu)).filter(|m| *m > 0),
+                try_exclusive: a.rdma_netns == "auto",
+                soft_roce: a.soft_roce,
+            },
+            client_args: rdma_helper_args(&a, &d),
+            control_port: a.control_port,
+            json,
+        };
+        let code = daqtune_rdma::launcher::run_ports(&run);
+        return Ok(u8::try_from(code).unwrap_or(2));
+    }
     if a.dev.is_none() && a.peer.is_none() {
-        let why = "no RDMA devices named: give --dev A --peer-dev B (two ports cabled back to back, or rxe devices on a veth pair) or --peer HOST:PORT; ports are never picked automatically";
+        let why = "no ports named: give --tx-if A --rx-if B (two ports cabled back to back), --dev A --peer-dev B (RDMA devices, e.g. rxe on a veth pair) or --peer HOST:PORT; ports are never picked automatically";
         let modes = [
             daqtune_selftest::engine::Mode::Write,
             daqtune_selftest::engine::Mode::Send,
@@ -196,7 +300,7 @@ pub fn run_rdma(g: &GlobalArgs, argv: &[String]) -> Result<u8, UsageError> {
         let r = daqtune_rdma::launcher::skip_report(&hostname(), why, &modes);
         print!(
             "{}",
-            if a.format == "json" {
+            if json {
                 r.to_json() + "\n"
             } else {
                 r.to_text()
@@ -204,8 +308,13 @@ pub fn run_rdma(g: &GlobalArgs, argv: &[String]) -> Result<u8, UsageError> {
         );
         return Ok(0);
     }
-    let args = rdma_helper_args(&a, lp.profile.selftest.message_size as usize);
-    let code = daqtune_rdma::launcher::run_helper(&args, a.format == "json");
+    if a.dev.is_none() {
+        return Err(UsageError::Other(
+            "--peer needs the local RDMA device: --dev DEV".into(),
+        ));
+    }
+    let args = rdma_helper_args(&a, &d);
+    let code = daqtune_rdma::launcher::run_helper(&args, json);
     Ok(u8::try_from(code).unwrap_or(2))
 }
 
@@ -213,6 +322,17 @@ pub fn run_rdma(g: &GlobalArgs, argv: &[String]) -> Result<u8, UsageError> {
 mod rdma_tests {
     use super::*;
     use clap::Parser;
+
+    const D: RdmaProfileDefaults = RdmaProfileDefaults {
+        message_size: 8192,
+        mtu: 9000,
+    };
+
+    fn strings(v: Vec<std::ffi::OsString>) -> Vec<String> {
+        v.into_iter()
+            .map(|s| s.to_string_lossy().into_owned())
+            .collect()
+    }
 
     #[test]
     fn helper_args_carry_devices_and_profile_size() {
@@ -226,12 +346,8 @@ mod rdma_tests {
             "2",
         ])
         .expect("parse");
-        let v: Vec<String> = rdma_helper_args(&a, 8192)
-            .into_iter()
-            .map(|s| s.to_string_lossy().into_owned())
-            .collect();
         assert_eq!(
-            v,
+            strings(rdma_helper_args(&a, &D)),
             [
                 "--dev",
                 "rxe0",
@@ -248,5 +364,83 @@ mod rdma_tests {
             ]
         );
         assert!(RdmaArgs::try_parse_from(["x", "--peer-dev", "a", "--peer", "h:1"]).is_err());
+    }
+
+    #[test]
+    fn every_run_option_reaches_the_helper() {
+        let a = RdmaArgs::try_parse_from([
+            "x",
+            "--dev",
+            "rxe0",
+            "--peer-dev",
+            "rxe1",
+            "--test",
+            "write",
+            "--size",
+            "4096",
+            "--lat-size",
+            "128",
+            "--slots",
+            "32",
+            "--qp-timeout",
+            "19",
+            "--wait-ready",
+            "5",
+            "--inject-corruption",
+            "5",
+            "--min-gbps",
+            "10",
+            "--json-out",
+            "/o/r.json",
+            "--format",
+            "json",
+        ])
+        .expect("parse");
+        let v = strings(rdma_helper_args(&a, &D)).join(" ");
+        for want in [
+            "--size 4096",
+            "--lat-size 128",
+            "--slots 32",
+            "--qp-timeout 19",
+            "--wait-ready 5",
+            "--inject-corruption 5",
+            "--min-gbps 10",
+            "--json-out /o/r.json",
+            "--format json",
+        ] {
+            assert!(v.contains(want), "{want} missing from {v}");
+        }
+        let a = RdmaArgs::try_parse_from(["x", "--dev", "a", "--peer-dev", "b"]).expect("parse");
+        assert!(!strings(rdma_helper_args(&a, &D))
+            .join(" ")
+            .contains("--min-gbps"));
+    }
+
+    #[test]
+    fn listen_and_ports_modes() {
+        let a = RdmaArgs::try_parse_from(["x", "--listen", "0.0.0.0:18516", "--dev", "rxe1"])
+            .expect("parse");
+        assert_eq!(
+            strings(rdma_helper_args(&a, &D)),
+            ["--dev", "rxe1", "--listen", "0.0.0.0:18516"]
+        );
+        let a = RdmaArgs::try_parse_from(["x", "--tx-if", "p0", "--rx-if", "p1"]).expect("parse");
+        let v = strings(rdma_helper_args(&a, &D));
+        assert!(!v.iter().any(|s| s == "--dev" || s == "--peer"), "{v:?}");
+        assert_eq!(a.rdma_netns, "auto");
+        // Ports and devices are two different topologies; one port alone is not one.
+        assert!(RdmaArgs::try_parse_from(["x", "--tx-if", "p0", "--dev", "d"]).is_err());
+        assert!(RdmaArgs::try_parse_from(["x", "--tx-if", "p0"]).is_err());
+        assert!(RdmaArgs::try_parse_from(["x", "--once"]).is_err());
+        assert!(RdmaArgs::try_parse_from([
+            "x",
+            "--tx-if",
+            "a",
+            "--rx-if",
+            "b",
+            "--rdma-netns",
+            "x"
+        ])
+        .is_err());
     }
 }

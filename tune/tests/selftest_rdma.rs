@@ -1,0 +1,103 @@
+//! `daqtune selftest rdma` on whatever host runs the tests (the CI machine has no RDMA): every
+//! way of asking for a run either skips with its reason or is refused with one; none crashes or
+//! passes. The runs themselves are tested in the soft-RoCE VM (selftest-rdma/tests/rxe_vm.rs).
+
+mod common;
+use common::*;
+use serde_json::Value;
+use std::process::Command;
+
+fn rdma(args: &[&str], helper: Option<&str>) -> std::process::Output {
+    let mut c = Command::new(bin());
+    c.args(["--profile", "generic-dgpu", "selftest", "rdma"])
+        .args(args)
+        .env_remove("SSH_CONNECTION");
+    if let Some(h) = helper {
+        c.env("DAQTUNE_RDMA_BIN", h);
+    }
+    c.output().expect("run daqtune selftest rdma")
+}
+
+fn skips(out: &std::process::Output) -> Vec<String> {
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "no JSON report ({e}): {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    assert_eq!(v["schema"], "daqtune.selftest/v1");
+    let results = v["results"].as_array().expect("results");
+    assert!(!results.is_empty());
+    results
+        .iter()
+        .map(|r| {
+            assert_eq!(r["status"], "skip", "{r}");
+            r["notes"][0].as_str().unwrap_or_default().to_string()
+        })
+        .collect()
+}
+
+#[test]
+fn nothing_named_is_a_skip_that_says_what_to_name() {
+    let out = rdma(&["--format", "json"], None);
+    assert_eq!(out.status.code(), Some(0));
+    for why in skips(&out) {
+        assert!(why.contains("--tx-if A --rx-if B"), "{why}");
+    }
+}
+
+#[test]
+fn missing_helper_is_a_skip_with_the_build_command() {
+    let out = rdma(
+        &["--dev", "rxe0", "--peer-dev", "rxe1", "--format", "json"],
+        Some("/nonexistent/daqtune-rdma"),
+    );
+    assert_eq!(out.status.code(), Some(0));
+    for why in skips(&out) {
+        assert!(why.contains("--features rdma"), "{why}");
+    }
+}
+
+#[test]
+fn two_port_mode_skips_without_rdma_or_refuses_unknown_ports() {
+    // The helper is never started for these ports (they do not exist); any file will do.
+    let out = rdma(
+        &[
+            "--tx-if",
+            "dqt-none0",
+            "--rx-if",
+            "dqt-none1",
+            "--duration",
+            "0.1",
+            "--format",
+            "json",
+        ],
+        Some("/bin/true"),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let is_root = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .map(|l| l.split_whitespace().nth(2) == Some("0"))
+        })
+        .unwrap_or(false);
+    if !is_root {
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains("needs root"), "{stderr}");
+        return;
+    }
+    match out.status.code() {
+        // This CI machine: no RDMA in the kernel, so nothing is moved and the run is a skip.
+        Some(0) => {
+            for why in skips(&out) {
+                assert!(why.contains("RDMA netlink"), "{why}");
+            }
+        }
+        // A host with RDMA gets as far as looking the ports up.
+        Some(2) => assert!(stderr.contains("no interface named dqt-none0"), "{stderr}"),
+        other => panic!("exit {other:?}: {stderr}"),
+    }
+}
