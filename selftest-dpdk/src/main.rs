@@ -99,7 +99,7 @@ fn veth_exec(args: &[String]) -> ! {
 
 fn print(out: &DpdkOutput) {
     match serde_json::to_string_pretty(out) {
-        Ok(s) => println!("{s}"),
+        Ok(s) => daqtune_selftest::report::emit(&format!("{s}\n")),
         Err(e) => eprintln!("daqtune-dpdk: cannot render the result: {e}"),
     }
 }
@@ -112,7 +112,7 @@ fn main() {
             "dpdk_version": daqtune_dpdk::dpdk_version(),
             "schema": spec::OUTPUT_SCHEMA,
         });
-        println!("{v}");
+        daqtune_selftest::report::emit(&format!("{v}\n"));
         return;
     }
     if args.first().map(String::as_str) == Some("--veth-exec") {
@@ -133,10 +133,10 @@ fn main() {
         )
         .unwrap_or_else(|e| usage(&e));
         match daqtune_dpdk::eal_args::eal_args(&plan) {
-            Ok(a) => println!(
-                "{}",
+            Ok(a) => daqtune_selftest::report::emit(&format!(
+                "{}\n",
                 serde_json::json!({ "eal_args": a, "mtu": daqtune_dpdk::eal_args::mtu_for_frame(plan.frame_len) })
-            ),
+            )),
             Err(e) => usage(&e.to_string()),
         }
         return;

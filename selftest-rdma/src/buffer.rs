@@ -1,10 +1,12 @@
 //! Where the memory an RDMA test registers comes from.
 //!
-//! The engine asks a [`BufferProvider`] for its buffers and registers whatever it gets: plain
-//! host memory today; pinned CUDA host memory (`host_pinned`) and GPU memory exported as a
-//! dma-buf (`device`, GPUDirect) plug in here when the GPU sink lands, without touching the
-//! engine. A buffer says how it is registered ([`Registration`]) and, where the CPU can see it,
-//! gives the verifier a view of its bytes.
+//! The engine asks a [`BufferProvider`] for its buffers and registers whatever it gets: the
+//! kinds the GPU sink uses, from the same CUDA allocations (`daqtune_selftest::gpu_sink::cuda`):
+//! plain host memory (`host`), pinned CUDA host memory (`host_pinned`, cuMemHostAlloc) and GPU
+//! memory (`device`, GPUDirect: exported as a dma-buf where the driver can, else registered by
+//! address for nvidia-peermem). A buffer says how it is registered ([`Registration`]) and gives
+//! the verifier its bytes: host kinds in place, device memory through a copy (correct, not
+//! fast: a `device` run proves the registration and the data, not the rate).
 
 use crate::error::RdmaError;
 
@@ -21,6 +23,8 @@ pub enum Registration {
         len: usize,
         iova: u64,
     },
+    /// A CUDA device address for `ibv_reg_mr`, which nvidia-peermem resolves to GPU pages.
+    PeerMem { addr: *mut u8, len: usize },
 }
 
 /// A buffer the engine registers with the NIC and the verifier reads.
@@ -35,9 +39,13 @@ pub trait RdmaBuffer: Send {
         self.len() == 0
     }
     fn registration(&mut self) -> Registration;
-    /// Bytes `[off, off + len)` for the CPU verifier; `None` when the CPU cannot read this
-    /// memory (device memory is verified by the GPU sink instead) or the range is outside.
-    fn read(&self, off: usize, len: usize) -> Option<&[u8]>;
+    /// For reports: the kind and how the NIC reaches it (`device via dma-buf`).
+    fn describe(&self) -> String {
+        self.kind().to_string()
+    }
+    /// Bytes `[off, off + len)` for the CPU verifier (device memory copies them out first);
+    /// `None` when the range is outside or the copy failed.
+    fn read(&mut self, off: usize, len: usize) -> Option<&[u8]>;
     /// Copies `data` to `off`; false when the CPU cannot write this memory or the range is
     /// outside.
     fn write(&mut self, off: usize, data: &[u8]) -> bool;
@@ -111,7 +119,7 @@ impl RdmaBuffer for HostBuffer {
         }
     }
 
-    fn read(&self, off: usize, len: usize) -> Option<&[u8]> {
+    fn read(&mut self, off: usize, len: usize) -> Option<&[u8]> {
         let end = off.checked_add(len)?;
         if end > self.len {
             return None;
@@ -128,6 +136,213 @@ impl RdmaBuffer for HostBuffer {
         }
         crate::mem::copy_in(self.storage.as_mut_ptr().cast(), off, data);
         true
+    }
+}
+
+/// The memory kinds, by the names the GPU sink and the reports use.
+pub const KINDS: [&str; 3] = ["host", "host_pinned", "device"];
+
+/// The provider for `kind` on GPU `gpu` (ignored for `host`). A missing driver or GPU is an
+/// [`RdmaError::Unavailable`] (the run skips), never a panic.
+pub fn provider(kind: &str, gpu: u32) -> Result<std::sync::Arc<dyn BufferProvider>, RdmaError> {
+    match kind {
+        "host" => Ok(std::sync::Arc::new(HostProvider)),
+        "host_pinned" => Ok(std::sync::Arc::new(PinnedProvider::new(gpu)?)),
+        "device" => Ok(std::sync::Arc::new(DeviceProvider::new(gpu)?)),
+        other => Err(RdmaError::Invalid(format!(
+            "memory kind {other:?} (host, host_pinned, device)"
+        ))),
+    }
+}
+
+fn cuda_context(gpu: u32) -> Result<std::sync::Arc<cuda::Context>, RdmaError> {
+    cuda::Context::retain(gpu).map_err(|e| match e {
+        cuda::CudaError::Unavailable(m) => RdmaError::Unavailable(format!("GPU {gpu}: {m}")),
+        other => RdmaError::Invalid(format!("GPU {gpu}: {other}")),
+    })
+}
+
+fn cuda_err(e: cuda::CudaError) -> RdmaError {
+    match e {
+        cuda::CudaError::Unavailable(m) => RdmaError::Unavailable(m),
+        other => RdmaError::Invalid(other.to_string()),
+    }
+}
+
+use daqtune_selftest::gpu_sink::cuda;
+
+/// Page-locked host memory from cuMemHostAlloc, as the GPU sink's `host_pinned` kind: the NIC
+/// writes it, the GPU reads it in place.
+pub struct PinnedProvider {
+    ctx: std::sync::Arc<cuda::Context>,
+}
+
+impl PinnedProvider {
+    pub fn new(gpu: u32) -> Result<Self, RdmaError> {
+        Ok(PinnedProvider {
+            ctx: cuda_context(gpu)?,
+        })
+    }
+}
+
+impl BufferProvider for PinnedProvider {
+    fn kind(&self) -> &'static str {
+        "host_pinned"
+    }
+
+    fn allocate(&self, len: usize) -> Result<Box<dyn RdmaBuffer>, RdmaError> {
+        if len == 0 {
+            return Err(RdmaError::Invalid("buffer of 0 bytes".into()));
+        }
+        self.ctx.make_current().map_err(cuda_err)?;
+        let buf = cuda::PinnedBuf::new(&self.ctx, len, true).map_err(cuda_err)?;
+        Ok(Box::new(PinnedBuffer { buf, len }))
+    }
+}
+
+pub struct PinnedBuffer {
+    buf: cuda::PinnedBuf,
+    len: usize,
+}
+
+impl RdmaBuffer for PinnedBuffer {
+    fn kind(&self) -> &'static str {
+        "host_pinned"
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn registration(&mut self) -> Registration {
+        Registration::Host {
+            addr: self.buf.host_ptr(),
+            len: self.len,
+        }
+    }
+
+    fn read(&mut self, off: usize, len: usize) -> Option<&[u8]> {
+        let end = off.checked_add(len).filter(|e| *e <= self.len)?;
+        // The NIC writes behind Rust's back: read through a raw view, as for host memory.
+        Some(crate::mem::view(self.buf.host_ptr(), off, end - off))
+    }
+
+    fn write(&mut self, off: usize, data: &[u8]) -> bool {
+        match off.checked_add(data.len()) {
+            Some(end) if end <= self.len => {
+                crate::mem::copy_in(self.buf.host_ptr(), off, data);
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
+/// GPU memory (the GPU sink's `device` kind) for GPUDirect RDMA: exported as a dma-buf when
+/// the driver can (open GPU kernel modules), else registered by its device address, which needs
+/// nvidia-peermem. The CPU verifier reads it through a copy.
+pub struct DeviceProvider {
+    ctx: std::sync::Arc<cuda::Context>,
+}
+
+impl DeviceProvider {
+    pub fn new(gpu: u32) -> Result<Self, RdmaError> {
+        Ok(DeviceProvider {
+            ctx: cuda_context(gpu)?,
+        })
+    }
+}
+
+impl BufferProvider for DeviceProvider {
+    fn kind(&self) -> &'static str {
+        "device"
+    }
+
+    fn allocate(&self, len: usize) -> Result<Box<dyn RdmaBuffer>, RdmaError> {
+        if len == 0 {
+            return Err(RdmaError::Invalid("buffer of 0 bytes".into()));
+        }
+        self.ctx.make_current().map_err(cuda_err)?;
+        let buf = cuda::DeviceBuf::new_exportable(&self.ctx, len).map_err(cuda_err)?;
+        buf.upload_at(0, &vec![0u8; buf.len()]).map_err(cuda_err)?;
+        let dmabuf = buf.export_dmabuf().ok();
+        Ok(Box::new(DeviceBuffer {
+            dmabuf,
+            buf,
+            len,
+            ctx: std::sync::Arc::clone(&self.ctx),
+            staging: Vec::new(),
+        }))
+    }
+}
+
+pub struct DeviceBuffer {
+    // Declared (and so dropped) before the memory it exports.
+    dmabuf: Option<std::os::fd::OwnedFd>,
+    buf: cuda::DeviceBuf,
+    len: usize,
+    ctx: std::sync::Arc<cuda::Context>,
+    staging: Vec<u8>,
+}
+
+impl DeviceBuffer {
+    /// How the NIC reaches this buffer: "dma-buf" or "peermem".
+    pub fn path(&self) -> &'static str {
+        if self.dmabuf.is_some() {
+            "dma-buf"
+        } else {
+            "peermem"
+        }
+    }
+}
+
+impl RdmaBuffer for DeviceBuffer {
+    fn kind(&self) -> &'static str {
+        "device"
+    }
+
+    fn describe(&self) -> String {
+        format!("device via {}", self.path())
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn registration(&mut self) -> Registration {
+        use std::os::fd::AsRawFd;
+        match &self.dmabuf {
+            Some(fd) => Registration::DmaBuf {
+                fd: fd.as_raw_fd(),
+                offset: 0,
+                len: self.len,
+                // The region's addresses as the peer sees them: the device address, as with
+                // peermem, so remote WRITEs use the same numbers either way.
+                iova: self.buf.ptr(),
+            },
+            None => Registration::PeerMem {
+                addr: self.buf.ptr() as *mut u8,
+                len: self.len,
+            },
+        }
+    }
+
+    fn read(&mut self, off: usize, len: usize) -> Option<&[u8]> {
+        off.checked_add(len).filter(|e| *e <= self.len)?;
+        // The engine's threads do not carry the context: make it current for the copy.
+        self.ctx.make_current().ok()?;
+        self.staging.resize(len, 0);
+        self.buf.download_at(off, &mut self.staging).ok()?;
+        Some(&self.staging)
+    }
+
+    fn write(&mut self, off: usize, data: &[u8]) -> bool {
+        match off.checked_add(data.len()) {
+            Some(end) if end <= self.len => {
+                self.ctx.make_current().is_ok() && self.buf.upload_at(off, data).is_ok()
+            }
+            _ => false,
+        }
     }
 }
 
@@ -154,5 +369,57 @@ mod tests {
             other => panic!("unexpected {other:?}"),
         }
         assert!(HostBuffer::new(0).is_err());
+    }
+
+    #[test]
+    fn unknown_kind_is_refused() {
+        assert!(matches!(provider("hbm", 0), Err(RdmaError::Invalid(_))));
+        assert_eq!(provider("host", 7).expect("host").kind(), "host");
+    }
+
+    /// On a GPU host (validated on the lent H100/H200): both GPU kinds allocate, round-trip
+    /// bytes at an offset, refuse out-of-range access and say how the NIC would reach them.
+    /// Elsewhere the providers report the GPU as unavailable (a skip), never a panic.
+    #[test]
+    fn gpu_kinds_round_trip_or_are_unavailable() {
+        for kind in ["host_pinned", "device"] {
+            let p = match provider(kind, 0) {
+                Ok(p) => p,
+                Err(RdmaError::Unavailable(why)) => {
+                    eprintln!("{kind}: unavailable here: {why}");
+                    continue;
+                }
+                Err(e) => panic!("{kind}: {e}"),
+            };
+            let mut b = p.allocate(100_000).expect("allocate");
+            assert_eq!(b.kind(), kind);
+            assert_eq!(b.len(), 100_000);
+            let data: Vec<u8> = (0..4096u32).map(|i| (i * 7 + 3) as u8).collect();
+            assert!(b.write(50_000, &data));
+            assert_eq!(b.read(50_000, 4096), Some(&data[..]));
+            assert_eq!(b.read(0, 16), Some(&[0u8; 16][..]), "{kind}: zeroed");
+            assert!(!b.write(99_999, &[1, 2]));
+            assert_eq!(b.read(99_990, 11), None);
+            let how = match b.registration() {
+                Registration::Host { addr, len } => {
+                    assert!(!addr.is_null());
+                    assert_eq!(len, 100_000);
+                    "host"
+                }
+                Registration::DmaBuf { fd, len, .. } => {
+                    assert!(fd >= 0);
+                    assert_eq!(len, 100_000);
+                    "dma-buf"
+                }
+                Registration::PeerMem { addr, .. } => {
+                    assert!(!addr.is_null());
+                    "peermem"
+                }
+            };
+            eprintln!("{kind}: registers as {how}");
+            if kind == "host_pinned" {
+                assert_eq!(how, "host");
+            }
+        }
     }
 }

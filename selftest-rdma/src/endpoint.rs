@@ -202,8 +202,8 @@ impl Endpoint {
         &self.gid
     }
 
-    pub fn memory_kind(&self) -> &'static str {
-        self.mr.kind()
+    pub fn memory_kind(&self) -> String {
+        self.mr.describe()
     }
 
     pub fn info(&self) -> ConnInfo {

@@ -57,17 +57,14 @@ pub fn run_helper(args: &[OsString], json: bool) -> i32 {
              with `cargo build -p daqtune-rdma --features rdma` (needs libibverbs-dev)"
         );
         let r = skip_report(&hostname(), &why, &[Mode::Write, Mode::Send]);
-        print!(
-            "{}",
-            if json {
-                r.to_json() + "\n"
-            } else {
-                r.to_text()
-            }
-        );
+        daqtune_selftest::report::emit(&if json {
+            r.to_json() + "\n"
+        } else {
+            r.to_text()
+        });
         return 0;
     };
-    run_at(&bin, args)
+    run_at_or_skip(&bin, args, json)
 }
 
 /// A two-port run as `daqtune selftest rdma --tx-if A --rx-if B` asks for it.
@@ -76,6 +73,8 @@ pub struct PortsRun {
     /// Arguments for the sending helper besides devices and addresses (tests, sizes, report
     /// options), as [`run_helper`] takes them.
     pub client_args: Vec<OsString>,
+    /// Arguments for the receiving helper besides device and address (its memory kind).
+    pub receiver_args: Vec<OsString>,
     /// TCP port of the side channel between the two namespaces.
     pub control_port: u16,
     pub json: bool,
@@ -109,14 +108,11 @@ pub fn run_ports(run: &PortsRun) -> i32 {
         Ok(t) => t,
         Err(daqtune_selftest::Error::Unsupported(why)) => {
             let r = skip_report(&hostname(), &why, &[Mode::Write, Mode::Send]);
-            print!(
-                "{}",
-                if run.json {
-                    r.to_json() + "\n"
-                } else {
-                    r.to_text()
-                }
-            );
+            daqtune_selftest::report::emit(&if run.json {
+                r.to_json() + "\n"
+            } else {
+                r.to_text()
+            });
             return 0;
         }
         Err(e) => {
@@ -148,6 +144,7 @@ fn run_in_namespaces(bin: &Path, run: &PortsRun, topo: &Topology) -> i32 {
         .args(["--listen", &listen, "--dev", &placement.rx_dev])
         .args(["--ipv4", &topology::RX_ADDR.to_string()])
         .args(["--wait-ready", READY_SECS])
+        .args(&run.receiver_args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
@@ -294,8 +291,31 @@ fn stop(child: &mut Child) {
     let _ = child.wait();
 }
 
+/// Exit status of a process the dynamic loader could not start (a shared library missing).
+const LOADER_FAILED: i32 = 127;
+
 fn run_at(bin: &Path, args: &[OsString]) -> i32 {
+    run_at_or_skip(bin, args, false)
+}
+
+/// Runs the helper; when the loader cannot start it (libibverbs.so.1 not installed: the helper
+/// links it, the main binary does not), prints a skip report that says so instead of failing.
+fn run_at_or_skip(bin: &Path, args: &[OsString], json: bool) -> i32 {
     match Command::new(bin).args(args).status() {
+        Ok(s) if s.code() == Some(LOADER_FAILED) => {
+            let why = format!(
+                "{} could not start (exit 127: a shared library it needs is missing, usually \
+                 libibverbs.so.1: apt-get install libibverbs1 ibverbs-providers)",
+                bin.display()
+            );
+            let r = skip_report(&hostname(), &why, &[Mode::Write, Mode::Send]);
+            daqtune_selftest::report::emit(&if json {
+                r.to_json() + "\n"
+            } else {
+                r.to_text()
+            });
+            0
+        }
         Ok(s) => s.code().unwrap_or(2),
         Err(e) => {
             eprintln!("daqtune selftest rdma: cannot run {}: {e}", bin.display());
@@ -338,5 +358,10 @@ mod tests {
         std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o755)).expect("chmod");
         assert_eq!(run_at(&f, &[]), 3);
         assert_eq!(run_at(&d.path().join("missing"), &[]), 2);
+        // A helper the loader cannot start is a skip (exit 0), not a failure.
+        let g = d.path().join("noload");
+        std::fs::write(&g, "#!/bin/sh\nexit 127\n").expect("write");
+        std::fs::set_permissions(&g, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        assert_eq!(run_at_or_skip(&g, &[], true), 0);
     }
 }

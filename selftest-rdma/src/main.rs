@@ -10,11 +10,10 @@
 
 use clap::Parser;
 use daqtune_probe::Host;
-use daqtune_rdma::buffer::HostProvider;
 use daqtune_rdma::run::mode_of;
 use daqtune_rdma::{EndpointConfig, RdmaDetail, RdmaEngine, Topology, Transfer};
 use daqtune_selftest::engine::{RunControl, RunSpec};
-use daqtune_selftest::report::{judge, EngineResult, Report, Thresholds};
+use daqtune_selftest::report::{emit, judge, EngineResult, Report, Thresholds};
 use serde::Serialize;
 use std::net::Ipv4Addr;
 use std::process::ExitCode;
@@ -112,6 +111,14 @@ struct Cli {
     /// just moved into a namespace and addressed gets both asynchronously).
     #[arg(long, default_value_t = 0.0)]
     wait_ready: f64,
+    /// Memory the runs register: host, host_pinned (cuMemHostAlloc) or device (GPU memory,
+    /// GPUDirect: dma-buf where the driver exports it, else nvidia-peermem). Both sides of a
+    /// local run use it; a `--listen` receiver uses its own.
+    #[arg(long, default_value = "host", value_parser = daqtune_rdma::buffer::KINDS)]
+    memory: String,
+    /// GPU (CUDA ordinal) for --memory host_pinned or device.
+    #[arg(long, default_value_t = 0)]
+    gpu: u32,
     /// Topology text for the report (set by `daqtune selftest rdma` for its namespaced ports).
     #[arg(long, hide = true)]
     describe: Option<String>,
@@ -157,13 +164,11 @@ fn main() -> ExitCode {
     if cli.list {
         return match RdmaEngine::devices() {
             Ok(names) => {
-                for n in names {
-                    println!("{n}");
-                }
+                emit(&names.iter().map(|n| format!("{n}\n")).collect::<String>());
                 ExitCode::SUCCESS
             }
             Err(e) => {
-                println!("skip: {e}");
+                emit(&format!("skip: {e}\n"));
                 ExitCode::SUCCESS
             }
         };
@@ -179,13 +184,37 @@ fn main() -> ExitCode {
         ipv4: cli.ipv4,
     };
     let host = Host::live();
+    let provider = match daqtune_rdma::buffer::provider(&cli.memory, cli.gpu) {
+        Ok(p) => p,
+        Err(e) if e.is_skip() => {
+            let why = format!("--memory {}: {e}", cli.memory);
+            let r = daqtune_rdma::launcher::skip_report(
+                &daqtune_selftest::sys::hostname(),
+                &why,
+                &[
+                    daqtune_selftest::engine::Mode::Write,
+                    daqtune_selftest::engine::Mode::Send,
+                ],
+            );
+            match (cli.json, cli.format) {
+                (true, _) | (false, Format::Json) => emit(&(r.to_json() + "\n")),
+                (false, Format::Junit) => emit(&r.to_junit()),
+                (false, Format::Text) => emit(&r.to_text()),
+            }
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            eprintln!("daqtune-rdma: --memory {}: {e}", cli.memory);
+            return ExitCode::from(2);
+        }
+    };
     if let Some(addr) = &cli.listen {
         wait_ready(&[&local], cli.wait_ready);
         let stop = AtomicBool::new(false);
         return match daqtune_rdma::server::serve(
             addr,
             &local,
-            &HostProvider,
+            provider.as_ref(),
             &host,
             cli.once,
             &stop,
@@ -240,6 +269,7 @@ fn main() -> ExitCode {
     let mut engine = RdmaEngine::new(topology);
     engine.slots = cli.slots.max(2);
     engine.host = host.clone();
+    engine.provider = provider;
     engine.inject_corruption = cli.inject_corruption;
     engine.qp_timeout = cli.qp_timeout;
     let thresholds = Thresholds {
@@ -292,9 +322,9 @@ fn main() -> ExitCode {
         }
     }
     match (cli.json, cli.format) {
-        (true, _) | (false, Format::Json) => println!("{json}"),
-        (false, Format::Junit) => print!("{}", report.to_junit()),
-        (false, Format::Text) => print!("{}", report.to_text()),
+        (true, _) | (false, Format::Json) => emit(&format!("{json}\n")),
+        (false, Format::Junit) => emit(&report.to_junit()),
+        (false, Format::Text) => emit(&report.to_text()),
     }
     if report.passed() {
         ExitCode::SUCCESS

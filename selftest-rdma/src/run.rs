@@ -420,7 +420,7 @@ mod imp {
         port_counters.extend(prefixed(&rx, delta(&c0.1, &c1.1)));
         let detail = RdmaDetail {
             transfer: t.as_str().into(),
-            memory: tx.memory_kind().into(),
+            memory: tx.memory_kind(),
             endpoints: vec![describe(&tx), describe(&rx)],
             sender_cq: snd.cq.clone(),
             receiver_cq: rcv.cq.clone(),
@@ -501,7 +501,7 @@ mod imp {
         );
         let detail = RdmaDetail {
             transfer: t.as_str().into(),
-            memory: ep.memory_kind().into(),
+            memory: ep.memory_kind(),
             endpoints: vec![
                 describe(&ep),
                 format!(

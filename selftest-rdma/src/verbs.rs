@@ -263,9 +263,11 @@ impl Pd {
     ) -> Result<Mr, RdmaError> {
         let access_c = i32::try_from(access).map_err(|_| RdmaError::Invalid("access".into()))?;
         let mr = match buf.registration() {
-            Registration::Host { addr, len } => {
+            Registration::Host { addr, len } | Registration::PeerMem { addr, len } => {
                 // SAFETY: `addr..addr+len` is memory owned by `buf`, which the Mr keeps alive
-                // until after ibv_dereg_mr (Drop), so the NIC never reaches freed memory.
+                // until after ibv_dereg_mr (Drop), so the NIC never reaches freed memory. For
+                // PeerMem the address is a CUDA device address that nvidia-peermem resolves
+                // (without it the kernel refuses the registration; nothing is dereferenced here).
                 unsafe { ffi::ibv_reg_mr(self.pd, addr.cast(), len, access_c) }
             }
             Registration::DmaBuf {
@@ -279,8 +281,22 @@ impl Pd {
             }
         };
         if mr.is_null() {
+            let hint = match buf.registration() {
+                Registration::PeerMem { .. } => {
+                    " (GPU memory through ibv_reg_mr needs the nvidia_peermem module; the dma-buf \
+                     path needs the open GPU kernel modules)"
+                }
+                Registration::DmaBuf { .. } => {
+                    " (the RDMA driver may not support dma-buf regions: soft-RoCE does not)"
+                }
+                Registration::Host { .. } => "",
+            };
             return Err(RdmaError::verbs(
-                format!("ibv_reg_mr({} bytes of {} memory)", buf.len(), buf.kind()),
+                format!(
+                    "ibv_reg_mr({} bytes of {} memory){hint}",
+                    buf.len(),
+                    buf.kind()
+                ),
                 last_err(),
             ));
         }
@@ -376,7 +392,10 @@ impl Mr {
     pub fn kind(&self) -> &'static str {
         self.buf.kind()
     }
-    pub fn read(&self, off: usize, len: usize) -> Option<&[u8]> {
+    pub fn describe(&self) -> String {
+        self.buf.describe()
+    }
+    pub fn read(&mut self, off: usize, len: usize) -> Option<&[u8]> {
         self.buf.read(off, len)
     }
     pub fn write(&mut self, off: usize, data: &[u8]) -> bool {

@@ -143,6 +143,22 @@ fn soft_roce_write_and_send_in_a_vm() {
         "sent {sent}, integrity errors {bad_n}"
     );
 
+    // GPU memory kinds in a VM without a GPU: a skip with the reason, exit 0.
+    let pinned = std::fs::read_to_string(out.path().join("daqtune-rdma-pinned.json"))
+        .expect("daqtune-rdma-pinned.json from the guest");
+    let pv: Value = serde_json::from_str(&pinned).unwrap_or_else(|e| panic!("{e}: {pinned}"));
+    for r in pv["results"].as_array().expect("results") {
+        assert_eq!(r["status"], "skip", "{r}");
+        let why = r["notes"][0].as_str().unwrap_or_default();
+        assert!(why.contains("--memory host_pinned"), "{why}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(out.path().join("daqtune-rdma-pinned.rc"))
+            .unwrap_or_default()
+            .trim(),
+        "0"
+    );
+
     // Two-port mode: both runs leave the host exactly as they found it.
     let read = |name: &str| {
         std::fs::read_to_string(out.path().join(name))

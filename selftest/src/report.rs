@@ -519,6 +519,18 @@ fn xml(s: &str) -> String {
     o
 }
 
+/// Writes a report to stdout. A reader that went away (`daqtune ... | head`) is not an error
+/// worth a panic (what `print!` does on EPIPE, since Rust ignores SIGPIPE): the rest is dropped.
+pub fn emit(text: &str) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    if let Err(e) = out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
+        if e.kind() != std::io::ErrorKind::BrokenPipe {
+            eprintln!("writing the report: {e}");
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

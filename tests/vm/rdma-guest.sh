@@ -128,6 +128,11 @@ rdma_test --dev rxe0 --peer-dev rxe1 --test write --duration 1 --size "$size" --
 echo $? >"$out/daqtune-rdma-corrupt.rc"
 grep -E "^(pass|fail|error|skip) " "$out/daqtune-rdma-corrupt.txt"
 
+say "GPU memory kinds without a GPU: every run is a skip that names the reason"
+rdma_test --dev rxe0 --peer-dev rxe1 --memory host_pinned --test write --duration 0.2 \
+    --format json >"$out/daqtune-rdma-pinned.json" 2>&1
+echo $? >"$out/daqtune-rdma-pinned.rc"
+
 # Host state the two-port runs must leave as they found it: RDMA netns mode, RDMA links and their
 # netdevs, addresses, permanent neighbours, named namespaces, leftover journals.
 state() {

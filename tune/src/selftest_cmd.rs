@@ -188,6 +188,13 @@ pub struct RdmaArgs {
     /// Seconds to wait for the ports to be active with a RoCE v2 GID.
     #[arg(long, value_name = "SECS")]
     pub wait_ready: Option<f64>,
+    /// Memory the runs register: host, host_pinned (cuMemHostAlloc) or device (GPU memory,
+    /// GPUDirect: dma-buf where the driver exports it, else nvidia-peermem).
+    #[arg(long, value_parser = ["host", "host_pinned", "device"])]
+    pub memory: Option<String>,
+    /// GPU (CUDA ordinal) for --memory host_pinned or device.
+    #[arg(long, value_name = "ID")]
+    pub gpu: Option<u32>,
     /// Test hook: every N-th bandwidth message carries a broken checksum (the run must fail).
     #[arg(long, hide = true)]
     pub inject_corruption: Option<u64>,
@@ -212,6 +219,8 @@ pub fn rdma_helper_args(a: &RdmaArgs, d: &RdmaProfileDefaults) -> Vec<std::ffi::
     opt("--peer-dev", a.peer_dev.clone());
     opt("--peer", a.peer.clone());
     opt("--listen", a.listen.clone());
+    opt("--memory", a.memory.clone());
+    opt("--gpu", a.gpu.map(|g| g.to_string()));
     if a.listen.is_some() {
         // A receiver takes its sizes and tests from each sender's request.
         if a.once {
@@ -253,6 +262,18 @@ pub fn rdma_helper_args(a: &RdmaArgs, d: &RdmaProfileDefaults) -> Vec<std::ffi::
     v.into_iter().map(Into::into).collect()
 }
 
+/// The two-port mode's receiver registers the same kind of memory as the sender.
+fn receiver_memory_args(a: &RdmaArgs) -> Vec<std::ffi::OsString> {
+    let mut v = Vec::new();
+    if let Some(m) = &a.memory {
+        v.extend(["--memory".into(), m.into()]);
+    }
+    if let Some(g) = a.gpu {
+        v.extend(["--gpu".into(), g.to_string().into()]);
+    }
+    v
+}
+
 pub fn run_rdma(g: &GlobalArgs, argv: &[String]) -> Result<u8, UsageError> {
     let a = match <RdmaArgs as clap::Parser>::try_parse_from(
         std::iter::once("daqtune selftest rdma".to_string()).chain(argv.iter().cloned()),
@@ -285,6 +306,7 @@ pub fn run_rdma(g: &GlobalArgs, argv: &[String]) -> Result<u8, UsageError> {
                 soft_roce: a.soft_roce,
             },
             client_args: rdma_helper_args(&a, &d),
+            receiver_args: receiver_memory_args(&a),
             control_port: a.control_port,
             json,
         };
@@ -298,14 +320,11 @@ pub fn run_rdma(g: &GlobalArgs, argv: &[String]) -> Result<u8, UsageError> {
             daqtune_selftest::engine::Mode::Send,
         ];
         let r = daqtune_rdma::launcher::skip_report(&hostname(), why, &modes);
-        print!(
-            "{}",
-            if json {
-                r.to_json() + "\n"
-            } else {
-                r.to_text()
-            }
-        );
+        daqtune_selftest::report::emit(&if json {
+            r.to_json() + "\n"
+        } else {
+            r.to_text()
+        });
         return Ok(0);
     }
     if a.dev.is_none() {
@@ -392,6 +411,10 @@ mod rdma_tests {
             "10",
             "--json-out",
             "/o/r.json",
+            "--memory",
+            "device",
+            "--gpu",
+            "1",
             "--format",
             "json",
         ])
@@ -406,6 +429,8 @@ mod rdma_tests {
             "--inject-corruption 5",
             "--min-gbps 10",
             "--json-out /o/r.json",
+            "--memory device",
+            "--gpu 1",
             "--format json",
         ] {
             assert!(v.contains(want), "{want} missing from {v}");

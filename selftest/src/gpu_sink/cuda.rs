@@ -77,6 +77,13 @@ type FnLaunch = unsafe extern "C" fn(
     *mut *mut c_void,
 ) -> CuResult;
 type FnErr = unsafe extern "C" fn(CuResult, *mut *const c_char) -> CuResult;
+type FnRangeHandle =
+    unsafe extern "C" fn(*mut c_void, CuDevPtr, usize, c_int, std::ffi::c_ulonglong) -> CuResult;
+
+/// `CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD`.
+const CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD: c_int = 1;
+/// dma-buf export works on whole host pages.
+const DMABUF_ALIGN: usize = 64 * 1024;
 
 struct Api {
     init: FnU,
@@ -112,6 +119,8 @@ struct Api {
     launch: FnLaunch,
     err_name: Option<FnErr>,
     err_string: Option<FnErr>,
+    /// cuMemGetHandleForAddressRange (drivers from CUDA 11.7).
+    range_handle: Option<FnRangeHandle>,
 }
 
 static LIB: OnceLock<Result<Library, String>> = OnceLock::new();
@@ -175,6 +184,7 @@ fn load() -> Result<Api, String> {
         launch: sym(lib, "cuLaunchKernel")?,
         err_name: sym(lib, "cuGetErrorName").ok(),
         err_string: sym(lib, "cuGetErrorString").ok(),
+        range_handle: sym(lib, "cuMemGetHandleForAddressRange").ok(),
     })
 }
 
@@ -229,10 +239,11 @@ fn c_string(buf: &[u8]) -> String {
     String::from_utf8_lossy(&buf[..end]).trim().to_string()
 }
 
-/// Initialises the driver and lists its devices.
-pub fn devices() -> Result<Vec<DeviceInfo>, CudaError> {
-    let a = api()?;
-    // SAFETY: cuInit(0) is the documented first call; idempotent and thread-safe.
+/// cuInit(0): the documented first call of every driver API user (idempotent, thread-safe),
+/// so every entry point of this module that starts from nothing makes it. No usable driver or
+/// no GPU is [`CudaError::Unavailable`].
+fn init(a: &Api) -> Result<(), CudaError> {
+    // SAFETY: plain call with flags 0.
     let r = unsafe { (a.init)(0) };
     if r != CUDA_SUCCESS {
         return Err(CudaError::Unavailable(format!(
@@ -240,6 +251,13 @@ pub fn devices() -> Result<Vec<DeviceInfo>, CudaError> {
             a.describe(r)
         )));
     }
+    Ok(())
+}
+
+/// Initialises the driver and lists its devices.
+pub fn devices() -> Result<Vec<DeviceInfo>, CudaError> {
+    let a = api()?;
+    init(a)?;
     let mut n: c_int = 0;
     // SAFETY: valid out pointer; cuInit succeeded.
     a.check("cuDeviceGetCount", unsafe { (a.device_count)(&mut n) })?;
@@ -294,8 +312,9 @@ unsafe impl Sync for Context {}
 impl Context {
     pub fn retain(ordinal: u32) -> Result<Arc<Context>, CudaError> {
         let a = api()?;
+        init(a)?;
         let mut dev: CuDevice = 0;
-        // SAFETY: valid out pointer; the caller found `ordinal` through `devices()` (cuInit done).
+        // SAFETY: valid out pointer; cuInit succeeded. A bad ordinal is an error code.
         a.check("cuDeviceGet", unsafe {
             (a.device_get)(&mut dev, ordinal as c_int)
         })?;
@@ -472,6 +491,84 @@ impl DeviceBuf {
         a.check("cuMemcpyDtoH", unsafe {
             (a.dtoh)(dst.as_mut_ptr().cast(), self.ptr, n)
         })
+    }
+}
+
+impl DeviceBuf {
+    /// Device memory sized for a dma-buf export (whole 64 KiB pages, so the range the NIC
+    /// registers covers the allocation exactly).
+    pub fn new_exportable(ctx: &Arc<Context>, len: usize) -> Result<Self, CudaError> {
+        let rounded = len
+            .max(1)
+            .checked_next_multiple_of(DMABUF_ALIGN)
+            .ok_or_else(|| CudaError::Invalid(format!("{len} bytes")))?;
+        Self::new(ctx, rounded)
+    }
+
+    fn range(&self, off: usize, n: usize) -> Result<CuDevPtr, CudaError> {
+        match off.checked_add(n) {
+            Some(end) if end <= self.len => Ok(self.ptr + off as u64),
+            _ => Err(CudaError::Invalid(format!(
+                "bytes {off}..+{n} outside a {}-byte device buffer",
+                self.len
+            ))),
+        }
+    }
+
+    /// Synchronous copy of `src` to `off`.
+    pub fn upload_at(&self, off: usize, src: &[u8]) -> Result<(), CudaError> {
+        let d = self.range(off, src.len())?;
+        let a = self.ctx.api;
+        // SAFETY: `src` is readable for its length; `range` checked the device side.
+        a.check("cuMemcpyHtoD", unsafe {
+            (a.htod)(d, src.as_ptr().cast(), src.len())
+        })
+    }
+
+    /// Synchronous copy of `dst.len()` bytes from `off`.
+    pub fn download_at(&self, off: usize, dst: &mut [u8]) -> Result<(), CudaError> {
+        let d = self.range(off, dst.len())?;
+        let a = self.ctx.api;
+        // SAFETY: `dst` is writable for its length; `range` checked the device side.
+        a.check("cuMemcpyDtoH", unsafe {
+            (a.dtoh)(dst.as_mut_ptr().cast(), d, dst.len())
+        })
+    }
+
+    /// Exports the whole allocation as a dma-buf file descriptor (GPUDirect RDMA without
+    /// nvidia-peermem: `ibv_reg_dmabuf_mr`). Needs the open GPU kernel modules and a kernel
+    /// with dma-buf support; older drivers lack the entry point.
+    pub fn export_dmabuf(&self) -> Result<std::os::fd::OwnedFd, CudaError> {
+        let a = self.ctx.api;
+        let f = a.range_handle.ok_or_else(|| {
+            CudaError::Unavailable(
+                "libcuda.so.1 lacks cuMemGetHandleForAddressRange (driver older than CUDA 11.7)"
+                    .into(),
+            )
+        })?;
+        if self.len % DMABUF_ALIGN != 0 {
+            return Err(CudaError::Invalid(
+                "dma-buf export needs a buffer from new_exportable".into(),
+            ));
+        }
+        let mut fd: c_int = -1;
+        // SAFETY: `fd` is a valid out pointer for an int; the range is this whole allocation.
+        a.check("cuMemGetHandleForAddressRange", unsafe {
+            f(
+                (&mut fd as *mut c_int).cast(),
+                self.ptr,
+                self.len,
+                CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD,
+                0,
+            )
+        })?;
+        if fd < 0 {
+            return Err(CudaError::Invalid(
+                "the driver returned no dma-buf fd".into(),
+            ));
+        }
+        // SAFETY: the driver created this descriptor for us; nothing else owns it.
+        Ok(unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) })
     }
 }
 
