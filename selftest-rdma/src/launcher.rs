@@ -294,10 +294,6 @@ fn stop(child: &mut Child) {
 /// Exit status of a process the dynamic loader could not start (a shared library missing).
 const LOADER_FAILED: i32 = 127;
 
-fn run_at(bin: &Path, args: &[OsString]) -> i32 {
-    run_at_or_skip(bin, args, false)
-}
-
 /// Runs the helper; when the loader cannot start it (libibverbs.so.1 not installed: the helper
 /// links it, the main binary does not), prints a skip report that says so instead of failing.
 fn run_at_or_skip(bin: &Path, args: &[OsString], json: bool) -> i32 {
@@ -356,8 +352,8 @@ mod tests {
         std::fs::write(&f, "#!/bin/sh\nexit 3\n").expect("write");
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o755)).expect("chmod");
-        assert_eq!(run_at(&f, &[]), 3);
-        assert_eq!(run_at(&d.path().join("missing"), &[]), 2);
+        assert_eq!(run_at_or_skip(&f, &[], false), 3);
+        assert_eq!(run_at_or_skip(&d.path().join("missing"), &[], false), 2);
         // A helper the loader cannot start is a skip (exit 0), not a failure.
         let g = d.path().join("noload");
         std::fs::write(&g, "#!/bin/sh\nexit 127\n").expect("write");

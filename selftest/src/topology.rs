@@ -13,6 +13,7 @@ use std::io::Write as _;
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
 
 /// One journal file per run, named by pid.
 pub const JOURNAL_DIR: &str = "/run/daqtune/selftest";
@@ -172,11 +173,31 @@ impl Kind {
     }
 }
 
+/// Whether RDMA device `dev` disappears within `limit` (unregistration is queued work).
+fn gone_within(rnl: &mut RdmaNetlink, dev: &str, limit: Duration) -> Result<bool> {
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        if rnl.device_by_name(dev)?.is_none() {
+            return Ok(true);
+        }
+        if std::time::Instant::now() >= deadline {
+            return Ok(false);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// How one placement attempt of an RDMA two-port run ended, when not with a topology.
 enum RdmaAttempt {
     /// Try again in shared mode; dropping the topology undoes this attempt first.
     Fallback(Box<Topology>),
     Failed(Error),
+}
+
+impl From<Error> for RdmaAttempt {
+    fn from(e: Error) -> Self {
+        RdmaAttempt::Failed(e)
+    }
 }
 
 /// Port counters at one moment (see [`Topology::port_sample`]).
@@ -520,14 +541,13 @@ impl Topology {
         notes: &mut Vec<String>,
     ) -> std::result::Result<Topology, RdmaAttempt> {
         use RdmaAttempt::Failed;
-        let mut rnl = RdmaNetlink::open().map_err(Failed)?;
+        let mut rnl = RdmaNetlink::open()?;
         let (mut t, mut nl, records) =
-            Self::prepare_ports(&req.tx_if, &req.rx_if, journal_dir, ssh_connection)
-                .map_err(Failed)?;
-        t.save_journal().map_err(Failed)?;
+            Self::prepare_ports(&req.tx_if, &req.rx_if, journal_dir, ssh_connection)?;
+        t.save_journal()?;
 
         // The RDMA device of each port, or a soft-RoCE device made for the run.
-        let ports = rnl.ports().map_err(Failed)?;
+        let ports = rnl.ports()?;
         let mut devs = Vec::new();
         for ifname in [&req.tx_if, &req.rx_if] {
             if let Some(p) = port_for_netdev(&ports, ifname) {
@@ -541,9 +561,9 @@ impl Topology {
                 ))));
             }
             let name = format!("dqt-rxe-{ifname}");
-            t.rdma_journal().map_err(Failed)?.created.push(name.clone());
-            t.save_journal().map_err(Failed)?;
-            rnl.add_rxe(&name, ifname).map_err(Failed)?;
+            t.rdma_journal()?.created.push(name.clone());
+            t.save_journal()?;
+            rnl.add_rxe(&name, ifname)?;
             let note = format!("created soft-RoCE device {name} on {ifname}");
             if !notes.contains(&note) {
                 notes.push(note);
@@ -551,15 +571,15 @@ impl Topology {
             devs.push(name);
         }
 
-        let mut mode = rnl.netns_mode().map_err(Failed)?;
+        let mut mode = rnl.netns_mode()?;
         if exclusive && mode == NetnsMode::Shared {
-            t.rdma_journal().map_err(Failed)?.netns_mode_was = Some(NetnsMode::Shared);
-            t.save_journal().map_err(Failed)?;
+            t.rdma_journal()?.netns_mode_was = Some(NetnsMode::Shared);
+            t.save_journal()?;
             match rnl.set_netns_mode(NetnsMode::Exclusive) {
                 Ok(()) => mode = NetnsMode::Exclusive,
                 Err(e) => {
-                    t.rdma_journal().map_err(Failed)?.netns_mode_was = None;
-                    t.save_journal().map_err(Failed)?;
+                    t.rdma_journal()?.netns_mode_was = None;
+                    t.save_journal()?;
                     let why = match os_error(&e) {
                         Some(libc::EBUSY) => {
                             "EBUSY: other network namespaces exist (containers?)".to_string()
@@ -572,24 +592,20 @@ impl Topology {
                 }
             }
         }
-        t.create_namespaces().map_err(Failed)?;
+        t.create_namespaces()?;
         let moved = mode == NetnsMode::Exclusive;
         if moved {
-            let (txn, rxn) = t.namespaces().map_err(Failed)?;
+            let (txn, rxn) = t.namespaces()?;
             let targets = [
                 (devs[0].clone(), records[0].ns.clone(), txn.fd()),
                 (devs[1].clone(), records[1].ns.clone(), rxn.fd()),
             ];
             for (dev, ns_name, fd) in targets {
                 let d = rnl
-                    .device_by_name(&dev)
-                    .map_err(Failed)?
+                    .device_by_name(&dev)?
                     .ok_or_else(|| Failed(Error::Invalid(format!("RDMA device {dev} vanished"))))?;
-                t.rdma_journal()
-                    .map_err(Failed)?
-                    .moved
-                    .push((dev.clone(), ns_name));
-                t.save_journal().map_err(Failed)?;
+                t.rdma_journal()?.moved.push((dev.clone(), ns_name));
+                t.save_journal()?;
                 if let Err(e) = rnl.move_device(&d, fd) {
                     // Nothing was moved by the failed call: forget it before the restore.
                     if let Ok(j) = t.rdma_journal() {
@@ -611,30 +627,39 @@ impl Topology {
                 }
             }
         }
-        t.place_ports(&mut nl, &records, req.mtu).map_err(Failed)?;
+        // Software devices (no PCI function behind them: rxe, siw) follow their netdev.
+        let software: Vec<bool> = devs
+            .iter()
+            .map(|d| {
+                !Path::new("/sys/class/infiniband")
+                    .join(d)
+                    .join("device")
+                    .exists()
+            })
+            .collect();
+        t.place_ports(&mut nl, &records, req.mtu)?;
 
-        // rdma_rxe unregisters its device when the netdev leaves the namespace: make it again
-        // on the moved netdev (from inside that namespace) and again at home afterwards.
-        let mut soft_roce_in_namespaces = false;
+        // rdma_rxe unregisters its device when the netdev leaves the namespace (asynchronously):
+        // make it again on the moved netdev, from inside that namespace, and again at home
+        // afterwards.
+        let soft_roce_in_namespaces = !moved && software.iter().any(|s| *s);
         if !moved {
             // Opened again by name: `t` is changed (journal) while they are used.
-            let txn = NetNs::open_named(&records[0].ns).map_err(Failed)?;
-            let rxn = NetNs::open_named(&records[1].ns).map_err(Failed)?;
+            let txn = NetNs::open_named(&records[0].ns)?;
+            let rxn = NetNs::open_named(&records[1].ns)?;
             for (i, ns) in [(0usize, &txn), (1usize, &rxn)] {
                 let dev = &devs[i];
                 let ifname = &records[i].name;
-                let still = rnl.device_by_name(dev).map_err(Failed)?.is_some();
-                if still {
+                if !software[i] || !gone_within(&mut rnl, dev, Duration::from_secs(2))? {
                     continue;
                 }
-                let created = t.rdma_journal().map_err(Failed)?.created.contains(dev);
+                let created = t.rdma_journal()?.created.contains(dev);
                 if !created {
-                    t.rdma_journal()
-                        .map_err(Failed)?
+                    t.rdma_journal()?
                         .recreate
                         .push((dev.clone(), ifname.clone()));
                 }
-                t.save_journal().map_err(Failed)?;
+                t.save_journal()?;
                 RdmaNetlink::open_in(ns)
                     .and_then(|mut r| r.add_rxe(dev, ifname))
                     .map_err(|e| {
@@ -643,7 +668,6 @@ impl Topology {
                              (soft-RoCE follows its netdev) and could not be made again there: {e}"
                         )))
                     })?;
-                soft_roce_in_namespaces = true;
                 notes.push(format!(
                     "{dev} (soft-RoCE) was unregistered when {ifname} moved; made again inside \
                      the namespace"
