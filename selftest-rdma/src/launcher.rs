@@ -67,9 +67,17 @@ pub fn run_helper(args: &[OsString], json: bool) -> i32 {
     run_at_or_skip(&bin, args, json)
 }
 
-/// A two-port run as `daqtune selftest rdma --tx-if A --rx-if B` asks for it.
+/// Where a namespaced run's RDMA devices come from.
+pub enum NamespacedTopology {
+    /// Two cabled ports moved into namespaces with their devices (`--tx-if A --rx-if B`).
+    Ports(RdmaPortsRequest),
+    /// A veth pair between two namespaces with soft-RoCE on each end (`--veth`), MTU.
+    Veth(u32),
+}
+
+/// A namespaced run as `daqtune selftest rdma --tx-if A --rx-if B` or `--veth` asks for it.
 pub struct PortsRun {
-    pub req: RdmaPortsRequest,
+    pub topology: NamespacedTopology,
     /// Arguments for the sending helper besides devices and addresses (tests, sizes, report
     /// options), as [`run_helper`] takes them.
     pub client_args: Vec<OsString>,
@@ -92,10 +100,7 @@ pub fn run_ports(run: &PortsRun) -> i32 {
         return run_helper(&run.client_args, run.json);
     };
     if !daqtune_selftest::sys::is_root() {
-        eprintln!(
-            "daqtune selftest rdma: moving {} and {} into namespaces needs root",
-            run.req.tx_if, run.req.rx_if
-        );
+        eprintln!("daqtune selftest rdma: making network namespaces needs root");
         return 2;
     }
     if let Err(e) = signals::install() {
@@ -104,7 +109,11 @@ pub fn run_ports(run: &PortsRun) -> i32 {
     for n in topology::recover_leftovers() {
         eprintln!("daqtune selftest rdma: {n}");
     }
-    let mut topo = match Topology::rdma_ports(&run.req) {
+    let made = match &run.topology {
+        NamespacedTopology::Ports(req) => Topology::rdma_ports(req),
+        NamespacedTopology::Veth(mtu) => Topology::rdma_veth(*mtu),
+    };
+    let mut topo = match made {
         Ok(t) => t,
         Err(daqtune_selftest::Error::Unsupported(why)) => {
             let r = skip_report(&hostname(), &why, &[Mode::Write, Mode::Send]);

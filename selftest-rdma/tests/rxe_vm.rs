@@ -202,13 +202,22 @@ fn soft_roce_write_and_send_in_a_vm() {
         !rxe_err.contains("restore:"),
         "restore problems:\n{rxe_err}"
     );
+    let veth_err = read("veth.err");
+    assert!(
+        !veth_err.contains("restore:"),
+        "restore problems:\n{veth_err}"
+    );
     for (name, err) in [
         ("ports-softroce.json", &soft_err),
         ("ports-rxe.json", &rxe_err),
+        ("veth.json", &veth_err),
     ] {
         let v: Value = serde_json::from_str(&read(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
         let topo = v["topology"].as_str().unwrap_or_default();
-        assert!(topo.contains("netns mode shared"), "{name}: {topo}");
+        assert!(
+            topo.contains("netns mode shared") || topo.contains("soft-RoCE dqt"),
+            "{name}: {topo}"
+        );
         assert!(topo.contains("198.18.0.1 ->"), "{name}: {topo}");
         let r = &v["results"][0];
         let status = r["status"].as_str().unwrap_or("?");

@@ -492,6 +492,46 @@ impl Topology {
         }
     }
 
+    /// A veth pair between two private namespaces with a soft-RoCE device on each end, made
+    /// inside its namespace: the RDMA self-test without any RDMA hardware. Needs rdma_rxe with
+    /// network-namespace support (recent kernels; not 6.1) and the shared RDMA netns mode (a
+    /// soft-RoCE device cannot be placed in exclusive mode). Nothing else on the host changes:
+    /// deleting the namespaces destroys the veth pair, and rdma_rxe drops the devices with it.
+    pub fn rdma_veth(mtu: u32) -> Result<Topology> {
+        Self::rdma_veth_with_journal(mtu, Path::new(JOURNAL_DIR))
+    }
+
+    pub fn rdma_veth_with_journal(mtu: u32, journal_dir: &Path) -> Result<Topology> {
+        let mut rnl = RdmaNetlink::open()?;
+        if rnl.netns_mode()? == NetnsMode::Exclusive {
+            return Err(Error::Unsupported(
+                "the RDMA subsystem is in exclusive netns mode, where soft-RoCE devices cannot \
+                 be placed in the veth pair's namespaces (`rdma system set netns shared`)"
+                    .into(),
+            ));
+        }
+        let mut t = Self::veth_with_journal(mtu, journal_dir)?;
+        let pid = std::process::id();
+        let names = [format!("dqt{pid}-tx"), format!("dqt{pid}-rx")];
+        let (txn, rxn) = t.namespaces()?;
+        for (name, ns, netdev) in [(&names[0], txn, VETH_TX), (&names[1], rxn, VETH_RX)] {
+            RdmaNetlink::open_in(ns).and_then(|mut r| r.add_rxe(name, netdev))?;
+        }
+        t.description = format!(
+            "{}; soft-RoCE {} -> {} made inside the namespaces",
+            t.description, names[0], names[1]
+        );
+        t.rdma = Some(RdmaPlacement {
+            netns_mode: NetnsMode::Shared,
+            tx_dev: names[0].clone(),
+            rx_dev: names[1].clone(),
+            moved: false,
+            soft_roce_in_namespaces: true,
+            notes: Vec::new(),
+        });
+        Ok(t)
+    }
+
     /// Two ports cabled back to back with their RDMA devices, each pair in a private namespace
     /// so that traffic between them must cross the cable (in one namespace the kernel and the
     /// NIC's embedded switch short-cut it). The RDMA subsystem is switched to exclusive mode
@@ -650,7 +690,7 @@ impl Topology {
             for (i, ns) in [(0usize, &txn), (1usize, &rxn)] {
                 let dev = &devs[i];
                 let ifname = &records[i].name;
-                if !software[i] || !gone_within(&mut rnl, dev, Duration::from_secs(2))? {
+                if !software[i] || !gone_within(&mut rnl, dev, Duration::from_secs(10))? {
                     continue;
                 }
                 let created = t.rdma_journal()?.created.contains(dev);
@@ -1019,7 +1059,7 @@ fn restore_rdma_rest(r: &RdmaJournal) -> Vec<String> {
     for (dev, netdev) in &r.recreate {
         // The copy made inside the namespace is unregistered (asynchronously) now that the
         // netdev is home: wait for it to go, then make the device again where it was.
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(3);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
         loop {
             let on_netdev = nl.ports().ok().is_some_and(|ps| {
                 ps.iter()
@@ -1054,9 +1094,9 @@ fn restore_rdma_rest(r: &RdmaJournal) -> Vec<String> {
 
 /// Switches the namespace mode back. The kernel answers EBUSY while any namespace other than
 /// the initial one exists, and a deleted namespace is torn down asynchronously, so this waits
-/// for ours to go (up to 10 s).
+/// for ours to go (up to 30 s: namespace teardown is queued work, slow on a loaded host).
 fn restore_netns_mode(nl: &mut RdmaNetlink, was: NetnsMode) -> Vec<String> {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     loop {
         match nl.netns_mode() {
             Ok(m) if m == was => return Vec::new(),

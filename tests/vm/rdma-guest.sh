@@ -161,6 +161,12 @@ echo $? >"$out/ports-softroce.rc"
 cat "$out/ports-softroce.err"
 state "$out/state-after-softroce.txt"
 
+say "--veth: a veth pair between two namespaces with soft-RoCE made inside each"
+rdma_test --veth --test write --duration 1 --size "$size" --slots "$slots" --qp-timeout 12 \
+    --format json >"$out/veth.json" 2>"$out/veth.err"
+echo $? >"$out/veth.rc"
+cat "$out/veth.err"
+
 say "two-port mode on dqa/dqb (their rxe0/rxe1 are unregistered by the move and made again)"
 rdma_test --tx-if dqa --rx-if dqb --test write --duration 1 --size "$size" --slots "$slots" \
     --qp-timeout 12 --format json >"$out/ports-rxe.json" 2>"$out/ports-rxe.err"

@@ -116,12 +116,17 @@ mod tests {
 pub struct RdmaArgs {
     /// Sending netdev of two ports cabled back to back; both move into private namespaces with
     /// their RDMA devices for the run (exclusive RDMA netns mode, shared where refused).
-    #[arg(long, value_name = "IF", requires = "rx_if", conflicts_with_all = ["dev", "peer_dev", "peer", "listen"])]
+    #[arg(long, value_name = "IF", requires = "rx_if", conflicts_with_all = ["dev", "peer_dev", "peer", "listen", "veth"])]
     pub tx_if: Option<String>,
     /// Receiving netdev (see --tx-if).
     #[arg(long, value_name = "IF", requires = "tx_if")]
     pub rx_if: Option<String>,
-    /// With --tx-if/--rx-if: MTU on both ports during the run (default: the profile's).
+    /// A veth pair between two private namespaces with a soft-RoCE device on each end, made
+    /// for the run: the RDMA path without RDMA hardware (needs rdma_rxe with network-namespace
+    /// support, which Linux 6.1 lacks).
+    #[arg(long, conflicts_with_all = ["dev", "peer_dev", "peer", "listen"])]
+    pub veth: bool,
+    /// With --tx-if/--rx-if or --veth: MTU during the run (default: the profile's).
     #[arg(long)]
     pub mtu: Option<u32>,
     /// With --tx-if/--rx-if: `auto` tries the exclusive RDMA netns mode first (devices move
@@ -274,6 +279,8 @@ fn receiver_memory_args(a: &RdmaArgs) -> Vec<std::ffi::OsString> {
     v
 }
 
+use daqtune_rdma::launcher::NamespacedTopology;
+
 pub fn run_rdma(g: &GlobalArgs, argv: &[String]) -> Result<u8, UsageError> {
     let a = match <RdmaArgs as clap::Parser>::try_parse_from(
         std::iter::once("daqtune selftest rdma".to_string()).chain(argv.iter().cloned()),
@@ -296,15 +303,26 @@ pub fn run_rdma(g: &GlobalArgs, argv: &[String]) -> Result<u8, UsageError> {
         mtu: lp.profile.nic.mtu,
     };
     let json = a.format == "json";
-    if let (Some(tx), Some(rx)) = (&a.tx_if, &a.rx_if) {
-        let run = daqtune_rdma::launcher::PortsRun {
-            req: daqtune_selftest::topology::RdmaPortsRequest {
+    let namespaced = match (&a.tx_if, &a.rx_if) {
+        (Some(tx), Some(rx)) => Some(NamespacedTopology::Ports(
+            daqtune_selftest::topology::RdmaPortsRequest {
                 tx_if: tx.clone(),
                 rx_if: rx.clone(),
                 mtu: Some(a.mtu.unwrap_or(d.mtu)).filter(|m| *m > 0),
                 try_exclusive: a.rdma_netns == "auto",
                 soft_roce: a.soft_roce,
             },
+        )),
+        _ if a.veth => Some(NamespacedTopology::Veth(
+            Some(a.mtu.unwrap_or(d.mtu))
+                .filter(|m| *m > 0)
+                .unwrap_or(9000),
+        )),
+        _ => None,
+    };
+    if let Some(topology) = namespaced {
+        let run = daqtune_rdma::launcher::PortsRun {
+            topology,
             client_args: rdma_helper_args(&a, &d),
             receiver_args: receiver_memory_args(&a),
             control_port: a.control_port,
@@ -314,7 +332,7 @@ pub fn run_rdma(g: &GlobalArgs, argv: &[String]) -> Result<u8, UsageError> {
         return Ok(u8::try_from(code).unwrap_or(2));
     }
     if a.dev.is_none() && a.peer.is_none() {
-        let why = "no ports named: give --tx-if A --rx-if B (two ports cabled back to back), --dev A --peer-dev B (RDMA devices, e.g. rxe on a veth pair) or --peer HOST:PORT; ports are never picked automatically";
+        let why = "no ports named: give --tx-if A --rx-if B (two ports cabled back to back), --dev A --peer-dev B (RDMA devices, e.g. rxe on a veth pair), --peer HOST:PORT, or --veth (soft-RoCE on a veth pair made for the run); ports are never picked automatically";
         let modes = [
             daqtune_selftest::engine::Mode::Write,
             daqtune_selftest::engine::Mode::Send,
@@ -453,6 +471,10 @@ mod rdma_tests {
         let v = strings(rdma_helper_args(&a, &D));
         assert!(!v.iter().any(|s| s == "--dev" || s == "--peer"), "{v:?}");
         assert_eq!(a.rdma_netns, "auto");
+        let a = RdmaArgs::try_parse_from(["x", "--veth", "--mtu", "4200"]).expect("parse");
+        assert!(a.veth);
+        assert!(RdmaArgs::try_parse_from(["x", "--veth", "--dev", "d"]).is_err());
+        assert!(RdmaArgs::try_parse_from(["x", "--veth", "--tx-if", "a", "--rx-if", "b"]).is_err());
         // Ports and devices are two different topologies; one port alone is not one.
         assert!(RdmaArgs::try_parse_from(["x", "--tx-if", "p0", "--dev", "d"]).is_err());
         assert!(RdmaArgs::try_parse_from(["x", "--tx-if", "p0"]).is_err());

@@ -101,3 +101,33 @@ fn two_port_mode_skips_without_rdma_or_refuses_unknown_ports() {
         other => panic!("exit {other:?}: {stderr}"),
     }
 }
+
+#[test]
+fn veth_mode_skips_without_rdma() {
+    let out = rdma(
+        &["--veth", "--duration", "0.1", "--format", "json"],
+        Some("/bin/true"),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let is_root = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .map(|l| l.split_whitespace().nth(2) == Some("0"))
+        })
+        .unwrap_or(false);
+    if !is_root {
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        return;
+    }
+    // Only a kernel without RDMA netlink is known to skip here; elsewhere the veth pair would
+    // really be made (that run is the VM test's).
+    if std::path::Path::new("/sys/class/infiniband").exists() {
+        return;
+    }
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    for why in skips(&out) {
+        assert!(why.contains("RDMA netlink"), "{why}");
+    }
+}
