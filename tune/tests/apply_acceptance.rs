@@ -1014,7 +1014,8 @@ mod acs {
             d.contains("pci=disable_acs_redir=0005:02:00.0\\;0005:02:02.0\\;0005:08:00.0"),
             "{d}"
         );
-        // Idempotent, then byte-for-byte revert.
+        // Idempotent, also when the flag is not repeated (it is kept from the journal, or the
+        // drop-in would be rewritten without the ACS argument), then byte-for-byte revert.
         let mid = snapshot(r, &[]);
         let o = run(&[
             "apply",
@@ -1024,9 +1025,13 @@ mod acs {
             "igx-orin",
             "--only",
             "pcie.acs,kernel.cmdline",
-            "--allow-acs",
             "--yes",
         ]);
+        assert!(
+            text(&o).contains("keeping --allow-acs of apply run"),
+            "{}",
+            text(&o)
+        );
         assert!(text(&o).contains("nothing to change"), "{}", text(&o));
         assert!(diff_snapshots(&mid, &snapshot(r, &[])).is_empty());
         let o = run(&["revert", "--root", rs, "--yes"]);
@@ -1132,4 +1137,55 @@ fn config_derives_the_plan() {
         ),
         "1\n"
     );
+
+    // A later apply without --config keeps it (the drop-in is not rewritten from the bare
+    // profile); --fresh plans the profile alone.
+    let rs = r.to_str().expect("utf8");
+    let o = run(&["apply", "--root", rs, "--profile", "igx-orin", "--yes"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(text(&o).contains("keeping --config"), "{}", text(&o));
+    assert!(text(&o).contains("nothing to change"), "{}", text(&o));
+    let o = run(&["plan", "--root", rs, "--profile", "igx-orin", "--fresh"]);
+    assert!(!text(&o).contains("keeping"), "{}", text(&o));
+    assert!(text(&o).contains("99-daqtune.cfg"), "{}", text(&o));
+
+    // A configuration that is gone is an error for a full apply, a note for a runtime-only one
+    // (boot units and the udev rule must not fail on it).
+    let o = run(&["revert", "--root", rs, "--yes"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let kept = tempfile::tempdir().expect("tmp");
+    let copy = kept.path().join("app.yaml");
+    std::fs::copy(&cfg, &copy).expect("copy config");
+    let o = run(&[
+        "apply",
+        "--root",
+        rs,
+        "--profile",
+        "igx-orin",
+        "--config",
+        copy.to_str().expect("utf8"),
+        "--yes",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    std::fs::remove_file(&copy).expect("remove config");
+    let o = run(&["apply", "--root", rs, "--profile", "igx-orin", "--yes"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("which is gone"), "{}", text(&o));
+    let o = run(&[
+        "apply",
+        "--root",
+        rs,
+        "--profile",
+        "igx-orin",
+        "--runtime-only",
+        "--yes",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(text(&o).contains("goes on without it"), "{}", text(&o));
+
+    // After a revert nothing is kept.
+    let o = run(&["revert", "--root", rs, "--yes"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = run(&["plan", "--root", rs, "--profile", "igx-orin"]);
+    assert!(!text(&o).contains("keeping"), "{}", text(&o));
 }

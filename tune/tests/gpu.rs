@@ -293,6 +293,7 @@ fn clocks_consult_the_apply_journal() {
                 done: true,
             }],
             pending_reboot: vec![],
+            selection: Default::default(),
         };
         let dir = root.join("var/lib/daqtune/journal/20261122T020000Z-1");
         std::fs::create_dir_all(&dir).expect("mkdir");

@@ -119,6 +119,34 @@ pub struct JournalDoc {
     /// What the run reported as waiting for a reboot.
     #[serde(default)]
     pub pending_reboot: Vec<String>,
+    /// The options beyond the profile that shaped the run's plan, so a later `apply` (a
+    /// rewrite of the same grub drop-in, say) can keep them instead of silently dropping them.
+    #[serde(default, skip_serializing_if = "RecordedSelection::is_empty")]
+    pub selection: RecordedSelection,
+}
+
+/// `--config` and `--allow-acs` of an apply run.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecordedSelection {
+    /// Absolute path of the DAQIRI configuration.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config: Option<String>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub allow_acs: bool,
+}
+
+impl RecordedSelection {
+    pub fn is_empty(&self) -> bool {
+        self.config.is_none() && !self.allow_acs
+    }
+}
+
+/// The selection of the newest run that is still in effect (not reverted), with its id.
+pub fn last_selection(base: &Path) -> Option<(String, RecordedSelection)> {
+    list_runs(base).into_iter().rev().find_map(|d| {
+        let j = Journal::open(&d).ok()?;
+        (j.doc.state != RunState::Reverted).then_some((j.doc.id, j.doc.selection))
+    })
 }
 
 /// An open journal for one run.
@@ -178,6 +206,7 @@ impl Journal {
                 state: RunState::Applying,
                 records: Vec::new(),
                 pending_reboot: Vec::new(),
+                selection: RecordedSelection::default(),
             },
         };
         j.flush(w)?;

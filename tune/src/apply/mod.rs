@@ -49,9 +49,81 @@ pub struct Selection {
     #[arg(long, value_name = "PATH", default_value = daqtune_units::DEFAULT_EXE)]
     pub exe: String,
     /// Derive isolated cores, hugepages, MTU and data-path interfaces from this DAQIRI
-    /// configuration instead of the profile's defaults.
+    /// configuration instead of the profile's defaults. Kept for later applies and plans
+    /// (they would otherwise rewrite the grub drop-in without it) until `--fresh` or a revert.
     #[arg(long, value_name = "APP.yaml")]
     pub config: Option<PathBuf>,
+    /// Plan the profile alone: do not keep the `--config` and `--allow-acs` of the last apply
+    /// that is still in effect.
+    #[arg(long)]
+    pub fresh: bool,
+}
+
+/// The selection a plan uses: what the user gave, plus the `--config` and `--allow-acs` of the
+/// newest apply still in effect where the user gave neither (and not `--fresh`). Without this a
+/// second `apply` (a governor fix, say) would rewrite the grub drop-in from the bare profile
+/// and drop the isolation the DAQIRI configuration asked for. Each kept option is printed.
+fn with_remembered(
+    host: &Host,
+    sel: &Selection,
+    state_dir: &Option<String>,
+    out: &mut dyn Write,
+) -> Result<Selection, UsageError> {
+    let mut sel = sel.clone();
+    if sel.fresh {
+        return Ok(sel);
+    }
+    let dir = state_dir.clone().unwrap_or_else(|| STATE_DIR.to_string());
+    let Ok(state) = apply::real_path(host, &dir, true) else {
+        return Ok(sel);
+    };
+    let Some((id, rec)) = journal::last_selection(&state.join("journal")) else {
+        return Ok(sel);
+    };
+    if sel.config.is_none() {
+        if let Some(c) = &rec.config {
+            if std::path::Path::new(c).is_file() {
+                let _ = writeln!(
+                    out,
+                    "keeping --config {c} of apply run {id} (--fresh plans the profile alone)"
+                );
+                sel.config = Some(c.into());
+            } else if sel.runtime_only {
+                // The boot units and the udev rule run this way: they must not fail on it.
+                let _ = writeln!(
+                    out,
+                    "apply run {id} used --config {c}, which is gone; this runtime-only run \
+                     goes on without it"
+                );
+            } else {
+                return Err(UsageError::Other(format!(
+                    "apply run {id} used --config {c}, which is gone: pass --config FILE again, \
+                     or --fresh to plan the profile alone"
+                )));
+            }
+        }
+    }
+    if !sel.allow_acs && rec.allow_acs {
+        let _ = writeln!(
+            out,
+            "keeping --allow-acs of apply run {id} (--fresh plans the profile alone)"
+        );
+        sel.allow_acs = true;
+    }
+    Ok(sel)
+}
+
+/// What a run records of its selection: the configuration by absolute path.
+fn recorded(sel: &Selection) -> journal::RecordedSelection {
+    journal::RecordedSelection {
+        config: sel.config.as_ref().map(|c| {
+            std::fs::canonicalize(c)
+                .unwrap_or_else(|_| c.clone())
+                .display()
+                .to_string()
+        }),
+        allow_acs: sel.allow_acs,
+    }
 }
 
 /// The profile with the parameters a DAQIRI configuration needs (`--config`), and one line
@@ -303,8 +375,9 @@ pub fn run_plan(g: &GlobalArgs, a: &PlanArgs, out: &mut dyn Write) -> Result<u8,
             lp
         }
     };
-    let lp = with_app_config(&host, lp, &a.sel, out)?;
-    let opts = options(&lp, &a.sel, g.profile.as_deref())?;
+    let sel = with_remembered(&host, &a.sel, &None, out)?;
+    let lp = with_app_config(&host, lp, &sel, out)?;
+    let opts = options(&lp, &sel, g.profile.as_deref())?;
     let plan = build_plan(&host, &lp, &opts).map_err(|e| UsageError::Other(e.to_string()))?;
     let _ = write!(out, "{plan}");
     Ok(0)
@@ -345,8 +418,9 @@ fn run_apply_inner(
 ) -> Result<u8, UsageError> {
     let host = open_for_change(g)?;
     let lp = profile_for_change(&host, g, a.yes || a.dry_run, err)?;
-    let lp = with_app_config(&host, lp, &a.sel, out)?;
-    let mut opts = options(&lp, &a.sel, g.profile.as_deref())?;
+    let sel = with_remembered(&host, &a.sel, &a.state_dir, out)?;
+    let lp = with_app_config(&host, lp, &sel, out)?;
+    let mut opts = options(&lp, &sel, g.profile.as_deref())?;
     opts.gpu_unavailable = gpu_unavailable;
     let plan = plan::build_plan_with(&host, &lp, &opts, gpu)
         .map_err(|e| UsageError::Other(e.to_string()))?;
@@ -370,7 +444,7 @@ fn run_apply_inner(
     let state = state_real(&host, &a.state_dir)?;
     // The udev rule's run for one re-added PF waits for a running apply instead of losing
     // the MRRS setting (udev allows a RUN program well over this).
-    let _lock = if a.sel.device.is_some() {
+    let _lock = if sel.device.is_some() {
         lock_wait(&state, std::time::Duration::from_secs(20))
     } else {
         lock(&state)
@@ -386,6 +460,10 @@ fn run_apply_inner(
                 state.display()
             ))
         })?;
+    journal.doc.selection = recorded(&sel);
+    journal
+        .flush(w)
+        .map_err(|e| UsageError::Other(format!("journal: {e}")))?;
     let lockdown = daqtune_probe::system::read_platform(&host).lockdown;
     let rep = apply::execute(&host, &plan, &mut journal, w, lockdown.as_deref(), gpu);
     print_apply(&plan, &rep, out);
