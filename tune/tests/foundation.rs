@@ -53,6 +53,15 @@ fn x86_names_the_split_and_the_overlap() {
             .contains("overlaps the isolated CPUs on 2-5"),
         "{cmd}"
     );
+    // The hand-picked isolation is on the other socket than the NICs: the message says why
+    // the profile's rule wants other cores, not just that they are missing.
+    assert!(
+        cmd["message"].as_str().unwrap_or("").contains(
+            "isolcpus=2-5 is not on NUMA node 1, where the NICs sit, so the profile's rule \
+             (nic-local, 4 cores) picks its own cores instead"
+        ),
+        "{cmd}"
+    );
     // The fixture has 4 x 1G pages mounted at /mnt/huge, which is what generic-dgpu asks for.
     assert_eq!(statuses(&r, "hugepages"), ["pass"]);
 }

@@ -133,8 +133,9 @@ fn analyse(ctx: &Context, cmd: &Cmdline) -> (Vec<String>, Vec<String>, Vec<Strin
             "isolcpus is not set (the profile's data cores are {d})"
         )),
         (Some(i), Ok(Some(d))) if !d.is_subset(i) => problems.push(format!(
-            "the profile's data cores {d} are not all isolated (isolcpus={i}; missing {})",
-            d.difference(i)
+            "the profile's data cores {d} are not all isolated (isolcpus={i}; missing {}){}",
+            d.difference(i),
+            ctx.data_cores_rule_note().unwrap_or_default()
         )),
         (None, Err(e)) => problems.push(format!(
             "isolcpus is not set, and the profile's data cores cannot be picked: {e}"

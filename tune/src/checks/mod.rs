@@ -193,6 +193,35 @@ impl<'a> Context<'a> {
         }
     }
 
+    /// Why a core rule did not take the host's own `isolcpus=` as the data cores (for
+    /// messages: a hand-picked isolation that is simply on the wrong node should read so).
+    pub fn data_cores_rule_note(&self) -> Option<String> {
+        let Some(CoreSpec::Rule(rule)) = &self.profile.profile.cpu.isolated else {
+            return None;
+        };
+        let iso = self.cmdline_isolated()?;
+        if iso.len() < rule.count as usize {
+            return Some(format!(
+                "; the profile's rule wants {} data cores and isolcpus= names {}",
+                rule.count,
+                iso.len()
+            ));
+        }
+        let n = self.nic_numa_node()?;
+        let node = self.mem().nodes.iter().find(|x| x.id == n)?;
+        let kind = match rule.rule {
+            crate::profile::CoreRuleKind::NicLocal => "nic-local",
+            crate::profile::CoreRuleKind::Highest => "highest",
+        };
+        (!iso.is_subset(&node.cpus)).then(|| {
+            format!(
+                "; isolcpus={iso} is not on NUMA node {n}, where the NICs sit, so the profile's \
+                 rule ({kind}, {} cores) picks its own cores instead",
+                rule.count
+            )
+        })
+    }
+
     /// The CPUs `isolcpus=` names, when it parses.
     pub fn cmdline_isolated(&self) -> Option<CpuSet> {
         let v = self.cmdline().ok()?.value("isolcpus")?;
