@@ -18,6 +18,18 @@ fn rdma(args: &[&str], helper: Option<&str>) -> std::process::Output {
     c.output().expect("run daqtune selftest rdma")
 }
 
+/// The effective uid is 0 (from /proc, as the test has no libc of its own).
+fn effective_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .map(|l| l.split_whitespace().nth(2) == Some("0"))
+        })
+        .unwrap_or(false)
+}
+
 fn skips(out: &std::process::Output) -> Vec<String> {
     let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
         panic!(
@@ -76,14 +88,7 @@ fn two_port_mode_skips_without_rdma_or_refuses_unknown_ports() {
         Some("/bin/true"),
     );
     let stderr = String::from_utf8_lossy(&out.stderr);
-    let is_root = std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .map(|l| l.split_whitespace().nth(2) == Some("0"))
-        })
-        .unwrap_or(false);
+    let is_root = effective_root();
     if !is_root {
         assert_eq!(out.status.code(), Some(2), "{stderr}");
         assert!(stderr.contains("needs root"), "{stderr}");
@@ -109,14 +114,7 @@ fn veth_mode_skips_without_rdma() {
         Some("/bin/true"),
     );
     let stderr = String::from_utf8_lossy(&out.stderr);
-    let is_root = std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .map(|l| l.split_whitespace().nth(2) == Some("0"))
-        })
-        .unwrap_or(false);
+    let is_root = effective_root();
     if !is_root {
         assert_eq!(out.status.code(), Some(2), "{stderr}");
         return;
