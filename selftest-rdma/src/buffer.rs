@@ -265,9 +265,13 @@ impl BufferProvider for DeviceProvider {
         self.ctx.make_current().map_err(cuda_err)?;
         let buf = cuda::DeviceBuf::new_exportable(&self.ctx, len).map_err(cuda_err)?;
         buf.upload_at(0, &vec![0u8; buf.len()]).map_err(cuda_err)?;
-        let dmabuf = buf.export_dmabuf().ok();
+        let (dmabuf, export_error) = match buf.export_dmabuf() {
+            Ok(fd) => (Some(fd), None),
+            Err(e) => (None, Some(e.to_string())),
+        };
         Ok(Box::new(DeviceBuffer {
             dmabuf,
+            export_error,
             buf,
             len,
             ctx: std::sync::Arc::clone(&self.ctx),
@@ -279,6 +283,8 @@ impl BufferProvider for DeviceProvider {
 pub struct DeviceBuffer {
     // Declared (and so dropped) before the memory it exports.
     dmabuf: Option<std::os::fd::OwnedFd>,
+    /// Why the dma-buf export failed (the buffer then goes the peermem way).
+    export_error: Option<String>,
     buf: cuda::DeviceBuf,
     len: usize,
     ctx: std::sync::Arc<cuda::Context>,
@@ -302,7 +308,10 @@ impl RdmaBuffer for DeviceBuffer {
     }
 
     fn describe(&self) -> String {
-        format!("device via {}", self.path())
+        match &self.export_error {
+            Some(e) => format!("device via peermem (dma-buf export: {e})"),
+            None => format!("device via {}", self.path()),
+        }
     }
 
     fn len(&self) -> usize {

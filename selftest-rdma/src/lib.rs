@@ -15,6 +15,7 @@ pub mod buffer;
 pub mod counters;
 pub mod error;
 pub mod gid;
+pub mod gpudirect;
 pub mod launcher;
 mod mem;
 pub mod perftest;

@@ -119,6 +119,11 @@ struct Cli {
     /// GPU (CUDA ordinal) for --memory host_pinned or device.
     #[arg(long, default_value_t = 0)]
     gpu: u32,
+    /// Register a little GPU memory (--gpu) with every RDMA device (or --dev) the way a
+    /// `--memory device` run would, report whether each accepted it, and exit (JSON with
+    /// --format json: schema daqtune.gpudirect-probe/v1).
+    #[arg(long)]
+    probe_gpudirect: bool,
     /// Topology text for the report (set by `daqtune selftest rdma` for its namespaced ports).
     #[arg(long, hide = true)]
     describe: Option<String>,
@@ -171,6 +176,22 @@ fn main() -> ExitCode {
                 emit(&format!("skip: {e}\n"));
                 ExitCode::SUCCESS
             }
+        };
+    }
+    if cli.probe_gpudirect {
+        let p = daqtune_rdma::gpudirect::probe(cli.gpu, cli.dev.as_deref());
+        match (cli.json, cli.format) {
+            (true, _) | (false, Format::Json) => emit(&format!(
+                "{}\n",
+                serde_json::to_string_pretty(&p)
+                    .unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
+            )),
+            _ => emit(&format!("{} gpudirect: {}\n", p.status, p.reason)),
+        }
+        return if p.status == "fail" {
+            ExitCode::from(1)
+        } else {
+            ExitCode::SUCCESS
         };
     }
     let Some(dev) = cli.dev.clone() else {

@@ -200,6 +200,10 @@ pub struct RdmaArgs {
     /// GPU (CUDA ordinal) for --memory host_pinned or device.
     #[arg(long, value_name = "ID")]
     pub gpu: Option<u32>,
+    /// The live GPUDirect probe: register a little memory of GPU --gpu with every RDMA device
+    /// (or --dev) as a `--memory device` run would, and report which accepted it.
+    #[arg(long, conflicts_with_all = ["tx_if", "veth", "peer", "peer_dev", "listen"])]
+    pub probe_gpudirect: bool,
     /// Test hook: every N-th bandwidth message carries a broken checksum (the run must fail).
     #[arg(long, hide = true)]
     pub inject_corruption: Option<u64>,
@@ -226,6 +230,14 @@ pub fn rdma_helper_args(a: &RdmaArgs, d: &RdmaProfileDefaults) -> Vec<std::ffi::
     opt("--listen", a.listen.clone());
     opt("--memory", a.memory.clone());
     opt("--gpu", a.gpu.map(|g| g.to_string()));
+    if a.probe_gpudirect {
+        v.extend([
+            "--probe-gpudirect".into(),
+            "--format".into(),
+            a.format.clone(),
+        ]);
+        return v.into_iter().map(Into::into).collect();
+    }
     if a.listen.is_some() {
         // A receiver takes its sizes and tests from each sender's request.
         if a.once {
@@ -329,6 +341,10 @@ pub fn run_rdma(g: &GlobalArgs, argv: &[String]) -> Result<u8, UsageError> {
             json,
         };
         let code = daqtune_rdma::launcher::run_ports(&run);
+        return Ok(u8::try_from(code).unwrap_or(2));
+    }
+    if a.probe_gpudirect {
+        let code = daqtune_rdma::launcher::run_helper(&rdma_helper_args(&a, &d), json);
         return Ok(u8::try_from(code).unwrap_or(2));
     }
     if a.dev.is_none() && a.peer.is_none() {
@@ -479,6 +495,12 @@ mod rdma_tests {
         assert!(RdmaArgs::try_parse_from(["x", "--tx-if", "p0", "--dev", "d"]).is_err());
         assert!(RdmaArgs::try_parse_from(["x", "--tx-if", "p0"]).is_err());
         assert!(RdmaArgs::try_parse_from(["x", "--once"]).is_err());
+        let a = RdmaArgs::try_parse_from(["x", "--probe-gpudirect", "--gpu", "1"]).expect("parse");
+        assert_eq!(
+            strings(rdma_helper_args(&a, &D)),
+            ["--gpu", "1", "--probe-gpudirect", "--format", "text"]
+        );
+        assert!(RdmaArgs::try_parse_from(["x", "--probe-gpudirect", "--veth"]).is_err());
         assert!(RdmaArgs::try_parse_from([
             "x",
             "--tx-if",

@@ -134,10 +134,13 @@ fn load() -> Result<Api, String> {
             // (static), so the function pointers below stay valid for the process.
             unsafe { Library::new("libcuda.so.1") }.map_err(|e| {
                 use std::error::Error;
-                format!(
-                    "libcuda.so.1: {}",
-                    e.source().map(|s| s.to_string()).unwrap_or(e.to_string())
-                )
+                let why = e.source().map(|s| s.to_string()).unwrap_or(e.to_string());
+                // dlerror() usually names the library already.
+                if why.starts_with("libcuda.so.1") {
+                    why
+                } else {
+                    format!("libcuda.so.1: {why}")
+                }
             })
         })
         .as_ref()
