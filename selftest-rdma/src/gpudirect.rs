@@ -25,7 +25,8 @@ pub struct Probe {
     pub schema: &'static str,
     pub gpu: u32,
     /// `pass` (every device registered the memory), `fail` (one refused), `skip` (nothing to
-    /// probe with: no GPU, no driver, no RDMA device, or a build without verbs).
+    /// probe with: no GPU, no driver, no RDMA device, or a build without verbs), `error` (a
+    /// GPU ordinal or device name that does not exist).
     pub status: &'static str,
     /// How the memory was offered: `device via dma-buf`, or `device via peermem (...)`.
     pub memory: Option<String>,
@@ -93,7 +94,14 @@ fn names(d: &[DeviceResult]) -> String {
 pub fn probe(gpu: u32, only: Option<&str>) -> Probe {
     let provider = match DeviceProvider::new(gpu) {
         Ok(p) => p,
-        Err(e) => return Probe::skip(gpu, None, e.to_string()),
+        Err(e) if e.is_skip() => return Probe::skip(gpu, None, e.to_string()),
+        // A GPU that does not exist (a wrong --gpu) is a usage error, not a skip.
+        Err(e) => {
+            return Probe {
+                status: "error",
+                ..Probe::skip(gpu, None, e.to_string())
+            }
+        }
     };
     let memory = match provider.allocate(PROBE_BYTES) {
         Ok(b) => b.describe(),
@@ -101,7 +109,11 @@ pub fn probe(gpu: u32, only: Option<&str>) -> Probe {
     };
     match register_everywhere(&provider, only) {
         Ok(devices) => Probe::judge(gpu, memory, devices),
-        Err(e) => Probe::skip(gpu, Some(memory), e.to_string()),
+        Err(e) if e.is_skip() => Probe::skip(gpu, Some(memory), e.to_string()),
+        Err(e) => Probe {
+            status: "error",
+            ..Probe::skip(gpu, Some(memory), e.to_string())
+        },
     }
 }
 
@@ -186,7 +198,7 @@ mod tests {
             "pass" => assert!(!p.devices.is_empty() && p.devices.iter().all(|d| d.registered)),
             "fail" => assert!(p.devices.iter().any(|d| !d.registered)),
             "skip" => assert!(!p.reason.is_empty()),
-            other => panic!("status {other}"),
+            other => panic!("status {other}: {}", p.reason),
         }
     }
 }

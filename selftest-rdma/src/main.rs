@@ -188,10 +188,10 @@ fn main() -> ExitCode {
             )),
             _ => emit(&format!("{} gpudirect: {}\n", p.status, p.reason)),
         }
-        return if p.status == "fail" {
-            ExitCode::from(1)
-        } else {
-            ExitCode::SUCCESS
+        return match p.status {
+            "fail" => ExitCode::from(1),
+            "error" => ExitCode::from(2),
+            _ => ExitCode::SUCCESS,
         };
     }
     let Some(dev) = cli.dev.clone() else {
