@@ -202,6 +202,21 @@ fn soft_roce_write_and_send_in_a_vm() {
         !rxe_err.contains("restore:"),
         "restore problems:\n{rxe_err}"
     );
+    // SIGKILL mid-run, then --recover: the host is as before again.
+    assert_ne!(
+        read("state-killed.txt"),
+        before,
+        "the kill landed after the run had restored everything ({}): nothing was recovered",
+        read("killed.txt").trim()
+    );
+    assert_eq!(read("recover.rc").trim(), "0", "{}", read("recover.txt"));
+    assert!(
+        read("recover.txt").contains("restored what run"),
+        "{}",
+        read("recover.txt")
+    );
+    assert_eq!(read("state-after-recover.txt"), before, "after --recover");
+
     let veth_err = read("veth.err");
     assert!(
         !veth_err.contains("restore:"),

@@ -176,16 +176,26 @@ impl NetNs {
             .try_clone()
             .map_err(|e| Error::io("dup namespace fd", e))?;
         // Allocated before fork: the child may only make async-signal-safe calls.
+        let parent = std::process::id() as libc::pid_t;
         let root = c"/";
         let sys = c"/sys";
         let sysfs = c"sysfs";
         let none = c"none";
         // SAFETY: the closure runs in the forked (single-threaded) child before exec and only
-        // calls setns, unshare, mount and umount2 with pointers to the static strings above;
-        // all are async-signal-safe system calls. The cloned fd stays open until the Command
+        // calls prctl, getppid, setns, unshare, mount and umount2 with pointers to the static
+        // strings above; all are async-signal-safe system calls. The cloned fd stays open until the Command
         // drops.
         unsafe {
             cmd.pre_exec(move || {
+                // The child dies with us: a SIGKILLed self-test must not leave a helper
+                // holding the namespace (and its devices) alive. Checked after, in case we
+                // were already gone.
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM as libc::c_ulong) != 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                if libc::getppid() != parent {
+                    return Err(io::Error::from_raw_os_error(libc::ESRCH));
+                }
                 if libc::setns(fd.as_raw_fd(), libc::CLONE_NEWNET) != 0 {
                     return Err(io::Error::last_os_error());
                 }

@@ -677,6 +677,17 @@ impl Topology {
                     .exists()
             })
             .collect();
+        if !moved {
+            // Journaled before the netdevs move, which unregisters these devices: a run killed
+            // in between must still get them made again.
+            for (i, dev) in devs.iter().enumerate() {
+                let j = t.rdma_journal()?;
+                if software[i] && !j.created.contains(dev) {
+                    j.recreate.push((dev.clone(), records[i].name.clone()));
+                }
+            }
+            t.save_journal()?;
+        }
         t.place_ports(&mut nl, &records, req.mtu)?;
 
         // rdma_rxe unregisters its device when the netdev leaves the namespace (asynchronously):
@@ -693,13 +704,6 @@ impl Topology {
                 if !software[i] || !gone_within(&mut rnl, dev, Duration::from_secs(10))? {
                     continue;
                 }
-                let created = t.rdma_journal()?.created.contains(dev);
-                if !created {
-                    t.rdma_journal()?
-                        .recreate
-                        .push((dev.clone(), ifname.clone()));
-                }
-                t.save_journal()?;
                 RdmaNetlink::open_in(ns)
                     .and_then(|mut r| r.add_rxe(dev, ifname))
                     .map_err(|e| {
@@ -1207,14 +1211,32 @@ pub fn recover_in(dir: &Path) -> Vec<String> {
         let w = restore(&j, None);
         if w.is_empty() {
             let _ = std::fs::remove_file(&path);
+            let rdma = if j.rdma.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    ", RDMA: {} device(s) moved, {} made, {} to make again{}",
+                    j.rdma.moved.len(),
+                    j.rdma.created.len(),
+                    j.rdma.recreate.len(),
+                    j.rdma
+                        .netns_mode_was
+                        .map(|m| format!(", netns mode back to {}", m.as_str()))
+                        .unwrap_or_default()
+                )
+            };
             notes.push(format!(
-                "restored what run {} left behind ({} namespace(s), {} port(s))",
+                "restored what run {} left behind ({} namespace(s), {} port(s){rdma})",
                 j.pid,
                 j.namespaces.len(),
                 j.ports.len()
             ));
         } else {
             notes.extend(w);
+            notes.push(format!(
+                "journal {} kept for the next run to retry",
+                path.display()
+            ));
         }
     }
     for name in netns::list_named() {

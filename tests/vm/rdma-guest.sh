@@ -161,6 +161,29 @@ echo $? >"$out/ports-softroce.rc"
 cat "$out/ports-softroce.err"
 state "$out/state-after-softroce.txt"
 
+say "SIGKILL in the middle of a two-port run, then --recover"
+# Killed as soon as its namespaces exist (the exclusive attempt's or the shared one's, whichever
+# the poll sees): whatever the run had changed, --recover must put back. The helpers it started
+# die with it (PR_SET_PDEATHSIG), so nothing holds the namespaces.
+# (Not through rdma_test: `$!` of a backgrounded function is its subshell, not daqtune.)
+"$daq" selftest rdma --tx-if dqa --rx-if dqb --test write --duration 5 --qp-timeout 12 \
+    >/dev/null 2>"$out/killed.err" &
+victim=$!
+n=0
+until [ "$(ls /run/netns 2>/dev/null | grep -c '^daqtune-')" -ge 2 ] || [ $n -ge 400 ]; do
+    sleep 0.05
+    n=$((n + 1))
+done
+kill -9 "$victim"
+wait "$victim" 2>/dev/null
+echo "killed after $n polls" >"$out/killed.txt"
+state "$out/state-killed.txt"
+sleep 1
+rdma_test --recover >"$out/recover.txt" 2>&1
+echo $? >"$out/recover.rc"
+cat "$out/recover.txt"
+state "$out/state-after-recover.txt"
+
 say "--veth: a veth pair between two namespaces with soft-RoCE made inside each"
 rdma_test --veth --test write --duration 1 --size "$size" --slots "$slots" --qp-timeout 12 \
     --format json >"$out/veth.json" 2>"$out/veth.err"

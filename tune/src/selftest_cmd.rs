@@ -200,6 +200,10 @@ pub struct RdmaArgs {
     /// GPU (CUDA ordinal) for --memory host_pinned or device.
     #[arg(long, value_name = "ID")]
     pub gpu: Option<u32>,
+    /// Restore what killed self-test runs left behind (ports, namespaces, RDMA devices, the
+    /// RDMA netns mode), as every namespaced run does first, and exit.
+    #[arg(long, conflicts_with_all = ["tx_if", "veth", "peer", "peer_dev", "listen", "dev", "probe_gpudirect"])]
+    pub recover: bool,
     /// The live GPUDirect probe: register a little memory of GPU --gpu with every RDMA device
     /// (or --dev) as a `--memory device` run would, and report which accepted it.
     #[arg(long, conflicts_with_all = ["tx_if", "veth", "peer", "peer_dev", "listen"])]
@@ -342,6 +346,22 @@ pub fn run_rdma(g: &GlobalArgs, argv: &[String]) -> Result<u8, UsageError> {
         };
         let code = daqtune_rdma::launcher::run_ports(&run);
         return Ok(u8::try_from(code).unwrap_or(2));
+    }
+    if a.recover {
+        if !daqtune_selftest::sys::is_root() {
+            return Err(UsageError::Other(
+                "--recover puts ports and devices back: it needs root".into(),
+            ));
+        }
+        let notes = daqtune_selftest::topology::recover_leftovers();
+        if notes.is_empty() {
+            println!("nothing left behind by earlier runs");
+        }
+        for n in &notes {
+            println!("{n}");
+        }
+        // A journal that could not be replayed is kept, and said so.
+        return Ok(u8::from(notes.iter().any(|n| n.contains("kept"))));
     }
     if a.probe_gpudirect {
         let code = daqtune_rdma::launcher::run_helper(&rdma_helper_args(&a, &d), json);
