@@ -170,9 +170,11 @@ pub struct RdmaArgs {
     /// Receive ring depth (messages in flight).
     #[arg(long)]
     pub slots: Option<usize>,
-    #[arg(long)]
+    /// Pin the sender's polling thread to this CPU (default: unpinned).
+    #[arg(long, value_name = "CPU")]
     pub tx_cpu: Option<usize>,
-    #[arg(long)]
+    /// Pin the receiver's polling thread to this CPU.
+    #[arg(long, value_name = "CPU")]
     pub rx_cpu: Option<usize>,
     /// Fail a bandwidth run below this many Gb/s (the profile's minimum is a TCP-over-veth
     /// figure and does not apply to RDMA).
