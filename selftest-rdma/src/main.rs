@@ -231,6 +231,12 @@ fn main() -> ExitCode {
     };
     if let Some(addr) = &cli.listen {
         wait_ready(&[&local], cli.wait_ready);
+        // The receiving loop runs on this thread.
+        if let Some(cpu) = cli.rx_cpu {
+            if let Err(e) = daqtune_selftest::sys::pin_current_thread(cpu) {
+                eprintln!("daqtune-rdma: --rx-cpu {cpu}: {e} (left unpinned)");
+            }
+        }
         let stop = AtomicBool::new(false);
         return match daqtune_rdma::server::serve(
             addr,

@@ -249,6 +249,9 @@ pub fn rdma_helper_args(a: &RdmaArgs, d: &RdmaProfileDefaults) -> Vec<std::ffi::
         if a.once {
             v.push("--once".into());
         }
+        if let Some(c) = a.rx_cpu {
+            v.extend(["--rx-cpu".into(), c.to_string()]);
+        }
         if let Some(w) = a.wait_ready {
             v.extend(["--wait-ready".into(), w.to_string()]);
         }
@@ -285,9 +288,13 @@ pub fn rdma_helper_args(a: &RdmaArgs, d: &RdmaProfileDefaults) -> Vec<std::ffi::
     v.into_iter().map(Into::into).collect()
 }
 
-/// The two-port mode's receiver registers the same kind of memory as the sender.
-fn receiver_memory_args(a: &RdmaArgs) -> Vec<std::ffi::OsString> {
+/// The namespaced modes' receiver (a `--listen` helper) registers the same kind of memory as
+/// the sender and pins its loop where `--rx-cpu` says.
+fn receiver_args(a: &RdmaArgs) -> Vec<std::ffi::OsString> {
     let mut v = Vec::new();
+    if let Some(c) = a.rx_cpu {
+        v.extend(["--rx-cpu".into(), c.to_string().into()]);
+    }
     if let Some(m) = &a.memory {
         v.extend(["--memory".into(), m.into()]);
     }
@@ -342,7 +349,7 @@ pub fn run_rdma(g: &GlobalArgs, argv: &[String]) -> Result<u8, UsageError> {
         let run = daqtune_rdma::launcher::PortsRun {
             topology,
             client_args: rdma_helper_args(&a, &d),
-            receiver_args: receiver_memory_args(&a),
+            receiver_args: receiver_args(&a),
             control_port: a.control_port,
             json,
         };
@@ -505,6 +512,14 @@ mod rdma_tests {
             strings(rdma_helper_args(&a, &D)),
             ["--dev", "rxe1", "--listen", "0.0.0.0:18516"]
         );
+        let a = RdmaArgs::try_parse_from(["x", "--listen", "h:1", "--dev", "d", "--rx-cpu", "3"])
+            .expect("parse");
+        assert!(strings(rdma_helper_args(&a, &D))
+            .join(" ")
+            .ends_with("--rx-cpu 3"));
+        let a = RdmaArgs::try_parse_from(["x", "--tx-if", "p0", "--rx-if", "p1", "--rx-cpu", "5"])
+            .expect("parse");
+        assert_eq!(strings(receiver_args(&a)), ["--rx-cpu", "5"]);
         let a = RdmaArgs::try_parse_from(["x", "--tx-if", "p0", "--rx-if", "p1"]).expect("parse");
         let v = strings(rdma_helper_args(&a, &D));
         assert!(!v.iter().any(|s| s == "--dev" || s == "--peer"), "{v:?}");
