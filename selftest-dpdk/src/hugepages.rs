@@ -148,15 +148,8 @@ fn journal_path(dir: &Path, pid: u32) -> PathBuf {
 fn write_journal(dir: &Path, e: &JournalEntry) -> io::Result<PathBuf> {
     fs::create_dir_all(dir)?;
     let path = journal_path(dir, e.pid);
-    let tmp = path.with_extension("json.tmp");
     let text = serde_json::to_string(e).map_err(io::Error::other)?;
-    {
-        use std::io::Write;
-        let mut f = fs::File::create(&tmp)?;
-        f.write_all(text.as_bytes())?;
-        f.sync_all()?;
-    }
-    fs::rename(&tmp, &path)?;
+    daqtune_probe::fsutil::write_atomic(&path, text.as_bytes(), 0o600)?;
     Ok(path)
 }
 

@@ -9,7 +9,6 @@ use crate::netlink::{Addr, Link, Neighbour, Netlink, Route, RTPROT_KERNEL};
 use crate::netns::{self, NetNs, NsId};
 use crate::rdma_netlink::{errno_name, os_error, port_for_netdev, NetnsMode, RdmaNetlink};
 use serde::{Deserialize, Serialize};
-use std::io::Write as _;
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -118,30 +117,14 @@ fn journal_path(dir: &Path, pid: u32, n: u32) -> PathBuf {
     dir.join(format!("{pid}-{n}.json"))
 }
 
-/// Writes `data` atomically: temp file in the same directory, fsync, rename, fsync directory.
-fn write_atomic(path: &Path, data: &[u8]) -> Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("/"));
-    std::fs::create_dir_all(dir).map_err(|e| Error::io(format!("create {}", dir.display()), e))?;
-    let tmp = path.with_extension("json.tmp");
-    let mut f = std::fs::File::create(&tmp)
-        .map_err(|e| Error::io(format!("create {}", tmp.display()), e))?;
-    f.write_all(data)
-        .and_then(|_| f.sync_all())
-        .map_err(|e| Error::io(format!("write {}", tmp.display()), e))?;
-    std::fs::rename(&tmp, path).map_err(|e| Error::io(format!("rename {}", path.display()), e))?;
-    if let Ok(d) = std::fs::File::open(dir) {
-        let _ = d.sync_all();
-    }
-    Ok(())
-}
-
 impl Journal {
     pub fn save(&self, path: &Path) -> Result<()> {
         let data = serde_json::to_vec_pretty(self).map_err(|e| Error::Journal {
             path: path.display().to_string(),
             message: e.to_string(),
         })?;
-        write_atomic(path, &data)
+        daqtune_probe::fsutil::write_atomic(path, &data, 0o600)
+            .map_err(|e| Error::io(format!("write {}", path.display()), e))
     }
 
     pub fn parse(text: &str) -> std::result::Result<Journal, String> {

@@ -434,26 +434,13 @@ pub fn join_by_uuid(mut gpus: Vec<GpuFacts>, cuda: Vec<(String, CudaAttrs)>) -> 
 
 /// Write `<root>/daqtune/gpu.json` atomically (temp file, fsync, rename).
 pub fn write_facts(root: &Path, snap: &GpuSnapshot) -> Result<std::path::PathBuf, GpuError> {
-    use std::io::Write;
-    let dir = root.join("daqtune");
-    let path = dir.join("gpu.json");
-    let werr = |source| GpuError::Write {
-        path: path.display().to_string(),
-        source,
-    };
-    std::fs::create_dir_all(&dir).map_err(werr)?;
-    let tmp = dir.join(format!(".gpu.json.tmp.{}", std::process::id()));
-    let result = (|| {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(snap.to_json().as_bytes())?;
-        f.write_all(b"\n")?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, &path)
-    })();
-    if let Err(e) = result {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(werr(e));
-    }
+    let path = root.join("daqtune").join("gpu.json");
+    crate::fsutil::write_atomic(&path, format!("{}\n", snap.to_json()).as_bytes(), 0o644).map_err(
+        |source| GpuError::Write {
+            path: path.display().to_string(),
+            source,
+        },
+    )?;
     Ok(path)
 }
 

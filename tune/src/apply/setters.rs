@@ -5,10 +5,10 @@
 //! a disk that fills up half-way through a write) and check that nothing is left half-written.
 //! Paths given to a `Writer` are real paths (already mapped into `--root DIR` by the caller).
 
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, OpenOptions};
 use std::io::{self, Write};
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-use std::path::{Path, PathBuf};
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
 
 /// Where a change lands: the running kernel, or a host root directory standing in for it
 /// (`--root DIR`: a sysfs attribute is a plain file, and what is written is what the next
@@ -69,51 +69,7 @@ impl FsWriter {
     }
 }
 
-fn tmp_name(path: &Path) -> io::Result<PathBuf> {
-    let name = path
-        .file_name()
-        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "path has no file name"))?;
-    let mut t = std::ffi::OsString::from(".");
-    t.push(name);
-    t.push(format!(".daqtune-tmp.{}", std::process::id()));
-    Ok(path.with_file_name(t))
-}
-
-fn sync_dir(dir: &Path) -> io::Result<()> {
-    File::open(dir)?.sync_all()
-}
-
-/// Atomic replace with the data written by `fill`; on any error the temp file is removed and
-/// the target is untouched.
-fn atomic_replace(
-    path: &Path,
-    mode: u32,
-    fill: &mut dyn FnMut(&mut File) -> io::Result<()>,
-) -> io::Result<()> {
-    let dir = path
-        .parent()
-        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "path has no parent"))?;
-    fs::create_dir_all(dir)?;
-    let tmp = tmp_name(path)?;
-    let result = (|| {
-        let mut f = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(mode)
-            .open(&tmp)?;
-        fill(&mut f)?;
-        // The umask may have narrowed the mode given to open.
-        f.set_permissions(fs::Permissions::from_mode(mode))?;
-        f.sync_all()?;
-        drop(f);
-        fs::rename(&tmp, path)?;
-        sync_dir(dir)
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    result
-}
+use daqtune_probe::fsutil::{atomic_replace, sync_dir, tmp_name};
 
 impl Writer for FsWriter {
     fn write_file(&mut self, path: &Path, data: &[u8], mode: u32) -> io::Result<()> {
