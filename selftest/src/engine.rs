@@ -153,14 +153,6 @@ impl RunControl {
         Self::default()
     }
 
-    /// A control whose stop flag is the given one (e.g. set from a signal handler).
-    pub fn with_stop(stop: Arc<AtomicBool>) -> Self {
-        RunControl {
-            stop,
-            ..Self::default()
-        }
-    }
-
     /// A control that also stops when SIGINT or SIGTERM arrives (after `signals::install`).
     pub fn watching_signals() -> Self {
         RunControl {

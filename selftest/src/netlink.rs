@@ -17,10 +17,8 @@ const RTM_NEWLINK: u16 = 16;
 const RTM_DELLINK: u16 = 17;
 const RTM_GETLINK: u16 = 18;
 const RTM_NEWADDR: u16 = 20;
-const RTM_DELADDR: u16 = 21;
 const RTM_GETADDR: u16 = 22;
 const RTM_NEWROUTE: u16 = 24;
-const RTM_DELROUTE: u16 = 25;
 const RTM_GETROUTE: u16 = 26;
 const RTM_NEWNEIGH: u16 = 28;
 const RTM_GETNEIGH: u16 = 30;
@@ -890,19 +888,6 @@ impl Netlink {
         })
     }
 
-    pub fn delete_addr(&mut self, a: &Addr) -> Result<()> {
-        let a = a.clone();
-        self.request(
-            |seq| {
-                let mut b = MsgBuilder::new(RTM_DELADDR, NLM_F_REQUEST | NLM_F_ACK, seq);
-                b.raw(&ifaddrmsg(family_of(&a.local), a.prefix_len, 0, 0, a.index));
-                b.attr(IFA_LOCAL, &ip_bytes(&a.local));
-                b.finish()
-            },
-            &format!("delete address {}", a.local),
-        )
-    }
-
     // --- routes ------------------------------------------------------------------------------
 
     /// Every route of both families, all tables.
@@ -925,10 +910,6 @@ impl Netlink {
 
     pub fn add_route(&mut self, r: &Route) -> Result<()> {
         self.route_op(r, RTM_NEWROUTE, NLM_F_CREATE | NLM_F_EXCL, "add")
-    }
-
-    pub fn delete_route(&mut self, r: &Route) -> Result<()> {
-        self.route_op(r, RTM_DELROUTE, 0, "delete")
     }
 
     fn route_op(&mut self, r: &Route, kind: u16, extra: u16, verb: &str) -> Result<()> {

@@ -150,12 +150,19 @@ pub(crate) fn open_gpu(g: &GpuRun, size: usize) -> Result<GpuRx> {
 }
 
 impl GpuRx {
-    /// Drains the GPU and fills `out` from the kernel's results.
-    fn finish_into(mut self, out: &mut RxOut, extra_defects: u64) -> Result<()> {
-        let (acct, totals) = self
-            .batcher
-            .finish()
-            .map_err(|e| Error::Gpu(e.to_string()))?;
+    /// Drains the GPU and fills `out` from the kernel's results. `window` turns the time the
+    /// drain took into the run's receive window (`out.wall_ns`): GPU time counts against the
+    /// verified rate.
+    fn finish_into(
+        mut self,
+        out: &mut RxOut,
+        extra_defects: u64,
+        window: impl FnOnce(u64) -> u64,
+    ) -> Result<()> {
+        let f0 = sys::monotonic_ns();
+        let finished = self.batcher.finish();
+        out.wall_ns = window(sys::monotonic_ns() - f0);
+        let (acct, totals) = finished.map_err(|e| Error::Gpu(e.to_string()))?;
         out.tracker = acct.tracker.clone();
         out.bytes = acct.verified_bytes;
         for _ in 0..extra_defects {
@@ -609,14 +616,10 @@ pub(crate) fn tcp_receive_gpu(
         ctl.add_rx(n as u64);
         g.batcher.commit(n).map_err(gpu_err)?;
     }
-    // The window ends when the last batch is verified, so GPU time counts against the rate.
-    let res = g.finish_into(&mut out, 0);
-    out.wall_ns = sys::monotonic_ns() - start;
+    // The window ends when the last batch is verified.
+    let res = g.finish_into(&mut out, 0, |_| sys::monotonic_ns() - start);
     out.cpu_ns = sys::thread_cpu_ns() - cpu0;
     res?;
-    if let Some(gr) = out.gpu.as_mut() {
-        gr.verified_gbps = metrics::gbps(out.bytes, out.wall_ns as f64 / 1e9);
-    }
     Ok(out)
 }
 
@@ -865,7 +868,9 @@ pub(crate) fn udp_receive_gpu(
     let gpu_err = |e: crate::gpu_sink::SinkError| Error::Gpu(e.to_string());
     loop {
         let slot = g.batcher.message_slot().map_err(gpu_err)?;
-        match sock.recv(slot) {
+        // The slot is exactly one message: MSG_TRUNC makes an oversized datagram report its
+        // real length (plain recv would cut it to `size` and it could pass).
+        match sys::recv_datagram(sock, slot) {
             Ok(n) => {
                 let now = sys::monotonic_ns();
                 first.get_or_insert(now);
@@ -902,20 +907,16 @@ pub(crate) fn udp_receive_gpu(
             }
         }
     }
-    let f0 = sys::monotonic_ns();
-    let res = g.finish_into(&mut out, misframed);
     // The receive window (drain wait excluded) plus the time the last batches took on the GPU.
-    let gpu_tail = sys::monotonic_ns() - f0;
-    out.wall_ns = first.map(|f| last - f + gpu_tail).unwrap_or(0);
+    let res = g.finish_into(&mut out, misframed, |gpu_tail| {
+        first.map(|f| last - f + gpu_tail).unwrap_or(0)
+    });
     out.cpu_ns = sys::thread_cpu_ns() - cpu0;
     res?;
     if misframed > 0 {
         out.notes.push(format!(
             "{misframed} datagram(s) of the wrong size (counted on the CPU)"
         ));
-    }
-    if let Some(gr) = out.gpu.as_mut() {
-        gr.verified_gbps = metrics::gbps(out.bytes, out.wall_ns as f64 / 1e9);
     }
     Ok(out)
 }

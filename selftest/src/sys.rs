@@ -90,6 +90,27 @@ pub fn hostname() -> String {
         .unwrap_or_default()
 }
 
+/// Receives one datagram into `buf` and returns its real length, which is larger than
+/// `buf.len()` when the datagram was cut (MSG_TRUNC): a receiver that fills exact-size slots
+/// can still tell an oversized datagram from a good one.
+pub fn recv_datagram(sock: &std::net::UdpSocket, buf: &mut [u8]) -> io::Result<usize> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: `buf` is writable for `buf.len()` bytes; the kernel writes at most that many and
+    // only reports the full length.
+    let n = unsafe {
+        libc::recv(
+            sock.as_raw_fd(),
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+            libc::MSG_TRUNC,
+        )
+    };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(n as usize)
+}
+
 /// Sends `sig` to a child process (by its `std::process::Child::id`).
 pub fn signal_child(child: &std::process::Child, sig: i32) -> io::Result<()> {
     let pid = i32::try_from(child.id())
@@ -177,6 +198,18 @@ pub fn process_starttime(pid: u32) -> Option<u64> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn an_oversized_datagram_reports_its_real_length() {
+        let rx = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind");
+        let tx = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind");
+        tx.send_to(&[7u8; 100], rx.local_addr().expect("addr"))
+            .expect("send");
+        let mut slot = [0u8; 10];
+        assert_eq!(recv_datagram(&rx, &mut slot).expect("recv"), 100);
+        assert_eq!(slot, [7u8; 10]);
+    }
+
     use super::*;
 
     #[test]

@@ -329,40 +329,6 @@ impl Topology {
         Ok(t)
     }
 
-    /// A veth pair with both ends in one fresh namespace, up, MTU set, no addresses: for engines
-    /// that bind raw ports (DPDK `net_af_packet` vdevs on `dqt-tx` / `dqt-rx`, EAL running in
-    /// that namespace). `tx_ns` and `rx_ns` both refer to it.
-    pub fn veth_one_namespace(mtu: u32) -> Result<Topology> {
-        Self::veth_one_namespace_with_journal(mtu, Path::new(JOURNAL_DIR))
-    }
-
-    pub fn veth_one_namespace_with_journal(mtu: u32, journal_dir: &Path) -> Result<Topology> {
-        let (mut t, name, unused) = Self::begin(Kind::Veth, journal_dir)?;
-        if let Some((_, j)) = &mut t.journal {
-            j.namespaces.retain(|n| n != &unused);
-        }
-        t.save_journal()?;
-        let ns = NetNs::create(&name)?;
-        t.rx_ns = Some(NetNs::open_named(&name)?);
-        let mut nl = Netlink::open_in(&ns)?;
-        t.tx_ns = Some(ns);
-        nl.create_veth(VETH_TX, VETH_RX, None)?;
-        if let Some(lo) = nl.link_by_name("lo")? {
-            nl.set_up(lo.index, true)?;
-        }
-        for end in [VETH_TX, VETH_RX] {
-            let l = find(&mut nl, end)?;
-            if l.mtu != mtu {
-                nl.set_mtu(l.index, mtu)?;
-            }
-            nl.set_up(l.index, true)?;
-        }
-        t.tx_port = Some(VETH_TX.into());
-        t.rx_port = Some(VETH_RX.into());
-        t.description = format!("veth pair {VETH_TX} <-> {VETH_RX} inside {name}, MTU {mtu}");
-        Ok(t)
-    }
-
     /// Two ports cabled back to back, moved into private namespaces. `mtu` None keeps theirs.
     pub fn ports(tx_if: &str, rx_if: &str, mtu: Option<u32>) -> Result<Topology> {
         Self::ports_with_journal(

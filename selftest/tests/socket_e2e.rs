@@ -152,33 +152,6 @@ fn veth_four_streams() {
     assert!(out.status.success());
 }
 
-#[test]
-fn veth_in_one_namespace_for_raw_engines() {
-    let _g = LOCK.lock().unwrap_or_else(|e| e.into_inner());
-    if !root() {
-        return;
-    }
-    use daqtune_selftest::topology::Topology;
-    let t = Topology::veth_one_namespace(9000).expect("topology");
-    let ns = t.tx_ns.as_ref().expect("namespace");
-    let name = ns
-        .path()
-        .and_then(|p| p.file_name())
-        .map(|n| n.to_string_lossy().into_owned())
-        .expect("named");
-    let mut nl = Netlink::open_in(ns).expect("netlink");
-    for end in ["dqt-tx", "dqt-rx"] {
-        let l = nl.link_by_name(end).expect("dump").expect("veth end");
-        assert_eq!(l.mtu, 9000);
-        assert!(l.is_up());
-    }
-    assert!(netns::list_named().contains(&name));
-    drop(nl);
-    drop(t);
-    assert!(!netns::list_named().contains(&name));
-    assert!(leftovers(std::process::id()).is_empty());
-}
-
 fn signal(pid: u32, sig: i32) {
     // SAFETY: kill on a child we spawned and have not reaped yet.
     let rc = unsafe { libc::kill(pid as i32, sig) };

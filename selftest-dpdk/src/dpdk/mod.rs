@@ -130,12 +130,6 @@ impl Eal {
         unsafe { sys::rte_get_tsc_hz() }
     }
 
-    /// Number of ports probed.
-    pub fn port_count(&self) -> u16 {
-        // SAFETY: EAL is initialized.
-        unsafe { sys::rte_eth_dev_count_avail() }
-    }
-
     /// The port DPDK named `name` (a vdev name or a PCI address).
     pub fn port_by_name(&self, name: &str) -> Result<Port, DpdkError> {
         let c = CString::new(name).map_err(|_| DpdkError {
@@ -656,10 +650,4 @@ pub fn rdtsc() -> u64 {
 pub fn pause() {
     // SAFETY: a CPU pause instruction.
     unsafe { sys::dqt_pause() }
-}
-
-/// The DPDK lcore id of the calling thread (u32::MAX on a non-EAL thread).
-pub fn lcore_id() -> u32 {
-    // SAFETY: reads a per-thread variable.
-    unsafe { sys::dqt_lcore_id() }
 }
