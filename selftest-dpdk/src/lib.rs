@@ -11,7 +11,6 @@ pub mod runner;
 pub mod eal_args;
 pub mod hugepages;
 pub mod netns;
-pub mod signals;
 pub mod spec;
 
 /// Whether this build links libdpdk.

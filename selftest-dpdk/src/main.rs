@@ -148,7 +148,10 @@ fn main() {
 
 #[cfg(feature = "dpdk")]
 fn run(spec: &DpdkRunSpec) -> (DpdkOutput, i32) {
-    daqtune_dpdk::signals::install();
+    // Ports stopped, EAL cleaned up and hugepages given back on SIGINT/SIGTERM/SIGHUP too.
+    if let Err(e) = daqtune_selftest::signals::install() {
+        eprintln!("daqtune-dpdk: signal handlers: {e}");
+    }
     daqtune_dpdk::runner::run(spec)
 }
 

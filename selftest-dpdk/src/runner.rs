@@ -221,18 +221,7 @@ fn run_with_hugepages(
     rs.tx_cpu = Some(tx_cpu);
     rs.rx_cpu = Some(rx_cpu);
     rs.latency = true;
-    let ctl = RunControl::new();
-    let watcher = {
-        let ctl = ctl.clone();
-        std::thread::spawn(move || {
-            while !ctl.stopped() {
-                if crate::signals::requested() {
-                    ctl.stop();
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
-        })
-    };
+    let ctl = RunControl::watching_signals();
     let veth = spec.topology == Topology::Veth;
     if veth {
         // Reading resets: start the ring counters at the run.
@@ -245,7 +234,6 @@ fn run_with_hugepages(
         Vec::new()
     };
     ctl.stop();
-    let _ = watcher.join();
     let eal_args = std::mem::take(&mut details.eal_args);
     let hp = std::mem::take(&mut details.hugepages);
     let kernel_ifs: Vec<crate::netns::IfCounters> = if spec.topology == Topology::Veth {
@@ -286,13 +274,14 @@ fn run_with_hugepages(
             }
             judge(&mut r, &t);
             r.notes.extend(rps_note);
-            if crate::signals::requested() {
+            let interrupted = daqtune_selftest::signals::pending();
+            if interrupted.is_some() {
                 r.notes.push("interrupted".into());
             }
-            let code = if r.status.is_failure() {
-                exit::FAIL
-            } else {
-                exit::PASS
+            let code = match interrupted {
+                Some(sig) => daqtune_selftest::signals::exit_code(sig),
+                None if r.status.is_failure() => exit::FAIL,
+                None => exit::PASS,
             };
             (DpdkOutput::new(r, Some(details)), code)
         }

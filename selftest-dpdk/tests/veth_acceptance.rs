@@ -9,6 +9,9 @@ use daqtune_selftest::Status;
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// The runs compare host-wide state (hugepages, namespaces): one at a time.
+static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[derive(Debug, PartialEq)]
 struct HostState {
     nr_hugepages: String,
@@ -60,6 +63,7 @@ fn state() -> HostState {
 
 #[test]
 fn veth_run_moves_a_million_packets_and_leaves_the_host_as_it_was() {
+    let _g = LOCK.lock().unwrap_or_else(|e| e.into_inner());
     if !daqtune_selftest::sys::is_root() {
         eprintln!("skipped: needs root (hugepages, network namespace)");
         return;
@@ -101,4 +105,43 @@ fn veth_run_moves_a_million_packets_and_leaves_the_host_as_it_was() {
             assert!(p[k].is_u64(), "port counter {k} reported");
         }
     }
+}
+
+/// SIGINT in the middle of a run: the engine stops its ports, gives the hugepages back, still
+/// prints its result (noting the interruption) and exits 128 + SIGINT, as the other engines do.
+#[test]
+fn sigint_mid_run_stops_cleanly_with_130() {
+    let _g = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    if !daqtune_selftest::sys::is_root() {
+        eprintln!("skipped: needs root (hugepages, network namespace)");
+        return;
+    }
+    let before = state();
+    let req = DpdkRequest {
+        duration: Duration::from_secs(30),
+        ..DpdkRequest::default()
+    };
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_daqtune-dpdk"))
+        .args(req.args())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start daqtune-dpdk");
+    // EAL start-up and the hugepage reservation take about a second here; 4 s is mid-run.
+    std::thread::sleep(Duration::from_secs(4));
+    daqtune_selftest::sys::signal_child(&child, libc::SIGINT).expect("SIGINT");
+    let started = std::time::Instant::now();
+    let out = child.wait_with_output().expect("wait");
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "the run did not stop on SIGINT"
+    );
+    assert_eq!(out.status.code(), Some(128 + libc::SIGINT));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let v: serde_json::Value = serde_json::from_str(text.trim()).expect("result JSON");
+    assert!(
+        v["result"]["notes"].to_string().contains("interrupted"),
+        "{text}"
+    );
+    assert_eq!(state(), before, "the interrupted run changed the host");
 }

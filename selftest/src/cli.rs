@@ -240,7 +240,10 @@ pub fn run(args: &SelftestArgs, d: &Defaults) -> i32 {
         if !emit(args, &report) {
             return 2;
         }
-        return exit_of(&report);
+        return match signals::pending() {
+            Some(sig) => signals::exit_code(sig),
+            None => exit_of(&report),
+        };
     }
     let peer = match args.peer.as_deref().map(crate::peer::parse_peer) {
         None => None,
@@ -303,6 +306,7 @@ pub fn run(args: &SelftestArgs, d: &Defaults) -> i32 {
     if args.engine == EngineChoice::All && interrupted.is_none() {
         report.push(run_dpdk(args, d));
     }
+    let interrupted = interrupted.or_else(signals::pending);
     for w in &warnings {
         let _ = writeln!(err, "daqtune selftest: restore: {w}");
     }

@@ -190,16 +190,6 @@ pub fn parse_output(stdout: &str) -> Option<(EngineResult, Option<serde_json::Va
     Some((o.result, o.dpdk))
 }
 
-fn send_sigterm(pid: u32) {
-    if let Ok(pid) = libc::pid_t::try_from(pid) {
-        // SAFETY: kill(2) on the pid of a child we spawned and have not reaped yet, so the pid
-        // cannot have been reused; no memory is involved.
-        unsafe {
-            libc::kill(pid, libc::SIGTERM);
-        }
-    }
-}
-
 /// Runs the DPDK engine for `req`. `exe` overrides the search (tests, `--dpdk-engine PATH`).
 pub fn run_dpdk(req: &DpdkRequest, exe: Option<PathBuf>) -> DpdkRun {
     let topo = req.topology();
@@ -279,16 +269,22 @@ pub fn run_dpdk(req: &DpdkRequest, exe: Option<PathBuf>) -> DpdkRun {
     // EAL start-up, hugepage reservation and the drain take a few seconds beyond the run.
     let deadline = Instant::now() + req.duration + Duration::from_secs(60);
     let mut termed = false;
+    let mut forwarded = false;
     let status = loop {
         match child.try_wait() {
             Ok(Some(s)) => break Some(s),
             Ok(None) => {}
             Err(_) => break None,
         }
+        // A signal for us is one for the run: the engine stops and cleans up as on its own.
+        if let (Some(sig), false) = (crate::signals::pending(), forwarded) {
+            let _ = crate::sys::signal_child(&child, sig);
+            forwarded = true;
+        }
         if Instant::now() > deadline {
             if !termed {
                 // SIGTERM first: the engine stops its ports and gives back its hugepages.
-                send_sigterm(child.id());
+                let _ = crate::sys::signal_child(&child, libc::SIGTERM);
                 termed = true;
             } else if Instant::now() > deadline + Duration::from_secs(10) {
                 let _ = child.kill();

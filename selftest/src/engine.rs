@@ -153,7 +153,8 @@ impl RunControl {
         Self::default()
     }
 
-    /// A control that also stops when SIGINT or SIGTERM arrives (after `signals::install`).
+    /// A control that also stops when SIGINT, SIGTERM or SIGHUP arrives (after
+    /// `signals::install`).
     pub fn watching_signals() -> Self {
         RunControl {
             watch_signals: true,

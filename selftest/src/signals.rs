@@ -1,4 +1,4 @@
-//! SIGINT / SIGTERM turn into a flag the run loop polls, so an interrupted self-test stops its
+//! SIGINT / SIGTERM / SIGHUP (an ssh session that drops) turn into a flag the run loop polls, so an interrupted self-test stops its
 //! traffic and restores the network like a normal end. The handler only stores an atomic
 //! (async-signal-safe); everything else happens on the normal path.
 
@@ -10,9 +10,9 @@ extern "C" fn on_signal(sig: libc::c_int) {
     PENDING.store(sig, Ordering::SeqCst);
 }
 
-/// Installs the handlers for SIGINT and SIGTERM (idempotent).
+/// Installs the handlers for SIGINT, SIGTERM and SIGHUP (idempotent).
 pub fn install() -> std::io::Result<()> {
-    for sig in [libc::SIGINT, libc::SIGTERM] {
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
         // SAFETY: sigaction is plain data, zeroed is a valid empty mask; the handler only
         // performs an atomic store, which is async-signal-safe.
         let rc = unsafe {
