@@ -351,6 +351,14 @@ fn gpu_run(args: &SelftestArgs) -> Option<Result<crate::engine::GpuRun, String>>
 
 /// The DPDK engine through its launcher, with this run's flags and the profile's defaults.
 fn run_dpdk(args: &SelftestArgs, d: &Defaults) -> EngineResult {
+    // The profile's data cores, as for the socket engine (EAL lcores are always pinned).
+    let plan = cpuplan::plan(
+        &d.isolated_cpus,
+        &sys::allowed_cpus(),
+        args.tx_cpu,
+        args.rx_cpu,
+        true,
+    );
     let req = crate::dpdk_launcher::DpdkRequest {
         ports: match (&args.tx_pci, &args.rx_pci) {
             (Some(a), Some(b)) => Some((a.clone(), b.clone())),
@@ -359,8 +367,8 @@ fn run_dpdk(args: &SelftestArgs, d: &Defaults) -> EngineResult {
         duration: Duration::from_secs_f64(args.duration),
         message_size: args.message_size,
         rate_gbps: args.rate,
-        tx_cpu: args.tx_cpu,
-        rx_cpu: args.rx_cpu,
+        tx_cpu: plan.tx,
+        rx_cpu: plan.rx,
         max_loss_pct: args.max_udp_loss.or(Some(d.thresholds.max_udp_loss_pct)),
         ..Default::default()
     };
