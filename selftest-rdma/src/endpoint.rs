@@ -383,7 +383,14 @@ impl Endpoint {
                 {
                     hdr[HEADER_LEN - 1] ^= 0x01;
                 }
-                self.mr.write(off, &hdr);
+                // A slot that could not be stamped (a failed device upload) would go out with
+                // its previous, valid header: stop instead of sending a stale message.
+                if !self.mr.write(off, &hdr) {
+                    return Err(RdmaError::Invalid(format!(
+                        "cannot write the header of message {seq} into {} memory",
+                        self.mr.kind()
+                    )));
+                }
                 let op = match t {
                     Transfer::Write if seq % batch == batch - 1 || credits == 1 => {
                         unannounced = false;
@@ -670,7 +677,12 @@ impl Endpoint {
             let sent_at = monotonic_ns();
             let seq = g.next_seq();
             let msg = g.next(sent_at);
-            self.mr.write(0, &msg[..HEADER_LEN]);
+            if !self.mr.write(0, &msg[..HEADER_LEN]) {
+                return Err(RdmaError::Invalid(format!(
+                    "cannot write the ping header into {} memory",
+                    self.mr.kind()
+                )));
+            }
             self.qp
                 .post_send(seq, SendOp::Send, Some((&self.mr, 0, msg_size)), true)?;
             let (mut sent, mut got) = (false, false);
