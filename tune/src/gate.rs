@@ -4,9 +4,11 @@ use crate::profile::{parse_date, Profile};
 use crate::verdict::{Status, Verdict};
 
 /// Downgrade waived failures to warn, recording why. Expired waivers are named but not applied.
+/// Only `fail` is waived: an `error` (a check that crashed or could not judge) is not a known,
+/// accepted deviation, and waiving it would let a broken required check through the gate.
 pub fn apply_waivers(profile: &Profile, verdicts: &mut [Verdict], today: i64) {
     for v in verdicts.iter_mut() {
-        if v.status.severity() < 2 {
+        if v.status != Status::Fail {
             continue;
         }
         for w in &profile.waivers {
@@ -95,6 +97,10 @@ mod tests {
         apply_waivers(&p, &mut v, parse_date("2030-01-02").expect("date"));
         assert_eq!(v[0].status, Status::Fail);
         assert!(v[0].message.contains("expired"));
+        // A check that errored is not what the waiver accepted.
+        let mut v = vec![Verdict::error("pcie.acs", "x", "internal error")];
+        apply_waivers(&p, &mut v, parse_date("2029-12-31").expect("date"));
+        assert_eq!(v[0].status, Status::Error);
     }
 
     #[test]

@@ -371,3 +371,23 @@ fn every_check_has_its_page() {
         assert!(c.doc.len() > 200, "{} has a stub page", c.id);
     }
 }
+
+/// Data cores that no NUMA node lists are not "on node 0": the numa check says it cannot
+/// place them (the profile names CPUs the 12-CPU IGX does not have).
+#[test]
+fn numa_does_not_place_cores_the_host_lacks() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let prof = dir.path().join("p.yaml");
+    std::fs::write(
+        &prof,
+        "name: far\nextends: igx-orin\ncpu:\n  isolated: \"200-201\"\n",
+    )
+    .expect("profile");
+    let r = check_json_root(&fixture("igx-tuned"), prof.to_str().expect("utf8"));
+    let v = verdict(&r, "numa");
+    assert_eq!(v["status"], "skip", "{v}");
+    assert!(
+        v["message"].as_str().unwrap_or("").contains("200-201"),
+        "{v}"
+    );
+}

@@ -393,3 +393,22 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     }
     out
 }
+
+/// A link whose current speed and width are unreadable (down, or never trained) is not a pass
+/// labelled "unknown".
+#[test]
+fn unreadable_current_link_is_a_skip() {
+    let dir = tempfile::tempdir().expect("tmp");
+    common::copy_tree(&fixture("igx-tuned"), dir.path());
+    let dev = std::fs::canonicalize(dir.path().join("sys/bus/pci/devices/0005:03:00.0"))
+        .expect("NIC dir");
+    std::fs::write(dev.join("current_link_speed"), "Unknown\n").expect("speed");
+    std::fs::write(dev.join("current_link_width"), "0\n").expect("width");
+    // Without root the kernel shows 64 bytes of config space: no LnkSta to fall back on.
+    let cfg = std::fs::read(dev.join("config")).expect("config");
+    std::fs::write(dev.join("config"), &cfg[..64]).expect("short config");
+    let r = common::check_json_root(dir.path(), "igx-orin");
+    let v = subject_has(&r, "pcie.link", "0005:03:00.0");
+    assert_eq!(s(v, "status"), "skip", "{v}");
+    assert!(s(v, "message").contains("unreadable"), "{v}");
+}

@@ -236,6 +236,28 @@ fn run_numa(ctx: &Context) -> Vec<Verdict> {
         .map(|n| n.id)
         .collect();
     let subject = format!("cpu{data}");
+    // Data cores that no node lists: CPUs this host lacks, or node cpulists that were
+    // unreadable. Their node is unknown, so they cannot be judged.
+    let mut uncovered = data.clone();
+    for n in nodes.iter() {
+        uncovered = uncovered.difference(&n.cpus);
+    }
+    if spanned.is_empty() {
+        return vec![Verdict::skip(
+            ID,
+            subject,
+            format!("no NUMA node lists the data cores {data}: unreadable node cpulists, or CPUs this host does not have; {observed}"),
+        )
+        .observed(observed)];
+    }
+    if !uncovered.is_empty() {
+        return vec![Verdict::warn(
+            ID,
+            subject,
+            format!("data cores {uncovered} are on no NUMA node (CPUs this host does not have?)"),
+        )
+        .observed(observed)];
+    }
     if let Some(nic) = ctx.nic_numa_node() {
         if spanned.iter().any(|n| *n != nic) {
             return vec![Verdict::warn(
@@ -259,10 +281,7 @@ fn run_numa(ctx: &Context) -> Vec<Verdict> {
     vec![Verdict::pass(
         ID,
         subject,
-        format!(
-            "data cores {data} on node {}; {observed}",
-            spanned.first().copied().unwrap_or(0)
-        ),
+        format!("data cores {data} on node {}; {observed}", spanned[0]),
     )
     .observed(observed)]
 }
