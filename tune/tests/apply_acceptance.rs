@@ -1189,3 +1189,36 @@ fn config_derives_the_plan() {
     let o = run(&["plan", "--root", rs, "--profile", "igx-orin"]);
     assert!(!text(&o).contains("keeping"), "{}", text(&o));
 }
+
+/// `--only cpu.governor` writes no kernel-argument drop-in, so the governor must persist through
+/// its unit (a full apply puts `cpufreq.default_governor=performance` in the drop-in instead).
+#[test]
+fn only_governor_still_persists() {
+    let r = fixture("igx-untuned");
+    let rs = r.to_str().expect("utf8");
+    let o = run(&[
+        "plan",
+        "--root",
+        rs,
+        "--profile",
+        "igx-orin",
+        "--only",
+        "cpu.governor",
+    ]);
+    assert!(
+        text(&o).contains("daqtune-governor.service"),
+        "{}",
+        text(&o)
+    );
+    let o = run(&["plan", "--root", rs, "--profile", "igx-orin"]);
+    assert!(
+        !text(&o).contains("daqtune-governor.service"),
+        "{}",
+        text(&o)
+    );
+    assert!(
+        text(&o).contains("cpufreq.default_governor=performance"),
+        "{}",
+        text(&o)
+    );
+}

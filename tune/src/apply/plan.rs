@@ -165,6 +165,17 @@ impl PlanOptions {
     }
 }
 
+/// Whether this run's kernel-argument drop-in carries a setting that needs kernel `min`: the
+/// kernel has it, daqtune writes this host's boot configuration, and the run writes the drop-in
+/// (`--only cpu.governor` does not, nor a profile with `kernel.cmdline` n/a): else a unit must
+/// make the setting persistent, or it would be lost at the next boot.
+fn cmdline_carries(cx: &Ctx, min: (u32, u32)) -> bool {
+    cx.opts.wants("kernel.cmdline")
+        && cx.kernel_version().is_some_and(|v| (v.0, v.1) >= min)
+        && boot_config(cx.host, cx.lp) != BootConfig::Unknown
+        && !cx.lp.profile.not_applicable.contains_key("kernel.cmdline")
+}
+
 /// The ids `apply --only` understands.
 pub const APPLY_IDS: &[&str] = &[
     "kernel.cmdline",
@@ -659,10 +670,7 @@ fn plan_governor(cx: &Ctx, plan: &mut Plan) -> Result<(), PlanError> {
         }
     }
     if cx.opts.persist {
-        let kv = cx.kernel_version();
-        let by_cmdline = want == "performance"
-            && kv.is_some_and(|v| (v.0, v.1) >= (5, 9))
-            && boot_config(cx.host, cx.lp) != BootConfig::Unknown;
+        let by_cmdline = want == "performance" && cmdline_carries(cx, (5, 9));
         if !by_cmdline {
             let u = systemd::governor_unit(&cx.opts.exe, &profile_ref(cx));
             let text = u.render()?;
@@ -1549,9 +1557,7 @@ fn plan_acs(cx: &Ctx, plan: &mut Plan) -> Result<(), PlanError> {
     }
     // Persistent: the kernel argument (kernel.cmdline carries it) where the kernel has it
     // (5.1+) and daqtune writes the boot configuration; else a unit that runs this at boot.
-    let kv = cx.kernel_version();
-    let by_cmdline = kv.is_some_and(|v| (v.0, v.1) >= (5, 1))
-        && boot_config(cx.host, cx.lp) != BootConfig::Unknown;
+    let by_cmdline = cmdline_carries(cx, (5, 1));
     if cx.opts.persist && !ports.is_empty() && !by_cmdline {
         let u = systemd::acs_unit(&cx.opts.exe, &profile_ref(cx));
         let text = u.render()?;
