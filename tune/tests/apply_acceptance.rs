@@ -872,12 +872,17 @@ mod gpu_mock {
             &mut rerr,
         )
         .expect("revert");
-        // The persistence change went through and is undone; the refused locks are unlocked
-        // harmlessly (write-ahead entries whose change never happened).
+        // The persistence change went through and is undone; the refused locks left no
+        // journal entry, so revert unlocks nothing (the clock may be someone else's lock).
         assert!(
             mock.calls
                 .borrow()
                 .contains(&"persistence GPU-1 false".to_string()),
+            "{:?}",
+            mock.calls.borrow()
+        );
+        assert!(
+            !mock.calls.borrow().iter().any(|c| c.starts_with("unlock")),
             "{:?}",
             mock.calls.borrow()
         );

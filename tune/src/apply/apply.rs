@@ -317,7 +317,13 @@ fn apply_one(
                     },
                 )
                 .map_err(jerr)?;
-            let r = g.lock_max(uuid, *domain)?;
+            let r = match g.lock_max(uuid, *domain) {
+                Ok(r) => r,
+                Err(e) => {
+                    forget(j, w, idx);
+                    return Err(e);
+                }
+            };
             if let Some(rec) = j.doc.records.get_mut(idx) {
                 rec.entry = Entry::GpuLock {
                     uuid: uuid.clone(),
@@ -348,7 +354,10 @@ fn apply_one(
                     },
                 )
                 .map_err(jerr)?;
-            g.set_persistence(uuid, true)?;
+            if let Err(e) = g.set_persistence(uuid, true) {
+                forget(j, w, idx);
+                return Err(e);
+            }
             j.mark_done(w, idx).map_err(jerr)?;
             Ok(format!("persistence mode on for {uuid}"))
         }
@@ -357,6 +366,7 @@ fn apply_one(
                 .record(w, Entry::Module { name: name.clone() })
                 .map_err(jerr)?;
             setters::modprobe(name, false).map_err(|e| {
+                forget(j, w, idx);
                 let mut m = e.to_string();
                 if lockdown.is_some_and(|l| l != "none") {
                     m.push_str(" (kernel lockdown: unsigned modules are refused under Secure Boot; sign the module or enroll its key with mokutil)");
@@ -366,6 +376,17 @@ fn apply_one(
             j.mark_done(w, idx).map_err(jerr)?;
             Ok(format!("loaded {name}"))
         }
+    }
+}
+
+/// Takes back the write-ahead entry of an action whose call failed without changing anything
+/// (a refused lock, a module that did not load): replaying it on revert would undo what this
+/// run never did - unload a module someone else loads, unlock someone else's clock - and a
+/// failing undo would keep the run from ever being marked reverted.
+fn forget(j: &mut Journal, w: &mut dyn Writer, idx: usize) {
+    if idx + 1 == j.doc.records.len() {
+        j.doc.records.pop();
+        let _ = j.flush(w);
     }
 }
 
