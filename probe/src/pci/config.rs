@@ -297,8 +297,16 @@ fn walk_ext_caps(b: &[u8]) -> (Vec<(u16, usize)>, Option<String>) {
     (caps, Some("extended capability list loops".into()))
 }
 
+/// Bytes of a DevCap/DevCtl payload-size field. Codes 6 and 7 are reserved: they decode to
+/// 8192 and 16384, which no check accepts (clamping them to 4096 let a corrupt or
+/// misprogrammed field pass as the wanted value). [`is_reserved_payload`] names them.
 fn payload_bytes(code: u32) -> u32 {
-    128u32 << code.min(5)
+    128u32 << code.min(7)
+}
+
+/// Whether a decoded payload size came from a reserved encoding (above 4096).
+pub fn is_reserved_payload(bytes: u32) -> bool {
+    bytes > 4096
 }
 
 fn decode_pcie(b: &[u8], off: usize) -> Option<PcieCap> {
@@ -492,6 +500,16 @@ pub fn speed_gts(code: u8) -> Option<f32> {
 
 #[cfg(test)]
 pub(crate) mod tests {
+
+    #[test]
+    fn reserved_payload_codes_are_not_4096() {
+        assert_eq!(payload_bytes(5), 4096);
+        assert_eq!(payload_bytes(6), 8192);
+        assert_eq!(payload_bytes(7), 16384);
+        assert!(is_reserved_payload(payload_bytes(6)));
+        assert!(!is_reserved_payload(payload_bytes(5)));
+    }
+
     use super::*;
     use proptest::prelude::*;
 

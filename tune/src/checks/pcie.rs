@@ -469,7 +469,18 @@ fn run_mrrs(ctx: &Context) -> Vec<Verdict> {
             );
         } else {
             out.push(
-                Verdict::fail(ID, n.label(), format!("MRRS {observed}, the profile wants {want}"))
+                Verdict::fail(
+                    ID,
+                    n.label(),
+                    format!(
+                        "MRRS {observed}{}, the profile wants {want}",
+                        if daqtune_probe::pci::config::is_reserved_payload(observed) {
+                            " (a reserved encoding of DevCtl bits 14:12)"
+                        } else {
+                            ""
+                        }
+                    ),
+                )
                     .observed(observed)
                     .expected(want)
                     .fix(format!(
