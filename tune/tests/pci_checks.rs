@@ -369,8 +369,20 @@ fn short_config_skips_saying_root() {
         "pcie.acs",
         "pcie.link",
         "pcie.topology",
+        "pcie.aer",
     ]);
     let r: Value = serde_json::from_slice(&out.stdout).expect("json");
+    // AER counters are sysfs (readable); ASPM lives in the hidden capability: no pass that
+    // claims "without ASPM".
+    for v in of(&r, "pcie.aer") {
+        assert_ne!(s(v, "status"), "pass", "{v}");
+    }
+    assert!(
+        of(&r, "pcie.aer")
+            .iter()
+            .any(|v| s(v, "message").contains("ASPM state unknown")),
+        "{r}"
+    );
     for id in ["pcie.mrrs", "pcie.mps", "pcie.acs"] {
         for v in of(&r, id) {
             assert_eq!(s(v, "status"), "skip", "{v}");

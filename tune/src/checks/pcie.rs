@@ -649,6 +649,7 @@ fn run_aer(ctx: &Context) -> Vec<Verdict> {
     let mut out = Vec::new();
     let mut counted = 0;
     let mut ok = 0;
+    let mut aspm_unknown = Vec::new();
     for (d, label) in devs {
         let mut problems = Vec::new();
         if d.aer.is_known() {
@@ -667,16 +668,19 @@ fn run_aer(ctx: &Context) -> Vec<Verdict> {
                 problems.push(format!("{c} correctable errors since boot (more than {threshold}): a marginal link retrains and replays"));
             }
         }
-        if let Some(p) = d.pcie() {
-            if p.aspm_enabled.any() {
-                problems.push(format!(
-                    "ASPM {} enabled on the data path: link exits add latency",
-                    p.aspm_enabled.label()
-                ));
-            }
+        match d.pcie() {
+            Some(p) if p.aspm_enabled.any() => problems.push(format!(
+                "ASPM {} enabled on the data path: link exits add latency",
+                p.aspm_enabled.label()
+            )),
+            Some(_) => {}
+            None => aspm_unknown.push(d.addr.to_string()),
         }
         if problems.is_empty() {
-            ok += 1;
+            // "Without ASPM" only for devices whose link control was read.
+            if d.pcie().is_some() {
+                ok += 1;
+            }
         } else {
             let observed = format!(
                 "correctable {}, non-fatal {}, fatal {}",
@@ -714,6 +718,17 @@ fn run_aer(ctx: &Context) -> Vec<Verdict> {
             ID,
             "GPU/NIC paths",
             format!("{ok} device(s) without uncorrectable errors or ASPM{pol}"),
+        ));
+    }
+    if !aspm_unknown.is_empty() {
+        out.push(Verdict::skip(
+            ID,
+            format!("{} device(s)", aspm_unknown.len()),
+            format!(
+                "ASPM state unknown for {}: their PCIe capability is beyond the config space \
+                 visible without root ({NEEDS_ROOT})",
+                aspm_unknown.join(", ")
+            ),
         ));
     }
     out
