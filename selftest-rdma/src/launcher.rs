@@ -306,27 +306,32 @@ const LOADER_FAILED: i32 = 127;
 /// Runs the helper; when the loader cannot start it (libibverbs.so.1 not installed: the helper
 /// links it, the main binary does not), prints a skip report that says so instead of failing.
 fn run_at_or_skip(bin: &Path, args: &[OsString], json: bool) -> i32 {
-    match Command::new(bin).args(args).status() {
-        Ok(s) if s.code() == Some(LOADER_FAILED) => {
-            let why = format!(
-                "{} could not start (exit 127: a shared library it needs is missing, usually \
-                 libibverbs.so.1: apt-get install libibverbs1 ibverbs-providers)",
-                bin.display()
-            );
-            let r = skip_report(&hostname(), &why, &[Mode::Write, Mode::Send]);
-            daqtune_selftest::report::emit(&if json {
-                r.to_json() + "\n"
-            } else {
-                r.to_text()
-            });
-            0
-        }
-        Ok(s) => s.code().unwrap_or(2),
+    // A signal for us is one for the helper (it ends its run and reports); we wait for it.
+    if let Err(e) = signals::install() {
+        eprintln!("daqtune selftest rdma: signal handlers: {e}");
+    }
+    let code = match Command::new(bin).args(args).spawn() {
+        Ok(mut child) => wait_interruptible(&mut child),
         Err(e) => {
             eprintln!("daqtune selftest rdma: cannot run {}: {e}", bin.display());
-            2
+            return 2;
         }
+    };
+    if code != LOADER_FAILED {
+        return code;
     }
+    let why = format!(
+        "{} could not start (exit 127: a shared library it needs is missing, usually \
+         libibverbs.so.1: apt-get install libibverbs1 ibverbs-providers)",
+        bin.display()
+    );
+    let r = skip_report(&hostname(), &why, &[Mode::Write, Mode::Send]);
+    daqtune_selftest::report::emit(&if json {
+        r.to_json() + "\n"
+    } else {
+        r.to_text()
+    });
+    0
 }
 
 #[cfg(test)]

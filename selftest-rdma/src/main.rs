@@ -311,7 +311,25 @@ fn main() -> ExitCode {
         (t, r) => format!("tx {t:?}, rx {r:?}"),
     };
     let mut report = Report::new(&hostname, &describe, &cpu_plan);
+    // SIGINT/SIGTERM/SIGHUP (or the one `daqtune selftest rdma` passes on) end the current run
+    // like its duration would: end marker, receiver figures, a report. The endpoint loops poll
+    // the control's stop flag, which the signal flag alone does not set. (A `--listen`
+    // receiver keeps the default disposition: a signal ends it at once, which is what its
+    // parent wants once the sender is done.)
+    if let Err(e) = daqtune_selftest::signals::install() {
+        eprintln!("daqtune-rdma: signal handlers: {e}");
+    }
     let ctl = RunControl::new();
+    {
+        let ctl = ctl.clone();
+        std::thread::spawn(move || loop {
+            if daqtune_selftest::signals::pending().is_some() {
+                ctl.stop();
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        });
+    }
     for t in transfers {
         let mut spec = RunSpec::new(mode_of(t));
         spec.duration = Duration::from_secs_f64(cli.duration);
@@ -353,9 +371,11 @@ fn main() -> ExitCode {
         (false, Format::Junit) => emit(&report.to_junit()),
         (false, Format::Text) => emit(&report.to_text()),
     }
-    if report.passed() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
+    match daqtune_selftest::signals::pending() {
+        Some(sig) => {
+            ExitCode::from(u8::try_from(daqtune_selftest::signals::exit_code(sig)).unwrap_or(1))
+        }
+        None if report.passed() => ExitCode::SUCCESS,
+        None => ExitCode::from(1),
     }
 }

@@ -42,6 +42,7 @@ w() { echo "$2" >"$1" || die "write $2 to $1"; }
 [ -x "$(dirname "$daq")/daqtune-rdma" ] || die "daqtune-rdma is not next to $daq"
 rdma_test() { "$daq" selftest rdma "$@"; }
 
+uname -r >"$out/kernel.txt"
 say "network setup"
 ip link add dqa type veth peer name dqb || die "veth pair"
 for c in all default dqa dqb; do
@@ -127,6 +128,15 @@ rdma_test --dev rxe0 --peer-dev rxe1 --test write --duration 1 --size "$size" --
     >"$out/daqtune-rdma-corrupt.txt" 2>&1
 echo $? >"$out/daqtune-rdma-corrupt.rc"
 grep -E "^(pass|fail|error|skip) " "$out/daqtune-rdma-corrupt.txt"
+
+say "SIGINT in the middle of a run: the helper ends it, reports, and the exit is 130"
+"$daq" selftest rdma --dev rxe0 --peer-dev rxe1 --test write --duration 30 --size "$size" \
+    --slots "$slots" --qp-timeout "$qpt" --format json >"$out/sigint.json" 2>"$out/sigint.err" &
+victim=$!
+sleep 4
+kill -INT "$victim"
+wait "$victim"
+echo $? >"$out/sigint.rc"
 
 say "GPU memory kinds without a GPU: every run is a skip that names the reason"
 rdma_test --dev rxe0 --peer-dev rxe1 --memory host_pinned --test write --duration 0.2 \

@@ -346,6 +346,43 @@ pub fn run_rdma(g: &GlobalArgs, argv: &[String]) -> Result<u8, UsageError> {
         _ => None,
     };
     if let Some(topology) = namespaced {
+        // Everything the helpers would refuse is refused before the host is reconfigured.
+        if let Some(t) = a.test.iter().find(|t| {
+            !matches!(
+                t.trim().to_ascii_lowercase().as_str(),
+                "write" | "send" | "pingpong" | "ping-pong" | "lat" | "latency"
+            )
+        }) {
+            return Err(UsageError::Other(format!(
+                "--test {t}: expected write, send or pingpong"
+            )));
+        }
+        if !(a.duration.is_finite() && a.duration > 0.0) {
+            return Err(UsageError::Other(
+                "--duration must be a positive number of seconds".into(),
+            ));
+        }
+        if let Some(kind) = &a.memory {
+            if let Err(e) = daqtune_rdma::buffer::provider(kind, a.gpu.unwrap_or(0)) {
+                if !e.is_skip() {
+                    return Err(UsageError::Other(format!("--memory {kind}: {e}")));
+                }
+                let r = daqtune_rdma::launcher::skip_report(
+                    &hostname(),
+                    &format!("--memory {kind}: {e}"),
+                    &[
+                        daqtune_selftest::engine::Mode::Write,
+                        daqtune_selftest::engine::Mode::Send,
+                    ],
+                );
+                daqtune_selftest::report::emit(&if json {
+                    r.to_json() + "\n"
+                } else {
+                    r.to_text()
+                });
+                return Ok(0);
+            }
+        }
         let run = daqtune_rdma::launcher::PortsRun {
             topology,
             client_args: rdma_helper_args(&a, &d),

@@ -129,3 +129,27 @@ fn veth_mode_skips_without_rdma() {
         assert!(why.contains("RDMA netlink"), "{why}");
     }
 }
+
+/// What the helpers would refuse is refused before any namespace is made.
+#[test]
+fn namespaced_runs_check_their_options_first() {
+    let out = rdma(&["--veth", "--test", "read"], Some("/bin/true"));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--test read"));
+    let out = rdma(
+        &["--tx-if", "a", "--rx-if", "b", "--duration", "-1"],
+        Some("/bin/true"),
+    );
+    assert_eq!(out.status.code(), Some(2));
+    // Without a CUDA driver (CI) GPU memory is a skip that says so, before the ports move.
+    if !std::path::Path::new("/proc/driver/nvidia/version").exists() {
+        let out = rdma(
+            &["--veth", "--memory", "device", "--format", "json"],
+            Some("/bin/true"),
+        );
+        assert_eq!(out.status.code(), Some(0));
+        for why in skips(&out) {
+            assert!(why.contains("--memory device"), "{why}");
+        }
+    }
+}
