@@ -695,3 +695,39 @@ fn absurd_values_do_not_crash_the_checks() {
         assert!(msg(v).contains("CPU 4294967297 does not exist"), "{v:#}");
     }
 }
+
+/// NVML sees the GB10 but the CUDA driver cannot be used: cudaHostAlloc would fail, so a
+/// host_pinned region is not judged (it passed on the GPU list alone).
+#[test]
+fn host_pinned_without_cuda_is_not_a_pass() {
+    let dir = tempfile::tempdir().expect("tmp");
+    common::copy_tree(&fixture("spark"), dir.path());
+    let facts = dir.path().join("daqtune/gpu.json");
+    let mut v: Value =
+        serde_json::from_str(&std::fs::read_to_string(&facts).expect("facts")).expect("json");
+    v["cuda"] = serde_json::json!({"status": "unavailable", "reason": "libcuda.so.1: cannot open shared object file"});
+    std::fs::write(&facts, v.to_string()).expect("write facts");
+    let cfg = "raw_spark_pinned.yaml";
+    let out = run(&[
+        "check",
+        "--root",
+        dir.path().to_str().expect("utf8"),
+        "--profile",
+        "dgx-spark",
+        "--config",
+        config(cfg).to_str().expect("utf8"),
+        "--format",
+        "json",
+        "app.memory",
+    ]);
+    let rep: Value = serde_json::from_slice(&out.stdout).expect("json");
+    let r = at(
+        &rep,
+        "app.memory",
+        cfg,
+        line(cfg, "name: rx_buf"),
+        "memory_regions[1]",
+    );
+    assert_eq!(status(r), "skip", "{r:#}");
+    assert!(msg(r).contains("libcuda.so.1"), "{r:#}");
+}

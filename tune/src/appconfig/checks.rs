@@ -863,6 +863,17 @@ fn run_memory(ctx: &Context) -> Vec<Verdict> {
                     ),
                 )
                 .fix(format!("edit {}:{}: use `kind: huge` on a host without a GPU", app.file, r.line)),
+                // NVML can list GPUs while the CUDA driver cannot be used: cudaHostAlloc
+                // would then fail, so CUDA itself must have been seen.
+                Ok(snap) if snap.cuda.reason().is_some() => Verdict::skip(
+                    ID,
+                    subject,
+                    format!(
+                        "`{}` is host_pinned, which needs the CUDA driver (cudaHostAlloc): {}",
+                        r.name,
+                        snap.cuda.reason().unwrap_or_default()
+                    ),
+                ),
                 Ok(snap) => {
                     let g = gpu_for(snap, r.affinity());
                     match g {
