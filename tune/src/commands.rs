@@ -95,20 +95,7 @@ pub fn choose_profile_for(
         lp.origin = format!("--profile {p}");
         return Ok(lp);
     }
-    let platform = daqtune_probe::system::read_platform(host);
-    let mut found = profile::detect(&platform, &[]);
-    if found.is_none() && gpu_probe {
-        // Only platforms recognisable by their GPU (GB10) need the GPU names.
-        if let Ok(snap) = crate::checks::read_gpus_once(host) {
-            let names: Vec<String> = snap
-                .gpus
-                .iter()
-                .map(|g| g.display_name().to_string())
-                .collect();
-            found = profile::detect(&platform, &names);
-        }
-    }
-    match found {
+    match detect_profile(host, gpu_probe) {
         Some((name, why)) => {
             let mut lp = profile::load(&name)?;
             lp.origin = format!("detected: {why}");
@@ -120,6 +107,23 @@ pub fn choose_profile_for(
             Ok(lp)
         }
     }
+}
+
+/// The built-in profile this host matches, with why: by DMI / device tree, else (with
+/// `gpu_probe`, which loads NVML and CUDA) by GPU name, which only GB10 hosts need.
+pub fn detect_profile(host: &Host, gpu_probe: bool) -> Option<(String, String)> {
+    let platform = daqtune_probe::system::read_platform(host);
+    let found = profile::detect(&platform, &[]);
+    if found.is_some() || !gpu_probe {
+        return found;
+    }
+    let snap = crate::checks::read_gpus_once(host).ok()?;
+    let names: Vec<String> = snap
+        .gpus
+        .iter()
+        .map(|g| g.display_name().to_string())
+        .collect();
+    profile::detect(&platform, &names)
 }
 
 pub fn resolve_ids(ids: &[String]) -> Result<Vec<String>, UsageError> {

@@ -391,3 +391,21 @@ fn numa_does_not_place_cores_the_host_lacks() {
         "{v}"
     );
 }
+
+/// `apply` detects the profile as `check` does, GPU names included (it used to say "no
+/// built-in profile matches" on a host known only by its GB10).
+#[test]
+fn apply_detects_by_gpu_name_too() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    copy_tree(&fixture("gpu-spark"), tmp.path());
+    let out = run(&[
+        "apply",
+        "--root",
+        tmp.path().to_str().expect("utf8"),
+        "--dry-run",
+        "--yes",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains("detected profile dgx-spark"), "{err}");
+}

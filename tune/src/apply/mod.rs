@@ -259,8 +259,9 @@ fn profile_for_change(
         lp.origin = format!("--profile {p}");
         return Ok(lp);
     }
-    let platform = daqtune_probe::system::read_platform(host);
-    let Some((name, why)) = profile::detect(&platform, &[]) else {
+    // The same detection as `check` and `plan`, GPU names included (a DGX Spark is known by
+    // its GB10).
+    let Some((name, why)) = crate::commands::detect_profile(host, true) else {
         return Err(UsageError::Other(
             "no built-in profile matches this host: pass --profile NAME|FILE (built-ins: igx-orin, dgx-spark, generic-dgpu)".into(),
         ));
