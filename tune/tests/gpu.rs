@@ -334,6 +334,11 @@ fn clocks_consult_the_apply_journal() {
     let (status, msg) = sm_message();
     assert_eq!(status, "fail");
     assert!(msg.contains("lock was lost"), "{msg}");
+    // A run from before the current boot (btime after its start) locked nothing that holds now.
+    std::fs::write(root.join("proc/stat"), "cpu  1 2 3 4\nbtime 1000\n").expect("stat");
+    let (_, msg) = sm_message();
+    assert!(!msg.contains("daqtune locked"), "{msg}");
+    std::fs::remove_file(root.join("proc/stat")).expect("rm stat");
     write_run(RunState::Reverted);
     let (_, msg) = sm_message();
     assert!(!msg.contains("daqtune locked"), "{msg}");

@@ -310,6 +310,13 @@ pub fn applied_gpu_locks(
     let Ok(runs) = host.read_dir(JOURNAL_DIR) else {
         return out;
     };
+    // A lock lasts until reboot: runs from before this boot say nothing about now. (Without
+    // /proc/stat, as on a bare fixture root, the boot time is unknown and every run counts.)
+    let booted = host.read_string("/proc/stat").ok().and_then(|t| {
+        t.lines()
+            .find_map(|l| l.strip_prefix("btime "))
+            .and_then(|v| v.trim().parse::<u64>().ok())
+    });
     for run in runs {
         let Ok(text) = host.read_string(&format!("{JOURNAL_DIR}/{run}/journal.json")) else {
             continue;
@@ -317,7 +324,7 @@ pub fn applied_gpu_locks(
         let Ok(doc) = serde_json::from_str::<JournalDoc>(&text) else {
             continue;
         };
-        if doc.state == RunState::Reverted {
+        if doc.state == RunState::Reverted || booted.is_some_and(|b| doc.started_unix < b) {
             continue;
         }
         for r in doc.records.iter().filter(|r| r.done) {
