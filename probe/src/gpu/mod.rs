@@ -516,25 +516,13 @@ pub fn read_driver_proc(host: &Host) -> Result<DriverProc, String> {
 /// Normalise a PCI bus id to the sysfs form: NVML prints `00000000:09:00.0` (8-digit domain),
 /// CUDA `0000:09:00.0`; sysfs uses 4 digits unless the domain needs more. Lower case.
 pub fn normalize_bus_id(s: &str) -> Option<String> {
-    let s = s.trim().trim_end_matches('\0');
-    let (dom, rest) = s.rsplit_once(':').and_then(|(head, func)| {
-        let (dom, bus) = head.split_once(':')?;
-        Some((dom, (bus, func)))
-    })?;
-    let (bus, devfn) = rest;
-    let (dev, func) = devfn.split_once('.')?;
-    let domain = u32::from_str_radix(dom, 16).ok()?;
-    let bus = u8::from_str_radix(bus, 16).ok()?;
-    let dev = u8::from_str_radix(dev, 16).ok()?;
-    let func = u8::from_str_radix(func, 16).ok()?;
-    if dev > 0x1f || func > 7 {
-        return None;
-    }
-    Some(if domain > 0xffff {
-        format!("{domain:08x}:{bus:02x}:{dev:02x}.{func:x}")
-    } else {
-        format!("{domain:04x}:{bus:02x}:{dev:02x}.{func:x}")
-    })
+    // NVML pads the domain to 8 digits; sysfs (and PciAddr) print at least 4, more only for
+    // domains above 0xffff (VMD: `10000:01:00.0`).
+    s.trim()
+        .trim_end_matches('\0')
+        .parse::<crate::pci::PciAddr>()
+        .ok()
+        .map(|a| a.to_string())
 }
 
 /// CUDA's 16 raw UUID bytes in NVML's text form.
@@ -601,7 +589,7 @@ mod tests {
         );
         assert_eq!(
             normalize_bus_id("00010000:01:00.0").as_deref(),
-            Some("00010000:01:00.0")
+            Some("10000:01:00.0")
         );
         assert_eq!(normalize_bus_id(""), None);
         assert_eq!(normalize_bus_id("(null)"), None);
