@@ -470,11 +470,11 @@ impl Report {
             let _ = write!(
                 s,
                 "  <testcase classname=\"selftest.{}\" name=\"{}\" time=\"{:.3}\"",
-                xml(&r.topology),
-                xml(&name),
+                xml_escape(&r.topology),
+                xml_escape(&name),
                 r.duration_s
             );
-            let detail = xml(&format!(
+            let detail = xml_escape(&format!(
                 "{:.2} Gb/s, {} received, {} lost, {} reordered, {} integrity errors. {}",
                 r.gbps,
                 r.packets,
@@ -503,7 +503,8 @@ impl Report {
     }
 }
 
-fn xml(s: &str) -> String {
+/// Escapes text for XML attributes and content (JUnit here and in the main binary's reports).
+pub fn xml_escape(s: &str) -> String {
     let mut o = String::with_capacity(s.len());
     for c in s.chars() {
         match c {
@@ -512,7 +513,8 @@ fn xml(s: &str) -> String {
             '>' => o.push_str("&gt;"),
             '"' => o.push_str("&quot;"),
             '\'' => o.push_str("&apos;"),
-            c if (c as u32) < 0x20 && c != '\n' && c != '\t' => o.push(' '),
+            // XML 1.0 forbids most control characters even escaped.
+            c if (c as u32) < 0x20 && !matches!(c, '\n' | '\r' | '\t') => o.push('?'),
             c => o.push(c),
         }
     }

@@ -225,22 +225,7 @@ pub fn text(report: &Report, color: bool, verbose: bool) -> String {
     s
 }
 
-pub fn xml_escape(s: &str) -> String {
-    let mut o = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => o.push_str("&amp;"),
-            '<' => o.push_str("&lt;"),
-            '>' => o.push_str("&gt;"),
-            '"' => o.push_str("&quot;"),
-            '\'' => o.push_str("&apos;"),
-            // XML 1.0 forbids most control characters even escaped.
-            c if (c as u32) < 0x20 && !matches!(c, '\n' | '\r' | '\t') => o.push('?'),
-            c => o.push(c),
-        }
-    }
-    o
-}
+pub use daqtune_selftest::report::xml_escape;
 
 /// One testcase per verdict; fail/error -> <failure>, skip/n/a -> <skipped>.
 pub fn junit(report: &Report) -> String {
