@@ -50,10 +50,30 @@ impl NetNs {
         Ok(NetNs { file, path: keep })
     }
 
-    /// Opens `/run/netns/<name>`.
+    /// Opens `/run/netns/<name>`. A file there that is not (yet) a namespace - [`create`]
+    /// makes the file before it bind-mounts the namespace onto it, and a run killed in between
+    /// leaves it so - is an error, not a namespace that would fail every later `setns`.
+    ///
+    /// [`create`]: Self::create
     pub fn open_named(name: &str) -> Result<Self> {
         let p = Path::new(NETNS_DIR).join(name);
-        Self::open_path(&p, Some(p.clone()))
+        let ns = Self::open_path(&p, Some(p.clone()))?;
+        if !ns.is_nsfs() {
+            return Err(Error::Invalid(format!(
+                "{} is not a network namespace (an unfinished one)",
+                p.display()
+            )));
+        }
+        Ok(ns)
+    }
+
+    fn is_nsfs(&self) -> bool {
+        const NSFS_MAGIC: i64 = 0x6e73_6673;
+        // SAFETY: statfs is plain data filled by the kernel for our open fd.
+        let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+        // SAFETY: valid fd and a pointer to `st`, which outlives the call.
+        let rc = unsafe { libc::fstatfs(self.fd(), &mut st) };
+        rc == 0 && st.f_type as i64 == NSFS_MAGIC
     }
 
     /// Opens any namespace file (`/proc/PID/ns/net`, a bind mount).
@@ -306,6 +326,18 @@ mod tests {
         assert_eq!(owner_pid("daqtune-"), None);
         assert_eq!(owner_pid("dq_wire_0"), None);
         assert_eq!(owner_pid("daqtunex-1"), None);
+    }
+
+    #[test]
+    fn an_unfinished_namespace_file_is_not_a_namespace() {
+        let name = format!("{PREFIX}{}-unfinished", std::process::id());
+        let p = Path::new(NETNS_DIR).join(&name);
+        if std::fs::create_dir_all(NETNS_DIR).is_err() || std::fs::write(&p, b"").is_err() {
+            return; // not root: /run/netns is not ours to write
+        }
+        let r = NetNs::open_named(&name);
+        let _ = delete_named(&name);
+        assert!(r.is_err(), "a plain file was taken for a namespace");
     }
 
     #[test]
