@@ -79,6 +79,9 @@ pub enum Access {
 pub struct Recording {
     pub accesses: BTreeMap<String, Access>,
     pub links: BTreeMap<String, String>,
+    /// How many times each path was read or listed (file contents and directory listings;
+    /// probes are not counted): a run that gathers its facts once reads each path once.
+    pub reads: BTreeMap<String, u32>,
 }
 
 /// A handle on the host whose state is probed: the live machine (`/`) or a directory that
@@ -131,7 +134,11 @@ impl Host {
     fn record(&self, host_path: &str, access: Access) {
         if let Some(r) = &self.recorder {
             if let Ok(mut r) = r.lock() {
-                let e = r.accesses.entry(normalize(host_path)).or_insert(access);
+                let path = normalize(host_path);
+                if access != Access::Probe {
+                    *r.reads.entry(path.clone()).or_default() += 1;
+                }
+                let e = r.accesses.entry(path).or_insert(access);
                 // Reading content supersedes a listing or a probe of the same path.
                 if access < *e {
                     *e = access;
@@ -591,6 +598,15 @@ mod tests {
         );
         assert_eq!(r.accesses.get("/sys/bus/pci/devices"), Some(&Access::Dir));
         assert_eq!(r.accesses.get("/.dockerenv"), Some(&Access::Probe));
+        // Reads and listings are counted; probes are not.
+        let _ = rh.read_string("/sys/bus/pci/devices/0000:01:00.0/vendor");
+        let r = rec.lock().expect("lock").clone();
+        assert_eq!(
+            r.reads.get("/sys/bus/pci/devices/0000:01:00.0/vendor"),
+            Some(&2)
+        );
+        assert_eq!(r.reads.get("/sys/bus/pci/devices"), Some(&1));
+        assert_eq!(r.reads.get("/.dockerenv"), None);
         assert_eq!(
             r.links
                 .get("/sys/bus/pci/devices/0000:01:00.0")
