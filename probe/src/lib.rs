@@ -14,6 +14,7 @@ pub mod host;
 pub mod mem;
 pub mod pci;
 pub mod system;
+pub mod text;
 
 pub use cpulist::CpuSet;
 pub use host::{Host, ReadError, ReadResult};

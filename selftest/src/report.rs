@@ -503,23 +503,9 @@ impl Report {
     }
 }
 
-/// Escapes text for XML attributes and content (JUnit here and in the main binary's reports).
-pub fn xml_escape(s: &str) -> String {
-    let mut o = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => o.push_str("&amp;"),
-            '<' => o.push_str("&lt;"),
-            '>' => o.push_str("&gt;"),
-            '"' => o.push_str("&quot;"),
-            '\'' => o.push_str("&apos;"),
-            // XML 1.0 forbids most control characters even escaped.
-            c if (c as u32) < 0x20 && !matches!(c, '\n' | '\r' | '\t') => o.push('?'),
-            c => o.push(c),
-        }
-    }
-    o
-}
+/// Escapes text for XML (JUnit here and in the main binary's reports): one escaper for the
+/// workspace, in daqtune-probe, which both crates already use.
+pub use daqtune_probe::text::xml_escape;
 
 /// Writes a report to stdout. A reader that went away (`daqtune ... | head`) is not an error
 /// worth a panic (what `print!` does on EPIPE, since Rust ignores SIGPIPE): the rest is dropped.
