@@ -2,8 +2,8 @@
 //! Run: cargo bench -p daqtune --bench check
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use daqtune::commands::evaluate;
-use daqtune::profile;
+use daqtune_engine::commands::evaluate;
+use daqtune_engine::profile;
 use daqtune_probe::Host;
 use std::hint::black_box;
 use std::path::PathBuf;

@@ -1,8 +1,8 @@
-//! The command-line definition. Help, completions and the man page are generated from it.
+//! The command-line definition. Help, completions and the man page are generated from it. Each
+//! struct converts into the engine's plain option struct (`daqtune_engine` has no clap).
 
-use crate::gate::FailOn;
-use crate::report::Format;
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use daqtune_engine::{apply, gate, qualify, report, GlobalOptions};
 use std::path::PathBuf;
 
 #[derive(Debug, Parser)]
@@ -30,32 +30,13 @@ pub struct GlobalArgs {
     pub profile: Option<String>,
 }
 
-/// Recognises `daqtune [GLOBAL...] selftest rdma [ARGS...]` (the RDMA engine's flags are its
-/// own, see `selftest_cmd::RdmaArgs`) and splits off the global options, wherever they stand.
-/// `--root` also comes from `DAQTUNE_ROOT`, as for every other command.
-pub fn split_rdma_invocation(argv: &[String]) -> Option<(GlobalArgs, Vec<String>)> {
-    let mut g = GlobalArgs {
-        root: std::env::var_os("DAQTUNE_ROOT").map(Into::into),
-        profile: None,
-    };
-    let mut words = Vec::new();
-    let mut it = argv.iter().skip(1);
-    while let Some(a) = it.next() {
-        if let Some(v) = a.strip_prefix("--root=") {
-            g.root = Some(v.into());
-        } else if let Some(v) = a.strip_prefix("--profile=") {
-            g.profile = Some(v.to_string());
-        } else if a == "--root" {
-            g.root = it.next().map(Into::into);
-        } else if a == "--profile" || a == "-p" {
-            g.profile = it.next().cloned();
-        } else {
-            words.push(a.clone());
+impl GlobalArgs {
+    pub fn engine(&self) -> GlobalOptions {
+        GlobalOptions {
+            root: self.root.clone(),
+            profile: self.profile.clone(),
         }
     }
-    (words.first().map(String::as_str) == Some("selftest")
-        && words.get(1).map(String::as_str) == Some("rdma"))
-    .then(|| (g, words.split_off(2)))
 }
 
 #[derive(Debug, Subcommand)]
@@ -67,21 +48,21 @@ pub enum Command {
     /// List or show the built-in profiles.
     Profiles(ProfilesArgs),
     /// Show what `apply` would change: runtime writes and file diffs.
-    Plan(crate::apply::PlanArgs),
+    Plan(PlanArgs),
     /// Change the host to its profile (journaled; undo with `revert`).
-    Apply(crate::apply::ApplyArgs),
+    Apply(ApplyArgs),
     /// Undo every `apply` recorded in the journal, newest first.
-    Revert(crate::apply::RevertArgs),
+    Revert(RevertArgs),
     /// Print one persistent artifact (grub drop-in, unit, udev rule, ...) for image builders.
-    Generate(crate::apply::GenerateArgs),
+    Generate(GenerateArgs),
     /// Prove the data path with real traffic (socket: TCP and UDP over a veth pair, two
     /// cabled ports, or loopback; dpdk; and `selftest rdma`, whose own options `daqtune
     /// selftest rdma --help` lists). Needs root for namespaces.
     Selftest(Box<crate::selftest_cmd::SelftestArgs>),
     /// GPU / NIC / NVMe topology matrix (like `nvidia-smi topo -m`) and the PCIe tree as SVG.
-    Topo(crate::topo::TopoArgs),
+    Topo(TopoArgs),
     /// Hardware-qualification gate for CI: checks (level 1), + short self-tests (2), + soak (3).
-    Qualify(crate::qualify::QualifyArgs),
+    Qualify(QualifyArgs),
     /// Capture what the checks read as a host root (a directory or a .tar.zst).
     Snapshot(SnapshotArgs),
     /// Compare two reports (JSON) or snapshots, check by check.
@@ -93,6 +74,41 @@ pub enum Command {
     },
     /// Print the man page (roff).
     Man,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    Text,
+    Json,
+    Junit,
+    Prometheus,
+}
+
+impl From<Format> for report::Format {
+    fn from(f: Format) -> Self {
+        match f {
+            Format::Text => report::Format::Text,
+            Format::Json => report::Format::Json,
+            Format::Junit => report::Format::Junit,
+            Format::Prometheus => report::Format::Prometheus,
+        }
+    }
+}
+
+/// Which severity fails the run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum FailOn {
+    Warn,
+    Fail,
+}
+
+impl From<FailOn> for gate::FailOn {
+    fn from(f: FailOn) -> Self {
+        match f {
+            FailOn::Warn => gate::FailOn::Warn,
+            FailOn::Fail => gate::FailOn::Fail,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Args)]
@@ -170,139 +186,223 @@ pub enum ProfilesAction {
     Show { name: String },
 }
 
-/// Rewrite tune_system.py's flags into subcommands before clap sees them.
-pub fn translate_legacy(args: Vec<String>) -> Vec<String> {
-    let Some(first) = args.get(1) else {
-        return args;
-    };
-    let map_check = |name: &str| -> Vec<String> {
-        match name {
-            "all" => vec![],
-            "mrrs" => vec!["pcie.mrrs".into()],
-            "mps" => vec!["pcie.mps".into()],
-            "topo" | "topology" => vec!["pcie.topology".into()],
-            "mtu" => vec!["nic.mtu".into()],
-            "cmdline" => vec!["kernel.cmdline".into()],
-            "cpu-freq" => vec!["cpu.governor".into()],
-            "gpu-clocks" => vec!["gpu.clocks".into()],
-            "bar1" | "bar1-size" => vec!["gpu.bar1".into()],
-            other => vec![other.to_string()],
+#[derive(Debug, Clone, Default, Args)]
+pub struct Selection {
+    /// Only these ids (comma-separated): kernel.cmdline, cpu.governor, cpu.idle, hugepages,
+    /// pcie.mrrs, pcie.acs, nic.mtu, gpu.peermem, gpu.clocks, net.sysctl.
+    #[arg(long, value_delimiter = ',', value_name = "IDS")]
+    pub only: Vec<String>,
+    /// Only the runtime changes (sysfs, MTU, config space, modules); no files.
+    #[arg(long, conflicts_with = "persist_only")]
+    pub runtime_only: bool,
+    /// Only the persistent files (grub drop-in, units, rules); no runtime change.
+    #[arg(long)]
+    pub persist_only: bool,
+    /// Restrict device changes (MRRS) to one PCI function, as the udev rule does.
+    #[arg(long, value_name = "BDF")]
+    pub device: Option<String>,
+    /// Allow ACS redirect changes (only where the IOMMU is off or in passthrough).
+    #[arg(long)]
+    pub allow_acs: bool,
+    /// The daqtune binary that generated units and rules run.
+    #[arg(long, value_name = "PATH", default_value = daqtune_units::DEFAULT_EXE)]
+    pub exe: String,
+    /// Derive isolated cores, hugepages, MTU and data-path interfaces from this DAQIRI
+    /// configuration instead of the profile's defaults. Kept for later applies and plans
+    /// (they would otherwise rewrite the grub drop-in without it) until `--fresh` or a revert.
+    #[arg(long, value_name = "APP.yaml")]
+    pub config: Option<PathBuf>,
+    /// Plan the profile alone: do not keep the `--config` and `--allow-acs` of the last apply
+    /// that is still in effect.
+    #[arg(long)]
+    pub fresh: bool,
+}
+
+impl Selection {
+    pub fn engine(&self) -> apply::Selection {
+        apply::Selection {
+            only: self.only.clone(),
+            runtime_only: self.runtime_only,
+            persist_only: self.persist_only,
+            device: self.device.clone(),
+            allow_acs: self.allow_acs,
+            exe: self.exe.clone(),
+            config: self.config.clone(),
+            fresh: self.fresh,
         }
-    };
-    let mut rest: Vec<String> = args[2..].to_vec();
-    let value_of = |flag: &str, inline: Option<&str>, rest: &mut Vec<String>| -> Option<String> {
-        if let Some(v) = inline {
-            return Some(v.to_string());
+    }
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct PlanArgs {
+    #[command(flatten)]
+    pub sel: Selection,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ApplyArgs {
+    #[command(flatten)]
+    pub sel: Selection,
+    /// Print the plan and change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Do not ask (required when stdin is not a terminal).
+    #[arg(long, short = 'y')]
+    pub yes: bool,
+    /// Journal and lock directory (host path; default /var/lib/daqtune).
+    #[arg(long, value_name = "DIR", hide = true)]
+    pub state_dir: Option<String>,
+}
+
+impl ApplyArgs {
+    pub fn engine(&self) -> apply::ApplyOptions {
+        apply::ApplyOptions {
+            sel: self.sel.engine(),
+            dry_run: self.dry_run,
+            yes: self.yes,
+            state_dir: self.state_dir.clone(),
         }
-        let _ = flag;
-        if rest.is_empty() {
-            None
-        } else {
-            Some(rest.remove(0))
+    }
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct RevertArgs {
+    /// Do not ask (required when stdin is not a terminal).
+    #[arg(long, short = 'y')]
+    pub yes: bool,
+    #[arg(long, value_name = "DIR", hide = true)]
+    pub state_dir: Option<String>,
+}
+
+impl RevertArgs {
+    pub fn engine(&self) -> apply::RevertOptions {
+        apply::RevertOptions {
+            yes: self.yes,
+            state_dir: self.state_dir.clone(),
         }
-    };
-    let (flag, inline) = match first.split_once('=') {
-        Some((f, v)) => (f.to_string(), Some(v.to_string())),
-        None => (first.clone(), None),
-    };
-    match flag.as_str() {
-        "--check" => {
-            let Some(name) = value_of("--check", inline.as_deref(), &mut rest) else {
-                return args;
-            };
-            if name == "schematic" {
-                let mut out = vec![args[0].clone(), "topo".into()];
-                let mut it = rest.into_iter();
-                while let Some(a) = it.next() {
-                    if a == "--schematic-output" {
-                        out.push("--svg".into());
-                        if let Some(v) = it.next() {
-                            out.push(v);
-                        }
-                    } else if let Some(v) = a.strip_prefix("--schematic-output=") {
-                        out.push(format!("--svg={v}"));
-                    } else {
-                        out.push(a);
-                    }
-                }
-                return out;
-            }
-            let mut out = vec![args[0].clone(), "check".into()];
-            out.extend(map_check(&name));
-            out.extend(rest);
-            out
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Kind {
+    /// The kernel arguments only, one line (for boot managers daqtune does not write).
+    KernelArgs,
+    /// /etc/default/grub.d drop-in.
+    GrubDropin,
+    /// extlinux.conf with a new default LABEL (reads the host's extlinux.conf).
+    Extlinux,
+    /// udev rule restoring MRRS on the ConnectX PFs.
+    UdevMrrs,
+    /// hugetlbfs .mount unit.
+    MountUnit,
+    GovernorUnit,
+    GpuClocksUnit,
+    AcsUnit,
+    ModulesLoad,
+    Sysctl,
+    Netplan,
+    Nm,
+    NetworkdLink,
+}
+
+impl From<Kind> for apply::Kind {
+    fn from(k: Kind) -> Self {
+        match k {
+            Kind::KernelArgs => apply::Kind::KernelArgs,
+            Kind::GrubDropin => apply::Kind::GrubDropin,
+            Kind::Extlinux => apply::Kind::Extlinux,
+            Kind::UdevMrrs => apply::Kind::UdevMrrs,
+            Kind::MountUnit => apply::Kind::MountUnit,
+            Kind::GovernorUnit => apply::Kind::GovernorUnit,
+            Kind::GpuClocksUnit => apply::Kind::GpuClocksUnit,
+            Kind::AcsUnit => apply::Kind::AcsUnit,
+            Kind::ModulesLoad => apply::Kind::ModulesLoad,
+            Kind::Sysctl => apply::Kind::Sysctl,
+            Kind::Netplan => apply::Kind::Netplan,
+            Kind::Nm => apply::Kind::Nm,
+            Kind::NetworkdLink => apply::Kind::NetworkdLink,
         }
-        "--set" => {
-            let Some(name) = value_of("--set", inline.as_deref(), &mut rest) else {
-                return args;
-            };
-            let mut out = vec![args[0].clone(), "apply".into(), "--only".into()];
-            out.extend(map_check(&name));
-            out.extend(rest);
-            out
+    }
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct GenerateArgs {
+    #[arg(value_enum)]
+    pub kind: Kind,
+    /// The daqtune binary that generated units and rules run.
+    #[arg(long, value_name = "PATH", default_value = daqtune_units::DEFAULT_EXE)]
+    pub exe: String,
+    /// Interfaces for network artifacts (default: the host's ConnectX ports).
+    #[arg(long = "interface", value_name = "IF")]
+    pub interfaces: Vec<String>,
+    /// PCI functions for the udev rule (default: the host's ConnectX PFs).
+    #[arg(long = "device", value_name = "BDF")]
+    pub devices: Vec<String>,
+}
+
+impl GenerateArgs {
+    pub fn engine(&self) -> apply::GenerateOptions {
+        apply::GenerateOptions {
+            kind: self.kind.into(),
+            exe: self.exe.clone(),
+            interfaces: self.interfaces.clone(),
+            devices: self.devices.clone(),
         }
-        _ => args,
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum TopoFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct TopoArgs {
+    #[arg(long, short = 'f', value_enum, default_value_t = TopoFormat::Text)]
+    pub format: TopoFormat,
+    /// Also draw the PCIe tree as SVG into FILE (`-` for stdout).
+    #[arg(long, value_name = "FILE")]
+    pub svg: Option<PathBuf>,
+    /// Draw every PCI function in the SVG, not only GPUs, NICs, NVMe and the bridges above them.
+    #[arg(long)]
+    pub all: bool,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct QualifyArgs {
+    /// 1 = checks; 2 = + a short self-test of every data path; 3 = + a long soak (socket payloads verified on the GPU where one is present).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=3))]
+    pub level: u8,
+    /// Write the JUnit report (one testcase per verdict and per self-test result).
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
+    /// Write the JSON report (`daqtune.qualify/v1`).
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Exit 1 when any verdict is at or above this level.
+    #[arg(long, value_enum, default_value_t = FailOn::Fail)]
+    pub fail_on: FailOn,
+    /// Seconds per self-test mode at level 2 (level 3 soaks 20 times as long).
+    #[arg(long, default_value_t = 5.0)]
+    pub selftest_duration: f64,
+}
+
+impl QualifyArgs {
+    pub fn engine(&self) -> qualify::QualifyOptions {
+        qualify::QualifyOptions {
+            level: self.level,
+            junit: self.junit.clone(),
+            json: self.json.clone(),
+            fail_on: self.fail_on.into(),
+            selftest_duration: self.selftest_duration,
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::split_rdma_invocation;
-
-    fn argv(s: &str) -> Vec<String> {
-        s.split_whitespace().map(String::from).collect()
-    }
-
-    #[test]
-    fn rdma_invocation_with_globals_anywhere() {
-        let (g, rest) =
-            split_rdma_invocation(&argv("daqtune --profile igx-orin selftest rdma --dev rxe0"))
-                .expect("rdma");
-        assert_eq!(g.profile.as_deref(), Some("igx-orin"));
-        assert_eq!(rest, argv("--dev rxe0"));
-        let (g, rest) = split_rdma_invocation(&argv(
-            "daqtune selftest rdma --tx-if a -p dgx-spark --rx-if b --root=/r",
-        ))
-        .expect("rdma");
-        assert_eq!(g.profile.as_deref(), Some("dgx-spark"));
-        assert_eq!(g.root.as_deref(), Some(std::path::Path::new("/r")));
-        assert_eq!(rest, argv("--tx-if a --rx-if b"));
-        assert!(split_rdma_invocation(&argv("daqtune selftest socket --veth")).is_none());
-        assert!(split_rdma_invocation(&argv("daqtune --profile x check")).is_none());
-        assert!(split_rdma_invocation(&argv("daqtune")).is_none());
-    }
-
     use super::*;
-
-    fn v(s: &str) -> Vec<String> {
-        s.split_whitespace().map(String::from).collect()
-    }
-
-    #[test]
-    fn legacy_flags() {
-        assert_eq!(
-            translate_legacy(v("daqtune --check all")),
-            v("daqtune check")
-        );
-        assert_eq!(
-            translate_legacy(v("daqtune --check mrrs")),
-            v("daqtune check pcie.mrrs")
-        );
-        assert_eq!(
-            translate_legacy(v("daqtune --check=mtu --format json")),
-            v("daqtune check nic.mtu --format json")
-        );
-        assert_eq!(
-            translate_legacy(v("daqtune --set mrrs")),
-            v("daqtune apply --only pcie.mrrs")
-        );
-        assert_eq!(
-            translate_legacy(v("daqtune --check schematic --schematic-output x.svg")),
-            v("daqtune topo --svg x.svg")
-        );
-        assert_eq!(translate_legacy(v("daqtune check")), v("daqtune check"));
-        assert_eq!(translate_legacy(v("daqtune --check")), v("daqtune --check"));
-    }
 
     #[test]
     fn cli_definition_is_valid() {

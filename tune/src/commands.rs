@@ -1,188 +1,33 @@
-//! What each subcommand does. Errors that are the user's (bad profile, unknown id, bad root)
-//! are [`UsageError`]s and exit 2.
+//! Each subcommand: the engine call, then what goes to the terminal and to files.
 
-use crate::checks::{self, run_checks, Context, RunOptions, CHECKS};
-use crate::cli::{CheckArgs, ExplainArgs, GlobalArgs, ProfilesAction, ProfilesArgs};
-use crate::gate;
-use crate::profile::{self, LoadedProfile};
-use crate::report::{self, HostInfo, Report, SCHEMA};
-use daqtune_probe::Host;
-use std::io::IsTerminal;
-use std::time::Instant;
+use crate::cli::{
+    CheckArgs, DiffArgs, ExplainArgs, GlobalArgs, ProfilesAction, ProfilesArgs, SnapshotArgs,
+    TopoArgs, TopoFormat,
+};
+use daqtune_engine::apply::Prompt;
+use daqtune_engine::commands::{
+    choose_profile, choose_profile_for, evaluate_with_app, load_side, open_host, resolve_ids,
+};
+use daqtune_engine::{checks, gate, profile, report, snapshot, topo, UsageError};
+use std::io::{BufRead, IsTerminal, Write};
 
-/// A mistake in what the user asked for: exit code 2.
-#[derive(Debug, thiserror::Error)]
-pub enum UsageError {
-    #[error(transparent)]
-    Profile(#[from] profile::ProfileError),
-    #[error("--root {path}: {source}")]
-    Root {
-        path: String,
-        source: std::io::Error,
-    },
-    #[error("unknown check `{0}` (see `daqtune explain --list`)")]
-    UnknownCheck(String),
-    #[error("{0}")]
-    Other(String),
-}
+/// Asks on the terminal. Without one the answer cannot be had: a usage error (exit 2), so a
+/// pipe never applies silently.
+pub struct TerminalPrompt;
 
-/// A host root ready to read; a `.tar.zst` snapshot is unpacked into a temporary directory
-/// that lives as long as this value.
-pub struct OpenedHost {
-    pub host: Host,
-    _unpacked: Option<tempfile::TempDir>,
-}
-
-impl std::ops::Deref for OpenedHost {
-    type Target = Host;
-    fn deref(&self) -> &Host {
-        &self.host
-    }
-}
-
-pub fn open_root(path: Option<&std::path::Path>) -> Result<OpenedHost, UsageError> {
-    let Some(p) = path else {
-        return Ok(OpenedHost {
-            host: Host::live(),
-            _unpacked: None,
-        });
-    };
-    let root_err = |source| UsageError::Root {
-        path: p.display().to_string(),
-        source,
-    };
-    if p.is_file() {
-        let tmp = tempfile::Builder::new()
-            .prefix("daqtune-snapshot-")
-            .tempdir()
-            .map_err(root_err)?;
-        crate::snapshot::unpack(p, tmp.path()).map_err(|e| {
-            UsageError::Other(format!(
-                "--root {}: not a snapshot archive: {e}",
-                p.display()
-            ))
-        })?;
-        let host = Host::at(tmp.path()).map_err(root_err)?;
-        return Ok(OpenedHost {
-            host,
-            _unpacked: Some(tmp),
-        });
-    }
-    Ok(OpenedHost {
-        host: Host::at(p).map_err(root_err)?,
-        _unpacked: None,
-    })
-}
-
-pub fn open_host(g: &GlobalArgs) -> Result<OpenedHost, UsageError> {
-    open_root(g.root.as_deref())
-}
-
-/// The profile given with --profile, else the detected one, else generic-dgpu (said so).
-pub fn choose_profile(host: &Host, g: &GlobalArgs) -> Result<LoadedProfile, UsageError> {
-    choose_profile_for(host, g, true)
-}
-
-/// As [`choose_profile`]; `gpu_probe` allows detection by GPU name, which loads NVML and CUDA
-/// (a few hundred ms), so a run of non-GPU checks on an unrecognised host does not pay for it.
-pub fn choose_profile_for(
-    host: &Host,
-    g: &GlobalArgs,
-    gpu_probe: bool,
-) -> Result<LoadedProfile, UsageError> {
-    if let Some(p) = &g.profile {
-        let mut lp = profile::load(p)?;
-        lp.origin = format!("--profile {p}");
-        return Ok(lp);
-    }
-    match detect_profile(host, gpu_probe) {
-        Some((name, why)) => {
-            let mut lp = profile::load(&name)?;
-            lp.origin = format!("detected: {why}");
-            Ok(lp)
+impl Prompt for TerminalPrompt {
+    fn confirm(&mut self, question: &str, err: &mut dyn Write) -> Result<bool, UsageError> {
+        if !std::io::stdin().is_terminal() {
+            return daqtune_engine::apply::NoTerminal.confirm(question, err);
         }
-        None => {
-            let mut lp = profile::load("generic-dgpu")?;
-            lp.origin = "fallback: no built-in profile matched this host".into();
-            Ok(lp)
-        }
-    }
-}
-
-/// The built-in profile this host matches, with why: by DMI / device tree, else (with
-/// `gpu_probe`, which loads NVML and CUDA) by GPU name, which only GB10 hosts need.
-pub fn detect_profile(host: &Host, gpu_probe: bool) -> Option<(String, String)> {
-    let platform = daqtune_probe::system::read_platform(host);
-    let found = profile::detect(&platform, &[]);
-    if found.is_some() || !gpu_probe {
-        return found;
-    }
-    let snap = crate::checks::read_gpus_once(host).ok()?;
-    let names: Vec<String> = snap
-        .gpus
-        .iter()
-        .map(|g| g.display_name().to_string())
-        .collect();
-    profile::detect(&platform, &names)
-}
-
-pub fn resolve_ids(ids: &[String]) -> Result<Vec<String>, UsageError> {
-    let mut out = Vec::new();
-    for id in ids {
-        if id == "all" {
-            return Ok(Vec::new());
-        }
-        match checks::find(id) {
-            Some(c) => out.push(c.id.to_string()),
-            None => return Err(UsageError::UnknownCheck(id.clone())),
-        }
-    }
-    Ok(out)
-}
-
-/// Run the checks and build the report (no printing).
-pub fn evaluate(
-    host: &Host,
-    profile: &LoadedProfile,
-    only: Vec<String>,
-    gate_mode: bool,
-) -> Report {
-    evaluate_with_app(host, profile, only, gate_mode, None)
-}
-
-/// [`evaluate`], also judging the host against a DAQIRI configuration (`--config`).
-pub fn evaluate_with_app(
-    host: &Host,
-    profile: &LoadedProfile,
-    only: Vec<String>,
-    gate_mode: bool,
-    app: Option<&crate::appconfig::AppConfig>,
-) -> Report {
-    let t0 = Instant::now();
-    let ctx = Context::new(host, profile).with_app(app);
-    let verdicts = run_checks(&ctx, &RunOptions { only });
-    let p = ctx.platform();
-    let gate_failures = if gate_mode {
-        gate::required_failures(&profile.profile, &verdicts)
-    } else {
-        Vec::new()
-    };
-    Report {
-        schema: SCHEMA.into(),
-        daqtune_version: env!("CARGO_PKG_VERSION").into(),
-        host: HostInfo {
-            hostname: p.hostname.clone(),
-            kernel: p.kernel_release.clone(),
-            arch: p.arch.clone(),
-            product: p.dmi_product.clone().or(p.dt_model.clone()),
-            root: host.root().display().to_string(),
-        },
-        profile: profile.profile.name.clone(),
-        profile_origin: profile.origin.clone(),
-        summary: report::summarize(&verdicts),
-        checks: verdicts,
-        gate_failures,
-        elapsed_ms: t0.elapsed().as_millis() as u64,
+        let _ = write!(err, "{question} [y/N] ");
+        let _ = err.flush();
+        let mut line = String::new();
+        std::io::stdin()
+            .lock()
+            .read_line(&mut line)
+            .map_err(|e| UsageError::Other(format!("reading the answer: {e}")))?;
+        Ok(matches!(line.trim(), "y" | "Y" | "yes" | "YES" | "Yes"))
     }
 }
 
@@ -192,24 +37,29 @@ fn write_file(path: &std::path::Path, text: &str) -> Result<(), UsageError> {
 }
 
 pub fn check(g: &GlobalArgs, a: &CheckArgs) -> Result<u8, UsageError> {
-    let host = open_host(g)?;
+    let g = g.engine();
+    let host = open_host(&g)?;
     let only = resolve_ids(&a.ids)?;
     // `platform` reports which profile matched, so it needs the same detection as a full run.
     let gpu_probe = only.is_empty()
         || only
             .iter()
             .any(|id| id.starts_with("gpu.") || id == "platform");
-    let profile = choose_profile_for(&host, g, gpu_probe)?;
+    let profile = choose_profile_for(&host, &g, gpu_probe)?;
     let app = match &a.config {
         Some(p) => Some(
-            crate::appconfig::AppConfig::load(p).map_err(|e| UsageError::Other(e.to_string()))?,
+            daqtune_engine::appconfig::AppConfig::load(p)
+                .map_err(|e| UsageError::Other(e.to_string()))?,
         ),
         None => None,
     };
     let rep = evaluate_with_app(&host, &profile, only, a.gate, app.as_ref());
     drop(host);
     let color = report::want_color(std::io::stdout().is_terminal());
-    print!("{}", report::render(&rep, a.format, color, a.verbose));
+    print!(
+        "{}",
+        report::render(&rep, a.format.into(), color, a.verbose)
+    );
     if let Some(p) = &a.junit {
         write_file(p, &report::junit(&rep))?;
     }
@@ -218,7 +68,7 @@ pub fn check(g: &GlobalArgs, a: &CheckArgs) -> Result<u8, UsageError> {
     }
     Ok(gate::exit_code(
         &rep.checks,
-        a.fail_on,
+        a.fail_on.into(),
         a.gate,
         &profile.profile,
     ))
@@ -229,7 +79,7 @@ pub fn explain(a: &ExplainArgs) -> Result<u8, UsageError> {
         if a.markdown {
             print!("{}", report::catalogue_markdown());
         } else {
-            for c in CHECKS {
+            for c in checks::CHECKS {
                 println!("{:<16} {:<9} {}", c.id, c.area.title(), c.title);
             }
         }
@@ -262,19 +112,20 @@ pub fn profiles(a: &ProfilesArgs) -> Result<u8, UsageError> {
     Ok(0)
 }
 
-pub fn snapshot(g: &GlobalArgs, a: &crate::cli::SnapshotArgs) -> Result<u8, UsageError> {
-    let host = open_host(g)?;
-    let profile = choose_profile(&host, g)?;
+pub fn snapshot(g: &GlobalArgs, a: &SnapshotArgs) -> Result<u8, UsageError> {
+    let g = g.engine();
+    let host = open_host(&g)?;
+    let profile = choose_profile(&host, &g)?;
     let out = &a.output;
     let is_archive = out.to_string_lossy().ends_with(".tar.zst");
-    let fail = |e: crate::snapshot::SnapshotError| UsageError::Other(format!("snapshot: {e}"));
+    let fail = |e: snapshot::SnapshotError| UsageError::Other(format!("snapshot: {e}"));
     let meta = if is_archive {
         let tmp = tempfile::Builder::new()
             .prefix("daqtune-snap-")
             .tempdir()
             .map_err(|e| UsageError::Other(e.to_string()))?;
-        let m = crate::snapshot::write_dir(&host, &profile, tmp.path(), a.redact).map_err(fail)?;
-        crate::snapshot::pack(tmp.path(), out).map_err(fail)?;
+        let m = snapshot::write_dir(&host, &profile, tmp.path(), a.redact).map_err(fail)?;
+        snapshot::pack(tmp.path(), out).map_err(fail)?;
         m
     } else {
         if out.exists()
@@ -287,7 +138,7 @@ pub fn snapshot(g: &GlobalArgs, a: &crate::cli::SnapshotArgs) -> Result<u8, Usag
                 out.display()
             )));
         }
-        crate::snapshot::write_dir(&host, &profile, out, a.redact).map_err(fail)?
+        snapshot::write_dir(&host, &profile, out, a.redact).map_err(fail)?
     };
     eprintln!(
         "daqtune: snapshot {}: {} files, {} links{}; replay with: daqtune check --root {}",
@@ -300,38 +151,51 @@ pub fn snapshot(g: &GlobalArgs, a: &crate::cli::SnapshotArgs) -> Result<u8, Usag
     Ok(0)
 }
 
-/// A report from a JSON file, or evaluated from a snapshot directory / archive.
-fn load_side(g: &GlobalArgs, path: &std::path::Path) -> Result<Report, UsageError> {
-    let is_json = path.is_file() && !path.to_string_lossy().ends_with(".tar.zst");
-    if is_json {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| UsageError::Other(format!("{}: {e}", path.display())))?;
-        let r: Report = serde_json::from_str(&text).map_err(|e| {
-            UsageError::Other(format!(
-                "{}:{}:{}: not a daqtune.report/v1 JSON report ({e})",
-                path.display(),
-                e.line(),
-                e.column()
-            ))
-        })?;
-        return Ok(r);
-    }
-    let host = open_root(Some(path))?;
-    let profile = choose_profile(&host, g)?;
-    Ok(evaluate(&host, &profile, Vec::new(), false))
-}
-
-pub fn diff(g: &GlobalArgs, a: &crate::cli::DiffArgs) -> Result<u8, UsageError> {
-    let left = load_side(g, &a.before)?;
-    let right = load_side(g, &a.after)?;
-    let changes = crate::diff::diff(&left, &right);
+pub fn diff(g: &GlobalArgs, a: &DiffArgs) -> Result<u8, UsageError> {
+    let g = g.engine();
+    let left = load_side(&g, &a.before)?;
+    let right = load_side(&g, &a.after)?;
+    let changes = daqtune_engine::diff::diff(&left, &right);
     if a.json {
         println!(
             "{}",
             serde_json::to_string_pretty(&changes).unwrap_or_default()
         );
     } else {
-        print!("{}", crate::diff::render(&changes));
+        print!("{}", daqtune_engine::diff::render(&changes));
     }
     Ok(u8::from(!changes.is_empty()))
+}
+
+pub fn topo(g: &GlobalArgs, a: &TopoArgs) -> Result<u8, UsageError> {
+    let host = open_host(&g.engine())?;
+    let (tree, nics) = match topo::gather(&host, a.all) {
+        Ok(x) => x,
+        Err(e) => {
+            eprintln!("daqtune topo: {e}");
+            return Ok(1);
+        }
+    };
+    let t = topo::build(&tree, &nics);
+    match a.format {
+        TopoFormat::Text => print!("{}", topo::render_text(&t)),
+        TopoFormat::Json => match serde_json::to_string_pretty(&t) {
+            Ok(j) => println!("{j}"),
+            Err(e) => return Err(UsageError::Other(format!("cannot render JSON: {e}"))),
+        },
+    }
+    if let Some(path) = &a.svg {
+        let svg = topo::render_svg(&tree, &nics, &t, a.all);
+        if path.as_os_str() == "-" {
+            print!("{svg}");
+        } else if let Err(e) = std::fs::write(path, svg) {
+            return Err(UsageError::Other(format!(
+                "cannot write {}: {e}",
+                path.display()
+            )));
+        } else {
+            eprintln!("daqtune topo: wrote {}", path.display());
+        }
+    }
+    Ok(0)
 }

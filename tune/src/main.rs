@@ -1,12 +1,21 @@
+//! The `daqtune` command: flags in, engine calls, text out. What the commands do is in
+//! `daqtune-engine`; this crate holds the command line and the terminal.
+
+mod cli;
+mod commands;
+mod legacy;
+mod selftest_cmd;
+
 use clap::{CommandFactory, Parser};
-use daqtune::cli::{translate_legacy, Cli, Command};
-use daqtune::commands;
+use cli::{Cli, Command};
+use commands::TerminalPrompt;
+use daqtune_engine::apply;
 use std::process::ExitCode;
 
 /// `daqtune [--root DIR] [--profile P] selftest rdma ...`: the helper's flags follow the
-/// engine name, so this is parsed by hand (see `cli::split_rdma_invocation`).
-fn rdma(g: daqtune::cli::GlobalArgs, args: Vec<String>) -> ExitCode {
-    match daqtune::selftest_cmd::run_rdma(&g, &args) {
+/// engine name, so this is parsed by hand (see `legacy::split_rdma_invocation`).
+fn rdma(g: cli::GlobalArgs, args: Vec<String>) -> ExitCode {
+    match selftest_cmd::run_rdma(&g, &args) {
         Ok(c) => ExitCode::from(c),
         Err(e) => {
             eprintln!("daqtune: {e}");
@@ -16,9 +25,9 @@ fn rdma(g: daqtune::cli::GlobalArgs, args: Vec<String>) -> ExitCode {
 }
 
 fn main() -> ExitCode {
-    let argv = translate_legacy(std::env::args().collect());
+    let argv = legacy::translate_legacy(std::env::args().collect());
     // The RDMA engine is a separate executable with its own flags (see selftest_cmd::RdmaArgs).
-    if let Some((g, args)) = daqtune::cli::split_rdma_invocation(&argv) {
+    if let Some((g, args)) = legacy::split_rdma_invocation(&argv) {
         return rdma(g, args);
     }
     let cli = match Cli::try_parse_from(argv) {
@@ -29,22 +38,27 @@ fn main() -> ExitCode {
             return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
         }
     };
+    let g = &cli.global;
     let result: anyhow::Result<u8> = (|| {
         Ok(match &cli.command {
-            Command::Check(a) => commands::check(&cli.global, a)?,
+            Command::Check(a) => commands::check(g, a)?,
             Command::Explain(a) => commands::explain(a)?,
             Command::Profiles(a) => commands::profiles(a)?,
-            Command::Plan(a) => daqtune::apply::run_plan(&cli.global, a, &mut std::io::stdout())?,
-            Command::Apply(a) => daqtune::apply::run_apply(&cli.global, a)?,
-            Command::Revert(a) => daqtune::apply::run_revert(&cli.global, a)?,
-            Command::Generate(a) => {
-                daqtune::apply::run_generate(&cli.global, a, &mut std::io::stdout())?
+            Command::Plan(a) => {
+                apply::run_plan(&g.engine(), &a.sel.engine(), &mut std::io::stdout())?
             }
-            Command::Selftest(a) => daqtune::selftest_cmd::run(&cli.global, a)?,
-            Command::Topo(a) => daqtune::topo::run(&cli.global, a)?,
-            Command::Qualify(a) => daqtune::qualify::run(&cli.global, a)?,
-            Command::Snapshot(a) => commands::snapshot(&cli.global, a)?,
-            Command::Diff(a) => commands::diff(&cli.global, a)?,
+            Command::Apply(a) => apply::run_apply(&g.engine(), &a.engine(), &mut TerminalPrompt)?,
+            Command::Revert(a) => apply::run_revert(&g.engine(), &a.engine(), &mut TerminalPrompt)?,
+            Command::Generate(a) => {
+                apply::run_generate(&g.engine(), &a.engine(), &mut std::io::stdout())?
+            }
+            Command::Selftest(a) => selftest_cmd::run(g, a)?,
+            Command::Topo(a) => commands::topo(g, a)?,
+            Command::Qualify(a) => {
+                daqtune_engine::qualify::run(&g.engine(), &a.engine(), &mut std::io::stdout())?
+            }
+            Command::Snapshot(a) => commands::snapshot(g, a)?,
+            Command::Diff(a) => commands::diff(g, a)?,
             Command::Completions { shell } => {
                 clap_complete::generate(
                     *shell,

@@ -1,10 +1,11 @@
 //! `daqtune selftest`: the data-path self-test (selftest crate) with the active profile's
 //! values (message size, MTU, UDP rate and loss limit, TCP minimum, data cores).
 
-use crate::checks::Context;
 use crate::cli::GlobalArgs;
-use crate::commands::{choose_profile, open_host, UsageError};
-use crate::profile::LoadedProfile;
+use daqtune_engine::checks::Context;
+use daqtune_engine::commands::{choose_profile, open_host};
+use daqtune_engine::profile::LoadedProfile;
+use daqtune_engine::UsageError;
 use daqtune_selftest::cli::Defaults;
 use daqtune_selftest::sys::hostname;
 use daqtune_selftest::Thresholds;
@@ -45,8 +46,8 @@ pub fn run(g: &GlobalArgs, args: &SelftestArgs) -> Result<u8, UsageError> {
             "selftest moves real traffic and cannot run against --root".into(),
         ));
     }
-    let host = open_host(g)?;
-    let lp = choose_profile(&host, g)?;
+    let host = open_host(&g.engine())?;
+    let lp = choose_profile(&host, &g.engine())?;
     let ctx = Context::new(&host, &lp);
     let (d, note) = defaults(&ctx, &lp);
     if let Some(n) = note {
@@ -59,7 +60,7 @@ pub fn run(g: &GlobalArgs, args: &SelftestArgs) -> Result<u8, UsageError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::profile;
+    use daqtune_engine::profile;
     use daqtune_probe::Host;
 
     #[test]
@@ -321,8 +322,8 @@ pub fn run_rdma(g: &GlobalArgs, argv: &[String]) -> Result<u8, UsageError> {
             "selftest moves real traffic and cannot run against --root".into(),
         ));
     }
-    let host = open_host(g)?;
-    let lp = choose_profile(&host, g)?;
+    let host = open_host(&g.engine())?;
+    let lp = choose_profile(&host, &g.engine())?;
     let d = RdmaProfileDefaults {
         message_size: lp.profile.selftest.message_size as usize,
         mtu: lp.profile.nic.mtu,

@@ -4,9 +4,9 @@
 mod common;
 
 use common::{fixture, run};
-use daqtune::appconfig::{derive_loaded, AppConfig};
-use daqtune::checks::{cmdline::isolation_args, memory::hugepage_args, Context};
-use daqtune::profile;
+use daqtune_engine::appconfig::{derive_loaded, AppConfig};
+use daqtune_engine::checks::{cmdline::isolation_args, memory::hugepage_args, Context};
+use daqtune_engine::profile;
 use serde_json::Value;
 use std::path::PathBuf;
 
@@ -541,7 +541,7 @@ fn unreadable_config_is_a_usage_error() {
 /// What `plan --config` proposes on an untuned root: the derived profile's kernel arguments.
 #[test]
 fn derived_profile_on_an_untuned_root() {
-    let host = daqtune::commands::open_root(Some(&fixture("igx-untuned"))).expect("root");
+    let host = daqtune_engine::commands::open_root(Some(&fixture("igx-untuned"))).expect("root");
     let base = profile::load("igx-orin").expect("profile");
     let ctx = Context::new(&host, &base);
 
@@ -561,7 +561,7 @@ fn derived_profile_on_an_untuned_root() {
         ]
     );
     // 837 MiB of DAQIRI's DPDK preflight -> one 1 GiB page.
-    let est = daqtune::appconfig::estimate::hugepages(&app);
+    let est = daqtune_engine::appconfig::estimate::hugepages(&app);
     assert_eq!(
         hugepage_args(&dctx),
         vec!["default_hugepagesz=1G", "hugepagesz=1G", "hugepages=1"]
@@ -589,7 +589,7 @@ fn derived_profile_on_an_untuned_root() {
 
 #[test]
 fn derived_mtu_grows_for_jumbo_frames() {
-    let host = daqtune::commands::open_root(Some(&fixture("spark"))).expect("root");
+    let host = daqtune_engine::commands::open_root(Some(&fixture("spark"))).expect("root");
     let mut base = profile::load("dgx-spark").expect("profile");
     base.profile.nic.mtu = 1500;
     let ctx = Context::new(&host, &base);

@@ -2,12 +2,14 @@
 //! apply, check, apply again (no byte changes), revert (byte for byte), and faults injected
 //! half-way through.
 
-#[path = "../src/apply/testroot.rs"]
+#[path = "../../engine/src/apply/testroot.rs"]
 mod testroot;
 
-use daqtune::apply::setters::{Fault, FsWriter};
-use daqtune::apply::{run_apply_with, run_revert_with, ApplyArgs, RevertArgs, Selection};
-use daqtune::cli::GlobalArgs;
+use daqtune_engine::apply::setters::{Fault, FsWriter};
+use daqtune_engine::apply::{
+    run_apply_with, run_revert_with, ApplyOptions, RevertOptions, Selection,
+};
+use daqtune_engine::GlobalOptions;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use testroot::*;
@@ -329,15 +331,15 @@ fn dgx_spark_apply_check_reapply_revert() {
     );
 }
 
-fn globals(root: &Path, profile: &str) -> GlobalArgs {
-    GlobalArgs {
+fn globals(root: &Path, profile: &str) -> GlobalOptions {
+    GlobalOptions {
         root: Some(root.to_path_buf()),
         profile: Some(profile.into()),
     }
 }
 
-fn apply_args() -> ApplyArgs {
-    ApplyArgs {
+fn apply_args() -> ApplyOptions {
+    ApplyOptions {
         sel: Selection {
             exe: "/usr/bin/daqtune".into(),
             ..Default::default()
@@ -388,7 +390,7 @@ fn fault_case(fault: Fault, failing_rel: &str) {
     let (mut out, mut err) = (Vec::new(), Vec::new());
     let code = run_revert_with(
         &g,
-        &RevertArgs {
+        &RevertOptions {
             yes: true,
             state_dir: None,
         },
@@ -695,8 +697,8 @@ fn existing_networkmanager_profile_is_not_fought() {
 
 mod gpu_mock {
     use super::*;
-    use daqtune::apply::gpu::{GpuState, MockGpus};
-    use daqtune::apply::{run_apply_gpu, run_revert_gpu};
+    use daqtune_engine::apply::gpu::{GpuState, MockGpus};
+    use daqtune_engine::apply::{run_apply_gpu, run_revert_gpu};
 
     fn gpu(uuid: &str, name: &str, mem: bool) -> GpuState {
         GpuState {
@@ -780,7 +782,7 @@ mod gpu_mock {
         let (mut rout, mut rerr) = (Vec::new(), Vec::new());
         let code = run_revert_gpu(
             &g,
-            &RevertArgs {
+            &RevertOptions {
                 yes: true,
                 state_dir: None,
             },
@@ -862,7 +864,7 @@ mod gpu_mock {
         let (mut rout, mut rerr) = (Vec::new(), Vec::new());
         run_revert_gpu(
             &globals(r, "igx-orin"),
-            &RevertArgs {
+            &RevertOptions {
                 yes: true,
                 state_dir: None,
             },

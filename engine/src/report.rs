@@ -44,7 +44,8 @@ pub fn summarize(verdicts: &[Verdict]) -> BTreeMap<String, usize> {
     m
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+/// The report formats of `check`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
     Text,
     Json,
@@ -225,7 +226,7 @@ pub fn text(report: &Report, color: bool, verbose: bool) -> String {
     s
 }
 
-pub use daqtune_selftest::report::xml_escape;
+pub use daqtune_probe::text::xml_escape;
 
 /// One testcase per verdict; fail/error -> <failure>, skip/n/a -> <skipped>.
 pub fn junit(report: &Report) -> String {

@@ -38,7 +38,7 @@ pub fn apply_waivers(profile: &Profile, verdicts: &mut [Verdict], today: i64) {
 }
 
 /// Which severity fails the run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FailOn {
     Warn,
     Fail,

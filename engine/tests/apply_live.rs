@@ -3,13 +3,13 @@
 //! network namespace (SIOCSIFMTU, no `ip`), the governor skipped with its reason.
 //! Each test says why it skips when the machine does not allow it (not root, no netns).
 
-use daqtune::apply::journal::Journal;
-use daqtune::apply::plan::{build_plan, Action, Change, NoteLevel, Plan, PlanOptions};
-use daqtune::apply::setters::{self, FsWriter, Target};
-use daqtune::apply::{
-    apply, revert, run_apply_with, run_revert_with, ApplyArgs, RevertArgs, Selection,
+use daqtune_engine::apply::journal::Journal;
+use daqtune_engine::apply::plan::{build_plan, Action, Change, NoteLevel, Plan, PlanOptions};
+use daqtune_engine::apply::setters::{self, FsWriter, Target};
+use daqtune_engine::apply::{
+    apply, revert, run_apply_with, run_revert_with, ApplyOptions, RevertOptions, Selection,
 };
-use daqtune::cli::GlobalArgs;
+use daqtune_engine::GlobalOptions;
 use daqtune_probe::Host;
 use std::io;
 
@@ -39,12 +39,12 @@ fn live_hugepages_2m_reserved_and_released() {
         format!("name: live-2m\nextends: generic-dgpu\nhugepages:\n  size: 2M\n  count: {want}\n"),
     )
     .expect("profile");
-    let g = GlobalArgs {
+    let g = GlobalOptions {
         root: None,
         profile: Some(profile.display().to_string()),
     };
     let state = dir.path().join("state");
-    let a = ApplyArgs {
+    let a = ApplyOptions {
         sel: Selection {
             only: vec!["hugepages".into()],
             runtime_only: true,
@@ -67,7 +67,7 @@ fn live_hugepages_2m_reserved_and_released() {
     let (mut rout, mut rerr) = (Vec::new(), Vec::new());
     let rcode = run_revert_with(
         &g,
-        &RevertArgs {
+        &RevertOptions {
             yes: true,
             state_dir: a.state_dir.clone(),
         },
@@ -262,7 +262,7 @@ fn live_mtu_on_a_veth_in_a_private_namespace() {
 #[test]
 fn live_governor_is_skipped_with_its_reason_when_there_is_no_cpufreq() {
     let host = Host::live();
-    let lp = daqtune::profile::load("generic-dgpu").expect("profile");
+    let lp = daqtune_engine::profile::load("generic-dgpu").expect("profile");
     let opts = PlanOptions {
         only: vec!["cpu.governor".into()],
         persist: false,

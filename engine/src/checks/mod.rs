@@ -101,7 +101,7 @@ impl<'a> Context<'a> {
     pub fn new(host: &'a Host, profile: &'a LoadedProfile) -> Self {
         // A recorded root holds whatever its capture could read; only the live host has a
         // permission boundary.
-        let privileged = !host.is_live() || daqtune_selftest::sys::is_root();
+        let privileged = !host.is_live() || crate::sys::is_root();
         Context {
             host,
             profile,

@@ -6,8 +6,7 @@
 //! minute. Level 3 adds a long soak. Self-tests run as child processes of this binary, so a
 //! signal or crash in a data path cannot leave this process holding namespaces.
 
-use crate::cli::GlobalArgs;
-use crate::commands::{choose_profile, evaluate, open_host, UsageError};
+use crate::commands::{choose_profile, evaluate, open_host, GlobalOptions, UsageError};
 use crate::gate::{self, FailOn};
 use crate::report::{self, xml_escape, Report};
 use crate::verdict::Status;
@@ -16,22 +15,17 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::time::Instant;
 
-#[derive(Debug, Clone, clap::Args)]
-pub struct QualifyArgs {
-    /// 1 = checks; 2 = + a short self-test of every data path; 3 = + a long soak (socket payloads verified on the GPU where one is present).
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=3))]
+#[derive(Debug, Clone)]
+pub struct QualifyOptions {
+    /// 1 = checks; 2 = + a short self-test of every data path; 3 = + a long soak.
     pub level: u8,
     /// Write the JUnit report (one testcase per verdict and per self-test result).
-    #[arg(long, value_name = "FILE")]
     pub junit: Option<PathBuf>,
     /// Write the JSON report (`daqtune.qualify/v1`).
-    #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
     /// Exit 1 when any verdict is at or above this level.
-    #[arg(long, value_enum, default_value_t = FailOn::Fail)]
     pub fail_on: FailOn,
     /// Seconds per self-test mode at level 2 (level 3 soaks 20 times as long).
-    #[arg(long, default_value_t = 5.0)]
     pub selftest_duration: f64,
 }
 
@@ -80,7 +74,7 @@ pub struct Qualification {
 
 /// Run `daqtune selftest ENGINE ...` as a child and read its JSON report.
 fn run_selftest(
-    g: &GlobalArgs,
+    g: &GlobalOptions,
     engine: &str,
     duration: f64,
     veth: bool,
@@ -123,7 +117,12 @@ fn run_selftest(
     Ok(rep.results)
 }
 
-pub fn run(g: &GlobalArgs, a: &QualifyArgs) -> Result<u8, UsageError> {
+/// Run the qualification, print its text report to `out` and write the files asked for.
+pub fn run(
+    g: &GlobalOptions,
+    a: &QualifyOptions,
+    out: &mut dyn std::io::Write,
+) -> Result<u8, UsageError> {
     if g.root.is_some() && a.level > 1 {
         return Err(UsageError::Other(
             "qualify --level 2 and 3 move real traffic and cannot run against --root".into(),
@@ -149,7 +148,7 @@ pub fn run(g: &GlobalArgs, a: &QualifyArgs) -> Result<u8, UsageError> {
 
     let mut selftest = Vec::new();
     if a.level >= 2 {
-        let veth = daqtune_selftest::sys::is_root();
+        let veth = crate::sys::is_root();
         let soak = a.level >= 3;
         let has_gpu = crate::checks::read_gpus_once(&host).is_ok_and(|s| !s.gpus.is_empty());
         let duration = if soak {
@@ -220,7 +219,7 @@ pub fn run(g: &GlobalArgs, a: &QualifyArgs) -> Result<u8, UsageError> {
         checks,
         selftest,
     };
-    print!("{}", text(&q));
+    let _ = write!(out, "{}", text(&q));
     if let Some(p) = &a.junit {
         std::fs::write(p, junit(&q))
             .map_err(|e| UsageError::Other(format!("cannot write {}: {e}", p.display())))?;

@@ -3,8 +3,6 @@
 //! draws the PCIe tree with link labels and highlights the switch behind each PIX/PXB pair
 //! (what tune_system.py's `--check schematic` drew).
 
-use crate::cli::GlobalArgs;
-use crate::commands::{open_host, UsageError};
 use daqtune_probe::pci::nic::{discover_nics, NicFunction};
 use daqtune_probe::pci::topo::{classify, PathClass};
 use daqtune_probe::pci::{link_label, read_pci, PciAddr, PciDevice, PciTree, ReadOptions};
@@ -12,25 +10,6 @@ use daqtune_probe::Host;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
-use std::path::PathBuf;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum TopoFormat {
-    Text,
-    Json,
-}
-
-#[derive(Debug, Clone, clap::Args)]
-pub struct TopoArgs {
-    #[arg(long, short = 'f', value_enum, default_value_t = TopoFormat::Text)]
-    pub format: TopoFormat,
-    /// Also draw the PCIe tree as SVG into FILE (`-` for stdout).
-    #[arg(long, value_name = "FILE")]
-    pub svg: Option<PathBuf>,
-    /// Draw every PCI function in the SVG, not only GPUs, NICs, NVMe and the bridges above them.
-    #[arg(long)]
-    pub all: bool,
-}
 
 pub const TOPO_SCHEMA: &str = "daqtune.topo/v1";
 
@@ -501,39 +480,6 @@ pub fn gather(host: &Host, all: bool) -> Result<(PciTree, Vec<NicFunction>), Str
         .map_err(|e| format!("cannot list PCI devices: {e}"))?;
     let nics = discover_nics(host, &tree);
     Ok((tree, nics))
-}
-
-pub fn run(g: &GlobalArgs, a: &TopoArgs) -> Result<u8, UsageError> {
-    let host = open_host(g)?;
-    let (tree, nics) = match gather(&host, a.all) {
-        Ok(x) => x,
-        Err(e) => {
-            eprintln!("daqtune topo: {e}");
-            return Ok(1);
-        }
-    };
-    let t = build(&tree, &nics);
-    match a.format {
-        TopoFormat::Text => print!("{}", render_text(&t)),
-        TopoFormat::Json => match serde_json::to_string_pretty(&t) {
-            Ok(j) => println!("{j}"),
-            Err(e) => return Err(UsageError::Other(format!("cannot render JSON: {e}"))),
-        },
-    }
-    if let Some(path) = &a.svg {
-        let svg = render_svg(&tree, &nics, &t, a.all);
-        if path.as_os_str() == "-" {
-            print!("{svg}");
-        } else if let Err(e) = std::fs::write(path, svg) {
-            return Err(UsageError::Other(format!(
-                "cannot write {}: {e}",
-                path.display()
-            )));
-        } else {
-            eprintln!("daqtune topo: wrote {}", path.display());
-        }
-    }
-    Ok(0)
 }
 
 #[cfg(test)]

@@ -15,47 +15,38 @@ pub mod setters;
 #[cfg(test)]
 pub(crate) mod testroot;
 
-use crate::cli::GlobalArgs;
-use crate::commands::{open_host, UsageError};
+use crate::commands::{open_host, GlobalOptions, UsageError};
 use crate::profile::{self, LoadedProfile};
 use daqtune_probe::Host;
 use plan::{build_plan, Plan, PlanOptions};
 use setters::{FsWriter, Writer};
-use std::io::{BufRead, IsTerminal, Write};
+use std::io::Write;
 use std::path::PathBuf;
 
 /// Host path of daqtune's state (journal, lock).
 pub const STATE_DIR: &str = "/var/lib/daqtune";
 
-#[derive(Debug, Clone, Default, clap::Args)]
+/// What to plan and apply (the flags `plan` and `apply` share; the binary's `cli` documents
+/// each one).
+#[derive(Debug, Clone, Default)]
 pub struct Selection {
-    /// Only these ids (comma-separated): kernel.cmdline, cpu.governor, cpu.idle, hugepages,
-    /// pcie.mrrs, pcie.acs, nic.mtu, gpu.peermem, gpu.clocks, net.sysctl.
-    #[arg(long, value_delimiter = ',', value_name = "IDS")]
+    /// Only these ids (empty: every tunable that plans).
     pub only: Vec<String>,
     /// Only the runtime changes (sysfs, MTU, config space, modules); no files.
-    #[arg(long, conflicts_with = "persist_only")]
     pub runtime_only: bool,
     /// Only the persistent files (grub drop-in, units, rules); no runtime change.
-    #[arg(long)]
     pub persist_only: bool,
     /// Restrict device changes (MRRS) to one PCI function, as the udev rule does.
-    #[arg(long, value_name = "BDF")]
     pub device: Option<String>,
     /// Allow ACS redirect changes (only where the IOMMU is off or in passthrough).
-    #[arg(long)]
     pub allow_acs: bool,
     /// The daqtune binary that generated units and rules run.
-    #[arg(long, value_name = "PATH", default_value = daqtune_units::DEFAULT_EXE)]
     pub exe: String,
     /// Derive isolated cores, hugepages, MTU and data-path interfaces from this DAQIRI
-    /// configuration instead of the profile's defaults. Kept for later applies and plans
-    /// (they would otherwise rewrite the grub drop-in without it) until `--fresh` or a revert.
-    #[arg(long, value_name = "APP.yaml")]
+    /// configuration instead of the profile's defaults; kept for later runs until `fresh`.
     pub config: Option<PathBuf>,
-    /// Plan the profile alone: do not keep the `--config` and `--allow-acs` of the last apply
+    /// Plan the profile alone: do not keep the `config` and `allow_acs` of the last apply
     /// that is still in effect.
-    #[arg(long)]
     pub fresh: bool,
 }
 
@@ -146,37 +137,26 @@ fn with_app_config(
     Ok(derived)
 }
 
-#[derive(Debug, Clone, clap::Args)]
-pub struct PlanArgs {
-    #[command(flatten)]
-    pub sel: Selection,
-}
-
-#[derive(Debug, Clone, clap::Args)]
-pub struct ApplyArgs {
-    #[command(flatten)]
+#[derive(Debug, Clone, Default)]
+pub struct ApplyOptions {
     pub sel: Selection,
     /// Print the plan and change nothing.
-    #[arg(long)]
     pub dry_run: bool,
-    /// Do not ask (required when stdin is not a terminal).
-    #[arg(long, short = 'y')]
+    /// Do not ask.
     pub yes: bool,
     /// Journal and lock directory (host path; default /var/lib/daqtune).
-    #[arg(long, value_name = "DIR", hide = true)]
     pub state_dir: Option<String>,
 }
 
-#[derive(Debug, Clone, clap::Args)]
-pub struct RevertArgs {
-    /// Do not ask (required when stdin is not a terminal).
-    #[arg(long, short = 'y')]
+#[derive(Debug, Clone, Default)]
+pub struct RevertOptions {
+    /// Do not ask.
     pub yes: bool,
-    #[arg(long, value_name = "DIR", hide = true)]
     pub state_dir: Option<String>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+/// The artifacts `generate` prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
     /// The kernel arguments only, one line (for boot managers daqtune does not write).
     KernelArgs,
@@ -198,18 +178,14 @@ pub enum Kind {
     NetworkdLink,
 }
 
-#[derive(Debug, Clone, clap::Args)]
-pub struct GenerateArgs {
-    #[arg(value_enum)]
+#[derive(Debug, Clone)]
+pub struct GenerateOptions {
     pub kind: Kind,
     /// The daqtune binary that generated units and rules run.
-    #[arg(long, value_name = "PATH", default_value = daqtune_units::DEFAULT_EXE)]
     pub exe: String,
     /// Interfaces for network artifacts (default: the host's ConnectX ports).
-    #[arg(long = "interface", value_name = "IF")]
     pub interfaces: Vec<String>,
     /// PCI functions for the udev rule (default: the host's ConnectX PFs).
-    #[arg(long = "device", value_name = "BDF")]
     pub devices: Vec<String>,
 }
 
@@ -250,8 +226,9 @@ fn options(
 /// confirms (on a TTY, or with --yes). The generic fallback is never applied silently.
 fn profile_for_change(
     host: &Host,
-    g: &GlobalArgs,
+    g: &GlobalOptions,
     yes: bool,
+    prompt: &mut dyn Prompt,
     err: &mut dyn Write,
 ) -> Result<LoadedProfile, UsageError> {
     if let Some(p) = &g.profile {
@@ -267,7 +244,7 @@ fn profile_for_change(
         ));
     };
     let _ = writeln!(err, "detected profile {name} ({why})");
-    if !yes && !confirm(&format!("Use profile {name}?"), err)? {
+    if !yes && !prompt.confirm(&format!("Use profile {name}?"), err)? {
         return Err(UsageError::Other(
             "profile not confirmed: pass --profile NAME".into(),
         ));
@@ -277,22 +254,22 @@ fn profile_for_change(
     Ok(lp)
 }
 
-/// Ask on a TTY. Without one the answer cannot be had: a usage error (exit 2), so a pipe
-/// never applies silently.
-fn confirm(question: &str, err: &mut dyn Write) -> Result<bool, UsageError> {
-    if !std::io::stdin().is_terminal() {
-        return Err(UsageError::Other(
+/// Asks the user a yes/no question before a change. The binary asks on its terminal; where
+/// there is none the answer cannot be had and [`NoTerminal`] makes that a usage error (exit 2),
+/// so a pipe never applies silently.
+pub trait Prompt {
+    fn confirm(&mut self, question: &str, err: &mut dyn Write) -> Result<bool, UsageError>;
+}
+
+/// The prompt of a run without a terminal: every question is refused.
+pub struct NoTerminal;
+
+impl Prompt for NoTerminal {
+    fn confirm(&mut self, _question: &str, _err: &mut dyn Write) -> Result<bool, UsageError> {
+        Err(UsageError::Other(
             "stdin is not a terminal and --yes was not given: refusing to change the host (run `daqtune plan` to see what would change)".into(),
-        ));
+        ))
     }
-    let _ = write!(err, "{question} [y/N] ");
-    let _ = err.flush();
-    let mut line = String::new();
-    std::io::stdin()
-        .lock()
-        .read_line(&mut line)
-        .map_err(|e| UsageError::Other(format!("reading the answer: {e}")))?;
-    Ok(matches!(line.trim(), "y" | "Y" | "yes" | "YES" | "Yes"))
 }
 
 /// An exclusive lock on `<state>/lock`, held until dropped.
@@ -353,7 +330,7 @@ fn state_real(host: &Host, state_dir: &Option<String>) -> Result<PathBuf, UsageE
 
 /// The host for a command that writes: a `--root` must be a directory (an archive is unpacked
 /// into a temporary directory, so whatever apply wrote there would be lost).
-fn open_for_change(g: &GlobalArgs) -> Result<crate::commands::OpenedHost, UsageError> {
+fn open_for_change(g: &GlobalOptions) -> Result<crate::commands::OpenedHost, UsageError> {
     if let Some(r) = &g.root {
         if r.is_file() {
             return Err(UsageError::Other(format!(
@@ -366,7 +343,7 @@ fn open_for_change(g: &GlobalArgs) -> Result<crate::commands::OpenedHost, UsageE
 }
 
 /// `daqtune plan`.
-pub fn run_plan(g: &GlobalArgs, a: &PlanArgs, out: &mut dyn Write) -> Result<u8, UsageError> {
+pub fn run_plan(g: &GlobalOptions, a: &Selection, out: &mut dyn Write) -> Result<u8, UsageError> {
     let host = open_host(g)?;
     let lp = match &g.profile {
         Some(_) => crate::commands::choose_profile(&host, g)?,
@@ -376,7 +353,7 @@ pub fn run_plan(g: &GlobalArgs, a: &PlanArgs, out: &mut dyn Write) -> Result<u8,
             lp
         }
     };
-    let sel = with_remembered(&host, &a.sel, &None, out)?;
+    let sel = with_remembered(&host, a, &None, out)?;
     let lp = with_app_config(&host, lp, &sel, out)?;
     let opts = options(&lp, &sel, g.profile.as_deref())?;
     let plan = build_plan(&host, &lp, &opts).map_err(|e| UsageError::Other(e.to_string()))?;
@@ -384,10 +361,10 @@ pub fn run_plan(g: &GlobalArgs, a: &PlanArgs, out: &mut dyn Write) -> Result<u8,
     Ok(0)
 }
 
-/// `daqtune apply`, with a writer that tests can fault.
+/// `daqtune apply`, with a writer that tests can fault (no terminal: `yes` is needed).
 pub fn run_apply_with(
-    g: &GlobalArgs,
-    a: &ApplyArgs,
+    g: &GlobalOptions,
+    a: &ApplyOptions,
     w: &mut dyn Writer,
     out: &mut dyn Write,
     err: &mut dyn Write,
@@ -397,28 +374,29 @@ pub fn run_apply_with(
 
 /// `daqtune apply` with GPU control (the NVML setters, or a mock in tests).
 pub fn run_apply_gpu(
-    g: &GlobalArgs,
-    a: &ApplyArgs,
+    g: &GlobalOptions,
+    a: &ApplyOptions,
     w: &mut dyn Writer,
     gpu: Option<&dyn gpu::GpuSetters>,
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> Result<u8, UsageError> {
-    run_apply_inner(g, a, w, gpu, None, out, err)
+    run_apply_inner(g, a, w, gpu, None, &mut NoTerminal, out, err)
 }
 
 #[allow(clippy::too_many_arguments)]
 fn run_apply_inner(
-    g: &GlobalArgs,
-    a: &ApplyArgs,
+    g: &GlobalOptions,
+    a: &ApplyOptions,
     w: &mut dyn Writer,
     gpu: Option<&dyn gpu::GpuSetters>,
     gpu_unavailable: Option<String>,
+    prompt: &mut dyn Prompt,
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> Result<u8, UsageError> {
     let host = open_for_change(g)?;
-    let lp = profile_for_change(&host, g, a.yes || a.dry_run, err)?;
+    let lp = profile_for_change(&host, g, a.yes || a.dry_run, prompt, err)?;
     let sel = with_remembered(&host, &a.sel, &a.state_dir, out)?;
     let lp = with_app_config(&host, lp, &sel, out)?;
     let mut opts = options(&lp, &sel, g.profile.as_deref())?;
@@ -438,7 +416,7 @@ fn run_apply_inner(
         );
         return Ok(0);
     }
-    if !a.yes && !confirm(&format!("Apply {} change(s)?", plan.changes.len()), err)? {
+    if !a.yes && !prompt.confirm(&format!("Apply {} change(s)?", plan.changes.len()), err)? {
         let _ = writeln!(out, "not applied");
         return Ok(0);
     }
@@ -539,7 +517,7 @@ fn print_apply(plan: &Plan, rep: &apply::ApplyReport, out: &mut dyn Write) {
 /// The live host's GPU control: NVML's setters over the GPUs NVML reports, or why there is
 /// none. Only loaded when gpu.clocks is in scope (loading NVML costs time).
 fn live_gpu(
-    g: &GlobalArgs,
+    g: &GlobalOptions,
     sel: &Selection,
 ) -> (
     Option<gpu::NvmlSetters<daqtune_probe::gpu::LiveNvml>>,
@@ -570,7 +548,12 @@ fn live_gpu(
     }
 }
 
-pub fn run_apply(g: &GlobalArgs, a: &ApplyArgs) -> Result<u8, UsageError> {
+/// `daqtune apply` on the host with the real writer and GPU control, asking through `prompt`.
+pub fn run_apply(
+    g: &GlobalOptions,
+    a: &ApplyOptions,
+    prompt: &mut dyn Prompt,
+) -> Result<u8, UsageError> {
     let mut w = FsWriter::new();
     let (live, why) = live_gpu(g, &a.sel);
     let gpu = live.as_ref().map(|l| l as &dyn gpu::GpuSetters);
@@ -580,6 +563,7 @@ pub fn run_apply(g: &GlobalArgs, a: &ApplyArgs) -> Result<u8, UsageError> {
         &mut w,
         gpu,
         why,
+        prompt,
         &mut std::io::stdout(),
         &mut std::io::stderr(),
     )
@@ -587,8 +571,8 @@ pub fn run_apply(g: &GlobalArgs, a: &ApplyArgs) -> Result<u8, UsageError> {
 
 /// `daqtune revert`, with a writer that tests can fault.
 pub fn run_revert_with(
-    g: &GlobalArgs,
-    a: &RevertArgs,
+    g: &GlobalOptions,
+    a: &RevertOptions,
     w: &mut dyn Writer,
     out: &mut dyn Write,
     err: &mut dyn Write,
@@ -598,10 +582,22 @@ pub fn run_revert_with(
 
 /// `daqtune revert` with GPU control, to undo clock locks.
 pub fn run_revert_gpu(
-    g: &GlobalArgs,
-    a: &RevertArgs,
+    g: &GlobalOptions,
+    a: &RevertOptions,
     w: &mut dyn Writer,
     gpu: Option<&dyn gpu::GpuSetters>,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Result<u8, UsageError> {
+    run_revert_inner(g, a, w, gpu, &mut NoTerminal, out, err)
+}
+
+fn run_revert_inner(
+    g: &GlobalOptions,
+    a: &RevertOptions,
+    w: &mut dyn Writer,
+    gpu: Option<&dyn gpu::GpuSetters>,
+    prompt: &mut dyn Prompt,
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> Result<u8, UsageError> {
@@ -620,7 +616,7 @@ pub fn run_revert_gpu(
         let _ = writeln!(out, "nothing to revert (no journal in {})", base.display());
         return Ok(0);
     }
-    if !a.yes && !confirm(&format!("Revert {} apply run(s)?", pending.len()), err)? {
+    if !a.yes && !prompt.confirm(&format!("Revert {} apply run(s)?", pending.len()), err)? {
         return Ok(0);
     }
     let _lock = lock(&state).map_err(UsageError::Other)?;
@@ -646,17 +642,23 @@ pub fn run_revert_gpu(
     Ok(if rep.failed() == 0 { 0 } else { 1 })
 }
 
-pub fn run_revert(g: &GlobalArgs, a: &RevertArgs) -> Result<u8, UsageError> {
+/// `daqtune revert` on the host with the real writer and GPU control, asking through `prompt`.
+pub fn run_revert(
+    g: &GlobalOptions,
+    a: &RevertOptions,
+    prompt: &mut dyn Prompt,
+) -> Result<u8, UsageError> {
     let mut w = FsWriter::new();
     // GPU control only matters when a journal holds GPU entries; without NVML those entries
     // fail with the reason and the rest is reverted.
     let (live, _) = live_gpu(g, &Selection::default());
     let gpu = live.as_ref().map(|l| l as &dyn gpu::GpuSetters);
-    run_revert_gpu(
+    run_revert_inner(
         g,
         a,
         &mut w,
         gpu,
+        prompt,
         &mut std::io::stdout(),
         &mut std::io::stderr(),
     )
@@ -664,8 +666,8 @@ pub fn run_revert(g: &GlobalArgs, a: &RevertArgs) -> Result<u8, UsageError> {
 
 /// `daqtune generate KIND`: print one artifact for image builders and configuration managers.
 pub fn run_generate(
-    g: &GlobalArgs,
-    a: &GenerateArgs,
+    g: &GlobalOptions,
+    a: &GenerateOptions,
     out: &mut dyn Write,
 ) -> Result<u8, UsageError> {
     use daqtune_units::{etc, extlinux, grub, network, systemd, udev};

@@ -1,0 +1,217 @@
+//! What every command starts from: the host root to read, the profile to judge it by, and the
+//! evaluation of the checks into a report. Errors that are the user's (bad profile, unknown
+//! id, bad root) are [`UsageError`]s and exit 2.
+
+use crate::checks::{self, run_checks, Context, RunOptions};
+use crate::gate;
+use crate::profile::{self, LoadedProfile};
+use crate::report::{self, HostInfo, Report, SCHEMA};
+use daqtune_probe::Host;
+use std::path::PathBuf;
+use std::time::Instant;
+
+/// The options every command takes: the host root (`--root`) and the profile (`--profile`).
+#[derive(Debug, Clone, Default)]
+pub struct GlobalOptions {
+    /// Read (and write) the host under this directory (or snapshot archive) instead of `/`.
+    pub root: Option<PathBuf>,
+    /// A built-in profile name or a YAML file.
+    pub profile: Option<String>,
+}
+
+/// A mistake in what the user asked for: exit code 2.
+#[derive(Debug, thiserror::Error)]
+pub enum UsageError {
+    #[error(transparent)]
+    Profile(#[from] profile::ProfileError),
+    #[error("--root {path}: {source}")]
+    Root {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("unknown check `{0}` (see `daqtune explain --list`)")]
+    UnknownCheck(String),
+    #[error("{0}")]
+    Other(String),
+}
+
+/// A host root ready to read; a `.tar.zst` snapshot is unpacked into a temporary directory
+/// that lives as long as this value.
+pub struct OpenedHost {
+    pub host: Host,
+    _unpacked: Option<tempfile::TempDir>,
+}
+
+impl std::ops::Deref for OpenedHost {
+    type Target = Host;
+    fn deref(&self) -> &Host {
+        &self.host
+    }
+}
+
+pub fn open_root(path: Option<&std::path::Path>) -> Result<OpenedHost, UsageError> {
+    let Some(p) = path else {
+        return Ok(OpenedHost {
+            host: Host::live(),
+            _unpacked: None,
+        });
+    };
+    let root_err = |source| UsageError::Root {
+        path: p.display().to_string(),
+        source,
+    };
+    if p.is_file() {
+        let tmp = tempfile::Builder::new()
+            .prefix("daqtune-snapshot-")
+            .tempdir()
+            .map_err(root_err)?;
+        crate::snapshot::unpack(p, tmp.path()).map_err(|e| {
+            UsageError::Other(format!(
+                "--root {}: not a snapshot archive: {e}",
+                p.display()
+            ))
+        })?;
+        let host = Host::at(tmp.path()).map_err(root_err)?;
+        return Ok(OpenedHost {
+            host,
+            _unpacked: Some(tmp),
+        });
+    }
+    Ok(OpenedHost {
+        host: Host::at(p).map_err(root_err)?,
+        _unpacked: None,
+    })
+}
+
+pub fn open_host(g: &GlobalOptions) -> Result<OpenedHost, UsageError> {
+    open_root(g.root.as_deref())
+}
+
+/// The profile given with --profile, else the detected one, else generic-dgpu (said so).
+pub fn choose_profile(host: &Host, g: &GlobalOptions) -> Result<LoadedProfile, UsageError> {
+    choose_profile_for(host, g, true)
+}
+
+/// As [`choose_profile`]; `gpu_probe` allows detection by GPU name, which loads NVML and CUDA
+/// (a few hundred ms), so a run of non-GPU checks on an unrecognised host does not pay for it.
+pub fn choose_profile_for(
+    host: &Host,
+    g: &GlobalOptions,
+    gpu_probe: bool,
+) -> Result<LoadedProfile, UsageError> {
+    if let Some(p) = &g.profile {
+        let mut lp = profile::load(p)?;
+        lp.origin = format!("--profile {p}");
+        return Ok(lp);
+    }
+    match detect_profile(host, gpu_probe) {
+        Some((name, why)) => {
+            let mut lp = profile::load(&name)?;
+            lp.origin = format!("detected: {why}");
+            Ok(lp)
+        }
+        None => {
+            let mut lp = profile::load("generic-dgpu")?;
+            lp.origin = "fallback: no built-in profile matched this host".into();
+            Ok(lp)
+        }
+    }
+}
+
+/// The built-in profile this host matches, with why: by DMI / device tree, else (with
+/// `gpu_probe`, which loads NVML and CUDA) by GPU name, which only GB10 hosts need.
+pub fn detect_profile(host: &Host, gpu_probe: bool) -> Option<(String, String)> {
+    let platform = daqtune_probe::system::read_platform(host);
+    let found = profile::detect(&platform, &[]);
+    if found.is_some() || !gpu_probe {
+        return found;
+    }
+    let snap = crate::checks::read_gpus_once(host).ok()?;
+    let names: Vec<String> = snap
+        .gpus
+        .iter()
+        .map(|g| g.display_name().to_string())
+        .collect();
+    profile::detect(&platform, &names)
+}
+
+pub fn resolve_ids(ids: &[String]) -> Result<Vec<String>, UsageError> {
+    let mut out = Vec::new();
+    for id in ids {
+        if id == "all" {
+            return Ok(Vec::new());
+        }
+        match checks::find(id) {
+            Some(c) => out.push(c.id.to_string()),
+            None => return Err(UsageError::UnknownCheck(id.clone())),
+        }
+    }
+    Ok(out)
+}
+
+/// Run the checks and build the report (no printing).
+pub fn evaluate(
+    host: &Host,
+    profile: &LoadedProfile,
+    only: Vec<String>,
+    gate_mode: bool,
+) -> Report {
+    evaluate_with_app(host, profile, only, gate_mode, None)
+}
+
+/// [`evaluate`], also judging the host against a DAQIRI configuration (`--config`).
+pub fn evaluate_with_app(
+    host: &Host,
+    profile: &LoadedProfile,
+    only: Vec<String>,
+    gate_mode: bool,
+    app: Option<&crate::appconfig::AppConfig>,
+) -> Report {
+    let t0 = Instant::now();
+    let ctx = Context::new(host, profile).with_app(app);
+    let verdicts = run_checks(&ctx, &RunOptions { only });
+    let p = ctx.platform();
+    let gate_failures = if gate_mode {
+        gate::required_failures(&profile.profile, &verdicts)
+    } else {
+        Vec::new()
+    };
+    Report {
+        schema: SCHEMA.into(),
+        daqtune_version: env!("CARGO_PKG_VERSION").into(),
+        host: HostInfo {
+            hostname: p.hostname.clone(),
+            kernel: p.kernel_release.clone(),
+            arch: p.arch.clone(),
+            product: p.dmi_product.clone().or(p.dt_model.clone()),
+            root: host.root().display().to_string(),
+        },
+        profile: profile.profile.name.clone(),
+        profile_origin: profile.origin.clone(),
+        summary: report::summarize(&verdicts),
+        checks: verdicts,
+        gate_failures,
+        elapsed_ms: t0.elapsed().as_millis() as u64,
+    }
+}
+
+/// A report from a JSON file, or evaluated from a snapshot directory / archive.
+pub fn load_side(g: &GlobalOptions, path: &std::path::Path) -> Result<Report, UsageError> {
+    let is_json = path.is_file() && !path.to_string_lossy().ends_with(".tar.zst");
+    if is_json {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| UsageError::Other(format!("{}: {e}", path.display())))?;
+        let r: Report = serde_json::from_str(&text).map_err(|e| {
+            UsageError::Other(format!(
+                "{}:{}:{}: not a daqtune.report/v1 JSON report ({e})",
+                path.display(),
+                e.line(),
+                e.column()
+            ))
+        })?;
+        return Ok(r);
+    }
+    let host = open_root(Some(path))?;
+    let profile = choose_profile(&host, g)?;
+    Ok(evaluate(&host, &profile, Vec::new(), false))
+}
