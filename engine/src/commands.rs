@@ -3,6 +3,7 @@
 //! id, bad root) are [`UsageError`]s and exit 2.
 
 use crate::checks::{self, run_checks, Context, RunOptions};
+use crate::facts::Facts;
 use crate::gate;
 use crate::profile::{self, LoadedProfile};
 use crate::report::{self, HostInfo, Report, SCHEMA};
@@ -99,12 +100,22 @@ pub fn choose_profile_for(
     g: &GlobalOptions,
     gpu_probe: bool,
 ) -> Result<LoadedProfile, UsageError> {
+    choose_profile_with(&Facts::new(host), g, gpu_probe)
+}
+
+/// [`choose_profile_for`] on the run's facts (detection then reads nothing the checks or the
+/// plan read again).
+pub fn choose_profile_with(
+    facts: &Facts,
+    g: &GlobalOptions,
+    gpu_probe: bool,
+) -> Result<LoadedProfile, UsageError> {
     if let Some(p) = &g.profile {
         let mut lp = profile::load(p)?;
         lp.origin = format!("--profile {p}");
         return Ok(lp);
     }
-    match detect_profile(host, gpu_probe) {
+    match detect_profile_with(facts, gpu_probe) {
         Some((name, why)) => {
             let mut lp = profile::load(&name)?;
             lp.origin = format!("detected: {why}");
@@ -121,18 +132,22 @@ pub fn choose_profile_for(
 /// The built-in profile this host matches, with why: by DMI / device tree, else (with
 /// `gpu_probe`, which loads NVML and CUDA) by GPU name, which only GB10 hosts need.
 pub fn detect_profile(host: &Host, gpu_probe: bool) -> Option<(String, String)> {
-    let platform = daqtune_probe::system::read_platform(host);
-    let found = profile::detect(&platform, &[]);
+    detect_profile_with(&Facts::new(host), gpu_probe)
+}
+
+/// [`detect_profile`] on the run's facts.
+pub fn detect_profile_with(facts: &Facts, gpu_probe: bool) -> Option<(String, String)> {
+    let found = profile::detect(facts.platform(), &[]);
     if found.is_some() || !gpu_probe {
         return found;
     }
-    let snap = crate::checks::read_gpus_once(host).ok()?;
+    let snap = facts.gpus().ok()?;
     let names: Vec<String> = snap
         .gpus
         .iter()
         .map(|g| g.display_name().to_string())
         .collect();
-    profile::detect(&platform, &names)
+    profile::detect(facts.platform(), &names)
 }
 
 pub fn resolve_ids(ids: &[String]) -> Result<Vec<String>, UsageError> {
@@ -167,8 +182,20 @@ pub fn evaluate_with_app(
     gate_mode: bool,
     app: Option<&crate::appconfig::AppConfig>,
 ) -> Report {
+    evaluate_facts(&Facts::new(host), profile, only, gate_mode, app)
+}
+
+/// [`evaluate_with_app`] on the run's facts.
+pub fn evaluate_facts(
+    facts: &Facts,
+    profile: &LoadedProfile,
+    only: Vec<String>,
+    gate_mode: bool,
+    app: Option<&crate::appconfig::AppConfig>,
+) -> Report {
     let t0 = Instant::now();
-    let ctx = Context::new(host, profile).with_app(app);
+    let host = facts.host;
+    let ctx = Context::with_facts(facts, profile).with_app(app);
     let verdicts = run_checks(&ctx, &RunOptions { only });
     let p = ctx.platform();
     let gate_failures = if gate_mode {

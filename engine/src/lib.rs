@@ -10,6 +10,7 @@ pub mod checks;
 pub mod commands;
 pub mod cores;
 pub mod diff;
+pub mod facts;
 pub mod gate;
 pub mod profile;
 pub mod qualify;

@@ -7,6 +7,7 @@
 //! not files (NVML, CUDA) are written as JSON under `daqtune/`.
 
 use crate::commands::{self, UsageError};
+pub use crate::facts::interesting_kmsg;
 use crate::profile;
 use daqtune_probe::host::{Access, Recording};
 use daqtune_probe::Host;
@@ -82,52 +83,6 @@ pub fn record_reads(host: &Host, chosen: &profile::LoadedProfile) -> Recording {
     let _ = rec_host.read_bytes("/daqtune/kmsg.txt");
     let out = rec.lock().map(|r| r.clone()).unwrap_or_default();
     out
-}
-
-/// Kernel log lines worth keeping: mlx5, NVIDIA Xid, AER.
-pub fn interesting_kmsg(line: &str) -> bool {
-    [
-        "mlx5",
-        "NVRM: Xid",
-        "AER",
-        "pcieport",
-        "nvidia-peermem",
-        "nvidia_peermem",
-    ]
-    .iter()
-    .any(|k| line.contains(k))
-}
-
-/// Read the kernel ring buffer through /dev/kmsg without blocking (root only).
-pub(crate) fn read_kmsg() -> Option<String> {
-    use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut f = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open("/dev/kmsg")
-        .ok()?;
-    let mut out = String::new();
-    let mut buf = vec![0u8; 8192];
-    // Each read returns one record; EAGAIN ends the buffer, EPIPE means a record was
-    // overwritten while reading and the next read continues.
-    for _ in 0..200_000 {
-        match f.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => {
-                let rec = String::from_utf8_lossy(&buf[..n]);
-                let msg = rec.split_once(';').map(|(_, m)| m).unwrap_or(&rec);
-                let msg = msg.lines().next().unwrap_or("");
-                if interesting_kmsg(msg) {
-                    out.push_str(msg);
-                    out.push('\n');
-                }
-            }
-            Err(e) if e.raw_os_error() == Some(libc::EPIPE) => continue,
-            Err(_) => break,
-        }
-    }
-    Some(out)
 }
 
 struct Writer<'a> {
@@ -269,7 +224,7 @@ pub fn write_dir(
     let dq = out.join("daqtune");
     std::fs::create_dir_all(&dq).map_err(|e| io(&dq, e))?;
     if host.is_live() {
-        if let Some(k) = read_kmsg() {
+        if let Some(k) = crate::facts::read_kmsg() {
             w.write_file(
                 Path::new("daqtune/kmsg.txt"),
                 "/daqtune/kmsg.txt",

@@ -6,8 +6,9 @@ use crate::cli::{
 };
 use daqtune_engine::apply::Prompt;
 use daqtune_engine::commands::{
-    choose_profile, choose_profile_for, evaluate_with_app, load_side, open_host, resolve_ids,
+    choose_profile, choose_profile_with, evaluate_facts, load_side, open_host, resolve_ids,
 };
+use daqtune_engine::facts::Facts;
 use daqtune_engine::{checks, gate, profile, report, snapshot, topo, UsageError};
 use std::io::{BufRead, IsTerminal, Write};
 
@@ -45,7 +46,9 @@ pub fn check(g: &GlobalArgs, a: &CheckArgs) -> Result<u8, UsageError> {
         || only
             .iter()
             .any(|id| id.starts_with("gpu.") || id == "platform");
-    let profile = choose_profile_for(&host, &g, gpu_probe)?;
+    // One set of facts for detection and every check.
+    let facts = Facts::new(&host);
+    let profile = choose_profile_with(&facts, &g, gpu_probe)?;
     let app = match &a.config {
         Some(p) => Some(
             daqtune_engine::appconfig::AppConfig::load(p)
@@ -53,7 +56,8 @@ pub fn check(g: &GlobalArgs, a: &CheckArgs) -> Result<u8, UsageError> {
         ),
         None => None,
     };
-    let rep = evaluate_with_app(&host, &profile, only, a.gate, app.as_ref());
+    let rep = evaluate_facts(&facts, &profile, only, a.gate, app.as_ref());
+    drop(facts);
     drop(host);
     let color = report::want_color(std::io::stdout().is_terminal());
     print!(

@@ -174,8 +174,7 @@ fn netdev_mtu(ctx: &Context, r: &Resolved) -> Option<u32> {
     {
         return Some(m);
     }
-    ctx.host
-        .read_parsed::<u32>(&format!("/sys/class/net/{nd}/mtu"))
+    ctx.read_parsed::<u32>(&format!("/sys/class/net/{nd}/mtu"))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -374,7 +373,7 @@ fn run_cores(ctx: &Context) -> Vec<Verdict> {
     let iso = ctx.cmdline_isolated();
     let cmdline_ok = ctx.cmdline().is_ok();
     let facts = ctx.pci().ok();
-    let addrs = LocalAddrs::read(ctx.host).ok();
+    let addrs = ctx.local_addrs().ok();
     let nodes = &ctx.mem().nodes;
     let multi_node = nodes.len() > 1;
     let wanted = data_cores(app);
@@ -510,7 +509,7 @@ fn run_cores(ctx: &Context) -> Vec<Verdict> {
                 Role::Worker { iface } => iface,
                 Role::Master => None,
             };
-            let nic = iface.and_then(|i| resolve(&app.interfaces[i], facts, addrs.as_ref()).nic);
+            let nic = iface.and_then(|i| resolve(&app.interfaces[i], facts, addrs).nic);
             if let Some(n) = nic {
                 match n.numa_node.and_then(|x| u32::try_from(x).ok()) {
                     Some(node) if multi_node => match nodes.iter().find(|x| x.id == node) {
@@ -634,11 +633,10 @@ struct GpuPath {
 }
 
 fn gpudirect_path(ctx: &Context, g: &daqtune_probe::gpu::GpuFacts) -> GpuPath {
-    let modules = ctx.modules();
     let peermem = ["nvidia_peermem", "nv_peer_mem"]
         .into_iter()
-        .find(|m| modules.present(ctx.host, m));
-    let nv_mem = ctx.host.exists("/sys/kernel/mm/memory_peers/nv_mem");
+        .find(|m| ctx.module_present(m));
+    let nv_mem = ctx.exists("/sys/kernel/mm/memory_peers/nv_mem");
     let c = g.cuda.as_ref();
     let rdma_attr = c.and_then(|c| c.gpu_direct_rdma_supported);
     // dma-buf counts only where the profile lets the backends use it (seed 000: peermem is
@@ -1106,7 +1104,7 @@ fn run_interfaces(ctx: &Context) -> Vec<Verdict> {
         )];
     }
     let facts = ctx.pci();
-    let addrs = LocalAddrs::read(ctx.host);
+    let addrs = ctx.local_addrs();
     let mut out = Vec::new();
     for i in &app.interfaces {
         match i.transport {
@@ -1238,7 +1236,7 @@ fn socket_interface(
     app: &AppConfig,
     i: &Interface,
     facts: Option<&PciFacts>,
-    addrs: &Result<LocalAddrs, String>,
+    addrs: &Result<&LocalAddrs, &str>,
 ) -> Vec<Verdict> {
     const ID: &str = "app.interfaces";
     let mut out = Vec::new();
@@ -1285,7 +1283,7 @@ fn socket_interface(
         let a = match addrs {
             Ok(a) => a,
             Err(e) => {
-                out.push(Verdict::skip(ID, subject, e.clone()));
+                out.push(Verdict::skip(ID, subject, e.to_string()));
                 continue;
             }
         };
@@ -1410,9 +1408,9 @@ fn run_sizes(ctx: &Context) -> Vec<Verdict> {
         Err(v) => return v,
     };
     let facts = ctx.pci().ok();
-    let addrs = LocalAddrs::read(ctx.host).ok();
+    let addrs = ctx.local_addrs().ok();
     let mtu_of = |i: &Interface| -> Option<(u32, String)> {
-        let r = resolve(i, facts, addrs.as_ref());
+        let r = resolve(i, facts, addrs);
         let m = netdev_mtu(ctx, &r)?;
         Some((m, r.netdev.unwrap_or_default()))
     };

@@ -6,7 +6,6 @@
 
 use super::checks::data_cores;
 use super::estimate::{self, MIB};
-use super::netaddr::LocalAddrs;
 use super::{AppConfig, Transport};
 use crate::checks::Context;
 use crate::profile::{CoreSpec, LoadedProfile, Profile};
@@ -54,7 +53,7 @@ pub fn needed_mtu(app: &AppConfig) -> Option<u32> {
 /// The netdevs of the configuration's interfaces on this host.
 pub fn interface_netdevs(app: &AppConfig, ctx: &Context) -> Vec<String> {
     let facts = ctx.pci().ok();
-    let addrs = LocalAddrs::read(ctx.host).ok();
+    let addrs = ctx.local_addrs().ok();
     let mut out: Vec<String> = Vec::new();
     for i in &app.interfaces {
         let Some(a) = i.address() else { continue };
@@ -69,10 +68,7 @@ pub fn interface_netdevs(app: &AppConfig, ctx: &Context) -> Vec<String> {
                 }?;
                 n.netdevs.first().map(|d| d.name.clone())
             }),
-            _ => a
-                .parse::<IpAddr>()
-                .ok()
-                .and_then(|ip| addrs.as_ref()?.netdev_of(ip)),
+            _ => a.parse::<IpAddr>().ok().and_then(|ip| addrs?.netdev_of(ip)),
         };
         if let Some(nd) = nd.filter(|n| n != "lo") {
             if !out.contains(&nd) {

@@ -104,18 +104,27 @@ pub fn parse_if_inet6(text: &str) -> Vec<(Ipv6Addr, String)> {
 impl LocalAddrs {
     /// Read this namespace's addresses; `Err` when neither address table is readable.
     pub fn read(host: &Host) -> Result<LocalAddrs, String> {
-        let fib = host.read_string("/proc/net/fib_trie");
-        let v6 = host.read_string("/proc/net/if_inet6");
+        let text = |p: &str| host.read_string(p).map_err(|e| e.to_string());
+        Self::from_tables(
+            text("/proc/net/fib_trie"),
+            text("/proc/net/if_inet6"),
+            text("/proc/net/route").ok(),
+        )
+    }
+
+    /// The addresses from the text of /proc/net/fib_trie, /proc/net/if_inet6 and
+    /// /proc/net/route (each as read, or why it could not be).
+    pub fn from_tables(
+        fib: Result<String, String>,
+        v6: Result<String, String>,
+        route: Option<String>,
+    ) -> Result<LocalAddrs, String> {
         if let (Err(e), Err(_)) = (&fib, &v6) {
             return Err(format!("cannot read the namespace's addresses: {e}"));
         }
         Ok(LocalAddrs {
             v4: fib.as_deref().map(parse_fib_trie).unwrap_or_default(),
-            routes: host
-                .read_string("/proc/net/route")
-                .as_deref()
-                .map(parse_route)
-                .unwrap_or_default(),
+            routes: route.as_deref().map(parse_route).unwrap_or_default(),
             v6: v6.as_deref().map(parse_if_inet6).unwrap_or_default(),
         })
     }

@@ -300,42 +300,6 @@ pub fn list_runs(base: &Path) -> Vec<PathBuf> {
     v
 }
 
-/// GPU clock locks that daqtune's applied (not reverted) runs made, as (GPU UUID, domain,
-/// run id), oldest run first. `gpu.clocks` uses them where NVML alone cannot tell whether a
-/// clock is held, and to say that a lock daqtune made has since been lost.
-pub fn applied_gpu_locks(
-    host: &daqtune_probe::Host,
-) -> Vec<(String, super::gpu::GpuDomain, String)> {
-    let mut out = Vec::new();
-    let Ok(runs) = host.read_dir(JOURNAL_DIR) else {
-        return out;
-    };
-    // A lock lasts until reboot: runs from before this boot say nothing about now. (Without
-    // /proc/stat, as on a bare fixture root, the boot time is unknown and every run counts.)
-    let booted = host.read_string("/proc/stat").ok().and_then(|t| {
-        t.lines()
-            .find_map(|l| l.strip_prefix("btime "))
-            .and_then(|v| v.trim().parse::<u64>().ok())
-    });
-    for run in runs {
-        let Ok(text) = host.read_string(&format!("{JOURNAL_DIR}/{run}/journal.json")) else {
-            continue;
-        };
-        let Ok(doc) = serde_json::from_str::<JournalDoc>(&text) else {
-            continue;
-        };
-        if doc.state == RunState::Reverted || booted.is_some_and(|b| doc.started_unix < b) {
-            continue;
-        }
-        for r in doc.records.iter().filter(|r| r.done) {
-            if let Entry::GpuLock { uuid, domain, .. } = &r.entry {
-                out.push((uuid.clone(), *domain, doc.id.clone()));
-            }
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

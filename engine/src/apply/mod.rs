@@ -16,9 +16,10 @@ pub mod setters;
 pub(crate) mod testroot;
 
 use crate::commands::{open_host, GlobalOptions, UsageError};
+use crate::facts::Facts;
 use crate::profile::{self, LoadedProfile};
 use daqtune_probe::Host;
-use plan::{build_plan, Plan, PlanOptions};
+use plan::{Plan, PlanOptions};
 use setters::{FsWriter, Writer};
 use std::io::Write;
 use std::path::PathBuf;
@@ -120,7 +121,7 @@ fn recorded(sel: &Selection) -> journal::RecordedSelection {
 /// The profile with the parameters a DAQIRI configuration needs (`--config`), and one line
 /// per derived parameter for the plan's header.
 fn with_app_config(
-    host: &Host,
+    facts: &Facts,
     lp: LoadedProfile,
     sel: &Selection,
     out: &mut dyn Write,
@@ -129,7 +130,7 @@ fn with_app_config(
         return Ok(lp);
     };
     let app = crate::appconfig::AppConfig::load(p).map_err(|e| UsageError::Other(e.to_string()))?;
-    let ctx = crate::checks::Context::new(host, &lp);
+    let ctx = crate::checks::Context::with_facts(facts, &lp);
     let (derived, notes) = crate::appconfig::derive_loaded(&app, &lp, &ctx);
     for n in notes {
         let _ = writeln!(out, "from {}: {n}", app.file);
@@ -225,7 +226,7 @@ fn options(
 /// The profile for a command that changes the host: `--profile`, or a detection the user
 /// confirms (on a TTY, or with --yes). The generic fallback is never applied silently.
 fn profile_for_change(
-    host: &Host,
+    facts: &Facts,
     g: &GlobalOptions,
     yes: bool,
     prompt: &mut dyn Prompt,
@@ -238,7 +239,7 @@ fn profile_for_change(
     }
     // The same detection as `check` and `plan`, GPU names included (a DGX Spark is known by
     // its GB10).
-    let Some((name, why)) = crate::commands::detect_profile(host, true) else {
+    let Some((name, why)) = crate::commands::detect_profile_with(facts, true) else {
         return Err(UsageError::Other(
             "no built-in profile matches this host: pass --profile NAME|FILE (built-ins: igx-orin, dgx-spark, generic-dgpu)".into(),
         ));
@@ -345,18 +346,31 @@ fn open_for_change(g: &GlobalOptions) -> Result<crate::commands::OpenedHost, Usa
 /// `daqtune plan`.
 pub fn run_plan(g: &GlobalOptions, a: &Selection, out: &mut dyn Write) -> Result<u8, UsageError> {
     let host = open_host(g)?;
+    plan_on(&host, g, a, out)
+}
+
+/// `daqtune plan` on an opened host (a test passes a recording one to count its reads).
+pub fn plan_on(
+    host: &Host,
+    g: &GlobalOptions,
+    a: &Selection,
+    out: &mut dyn Write,
+) -> Result<u8, UsageError> {
+    // One set of facts for detection, the configuration's derivation and the plan.
+    let facts = Facts::new(host);
     let lp = match &g.profile {
-        Some(_) => crate::commands::choose_profile(&host, g)?,
+        Some(_) => crate::commands::choose_profile_with(&facts, g, true)?,
         None => {
-            let lp = crate::commands::choose_profile(&host, g)?;
+            let lp = crate::commands::choose_profile_with(&facts, g, true)?;
             let _ = writeln!(out, "profile {} ({})", lp.profile.name, lp.origin);
             lp
         }
     };
-    let sel = with_remembered(&host, a, &None, out)?;
-    let lp = with_app_config(&host, lp, &sel, out)?;
+    let sel = with_remembered(host, a, &None, out)?;
+    let lp = with_app_config(&facts, lp, &sel, out)?;
     let opts = options(&lp, &sel, g.profile.as_deref())?;
-    let plan = build_plan(&host, &lp, &opts).map_err(|e| UsageError::Other(e.to_string()))?;
+    let plan = plan::build_plan_with(&facts, &lp, &opts, None)
+        .map_err(|e| UsageError::Other(e.to_string()))?;
     let _ = write!(out, "{plan}");
     Ok(0)
 }
@@ -396,12 +410,13 @@ fn run_apply_inner(
     err: &mut dyn Write,
 ) -> Result<u8, UsageError> {
     let host = open_for_change(g)?;
-    let lp = profile_for_change(&host, g, a.yes || a.dry_run, prompt, err)?;
+    let facts = Facts::new(&host);
+    let lp = profile_for_change(&facts, g, a.yes || a.dry_run, prompt, err)?;
     let sel = with_remembered(&host, &a.sel, &a.state_dir, out)?;
-    let lp = with_app_config(&host, lp, &sel, out)?;
+    let lp = with_app_config(&facts, lp, &sel, out)?;
     let mut opts = options(&lp, &sel, g.profile.as_deref())?;
     opts.gpu_unavailable = gpu_unavailable;
-    let plan = plan::build_plan_with(&host, &lp, &opts, gpu)
+    let plan = plan::build_plan_with(&facts, &lp, &opts, gpu)
         .map_err(|e| UsageError::Other(e.to_string()))?;
     let _ = write!(out, "{plan}");
     if a.dry_run {
@@ -429,8 +444,10 @@ fn run_apply_inner(
         lock(&state)
     }
     .map_err(UsageError::Other)?;
-    // The host may have changed while the user read the plan: plan again under the lock.
-    let plan = plan::build_plan_with(&host, &lp, &opts, gpu)
+    // The host may have changed while the user read the plan (or another apply ran): plan
+    // again under the lock, on facts read afresh.
+    let facts = Facts::new(&host);
+    let plan = plan::build_plan_with(&facts, &lp, &opts, gpu)
         .map_err(|e| UsageError::Other(e.to_string()))?;
     let mut journal = journal::Journal::create(&state.join("journal"), &lp.profile.name, w)
         .map_err(|e| {
@@ -443,7 +460,7 @@ fn run_apply_inner(
     journal
         .flush(w)
         .map_err(|e| UsageError::Other(format!("journal: {e}")))?;
-    let lockdown = daqtune_probe::system::read_platform(&host).lockdown;
+    let lockdown = facts.platform().lockdown.clone();
     let rep = apply::execute(&host, &plan, &mut journal, w, lockdown.as_deref(), gpu);
     print_apply(&plan, &rep, out);
     Ok(if rep.failed() == 0 { 0 } else { 1 })
@@ -672,7 +689,8 @@ pub fn run_generate(
 ) -> Result<u8, UsageError> {
     use daqtune_units::{etc, extlinux, grub, network, systemd, udev};
     let host = open_host(g)?;
-    let lp = crate::commands::choose_profile(&host, g)?;
+    let facts = Facts::new(&host);
+    let lp = crate::commands::choose_profile_with(&facts, g, true)?;
     let pref = options(
         &lp,
         &Selection {
@@ -684,7 +702,7 @@ pub fn run_generate(
     .profile_ref;
     let inv = |e: daqtune_units::InvalidValue| UsageError::Other(e.to_string());
     let args = || -> Result<grub::KernelArgs, UsageError> {
-        let (spec, _) = plan::kernel_arg_spec(&host, &lp).map_err(UsageError::Other)?;
+        let (spec, _) = plan::kernel_arg_spec(&facts, &lp).map_err(UsageError::Other)?;
         spec.build().map_err(inv)
     };
     let ifaces = || -> Vec<String> {
@@ -694,21 +712,21 @@ pub fn run_generate(
         if !lp.profile.nic.interfaces.is_empty() {
             return lp.profile.nic.interfaces.clone();
         }
-        connectx(&host).1
+        connectx(&facts).1
     };
     let mtu = lp.profile.nic.mtu;
     let text = match a.kind {
         Kind::KernelArgs => args()?.render_plain(),
         Kind::GrubDropin => grub::render_dropin(&args()?, &pref).map_err(inv)?,
         Kind::Extlinux => {
-            let cur = host
+            let cur = facts
                 .read_string(plan::EXTLINUX_CONF)
                 .map_err(|e| UsageError::Other(format!("{}: {e}", plan::EXTLINUX_CONF)))?;
             extlinux::add_entry(&cur, &args()?).map_err(|e| UsageError::Other(e.to_string()))?
         }
         Kind::UdevMrrs => {
             let list = if a.devices.is_empty() {
-                connectx(&host).0
+                connectx(&facts).0
             } else {
                 a.devices.clone()
             };
@@ -765,7 +783,7 @@ pub fn run_generate(
         Kind::NetworkdLink => {
             let mut s = String::new();
             for n in ifaces() {
-                let mac = host
+                let mac = facts
                     .read_attr(&format!("/sys/class/net/{n}/address"))
                     .map_err(|e| UsageError::Other(format!("{n}: {e}")))?;
                 let art = network::networkd_link(&n, &network::LinkMatch::Mac(mac), mtu, &pref)
@@ -780,13 +798,11 @@ pub fn run_generate(
 }
 
 /// (ConnectX PF addresses, their netdevs).
-fn connectx(host: &Host) -> (Vec<String>, Vec<String>) {
-    let Ok(tree) = daqtune_probe::pci::read_pci(host, daqtune_probe::pci::ReadOptions::default())
-    else {
+fn connectx(facts: &Facts) -> (Vec<String>, Vec<String>) {
+    let Ok(pci) = facts.pci() else {
         return (Vec::new(), Vec::new());
     };
-    let nics = daqtune_probe::pci::nic::discover_nics(host, &tree);
-    let pfs: Vec<_> = nics.iter().filter(|n| n.connectx && !n.is_vf).collect();
+    let pfs: Vec<_> = pci.nics.iter().filter(|n| n.connectx && !n.is_vf).collect();
     (
         pfs.iter().map(|n| n.addr.to_string()).collect(),
         pfs.iter()

@@ -5,14 +5,10 @@
 //! host that already matches gets an empty plan (a second `apply` changes nothing).
 
 use super::setters::Target;
+use crate::facts::Facts;
 use crate::profile::{CoreSpec, LoadedProfile};
-use daqtune_probe::cpu::read_cpus;
-use daqtune_probe::mem::{parse_size_kb, read_mem};
-use daqtune_probe::pci::{nic::discover_nics, read_pci, ReadOptions};
-use daqtune_probe::system::{
-    parse_kernel_version, read_platform, unit_enabled, Modules, PlatformFacts,
-};
-use daqtune_probe::{cmdline, CpuSet, Host};
+use daqtune_probe::mem::parse_size_kb;
+use daqtune_probe::{CpuSet, Host};
 use daqtune_units::grub::{self, HugepageArgs, IsolationArgs, KernelArgSpec, KernelArgs};
 use daqtune_units::{etc, extlinux, network, systemd, udev};
 use std::fmt;
@@ -172,7 +168,7 @@ impl PlanOptions {
 fn cmdline_carries(cx: &Ctx, min: (u32, u32)) -> bool {
     cx.opts.wants("kernel.cmdline")
         && cx.kernel_version().is_some_and(|v| (v.0, v.1) >= min)
-        && boot_config(cx.host, cx.lp) != BootConfig::Unknown
+        && boot_config(cx.facts, cx.lp) != BootConfig::Unknown
         && !cx.lp.profile.not_applicable.contains_key("kernel.cmdline")
 }
 
@@ -202,16 +198,15 @@ pub enum PlanError {
 }
 
 struct Ctx<'a> {
-    host: &'a Host,
+    facts: &'a Facts<'a>,
     lp: &'a LoadedProfile,
     opts: &'a PlanOptions,
-    platform: PlatformFacts,
     target: Target,
 }
 
 impl Ctx<'_> {
     fn read(&self, path: &str) -> Option<Vec<u8>> {
-        self.host.read_bytes(path).ok()
+        self.facts.read_bytes(path).ok().map(|b| b.to_vec())
     }
     #[allow(clippy::too_many_arguments)]
     fn file_change(
@@ -244,7 +239,7 @@ impl Ctx<'_> {
     fn enable(&self, plan: &mut Plan, check: &str, unit: &str, wanted_by: &str) {
         let link = format!("/etc/systemd/system/{wanted_by}.wants/{unit}");
         let target = format!("/etc/systemd/system/{unit}");
-        if self.host.read_link(&link).ok().as_deref() == Some(target.as_str()) {
+        if self.facts.read_link(&link).ok().as_deref() == Some(&target) {
             return;
         }
         plan.changes.push(Change {
@@ -256,21 +251,18 @@ impl Ctx<'_> {
         });
     }
     fn kernel_version(&self) -> Option<(u32, u32, u32)> {
-        self.platform
-            .kernel_release
-            .as_deref()
-            .and_then(parse_kernel_version)
+        self.facts.kernel_version()
     }
 }
 
-/// Build the plan for `lp` on `host`.
+/// Build the plan for `lp` on `host` (facts gathered for this plan alone).
 pub fn build_plan(host: &Host, lp: &LoadedProfile, opts: &PlanOptions) -> Result<Plan, PlanError> {
-    build_plan_with(host, lp, opts, None)
+    build_plan_with(&Facts::new(host), lp, opts, None)
 }
 
-/// [`build_plan`] with access to the GPUs (clock locks and persistence).
+/// [`build_plan`] on the run's facts, with access to the GPUs (clock locks and persistence).
 pub fn build_plan_with(
-    host: &Host,
+    facts: &Facts,
     lp: &LoadedProfile,
     opts: &PlanOptions,
     gpu: Option<&dyn super::gpu::GpuSetters>,
@@ -280,16 +272,15 @@ pub fn build_plan_with(
             return Err(PlanError::UnknownId(id.clone()));
         }
     }
-    let target = if host.is_live() {
+    let target = if facts.host.is_live() {
         Target::Live
     } else {
         Target::Root
     };
     let cx = Ctx {
-        host,
+        facts,
         lp,
         opts,
-        platform: read_platform(host),
         target,
     };
     let mut plan = Plan {
@@ -329,7 +320,12 @@ pub fn build_plan_with(
             _ => {}
         }
     }
-    if let Some(lockdown) = cx.platform.lockdown.as_deref().filter(|l| *l != "none") {
+    if let Some(lockdown) = facts
+        .platform()
+        .lockdown
+        .as_deref()
+        .filter(|l| *l != "none")
+    {
         if plan
             .changes
             .iter()
@@ -347,28 +343,27 @@ pub fn build_plan_with(
 
 /// The data cores as a CPU list: the profile's list, or its rule resolved on this host the
 /// way the checks resolve it (so apply and check agree on the cores).
-fn resolve_data_cores(host: &Host, lp: &LoadedProfile) -> Result<Option<String>, String> {
+fn resolve_data_cores(facts: &Facts, lp: &LoadedProfile) -> Result<Option<String>, String> {
     match &lp.profile.cpu.isolated {
         None => Ok(None),
         Some(CoreSpec::List(s)) => Ok(Some(s.clone())),
-        Some(CoreSpec::Rule(_)) => crate::checks::Context::new(host, lp)
+        Some(CoreSpec::Rule(_)) => crate::checks::Context::with_facts(facts, lp)
             .data_cores()
             .map(|o| o.filter(|s| !s.is_empty()).map(|s| s.to_string())),
     }
 }
 
 fn data_cores(cx: &Ctx) -> Result<Option<String>, String> {
-    resolve_data_cores(cx.host, cx.lp)
+    resolve_data_cores(cx.facts, cx.lp)
 }
 
 /// The kernel arguments the profile implies on this host.
 pub fn kernel_arg_spec(
-    host: &Host,
+    facts: &Facts,
     lp: &LoadedProfile,
 ) -> Result<(KernelArgSpec, Vec<String>), String> {
     let p = &lp.profile;
     let mut notes = Vec::new();
-    let platform = read_platform(host);
     let mut spec = KernelArgSpec::default();
     if p.hugepages.count > 0 && !lp.profile.not_applicable.contains_key("hugepages") {
         spec.hugepages = Some(HugepageArgs {
@@ -377,7 +372,7 @@ pub fn kernel_arg_spec(
             count: p.hugepages.count,
         });
     }
-    let iso = match resolve_data_cores(host, lp) {
+    let iso = match resolve_data_cores(facts, lp) {
         Ok(v) => v,
         Err(e) => {
             notes.push(format!("isolation arguments left out: {e}"));
@@ -390,7 +385,8 @@ pub fn kernel_arg_spec(
             None => {
                 let iso_set =
                     daqtune_probe::cpulist::parse_cpulist(&iso, None).map_err(|e| e.to_string())?;
-                read_cpus(host)
+                facts
+                    .cpus()
                     .ok()
                     .map(|c| c.online.difference(&iso_set))
                     .filter(|s: &CpuSet| !s.is_empty())
@@ -406,10 +402,7 @@ pub fn kernel_arg_spec(
         });
     }
     // cpufreq.default_governor= exists from 5.9; older kernels get a unit instead.
-    let kv = platform
-        .kernel_release
-        .as_deref()
-        .and_then(parse_kernel_version);
+    let kv = facts.kernel_version();
     if p.cpu.governor == "performance" && kv.is_some_and(|v| (v.0, v.1) >= (5, 9)) {
         spec.governor_performance = true;
     }
@@ -426,12 +419,12 @@ pub enum BootConfig {
 
 pub const EXTLINUX_CONF: &str = "/boot/extlinux/extlinux.conf";
 
-pub fn boot_config(host: &Host, lp: &LoadedProfile) -> BootConfig {
-    if host.exists("/etc/default/grub") {
+pub fn boot_config(facts: &Facts, lp: &LoadedProfile) -> BootConfig {
+    if facts.exists("/etc/default/grub") {
         BootConfig::Grub {
             dropin: lp.profile.persist.grub_dropin.clone(),
         }
-    } else if host.exists(EXTLINUX_CONF) {
+    } else if facts.exists(EXTLINUX_CONF) {
         BootConfig::Extlinux {
             path: EXTLINUX_CONF.into(),
         }
@@ -442,12 +435,15 @@ pub fn boot_config(host: &Host, lp: &LoadedProfile) -> BootConfig {
 
 /// /etc/default/grub and the drop-ins, in sourcing order, with `ours` replaced by (or added
 /// as) `our_text` when given.
-pub fn grub_files(host: &Host, ours: &str, our_text: Option<&str>) -> Vec<(String, String)> {
+pub fn grub_files(facts: &Facts, ours: &str, our_text: Option<&str>) -> Vec<(String, String)> {
     let mut files = Vec::new();
-    if let Ok(t) = host.read_string("/etc/default/grub") {
+    if let Ok(t) = facts.read_string("/etc/default/grub") {
         files.push(("/etc/default/grub".to_string(), t));
     }
-    let mut names = host.read_dir("/etc/default/grub.d").unwrap_or_default();
+    let mut names: Vec<String> = facts
+        .read_dir("/etc/default/grub.d")
+        .map(|d| d.to_vec())
+        .unwrap_or_default();
     let our_name = ours.rsplit('/').next().unwrap_or(ours).to_string();
     if our_text.is_some() && !names.contains(&our_name) {
         names.push(our_name.clone());
@@ -457,13 +453,13 @@ pub fn grub_files(host: &Host, ours: &str, our_text: Option<&str>) -> Vec<(Strin
         let text = if n == our_name {
             match our_text {
                 Some(t) => t.to_string(),
-                None => match host.read_string(&path) {
+                None => match facts.read_string(&path) {
                     Ok(t) => t,
                     Err(_) => continue,
                 },
             }
         } else {
-            match host.read_string(&path) {
+            match facts.read_string(&path) {
                 Ok(t) => t,
                 Err(_) => continue,
             }
@@ -475,8 +471,8 @@ pub fn grub_files(host: &Host, ours: &str, our_text: Option<&str>) -> Vec<(Strin
 
 /// Words the next boot will pass that the running kernel did not get: what waits for a
 /// reboot. `None` when daqtune wrote no kernel arguments (or they cannot be evaluated).
-pub fn pending_kernel_args(host: &Host, lp: &LoadedProfile) -> Option<Vec<String>> {
-    let running = cmdline::parse_cmdline(&host.read_string("/proc/cmdline").ok()?);
+pub fn pending_kernel_args(facts: &Facts, lp: &LoadedProfile) -> Option<Vec<String>> {
+    let running = facts.cmdline().ok()?;
     let has = |w: &str| {
         let (k, v) = w.split_once('=').map_or((w, None), |(k, v)| (k, Some(v)));
         let k = k.replace('-', "_");
@@ -485,13 +481,13 @@ pub fn pending_kernel_args(host: &Host, lp: &LoadedProfile) -> Option<Vec<String
             .iter()
             .any(|p| p.key == k && p.value.as_deref() == v)
     };
-    let words: Vec<String> = match boot_config(host, lp) {
+    let words: Vec<String> = match boot_config(facts, lp) {
         BootConfig::Grub { dropin } => {
-            let ours = host.read_string(&dropin).ok()?;
+            let ours = facts.read_string(&dropin).ok()?;
             if !ours.contains(daqtune_units::OWNER_MARK) {
                 return None;
             }
-            let ev = grub::evaluate(&grub_files(host, &dropin, None));
+            let ev = grub::evaluate(&grub_files(facts, &dropin, None));
             let ours_words: Vec<String> = grub::evaluate(&[(dropin.clone(), ours)])
                 .get(grub::CMDLINE)
                 .split_whitespace()
@@ -509,7 +505,7 @@ pub fn pending_kernel_args(host: &Host, lp: &LoadedProfile) -> Option<Vec<String
                 .collect()
         }
         BootConfig::Extlinux { path } => {
-            let t = host.read_string(&path).ok()?;
+            let t = facts.read_string(&path).ok()?;
             let mut in_ours = false;
             let mut words = Vec::new();
             for l in t.lines() {
@@ -536,10 +532,10 @@ pub fn pending_kernel_args(host: &Host, lp: &LoadedProfile) -> Option<Vec<String
 fn plan_kernel_args(cx: &Ctx, plan: &mut Plan) -> Result<(), PlanError> {
     const ID: &str = "kernel.cmdline";
     let (mut spec, notes) =
-        kernel_arg_spec(cx.host, cx.lp).map_err(|e| PlanError::Device("kernel".into(), e))?;
+        kernel_arg_spec(cx.facts, cx.lp).map_err(|e| PlanError::Device("kernel".into(), e))?;
     // `pci=disable_acs_redir=` only with --allow-acs, and only where no IOMMU translates.
     if cx.opts.allow_acs && cx.kernel_version().is_some_and(|v| (v.0, v.1) >= (5, 1)) {
-        if let Ok(ports) = acs_ports(cx.host) {
+        if let Ok(ports) = acs_ports(cx.facts) {
             if ports.iter().all(|p| p.iommu_blocks.is_none()) {
                 spec.acs_redir_disable = ports.iter().filter_map(|p| p.bdf.parse().ok()).collect();
             }
@@ -562,10 +558,10 @@ fn plan_kernel_args(cx: &Ctx, plan: &mut Plan) -> Result<(), PlanError> {
         return Ok(());
     }
     let pref = profile_ref(cx);
-    match boot_config(cx.host, cx.lp) {
+    match boot_config(cx.facts, cx.lp) {
         BootConfig::Grub { dropin } => {
             let text = grub::render_dropin(&args, &pref)?;
-            let files = grub_files(cx.host, &dropin, Some(&text));
+            let files = grub_files(cx.facts, &dropin, Some(&text));
             for f in grub::analyze(&files, &dropin, &args) {
                 let level = if f.is_blocking() { NoteLevel::Warn } else { NoteLevel::Info };
                 plan.note(ID, level, f.to_string());
@@ -582,7 +578,7 @@ fn plan_kernel_args(cx: &Ctx, plan: &mut Plan) -> Result<(), PlanError> {
             }
         }
         BootConfig::Extlinux { path } => {
-            let Some(cur) = cx.host.read_string(&path).ok() else {
+            let Some(cur) = cx.facts.read_string(&path).ok() else {
                 plan.note(ID, NoteLevel::Skip, format!("cannot read {path}"));
                 return Ok(());
             };
@@ -602,7 +598,7 @@ fn plan_kernel_args(cx: &Ctx, plan: &mut Plan) -> Result<(), PlanError> {
     }
     // Already written and not yet booted?
     if !plan.changes.iter().any(|c| c.check == ID) {
-        if let Some(p) = pending_kernel_args(cx.host, cx.lp).filter(|p| !p.is_empty()) {
+        if let Some(p) = pending_kernel_args(cx.facts, cx.lp).filter(|p| !p.is_empty()) {
             plan.note(
                 ID,
                 NoteLevel::PendingReboot,
@@ -625,7 +621,7 @@ fn plan_governor(cx: &Ctx, plan: &mut Plan) -> Result<(), PlanError> {
     const ID: &str = "cpu.governor";
     let want = cx.lp.profile.cpu.governor.clone();
     if cx.opts.runtime {
-        match read_cpus(cx.host) {
+        match cx.facts.cpus() {
             Err(e) => plan.note(ID, NoteLevel::Skip, e.to_string()),
             Ok(cpus) => {
                 let with_freq: Vec<_> = cpus.cpus.iter().filter(|c| c.governor.is_some()).collect();
@@ -653,7 +649,8 @@ fn plan_governor(cx: &Ctx, plan: &mut Plan) -> Result<(), PlanError> {
                         "/sys/devices/system/cpu/cpu{}/cpufreq/scaling_governor",
                         c.id
                     );
-                    let from = cx.host.read_string(&path).unwrap_or_default();
+                    // The value the facts read (apply journals what is there when it writes).
+                    let from = format!("{cur}\n");
                     plan.changes.push(Change {
                         check: ID.into(),
                         subject: format!("cpu{}", c.id),
@@ -703,7 +700,7 @@ fn plan_idle(cx: &Ctx, plan: &mut Plan) {
     let Ok(set) = daqtune_probe::cpulist::parse_cpulist(&list, None) else {
         return;
     };
-    let Ok(cpus) = read_cpus(cx.host) else { return };
+    let Ok(cpus) = cx.facts.cpus() else { return };
     let max = cx.lp.profile.cpu.max_idle_latency_us;
     for c in cpus.cpus.iter().filter(|c| set.contains(c.id)) {
         for s in &c.idle_states {
@@ -712,7 +709,7 @@ fn plan_idle(cx: &Ctx, plan: &mut Plan) {
                     "/sys/devices/system/cpu/cpu{}/cpuidle/state{}/disable",
                     c.id, s.index
                 );
-                let from = cx.host.read_string(&path).unwrap_or_default();
+                let from = "0\n".to_string();
                 plan.changes.push(Change {
                     check: ID.into(),
                     subject: format!("cpu{} {}", c.id, s.name),
@@ -744,7 +741,7 @@ fn plan_hugepages(cx: &Ctx, plan: &mut Plan) -> Result<(), PlanError> {
         return Ok(());
     };
     if cx.opts.runtime && hp.count > 0 {
-        let mem = read_mem(cx.host);
+        let mem = cx.facts.mem();
         match mem.pool(size_kb) {
             None => plan.note(ID, NoteLevel::Skip, format!("the kernel offers no {} page pool (/sys/kernel/mm/hugepages/hugepages-{size_kb}kB is absent)", hp.size)),
             Some(pool) if pool.total >= hp.count => {}
@@ -792,7 +789,7 @@ fn plan_hugepages(cx: &Ctx, plan: &mut Plan) -> Result<(), PlanError> {
                         if target <= cur_total {
                             plan.note(ID, NoteLevel::Warn, format!("{} x {} pages wanted, {} reserved, and free memory does not allow more; reserve them at boot (kernel arguments)", hp.count, hp.size, pool.total));
                         } else {
-                            let from = cx.host.read_string(&path).unwrap_or_default();
+                            let from = format!("{cur_total}\n");
                             let mut note = None;
                             if target < cur_total + missing {
                                 note = Some(format!("capped at {target} of {} by free memory", cur_total + missing));
@@ -825,7 +822,9 @@ fn plan_hugepages(cx: &Ctx, plan: &mut Plan) -> Result<(), PlanError> {
                 false,
             );
             cx.enable(plan, ID, &name, "local-fs.target");
-            let mounted = read_mem(cx.host)
+            let mounted = cx
+                .facts
+                .mem()
                 .mounts
                 .iter()
                 .any(|m| m.fstype == "hugetlbfs" && m.target == *mp);
@@ -849,10 +848,10 @@ struct NicPort {
 }
 
 fn connectx_pfs(cx: &Ctx) -> Result<Vec<NicPort>, String> {
-    let tree = read_pci(cx.host, ReadOptions::default())
-        .map_err(|e| format!("cannot read the PCI tree: {e}"))?;
-    Ok(discover_nics(cx.host, &tree)
-        .into_iter()
+    let facts = cx.facts.pci().map_err(str::to_string)?;
+    Ok(facts
+        .nics
+        .iter()
         .filter(|n| n.connectx && !n.is_vf)
         .map(|n| NicPort {
             bdf: n.addr.to_string(),
@@ -900,19 +899,24 @@ fn plan_mrrs(cx: &Ctx, plan: &mut Plan) -> Result<(), PlanError> {
                 continue;
             }
             let path = format!("/sys/bus/pci/devices/{}/config", pf.bdf);
-            let cfg = match cx.host.read_bytes(&path) {
-                Ok(b) => b,
-                Err(e) => {
-                    plan.note(
-                        ID,
-                        NoteLevel::Skip,
-                        format!("{}: cannot read config space: {e}", pf.bdf),
-                    );
-                    continue;
-                }
-            };
-            let Some(off) = daqtune_probe::pci::config::devctl_offset(&cfg) else {
-                let why = if cfg.len() <= 64 {
+            // DevCtl as the PCI facts decoded it from the config space they read; apply reads
+            // the register again under its lock and refuses if it moved.
+            let dev = cx
+                .facts
+                .pci()
+                .ok()
+                .and_then(|f| f.tree.devices.iter().find(|d| d.addr.to_string() == pf.bdf));
+            let Some(dev) = dev else { continue };
+            if let (None, Some(e)) = (&dev.config, &dev.config_error) {
+                plan.note(
+                    ID,
+                    NoteLevel::Skip,
+                    format!("{}: cannot read config space: {e}", pf.bdf),
+                );
+                continue;
+            }
+            let Some(cap) = dev.pcie() else {
+                let why = if dev.config_len <= 64 {
                     "only 64 bytes of config space are visible (not root)"
                 } else {
                     "no PCI Express capability"
@@ -924,7 +928,8 @@ fn plan_mrrs(cx: &Ctx, plan: &mut Plan) -> Result<(), PlanError> {
                 );
                 continue;
             };
-            let devctl = u16::from_le_bytes([cfg[off], cfg[off + 1]]);
+            let off = cap.offset + 8;
+            let devctl = cap.devctl;
             let new = match daqtune_probe::pci::config::mrrs_rmw(devctl, want) {
                 Ok(n) => n,
                 Err(e) => {
@@ -976,14 +981,16 @@ fn data_interfaces(cx: &Ctx) -> Result<Vec<Port>, String> {
         }
     } else {
         for n in named {
-            let mac = cx
-                .host
-                .read_attr(&format!("/sys/class/net/{n}/address"))
-                .ok();
-            let bdf = pfs
-                .iter()
-                .find(|p| p.netdevs.iter().any(|d| &d.0 == n))
-                .map(|p| p.bdf.clone());
+            let pf = pfs.iter().find(|p| p.netdevs.iter().any(|d| &d.0 == n));
+            // A ConnectX netdev's MAC is in the PCI facts; another port's is read.
+            let mac = match pf.and_then(|p| p.netdevs.iter().find(|d| &d.0 == n)) {
+                Some((_, mac)) => mac.clone(),
+                None => cx
+                    .facts
+                    .read_attr(&format!("/sys/class/net/{n}/address"))
+                    .ok(),
+            };
+            let bdf = pf.map(|p| p.bdf.clone());
             out.push((n.clone(), mac, bdf));
         }
     }
@@ -991,21 +998,21 @@ fn data_interfaces(cx: &Ctx) -> Result<Vec<Port>, String> {
 }
 
 /// How the ports' network configuration is managed.
-pub fn network_style(host: &Host, lp: &LoadedProfile) -> &'static str {
+pub fn network_style(facts: &Facts, lp: &LoadedProfile) -> &'static str {
     match lp.profile.persist.network.as_str() {
         "netplan" => "netplan",
         "networkmanager" => "networkmanager",
         "networkd" => "networkd",
         _ => {
-            let netplan = host
+            let netplan = facts
                 .read_dir("/etc/netplan")
                 .unwrap_or_default()
                 .iter()
                 .any(|n| n.ends_with(".yaml") && n != "90-daqtune.yaml");
             if netplan {
                 "netplan"
-            } else if host.is_dir("/etc/NetworkManager/system-connections")
-                || unit_enabled(host, "NetworkManager.service")
+            } else if facts.is_dir("/etc/NetworkManager/system-connections")
+                || facts.unit_enabled("NetworkManager.service")
             {
                 "networkmanager"
             } else {
@@ -1035,9 +1042,24 @@ fn plan_mtu(cx: &Ctx, plan: &mut Plan) -> Result<(), PlanError> {
     if cx.opts.runtime {
         for (n, _, _) in &ifaces {
             let path = format!("/sys/class/net/{n}/mtu");
-            let Ok(raw) = cx.host.read_string(&path) else {
-                plan.note(ID, NoteLevel::Skip, format!("{n}: not present"));
-                continue;
+            // A ConnectX port's MTU is in the PCI facts (what nic.mtu judges); another
+            // interface the profile names is read.
+            let known = cx.facts.pci().ok().and_then(|f| {
+                f.nics
+                    .iter()
+                    .flat_map(|x| x.netdevs.iter())
+                    .find(|d| &d.name == n)
+                    .and_then(|d| d.mtu)
+            });
+            let raw = match known {
+                Some(m) => format!("{m}\n"),
+                None => match cx.facts.read_string(&path) {
+                    Ok(r) => r,
+                    Err(_) => {
+                        plan.note(ID, NoteLevel::Skip, format!("{n}: not present"));
+                        continue;
+                    }
+                },
             };
             let Ok(cur) = raw.trim().parse::<u32>() else {
                 plan.note(
@@ -1051,7 +1073,7 @@ fn plan_mtu(cx: &Ctx, plan: &mut Plan) -> Result<(), PlanError> {
                 continue;
             }
             let max = cx
-                .host
+                .facts
                 .read_parsed::<u32>(&format!("/sys/class/net/{n}/max_mtu"));
             if max.is_some_and(|m| m < want) {
                 plan.note(
@@ -1084,7 +1106,7 @@ fn plan_mtu(cx: &Ctx, plan: &mut Plan) -> Result<(), PlanError> {
     }
     if cx.opts.persist {
         let pref = profile_ref(cx);
-        match network_style(cx.host, cx.lp) {
+        match network_style(cx.facts, cx.lp) {
             "netplan" => {
                 let ports: Vec<(&str, u32)> =
                     ifaces.iter().map(|(n, _, _)| (n.as_str(), want)).collect();
@@ -1092,7 +1114,7 @@ fn plan_mtu(cx: &Ctx, plan: &mut Plan) -> Result<(), PlanError> {
                 cx.file_change(plan, ID, "netplan", &a.path, a.text, a.mode, false);
             }
             "networkmanager" => {
-                let others = nm_profiles(cx.host);
+                let others = nm_profiles(cx.facts);
                 for (n, _, _) in &ifaces {
                     let a =
                         network::nm_keyfile(&cx.lp.profile.persist.nm_prefix, n, want, &[], &pref)?;
@@ -1187,15 +1209,16 @@ pub fn parse_nm_keyfile(file: &str, text: &str) -> NmProfile {
     p
 }
 
-fn nm_profiles(host: &Host) -> Vec<NmProfile> {
+fn nm_profiles(facts: &Facts) -> Vec<NmProfile> {
     let dir = "/etc/NetworkManager/system-connections";
-    host.read_dir(dir)
+    facts
+        .read_dir(dir)
         .unwrap_or_default()
         .iter()
         .filter(|n| n.ends_with(".nmconnection"))
         .filter_map(|n| {
             let f = format!("{dir}/{n}");
-            host.read_string(&f).ok().map(|t| parse_nm_keyfile(&f, &t))
+            facts.read_string(&f).ok().map(|t| parse_nm_keyfile(&f, &t))
         })
         .collect()
 }
@@ -1217,7 +1240,7 @@ fn plan_gpu_clocks(
     // them; revert restores the file.
     // Explicit GPU control (the live NVML, or a test's mock) wins over recorded facts.
     let recorded = if cx.target == Target::Root && gpu.is_none() {
-        let Ok(text) = cx.host.read_string(GPU_JSON) else {
+        let Ok(text) = cx.facts.read_string(GPU_JSON) else {
             if !cx.opts.only.is_empty() {
                 plan.note(
                     ID,
@@ -1419,14 +1442,11 @@ pub struct AcsPort {
 /// Ports on every GPU <-> ConnectX path whose ACS capability offers a P2P redirect control
 /// (whether it is set now or not: the persistent kernel argument must not depend on whether
 /// the runtime change was already made).
-pub fn acs_ports(host: &Host) -> Result<Vec<AcsPort>, String> {
+pub fn acs_ports(facts: &Facts) -> Result<Vec<AcsPort>, String> {
     use daqtune_probe::pci::config::ACS_P2P_REDIRECT_MASK;
-    let tree = read_pci(host, ReadOptions::default())
-        .map_err(|e| format!("cannot read the PCI tree: {e}"))?;
-    let nics: Vec<_> = discover_nics(host, &tree)
-        .into_iter()
-        .filter(|n| n.connectx && !n.is_vf)
-        .collect();
+    let pci = facts.pci().map_err(str::to_string)?;
+    let tree = &pci.tree;
+    let nics: Vec<_> = pci.nics.iter().filter(|n| n.connectx && !n.is_vf).collect();
     // Identity (passthrough) or no IOMMU group (IOMMU off) leaves DMA untranslated.
     let translating = |a: daqtune_probe::pci::PciAddr| -> Option<String> {
         let d = tree.get(a)?;
@@ -1440,7 +1460,7 @@ pub fn acs_ports(host: &Host) -> Result<Vec<AcsPort>, String> {
     let mut out: Vec<AcsPort> = Vec::new();
     for gpu in tree.gpus() {
         for nic in &nics {
-            let path = daqtune_probe::pci::topo::classify(&tree, gpu.addr, nic.addr);
+            let path = daqtune_probe::pci::topo::classify(tree, gpu.addr, nic.addr);
             let blocks = translating(gpu.addr).or_else(|| translating(nic.addr));
             for p in path.ports() {
                 let Some(acs) = tree
@@ -1473,7 +1493,7 @@ pub fn acs_ports(host: &Host) -> Result<Vec<AcsPort>, String> {
 fn plan_acs(cx: &Ctx, plan: &mut Plan) -> Result<(), PlanError> {
     use daqtune_probe::pci::config::ACS_P2P_REDIRECT_MASK;
     const ID: &str = "pcie.acs";
-    let ports = match acs_ports(cx.host) {
+    let ports = match acs_ports(cx.facts) {
         Ok(p) => p,
         Err(e) => {
             plan.note(ID, NoteLevel::Skip, e);
@@ -1502,25 +1522,9 @@ fn plan_acs(cx: &Ctx, plan: &mut Plan) -> Result<(), PlanError> {
         for p in &set {
             let path = format!("/sys/bus/pci/devices/{}/config", p.bdf);
             let off = p.offset + 6;
-            // The decoded value may be stale: read the register now.
-            let cur = match cx.host.read_bytes(&path) {
-                Ok(b) if b.len() >= off + 2 => u16::from_le_bytes([b[off], b[off + 1]]),
-                Ok(_) => {
-                    plan.note(
-                        ID,
-                        NoteLevel::Skip,
-                        format!(
-                            "{}: the ACS capability is beyond the visible config space (not root)",
-                            p.bdf
-                        ),
-                    );
-                    continue;
-                }
-                Err(e) => {
-                    plan.note(ID, NoteLevel::Skip, format!("{}: {e}", p.bdf));
-                    continue;
-                }
-            };
+            // ACSCtl as this run's PCI facts decoded it (only a visible ACS capability makes
+            // a port); apply reads the register again under its lock and refuses if it moved.
+            let cur = p.ctrl;
             if cur == 0xffff {
                 plan.note(
                     ID,
@@ -1587,8 +1591,10 @@ fn plan_peermem(cx: &Ctx, plan: &mut Plan) -> Result<(), PlanError> {
     {
         return Ok(());
     }
-    let has_gpu = read_pci(cx.host, ReadOptions::default())
-        .map(|t| t.gpus().next().is_some())
+    let has_gpu = cx
+        .facts
+        .pci()
+        .map(|f| f.tree.gpus().next().is_some())
         .unwrap_or(false);
     if !has_gpu {
         plan.note(ID, NoteLevel::Skip, "no discrete NVIDIA GPU on the PCI bus");
@@ -1596,49 +1602,46 @@ fn plan_peermem(cx: &Ctx, plan: &mut Plan) -> Result<(), PlanError> {
     }
     // An integrated GPU (GB10) sits on the PCI bus too, but nvidia_peermem cannot load for it
     // (EINVAL: no separate BAR1; seed 000, DGX Spark tab).
-    if let Ok(snap) = crate::checks::read_gpus_once(cx.host) {
+    if let Ok(snap) = cx.facts.gpus() {
         if !snap.gpus.is_empty() && snap.gpus.iter().all(|g| g.integrated() == Some(true)) {
             plan.note(ID, NoteLevel::Skip, "the GPU is integrated (e.g. GB10): nvidia_peermem cannot load for it; DAQIRI uses host_pinned buffers there");
             return Ok(());
         }
     }
     let module = "nvidia_peermem";
-    if cx.opts.runtime {
-        let mods = Modules::read(cx.host);
-        if !mods.present(cx.host, module) {
-            match cx.target {
-                Target::Live => plan.changes.push(Change {
+    if cx.opts.runtime && !cx.facts.module_present(module) {
+        match cx.target {
+            Target::Live => plan.changes.push(Change {
+                check: ID.into(),
+                subject: module.into(),
+                action: Action::Module {
+                    name: module.into(),
+                },
+                reboot: false,
+                note: None,
+            }),
+            Target::Root => {
+                // The root stands in for the kernel: a loaded module is a /proc/modules line.
+                let from = cx.read("/proc/modules");
+                let mut to = from.clone().unwrap_or_default();
+                if !to.is_empty() && !to.ends_with(b"\n") {
+                    to.push(b'\n');
+                }
+                to.extend_from_slice(
+                    format!("{module} 16384 0 - Live 0x0000000000000000\n").as_bytes(),
+                );
+                plan.changes.push(Change {
                     check: ID.into(),
                     subject: module.into(),
-                    action: Action::Module {
-                        name: module.into(),
+                    action: Action::File {
+                        path: "/proc/modules".into(),
+                        from,
+                        to,
+                        mode: 0o444,
                     },
                     reboot: false,
                     note: None,
-                }),
-                Target::Root => {
-                    // The root stands in for the kernel: a loaded module is a /proc/modules line.
-                    let from = cx.read("/proc/modules");
-                    let mut to = from.clone().unwrap_or_default();
-                    if !to.is_empty() && !to.ends_with(b"\n") {
-                        to.push(b'\n');
-                    }
-                    to.extend_from_slice(
-                        format!("{module} 16384 0 - Live 0x0000000000000000\n").as_bytes(),
-                    );
-                    plan.changes.push(Change {
-                        check: ID.into(),
-                        subject: module.into(),
-                        action: Action::File {
-                            path: "/proc/modules".into(),
-                            from,
-                            to,
-                            mode: 0o444,
-                        },
-                        reboot: false,
-                        note: None,
-                    });
-                }
+                });
             }
         }
     }
@@ -1672,7 +1675,7 @@ fn plan_sysctl(cx: &Ctx, plan: &mut Plan) -> Result<(), PlanError> {
             continue;
         }
         let path = format!("/proc/sys/{}", k.replace('.', "/"));
-        let Ok(raw) = cx.host.read_string(&path) else {
+        let Ok(raw) = cx.facts.read_string(&path) else {
             plan.note(ID, NoteLevel::Skip, format!("{k}: not present"));
             continue;
         };

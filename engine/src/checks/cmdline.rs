@@ -256,10 +256,7 @@ pub fn pending_in_dropin(ctx: &Context, args: &[String]) -> bool {
     if args.is_empty() {
         return false;
     }
-    let Ok(text) = ctx
-        .host
-        .read_string(&ctx.profile.profile.persist.grub_dropin)
-    else {
+    let Ok(text) = ctx.read_string(&ctx.profile.profile.persist.grub_dropin) else {
         return false;
     };
     let words = daqtune_probe::cmdline::split_words(&text.replace(['"', '\''], " "));

@@ -2,7 +2,6 @@
 
 use super::{CheckDef, Context};
 use crate::verdict::{Area, Verdict};
-use daqtune_probe::system::governor_fighters;
 use daqtune_probe::CpuSet;
 use std::collections::BTreeMap;
 
@@ -104,7 +103,7 @@ fn run_governor(ctx: &Context) -> Vec<Verdict> {
                 )),
         );
     }
-    let fighters = governor_fighters(ctx.host, ctx.processes());
+    let fighters = ctx.governor_fighters();
     if !fighters.is_empty() {
         let names: Vec<String> = fighters
             .iter()

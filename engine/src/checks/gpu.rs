@@ -9,8 +9,7 @@ use super::{CheckDef, Context};
 use crate::profile::glob_match;
 use crate::verdict::{Area, Verdict};
 use daqtune_probe::gpu::{
-    decode_event_reasons, read_driver_proc, DomainClocks, GpuFacts, GpuSnapshot, KernelModule,
-    REASON_GPU_IDLE,
+    decode_event_reasons, DomainClocks, GpuFacts, GpuSnapshot, KernelModule, REASON_GPU_IDLE,
 };
 
 pub const CLOCKS: CheckDef = CheckDef {
@@ -203,11 +202,12 @@ fn clock_verdict(
     );
     // A lock daqtune's own apply made (journal) settles what NVML's readings leave open, and
     // turns a dropped clock into "the lock was lost".
-    let journal = crate::apply::journal::applied_gpu_locks(ctx.host)
-        .into_iter()
+    let journal = ctx
+        .applied_gpu_locks()
+        .iter()
         .rev()
         .find(|(uuid, d, _)| uuid == &g.uuid && d.as_str() == domain)
-        .map(|(_, _, run)| run);
+        .map(|(_, _, run)| run.clone());
     let by_us = journal
         .as_ref()
         .map(|run| format!(" (locked by daqtune apply run {run})"))
@@ -546,9 +546,9 @@ fn run_peermem(ctx: &Context) -> Vec<Verdict> {
     let modules = ctx.modules();
     let module = ["nvidia_peermem", "nv_peer_mem"]
         .into_iter()
-        .find(|m| modules.present(ctx.host, m));
-    let nv_mem = ctx.host.exists(NV_MEM);
-    let driver = read_driver_proc(ctx.host);
+        .find(|m| ctx.module_present(m));
+    let nv_mem = ctx.exists(NV_MEM);
+    let driver = ctx.driver();
     let kernel = ctx
         .platform()
         .kernel_release
@@ -628,7 +628,7 @@ fn run_peermem(ctx: &Context) -> Vec<Verdict> {
                 msg.push_str("; Secure Boot is on: an unsigned (DKMS-built) nvidia_peermem is refused at load");
             }
             if module.is_none() && allows(ctx, "peermem") {
-                if let Some(hint) = kernel_log(ctx).as_deref().and_then(peermem_log_hint) {
+                if let Some(hint) = ctx.kernel_log().and_then(peermem_log_hint) {
                     msg.push_str("; ");
                     msg.push_str(&hint);
                 }
@@ -643,15 +643,6 @@ fn run_peermem(ctx: &Context) -> Vec<Verdict> {
         out.push(v.observed(observed).expected(expected));
     }
     out
-}
-
-/// The kernel log: /dev/kmsg on the live host, the snapshot's filtered copy under a root.
-fn kernel_log(ctx: &Context) -> Option<String> {
-    if ctx.host.is_live() {
-        crate::snapshot::read_kmsg()
-    } else {
-        ctx.host.read_string("/daqtune/kmsg.txt").ok()
-    }
 }
 
 /// Why nvidia_peermem failed to load, from the last kernel message that names it.
@@ -687,7 +678,7 @@ fn peermem_log_hint(log: &str) -> Option<String> {
 
 fn run_driver(ctx: &Context) -> Vec<Verdict> {
     const ID: &str = "gpu.driver";
-    let proc_ = read_driver_proc(ctx.host);
+    let proc_ = ctx.driver();
     let snap = ctx.gpus().ok();
     let nvml_ver = snap.and_then(|s| s.driver_version.clone());
     let mut out = Vec::new();

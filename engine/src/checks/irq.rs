@@ -61,7 +61,6 @@ fn run_affinity(ctx: &Context) -> Vec<Verdict> {
             continue;
         };
         let irqs: Vec<u32> = ctx
-            .host
             .read_dir(&format!("{}/msi_irqs", d.sysfs))
             .unwrap_or_default()
             .iter()
@@ -79,8 +78,7 @@ fn run_affinity(ctx: &Context) -> Vec<Verdict> {
         let mut unreadable = 0;
         for irq in &irqs {
             let read = |file: &str| {
-                ctx.host
-                    .read_attr(&format!("/proc/irq/{irq}/{file}"))
+                ctx.read_attr(&format!("/proc/irq/{irq}/{file}"))
                     .ok()
                     .and_then(|s| parse_cpulist(&s, None).ok())
             };

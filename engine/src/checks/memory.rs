@@ -2,7 +2,7 @@
 
 use super::{CheckDef, Context};
 use crate::verdict::{Area, Status, Verdict};
-use daqtune_probe::mem::{format_size_kb, leftover_map_files, parse_size_kb};
+use daqtune_probe::mem::{format_size_kb, parse_size_kb};
 
 pub const HUGEPAGES: CheckDef = CheckDef {
     id: "hugepages",
@@ -144,7 +144,10 @@ fn run_hugepages(ctx: &Context) -> Vec<Verdict> {
             None => {}
         }
         for m in &mounts {
-            let left = leftover_map_files(ctx.host, &m.target);
+            let left: Vec<String> = ctx
+                .read_dir(&m.target)
+                .map(|d| d.iter().filter(|n| n.contains("map_")).cloned().collect())
+                .unwrap_or_default();
             if !left.is_empty() {
                 let shown: Vec<&str> = left.iter().take(4).map(String::as_str).collect();
                 warnings.push(format!(

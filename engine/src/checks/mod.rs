@@ -4,14 +4,10 @@
 //! read [`CHECKS`]. Each check's documentation lives in `docs/checks/<id>.md` and is embedded
 //! here so `daqtune explain ID` prints the same page the manual has.
 
+use crate::facts::Facts;
 use crate::profile::{CoreSpec, LoadedProfile};
 use crate::verdict::{Area, Verdict};
-use daqtune_probe::cmdline::{parse_cmdline, Cmdline};
-use daqtune_probe::cpu::{read_cpus, CpuFacts};
-use daqtune_probe::mem::{read_mem, MemFacts};
-use daqtune_probe::system::{read_platform, running_processes, Modules, PlatformFacts};
 use daqtune_probe::{CpuSet, Host};
-use std::cell::OnceCell;
 
 pub mod cmdline;
 pub mod cpu;
@@ -78,43 +74,48 @@ pub fn find(id_or_alias: &str) -> Option<&'static CheckDef> {
         .or_else(|| CHECKS.iter().find(|c| c.aliases.contains(&id_or_alias)))
 }
 
-/// Everything a check may look at: the host, the profile and lazily gathered facts, so that
-/// checks sharing a source (the PCI tree, the CPU list) read it once per run.
+/// The run's facts, owned by a context made for one evaluation or borrowed from the command
+/// that shares them between its steps (detection, derivation, checks, plan).
+enum FactsRef<'a> {
+    Owned(Box<Facts<'a>>),
+    Shared(&'a Facts<'a>),
+}
+
+/// Everything a check may look at: the run's [`Facts`] (read once, shared with the plan), the
+/// profile and the DAQIRI configuration. Derefs to the facts (`ctx.cpus()`, `ctx.host`).
 pub struct Context<'a> {
-    pub host: &'a Host,
+    facts: FactsRef<'a>,
     pub profile: &'a LoadedProfile,
-    /// Whether reads have root's view (config space beyond 64 bytes, some procfs files).
-    pub privileged: bool,
     /// The DAQIRI configuration given with `--config` (the `app.*` checks are n/a without).
     pub app: Option<&'a crate::appconfig::AppConfig>,
-    cpu: OnceCell<Result<CpuFacts, String>>,
-    mem: OnceCell<MemFacts>,
-    cmdline: OnceCell<Result<Cmdline, String>>,
-    platform: OnceCell<PlatformFacts>,
-    modules: OnceCell<Modules>,
-    procs: OnceCell<Vec<String>>,
-    pci: OnceCell<Result<daqtune_probe::pci::PciFacts, String>>,
-    gpus: OnceCell<Result<daqtune_probe::gpu::GpuSnapshot, String>>,
+}
+
+impl<'a> std::ops::Deref for Context<'a> {
+    type Target = Facts<'a>;
+    fn deref(&self) -> &Facts<'a> {
+        match &self.facts {
+            FactsRef::Owned(f) => f,
+            FactsRef::Shared(f) => f,
+        }
+    }
 }
 
 impl<'a> Context<'a> {
+    /// A context with facts of its own (gathered on first use).
     pub fn new(host: &'a Host, profile: &'a LoadedProfile) -> Self {
-        // A recorded root holds whatever its capture could read; only the live host has a
-        // permission boundary.
-        let privileged = !host.is_live() || crate::sys::is_root();
         Context {
-            host,
+            facts: FactsRef::Owned(Box::new(Facts::new(host))),
             profile,
-            privileged,
             app: None,
-            cpu: OnceCell::new(),
-            mem: OnceCell::new(),
-            cmdline: OnceCell::new(),
-            platform: OnceCell::new(),
-            modules: OnceCell::new(),
-            procs: OnceCell::new(),
-            pci: OnceCell::new(),
-            gpus: OnceCell::new(),
+        }
+    }
+
+    /// A context on facts the caller shares with other steps of the run.
+    pub fn with_facts(facts: &'a Facts<'a>, profile: &'a LoadedProfile) -> Self {
+        Context {
+            facts: FactsRef::Shared(facts),
+            profile,
+            app: None,
         }
     }
 
@@ -124,47 +125,9 @@ impl<'a> Context<'a> {
         self
     }
 
-    pub fn cpus(&self) -> Result<&CpuFacts, &str> {
-        self.cpu
-            .get_or_init(|| read_cpus(self.host).map_err(|e| e.to_string()))
-            .as_ref()
-            .map_err(|e| e.as_str())
-    }
-
-    pub fn mem(&self) -> &MemFacts {
-        self.mem.get_or_init(|| read_mem(self.host))
-    }
-
-    pub fn cmdline(&self) -> Result<&Cmdline, &str> {
-        self.cmdline
-            .get_or_init(|| {
-                self.host
-                    .read_string("/proc/cmdline")
-                    .map(|t| parse_cmdline(&t))
-                    .map_err(|e| e.to_string())
-            })
-            .as_ref()
-            .map_err(|e| e.as_str())
-    }
-
-    pub fn platform(&self) -> &PlatformFacts {
-        self.platform.get_or_init(|| read_platform(self.host))
-    }
-
-    pub fn modules(&self) -> &Modules {
-        self.modules.get_or_init(|| Modules::read(self.host))
-    }
-
-    /// GPU facts: NVML/CUDA on the live host, `daqtune/gpu.json` under a root. Gathered once.
-    pub fn gpus(&self) -> Result<&daqtune_probe::gpu::GpuSnapshot, &str> {
-        self.gpus
-            .get_or_init(|| read_gpus_once(self.host))
-            .as_ref()
-            .map_err(|e| e.as_str())
-    }
-
-    pub fn processes(&self) -> &[String] {
-        self.procs.get_or_init(|| running_processes(self.host))
+    /// The facts themselves (what `Deref` gives), for passing on.
+    pub fn facts(&self) -> &Facts<'a> {
+        self
     }
 
     /// The data cores the profile asks for, resolved on this host. A rule (`nic-local`)
@@ -231,17 +194,6 @@ impl<'a> Context<'a> {
             .filter(|c| !c.is_empty())
     }
 
-    /// The PCI tree and its NICs, read once per run.
-    pub fn pci(&self) -> Result<&daqtune_probe::pci::PciFacts, &str> {
-        self.pci
-            .get_or_init(|| {
-                daqtune_probe::pci::read_facts(self.host)
-                    .map_err(|e| format!("cannot list PCI devices: {e}"))
-            })
-            .as_ref()
-            .map_err(|e| e.as_str())
-    }
-
     /// The NUMA node of the data-path NIC (the profile's interfaces, else the first ConnectX
     /// physical function), when the firmware reports one; on a one-node host, that node.
     pub fn nic_numa_node(&self) -> Option<u32> {
@@ -269,30 +221,7 @@ impl<'a> Context<'a> {
     }
 }
 
-/// GPU facts once per process and root: loading NVML and cuInit costs hundreds of ms, and
-/// profile detection by GPU name and the GPU checks both need them.
-pub fn read_gpus_once(host: &Host) -> Result<daqtune_probe::gpu::GpuSnapshot, String> {
-    use std::collections::HashMap;
-    use std::sync::{Mutex, OnceLock};
-    type Cache =
-        Mutex<HashMap<std::path::PathBuf, Result<daqtune_probe::gpu::GpuSnapshot, String>>>;
-    static CACHE: OnceLock<Cache> = OnceLock::new();
-    if host.is_recording() {
-        // A snapshot must see the read of the facts file.
-        return daqtune_probe::gpu::read_gpus(host).map_err(|e| e.to_string());
-    }
-    let cache = CACHE.get_or_init(Default::default);
-    if let Ok(c) = cache.lock() {
-        if let Some(r) = c.get(host.root()) {
-            return r.clone();
-        }
-    }
-    let r = daqtune_probe::gpu::read_gpus(host).map_err(|e| e.to_string());
-    if let Ok(mut c) = cache.lock() {
-        c.insert(host.root().to_path_buf(), r.clone());
-    }
-    r
-}
+pub use crate::facts::read_gpus_once;
 
 /// Options for one evaluation.
 #[derive(Debug, Clone, Default)]

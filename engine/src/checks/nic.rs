@@ -118,7 +118,7 @@ fn run_driver(ctx: &Context) -> Vec<Verdict> {
         let missing: Vec<&str> = need
             .iter()
             .copied()
-            .filter(|m| !mods.present(ctx.host, m))
+            .filter(|m| !ctx.module_present(m))
             .collect();
         if missing.is_empty() {
             good.push(format!("{} loaded", need.join(", ")));
@@ -134,11 +134,11 @@ fn run_driver(ctx: &Context) -> Vec<Verdict> {
         }
     }
     let uverbs: Vec<String> = ctx
-        .host
         .read_dir("/dev/infiniband")
         .unwrap_or_default()
-        .into_iter()
+        .iter()
         .filter(|n| n.starts_with("uverbs"))
+        .cloned()
         .collect();
     if uverbs.is_empty() {
         out.push(
@@ -148,7 +148,7 @@ fn run_driver(ctx: &Context) -> Vec<Verdict> {
     } else {
         good.push(format!("{} uverbs node(s)", uverbs.len()));
     }
-    let provider = ctx.host.exists("/etc/libibverbs.d/mlx5.driver")
+    let provider = ctx.exists("/etc/libibverbs.d/mlx5.driver")
         || [
             "/usr/lib/x86_64-linux-gnu",
             "/usr/lib/aarch64-linux-gnu",
@@ -157,8 +157,7 @@ fn run_driver(ctx: &Context) -> Vec<Verdict> {
         ]
         .iter()
         .any(|d| {
-            ctx.host
-                .read_dir(&format!("{d}/libibverbs"))
+            ctx.read_dir(&format!("{d}/libibverbs"))
                 .unwrap_or_default()
                 .iter()
                 .any(|n| n.starts_with("libmlx5"))

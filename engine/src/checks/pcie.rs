@@ -623,7 +623,6 @@ fn run_aer(ctx: &Context) -> Vec<Verdict> {
     };
     let threshold = ctx.profile.profile.pcie.aer_correctable_warn;
     let policy = ctx
-        .host
         .read_string("/sys/module/pcie_aspm/parameters/policy")
         .ok()
         .and_then(|t| daqtune_probe::system::parse_lockdown(&t));

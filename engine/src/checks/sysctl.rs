@@ -2,7 +2,6 @@
 
 use super::{CheckDef, Context};
 use crate::verdict::{Area, Verdict};
-use daqtune_probe::system::read_sysctl;
 
 pub const NET_SYSCTL: CheckDef = CheckDef {
     id: "net.sysctl",
@@ -43,7 +42,7 @@ fn run(ctx: &Context) -> Vec<Verdict> {
     }
     let mut out = Vec::new();
     for (name, want) in &s.values {
-        let v = match read_sysctl(ctx.host, name) {
+        let v = match ctx.read_attr(&format!("/proc/sys/{}", name.replace('.', "/"))) {
             Err(e) => Verdict::skip(ID, name.clone(), e.to_string()),
             Ok(have) => match meets(&have, want) {
                 Some(true) => Verdict::pass(ID, name.clone(), format!("{name} = {have}")),

@@ -1,0 +1,483 @@
+//! What a run knows about the host, gathered once: the bottom layer of the engine.
+//!
+//! One [`Facts`] is made per run (a `check`, a `plan`, one planning pass of `apply`) and
+//! shared by every tunable's judgement and plan, so that the run reads each host file once
+//! (`tests/reads_once.rs` counts it with the host's access recording). Each source is gathered
+//! on first use (`OnceCell`); the files that no typed source covers (boot configuration, units,
+//! drop-ins, sysctls, IRQ affinities, ...) go through the memoised readers below.
+//!
+//! Nothing here judges or plans: facts know no profile. The only engine module below this one
+//! is the journal's reader (daqtune's own earlier runs are a fact about the host too).
+
+use crate::appconfig::netaddr::LocalAddrs;
+use crate::apply::gpu::GpuDomain;
+use crate::apply::journal;
+use daqtune_probe::cmdline::{parse_cmdline, Cmdline};
+use daqtune_probe::cpu::{read_cpus, CpuFacts};
+use daqtune_probe::gpu::{DriverProc, GpuSnapshot};
+use daqtune_probe::mem::{read_mem, MemFacts};
+use daqtune_probe::pci::PciFacts;
+use daqtune_probe::system::{
+    parse_kernel_version, read_platform, running_processes, Modules, PlatformFacts, ServiceState,
+    GOVERNOR_FIGHTERS,
+};
+use daqtune_probe::Host;
+use std::cell::{OnceCell, RefCell};
+use std::collections::HashMap;
+use std::rc::Rc;
+
+/// A host file that could not be read, with the reader's message.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct Unreadable {
+    pub message: String,
+    pub not_found: bool,
+}
+
+impl From<daqtune_probe::ReadError> for Unreadable {
+    fn from(e: daqtune_probe::ReadError) -> Self {
+        Unreadable {
+            not_found: e.is_not_found(),
+            message: e.to_string(),
+        }
+    }
+}
+
+type Memo<T> = RefCell<HashMap<String, Result<Rc<T>, Unreadable>>>;
+
+/// Everything a run reads from the host, each source read at most once.
+pub struct Facts<'h> {
+    pub host: &'h Host,
+    /// Whether reads have root's view (config space beyond 64 bytes, some procfs files).
+    pub privileged: bool,
+    cpu: OnceCell<Result<CpuFacts, String>>,
+    mem: OnceCell<MemFacts>,
+    cmdline: OnceCell<Result<Cmdline, String>>,
+    platform: OnceCell<PlatformFacts>,
+    modules: OnceCell<Modules>,
+    procs: OnceCell<Vec<String>>,
+    pci: OnceCell<Result<PciFacts, String>>,
+    gpus: OnceCell<Result<GpuSnapshot, String>>,
+    driver: OnceCell<Result<DriverProc, String>>,
+    kmsg: OnceCell<Option<String>>,
+    gpu_locks: OnceCell<Vec<(String, GpuDomain, String)>>,
+    addrs: OnceCell<Result<LocalAddrs, String>>,
+    files: Memo<Vec<u8>>,
+    dirs: Memo<Vec<String>>,
+    links: Memo<String>,
+    kinds: RefCell<HashMap<String, Option<bool>>>,
+}
+
+impl<'h> Facts<'h> {
+    pub fn new(host: &'h Host) -> Self {
+        // A recorded root holds whatever its capture could read; only the live host has a
+        // permission boundary.
+        let privileged = !host.is_live() || crate::sys::is_root();
+        Facts {
+            host,
+            privileged,
+            cpu: OnceCell::new(),
+            mem: OnceCell::new(),
+            cmdline: OnceCell::new(),
+            platform: OnceCell::new(),
+            modules: OnceCell::new(),
+            procs: OnceCell::new(),
+            pci: OnceCell::new(),
+            gpus: OnceCell::new(),
+            driver: OnceCell::new(),
+            kmsg: OnceCell::new(),
+            gpu_locks: OnceCell::new(),
+            addrs: OnceCell::new(),
+            files: RefCell::default(),
+            dirs: RefCell::default(),
+            links: RefCell::default(),
+            kinds: RefCell::default(),
+        }
+    }
+
+    // ---- typed sources -----------------------------------------------------------------
+
+    pub fn cpus(&self) -> Result<&CpuFacts, &str> {
+        self.cpu
+            .get_or_init(|| read_cpus(self.host).map_err(|e| e.to_string()))
+            .as_ref()
+            .map_err(|e| e.as_str())
+    }
+
+    pub fn mem(&self) -> &MemFacts {
+        self.mem.get_or_init(|| read_mem(self.host))
+    }
+
+    pub fn cmdline(&self) -> Result<&Cmdline, &str> {
+        self.cmdline
+            .get_or_init(|| {
+                self.read_string("/proc/cmdline")
+                    .map(|t| parse_cmdline(&t))
+                    .map_err(|e| e.to_string())
+            })
+            .as_ref()
+            .map_err(|e| e.as_str())
+    }
+
+    pub fn platform(&self) -> &PlatformFacts {
+        self.platform.get_or_init(|| read_platform(self.host))
+    }
+
+    /// The running kernel as (major, minor, patch), when its release string parses.
+    pub fn kernel_version(&self) -> Option<(u32, u32, u32)> {
+        self.platform()
+            .kernel_release
+            .as_deref()
+            .and_then(parse_kernel_version)
+    }
+
+    /// Loaded modules (`Modules::read` on the memoised /proc/modules, which a plan for a
+    /// host root also rewrites).
+    pub fn modules(&self) -> &Modules {
+        self.modules
+            .get_or_init(|| match self.read_string("/proc/modules") {
+                Ok(t) => Modules {
+                    loaded: daqtune_probe::system::parse_modules(&t),
+                    readable: true,
+                },
+                Err(_) => Modules::default(),
+            })
+    }
+
+    /// Loaded as a module, or built in (present under /sys/module without being in
+    /// /proc/modules): `Modules::present` through the memoised probes.
+    pub fn module_present(&self, name: &str) -> bool {
+        let n = name.replace('-', "_");
+        self.modules().loaded.iter().any(|m| m.name == n)
+            || self.is_dir(&format!("/sys/module/{n}"))
+    }
+
+    pub fn processes(&self) -> &[String] {
+        self.procs.get_or_init(|| running_processes(self.host))
+    }
+
+    /// The PCI tree and its NICs.
+    pub fn pci(&self) -> Result<&PciFacts, &str> {
+        self.pci
+            .get_or_init(|| {
+                daqtune_probe::pci::read_facts(self.host)
+                    .map_err(|e| format!("cannot list PCI devices: {e}"))
+            })
+            .as_ref()
+            .map_err(|e| e.as_str())
+    }
+
+    /// GPU facts: NVML/CUDA on the live host (once per process, see [`read_gpus_once`]), the
+    /// recorded `daqtune/gpu.json` under a root (read through [`Facts::read_string`], so a plan
+    /// that rewrites the file works from the same bytes).
+    pub fn gpus(&self) -> Result<&GpuSnapshot, &str> {
+        self.gpus
+            .get_or_init(|| {
+                if self.host.is_live() {
+                    return read_gpus_once(self.host);
+                }
+                use daqtune_probe::gpu::{GpuError, FACTS_PATH, SCHEMA};
+                let path = FACTS_PATH.trim_start_matches('/').to_string();
+                let text = self.read_string(FACTS_PATH).map_err(|e| {
+                    GpuError::NotRecorded {
+                        path: path.clone(),
+                        reason: e.to_string(),
+                    }
+                    .to_string()
+                })?;
+                GpuSnapshot::from_json(&text).map_err(|reason| {
+                    GpuError::BadRecord {
+                        path,
+                        schema: SCHEMA,
+                        reason,
+                    }
+                    .to_string()
+                })
+            })
+            .as_ref()
+            .map_err(|e| e.as_str())
+    }
+
+    /// The NVIDIA kernel driver's /proc/driver/nvidia/version.
+    pub fn driver(&self) -> Result<&DriverProc, &str> {
+        self.driver
+            .get_or_init(|| {
+                let text = self
+                    .read_string("/proc/driver/nvidia/version")
+                    .map_err(|e| e.to_string())?;
+                daqtune_probe::gpu::parse_driver_version(&text)
+                    .ok_or_else(|| "/proc/driver/nvidia/version has no NVRM line".to_string())
+            })
+            .as_ref()
+            .map_err(|e| e.as_str())
+    }
+
+    /// The kernel log lines worth keeping: /dev/kmsg on the live host, the snapshot's
+    /// filtered copy (`/daqtune/kmsg.txt`) under a root.
+    pub fn kernel_log(&self) -> Option<&str> {
+        self.kmsg
+            .get_or_init(|| {
+                if self.host.is_live() {
+                    read_kmsg()
+                } else {
+                    self.read_string(KMSG_COPY).ok()
+                }
+            })
+            .as_deref()
+    }
+
+    /// GPU clock locks that daqtune's applied (not reverted) runs of this boot made, as
+    /// (GPU UUID, domain, run id), oldest run first. `gpu.clocks` uses them where NVML alone
+    /// cannot tell whether a clock is held, and to say that a lock daqtune made was lost.
+    pub fn applied_gpu_locks(&self) -> &[(String, GpuDomain, String)] {
+        self.gpu_locks.get_or_init(|| applied_gpu_locks(self))
+    }
+
+    /// This network namespace's addresses and routes.
+    pub fn local_addrs(&self) -> Result<&LocalAddrs, &str> {
+        self.addrs
+            .get_or_init(|| {
+                let text = |p: &str| self.read_string(p).map_err(|e| e.to_string());
+                LocalAddrs::from_tables(
+                    text("/proc/net/fib_trie"),
+                    text("/proc/net/if_inet6"),
+                    text("/proc/net/route").ok(),
+                )
+            })
+            .as_ref()
+            .map_err(|e| e.as_str())
+    }
+
+    /// Whether a systemd unit is enabled: a symlink in some `*.wants` directory
+    /// (`daqtune_probe::system::unit_enabled` through the memoised listings).
+    pub fn unit_enabled(&self, unit: &str) -> bool {
+        for dir in [
+            "/etc/systemd/system",
+            "/usr/lib/systemd/system",
+            "/lib/systemd/system",
+        ] {
+            let Ok(entries) = self.read_dir(dir) else {
+                continue;
+            };
+            if entries
+                .iter()
+                .any(|e| e.ends_with(".wants") && self.exists(&format!("{dir}/{e}/{unit}")))
+            {
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Services known to fight a `performance` governor, enabled or running
+    /// (`daqtune_probe::system::governor_fighters` on these facts).
+    pub fn governor_fighters(&self) -> Vec<ServiceState> {
+        let procs = self.processes();
+        GOVERNOR_FIGHTERS
+            .iter()
+            // thermald caps frequency only under thermal stress; it is named nowhere else.
+            .filter(|(unit, _)| *unit != "thermald.service")
+            .filter_map(|(unit, comms)| {
+                let enabled = self.unit_enabled(unit);
+                let running = comms.iter().any(|c| procs.iter().any(|p| p == c));
+                (enabled || running).then(|| ServiceState {
+                    name: unit.to_string(),
+                    enabled,
+                    running,
+                })
+            })
+            .collect()
+    }
+
+    // ---- memoised reads --------------------------------------------------------------
+
+    /// A whole file, read once per run.
+    pub fn read_bytes(&self, path: &str) -> Result<Rc<Vec<u8>>, Unreadable> {
+        if let Some(r) = self.files.borrow().get(path) {
+            return r.clone();
+        }
+        let r = self
+            .host
+            .read_bytes(path)
+            .map(Rc::new)
+            .map_err(Unreadable::from);
+        self.files.borrow_mut().insert(path.to_string(), r.clone());
+        r
+    }
+
+    /// A text file (invalid UTF-8 replaced, as `Host::read_string` does).
+    pub fn read_string(&self, path: &str) -> Result<String, Unreadable> {
+        self.read_bytes(path)
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+    }
+
+    /// A one-line attribute, trimmed.
+    pub fn read_attr(&self, path: &str) -> Result<String, Unreadable> {
+        self.read_string(path).map(|s| s.trim().to_string())
+    }
+
+    pub fn read_parsed<T: std::str::FromStr>(&self, path: &str) -> Option<T> {
+        self.read_attr(path).ok()?.parse().ok()
+    }
+
+    /// Entry names of a directory, sorted.
+    pub fn read_dir(&self, path: &str) -> Result<Rc<Vec<String>>, Unreadable> {
+        if let Some(r) = self.dirs.borrow().get(path) {
+            return r.clone();
+        }
+        let r = self
+            .host
+            .read_dir(path)
+            .map(Rc::new)
+            .map_err(Unreadable::from);
+        self.dirs.borrow_mut().insert(path.to_string(), r.clone());
+        r
+    }
+
+    /// The raw target of a symlink.
+    pub fn read_link(&self, path: &str) -> Result<Rc<String>, Unreadable> {
+        if let Some(r) = self.links.borrow().get(path) {
+            return r.clone();
+        }
+        let r = self
+            .host
+            .read_link(path)
+            .map(Rc::new)
+            .map_err(Unreadable::from);
+        self.links.borrow_mut().insert(path.to_string(), r.clone());
+        r
+    }
+
+    /// `None`: absent; `Some(true)`: a directory; `Some(false)`: something else.
+    fn kind(&self, path: &str) -> Option<bool> {
+        if let Some(k) = self.kinds.borrow().get(path) {
+            return *k;
+        }
+        let k = if self.host.is_dir(path) {
+            Some(true)
+        } else if self.host.exists(path) {
+            Some(false)
+        } else {
+            None
+        };
+        self.kinds.borrow_mut().insert(path.to_string(), k);
+        k
+    }
+
+    pub fn exists(&self, path: &str) -> bool {
+        self.kind(path).is_some()
+    }
+
+    pub fn is_dir(&self, path: &str) -> bool {
+        self.kind(path) == Some(true)
+    }
+}
+
+/// GPU clock locks that daqtune's applied (not reverted) runs made, as (GPU UUID, domain,
+/// run id), oldest run first. `gpu.clocks` uses them where NVML alone cannot tell whether a
+/// clock is held, and to say that a lock daqtune made has since been lost.
+fn applied_gpu_locks(facts: &Facts) -> Vec<(String, GpuDomain, String)> {
+    let mut out = Vec::new();
+    let Ok(runs) = facts.read_dir(journal::JOURNAL_DIR) else {
+        return out;
+    };
+    // A lock lasts until reboot: runs from before this boot say nothing about now. (Without
+    // /proc/stat, as on a bare fixture root, the boot time is unknown and every run counts.)
+    let booted = facts.read_string("/proc/stat").ok().and_then(|t| {
+        t.lines()
+            .find_map(|l| l.strip_prefix("btime "))
+            .and_then(|v| v.trim().parse::<u64>().ok())
+    });
+    for run in runs.iter() {
+        let Ok(text) = facts.read_string(&format!("{}/{run}/journal.json", journal::JOURNAL_DIR))
+        else {
+            continue;
+        };
+        let Ok(doc) = serde_json::from_str::<journal::JournalDoc>(&text) else {
+            continue;
+        };
+        if doc.state == journal::RunState::Reverted || booted.is_some_and(|b| doc.started_unix < b)
+        {
+            continue;
+        }
+        for r in doc.records.iter().filter(|r| r.done) {
+            if let journal::Entry::GpuLock { uuid, domain, .. } = &r.entry {
+                out.push((uuid.clone(), *domain, doc.id.clone()));
+            }
+        }
+    }
+    out
+}
+
+/// Where a snapshot keeps the kernel log lines it captured.
+pub const KMSG_COPY: &str = "/daqtune/kmsg.txt";
+
+/// Kernel log lines worth keeping: mlx5, NVIDIA Xid, AER.
+pub fn interesting_kmsg(line: &str) -> bool {
+    [
+        "mlx5",
+        "NVRM: Xid",
+        "AER",
+        "pcieport",
+        "nvidia-peermem",
+        "nvidia_peermem",
+    ]
+    .iter()
+    .any(|k| line.contains(k))
+}
+
+/// Read the kernel ring buffer through /dev/kmsg without blocking (root only).
+pub fn read_kmsg() -> Option<String> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open("/dev/kmsg")
+        .ok()?;
+    let mut out = String::new();
+    let mut buf = vec![0u8; 8192];
+    // Each read returns one record; EAGAIN ends the buffer, EPIPE means a record was
+    // overwritten while reading and the next read continues.
+    for _ in 0..200_000 {
+        match f.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                let rec = String::from_utf8_lossy(&buf[..n]);
+                let msg = rec.split_once(';').map(|(_, m)| m).unwrap_or(&rec);
+                let msg = msg.lines().next().unwrap_or("");
+                if interesting_kmsg(msg) {
+                    out.push_str(msg);
+                    out.push('\n');
+                }
+            }
+            Err(e) if e.raw_os_error() == Some(libc::EPIPE) => continue,
+            Err(_) => break,
+        }
+    }
+    Some(out)
+}
+
+/// GPU facts once per process and root: loading NVML and cuInit costs hundreds of ms, and
+/// profile detection by GPU name and the GPU checks both need them.
+pub fn read_gpus_once(host: &Host) -> Result<GpuSnapshot, String> {
+    use std::path::PathBuf;
+    use std::sync::{Mutex, OnceLock};
+    type Cache = Mutex<HashMap<PathBuf, Result<GpuSnapshot, String>>>;
+    static CACHE: OnceLock<Cache> = OnceLock::new();
+    if host.is_recording() {
+        // A snapshot must see the read of the facts file.
+        return daqtune_probe::gpu::read_gpus(host).map_err(|e| e.to_string());
+    }
+    let cache = CACHE.get_or_init(Default::default);
+    if let Ok(c) = cache.lock() {
+        if let Some(r) = c.get(host.root()) {
+            return r.clone();
+        }
+    }
+    let r = daqtune_probe::gpu::read_gpus(host).map_err(|e| e.to_string());
+    if let Ok(mut c) = cache.lock() {
+        c.insert(host.root().to_path_buf(), r.clone());
+    }
+    r
+}
