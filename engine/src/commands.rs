@@ -2,11 +2,12 @@
 //! evaluation of the checks into a report. Errors that are the user's (bad profile, unknown
 //! id, bad root) are [`UsageError`]s and exit 2.
 
-use crate::checks::{self, run_checks, Context, RunOptions};
+use crate::context::Context;
 use crate::facts::Facts;
 use crate::gate;
 use crate::profile::{self, LoadedProfile};
 use crate::report::{self, HostInfo, Report, SCHEMA};
+use crate::tunables::{self, run_checks, RunOptions};
 use daqtune_probe::Host;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -88,6 +89,14 @@ pub fn open_host(g: &GlobalOptions) -> Result<OpenedHost, UsageError> {
     open_root(g.root.as_deref())
 }
 
+/// A profile by built-in name or file, its check ids validated against the tunables'
+/// registry.
+pub fn load_profile(name_or_path: &str) -> Result<LoadedProfile, UsageError> {
+    let lp = profile::load(name_or_path)?;
+    tunables::validate_profile(&lp)?;
+    Ok(lp)
+}
+
 /// The profile given with --profile, else the detected one, else generic-dgpu (said so).
 pub fn choose_profile(host: &Host, g: &GlobalOptions) -> Result<LoadedProfile, UsageError> {
     choose_profile_for(host, g, true)
@@ -111,7 +120,7 @@ pub fn choose_profile_with(
     gpu_probe: bool,
 ) -> Result<LoadedProfile, UsageError> {
     if let Some(p) = &g.profile {
-        let mut lp = profile::load(p)?;
+        let mut lp = load_profile(p)?;
         lp.origin = format!("--profile {p}");
         return Ok(lp);
     }
@@ -156,7 +165,7 @@ pub fn resolve_ids(ids: &[String]) -> Result<Vec<String>, UsageError> {
         if id == "all" {
             return Ok(Vec::new());
         }
-        match checks::find(id) {
+        match tunables::find(id) {
             Some(c) => out.push(c.id.to_string()),
             None => return Err(UsageError::UnknownCheck(id.clone())),
         }

@@ -604,7 +604,24 @@ impl LoadedProfile {
                 "grub_dropin must be a .cfg file in /etc/default/grub.d/",
             ));
         }
-        let known: Vec<&str> = crate::checks::CHECKS.iter().map(|c| c.id).collect();
+        for w in &p.waivers {
+            if parse_date(&w.until).is_none() {
+                return Err(self
+                    .err(
+                        &["waivers"],
+                        format!("waiver date `{}` (expected YYYY-MM-DD)", w.until),
+                    )
+                    .relocate(&self.layers, &w.until));
+            }
+        }
+        Ok(())
+    }
+
+    /// Refuse ids in `required:`, `not_applicable:` and `waivers:` that `known` lacks, naming
+    /// the line of the layer that has them. The engine passes the tunables' registry (a profile
+    /// knows no tunable: `tunables::validate_profile`).
+    pub fn check_ids(&self, known: &[&str]) -> Result<(), ProfileError> {
+        let p = &self.profile;
         for id in p
             .required
             .iter()
@@ -618,16 +635,6 @@ impl LoadedProfile {
                         format!("unknown check id `{id}` (known: {})", known.join(", ")),
                     )
                     .relocate(&self.layers, id));
-            }
-        }
-        for w in &p.waivers {
-            if parse_date(&w.until).is_none() {
-                return Err(self
-                    .err(
-                        &["waivers"],
-                        format!("waiver date `{}` (expected YYYY-MM-DD)", w.until),
-                    )
-                    .relocate(&self.layers, &w.until));
             }
         }
         Ok(())

@@ -150,7 +150,7 @@ pub fn run(
     if a.level >= 2 {
         let veth = crate::sys::is_root();
         let soak = a.level >= 3;
-        let has_gpu = crate::checks::read_gpus_once(&host).is_ok_and(|s| !s.gpus.is_empty());
+        let has_gpu = crate::facts::read_gpus_once(&host).is_ok_and(|s| !s.gpus.is_empty());
         let duration = if soak {
             a.selftest_duration * 20.0
         } else {

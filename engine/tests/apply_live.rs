@@ -4,11 +4,12 @@
 //! Each test says why it skips when the machine does not allow it (not root, no netns).
 
 use daqtune_engine::apply::journal::Journal;
-use daqtune_engine::apply::plan::{build_plan, Action, Change, NoteLevel, Plan, PlanOptions};
 use daqtune_engine::apply::setters::{self, FsWriter, Target};
 use daqtune_engine::apply::{
     apply, revert, run_apply_with, run_revert_with, ApplyOptions, RevertOptions, Selection,
 };
+use daqtune_engine::plan::{Action, Change, NoteLevel, Plan, PlanOptions};
+use daqtune_engine::tunables::build_plan;
 use daqtune_engine::GlobalOptions;
 use daqtune_probe::Host;
 use std::io;

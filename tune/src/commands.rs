@@ -5,11 +5,12 @@ use crate::cli::{
     TopoArgs, TopoFormat,
 };
 use daqtune_engine::apply::Prompt;
+use daqtune_engine::commands::load_profile;
 use daqtune_engine::commands::{
     choose_profile, choose_profile_with, evaluate_facts, load_side, open_host, resolve_ids,
 };
 use daqtune_engine::facts::Facts;
-use daqtune_engine::{checks, gate, profile, report, snapshot, topo, UsageError};
+use daqtune_engine::{gate, profile, report, snapshot, topo, tunables, UsageError};
 use std::io::{BufRead, IsTerminal, Write};
 
 /// Asks on the terminal. Without one the answer cannot be had: a usage error (exit 2), so a
@@ -83,14 +84,14 @@ pub fn explain(a: &ExplainArgs) -> Result<u8, UsageError> {
         if a.markdown {
             print!("{}", report::catalogue_markdown());
         } else {
-            for c in checks::CHECKS {
+            for c in tunables::REGISTRY {
                 println!("{:<16} {:<9} {}", c.id, c.area.title(), c.title);
             }
         }
         return Ok(0);
     }
     let id = a.id.as_deref().unwrap_or_default();
-    let c = checks::find(id).ok_or_else(|| UsageError::UnknownCheck(id.to_string()))?;
+    let c = tunables::find(id).ok_or_else(|| UsageError::UnknownCheck(id.to_string()))?;
     print!("{}", c.doc);
     if !c.doc.ends_with('\n') {
         println!();
@@ -107,7 +108,7 @@ pub fn profiles(a: &ProfilesArgs) -> Result<u8, UsageError> {
             }
         }
         Some(ProfilesAction::Show { name }) => {
-            let lp = profile::load(name)?;
+            let lp = load_profile(name)?;
             let y = serde_yaml_ng::to_string(&lp.profile)
                 .map_err(|e| UsageError::Other(e.to_string()))?;
             print!("{y}");

@@ -5,8 +5,9 @@ mod common;
 
 use common::{fixture, run};
 use daqtune_engine::appconfig::{derive_loaded, AppConfig};
-use daqtune_engine::checks::{cmdline::isolation_args, memory::hugepage_args, Context};
+use daqtune_engine::context::Context;
 use daqtune_engine::profile;
+use daqtune_engine::tunables::{cmdline::isolation_args, hugepages::hugepage_args};
 use serde_json::Value;
 use std::path::PathBuf;
 

@@ -366,7 +366,7 @@ fn check_catalogue_doc_is_generated_from_the_list() {
 /// Every check's page starts with its id, so `daqtune explain ID` prints the right page.
 #[test]
 fn every_check_has_its_page() {
-    for c in daqtune_engine::checks::CHECKS {
+    for c in daqtune_engine::tunables::REGISTRY {
         assert!(c.doc.starts_with(&format!("# {}", c.id)), "{}", c.id);
         assert!(c.doc.len() > 200, "{} has a stub page", c.id);
     }

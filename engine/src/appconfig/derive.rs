@@ -4,11 +4,11 @@
 //! interfaces are the ports it names. `plan`/`apply --config` feed this profile to the same
 //! planner as any other.
 
-use super::checks::data_cores;
 use super::estimate::{self, MIB};
 use super::{AppConfig, Transport};
-use crate::checks::Context;
+use crate::context::Context;
 use crate::profile::{CoreSpec, LoadedProfile, Profile};
+use crate::tunables::app::data_cores;
 use daqtune_probe::mem::{format_size_kb, parse_size_kb};
 use daqtune_probe::pci::PciAddr;
 use std::net::IpAddr;

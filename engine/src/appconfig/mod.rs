@@ -13,7 +13,6 @@
 //! integers). DAQIRI itself reads through yaml-cpp, which converts on access, so a number given
 //! as a quoted string (`cpu_core: "9"`) is accepted here as it is there.
 
-pub mod checks;
 pub mod derive;
 pub mod estimate;
 pub mod locate;

@@ -229,26 +229,7 @@ fn apply_one(
             Ok(format!("{path} = {to}"))
         }
         Action::Mtu { ifname, to, .. } => {
-            let original = setters::get_mtu_live(ifname).map_err(|e| format!("{ifname}: {e}"))?;
-            let idx = j
-                .record(
-                    w,
-                    Entry::Mtu {
-                        ifname: ifname.clone(),
-                        original,
-                        new: *to,
-                    },
-                )
-                .map_err(jerr)?;
-            setters::set_mtu_live(ifname, *to)
-                .map_err(io_err(&format!("MTU of {ifname}"), lockdown))?;
-            j.mark_done(w, idx).map_err(jerr)?;
-            let back =
-                setters::get_mtu_live(ifname).map_err(|e| format!("{ifname}: read back: {e}"))?;
-            if back != *to {
-                return Err(format!("{ifname}: set MTU {to}, reads back {back}"));
-            }
-            Ok(format!("MTU of {ifname} = {to}"))
+            crate::tunables::mtu::set_mtu(j, w, lockdown, ifname, *to)
         }
         Action::ConfigWord {
             bdf,
@@ -306,87 +287,12 @@ fn apply_one(
             })
         }
         Action::GpuLock { uuid, domain } => {
-            let g = gpu.ok_or("no GPU control available")?;
-            let idx = j
-                .record(
-                    w,
-                    Entry::GpuLock {
-                        uuid: uuid.clone(),
-                        domain: *domain,
-                        previously_locked: false,
-                    },
-                )
-                .map_err(jerr)?;
-            let r = match g.lock_max(uuid, *domain) {
-                Ok(r) => r,
-                Err(e) => {
-                    forget(j, w, idx);
-                    return Err(e);
-                }
-            };
-            if let Some(rec) = j.doc.records.get_mut(idx) {
-                rec.entry = Entry::GpuLock {
-                    uuid: uuid.clone(),
-                    domain: *domain,
-                    previously_locked: r.previously_locked,
-                };
-            }
-            j.mark_done(w, idx).map_err(jerr)?;
-            Ok(if r.previously_locked {
-                format!("{} (a lock was already in place and is now overridden; revert will not restore it)", r.message)
-            } else {
-                r.message
-            })
+            crate::tunables::gpu_clocks::lock_clock(j, w, gpu, uuid, *domain)
         }
         Action::GpuPersistence { uuid } => {
-            let g = gpu.ok_or("no GPU control available")?;
-            let before = g
-                .gpus()
-                .ok()
-                .and_then(|v| v.into_iter().find(|s| &s.uuid == uuid))
-                .and_then(|s| s.persistence);
-            let idx = j
-                .record(
-                    w,
-                    Entry::GpuPersistence {
-                        uuid: uuid.clone(),
-                        original: before,
-                    },
-                )
-                .map_err(jerr)?;
-            if let Err(e) = g.set_persistence(uuid, true) {
-                forget(j, w, idx);
-                return Err(e);
-            }
-            j.mark_done(w, idx).map_err(jerr)?;
-            Ok(format!("persistence mode on for {uuid}"))
+            crate::tunables::gpu_clocks::persistence_on(j, w, gpu, uuid)
         }
-        Action::Module { name } => {
-            let idx = j
-                .record(w, Entry::Module { name: name.clone() })
-                .map_err(jerr)?;
-            setters::modprobe(name, false).map_err(|e| {
-                forget(j, w, idx);
-                let mut m = e.to_string();
-                if lockdown.is_some_and(|l| l != "none") {
-                    m.push_str(" (kernel lockdown: unsigned modules are refused under Secure Boot; sign the module or enroll its key with mokutil)");
-                }
-                m
-            })?;
-            j.mark_done(w, idx).map_err(jerr)?;
-            Ok(format!("loaded {name}"))
-        }
-    }
-}
-
-/// Takes back the write-ahead entry of an action whose call failed without changing anything
-/// (a refused lock, a module that did not load): replaying it on revert would undo what this
-/// run never did - unload a module someone else loads, unlock someone else's clock - and a
-/// failing undo would keep the run from ever being marked reverted.
-fn forget(j: &mut Journal, w: &mut dyn Writer, idx: usize) {
-    if idx + 1 == j.doc.records.len() {
-        j.doc.records.pop();
-        let _ = j.flush(w);
+        Action::Module { name } => crate::tunables::peermem::load_module(j, w, lockdown, name),
     }
 }
 

@@ -280,6 +280,17 @@ impl Journal {
         self.flush(w)
     }
 
+    /// Takes back the write-ahead entry of an action whose call failed without changing anything
+    /// (a refused lock, a module that did not load): replaying it on revert would undo what this
+    /// run never did - unload a module someone else loads, unlock someone else's clock - and a
+    /// failing undo would keep the run from ever being marked reverted.
+    pub fn take_back(&mut self, w: &mut dyn Writer, idx: usize) {
+        if idx + 1 == self.doc.records.len() {
+            self.doc.records.pop();
+            let _ = self.flush(w);
+        }
+    }
+
     pub fn finish(&mut self, w: &mut dyn Writer, state: RunState) -> io::Result<()> {
         self.doc.state = state;
         self.flush(w)

@@ -9,17 +9,17 @@
 pub mod apply;
 pub mod gpu;
 pub mod journal;
-pub mod plan;
 pub mod revert;
 pub mod setters;
 #[cfg(test)]
 pub(crate) mod testroot;
 
 use crate::commands::{open_host, GlobalOptions, UsageError};
+use crate::context::boot::EXTLINUX_CONF;
 use crate::facts::Facts;
+use crate::plan::{self, Plan, PlanOptions};
 use crate::profile::{self, LoadedProfile};
 use daqtune_probe::Host;
-use plan::{Plan, PlanOptions};
 use setters::{FsWriter, Writer};
 use std::io::Write;
 use std::path::PathBuf;
@@ -130,7 +130,7 @@ fn with_app_config(
         return Ok(lp);
     };
     let app = crate::appconfig::AppConfig::load(p).map_err(|e| UsageError::Other(e.to_string()))?;
-    let ctx = crate::checks::Context::with_facts(facts, &lp);
+    let ctx = crate::context::Context::with_facts(facts, &lp);
     let (derived, notes) = crate::appconfig::derive_loaded(&app, &lp, &ctx);
     for n in notes {
         let _ = writeln!(out, "from {}: {n}", app.file);
@@ -233,7 +233,7 @@ fn profile_for_change(
     err: &mut dyn Write,
 ) -> Result<LoadedProfile, UsageError> {
     if let Some(p) = &g.profile {
-        let mut lp = profile::load(p)?;
+        let mut lp = crate::commands::load_profile(p)?;
         lp.origin = format!("--profile {p}");
         return Ok(lp);
     }
@@ -369,7 +369,7 @@ pub fn plan_on(
     let sel = with_remembered(host, a, &None, out)?;
     let lp = with_app_config(&facts, lp, &sel, out)?;
     let opts = options(&lp, &sel, g.profile.as_deref())?;
-    let plan = plan::build_plan_with(&facts, &lp, &opts, None)
+    let plan = crate::tunables::build_plan_with(&facts, &lp, &opts, None)
         .map_err(|e| UsageError::Other(e.to_string()))?;
     let _ = write!(out, "{plan}");
     Ok(0)
@@ -416,7 +416,7 @@ fn run_apply_inner(
     let lp = with_app_config(&facts, lp, &sel, out)?;
     let mut opts = options(&lp, &sel, g.profile.as_deref())?;
     opts.gpu_unavailable = gpu_unavailable;
-    let plan = plan::build_plan_with(&facts, &lp, &opts, gpu)
+    let plan = crate::tunables::build_plan_with(&facts, &lp, &opts, gpu)
         .map_err(|e| UsageError::Other(e.to_string()))?;
     let _ = write!(out, "{plan}");
     if a.dry_run {
@@ -447,7 +447,7 @@ fn run_apply_inner(
     // The host may have changed while the user read the plan (or another apply ran): plan
     // again under the lock, on facts read afresh.
     let facts = Facts::new(&host);
-    let plan = plan::build_plan_with(&facts, &lp, &opts, gpu)
+    let plan = crate::tunables::build_plan_with(&facts, &lp, &opts, gpu)
         .map_err(|e| UsageError::Other(e.to_string()))?;
     let mut journal = journal::Journal::create(&state.join("journal"), &lp.profile.name, w)
         .map_err(|e| {
@@ -552,7 +552,7 @@ fn live_gpu(
         .as_deref()
         .and_then(|p| profile::load(p).ok())
         .map_or(250, |lp| lp.profile.gpu.clock_tolerance_mhz);
-    let snap = match crate::checks::read_gpus_once(&host) {
+    let snap = match crate::facts::read_gpus_once(&host) {
         Ok(s) => s,
         Err(e) => return (None, Some(format!("no GPU control: {e}"))),
     };
@@ -702,7 +702,8 @@ pub fn run_generate(
     .profile_ref;
     let inv = |e: daqtune_units::InvalidValue| UsageError::Other(e.to_string());
     let args = || -> Result<grub::KernelArgs, UsageError> {
-        let (spec, _) = plan::kernel_arg_spec(&facts, &lp).map_err(UsageError::Other)?;
+        let (spec, _) =
+            crate::context::boot::kernel_arg_spec(&facts, &lp).map_err(UsageError::Other)?;
         spec.build().map_err(inv)
     };
     let ifaces = || -> Vec<String> {
@@ -720,8 +721,8 @@ pub fn run_generate(
         Kind::GrubDropin => grub::render_dropin(&args()?, &pref).map_err(inv)?,
         Kind::Extlinux => {
             let cur = facts
-                .read_string(plan::EXTLINUX_CONF)
-                .map_err(|e| UsageError::Other(format!("{}: {e}", plan::EXTLINUX_CONF)))?;
+                .read_string(EXTLINUX_CONF)
+                .map_err(|e| UsageError::Other(format!("{EXTLINUX_CONF}: {e}")))?;
             extlinux::add_entry(&cur, &args()?).map_err(|e| UsageError::Other(e.to_string()))?
         }
         Kind::UdevMrrs => {

@@ -443,3 +443,23 @@ pub fn set_all_iommu(root: &Path, kind: &str) {
         std::fs::write(e.path().join("type"), format!("{kind}\n")).expect("write type");
     }
 }
+
+/// The IGX fixture without its PCI tree: these tests build their own functions.
+pub fn igx_root_without_pci() -> tempfile::TempDir {
+    let d = tempfile::tempdir().expect("tmp");
+    copy_tree(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/igx-untuned"),
+        d.path(),
+    );
+    let _ = std::fs::remove_dir_all(d.path().join("sys/bus"));
+    let _ = std::fs::remove_dir_all(d.path().join("sys/class/net"));
+    for e in std::fs::read_dir(d.path().join("sys/devices"))
+        .expect("sys/devices")
+        .flatten()
+    {
+        if e.file_name().to_string_lossy().starts_with("pci") {
+            std::fs::remove_dir_all(e.path()).expect("rm pci");
+        }
+    }
+    d
+}

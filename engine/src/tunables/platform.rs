@@ -1,16 +1,19 @@
 //! `platform`: which profile applies, and what on this host will refuse later writes.
 
-use super::{CheckDef, Context};
+use crate::context::Context;
+use crate::tunable::Tunable;
 use crate::verdict::{Area, Verdict};
 
-pub const PLATFORM: CheckDef = CheckDef {
+pub const PLATFORM: Tunable = Tunable {
     id: "platform",
     area: Area::Platform,
     title: "Platform, profile match, Secure Boot / lockdown, container",
     aliases: &["platform"],
     doc: include_str!("../../../docs/checks/platform.md"),
     needs_root: false,
-    run,
+    profile_keys: &[],
+    check: run,
+    planner: None,
 };
 
 fn run(ctx: &Context) -> Vec<Verdict> {

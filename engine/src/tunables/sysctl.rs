@@ -1,16 +1,27 @@
-//! `net.sysctl`: socket buffer sizes for the Linux-socket data path (seed 003).
+//! `net.sysctl`: socket buffer sizes for the Linux-socket data path (seed 003). Plan: each
+//! value below the profile's now, and a sysctl.d file that keeps them.
 
-use super::{CheckDef, Context};
+use crate::context::Context;
+use crate::plan::{Action, Change, NoteLevel, Plan, PlanCx, PlanError};
+use crate::tunable::Planner;
+use crate::tunable::Tunable;
 use crate::verdict::{Area, Verdict};
+use daqtune_units::etc;
 
-pub const NET_SYSCTL: CheckDef = CheckDef {
+pub const NET_SYSCTL: Tunable = Tunable {
     id: "net.sysctl",
     area: Area::Network,
     title: "Socket buffer sysctls for the socket data path",
     aliases: &["sysctl"],
     doc: include_str!("../../../docs/checks/net.sysctl.md"),
     needs_root: false,
-    run,
+    profile_keys: &["sysctl.enabled", "sysctl.values"],
+    check: run,
+    planner: Some(Planner {
+        order: 9,
+        with: &[],
+        plan: plan_sysctl,
+    }),
 };
 
 /// Compare field by field: every numeric field of `have` must reach the one in `want`
@@ -65,6 +76,55 @@ fn run(ctx: &Context) -> Vec<Verdict> {
         out.push(v);
     }
     out
+}
+
+fn plan_sysctl(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
+    const ID: &str = "net.sysctl";
+    let s = &cx.lp.profile.sysctl;
+    if !s.enabled {
+        return Ok(());
+    }
+    let mut persist = Vec::new();
+    for (k, v) in &s.values {
+        daqtune_units::validate::sysctl_name(k)?;
+        daqtune_units::validate::sysctl_value(v)?;
+        persist.push((k.as_str(), v.as_str()));
+        if !cx.opts.runtime {
+            continue;
+        }
+        let path = format!("/proc/sys/{}", k.replace('.', "/"));
+        let Ok(raw) = cx.facts.read_string(&path) else {
+            plan.note(ID, NoteLevel::Skip, format!("{k}: not present"));
+            continue;
+        };
+        let cur: Vec<u64> = raw
+            .split_whitespace()
+            .filter_map(|x| x.parse().ok())
+            .collect();
+        let wantv: Vec<u64> = v
+            .split_whitespace()
+            .filter_map(|x| x.parse().ok())
+            .collect();
+        let below = cur.len() != wantv.len() || cur.iter().zip(&wantv).any(|(c, w)| c < w);
+        if below {
+            plan.changes.push(Change {
+                check: ID.into(),
+                subject: k.clone(),
+                action: Action::Attr {
+                    path,
+                    from: raw,
+                    to: v.clone(),
+                },
+                reboot: false,
+                note: None,
+            });
+        }
+    }
+    if cx.opts.persist && !persist.is_empty() {
+        let text = etc::sysctl_conf(&persist, &cx.profile_ref())?;
+        cx.file_change(plan, ID, "sysctl.d", etc::SYSCTL_PATH, text, 0o644, false);
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -1,19 +1,22 @@
 //! `irq.affinity`: NIC interrupts away from the isolated data cores.
 
-use super::nic::{data_path_nics, no_nic_reason};
-use super::{CheckDef, Context};
+use crate::context::nics::{data_path_nics, no_nic_reason};
+use crate::context::Context;
+use crate::tunable::Tunable;
 use crate::verdict::{Area, Verdict};
 use daqtune_probe::cpulist::parse_cpulist;
 use daqtune_probe::CpuSet;
 
-pub const AFFINITY: CheckDef = CheckDef {
+pub const AFFINITY: Tunable = Tunable {
     id: "irq.affinity",
     area: Area::Cpu,
     title: "NIC interrupts kept off the isolated CPUs",
     aliases: &["irq", "irqaffinity"],
     doc: include_str!("../../../docs/checks/irq.affinity.md"),
     needs_root: false,
-    run: run_affinity,
+    profile_keys: &["cpu.isolated"],
+    check: run_affinity,
+    planner: None,
 };
 
 /// The CPUs interrupts must stay off: what the kernel isolated, else what `isolcpus=` names,

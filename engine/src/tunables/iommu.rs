@@ -1,16 +1,19 @@
 //! `iommu`: the IOMMU mode of the GPU's and NIC's groups (seed 001).
 
-use super::{CheckDef, Context};
+use crate::context::Context;
+use crate::tunable::Tunable;
 use crate::verdict::{Area, Status, Verdict};
 
-pub const IOMMU: CheckDef = CheckDef {
+pub const IOMMU: Tunable = Tunable {
     id: "iommu",
     area: Area::Pcie,
     title: "IOMMU mode of the GPU and NIC groups (passthrough for GPUDirect)",
     aliases: &["iommu"],
     doc: include_str!("../../../docs/checks/iommu.md"),
     needs_root: false,
-    run: run_iommu,
+    profile_keys: &[],
+    check: run_iommu,
+    planner: None,
 };
 
 /// The kernel argument that puts DMA domains in passthrough on this architecture.
@@ -23,7 +26,7 @@ fn passthrough_arg(ctx: &Context) -> &'static str {
 
 fn run_iommu(ctx: &Context) -> Vec<Verdict> {
     const ID: &str = "iommu";
-    let (_, devs) = match super::pcie::endpoints_or_skip(ctx, ID) {
+    let (_, devs) = match crate::context::nics::endpoints_or_skip(ctx, ID) {
         Ok(v) => v,
         Err(v) => return v,
     };

@@ -1,19 +1,44 @@
-//! `kernel.cmdline`: CPU isolation parameters, parsed and checked for consistency.
+//! `kernel.cmdline`: CPU isolation parameters, parsed and checked for consistency. Plan: the
+//! boot configuration (a grub drop-in, or an extlinux entry) with every kernel argument the
+//! profile implies: isolation, the hugepage reservation, the governor, ACS redirect.
 
-use super::{CheckDef, Context};
-use crate::verdict::{Area, Status, Verdict};
+use crate::apply::setters::Target;
+use crate::context::boot::{
+    boot_config, grub_files, kernel_arg_spec, pending_in_dropin, pending_kernel_args, BootConfig,
+    EXTLINUX_CONF,
+};
+use crate::context::Context;
+use crate::plan::{NoteLevel, Plan, PlanCx, PlanError};
+use crate::tunable::Planner;
+use crate::tunable::Tunable;
+use crate::verdict::Status;
+use crate::verdict::{Area, Verdict};
 use daqtune_probe::cmdline::{parse_isolcpus, parse_list_param, Cmdline};
 use daqtune_probe::system::parse_kernel_version;
 use daqtune_probe::CpuSet;
+use daqtune_units::{extlinux, grub};
 
-pub const CMDLINE: CheckDef = CheckDef {
+pub const CMDLINE: Tunable = Tunable {
     id: "kernel.cmdline",
     area: Area::Kernel,
     title: "CPU isolation on the kernel command line",
     aliases: &["cmdline", "isolcpus"],
     doc: include_str!("../../../docs/checks/kernel.cmdline.md"),
     needs_root: false,
-    run,
+    profile_keys: &[
+        "cpu.isolated",
+        "cpu.irqaffinity",
+        "cpu.nohz_full",
+        "cpu.rcu_nocbs",
+        "cpu.rcu_nocb_poll",
+        "persist.grub_dropin",
+    ],
+    check: run,
+    planner: Some(Planner {
+        order: 0,
+        with: &["hugepages"],
+        plan: plan_kernel_args,
+    }),
 };
 
 const ID: &str = "kernel.cmdline";
@@ -251,18 +276,6 @@ fn analyse(ctx: &Context, cmd: &Cmdline) -> Analysis {
     }
 }
 
-/// A grub drop-in daqtune wrote that already carries `arg`, waiting for a reboot.
-pub fn pending_in_dropin(ctx: &Context, args: &[String]) -> bool {
-    if args.is_empty() {
-        return false;
-    }
-    let Ok(text) = ctx.read_string(&ctx.profile.profile.persist.grub_dropin) else {
-        return false;
-    };
-    let words = daqtune_probe::cmdline::split_words(&text.replace(['"', '\''], " "));
-    args.iter().all(|a| words.iter().any(|w| w == a))
-}
-
 fn run(ctx: &Context) -> Vec<Verdict> {
     let cmd = match ctx.cmdline() {
         Ok(c) => c,
@@ -323,6 +336,85 @@ fn run(ctx: &Context) -> Vec<Verdict> {
         ));
     }
     vec![v]
+}
+
+fn plan_kernel_args(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
+    let (mut spec, notes) =
+        kernel_arg_spec(cx.facts, cx.lp).map_err(|e| PlanError::Device("kernel".into(), e))?;
+    // `pci=disable_acs_redir=` only with --allow-acs, and only where no IOMMU translates.
+    if cx.opts.allow_acs && cx.kernel_version().is_some_and(|v| (v.0, v.1) >= (5, 1)) {
+        if let Ok(ports) = crate::tunables::acs::acs_ports(cx.facts) {
+            if ports.iter().all(|p| p.iommu_blocks.is_none()) {
+                spec.acs_redir_disable = ports.iter().filter_map(|p| p.bdf.parse().ok()).collect();
+            }
+        }
+    }
+    for n in notes {
+        plan.note(ID, NoteLevel::Warn, n);
+    }
+    let args = spec.build()?;
+    plan.kernel_args = Some(args.clone());
+    if args.is_empty() {
+        return Ok(());
+    }
+    if !cx.opts.persist {
+        plan.note(
+            ID,
+            NoteLevel::Skip,
+            "kernel arguments are persistent only (--runtime-only given)",
+        );
+        return Ok(());
+    }
+    let pref = cx.profile_ref();
+    match boot_config(cx.facts, cx.lp) {
+        BootConfig::Grub { dropin } => {
+            let text = grub::render_dropin(&args, &pref)?;
+            let files = grub_files(cx.facts, &dropin, Some(&text));
+            for f in grub::analyze(&files, &dropin, &args) {
+                let level = if f.is_blocking() { NoteLevel::Warn } else { NoteLevel::Info };
+                plan.note(ID, level, f.to_string());
+            }
+            let before = plan.changes.len();
+            cx.file_change(plan, ID, "grub", &dropin, text, 0o644, true);
+            if plan.changes.len() > before {
+                if let Some(c) = plan.changes.last_mut() {
+                    c.note = Some(match cx.target {
+                        Target::Live => "then update-grub (or grub2-mkconfig) and a reboot".into(),
+                        Target::Root => "run `update-grub` (or `grub2-mkconfig -o /boot/grub2/grub.cfg`) on that host, then reboot".into(),
+                    });
+                }
+            }
+        }
+        BootConfig::Extlinux { path } => {
+            let Some(cur) = cx.facts.read_string(&path).ok() else {
+                plan.note(ID, NoteLevel::Skip, format!("cannot read {path}"));
+                return Ok(());
+            };
+            match extlinux::add_entry(&cur, &args) {
+                Ok(new) => cx.file_change(plan, ID, "extlinux", &path, new, 0o644, true),
+                Err(e) => plan.note(ID, NoteLevel::Skip, format!("{path}: {e}")),
+            }
+        }
+        BootConfig::Unknown => plan.note(
+            ID,
+            NoteLevel::Skip,
+            format!(
+                "no /etc/default/grub or {EXTLINUX_CONF}: add these kernel arguments to your boot manager: {}",
+                args.words().join(" ")
+            ),
+        ),
+    }
+    // Already written and not yet booted?
+    if !plan.changes.iter().any(|c| c.check == ID) {
+        if let Some(p) = pending_kernel_args(cx.facts, cx.lp).filter(|p| !p.is_empty()) {
+            plan.note(
+                ID,
+                NoteLevel::PendingReboot,
+                format!("written, waiting for a reboot: {}", p.join(" ")),
+            );
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

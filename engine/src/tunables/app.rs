@@ -1,10 +1,13 @@
 //! The `app.*` checks: this host against the DAQIRI configuration given with `--config`.
 //! Every verdict's subject is `FILE:LINE key.path`, the key the finding comes from.
 
-use super::estimate::{self, MIB};
-use super::netaddr::LocalAddrs;
-use super::{AppConfig, Bad, Dir, Engine, Field, Interface, MemKind, Queue, Transport, Worker};
-use crate::checks::{CheckDef, Context};
+use crate::appconfig::estimate::{self, MIB};
+use crate::appconfig::netaddr::LocalAddrs;
+use crate::appconfig::{
+    AppConfig, Bad, Dir, Engine, Field, Interface, MemKind, Queue, Transport, Worker,
+};
+use crate::context::Context;
+use crate::tunable::Tunable;
 use crate::verdict::{Area, Verdict};
 use daqtune_probe::pci::nic::NicFunction;
 use daqtune_probe::pci::{PciAddr, PciFacts};
@@ -12,17 +15,19 @@ use daqtune_probe::CpuSet;
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 
-pub const CONFIG: CheckDef = CheckDef {
+pub const CONFIG: Tunable = Tunable {
     id: "app.config",
     area: Area::Platform,
     title: "The DAQIRI configuration (--config) reads cleanly: no placeholders left",
     aliases: &[],
     doc: include_str!("../../../docs/checks/app.config.md"),
     needs_root: false,
-    run: run_config,
+    profile_keys: &[],
+    check: run_config,
+    planner: None,
 };
 
-pub const CORES: CheckDef = CheckDef {
+pub const CORES: Tunable = Tunable {
     id: "app.cores",
     area: Area::Cpu,
     title:
@@ -30,37 +35,45 @@ pub const CORES: CheckDef = CheckDef {
     aliases: &[],
     doc: include_str!("../../../docs/checks/app.cores.md"),
     needs_root: false,
-    run: run_cores,
+    profile_keys: &[],
+    check: run_cores,
+    planner: None,
 };
 
-pub const MEMORY: CheckDef = CheckDef {
+pub const MEMORY: Tunable = Tunable {
     id: "app.memory",
     area: Area::Memory,
     title: "The configuration's memory regions fit the host: hugepages, GPU BAR1, GPUDirect",
     aliases: &[],
     doc: include_str!("../../../docs/checks/app.memory.md"),
     needs_root: false,
-    run: run_memory,
+    profile_keys: &[],
+    check: run_memory,
+    planner: None,
 };
 
-pub const INTERFACES: CheckDef = CheckDef {
+pub const INTERFACES: Tunable = Tunable {
     id: "app.interfaces",
     area: Area::Nic,
     title: "The configuration's interface addresses exist on this host",
     aliases: &[],
     doc: include_str!("../../../docs/checks/app.interfaces.md"),
     needs_root: false,
-    run: run_interfaces,
+    profile_keys: &[],
+    check: run_interfaces,
+    planner: None,
 };
 
-pub const SIZES: CheckDef = CheckDef {
+pub const SIZES: Tunable = Tunable {
     id: "app.sizes",
     area: Area::Nic,
     title: "The configuration's packet and message sizes fit its buffers and the MTU",
     aliases: &[],
     doc: include_str!("../../../docs/checks/app.sizes.md"),
     needs_root: false,
-    run: run_sizes,
+    profile_keys: &[],
+    check: run_sizes,
+    planner: None,
 };
 
 fn app<'c>(ctx: &'c Context, id: &str) -> Result<&'c AppConfig, Vec<Verdict>> {
@@ -183,8 +196,8 @@ fn netdev_mtu(ctx: &Context, r: &Resolved) -> Option<u32> {
 fn placeholder_hint(ctx: &Context, app: &AppConfig, path: &str) -> String {
     let key = path.rsplit('.').next().unwrap_or(path);
     let key = key.split('[').next().unwrap_or(key);
-    let raw =
-        app.stream_type.as_ref().and_then(|f| f.ok().copied()) == Some(super::StreamType::Raw);
+    let raw = app.stream_type.as_ref().and_then(|f| f.ok().copied())
+        == Some(crate::appconfig::StreamType::Raw);
     match key {
         "address" if raw => {
             let here: Vec<String> = ctx
@@ -233,7 +246,7 @@ fn run_config(ctx: &Context) -> Vec<Verdict> {
     if app.problems.is_empty() {
         let queues: usize = app.interfaces.iter().map(|i| i.queues.len()).sum();
         let st = match app.stream_type.as_ref().and_then(|f| f.ok()) {
-            Some(super::StreamType::Raw) => "raw",
+            Some(crate::appconfig::StreamType::Raw) => "raw",
             _ => "socket",
         };
         return vec![Verdict::pass(
@@ -982,7 +995,7 @@ fn gpu_for(
 fn device_region(
     ctx: &Context,
     app: &AppConfig,
-    r: &super::Region,
+    r: &crate::appconfig::Region,
     subject: &str,
     _bytes: u64,
     sizing: &str,

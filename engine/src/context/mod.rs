@@ -1,78 +1,16 @@
-//! The check catalogue: one [`CheckDef`] per stable id, evaluated against a [`Context`].
-//!
-//! Checks are data: the CLI's `check ID`, `explain ID`, the docs and the profile validator all
-//! read [`CHECKS`]. Each check's documentation lives in `docs/checks/<id>.md` and is embedded
-//! here so `daqtune explain ID` prints the same page the manual has.
+//! What a tunable judges with: the run's [`Facts`], the profile and the DAQIRI configuration,
+//! and the judgements several tunables share (the data cores, the data-path NICs and PCIe
+//! endpoints, the GPUs and their GPUDirect path, the boot configuration). Above the facts,
+//! below the tunables: nothing here knows a tunable.
 
 use crate::facts::Facts;
 use crate::profile::{CoreSpec, LoadedProfile};
-use crate::verdict::{Area, Verdict};
+use crate::verdict::Verdict;
 use daqtune_probe::{CpuSet, Host};
 
-pub mod cmdline;
-pub mod cpu;
-pub mod gpu;
-pub mod iommu;
-pub mod irq;
-pub mod memory;
-pub mod nic;
-pub mod pcie;
-pub mod platform;
-pub mod sysctl;
-
-pub struct CheckDef {
-    pub id: &'static str,
-    pub area: Area,
-    pub title: &'static str,
-    /// tune_system.py's `--check` names that map here.
-    pub aliases: &'static [&'static str],
-    /// The page printed by `daqtune explain`.
-    pub doc: &'static str,
-    /// Whether a non-root run may see less than the check needs (shown in the catalogue; the
-    /// check's own skip reason says what root would reveal).
-    pub needs_root: bool,
-    pub run: fn(&Context) -> Vec<Verdict>,
-}
-
-/// Every check, in report order.
-pub static CHECKS: &[CheckDef] = &[
-    platform::PLATFORM,
-    cpu::GOVERNOR,
-    cpu::IDLE,
-    cmdline::CMDLINE,
-    memory::HUGEPAGES,
-    memory::NUMA,
-    pcie::TOPOLOGY,
-    pcie::LINK,
-    pcie::MPS,
-    pcie::MRRS,
-    pcie::ACS,
-    pcie::AER,
-    iommu::IOMMU,
-    irq::AFFINITY,
-    nic::DRIVER,
-    nic::LINK_LAYER,
-    nic::LINK,
-    nic::MTU,
-    sysctl::NET_SYSCTL,
-    gpu::CLOCKS,
-    gpu::BAR1,
-    gpu::GPUDIRECT,
-    gpu::PEERMEM,
-    gpu::DRIVER,
-    crate::appconfig::checks::CONFIG,
-    crate::appconfig::checks::CORES,
-    crate::appconfig::checks::MEMORY,
-    crate::appconfig::checks::INTERFACES,
-    crate::appconfig::checks::SIZES,
-];
-
-pub fn find(id_or_alias: &str) -> Option<&'static CheckDef> {
-    CHECKS
-        .iter()
-        .find(|c| c.id == id_or_alias)
-        .or_else(|| CHECKS.iter().find(|c| c.aliases.contains(&id_or_alias)))
-}
+pub mod boot;
+pub mod gpus;
+pub mod nics;
 
 /// The run's facts, owned by a context made for one evaluation or borrowed from the command
 /// that shares them between its steps (detection, derivation, checks, plan).
@@ -198,7 +136,7 @@ impl<'a> Context<'a> {
     /// physical function), when the firmware reports one; on a one-node host, that node.
     pub fn nic_numa_node(&self) -> Option<u32> {
         let facts = self.pci().ok()?;
-        let nics = nic::data_path_nics(self, facts);
+        let nics = nics::data_path_nics(self, facts);
         if let Some(n) = nics
             .iter()
             .find_map(|n| n.numa_node.and_then(|x| u32::try_from(x).ok()))
@@ -219,59 +157,4 @@ impl<'a> Context<'a> {
             .get(id)
             .map(|reason| Verdict::na(id, "host", reason.clone()))
     }
-}
-
-pub use crate::facts::read_gpus_once;
-
-/// Options for one evaluation.
-#[derive(Debug, Clone, Default)]
-pub struct RunOptions {
-    /// Only these ids (empty = all).
-    pub only: Vec<String>,
-}
-
-/// Evaluate the selected checks. A check that panics is reported as `error` and the run goes on.
-pub fn run_checks(ctx: &Context, opts: &RunOptions) -> Vec<Verdict> {
-    let mut out = Vec::new();
-    for def in CHECKS {
-        if !opts.only.is_empty() && !opts.only.iter().any(|o| o == def.id) {
-            continue;
-        }
-        // `app.*` checks judge the host against an experiment's configuration: without
-        // `--config` they have nothing to say unless asked for by name.
-        if def.id.starts_with("app.") && ctx.app.is_none() && opts.only.is_empty() {
-            continue;
-        }
-        if let Some(v) = ctx.not_applicable(def.id) {
-            out.push(v);
-            continue;
-        }
-        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (def.run)(ctx)));
-        match result {
-            Ok(mut vs) => {
-                if vs.is_empty() {
-                    vs.push(Verdict::error(
-                        def.id,
-                        "host",
-                        "the check produced no verdict",
-                    ));
-                }
-                out.extend(vs);
-            }
-            Err(p) => {
-                let msg = p
-                    .downcast_ref::<&str>()
-                    .map(|s| s.to_string())
-                    .or_else(|| p.downcast_ref::<String>().cloned())
-                    .unwrap_or_else(|| "unknown panic".into());
-                out.push(Verdict::error(
-                    def.id,
-                    "host",
-                    format!("internal error: {msg}"),
-                ));
-            }
-        }
-    }
-    crate::gate::apply_waivers(&ctx.profile.profile, &mut out, crate::profile::today());
-    out
 }

@@ -1,132 +1,67 @@
-//! `pcie.topology`, `pcie.link`, `pcie.mps`, `pcie.mrrs`, `pcie.acs`, `pcie.aer`: the PCIe
-//! path between the GPUs and the data-path NICs (seed 000 Steps 1-3, seed 001).
+//! `pcie.topology`, `pcie.link`, `pcie.mps`, `pcie.aer`: the PCIe path between the GPUs and
+//! the data-path NICs (seed 000 Steps 1-3, seed 001). Observations: daqtune never writes MPS,
+//! link settings or ASPM (firmware's); `pcie.mrrs` and `pcie.acs` have modules of their own.
 
-use super::nic::{data_path_nics, no_nic_reason};
-use super::{CheckDef, Context};
-use crate::verdict::{Area, Status, Verdict};
-use daqtune_probe::pci::config::{mrrs_code, Visibility};
-use daqtune_probe::pci::nic::NicFunction;
+use crate::context::nics::{
+    cap_visibility_skip, data_path_nics, endpoints_or_skip, gpu_label, nic_devices, no_nic_reason,
+    pci_gpus, pci_or_skip, NEEDS_ROOT,
+};
+use crate::context::Context;
+use crate::tunable::Tunable;
+use crate::verdict::Status;
+use crate::verdict::{Area, Verdict};
+use daqtune_probe::pci::config::Visibility;
 use daqtune_probe::pci::topo::{classify, PathClass};
-use daqtune_probe::pci::{link_label, PciAddr, PciDevice, PciFacts, PciTree, PortType};
+use daqtune_probe::pci::{link_label, PciAddr, PciDevice, PciTree, PortType};
 use std::collections::BTreeSet;
 
-pub const TOPOLOGY: CheckDef = CheckDef {
+pub const TOPOLOGY: Tunable = Tunable {
     id: "pcie.topology",
     area: Area::Pcie,
     title: "GPU <-> NIC PCIe path class (PIX/PXB/PHB/NODE/SYS)",
     aliases: &["topo", "topology"],
     doc: include_str!("../../../docs/checks/pcie.topology.md"),
     needs_root: false,
-    run: run_topology,
+    profile_keys: &["pcie.topology_pass", "pcie.topology_fail"],
+    check: run_topology,
+    planner: None,
 };
 
-pub const LINK: CheckDef = CheckDef {
+pub const LINK: Tunable = Tunable {
     id: "pcie.link",
     area: Area::Pcie,
     title: "PCIe link width and speed against what the link can do",
     aliases: &["speed", "pcie-speed"],
     doc: include_str!("../../../docs/checks/pcie.link.md"),
     needs_root: false,
-    run: run_link,
+    profile_keys: &[],
+    check: run_link,
+    planner: None,
 };
 
-pub const MPS: CheckDef = CheckDef {
+pub const MPS: Tunable = Tunable {
     id: "pcie.mps",
     area: Area::Pcie,
     title: "Max Payload Size along the GPU and NIC paths",
     aliases: &["mps"],
     doc: include_str!("../../../docs/checks/pcie.mps.md"),
     needs_root: true,
-    run: run_mps,
+    profile_keys: &[],
+    check: run_mps,
+    planner: None,
 };
 
-pub const MRRS: CheckDef = CheckDef {
-    id: "pcie.mrrs",
-    area: Area::Pcie,
-    title: "Max Read Request Size of the NIC physical functions",
-    aliases: &["mrrs"],
-    doc: include_str!("../../../docs/checks/pcie.mrrs.md"),
-    needs_root: true,
-    run: run_mrrs,
-};
-
-pub const ACS: CheckDef = CheckDef {
-    id: "pcie.acs",
-    area: Area::Pcie,
-    title: "ACS redirect on the ports between GPU and NIC",
-    aliases: &["acs"],
-    doc: include_str!("../../../docs/checks/pcie.acs.md"),
-    needs_root: true,
-    run: run_acs,
-};
-
-pub const AER: CheckDef = CheckDef {
+pub const AER: Tunable = Tunable {
     id: "pcie.aer",
     area: Area::Pcie,
     title: "PCIe error counters and ASPM on the GPU and NIC paths",
     aliases: &["aer", "aspm"],
     doc: include_str!("../../../docs/checks/pcie.aer.md"),
     needs_root: false,
-    run: run_aer,
+    profile_keys: &["pcie.aer_correctable_warn"],
+    check: run_aer,
+    planner: None,
 };
-
-const NEEDS_ROOT: &str =
-    "config space beyond the first 64 bytes is readable only by root (run with sudo)";
-
-fn facts<'c>(ctx: &'c Context, id: &str) -> Result<&'c PciFacts, Vec<Verdict>> {
-    ctx.pci()
-        .map_err(|e| vec![Verdict::skip(id, "host", e.to_string())])
-}
-
-fn gpus(tree: &PciTree) -> Vec<&PciDevice> {
-    tree.gpus().filter(|g| !g.is_vf).collect()
-}
-
-pub fn gpu_label(g: &PciDevice) -> String {
-    format!("{} ({})", g.addr, g.short_name())
-}
-
-/// GPUs and data-path NIC functions, the endpoints whose paths the checks judge.
-/// GPUs and data-path NIC functions with their report labels.
-pub(super) type Endpoints<'f> = Vec<(&'f PciDevice, String)>;
-
-/// The PCI facts and the GPU / data-path NIC endpoints, or the skip every PCIe check gives
-/// when there are none (or the PCI tree cannot be read).
-pub(super) fn endpoints_or_skip<'c>(
-    ctx: &'c Context,
-    id: &str,
-) -> Result<(&'c PciFacts, Endpoints<'c>), Vec<Verdict>> {
-    let f = facts(ctx, id)?;
-    let eps = endpoints(ctx, f);
-    if eps.is_empty() {
-        return Err(vec![Verdict::skip(
-            id,
-            "host",
-            "no NVIDIA GPU and no data-path NIC on the PCI bus",
-        )]);
-    }
-    Ok((f, eps))
-}
-
-fn endpoints<'f>(ctx: &Context, f: &'f PciFacts) -> Endpoints<'f> {
-    let mut v: Vec<(&PciDevice, String)> = gpus(&f.tree)
-        .into_iter()
-        .map(|g| (g, gpu_label(g)))
-        .collect();
-    for n in data_path_nics(ctx, f) {
-        if let Some(d) = f.tree.get(n.addr) {
-            v.push((d, n.label()));
-        }
-    }
-    v
-}
-
-fn nic_devices<'f>(ctx: &Context, f: &'f PciFacts) -> Vec<(&'f PciDevice, &'f NicFunction)> {
-    data_path_nics(ctx, f)
-        .into_iter()
-        .filter_map(|n| f.tree.get(n.addr).map(|d| (d, n)))
-        .collect()
-}
 
 fn class_status(ctx: &Context, c: PathClass) -> Status {
     let p = &ctx.profile.profile.pcie;
@@ -141,11 +76,11 @@ fn class_status(ctx: &Context, c: PathClass) -> Status {
 
 fn run_topology(ctx: &Context) -> Vec<Verdict> {
     const ID: &str = "pcie.topology";
-    let f = match facts(ctx, ID) {
+    let f = match pci_or_skip(ctx, ID) {
         Ok(f) => f,
         Err(v) => return v,
     };
-    let gs = gpus(&f.tree);
+    let gs = pci_gpus(&f.tree);
     if gs.is_empty() {
         return vec![Verdict::skip(
             ID,
@@ -325,16 +260,6 @@ fn run_link(ctx: &Context) -> Vec<Verdict> {
     out
 }
 
-fn cap_visibility_skip(id: &str, label: String, d: &PciDevice) -> Verdict {
-    let why = match (&d.config, &d.config_error) {
-        (_, Some(e)) => format!("config space unreadable: {e}"),
-        (Some(c), _) if c.pcie_visibility == Visibility::Hidden => NEEDS_ROOT.to_string(),
-        (Some(_), _) => "no PCI Express capability".to_string(),
-        (None, None) => "config space not read".to_string(),
-    };
-    Verdict::skip(id, label, why)
-}
-
 fn run_mps(ctx: &Context) -> Vec<Verdict> {
     const ID: &str = "pcie.mps";
     let (f, eps) = match endpoints_or_skip(ctx, ID) {
@@ -426,191 +351,6 @@ fn run_mps(ctx: &Context) -> Vec<Verdict> {
                 .observed(observed),
             );
         }
-    }
-    out
-}
-
-fn run_mrrs(ctx: &Context) -> Vec<Verdict> {
-    const ID: &str = "pcie.mrrs";
-    let f = match facts(ctx, ID) {
-        Ok(f) => f,
-        Err(v) => return v,
-    };
-    let nics = nic_devices(ctx, f);
-    if nics.is_empty() {
-        return vec![Verdict::skip(ID, "host", no_nic_reason(ctx))];
-    }
-    let want = ctx.profile.profile.pcie.mrrs;
-    let code = mrrs_code(want).unwrap_or(5);
-    let mut out = Vec::new();
-    let mut vfs = 0;
-    for (d, n) in nics {
-        if d.is_vf {
-            vfs += 1;
-            continue;
-        }
-        let Some(cap) = d.pcie() else {
-            out.push(cap_visibility_skip(ID, n.label(), d));
-            continue;
-        };
-        let observed = cap.mrrs;
-        if observed == want {
-            out.push(
-                Verdict::pass(
-                    ID,
-                    n.label(),
-                    format!(
-                        "MRRS {observed} (DevCtl at CAP_EXP+8 = 0x{:02x})",
-                        cap.offset + 8
-                    ),
-                )
-                .observed(observed)
-                .expected(want),
-            );
-        } else {
-            out.push(
-                Verdict::fail(
-                    ID,
-                    n.label(),
-                    format!(
-                        "MRRS {observed}{}, the profile wants {want}",
-                        if daqtune_probe::pci::config::is_reserved_payload(observed) {
-                            " (a reserved encoding of DevCtl bits 14:12)"
-                        } else {
-                            ""
-                        }
-                    ),
-                )
-                    .observed(observed)
-                    .expected(want)
-                    .fix(format!(
-                        "sudo daqtune apply --only pcie.mrrs   (by hand: sudo setpci -s {} CAP_EXP+8.w={:x}000:7000; resets and re-adds clear it)",
-                        d.addr, code
-                    )),
-            );
-        }
-    }
-    if vfs > 0 {
-        out.push(Verdict::na(
-            ID,
-            format!("{vfs} virtual function(s)"),
-            "MRRS is reserved in VFs; the physical function's value applies",
-        ));
-    }
-    out
-}
-
-fn run_acs(ctx: &Context) -> Vec<Verdict> {
-    const ID: &str = "pcie.acs";
-    let f = match facts(ctx, ID) {
-        Ok(f) => f,
-        Err(v) => return v,
-    };
-    let gs = gpus(&f.tree);
-    let nics = nic_devices(ctx, f);
-    if gs.is_empty() || nics.is_empty() {
-        return vec![Verdict::skip(
-            ID,
-            "host",
-            if gs.is_empty() {
-                "no NVIDIA GPU on the PCI bus".to_string()
-            } else {
-                no_nic_reason(ctx)
-            },
-        )];
-    }
-    let mut ports: BTreeSet<PciAddr> = BTreeSet::new();
-    let mut pairs = 0;
-    let mut translating = Vec::new();
-    for g in &gs {
-        for (d, _) in &nics {
-            let p = classify(&f.tree, g.addr, d.addr);
-            if !matches!(p.class, PathClass::Pix | PathClass::Pxb | PathClass::Phb) {
-                continue;
-            }
-            pairs += 1;
-            ports.extend(p.ports());
-            for x in [*g, *d] {
-                if matches!(x.iommu_type.as_deref(), Some("DMA") | Some("DMA-FQ"))
-                    && !translating.contains(&x.addr)
-                {
-                    translating.push(x.addr);
-                }
-            }
-        }
-    }
-    if pairs == 0 {
-        return vec![Verdict::na(
-            ID,
-            "host",
-            "no GPU and NIC share a PCIe hierarchy: peer traffic crosses the CPU whatever ACS says",
-        )];
-    }
-    let mut out = Vec::new();
-    let mut clean = 0;
-    let mut hidden = Vec::new();
-    let mut offenders = Vec::new();
-    for a in &ports {
-        let Some(d) = f.tree.get(*a) else { continue };
-        match d.config.as_ref() {
-            Some(c) if c.acs_visibility() == Visibility::Hidden => hidden.push(d.addr),
-            Some(c) => {
-                match c.acs {
-                    Some(acs) if !acs.redirects_enabled().is_empty() => {
-                        offenders.push(d.addr);
-                        out.push(
-                        Verdict::warn(
-                            ID,
-                            format!("{} ({})", d.addr, d.port_type().map(PortType::as_str).unwrap_or("port")),
-                            format!("{} set: GPU-NIC peer traffic is redirected up to the root complex", acs.redirects_enabled().join(", ")),
-                        )
-                        .observed(format!("ACSCtl 0x{:04x}", acs.ctrl)),
-                    );
-                    }
-                    _ => clean += 1,
-                }
-            }
-            None => hidden.push(d.addr),
-        }
-    }
-    if !offenders.is_empty() {
-        let list = offenders
-            .iter()
-            .map(|a| a.to_string())
-            .collect::<Vec<_>>()
-            .join(";");
-        let fix = if translating.is_empty() {
-            format!("sudo daqtune apply --only pcie.acs --allow-acs   (persistent kernel argument: pci=disable_acs_redir={list}, with the `;` escaped as `\\;` in GRUB)")
-        } else {
-            format!(
-                "leave ACS on: the IOMMU translates DMA for {} (redirect off under a translating IOMMU can misdeliver DMA); first switch to passthrough (iommu check), then pci=disable_acs_redir={list}",
-                translating.iter().map(|a| a.to_string()).collect::<Vec<_>>().join(", ")
-            )
-        };
-        for v in out.iter_mut() {
-            v.fix = Some(fix.clone());
-        }
-    }
-    if !hidden.is_empty() {
-        out.push(Verdict::skip(
-            ID,
-            hidden
-                .iter()
-                .map(|a| a.to_string())
-                .collect::<Vec<_>>()
-                .join(", "),
-            format!("ACS state unknown: extended config space not readable ({NEEDS_ROOT})"),
-        ));
-    }
-    if out.is_empty() || clean > 0 && offenders.is_empty() && hidden.is_empty() {
-        out.push(
-            Verdict::pass(
-                ID,
-                "GPU-NIC paths",
-                format!("{clean} port(s) between GPU and NIC: ACS redirect off"),
-            )
-            .observed(format!("{clean} ports")),
-        );
     }
     out
 }

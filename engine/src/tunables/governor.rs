@@ -1,28 +1,30 @@
-//! `cpu.governor` and `cpu.idle`.
+//! `cpu.governor`: the cpufreq governor on every CPU, and the services that would change it.
+//! Plan: the governor of each CPU now; persistent through `cpufreq.default_governor=` where
+//! the kernel has it (5.9+) and daqtune writes the boot configuration, else a unit.
 
-use super::{CheckDef, Context};
+use crate::context::Context;
+use crate::plan::{Action, Change, NoteLevel, Plan, PlanCx, PlanError};
+use crate::tunable::Planner;
+use crate::tunable::Tunable;
 use crate::verdict::{Area, Verdict};
 use daqtune_probe::CpuSet;
+use daqtune_units::systemd;
 use std::collections::BTreeMap;
 
-pub const GOVERNOR: CheckDef = CheckDef {
+pub const GOVERNOR: Tunable = Tunable {
     id: "cpu.governor",
     area: Area::Cpu,
     title: "CPU frequency governor on every online CPU",
     aliases: &["cpu-freq", "governor", "cpufreq"],
     doc: include_str!("../../../docs/checks/cpu.governor.md"),
     needs_root: false,
-    run: run_governor,
-};
-
-pub const IDLE: CheckDef = CheckDef {
-    id: "cpu.idle",
-    area: Area::Cpu,
-    title: "Deep C-states on the data cores",
-    aliases: &["cstates", "idle"],
-    doc: include_str!("../../../docs/checks/cpu.idle.md"),
-    needs_root: false,
-    run: run_idle,
+    profile_keys: &["cpu.governor"],
+    check: run_governor,
+    planner: Some(Planner {
+        order: 1,
+        with: &[],
+        plan: plan_governor,
+    }),
 };
 
 fn run_governor(ctx: &Context) -> Vec<Verdict> {
@@ -136,76 +138,71 @@ fn run_governor(ctx: &Context) -> Vec<Verdict> {
     out
 }
 
-fn run_idle(ctx: &Context) -> Vec<Verdict> {
-    const ID: &str = "cpu.idle";
-    let cpus = match ctx.cpus() {
-        Ok(c) => c,
-        Err(e) => return vec![Verdict::skip(ID, "host", e.to_string())],
-    };
-    let data = match ctx.data_cores() {
-        Ok(Some(d)) => d,
-        Ok(None) => match &cpus.isolated {
-            Some(iso) if !iso.is_empty() => iso.clone(),
-            _ => {
-                return vec![Verdict::skip(
-                    ID,
-                    "host",
-                    "no data cores: the profile names none and no CPU is isolated",
-                )]
+fn plan_governor(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
+    const ID: &str = "cpu.governor";
+    let want = cx.lp.profile.cpu.governor.clone();
+    if cx.opts.runtime {
+        match cx.facts.cpus() {
+            Err(e) => plan.note(ID, NoteLevel::Skip, e.to_string()),
+            Ok(cpus) => {
+                let with_freq: Vec<_> = cpus.cpus.iter().filter(|c| c.governor.is_some()).collect();
+                if with_freq.is_empty() {
+                    plan.note(ID, NoteLevel::Skip, "no cpufreq driver: /sys/devices/system/cpu/cpu*/cpufreq is absent (a VM, a container, or firmware-controlled frequency), so there is no governor to set");
+                }
+                for c in with_freq {
+                    let cur = c.governor.clone().unwrap_or_default();
+                    if cur == want {
+                        continue;
+                    }
+                    if !c.available_governors.is_empty() && !c.available_governors.contains(&want) {
+                        plan.note(
+                            ID,
+                            NoteLevel::Skip,
+                            format!(
+                                "cpu{}: governor `{want}` is not offered (available: {})",
+                                c.id,
+                                c.available_governors.join(" ")
+                            ),
+                        );
+                        continue;
+                    }
+                    let path = format!(
+                        "/sys/devices/system/cpu/cpu{}/cpufreq/scaling_governor",
+                        c.id
+                    );
+                    // The value the facts read (apply journals what is there when it writes).
+                    let from = format!("{cur}\n");
+                    plan.changes.push(Change {
+                        check: ID.into(),
+                        subject: format!("cpu{}", c.id),
+                        action: Action::Attr {
+                            path,
+                            from,
+                            to: want.clone(),
+                        },
+                        reboot: false,
+                        note: None,
+                    });
+                }
             }
-        },
-        Err(e) => return vec![Verdict::skip(ID, "host", e)],
-    };
-    if cpus.idle_driver.as_deref() == Some("none") {
-        return vec![Verdict::pass(
-            ID,
-            format!("cpu{data}"),
-            "no cpuidle driver: CPUs only use the architecture's shallow idle instruction",
-        )
-        .observed("cpuidle driver none")];
-    }
-    let max_lat = ctx.profile.profile.cpu.max_idle_latency_us;
-    let mut deep: BTreeMap<String, CpuSet> = BTreeMap::new();
-    let mut seen_any = false;
-    for c in cpus.cpus.iter().filter(|c| data.contains(c.id)) {
-        if !c.idle_states.is_empty() {
-            seen_any = true;
-        }
-        for s in &c.idle_states {
-            if s.latency_us.is_some_and(|l| l > max_lat) && s.disabled == Some(false) {
-                deep.entry(format!("{} ({} µs)", s.name, s.latency_us.unwrap_or(0)))
-                    .or_default()
-                    .insert(c.id);
-            }
         }
     }
-    let subject = format!("cpu{data}");
-    if !seen_any {
-        return vec![Verdict::skip(
-            ID,
-            subject,
-            "the data cores expose no cpuidle states (/sys/devices/system/cpu/cpuN/cpuidle absent)",
-        )];
+    if cx.opts.persist {
+        let by_cmdline = want == "performance" && cx.cmdline_carries((5, 9));
+        if !by_cmdline {
+            let u = systemd::governor_unit(&cx.opts.exe, &cx.profile_ref());
+            let text = u.render()?;
+            cx.file_change(
+                plan,
+                ID,
+                &u.name,
+                &format!("/etc/systemd/system/{}", u.name),
+                text,
+                0o644,
+                false,
+            );
+            cx.enable(plan, ID, &u.name, "multi-user.target");
+        }
     }
-    if deep.is_empty() {
-        return vec![Verdict::pass(
-            ID,
-            subject,
-            format!("no idle state deeper than {max_lat} µs is enabled on the data cores"),
-        )
-        .expected(format!("exit latency <= {max_lat} µs"))];
-    }
-    let observed = deep
-        .iter()
-        .map(|(s, set)| format!("{s} on {set}"))
-        .collect::<Vec<_>>()
-        .join("; ");
-    vec![Verdict::warn(
-        ID,
-        subject,
-        format!("deep idle states are enabled on data cores: {observed}; waking from them adds latency when polling the NIC"),
-    )
-    .observed(observed)
-    .expected(format!("exit latency <= {max_lat} µs"))
-    .fix("sudo daqtune apply --only cpu.idle   (writes 1 to cpuidle/stateN/disable on the data cores)")]
+    Ok(())
 }

@@ -1,101 +1,52 @@
-//! `nic.driver`, `nic.link-layer`, `nic.link`, `nic.mtu`: the ConnectX ports of the data path,
-//! found from the PCI tree (vendor 0x15b3, class 0x0200/0x0207) without ibdev2netdev.
+//! `nic.driver`, `nic.link-layer`, `nic.link`: the ConnectX ports of the data path, found from
+//! the PCI tree (vendor 0x15b3, class 0x0200/0x0207) without ibdev2netdev. Observations;
+//! `nic.mtu` has a module of its own.
 
-use super::{CheckDef, Context};
+use crate::context::nics::{data_path_nics, no_nic_reason, pci_or_skip};
+use crate::context::Context;
+use crate::tunable::Tunable;
 use crate::verdict::{Area, Verdict};
 use daqtune_probe::pci::nic::NicFunction;
-use daqtune_probe::pci::PciFacts;
 
-pub const DRIVER: CheckDef = CheckDef {
+pub const DRIVER: Tunable = Tunable {
     id: "nic.driver",
     area: Area::Nic,
     title: "ConnectX drivers, verbs device nodes and user-space provider",
     aliases: &["driver", "ofed"],
     doc: include_str!("../../../docs/checks/nic.driver.md"),
     needs_root: false,
-    run: run_driver,
+    profile_keys: &[],
+    check: run_driver,
+    planner: None,
 };
 
-pub const LINK_LAYER: CheckDef = CheckDef {
+pub const LINK_LAYER: Tunable = Tunable {
     id: "nic.link-layer",
     area: Area::Nic,
     title: "ConnectX ports in the profile's link layer (Ethernet)",
     aliases: &["link-layer", "link_layer"],
     doc: include_str!("../../../docs/checks/nic.link-layer.md"),
     needs_root: false,
-    run: run_link_layer,
+    profile_keys: &["nic.link_layer", "nic.interfaces"],
+    check: run_link_layer,
+    planner: None,
 };
 
-pub const LINK: CheckDef = CheckDef {
+pub const LINK: Tunable = Tunable {
     id: "nic.link",
     area: Area::Nic,
     title: "Carrier and speed of the data-path ports; ports in other namespaces",
     aliases: &["link", "carrier"],
     doc: include_str!("../../../docs/checks/nic.link.md"),
     needs_root: false,
-    run: run_link,
+    profile_keys: &["nic.interfaces", "nic.expected_pfs", "nic.cable_preflight"],
+    check: run_link,
+    planner: None,
 };
-
-pub const MTU: CheckDef = CheckDef {
-    id: "nic.mtu",
-    area: Area::Nic,
-    title: "MTU of the data-path interfaces",
-    aliases: &["mtu"],
-    doc: include_str!("../../../docs/checks/nic.mtu.md"),
-    needs_root: false,
-    run: run_mtu,
-};
-
-/// The NIC functions of the data path: those the profile names (by netdev, RDMA device or PCI
-/// address), else every ConnectX physical function.
-pub fn data_path_nics<'f>(ctx: &Context, facts: &'f PciFacts) -> Vec<&'f NicFunction> {
-    let wanted = &ctx.profile.profile.nic.interfaces;
-    if wanted.is_empty() {
-        return facts
-            .nics
-            .iter()
-            .filter(|n| n.connectx && !n.is_vf)
-            .collect();
-    }
-    facts
-        .nics
-        .iter()
-        .filter(|n| {
-            wanted.iter().any(|w| {
-                n.netdev_names().contains(&w.as_str())
-                    || n.rdma_names().contains(&w.as_str())
-                    || n.foreign_netdevs.iter().any(|f| f == w)
-                    || w.parse::<daqtune_probe::pci::PciAddr>()
-                        .is_ok_and(|a| a == n.addr)
-            })
-        })
-        .collect()
-}
-
-/// Why no data-path NIC is there to judge (skip message), with Spark's cable pre-flight.
-pub fn no_nic_reason(ctx: &Context) -> String {
-    let p = &ctx.profile.profile.nic;
-    if !p.interfaces.is_empty() {
-        return format!(
-            "none of the profile's interfaces ({}) is on this host",
-            p.interfaces.join(", ")
-        );
-    }
-    if p.cable_preflight {
-        "no ConnectX function on the PCI bus: DGX Spark removes the CX-7 PFs when no QSFP cable is plugged in (plug a cable; see seed 000 pre-flight)".into()
-    } else {
-        "no ConnectX (vendor 0x15b3) network function on the PCI bus".into()
-    }
-}
-
-fn facts<'c>(ctx: &'c Context, id: &str) -> Result<&'c PciFacts, Vec<Verdict>> {
-    ctx.pci()
-        .map_err(|e| vec![Verdict::skip(id, "host", e.to_string())])
-}
 
 fn run_driver(ctx: &Context) -> Vec<Verdict> {
     const ID: &str = "nic.driver";
-    let f = match facts(ctx, ID) {
+    let f = match pci_or_skip(ctx, ID) {
         Ok(f) => f,
         Err(v) => return v,
     };
@@ -214,7 +165,7 @@ fn run_driver(ctx: &Context) -> Vec<Verdict> {
 
 fn run_link_layer(ctx: &Context) -> Vec<Verdict> {
     const ID: &str = "nic.link-layer";
-    let f = match facts(ctx, ID) {
+    let f = match pci_or_skip(ctx, ID) {
         Ok(f) => f,
         Err(v) => return v,
     };
@@ -267,7 +218,7 @@ fn run_link_layer(ctx: &Context) -> Vec<Verdict> {
 
 fn run_link(ctx: &Context) -> Vec<Verdict> {
     const ID: &str = "nic.link";
-    let f = match facts(ctx, ID) {
+    let f = match pci_or_skip(ctx, ID) {
         Ok(f) => f,
         Err(v) => return v,
     };
@@ -357,53 +308,6 @@ fn run_link(ctx: &Context) -> Vec<Verdict> {
                     .expected("up")
                     .fix(format!("sudo ip link set dev {} up", nd.name)),
                 ),
-            }
-        }
-    }
-    out
-}
-
-fn run_mtu(ctx: &Context) -> Vec<Verdict> {
-    const ID: &str = "nic.mtu";
-    let f = match facts(ctx, ID) {
-        Ok(f) => f,
-        Err(v) => return v,
-    };
-    let nics = data_path_nics(ctx, f);
-    if nics.is_empty() {
-        return vec![Verdict::skip(ID, "host", no_nic_reason(ctx))];
-    }
-    let want = ctx.profile.profile.nic.mtu;
-    let mut out = Vec::new();
-    for n in nics {
-        if n.netdevs.is_empty() {
-            let why = if n.foreign_netdevs.is_empty() {
-                "no network interface visible".to_string()
-            } else {
-                format!(
-                    "{} is in another network namespace",
-                    n.foreign_netdevs.join(", ")
-                )
-            };
-            out.push(Verdict::skip(ID, n.label(), why));
-            continue;
-        }
-        for nd in &n.netdevs {
-            let subject = format!("{} ({})", n.addr, nd.name);
-            match nd.mtu {
-                Some(m) if m >= want => out.push(
-                    Verdict::pass(ID, subject, format!("MTU {m}")).observed(m).expected(format!(">= {want}")),
-                ),
-                Some(m) => out.push(
-                    Verdict::fail(ID, subject, format!("MTU {m} is below the profile's {want}: jumbo frames are dropped or fragmented"))
-                        .observed(m)
-                        .expected(format!(">= {want}"))
-                        .fix(format!(
-                            "sudo ip link set dev {} mtu {want}; persistent: sudo daqtune apply --only nic.mtu",
-                            nd.name
-                        )),
-                ),
-                None => out.push(Verdict::skip(ID, subject, "mtu unreadable")),
             }
         }
     }

@@ -1,0 +1,178 @@
+//! The data path on the PCI bus: which NIC functions carry it (the profile's interfaces, else
+//! the ConnectX physical functions), the GPU and NIC endpoints the PCIe checks judge, and the
+//! ports the plan configures. One definition for the checks and the plan.
+
+use super::Context;
+use crate::facts::Facts;
+use crate::profile::LoadedProfile;
+use crate::verdict::Verdict;
+use daqtune_probe::pci::config::Visibility;
+use daqtune_probe::pci::nic::NicFunction;
+use daqtune_probe::pci::{PciDevice, PciFacts, PciTree};
+
+/// The NIC functions of the data path: those the profile names (by netdev, RDMA device or PCI
+/// address), else every ConnectX physical function.
+pub fn data_path_nics<'f>(ctx: &Context, facts: &'f PciFacts) -> Vec<&'f NicFunction> {
+    let wanted = &ctx.profile.profile.nic.interfaces;
+    if wanted.is_empty() {
+        return facts
+            .nics
+            .iter()
+            .filter(|n| n.connectx && !n.is_vf)
+            .collect();
+    }
+    facts
+        .nics
+        .iter()
+        .filter(|n| {
+            wanted.iter().any(|w| {
+                n.netdev_names().contains(&w.as_str())
+                    || n.rdma_names().contains(&w.as_str())
+                    || n.foreign_netdevs.iter().any(|f| f == w)
+                    || w.parse::<daqtune_probe::pci::PciAddr>()
+                        .is_ok_and(|a| a == n.addr)
+            })
+        })
+        .collect()
+}
+
+/// Why no data-path NIC is there to judge (skip message), with Spark's cable pre-flight.
+pub fn no_nic_reason(ctx: &Context) -> String {
+    let p = &ctx.profile.profile.nic;
+    if !p.interfaces.is_empty() {
+        return format!(
+            "none of the profile's interfaces ({}) is on this host",
+            p.interfaces.join(", ")
+        );
+    }
+    if p.cable_preflight {
+        "no ConnectX function on the PCI bus: DGX Spark removes the CX-7 PFs when no QSFP cable is plugged in (plug a cable; see seed 000 pre-flight)".into()
+    } else {
+        "no ConnectX (vendor 0x15b3) network function on the PCI bus".into()
+    }
+}
+
+pub const NEEDS_ROOT: &str =
+    "config space beyond the first 64 bytes is readable only by root (run with sudo)";
+
+/// The PCI facts, or the skip every PCI-based check gives without them.
+pub fn pci_or_skip<'c>(ctx: &'c Context, id: &str) -> Result<&'c PciFacts, Vec<Verdict>> {
+    ctx.pci()
+        .map_err(|e| vec![Verdict::skip(id, "host", e.to_string())])
+}
+
+/// The NVIDIA GPUs on the PCI bus (physical functions).
+pub fn pci_gpus(tree: &PciTree) -> Vec<&PciDevice> {
+    tree.gpus().filter(|g| !g.is_vf).collect()
+}
+
+pub fn gpu_label(g: &PciDevice) -> String {
+    format!("{} ({})", g.addr, g.short_name())
+}
+
+/// GPUs and data-path NIC functions, the endpoints whose paths the checks judge.
+/// GPUs and data-path NIC functions with their report labels.
+pub type Endpoints<'f> = Vec<(&'f PciDevice, String)>;
+
+/// The PCI facts and the GPU / data-path NIC endpoints, or the skip every PCIe check gives
+/// when there are none (or the PCI tree cannot be read).
+pub fn endpoints_or_skip<'c>(
+    ctx: &'c Context,
+    id: &str,
+) -> Result<(&'c PciFacts, Endpoints<'c>), Vec<Verdict>> {
+    let f = pci_or_skip(ctx, id)?;
+    let eps = endpoints(ctx, f);
+    if eps.is_empty() {
+        return Err(vec![Verdict::skip(
+            id,
+            "host",
+            "no NVIDIA GPU and no data-path NIC on the PCI bus",
+        )]);
+    }
+    Ok((f, eps))
+}
+
+pub fn endpoints<'f>(ctx: &Context, f: &'f PciFacts) -> Endpoints<'f> {
+    let mut v: Vec<(&PciDevice, String)> = pci_gpus(&f.tree)
+        .into_iter()
+        .map(|g| (g, gpu_label(g)))
+        .collect();
+    for n in data_path_nics(ctx, f) {
+        if let Some(d) = f.tree.get(n.addr) {
+            v.push((d, n.label()));
+        }
+    }
+    v
+}
+
+/// The data-path NIC functions with their PCI device.
+pub fn nic_devices<'f>(ctx: &Context, f: &'f PciFacts) -> Vec<(&'f PciDevice, &'f NicFunction)> {
+    data_path_nics(ctx, f)
+        .into_iter()
+        .filter_map(|n| f.tree.get(n.addr).map(|d| (d, n)))
+        .collect()
+}
+
+/// The skip of a device whose PCI Express capability could not be read, saying why.
+pub fn cap_visibility_skip(id: &str, label: String, d: &PciDevice) -> Verdict {
+    let why = match (&d.config, &d.config_error) {
+        (_, Some(e)) => format!("config space unreadable: {e}"),
+        (Some(c), _) if c.pcie_visibility == Visibility::Hidden => NEEDS_ROOT.to_string(),
+        (Some(_), _) => "no PCI Express capability".to_string(),
+        (None, None) => "config space not read".to_string(),
+    };
+    Verdict::skip(id, label, why)
+}
+
+/// A ConnectX physical function of the plan: its address and (netdev, MAC) pairs.
+pub struct NicPort {
+    pub bdf: String,
+    pub netdevs: Vec<(String, Option<String>)>,
+}
+
+/// The ConnectX physical functions (what MRRS is planned for, and the default data ports).
+pub fn connectx_pfs(facts: &Facts) -> Result<Vec<NicPort>, String> {
+    let facts = facts.pci().map_err(str::to_string)?;
+    Ok(facts
+        .nics
+        .iter()
+        .filter(|n| n.connectx && !n.is_vf)
+        .map(|n| NicPort {
+            bdf: n.addr.to_string(),
+            netdevs: n
+                .netdevs
+                .iter()
+                .map(|d| (d.name.clone(), d.address.clone()))
+                .collect(),
+        })
+        .collect())
+}
+
+/// A data-path port: (interface, MAC, PCI function).
+pub type Port = (String, Option<String>, Option<String>);
+
+/// The data-path interfaces to configure: the profile's, else every ConnectX PF's netdevs.
+pub fn data_interfaces(facts: &Facts, lp: &LoadedProfile) -> Result<Vec<Port>, String> {
+    let named = &lp.profile.nic.interfaces;
+    let pfs = connectx_pfs(facts)?;
+    let mut out = Vec::new();
+    if named.is_empty() {
+        for pf in pfs {
+            for (n, mac) in pf.netdevs {
+                out.push((n, mac, Some(pf.bdf.clone())));
+            }
+        }
+    } else {
+        for n in named {
+            let pf = pfs.iter().find(|p| p.netdevs.iter().any(|d| &d.0 == n));
+            // A ConnectX netdev's MAC is in the PCI facts; another port's is read.
+            let mac = match pf.and_then(|p| p.netdevs.iter().find(|d| &d.0 == n)) {
+                Some((_, mac)) => mac.clone(),
+                None => facts.read_attr(&format!("/sys/class/net/{n}/address")).ok(),
+            };
+            let bdf = pf.map(|p| p.bdf.clone());
+            out.push((n.clone(), mac, bdf));
+        }
+    }
+    Ok(out)
+}

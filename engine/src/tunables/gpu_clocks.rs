@@ -1,0 +1,613 @@
+//! `gpu.clocks`: the SM and memory clocks held at their maximum, and persistence mode. Plan:
+//! NVML locks and persistence now (this module's setter hooks, through `GpuSetters`), and a
+//! unit that locks them again at boot. Under a host root the recorded facts stand in for NVML.
+
+use crate::apply::gpu::{GpuDomain, GpuSetters};
+use crate::apply::journal::{Entry, Journal};
+use crate::apply::setters::{Target, Writer};
+use crate::context::gpus::{gpus_or_skip, integrated, why_missing};
+use crate::context::Context;
+use crate::plan::{Action, Change, NoteLevel, Plan, PlanCx, PlanError};
+use crate::tunable::Planner;
+use crate::tunable::Tunable;
+use crate::verdict::{Area, Verdict};
+use daqtune_probe::gpu::{decode_event_reasons, DomainClocks, GpuFacts, REASON_GPU_IDLE};
+use daqtune_units::systemd;
+
+pub const CLOCKS: Tunable = Tunable {
+    id: "gpu.clocks",
+    area: Area::Gpu,
+    title: "GPU SM and memory clocks held at their maximum; persistence mode",
+    aliases: &["gpu-clock", "gpu-clocks", "clocks"],
+    doc: include_str!("../../../docs/checks/gpu.clocks.md"),
+    needs_root: false,
+    profile_keys: &[
+        "gpu.lock_sm_clock",
+        "gpu.lock_memory_clock",
+        "gpu.persistence",
+        "gpu.clock_tolerance_mhz",
+    ],
+    check: run_clocks,
+    planner: Some(Planner {
+        order: 8,
+        with: &[],
+        plan: plan_gpu_clocks,
+    }),
+};
+
+// ---------------------------------------------------------------------------------------------
+// gpu.clocks
+
+/// What NVML shows about one clock domain being held at its maximum.
+#[derive(Debug, PartialEq, Eq)]
+enum Held {
+    /// The P-state floor is at the maximum: a lock, or a fixed clock (HBM).
+    Floor { floor: u32 },
+    /// The GPU is idle yet runs at the maximum.
+    IdleAtMax { current: u32 },
+    /// The GPU is idle and the clock dropped: not held.
+    Dropped { current: u32 },
+    /// The GPU is busy (or idleness unknown) and nothing shows a lock: cannot tell.
+    Unknown { why: String },
+}
+
+fn judge_domain(c: &DomainClocks, target: u32, tol: u32, idle: Option<bool>) -> Held {
+    let near = |v: u32| v.saturating_add(tol) >= target;
+    if let Some(floor) = c.pstate_min_mhz.filter(|f| *f > 0 && near(*f)) {
+        return Held::Floor { floor };
+    }
+    match (idle, c.current_mhz) {
+        (Some(true), Some(cur)) if near(cur) => Held::IdleAtMax { current: cur },
+        (Some(true), Some(cur)) => Held::Dropped { current: cur },
+        (Some(false), _) => Held::Unknown {
+            why: "the GPU is busy, so its current clock says nothing about a lock, and the P-state floor is below the maximum".into(),
+        },
+        _ => Held::Unknown {
+            why: "NVML reports neither a P-state floor at the maximum nor whether the GPU is idle".into(),
+        },
+    }
+}
+
+/// Idle: NVML's `gpu_idle` clock event reason, else 0 % utilisation.
+fn is_idle(g: &GpuFacts) -> Option<bool> {
+    match (g.clock_event_reasons, g.utilization_pct) {
+        (Some(r), _) if r & REASON_GPU_IDLE != 0 => Some(true),
+        (_, Some(u)) => Some(u == 0),
+        (Some(_), None) => Some(false),
+        (None, None) => None,
+    }
+}
+
+fn clock_verdict(
+    ctx: &Context,
+    g: &GpuFacts,
+    domain: &str,
+    c: &DomainClocks,
+    note: &str,
+) -> Verdict {
+    const ID: &str = "gpu.clocks";
+    let tol = ctx.profile.profile.gpu.clock_tolerance_mhz;
+    let subject = format!("{} {domain}", g.subject());
+    let key = if domain == "SM" {
+        "sm_clock"
+    } else {
+        "memory_clock"
+    };
+    let Some(target) = c.max_mhz.filter(|m| *m > 0) else {
+        return Verdict::skip(
+            ID,
+            subject,
+            format!(
+                "NVML reports no maximum {domain} clock{}",
+                why_missing(g, &format!("{key}.max"))
+            ),
+        );
+    };
+    let idle = is_idle(g);
+    let range = match (c.pstate_min_mhz, c.pstate_max_mhz) {
+        (Some(a), Some(b)) => format!(", P-state range {a}-{b} MHz"),
+        _ => String::new(),
+    };
+    let pstate = g.pstate.map(|p| format!(" P{p}")).unwrap_or_default();
+    let reasons = g
+        .clock_event_reasons
+        .map(|r| {
+            let names = decode_event_reasons(r);
+            if names.is_empty() {
+                String::new()
+            } else {
+                format!(", clock events: {}", names.join(","))
+            }
+        })
+        .unwrap_or_default();
+    let util = g
+        .utilization_pct
+        .map(|u| format!(", {u}% busy"))
+        .unwrap_or_default();
+    let observed = format!(
+        "{}{pstate}{range}{util}{reasons}",
+        c.current_mhz
+            .map(|v| format!("{v} MHz"))
+            .unwrap_or_else(|| "current clock unknown".into())
+    );
+    let expected = format!("held at {target} MHz (tolerance {tol} MHz)");
+    let flag = if domain == "SM" { "lgc" } else { "lmc" };
+    let fix = format!(
+        "sudo daqtune apply --only gpu.clocks   (or: sudo nvidia-smi -i {} -{flag} {target},{target}; it lasts until reboot or driver reload)",
+        g.uuid
+    );
+    // A lock daqtune's own apply made (journal) settles what NVML's readings leave open, and
+    // turns a dropped clock into "the lock was lost".
+    let journal = ctx
+        .applied_gpu_locks()
+        .iter()
+        .rev()
+        .find(|(uuid, d, _)| uuid == &g.uuid && d.as_str() == domain)
+        .map(|(_, _, run)| run.clone());
+    let by_us = journal
+        .as_ref()
+        .map(|run| format!(" (locked by daqtune apply run {run})"))
+        .unwrap_or_default();
+    let v = match judge_domain(c, target, tol, idle) {
+        Held::Floor { floor } => Verdict::pass(
+            ID,
+            subject,
+            format!("{domain} clock held: the P-state floor is {floor} MHz for a {target} MHz maximum{by_us}{note}"),
+        ),
+        Held::IdleAtMax { current } => Verdict::pass(
+            ID,
+            subject,
+            format!("{domain} clock held: the GPU is idle yet runs at {current} MHz of {target}{by_us}{note}"),
+        ),
+        Held::Dropped { current } => {
+            let lost = journal
+                .as_ref()
+                .map(|run| format!("; daqtune locked it in apply run {run}, so the lock was lost since (driver reload or reboot: enable the gpu-clocks unit)"))
+                .unwrap_or_default();
+            Verdict::fail(
+                ID,
+                subject,
+                format!("{domain} clock not held: the idle GPU dropped to {current} MHz of {target} MHz, so the first packets after a pause meet a slow GPU{lost}{note}"),
+            )
+            .fix(fix)
+        }
+        Held::Unknown { why } => match &journal {
+            Some(run) => Verdict::pass(
+                ID,
+                subject,
+                format!("{domain} clock locked at its maximum by daqtune apply run {run} (journal); NVML's readings cannot confirm it now: {why}{note}"),
+            ),
+            None => Verdict::skip(
+                ID,
+                subject,
+                format!("cannot tell whether the {domain} clock is held: {why}; run the check again while the GPU is idle{note}"),
+            ),
+        },
+    };
+    v.observed(observed).expected(expected)
+}
+
+fn run_clocks(ctx: &Context) -> Vec<Verdict> {
+    const ID: &str = "gpu.clocks";
+    let snap = match gpus_or_skip(ctx, ID) {
+        Ok(s) => s,
+        Err(v) => return v,
+    };
+    let p = &ctx.profile.profile.gpu;
+    let mut out = Vec::new();
+    for g in &snap.gpus {
+        if g.nvml_index.is_none() {
+            out.push(Verdict::skip(
+                ID,
+                g.subject(),
+                format!(
+                    "NVML does not manage this GPU ({}), so its clocks cannot be read{}",
+                    g.display_name(),
+                    snap.nvml
+                        .reason()
+                        .map(|r| format!(": {r}"))
+                        .unwrap_or_default()
+                ),
+            ));
+            continue;
+        }
+        let no_mem_domain = g.memory_clock_domain == Some(false);
+        let note = if no_mem_domain {
+            " (no separate memory clock domain: SM only)"
+        } else {
+            ""
+        };
+        if p.lock_sm_clock {
+            out.push(clock_verdict(ctx, g, "SM", &g.sm_clock, note));
+        }
+        if p.lock_memory_clock && !no_mem_domain {
+            out.push(clock_verdict(ctx, g, "memory", &g.memory_clock, ""));
+        }
+        if p.persistence {
+            out.push(persistence_verdict(ctx, g));
+        }
+    }
+    if out.is_empty() {
+        out.push(Verdict::pass(
+            ID,
+            "host",
+            "the profile asks for no clock lock and no persistence mode",
+        ));
+    }
+    out
+}
+
+fn persistence_verdict(ctx: &Context, g: &GpuFacts) -> Verdict {
+    const ID: &str = "gpu.clocks";
+    let subject = format!("{} persistence", g.subject());
+    let daemon = ctx
+        .processes()
+        .iter()
+        .any(|p| p == "nvidia-persistenced" || p == "nvidia-persiste");
+    match g.persistence_mode {
+        Some(true) => Verdict::pass(ID, subject, "persistence mode is on: the driver keeps the GPU initialised (and its clock locks) with no client").observed("enabled").expected("enabled"),
+        Some(false) if daemon => Verdict::pass(ID, subject, "nvidia-persistenced is running and keeps the GPU initialised").observed("disabled, nvidia-persistenced running").expected("enabled"),
+        Some(false) => Verdict::fail(
+            ID,
+            subject,
+            "persistence mode is off and nvidia-persistenced is not running: the driver tears the GPU down when the last client exits, dropping clock locks and adding hundreds of ms to the next start",
+        )
+        .observed("disabled")
+        .expected("enabled")
+        .fix(format!(
+            "sudo daqtune apply --only gpu.clocks   (or: sudo systemctl enable --now nvidia-persistenced, or sudo nvidia-smi -i {} -pm 1)",
+            g.uuid
+        )),
+        None if integrated(g) => Verdict::na(
+            ID,
+            subject,
+            format!(
+                "persistence mode is not reported on this integrated GPU{}; clock locks still hold for the driver session (seed 000, Spark)",
+                why_missing(g, "persistence_mode")
+            ),
+        ),
+        None => Verdict::skip(
+            ID,
+            subject,
+            format!("NVML does not report persistence mode{}", why_missing(g, "persistence_mode")),
+        ),
+    }
+}
+
+/// Where a host root keeps its recorded GPU facts (the root's stand-in for NVML state).
+pub const GPU_JSON: &str = daqtune_probe::gpu::FACTS_PATH;
+
+fn plan_gpu_clocks(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
+    let gpu = cx.gpu;
+    use crate::apply::gpu::{GpuDomain, GpuSetters, NvmlSetters};
+    const ID: &str = "gpu.clocks";
+    let g = &cx.lp.profile.gpu;
+    if !(g.lock_sm_clock || g.lock_memory_clock || g.persistence) {
+        return Ok(());
+    }
+    let tol = g.clock_tolerance_mhz;
+    // A host root stands in for NVML with its recorded facts (daqtune/gpu.json): the locks
+    // are made on a mock of those facts and the file is rewritten, so the next check reads
+    // them; revert restores the file.
+    // Explicit GPU control (the live NVML, or a test's mock) wins over recorded facts.
+    let recorded = if cx.target == Target::Root && gpu.is_none() {
+        let Ok(text) = cx.facts.read_string(GPU_JSON) else {
+            if !cx.opts.only.is_empty() {
+                plan.note(
+                    ID,
+                    NoteLevel::Skip,
+                    format!("this root has no recorded GPU facts ({GPU_JSON})"),
+                );
+            }
+            return Ok(());
+        };
+        match daqtune_probe::gpu::GpuSnapshot::from_json(&text) {
+            Ok(snap) => Some(snap),
+            Err(e) => {
+                plan.note(ID, NoteLevel::Skip, format!("{GPU_JSON}: {e}"));
+                return Ok(());
+            }
+        }
+    } else {
+        None
+    };
+    let mock_setters = recorded.as_ref().map(|snap| {
+        NvmlSetters::new(
+            daqtune_probe::gpu::control::MockNvml::new(snap.gpus.clone()),
+            tol,
+            &snap.gpus,
+        )
+    });
+    let setters: &dyn GpuSetters = match (&mock_setters, gpu) {
+        (Some(m), _) => m,
+        (None, Some(s)) => s,
+        (None, None) => {
+            if !cx.opts.only.is_empty() || cx.opts.gpu_unavailable.is_some() {
+                let why = cx
+                    .opts
+                    .gpu_unavailable
+                    .clone()
+                    .unwrap_or_else(|| "no GPU control in this run".into());
+                plan.note(ID, NoteLevel::Skip, why);
+            }
+            return Ok(());
+        }
+    };
+    let gpus = match setters.gpus() {
+        Ok(g) => g,
+        Err(e) => {
+            plan.note(ID, NoteLevel::Skip, e);
+            return Ok(());
+        }
+    };
+    if gpus.is_empty() {
+        if !cx.opts.only.is_empty() {
+            plan.note(ID, NoteLevel::Skip, "no NVIDIA GPU");
+        }
+        return Ok(());
+    }
+    if cx.opts.runtime {
+        let mut ops: Vec<(String, Action, Option<String>)> = Vec::new();
+        for s in &gpus {
+            let subject = format!("{} {}", s.name, s.uuid);
+            if g.persistence && s.persistence != Some(true) {
+                ops.push((
+                    subject.clone(),
+                    Action::GpuPersistence {
+                        uuid: s.uuid.clone(),
+                    },
+                    None,
+                ));
+            }
+            let mut lock = |d: GpuDomain, held: Option<bool>| {
+                let mut note = held.is_none().then(|| {
+                    format!(
+                        "whether the {} clock is already held cannot be told; locking it",
+                        d.as_str()
+                    )
+                });
+                if let Some(snap) = &recorded {
+                    if let Some((lo, hi)) = snap
+                        .gpus
+                        .iter()
+                        .find(|f| f.uuid == s.uuid)
+                        .and_then(|f| crate::apply::gpu::foreign(f, d, tol))
+                    {
+                        note = Some(format!("someone else's lock ({lo}-{hi} MHz) is in place and will be overridden; revert cannot restore it"));
+                    }
+                }
+                ops.push((
+                    subject.clone(),
+                    Action::GpuLock {
+                        uuid: s.uuid.clone(),
+                        domain: d,
+                    },
+                    note,
+                ));
+            };
+            if g.lock_sm_clock && s.sm_held != Some(true) {
+                lock(GpuDomain::Sm, s.sm_held);
+            }
+            if g.lock_memory_clock && s.has_memory_domain && s.memory_held != Some(true) {
+                lock(GpuDomain::Memory, s.memory_held);
+            }
+        }
+        match (&recorded, &mock_setters) {
+            (Some(snap), Some(m)) => {
+                if !ops.is_empty() {
+                    for (subject, op, _) in &ops {
+                        let r = match op {
+                            Action::GpuLock { uuid, domain } => {
+                                m.lock_max(uuid, *domain).map(|_| ())
+                            }
+                            Action::GpuPersistence { uuid } => {
+                                m.set_persistence(uuid, true).map(|_| ())
+                            }
+                            _ => Ok(()),
+                        };
+                        if let Err(e) = r {
+                            plan.note(ID, NoteLevel::Warn, format!("{subject}: {e}"));
+                        }
+                    }
+                    let mut after = snap.clone();
+                    for f in after.gpus.iter_mut() {
+                        if let Ok(n) =
+                            daqtune_probe::gpu::control::NvmlControl::facts(&m.ctl.nvml, &f.uuid)
+                        {
+                            *f = n;
+                        }
+                    }
+                    let mut text = after.to_json();
+                    text.push('\n');
+                    let subjects: Vec<String> = ops
+                        .iter()
+                        .map(|(_, a, _)| match a {
+                            Action::GpuLock { uuid, domain } => {
+                                format!("{} lock on {uuid}", domain.as_str())
+                            }
+                            Action::GpuPersistence { uuid } => format!("persistence on {uuid}"),
+                            _ => String::new(),
+                        })
+                        .collect();
+                    let from = cx.read(GPU_JSON);
+                    plan.changes.push(Change {
+                        check: ID.into(),
+                        subject: "recorded NVML".into(),
+                        action: Action::File {
+                            path: GPU_JSON.into(),
+                            from,
+                            to: text.into_bytes(),
+                            mode: 0o644,
+                        },
+                        reboot: false,
+                        note: Some(subjects.join(", ")),
+                    });
+                }
+            }
+            _ => {
+                for (subject, action, note) in ops {
+                    plan.changes.push(Change {
+                        check: ID.into(),
+                        subject,
+                        action,
+                        reboot: false,
+                        note,
+                    });
+                }
+            }
+        }
+    }
+    if cx.opts.persist {
+        let u = systemd::gpu_clocks_unit(&cx.opts.exe, &cx.profile_ref());
+        let text = u.render()?;
+        cx.file_change(
+            plan,
+            ID,
+            &u.name,
+            &format!("/etc/systemd/system/{}", u.name),
+            text,
+            0o644,
+            false,
+        );
+        cx.enable(plan, ID, &u.name, "multi-user.target");
+    }
+    Ok(())
+}
+
+/// The setter hook of `Action::GpuLock`: journal first, lock through NVML, and take the entry
+/// back if NVML refused (revert must not unlock what this run never locked).
+pub(crate) fn lock_clock(
+    j: &mut Journal,
+    w: &mut dyn Writer,
+    gpu: Option<&dyn GpuSetters>,
+    uuid: &str,
+    domain: GpuDomain,
+) -> Result<String, String> {
+    let jerr = |e: std::io::Error| format!("journal: {e} (nothing changed)");
+    let g = gpu.ok_or("no GPU control available")?;
+    let idx = j
+        .record(
+            w,
+            Entry::GpuLock {
+                uuid: uuid.to_string(),
+                domain,
+                previously_locked: false,
+            },
+        )
+        .map_err(jerr)?;
+    let r = match g.lock_max(uuid, domain) {
+        Ok(r) => r,
+        Err(e) => {
+            j.take_back(w, idx);
+            return Err(e);
+        }
+    };
+    if let Some(rec) = j.doc.records.get_mut(idx) {
+        rec.entry = Entry::GpuLock {
+            uuid: uuid.to_string(),
+            domain,
+            previously_locked: r.previously_locked,
+        };
+    }
+    j.mark_done(w, idx).map_err(jerr)?;
+    Ok(if r.previously_locked {
+        format!(
+            "{} (a lock was already in place and is now overridden; revert will not restore it)",
+            r.message
+        )
+    } else {
+        r.message
+    })
+}
+
+/// The setter hook of `Action::GpuPersistence`: journal the previous mode, turn it on.
+pub(crate) fn persistence_on(
+    j: &mut Journal,
+    w: &mut dyn Writer,
+    gpu: Option<&dyn GpuSetters>,
+    uuid: &str,
+) -> Result<String, String> {
+    let jerr = |e: std::io::Error| format!("journal: {e} (nothing changed)");
+    let g = gpu.ok_or("no GPU control available")?;
+    let before = g
+        .gpus()
+        .ok()
+        .and_then(|v| v.into_iter().find(|s| s.uuid == uuid))
+        .and_then(|s| s.persistence);
+    let idx = j
+        .record(
+            w,
+            Entry::GpuPersistence {
+                uuid: uuid.to_string(),
+                original: before,
+            },
+        )
+        .map_err(jerr)?;
+    if let Err(e) = g.set_persistence(uuid, true) {
+        j.take_back(w, idx);
+        return Err(e);
+    }
+    j.mark_done(w, idx).map_err(jerr)?;
+    Ok(format!("persistence mode on for {uuid}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dc(cur: u32, max: u32, floor: Option<u32>) -> DomainClocks {
+        DomainClocks {
+            current_mhz: Some(cur),
+            max_mhz: Some(max),
+            pstate_min_mhz: floor,
+            pstate_max_mhz: Some(max),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn judge_never_passes_a_busy_unlocked_gpu() {
+        // Busy at max, no lock visible: an instantaneous reading proves nothing.
+        assert!(matches!(
+            judge_domain(&dc(1980, 1980, Some(345)), 1980, 250, Some(false)),
+            Held::Unknown { .. }
+        ));
+        // Idle and dropped (the H200 reading from docs/validation.md): not held.
+        assert_eq!(
+            judge_domain(&dc(345, 1980, Some(345)), 1980, 250, Some(true)),
+            Held::Dropped { current: 345 }
+        );
+        // Locked: the P-state floor sits at the maximum, busy or not.
+        assert_eq!(
+            judge_domain(&dc(1980, 1980, Some(1980)), 1980, 250, Some(false)),
+            Held::Floor { floor: 1980 }
+        );
+        // HBM: fixed memory clock, floor == max.
+        assert_eq!(
+            judge_domain(&dc(3201, 3201, Some(3201)), 3201, 250, Some(true)),
+            Held::Floor { floor: 3201 }
+        );
+        // IGX: 1920 held for 2100 is within tolerance (seed 000 Step 7 note).
+        assert_eq!(
+            judge_domain(&dc(1920, 2100, None), 2100, 250, Some(true)),
+            Held::IdleAtMax { current: 1920 }
+        );
+        assert!(matches!(
+            judge_domain(&dc(1920, 2100, None), 2100, 250, None),
+            Held::Unknown { .. }
+        ));
+    }
+
+    #[test]
+    fn idleness_from_reasons_or_utilisation() {
+        let mut g = GpuFacts::default();
+        assert_eq!(is_idle(&g), None);
+        g.clock_event_reasons = Some(REASON_GPU_IDLE);
+        assert_eq!(is_idle(&g), Some(true));
+        g.clock_event_reasons = Some(0x4);
+        g.utilization_pct = Some(87);
+        assert_eq!(is_idle(&g), Some(false));
+        g.utilization_pct = Some(0);
+        assert_eq!(is_idle(&g), Some(true));
+    }
+}

@@ -1,0 +1,423 @@
+//! `hugepages`: the hugepage pool of the profile's page size (per node where the data cores
+//! sit), its hugetlbfs mount, and the boot reservation. Plan: grow the pool now (capped by free
+//! memory, never shrunk), the `.mount` unit; the boot reservation is a kernel argument
+//! (`kernel.cmdline` writes it).
+
+use crate::apply::setters::Target;
+use crate::context::Context;
+use crate::plan::{Action, Change, NoteLevel, Plan, PlanCx, PlanError};
+use crate::tunable::Planner;
+use crate::tunable::Tunable;
+use crate::verdict::Status;
+use crate::verdict::{Area, Verdict};
+use daqtune_probe::mem::{format_size_kb, parse_size_kb};
+use daqtune_units::systemd;
+
+pub const HUGEPAGES: Tunable = Tunable {
+    id: "hugepages",
+    area: Area::Memory,
+    title: "Hugepage pools, per node, and their hugetlbfs mount",
+    aliases: &["hugepages", "hugepage"],
+    doc: include_str!("../../../docs/checks/hugepages.md"),
+    needs_root: false,
+    profile_keys: &[
+        "hugepages.size",
+        "hugepages.count",
+        "hugepages.mount",
+        "hugepages.default_size",
+    ],
+    check: run_hugepages,
+    planner: Some(Planner {
+        order: 3,
+        with: &[],
+        plan: plan_hugepages,
+    }),
+};
+
+/// The kernel arguments that reserve the profile's pages at boot (1G pages can only be had
+/// reliably at boot, before memory fragments).
+pub fn hugepage_args(ctx: &Context) -> Vec<String> {
+    let h = &ctx.profile.profile.hugepages;
+    let mut args = Vec::new();
+    if h.count == 0 {
+        return args;
+    }
+    if h.default_size {
+        args.push(format!("default_hugepagesz={}", h.size));
+    }
+    args.push(format!("hugepagesz={}", h.size));
+    args.push(format!("hugepages={}", h.count));
+    args
+}
+
+fn run_hugepages(ctx: &Context) -> Vec<Verdict> {
+    const ID: &str = "hugepages";
+    let want = &ctx.profile.profile.hugepages;
+    let mem = ctx.mem();
+    if let Some(e) = &mem.pools_error {
+        return vec![Verdict::skip(
+            ID,
+            "host",
+            format!("cannot read hugepage pools: {e}"),
+        )];
+    }
+    let Some(size_kb) = parse_size_kb(&want.size) else {
+        return vec![Verdict::error(
+            ID,
+            "host",
+            format!("profile page size `{}` is unreadable", want.size),
+        )];
+    };
+    let size = format_size_kb(size_kb);
+    let pools = mem
+        .pools
+        .iter()
+        .map(|p| {
+            let nodes: Vec<String> = mem
+                .node_pools
+                .iter()
+                .filter(|n| n.size_kb == p.size_kb && n.total > 0)
+                .map(|n| format!("node{} {}", n.node, n.total))
+                .collect();
+            let per_node = if nodes.is_empty() {
+                String::new()
+            } else {
+                format!(" [{}]", nodes.join(", "))
+            };
+            format!(
+                "{}: {} total, {} free{}",
+                format_size_kb(p.size_kb),
+                p.total,
+                p.free,
+                per_node
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; ");
+    let observed = if pools.is_empty() {
+        "no hugepage pools".to_string()
+    } else {
+        pools
+    };
+    let expected = match &want.mount {
+        Some(m) => format!("{} x {size} mounted at {m}", want.count),
+        None => format!("{} x {size}", want.count),
+    };
+    if want.count == 0 {
+        return vec![Verdict::pass(ID, "host", "the profile needs no hugepages").observed(observed)];
+    }
+    let subject = format!("{size} pages");
+    let mut problems: Vec<String> = Vec::new();
+    let mut warnings: Vec<String> = Vec::new();
+    match mem.pool(size_kb) {
+        None => problems.push(format!(
+            "the kernel has no {size} pool (/sys/kernel/mm/hugepages/hugepages-{size_kb}kB missing: the CPU or kernel lacks that page size)"
+        )),
+        Some(p) if p.total < want.count => problems.push(format!(
+            "{} x {size} pages reserved, the profile needs {} ({} GiB more)",
+            p.total,
+            want.count,
+            ((want.count - p.total) * size_kb) as f64 / 1048576.0
+        )),
+        Some(p) if p.free < want.count => warnings.push(format!(
+            "{} of {} {size} pages are free: {} are in use (a running application, or files left in hugetlbfs)",
+            p.free,
+            p.total,
+            p.in_use()
+        )),
+        Some(_) => {}
+    }
+    if let Some(e) = &mem.mounts_error {
+        warnings.push(format!("cannot read mounts: {e}"));
+    } else {
+        let mounts: Vec<_> = mem
+            .hugetlbfs_mounts()
+            .filter(|m| mem.mount_page_kb(m) == Some(size_kb))
+            .collect();
+        match &want.mount {
+            Some(target) => {
+                let at_target = mem.hugetlbfs_mounts().find(|m| &m.target == target);
+                match at_target {
+                    None => problems.push(format!(
+                        "no hugetlbfs is mounted at {target} for {size} pages"
+                    )),
+                    Some(m) if mem.mount_page_kb(m) != Some(size_kb) => problems.push(format!(
+                        "{target} is mounted with pagesize={} instead of {size}",
+                        m.option("pagesize").unwrap_or("default")
+                    )),
+                    Some(_) => {}
+                }
+            }
+            None if mounts.is_empty() => {
+                problems.push(format!("no hugetlbfs mount serves {size} pages"))
+            }
+            None => {}
+        }
+        for m in &mounts {
+            let left: Vec<String> = ctx
+                .read_dir(&m.target)
+                .map(|d| d.iter().filter(|n| n.contains("map_")).cloned().collect())
+                .unwrap_or_default();
+            if !left.is_empty() {
+                let shown: Vec<&str> = left.iter().take(4).map(String::as_str).collect();
+                warnings.push(format!(
+                    "{} leftover map files in {} ({}{}) hold pages of a process that died",
+                    left.len(),
+                    m.target,
+                    shown.join(", "),
+                    if left.len() > 4 { ", ..." } else { "" }
+                ));
+            }
+        }
+    }
+    let fix = format!(
+        "sudo daqtune apply --only hugepages   (reserves {} x {size} now, mounts hugetlbfs{} with an owned .mount unit, and adds `{}` to the kernel command line)",
+        want.count,
+        want.mount.as_deref().map(|m| format!(" at {m}")).unwrap_or_default(),
+        hugepage_args(ctx).join(" ")
+    );
+    if !problems.is_empty() {
+        problems.extend(warnings);
+        let mut v = Verdict::fail(ID, subject, problems.join("; "))
+            .observed(observed)
+            .expected(expected)
+            .fix(fix);
+        if crate::context::boot::pending_in_dropin(ctx, &hugepage_args(ctx))
+            && !ctx
+                .cmdline()
+                .is_ok_and(|c| c.values("hugepages").any(|v| v == want.count.to_string()))
+        {
+            v.status = Status::PendingReboot;
+            v.message = format!(
+                "the boot reservation is written and waits for a reboot; now: {}",
+                v.message
+            );
+        }
+        return vec![v];
+    }
+    if !warnings.is_empty() {
+        return vec![Verdict::warn(ID, subject, warnings.join("; "))
+            .observed(observed)
+            .expected(expected)
+            .fix("stop the application holding the pages, or remove the leftover files (rm /mnt/huge/*map_*) when none runs")];
+    }
+    vec![
+        Verdict::pass(ID, subject, format!("{expected}: {observed}"))
+            .observed(observed)
+            .expected(expected),
+    ]
+}
+
+fn plan_hugepages(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
+    const ID: &str = "hugepages";
+    let hp = &cx.lp.profile.hugepages;
+    let Some(size_kb) = parse_size_kb(&hp.size) else {
+        plan.note(
+            ID,
+            NoteLevel::Skip,
+            format!("page size `{}` not understood", hp.size),
+        );
+        return Ok(());
+    };
+    if cx.opts.runtime && hp.count > 0 {
+        let mem = cx.facts.mem();
+        match mem.pool(size_kb) {
+            None => plan.note(ID, NoteLevel::Skip, format!("the kernel offers no {} page pool (/sys/kernel/mm/hugepages/hugepages-{size_kb}kB is absent)", hp.size)),
+            Some(pool) if pool.total >= hp.count => {}
+            Some(pool) => {
+                // On a multi-node host whose data cores sit on one node, the pages go to that
+                // node (DPDK allocates mbufs near the cores); otherwise to the global pool,
+                // which the kernel spreads over the nodes.
+                let node = cx.data_cores().ok().flatten().and_then(|list| {
+                    let set = daqtune_probe::cpulist::parse_cpulist(&list, None).ok()?;
+                    if mem.nodes.len() < 2 {
+                        return None;
+                    }
+                    mem.nodes.iter().find(|n| !set.is_empty() && set.is_subset(&n.cpus)).cloned()
+                });
+                let missing = hp.count - pool.total;
+                let (path, label, cur_total, in_use, avail, total_kb) = match &node {
+                    Some(n) => {
+                        let np = mem.node_pools.iter().find(|p| p.node == n.id && p.size_kb == size_kb);
+                        (
+                            format!("/sys/devices/system/node/node{}/hugepages/hugepages-{size_kb}kB/nr_hugepages", n.id),
+                            format!("{} pool on node{}", hp.size, n.id),
+                            np.map_or(0, |p| p.total),
+                            np.map_or(0, |p| p.total.saturating_sub(p.free)),
+                            n.mem_free_kb,
+                            n.mem_total_kb,
+                        )
+                    }
+                    None => (
+                        format!("/sys/kernel/mm/hugepages/hugepages-{size_kb}kB/nr_hugepages"),
+                        format!("{} pool", hp.size),
+                        pool.total,
+                        pool.in_use(),
+                        mem.mem_available_kb,
+                        mem.mem_total_kb,
+                    ),
+                };
+                match avail {
+                    None => plan.note(ID, NoteLevel::Skip, "cannot read the free memory (/proc/meminfo, node meminfo), so a reservation cannot be capped by it"),
+                    Some(avail) => {
+                        // Leave an eighth of the memory (at least 256 MiB) to everything else.
+                        let reserve = (total_kb.unwrap_or(0) / 8).max(256 * 1024);
+                        let extra = avail.saturating_sub(reserve) / size_kb;
+                        // Never below the pages in use (the pool only grows here).
+                        let target = (cur_total + missing).min(cur_total + extra).max(in_use);
+                        if target <= cur_total {
+                            plan.note(ID, NoteLevel::Warn, format!("{} x {} pages wanted, {} reserved, and free memory does not allow more; reserve them at boot (kernel arguments)", hp.count, hp.size, pool.total));
+                        } else {
+                            let from = format!("{cur_total}\n");
+                            let mut note = None;
+                            if target < cur_total + missing {
+                                note = Some(format!("capped at {target} of {} by free memory", cur_total + missing));
+                            } else if size_kb >= 1024 * 1024 && cx.target == Target::Live {
+                                note = Some("1G pages need contiguous memory: the kernel may reserve fewer at run time (read back after); the boot-time reservation is reliable".into());
+                            }
+                            plan.changes.push(Change {
+                                check: ID.into(),
+                                subject: label,
+                                action: Action::Attr { path, from, to: target.to_string() },
+                                reboot: false,
+                                note,
+                            });
+                        }
+                    }
+                }
+            }
+        }
+    }
+    if cx.opts.persist {
+        if let Some(mp) = &hp.mount {
+            let (name, text) = systemd::hugetlbfs_mount(mp, &hp.size, &cx.profile_ref())?;
+            cx.file_change(
+                plan,
+                ID,
+                &name,
+                &format!("/etc/systemd/system/{name}"),
+                text,
+                0o644,
+                false,
+            );
+            cx.enable(plan, ID, &name, "local-fs.target");
+            let mounted = cx
+                .facts
+                .mem()
+                .mounts
+                .iter()
+                .any(|m| m.fstype == "hugetlbfs" && m.target == *mp);
+            if !mounted {
+                plan.note(
+                    ID,
+                    NoteLevel::Info,
+                    format!(
+                        "{mp} is mounted by {name} at boot (or now with `systemctl start {name}`)"
+                    ),
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::apply::testroot::*;
+    use crate::plan::{Action, PlanOptions};
+    use crate::tunables::build_plan;
+    use daqtune_probe::Host;
+
+    #[test]
+    fn hugepages_capped_by_free_memory_and_never_shrunk() {
+        let d = igx_root_without_pci();
+        let hp = d.path().join("sys/kernel/mm/hugepages/hugepages-1048576kB");
+        // 2.5 GiB available of 8 GiB: after keeping 1 GiB back, one 1G page fits.
+        std::fs::write(d.path().join("proc/meminfo"), "MemTotal: 8388608 kB\nMemFree: 2621440 kB\nMemAvailable: 2621440 kB\nHugepagesize: 2048 kB\n").expect("w");
+        std::fs::write(hp.join("nr_hugepages"), "1\n").expect("w");
+        std::fs::write(hp.join("free_hugepages"), "0\n").expect("w");
+        let host = Host::at(d.path()).expect("host");
+        let lp = crate::profile::load("igx-orin").expect("profile");
+        let opts = PlanOptions {
+            only: vec!["hugepages".into()],
+            persist: false,
+            ..Default::default()
+        };
+        let plan = build_plan(&host, &lp, &opts).expect("plan");
+        let c = plan
+            .changes
+            .iter()
+            .find(|c| c.check == "hugepages")
+            .expect("change");
+        assert!(
+            matches!(&c.action, Action::Attr { to, .. } if to == "2"),
+            "{plan}"
+        );
+        assert!(
+            c.note
+                .as_deref()
+                .is_some_and(|n| n.contains("capped at 2 of 4")),
+            "{plan}"
+        );
+        // A pool already larger than asked is left alone (pages in use are never released).
+        std::fs::write(hp.join("nr_hugepages"), "6\n").expect("w");
+        let plan = build_plan(&host, &lp, &opts).expect("plan");
+        assert!(
+            !plan.changes.iter().any(|c| c.check == "hugepages"),
+            "{plan}"
+        );
+    }
+
+    #[test]
+    fn hugepages_go_to_the_data_cores_node() {
+        let d = tempfile::tempdir().expect("tmp");
+        copy_tree(
+            &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/x86-2s"),
+            d.path(),
+        );
+        let r = d.path();
+        for f in [
+            "sys/kernel/mm/hugepages/hugepages-1048576kB/nr_hugepages",
+            "sys/kernel/mm/hugepages/hugepages-1048576kB/free_hugepages",
+            "sys/devices/system/node/node0/hugepages/hugepages-1048576kB/nr_hugepages",
+            "sys/devices/system/node/node0/hugepages/hugepages-1048576kB/free_hugepages",
+            "sys/devices/system/node/node1/hugepages/hugepages-1048576kB/nr_hugepages",
+            "sys/devices/system/node/node1/hugepages/hugepages-1048576kB/free_hugepages",
+        ] {
+            std::fs::write(r.join(f), "0\n").expect("w");
+        }
+        let node1 = std::fs::read_to_string(r.join("sys/devices/system/node/node1/cpulist"))
+            .expect("cpulist");
+        let first = node1
+            .trim()
+            .split(['-', ','])
+            .next()
+            .expect("cpu")
+            .to_string();
+        let profile = format!("name: t\nextends: generic-dgpu\ncpu:\n  isolated: \"{first}\"\n");
+        let lp = crate::profile::load_source("t.yaml", &profile).expect("profile");
+        let host = Host::at(r).expect("host");
+        let opts = PlanOptions {
+            only: vec!["hugepages".into()],
+            persist: false,
+            ..Default::default()
+        };
+        let plan = build_plan(&host, &lp, &opts).expect("plan");
+        let c = plan
+            .changes
+            .iter()
+            .find(|c| c.check == "hugepages")
+            .expect("change");
+        match &c.action {
+            Action::Attr { path, to, .. } => {
+                assert_eq!(
+                    path,
+                    "/sys/devices/system/node/node1/hugepages/hugepages-1048576kB/nr_hugepages"
+                );
+                assert_eq!(to, "4");
+            }
+            a => panic!("{a:?}"),
+        }
+        assert_eq!(c.subject, "1G pool on node1");
+    }
+}

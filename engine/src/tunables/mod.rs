@@ -1,0 +1,270 @@
+//! The registry: every tunable, in report order. The one list from which `check` and
+//! `explain --list` take their ids, the docs index (docs/checks/README.md) is generated,
+//! `apply --only` takes its ids, and the profile validator knows the ids of `required:`,
+//! `not_applicable:` and `waivers:`. Adding a tunable is its module, one line here, and its
+//! page in docs/checks/ (docs/architecture.md walks through one).
+//!
+//! Checks and plans run here, on one [`Facts`] per run: `run_checks` judges, `build_plan` asks
+//! each tunable that plans for its changes, in plan order.
+
+use crate::apply::gpu::GpuSetters;
+use crate::apply::setters::Target;
+use crate::context::Context;
+use crate::facts::Facts;
+use crate::plan::{NoteLevel, Plan, PlanCx, PlanError, PlanOptions};
+use crate::profile::LoadedProfile;
+use crate::tunable::Tunable;
+use crate::verdict::Verdict;
+use daqtune_probe::Host;
+
+pub mod acs;
+pub mod app;
+pub mod cmdline;
+pub mod governor;
+pub mod gpu;
+pub mod gpu_clocks;
+pub mod hugepages;
+pub mod idle;
+pub mod iommu;
+pub mod irq;
+pub mod mrrs;
+pub mod mtu;
+pub mod nic;
+pub mod numa;
+pub mod pcie;
+pub mod peermem;
+pub mod platform;
+pub mod sysctl;
+
+/// Every tunable, in report order.
+pub static REGISTRY: &[&Tunable] = &[
+    &platform::PLATFORM,
+    &governor::GOVERNOR,
+    &idle::IDLE,
+    &cmdline::CMDLINE,
+    &hugepages::HUGEPAGES,
+    &numa::NUMA,
+    &pcie::TOPOLOGY,
+    &pcie::LINK,
+    &pcie::MPS,
+    &mrrs::MRRS,
+    &acs::ACS,
+    &pcie::AER,
+    &iommu::IOMMU,
+    &irq::AFFINITY,
+    &nic::DRIVER,
+    &nic::LINK_LAYER,
+    &nic::LINK,
+    &mtu::MTU,
+    &sysctl::NET_SYSCTL,
+    &gpu_clocks::CLOCKS,
+    &gpu::BAR1,
+    &gpu::GPUDIRECT,
+    &peermem::PEERMEM,
+    &gpu::DRIVER,
+    &app::CONFIG,
+    &app::CORES,
+    &app::MEMORY,
+    &app::INTERFACES,
+    &app::SIZES,
+];
+
+/// The tunable with this id, or tune_system.py alias.
+pub fn find(id_or_alias: &str) -> Option<&'static Tunable> {
+    REGISTRY
+        .iter()
+        .find(|c| c.id == id_or_alias)
+        .or_else(|| REGISTRY.iter().find(|c| c.aliases.contains(&id_or_alias)))
+        .copied()
+}
+
+/// Every id, in report order.
+pub fn ids() -> impl Iterator<Item = &'static str> {
+    REGISTRY.iter().map(|t| t.id)
+}
+
+/// The tunables that plan, in plan order.
+pub fn planners() -> Vec<&'static Tunable> {
+    let mut v: Vec<&'static Tunable> = REGISTRY.iter().copied().filter(|t| t.plans()).collect();
+    v.sort_by_key(|t| t.planner.as_ref().map_or(u8::MAX, |p| p.order));
+    v
+}
+
+/// The ids `apply --only` understands, in plan order.
+pub fn apply_ids() -> Vec<&'static str> {
+    planners().iter().map(|t| t.id).collect()
+}
+
+/// Check a loaded profile's ids (`required:`, `not_applicable:`, `waivers:`) against the
+/// registry; the error names file:line:column.
+pub fn validate_profile(lp: &LoadedProfile) -> Result<(), crate::profile::ProfileError> {
+    let known: Vec<&str> = ids().collect();
+    lp.check_ids(&known)
+}
+
+/// Options for one evaluation.
+#[derive(Debug, Clone, Default)]
+pub struct RunOptions {
+    /// Only these ids (empty = all).
+    pub only: Vec<String>,
+}
+
+/// Evaluate the selected checks. A check that panics is reported as `error` and the run goes on.
+pub fn run_checks(ctx: &Context, opts: &RunOptions) -> Vec<Verdict> {
+    let mut out = Vec::new();
+    for def in REGISTRY {
+        if !opts.only.is_empty() && !opts.only.iter().any(|o| o == def.id) {
+            continue;
+        }
+        // `app.*` checks judge the host against an experiment's configuration: without
+        // `--config` they have nothing to say unless asked for by name.
+        if def.id.starts_with("app.") && ctx.app.is_none() && opts.only.is_empty() {
+            continue;
+        }
+        if let Some(v) = ctx.not_applicable(def.id) {
+            out.push(v);
+            continue;
+        }
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (def.check)(ctx)));
+        match result {
+            Ok(mut vs) => {
+                if vs.is_empty() {
+                    vs.push(Verdict::error(
+                        def.id,
+                        "host",
+                        "the check produced no verdict",
+                    ));
+                }
+                out.extend(vs);
+            }
+            Err(p) => {
+                let msg = p
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| p.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "unknown panic".into());
+                out.push(Verdict::error(
+                    def.id,
+                    "host",
+                    format!("internal error: {msg}"),
+                ));
+            }
+        }
+    }
+    crate::gate::apply_waivers(&ctx.profile.profile, &mut out, crate::profile::today());
+    out
+}
+
+/// Build the plan for `lp` on `host` (facts gathered for this plan alone).
+pub fn build_plan(host: &Host, lp: &LoadedProfile, opts: &PlanOptions) -> Result<Plan, PlanError> {
+    build_plan_with(&Facts::new(host), lp, opts, None)
+}
+
+/// [`build_plan`] on the run's facts, with access to the GPUs (clock locks and persistence).
+pub fn build_plan_with(
+    facts: &Facts,
+    lp: &LoadedProfile,
+    opts: &PlanOptions,
+    gpu: Option<&dyn GpuSetters>,
+) -> Result<Plan, PlanError> {
+    let planners = planners();
+    for id in &opts.only {
+        if !planners.iter().any(|t| t.id == id) {
+            return Err(PlanError::UnknownId {
+                id: id.clone(),
+                known: apply_ids().join(", "),
+            });
+        }
+    }
+    let target = if facts.host.is_live() {
+        Target::Live
+    } else {
+        Target::Root
+    };
+    let cx = PlanCx {
+        facts,
+        lp,
+        opts,
+        target,
+        gpu,
+    };
+    let mut plan = Plan {
+        profile: lp.profile.name.clone(),
+        target,
+        changes: Vec::new(),
+        notes: Vec::new(),
+        kernel_args: None,
+    };
+    for t in planners {
+        let Some(p) = &t.planner else { continue };
+        let wanted = opts.wants(t.id) || p.with.iter().any(|w| opts.wants(w));
+        if !wanted {
+            continue;
+        }
+        if let Some(reason) = lp.profile.not_applicable.get(t.id) {
+            plan.note(
+                t.id,
+                NoteLevel::Skip,
+                format!("n/a on this platform: {reason}"),
+            );
+            continue;
+        }
+        (p.plan)(&cx, &mut plan)?;
+    }
+    if let Some(lockdown) = facts
+        .platform()
+        .lockdown
+        .as_deref()
+        .filter(|l| *l != "none")
+    {
+        if plan
+            .changes
+            .iter()
+            .any(|c| matches!(c.action, crate::plan::Action::ConfigWord { .. }))
+        {
+            plan.note(
+                "platform",
+                NoteLevel::Warn,
+                format!("kernel lockdown is `{lockdown}`: PCI config-space writes (MRRS) will be refused; disable Secure Boot in the firmware setup (or `mokutil --disable-validation`), apply, then re-enable it"),
+            );
+        }
+    }
+    Ok(plan)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_only_id_is_an_error() {
+        let d = tempfile::tempdir().expect("tmp");
+        let host = Host::at(d.path()).expect("host");
+        let lp = crate::profile::load("igx-orin").expect("profile");
+        let opts = PlanOptions {
+            only: vec!["nope".into()],
+            ..Default::default()
+        };
+        assert!(matches!(
+            build_plan(&host, &lp, &opts),
+            Err(PlanError::UnknownId { .. })
+        ));
+    }
+
+    #[test]
+    fn empty_root_plans_without_panicking() {
+        let d = tempfile::tempdir().expect("tmp");
+        let host = Host::at(d.path()).expect("host");
+        for name in crate::profile::builtin_names() {
+            let lp = crate::profile::load(name).expect("profile");
+            let plan = build_plan(&host, &lp, &PlanOptions::default()).expect("plan");
+            // Nothing readable: only persistent files that need no host facts.
+            assert!(
+                plan.changes.iter().all(|c| c.action.is_persistent()),
+                "{plan}"
+            );
+            let text = plan.to_string();
+            assert!(text.contains("skip"), "{text}");
+        }
+    }
+}

@@ -1,0 +1,289 @@
+//! `pcie.mrrs`: Max Read Request Size of the data-path NIC physical functions (DevCtl bits
+//! 14:12). Plan: a read-modify-write of DevCtl now (shared config-space setter), and a udev
+//! rule that sets it again when a PF is re-added.
+
+use crate::context::nics::{
+    cap_visibility_skip, connectx_pfs, nic_devices, no_nic_reason, pci_or_skip,
+};
+use crate::context::Context;
+use crate::plan::{Action, Change, NoteLevel, Plan, PlanCx, PlanError};
+use crate::tunable::Planner;
+use crate::tunable::Tunable;
+use crate::verdict::{Area, Verdict};
+use daqtune_probe::pci::config::mrrs_code;
+use daqtune_units::udev;
+
+pub const MRRS: Tunable = Tunable {
+    id: "pcie.mrrs",
+    area: Area::Pcie,
+    title: "Max Read Request Size of the NIC physical functions",
+    aliases: &["mrrs"],
+    doc: include_str!("../../../docs/checks/pcie.mrrs.md"),
+    needs_root: true,
+    profile_keys: &["pcie.mrrs"],
+    check: run_mrrs,
+    planner: Some(Planner {
+        order: 4,
+        with: &[],
+        plan: plan_mrrs,
+    }),
+};
+
+fn run_mrrs(ctx: &Context) -> Vec<Verdict> {
+    const ID: &str = "pcie.mrrs";
+    let f = match pci_or_skip(ctx, ID) {
+        Ok(f) => f,
+        Err(v) => return v,
+    };
+    let nics = nic_devices(ctx, f);
+    if nics.is_empty() {
+        return vec![Verdict::skip(ID, "host", no_nic_reason(ctx))];
+    }
+    let want = ctx.profile.profile.pcie.mrrs;
+    let code = mrrs_code(want).unwrap_or(5);
+    let mut out = Vec::new();
+    let mut vfs = 0;
+    for (d, n) in nics {
+        if d.is_vf {
+            vfs += 1;
+            continue;
+        }
+        let Some(cap) = d.pcie() else {
+            out.push(cap_visibility_skip(ID, n.label(), d));
+            continue;
+        };
+        let observed = cap.mrrs;
+        if observed == want {
+            out.push(
+                Verdict::pass(
+                    ID,
+                    n.label(),
+                    format!(
+                        "MRRS {observed} (DevCtl at CAP_EXP+8 = 0x{:02x})",
+                        cap.offset + 8
+                    ),
+                )
+                .observed(observed)
+                .expected(want),
+            );
+        } else {
+            out.push(
+                Verdict::fail(
+                    ID,
+                    n.label(),
+                    format!(
+                        "MRRS {observed}{}, the profile wants {want}",
+                        if daqtune_probe::pci::config::is_reserved_payload(observed) {
+                            " (a reserved encoding of DevCtl bits 14:12)"
+                        } else {
+                            ""
+                        }
+                    ),
+                )
+                    .observed(observed)
+                    .expected(want)
+                    .fix(format!(
+                        "sudo daqtune apply --only pcie.mrrs   (by hand: sudo setpci -s {} CAP_EXP+8.w={:x}000:7000; resets and re-adds clear it)",
+                        d.addr, code
+                    )),
+            );
+        }
+    }
+    if vfs > 0 {
+        out.push(Verdict::na(
+            ID,
+            format!("{vfs} virtual function(s)"),
+            "MRRS is reserved in VFs; the physical function's value applies",
+        ));
+    }
+    out
+}
+
+fn plan_mrrs(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
+    const ID: &str = "pcie.mrrs";
+    let want = cx.lp.profile.pcie.mrrs;
+    let pfs = match connectx_pfs(cx.facts) {
+        Ok(p) => p,
+        Err(e) => {
+            plan.note(ID, NoteLevel::Skip, e);
+            return Ok(());
+        }
+    };
+    if let Some(dev) = &cx.opts.device {
+        let a: daqtune_units::PciAddr = dev.parse()?;
+        if !pfs.iter().any(|p| p.bdf == a.to_string()) {
+            return Err(PlanError::Device(
+                dev.clone(),
+                "not a ConnectX physical function on this host (VFs have no MRRS)".into(),
+            ));
+        }
+    }
+    if pfs.is_empty() {
+        plan.note(ID, NoteLevel::Skip, "no ConnectX physical function found");
+        return Ok(());
+    }
+    if cx.opts.runtime {
+        for pf in &pfs {
+            if cx.opts.device.as_deref().is_some_and(|d| {
+                d.parse::<daqtune_units::PciAddr>()
+                    .map(|a| a.to_string())
+                    .ok()
+                    .as_deref()
+                    != Some(pf.bdf.as_str())
+            }) {
+                continue;
+            }
+            let path = format!("/sys/bus/pci/devices/{}/config", pf.bdf);
+            // DevCtl as the PCI facts decoded it from the config space they read; apply reads
+            // the register again under its lock and refuses if it moved.
+            let dev = cx
+                .facts
+                .pci()
+                .ok()
+                .and_then(|f| f.tree.devices.iter().find(|d| d.addr.to_string() == pf.bdf));
+            let Some(dev) = dev else { continue };
+            if let (None, Some(e)) = (&dev.config, &dev.config_error) {
+                plan.note(
+                    ID,
+                    NoteLevel::Skip,
+                    format!("{}: cannot read config space: {e}", pf.bdf),
+                );
+                continue;
+            }
+            let Some(cap) = dev.pcie() else {
+                let why = if dev.config_len <= 64 {
+                    "only 64 bytes of config space are visible (not root)"
+                } else {
+                    "no PCI Express capability"
+                };
+                plan.note(
+                    ID,
+                    NoteLevel::Skip,
+                    format!("{}: {why}; refusing to write", pf.bdf),
+                );
+                continue;
+            };
+            let off = cap.offset + 8;
+            let devctl = cap.devctl;
+            let new = match daqtune_probe::pci::config::mrrs_rmw(devctl, want) {
+                Ok(n) => n,
+                Err(e) => {
+                    plan.note(ID, NoteLevel::Skip, format!("{}: {e}", pf.bdf));
+                    continue;
+                }
+            };
+            if new != devctl {
+                let cur = 128u32 << ((devctl >> 12) & 7);
+                plan.changes.push(Change {
+                    check: ID.into(),
+                    subject: pf.bdf.clone(),
+                    action: Action::ConfigWord {
+                        bdf: pf.bdf.clone(),
+                        register: "DevCtl".into(),
+                        path,
+                        offset: off as u64,
+                        from: devctl,
+                        to: new,
+                        mask: 0x7000,
+                    },
+                    reboot: false,
+                    note: Some(format!("MRRS {cur} -> {want} (DevCtl at 0x{off:x}: 0x{devctl:04x} -> 0x{new:04x}, bits 14:12 only)")),
+                });
+            }
+        }
+    }
+    if cx.opts.persist && cx.opts.device.is_none() {
+        let addrs: Vec<daqtune_units::PciAddr> =
+            pfs.iter().filter_map(|p| p.bdf.parse().ok()).collect();
+        let text = udev::mrrs_rule(&cx.opts.exe, &cx.profile_ref(), &addrs)?;
+        cx.file_change(plan, ID, "udev rule", udev::RULE_PATH, text, 0o644, false);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::apply::testroot::*;
+    use crate::plan::{Action, Plan, PlanOptions};
+    use crate::tunables::build_plan;
+    use daqtune_probe::Host;
+
+    fn mrrs_plan(root: &std::path::Path) -> Plan {
+        let host = Host::at(root).expect("host");
+        let lp = crate::profile::load("igx-orin").expect("profile");
+        let opts = PlanOptions {
+            only: vec!["pcie.mrrs".into()],
+            persist: false,
+            ..Default::default()
+        };
+        build_plan(&host, &lp, &opts).expect("plan")
+    }
+
+    #[test]
+    fn mrrs_refusals() {
+        let d = igx_root_without_pci();
+        let chain = ["0005:00:00.0"];
+        // A PF whose DevCtl reads 0xffff (gone or in reset).
+        let mut gone = connectx(&chain, "0005:01:00.0", None);
+        gone.config = config_space(0x15b3, 0x1021, 0x020000, Some(0x70), 0xffff, 4096);
+        add_function(d.path(), &gone);
+        // A PF without a PCI Express capability.
+        let mut nocap = connectx(&chain, "0005:02:00.0", None);
+        nocap.config = config_space(0x15b3, 0x1021, 0x020000, None, 0, 4096);
+        add_function(d.path(), &nocap);
+        // Only 64 bytes visible (not root).
+        let mut short = connectx(&chain, "0005:03:00.0", None);
+        short.config = config_space(0x15b3, 0x1021, 0x020000, Some(0x70), DEVCTL_UNTUNED, 64);
+        add_function(d.path(), &short);
+        // A good PF with a VF: only the PF is changed.
+        add_function(d.path(), &connectx(&chain, "0005:04:00.0", None));
+        let mut vf = connectx(&chain, "0005:04:00.2", None);
+        vf.device = 0x101e;
+        vf.physfn = Some("0005:04:00.0");
+        add_function(d.path(), &vf);
+        let plan = mrrs_plan(d.path());
+        let subjects: Vec<&str> = plan.changes.iter().map(|c| c.subject.as_str()).collect();
+        assert_eq!(subjects, ["0005:04:00.0"], "{plan}");
+        match &plan.changes[0].action {
+            Action::ConfigWord {
+                offset, from, to, ..
+            } => {
+                assert_eq!(*offset, 0x78);
+                assert_eq!(*from, DEVCTL_UNTUNED);
+                assert_eq!(*to, (DEVCTL_UNTUNED & !0x7000) | 0x5000);
+            }
+            a => panic!("{a:?}"),
+        }
+        let notes = plan.to_string();
+        assert!(
+            notes.contains("0005:01:00.0: DevCtl reads 0xffff"),
+            "{notes}"
+        );
+        assert!(
+            notes.contains("0005:02:00.0: no PCI Express capability; refusing to write"),
+            "{notes}"
+        );
+        assert!(
+            notes.contains("0005:03:00.0: only 64 bytes of config space"),
+            "{notes}"
+        );
+    }
+
+    #[test]
+    fn mrrs_lockdown_is_named() {
+        let d = igx_root_without_pci();
+        std::fs::write(
+            d.path().join("sys/kernel/security/lockdown"),
+            "none [integrity] confidentiality\n",
+        )
+        .expect("w");
+        add_igx_pci(d.path());
+        let plan = mrrs_plan(d.path());
+        assert_eq!(plan.changes.len(), 2);
+        let t = plan.to_string();
+        assert!(
+            t.contains("kernel lockdown is `integrity`") && t.contains("Secure Boot"),
+            "{t}"
+        );
+    }
+}

@@ -1,0 +1,108 @@
+//! `numa`: the NUMA nodes and where the data cores sit relative to the NICs (observation).
+
+use crate::context::Context;
+use crate::tunable::Tunable;
+use crate::verdict::{Area, Verdict};
+
+pub const NUMA: Tunable = Tunable {
+    id: "numa",
+    area: Area::Memory,
+    title: "NUMA nodes and where the data cores sit",
+    aliases: &["numa"],
+    doc: include_str!("../../../docs/checks/numa.md"),
+    needs_root: false,
+    profile_keys: &["cpu.isolated"],
+    check: run_numa,
+    planner: None,
+};
+
+fn run_numa(ctx: &Context) -> Vec<Verdict> {
+    const ID: &str = "numa";
+    let nodes = &ctx.mem().nodes;
+    if nodes.is_empty() {
+        return vec![Verdict::na(
+            ID,
+            "host",
+            "no NUMA topology exposed (/sys/devices/system/node absent): one memory node",
+        )];
+    }
+    let observed = nodes
+        .iter()
+        .map(|n| format!("node{}: cpus {}", n.id, n.cpus))
+        .collect::<Vec<_>>()
+        .join("; ");
+    let data = match ctx.data_cores() {
+        Ok(Some(d)) => d,
+        Ok(None) => {
+            return vec![
+                Verdict::pass(ID, "host", format!("{} node(s): {observed}", nodes.len()))
+                    .observed(observed),
+            ]
+        }
+        Err(e) => {
+            return vec![Verdict::skip(
+                ID,
+                "host",
+                format!(
+                    "{} node(s): {observed}; data cores unknown: {e}",
+                    nodes.len()
+                ),
+            )
+            .observed(observed)]
+        }
+    };
+    let spanned: Vec<u32> = nodes
+        .iter()
+        .filter(|n| !n.cpus.intersection(&data).is_empty())
+        .map(|n| n.id)
+        .collect();
+    let subject = format!("cpu{data}");
+    // Data cores that no node lists: CPUs this host lacks, or node cpulists that were
+    // unreadable. Their node is unknown, so they cannot be judged.
+    let mut uncovered = data.clone();
+    for n in nodes.iter() {
+        uncovered = uncovered.difference(&n.cpus);
+    }
+    if spanned.is_empty() {
+        return vec![Verdict::skip(
+            ID,
+            subject,
+            format!("no NUMA node lists the data cores {data}: unreadable node cpulists, or CPUs this host does not have; {observed}"),
+        )
+        .observed(observed)];
+    }
+    if !uncovered.is_empty() {
+        return vec![Verdict::warn(
+            ID,
+            subject,
+            format!("data cores {uncovered} are on no NUMA node (CPUs this host does not have?)"),
+        )
+        .observed(observed)];
+    }
+    if let Some(nic) = ctx.nic_numa_node() {
+        if spanned.iter().any(|n| *n != nic) {
+            return vec![Verdict::warn(
+                ID,
+                subject,
+                format!("data cores {data} sit on node(s) {spanned:?} but the NIC is on node {nic}: every packet crosses the socket interconnect"),
+            )
+            .observed(observed)
+            .expected(format!("data cores on node {nic}"))
+            .fix("choose isolated cores from the NIC's node (profile cpu.isolated, or rule: nic-local)")];
+        }
+    }
+    if spanned.len() > 1 {
+        return vec![Verdict::warn(
+            ID,
+            subject,
+            format!("data cores {data} span nodes {spanned:?}: keep the data path on one node"),
+        )
+        .observed(observed)];
+    }
+    vec![Verdict::pass(
+        ID,
+        subject,
+        format!("data cores {data} on node {}; {observed}", spanned[0]),
+    )
+    .observed(observed)]
+}
