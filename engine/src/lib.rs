@@ -12,6 +12,7 @@ pub mod cores;
 pub mod diff;
 pub mod facts;
 pub mod gate;
+pub mod hostroot;
 pub mod plan;
 pub mod profile;
 pub mod qualify;

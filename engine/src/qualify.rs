@@ -6,8 +6,9 @@
 //! minute. Level 3 adds a long soak. Self-tests run as child processes of this binary, so a
 //! signal or crash in a data path cannot leave this process holding namespaces.
 
-use crate::commands::{choose_profile, evaluate, open_host, GlobalOptions, UsageError};
+use crate::commands::{choose_profile, evaluate, GlobalOptions, UsageError};
 use crate::gate::{self, FailOn};
+use crate::hostroot::open_host;
 use crate::report::{self, xml_escape, Report};
 use crate::verdict::Status;
 use serde::{Deserialize, Serialize};

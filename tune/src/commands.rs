@@ -6,10 +6,9 @@ use crate::cli::{
 };
 use daqtune_engine::apply::Prompt;
 use daqtune_engine::commands::load_profile;
-use daqtune_engine::commands::{
-    choose_profile, choose_profile_with, evaluate_facts, load_side, open_host, resolve_ids,
-};
+use daqtune_engine::commands::{choose_profile, choose_profile_with, evaluate_facts, resolve_ids};
 use daqtune_engine::facts::Facts;
+use daqtune_engine::hostroot::{load_side, open_host};
 use daqtune_engine::{gate, profile, report, snapshot, topo, tunables, UsageError};
 use std::io::{BufRead, IsTerminal, Write};
 

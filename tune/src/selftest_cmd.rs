@@ -2,8 +2,9 @@
 //! values (message size, MTU, UDP rate and loss limit, TCP minimum, data cores).
 
 use crate::cli::GlobalArgs;
-use daqtune_engine::commands::{choose_profile, open_host};
+use daqtune_engine::commands::choose_profile;
 use daqtune_engine::context::Context;
+use daqtune_engine::hostroot::open_host;
 use daqtune_engine::profile::LoadedProfile;
 use daqtune_engine::UsageError;
 use daqtune_selftest::cli::Defaults;

@@ -542,7 +542,7 @@ fn unreadable_config_is_a_usage_error() {
 /// What `plan --config` proposes on an untuned root: the derived profile's kernel arguments.
 #[test]
 fn derived_profile_on_an_untuned_root() {
-    let host = daqtune_engine::commands::open_root(Some(&fixture("igx-untuned"))).expect("root");
+    let host = daqtune_engine::hostroot::open_root(Some(&fixture("igx-untuned"))).expect("root");
     let base = profile::load("igx-orin").expect("profile");
     let ctx = Context::new(&host, &base);
 
@@ -590,7 +590,7 @@ fn derived_profile_on_an_untuned_root() {
 
 #[test]
 fn derived_mtu_grows_for_jumbo_frames() {
-    let host = daqtune_engine::commands::open_root(Some(&fixture("spark"))).expect("root");
+    let host = daqtune_engine::hostroot::open_root(Some(&fixture("spark"))).expect("root");
     let mut base = profile::load("dgx-spark").expect("profile");
     base.profile.nic.mtu = 1500;
     let ctx = Context::new(&host, &base);

@@ -1,8 +1,8 @@
 //! Executing a plan: journal first, then the change, then read it back.
 
 use super::journal::{Entry, Journal, RunState, Saved};
-use super::plan::{Action, Change, Plan};
 use super::setters::{self, Target, Writer};
+use crate::plan::{Action, Change, Plan};
 use daqtune_probe::Host;
 use std::path::{Path, PathBuf};
 

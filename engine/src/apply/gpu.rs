@@ -134,10 +134,8 @@ impl GpuSetters for MockGpus {
     }
 }
 
-use daqtune_probe::gpu::control::{
-    appears_locked, foreign_lock, ClockDomain, GpuControl, NvmlControl,
-};
-use daqtune_probe::gpu::{DomainClocks, GpuFacts};
+use daqtune_probe::gpu::control::{foreign_lock, ClockDomain, GpuControl, NvmlControl};
+use daqtune_probe::gpu::{DomainClocks, GpuFacts, REASON_GPU_IDLE};
 
 fn domain(d: GpuDomain) -> ClockDomain {
     match d {
@@ -146,25 +144,57 @@ fn domain(d: GpuDomain) -> ClockDomain {
     }
 }
 
-/// NVML's `gpu_idle` clock event reason.
-const REASON_GPU_IDLE: u64 = 0x1;
+// ---------------------------------------------------------------------------------------------
+// gpu.clocks
 
-/// Whether a domain looks held at its maximum, as the gpu.clocks check judges it: a P-state
-/// floor at the maximum, or an idle GPU still at the maximum; an idle GPU below it is not
-/// held; a busy one cannot be told.
-pub fn held(c: &DomainClocks, tolerance_mhz: u32, g: &GpuFacts) -> Option<bool> {
-    let target = c.max_mhz.filter(|m| *m > 0)?;
-    if appears_locked(c, target, tolerance_mhz) {
-        return Some(true);
+/// What NVML shows about one clock domain being held at its maximum.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Held {
+    /// The P-state floor is at the maximum: a lock, or a fixed clock (HBM).
+    Floor { floor: u32 },
+    /// The GPU is idle yet runs at the maximum.
+    IdleAtMax { current: u32 },
+    /// The GPU is idle and the clock dropped: not held.
+    Dropped { current: u32 },
+    /// The GPU is busy (or idleness unknown) and nothing shows a lock: cannot tell.
+    Unknown { why: String },
+}
+
+pub fn judge_domain(c: &DomainClocks, target: u32, tol: u32, idle: Option<bool>) -> Held {
+    let near = |v: u32| v.saturating_add(tol) >= target;
+    if let Some(floor) = c.pstate_min_mhz.filter(|f| *f > 0 && near(*f)) {
+        return Held::Floor { floor };
     }
-    let idle = match (g.clock_event_reasons, g.utilization_pct) {
+    match (idle, c.current_mhz) {
+        (Some(true), Some(cur)) if near(cur) => Held::IdleAtMax { current: cur },
+        (Some(true), Some(cur)) => Held::Dropped { current: cur },
+        (Some(false), _) => Held::Unknown {
+            why: "the GPU is busy, so its current clock says nothing about a lock, and the P-state floor is below the maximum".into(),
+        },
+        _ => Held::Unknown {
+            why: "NVML reports neither a P-state floor at the maximum nor whether the GPU is idle".into(),
+        },
+    }
+}
+
+/// Idle: NVML's `gpu_idle` clock event reason, else 0 % utilisation.
+pub fn is_idle(g: &GpuFacts) -> Option<bool> {
+    match (g.clock_event_reasons, g.utilization_pct) {
         (Some(r), _) if r & REASON_GPU_IDLE != 0 => Some(true),
         (_, Some(u)) => Some(u == 0),
-        _ => None,
-    };
-    match (idle, c.current_mhz) {
-        (Some(true), Some(cur)) => Some(cur.saturating_add(tolerance_mhz) >= target),
-        _ => None,
+        (Some(_), None) => Some(false),
+        (None, None) => None,
+    }
+}
+
+/// Whether a domain looks held at its maximum: the gpu.clocks check's judgement
+/// ([`judge_domain`]) as apply's GPU state carries it (`None`: cannot be told).
+pub fn held(c: &DomainClocks, tolerance_mhz: u32, g: &GpuFacts) -> Option<bool> {
+    let target = c.max_mhz.filter(|m| *m > 0)?;
+    match judge_domain(c, target, tolerance_mhz, is_idle(g)) {
+        Held::Floor { .. } | Held::IdleAtMax { .. } => Some(true),
+        Held::Dropped { .. } => Some(false),
+        Held::Unknown { .. } => None,
     }
 }
 
@@ -262,6 +292,62 @@ mod tests {
         };
         g.clock_event_reasons = Some(if idle { REASON_GPU_IDLE } else { 0 });
         g
+    }
+
+    fn dc(cur: u32, max: u32, floor: Option<u32>) -> DomainClocks {
+        DomainClocks {
+            current_mhz: Some(cur),
+            max_mhz: Some(max),
+            pstate_min_mhz: floor,
+            pstate_max_mhz: Some(max),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn judge_never_passes_a_busy_unlocked_gpu() {
+        // Busy at max, no lock visible: an instantaneous reading proves nothing.
+        assert!(matches!(
+            judge_domain(&dc(1980, 1980, Some(345)), 1980, 250, Some(false)),
+            Held::Unknown { .. }
+        ));
+        // Idle and dropped (the H200 reading from docs/validation.md): not held.
+        assert_eq!(
+            judge_domain(&dc(345, 1980, Some(345)), 1980, 250, Some(true)),
+            Held::Dropped { current: 345 }
+        );
+        // Locked: the P-state floor sits at the maximum, busy or not.
+        assert_eq!(
+            judge_domain(&dc(1980, 1980, Some(1980)), 1980, 250, Some(false)),
+            Held::Floor { floor: 1980 }
+        );
+        // HBM: fixed memory clock, floor == max.
+        assert_eq!(
+            judge_domain(&dc(3201, 3201, Some(3201)), 3201, 250, Some(true)),
+            Held::Floor { floor: 3201 }
+        );
+        // IGX: 1920 held for 2100 is within tolerance (seed 000 Step 7 note).
+        assert_eq!(
+            judge_domain(&dc(1920, 2100, None), 2100, 250, Some(true)),
+            Held::IdleAtMax { current: 1920 }
+        );
+        assert!(matches!(
+            judge_domain(&dc(1920, 2100, None), 2100, 250, None),
+            Held::Unknown { .. }
+        ));
+    }
+
+    #[test]
+    fn idleness_from_reasons_or_utilisation() {
+        let mut g = GpuFacts::default();
+        assert_eq!(is_idle(&g), None);
+        g.clock_event_reasons = Some(REASON_GPU_IDLE);
+        assert_eq!(is_idle(&g), Some(true));
+        g.clock_event_reasons = Some(0x4);
+        g.utilization_pct = Some(87);
+        assert_eq!(is_idle(&g), Some(false));
+        g.utilization_pct = Some(0);
+        assert_eq!(is_idle(&g), Some(true));
     }
 
     #[test]

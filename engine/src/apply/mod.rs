@@ -14,9 +14,10 @@ pub mod setters;
 #[cfg(test)]
 pub(crate) mod testroot;
 
-use crate::commands::{open_host, GlobalOptions, UsageError};
+use crate::commands::{GlobalOptions, UsageError};
 use crate::context::boot::EXTLINUX_CONF;
 use crate::facts::Facts;
+use crate::hostroot::open_host;
 use crate::plan::{self, Plan, PlanOptions};
 use crate::profile::{self, LoadedProfile};
 use daqtune_probe::Host;
@@ -331,7 +332,7 @@ fn state_real(host: &Host, state_dir: &Option<String>) -> Result<PathBuf, UsageE
 
 /// The host for a command that writes: a `--root` must be a directory (an archive is unpacked
 /// into a temporary directory, so whatever apply wrote there would be lost).
-fn open_for_change(g: &GlobalOptions) -> Result<crate::commands::OpenedHost, UsageError> {
+fn open_for_change(g: &GlobalOptions) -> Result<crate::hostroot::OpenedHost, UsageError> {
     if let Some(r) = &g.root {
         if r.is_file() {
             return Err(UsageError::Other(format!(

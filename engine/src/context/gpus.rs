@@ -61,3 +61,63 @@ pub fn allows(ctx: &Context, path: &str) -> bool {
         .iter()
         .any(|p| p == path)
 }
+
+/// Where nvidia_peermem registers with ib_core's peer-memory API.
+pub const NV_MEM: &str = "/sys/kernel/mm/memory_peers/nv_mem";
+
+/// One GPU's GPUDirect kernel path as the host shows it: `gpu.peermem`, `app.memory` and the
+/// peermem plan all decide from this, so they cannot disagree on whether the NIC can DMA into
+/// the GPU's memory.
+#[derive(Debug, Clone)]
+pub struct GpuDirectPath {
+    /// The peer-memory module loaded (or built in): `nvidia_peermem` or `nv_peer_mem`.
+    pub module: Option<&'static str>,
+    /// ib_core has a peer-memory client registered ([`NV_MEM`]).
+    pub nv_mem: bool,
+    /// The NVIDIA kernel module is the open one (`None`: its flavour is unknown, with why).
+    pub open_module: Result<bool, String>,
+    /// CUDA's GPU_DIRECT_RDMA_SUPPORTED and DMA_BUF_SUPPORTED (`None`: not known).
+    pub rdma_attr: Option<bool>,
+    pub dmabuf_attr: Option<bool>,
+    pub peermem_allowed: bool,
+    pub dmabuf_allowed: bool,
+}
+
+impl GpuDirectPath {
+    /// nvidia_peermem carries GPUDirect RDMA: allowed by the profile, loaded, registered with
+    /// ib_core, and not refused by the GPU (GPU_DIRECT_RDMA_SUPPORTED=0).
+    pub fn peermem_ready(&self) -> bool {
+        self.peermem_allowed
+            && self.module.is_some()
+            && self.nv_mem
+            && self.rdma_attr != Some(false)
+    }
+
+    /// dma-buf carries it: allowed, the open kernel module, DMA_BUF_SUPPORTED=1.
+    pub fn dmabuf_ready(&self) -> bool {
+        self.dmabuf_allowed && self.open_module == Ok(true) && self.dmabuf_attr == Some(true)
+    }
+
+    pub fn ready(&self) -> bool {
+        self.peermem_ready() || self.dmabuf_ready()
+    }
+}
+
+/// The GPUDirect path of `g` on this host, under this profile.
+pub fn gpudirect_path(ctx: &Context, g: &GpuFacts) -> GpuDirectPath {
+    let c = g.cuda.as_ref();
+    GpuDirectPath {
+        module: ["nvidia_peermem", "nv_peer_mem"]
+            .into_iter()
+            .find(|m| ctx.module_present(m)),
+        nv_mem: ctx.exists(NV_MEM),
+        open_module: ctx
+            .driver()
+            .map(|d| d.module == daqtune_probe::gpu::KernelModule::Open)
+            .map_err(str::to_string),
+        rdma_attr: c.and_then(|c| c.gpu_direct_rdma_supported),
+        dmabuf_attr: c.and_then(|c| c.dma_buf_supported),
+        peermem_allowed: allows(ctx, "peermem"),
+        dmabuf_allowed: allows(ctx, "dmabuf"),
+    }
+}

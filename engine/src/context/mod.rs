@@ -132,11 +132,40 @@ impl<'a> Context<'a> {
             .filter(|c| !c.is_empty())
     }
 
+    /// The NIC functions of the data path: those the profile names (by netdev, RDMA device or
+    /// PCI address), else every ConnectX physical function.
+    pub fn data_path_nics<'f>(
+        &self,
+        facts: &'f daqtune_probe::pci::PciFacts,
+    ) -> Vec<&'f daqtune_probe::pci::nic::NicFunction> {
+        let wanted = &self.profile.profile.nic.interfaces;
+        if wanted.is_empty() {
+            return facts
+                .nics
+                .iter()
+                .filter(|n| n.connectx && !n.is_vf)
+                .collect();
+        }
+        facts
+            .nics
+            .iter()
+            .filter(|n| {
+                wanted.iter().any(|w| {
+                    n.netdev_names().contains(&w.as_str())
+                        || n.rdma_names().contains(&w.as_str())
+                        || n.foreign_netdevs.iter().any(|f| f == w)
+                        || w.parse::<daqtune_probe::pci::PciAddr>()
+                            .is_ok_and(|a| a == n.addr)
+                })
+            })
+            .collect()
+    }
+
     /// The NUMA node of the data-path NIC (the profile's interfaces, else the first ConnectX
     /// physical function), when the firmware reports one; on a one-node host, that node.
     pub fn nic_numa_node(&self) -> Option<u32> {
         let facts = self.pci().ok()?;
-        let nics = nics::data_path_nics(self, facts);
+        let nics = self.data_path_nics(facts);
         if let Some(n) = nics
             .iter()
             .find_map(|n| n.numa_node.and_then(|x| u32::try_from(x).ok()))

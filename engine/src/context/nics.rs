@@ -11,29 +11,9 @@ use daqtune_probe::pci::nic::NicFunction;
 use daqtune_probe::pci::{PciDevice, PciFacts, PciTree};
 
 /// The NIC functions of the data path: those the profile names (by netdev, RDMA device or PCI
-/// address), else every ConnectX physical function.
+/// address), else every ConnectX physical function ([`Context::data_path_nics`]).
 pub fn data_path_nics<'f>(ctx: &Context, facts: &'f PciFacts) -> Vec<&'f NicFunction> {
-    let wanted = &ctx.profile.profile.nic.interfaces;
-    if wanted.is_empty() {
-        return facts
-            .nics
-            .iter()
-            .filter(|n| n.connectx && !n.is_vf)
-            .collect();
-    }
-    facts
-        .nics
-        .iter()
-        .filter(|n| {
-            wanted.iter().any(|w| {
-                n.netdev_names().contains(&w.as_str())
-                    || n.rdma_names().contains(&w.as_str())
-                    || n.foreign_netdevs.iter().any(|f| f == w)
-                    || w.parse::<daqtune_probe::pci::PciAddr>()
-                        .is_ok_and(|a| a == n.addr)
-            })
-        })
-        .collect()
+    ctx.data_path_nics(facts)
 }
 
 /// Why no data-path NIC is there to judge (skip message), with Spark's cable pre-flight.

@@ -2,9 +2,10 @@
 //! `--allow-acs`, and only where no IOMMU translates): clear the redirect bits now; persistent
 //! through `pci=disable_acs_redir=` (kernel 5.1+) or a unit.
 
-use crate::context::nics::{nic_devices, no_nic_reason, pci_gpus, pci_or_skip, NEEDS_ROOT};
+use crate::context::nics::{
+    data_path_nics, nic_devices, no_nic_reason, pci_gpus, pci_or_skip, NEEDS_ROOT,
+};
 use crate::context::Context;
-use crate::facts::Facts;
 use crate::plan::{Action, Change, NoteLevel, Plan, PlanCx, PlanError};
 use crate::tunable::Planner;
 use crate::tunable::Tunable;
@@ -22,7 +23,7 @@ pub const ACS: Tunable = Tunable {
     aliases: &["acs"],
     doc: include_str!("../../../docs/checks/pcie.acs.md"),
     needs_root: true,
-    profile_keys: &["pcie.allow_acs"],
+    profile_keys: &[],
     check: run_acs,
     planner: Some(Planner {
         order: 5,
@@ -162,11 +163,13 @@ pub struct AcsPort {
 /// Ports on every GPU <-> ConnectX path whose ACS capability offers a P2P redirect control
 /// (whether it is set now or not: the persistent kernel argument must not depend on whether
 /// the runtime change was already made).
-pub fn acs_ports(facts: &Facts) -> Result<Vec<AcsPort>, String> {
+pub fn acs_ports(ctx: &Context) -> Result<Vec<AcsPort>, String> {
     use daqtune_probe::pci::config::ACS_P2P_REDIRECT_MASK;
-    let pci = facts.pci().map_err(str::to_string)?;
+    let pci = ctx.pci().map_err(str::to_string)?;
     let tree = &pci.tree;
-    let nics: Vec<_> = pci.nics.iter().filter(|n| n.connectx && !n.is_vf).collect();
+    // The pairs the check judges: the data-path NICs, and only paths that stay below one
+    // host bridge (PIX/PXB/PHB; elsewhere peer traffic crosses the CPU whatever ACS says).
+    let nics = data_path_nics(ctx, pci);
     // Identity (passthrough) or no IOMMU group (IOMMU off) leaves DMA untranslated.
     let translating = |a: daqtune_probe::pci::PciAddr| -> Option<String> {
         let d = tree.get(a)?;
@@ -181,6 +184,9 @@ pub fn acs_ports(facts: &Facts) -> Result<Vec<AcsPort>, String> {
     for gpu in tree.gpus() {
         for nic in &nics {
             let path = daqtune_probe::pci::topo::classify(tree, gpu.addr, nic.addr);
+            if !matches!(path.class, PathClass::Pix | PathClass::Pxb | PathClass::Phb) {
+                continue;
+            }
             let blocks = translating(gpu.addr).or_else(|| translating(nic.addr));
             for p in path.ports() {
                 let Some(acs) = tree
@@ -213,7 +219,7 @@ pub fn acs_ports(facts: &Facts) -> Result<Vec<AcsPort>, String> {
 fn plan_acs(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
     use daqtune_probe::pci::config::ACS_P2P_REDIRECT_MASK;
     const ID: &str = "pcie.acs";
-    let ports = match acs_ports(cx.facts) {
+    let ports = match acs_ports(&cx.context()) {
         Ok(p) => p,
         Err(e) => {
             plan.note(ID, NoteLevel::Skip, e);

@@ -645,51 +645,43 @@ struct GpuPath {
     how: String,
 }
 
+/// The GPUDirect path of `g`, decided by the same judgement as `gpu.peermem`
+/// (`context::gpus::gpudirect_path`), worded for a memory region.
 fn gpudirect_path(ctx: &Context, g: &daqtune_probe::gpu::GpuFacts) -> GpuPath {
-    let peermem = ["nvidia_peermem", "nv_peer_mem"]
-        .into_iter()
-        .find(|m| ctx.module_present(m));
-    let nv_mem = ctx.exists("/sys/kernel/mm/memory_peers/nv_mem");
-    let c = g.cuda.as_ref();
-    let rdma_attr = c.and_then(|c| c.gpu_direct_rdma_supported);
-    // dma-buf counts only where the profile lets the backends use it (seed 000: peermem is
-    // the path every DAQIRI backend supports).
-    let dmabuf_allowed = ctx
-        .profile
-        .profile
-        .gpu
-        .gpudirect_paths
-        .iter()
-        .any(|p| p == "dmabuf");
-    let dmabuf = dmabuf_allowed && c.and_then(|c| c.dma_buf_supported) == Some(true);
-    if let (Some(m), true) = (peermem, rdma_attr != Some(false)) {
-        if nv_mem {
-            return GpuPath {
-                ok: true,
-                how: format!("{m} loaded (peer memory)"),
-            };
-        }
+    let p = crate::context::gpus::gpudirect_path(ctx, g);
+    if let (Some(m), true) = (p.module, p.peermem_ready()) {
+        return GpuPath {
+            ok: true,
+            how: format!("{m} loaded (peer memory)"),
+        };
     }
-    if dmabuf {
+    if p.dmabuf_ready() {
         return GpuPath {
             ok: true,
             how: "dma-buf (DMA_BUF_SUPPORTED=1)".into(),
         };
     }
     let mut why = Vec::new();
-    match peermem {
-        Some(m) if !nv_mem => why.push(format!(
+    match p.module {
+        _ if !p.peermem_allowed => {
+            why.push("the profile's gpudirect_paths do not allow peermem".into())
+        }
+        Some(m) if !p.nv_mem => why.push(format!(
             "{m} is loaded but /sys/kernel/mm/memory_peers/nv_mem is absent"
         )),
         Some(_) => why.push("the GPU reports GPU_DIRECT_RDMA_SUPPORTED=0".into()),
         None => why.push("nvidia_peermem is not loaded".into()),
     }
-    why.push(match c.and_then(|c| c.dma_buf_supported) {
-        Some(true) => {
+    why.push(match (p.dmabuf_attr, &p.open_module) {
+        (Some(true), _) if !p.dmabuf_allowed => {
             "dma-buf is supported but the profile's gpudirect_paths do not allow it".into()
         }
-        Some(false) => "DMA_BUF_SUPPORTED=0".into(),
-        None => "dma-buf support unknown (CUDA not available)".into(),
+        (Some(true), Ok(false)) => {
+            "DMA_BUF_SUPPORTED=1 but the proprietary kernel module cannot export dma-buf".into()
+        }
+        (Some(true), _) => "DMA_BUF_SUPPORTED=1, kernel module flavour unknown".into(),
+        (Some(false), _) => "DMA_BUF_SUPPORTED=0".into(),
+        (None, _) => "dma-buf support unknown (CUDA not available)".into(),
     });
     GpuPath {
         ok: false,

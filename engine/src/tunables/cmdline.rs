@@ -343,7 +343,7 @@ fn plan_kernel_args(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
         kernel_arg_spec(cx.facts, cx.lp).map_err(|e| PlanError::Device("kernel".into(), e))?;
     // `pci=disable_acs_redir=` only with --allow-acs, and only where no IOMMU translates.
     if cx.opts.allow_acs && cx.kernel_version().is_some_and(|v| (v.0, v.1) >= (5, 1)) {
-        if let Ok(ports) = crate::tunables::acs::acs_ports(cx.facts) {
+        if let Ok(ports) = crate::tunables::acs::acs_ports(&cx.context()) {
             if ports.iter().all(|p| p.iommu_blocks.is_none()) {
                 spec.acs_redir_disable = ports.iter().filter_map(|p| p.bdf.parse().ok()).collect();
             }

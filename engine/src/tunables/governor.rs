@@ -141,6 +141,20 @@ fn run_governor(ctx: &Context) -> Vec<Verdict> {
 fn plan_governor(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
     const ID: &str = "cpu.governor";
     let want = cx.lp.profile.cpu.governor.clone();
+    // What the check warns about and apply leaves alone: say so in the plan.
+    let fighters = cx.facts.governor_fighters();
+    if !fighters.is_empty() {
+        let units: Vec<&str> = fighters.iter().map(|f| f.name.as_str()).collect();
+        plan.note(
+            ID,
+            NoteLevel::Warn,
+            format!(
+                "{} can change the governor behind daqtune's back; apply leaves them (sudo systemctl disable --now {})",
+                units.join(", "),
+                units.join(" ")
+            ),
+        );
+    }
     if cx.opts.runtime {
         match cx.facts.cpus() {
             Err(e) => plan.note(ID, NoteLevel::Skip, e.to_string()),

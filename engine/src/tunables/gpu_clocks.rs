@@ -2,6 +2,7 @@
 //! NVML locks and persistence now (this module's setter hooks, through `GpuSetters`), and a
 //! unit that locks them again at boot. Under a host root the recorded facts stand in for NVML.
 
+use crate::apply::gpu::{is_idle, judge_domain, Held};
 use crate::apply::gpu::{GpuDomain, GpuSetters};
 use crate::apply::journal::{Entry, Journal};
 use crate::apply::setters::{Target, Writer};
@@ -11,7 +12,7 @@ use crate::plan::{Action, Change, NoteLevel, Plan, PlanCx, PlanError};
 use crate::tunable::Planner;
 use crate::tunable::Tunable;
 use crate::verdict::{Area, Verdict};
-use daqtune_probe::gpu::{decode_event_reasons, DomainClocks, GpuFacts, REASON_GPU_IDLE};
+use daqtune_probe::gpu::{decode_event_reasons, DomainClocks, GpuFacts};
 use daqtune_units::systemd;
 
 pub const CLOCKS: Tunable = Tunable {
@@ -34,49 +35,6 @@ pub const CLOCKS: Tunable = Tunable {
         plan: plan_gpu_clocks,
     }),
 };
-
-// ---------------------------------------------------------------------------------------------
-// gpu.clocks
-
-/// What NVML shows about one clock domain being held at its maximum.
-#[derive(Debug, PartialEq, Eq)]
-enum Held {
-    /// The P-state floor is at the maximum: a lock, or a fixed clock (HBM).
-    Floor { floor: u32 },
-    /// The GPU is idle yet runs at the maximum.
-    IdleAtMax { current: u32 },
-    /// The GPU is idle and the clock dropped: not held.
-    Dropped { current: u32 },
-    /// The GPU is busy (or idleness unknown) and nothing shows a lock: cannot tell.
-    Unknown { why: String },
-}
-
-fn judge_domain(c: &DomainClocks, target: u32, tol: u32, idle: Option<bool>) -> Held {
-    let near = |v: u32| v.saturating_add(tol) >= target;
-    if let Some(floor) = c.pstate_min_mhz.filter(|f| *f > 0 && near(*f)) {
-        return Held::Floor { floor };
-    }
-    match (idle, c.current_mhz) {
-        (Some(true), Some(cur)) if near(cur) => Held::IdleAtMax { current: cur },
-        (Some(true), Some(cur)) => Held::Dropped { current: cur },
-        (Some(false), _) => Held::Unknown {
-            why: "the GPU is busy, so its current clock says nothing about a lock, and the P-state floor is below the maximum".into(),
-        },
-        _ => Held::Unknown {
-            why: "NVML reports neither a P-state floor at the maximum nor whether the GPU is idle".into(),
-        },
-    }
-}
-
-/// Idle: NVML's `gpu_idle` clock event reason, else 0 % utilisation.
-fn is_idle(g: &GpuFacts) -> Option<bool> {
-    match (g.clock_event_reasons, g.utilization_pct) {
-        (Some(r), _) if r & REASON_GPU_IDLE != 0 => Some(true),
-        (_, Some(u)) => Some(u == 0),
-        (Some(_), None) => Some(false),
-        (None, None) => None,
-    }
-}
 
 fn clock_verdict(
     ctx: &Context,
@@ -138,12 +96,7 @@ fn clock_verdict(
     );
     // A lock daqtune's own apply made (journal) settles what NVML's readings leave open, and
     // turns a dropped clock into "the lock was lost".
-    let journal = ctx
-        .applied_gpu_locks()
-        .iter()
-        .rev()
-        .find(|(uuid, d, _)| uuid == &g.uuid && d.as_str() == domain)
-        .map(|(_, _, run)| run.clone());
+    let journal = journal_lock(ctx, &g.uuid, domain);
     let by_us = journal
         .as_ref()
         .map(|run| format!(" (locked by daqtune apply run {run})"))
@@ -240,10 +193,7 @@ fn run_clocks(ctx: &Context) -> Vec<Verdict> {
 fn persistence_verdict(ctx: &Context, g: &GpuFacts) -> Verdict {
     const ID: &str = "gpu.clocks";
     let subject = format!("{} persistence", g.subject());
-    let daemon = ctx
-        .processes()
-        .iter()
-        .any(|p| p == "nvidia-persistenced" || p == "nvidia-persiste");
+    let daemon = persistence_daemon(ctx);
     match g.persistence_mode {
         Some(true) => Verdict::pass(ID, subject, "persistence mode is on: the driver keeps the GPU initialised (and its clock locks) with no client").observed("enabled").expected("enabled"),
         Some(false) if daemon => Verdict::pass(ID, subject, "nvidia-persistenced is running and keeps the GPU initialised").observed("disabled, nvidia-persistenced running").expected("enabled"),
@@ -272,6 +222,39 @@ fn persistence_verdict(ctx: &Context, g: &GpuFacts) -> Verdict {
             format!("NVML does not report persistence mode{}", why_missing(g, "persistence_mode")),
         ),
     }
+}
+
+/// Whether a domain must be locked: it is not held, or whether it is cannot be told and no
+/// lock of daqtune's (the journal, this boot) vouches for it. The check passes exactly when
+/// this is false: held (`Held::Floor`, `Held::IdleAtMax`), or unknown with the journal.
+fn lock_needed(held: Option<bool>, by_journal: bool) -> bool {
+    match held {
+        Some(h) => !h,
+        None => !by_journal,
+    }
+}
+
+/// The run of daqtune's journal that locked this domain, if one did (and the boot since has
+/// not dropped it).
+fn journal_lock(facts: &crate::facts::Facts, uuid: &str, domain: &str) -> Option<String> {
+    facts
+        .applied_gpu_locks()
+        .iter()
+        .rev()
+        .find(|(u, d, _)| u == uuid && d.as_str() == domain)
+        .map(|(_, _, run)| run.clone())
+}
+
+fn by_journal(facts: &crate::facts::Facts, uuid: &str, d: GpuDomain) -> bool {
+    journal_lock(facts, uuid, d.as_str()).is_some()
+}
+
+/// nvidia-persistenced keeps the GPUs initialised, which is what persistence mode is for.
+fn persistence_daemon(facts: &crate::facts::Facts) -> bool {
+    facts
+        .processes()
+        .iter()
+        .any(|p| p == "nvidia-persistenced" || p == "nvidia-persiste")
 }
 
 /// Where a host root keeps its recorded GPU facts (the root's stand-in for NVML state).
@@ -347,10 +330,23 @@ fn plan_gpu_clocks(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
         return Ok(());
     }
     if cx.opts.runtime {
+        let facts = cx.facts.gpus().ok();
+        // The judgement of the check: a GPU NVML does not manage is skipped there, and left
+        // alone here; with nvidia-persistenced running, persistence passes there, and is
+        // nothing to set here. (A mode NVML does not report, n/a on an integrated GPU, is set:
+        // where NVML takes it, the check then passes.)
+        let unmanaged = |uuid: &str| {
+            facts.is_some_and(|f| {
+                f.gpus
+                    .iter()
+                    .any(|x| x.uuid == uuid && x.nvml_index.is_none())
+            })
+        };
+        let daemon = persistence_daemon(cx.facts);
         let mut ops: Vec<(String, Action, Option<String>)> = Vec::new();
-        for s in &gpus {
+        for s in gpus.iter().filter(|s| !unmanaged(&s.uuid)) {
             let subject = format!("{} {}", s.name, s.uuid);
-            if g.persistence && s.persistence != Some(true) {
+            if g.persistence && s.persistence != Some(true) && !daemon {
                 ops.push((
                     subject.clone(),
                     Action::GpuPersistence {
@@ -385,10 +381,18 @@ fn plan_gpu_clocks(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
                     note,
                 ));
             };
-            if g.lock_sm_clock && s.sm_held != Some(true) {
+            if g.lock_sm_clock
+                && lock_needed(s.sm_held, by_journal(cx.facts, &s.uuid, GpuDomain::Sm))
+            {
                 lock(GpuDomain::Sm, s.sm_held);
             }
-            if g.lock_memory_clock && s.has_memory_domain && s.memory_held != Some(true) {
+            if g.lock_memory_clock
+                && s.has_memory_domain
+                && lock_needed(
+                    s.memory_held,
+                    by_journal(cx.facts, &s.uuid, GpuDomain::Memory),
+                )
+            {
                 lock(GpuDomain::Memory, s.memory_held);
             }
         }
@@ -555,59 +559,11 @@ pub(crate) fn persistence_on(
 mod tests {
     use super::*;
 
-    fn dc(cur: u32, max: u32, floor: Option<u32>) -> DomainClocks {
-        DomainClocks {
-            current_mhz: Some(cur),
-            max_mhz: Some(max),
-            pstate_min_mhz: floor,
-            pstate_max_mhz: Some(max),
-            ..Default::default()
-        }
-    }
-
     #[test]
-    fn judge_never_passes_a_busy_unlocked_gpu() {
-        // Busy at max, no lock visible: an instantaneous reading proves nothing.
-        assert!(matches!(
-            judge_domain(&dc(1980, 1980, Some(345)), 1980, 250, Some(false)),
-            Held::Unknown { .. }
-        ));
-        // Idle and dropped (the H200 reading from docs/validation.md): not held.
-        assert_eq!(
-            judge_domain(&dc(345, 1980, Some(345)), 1980, 250, Some(true)),
-            Held::Dropped { current: 345 }
-        );
-        // Locked: the P-state floor sits at the maximum, busy or not.
-        assert_eq!(
-            judge_domain(&dc(1980, 1980, Some(1980)), 1980, 250, Some(false)),
-            Held::Floor { floor: 1980 }
-        );
-        // HBM: fixed memory clock, floor == max.
-        assert_eq!(
-            judge_domain(&dc(3201, 3201, Some(3201)), 3201, 250, Some(true)),
-            Held::Floor { floor: 3201 }
-        );
-        // IGX: 1920 held for 2100 is within tolerance (seed 000 Step 7 note).
-        assert_eq!(
-            judge_domain(&dc(1920, 2100, None), 2100, 250, Some(true)),
-            Held::IdleAtMax { current: 1920 }
-        );
-        assert!(matches!(
-            judge_domain(&dc(1920, 2100, None), 2100, 250, None),
-            Held::Unknown { .. }
-        ));
-    }
-
-    #[test]
-    fn idleness_from_reasons_or_utilisation() {
-        let mut g = GpuFacts::default();
-        assert_eq!(is_idle(&g), None);
-        g.clock_event_reasons = Some(REASON_GPU_IDLE);
-        assert_eq!(is_idle(&g), Some(true));
-        g.clock_event_reasons = Some(0x4);
-        g.utilization_pct = Some(87);
-        assert_eq!(is_idle(&g), Some(false));
-        g.utilization_pct = Some(0);
-        assert_eq!(is_idle(&g), Some(true));
+    fn a_lock_is_needed_unless_held_or_vouched_for() {
+        assert!(!lock_needed(Some(true), false));
+        assert!(lock_needed(Some(false), true));
+        assert!(lock_needed(None, false));
+        assert!(!lock_needed(None, true));
     }
 }

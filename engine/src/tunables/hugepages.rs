@@ -25,6 +25,7 @@ pub const HUGEPAGES: Tunable = Tunable {
         "hugepages.count",
         "hugepages.mount",
         "hugepages.default_size",
+        "persist.grub_dropin",
     ],
     check: run_hugepages,
     planner: Some(Planner {

@@ -6,6 +6,7 @@ use crate::plan::{Action, Change, NoteLevel, Plan, PlanCx, PlanError};
 use crate::tunable::Planner;
 use crate::tunable::Tunable;
 use crate::verdict::{Area, Verdict};
+use daqtune_probe::cpu::IdleState;
 use daqtune_probe::CpuSet;
 use std::collections::BTreeMap;
 
@@ -25,27 +26,56 @@ pub const IDLE: Tunable = Tunable {
     }),
 };
 
+/// The data cores and the enabled idle states on them deeper than the profile allows: the one
+/// judgement the check reports and the plan disables.
+struct Deep<'f> {
+    data: CpuSet,
+    /// (CPU, state) pairs to disable.
+    states: Vec<(u32, &'f IdleState)>,
+    /// Some data core exposes cpuidle states at all.
+    seen_any: bool,
+    /// `cpuidle` driver `none`: only the architecture's shallow idle instruction.
+    no_driver: bool,
+}
+
+/// The data cores are the profile's (resolved on this host), else what the kernel isolated;
+/// `Err` says why there are none.
+fn deep_states<'f>(ctx: &'f Context) -> Result<Deep<'f>, String> {
+    let cpus = ctx.cpus().map_err(str::to_string)?;
+    let data = match ctx.data_cores()? {
+        Some(d) => d,
+        None => match &cpus.isolated {
+            Some(iso) if !iso.is_empty() => iso.clone(),
+            _ => return Err("no data cores: the profile names none and no CPU is isolated".into()),
+        },
+    };
+    let max_lat = ctx.profile.profile.cpu.max_idle_latency_us;
+    let mut states = Vec::new();
+    let mut seen_any = false;
+    for c in cpus.cpus.iter().filter(|c| data.contains(c.id)) {
+        seen_any |= !c.idle_states.is_empty();
+        for s in &c.idle_states {
+            if s.latency_us.is_some_and(|l| l > max_lat) && s.disabled == Some(false) {
+                states.push((c.id, s));
+            }
+        }
+    }
+    Ok(Deep {
+        data,
+        states,
+        seen_any,
+        no_driver: cpus.idle_driver.as_deref() == Some("none"),
+    })
+}
+
 fn run_idle(ctx: &Context) -> Vec<Verdict> {
     const ID: &str = "cpu.idle";
-    let cpus = match ctx.cpus() {
-        Ok(c) => c,
-        Err(e) => return vec![Verdict::skip(ID, "host", e.to_string())],
-    };
-    let data = match ctx.data_cores() {
-        Ok(Some(d)) => d,
-        Ok(None) => match &cpus.isolated {
-            Some(iso) if !iso.is_empty() => iso.clone(),
-            _ => {
-                return vec![Verdict::skip(
-                    ID,
-                    "host",
-                    "no data cores: the profile names none and no CPU is isolated",
-                )]
-            }
-        },
+    let d = match deep_states(ctx) {
+        Ok(d) => d,
         Err(e) => return vec![Verdict::skip(ID, "host", e)],
     };
-    if cpus.idle_driver.as_deref() == Some("none") {
+    let data = &d.data;
+    if d.no_driver {
         return vec![Verdict::pass(
             ID,
             format!("cpu{data}"),
@@ -55,21 +85,13 @@ fn run_idle(ctx: &Context) -> Vec<Verdict> {
     }
     let max_lat = ctx.profile.profile.cpu.max_idle_latency_us;
     let mut deep: BTreeMap<String, CpuSet> = BTreeMap::new();
-    let mut seen_any = false;
-    for c in cpus.cpus.iter().filter(|c| data.contains(c.id)) {
-        if !c.idle_states.is_empty() {
-            seen_any = true;
-        }
-        for s in &c.idle_states {
-            if s.latency_us.is_some_and(|l| l > max_lat) && s.disabled == Some(false) {
-                deep.entry(format!("{} ({} µs)", s.name, s.latency_us.unwrap_or(0)))
-                    .or_default()
-                    .insert(c.id);
-            }
-        }
+    for (cpu, s) in &d.states {
+        deep.entry(format!("{} ({} µs)", s.name, s.latency_us.unwrap_or(0)))
+            .or_default()
+            .insert(*cpu);
     }
     let subject = format!("cpu{data}");
-    if !seen_any {
+    if !d.seen_any {
         return vec![Verdict::skip(
             ID,
             subject,
@@ -104,43 +126,39 @@ fn plan_idle(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
     if !cx.opts.runtime {
         return Ok(());
     }
-    let Ok(Some(list)) = cx.data_cores() else {
-        if !cx.opts.only.is_empty() {
-            plan.note(ID, NoteLevel::Skip, "no data-core list in the profile");
-        }
-        return Ok(());
-    };
-    let Ok(set) = daqtune_probe::cpulist::parse_cpulist(&list, None) else {
-        return Ok(());
-    };
-    let Ok(cpus) = cx.facts.cpus() else {
-        return Ok(());
-    };
-    let max = cx.lp.profile.cpu.max_idle_latency_us;
-    for c in cpus.cpus.iter().filter(|c| set.contains(c.id)) {
-        for s in &c.idle_states {
-            if s.latency_us.is_some_and(|l| l > max) && s.disabled == Some(false) {
-                let path = format!(
-                    "/sys/devices/system/cpu/cpu{}/cpuidle/state{}/disable",
-                    c.id, s.index
-                );
-                let from = "0\n".to_string();
-                plan.changes.push(Change {
-                    check: ID.into(),
-                    subject: format!("cpu{} {}", c.id, s.name),
-                    action: Action::Attr {
-                        path,
-                        from,
-                        to: "1".into(),
-                    },
-                    reboot: false,
-                    note: Some(format!(
-                        "exit latency {} µs > {max} µs",
-                        s.latency_us.unwrap_or(0)
-                    )),
-                });
+    let ctx = cx.context();
+    let d = match deep_states(&ctx) {
+        Ok(d) => d,
+        Err(e) => {
+            if !cx.opts.only.is_empty() {
+                plan.note(ID, NoteLevel::Skip, e);
             }
+            return Ok(());
         }
+    };
+    if d.no_driver {
+        return Ok(());
+    }
+    let max = cx.lp.profile.cpu.max_idle_latency_us;
+    for (cpu, s) in &d.states {
+        let path = format!(
+            "/sys/devices/system/cpu/cpu{cpu}/cpuidle/state{}/disable",
+            s.index
+        );
+        plan.changes.push(Change {
+            check: ID.into(),
+            subject: format!("cpu{cpu} {}", s.name),
+            action: Action::Attr {
+                path,
+                from: "0\n".to_string(),
+                to: "1".into(),
+            },
+            reboot: false,
+            note: Some(format!(
+                "exit latency {} µs > {max} µs",
+                s.latency_us.unwrap_or(0)
+            )),
+        });
     }
     Ok(())
 }

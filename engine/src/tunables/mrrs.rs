@@ -3,7 +3,7 @@
 //! rule that sets it again when a PF is re-added.
 
 use crate::context::nics::{
-    cap_visibility_skip, connectx_pfs, nic_devices, no_nic_reason, pci_or_skip,
+    cap_visibility_skip, data_path_nics, nic_devices, no_nic_reason, pci_or_skip,
 };
 use crate::context::Context;
 use crate::plan::{Action, Change, NoteLevel, Plan, PlanCx, PlanError};
@@ -102,8 +102,14 @@ fn run_mrrs(ctx: &Context) -> Vec<Verdict> {
 fn plan_mrrs(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
     const ID: &str = "pcie.mrrs";
     let want = cx.lp.profile.pcie.mrrs;
-    let pfs = match connectx_pfs(cx.facts) {
-        Ok(p) => p,
+    // The functions the check judges: the data-path NICs' physical functions (the profile's
+    // interfaces, else every ConnectX PF).
+    let pfs: Vec<String> = match cx.facts.pci() {
+        Ok(f) => data_path_nics(&cx.context(), f)
+            .iter()
+            .filter(|n| !n.is_vf)
+            .map(|n| n.addr.to_string())
+            .collect(),
         Err(e) => {
             plan.note(ID, NoteLevel::Skip, e);
             return Ok(());
@@ -111,15 +117,15 @@ fn plan_mrrs(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
     };
     if let Some(dev) = &cx.opts.device {
         let a: daqtune_units::PciAddr = dev.parse()?;
-        if !pfs.iter().any(|p| p.bdf == a.to_string()) {
+        if !pfs.iter().any(|p| *p == a.to_string()) {
             return Err(PlanError::Device(
                 dev.clone(),
-                "not a ConnectX physical function on this host (VFs have no MRRS)".into(),
+                "not a data-path physical function on this host (the profile's interfaces, else the ConnectX PFs; VFs have no MRRS)".into(),
             ));
         }
     }
     if pfs.is_empty() {
-        plan.note(ID, NoteLevel::Skip, "no ConnectX physical function found");
+        plan.note(ID, NoteLevel::Skip, no_nic_reason(&cx.context()));
         return Ok(());
     }
     if cx.opts.runtime {
@@ -129,24 +135,24 @@ fn plan_mrrs(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
                     .map(|a| a.to_string())
                     .ok()
                     .as_deref()
-                    != Some(pf.bdf.as_str())
+                    != Some(pf.as_str())
             }) {
                 continue;
             }
-            let path = format!("/sys/bus/pci/devices/{}/config", pf.bdf);
+            let path = format!("/sys/bus/pci/devices/{}/config", pf);
             // DevCtl as the PCI facts decoded it from the config space they read; apply reads
             // the register again under its lock and refuses if it moved.
             let dev = cx
                 .facts
                 .pci()
                 .ok()
-                .and_then(|f| f.tree.devices.iter().find(|d| d.addr.to_string() == pf.bdf));
+                .and_then(|f| f.tree.devices.iter().find(|d| d.addr.to_string() == *pf));
             let Some(dev) = dev else { continue };
             if let (None, Some(e)) = (&dev.config, &dev.config_error) {
                 plan.note(
                     ID,
                     NoteLevel::Skip,
-                    format!("{}: cannot read config space: {e}", pf.bdf),
+                    format!("{}: cannot read config space: {e}", pf),
                 );
                 continue;
             }
@@ -159,7 +165,7 @@ fn plan_mrrs(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
                 plan.note(
                     ID,
                     NoteLevel::Skip,
-                    format!("{}: {why}; refusing to write", pf.bdf),
+                    format!("{}: {why}; refusing to write", pf),
                 );
                 continue;
             };
@@ -168,7 +174,7 @@ fn plan_mrrs(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
             let new = match daqtune_probe::pci::config::mrrs_rmw(devctl, want) {
                 Ok(n) => n,
                 Err(e) => {
-                    plan.note(ID, NoteLevel::Skip, format!("{}: {e}", pf.bdf));
+                    plan.note(ID, NoteLevel::Skip, format!("{}: {e}", pf));
                     continue;
                 }
             };
@@ -176,9 +182,9 @@ fn plan_mrrs(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
                 let cur = 128u32 << ((devctl >> 12) & 7);
                 plan.changes.push(Change {
                     check: ID.into(),
-                    subject: pf.bdf.clone(),
+                    subject: pf.clone(),
                     action: Action::ConfigWord {
-                        bdf: pf.bdf.clone(),
+                        bdf: pf.clone(),
                         register: "DevCtl".into(),
                         path,
                         offset: off as u64,
@@ -194,7 +200,7 @@ fn plan_mrrs(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
     }
     if cx.opts.persist && cx.opts.device.is_none() {
         let addrs: Vec<daqtune_units::PciAddr> =
-            pfs.iter().filter_map(|p| p.bdf.parse().ok()).collect();
+            pfs.iter().filter_map(|p| p.parse().ok()).collect();
         let text = udev::mrrs_rule(&cx.opts.exe, &cx.profile_ref(), &addrs)?;
         cx.file_change(plan, ID, "udev rule", udev::RULE_PATH, text, 0o644, false);
     }

@@ -3,13 +3,12 @@
 
 use crate::apply::journal::{Entry, Journal};
 use crate::apply::setters::{Target, Writer};
-use crate::context::gpus::{allows, gpus_or_skip, integrated, HOST_PINNED};
+use crate::context::gpus::{allows, gpudirect_path, gpus_or_skip, integrated, HOST_PINNED, NV_MEM};
 use crate::context::Context;
 use crate::plan::{Action, Change, NoteLevel, Plan, PlanCx, PlanError};
 use crate::tunable::Planner;
 use crate::tunable::Tunable;
 use crate::verdict::{Area, Verdict};
-use daqtune_probe::gpu::KernelModule;
 use daqtune_units::etc;
 
 pub const PEERMEM: Tunable = Tunable {
@@ -31,8 +30,6 @@ pub const PEERMEM: Tunable = Tunable {
 // ---------------------------------------------------------------------------------------------
 // gpu.peermem
 
-const NV_MEM: &str = "/sys/kernel/mm/memory_peers/nv_mem";
-
 fn run_peermem(ctx: &Context) -> Vec<Verdict> {
     const ID: &str = "gpu.peermem";
     let snap = match gpus_or_skip(ctx, ID) {
@@ -40,11 +37,6 @@ fn run_peermem(ctx: &Context) -> Vec<Verdict> {
         Err(v) => return v,
     };
     let modules = ctx.modules();
-    let module = ["nvidia_peermem", "nv_peer_mem"]
-        .into_iter()
-        .find(|m| ctx.module_present(m));
-    let nv_mem = ctx.exists(NV_MEM);
-    let driver = ctx.driver();
     let kernel = ctx
         .platform()
         .kernel_release
@@ -71,41 +63,37 @@ fn run_peermem(ctx: &Context) -> Vec<Verdict> {
             ));
             continue;
         }
+        let path = gpudirect_path(ctx, g);
+        let module = path.module;
         let mut paths = Vec::new();
         let mut good = Vec::new();
-        if allows(ctx, "peermem") {
-            let state = match (module, nv_mem) {
-                (Some(m), true) => {
+        if path.peermem_allowed {
+            let state = match (path.module, path.nv_mem) {
+                (Some(m), true) if path.peermem_ready() => {
                     good.push(format!("{m} loaded and registered as a peer-memory client ({NV_MEM})"));
                     format!("{m} loaded, nv_mem present")
                 }
+                (Some(m), true) => format!("{m} loaded and nv_mem present, but the GPU reports GPU_DIRECT_RDMA_SUPPORTED=0"),
                 (Some(m), false) => format!("{m} loaded but {NV_MEM} is absent: ib_core has no peer-memory client registered (the RDMA stack lacks MLNX_OFED/DOCA-OFED's peer-memory API, or the module was built against another ib_core)"),
                 (None, _) => "nvidia_peermem is not loaded".to_string(),
             };
             paths.push(format!("peermem: {state}"));
         }
-        if allows(ctx, "dmabuf") {
-            let open = driver.as_ref().ok().map(|d| d.module == KernelModule::Open);
-            let attr = g.cuda.as_ref().and_then(|c| c.dma_buf_supported);
-            let state = match (open, attr) {
-                (Some(true), Some(true)) => {
+        if path.dmabuf_allowed {
+            let state = match (&path.open_module, path.dmabuf_attr) {
+                (Ok(true), Some(true)) => {
                     good.push(format!(
                         "dma-buf (open kernel module, DMA_BUF_SUPPORTED=1, kernel {kernel})"
                     ));
                     "open kernel module and DMA_BUF_SUPPORTED=1".to_string()
                 }
-                (Some(false), _) => {
+                (Ok(false), _) => {
                     "the proprietary kernel module cannot export dma-buf (needs the open module)"
                         .to_string()
                 }
-                (None, _) => format!(
-                    "kernel module flavour unknown ({})",
-                    driver.as_ref().err().cloned().unwrap_or_default()
-                ),
-                (Some(true), Some(false)) => {
-                    "open kernel module but DMA_BUF_SUPPORTED=0".to_string()
-                }
-                (Some(true), None) => {
+                (Err(e), _) => format!("kernel module flavour unknown ({e})"),
+                (Ok(true), Some(false)) => "open kernel module but DMA_BUF_SUPPORTED=0".to_string(),
+                (Ok(true), None) => {
                     "open kernel module, DMA_BUF_SUPPORTED unknown (CUDA not available)".to_string()
                 }
             };
@@ -198,6 +186,15 @@ fn plan_peermem(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
             return Ok(());
         }
     }
+    // The check's judgement: only where some discrete GPU has no GPUDirect path is there
+    // anything for nvidia_peermem to do (a dma-buf path that is ready needs no module).
+    let ctx = cx.context();
+    if let Ok(snap) = cx.facts.gpus() {
+        let discrete: Vec<_> = snap.gpus.iter().filter(|g| !integrated(g)).collect();
+        if !discrete.is_empty() && discrete.iter().all(|g| gpudirect_path(&ctx, g).ready()) {
+            return Ok(());
+        }
+    }
     let module = "nvidia_peermem";
     if cx.opts.runtime && !cx.facts.module_present(module) {
         match cx.target {
@@ -232,6 +229,23 @@ fn plan_peermem(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
                     reboot: false,
                     note: None,
                 });
+                // ... on a kernel whose RDMA stack has the peer-memory API (MLNX_OFED /
+                // DOCA-OFED), where loading it registers the client. (On the live host, a
+                // module that loads without registering is what the check then reports.)
+                if !cx.facts.exists(NV_MEM) {
+                    plan.changes.push(Change {
+                        check: ID.into(),
+                        subject: module.into(),
+                        action: Action::File {
+                            path: NV_MEM.into(),
+                            from: None,
+                            to: Vec::new(),
+                            mode: 0o444,
+                        },
+                        reboot: false,
+                        note: None,
+                    });
+                }
             }
         }
     }

@@ -97,16 +97,8 @@ fn plan_sysctl(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
             plan.note(ID, NoteLevel::Skip, format!("{k}: not present"));
             continue;
         };
-        let cur: Vec<u64> = raw
-            .split_whitespace()
-            .filter_map(|x| x.parse().ok())
-            .collect();
-        let wantv: Vec<u64> = v
-            .split_whitespace()
-            .filter_map(|x| x.parse().ok())
-            .collect();
-        let below = cur.len() != wantv.len() || cur.iter().zip(&wantv).any(|(c, w)| c < w);
-        if below {
+        // The check's comparison: anything but "every field reaches the profile's" is set.
+        if meets(raw.trim(), v) != Some(true) {
             plan.changes.push(Change {
                 check: ID.into(),
                 subject: k.clone(),

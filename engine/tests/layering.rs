@@ -1,0 +1,232 @@
+//! The engine's modules import each other without a circle, in the layers docs/architecture.md
+//! draws: facts below the context, the context below the tunables, the tunables below the
+//! planner, apply and the commands. Read from the sources: every `crate::a::b` and `super::`
+//! path outside test modules is an edge to the module it names.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// Module path (`tunables::mrrs`) of a source file under engine/src.
+fn module_of(src: &Path, file: &Path) -> String {
+    let rel = file.strip_prefix(src).expect("under src");
+    let mut parts: Vec<String> = rel
+        .iter()
+        .map(|c| c.to_string_lossy().trim_end_matches(".rs").to_string())
+        .collect();
+    if parts.last().is_some_and(|l| l == "mod" || l == "lib") {
+        parts.pop();
+    }
+    parts.join("::")
+}
+
+fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
+    for e in std::fs::read_dir(dir).expect("read_dir").flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            sources(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rs")
+            && p.file_name().is_some_and(|n| n != "tests.rs")
+        {
+            out.push(p);
+        }
+    }
+}
+
+/// The code of a file without its test modules and comments.
+fn code(text: &str) -> String {
+    let mut out = String::new();
+    let mut skip_depth: Option<i32> = None;
+    let mut depth = 0i32;
+    let mut test_attr = false;
+    for line in text.lines() {
+        let t = line.trim_start();
+        if t.starts_with("//") {
+            continue;
+        }
+        let opens = line.matches('{').count() as i32;
+        let closes = line.matches('}').count() as i32;
+        if skip_depth.is_none() && test_attr && t.starts_with("mod ") {
+            skip_depth = Some(depth);
+        }
+        test_attr = t.starts_with("#[cfg(test)]");
+        depth += opens - closes;
+        match skip_depth {
+            Some(d) if depth <= d => skip_depth = None,
+            Some(_) => {}
+            None => {
+                out.push_str(line);
+                out.push('\n');
+            }
+        }
+    }
+    out
+}
+
+/// The longest known module a path names (`crate::tunables::acs::acs_ports` -> `tunables::acs`).
+fn resolve(path: &[&str], modules: &BTreeSet<String>) -> Option<String> {
+    (1..=path.len())
+        .rev()
+        .map(|n| path[..n].join("::"))
+        .find(|m| modules.contains(m))
+}
+
+fn graph() -> BTreeMap<String, BTreeSet<String>> {
+    let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    sources(&src, &mut files);
+    let modules: BTreeSet<String> = files
+        .iter()
+        .map(|f| module_of(&src, f))
+        .filter(|m| !m.is_empty())
+        .collect();
+    let mut g: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for f in &files {
+        let me = module_of(&src, f);
+        if me.is_empty() {
+            continue;
+        }
+        let is_mod_rs = f.file_name().is_some_and(|n| n == "mod.rs");
+        // `super` of a mod.rs is its parent's parent.
+        let mut parent: Vec<&str> = me.split("::").collect();
+        parent.pop();
+        let text = code(&std::fs::read_to_string(f).expect("source"));
+        let edges = g.entry(me.clone()).or_default();
+        let words: Vec<String> = text
+            .split(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':'))
+            .filter(|w| w.starts_with("crate::") || w.starts_with("super::"))
+            .map(String::from)
+            .collect();
+        for w in words {
+            let segs: Vec<&str> = w.split("::").filter(|s| !s.is_empty()).collect();
+            let full: Vec<&str> = if segs[0] == "crate" {
+                segs[1..].to_vec()
+            } else {
+                let mut base: Vec<&str> = if is_mod_rs {
+                    me.split("::").collect()
+                } else {
+                    parent.clone()
+                };
+                if is_mod_rs {
+                    base.pop();
+                }
+                base.extend(segs[1..].iter().copied());
+                base
+            };
+            if let Some(target) = resolve(&full, &modules) {
+                if target != me {
+                    edges.insert(target);
+                }
+            }
+        }
+    }
+    g
+}
+
+#[test]
+fn engine_modules_import_no_circle() {
+    let g = graph();
+    assert!(g.len() > 30, "modules found: {:?}", g.keys());
+    // Depth-first search for a back edge.
+    fn visit(
+        n: &str,
+        g: &BTreeMap<String, BTreeSet<String>>,
+        state: &mut BTreeMap<String, u8>,
+        stack: &mut Vec<String>,
+    ) -> Option<Vec<String>> {
+        state.insert(n.to_string(), 1);
+        stack.push(n.to_string());
+        for m in g.get(n).into_iter().flatten() {
+            match state.get(m.as_str()).copied().unwrap_or(0) {
+                1 => {
+                    let at = stack.iter().position(|s| s == m).unwrap_or(0);
+                    let mut cycle = stack[at..].to_vec();
+                    cycle.push(m.clone());
+                    return Some(cycle);
+                }
+                0 => {
+                    if let Some(c) = visit(m, g, state, stack) {
+                        return Some(c);
+                    }
+                }
+                _ => {}
+            }
+        }
+        stack.pop();
+        state.insert(n.to_string(), 2);
+        None
+    }
+    let mut state = BTreeMap::new();
+    for n in g.keys() {
+        if state.get(n.as_str()).copied().unwrap_or(0) == 0 {
+            let mut stack = Vec::new();
+            if let Some(c) = visit(n, &g, &mut state, &mut stack) {
+                panic!("import circle: {}", c.join(" -> "));
+            }
+        }
+    }
+}
+
+/// The layers of docs/architecture.md, lowest first: a module may use its own layer and those
+/// below, never one above.
+const LAYERS: &[&[&str]] = &[
+    &[
+        "verdict",
+        "profile",
+        "cores",
+        "sys",
+        "appconfig",
+        "appconfig::locate",
+        "appconfig::netaddr",
+        "appconfig::estimate",
+        "apply::setters",
+        "apply::journal",
+        "apply::gpu",
+        "apply::testroot",
+    ],
+    &["facts"],
+    &[
+        "context",
+        "context::nics",
+        "context::gpus",
+        "context::boot",
+        "plan",
+        "tunable",
+    ],
+    &["tunables::*", "appconfig::derive"],
+    &["tunables", "gate", "report", "diff"],
+    &["apply::apply", "apply::revert", "commands"],
+    &["snapshot", "topo"],
+    &["hostroot"],
+    &["apply", "qualify"],
+];
+
+fn layer_of(m: &str) -> Option<usize> {
+    LAYERS.iter().position(|l| {
+        l.iter().any(|p| match p.strip_suffix("::*") {
+            Some(prefix) => m.starts_with(&format!("{prefix}::")),
+            None => *p == m,
+        })
+    })
+}
+
+#[test]
+fn engine_modules_keep_their_layers() {
+    let g = graph();
+    let mut wrong = Vec::new();
+    for (m, deps) in &g {
+        let Some(lm) = layer_of(m) else {
+            wrong.push(format!(
+                "{m} is in no layer (add it to LAYERS and the drawing)"
+            ));
+            continue;
+        };
+        for d in deps {
+            if let Some(ld) = layer_of(d) {
+                if ld > lm {
+                    wrong.push(format!("{m} (layer {lm}) uses {d} (layer {ld})"));
+                }
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
