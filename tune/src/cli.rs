@@ -404,6 +404,27 @@ impl QualifyArgs {
 mod tests {
     use super::*;
 
+    /// The `--only` help names exactly the ids the engine's registry plans for.
+    #[test]
+    fn only_help_lists_the_planners() {
+        use clap::CommandFactory;
+        let cmd = Cli::command();
+        let apply = cmd.find_subcommand("apply").expect("apply");
+        let only = apply
+            .get_arguments()
+            .find(|a| a.get_id() == "only")
+            .expect("--only");
+        let help = only.get_help().map(|h| h.to_string()).unwrap_or_default();
+        let listed: Vec<&str> = help
+            .trim_start_matches("Only these ids (comma-separated):")
+            .trim_end_matches('.')
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .collect();
+        assert_eq!(listed, daqtune_engine::tunables::apply_ids(), "{help}");
+    }
+
     #[test]
     fn cli_definition_is_valid() {
         use clap::CommandFactory;
