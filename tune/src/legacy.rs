@@ -5,7 +5,7 @@
 use crate::cli::GlobalArgs;
 
 /// Recognises `daqtune [GLOBAL...] selftest rdma [ARGS...]` (the RDMA engine's flags are its
-/// own, see `selftest_cmd::RdmaArgs`) and splits off the global options, wherever they stand.
+/// own, see `rdma_cmd::RdmaArgs`) and splits off the global options, wherever they stand.
 /// `--root` also comes from `DAQTUNE_ROOT`, as for every other command.
 pub fn split_rdma_invocation(argv: &[String]) -> Option<(GlobalArgs, Vec<String>)> {
     let mut g = GlobalArgs {

@@ -4,6 +4,7 @@
 mod cli;
 mod commands;
 mod legacy;
+mod rdma_cmd;
 mod selftest_cmd;
 
 use clap::{CommandFactory, Parser};
@@ -15,7 +16,7 @@ use std::process::ExitCode;
 /// `daqtune [--root DIR] [--profile P] selftest rdma ...`: the helper's flags follow the
 /// engine name, so this is parsed by hand (see `legacy::split_rdma_invocation`).
 fn rdma(g: cli::GlobalArgs, args: Vec<String>) -> ExitCode {
-    match selftest_cmd::run_rdma(&g, &args) {
+    match rdma_cmd::run_rdma(&g, &args) {
         Ok(c) => ExitCode::from(c),
         Err(e) => {
             eprintln!("daqtune: {e}");
@@ -26,7 +27,7 @@ fn rdma(g: cli::GlobalArgs, args: Vec<String>) -> ExitCode {
 
 fn main() -> ExitCode {
     let argv = legacy::translate_legacy(std::env::args().collect());
-    // The RDMA engine is a separate executable with its own flags (see selftest_cmd::RdmaArgs).
+    // The RDMA engine is a separate executable with its own flags (see rdma_cmd::RdmaArgs).
     if let Some((g, args)) = legacy::split_rdma_invocation(&argv) {
         return rdma(g, args);
     }
