@@ -9,8 +9,7 @@ use crate::context::boot::{
 };
 use crate::context::Context;
 use crate::plan::{NoteLevel, Plan, PlanCx, PlanError};
-use crate::tunable::Planner;
-use crate::tunable::Tunable;
+use crate::tunable::{Planner, Tunable};
 use crate::verdict::Status;
 use crate::verdict::{Area, Verdict};
 use daqtune_probe::cmdline::{parse_isolcpus, parse_list_param, Cmdline};

@@ -4,8 +4,7 @@
 
 use crate::context::Context;
 use crate::plan::{Action, Change, NoteLevel, Plan, PlanCx, PlanError};
-use crate::tunable::Planner;
-use crate::tunable::Tunable;
+use crate::tunable::{Planner, Tunable};
 use crate::verdict::{Area, Verdict};
 use daqtune_probe::CpuSet;
 use daqtune_units::systemd;

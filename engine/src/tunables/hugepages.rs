@@ -6,8 +6,7 @@
 use crate::apply::setters::Target;
 use crate::context::Context;
 use crate::plan::{Action, Change, NoteLevel, Plan, PlanCx, PlanError};
-use crate::tunable::Planner;
-use crate::tunable::Tunable;
+use crate::tunable::{Planner, Tunable};
 use crate::verdict::Status;
 use crate::verdict::{Area, Verdict};
 use daqtune_probe::mem::{format_size_kb, parse_size_kb};

@@ -7,8 +7,7 @@ use crate::context::nics::{
 };
 use crate::context::Context;
 use crate::plan::{Action, Change, NoteLevel, Plan, PlanCx, PlanError};
-use crate::tunable::Planner;
-use crate::tunable::Tunable;
+use crate::tunable::{Planner, Tunable};
 use crate::verdict::{Area, Verdict};
 use daqtune_probe::pci::config::mrrs_code;
 use daqtune_units::udev;

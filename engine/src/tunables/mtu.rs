@@ -9,8 +9,7 @@ use crate::context::Context;
 use crate::facts::Facts;
 use crate::plan::{Action, Change, NoteLevel, Plan, PlanCx, PlanError};
 use crate::profile::LoadedProfile;
-use crate::tunable::Planner;
-use crate::tunable::Tunable;
+use crate::tunable::{Planner, Tunable};
 use crate::verdict::{Area, Verdict};
 use daqtune_units::network;
 

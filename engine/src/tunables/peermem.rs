@@ -6,8 +6,7 @@ use crate::apply::setters::{Target, Writer};
 use crate::context::gpus::{allows, gpudirect_path, gpus_or_skip, integrated, HOST_PINNED, NV_MEM};
 use crate::context::Context;
 use crate::plan::{Action, Change, NoteLevel, Plan, PlanCx, PlanError};
-use crate::tunable::Planner;
-use crate::tunable::Tunable;
+use crate::tunable::{Planner, Tunable};
 use crate::verdict::{Area, Verdict};
 use daqtune_units::etc;
 
