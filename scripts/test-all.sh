@@ -13,6 +13,7 @@ PACKAGES=(
   pciutils          # pcie tests compare our config-space decoder with lspci -F
   iperf3            # socket self-test reference
   systemd           # systemd-analyze verify on generated units
+  dbus-daemon       # the D-Bus client (unit states without systemctl) is tested against it
   # DPDK engine (feature daqtune-dpdk/dpdk): headers, and dpdk-testpmd for the bench script
   libdpdk-dev dpdk-dev
   # RDMA engine (feature daqtune-rdma/rdma) and its soft-RoCE VM test (tests/vm/rxe-vm.sh)

@@ -8,12 +8,14 @@
 pub mod cmdline;
 pub mod cpu;
 pub mod cpulist;
+pub mod dbus;
 pub mod fsutil;
 pub mod gpu;
 pub mod host;
 pub mod mem;
 pub mod pci;
 pub mod system;
+pub mod systemd;
 pub mod text;
 
 pub use cpulist::CpuSet;

@@ -11,6 +11,7 @@
 //! A `--root` replay reads `<root>/daqtune/gpu.json` (schema [`SCHEMA`], documented in
 //! docs/gpu-facts.md) through [`Recorded`]; [`write_facts`] writes that file for `snapshot`.
 
+pub mod cache;
 pub mod control;
 mod cuda;
 mod dl;
@@ -21,6 +22,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;
 
+pub use cache::{proc_gpus, CacheMode, CacheOutcome, CacheUse, ProcGpu};
 pub use control::{
     foreign_lock, ClockDomain, ControlError, GpuControl, LockOutcome, MockNvml, NvmlControl,
 };
@@ -224,6 +226,9 @@ pub struct Timing {
     pub nvml_query_ms: Option<f64>,
     pub cuda_init_ms: Option<f64>,
     pub cuda_query_ms: Option<f64>,
+    /// Looking up (and on a hit, reading) the CUDA attribute cache.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cuda_cache_ms: Option<f64>,
 }
 
 /// The facts file (`daqtune/gpu.json`) and the result of a live probe: one type for both, so a
@@ -251,6 +256,10 @@ pub struct GpuSnapshot {
     pub gpus: Vec<GpuFacts>,
     #[serde(default)]
     pub timing: Timing,
+    /// Whether the CUDA attributes came from the per-boot cache ([`cache`]) and when they
+    /// were read from CUDA. `None` in recorded facts and where no cache was consulted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cuda_cache: Option<CacheUse>,
 }
 
 impl GpuSnapshot {
@@ -266,6 +275,7 @@ impl GpuSnapshot {
             cuda_device_order: None,
             gpus: Vec::new(),
             timing: Timing::default(),
+            cuda_cache: None,
         }
     }
 
@@ -308,13 +318,16 @@ pub trait GpuSource {
     fn describe(&self) -> String;
 }
 
-/// NVML + CUDA driver on the running machine.
+/// NVML + CUDA driver on the running machine; the CUDA attributes through the per-boot
+/// cache unless `cache` is [`CacheMode::Refresh`].
 #[derive(Debug, Default, Clone, Copy)]
-pub struct Live;
+pub struct Live {
+    pub cache: CacheMode,
+}
 
 impl GpuSource for Live {
     fn gather(&self) -> Result<GpuSnapshot, GpuError> {
-        Ok(gather_live())
+        Ok(gather_live_with(self.cache))
     }
     fn describe(&self) -> String {
         "NVML and the CUDA driver API".into()
@@ -346,42 +359,99 @@ impl GpuSource for Recorded<'_> {
     }
 }
 
-/// The source for a host: the libraries only on the live host, the file under a root.
-pub fn source_for(host: &Host) -> Box<dyn GpuSource + '_> {
+/// The source for a host: the libraries only on the live host, the file under a root (a root
+/// never consults the CUDA cache: it replays what was recorded).
+pub fn source_for(host: &Host, cache: CacheMode) -> Box<dyn GpuSource + '_> {
     if host.is_live() {
-        Box::new(Live)
+        Box::new(Live { cache })
     } else {
         Box::new(Recorded { host })
     }
 }
 
-/// Gather GPU facts from whichever source fits the host.
+/// Gather GPU facts from whichever source fits the host, the CUDA cache allowed.
 pub fn read_gpus(host: &Host) -> Result<GpuSnapshot, GpuError> {
-    source_for(host).gather()
+    read_gpus_with(host, CacheMode::Use)
 }
 
-/// Probe NVML and CUDA and join their records by UUID.
+/// [`read_gpus`] choosing whether the CUDA cache may answer (`--no-cache`).
+pub fn read_gpus_with(host: &Host, cache: CacheMode) -> Result<GpuSnapshot, GpuError> {
+    source_for(host, cache).gather()
+}
+
+/// Probe NVML and CUDA and join their records by UUID; the CUDA attributes may come from the
+/// per-boot cache.
 pub fn gather_live() -> GpuSnapshot {
+    gather_live_with(CacheMode::Use)
+}
+
+/// [`gather_live`] with the cache mode given.
+pub fn gather_live_with(mode: CacheMode) -> GpuSnapshot {
+    let live = Host::live();
+    gather_live_at(
+        &live,
+        std::path::Path::new(cache::CACHE_PATH),
+        mode,
+        cuda::gather,
+    )
+}
+
+/// The live probe with the cache key read through `key_host` and the cache file at
+/// `cache_path`, and CUDA read by `read_cuda` (tests pass fakes for all three).
+fn gather_live_at(
+    key_host: &Host,
+    cache_path: &std::path::Path,
+    mode: CacheMode,
+    read_cuda: fn() -> (LibStatus, cuda::CudaPart),
+) -> GpuSnapshot {
     // CUDA ordinals then follow PCI bus ids, as nvidia-smi numbers GPUs (records are still
     // joined by UUID). Set before any thread starts and before cuInit, which reads it once.
     if std::env::var("CUDA_DEVICE_ORDER").as_deref() != Ok("PCI_BUS_ID") {
         std::env::set_var("CUDA_DEVICE_ORDER", "PCI_BUS_ID");
     }
-    // cuInit dominates the start-up (about 180 ms on an H200, docs/performance.md) and is
-    // independent of NVML, so it runs beside the NVML queries.
-    let ((nvml_status, mut nvml_part), (cuda_status, cuda_part)) = std::thread::scope(|s| {
-        let cuda = s.spawn(cuda::gather);
-        let nvml = nvml::gather();
-        let cuda = cuda.join().unwrap_or_else(|_| {
-            (
-                LibStatus::Unavailable {
-                    reason: "the CUDA probe thread panicked".into(),
-                },
-                cuda::CudaPart::default(),
-            )
-        });
-        (nvml, cuda)
-    });
+    // The cache lookup reads three procfs files: cheap enough to do before deciding whether
+    // CUDA is needed at all.
+    let t_cache = std::time::Instant::now();
+    let lookup = cache::lookup(key_host, cache_path, mode);
+    let cache_ms = t_cache.elapsed().as_secs_f64() * 1e3;
+    let (nvml_status, mut nvml_part, cuda_status, cuda_part, cache_use) = match lookup.hit {
+        Some((cached, use_)) => {
+            let (nvml_status, nvml_part) = nvml::gather();
+            let part = cuda::CudaPart {
+                driver_version: cached.driver_version,
+                device_order: cached.device_order,
+                devices: cached.devices,
+                init_ms: None,
+                query_ms: None,
+            };
+            (nvml_status, nvml_part, LibStatus::Ok, part, use_)
+        }
+        None => {
+            // cuInit dominates the start-up (about 180 ms on an H200, docs/performance.md) and
+            // is independent of NVML, so it runs beside the NVML queries.
+            let ((nvml_status, nvml_part), (cuda_status, cuda_part)) = std::thread::scope(|s| {
+                let cuda = s.spawn(read_cuda);
+                let nvml = nvml::gather();
+                let cuda = cuda.join().unwrap_or_else(|_| {
+                    (
+                        LibStatus::Unavailable {
+                            reason: "the CUDA probe thread panicked".into(),
+                        },
+                        cuda::CudaPart::default(),
+                    )
+                });
+                (nvml, cuda)
+            });
+            let use_ = lookup.store(
+                mode,
+                &cuda_status,
+                cuda_part.driver_version,
+                cuda_part.device_order.clone(),
+                &cuda_part.devices,
+            );
+            (nvml_status, nvml_part, cuda_status, cuda_part, use_)
+        }
+    };
     let mut snap = GpuSnapshot::empty(nvml_status, cuda_status);
     snap.captured_unix = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -396,7 +466,9 @@ pub fn gather_live() -> GpuSnapshot {
         nvml_query_ms: nvml_part.query_ms,
         cuda_init_ms: cuda_part.init_ms,
         cuda_query_ms: cuda_part.query_ms,
+        cuda_cache_ms: Some(cache_ms),
     };
+    snap.cuda_cache = Some(cache_use);
     snap.gpus = join_by_uuid(nvml_part.gpus, cuda_part.devices);
     snap
 }
@@ -759,5 +831,104 @@ mod live_tests {
                 assert!(!g.uuid.is_empty());
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod cache_tests {
+    use super::*;
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    static CUDA_READS: AtomicU32 = AtomicU32::new(0);
+
+    fn fake_cuda() -> (LibStatus, cuda::CudaPart) {
+        CUDA_READS.fetch_add(1, Ordering::SeqCst);
+        let part = cuda::CudaPart {
+            driver_version: Some(13000),
+            device_order: Some("PCI_BUS_ID".into()),
+            devices: vec![(
+                "GPU-0000aaaa-1111-2222-3333-444455556666".into(),
+                CudaAttrs {
+                    ordinal: Some(0),
+                    gpu_direct_rdma_supported: Some(true),
+                    ..Default::default()
+                },
+            )],
+            init_ms: Some(200.0),
+            query_ms: Some(0.1),
+        };
+        (LibStatus::Ok, part)
+    }
+
+    /// The whole live path with a fake procfs and a fake CUDA: the first run of a boot reads
+    /// CUDA and stores; the second takes the attributes from the cache (no cuInit) and says so
+    /// in the facts; a reboot reads CUDA again.
+    #[test]
+    fn live_gather_uses_the_cache_within_a_boot_only() {
+        let d = tempfile::tempdir().expect("tmp");
+        let p = d.path();
+        std::fs::create_dir_all(p.join("proc/sys/kernel/random")).expect("mkdir");
+        std::fs::write(p.join("proc/sys/kernel/random/boot_id"), "boot-1\n").expect("w");
+        std::fs::create_dir_all(p.join("proc/driver/nvidia/gpus")).expect("mkdir");
+        std::fs::write(
+            p.join("proc/driver/nvidia/version"),
+            "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build\n",
+        )
+        .expect("w");
+        let host = Host::at(p).expect("root");
+        let cache = p.join("run/daqtune/cuda-attrs.json");
+        let before = CUDA_READS.load(Ordering::SeqCst);
+        let first = gather_live_at(&host, &cache, CacheMode::Use, fake_cuda);
+        assert_eq!(CUDA_READS.load(Ordering::SeqCst), before + 1);
+        assert_eq!(
+            first.cuda_cache.as_ref().map(|c| c.outcome),
+            Some(CacheOutcome::Stored)
+        );
+        let second = gather_live_at(&host, &cache, CacheMode::Use, fake_cuda);
+        assert_eq!(CUDA_READS.load(Ordering::SeqCst), before + 1, "no cuInit");
+        let used = second.cuda_cache.as_ref().expect("cache use reported");
+        assert_eq!(used.outcome, CacheOutcome::Hit);
+        assert_eq!(second.timing.cuda_init_ms, None);
+        assert!(second.cuda.is_ok());
+        assert_eq!(second.cuda_driver_version, Some(13000));
+        let g = second
+            .gpus
+            .iter()
+            .find(|g| g.uuid.starts_with("GPU-0000aaaa"))
+            .expect("cached device joined");
+        assert_eq!(
+            g.cuda.as_ref().and_then(|c| c.gpu_direct_rdma_supported),
+            Some(true)
+        );
+        std::fs::write(p.join("proc/sys/kernel/random/boot_id"), "boot-2\n").expect("w");
+        let third = gather_live_at(&host, &cache, CacheMode::Use, fake_cuda);
+        assert_eq!(CUDA_READS.load(Ordering::SeqCst), before + 2);
+        assert_eq!(
+            third.cuda_cache.as_ref().map(|c| c.outcome),
+            Some(CacheOutcome::Stored)
+        );
+        // `--no-cache`: CUDA is read afresh and the cache rewritten.
+        let fourth = gather_live_at(&host, &cache, CacheMode::Refresh, fake_cuda);
+        assert_eq!(CUDA_READS.load(Ordering::SeqCst), before + 3);
+        assert_eq!(
+            fourth.cuda_cache.as_ref().map(|c| c.outcome),
+            Some(CacheOutcome::Bypassed)
+        );
+    }
+
+    /// `--root` replays the recorded facts even when the root holds a cache file that matches
+    /// its own procfs: the cache is a live-host optimisation only.
+    #[test]
+    fn a_host_root_never_consults_the_cache() {
+        let d = tempfile::tempdir().expect("tmp");
+        let mut recorded = GpuSnapshot::empty(LibStatus::Ok, LibStatus::Ok);
+        recorded.driver_version = Some("580.95.05".into());
+        write_facts(d.path(), &recorded).expect("facts");
+        std::fs::create_dir_all(d.path().join("run/daqtune")).expect("mkdir");
+        std::fs::write(d.path().join("run/daqtune/cuda-attrs.json"), "{}").expect("w");
+        let host = Host::at(d.path()).expect("root");
+        let got = read_gpus_with(&host, CacheMode::Use).expect("recorded");
+        assert_eq!(got, recorded);
+        assert!(got.cuda_cache.is_none());
     }
 }
