@@ -28,6 +28,15 @@ impl GlobalOptions {
     pub fn facts<'h>(&self, host: &'h Host) -> Facts<'h> {
         Facts::new(host).without_gpu_cache(self.no_cache)
     }
+
+    /// How the live GPU probe may use the CUDA attribute cache.
+    pub fn gpu_cache_mode(&self) -> daqtune_probe::gpu::CacheMode {
+        if self.no_cache {
+            daqtune_probe::gpu::CacheMode::Refresh
+        } else {
+            daqtune_probe::gpu::CacheMode::Use
+        }
+    }
 }
 
 /// A mistake in what the user asked for: exit code 2.

@@ -553,7 +553,7 @@ fn live_gpu(
         .as_deref()
         .and_then(|p| profile::load(p).ok())
         .map_or(250, |lp| lp.profile.gpu.clock_tolerance_mhz);
-    let snap = match crate::facts::read_gpus_once(&host, gpu_cache_mode(g)) {
+    let snap = match crate::facts::read_gpus_once(&host, g.gpu_cache_mode()) {
         Ok(s) => s,
         Err(e) => return (None, Some(format!("no GPU control: {e}"))),
     };
@@ -831,13 +831,5 @@ mod tests {
         assert!(t0.elapsed() >= std::time::Duration::from_millis(400));
         drop(first);
         lock(d.path()).expect("free again");
-    }
-}
-
-fn gpu_cache_mode(g: &GlobalOptions) -> daqtune_probe::gpu::CacheMode {
-    if g.no_cache {
-        daqtune_probe::gpu::CacheMode::Refresh
-    } else {
-        daqtune_probe::gpu::CacheMode::Use
     }
 }
