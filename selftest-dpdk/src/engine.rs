@@ -123,6 +123,7 @@ pub struct DpdkEngine {
     cpus: (usize, usize),
     details: DpdkDetails,
     mtu_notes: Vec<String>,
+    rx_buffer_frames: u64,
 }
 
 /// How to set the engine up.
@@ -137,6 +138,9 @@ pub struct EngineConfig {
     /// TX and RX CPUs (for the report).
     pub cpus: (usize, usize),
     pub tx_flush: Option<TxFlush>,
+    /// Frames the receive side can hold before it drops (the af_packet ring on a veth pair,
+    /// the RX descriptors on a NIC): `--find-max` sizes its trials from it.
+    pub rx_buffer_frames: u64,
 }
 
 impl DpdkEngine {
@@ -150,6 +154,7 @@ impl DpdkEngine {
             topology,
             cpus,
             tx_flush,
+            rx_buffer_frames,
         } = cfg;
         let topology = topology.as_str();
         let frame = frame_for_message(message_size);
@@ -240,7 +245,17 @@ impl DpdkEngine {
                 ..DpdkDetails::default()
             },
             mtu_notes,
+            rx_buffer_frames,
         })
+    }
+
+    /// Link speed of the sending port in Mb/s, where the driver knows one. af_packet reports
+    /// a made-up 10 Gb/s for any interface (a veth has no speed at all), so it has none.
+    pub fn tx_link_speed_mbps(&self) -> Option<u64> {
+        match self.tx_port.info() {
+            Ok((driver, ..)) if driver != "net_af_packet" => self.tx_port.link_speed_mbps(),
+            _ => None,
+        }
     }
 
     pub fn details(&self) -> &DpdkDetails {
@@ -549,6 +564,7 @@ impl DpdkEngine {
         ];
         r.cpu_cores = r.threads.iter().map(|t| t.utilization).sum();
         r.roi = metrics::roi(r.gbps, r.cpu_cores);
+        r.rx_buffer_bytes = Some(self.rx_buffer_frames * msg_len as u64);
 
         let ports = if self.tx_port.id() == self.rx_port.id() {
             vec![self.port_report("tx+rx", &self.tx_port)]

@@ -8,6 +8,7 @@ pub mod cpuplan;
 pub mod dpdk_launcher;
 pub mod engine;
 pub mod error;
+pub mod findmax;
 pub mod ethtool;
 pub mod gpu_sink;
 pub mod metrics;

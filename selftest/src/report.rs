@@ -84,6 +84,43 @@ pub struct EngineResult {
     /// Where the messages were verified when a GPU sink ran (`--gpu`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu: Option<crate::gpu_sink::GpuSinkResult>,
+    /// Receive buffer of the run, bytes as the kernel accounts them (UDP: SO_RCVBUF as
+    /// granted; DPDK: the RX ring), from which `--find-max` sizes its trials.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rx_buffer_bytes: Option<u64>,
+    /// Each stream's figures when the run had several (`--streams N`); they add up to the
+    /// record's totals (rates over the run's common window).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub streams: Vec<StreamFigures>,
+    /// `--find-max`: the highest rate whose loss stayed within `--loss`, as achieved in its
+    /// passing confirmation trial (absent when none was confirmed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_loss_free_gbps: Option<f64>,
+    /// `--find-max`: every trial, in order (probe, search, confirmation).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub trials: Vec<crate::findmax::Trial>,
+    /// `--find-max`: start bounds, precision, trial length rule, limit and conclusion.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub search: Option<crate::findmax::Summary>,
+}
+
+/// One stream of a multi-stream run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StreamFigures {
+    pub stream: usize,
+    pub tx_cpu: Option<usize>,
+    pub rx_cpu: Option<usize>,
+    /// This stream's received payload over the run's window, Gb/s.
+    pub gbps: f64,
+    pub bytes: u64,
+    pub packets: u64,
+    pub sent: u64,
+    pub lost: u64,
+    pub reordered: u64,
+    pub integrity_errors: u64,
+    /// CPU use of its TX and RX threads (1.0 = one core).
+    pub tx_utilization: f64,
+    pub rx_utilization: f64,
 }
 
 fn is_zero(v: &u64) -> bool {
@@ -117,6 +154,11 @@ impl EngineResult {
             notes: Vec::new(),
             injected_corruptions: 0,
             gpu: None,
+            rx_buffer_bytes: None,
+            streams: Vec::new(),
+            max_loss_free_gbps: None,
+            trials: Vec::new(),
+            search: None,
         }
     }
 
@@ -441,6 +483,21 @@ impl Report {
                         .unwrap_or_default()
                 );
             }
+            if !r.streams.is_empty() {
+                s.push_str(&streams_table(r));
+            }
+            if !r.trials.is_empty() {
+                let _ = writeln!(
+                    s,
+                    "      max loss-free: {}",
+                    match (r.max_loss_free_gbps, r.search.as_ref().and_then(|x| x.fraction_of_limit)) {
+                        (Some(g), Some(f)) => format!("{g:.3} Gb/s ({:.1} % of the limit)", f * 100.0),
+                        (Some(g), None) => format!("{g:.3} Gb/s"),
+                        (None, _) => "none confirmed".into(),
+                    }
+                );
+                s.push_str(&crate::findmax::trials_table(r));
+            }
             for n in &r.notes {
                 let _ = writeln!(s, "      {n}");
             }
@@ -501,6 +558,47 @@ impl Report {
         let _ = writeln!(s, "</testsuite>");
         s
     }
+}
+
+/// Each stream of a multi-stream result and their sum, one line each.
+pub fn streams_table(r: &EngineResult) -> String {
+    let mut s = String::new();
+    let cpu = |c: Option<usize>| c.map(|c| c.to_string()).unwrap_or_else(|| "-".into());
+    let _ = writeln!(
+        s,
+        "      {:<6} {:>7} {:>9} {:>10} {:>10} {:>8} {:>6} {:>4} {:>6} {:>6}",
+        "stream", "tx->rx", "Gb/s", "sent", "recv", "lost", "reord", "bad", "tx cpu", "rx cpu"
+    );
+    for st in &r.streams {
+        let _ = writeln!(
+            s,
+            "      {:<6} {:>7} {:>9.3} {:>10} {:>10} {:>8} {:>6} {:>4} {:>5.0}% {:>5.0}%",
+            st.stream,
+            format!("{}->{}", cpu(st.tx_cpu), cpu(st.rx_cpu)),
+            st.gbps,
+            st.sent,
+            st.packets,
+            st.lost,
+            st.reordered,
+            st.integrity_errors,
+            st.tx_utilization * 100.0,
+            st.rx_utilization * 100.0
+        );
+    }
+    let sum = |f: fn(&StreamFigures) -> u64| r.streams.iter().map(f).sum::<u64>();
+    let _ = writeln!(
+        s,
+        "      {:<6} {:>7} {:>9.3} {:>10} {:>10} {:>8} {:>6} {:>4}",
+        "sum",
+        "",
+        r.streams.iter().map(|x| x.gbps).sum::<f64>(),
+        sum(|x| x.sent),
+        sum(|x| x.packets),
+        sum(|x| x.lost),
+        sum(|x| x.reordered),
+        sum(|x| x.integrity_errors)
+    );
+    s
 }
 
 /// Escapes text for XML attributes and content (JUnit here and in the main binary's reports).

@@ -87,6 +87,8 @@ pub(crate) struct RxOut {
     pub(crate) wall_ns: u64,
     pub(crate) notes: Vec<String>,
     pub(crate) gpu: Option<GpuSinkResult>,
+    /// Receive buffer as the kernel granted it (UDP), bytes.
+    pub(crate) buffer: Option<u64>,
 }
 
 /// Spacing of planted corrupt messages: a prime, so they do not line up with batch edges.
@@ -321,10 +323,30 @@ fn assemble(t: &Topology, spec: &RunSpec, pairs: Vec<(TxOut, RxOut)>) -> EngineR
     let peer = t.kind == crate::topology::Kind::Peer;
     let mut hist = Histogram::default();
     let mut wall_ns = 0u64;
+    let mut streams = Vec::new();
     for (i, (tx, mut rx)) in pairs.into_iter().enumerate() {
         let sp = spec.for_stream(i);
         rx.tracker.finish(tx.sent);
         wall_ns = wall_ns.max(rx.wall_ns);
+        if let Some(b) = rx.buffer {
+            *r.rx_buffer_bytes.get_or_insert(0) += b;
+        }
+        if multi {
+            streams.push(crate::report::StreamFigures {
+                stream: i,
+                tx_cpu: sp.tx_cpu,
+                rx_cpu: if peer { None } else { sp.rx_cpu },
+                gbps: 0.0,
+                bytes: rx.bytes,
+                packets: rx.tracker.received,
+                sent: tx.sent,
+                lost: rx.tracker.lost,
+                reordered: rx.tracker.reordered,
+                integrity_errors: rx.tracker.integrity_errors,
+                tx_utilization: util(tx.cpu_ns, tx.wall_ns),
+                rx_utilization: util(rx.cpu_ns, rx.wall_ns),
+            });
+        }
         r.bytes += rx.bytes;
         r.packets += rx.tracker.received;
         r.sent += tx.sent;
@@ -374,6 +396,11 @@ fn assemble(t: &Topology, spec: &RunSpec, pairs: Vec<(TxOut, RxOut)>) -> EngineR
         seen.insert(key.to_string())
     });
     let secs = wall_ns as f64 / 1e9;
+    // Every stream over the run's common window, so the streams add up to the total.
+    for st in &mut streams {
+        st.gbps = metrics::gbps(st.bytes, secs);
+    }
+    r.streams = streams;
     r.message_size = spec.message_size;
     r.duration_s = secs;
     r.rate_gbps = spec.rate_gbps;
@@ -636,7 +663,7 @@ fn run_udp(
     let (sent, tx_done) = (&sent, &tx_done);
     std::thread::scope(|s| {
         let rx = s.spawn(|| -> Result<RxOut> {
-            let setup = (|| -> Result<(UdpSocket, Option<String>, Option<GpuRx>)> {
+            let setup = (|| -> Result<(UdpSocket, Option<String>, Option<GpuRx>, usize)> {
                 let note = enter(t.rx_ns.as_ref(), spec.rx_cpu, "rx")?;
                 let gpu = spec.gpu.as_ref().map(|g| open_gpu(g, size)).transpose()?;
                 let sock = UdpSocket::bind(SocketAddr::new(t.rx_addr, 0))
@@ -644,9 +671,11 @@ fn run_udp(
                 let fd = sock.as_raw_fd();
                 let granted = sys::set_socket_buffer(fd, true, UDP_RCVBUF).unwrap_or(0);
                 let mut note = note;
+                let mut buffer = granted;
                 // The kernel reports twice the size asked for (bookkeeping overhead).
                 if granted < UDP_RCVBUF * 2 {
                     if let Ok(forced) = sys::force_receive_buffer(fd, UDP_RCVBUF) {
+                        buffer = forced;
                         let msg = format!(
                             "udp receive buffer forced to {} MiB (net.core.rmem_max allowed {} KiB; the net.sysctl check judges that)",
                             forced / 2 / (1 << 20),
@@ -660,9 +689,9 @@ fn run_udp(
                 }
                 sock.set_read_timeout(Some(Duration::from_millis(50)))
                     .map_err(|e| Error::io("udp read timeout", e))?;
-                Ok((sock, note, gpu))
+                Ok((sock, note, gpu, buffer))
             })();
-            let (sock, note, gpu) = match setup {
+            let (sock, note, gpu, buffer) = match setup {
                 Ok(v) => v,
                 Err(e) => {
                     let _ = port_tx.send(Err(Error::Invalid(e.to_string())));
@@ -678,6 +707,7 @@ fn run_udp(
                 Some(g) => udp_receive_gpu(&sock, size, ctl, sent, tx_done, g)?,
                 None => udp_receive(&sock, size, latency, ctl, sent, tx_done),
             };
+            out.buffer = Some(buffer as u64);
             out.notes.extend(note);
             Ok(out)
         });
