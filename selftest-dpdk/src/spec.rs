@@ -407,16 +407,28 @@ mod tests {
         assert!(parse_flags(&s(&["--message-size", "9000"]), DpdkRunSpec::default()).is_err());
         assert!(parse_flags(&s(&["--descriptors", "1000"]), DpdkRunSpec::default()).is_err());
         let p = parse_flags(
-            &s(&["--find-max", "--loss", "0.5", "--precision=1", "--trial-duration", "1.5"]),
+            &s(&[
+                "--find-max",
+                "--loss",
+                "0.5",
+                "--precision=1",
+                "--trial-duration",
+                "1.5",
+            ]),
             DpdkRunSpec::default(),
         )
         .expect("ok");
         assert!(p.find_max);
-        assert_eq!((p.loss_pct, p.precision_pct, p.trial_duration_s), (0.5, 1.0, 1.5));
-        assert!(parse_flags(&s(&["--find-max", "--precision", "0"]), DpdkRunSpec::default())
-            .is_err());
-        assert!(parse_flags(&s(&["--find-max", "--loss", "100"]), DpdkRunSpec::default())
-            .is_err());
+        assert_eq!(
+            (p.loss_pct, p.precision_pct, p.trial_duration_s),
+            (0.5, 1.0, 1.5)
+        );
+        assert!(parse_flags(
+            &s(&["--find-max", "--precision", "0"]),
+            DpdkRunSpec::default()
+        )
+        .is_err());
+        assert!(parse_flags(&s(&["--find-max", "--loss", "100"]), DpdkRunSpec::default()).is_err());
     }
 
     #[test]

@@ -162,7 +162,12 @@ pub struct SelftestArgs {
     pub precision: f64,
     /// --find-max: shortest trial in seconds; a trial also lasts at least four times the time
     /// the receive buffer takes to fill at its rate (capped at 30 s).
-    #[arg(long, value_name = "SECS", default_value_t = 2.0, requires = "find_max")]
+    #[arg(
+        long,
+        value_name = "SECS",
+        default_value_t = 2.0,
+        requires = "find_max"
+    )]
     pub trial_duration: f64,
 
     /// Output format on stdout.
@@ -688,11 +693,8 @@ fn run_on(topo: &Topology, args: &SelftestArgs, d: &Defaults) -> (Report, Option
                 what: format!("find-max {}/{mode}", engine.name()),
             };
             let mut quiet = crate::findmax::Quiet;
-            let shown: &mut dyn crate::findmax::Progress = if progress {
-                &mut lines
-            } else {
-                &mut quiet
-            };
+            let shown: &mut dyn crate::findmax::Progress =
+                if progress { &mut lines } else { &mut quiet };
             crate::findmax::run(
                 &mut engine,
                 &spec,
@@ -721,8 +723,7 @@ fn run_on(topo: &Topology, args: &SelftestArgs, d: &Defaults) -> (Report, Option
             let mut t = thresholds.clone();
             t.max_udp_loss_pct = args.loss;
             judge(&mut r, &t);
-            if r.max_loss_free_gbps.is_none() && !matches!(r.status, Status::Error | Status::Skip)
-            {
+            if r.max_loss_free_gbps.is_none() && !matches!(r.status, Status::Error | Status::Skip) {
                 r.status = Status::Fail;
             }
         } else {

@@ -490,8 +490,12 @@ impl Report {
                 let _ = writeln!(
                     s,
                     "      max loss-free: {}",
-                    match (r.max_loss_free_gbps, r.search.as_ref().and_then(|x| x.fraction_of_limit)) {
-                        (Some(g), Some(f)) => format!("{g:.3} Gb/s ({:.1} % of the limit)", f * 100.0),
+                    match (
+                        r.max_loss_free_gbps,
+                        r.search.as_ref().and_then(|x| x.fraction_of_limit)
+                    ) {
+                        (Some(g), Some(f)) =>
+                            format!("{g:.3} Gb/s ({:.1} % of the limit)", f * 100.0),
                         (Some(g), None) => format!("{g:.3} Gb/s"),
                         (None, _) => "none confirmed".into(),
                     }

@@ -1020,7 +1020,30 @@ mod tests {
             assert_eq!(r.integrity_errors, 0);
             assert!(r.packets > 0);
             assert_eq!(r.packets + r.lost, r.sent, "{r:?}");
+            // Each stream's figures, adding up to the totals.
+            assert_eq!(r.streams.len(), 3);
+            let sum =
+                |f: fn(&crate::report::StreamFigures) -> u64| r.streams.iter().map(f).sum::<u64>();
+            assert_eq!(sum(|s| s.bytes), r.bytes);
+            assert_eq!(sum(|s| s.packets), r.packets);
+            assert_eq!(sum(|s| s.sent), r.sent);
+            assert_eq!(sum(|s| s.lost), r.lost);
+            let g: f64 = r.streams.iter().map(|s| s.gbps).sum();
+            assert!(
+                (g - r.gbps).abs() <= 1e-9 * r.gbps.max(1.0),
+                "{g} {}",
+                r.gbps
+            );
+            let text = {
+                let mut rep = crate::report::Report::new("h", "loopback", "x");
+                rep.push(r.clone());
+                rep.to_text()
+            };
+            assert!(text.contains("stream") && text.contains("sum"), "{text}");
         }
+        // One stream: no per-stream table (the record is the stream).
+        let r = loopback_run(Mode::Tcp, None);
+        assert!(r.streams.is_empty());
     }
 
     #[test]
