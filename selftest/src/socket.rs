@@ -2,9 +2,9 @@
 //! TX and an RX thread, each entering its side's network namespace and pinned to its CPU.
 //!
 //! Cost control (the tool must not be the bottleneck): no allocation per message; TCP writes
-//! batches of about 128 KiB (iperf3's default write size) of pre-filled messages in which only
-//! the 32-byte headers change; the receiver reads 256 KiB at a time, so the bytes it checksums
-//! are still in cache, and reads the clock once per read for latency.
+//! batches of 512 KiB of pre-filled messages in which only the 32-byte headers change; the
+//! receiver reads 256 KiB at a time, so the bytes it checksums are still in cache, is woken
+//! only once 128 KiB are queued (SO_RCVLOWAT), and reads the clock once per read for latency.
 
 use crate::engine::{Engine, GpuRun, Mode, RunControl, RunSpec};
 use crate::error::{Error, Result};
@@ -22,10 +22,18 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::time::Duration;
 
-/// Bytes per TCP write.
-const TCP_BATCH_BYTES: usize = 128 * 1024;
+/// Bytes per TCP write. 512 KiB rather than iperf3's 128 KiB: on a veth pair the sender's CPU
+/// also runs the receive half of the stack in softirq, and every write costs it a syscall, a
+/// socket lock round and a push; fewer, larger writes left that CPU more time for the bytes
+/// (docs/performance.md, 2026-11-24).
+const TCP_BATCH_BYTES: usize = 512 * 1024;
 /// Bytes per TCP read.
 const RX_READ_BYTES: usize = 256 * 1024;
+/// SO_RCVLOWAT of the TCP receiver: the kernel wakes the reader once this much is queued
+/// instead of on every segment. The wake-up runs on the CPU that processes the incoming
+/// segments (on a veth pair, the sender's), so every one saved is sender time saved; in the
+/// profile the wake-ups were a quarter of that CPU.
+const RX_LOW_WATER: usize = 128 * 1024;
 /// UDP receive buffer asked for (capped by net.core.rmem_max).
 const UDP_RCVBUF: usize = 32 << 20;
 /// How long the UDP receiver waits for stragglers after the sender is done.
@@ -458,8 +466,9 @@ fn run_tcp(
             let _ = port_tx.send(Ok(port));
             let stream = accept_until(&listener, tx_gone)?;
             let mut out = match gpu {
-                Some(g) => tcp_receive_gpu(stream, ctl, g)?,
-                None => tcp_receive(stream, size, latency, ctl),
+                // Paced streams keep the per-segment wake-ups: their latency is the point.
+                Some(g) => tcp_receive_gpu(stream, ctl, g, spec.rate_gbps.is_none())?,
+                None => tcp_receive(stream, size, latency, ctl, spec.rate_gbps.is_none()),
             };
             out.notes.extend(note);
             Ok(out)
@@ -566,14 +575,25 @@ pub(crate) fn tcp_send(mut stream: TcpStream, spec: &RunSpec, ctl: &RunControl) 
     out
 }
 
+/// Raises the receiver's low-water mark to [`RX_LOW_WATER`] (best effort: without it the
+/// reader is only woken more often). A read still returns at the end of the stream, and the
+/// kernel caps the mark at the space the read offers, so a partial message never waits.
+fn low_water(stream: &TcpStream) {
+    let _ = sys::set_receive_low_water(stream.as_raw_fd(), RX_LOW_WATER);
+}
+
 pub(crate) fn tcp_receive(
     mut stream: TcpStream,
     size: usize,
     latency: bool,
     ctl: &RunControl,
+    batch_wakeups: bool,
 ) -> RxOut {
     let mut out = RxOut::default();
     let mut buf = vec![0u8; RX_READ_BYTES.max(size * 2)];
+    if batch_wakeups {
+        low_water(&stream);
+    }
     let mut filled = 0usize;
     let cpu0 = sys::thread_cpu_ns();
     let start = sys::monotonic_ns();
@@ -624,8 +644,12 @@ pub(crate) fn tcp_receive_gpu(
     mut stream: TcpStream,
     ctl: &RunControl,
     mut g: GpuRx,
+    batch_wakeups: bool,
 ) -> Result<RxOut> {
     let mut out = RxOut::default();
+    if batch_wakeups {
+        low_water(&stream);
+    }
     let cpu0 = sys::thread_cpu_ns();
     let start = sys::monotonic_ns();
     let gpu_err = |e: crate::gpu_sink::SinkError| Error::Gpu(e.to_string());
@@ -968,6 +992,7 @@ mod tests {
     #[test]
     fn batches() {
         assert_eq!(batch_len(8192, None, 128 * 1024), 16);
+        assert_eq!(batch_len(8192, None, TCP_BATCH_BYTES), 64);
         assert_eq!(batch_len(200_000, None, 128 * 1024), 1);
         assert_eq!(batch_len(8192, Some(1.0), 128 * 1024), 1);
         assert_eq!(batch_len(8192, Some(100.0), 128 * 1024), 16);
