@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 const BURST: usize = 32;
+const TX_MAX: usize = 256;
 const TX_LCORE: u32 = 1;
 const RX_LCORE: u32 = 2;
 /// UDP ports of the self-test stream (any frame to another port is not ours).
@@ -318,6 +319,9 @@ impl DpdkEngine {
 
         let tx_done = Arc::new(AtomicBool::new(false));
         let sent_total = Arc::new(AtomicU64::new(0));
+        // Frames the RX lcore has taken off its queue (ours, foreign or damaged alike).
+        let taken_total = Arc::new(AtomicU64::new(0));
+        let window: u64 = std::env::var("DQ_WINDOW").ok().and_then(|v| v.parse().ok()).unwrap_or(0);
         let tx_slot: Arc<Mutex<Option<TxOut>>> = Arc::new(Mutex::new(None));
         let rx_slot: Arc<Mutex<Option<RxOut>>> = Arc::new(Mutex::new(None));
 
@@ -325,6 +329,7 @@ impl DpdkEngine {
             let rx_pool_burst = Burst::<BURST>::new(&self._rx_pool);
             let tx_done = Arc::clone(&tx_done);
             let sent_total = Arc::clone(&sent_total);
+            let taken_total = Arc::clone(&taken_total);
             let slot = Arc::clone(&rx_slot);
             let ctl = ctl.clone();
             let mut queue = rxq;
@@ -341,6 +346,7 @@ impl DpdkEngine {
                     // run should have ended.
                     let hard_stop = wall0 + duration_ns + HARD_STOP_SLACK.as_nanos() as u64;
                     let mut polls = 0u32;
+                    let yield_idle = std::env::var("DQ_RXYIELD").is_ok();
                     loop {
                         polls = polls.wrapping_add(1);
                         if polls % 4096 == 0 && monotonic_ns() > hard_stop {
@@ -348,6 +354,7 @@ impl DpdkEngine {
                         }
                         let n = queue.rx(&mut b);
                         if n == 0 {
+                            if yield_idle { std::thread::yield_now(); }
                             if tx_done.load(Ordering::Acquire) {
                                 let now = monotonic_ns();
                                 let t = *done_at.get_or_insert(now);
@@ -360,6 +367,7 @@ impl DpdkEngine {
                             dpdk::pause();
                             continue;
                         }
+                        taken_total.fetch_add(n as u64, Ordering::Release);
                         let now = if latency { monotonic_ns() } else { 0 };
                         let mut burst_bytes = 0u64;
                         for i in 0..n {
@@ -410,28 +418,48 @@ impl DpdkEngine {
         let tx_job = {
             let tx_done = Arc::clone(&tx_done);
             let sent_total = Arc::clone(&sent_total);
+            let taken_total = Arc::clone(&taken_total);
             let slot = Arc::clone(&tx_slot);
             let ctl = ctl.clone();
-            let mut b = Burst::<BURST>::new(&self.tx_pool);
+            let mut b = Burst::<TX_MAX>::new(&self.tx_pool);
+            let txburst: usize = std::env::var("DQ_TXBURST").ok().and_then(|v| v.parse().ok()).unwrap_or(BURST).min(TX_MAX);
             let mut queue = txq;
             let flush = self.tx_flush.clone();
             self.eal.launch(TX_LCORE, move || {
                 let mut gen = Generator::new(msg_len, 0);
+                let mut frame_template = headers.to_vec();
+                frame_template.extend_from_slice(gen.template());
                 let cpu0 = thread_cpu_ns();
                 let start = dpdk::rdtsc();
                 let end = start + duration_tsc;
                 let (mut sent, mut retries) = (0u64, 0u64);
+                let (mut forgiven, mut last_taken, mut stuck_since) = (0u64, 0u64, 0u64);
+                let stuck_limit = tsc_hz / 500;
                 'outer: loop {
                     let now = dpdk::rdtsc();
                     if now >= end || ctl.stopped() {
                         break;
                     }
+                    if window > 0 && pps.is_none() {
+                        let taken = taken_total.load(Ordering::Acquire);
+                        if sent.saturating_sub(taken + forgiven) >= window {
+                            if taken != last_taken {
+                                last_taken = taken;
+                                stuck_since = now;
+                            } else if now.saturating_sub(stuck_since) > stuck_limit {
+                                // Nothing arrived for 2 ms: what is in flight was lost.
+                                forgiven = sent - taken;
+                            }
+                            dpdk::pause();
+                            continue;
+                        }
+                    }
                     let want = match pps {
                         Some(pps) => {
                             let due = ((now - start) as f64 / tsc_hz as f64 * pps) as u64;
-                            (due.saturating_sub(sent) as usize).min(BURST)
+                            (due.saturating_sub(sent) as usize).min(txburst)
                         }
-                        None => BURST,
+                        None => txburst,
                     };
                     if want == 0 {
                         dpdk::pause();
@@ -448,10 +476,9 @@ impl DpdkEngine {
                         let Some(buf) = b.append(i, frame_len as u16) else {
                             break;
                         };
-                        buf[..L2_L4_HEADERS].copy_from_slice(&headers);
-                        if !gen.write_next(ns, &mut buf[L2_L4_HEADERS..]) {
-                            break;
-                        }
+                        // One copy of the whole frame, then the header stamped in place.
+                        buf.copy_from_slice(&frame_template);
+                        gen.stamp(ns, &mut buf[L2_L4_HEADERS..]);
                         filled += 1;
                     }
                     if filled < want {
