@@ -13,8 +13,12 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+/// Frames per RX burst.
 const BURST: usize = 32;
-const TX_MAX: usize = 256;
+/// Frames per TX burst, at most. af_packet's PMD kicks the kernel (one `sendto`) per burst;
+/// 128 instead of testpmd's 32 makes that a quarter as many system calls on the TX CPU, the
+/// one that runs out first (docs/performance.md, 2026-11-24).
+const TX_BURST: usize = 128;
 const TX_LCORE: u32 = 1;
 const RX_LCORE: u32 = 2;
 /// UDP ports of the self-test stream (any frame to another port is not ours).
@@ -125,6 +129,7 @@ pub struct DpdkEngine {
     details: DpdkDetails,
     mtu_notes: Vec<String>,
     rx_buffer_frames: u64,
+    yield_when_idle: bool,
 }
 
 /// How to set the engine up.
@@ -142,6 +147,9 @@ pub struct EngineConfig {
     /// Frames the receive side can hold before it drops (the af_packet ring on a veth pair,
     /// the RX descriptors on a NIC): `--find-max` sizes its trials from it.
     pub rx_buffer_frames: u64,
+    /// The RX lcore yields its CPU when a poll finds nothing (af_packet: the kernel's receive
+    /// work shares that CPU); a NIC's RX lcore spins.
+    pub yield_when_idle: bool,
 }
 
 impl DpdkEngine {
@@ -156,6 +164,7 @@ impl DpdkEngine {
             cpus,
             tx_flush,
             rx_buffer_frames,
+            yield_when_idle,
         } = cfg;
         let topology = topology.as_str();
         let frame = frame_for_message(message_size);
@@ -247,6 +256,7 @@ impl DpdkEngine {
             },
             mtu_notes,
             rx_buffer_frames,
+            yield_when_idle,
         })
     }
 
@@ -319,9 +329,6 @@ impl DpdkEngine {
 
         let tx_done = Arc::new(AtomicBool::new(false));
         let sent_total = Arc::new(AtomicU64::new(0));
-        // Frames the RX lcore has taken off its queue (ours, foreign or damaged alike).
-        let taken_total = Arc::new(AtomicU64::new(0));
-        let window: u64 = std::env::var("DQ_WINDOW").ok().and_then(|v| v.parse().ok()).unwrap_or(0);
         let tx_slot: Arc<Mutex<Option<TxOut>>> = Arc::new(Mutex::new(None));
         let rx_slot: Arc<Mutex<Option<RxOut>>> = Arc::new(Mutex::new(None));
 
@@ -329,8 +336,8 @@ impl DpdkEngine {
             let rx_pool_burst = Burst::<BURST>::new(&self._rx_pool);
             let tx_done = Arc::clone(&tx_done);
             let sent_total = Arc::clone(&sent_total);
-            let taken_total = Arc::clone(&taken_total);
             let slot = Arc::clone(&rx_slot);
+            let yield_idle = self.yield_when_idle;
             let ctl = ctl.clone();
             let mut queue = rxq;
             self.eal
@@ -346,7 +353,6 @@ impl DpdkEngine {
                     // run should have ended.
                     let hard_stop = wall0 + duration_ns + HARD_STOP_SLACK.as_nanos() as u64;
                     let mut polls = 0u32;
-                    let yield_idle = std::env::var("DQ_RXYIELD").is_ok();
                     loop {
                         polls = polls.wrapping_add(1);
                         if polls % 4096 == 0 && monotonic_ns() > hard_stop {
@@ -354,7 +360,12 @@ impl DpdkEngine {
                         }
                         let n = queue.rx(&mut b);
                         if n == 0 {
-                            if yield_idle { std::thread::yield_now(); }
+                            if yield_idle {
+                                // The kernel's receive work for this ring (RPS) runs on this
+                                // CPU; when it falls behind it continues in ksoftirqd, which a
+                                // spinning lcore would starve of the CPU.
+                                std::thread::yield_now();
+                            }
                             if tx_done.load(Ordering::Acquire) {
                                 let now = monotonic_ns();
                                 let t = *done_at.get_or_insert(now);
@@ -367,7 +378,6 @@ impl DpdkEngine {
                             dpdk::pause();
                             continue;
                         }
-                        taken_total.fetch_add(n as u64, Ordering::Release);
                         let now = if latency { monotonic_ns() } else { 0 };
                         let mut burst_bytes = 0u64;
                         for i in 0..n {
@@ -418,11 +428,9 @@ impl DpdkEngine {
         let tx_job = {
             let tx_done = Arc::clone(&tx_done);
             let sent_total = Arc::clone(&sent_total);
-            let taken_total = Arc::clone(&taken_total);
             let slot = Arc::clone(&tx_slot);
             let ctl = ctl.clone();
-            let mut b = Burst::<TX_MAX>::new(&self.tx_pool);
-            let txburst: usize = std::env::var("DQ_TXBURST").ok().and_then(|v| v.parse().ok()).unwrap_or(BURST).min(TX_MAX);
+            let mut b = Burst::<TX_BURST>::new(&self.tx_pool);
             let mut queue = txq;
             let flush = self.tx_flush.clone();
             self.eal.launch(TX_LCORE, move || {
@@ -433,33 +441,17 @@ impl DpdkEngine {
                 let start = dpdk::rdtsc();
                 let end = start + duration_tsc;
                 let (mut sent, mut retries) = (0u64, 0u64);
-                let (mut forgiven, mut last_taken, mut stuck_since) = (0u64, 0u64, 0u64);
-                let stuck_limit = tsc_hz / 500;
                 'outer: loop {
                     let now = dpdk::rdtsc();
                     if now >= end || ctl.stopped() {
                         break;
                     }
-                    if window > 0 && pps.is_none() {
-                        let taken = taken_total.load(Ordering::Acquire);
-                        if sent.saturating_sub(taken + forgiven) >= window {
-                            if taken != last_taken {
-                                last_taken = taken;
-                                stuck_since = now;
-                            } else if now.saturating_sub(stuck_since) > stuck_limit {
-                                // Nothing arrived for 2 ms: what is in flight was lost.
-                                forgiven = sent - taken;
-                            }
-                            dpdk::pause();
-                            continue;
-                        }
-                    }
                     let want = match pps {
                         Some(pps) => {
                             let due = ((now - start) as f64 / tsc_hz as f64 * pps) as u64;
-                            (due.saturating_sub(sent) as usize).min(txburst)
+                            (due.saturating_sub(sent) as usize).min(TX_BURST)
                         }
-                        None => txburst,
+                        None => TX_BURST,
                     };
                     if want == 0 {
                         dpdk::pause();

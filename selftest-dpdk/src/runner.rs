@@ -280,6 +280,7 @@ fn run_with_hugepages(
             Topology::Veth => eal_args::af_packet_ring(frame).framecnt as u64,
             Topology::Ports => u64::from(spec.descriptors),
         },
+        yield_when_idle: spec.topology == Topology::Veth,
     };
     let mut engine = match DpdkEngine::new(eal.clone(), cfg) {
         Ok(e) => e,

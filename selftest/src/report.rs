@@ -324,7 +324,17 @@ pub fn judge(r: &mut EngineResult, t: &Thresholds) {
         }
     } else {
         let loss = r.loss_pct();
-        if loss > t.max_udp_loss_pct {
+        if loss > t.max_udp_loss_pct && r.rate_gbps.is_none() {
+            // An unpaced flood loses whatever the sender offers beyond what the receiver
+            // takes: a figure about the path, not a defect. The loss-free rate is what
+            // --find-max searches (and a paced run at that rate is judged on its loss).
+            if status == Status::Pass {
+                status = Status::Warn;
+            }
+            r.notes.push(format!(
+                "unpaced: loss {loss:.3} %, the sender outran the receiving side; --find-max finds the highest loss-free rate"
+            ));
+        } else if loss > t.max_udp_loss_pct {
             status = Status::Fail;
             r.notes.push(format!(
                 "loss {:.3} % above the allowed {:.3} %",
@@ -809,6 +819,31 @@ mod tests {
     }
 
     #[test]
+    fn unpaced_loss_is_a_warning_paced_loss_a_failure() {
+        let t = Thresholds::default();
+        let mut r = EngineResult::new("dpdk", Mode::Raw, "veth");
+        r.packets = 986;
+        r.lost = 14;
+        judge(&mut r, &t);
+        assert_eq!(r.status, Status::Warn, "{:?}", r.notes);
+        assert!(r.notes[0].contains("--find-max"));
+        let mut r = EngineResult::new("dpdk", Mode::Raw, "veth");
+        r.packets = 986;
+        r.lost = 14;
+        r.rate_gbps = Some(0.3);
+        r.gbps = 0.3;
+        judge(&mut r, &t);
+        assert_eq!(r.status, Status::Fail);
+        // Integrity still fails an unpaced run.
+        let mut r = EngineResult::new("dpdk", Mode::Raw, "veth");
+        r.packets = 986;
+        r.lost = 14;
+        r.integrity_errors = 1;
+        judge(&mut r, &t);
+        assert_eq!(r.status, Status::Fail);
+    }
+
+    #[test]
     fn udp_loss_limit() {
         let t = Thresholds::default();
         let mut r = EngineResult::new("socket", Mode::Udp, "veth");
@@ -819,6 +854,8 @@ mod tests {
         let mut r = EngineResult::new("socket", Mode::Udp, "veth");
         r.packets = 900;
         r.lost = 100;
+        r.rate_gbps = Some(1.0);
+        r.gbps = 1.0;
         judge(&mut r, &t);
         assert_eq!(r.status, Status::Fail);
         assert!((r.loss_pct() - 10.0).abs() < 1e-9);
