@@ -7,7 +7,8 @@
 # MSG + 42), MAIN_CPU / TX_CPU / RX_CPU (default: lowest, second-highest, highest allowed CPU),
 # TESTPMD (default dpdk-testpmd), PACED_PPS (paced daqtune run, default 400000), ROUNDS
 # (alternating testpmd/daqtune rounds, default 3; medians and spread compared, load average per
-# run), KEEP_LOGS=1 keeps logs.
+# run), KEEP_LOGS=1 keeps logs, BEFORE=/path/to/another/daqtune-dpdk adds its unpaced run to
+# every round (before/after comparisons in one interleaved run).
 # Needs: daqtune-dpdk built with --features dpdk, dpdk-testpmd (Debian/Ubuntu package
 # dpdk-dev or dpdk), 2 MiB hugepages or root to reserve them. No iproute2: the veth pair comes
 # from `daqtune-dpdk --veth-exec`, in a private namespace that ends with the command.
@@ -87,7 +88,13 @@ run_testpmd() {
 }
 
 run_daqtune() {
-  "$BIN" --veth --duration "$DURATION" --message-size "$MSG" ${MAIN_CPU:+--main-cpu $MAIN_CPU} ${TX_CPU:+--tx-cpu $TX_CPU} ${RX_CPU:+--rx-cpu $RX_CPU} $DQ_RPS "$@" 2>"$TMP/dq.err" \
+  run_engine "$BIN" "$@"
+}
+
+# run_engine EXE ARGS...: one daqtune-dpdk run; prints "pps sent received lost integrity status"
+run_engine() {
+  local exe=$1; shift
+  "$exe" --veth --duration "$DURATION" --message-size "$MSG" ${MAIN_CPU:+--main-cpu $MAIN_CPU} ${TX_CPU:+--tx-cpu $TX_CPU} ${RX_CPU:+--rx-cpu $RX_CPU} $DQ_RPS "$@" 2>"$TMP/dq.err" \
     | python3 -c 'import json,sys; r=json.load(sys.stdin)["result"]; print(int(r["packets_per_s"]), r["sent"], r["packets"], r["lost"], r["integrity_errors"], r["status"])'
 }
 
@@ -98,6 +105,7 @@ LOSSY=0
 load() { cut -d' ' -f1 /proc/loadavg; }
 echo "frame $FRAME bytes (message $MSG), $DURATION s, cores main $M tx $T rx $R, $(nproc) CPUs, kernel $(uname -r), $(date -u +%FT%TZ)"
 i=1
+: > "$TMP/before"
 while [ $i -le "$ROUNDS" ]; do
   if [ $((i % 2)) = 1 ]; then
     LT=$(load); TP=$(run_testpmd)
@@ -106,7 +114,13 @@ while [ $i -le "$ROUNDS" ]; do
     LD=$(load); DQ=$(run_daqtune --unpaced || echo "0 0 0 0 0 error")
     LT=$(load); TP=$(run_testpmd)
   fi
+  [ -z "${KEEP_LOGS:-}" ] || { cp "$TMP/rx.log" "$TMP/rx.$i.log"; cp "$TMP/tx.log" "$TMP/tx.$i.log"; }
   echo "round $i: testpmd rx/tx pps = $TP (load $LT); daqtune unpaced pps sent received lost integrity status = $DQ (load $LD)"
+  if [ -n "${BEFORE:-}" ]; then
+    LB=$(load); DB=$(run_engine "$BEFORE" --unpaced || echo "0 0 0 0 0 error")
+    echo "         BEFORE ($BEFORE) unpaced pps sent received lost integrity status = $DB (load $LB)"
+    echo "${DB%% *}" >> "$TMP/before"
+  fi
   echo "${TP%% *}" >> "$TMP/tp"; echo "${DQ%% *}" >> "$TMP/dq"
   set -- $DQ
   [ "${4:-1}" = 0 ] && [ "${5:-1}" = 0 ] || LOSSY=$((LOSSY + 1))
@@ -123,4 +137,7 @@ echo "daqtune unpaced rounds with a lost frame or an integrity error: $LOSSY of 
 echo "daqtune paced $PACED_PPS: pps sent received lost integrity status = $DQ_PACED"
 if [ "$TP_RX_PPS" -gt 0 ]; then
   echo "daqtune / testpmd = $(awk "BEGIN {printf \"%.3f\", $DQ_PPS / $TP_RX_PPS}")"
+  if [ -n "${BEFORE:-}" ]; then
+    echo "BEFORE: unpaced $(spread "$TMP/before") pps; before / testpmd = $(awk "BEGIN {printf \"%.3f\", $(med "$TMP/before") / $TP_RX_PPS}")"
+  fi
 fi

@@ -16,7 +16,9 @@
 # the spread (min-max) are compared. Exit 1 when a daqtune run failed verification.
 #
 # Env: TX_CPU, RX_CPU (default: the two highest CPUs), STREAMS (1), MSG (daqtune message size,
-# 8192), BIN (daqtune-selftest binary; default: a release build), IPERF3, KEEP=FILE (raw rows).
+# 8192), BIN (daqtune-selftest binary; default: a release build), IPERF3, KEEP=FILE (raw rows),
+# BEFORE=/path/to/another/daqtune-selftest (a fourth contender in every round: before/after
+# comparisons in one interleaved run).
 set -euo pipefail
 
 RUNS=${1:-7}
@@ -59,9 +61,9 @@ iperf_run() {
   wait "$srv" || true
 }
 
-# daqtune_run: prints "Gb/s cores integrity_errors status"
+# daqtune_run [EXE]: prints "Gb/s cores integrity_errors status"
 daqtune_run() {
-  "$BIN" socket --veth --mode tcp --duration "$SECS" --message-size "$MSG" --streams "$STREAMS" \
+  "${1:-$BIN}" socket --veth --mode tcp --duration "$SECS" --message-size "$MSG" --streams "$STREAMS" \
     --tx-cpu "$TX_CPU" --rx-cpu "$RX_CPU" --no-progress --format json 2>/dev/null \
     | jq -r '.results[0] | "\(.gbps) \(.cpu_cores) \(.integrity_errors) \(.status)"' \
     || echo "0 0 -1 error"
@@ -73,17 +75,21 @@ stats() { # column of numbers -> "median min max"
 
 echo "host: $NCPU cpus, $(uname -r); tx cpu $TX_CPU, rx cpu $RX_CPU; $STREAMS stream(s); $RUNS rounds x ${SECS}s; $(date -u +%FT%TZ)"
 BAD=0
+N=3
+[ -z "${BEFORE:-}" ] || N=4
 for i in $(seq 1 "$RUNS"); do
   line="round $i:"
   # Rotate the order so no tool always runs right after another.
-  for k in 0 1 2; do
+  for k in $(seq 0 $((N - 1))); do
     L=$(cut -d' ' -f1 /proc/loadavg)
-    case $(( (i + k) % 3 )) in
+    case $(( (i + k) % N )) in
       0) read -r g c < <(iperf_run); echo "iperf $g $c" >> "$ROWS"; line+=$(printf ' iperf3 %.2f (%.2f cores, load %s)' "$g" "$c" "$L") ;;
       1) read -r g c < <(iperf_run -l 512K); echo "iperf512 $g $c" >> "$ROWS"; line+=$(printf ' iperf3-l512K %.2f (%.2f cores, load %s)' "$g" "$c" "$L") ;;
       2) read -r g c bad st < <(daqtune_run); echo "daq $g $c $bad $st" >> "$ROWS"
          [ "$bad" = 0 ] && [ "$st" = pass ] || BAD=$((BAD + 1))
          line+=$(printf ' daqtune %.2f (%.2f cores, %s integrity errors, %s, load %s)' "$g" "$c" "$bad" "$st" "$L") ;;
+      3) read -r g c bad st < <(daqtune_run "$BEFORE"); echo "before $g $c $bad $st" >> "$ROWS"
+         line+=$(printf ' BEFORE %.2f (%.2f cores, %s integrity errors, %s, load %s)' "$g" "$c" "$bad" "$st" "$L") ;;
     esac
   done
   echo "$line"
@@ -94,5 +100,9 @@ read -r ML LL HL < <(awk '$1=="iperf512"{print $2}' "$ROWS" | stats)
 read -r MD LD HD < <(awk '$1=="daq"{print $2}' "$ROWS" | stats)
 echo "median (min-max) Gb/s: iperf3 $MI ($LI-$HI), iperf3 -l 512K $ML ($LL-$HL), daqtune $MD ($LD-$HD)"
 awk -v d="$MD" -v i="$MI" -v l="$ML" 'BEGIN { printf "daqtune / iperf3 = %.3f, daqtune / iperf3 -l 512K = %.3f\n", (i > 0 ? d / i : 0), (l > 0 ? d / l : 0) }'
+if [ -n "${BEFORE:-}" ]; then
+  read -r MB LB HB < <(awk '$1=="before"{print $2}' "$ROWS" | stats)
+  awk -v b="$MB" -v lo="$LB" -v hi="$HB" -v i="$MI" -v l="$ML" 'BEGIN { printf "BEFORE: %.2f (%.2f-%.2f) Gb/s; before / iperf3 = %.3f, before / iperf3 -l 512K = %.3f\n", b, lo, hi, (i > 0 ? b / i : 0), (l > 0 ? b / l : 0) }'
+fi
 if [ "$BAD" -gt 0 ]; then echo "FAIL: $BAD daqtune run(s) did not pass verification"; exit 1; fi
 echo "every daqtune run verified every byte (0 integrity errors, pass)"
