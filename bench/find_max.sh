@@ -32,6 +32,8 @@ TX_CPU=${TX_CPU:-$(( NCPU >= 2 ? NCPU - 2 : 0 ))}
 RX_CPU=${RX_CPU:-$(( NCPU - 1 ))}
 load() { cut -d' ' -f1 /proc/loadavg; }
 FAILED=0
+ERR=$(mktemp)
+trap 'rm -f "$ERR"' EXIT
 
 trial_table() { # JSON result on stdin -> one line per trial
   jq -r '.trials[] | "  \(.phase)\t asked \(if .asked_gbps == null then "unpaced" else (.asked_gbps*1000|round/1000|tostring) end)\t achieved \(.achieved_gbps*1000|round/1000) Gb/s\t loss \(.loss_pct) %\t \(.duration_s*10|round/10) s (\(.length_rule))\t \(if .passed then "pass" else "fail: \(.why)" end)"'
@@ -59,7 +61,7 @@ if [ "$WHICH" = socket ] || [ "$WHICH" = both ]; then
   [ -x "$BIN" ] || cargo build -q --release -p daqtune-selftest --bin daqtune-selftest
   echo "socket/udp over veth ($STREAMS stream(s)), load $(load):"
   R=$("$BIN" socket --veth --find-max --loss "$LOSS" --precision "$PRECISION" --trial-duration "$TRIAL" \
-      --streams "$STREAMS" --tx-cpu "$TX_CPU" --rx-cpu "$RX_CPU" --no-progress --format json 2>/dev/null | jq '.results[0]')
+      --streams "$STREAMS" --tx-cpu "$TX_CPU" --rx-cpu "$RX_CPU" --no-progress --format json 2>/dev/null | jq '.results[0]' || true)
   printf '%s' "$R" | trial_table
   FOUND=$(printf '%s' "$R" | jq -r '.max_loss_free_gbps // empty')
   printf '%s' "$R" | jq -r '"  found \(.max_loss_free_gbps) Gb/s = \((.search.fraction_of_limit // 0)*1000|round/10) % of \(.search.limit.gbps*1000|round/1000) Gb/s (\(.search.limit.source)); \(.search.ended)"'
@@ -75,7 +77,8 @@ if [ "$WHICH" = dpdk ] || [ "$WHICH" = both ]; then
   [ -x "$DPDK_BIN" ] || cargo build -q --release -p daqtune-dpdk --features dpdk
   echo "dpdk/raw over af_packet on veth, 106-byte frames, load $(load):"
   R=$("$DPDK_BIN" --veth --find-max --loss "$LOSS" --precision "$PRECISION" --trial-duration "$TRIAL" \
-      --tx-cpu "$TX_CPU" --rx-cpu "$RX_CPU" 2>/dev/null | jq '.result')
+      --tx-cpu "$TX_CPU" --rx-cpu "$RX_CPU" 2>"$ERR" | jq '.result' || true)
+  [ -n "$R" ] || { echo "  no result: $(tail -n 3 "$ERR")"; }
   printf '%s' "$R" | trial_table
   FOUND=$(printf '%s' "$R" | jq -r '.max_loss_free_gbps // empty')
   printf '%s' "$R" | jq -r '"  found \(.max_loss_free_gbps) Gb/s (\(.packets_per_s|round) pps) = \((.search.fraction_of_limit // 0)*1000|round/10) % of \(.search.limit.gbps*1000|round/1000) Gb/s (\(.search.limit.source)); \(.search.ended)"'

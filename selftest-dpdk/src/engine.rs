@@ -103,7 +103,8 @@ struct RxOut {
     wall_ns: u64,
 }
 
-/// Called on the TX lcore after its last burst with the number of frames handed to the driver;
+/// Called on the TX lcore after its last burst with the number of frames handed to the driver
+/// in this run (the closure keeps the total over the runs of one process);
 /// makes sure the driver's software ring has actually been transmitted (af_packet counts a
 /// frame as sent once it is in the mmap ring, and frames left there when the kernel refused a
 /// kick for lack of socket buffer would otherwise never leave).

@@ -263,8 +263,12 @@ fn run_with_hugepages(
         Err(e) => return skip(spec, format!("DPDK EAL did not start: {e}"), Some(details)),
     };
     let flush: Option<crate::engine::TxFlush> = (spec.topology == Topology::Veth).then(|| {
-        let f: crate::engine::TxFlush = std::sync::Arc::new(|sent: u64| {
-            netns::flush_packet_tx(VETH_TX, sent, Duration::from_secs(2))
+        // The kernel's counters of dqt0 add up over every run of this process (a --find-max
+        // search makes many), so the target is every frame handed over so far, not this run's.
+        let handed = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let f: crate::engine::TxFlush = std::sync::Arc::new(move |sent: u64| {
+            let total = handed.fetch_add(sent, std::sync::atomic::Ordering::SeqCst) + sent;
+            netns::flush_packet_tx(VETH_TX, total, Duration::from_secs(2))
         });
         f
     });
