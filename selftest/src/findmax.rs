@@ -178,7 +178,8 @@ where
     if let Some(l) = p.link_gbps.filter(|l| *l > 0.0) {
         hi = hi.min(l);
     }
-    if !(hi > 0.0) {
+    // NaN (no rate at all) counts as nothing sent too.
+    if hi.is_nan() || hi <= 0.0 {
         s.ended = "the unpaced probe sent nothing: no rate to search".into();
         return s;
     }
