@@ -34,7 +34,7 @@ pub const MIN_OFFERED_FRACTION: f64 = 0.95;
 /// The resolution never goes below this (Gb/s).
 pub const MIN_RESOLUTION_GBPS: f64 = 0.001;
 /// Confirmation trials at most (each failed one restarts the search below it).
-pub const MAX_CONFIRMATIONS: usize = 3;
+pub const MAX_CONFIRMATIONS: usize = 5;
 /// Trials at most, probe and confirmations included.
 pub const MAX_TRIALS: usize = 30;
 /// A trial lasts at least this many times the time the receive buffer takes to fill at the
