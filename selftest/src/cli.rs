@@ -152,7 +152,7 @@ pub struct SelftestArgs {
     /// Search the highest rate whose loss stays within --loss (RFC 2544-style throughput
     /// search for UDP and DPDK): an unpaced probe, a binary search over paced trials, and a
     /// confirmation trial at the rate found; every trial is reported.
-    #[arg(long, conflicts_with_all = ["hold", "serve", "rate", "gpu"])]
+    #[arg(long, conflicts_with_all = ["hold", "serve", "rate", "gpu", "inject_corruption"])]
     pub find_max: bool,
     /// --find-max: loss a trial may have and still pass, percent (RFC 2544: 0).
     #[arg(long, value_name = "PCT", default_value_t = 0.0, requires = "find_max")]

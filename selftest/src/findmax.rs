@@ -273,6 +273,27 @@ pub fn trial_length(
     }
 }
 
+/// A confirmation trial lasts [`CONFIRM_FLOORS`] times the floor (or longer where the buffer
+/// rule says so): the rate it confirms is the one users will run at for longer than a search
+/// trial, and on a busy host a longer trial is likelier to meet the disturbance that a short one
+/// missed.
+pub const CONFIRM_FLOORS: u32 = 3;
+
+/// Length of a confirmation trial at `rate_gbps` (see [`CONFIRM_FLOORS`]).
+pub fn confirm_length(
+    rate_gbps: Option<f64>,
+    buffer_bytes: Option<u64>,
+    floor: Duration,
+) -> (Duration, &'static str) {
+    let (d, rule) = trial_length(rate_gbps, buffer_bytes, floor);
+    let longer = floor * CONFIRM_FLOORS;
+    if d >= longer {
+        (d, rule)
+    } else {
+        (longer, "confirm")
+    }
+}
+
 /// What the found rate is compared with.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Limit {
@@ -311,7 +332,7 @@ pub struct Trial {
     pub achieved_gbps: f64,
     pub duration_s: f64,
     /// Which rule set the length: `floor`, `buffer` (BUFFER_FILLS x the receive buffer at
-    /// this rate) or `cap`.
+    /// this rate), `cap`, or `confirm` (CONFIRM_FLOORS x the floor).
     pub length_rule: String,
     pub sent: u64,
     pub received: u64,
@@ -407,7 +428,8 @@ pub fn run(
         }
         let (length, rule) = match phase {
             Phase::Probe => (trial_floor, "floor"),
-            _ => trial_length(asked, buffer, trial_floor),
+            Phase::Search => trial_length(asked, buffer, trial_floor),
+            Phase::Confirm => confirm_length(asked, buffer, trial_floor),
         };
         let mut spec = base.clone();
         spec.rate_gbps = asked;
@@ -806,6 +828,15 @@ mod tests {
         assert_eq!(trial_length(Some(1.0), None, floor), (floor, "floor"));
         assert_eq!(
             trial_length(Some(0.001), Some(64 << 20), floor),
+            (MAX_TRIAL, "cap")
+        );
+        // Confirmations last three floors at least.
+        assert_eq!(
+            confirm_length(Some(10.0), Some(64 << 20), floor),
+            (floor * 3, "confirm")
+        );
+        assert_eq!(
+            confirm_length(Some(0.001), Some(64 << 20), floor),
             (MAX_TRIAL, "cap")
         );
     }

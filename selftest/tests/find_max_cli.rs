@@ -98,6 +98,14 @@ fn requests_a_search_cannot_serve_are_refused() {
         // clap: --loss belongs to --find-max; --rate is what the search sets.
         vec!["socket", "--loopback", "--loss", "1"],
         vec!["socket", "--loopback", "--find-max", "--rate", "1"],
+        // Planted corruption would fail every trial.
+        vec![
+            "socket",
+            "--loopback",
+            "--find-max",
+            "--inject-corruption",
+            "3",
+        ],
     ] {
         let out = bin().args(&args).output().expect("spawn");
         assert_eq!(
