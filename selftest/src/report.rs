@@ -587,6 +587,36 @@ impl Report {
     }
 }
 
+/// Escapes text for XML attributes and content (JUnit here and in the main binary's reports).
+pub fn xml_escape(s: &str) -> String {
+    let mut o = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => o.push_str("&amp;"),
+            '<' => o.push_str("&lt;"),
+            '>' => o.push_str("&gt;"),
+            '"' => o.push_str("&quot;"),
+            '\'' => o.push_str("&apos;"),
+            // XML 1.0 forbids most control characters even escaped.
+            c if (c as u32) < 0x20 && !matches!(c, '\n' | '\r' | '\t') => o.push('?'),
+            c => o.push(c),
+        }
+    }
+    o
+}
+
+/// Writes a report to stdout. A reader that went away (`daqtune ... | head`) is not an error
+/// worth a panic (what `print!` does on EPIPE, since Rust ignores SIGPIPE): the rest is dropped.
+pub fn emit(text: &str) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    if let Err(e) = out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
+        if e.kind() != std::io::ErrorKind::BrokenPipe {
+            eprintln!("writing the report: {e}");
+        }
+    }
+}
+
 /// Each stream of a multi-stream result and their sum, one line each.
 pub fn streams_table(r: &EngineResult) -> String {
     let mut s = String::new();
@@ -626,36 +656,6 @@ pub fn streams_table(r: &EngineResult) -> String {
         sum(|x| x.integrity_errors)
     );
     s
-}
-
-/// Escapes text for XML attributes and content (JUnit here and in the main binary's reports).
-pub fn xml_escape(s: &str) -> String {
-    let mut o = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => o.push_str("&amp;"),
-            '<' => o.push_str("&lt;"),
-            '>' => o.push_str("&gt;"),
-            '"' => o.push_str("&quot;"),
-            '\'' => o.push_str("&apos;"),
-            // XML 1.0 forbids most control characters even escaped.
-            c if (c as u32) < 0x20 && !matches!(c, '\n' | '\r' | '\t') => o.push('?'),
-            c => o.push(c),
-        }
-    }
-    o
-}
-
-/// Writes a report to stdout. A reader that went away (`daqtune ... | head`) is not an error
-/// worth a panic (what `print!` does on EPIPE, since Rust ignores SIGPIPE): the rest is dropped.
-pub fn emit(text: &str) {
-    use std::io::Write;
-    let mut out = std::io::stdout().lock();
-    if let Err(e) = out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
-        if e.kind() != std::io::ErrorKind::BrokenPipe {
-            eprintln!("writing the report: {e}");
-        }
-    }
 }
 
 #[cfg(test)]
