@@ -184,7 +184,7 @@ fn find_max_converges_over_af_packet() {
     let s = r.search.as_ref().expect("search summary");
     assert!(s.buffer_bytes.is_some(), "the ring size sizes the trials");
     let limit = s.limit.as_ref().expect("a limit");
-    assert!(limit.source.contains("veth pair has none"), "{limit:?}");
+    assert!(limit.source.contains("no link speed known"), "{limit:?}");
     let confirms: Vec<_> = r
         .trials
         .iter()

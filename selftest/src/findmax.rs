@@ -489,7 +489,7 @@ pub fn run(
     let limit = link.or_else(|| {
         trials.first().map(|t| Limit {
             gbps: t.offered_gbps,
-            source: "unpaced send rate of the probe trial (no link speed: a veth pair has none)"
+            source: "unpaced send rate of the probe trial (no link speed known: a veth pair, loopback or af_packet has none)"
                 .into(),
         })
     });

@@ -247,7 +247,7 @@ fn veth_find_max_udp_searches_confirms_and_reports_every_trial() {
         limit["source"]
             .as_str()
             .unwrap_or_default()
-            .contains("veth pair has none"),
+            .contains("no link speed known"),
         "{limit}"
     );
     match r["max_loss_free_gbps"].as_f64() {
