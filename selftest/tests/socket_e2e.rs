@@ -80,6 +80,21 @@ fn no_veth_here() {
     }
 }
 
+/// A UDP result that failed for loss alone (no integrity error, no other reason).
+fn failed_by_loss_only(r: &serde_json::Value) -> bool {
+    r["mode"] == "udp"
+        && r["status"] == "fail"
+        && r["integrity_errors"] == 0
+        && r["notes"]
+            .as_array()
+            .expect("notes")
+            .iter()
+            .filter_map(|n| n.as_str())
+            .map(|n| n.split_once("stream ").map_or(n, |(_, rest)| rest))
+            .filter(|n| !n.contains("udp receive buffer forced"))
+            .all(|n| n.starts_with("loss ") && n.contains("above the allowed"))
+}
+
 #[test]
 fn veth_tcp_and_udp_pass_and_leave_nothing() {
     let _g = LOCK.lock().unwrap_or_else(|e| e.into_inner());
@@ -102,14 +117,7 @@ fn veth_tcp_and_udp_pass_and_leave_nothing() {
     // ms loses datagrams at load 10 on two cores): a UDP failure is accepted when loss is its
     // only reason, and then the exit code must say so. Integrity, counters and the restore
     // are checked either way.
-    let udp_lost_only = results[1]["status"] == "fail"
-        && results[1]["notes"]
-            .as_array()
-            .expect("notes")
-            .iter()
-            .filter_map(|n| n.as_str())
-            .filter(|n| !n.starts_with("udp receive buffer forced"))
-            .all(|n| n.starts_with("loss ") && n.contains("above the allowed"));
+    let udp_lost_only = failed_by_loss_only(&results[1]);
     for r in results {
         // warn = a paced sender starved of CPU fell short of its rate (loaded CI hosts); loss
         // and integrity decide pass/fail.
@@ -160,14 +168,21 @@ fn veth_four_streams() {
         .output()
         .expect("run");
     let v = json(&out);
+    let mut lossy = false;
     for r in v["results"].as_array().expect("results") {
-        assert!(r["status"] == "pass" || r["status"] == "warn", "{r}");
+        // As above: UDP loss on a loaded host is the host's, integrity is ours.
+        let lost_only = failed_by_loss_only(r);
+        lossy |= lost_only;
+        assert!(
+            r["status"] == "pass" || r["status"] == "warn" || lost_only,
+            "{r}"
+        );
         assert_eq!(r["integrity_errors"], 0);
         assert_eq!(r["threads"].as_array().expect("threads").len(), 8);
         streams_add_up(r, 4);
     }
     assert_eq!(v["results"][0]["status"], "pass");
-    assert!(out.status.success());
+    assert_eq!(out.status.code(), Some(if lossy { 1 } else { 0 }));
 }
 
 /// Each stream's figures add up to the result's totals.
