@@ -6,7 +6,9 @@
 # Environment: DURATION (s, default 5), MSG (self-test message bytes, default 64; frame =
 # MSG + 42), MAIN_CPU / TX_CPU / RX_CPU (default: lowest, second-highest, highest allowed CPU),
 # TESTPMD (default dpdk-testpmd), PACED_PPS (paced daqtune run, default 400000), ROUNDS
-# (alternating testpmd/daqtune rounds, default 3; medians compared), KEEP_LOGS=1 keeps logs.
+# (alternating testpmd/daqtune rounds, default 3; medians and spread compared, load average per
+# run), KEEP_LOGS=1 keeps logs, BEFORE=/path/to/another/daqtune-dpdk adds its unpaced run to
+# every round (before/after comparisons in one interleaved run).
 # Needs: daqtune-dpdk built with --features dpdk, dpdk-testpmd (Debian/Ubuntu package
 # dpdk-dev or dpdk), 2 MiB hugepages or root to reserve them. No iproute2: the veth pair comes
 # from `daqtune-dpdk --veth-exec`, in a private namespace that ends with the command.
@@ -86,28 +88,56 @@ run_testpmd() {
 }
 
 run_daqtune() {
-  "$BIN" --veth --duration "$DURATION" --message-size "$MSG" ${MAIN_CPU:+--main-cpu $MAIN_CPU} ${TX_CPU:+--tx-cpu $TX_CPU} ${RX_CPU:+--rx-cpu $RX_CPU} $DQ_RPS "$@" 2>"$TMP/dq.err" \
+  run_engine "$BIN" "$@"
+}
+
+# run_engine EXE ARGS...: one daqtune-dpdk run; prints "pps sent received lost integrity status"
+run_engine() {
+  local exe=$1; shift
+  "$exe" --veth --duration "$DURATION" --message-size "$MSG" ${MAIN_CPU:+--main-cpu $MAIN_CPU} ${TX_CPU:+--tx-cpu $TX_CPU} ${RX_CPU:+--rx-cpu $RX_CPU} $DQ_RPS "$@" 2>"$TMP/dq.err" \
     | python3 -c 'import json,sys; r=json.load(sys.stdin)["result"]; print(int(r["packets_per_s"]), r["sent"], r["packets"], r["lost"], r["integrity_errors"], r["status"])'
 }
 
-# Alternate the two so that both see the same background load; compare medians.
+# Alternate the two so that both see the same background load (the order flips every round);
+# record the 1-minute load average before each run; compare medians and show the spread.
 : > "$TMP/tp"; : > "$TMP/dq"
+LOSSY=0
+load() { cut -d' ' -f1 /proc/loadavg; }
+echo "frame $FRAME bytes (message $MSG), $DURATION s, cores main $M tx $T rx $R, $(nproc) CPUs, kernel $(uname -r), $(date -u +%FT%TZ)"
 i=1
+: > "$TMP/before"
 while [ $i -le "$ROUNDS" ]; do
-  TP=$(run_testpmd)
-  DQ=$(run_daqtune --unpaced || echo "0 0 0 0 0 error")
-  echo "round $i: testpmd rx/tx pps = $TP; daqtune unpaced pps sent received lost integrity status = $DQ"
+  if [ $((i % 2)) = 1 ]; then
+    LT=$(load); TP=$(run_testpmd)
+    LD=$(load); DQ=$(run_daqtune --unpaced || echo "0 0 0 0 0 error")
+  else
+    LD=$(load); DQ=$(run_daqtune --unpaced || echo "0 0 0 0 0 error")
+    LT=$(load); TP=$(run_testpmd)
+  fi
+  [ -z "${KEEP_LOGS:-}" ] || { cp "$TMP/rx.log" "$TMP/rx.$i.log"; cp "$TMP/tx.log" "$TMP/tx.$i.log"; }
+  echo "round $i: testpmd rx/tx pps = $TP (load $LT); daqtune unpaced pps sent received lost integrity status = $DQ (load $LD)"
+  if [ -n "${BEFORE:-}" ]; then
+    LB=$(load); DB=$(run_engine "$BEFORE" --unpaced || echo "0 0 0 0 0 error")
+    echo "         BEFORE ($BEFORE) unpaced pps sent received lost integrity status = $DB (load $LB)"
+    echo "${DB%% *}" >> "$TMP/before"
+  fi
   echo "${TP%% *}" >> "$TMP/tp"; echo "${DQ%% *}" >> "$TMP/dq"
+  set -- $DQ
+  [ "${4:-1}" = 0 ] && [ "${5:-1}" = 0 ] || LOSSY=$((LOSSY + 1))
   i=$((i + 1))
 done
+spread() { sort -n "$1" | awk '{a[NR]=$1} END {printf "%d (%d-%d)", a[int((NR+1)/2)], a[1], a[NR]}'; }
 med() { sort -n "$1" | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 TP_RX_PPS=$(med "$TMP/tp")
 DQ_PPS=$(med "$TMP/dq")
 DQ_PACED=$(run_daqtune --pps "$PACED_PPS" || echo "0 0 0 0 0 error")
 
-echo "frame $FRAME bytes (message $MSG), $DURATION s, cores main $M tx $T rx $R, $(nproc) CPUs, kernel $(uname -r)"
-echo "median of $ROUNDS rounds: testpmd txonly->rxonly rx $TP_RX_PPS pps, daqtune unpaced $DQ_PPS pps"
+echo "median (min-max) of $ROUNDS rounds: testpmd txonly->rxonly rx $(spread "$TMP/tp") pps, daqtune unpaced $(spread "$TMP/dq") pps, every frame checked"
+echo "daqtune unpaced rounds with a lost frame or an integrity error: $LOSSY of $ROUNDS"
 echo "daqtune paced $PACED_PPS: pps sent received lost integrity status = $DQ_PACED"
 if [ "$TP_RX_PPS" -gt 0 ]; then
-  echo "daqtune / testpmd = $(awk "BEGIN {printf \"%.2f\", $DQ_PPS / $TP_RX_PPS}")"
+  echo "daqtune / testpmd = $(awk "BEGIN {printf \"%.3f\", $DQ_PPS / $TP_RX_PPS}")"
+  if [ -n "${BEFORE:-}" ]; then
+    echo "BEFORE: unpaced $(spread "$TMP/before") pps; before / testpmd = $(awk "BEGIN {printf \"%.3f\", $(med "$TMP/before") / $TP_RX_PPS}")"
+  fi
 fi

@@ -13,7 +13,12 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+/// Frames per RX burst.
 const BURST: usize = 32;
+/// Frames per TX burst, at most. af_packet's PMD kicks the kernel (one `sendto`) per burst;
+/// 128 instead of testpmd's 32 makes that a quarter as many system calls on the TX CPU, the
+/// one that runs out first (docs/performance.md, 2026-11-24).
+const TX_BURST: usize = 128;
 const TX_LCORE: u32 = 1;
 const RX_LCORE: u32 = 2;
 /// UDP ports of the self-test stream (any frame to another port is not ours).
@@ -98,7 +103,8 @@ struct RxOut {
     wall_ns: u64,
 }
 
-/// Called on the TX lcore after its last burst with the number of frames handed to the driver;
+/// Called on the TX lcore after its last burst with the number of frames handed to the driver
+/// in this run (the closure keeps the total over the runs of one process);
 /// makes sure the driver's software ring has actually been transmitted (af_packet counts a
 /// frame as sent once it is in the mmap ring, and frames left there when the kernel refused a
 /// kick for lack of socket buffer would otherwise never leave).
@@ -123,6 +129,8 @@ pub struct DpdkEngine {
     cpus: (usize, usize),
     details: DpdkDetails,
     mtu_notes: Vec<String>,
+    rx_buffer_frames: u64,
+    yield_when_idle: bool,
 }
 
 /// How to set the engine up.
@@ -137,6 +145,12 @@ pub struct EngineConfig {
     /// TX and RX CPUs (for the report).
     pub cpus: (usize, usize),
     pub tx_flush: Option<TxFlush>,
+    /// Frames the receive side can hold before it drops (the af_packet ring on a veth pair,
+    /// the RX descriptors on a NIC): `--find-max` sizes its trials from it.
+    pub rx_buffer_frames: u64,
+    /// The RX lcore yields its CPU when a poll finds nothing (af_packet: the kernel's receive
+    /// work shares that CPU); a NIC's RX lcore spins.
+    pub yield_when_idle: bool,
 }
 
 impl DpdkEngine {
@@ -150,6 +164,8 @@ impl DpdkEngine {
             topology,
             cpus,
             tx_flush,
+            rx_buffer_frames,
+            yield_when_idle,
         } = cfg;
         let topology = topology.as_str();
         let frame = frame_for_message(message_size);
@@ -240,7 +256,18 @@ impl DpdkEngine {
                 ..DpdkDetails::default()
             },
             mtu_notes,
+            rx_buffer_frames,
+            yield_when_idle,
         })
+    }
+
+    /// Link speed of the sending port in Mb/s, where the driver knows one. af_packet reports
+    /// a made-up 10 Gb/s for any interface (a veth has no speed at all), so it has none.
+    pub fn tx_link_speed_mbps(&self) -> Option<u64> {
+        match self.tx_port.info() {
+            Ok((driver, ..)) if driver != "net_af_packet" => self.tx_port.link_speed_mbps(),
+            _ => None,
+        }
     }
 
     pub fn details(&self) -> &DpdkDetails {
@@ -311,6 +338,7 @@ impl DpdkEngine {
             let tx_done = Arc::clone(&tx_done);
             let sent_total = Arc::clone(&sent_total);
             let slot = Arc::clone(&rx_slot);
+            let yield_idle = self.yield_when_idle;
             let ctl = ctl.clone();
             let mut queue = rxq;
             self.eal
@@ -333,6 +361,12 @@ impl DpdkEngine {
                         }
                         let n = queue.rx(&mut b);
                         if n == 0 {
+                            if yield_idle {
+                                // The kernel's receive work for this ring (RPS) runs on this
+                                // CPU; when it falls behind it continues in ksoftirqd, which a
+                                // spinning lcore would starve of the CPU.
+                                std::thread::yield_now();
+                            }
                             if tx_done.load(Ordering::Acquire) {
                                 let now = monotonic_ns();
                                 let t = *done_at.get_or_insert(now);
@@ -397,11 +431,13 @@ impl DpdkEngine {
             let sent_total = Arc::clone(&sent_total);
             let slot = Arc::clone(&tx_slot);
             let ctl = ctl.clone();
-            let mut b = Burst::<BURST>::new(&self.tx_pool);
+            let mut b = Burst::<TX_BURST>::new(&self.tx_pool);
             let mut queue = txq;
             let flush = self.tx_flush.clone();
             self.eal.launch(TX_LCORE, move || {
                 let mut gen = Generator::new(msg_len, 0);
+                let mut frame_template = headers.to_vec();
+                frame_template.extend_from_slice(gen.template());
                 let cpu0 = thread_cpu_ns();
                 let start = dpdk::rdtsc();
                 let end = start + duration_tsc;
@@ -414,9 +450,9 @@ impl DpdkEngine {
                     let want = match pps {
                         Some(pps) => {
                             let due = ((now - start) as f64 / tsc_hz as f64 * pps) as u64;
-                            (due.saturating_sub(sent) as usize).min(BURST)
+                            (due.saturating_sub(sent) as usize).min(TX_BURST)
                         }
-                        None => BURST,
+                        None => TX_BURST,
                     };
                     if want == 0 {
                         dpdk::pause();
@@ -433,10 +469,9 @@ impl DpdkEngine {
                         let Some(buf) = b.append(i, frame_len as u16) else {
                             break;
                         };
-                        buf[..L2_L4_HEADERS].copy_from_slice(&headers);
-                        if !gen.write_next(ns, &mut buf[L2_L4_HEADERS..]) {
-                            break;
-                        }
+                        // One copy of the whole frame, then the header stamped in place.
+                        buf.copy_from_slice(&frame_template);
+                        gen.stamp(ns, &mut buf[L2_L4_HEADERS..]);
                         filled += 1;
                     }
                     if filled < want {
@@ -549,6 +584,7 @@ impl DpdkEngine {
         ];
         r.cpu_cores = r.threads.iter().map(|t| t.utilization).sum();
         r.roi = metrics::roi(r.gbps, r.cpu_cores);
+        r.rx_buffer_bytes = Some(self.rx_buffer_frames * msg_len as u64);
 
         let ports = if self.tx_port.id() == self.rx_port.id() {
             vec![self.port_report("tx+rx", &self.tx_port)]

@@ -12,7 +12,8 @@ fn usage(msg: &str) -> ! {
     eprintln!(
         "usage: daqtune-dpdk [--spec FILE|-] [--veth | --tx-port BDF --rx-port BDF] [--duration S] \
          [--message-size N] [--pps N | --rate GBPS | --unpaced] [--main-cpu N] [--tx-cpu N] [--rx-cpu N] \
-         [--mbufs N] [--descriptors N] [--max-loss PCT] [--no-reserve] [--no-rps] [--log-level L]\n       daqtune-dpdk --probe | --dry-run [flags] | --veth-exec [--mtu N] [--rps-cpu N] -- CMD..."
+         [--mbufs N] [--descriptors N] [--max-loss PCT] [--no-reserve] [--no-rps] [--log-level L] \
+         [--find-max [--loss PCT] [--precision PCT] [--trial-duration S]]\n       daqtune-dpdk --probe | --dry-run [flags] | --veth-exec [--mtu N] [--rps-cpu N] -- CMD..."
     );
     std::process::exit(exit::USAGE)
 }

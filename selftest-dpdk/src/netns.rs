@@ -132,17 +132,19 @@ fn packet_sockets(ifindex: Option<i32>) -> Vec<(i32, i32)> {
     out
 }
 
-/// Frames `iface` has transmitted, from /proc/net/dev.
+/// Frames `iface` has transmitted or dropped on transmit (both left the ring), from
+/// /proc/net/dev; counted since the interface was made.
 fn tx_packets(iface: &str) -> Option<u64> {
     let t = std::fs::read_to_string("/proc/net/dev").ok()?;
     parse_net_dev(&t)
         .into_iter()
         .find(|c| c.name == iface)
-        .map(|c| c.tx_packets)
+        .map(|c| c.tx_packets + c.tx_dropped)
 }
 
 /// Kicks the af_packet TX ring of `iface` (an empty `sendto`, as the PMD does after each
-/// burst) until the kernel has transmitted `sent` frames or `limit` passes. The PMD counts a
+/// burst) until the kernel has transmitted (or dropped) `sent` frames in all since the
+/// interface was made, or `limit` passes. The PMD counts a
 /// frame as sent once it is in the ring; when a kick finds the socket's send buffer full
 /// (receive processing deferred), the rest waits in the ring for the next kick, and after the
 /// last burst there is none.

@@ -140,6 +140,76 @@ pub fn run(spec: &DpdkRunSpec) -> (DpdkOutput, i32) {
     (out, code)
 }
 
+/// Progress lines for the launcher (which shows them on a terminal).
+struct ProgressLines;
+
+impl daqtune_selftest::findmax::Progress for ProgressLines {
+    fn trial_start(
+        &mut self,
+        n: usize,
+        phase: daqtune_selftest::findmax::Phase,
+        asked: Option<f64>,
+        length: Duration,
+    ) {
+        eprintln!(
+            "{}find-max dpdk/raw: trial {n} ({}) {} for {:.1} s",
+            daqtune_selftest::dpdk_launcher::PROGRESS_PREFIX,
+            phase.as_str(),
+            asked
+                .map(|a| format!("at {a:.3} Gb/s"))
+                .unwrap_or_else(|| "unpaced".into()),
+            length.as_secs_f64()
+        );
+    }
+
+    fn trial_end(&mut self, t: &daqtune_selftest::findmax::Trial) {
+        eprintln!(
+            "{}  achieved {:.3} Gb/s ({:.0} pps), loss {:.4} %: {}",
+            daqtune_selftest::dpdk_launcher::PROGRESS_PREFIX,
+            t.achieved_gbps,
+            if t.duration_s > 0.0 {
+                t.received as f64 / t.duration_s
+            } else {
+                0.0
+            },
+            t.loss_pct,
+            if t.passed { "pass" } else { "fail" }
+        );
+    }
+}
+
+/// `--find-max`: the search over this engine's ports.
+fn find_max(
+    engine: &mut DpdkEngine,
+    spec: &DpdkRunSpec,
+    base: &RunSpec,
+    ctl: &RunControl,
+) -> daqtune_selftest::Result<EngineResult> {
+    use daqtune_selftest::findmax;
+    let link = engine.tx_link_speed_mbps().map(|mbps| findmax::Limit {
+        gbps: findmax::link_payload_gbps(mbps, spec.message_size),
+        source: format!(
+            "payload rate of the {mbps} Mb/s link (DPDK link status; {}-byte messages, 66 \
+             bytes of preamble, headers, FCS and gap each)",
+            spec.message_size
+        ),
+    });
+    let p = findmax::Params {
+        loss_pct: spec.loss_pct,
+        precision_pct: spec.precision_pct,
+        link_gbps: None,
+    };
+    findmax::run(
+        engine,
+        base,
+        ctl,
+        &p,
+        Duration::from_secs_f64(spec.trial_duration_s),
+        link,
+        &mut ProgressLines,
+    )
+}
+
 fn run_with_hugepages(
     spec: &DpdkRunSpec,
     prefix: &str,
@@ -193,8 +263,12 @@ fn run_with_hugepages(
         Err(e) => return skip(spec, format!("DPDK EAL did not start: {e}"), Some(details)),
     };
     let flush: Option<crate::engine::TxFlush> = (spec.topology == Topology::Veth).then(|| {
-        let f: crate::engine::TxFlush = std::sync::Arc::new(|sent: u64| {
-            netns::flush_packet_tx(VETH_TX, sent, Duration::from_secs(2))
+        // The kernel's counters of dqt0 add up over every run of this process (a --find-max
+        // search makes many), so the target is every frame handed over so far, not this run's.
+        let handed = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let f: crate::engine::TxFlush = std::sync::Arc::new(move |sent: u64| {
+            let total = handed.fetch_add(sent, std::sync::atomic::Ordering::SeqCst) + sent;
+            netns::flush_packet_tx(VETH_TX, total, Duration::from_secs(2))
         });
         f
     });
@@ -206,6 +280,11 @@ fn run_with_hugepages(
         topology: topology_name(spec),
         cpus: (tx_cpu, rx_cpu),
         tx_flush: flush,
+        rx_buffer_frames: match spec.topology {
+            Topology::Veth => eal_args::af_packet_ring(frame).framecnt as u64,
+            Topology::Ports => u64::from(spec.descriptors),
+        },
+        yield_when_idle: spec.topology == Topology::Veth,
     };
     let mut engine = match DpdkEngine::new(eal.clone(), cfg) {
         Ok(e) => e,
@@ -227,7 +306,11 @@ fn run_with_hugepages(
         // Reading resets: start the ring counters at the run.
         let _ = netns::packet_socket_stats();
     }
-    let result = engine.run(&rs, &ctl);
+    let result = if spec.find_max {
+        find_max(&mut engine, spec, &rs, &ctl)
+    } else {
+        engine.run(&rs, &ctl)
+    };
     let sockets = if veth {
         netns::packet_socket_stats()
     } else {
@@ -258,21 +341,42 @@ fn run_with_hugepages(
                 max_udp_loss_pct: spec.max_loss_pct,
                 ..Thresholds::default()
             };
+            // A search's counters cover every trial, the failing ones included.
+            let over = if spec.find_max {
+                "over the whole search: "
+            } else {
+                ""
+            };
             for p in sockets.iter().filter(|p| p.drops > 0) {
                 r.notes.push(format!(
-                    "af_packet ring on {} dropped {} frame(s): the RX lcore fell behind (other load on its CPU)",
+                    "{over}af_packet ring on {} dropped {} frame(s): the RX lcore fell behind (other load on its CPU)",
                     p.iface, p.drops
                 ));
             }
             for c in &kernel_ifs {
                 if c.rx_dropped > 0 || c.tx_dropped > 0 {
                     r.notes.push(format!(
-                        "kernel interface {} dropped {} received and {} sent frame(s) (softirq starved: other load on the run's CPUs)",
+                        "{over}kernel interface {} dropped {} received and {} sent frame(s) (softirq starved: other load on the run's CPUs)",
                         c.name, c.rx_dropped, c.tx_dropped
                     ));
                 }
             }
+            let t = if spec.find_max {
+                // The record is the confirmation trial's: judged by the search's loss limit.
+                Thresholds {
+                    max_udp_loss_pct: spec.loss_pct,
+                    ..t
+                }
+            } else {
+                t
+            };
             judge(&mut r, &t);
+            if spec.find_max
+                && r.max_loss_free_gbps.is_none()
+                && !matches!(r.status, daqtune_selftest::Status::Error)
+            {
+                r.status = daqtune_selftest::Status::Fail;
+            }
             r.notes.extend(rps_note);
             let interrupted = daqtune_selftest::signals::pending();
             if interrupted.is_some() {

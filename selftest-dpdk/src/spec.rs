@@ -57,6 +57,14 @@ pub struct DpdkRunSpec {
     pub log_level: String,
     /// Topology veth: steer the receiving end's kernel work to the RX CPU (RPS).
     pub rps: bool,
+    /// Search the loss-free maximum (daqtune_selftest::findmax) instead of one run.
+    pub find_max: bool,
+    /// find_max: loss a trial may have and still pass, percent.
+    pub loss_pct: f64,
+    /// find_max: stopping precision, percent of the upper start bound.
+    pub precision_pct: f64,
+    /// find_max: shortest trial, seconds.
+    pub trial_duration_s: f64,
 }
 
 impl Default for DpdkRunSpec {
@@ -80,6 +88,10 @@ impl Default for DpdkRunSpec {
             max_loss_pct: 0.1,
             log_level: "notice".into(),
             rps: true,
+            find_max: false,
+            loss_pct: 0.0,
+            precision_pct: 2.0,
+            trial_duration_s: 2.0,
         }
     }
 }
@@ -130,6 +142,17 @@ impl DpdkRunSpec {
         }
         if !(0.0..=100.0).contains(&self.max_loss_pct) {
             return Err("max_loss_pct must be within 0..100".into());
+        }
+        if self.find_max {
+            if !(0.0..100.0).contains(&self.loss_pct) {
+                return Err("loss_pct must be within 0..100".into());
+            }
+            if !(self.precision_pct > 0.0 && self.precision_pct <= 50.0) {
+                return Err("precision_pct must be within (0, 50]".into());
+            }
+            if !(self.trial_duration_s > 0.0 && self.trial_duration_s <= 600.0) {
+                return Err("trial_duration_s must be within (0, 600]".into());
+            }
         }
         Ok(())
     }
@@ -326,6 +349,10 @@ pub fn parse_flags(args: &[String], mut spec: DpdkRunSpec) -> Result<DpdkRunSpec
             "--no-reserve" => spec.reserve_hugepages = false,
             "--no-rps" => spec.rps = false,
             "--log-level" => spec.log_level = val()?,
+            "--find-max" => spec.find_max = true,
+            "--loss" => spec.loss_pct = num(key, &val()?)?,
+            "--precision" => spec.precision_pct = num(key, &val()?)?,
+            "--trial-duration" => spec.trial_duration_s = num(key, &val()?)?,
             other => return Err(format!("unknown argument {other:?}")),
         }
     }
@@ -379,6 +406,29 @@ mod tests {
         assert!(parse_flags(&s(&["--bogus"]), DpdkRunSpec::default()).is_err());
         assert!(parse_flags(&s(&["--message-size", "9000"]), DpdkRunSpec::default()).is_err());
         assert!(parse_flags(&s(&["--descriptors", "1000"]), DpdkRunSpec::default()).is_err());
+        let p = parse_flags(
+            &s(&[
+                "--find-max",
+                "--loss",
+                "0.5",
+                "--precision=1",
+                "--trial-duration",
+                "1.5",
+            ]),
+            DpdkRunSpec::default(),
+        )
+        .expect("ok");
+        assert!(p.find_max);
+        assert_eq!(
+            (p.loss_pct, p.precision_pct, p.trial_duration_s),
+            (0.5, 1.0, 1.5)
+        );
+        assert!(parse_flags(
+            &s(&["--find-max", "--precision", "0"]),
+            DpdkRunSpec::default()
+        )
+        .is_err());
+        assert!(parse_flags(&s(&["--find-max", "--loss", "100"]), DpdkRunSpec::default()).is_err());
     }
 
     #[test]

@@ -145,3 +145,66 @@ fn sigint_mid_run_stops_cleanly_with_130() {
     );
     assert_eq!(state(), before, "the interrupted run changed the host");
 }
+
+/// `--find-max` over the af_packet vdevs through the launcher: an unpaced probe, a search, a
+/// confirmation; every trial in the result with its figures; the host left as it was.
+#[test]
+fn find_max_converges_over_af_packet() {
+    let _g = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    if !daqtune_selftest::sys::is_root() {
+        eprintln!("skipped: needs root (hugepages, network namespace)");
+        return;
+    }
+    let before = state();
+    let req = DpdkRequest {
+        find_max: Some(daqtune_selftest::dpdk_launcher::FindMaxRequest {
+            loss_pct: 0.0,
+            precision_pct: 5.0,
+            trial_floor: Duration::from_millis(500),
+        }),
+        ..DpdkRequest::default()
+    };
+    let run = run_dpdk(
+        &req,
+        Some(PathBuf::from(env!("CARGO_BIN_EXE_daqtune-dpdk"))),
+    );
+    assert_eq!(state(), before, "the search changed the host");
+    let r = &run.result;
+    assert_ne!(r.status, Status::Skip, "skipped: {:?}", r.notes);
+    assert_ne!(r.status, Status::Error, "error: {:?}", r.notes);
+    assert_eq!(r.trials[0].phase, daqtune_selftest::findmax::Phase::Probe);
+    assert_eq!(r.trials[0].asked_gbps, None);
+    assert!(r.trials.len() >= 2, "{:?}", r.trials);
+    for t in &r.trials {
+        assert_eq!(t.integrity_errors, 0);
+        assert!(t.sent > 0);
+        assert_eq!(t.threads.len(), 2);
+        assert!(!t.cpu_per_core.is_empty());
+    }
+    let s = r.search.as_ref().expect("search summary");
+    assert!(s.buffer_bytes.is_some(), "the ring size sizes the trials");
+    let limit = s.limit.as_ref().expect("a limit");
+    assert!(limit.source.contains("no link speed known"), "{limit:?}");
+    let confirms: Vec<_> = r
+        .trials
+        .iter()
+        .filter(|t| t.phase == daqtune_selftest::findmax::Phase::Confirm)
+        .collect();
+    assert!(
+        !confirms.is_empty(),
+        "converged bounds lead to a confirmation"
+    );
+    match r.max_loss_free_gbps {
+        Some(found) => {
+            let last = r.trials.last().expect("trial");
+            assert!(last.passed);
+            assert_eq!(last.achieved_gbps, found);
+            assert_eq!((r.lost, r.integrity_errors), (0, 0));
+            assert_eq!(r.status, Status::Pass, "{:?}", r.notes);
+        }
+        None => {
+            assert!(confirms.iter().all(|t| !t.passed));
+            assert_eq!(r.status, Status::Fail);
+        }
+    }
+}

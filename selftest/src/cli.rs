@@ -6,7 +6,7 @@
 
 use crate::cpuplan;
 use crate::engine::{Engine, Mode, RunControl, RunSpec};
-use crate::report::{judge, EngineResult, Report, Thresholds};
+use crate::report::{judge, EngineResult, Report, Status, Thresholds};
 use crate::socket::SocketEngine;
 use crate::sys::hostname;
 use crate::topology::{self, Topology};
@@ -149,6 +149,27 @@ pub struct SelftestArgs {
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub inject_corruption: u64,
 
+    /// Search the highest rate whose loss stays within --loss (RFC 2544-style throughput
+    /// search for UDP and DPDK): an unpaced probe, a binary search over paced trials, and a
+    /// confirmation trial at the rate found; every trial is reported.
+    #[arg(long, conflicts_with_all = ["hold", "serve", "rate", "gpu", "inject_corruption"])]
+    pub find_max: bool,
+    /// --find-max: loss a trial may have and still pass, percent (RFC 2544: 0).
+    #[arg(long, value_name = "PCT", default_value_t = 0.0, requires = "find_max")]
+    pub loss: f64,
+    /// --find-max: stop when the bounds are within this percent of the upper start bound.
+    #[arg(long, value_name = "PCT", default_value_t = 2.0, requires = "find_max")]
+    pub precision: f64,
+    /// --find-max: shortest trial in seconds; a trial also lasts at least four times the time
+    /// the receive buffer takes to fill at its rate (capped at 30 s).
+    #[arg(
+        long,
+        value_name = "SECS",
+        default_value_t = 2.0,
+        requires = "find_max"
+    )]
+    pub trial_duration: f64,
+
     /// Output format on stdout.
     #[arg(long, value_enum, default_value = "text")]
     pub format: Format,
@@ -212,6 +233,12 @@ pub fn run(args: &SelftestArgs, d: &Defaults) -> i32 {
                 err,
                 "daqtune selftest: --rate must be >= 0 Gb/s (0 = unpaced)"
             );
+            return 2;
+        }
+    }
+    if args.find_max {
+        if let Some(e) = find_max_problem(args) {
+            let _ = writeln!(err, "daqtune selftest: {e}");
             return 2;
         }
     }
@@ -329,6 +356,91 @@ pub fn run(args: &SelftestArgs, d: &Defaults) -> i32 {
     0
 }
 
+/// What is wrong with a `--find-max` request, if anything.
+fn find_max_problem(args: &SelftestArgs) -> Option<String> {
+    if args.mode.contains(&ModeArg::Tcp) {
+        return Some(
+            "--find-max searches the loss-free rate of an unreliable mode (udp, or dpdk's raw \
+             frames); TCP never loses, it slows down: drop --mode tcp"
+                .into(),
+        );
+    }
+    if !(0.0..100.0).contains(&args.loss) || !args.loss.is_finite() {
+        return Some("--loss must be a percentage in 0..100".into());
+    }
+    if !(args.precision > 0.0 && args.precision <= 50.0) {
+        return Some("--precision must be a percentage in (0, 50]".into());
+    }
+    if !(args.trial_duration > 0.0 && args.trial_duration <= 600.0) {
+        return Some("--trial-duration must be in (0, 600] seconds".into());
+    }
+    if args.peer.is_some() {
+        return Some(
+            "--find-max runs many trials against one receiver it controls; it cannot drive a \
+             --serve peer"
+                .into(),
+        );
+    }
+    None
+}
+
+/// The search settings of a `--find-max` run.
+fn find_max_params(args: &SelftestArgs) -> crate::findmax::Params {
+    crate::findmax::Params {
+        loss_pct: args.loss,
+        precision_pct: args.precision,
+        link_gbps: None,
+    }
+}
+
+/// Link speed of `iface` in the host's namespace (sysfs), Mb/s; None for a veth or a link
+/// that is down.
+fn link_speed_mbps(iface: &str) -> Option<u64> {
+    // An interface name never holds '/', so it cannot leave /sys/class/net.
+    if iface.is_empty() || iface.len() >= 16 || iface.contains('/') || iface.starts_with('.') {
+        return None;
+    }
+    std::fs::read_to_string(format!("/sys/class/net/{iface}/speed"))
+        .ok()
+        .and_then(|t| crate::findmax::parse_speed_mbps(&t))
+}
+
+/// Prints each trial of a search on stderr (a terminal only).
+struct TrialLines {
+    what: String,
+}
+
+impl crate::findmax::Progress for TrialLines {
+    fn trial_start(
+        &mut self,
+        n: usize,
+        phase: crate::findmax::Phase,
+        asked: Option<f64>,
+        length: Duration,
+    ) {
+        let _ = write!(
+            std::io::stderr(),
+            "\r{} trial {n} ({}) {} for {:.1} s ...",
+            self.what,
+            phase.as_str(),
+            asked
+                .map(|a| format!("at {a:.3} Gb/s"))
+                .unwrap_or_else(|| "unpaced".into()),
+            length.as_secs_f64()
+        );
+    }
+
+    fn trial_end(&mut self, t: &crate::findmax::Trial) {
+        let _ = writeln!(
+            std::io::stderr(),
+            " achieved {:.3} Gb/s, loss {:.4} %: {}",
+            t.achieved_gbps,
+            t.loss_pct,
+            if t.passed { "pass" } else { "fail" }
+        );
+    }
+}
+
 /// Why a `--gpu` run cannot happen here, or the GPU it will use.
 fn gpu_run(args: &SelftestArgs) -> Option<Result<crate::engine::GpuRun, String>> {
     use crate::gpu_sink::{self, MemoryKind};
@@ -370,6 +482,12 @@ fn run_dpdk(args: &SelftestArgs, d: &Defaults) -> EngineResult {
         tx_cpu: plan.tx,
         rx_cpu: plan.rx,
         max_loss_pct: args.max_udp_loss.or(Some(d.thresholds.max_udp_loss_pct)),
+        find_max: args.find_max.then(|| crate::dpdk_launcher::FindMaxRequest {
+            loss_pct: args.loss,
+            precision_pct: args.precision,
+            trial_floor: Duration::from_secs_f64(args.trial_duration),
+        }),
+        relay_progress: !args.no_progress && std::io::stderr().is_terminal(),
         ..Default::default()
     };
     crate::dpdk_launcher::run_dpdk(&req, None).result
@@ -466,6 +584,9 @@ fn emit(args: &SelftestArgs, report: &Report) -> bool {
 
 fn modes_of(args: &SelftestArgs) -> Vec<Mode> {
     if args.mode.is_empty() {
+        if args.find_max {
+            return vec![Mode::Udp];
+        }
         return vec![Mode::Tcp, Mode::Udp];
     }
     args.mode
@@ -534,7 +655,16 @@ fn run_on(topo: &Topology, args: &SelftestArgs, d: &Defaults) -> (Report, Option
         spec.gpu = gpu.clone();
         spec.inject_corruption = args.inject_corruption;
         ctl.reset_counters();
-        if !progress {
+        if !progress && args.find_max {
+            let _ = writeln!(
+                std::io::stderr(),
+                "daqtune selftest: {}/{} searching the loss-free maximum over {} (trials >= {:.1} s)",
+                engine.name(),
+                mode,
+                topo.kind.as_str(),
+                args.trial_duration
+            );
+        } else if !progress {
             let _ = writeln!(
                 std::io::stderr(),
                 "daqtune selftest: {}/{} for {:.1} s over {}",
@@ -544,9 +674,41 @@ fn run_on(topo: &Topology, args: &SelftestArgs, d: &Defaults) -> (Report, Option
                 topo.kind.as_str()
             );
         }
-        let result = with_progress(progress, &ctl, &spec, engine.name(), || {
-            engine.run(&spec, &ctl)
-        });
+        let result = if args.find_max {
+            let link = topo
+                .kind
+                .eq(&crate::topology::Kind::Ports)
+                .then(|| args.tx_if.as_deref().and_then(link_speed_mbps))
+                .flatten()
+                .map(|mbps| crate::findmax::Limit {
+                    gbps: crate::findmax::link_payload_gbps(mbps, spec.message_size),
+                    source: format!(
+                        "payload rate of the {mbps} Mb/s link ({} sysfs speed; {}-byte messages, \
+                         66 bytes of preamble, headers, FCS and gap each)",
+                        args.tx_if.as_deref().unwrap_or("?"),
+                        spec.message_size
+                    ),
+                });
+            let mut lines = TrialLines {
+                what: format!("find-max {}/{mode}", engine.name()),
+            };
+            let mut quiet = crate::findmax::Quiet;
+            let shown: &mut dyn crate::findmax::Progress =
+                if progress { &mut lines } else { &mut quiet };
+            crate::findmax::run(
+                &mut engine,
+                &spec,
+                &ctl,
+                &find_max_params(args),
+                Duration::from_secs_f64(args.trial_duration),
+                link,
+                shown,
+            )
+        } else {
+            with_progress(progress, &ctl, &spec, engine.name(), || {
+                engine.run(&spec, &ctl)
+            })
+        };
         let mut r = match result {
             Ok(r) => r,
             Err(e) => {
@@ -556,7 +718,17 @@ fn run_on(topo: &Topology, args: &SelftestArgs, d: &Defaults) -> (Report, Option
         if let Some(sig) = signals::pending() {
             r.notes.push(format!("interrupted by signal {sig}"));
         }
-        judge(&mut r, &thresholds);
+        if args.find_max {
+            // The record is the confirmation trial's: judge it by the search's own loss limit.
+            let mut t = thresholds.clone();
+            t.max_udp_loss_pct = args.loss;
+            judge(&mut r, &t);
+            if r.max_loss_free_gbps.is_none() && !matches!(r.status, Status::Error | Status::Skip) {
+                r.status = Status::Fail;
+            }
+        } else {
+            judge(&mut r, &thresholds);
+        }
         if let Some(reference) = d.reference_gbps.get(&format!("{}.{}", r.engine, mode)) {
             if *reference > 0.0 && r.packets > 0 {
                 r.notes.push(format!(

@@ -37,7 +37,22 @@ pub struct DpdkRequest {
     pub main_cpu: Option<usize>,
     /// Loss tolerated at the paced rate, percent; `None` = the engine's default (0.1 %).
     pub max_loss_pct: Option<f64>,
+    /// Search the loss-free maximum instead of one run (`--find-max`).
+    pub find_max: Option<FindMaxRequest>,
+    /// Copy the engine's progress lines (`progress: ...` on its stderr) to ours as they come.
+    pub relay_progress: bool,
 }
+
+/// `--find-max` settings handed to the DPDK engine (see [`crate::findmax`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct FindMaxRequest {
+    pub loss_pct: f64,
+    pub precision_pct: f64,
+    pub trial_floor: Duration,
+}
+
+/// Prefix of the engine's progress lines on stderr.
+pub const PROGRESS_PREFIX: &str = "progress: ";
 
 impl Default for DpdkRequest {
     fn default() -> Self {
@@ -51,6 +66,8 @@ impl Default for DpdkRequest {
             rx_cpu: None,
             main_cpu: None,
             max_loss_pct: None,
+            find_max: None,
+            relay_progress: false,
         }
     }
 }
@@ -98,7 +115,31 @@ impl DpdkRequest {
         if let Some(l) = self.max_loss_pct {
             a.extend(["--max-loss".to_string(), l.to_string()]);
         }
+        if let Some(f) = &self.find_max {
+            a.extend([
+                "--find-max".to_string(),
+                "--loss".to_string(),
+                f.loss_pct.to_string(),
+                "--precision".to_string(),
+                f.precision_pct.to_string(),
+                "--trial-duration".to_string(),
+                f.trial_floor.as_secs_f64().to_string(),
+            ]);
+        }
         a
+    }
+
+    /// How long the engine may take before it is stopped: the run, or every trial a search
+    /// may make at its longest, plus EAL start-up and hugepages.
+    pub fn time_limit(&self) -> Duration {
+        let run = match &self.find_max {
+            Some(f) => {
+                (f.trial_floor.max(crate::findmax::MAX_TRIAL) + Duration::from_secs(1))
+                    * crate::findmax::MAX_TRIALS as u32
+            }
+            None => self.duration,
+        };
+        run + Duration::from_secs(60)
     }
 }
 
@@ -260,14 +301,27 @@ pub fn run_dpdk(req: &DpdkRequest, exe: Option<PathBuf>) -> DpdkRun {
             .take()
             .map(|r| Box::new(r) as Box<dyn Read + Send>),
     );
-    let err_t = drain(
-        child
-            .stderr
-            .take()
-            .map(|r| Box::new(r) as Box<dyn Read + Send>),
-    );
+    let relay = req.relay_progress;
+    let err_t = child.stderr.take().map(|r| {
+        std::thread::spawn(move || {
+            // Line by line, so progress reaches the terminal while the engine runs.
+            use std::io::{BufRead, Write};
+            let mut s = String::new();
+            for line in std::io::BufReader::new(r).lines().map_while(|l| l.ok()) {
+                if let Some(p) = line.strip_prefix(PROGRESS_PREFIX) {
+                    if relay {
+                        let _ = writeln!(std::io::stderr(), "{p}");
+                    }
+                    continue;
+                }
+                s.push_str(&line);
+                s.push('\n');
+            }
+            s
+        })
+    });
     // EAL start-up, hugepage reservation and the drain take a few seconds beyond the run.
-    let deadline = Instant::now() + req.duration + Duration::from_secs(60);
+    let deadline = Instant::now() + req.time_limit();
     let mut termed = false;
     let mut forwarded = false;
     let status = loop {
@@ -293,7 +347,7 @@ pub fn run_dpdk(req: &DpdkRequest, exe: Option<PathBuf>) -> DpdkRun {
         std::thread::sleep(Duration::from_millis(50));
     };
     let stdout = out_t.join().unwrap_or_default();
-    let stderr = err_t.join().unwrap_or_default();
+    let stderr = err_t.and_then(|t| t.join().ok()).unwrap_or_default();
     let code = status.and_then(|s| s.code());
     match parse_output(&stdout) {
         Some((mut result, details)) => {

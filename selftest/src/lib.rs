@@ -9,6 +9,7 @@ pub mod dpdk_launcher;
 pub mod engine;
 pub mod error;
 pub mod ethtool;
+pub mod findmax;
 pub mod gpu_sink;
 pub mod metrics;
 pub mod netlink;

@@ -2,9 +2,9 @@
 //! TX and an RX thread, each entering its side's network namespace and pinned to its CPU.
 //!
 //! Cost control (the tool must not be the bottleneck): no allocation per message; TCP writes
-//! batches of about 128 KiB (iperf3's default write size) of pre-filled messages in which only
-//! the 32-byte headers change; the receiver reads 256 KiB at a time, so the bytes it checksums
-//! are still in cache, and reads the clock once per read for latency.
+//! batches of 512 KiB of pre-filled messages in which only the 32-byte headers change; the
+//! receiver reads 256 KiB at a time, so the bytes it checksums are still in cache, is woken
+//! only once 128 KiB are queued (SO_RCVLOWAT), and reads the clock once per read for latency.
 
 use crate::engine::{Engine, GpuRun, Mode, RunControl, RunSpec};
 use crate::error::{Error, Result};
@@ -22,10 +22,18 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::time::Duration;
 
-/// Bytes per TCP write.
-const TCP_BATCH_BYTES: usize = 128 * 1024;
+/// Bytes per TCP write. 512 KiB rather than iperf3's 128 KiB: on a veth pair the sender's CPU
+/// also runs the receive half of the stack in softirq, and every write costs it a syscall, a
+/// socket lock round and a push; fewer, larger writes left that CPU more time for the bytes
+/// (docs/performance.md, 2026-11-24).
+const TCP_BATCH_BYTES: usize = 512 * 1024;
 /// Bytes per TCP read.
 const RX_READ_BYTES: usize = 256 * 1024;
+/// SO_RCVLOWAT of the TCP receiver: the kernel wakes the reader once this much is queued
+/// instead of on every segment. The wake-up runs on the CPU that processes the incoming
+/// segments (on a veth pair, the sender's), so every one saved is sender time saved; in the
+/// profile of iperf3 on this path the wake-ups (sock_def_readable) were a fifth of that CPU.
+const RX_LOW_WATER: usize = 128 * 1024;
 /// UDP receive buffer asked for (capped by net.core.rmem_max).
 const UDP_RCVBUF: usize = 32 << 20;
 /// How long the UDP receiver waits for stragglers after the sender is done.
@@ -87,6 +95,8 @@ pub(crate) struct RxOut {
     pub(crate) wall_ns: u64,
     pub(crate) notes: Vec<String>,
     pub(crate) gpu: Option<GpuSinkResult>,
+    /// Receive buffer as the kernel granted it (UDP), bytes.
+    pub(crate) buffer: Option<u64>,
 }
 
 /// Spacing of planted corrupt messages: a prime, so they do not line up with batch edges.
@@ -321,10 +331,30 @@ fn assemble(t: &Topology, spec: &RunSpec, pairs: Vec<(TxOut, RxOut)>) -> EngineR
     let peer = t.kind == crate::topology::Kind::Peer;
     let mut hist = Histogram::default();
     let mut wall_ns = 0u64;
+    let mut streams = Vec::new();
     for (i, (tx, mut rx)) in pairs.into_iter().enumerate() {
         let sp = spec.for_stream(i);
         rx.tracker.finish(tx.sent);
         wall_ns = wall_ns.max(rx.wall_ns);
+        if let Some(b) = rx.buffer {
+            *r.rx_buffer_bytes.get_or_insert(0) += b;
+        }
+        if multi {
+            streams.push(crate::report::StreamFigures {
+                stream: i,
+                tx_cpu: sp.tx_cpu,
+                rx_cpu: if peer { None } else { sp.rx_cpu },
+                gbps: 0.0,
+                bytes: rx.bytes,
+                packets: rx.tracker.received,
+                sent: tx.sent,
+                lost: rx.tracker.lost,
+                reordered: rx.tracker.reordered,
+                integrity_errors: rx.tracker.integrity_errors,
+                tx_utilization: util(tx.cpu_ns, tx.wall_ns),
+                rx_utilization: util(rx.cpu_ns, rx.wall_ns),
+            });
+        }
         r.bytes += rx.bytes;
         r.packets += rx.tracker.received;
         r.sent += tx.sent;
@@ -374,6 +404,11 @@ fn assemble(t: &Topology, spec: &RunSpec, pairs: Vec<(TxOut, RxOut)>) -> EngineR
         seen.insert(key.to_string())
     });
     let secs = wall_ns as f64 / 1e9;
+    // Every stream over the run's common window, so the streams add up to the total.
+    for st in &mut streams {
+        st.gbps = metrics::gbps(st.bytes, secs);
+    }
+    r.streams = streams;
     r.message_size = spec.message_size;
     r.duration_s = secs;
     r.rate_gbps = spec.rate_gbps;
@@ -431,8 +466,9 @@ fn run_tcp(
             let _ = port_tx.send(Ok(port));
             let stream = accept_until(&listener, tx_gone)?;
             let mut out = match gpu {
-                Some(g) => tcp_receive_gpu(stream, ctl, g)?,
-                None => tcp_receive(stream, size, latency, ctl),
+                // Paced streams keep the per-segment wake-ups: their latency is the point.
+                Some(g) => tcp_receive_gpu(stream, ctl, g, spec.rate_gbps.is_none())?,
+                None => tcp_receive(stream, size, latency, ctl, spec.rate_gbps.is_none()),
             };
             out.notes.extend(note);
             Ok(out)
@@ -539,14 +575,25 @@ pub(crate) fn tcp_send(mut stream: TcpStream, spec: &RunSpec, ctl: &RunControl) 
     out
 }
 
+/// Raises the receiver's low-water mark to [`RX_LOW_WATER`] (best effort: without it the
+/// reader is only woken more often). A read still returns at the end of the stream, and the
+/// kernel caps the mark at the space the read offers, so a partial message never waits.
+fn low_water(stream: &TcpStream) {
+    let _ = sys::set_receive_low_water(stream.as_raw_fd(), RX_LOW_WATER);
+}
+
 pub(crate) fn tcp_receive(
     mut stream: TcpStream,
     size: usize,
     latency: bool,
     ctl: &RunControl,
+    batch_wakeups: bool,
 ) -> RxOut {
     let mut out = RxOut::default();
     let mut buf = vec![0u8; RX_READ_BYTES.max(size * 2)];
+    if batch_wakeups {
+        low_water(&stream);
+    }
     let mut filled = 0usize;
     let cpu0 = sys::thread_cpu_ns();
     let start = sys::monotonic_ns();
@@ -597,8 +644,12 @@ pub(crate) fn tcp_receive_gpu(
     mut stream: TcpStream,
     ctl: &RunControl,
     mut g: GpuRx,
+    batch_wakeups: bool,
 ) -> Result<RxOut> {
     let mut out = RxOut::default();
+    if batch_wakeups {
+        low_water(&stream);
+    }
     let cpu0 = sys::thread_cpu_ns();
     let start = sys::monotonic_ns();
     let gpu_err = |e: crate::gpu_sink::SinkError| Error::Gpu(e.to_string());
@@ -636,7 +687,7 @@ fn run_udp(
     let (sent, tx_done) = (&sent, &tx_done);
     std::thread::scope(|s| {
         let rx = s.spawn(|| -> Result<RxOut> {
-            let setup = (|| -> Result<(UdpSocket, Option<String>, Option<GpuRx>)> {
+            let setup = (|| -> Result<(UdpSocket, Option<String>, Option<GpuRx>, usize)> {
                 let note = enter(t.rx_ns.as_ref(), spec.rx_cpu, "rx")?;
                 let gpu = spec.gpu.as_ref().map(|g| open_gpu(g, size)).transpose()?;
                 let sock = UdpSocket::bind(SocketAddr::new(t.rx_addr, 0))
@@ -644,9 +695,11 @@ fn run_udp(
                 let fd = sock.as_raw_fd();
                 let granted = sys::set_socket_buffer(fd, true, UDP_RCVBUF).unwrap_or(0);
                 let mut note = note;
+                let mut buffer = granted;
                 // The kernel reports twice the size asked for (bookkeeping overhead).
                 if granted < UDP_RCVBUF * 2 {
                     if let Ok(forced) = sys::force_receive_buffer(fd, UDP_RCVBUF) {
+                        buffer = forced;
                         let msg = format!(
                             "udp receive buffer forced to {} MiB (net.core.rmem_max allowed {} KiB; the net.sysctl check judges that)",
                             forced / 2 / (1 << 20),
@@ -660,9 +713,9 @@ fn run_udp(
                 }
                 sock.set_read_timeout(Some(Duration::from_millis(50)))
                     .map_err(|e| Error::io("udp read timeout", e))?;
-                Ok((sock, note, gpu))
+                Ok((sock, note, gpu, buffer))
             })();
-            let (sock, note, gpu) = match setup {
+            let (sock, note, gpu, buffer) = match setup {
                 Ok(v) => v,
                 Err(e) => {
                     let _ = port_tx.send(Err(Error::Invalid(e.to_string())));
@@ -678,6 +731,7 @@ fn run_udp(
                 Some(g) => udp_receive_gpu(&sock, size, ctl, sent, tx_done, g)?,
                 None => udp_receive(&sock, size, latency, ctl, sent, tx_done),
             };
+            out.buffer = Some(buffer as u64);
             out.notes.extend(note);
             Ok(out)
         });
@@ -938,6 +992,7 @@ mod tests {
     #[test]
     fn batches() {
         assert_eq!(batch_len(8192, None, 128 * 1024), 16);
+        assert_eq!(batch_len(8192, None, TCP_BATCH_BYTES), 64);
         assert_eq!(batch_len(200_000, None, 128 * 1024), 1);
         assert_eq!(batch_len(8192, Some(1.0), 128 * 1024), 1);
         assert_eq!(batch_len(8192, Some(100.0), 128 * 1024), 16);
@@ -990,7 +1045,30 @@ mod tests {
             assert_eq!(r.integrity_errors, 0);
             assert!(r.packets > 0);
             assert_eq!(r.packets + r.lost, r.sent, "{r:?}");
+            // Each stream's figures, adding up to the totals.
+            assert_eq!(r.streams.len(), 3);
+            let sum =
+                |f: fn(&crate::report::StreamFigures) -> u64| r.streams.iter().map(f).sum::<u64>();
+            assert_eq!(sum(|s| s.bytes), r.bytes);
+            assert_eq!(sum(|s| s.packets), r.packets);
+            assert_eq!(sum(|s| s.sent), r.sent);
+            assert_eq!(sum(|s| s.lost), r.lost);
+            let g: f64 = r.streams.iter().map(|s| s.gbps).sum();
+            assert!(
+                (g - r.gbps).abs() <= 1e-9 * r.gbps.max(1.0),
+                "{g} {}",
+                r.gbps
+            );
+            let text = {
+                let mut rep = crate::report::Report::new("h", "loopback", "x");
+                rep.push(r.clone());
+                rep.to_text()
+            };
+            assert!(text.contains("stream") && text.contains("sum"), "{text}");
         }
+        // One stream: no per-stream table (the record is the stream).
+        let r = loopback_run(Mode::Tcp, None);
+        assert!(r.streams.is_empty());
     }
 
     #[test]

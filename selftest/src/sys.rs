@@ -183,6 +183,26 @@ fn set_buffer_opt(
     Ok(out.max(0) as usize)
 }
 
+/// Sets SO_RCVLOWAT: a blocked read (and the kernel's wake-up of the reader) waits until this
+/// many bytes are queued, or the stream ends.
+pub fn set_receive_low_water(fd: std::os::fd::RawFd, bytes: usize) -> io::Result<()> {
+    let v: libc::c_int = bytes.min(i32::MAX as usize) as libc::c_int;
+    // SAFETY: v is a valid c_int for the duration of the call, its size is passed.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_RCVLOWAT,
+            &v as *const libc::c_int as *const libc::c_void,
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// Start time of a process in clock ticks since boot (field 22 of /proc/PID/stat), used to tell
 /// a live owner from a reused pid.
 pub fn parse_stat_starttime(stat: &str) -> Option<u64> {

@@ -537,6 +537,16 @@ impl Port {
         (rc == 0).then(|| l.link_status() != 0)
     }
 
+    /// Link speed in Mb/s, `None` when the link is down or the driver has no figure.
+    pub fn link_speed_mbps(&self) -> Option<u64> {
+        let mut l = sys::rte_eth_link::default();
+        // SAFETY: l is a valid out-struct.
+        let rc = unsafe { sys::rte_eth_link_get_nowait(self.id, &mut l) };
+        // RTE_ETH_SPEED_NUM_UNKNOWN is u32::MAX; 0 is "none".
+        (rc == 0 && l.link_status() != 0 && l.link_speed > 0 && l.link_speed != u32::MAX)
+            .then_some(u64::from(l.link_speed))
+    }
+
     pub fn stats(&self) -> Result<PortStats, DpdkError> {
         let mut s = sys::rte_eth_stats::default();
         // SAFETY: s is a valid out-struct.

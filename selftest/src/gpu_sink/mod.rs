@@ -338,6 +338,10 @@ pub struct Accounting {
     pub batches: u64,
     /// Bytes at the end of a stream that did not make a whole message (never sent to the GPU).
     pub trailing_bytes: usize,
+    /// Time the receiver spent waiting for a slot whose batch was still on the GPU (copy and
+    /// kernel), ns: while it waits it reads nothing, so this is how much the GPU path held the
+    /// receive side back. The final drain is not counted (it is after the stream ended).
+    pub receiver_wait_ns: u64,
 }
 
 /// Fills slots with received bytes, hands full batches to the backend and accounts for the
@@ -400,7 +404,11 @@ impl<B: Backend> Batcher<B> {
 
     /// The free part of the current batch buffer (waits for the slot's previous batch first).
     pub fn writable(&mut self) -> Result<&mut [u8], SinkError> {
-        self.reap(self.cur)?;
+        if self.in_flight[self.cur].is_some() {
+            let t0 = crate::sys::monotonic_ns();
+            self.reap(self.cur)?;
+            self.acct.receiver_wait_ns += crate::sys::monotonic_ns().saturating_sub(t0);
+        }
         let cap = self.geo.batch_bytes();
         let filled = self.filled;
         Ok(&mut self.backend.buffer(self.cur)[filled..cap])
@@ -857,6 +865,16 @@ pub struct GpuSinkResult {
     pub pinned_peak: Option<Calibration>,
     /// h2d_gbps / pinned_peak.peak_gbps.
     pub h2d_of_peak: Option<f64>,
+    /// Time the receiver waited for GPU slots (batches still being copied or checked), ms, and
+    /// that time as a share of the receive window: the measure of whether the GPU path
+    /// limited the rate (absent in records of older versions).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub receiver_wait_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub receiver_wait_of_window: Option<f64>,
+    /// `copy`: share of the receive window the run's host-to-device copies took.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub copy_busy_of_window: Option<f64>,
     /// The kernel's own totals agree with the per-message results read back.
     pub totals_agree: bool,
     /// GPU context, JIT, allocations and calibration, ms.
@@ -911,11 +929,72 @@ impl GpuSinkResult {
                 _ => None,
             },
             pinned_peak: cal,
+            receiver_wait_ms: Some(acct.receiver_wait_ns as f64 / 1e6),
+            receiver_wait_of_window: (rx_secs > 0.0)
+                .then(|| acct.receiver_wait_ns as f64 / 1e9 / rx_secs),
+            copy_busy_of_window: (be.copies > 0 && rx_secs > 0.0)
+                .then(|| be.copy_ms / 1e3 / rx_secs),
             totals_agree: agree,
             setup_ms,
         }
     }
+
+    /// Why the GPU path limited the run's rate, or `None` when the sink kept up with the wire.
+    ///
+    /// The receiver reads nothing while it waits for a slot whose batch is still being copied
+    /// or checked, so a wait of [`MAX_WAIT_SHARE`] of the window or more means the GPU side
+    /// held the stream back; copies below the pinned-copy peak alone do not (at 40 Gb/s into a
+    /// 400 Gb/s copy engine they finish long before the next batch is full). Records without
+    /// the wait (older versions) are judged by how busy the copies kept the copy engine:
+    /// [`MAX_COPY_BUSY`] of the window or more.
+    /// `window_s` is the run's receive window.
+    pub fn gpu_limited(&self, window_s: f64) -> Option<String> {
+        let peak = match self.h2d_of_peak {
+            Some(f) => format!(
+                "; host-to-device copies ran at {:.0} % of the pinned-copy peak at {} bytes",
+                f * 100.0,
+                self.batch_bytes
+            ),
+            None => String::new(),
+        };
+        if let Some(w) = self.receiver_wait_ms {
+            let share = self.receiver_wait_of_window.unwrap_or(if window_s > 0.0 {
+                w / 1e3 / window_s
+            } else {
+                0.0
+            });
+            return (share >= MAX_WAIT_SHARE).then(|| {
+                format!(
+                    "the GPU path limited the rate: the receiver waited {w:.1} ms ({:.1} % of the run) for batches still being {}{peak}",
+                    share * 100.0,
+                    if self.memory == MemoryKind::Copy {
+                        "copied or checked"
+                    } else {
+                        "checked"
+                    }
+                )
+            });
+        }
+        let busy = self.copy_busy_of_window.or_else(|| {
+            let h = self.h2d_gbps.filter(|h| *h > 0.0)?;
+            (window_s > 0.0).then(|| {
+                self.h2d_copies as f64 * self.batch_bytes as f64 * 8.0 / (h * 1e9) / window_s
+            })
+        })?;
+        (busy >= MAX_COPY_BUSY).then(|| {
+            format!(
+                "the copy path limited the rate: copies kept the copy engine busy {:.0} % of the run{peak}",
+                busy * 100.0
+            )
+        })
+    }
 }
+
+/// The receiver may wait this share of the run for GPU slots before the GPU path counts as
+/// limiting the rate.
+pub const MAX_WAIT_SHARE: f64 = 0.05;
+/// Older records: copies this busy (share of the run) count as limiting.
+pub const MAX_COPY_BUSY: f64 = 0.9;
 
 #[cfg(test)]
 mod tests;
