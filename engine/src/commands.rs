@@ -176,5 +176,6 @@ pub fn evaluate_facts(
         checks: verdicts,
         gate_failures,
         elapsed_ms: t0.elapsed().as_millis() as u64,
+        run: None,
     }
 }
