@@ -6,7 +6,7 @@
 
 mod fleet_support;
 
-#[path = "../src/apply/testroot.rs"]
+#[path = "../../engine/src/apply/testroot.rs"]
 mod testroot;
 
 use fleet_support::*;

@@ -6,7 +6,7 @@
 
 mod fleet_support;
 
-#[path = "../src/apply/testroot.rs"]
+#[path = "../../engine/src/apply/testroot.rs"]
 mod testroot;
 
 use fleet_support::*;
@@ -102,12 +102,18 @@ fn ansible_role_on_a_fixture_root() {
     let root_b = w.join("root-b");
     testroot::copy_tree(&fixture, &root_a);
     testroot::copy_tree(&fixture, &root_b);
-    // This lab's RDMA stack has no peer-memory API: waived, so the gate passes on root A.
-    // Root B is judged by the stock profile, whose gate fails on exactly that.
+    // These hosts have no RDMA device nodes (rdma-core's udev rules never ran): nic.driver
+    // fails, and apply cannot fix it (under a root it makes nvidia_peermem pass, so that is
+    // no failure here). This lab runs the socket data path only and waives it, so the gate
+    // passes on root A; root B is judged by the stock profile, whose gate fails on exactly
+    // that.
+    for root in [&root_a, &root_b] {
+        std::fs::remove_dir_all(root.join("dev/infiniband")).expect("rm dev/infiniband");
+    }
     let lab = w.join("lab-igx.yaml");
     std::fs::write(
         &lab,
-        "name: lab-igx\nextends: igx-orin\nwaivers:\n  - check: gpu.peermem\n    until: \"2099-12-31\"\n    reason: no peer-memory API in this lab's RDMA stack (LAB-1)\n",
+        "name: lab-igx\nextends: igx-orin\nwaivers:\n  - check: nic.driver\n    until: \"2099-12-31\"\n    reason: socket data path only, no RDMA device nodes in this lab (LAB-1)\n",
     )
     .expect("profile");
     let python = venv.bin.join("python3");
@@ -207,7 +213,10 @@ fn ansible_role_on_a_fixture_root() {
     assert_ne!(o.status.code(), Some(0), "{out}");
     assert_eq!(recap(&o, "localhost")["failed"], 1, "{out}");
     assert!(
-        out.contains("daqtune qualify --level 1 failed on localhost: gpu.peermem (GPU-"),
+        out.contains(
+            "daqtune qualify --level 1 failed on localhost: nic.driver (/dev/infiniband): fail: \
+             no /dev/infiniband/uverbs* device nodes"
+        ),
         "{out}"
     );
     assert!(w.join("junit-b/localhost.xml").is_file());
