@@ -19,6 +19,24 @@ pub struct GlobalOptions {
     pub root: Option<PathBuf>,
     /// A built-in profile name or a YAML file.
     pub profile: Option<String>,
+    /// Read the CUDA attributes afresh instead of from this boot's cache (`--no-cache`).
+    pub no_cache: bool,
+}
+
+impl GlobalOptions {
+    /// The run's facts about `host`, with the GPU cache setting these options ask for.
+    pub fn facts<'h>(&self, host: &'h Host) -> Facts<'h> {
+        Facts::new(host).without_gpu_cache(self.no_cache)
+    }
+
+    /// How the live GPU probe may use the CUDA attribute cache.
+    pub fn gpu_cache_mode(&self) -> daqtune_probe::gpu::CacheMode {
+        if self.no_cache {
+            daqtune_probe::gpu::CacheMode::Refresh
+        } else {
+            daqtune_probe::gpu::CacheMode::Use
+        }
+    }
 }
 
 /// A mistake in what the user asked for: exit code 2.
@@ -47,32 +65,18 @@ pub fn load_profile(name_or_path: &str) -> Result<LoadedProfile, UsageError> {
 
 /// The profile given with --profile, else the detected one, else generic-dgpu (said so).
 pub fn choose_profile(host: &Host, g: &GlobalOptions) -> Result<LoadedProfile, UsageError> {
-    choose_profile_for(host, g, true)
-}
-
-/// As [`choose_profile`]; `gpu_probe` allows detection by GPU name, which loads NVML and CUDA
-/// (a few hundred ms), so a run of non-GPU checks on an unrecognised host does not pay for it.
-pub fn choose_profile_for(
-    host: &Host,
-    g: &GlobalOptions,
-    gpu_probe: bool,
-) -> Result<LoadedProfile, UsageError> {
-    choose_profile_with(&Facts::new(host), g, gpu_probe)
+    choose_profile_with(&g.facts(host), g)
 }
 
 /// [`choose_profile_for`] on the run's facts (detection then reads nothing the checks or the
 /// plan read again).
-pub fn choose_profile_with(
-    facts: &Facts,
-    g: &GlobalOptions,
-    gpu_probe: bool,
-) -> Result<LoadedProfile, UsageError> {
+pub fn choose_profile_with(facts: &Facts, g: &GlobalOptions) -> Result<LoadedProfile, UsageError> {
     if let Some(p) = &g.profile {
         let mut lp = load_profile(p)?;
         lp.origin = format!("--profile {p}");
         return Ok(lp);
     }
-    match detect_profile_with(facts, gpu_probe) {
+    match detect_profile_with(facts) {
         Some((name, why)) => {
             let mut lp = profile::load(&name)?;
             lp.origin = format!("detected: {why}");
@@ -86,25 +90,24 @@ pub fn choose_profile_with(
     }
 }
 
-/// The built-in profile this host matches, with why: by DMI / device tree, else (with
-/// `gpu_probe`, which loads NVML and CUDA) by GPU name, which only GB10 hosts need.
-pub fn detect_profile(host: &Host, gpu_probe: bool) -> Option<(String, String)> {
-    detect_profile_with(&Facts::new(host), gpu_probe)
+/// The built-in profile this host matches, with why: by DMI / device tree, else by GPU name
+/// (which only GB10 hosts need). Names come from the NVIDIA kernel driver's procfs files, so
+/// detection never loads NVML or initialises CUDA (docs/performance.md).
+pub fn detect_profile(host: &Host) -> Option<(String, String)> {
+    detect_profile_with(&Facts::new(host))
 }
 
 /// [`detect_profile`] on the run's facts.
-pub fn detect_profile_with(facts: &Facts, gpu_probe: bool) -> Option<(String, String)> {
+pub fn detect_profile_with(facts: &Facts) -> Option<(String, String)> {
     let found = profile::detect(facts.platform(), &[]);
-    if found.is_some() || !gpu_probe {
+    if found.is_some() {
         return found;
     }
-    let snap = facts.gpus().ok()?;
-    let names: Vec<String> = snap
-        .gpus
-        .iter()
-        .map(|g| g.display_name().to_string())
-        .collect();
-    profile::detect(facts.platform(), &names)
+    let names = facts.gpu_names();
+    if names.is_empty() {
+        return None;
+    }
+    profile::detect(facts.platform(), names)
 }
 
 pub fn resolve_ids(ids: &[String]) -> Result<Vec<String>, UsageError> {
@@ -177,5 +180,8 @@ pub fn evaluate_facts(
         gate_failures,
         elapsed_ms: t0.elapsed().as_millis() as u64,
         run: None,
+        gpu_facts: facts
+            .gpus_gathered()
+            .map(|s| report::GpuFactsSource::of(s, host.is_live())),
     }
 }

@@ -97,6 +97,7 @@ mod tests {
             gate_failures: vec![],
             elapsed_ms: 1,
             run: None,
+            gpu_facts: None,
         }
     }
 

@@ -58,6 +58,9 @@ pub struct Facts<'h> {
     procs: OnceCell<Vec<String>>,
     pci: OnceCell<Result<PciFacts, String>>,
     gpus: OnceCell<Result<GpuSnapshot, String>>,
+    /// Whether the live GPU probe may take CUDA attributes from the per-boot cache.
+    gpu_cache: daqtune_probe::gpu::CacheMode,
+    gpu_names: OnceCell<Vec<String>>,
     driver: OnceCell<Result<DriverProc, String>>,
     kmsg: OnceCell<Option<String>>,
     gpu_locks: OnceCell<Vec<(String, GpuDomain, String)>>,
@@ -84,6 +87,8 @@ impl<'h> Facts<'h> {
             procs: OnceCell::new(),
             pci: OnceCell::new(),
             gpus: OnceCell::new(),
+            gpu_cache: daqtune_probe::gpu::CacheMode::Use,
+            gpu_names: OnceCell::new(),
             driver: OnceCell::new(),
             kmsg: OnceCell::new(),
             gpu_locks: OnceCell::new(),
@@ -93,6 +98,14 @@ impl<'h> Facts<'h> {
             links: RefCell::default(),
             kinds: RefCell::default(),
         }
+    }
+
+    /// Facts that read CUDA afresh instead of through the per-boot cache (`--no-cache`).
+    pub fn without_gpu_cache(mut self, no_cache: bool) -> Self {
+        if no_cache {
+            self.gpu_cache = daqtune_probe::gpu::CacheMode::Refresh;
+        }
+        self
     }
 
     // ---- typed sources -----------------------------------------------------------------
@@ -174,7 +187,7 @@ impl<'h> Facts<'h> {
         self.gpus
             .get_or_init(|| {
                 if self.host.is_live() {
-                    return read_gpus_once(self.host);
+                    return read_gpus_once(self.host, self.gpu_cache);
                 }
                 use daqtune_probe::gpu::{GpuError, FACTS_PATH, SCHEMA};
                 let path = FACTS_PATH.trim_start_matches('/').to_string();
@@ -196,6 +209,40 @@ impl<'h> Facts<'h> {
             })
             .as_ref()
             .map_err(|e| e.as_str())
+    }
+
+    /// The GPU facts if this run gathered them (for the report's note on where they came
+    /// from); never triggers a probe.
+    pub fn gpus_gathered(&self) -> Option<&GpuSnapshot> {
+        self.gpus.get().and_then(|r| r.as_ref().ok())
+    }
+
+    /// GPU model names without any driver library: the NVIDIA kernel driver's
+    /// `/proc/driver/nvidia/gpus/*/information` (live, or as a snapshot recorded it), else a
+    /// root's recorded GPU facts file. Profile detection by GPU name uses this, so it never
+    /// pays for NVML or `cuInit`.
+    pub fn gpu_names(&self) -> &[String] {
+        self.gpu_names.get_or_init(|| {
+            let dir = "/proc/driver/nvidia/gpus";
+            let mut buses = self.read_dir(dir).map(|v| v.to_vec()).unwrap_or_default();
+            buses.sort();
+            let names: Vec<String> = buses
+                .iter()
+                .filter_map(|b| self.read_string(&format!("{dir}/{b}/information")).ok())
+                .filter_map(|t| daqtune_probe::gpu::cache::parse_gpu_information(&t).model)
+                .collect();
+            if !names.is_empty() || self.host.is_live() {
+                return names;
+            }
+            self.gpus()
+                .map(|s| {
+                    s.gpus
+                        .iter()
+                        .map(|g| g.display_name().to_string())
+                        .collect()
+                })
+                .unwrap_or_default()
+        })
     }
 
     /// The NVIDIA kernel driver's /proc/driver/nvidia/version.
@@ -460,23 +507,26 @@ pub fn read_kmsg() -> Option<String> {
 
 /// GPU facts once per process and root: loading NVML and cuInit costs hundreds of ms, and
 /// profile detection by GPU name and the GPU checks both need them.
-pub fn read_gpus_once(host: &Host) -> Result<GpuSnapshot, String> {
+pub fn read_gpus_once(
+    host: &Host,
+    cache: daqtune_probe::gpu::CacheMode,
+) -> Result<GpuSnapshot, String> {
     use std::path::PathBuf;
     use std::sync::{Mutex, OnceLock};
     type Cache = Mutex<HashMap<PathBuf, Result<GpuSnapshot, String>>>;
     static CACHE: OnceLock<Cache> = OnceLock::new();
     if host.is_recording() {
         // A snapshot must see the read of the facts file.
-        return daqtune_probe::gpu::read_gpus(host).map_err(|e| e.to_string());
+        return daqtune_probe::gpu::read_gpus_with(host, cache).map_err(|e| e.to_string());
     }
-    let cache = CACHE.get_or_init(Default::default);
-    if let Ok(c) = cache.lock() {
+    let memo = CACHE.get_or_init(Default::default);
+    if let Ok(c) = memo.lock() {
         if let Some(r) = c.get(host.root()) {
             return r.clone();
         }
     }
-    let r = daqtune_probe::gpu::read_gpus(host).map_err(|e| e.to_string());
-    if let Ok(mut c) = cache.lock() {
+    let r = daqtune_probe::gpu::read_gpus_with(host, cache).map_err(|e| e.to_string());
+    if let Ok(mut c) = memo.lock() {
         c.insert(host.root().to_path_buf(), r.clone());
     }
     r

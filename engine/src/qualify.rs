@@ -6,7 +6,7 @@
 //! minute. Level 3 adds a long soak. Self-tests run as child processes of this binary, so a
 //! signal or crash in a data path cannot leave this process holding namespaces.
 
-use crate::commands::{choose_profile, evaluate, GlobalOptions, UsageError};
+use crate::commands::{GlobalOptions, UsageError};
 use crate::fleet::output;
 use crate::fleet::run::{now_unix, RunInfo};
 use crate::gate::{self, FailOn};
@@ -134,11 +134,12 @@ pub fn run(
         ));
     }
     let host = open_host(g)?;
-    let profile = choose_profile(&host, g)?;
+    let facts = g.facts(&host);
+    let profile = crate::commands::choose_profile_with(&facts, g)?;
     let mut stages = Vec::new();
 
     let t = Instant::now();
-    let mut checks = evaluate(&host, &profile, Vec::new(), true);
+    let mut checks = crate::commands::evaluate_facts(&facts, &profile, Vec::new(), true, None);
     let check_code = gate::exit_code(&checks.checks, a.fail_on, true, &profile.profile);
     // The gate's failures as `ID (SUBJECT): STATUS: MESSAGE`, for the Ansible role's message.
     checks.run = Some(RunInfo::new(
@@ -164,7 +165,7 @@ pub fn run(
     if a.level >= 2 {
         let veth = crate::sys::is_root();
         let soak = a.level >= 3;
-        let has_gpu = crate::facts::read_gpus_once(&host).is_ok_and(|s| !s.gpus.is_empty());
+        let has_gpu = facts.gpus().is_ok_and(|s| !s.gpus.is_empty());
         let duration = if soak {
             a.selftest_duration * 20.0
         } else {

@@ -38,6 +38,9 @@ pub struct Report {
     /// `qualify` set it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run: Option<RunInfo>,
+    /// Where this run's GPU facts came from, when it read any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_facts: Option<GpuFactsSource>,
 }
 
 impl Report {
@@ -48,6 +51,92 @@ impl Report {
             .clone()
             .unwrap_or_else(|| RunInfo::derive(&self.checks, &self.gate_failures))
     }
+}
+
+/// Where a run's GPU facts came from: NVML and CUDA on the live host (the CUDA attributes
+/// possibly from the per-boot cache, said in `cuda_cache`), or a host root's record.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct GpuFactsSource {
+    /// `live` or `recorded`.
+    pub source: String,
+    /// When the facts were gathered (Unix seconds).
+    #[serde(default)]
+    pub captured_unix: Option<u64>,
+    /// The CUDA attribute cache: `hit` (CUDA not initialised), `stored`, `not_stored`,
+    /// `bypassed` (`--no-cache`) or `miss`, with the file, when its attributes were read from
+    /// CUDA, and why it was not used.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cuda_cache: Option<daqtune_probe::gpu::CacheUse>,
+    /// Driver start-up and query times of this run.
+    pub timing: daqtune_probe::gpu::Timing,
+}
+
+impl GpuFactsSource {
+    pub fn of(snap: &daqtune_probe::gpu::GpuSnapshot, live: bool) -> Self {
+        GpuFactsSource {
+            source: if live { "live" } else { "recorded" }.into(),
+            captured_unix: snap.captured_unix,
+            cuda_cache: snap.cuda_cache.clone().filter(|_| live),
+            timing: snap.timing.clone(),
+        }
+    }
+
+    /// One line for the text report: which facts came from the cache, and when.
+    pub fn describe(&self) -> Option<String> {
+        use daqtune_probe::gpu::CacheOutcome;
+        let c = self.cuda_cache.as_ref()?;
+        let when = c
+            .taken_unix
+            .map(|t| format!(" at {}", utc(t)))
+            .unwrap_or_default();
+        let why = c
+            .reason
+            .as_deref()
+            .map(|r| format!(" ({r})"))
+            .unwrap_or_default();
+        let init = self
+            .timing
+            .cuda_init_ms
+            .map(|ms| format!("cuInit {ms:.0} ms; "))
+            .unwrap_or_default();
+        Some(match c.outcome {
+            CacheOutcome::Hit => format!(
+                "GPU facts: NVML live; CUDA attributes from this boot's cache {} (read from CUDA{when}); --no-cache reads them afresh",
+                c.path
+            ),
+            CacheOutcome::Stored => format!(
+                "GPU facts: NVML and CUDA live ({init}stored in {} for later runs of this boot){why}",
+                c.path
+            ),
+            CacheOutcome::Bypassed => {
+                format!("GPU facts: NVML and CUDA live (--no-cache; {init}cache {} rewritten)", c.path)
+            }
+            CacheOutcome::NotStored | CacheOutcome::Miss => {
+                format!("GPU facts: NVML and CUDA live ({init}not cached){why}")
+            }
+        })
+    }
+}
+
+/// Unix seconds as `YYYY-MM-DD HH:MM:SS UTC` (civil-from-days, no time crate).
+fn utc(t: u64) -> String {
+    let days = (t / 86_400) as i64;
+    let secs = t % 86_400;
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02} UTC",
+        secs / 3600,
+        secs / 60 % 60,
+        secs % 60
+    )
 }
 
 pub fn summarize(verdicts: &[Verdict]) -> BTreeMap<String, usize> {
@@ -233,6 +322,9 @@ pub fn text(report: &Report, color: bool, verbose: bool) -> String {
             (n > 0).then(|| format!("{n} {}", st.as_str()))
         })
         .collect();
+    if let Some(line) = report.gpu_facts.as_ref().and_then(GpuFactsSource::describe) {
+        let _ = writeln!(s, "{line}");
+    }
     let _ = writeln!(
         s,
         "summary: {} ({} ms)",
@@ -376,7 +468,50 @@ mod tests {
             gate_failures: vec![],
             elapsed_ms: 3,
             run: None,
+            gpu_facts: None,
         }
+    }
+
+    #[test]
+    fn utc_dates() {
+        assert_eq!(utc(0), "1970-01-01 00:00:00 UTC");
+        assert_eq!(utc(951_782_400), "2000-02-29 00:00:00 UTC");
+        assert_eq!(utc(1_795_488_468), "2026-11-24 02:47:48 UTC");
+    }
+
+    #[test]
+    fn the_text_report_says_where_cuda_attributes_came_from() {
+        use daqtune_probe::gpu::{CacheOutcome, CacheUse};
+        let mut r = sample();
+        let src = |outcome| GpuFactsSource {
+            source: "live".into(),
+            captured_unix: Some(1_795_488_468),
+            cuda_cache: Some(CacheUse {
+                path: "/run/daqtune/cuda-attrs.json".into(),
+                outcome,
+                taken_unix: Some(1_795_488_000),
+                reason: None,
+            }),
+            timing: Default::default(),
+        };
+        r.gpu_facts = Some(src(CacheOutcome::Hit));
+        let t = text(&r, false, false);
+        assert!(
+            t.contains("CUDA attributes from this boot's cache /run/daqtune/cuda-attrs.json (read from CUDA at 2026-11-24 02:40:00 UTC)"),
+            "{t}"
+        );
+        let j: serde_json::Value = serde_json::from_str(&json(&r)).expect("json");
+        assert_eq!(j["gpu_facts"]["cuda_cache"]["outcome"], "hit");
+        r.gpu_facts = Some(src(CacheOutcome::Bypassed));
+        assert!(text(&r, false, false).contains("--no-cache"));
+        // Recorded facts carry no cache verdict: nothing to say.
+        r.gpu_facts = Some(GpuFactsSource {
+            source: "recorded".into(),
+            captured_unix: None,
+            cuda_cache: None,
+            timing: Default::default(),
+        });
+        assert!(!text(&r, false, false).contains("GPU facts"));
     }
 
     #[test]

@@ -43,6 +43,7 @@ fn live_hugepages_2m_reserved_and_released() {
     let g = GlobalOptions {
         root: None,
         profile: Some(profile.display().to_string()),
+        ..Default::default()
     };
     let state = dir.path().join("state");
     let a = ApplyOptions {

@@ -36,6 +36,7 @@ fn plan_reads(root: &Path, prof: &str) -> daqtune_probe::host::Recording {
     let g = GlobalOptions {
         root: Some(root.to_path_buf()),
         profile: Some(prof.into()),
+        ..Default::default()
     };
     let sel = Selection {
         exe: "/usr/bin/daqtune".into(),
@@ -53,9 +54,10 @@ fn check_reads(root: &Path, prof: &str) -> daqtune_probe::host::Recording {
     let g = GlobalOptions {
         root: Some(root.to_path_buf()),
         profile: Some(prof.into()),
+        ..Default::default()
     };
     let facts = Facts::new(&rh);
-    let lp = choose_profile_with(&facts, &g, true).expect("profile");
+    let lp = choose_profile_with(&facts, &g).expect("profile");
     let _ = evaluate_facts(&facts, &lp, Vec::new(), false, None);
     let r = rec.lock().expect("lock").clone();
     r

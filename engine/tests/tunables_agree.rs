@@ -136,6 +136,7 @@ fn disagreements(fixture: &Path, name: &str) -> Vec<String> {
     let g = GlobalOptions {
         root: Some(root.to_path_buf()),
         profile: Some(name.into()),
+        ..Default::default()
     };
     let a = ApplyOptions {
         sel: Selection {

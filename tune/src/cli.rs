@@ -31,6 +31,10 @@ pub struct GlobalArgs {
     /// Profile: a built-in name (igx-orin, dgx-spark, generic-dgpu) or a YAML file.
     #[arg(long, short = 'p', global = true, value_name = "NAME|FILE")]
     pub profile: Option<String>,
+    /// Read the GPUs' CUDA attributes afresh (cuInit) instead of from this boot's cache in
+    /// /run/daqtune; the fresh result replaces the cache.
+    #[arg(long, global = true)]
+    pub no_cache: bool,
 }
 
 impl GlobalArgs {
@@ -38,6 +42,7 @@ impl GlobalArgs {
         GlobalOptions {
             root: self.root.clone(),
             profile: self.profile.clone(),
+            no_cache: self.no_cache,
         }
     }
 }

@@ -7,7 +7,6 @@ use crate::cli::{
 use daqtune_engine::apply::Prompt;
 use daqtune_engine::commands::load_profile;
 use daqtune_engine::commands::{choose_profile, choose_profile_with, evaluate_facts, resolve_ids};
-use daqtune_engine::facts::Facts;
 use daqtune_engine::fleet::{self, output, plan_json, run::RunInfo};
 use daqtune_engine::hostroot::{load_side, open_host};
 use daqtune_engine::{gate, profile, report, snapshot, topo, tunables, UsageError};
@@ -42,14 +41,9 @@ pub fn check(g: &GlobalArgs, a: &CheckArgs) -> Result<u8, UsageError> {
     let g = g.engine();
     let host = open_host(&g)?;
     let only = resolve_ids(&a.ids)?;
-    // `platform` reports which profile matched, so it needs the same detection as a full run.
-    let gpu_probe = only.is_empty()
-        || only
-            .iter()
-            .any(|id| id.starts_with("gpu.") || id == "platform");
     // One set of facts for detection and every check.
-    let facts = Facts::new(&host);
-    let profile = choose_profile_with(&facts, &g, gpu_probe)?;
+    let facts = g.facts(&host);
+    let profile = choose_profile_with(&facts, &g)?;
     let app = match &a.config {
         Some(p) => Some(
             daqtune_engine::appconfig::AppConfig::load(p)

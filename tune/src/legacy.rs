@@ -11,6 +11,7 @@ pub fn split_rdma_invocation(argv: &[String]) -> Option<(GlobalArgs, Vec<String>
     let mut g = GlobalArgs {
         root: std::env::var_os("DAQTUNE_ROOT").map(Into::into),
         profile: None,
+        no_cache: false,
     };
     let mut words = Vec::new();
     let mut it = argv.iter().skip(1);
@@ -23,6 +24,8 @@ pub fn split_rdma_invocation(argv: &[String]) -> Option<(GlobalArgs, Vec<String>
             g.root = it.next().map(Into::into);
         } else if a == "--profile" || a == "-p" {
             g.profile = it.next().cloned();
+        } else if a == "--no-cache" {
+            g.no_cache = true;
         } else {
             words.push(a.clone());
         }

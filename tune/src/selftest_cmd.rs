@@ -91,6 +91,7 @@ mod tests {
         let g = GlobalArgs {
             root: Some("/nonexistent".into()),
             profile: None,
+            no_cache: false,
         };
         let args = <SelftestHarness as clap::Parser>::parse_from(["x", "socket"]).args;
         assert!(run(&g, &args).is_err());

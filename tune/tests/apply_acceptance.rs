@@ -335,6 +335,7 @@ fn globals(root: &Path, profile: &str) -> GlobalOptions {
     GlobalOptions {
         root: Some(root.to_path_buf()),
         profile: Some(profile.into()),
+        ..Default::default()
     }
 }
 

@@ -240,7 +240,7 @@ fn profile_for_change(
     }
     // The same detection as `check` and `plan`, GPU names included (a DGX Spark is known by
     // its GB10).
-    let Some((name, why)) = crate::commands::detect_profile_with(facts, true) else {
+    let Some((name, why)) = crate::commands::detect_profile_with(facts) else {
         return Err(UsageError::Other(
             "no built-in profile matches this host: pass --profile NAME|FILE (built-ins: igx-orin, dgx-spark, generic-dgpu)".into(),
         ));
@@ -372,11 +372,11 @@ pub fn plan_for(
     head: &mut dyn Write,
 ) -> Result<Plan, UsageError> {
     // One set of facts for detection, the configuration's derivation and the plan.
-    let facts = Facts::new(host);
+    let facts = g.facts(host);
     let lp = match &g.profile {
-        Some(_) => crate::commands::choose_profile_with(&facts, g, true)?,
+        Some(_) => crate::commands::choose_profile_with(&facts, g)?,
         None => {
-            let lp = crate::commands::choose_profile_with(&facts, g, true)?;
+            let lp = crate::commands::choose_profile_with(&facts, g)?;
             let _ = writeln!(head, "profile {} ({})", lp.profile.name, lp.origin);
             lp
         }
@@ -423,7 +423,7 @@ fn run_apply_inner(
     err: &mut dyn Write,
 ) -> Result<u8, UsageError> {
     let host = open_for_change(g)?;
-    let facts = Facts::new(&host);
+    let facts = g.facts(&host);
     let lp = profile_for_change(&facts, g, a.yes || a.dry_run, prompt, err)?;
     let sel = with_remembered(&host, &a.sel, &a.state_dir, out)?;
     let lp = with_app_config(&facts, lp, &sel, out)?;
@@ -459,7 +459,7 @@ fn run_apply_inner(
     .map_err(UsageError::Other)?;
     // The host may have changed while the user read the plan (or another apply ran): plan
     // again under the lock, on facts read afresh.
-    let facts = Facts::new(&host);
+    let facts = g.facts(&host);
     let plan = crate::tunables::build_plan_with(&facts, &lp, &opts, gpu)
         .map_err(|e| UsageError::Other(e.to_string()))?;
     let mut journal = journal::Journal::create(&state.join("journal"), &lp.profile.name, w)
@@ -565,7 +565,7 @@ fn live_gpu(
         .as_deref()
         .and_then(|p| profile::load(p).ok())
         .map_or(250, |lp| lp.profile.gpu.clock_tolerance_mhz);
-    let snap = match crate::facts::read_gpus_once(&host) {
+    let snap = match crate::facts::read_gpus_once(&host, g.gpu_cache_mode()) {
         Ok(s) => s,
         Err(e) => return (None, Some(format!("no GPU control: {e}"))),
     };
@@ -702,8 +702,8 @@ pub fn run_generate(
 ) -> Result<u8, UsageError> {
     use daqtune_units::{etc, extlinux, grub, network, systemd, udev};
     let host = open_host(g)?;
-    let facts = Facts::new(&host);
-    let lp = crate::commands::choose_profile_with(&facts, g, true)?;
+    let facts = g.facts(&host);
+    let lp = crate::commands::choose_profile_with(&facts, g)?;
     let pref = options(
         &lp,
         &Selection {

@@ -74,6 +74,7 @@ pub(crate) mod tests {
             gate_failures: vec![],
             elapsed_ms: 1234,
             run: None,
+            gpu_facts: None,
         }
     }
 

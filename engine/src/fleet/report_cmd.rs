@@ -10,7 +10,6 @@
 
 use crate::appconfig::AppConfig;
 use crate::commands::{choose_profile_with, evaluate_facts, GlobalOptions, UsageError};
-use crate::facts::Facts;
 use crate::fleet::run::{now_unix, RunInfo};
 use crate::fleet::{nfd, output, prometheus};
 use crate::gate::{self, FailOn};
@@ -131,7 +130,7 @@ pub fn run_once(
     validate(g, a)?;
     if a.live_gpu_facts {
         if let Some(root) = &g.root {
-            let snap = daqtune_probe::gpu::gather_live();
+            let snap = daqtune_probe::gpu::gather_live_with(g.gpu_cache_mode());
             daqtune_probe::gpu::write_facts(root, &snap).map_err(|e| {
                 UsageError::Other(format!("--live-gpu-facts: cannot record GPU facts: {e}"))
             })?;
@@ -139,8 +138,8 @@ pub fn run_once(
     }
     let host = open_host(g)?;
     // One set of facts for detection and every check.
-    let facts = Facts::new(&host);
-    let profile = choose_profile_with(&facts, g, true)?;
+    let facts = g.facts(&host);
+    let profile = choose_profile_with(&facts, g)?;
     let app = match a.config.as_ref().filter(|p| !p.as_os_str().is_empty()) {
         Some(p) => Some(AppConfig::load(p).map_err(|e| UsageError::Other(e.to_string()))?),
         None => None,
@@ -228,7 +227,7 @@ mod tests {
         let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/spark");
         let g = GlobalOptions {
             root: Some(root),
-            profile: None,
+            ..GlobalOptions::default()
         };
         let a = ReportOptions {
             prometheus: Some(d.path().join("tf/daqtune.prom")),

@@ -1,0 +1,65 @@
+//! Reports taken on a real H100 (docs/validation-data/cache-h100, bench/check-gpu.sh's run):
+//! the first check of a boot initialised CUDA and stored its attributes, the second took them
+//! from the cache without cuInit, and `--no-cache` read CUDA again. They stay readable as
+//! `daqtune.report/v1`, and the cache file they left parses and matches its driver.
+
+use daqtune_engine::report::Report;
+use daqtune_probe::gpu::cache::CacheFile;
+use daqtune_probe::gpu::CacheOutcome;
+use std::path::PathBuf;
+
+fn data(name: &str) -> String {
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../docs/validation-data/cache-h100")
+        .join(name);
+    std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+fn report(name: &str) -> Report {
+    serde_json::from_str(&data(name)).expect("a daqtune.report/v1")
+}
+
+#[test]
+fn the_h100_runs_show_store_hit_and_bypass() {
+    let first = report("check-first.json");
+    let second = report("check-second.json");
+    let fresh = report("check-nocache.json");
+    let outcome = |r: &Report| {
+        r.gpu_facts
+            .as_ref()
+            .and_then(|g| g.cuda_cache.as_ref())
+            .map(|c| c.outcome)
+    };
+    assert_eq!(outcome(&first), Some(CacheOutcome::Stored));
+    assert_eq!(outcome(&second), Some(CacheOutcome::Hit));
+    assert_eq!(outcome(&fresh), Some(CacheOutcome::Bypassed));
+    let init = |r: &Report| r.gpu_facts.as_ref().and_then(|g| g.timing.cuda_init_ms);
+    assert!(init(&first).is_some_and(|ms| ms > 100.0), "cuInit was paid");
+    assert_eq!(init(&second), None, "a hit never initialises CUDA");
+    // The cached attributes judge GPUDirect exactly as the live ones did.
+    let gd = |r: &Report| {
+        r.checks
+            .iter()
+            .filter(|v| v.id == "gpu.gpudirect")
+            .map(|v| (v.subject.clone(), v.status, v.message.clone()))
+            .collect::<Vec<_>>()
+    };
+    assert!(!gd(&first).is_empty());
+    assert_eq!(gd(&first), gd(&second));
+}
+
+#[test]
+fn the_cache_file_it_left_matches_its_gpu() {
+    let f = CacheFile::parse(&data("cuda-attrs.json")).expect("cache file");
+    assert!(f.key.driver.contains("580.159.04"), "{:?}", f.key);
+    assert_eq!(f.key.gpus.len(), 1);
+    assert!(
+        f.key.gpus[0].starts_with("0000:00:06.0 GPU-"),
+        "{:?}",
+        f.key.gpus
+    );
+    let (uuid, attrs) = (&f.devices[0].uuid, &f.devices[0].attrs);
+    assert!(f.key.gpus[0].ends_with(uuid.as_str()));
+    assert_eq!(attrs.gpu_direct_rdma_supported, Some(true));
+    assert_eq!(attrs.compute_capability.as_deref(), Some("9.0"));
+}
