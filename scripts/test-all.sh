@@ -19,6 +19,10 @@ PACKAGES=(
   # RDMA engine (feature daqtune-rdma/rdma) and its soft-RoCE VM test (tests/vm/rxe-vm.sh)
   libibverbs-dev librdmacm-dev rdma-core ibverbs-providers perftest iproute2
   qemu-system-x86 busybox-static
+  # Fleet tests (tune/tests/fleet*.rs): promtool validates the node_exporter textfile; the
+  # Ansible role, ansible-lint and the Kubernetes manifest validation run from PyPI in a
+  # virtualenv the test makes (Debian ships ensurepip in python3-venv)
+  prometheus python3-venv
 )
 
 log() { printf '\n== %s\n' "$*"; }

@@ -179,6 +179,7 @@ pub fn evaluate_facts(
         checks: verdicts,
         gate_failures,
         elapsed_ms: t0.elapsed().as_millis() as u64,
+        run: None,
         gpu_facts: facts
             .gpus_gathered()
             .map(|s| report::GpuFactsSource::of(s, host.is_live())),

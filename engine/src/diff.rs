@@ -96,6 +96,7 @@ mod tests {
             checks: vs,
             gate_failures: vec![],
             elapsed_ms: 1,
+            run: None,
             gpu_facts: None,
         }
     }

@@ -11,6 +11,7 @@ pub mod context;
 pub mod cores;
 pub mod diff;
 pub mod facts;
+pub mod fleet;
 pub mod gate;
 pub mod hostroot;
 pub mod plan;

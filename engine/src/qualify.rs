@@ -7,6 +7,8 @@
 //! signal or crash in a data path cannot leave this process holding namespaces.
 
 use crate::commands::{GlobalOptions, UsageError};
+use crate::fleet::output;
+use crate::fleet::run::{now_unix, RunInfo};
 use crate::gate::{self, FailOn};
 use crate::hostroot::open_host;
 use crate::report::{self, xml_escape, Report};
@@ -28,6 +30,8 @@ pub struct QualifyOptions {
     pub fail_on: FailOn,
     /// Seconds per self-test mode at level 2 (level 3 soaks 20 times as long).
     pub selftest_duration: f64,
+    /// Write the text report to this file (atomically, mode 0644) instead of `out`.
+    pub output: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -135,8 +139,17 @@ pub fn run(
     let mut stages = Vec::new();
 
     let t = Instant::now();
-    let checks = crate::commands::evaluate_facts(&facts, &profile, Vec::new(), true, None);
+    let mut checks = crate::commands::evaluate_facts(&facts, &profile, Vec::new(), true, None);
     let check_code = gate::exit_code(&checks.checks, a.fail_on, true, &profile.profile);
+    // The gate's failures as `ID (SUBJECT): STATUS: MESSAGE`, for the Ansible role's message.
+    checks.run = Some(RunInfo::new(
+        &checks.checks,
+        &checks.gate_failures,
+        check_code == 0,
+        a.fail_on,
+        true,
+        now_unix(),
+    ));
     stages.push(Stage {
         name: "checks".into(),
         seconds: t.elapsed().as_secs_f64(),
@@ -221,15 +234,21 @@ pub fn run(
         checks,
         selftest,
     };
-    let _ = write!(out, "{}", text(&q));
+    let write = |p: &std::path::Path, t: &str| {
+        output::write(p, t).map_err(|e| UsageError::Other(e.to_string()))
+    };
+    match &a.output {
+        Some(p) => write(p, &text(&q))?,
+        None => {
+            let _ = write!(out, "{}", text(&q));
+        }
+    }
     if let Some(p) = &a.junit {
-        std::fs::write(p, junit(&q))
-            .map_err(|e| UsageError::Other(format!("cannot write {}: {e}", p.display())))?;
+        write(p, &junit(&q))?;
     }
     if let Some(p) = &a.json {
         let j = serde_json::to_string_pretty(&q).unwrap_or_default();
-        std::fs::write(p, j + "\n")
-            .map_err(|e| UsageError::Other(format!("cannot write {}: {e}", p.display())))?;
+        write(p, &(j + "\n"))?;
     }
     Ok(u8::from(!passed))
 }

@@ -273,15 +273,27 @@ pub fn write_dir(
 
 /// Pack a snapshot directory into a .tar.zst (symlinks kept as links).
 pub fn pack(dir: &Path, out: &Path) -> Result<(), SnapshotError> {
-    let f = std::fs::File::create(out).map_err(|e| io(out, e))?;
+    // Atomically (temp file beside it, then rename): a half-written archive is never left
+    // under the name a collector or the next `check --root` reads.
+    let mut inner: Option<SnapshotError> = None;
+    daqtune_probe::fsutil::atomic_replace(out, 0o644, &mut |f| {
+        pack_into(dir, out, f).map_err(|e| {
+            let msg = e.to_string();
+            inner = Some(e);
+            std::io::Error::other(msg)
+        })
+    })
+    .map_err(|e| inner.take().unwrap_or_else(|| io(out, e)))
+}
+
+fn pack_into(dir: &Path, out: &Path, f: &mut std::fs::File) -> Result<(), SnapshotError> {
     let enc = zstd::Encoder::new(f, 9).map_err(|e| io(out, e))?;
     let mut tar = tar::Builder::new(enc);
     tar.follow_symlinks(false);
     tar.append_dir_all(".", dir).map_err(|e| io(dir, e))?;
     let enc = tar.into_inner().map_err(|e| io(out, e))?;
-    let mut f = enc.finish().map_err(|e| io(out, e))?;
-    f.flush().map_err(|e| io(out, e))?;
-    Ok(())
+    let f = enc.finish().map_err(|e| io(out, e))?;
+    f.flush().map_err(|e| io(out, e))
 }
 
 /// Unpack a .tar.zst snapshot into `dest`.

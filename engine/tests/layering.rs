@@ -182,6 +182,7 @@ const LAYERS: &[&[&str]] = &[
         "apply::journal",
         "apply::gpu",
         "apply::testroot",
+        "fleet::output",
     ],
     &["facts"],
     &[
@@ -193,11 +194,25 @@ const LAYERS: &[&[&str]] = &[
         "tunable",
     ],
     &["tunables::*", "appconfig::derive"],
-    &["tunables", "gate", "report", "diff"],
-    &["apply::apply", "apply::revert", "commands"],
+    &[
+        "tunables",
+        "gate",
+        "report",
+        "diff",
+        "fleet::run",
+        "fleet::plan_json",
+    ],
+    &[
+        "apply::apply",
+        "apply::revert",
+        "commands",
+        "fleet",
+        "fleet::prometheus",
+        "fleet::nfd",
+    ],
     &["snapshot", "topo"],
     &["hostroot"],
-    &["apply", "qualify"],
+    &["apply", "qualify", "fleet::report_cmd"],
 ];
 
 fn layer_of(m: &str) -> Option<usize> {

@@ -2,8 +2,11 @@
 //! struct converts into the engine's plain option struct (`daqtune_engine` has no clap).
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use daqtune_engine::fleet::report_cmd::ReportOptions;
+use daqtune_engine::fleet::run::parse_duration;
 use daqtune_engine::{apply, gate, qualify, report, GlobalOptions};
 use std::path::PathBuf;
+use std::time::Duration;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -72,6 +75,9 @@ pub enum Command {
     Snapshot(SnapshotArgs),
     /// Compare two reports (JSON) or snapshots, check by check.
     Diff(DiffArgs),
+    /// Write the fleet outputs (node_exporter textfile, NFD feature file, JSON facts, JUnit)
+    /// from one check run, atomically; the daqtune-report timer runs it from /etc/default/daqtune.
+    Report(ReportArgs),
     /// Print shell completions.
     Completions {
         #[arg(value_enum)]
@@ -87,6 +93,8 @@ pub enum Format {
     Json,
     Junit,
     Prometheus,
+    /// Node Feature Discovery feature file (labels, expiry).
+    Nfd,
 }
 
 impl From<Format> for report::Format {
@@ -96,6 +104,7 @@ impl From<Format> for report::Format {
             Format::Json => report::Format::Json,
             Format::Junit => report::Format::Junit,
             Format::Prometheus => report::Format::Prometheus,
+            Format::Nfd => report::Format::Nfd,
         }
     }
 }
@@ -142,6 +151,13 @@ pub struct CheckArgs {
     /// memory regions, interfaces and packet sizes, each finding with its YAML line.
     #[arg(long, value_name = "APP.yaml")]
     pub config: Option<PathBuf>,
+    /// Write the report to FILE instead of stdout: atomically (a dotfile temp beside it,
+    /// then rename) and mode 0644, so a timer can refresh it while a collector reads it.
+    #[arg(long, short = 'o', value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// With --format nfd: how long the labels stay valid after this run (90s, 15m, 2h, 1d).
+    #[arg(long, value_name = "DURATION", default_value = "1h", value_parser = parse_duration)]
+    pub nfd_expiry: Duration,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -242,6 +258,20 @@ impl Selection {
 pub struct PlanArgs {
     #[command(flatten)]
     pub sel: Selection,
+    /// text, or json (`daqtune.plan/v1`: every change, note and what needs a reboot).
+    #[arg(long, short = 'f', value_enum, default_value_t = PlanFormat::Text)]
+    pub format: PlanFormat,
+    /// Write the plan to FILE (atomically, mode 0644) instead of stdout.
+    #[arg(long, short = 'o', value_name = "FILE")]
+    pub output: Option<PathBuf>,
+}
+
+/// The `--format` of `plan`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
+pub enum PlanFormat {
+    #[default]
+    Text,
+    Json,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -391,6 +421,9 @@ pub struct QualifyArgs {
     /// Seconds per self-test mode at level 2 (level 3 soaks 20 times as long).
     #[arg(long, default_value_t = 5.0)]
     pub selftest_duration: f64,
+    /// Write the text report to FILE (atomically, mode 0644) instead of stdout.
+    #[arg(long, short = 'o', value_name = "FILE")]
+    pub output: Option<PathBuf>,
 }
 
 impl QualifyArgs {
@@ -401,6 +434,72 @@ impl QualifyArgs {
             json: self.json.clone(),
             fail_on: self.fail_on.into(),
             selftest_duration: self.selftest_duration,
+            output: self.output.clone(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ReportArgs {
+    /// Write the node_exporter textfile here (`.../node-exporter/daqtune.prom`).
+    #[arg(long, value_name = "FILE", value_parser = any_path, env = "DAQTUNE_REPORT_PROMETHEUS")]
+    pub prometheus: Option<PathBuf>,
+    /// Write the Node Feature Discovery feature file here
+    /// (`/etc/kubernetes/node-feature-discovery/features.d/daqtune`).
+    #[arg(long, value_name = "FILE", value_parser = any_path, env = "DAQTUNE_REPORT_NFD")]
+    pub nfd: Option<PathBuf>,
+    /// Write the JSON report here (Ansible local facts: `/etc/ansible/facts.d/daqtune.fact`).
+    #[arg(long, value_name = "FILE", value_parser = any_path, env = "DAQTUNE_REPORT_JSON")]
+    pub json: Option<PathBuf>,
+    /// Write the JUnit report here.
+    #[arg(long, value_name = "FILE", value_parser = any_path, env = "DAQTUNE_REPORT_JUNIT")]
+    pub junit: Option<PathBuf>,
+    /// How long the NFD labels stay valid after the run (90s, 15m, 2h, 1d).
+    #[arg(long, value_name = "DURATION", env = "DAQTUNE_REPORT_NFD_EXPIRY", default_value = "1h",
+          value_parser = parse_duration)]
+    pub nfd_expiry: Duration,
+    /// The gate fails on verdicts at or above this level (required checks always count).
+    #[arg(long, value_enum, env = "DAQTUNE_REPORT_FAIL_ON", default_value_t = FailOn::Fail)]
+    pub fail_on: FailOn,
+    /// Also judge the host against this DAQIRI configuration (the app.* checks).
+    #[arg(long, value_name = "APP.yaml", value_parser = any_path, env = "DAQTUNE_REPORT_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// Run again every DURATION (for a container; the timer runs `report` once per period).
+    /// Each run is a child process of this one.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub interval: Option<Duration>,
+    /// One run even with --interval (how the loop starts its runs).
+    #[arg(long, hide = true)]
+    pub once: bool,
+    /// Before the checks, record this machine's NVML/CUDA facts into ROOT/daqtune/gpu.json:
+    /// for a container whose --root is the host's filesystem mounted read-only beside a
+    /// writable ROOT/daqtune (see deploy/kubernetes). Needs --root.
+    #[arg(long)]
+    pub live_gpu_facts: bool,
+}
+
+/// A path that may be empty: an environment line `DAQTUNE_REPORT_NFD=` means "not this
+/// output", where clap's own path parser would refuse the empty value.
+fn any_path(s: &str) -> Result<PathBuf, String> {
+    Ok(PathBuf::from(s))
+}
+
+/// An empty path (`VAR=` in /etc/default/daqtune) is no path.
+fn given(p: &Option<PathBuf>) -> Option<PathBuf> {
+    p.clone().filter(|p| !p.as_os_str().is_empty())
+}
+
+impl ReportArgs {
+    pub fn engine(&self) -> ReportOptions {
+        ReportOptions {
+            prometheus: given(&self.prometheus),
+            nfd: given(&self.nfd),
+            json: given(&self.json),
+            junit: given(&self.junit),
+            nfd_expiry: self.nfd_expiry,
+            fail_on: self.fail_on.into(),
+            config: given(&self.config),
+            live_gpu_facts: self.live_gpu_facts,
         }
     }
 }

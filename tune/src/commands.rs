@@ -1,12 +1,13 @@
 //! Each subcommand: the engine call, then what goes to the terminal and to files.
 
 use crate::cli::{
-    CheckArgs, DiffArgs, ExplainArgs, GlobalArgs, ProfilesAction, ProfilesArgs, SnapshotArgs,
-    TopoArgs, TopoFormat,
+    CheckArgs, DiffArgs, ExplainArgs, GlobalArgs, PlanArgs, PlanFormat, ProfilesAction,
+    ProfilesArgs, SnapshotArgs, TopoArgs, TopoFormat,
 };
 use daqtune_engine::apply::Prompt;
 use daqtune_engine::commands::load_profile;
 use daqtune_engine::commands::{choose_profile, choose_profile_with, evaluate_facts, resolve_ids};
+use daqtune_engine::fleet::{self, output, plan_json, run::RunInfo};
 use daqtune_engine::hostroot::{load_side, open_host};
 use daqtune_engine::{gate, profile, report, snapshot, topo, tunables, UsageError};
 use std::io::{BufRead, IsTerminal, Write};
@@ -31,9 +32,9 @@ impl Prompt for TerminalPrompt {
     }
 }
 
+/// Every report file is written atomically, mode 0644 (a collector may be reading it).
 fn write_file(path: &std::path::Path, text: &str) -> Result<(), UsageError> {
-    std::fs::write(path, text)
-        .map_err(|e| UsageError::Other(format!("cannot write {}: {e}", path.display())))
+    output::write(path, text).map_err(|e| UsageError::Other(e.to_string()))
 }
 
 pub fn check(g: &GlobalArgs, a: &CheckArgs) -> Result<u8, UsageError> {
@@ -50,26 +51,64 @@ pub fn check(g: &GlobalArgs, a: &CheckArgs) -> Result<u8, UsageError> {
         ),
         None => None,
     };
-    let rep = evaluate_facts(&facts, &profile, only, a.gate, app.as_ref());
+    let mut rep = evaluate_facts(&facts, &profile, only, a.gate, app.as_ref());
     drop(facts);
     drop(host);
-    let color = report::want_color(std::io::stdout().is_terminal());
-    print!(
-        "{}",
-        report::render(&rep, a.format.into(), color, a.verbose)
-    );
+    // The gate's result is part of the outputs (JSON `run`, NFD and Prometheus), so the exit
+    // code is decided first.
+    let code = gate::exit_code(&rep.checks, a.fail_on.into(), a.gate, &profile.profile);
+    rep.run = Some(RunInfo::new(
+        &rep.checks,
+        &rep.gate_failures,
+        code == 0,
+        a.fail_on.into(),
+        a.gate,
+        fleet::run::now_unix(),
+    ));
+    let opts = fleet::RenderOptions {
+        color: a.output.is_none() && report::want_color(std::io::stdout().is_terminal()),
+        verbose: a.verbose,
+        nfd_expiry: a.nfd_expiry,
+    };
+    let text = fleet::render(&rep, a.format.into(), &opts);
+    match &a.output {
+        Some(p) => write_file(p, &text)?,
+        None => print!("{text}"),
+    }
     if let Some(p) = &a.junit {
         write_file(p, &report::junit(&rep))?;
     }
     if let Some(p) = &a.json {
         write_file(p, &report::json(&rep))?;
     }
-    Ok(gate::exit_code(
-        &rep.checks,
-        a.fail_on.into(),
-        a.gate,
-        &profile.profile,
-    ))
+    Ok(code)
+}
+
+/// `daqtune plan`: the text plan, or `daqtune.plan/v1` JSON whose `messages` are the lines
+/// said before the plan; to stdout or, atomically, to `-o FILE`.
+pub fn plan(g: &GlobalArgs, a: &PlanArgs) -> Result<u8, UsageError> {
+    let g = g.engine();
+    let sel = a.sel.engine();
+    if a.format == PlanFormat::Text && a.output.is_none() {
+        return daqtune_engine::apply::run_plan(&g, &sel, &mut std::io::stdout());
+    }
+    let host = open_host(&g)?;
+    let mut head: Vec<u8> = Vec::new();
+    let plan = daqtune_engine::apply::plan_for(&host, &g, &sel, &mut head)?;
+    drop(host);
+    let head = String::from_utf8_lossy(&head);
+    let text = match a.format {
+        PlanFormat::Text => format!("{head}{plan}"),
+        PlanFormat::Json => {
+            let lines: Vec<String> = head.lines().map(String::from).collect();
+            plan_json::render(&plan, &lines)
+        }
+    };
+    match &a.output {
+        Some(p) => write_file(p, &text)?,
+        None => print!("{text}"),
+    }
+    Ok(0)
 }
 
 pub fn explain(a: &ExplainArgs) -> Result<u8, UsageError> {

@@ -5,6 +5,7 @@ mod cli;
 mod commands;
 mod legacy;
 mod rdma_cmd;
+mod report_cmd;
 mod selftest_cmd;
 
 use clap::{CommandFactory, Parser};
@@ -45,9 +46,7 @@ fn main() -> ExitCode {
             Command::Check(a) => commands::check(g, a)?,
             Command::Explain(a) => commands::explain(a)?,
             Command::Profiles(a) => commands::profiles(a)?,
-            Command::Plan(a) => {
-                apply::run_plan(&g.engine(), &a.sel.engine(), &mut std::io::stdout())?
-            }
+            Command::Plan(a) => commands::plan(g, a)?,
             Command::Apply(a) => apply::run_apply(&g.engine(), &a.engine(), &mut TerminalPrompt)?,
             Command::Revert(a) => apply::run_revert(&g.engine(), &a.engine(), &mut TerminalPrompt)?,
             Command::Generate(a) => {
@@ -60,6 +59,7 @@ fn main() -> ExitCode {
             }
             Command::Snapshot(a) => commands::snapshot(g, a)?,
             Command::Diff(a) => commands::diff(g, a)?,
+            Command::Report(a) => report_cmd::run(g, a)?,
             Command::Completions { shell } => {
                 clap_complete::generate(
                     *shell,

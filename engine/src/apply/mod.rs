@@ -357,23 +357,35 @@ pub fn plan_on(
     a: &Selection,
     out: &mut dyn Write,
 ) -> Result<u8, UsageError> {
+    let plan = plan_for(host, g, a, out)?;
+    let _ = write!(out, "{plan}");
+    Ok(0)
+}
+
+/// The plan `daqtune plan` shows; what it says before the plan (the profile it detected,
+/// options kept from the last apply, what a `--config` derived) goes to `head`, one line each
+/// (`plan --format json` makes them its `messages`).
+pub fn plan_for(
+    host: &Host,
+    g: &GlobalOptions,
+    a: &Selection,
+    head: &mut dyn Write,
+) -> Result<Plan, UsageError> {
     // One set of facts for detection, the configuration's derivation and the plan.
     let facts = g.facts(host);
     let lp = match &g.profile {
         Some(_) => crate::commands::choose_profile_with(&facts, g)?,
         None => {
             let lp = crate::commands::choose_profile_with(&facts, g)?;
-            let _ = writeln!(out, "profile {} ({})", lp.profile.name, lp.origin);
+            let _ = writeln!(head, "profile {} ({})", lp.profile.name, lp.origin);
             lp
         }
     };
-    let sel = with_remembered(host, a, &None, out)?;
-    let lp = with_app_config(&facts, lp, &sel, out)?;
+    let sel = with_remembered(host, a, &None, head)?;
+    let lp = with_app_config(&facts, lp, &sel, head)?;
     let opts = options(&lp, &sel, g.profile.as_deref())?;
-    let plan = crate::tunables::build_plan_with(&facts, &lp, &opts, None)
-        .map_err(|e| UsageError::Other(e.to_string()))?;
-    let _ = write!(out, "{plan}");
-    Ok(0)
+    crate::tunables::build_plan_with(&facts, &lp, &opts, None)
+        .map_err(|e| UsageError::Other(e.to_string()))
 }
 
 /// `daqtune apply`, with a writer that tests can fault (no terminal: `yes` is needed).

@@ -1,0 +1,116 @@
+//! `-o FILE`: reports written so that a consumer polling the file never reads half of one.
+//!
+//! The write goes through the workspace's one atomic writer (`daqtune_probe::fsutil`): a
+//! temp file beside the target, fsync, rename, fsync of the directory. That temp file is a
+//! dotfile whose name does not end in the target's extension, which is what each consumer
+//! needs: node_exporter's textfile collector reads only `*.prom`, Ansible only `*.fact`, and
+//! nfd-worker reads every file in features.d except dotfiles. Mode 0644: the readers
+//! (node_exporter runs as its own user) need read access, and an executable `.fact` file would
+//! be run by Ansible instead of read.
+
+use std::path::{Path, PathBuf};
+
+/// The mode of every report file.
+pub const MODE: u32 = 0o644;
+
+/// Why an output file could not be written.
+#[derive(Debug, thiserror::Error)]
+pub enum OutputError {
+    #[error("{0}: is a directory, not a file")]
+    IsDirectory(PathBuf),
+    #[error("{0}: not a file name")]
+    NoFileName(PathBuf),
+    #[error("cannot write {path}: {source}")]
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// Replace `path` with `text`, atomically, mode 0644; the directory is created if missing.
+/// A target that exists and is not a regular file (`/dev/stdout`, a FIFO) is written in
+/// place: renaming over it would replace the device node instead of writing to it.
+pub fn write(path: &Path, text: &str) -> Result<(), OutputError> {
+    let failed = |source| OutputError::Write {
+        path: path.to_path_buf(),
+        source,
+    };
+    if path.is_dir() {
+        return Err(OutputError::IsDirectory(path.to_path_buf()));
+    }
+    if let Ok(m) = std::fs::metadata(path) {
+        if !m.is_file() {
+            use std::io::Write;
+            return std::fs::OpenOptions::new()
+                .write(true)
+                .open(path)
+                .and_then(|mut f| f.write_all(text.as_bytes()))
+                .map_err(failed);
+        }
+    }
+    if path.file_name().is_none() {
+        return Err(OutputError::NoFileName(path.to_path_buf()));
+    }
+    daqtune_probe::fsutil::write_atomic(path, text.as_bytes(), MODE).map_err(failed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    /// While the writer fills its temp file, every other name in the directory is one that
+    /// the consumers skip: a dotfile not ending in `.prom` or `.fact`.
+    #[test]
+    fn temp_file_is_invisible_to_consumers() {
+        let d = tempfile::tempdir().expect("tmp");
+        for name in ["daqtune.prom", "daqtune.fact", "daqtune"] {
+            let target = d.path().join(name);
+            let mut seen = Vec::new();
+            daqtune_probe::fsutil::atomic_replace(&target, MODE, &mut |f| {
+                use std::io::Write;
+                for e in std::fs::read_dir(d.path())?.flatten() {
+                    seen.push(e.file_name().to_string_lossy().into_owned());
+                }
+                f.write_all(b"x")
+            })
+            .expect("write");
+            let temps: Vec<&String> = seen.iter().filter(|n| n.as_str() != name).collect();
+            assert!(!temps.is_empty(), "no temp file seen for {name}: {seen:?}");
+            for t in temps {
+                if t.starts_with("daqtune") {
+                    continue; // an earlier target of this loop
+                }
+                assert!(t.starts_with('.'), "{t}");
+                assert!(!t.ends_with(".prom") && !t.ends_with(".fact"), "{t}");
+            }
+        }
+    }
+
+    #[test]
+    fn writes_0644_and_replaces() {
+        let d = tempfile::tempdir().expect("tmp");
+        let p = d.path().join("sub/daqtune.prom");
+        write(&p, "a 1\n").expect("write");
+        write(&p, "a 2\n").expect("rewrite");
+        assert_eq!(std::fs::read_to_string(&p).expect("read"), "a 2\n");
+        let mode = std::fs::metadata(&p).expect("meta").permissions().mode() & 0o7777;
+        assert_eq!(mode, 0o644);
+        let names: Vec<_> = std::fs::read_dir(p.parent().expect("dir"))
+            .expect("ls")
+            .flatten()
+            .map(|e| e.file_name())
+            .collect();
+        assert_eq!(names.len(), 1, "{names:?}");
+        assert!(write(d.path(), "x").is_err());
+    }
+
+    /// `--junit /dev/stdout` keeps working: a device is written to, not replaced.
+    #[test]
+    fn devices_are_written_in_place() {
+        write(Path::new("/dev/null"), "x\n").expect("write /dev/null");
+        use std::os::unix::fs::FileTypeExt;
+        let m = std::fs::symlink_metadata("/dev/null").expect("meta");
+        assert!(m.file_type().is_char_device());
+    }
+}
