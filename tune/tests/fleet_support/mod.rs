@@ -111,12 +111,14 @@ pub const PIP_PACKAGES: &[&str] = &[
     "kubernetes-validate==1.37.0",
 ];
 
-/// A virtualenv with [`PIP_PACKAGES`], made once per test process in a temporary directory
-/// (removed when the process exits); nothing is cached outside pip's own download cache.
+/// A virtualenv with [`PIP_PACKAGES`], kept under cargo's per-target temporary directory
+/// (`target/tmp`, which `cargo clean` removes) so that a test run leaves nothing in /tmp and a
+/// second run reuses it. It is rebuilt when the pinned package list changes (the directory
+/// name carries it). A venv's scripts name its own path, so it is built in place, under an
+/// exclusive lock that a second test process waits for.
 pub struct Venv {
-    _dir: tempfile::TempDir,
     pub bin: PathBuf,
-    /// Seconds it took to make (for the report of the suite's time).
+    /// Seconds it took to make or find (for the report of the suite's time).
     pub seconds: f64,
 }
 
@@ -125,17 +127,52 @@ pub fn venv() -> Result<&'static Venv, String> {
     VENV.get_or_init(make_venv).as_ref().map_err(Clone::clone)
 }
 
+fn venv_dir() -> PathBuf {
+    let tag: u64 = PIP_PACKAGES
+        .iter()
+        .flat_map(|p| p.bytes())
+        .fold(0xcbf2_9ce4_8422_2325, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        });
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("fleet-venv-{tag:016x}"))
+}
+
+/// An exclusive flock on `path`, released when the file is closed.
+fn lock(path: &Path) -> Result<std::fs::File, String> {
+    use std::os::fd::AsRawFd;
+    let f = std::fs::File::create(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    // SAFETY: flock on a file descriptor we own; it blocks until the lock is ours.
+    if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) } != 0 {
+        return Err(format!(
+            "flock {}: {}",
+            path.display(),
+            std::io::Error::last_os_error()
+        ));
+    }
+    Ok(f)
+}
+
 fn make_venv() -> Result<Venv, String> {
     let t0 = std::time::Instant::now();
+    let dir = venv_dir();
+    let parent = dir.parent().ok_or("no target tmp dir")?;
+    std::fs::create_dir_all(parent).map_err(|e| e.to_string())?;
+    let _guard = lock(&parent.join(".fleet-venv.lock"))?;
+    let bin = dir.join("bin");
+    let marker = dir.join(".complete");
+    if bin.join("ansible-playbook").is_file() && marker.is_file() {
+        return Ok(Venv {
+            bin,
+            seconds: t0.elapsed().as_secs_f64(),
+        });
+    }
+    // An interrupted build left a partial venv: start over.
+    let _ = std::fs::remove_dir_all(&dir);
     let python = on_path("python3").ok_or("python3 is not installed")?;
-    let dir = tempfile::Builder::new()
-        .prefix("daqtune-fleet-venv-")
-        .tempdir()
-        .map_err(|e| e.to_string())?;
     let make = || {
         Command::new(&python)
             .args(["-m", "venv"])
-            .arg(dir.path())
+            .arg(&dir)
             .output()
     };
     let out = make().map_err(|e| format!("python3 -m venv: {e}"))?;
@@ -148,7 +185,6 @@ fn make_venv() -> Result<Venv, String> {
             return Err(format!("python3 -m venv: {}", text(&out).trim()));
         }
     }
-    let bin = dir.path().join("bin");
     let out = Command::new(bin.join("pip"))
         .args([
             "install",
@@ -160,22 +196,21 @@ fn make_venv() -> Result<Venv, String> {
         .output()
         .map_err(|e| format!("pip: {e}"))?;
     if !out.status.success() {
+        let _ = std::fs::remove_dir_all(&dir);
         return Err(format!(
             "pip install {} failed (no PyPI, or a Python these versions do not support): {}",
             PIP_PACKAGES.join(" "),
             text(&out).trim()
         ));
     }
+    std::fs::write(&marker, PIP_PACKAGES.join("\n")).map_err(|e| e.to_string())?;
     let seconds = t0.elapsed().as_secs_f64();
     eprintln!(
-        "fleet: virtualenv with {} made in {seconds:.1} s",
-        PIP_PACKAGES.join(", ")
+        "fleet: virtualenv with {} made in {seconds:.1} s ({})",
+        PIP_PACKAGES.join(", "),
+        dir.display()
     );
-    Ok(Venv {
-        _dir: dir,
-        bin,
-        seconds,
-    })
+    Ok(Venv { bin, seconds })
 }
 
 /// Print why a test does not run, in the form the suite's other skips use.
