@@ -15,6 +15,7 @@ use crate::apply::journal;
 use daqtune_probe::cmdline::{parse_cmdline, Cmdline};
 use daqtune_probe::cpu::{read_cpus, CpuFacts};
 use daqtune_probe::gpu::{DriverProc, GpuSnapshot};
+use daqtune_probe::host::FileStat;
 use daqtune_probe::mem::{read_mem, MemFacts};
 use daqtune_probe::pci::PciFacts;
 use daqtune_probe::system::{
@@ -65,6 +66,7 @@ pub struct Facts<'h> {
     files: Memo<Vec<u8>>,
     dirs: Memo<Vec<String>>,
     links: Memo<String>,
+    stats: RefCell<HashMap<String, Result<FileStat, Unreadable>>>,
     kinds: RefCell<HashMap<String, Option<bool>>>,
 }
 
@@ -91,6 +93,7 @@ impl<'h> Facts<'h> {
             files: RefCell::default(),
             dirs: RefCell::default(),
             links: RefCell::default(),
+            stats: RefCell::default(),
             kinds: RefCell::default(),
         }
     }
@@ -345,6 +348,17 @@ impl<'h> Facts<'h> {
             .map(Rc::new)
             .map_err(Unreadable::from);
         self.links.borrow_mut().insert(path.to_string(), r.clone());
+        r
+    }
+
+    /// Type and permission bits of a path (symlinks followed), once per run: whether the
+    /// binary a unit calls is there and executable.
+    pub fn stat(&self, path: &str) -> Result<FileStat, Unreadable> {
+        if let Some(r) = self.stats.borrow().get(path) {
+            return r.clone();
+        }
+        let r = self.host.stat(path).map_err(Unreadable::from);
+        self.stats.borrow_mut().insert(path.to_string(), r.clone());
         r
     }
 
