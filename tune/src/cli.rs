@@ -204,9 +204,11 @@ pub struct Selection {
     /// Allow ACS redirect changes (only where the IOMMU is off or in passthrough).
     #[arg(long)]
     pub allow_acs: bool,
-    /// The daqtune binary that generated units and rules run.
-    #[arg(long, value_name = "PATH", default_value = daqtune_units::DEFAULT_EXE)]
-    pub exe: String,
+    /// The daqtune binary that generated units and rules run (a regular executable file in
+    /// the host root). Default: the installed one, /usr/bin/daqtune then
+    /// /usr/local/bin/daqtune; with none installed, units and rules are refused (exit 2).
+    #[arg(long, value_name = "PATH")]
+    pub exe: Option<String>,
     /// Derive isolated cores, hugepages, MTU and data-path interfaces from this DAQIRI
     /// configuration instead of the profile's defaults. Kept for later applies and plans
     /// (they would otherwise rewrite the grub drop-in without it) until `--fresh` or a revert.
@@ -329,9 +331,11 @@ impl From<Kind> for apply::Kind {
 pub struct GenerateArgs {
     #[arg(value_enum)]
     pub kind: Kind,
-    /// The daqtune binary that generated units and rules run.
-    #[arg(long, value_name = "PATH", default_value = daqtune_units::DEFAULT_EXE)]
-    pub exe: String,
+    /// The daqtune binary that generated units and rules run (a regular executable file in
+    /// the host root). Default: the installed one, /usr/bin/daqtune then
+    /// /usr/local/bin/daqtune; with none installed, units and rules are refused (exit 2).
+    #[arg(long, value_name = "PATH")]
+    pub exe: Option<String>,
     /// Interfaces for network artifacts (default: the host's ConnectX ports).
     #[arg(long = "interface", value_name = "IF")]
     pub interfaces: Vec<String>,

@@ -45,6 +45,7 @@ fn prepared(name: &str, add_pci: fn(&Path)) -> tempfile::TempDir {
     if !d.path().join("sys/bus/pci/devices").exists() {
         add_pci(d.path());
     }
+    install_daqtune(d.path());
     d
 }
 
@@ -340,10 +341,7 @@ fn globals(root: &Path, profile: &str) -> GlobalOptions {
 
 fn apply_args() -> ApplyOptions {
     ApplyOptions {
-        sel: Selection {
-            exe: "/usr/bin/daqtune".into(),
-            ..Default::default()
-        },
+        sel: Selection::default(),
         dry_run: false,
         yes: true,
         state_dir: None,
@@ -1201,8 +1199,8 @@ fn config_derives_the_plan() {
 /// its unit (a full apply puts `cpufreq.default_governor=performance` in the drop-in instead).
 #[test]
 fn only_governor_still_persists() {
-    let r = fixture("igx-untuned");
-    let rs = r.to_str().expect("utf8");
+    let root = prepared("igx-untuned", add_igx_pci);
+    let rs = root.path().to_str().expect("utf8");
     let o = run(&[
         "plan",
         "--root",
@@ -1228,4 +1226,238 @@ fn only_governor_still_persists() {
         "{}",
         text(&o)
     );
+}
+
+/// Issue 15: units and the udev rule run daqtune itself, so `plan`, `apply` and `generate`
+/// never write one that calls a binary the host does not have. Default: the installed binary
+/// in the host root (/usr/bin/daqtune, then /usr/local/bin/daqtune); `--exe` must name a
+/// regular executable file; with none, a plan with such artifacts is refused (exit 2, nothing
+/// changed) and the settings that need no binary still go ahead when asked for alone.
+mod binary {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn root_without_binary() -> tempfile::TempDir {
+        let root = prepared("igx-untuned", add_igx_pci);
+        std::fs::remove_file(root.path().join("usr/bin/daqtune")).expect("rm");
+        root
+    }
+
+    #[test]
+    fn a_plan_with_units_is_refused_without_an_installed_binary() {
+        let root = root_without_binary();
+        let r = root.path();
+        let rs = r.to_str().expect("utf8");
+        let before = snapshot(r, &[]);
+        for args in [
+            vec!["plan", "--root", rs, "--profile", "igx-orin"],
+            vec!["apply", "--root", rs, "--profile", "igx-orin", "--yes"],
+            vec![
+                "apply",
+                "--root",
+                rs,
+                "--profile",
+                "igx-orin",
+                "--dry-run",
+                "--yes",
+            ],
+        ] {
+            let o = run(&args);
+            let t = text(&o);
+            assert_eq!(o.status.code(), Some(2), "{args:?}: {t}");
+            for want in [
+                "no installed daqtune binary (looked for /usr/bin/daqtune, /usr/local/bin/daqtune)",
+                "/etc/udev/rules.d/90-daqtune-mrrs.rules (pcie.mrrs)",
+                "/etc/systemd/system/daqtune-gpu-clocks.service (gpu.clocks)",
+                "sudo apt install ./target/debian/daqtune_*.deb",
+                "cargo install --path tune --root /usr",
+                "--exe PATH",
+                "--runtime-only",
+                "--only ",
+            ] {
+                assert!(t.contains(want), "{args:?}: `{want}` in {t}");
+            }
+            // The binary-free settings of this plan are offered; those needing it are not.
+            let only = t
+                .split("--only ")
+                .nth(1)
+                .and_then(|s| s.split_whitespace().next())
+                .unwrap_or("");
+            assert!(only.contains("kernel.cmdline"), "{t}");
+            assert!(
+                !only.contains("pcie.mrrs") && !only.contains("gpu.clocks"),
+                "{t}"
+            );
+            assert!(diff_snapshots(&before, &snapshot(r, &[])).is_empty());
+        }
+        for kind in ["governor-unit", "gpu-clocks-unit", "acs-unit", "udev-mrrs"] {
+            let o = run(&["generate", kind, "--root", rs, "--profile", "igx-orin"]);
+            assert_eq!(o.status.code(), Some(2), "{kind}: {}", text(&o));
+            assert!(
+                text(&o).contains("no installed daqtune binary"),
+                "{}",
+                text(&o)
+            );
+        }
+        // Artifacts that run no binary are still printed.
+        let o = run(&[
+            "generate",
+            "grub-dropin",
+            "--root",
+            rs,
+            "--profile",
+            "igx-orin",
+        ]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    }
+
+    #[test]
+    fn binary_free_settings_and_runtime_changes_go_ahead_without_a_binary() {
+        let root = root_without_binary();
+        let r = root.path();
+        let rs = r.to_str().expect("utf8");
+        let o = run(&[
+            "apply",
+            "--root",
+            rs,
+            "--profile",
+            "igx-orin",
+            "--only",
+            "kernel.cmdline,hugepages",
+            "--yes",
+        ]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        assert!(r.join("etc/default/grub.d/99-daqtune.cfg").exists());
+        // The runtime changes alone need no binary either (MRRS now, no udev rule).
+        let o = run(&[
+            "apply",
+            "--root",
+            rs,
+            "--profile",
+            "igx-orin",
+            "--runtime-only",
+            "--yes",
+        ]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        assert_eq!((devctl(r, "0005:03:00.0") >> 12) & 7, 5);
+        assert!(!r.join("etc/udev/rules.d/90-daqtune-mrrs.rules").exists());
+        assert!(!r
+            .join("etc/systemd/system/daqtune-gpu-clocks.service")
+            .exists());
+        let o = run(&["revert", "--root", rs, "--yes"]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    }
+
+    #[test]
+    fn exe_must_be_an_executable_file_in_the_root() {
+        let root = root_without_binary();
+        let r = root.path();
+        let rs = r.to_str().expect("utf8");
+        let opt = r.join("opt/daqtune/bin/daqtune");
+        std::fs::create_dir_all(opt.parent().expect("p")).expect("mkdir");
+        std::fs::write(&opt, b"#!/bin/sh\n").expect("w");
+        std::fs::set_permissions(&opt, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+        let before = snapshot(r, &[]);
+        for (exe, why) in [
+            ("/opt/daqtune/bin/nope", "no such file"),
+            ("/opt/daqtune/bin/daqtune", "not executable (mode 644)"),
+            ("/opt/daqtune/bin", "not a regular file"),
+            ("daqtune", "absolute"),
+        ] {
+            for cmd in [&["plan"][..], &["apply", "--yes"][..]] {
+                let mut args = cmd.to_vec();
+                args.extend(["--root", rs, "--profile", "igx-orin", "--exe", exe]);
+                let o = run(&args);
+                assert_eq!(
+                    o.status.code(),
+                    Some(2),
+                    "{cmd:?} --exe {exe}: {}",
+                    text(&o)
+                );
+                assert!(text(&o).contains(why), "{cmd:?} --exe {exe}: {}", text(&o));
+            }
+            let o = run(&[
+                "generate",
+                "governor-unit",
+                "--root",
+                rs,
+                "--profile",
+                "igx-orin",
+                "--exe",
+                exe,
+            ]);
+            assert_eq!(
+                o.status.code(),
+                Some(2),
+                "generate --exe {exe}: {}",
+                text(&o)
+            );
+        }
+        assert!(diff_snapshots(&before, &snapshot(r, &[])).is_empty());
+        // An executable --exe is what the units and the rule run.
+        std::fs::set_permissions(&opt, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        let o = run(&[
+            "apply",
+            "--root",
+            rs,
+            "--profile",
+            "igx-orin",
+            "--exe",
+            "/opt/daqtune/bin/daqtune",
+            "--yes",
+        ]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        let rule = read(r, "etc/udev/rules.d/90-daqtune-mrrs.rules");
+        assert!(
+            rule.contains("RUN+=\"/opt/daqtune/bin/daqtune apply"),
+            "{rule}"
+        );
+        let unit = read(r, "etc/systemd/system/daqtune-gpu-clocks.service");
+        assert!(
+            unit.contains("ExecStart=/opt/daqtune/bin/daqtune apply"),
+            "{unit}"
+        );
+    }
+
+    #[test]
+    fn the_installed_binary_under_usr_local_is_found() {
+        let root = root_without_binary();
+        let r = root.path();
+        let rs = r.to_str().expect("utf8");
+        let p = r.join("usr/local/bin/daqtune");
+        std::fs::create_dir_all(p.parent().expect("p")).expect("mkdir");
+        std::fs::write(&p, b"#!/bin/sh\n").expect("w");
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        let o = run(&[
+            "generate",
+            "udev-mrrs",
+            "--root",
+            rs,
+            "--profile",
+            "igx-orin",
+        ]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        assert!(
+            text(&o).contains("RUN+=\"/usr/local/bin/daqtune apply"),
+            "{}",
+            text(&o)
+        );
+        // A non-executable /usr/bin/daqtune (a half-done install) is passed over.
+        let u = r.join("usr/bin/daqtune");
+        std::fs::write(&u, b"").expect("w");
+        std::fs::set_permissions(&u, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+        let o = run(&[
+            "generate",
+            "governor-unit",
+            "--root",
+            rs,
+            "--profile",
+            "igx-orin",
+        ]);
+        assert!(
+            text(&o).contains("ExecStart=/usr/local/bin/daqtune apply"),
+            "{}",
+            text(&o)
+        );
+    }
 }

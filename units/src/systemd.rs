@@ -156,11 +156,18 @@ fn daqtune_args(profile: &str, only: &str, extra: &[&str]) -> Vec<String> {
     v
 }
 
+/// The names of daqtune's oneshot units (the artifacts check looks for them by name too).
+pub const GOVERNOR_UNIT: &str = "daqtune-governor.service";
+pub const GPU_CLOCKS_UNIT: &str = "daqtune-gpu-clocks.service";
+pub const ACS_UNIT: &str = "daqtune-acs.service";
+/// Every oneshot unit daqtune writes.
+pub const ONESHOT_UNITS: &[&str] = &[GOVERNOR_UNIT, GPU_CLOCKS_UNIT, ACS_UNIT];
+
 /// The governor unit, for kernels older than 5.9 (no `cpufreq.default_governor=`) or a
 /// cpufreq driver loaded as a module after boot.
 pub fn governor_unit(exe: &str, profile: &str) -> Oneshot {
     Oneshot {
-        name: "daqtune-governor.service".into(),
+        name: GOVERNOR_UNIT.into(),
         description: "Set the CPU frequency governor (daqtune)".into(),
         after: vec!["systemd-modules-load.service".into()],
         wants: vec![],
@@ -174,7 +181,7 @@ pub fn governor_unit(exe: &str, profile: &str) -> Oneshot {
 /// so the driver stays loaded and keeps the lock.
 pub fn gpu_clocks_unit(exe: &str, profile: &str) -> Oneshot {
     Oneshot {
-        name: "daqtune-gpu-clocks.service".into(),
+        name: GPU_CLOCKS_UNIT.into(),
         description: "Lock the GPU clocks at their maximum (daqtune)".into(),
         after: vec![
             "nvidia-persistenced.service".into(),
@@ -190,7 +197,7 @@ pub fn gpu_clocks_unit(exe: &str, profile: &str) -> Oneshot {
 /// ACS redirect off on the GPU-NIC path, where `pci=disable_acs_redir=` cannot be used.
 pub fn acs_unit(exe: &str, profile: &str) -> Oneshot {
     Oneshot {
-        name: "daqtune-acs.service".into(),
+        name: ACS_UNIT.into(),
         description: "Disable PCIe ACS redirect between GPU and NIC (daqtune)".into(),
         after: vec!["systemd-udev-settle.service".into()],
         wants: vec![],

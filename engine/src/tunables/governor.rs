@@ -202,19 +202,14 @@ fn plan_governor(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
     }
     if cx.opts.persist {
         let by_cmdline = want == "performance" && cx.cmdline_carries((5, 9));
+        let path = format!("/etc/systemd/system/{}", systemd::GOVERNOR_UNIT);
         if !by_cmdline {
-            let u = systemd::governor_unit(&cx.opts.exe, &cx.profile_ref());
-            let text = u.render()?;
-            cx.file_change(
-                plan,
-                ID,
-                &u.name,
-                &format!("/etc/systemd/system/{}", u.name),
-                text,
-                0o644,
-                false,
-            );
-            cx.enable(plan, ID, &u.name, "multi-user.target");
+            if let Some(exe) = cx.unit_exe(plan, ID, &path) {
+                let u = systemd::governor_unit(&exe, &cx.profile_ref());
+                let text = u.render()?;
+                cx.file_change(plan, ID, &u.name, &path, text, 0o644, false);
+                cx.enable(plan, ID, &u.name, "multi-user.target");
+            }
         }
     }
     Ok(())

@@ -194,6 +194,7 @@ pub fn build_plan_with(
         changes: Vec::new(),
         notes: Vec::new(),
         kernel_args: None,
+        needs_binary: Vec::new(),
     };
     for t in planners {
         let Some(p) = &t.planner else { continue };
