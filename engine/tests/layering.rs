@@ -189,6 +189,7 @@ const LAYERS: &[&[&str]] = &[
         "context::nics",
         "context::gpus",
         "context::boot",
+        "context::artifacts",
         "plan",
         "tunable",
     ],

@@ -1461,3 +1461,236 @@ mod binary {
         );
     }
 }
+
+/// Issue 15: `daqtune.artifacts` judges what daqtune wrote (journal of the runs in effect, and
+/// the fixed names): present, enabled, its binary executable, and the unit's last run
+/// (under a root: the snapshot's record daqtune/units.json; without one, skip, never pass).
+mod artifacts {
+    use super::*;
+
+    fn artifact_verdicts(root: &Path) -> Vec<(String, String, String)> {
+        let rep = check_json(root, "igx-orin");
+        rep["checks"]
+            .as_array()
+            .expect("checks")
+            .iter()
+            .filter(|c| c["id"] == "daqtune.artifacts")
+            .map(|c| {
+                (
+                    c["subject"].as_str().unwrap_or("").to_string(),
+                    c["status"].as_str().unwrap_or("").to_string(),
+                    format!(
+                        "{} {}",
+                        c["message"].as_str().unwrap_or(""),
+                        c["fix"].as_str().unwrap_or("")
+                    ),
+                )
+            })
+            .collect()
+    }
+
+    fn of<'a>(vs: &'a [(String, String, String)], subject: &str) -> &'a (String, String, String) {
+        vs.iter()
+            .find(|v| v.0 == subject)
+            .unwrap_or_else(|| panic!("no verdict for {subject}: {vs:#?}"))
+    }
+
+    const GPU_UNIT: &str = "/etc/systemd/system/daqtune-gpu-clocks.service";
+    const MOUNT: &str = "/etc/systemd/system/mnt-huge.mount";
+    const RULE: &str = "/etc/udev/rules.d/90-daqtune-mrrs.rules";
+    const DROPIN: &str = "/etc/default/grub.d/99-daqtune.cfg";
+
+    fn units_json(root: &Path, units: &str) {
+        std::fs::create_dir_all(root.join("daqtune")).expect("mkdir");
+        std::fs::write(
+            root.join("daqtune/units.json"),
+            format!(
+                "{{\"schema\": \"daqtune.units/v1\", \"captured_unix\": 1, \"units\": [{units}]}}"
+            ),
+        )
+        .expect("write");
+    }
+
+    fn state(name: &str, active: &str, sub: &str, result: &str, status: i32) -> String {
+        format!("{{\"name\": \"{name}\", \"load_state\": \"loaded\", \"active_state\": \"{active}\", \"sub_state\": \"{sub}\", \"unit_file_state\": \"enabled\", \"result\": \"{result}\", \"exec_main_status\": {status}}}")
+    }
+
+    #[test]
+    fn what_apply_wrote_and_what_breaks_it() {
+        let root = prepared("igx-untuned", add_igx_pci);
+        let r = root.path();
+        let rs = r.to_str().expect("utf8");
+        let vs = artifact_verdicts(r);
+        assert_eq!(vs.len(), 1, "{vs:#?}");
+        assert_eq!(vs[0].1, "n/a", "{vs:#?}");
+
+        let o = run(&["apply", "--root", rs, "--profile", "igx-orin", "--yes"]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        let vs = artifact_verdicts(r);
+        // Files on disk are right; the units' last runs are unknown without a record.
+        for p in [RULE, DROPIN, "/etc/modules-load.d/daqtune.conf"] {
+            assert_eq!(of(&vs, p).1, "pass", "{p}: {vs:#?}");
+        }
+        for u in [GPU_UNIT, MOUNT] {
+            let v = of(&vs, u);
+            assert_eq!(v.1, "skip", "{v:?}");
+            assert!(
+                v.2.contains("enabled in") && v.2.contains("daqtune/units.json"),
+                "{v:?}"
+            );
+        }
+        assert!(of(&vs, GPU_UNIT).2.contains("/usr/bin/daqtune executable"));
+        assert!(vs.iter().all(|v| v.1 != "fail"), "{vs:#?}");
+
+        // The snapshot's record of systemd: a failed oneshot fails, a mounted unit passes.
+        units_json(
+            r,
+            &format!(
+                "{}, {}",
+                state(
+                    "daqtune-gpu-clocks.service",
+                    "failed",
+                    "failed",
+                    "exit-code",
+                    1
+                ),
+                state("mnt-huge.mount", "active", "mounted", "success", 0)
+            ),
+        );
+        let vs = artifact_verdicts(r);
+        let v = of(&vs, GPU_UNIT);
+        assert_eq!(v.1, "fail", "{v:?}");
+        assert!(
+            v.2.contains("its last run failed") && v.2.contains("exit status 1"),
+            "{v:?}"
+        );
+        assert!(
+            v.2.contains("journalctl -b -u daqtune-gpu-clocks.service"),
+            "{v:?}"
+        );
+        assert_eq!(of(&vs, MOUNT).1, "pass", "{vs:#?}");
+        // A record made where systemd could not be asked: skip with the reason.
+        std::fs::write(
+            r.join("daqtune/units.json"),
+            "{\"schema\": \"daqtune.units/v1\", \"captured_unix\": 1, \"systemd_unavailable\": \"cannot ask systemd over D-Bus: no bus\", \"units\": []}",
+        )
+        .expect("w");
+        let v = of(&artifact_verdicts(r), MOUNT).clone();
+        assert_eq!(v.1, "skip", "{v:?}");
+        assert!(v.2.contains("no bus"), "{v:?}");
+        units_json(
+            r,
+            &format!(
+                "{}, {}",
+                state(
+                    "daqtune-gpu-clocks.service",
+                    "active",
+                    "exited",
+                    "success",
+                    0
+                ),
+                state("mnt-huge.mount", "active", "mounted", "success", 0)
+            ),
+        );
+        assert!(artifact_verdicts(r).iter().all(|v| v.1 == "pass"));
+
+        // Not enabled.
+        std::fs::remove_file(
+            r.join("etc/systemd/system/multi-user.target.wants/daqtune-gpu-clocks.service"),
+        )
+        .expect("rm link");
+        let v = of(&artifact_verdicts(r), GPU_UNIT).clone();
+        assert_eq!(v.1, "fail", "{v:?}");
+        assert!(
+            v.2.contains("not enabled")
+                && v.2.contains("systemctl enable daqtune-gpu-clocks.service"),
+            "{v:?}"
+        );
+        // The binary gone: the unit and the rule name it.
+        std::fs::remove_file(r.join("usr/bin/daqtune")).expect("rm");
+        let vs = artifact_verdicts(r);
+        for p in [GPU_UNIT, RULE] {
+            let v = of(&vs, p);
+            assert_eq!(v.1, "fail", "{v:?}");
+            assert!(
+                v.2.contains("runs /usr/bin/daqtune, which is not installed"),
+                "{v:?}"
+            );
+            assert!(
+                v.2.contains("sudo apt install ./target/debian/daqtune_*.deb"),
+                "{v:?}"
+            );
+        }
+        // A drop-in deleted by hand.
+        std::fs::remove_file(r.join(DROPIN.trim_start_matches('/'))).expect("rm");
+        let v = of(&artifact_verdicts(r), DROPIN).clone();
+        assert_eq!(v.1, "fail", "{v:?}");
+        assert!(v.2.contains("missing (written by apply run"), "{v:?}");
+
+        // After revert nothing of daqtune's is left to judge.
+        let o = run(&["revert", "--root", rs, "--yes"]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        let vs = artifact_verdicts(r);
+        assert_eq!(vs.len(), 1, "{vs:#?}");
+        assert_eq!(vs[0].1, "n/a", "{vs:#?}");
+    }
+
+    /// A unit carrying daqtune's mark whose journal is gone is still found by its name.
+    #[test]
+    fn found_by_name_without_a_journal() {
+        let root = prepared("igx-untuned", add_igx_pci);
+        let r = root.path();
+        let o = run(&[
+            "generate",
+            "governor-unit",
+            "--root",
+            r.to_str().expect("utf8"),
+            "--profile",
+            "igx-orin",
+        ]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        let p = r.join("etc/systemd/system/daqtune-governor.service");
+        std::fs::create_dir_all(p.parent().expect("p")).expect("mkdir");
+        std::fs::write(&p, &o.stdout).expect("w");
+        let vs = artifact_verdicts(r);
+        let v = of(&vs, "/etc/systemd/system/daqtune-governor.service");
+        assert_eq!(v.1, "fail", "{v:?}");
+        assert!(
+            v.2.contains("not enabled") && v.2.contains("found by its name"),
+            "{v:?}"
+        );
+    }
+
+    /// A snapshot keeps the binary's mode (an empty stand-in, not its bytes) and the units'
+    /// record: the replay judges the artifacts as the source did.
+    #[test]
+    fn a_snapshot_replays_them() {
+        let root = prepared("igx-untuned", add_igx_pci);
+        let r = root.path();
+        let rs = r.to_str().expect("utf8");
+        let o = run(&["apply", "--root", rs, "--profile", "igx-orin", "--yes"]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        units_json(
+            r,
+            &state("mnt-huge.mount", "active", "mounted", "success", 0),
+        );
+        let tmp = tempfile::tempdir().expect("tmp");
+        let snap = tmp.path().join("snap");
+        let o = run(&[
+            "snapshot",
+            "--root",
+            rs,
+            "--profile",
+            "igx-orin",
+            "-o",
+            snap.to_str().expect("utf8"),
+        ]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        let bin = snap.join("usr/bin/daqtune");
+        let m = std::fs::metadata(&bin).expect("stand-in");
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(m.len(), 0);
+        assert_eq!(m.permissions().mode() & 0o777, 0o755);
+        assert_eq!(artifact_verdicts(r), artifact_verdicts(&snap));
+    }
+}

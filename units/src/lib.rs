@@ -28,3 +28,7 @@ pub const OWNER_MARK: &str = "Written by daqtune";
 /// `cargo install --path tune --root /usr`), then `cargo install --root /usr/local`'s. Units and
 /// udev rules run the first one that is a regular executable file; `--exe` names another.
 pub const INSTALLED_EXE: &[&str] = &["/usr/bin/daqtune", "/usr/local/bin/daqtune"];
+
+/// How to get a daqtune binary units can run (the advice of every refusal and check that
+/// finds none).
+pub const INSTALL_ADVICE: &str = "install daqtune first (`sudo apt install ./target/debian/daqtune_*.deb` after `scripts/build-deb.sh`, or `cargo install --path tune --root /usr`), or pass --exe PATH naming an installed daqtune";

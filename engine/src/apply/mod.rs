@@ -21,6 +21,7 @@ use crate::hostroot::open_host;
 use crate::plan::{self, Plan, PlanOptions};
 use crate::profile::{self, LoadedProfile};
 use daqtune_probe::Host;
+use daqtune_units::INSTALL_ADVICE;
 use setters::{FsWriter, Writer};
 use std::io::Write;
 use std::path::PathBuf;
@@ -225,9 +226,6 @@ pub fn resolve_exe(facts: &Facts, given: Option<&str>) -> Result<Option<String>,
         .find(|p| facts.stat(p).is_ok_and(|s| s.is_executable_file()))
         .map(|p| p.to_string()))
 }
-
-/// How to get a daqtune binary units can run (the refusals' advice).
-pub const INSTALL_ADVICE: &str = "install daqtune first (`sudo apt install ./target/debian/daqtune_*.deb` after `scripts/build-deb.sh`, or `cargo install --path tune --root /usr`), or pass --exe PATH naming an installed daqtune";
 
 /// A plan that would need a daqtune binary for its units and rules when none is installed is
 /// refused before anything changes (exit 2), naming those artifacts and what can go ahead.

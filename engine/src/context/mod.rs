@@ -8,6 +8,7 @@ use crate::profile::{CoreSpec, LoadedProfile};
 use crate::verdict::Verdict;
 use daqtune_probe::{CpuSet, Host};
 
+pub mod artifacts;
 pub mod boot;
 pub mod gpus;
 pub mod nics;

@@ -19,6 +19,7 @@ use daqtune_probe::Host;
 
 pub mod acs;
 pub mod app;
+pub mod artifacts;
 pub mod cmdline;
 pub mod governor;
 pub mod gpu;
@@ -62,6 +63,7 @@ pub static REGISTRY: &[&Tunable] = &[
     &gpu::GPUDIRECT,
     &peermem::PEERMEM,
     &gpu::DRIVER,
+    &artifacts::ARTIFACTS,
     &app::CONFIG,
     &app::CORES,
     &app::MEMORY,
