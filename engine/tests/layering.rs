@@ -190,6 +190,7 @@ const LAYERS: &[&[&str]] = &[
         "context::gpus",
         "context::boot",
         "context::artifacts",
+        "context::irqbalance",
         "plan",
         "tunable",
     ],

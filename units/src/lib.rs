@@ -12,6 +12,7 @@
 pub mod etc;
 pub mod extlinux;
 pub mod grub;
+pub mod grubcfg;
 pub mod network;
 pub mod systemd;
 pub mod udev;
