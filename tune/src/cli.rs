@@ -293,7 +293,7 @@ pub enum Kind {
     GrubDropin,
     /// extlinux.conf with a new default LABEL (reads the host's extlinux.conf).
     Extlinux,
-    /// udev rule restoring MRRS on the ConnectX PFs.
+    /// udev rule restoring MRRS on the data-path PFs.
     UdevMrrs,
     /// hugetlbfs .mount unit.
     MountUnit,
@@ -339,7 +339,8 @@ pub struct GenerateArgs {
     /// Interfaces for network artifacts (default: the host's ConnectX ports).
     #[arg(long = "interface", value_name = "IF")]
     pub interfaces: Vec<String>,
-    /// PCI functions for the udev rule (default: the host's ConnectX PFs).
+    /// PCI functions for the udev rule (default: the data-path PFs: the profile's interfaces,
+    /// else the host's ConnectX PFs).
     #[arg(long = "device", value_name = "BDF")]
     pub devices: Vec<String>,
 }

@@ -1,10 +1,11 @@
-//! The udev rule that restores MRRS when a ConnectX physical function appears.
+//! The udev rule that restores MRRS when a data-port physical function appears.
 //!
 //! A function reset (driver reload, FLR, DGX Spark's hotplug service re-adding the CX-7 PFs on
 //! cable events, seed 000) puts Max Read Request Size back to its default, so a boot-time unit
-//! is not enough. The rule matches the exact PF addresses (never VFs: MRRS is reserved there)
-//! and has udev run daqtune itself with the device name: no shell, no `setpci`, and the write
-//! is the capability-relative read-modify-write of DevCtl bits 14:12 that `apply` does.
+//! is not enough. The rule matches the exact PF addresses (never VFs: MRRS is reserved there),
+//! whatever their vendor (the ConnectX PFs, or the ports a profile names), and has udev run
+//! daqtune itself with the device name: no shell, no `setpci`, and the write is the
+//! capability-relative read-modify-write of DevCtl bits 14:12 that `apply` does.
 
 use crate::validate::{self, InvalidValue, PciAddr};
 
@@ -29,7 +30,7 @@ pub fn mrrs_rule(exe: &str, profile: &str, pfs: &[PciAddr]) -> Result<String, In
         "# {mark} (profile {profile}); `daqtune revert` removes it.
 # Max Read Request Size goes back to its default when a function is reset or re-added
 # (DGX Spark re-adds its CX-7 PFs on cable events); set it again each time one appears.
-ACTION==\"add\", SUBSYSTEM==\"pci\", ATTR{{vendor}}==\"0x15b3\", KERNEL==\"{list}\", RUN+=\"{exe} apply --profile {profile} --only pcie.mrrs --runtime-only --device %k --yes\"
+ACTION==\"add\", SUBSYSTEM==\"pci\", KERNEL==\"{list}\", RUN+=\"{exe} apply --profile {profile} --only pcie.mrrs --runtime-only --device %k --yes\"
 ",
         mark = crate::OWNER_MARK,
         list = bdfs.join("|"),

@@ -168,7 +168,7 @@ pub enum Kind {
     GrubDropin,
     /// extlinux.conf with a new default LABEL (reads the host's extlinux.conf).
     Extlinux,
-    /// udev rule restoring MRRS on the ConnectX PFs.
+    /// udev rule restoring MRRS on the data-path PFs.
     UdevMrrs,
     /// hugetlbfs .mount unit.
     MountUnit,
@@ -190,7 +190,8 @@ pub struct GenerateOptions {
     pub exe: Option<String>,
     /// Interfaces for network artifacts (default: the host's ConnectX ports).
     pub interfaces: Vec<String>,
-    /// PCI functions for the udev rule (default: the host's ConnectX PFs).
+    /// PCI functions for the udev rule (default: the data-path PFs: the profile's interfaces,
+    /// else the host's ConnectX PFs).
     pub devices: Vec<String>,
 }
 
@@ -816,7 +817,7 @@ pub fn run_generate(
         }
         Kind::UdevMrrs => {
             let list = if a.devices.is_empty() {
-                connectx(&facts).0
+                data_path_pfs(&facts, &lp)
             } else {
                 a.devices.clone()
             };
@@ -885,6 +886,20 @@ pub fn run_generate(
     };
     let _ = write!(out, "{text}");
     Ok(0)
+}
+
+/// The data-path physical functions (the profile's interfaces, whatever their make, else the
+/// ConnectX PFs): what MRRS is planned for and the udev rule matches.
+fn data_path_pfs(facts: &Facts, lp: &LoadedProfile) -> Vec<String> {
+    let Ok(pci) = facts.pci() else {
+        return Vec::new();
+    };
+    crate::context::Context::with_facts(facts, lp)
+        .data_path_nics(pci)
+        .iter()
+        .filter(|n| !n.is_vf)
+        .map(|n| n.addr.to_string())
+        .collect()
 }
 
 /// (ConnectX PF addresses, their netdevs).
