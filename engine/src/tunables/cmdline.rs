@@ -486,14 +486,25 @@ fn plan_kernel_args(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
     // Already written: waiting for a boot, or decided otherwise by another file?
     if !plan.changes.iter().any(|c| c.check == ID) {
         match boot_outlook(cx.facts, cx.lp).map(|o| o.next) {
-            Some(NextBoot::Drops { reasons }) => plan.note(
-                ID,
-                NoteLevel::Warn,
-                format!(
-                    "written, but the next boot will not carry it: {}",
-                    reasons.join("; ")
-                ),
-            ),
+            Some(NextBoot::Drops { reasons }) => {
+                // Findings of the grub defaults are noted above already.
+                let new: Vec<&String> = reasons
+                    .iter()
+                    .filter(|r| !plan.notes.iter().any(|n| n.check == ID && &n.message == *r))
+                    .collect();
+                let msg = if new.is_empty() {
+                    "written, but the next boot will not carry it (see above)".to_string()
+                } else {
+                    format!(
+                        "written, but the next boot will not carry it: {}",
+                        new.iter()
+                            .map(|r| r.as_str())
+                            .collect::<Vec<_>>()
+                            .join("; ")
+                    )
+                };
+                plan.note(ID, NoteLevel::Warn, msg);
+            }
             Some(NextBoot::Unknown { reason }) => plan.note(
                 ID,
                 NoteLevel::Info,
