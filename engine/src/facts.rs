@@ -15,12 +15,14 @@ use crate::apply::journal;
 use daqtune_probe::cmdline::{parse_cmdline, Cmdline};
 use daqtune_probe::cpu::{read_cpus, CpuFacts};
 use daqtune_probe::gpu::{DriverProc, GpuSnapshot};
+use daqtune_probe::host::FileStat;
 use daqtune_probe::mem::{read_mem, MemFacts};
 use daqtune_probe::pci::PciFacts;
 use daqtune_probe::system::{
     parse_kernel_version, read_platform, running_processes, Modules, PlatformFacts, ServiceState,
     GOVERNOR_FIGHTERS,
 };
+use daqtune_probe::systemd::{Systemd, UnitState};
 use daqtune_probe::Host;
 use std::cell::{OnceCell, RefCell};
 use std::collections::HashMap;
@@ -64,10 +66,15 @@ pub struct Facts<'h> {
     driver: OnceCell<Result<DriverProc, String>>,
     kmsg: OnceCell<Option<String>>,
     gpu_locks: OnceCell<Vec<(String, GpuDomain, String)>>,
+    journal: OnceCell<Vec<journal::JournalDoc>>,
+    systemd: RefCell<Option<Result<Systemd, String>>>,
+    unit_states: RefCell<HashMap<String, Result<UnitState, String>>>,
+    units_record: OnceCell<Result<UnitsRecord, String>>,
     addrs: OnceCell<Result<LocalAddrs, String>>,
     files: Memo<Vec<u8>>,
     dirs: Memo<Vec<String>>,
     links: Memo<String>,
+    stats: RefCell<HashMap<String, Result<FileStat, Unreadable>>>,
     kinds: RefCell<HashMap<String, Option<bool>>>,
 }
 
@@ -92,10 +99,15 @@ impl<'h> Facts<'h> {
             driver: OnceCell::new(),
             kmsg: OnceCell::new(),
             gpu_locks: OnceCell::new(),
+            journal: OnceCell::new(),
+            systemd: RefCell::new(None),
+            unit_states: RefCell::default(),
+            units_record: OnceCell::new(),
             addrs: OnceCell::new(),
             files: RefCell::default(),
             dirs: RefCell::default(),
             links: RefCell::default(),
+            stats: RefCell::default(),
             kinds: RefCell::default(),
         }
     }
@@ -280,6 +292,82 @@ impl<'h> Facts<'h> {
         self.gpu_locks.get_or_init(|| applied_gpu_locks(self))
     }
 
+    /// daqtune's apply runs recorded in the journal (`/var/lib/daqtune/journal/*/journal.json`),
+    /// oldest first, reverted ones included; unreadable journals are left out.
+    pub fn journal_runs(&self) -> &[journal::JournalDoc] {
+        self.journal.get_or_init(|| {
+            let Ok(runs) = self.read_dir(journal::JOURNAL_DIR) else {
+                return Vec::new();
+            };
+            runs.iter()
+                .filter_map(|run| {
+                    let text = self
+                        .read_string(&format!("{}/{run}/journal.json", journal::JOURNAL_DIR))
+                        .ok()?;
+                    serde_json::from_str::<journal::JournalDoc>(&text).ok()
+                })
+                .collect()
+        })
+    }
+
+    /// What systemd says about `unit`: over D-Bus on the live host
+    /// ([`daqtune_probe::systemd::Systemd`]: the private socket as root, else the system bus;
+    /// one connection per run), from the snapshot's record [`UNITS_RECORD`] under a root.
+    /// `Err` says why it is not known.
+    pub fn unit_state(&self, unit: &str) -> Result<UnitState, String> {
+        if !self.host.is_live() {
+            let rec = self
+                .units_record
+                .get_or_init(|| {
+                    let text = self.read_string(UNITS_RECORD).map_err(|e| {
+                        if e.not_found {
+                            format!("this host root has no record of systemd's unit states ({}; `daqtune snapshot` writes it)", UNITS_RECORD.trim_start_matches('/'))
+                        } else {
+                            e.message
+                        }
+                    })?;
+                    UnitsRecord::from_json(&text)
+                })
+                .as_ref()
+                .map_err(|e| e.clone())?;
+            if let Some(why) = &rec.systemd_unavailable {
+                return Err(format!(
+                    "systemd could not be asked when the snapshot was taken: {why}"
+                ));
+            }
+            return rec
+                .units
+                .iter()
+                .find(|u| u.name == unit)
+                .cloned()
+                .ok_or_else(|| {
+                    format!(
+                        "{unit} is not in {} (recorded before daqtune wrote it?)",
+                        UNITS_RECORD.trim_start_matches('/')
+                    )
+                });
+        }
+        if let Some(r) = self.unit_states.borrow().get(unit) {
+            return r.clone();
+        }
+        let r = {
+            let mut conn = self.systemd.borrow_mut();
+            let c = conn.get_or_insert_with(|| {
+                Systemd::connect().map_err(|e| format!("{NO_SYSTEMD}: {e}"))
+            });
+            match c {
+                Ok(sd) => sd
+                    .unit(unit)
+                    .map_err(|e| format!("systemd did not answer for {unit}: {e}")),
+                Err(e) => Err(e.clone()),
+            }
+        };
+        self.unit_states
+            .borrow_mut()
+            .insert(unit.to_string(), r.clone());
+        r
+    }
+
     /// This network namespace's addresses and routes.
     pub fn local_addrs(&self) -> Result<&LocalAddrs, &str> {
         self.addrs
@@ -395,6 +483,17 @@ impl<'h> Facts<'h> {
         r
     }
 
+    /// Type and permission bits of a path (symlinks followed), once per run: whether the
+    /// binary a unit calls is there and executable.
+    pub fn stat(&self, path: &str) -> Result<FileStat, Unreadable> {
+        if let Some(r) = self.stats.borrow().get(path) {
+            return r.clone();
+        }
+        let r = self.host.stat(path).map_err(Unreadable::from);
+        self.stats.borrow_mut().insert(path.to_string(), r.clone());
+        r
+    }
+
     /// `None`: absent; `Some(true)`: a directory; `Some(false)`: something else.
     fn kind(&self, path: &str) -> Option<bool> {
         if let Some(k) = self.kinds.borrow().get(path) {
@@ -425,9 +524,10 @@ impl<'h> Facts<'h> {
 /// clock is held, and to say that a lock daqtune made has since been lost.
 fn applied_gpu_locks(facts: &Facts) -> Vec<(String, GpuDomain, String)> {
     let mut out = Vec::new();
-    let Ok(runs) = facts.read_dir(journal::JOURNAL_DIR) else {
+    let runs = facts.journal_runs();
+    if runs.is_empty() {
         return out;
-    };
+    }
     // A lock lasts until reboot: runs from before this boot say nothing about now. (Without
     // /proc/stat, as on a bare fixture root, the boot time is unknown and every run counts.)
     let booted = facts.read_string("/proc/stat").ok().and_then(|t| {
@@ -435,14 +535,7 @@ fn applied_gpu_locks(facts: &Facts) -> Vec<(String, GpuDomain, String)> {
             .find_map(|l| l.strip_prefix("btime "))
             .and_then(|v| v.trim().parse::<u64>().ok())
     });
-    for run in runs.iter() {
-        let Ok(text) = facts.read_string(&format!("{}/{run}/journal.json", journal::JOURNAL_DIR))
-        else {
-            continue;
-        };
-        let Ok(doc) = serde_json::from_str::<journal::JournalDoc>(&text) else {
-            continue;
-        };
+    for doc in runs {
         if doc.state == journal::RunState::Reverted || booted.is_some_and(|b| doc.started_unix < b)
         {
             continue;
@@ -454,6 +547,44 @@ fn applied_gpu_locks(facts: &Facts) -> Vec<(String, GpuDomain, String)> {
         }
     }
     out
+}
+
+/// Where a snapshot keeps systemd's state of daqtune's units (docs/gpu-facts.md describes the
+/// file next to the GPU facts).
+pub const UNITS_RECORD: &str = "/daqtune/units.json";
+pub const UNITS_SCHEMA: &str = "daqtune.units/v1";
+/// How [`Facts::unit_state`]'s error starts when systemd cannot be reached at all.
+pub const NO_SYSTEMD: &str = "cannot ask systemd over D-Bus";
+
+/// systemd's state of daqtune's units as a snapshot recorded it: what `daqtune.artifacts`
+/// replays under `--root`, since a host root has no systemd to ask.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct UnitsRecord {
+    pub schema: String,
+    pub captured_unix: Option<u64>,
+    /// Why systemd could not be asked (no D-Bus, not systemd), when it could not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub systemd_unavailable: Option<String>,
+    pub units: Vec<UnitState>,
+}
+
+impl UnitsRecord {
+    pub fn from_json(text: &str) -> Result<UnitsRecord, String> {
+        let r: UnitsRecord = serde_json::from_str(text)
+            .map_err(|e| format!("{}: {e}", UNITS_RECORD.trim_start_matches('/')))?;
+        if r.schema != UNITS_SCHEMA {
+            return Err(format!(
+                "{}: schema `{}`, expected `{UNITS_SCHEMA}`",
+                UNITS_RECORD.trim_start_matches('/'),
+                r.schema
+            ));
+        }
+        Ok(r)
+    }
+
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).unwrap_or_default()
+    }
 }
 
 /// Where a snapshot keeps the kernel log lines it captured.

@@ -110,6 +110,10 @@ pub struct Plan {
     pub notes: Vec<Note>,
     /// The kernel arguments the profile wants, for the print-only mode.
     pub kernel_args: Option<KernelArgs>,
+    /// Artifacts left out because they run the daqtune binary and none is installed
+    /// (`PlanOptions::exe` is `None`), as (check, path): `plan` and `apply` refuse such a plan
+    /// (see `apply::refuse_without_binary`).
+    pub needs_binary: Vec<(String, String)>,
 }
 
 impl Plan {
@@ -135,8 +139,10 @@ pub struct PlanOptions {
     /// Restrict device-level changes (MRRS) to this PCI function (the udev path).
     pub device: Option<String>,
     pub allow_acs: bool,
-    /// The daqtune binary generated units and rules run.
-    pub exe: String,
+    /// The daqtune binary generated units and rules run: the installed one (or `--exe`),
+    /// resolved inside the host root by `apply`; `None` when there is none, and then no unit or
+    /// rule that runs it is planned (each is listed in `Plan::needs_binary` instead).
+    pub exe: Option<String>,
     /// How units name the profile (`igx-orin`, or an absolute path to a user file).
     pub profile_ref: String,
     /// Why there is no GPU control in this run (NVML missing), for the plan's note.
@@ -151,7 +157,7 @@ impl Default for PlanOptions {
             persist: true,
             device: None,
             allow_acs: false,
-            exe: daqtune_units::DEFAULT_EXE.into(),
+            exe: None,
             profile_ref: String::new(),
             gpu_unavailable: None,
         }
@@ -236,6 +242,22 @@ impl<'a> PlanCx<'a> {
     }
     pub fn kernel_version(&self) -> Option<(u32, u32, u32)> {
         self.facts.kernel_version()
+    }
+
+    /// The daqtune binary a unit or rule at `artifact` may run, or `None` (recorded in
+    /// `plan.needs_binary`) when none is installed: a unit calling a binary that is not there
+    /// fails at every boot, so it is never written.
+    pub fn unit_exe(&self, plan: &mut Plan, check: &str, artifact: &str) -> Option<String> {
+        match &self.opts.exe {
+            Some(e) => Some(e.clone()),
+            None => {
+                let item = (check.to_string(), artifact.to_string());
+                if !plan.needs_binary.contains(&item) {
+                    plan.needs_binary.push(item);
+                }
+                None
+            }
+        }
     }
 
     /// How units name the profile (`igx-orin`, or the absolute path of a user file).

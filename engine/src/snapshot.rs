@@ -8,6 +8,7 @@
 
 use crate::commands::{self, UsageError};
 pub use crate::facts::interesting_kmsg;
+use crate::facts::UnitsRecord;
 use crate::profile;
 use daqtune_probe::host::{Access, Recording};
 use daqtune_probe::Host;
@@ -195,6 +196,19 @@ pub fn write_dir(
                 let data = plain.read_bytes_limited(path, MAX_FILE).unwrap_or_default();
                 w.write_file(&rel, path, &data)?;
             }
+            // Only the type and the permission bits were asked for (is the binary a unit
+            // calls there and executable?): an empty file with the same mode answers the same.
+            Access::Stat if meta.is_file() => {
+                use std::os::unix::fs::PermissionsExt;
+                w.write_file(&rel, path, b"")?;
+                let dest = w.dest(&rel);
+                let mode = meta.permissions().mode() & 0o777;
+                let _ = std::fs::set_permissions(&dest, std::fs::Permissions::from_mode(mode));
+            }
+            Access::Stat if meta.is_dir() => {
+                let dest = w.dest(&rel);
+                std::fs::create_dir_all(&dest).map_err(|e| io(&dest, e))?;
+            }
             _ => {}
         }
     }
@@ -242,6 +256,14 @@ pub fn write_dir(
             daqtune_probe::gpu::FACTS_PATH,
             gpus.to_json().as_bytes(),
         )?;
+        // systemd's state of daqtune's units is not a file either: record it so that
+        // `daqtune.artifacts` on the snapshot judges their last run as the live host did.
+        let units = record_unit_states(host, chosen);
+        w.write_file(
+            Path::new("daqtune/units.json"),
+            crate::facts::UNITS_RECORD,
+            units.to_json().as_bytes(),
+        )?;
         let arch = std::env::consts::ARCH;
         w.write_file(
             Path::new("daqtune/arch"),
@@ -269,6 +291,46 @@ pub fn write_dir(
     let text = serde_json::to_string_pretty(&meta).unwrap_or_default();
     std::fs::write(&mp, text).map_err(|e| io(&mp, e))?;
     Ok(meta)
+}
+
+/// systemd's state of each unit daqtune wrote on `host` (live): the record
+/// [`crate::facts::UNITS_RECORD`] that a replay of the snapshot reads.
+pub fn record_unit_states(host: &Host, chosen: &profile::LoadedProfile) -> UnitsRecord {
+    let facts = crate::facts::Facts::new(host);
+    let mut rec = UnitsRecord {
+        schema: crate::facts::UNITS_SCHEMA.into(),
+        captured_unix: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .ok()
+            .map(|d| d.as_secs()),
+        ..Default::default()
+    };
+    let mut names: Vec<String> = Vec::new();
+    for p in std::iter::once(chosen.clone())
+        .chain(profile::builtin_names().filter_map(|n| profile::load(n).ok()))
+    {
+        for a in crate::context::artifacts::daqtune_artifacts(&facts, &p) {
+            if let Some(n) = a.unit_name() {
+                if !names.iter().any(|x| x == n) {
+                    names.push(n.to_string());
+                }
+            }
+        }
+    }
+    for n in names {
+        match facts.unit_state(&n) {
+            Ok(st) => rec.units.push(st),
+            // No systemd to ask: say so once, for every unit. (A unit systemd did not answer
+            // for is left out; its replay says it is not in the record.)
+            Err(e) if e.starts_with(crate::facts::NO_SYSTEMD) => {
+                rec.systemd_unavailable = Some(e);
+                rec.units.clear();
+                break;
+            }
+            Err(_) => {}
+        }
+    }
+    rec
 }
 
 /// Pack a snapshot directory into a .tar.zst (symlinks kept as links).

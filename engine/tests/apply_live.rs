@@ -50,7 +50,6 @@ fn live_hugepages_2m_reserved_and_released() {
         sel: Selection {
             only: vec!["hugepages".into()],
             runtime_only: true,
-            exe: "/usr/bin/daqtune".into(),
             ..Default::default()
         },
         dry_run: false,
@@ -232,6 +231,7 @@ fn live_mtu_on_a_veth_in_a_private_namespace() {
             }],
             notes: vec![],
             kernel_args: None,
+            needs_binary: Vec::new(),
         };
         let rep = apply::execute(&Host::live(), &plan, &mut j, &mut w, None, None);
         let set = setters::get_mtu_live("dqt-a").map_err(|e| e.to_string())?;

@@ -190,6 +190,8 @@ const LAYERS: &[&[&str]] = &[
         "context::nics",
         "context::gpus",
         "context::boot",
+        "context::artifacts",
+        "context::irqbalance",
         "plan",
         "tunable",
     ],

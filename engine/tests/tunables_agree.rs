@@ -53,7 +53,7 @@ fn plan(root: &Path, lp: &LoadedProfile, name: &str) -> Plan {
     let host = Host::at(root).expect("root");
     let facts = Facts::new(&host);
     let opts = PlanOptions {
-        exe: EXE.into(),
+        exe: Some(EXE.into()),
         profile_ref: name.into(),
         ..Default::default()
     };
@@ -76,6 +76,8 @@ fn disagreements(fixture: &Path, name: &str) -> Vec<String> {
     let lp = profile::load(name).expect("built-in profile");
     let copy = tempfile::tempdir().expect("tmp");
     testroot::copy_tree(fixture, copy.path());
+    // daqtune installed (the Debian package's /usr/bin/daqtune): what its units will run.
+    testroot::install_daqtune(copy.path());
     let root = copy.path();
     let label = format!(
         "{} under {name}",
@@ -139,10 +141,7 @@ fn disagreements(fixture: &Path, name: &str) -> Vec<String> {
         ..Default::default()
     };
     let a = ApplyOptions {
-        sel: Selection {
-            exe: EXE.into(),
-            ..Default::default()
-        },
+        sel: Selection::default(),
         yes: true,
         ..Default::default()
     };

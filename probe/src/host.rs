@@ -70,8 +70,29 @@ pub enum Access {
     File,
     /// A directory whose entry names were listed.
     Dir,
+    /// A path whose type and permission bits were read ([`Host::stat`]): a snapshot keeps
+    /// an empty stand-in with the same mode, never the content (a binary's bytes say nothing a
+    /// check needs).
+    Stat,
     /// A path whose existence (or type) was tested.
     Probe,
+}
+
+/// What [`Host::stat`] tells about a path (symlinks followed inside the root).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileStat {
+    pub is_file: bool,
+    pub is_dir: bool,
+    /// Permission bits (`mode & 0o7777`).
+    pub mode: u32,
+    pub len: u64,
+}
+
+impl FileStat {
+    /// A regular file some execute bit is set on.
+    pub fn is_executable_file(&self) -> bool {
+        self.is_file && self.mode & 0o111 != 0
+    }
 }
 
 /// The host paths a run read, with the symlinks met on the way (link path -> raw target).
@@ -449,6 +470,20 @@ impl Host {
             Ok(p) => p.is_dir(),
             Err(_) => false,
         }
+    }
+
+    /// Type, permission bits and size of a path (symlinks followed, inside the root).
+    pub fn stat(&self, host_path: &str) -> ReadResult<FileStat> {
+        use std::os::unix::fs::PermissionsExt;
+        self.record(host_path, Access::Stat);
+        let p = self.open_path(host_path)?;
+        let m = std::fs::metadata(&p).map_err(|e| ReadError::from_io(host_path, e))?;
+        Ok(FileStat {
+            is_file: m.is_file(),
+            is_dir: m.is_dir(),
+            mode: m.permissions().mode() & 0o7777,
+            len: m.len(),
+        })
     }
 
     /// File size as the filesystem reports it (sysfs reports config-space size this way).

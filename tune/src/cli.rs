@@ -225,9 +225,11 @@ pub struct Selection {
     /// Allow ACS redirect changes (only where the IOMMU is off or in passthrough).
     #[arg(long)]
     pub allow_acs: bool,
-    /// The daqtune binary that generated units and rules run.
-    #[arg(long, value_name = "PATH", default_value = daqtune_units::DEFAULT_EXE)]
-    pub exe: String,
+    /// The daqtune binary that generated units and rules run (a regular executable file in
+    /// the host root). Default: the installed one, /usr/bin/daqtune then
+    /// /usr/local/bin/daqtune; with none installed, units and rules are refused (exit 2).
+    #[arg(long, value_name = "PATH")]
+    pub exe: Option<String>,
     /// Derive isolated cores, hugepages, MTU and data-path interfaces from this DAQIRI
     /// configuration instead of the profile's defaults. Kept for later applies and plans
     /// (they would otherwise rewrite the grub drop-in without it) until `--fresh` or a revert.
@@ -326,7 +328,7 @@ pub enum Kind {
     GrubDropin,
     /// extlinux.conf with a new default LABEL (reads the host's extlinux.conf).
     Extlinux,
-    /// udev rule restoring MRRS on the ConnectX PFs.
+    /// udev rule restoring MRRS on the data-path PFs.
     UdevMrrs,
     /// hugetlbfs .mount unit.
     MountUnit,
@@ -364,13 +366,16 @@ impl From<Kind> for apply::Kind {
 pub struct GenerateArgs {
     #[arg(value_enum)]
     pub kind: Kind,
-    /// The daqtune binary that generated units and rules run.
-    #[arg(long, value_name = "PATH", default_value = daqtune_units::DEFAULT_EXE)]
-    pub exe: String,
+    /// The daqtune binary that generated units and rules run (a regular executable file in
+    /// the host root). Default: the installed one, /usr/bin/daqtune then
+    /// /usr/local/bin/daqtune; with none installed, units and rules are refused (exit 2).
+    #[arg(long, value_name = "PATH")]
+    pub exe: Option<String>,
     /// Interfaces for network artifacts (default: the host's ConnectX ports).
     #[arg(long = "interface", value_name = "IF")]
     pub interfaces: Vec<String>,
-    /// PCI functions for the udev rule (default: the host's ConnectX PFs).
+    /// PCI functions for the udev rule (default: the data-path PFs: the profile's interfaces,
+    /// else the host's ConnectX PFs).
     #[arg(long = "device", value_name = "BDF")]
     pub devices: Vec<String>,
 }

@@ -45,6 +45,7 @@ fn prepared(name: &str, add_pci: fn(&Path)) -> tempfile::TempDir {
     if !d.path().join("sys/bus/pci/devices").exists() {
         add_pci(d.path());
     }
+    install_daqtune(d.path());
     d
 }
 
@@ -341,10 +342,7 @@ fn globals(root: &Path, profile: &str) -> GlobalOptions {
 
 fn apply_args() -> ApplyOptions {
     ApplyOptions {
-        sel: Selection {
-            exe: "/usr/bin/daqtune".into(),
-            ..Default::default()
-        },
+        sel: Selection::default(),
         dry_run: false,
         yes: true,
         state_dir: None,
@@ -1202,8 +1200,8 @@ fn config_derives_the_plan() {
 /// its unit (a full apply puts `cpufreq.default_governor=performance` in the drop-in instead).
 #[test]
 fn only_governor_still_persists() {
-    let r = fixture("igx-untuned");
-    let rs = r.to_str().expect("utf8");
+    let root = prepared("igx-untuned", add_igx_pci);
+    let rs = root.path().to_str().expect("utf8");
     let o = run(&[
         "plan",
         "--root",
@@ -1229,4 +1227,471 @@ fn only_governor_still_persists() {
         "{}",
         text(&o)
     );
+}
+
+/// Issue 15: units and the udev rule run daqtune itself, so `plan`, `apply` and `generate`
+/// never write one that calls a binary the host does not have. Default: the installed binary
+/// in the host root (/usr/bin/daqtune, then /usr/local/bin/daqtune); `--exe` must name a
+/// regular executable file; with none, a plan with such artifacts is refused (exit 2, nothing
+/// changed) and the settings that need no binary still go ahead when asked for alone.
+mod binary {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn root_without_binary() -> tempfile::TempDir {
+        let root = prepared("igx-untuned", add_igx_pci);
+        std::fs::remove_file(root.path().join("usr/bin/daqtune")).expect("rm");
+        root
+    }
+
+    #[test]
+    fn a_plan_with_units_is_refused_without_an_installed_binary() {
+        let root = root_without_binary();
+        let r = root.path();
+        let rs = r.to_str().expect("utf8");
+        let before = snapshot(r, &[]);
+        for args in [
+            vec!["plan", "--root", rs, "--profile", "igx-orin"],
+            vec!["apply", "--root", rs, "--profile", "igx-orin", "--yes"],
+            vec![
+                "apply",
+                "--root",
+                rs,
+                "--profile",
+                "igx-orin",
+                "--dry-run",
+                "--yes",
+            ],
+        ] {
+            let o = run(&args);
+            let t = text(&o);
+            assert_eq!(o.status.code(), Some(2), "{args:?}: {t}");
+            for want in [
+                "no installed daqtune binary (looked for /usr/bin/daqtune, /usr/local/bin/daqtune)",
+                "/etc/udev/rules.d/90-daqtune-mrrs.rules (pcie.mrrs)",
+                "/etc/systemd/system/daqtune-gpu-clocks.service (gpu.clocks)",
+                "sudo apt install ./target/debian/daqtune_*.deb",
+                "cargo install --path tune --root /usr",
+                "--exe PATH",
+                "--runtime-only",
+                "--only ",
+            ] {
+                assert!(t.contains(want), "{args:?}: `{want}` in {t}");
+            }
+            // The binary-free settings of this plan are offered; those needing it are not.
+            let only = t
+                .split("--only ")
+                .nth(1)
+                .and_then(|s| s.split_whitespace().next())
+                .unwrap_or("");
+            assert!(only.contains("kernel.cmdline"), "{t}");
+            assert!(
+                !only.contains("pcie.mrrs") && !only.contains("gpu.clocks"),
+                "{t}"
+            );
+            assert!(diff_snapshots(&before, &snapshot(r, &[])).is_empty());
+        }
+        for kind in ["governor-unit", "gpu-clocks-unit", "acs-unit", "udev-mrrs"] {
+            let o = run(&["generate", kind, "--root", rs, "--profile", "igx-orin"]);
+            assert_eq!(o.status.code(), Some(2), "{kind}: {}", text(&o));
+            assert!(
+                text(&o).contains("no installed daqtune binary"),
+                "{}",
+                text(&o)
+            );
+        }
+        // Artifacts that run no binary are still printed.
+        let o = run(&[
+            "generate",
+            "grub-dropin",
+            "--root",
+            rs,
+            "--profile",
+            "igx-orin",
+        ]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    }
+
+    #[test]
+    fn binary_free_settings_and_runtime_changes_go_ahead_without_a_binary() {
+        let root = root_without_binary();
+        let r = root.path();
+        let rs = r.to_str().expect("utf8");
+        let o = run(&[
+            "apply",
+            "--root",
+            rs,
+            "--profile",
+            "igx-orin",
+            "--only",
+            "kernel.cmdline,hugepages",
+            "--yes",
+        ]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        assert!(r.join("etc/default/grub.d/99-daqtune.cfg").exists());
+        // The runtime changes alone need no binary either (MRRS now, no udev rule).
+        let o = run(&[
+            "apply",
+            "--root",
+            rs,
+            "--profile",
+            "igx-orin",
+            "--runtime-only",
+            "--yes",
+        ]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        assert_eq!((devctl(r, "0005:03:00.0") >> 12) & 7, 5);
+        assert!(!r.join("etc/udev/rules.d/90-daqtune-mrrs.rules").exists());
+        assert!(!r
+            .join("etc/systemd/system/daqtune-gpu-clocks.service")
+            .exists());
+        let o = run(&["revert", "--root", rs, "--yes"]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    }
+
+    #[test]
+    fn exe_must_be_an_executable_file_in_the_root() {
+        let root = root_without_binary();
+        let r = root.path();
+        let rs = r.to_str().expect("utf8");
+        let opt = r.join("opt/daqtune/bin/daqtune");
+        std::fs::create_dir_all(opt.parent().expect("p")).expect("mkdir");
+        std::fs::write(&opt, b"#!/bin/sh\n").expect("w");
+        std::fs::set_permissions(&opt, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+        let before = snapshot(r, &[]);
+        for (exe, why) in [
+            ("/opt/daqtune/bin/nope", "no such file"),
+            ("/opt/daqtune/bin/daqtune", "not executable (mode 644)"),
+            ("/opt/daqtune/bin", "not a regular file"),
+            ("daqtune", "absolute"),
+        ] {
+            for cmd in [&["plan"][..], &["apply", "--yes"][..]] {
+                let mut args = cmd.to_vec();
+                args.extend(["--root", rs, "--profile", "igx-orin", "--exe", exe]);
+                let o = run(&args);
+                assert_eq!(
+                    o.status.code(),
+                    Some(2),
+                    "{cmd:?} --exe {exe}: {}",
+                    text(&o)
+                );
+                assert!(text(&o).contains(why), "{cmd:?} --exe {exe}: {}", text(&o));
+            }
+            let o = run(&[
+                "generate",
+                "governor-unit",
+                "--root",
+                rs,
+                "--profile",
+                "igx-orin",
+                "--exe",
+                exe,
+            ]);
+            assert_eq!(
+                o.status.code(),
+                Some(2),
+                "generate --exe {exe}: {}",
+                text(&o)
+            );
+        }
+        assert!(diff_snapshots(&before, &snapshot(r, &[])).is_empty());
+        // An executable --exe is what the units and the rule run.
+        std::fs::set_permissions(&opt, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        let o = run(&[
+            "apply",
+            "--root",
+            rs,
+            "--profile",
+            "igx-orin",
+            "--exe",
+            "/opt/daqtune/bin/daqtune",
+            "--yes",
+        ]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        let rule = read(r, "etc/udev/rules.d/90-daqtune-mrrs.rules");
+        assert!(
+            rule.contains("RUN+=\"/opt/daqtune/bin/daqtune apply"),
+            "{rule}"
+        );
+        let unit = read(r, "etc/systemd/system/daqtune-gpu-clocks.service");
+        assert!(
+            unit.contains("ExecStart=/opt/daqtune/bin/daqtune apply"),
+            "{unit}"
+        );
+    }
+
+    #[test]
+    fn the_installed_binary_under_usr_local_is_found() {
+        let root = root_without_binary();
+        let r = root.path();
+        let rs = r.to_str().expect("utf8");
+        let p = r.join("usr/local/bin/daqtune");
+        std::fs::create_dir_all(p.parent().expect("p")).expect("mkdir");
+        std::fs::write(&p, b"#!/bin/sh\n").expect("w");
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        let o = run(&[
+            "generate",
+            "udev-mrrs",
+            "--root",
+            rs,
+            "--profile",
+            "igx-orin",
+        ]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        assert!(
+            text(&o).contains("RUN+=\"/usr/local/bin/daqtune apply"),
+            "{}",
+            text(&o)
+        );
+        // A non-executable /usr/bin/daqtune (a half-done install) is passed over.
+        let u = r.join("usr/bin/daqtune");
+        std::fs::write(&u, b"").expect("w");
+        std::fs::set_permissions(&u, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+        let o = run(&[
+            "generate",
+            "governor-unit",
+            "--root",
+            rs,
+            "--profile",
+            "igx-orin",
+        ]);
+        assert!(
+            text(&o).contains("ExecStart=/usr/local/bin/daqtune apply"),
+            "{}",
+            text(&o)
+        );
+    }
+}
+
+/// Issue 15: `daqtune.artifacts` judges what daqtune wrote (journal of the runs in effect, and
+/// the fixed names): present, enabled, its binary executable, and the unit's last run
+/// (under a root: the snapshot's record daqtune/units.json; without one, skip, never pass).
+mod artifacts {
+    use super::*;
+
+    fn artifact_verdicts(root: &Path) -> Vec<(String, String, String)> {
+        let rep = check_json(root, "igx-orin");
+        rep["checks"]
+            .as_array()
+            .expect("checks")
+            .iter()
+            .filter(|c| c["id"] == "daqtune.artifacts")
+            .map(|c| {
+                (
+                    c["subject"].as_str().unwrap_or("").to_string(),
+                    c["status"].as_str().unwrap_or("").to_string(),
+                    format!(
+                        "{} {}",
+                        c["message"].as_str().unwrap_or(""),
+                        c["fix"].as_str().unwrap_or("")
+                    ),
+                )
+            })
+            .collect()
+    }
+
+    fn of<'a>(vs: &'a [(String, String, String)], subject: &str) -> &'a (String, String, String) {
+        vs.iter()
+            .find(|v| v.0 == subject)
+            .unwrap_or_else(|| panic!("no verdict for {subject}: {vs:#?}"))
+    }
+
+    const GPU_UNIT: &str = "/etc/systemd/system/daqtune-gpu-clocks.service";
+    const MOUNT: &str = "/etc/systemd/system/mnt-huge.mount";
+    const RULE: &str = "/etc/udev/rules.d/90-daqtune-mrrs.rules";
+    const DROPIN: &str = "/etc/default/grub.d/99-daqtune.cfg";
+
+    fn units_json(root: &Path, units: &str) {
+        std::fs::create_dir_all(root.join("daqtune")).expect("mkdir");
+        std::fs::write(
+            root.join("daqtune/units.json"),
+            format!(
+                "{{\"schema\": \"daqtune.units/v1\", \"captured_unix\": 1, \"units\": [{units}]}}"
+            ),
+        )
+        .expect("write");
+    }
+
+    fn state(name: &str, active: &str, sub: &str, result: &str, status: i32) -> String {
+        format!("{{\"name\": \"{name}\", \"load_state\": \"loaded\", \"active_state\": \"{active}\", \"sub_state\": \"{sub}\", \"unit_file_state\": \"enabled\", \"result\": \"{result}\", \"exec_main_status\": {status}}}")
+    }
+
+    #[test]
+    fn what_apply_wrote_and_what_breaks_it() {
+        let root = prepared("igx-untuned", add_igx_pci);
+        let r = root.path();
+        let rs = r.to_str().expect("utf8");
+        let vs = artifact_verdicts(r);
+        assert_eq!(vs.len(), 1, "{vs:#?}");
+        assert_eq!(vs[0].1, "n/a", "{vs:#?}");
+
+        let o = run(&["apply", "--root", rs, "--profile", "igx-orin", "--yes"]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        let vs = artifact_verdicts(r);
+        // Files on disk are right; the units' last runs are unknown without a record.
+        for p in [RULE, DROPIN, "/etc/modules-load.d/daqtune.conf"] {
+            assert_eq!(of(&vs, p).1, "pass", "{p}: {vs:#?}");
+        }
+        for u in [GPU_UNIT, MOUNT] {
+            let v = of(&vs, u);
+            assert_eq!(v.1, "skip", "{v:?}");
+            assert!(
+                v.2.contains("enabled in") && v.2.contains("daqtune/units.json"),
+                "{v:?}"
+            );
+        }
+        assert!(of(&vs, GPU_UNIT).2.contains("/usr/bin/daqtune executable"));
+        assert!(vs.iter().all(|v| v.1 != "fail"), "{vs:#?}");
+
+        // The snapshot's record of systemd: a failed oneshot fails, a mounted unit passes.
+        units_json(
+            r,
+            &format!(
+                "{}, {}",
+                state(
+                    "daqtune-gpu-clocks.service",
+                    "failed",
+                    "failed",
+                    "exit-code",
+                    1
+                ),
+                state("mnt-huge.mount", "active", "mounted", "success", 0)
+            ),
+        );
+        let vs = artifact_verdicts(r);
+        let v = of(&vs, GPU_UNIT);
+        assert_eq!(v.1, "fail", "{v:?}");
+        assert!(
+            v.2.contains("its last run failed") && v.2.contains("exit status 1"),
+            "{v:?}"
+        );
+        assert!(
+            v.2.contains("journalctl -b -u daqtune-gpu-clocks.service"),
+            "{v:?}"
+        );
+        assert_eq!(of(&vs, MOUNT).1, "pass", "{vs:#?}");
+        // A record made where systemd could not be asked: skip with the reason.
+        std::fs::write(
+            r.join("daqtune/units.json"),
+            "{\"schema\": \"daqtune.units/v1\", \"captured_unix\": 1, \"systemd_unavailable\": \"cannot ask systemd over D-Bus: no bus\", \"units\": []}",
+        )
+        .expect("w");
+        let v = of(&artifact_verdicts(r), MOUNT).clone();
+        assert_eq!(v.1, "skip", "{v:?}");
+        assert!(v.2.contains("no bus"), "{v:?}");
+        units_json(
+            r,
+            &format!(
+                "{}, {}",
+                state(
+                    "daqtune-gpu-clocks.service",
+                    "active",
+                    "exited",
+                    "success",
+                    0
+                ),
+                state("mnt-huge.mount", "active", "mounted", "success", 0)
+            ),
+        );
+        assert!(artifact_verdicts(r).iter().all(|v| v.1 == "pass"));
+
+        // Not enabled.
+        std::fs::remove_file(
+            r.join("etc/systemd/system/multi-user.target.wants/daqtune-gpu-clocks.service"),
+        )
+        .expect("rm link");
+        let v = of(&artifact_verdicts(r), GPU_UNIT).clone();
+        assert_eq!(v.1, "fail", "{v:?}");
+        assert!(
+            v.2.contains("not enabled")
+                && v.2.contains("systemctl enable daqtune-gpu-clocks.service"),
+            "{v:?}"
+        );
+        // The binary gone: the unit and the rule name it.
+        std::fs::remove_file(r.join("usr/bin/daqtune")).expect("rm");
+        let vs = artifact_verdicts(r);
+        for p in [GPU_UNIT, RULE] {
+            let v = of(&vs, p);
+            assert_eq!(v.1, "fail", "{v:?}");
+            assert!(
+                v.2.contains("runs /usr/bin/daqtune, which is not installed"),
+                "{v:?}"
+            );
+            assert!(
+                v.2.contains("sudo apt install ./target/debian/daqtune_*.deb"),
+                "{v:?}"
+            );
+        }
+        // A drop-in deleted by hand.
+        std::fs::remove_file(r.join(DROPIN.trim_start_matches('/'))).expect("rm");
+        let v = of(&artifact_verdicts(r), DROPIN).clone();
+        assert_eq!(v.1, "fail", "{v:?}");
+        assert!(v.2.contains("missing (written by apply run"), "{v:?}");
+
+        // After revert nothing of daqtune's is left to judge.
+        let o = run(&["revert", "--root", rs, "--yes"]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        let vs = artifact_verdicts(r);
+        assert_eq!(vs.len(), 1, "{vs:#?}");
+        assert_eq!(vs[0].1, "n/a", "{vs:#?}");
+    }
+
+    /// A unit carrying daqtune's mark whose journal is gone is still found by its name.
+    #[test]
+    fn found_by_name_without_a_journal() {
+        let root = prepared("igx-untuned", add_igx_pci);
+        let r = root.path();
+        let o = run(&[
+            "generate",
+            "governor-unit",
+            "--root",
+            r.to_str().expect("utf8"),
+            "--profile",
+            "igx-orin",
+        ]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        let p = r.join("etc/systemd/system/daqtune-governor.service");
+        std::fs::create_dir_all(p.parent().expect("p")).expect("mkdir");
+        std::fs::write(&p, &o.stdout).expect("w");
+        let vs = artifact_verdicts(r);
+        let v = of(&vs, "/etc/systemd/system/daqtune-governor.service");
+        assert_eq!(v.1, "fail", "{v:?}");
+        assert!(
+            v.2.contains("not enabled") && v.2.contains("found by its name"),
+            "{v:?}"
+        );
+    }
+
+    /// A snapshot keeps the binary's mode (an empty stand-in, not its bytes) and the units'
+    /// record: the replay judges the artifacts as the source did.
+    #[test]
+    fn a_snapshot_replays_them() {
+        let root = prepared("igx-untuned", add_igx_pci);
+        let r = root.path();
+        let rs = r.to_str().expect("utf8");
+        let o = run(&["apply", "--root", rs, "--profile", "igx-orin", "--yes"]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        units_json(
+            r,
+            &state("mnt-huge.mount", "active", "mounted", "success", 0),
+        );
+        let tmp = tempfile::tempdir().expect("tmp");
+        let snap = tmp.path().join("snap");
+        let o = run(&[
+            "snapshot",
+            "--root",
+            rs,
+            "--profile",
+            "igx-orin",
+            "-o",
+            snap.to_str().expect("utf8"),
+        ]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        let bin = snap.join("usr/bin/daqtune");
+        let m = std::fs::metadata(&bin).expect("stand-in");
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(m.len(), 0);
+        assert_eq!(m.permissions().mode() & 0o777, 0o755);
+        assert_eq!(artifact_verdicts(r), artifact_verdicts(&snap));
+    }
 }

@@ -590,6 +590,7 @@ fn plan_json_names_changes_then_none_after_apply() {
     let d = tempfile::tempdir().expect("tmp");
     let root = d.path().join("root");
     testroot::copy_tree(&fixtures().join("igx-untuned"), &root);
+    install_stub(&root);
     let rs = root.to_str().expect("utf8");
     let plan = |extra: &[&str]| {
         let mut args = vec![

@@ -102,6 +102,8 @@ fn ansible_role_on_a_fixture_root() {
     let root_b = w.join("root-b");
     testroot::copy_tree(&fixture, &root_a);
     testroot::copy_tree(&fixture, &root_b);
+    install_stub(&root_a);
+    install_stub(&root_b);
     // These hosts have no RDMA device nodes (rdma-core's udev rules never ran): nic.driver
     // fails, and apply cannot fix it (under a root it makes nvidia_peermem pass, so that is
     // no failure here). This lab runs the socket data path only and waives it, so the gate
@@ -304,6 +306,7 @@ fn ansible_role_with_a_daqiri_configuration() {
     let w = d.path();
     let root = w.join("root");
     testroot::copy_tree(&fixtures().join("igx-untuned"), &root);
+    install_stub(&root);
     let inventory = w.join("inventory");
     std::fs::write(
         &inventory,

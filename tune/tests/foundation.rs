@@ -398,6 +398,7 @@ fn numa_does_not_place_cores_the_host_lacks() {
 fn apply_detects_by_gpu_name_too() {
     let tmp = tempfile::tempdir().expect("tmp");
     copy_tree(&fixture("gpu-spark"), tmp.path());
+    install_daqtune(tmp.path());
     let out = run(&[
         "apply",
         "--root",

@@ -158,9 +158,144 @@ pub fn add_entry(conf: &str, args: &KernelArgs) -> Result<String, ExtlinuxError>
     Ok(out)
 }
 
+/// The entry a boot of `extlinux.conf` starts, as U-Boot's parser decides it (the superset of
+/// what L4TLauncher reads): `DEFAULT` and `ONTIMEOUT` name it, the last one in the file wins;
+/// `MENU DEFAULT` inside a `LABEL` names its label only when nothing named one before it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DefaultEntry {
+    pub label: String,
+    /// The keyword that chose it (`DEFAULT`, `ONTIMEOUT`, `MENU DEFAULT`) and its 1-based line.
+    pub via: String,
+    pub line: usize,
+    /// The label's last `APPEND` line (U-Boot keeps the last), split into words; `None` when
+    /// the label has none.
+    pub append: Option<Vec<String>>,
+}
+
+/// Which entry boots. `Err` when none can be told: no `DEFAULT`/`ONTIMEOUT`/`MENU DEFAULT`
+/// (U-Boot then tries the labels in turn), a default naming no `LABEL` of this file, or an
+/// `INCLUDE` that could define it.
+pub fn default_entry(conf: &str) -> Result<DefaultEntry, String> {
+    let mut chosen: Option<(String, String, usize)> = None;
+    let mut labels: Vec<(String, Option<Vec<String>>)> = Vec::new();
+    let mut in_label = false;
+    let mut includes = Vec::new();
+    for (n, line) in conf.lines().enumerate() {
+        let Some((k, v)) = keyword(line) else {
+            continue;
+        };
+        match k.as_str() {
+            "LABEL" => {
+                labels.push((v.to_string(), None));
+                in_label = true;
+            }
+            "DEFAULT" | "ONTIMEOUT" => {
+                chosen = Some((v.to_string(), k.clone(), n + 1));
+                in_label = false;
+            }
+            // U-Boot takes a label's MENU DEFAULT only while nothing named a default.
+            "MENU"
+                if in_label
+                    && chosen.is_none()
+                    && v.to_ascii_uppercase().split_whitespace().next() == Some("DEFAULT") =>
+            {
+                if let Some((l, _)) = labels.last() {
+                    chosen = Some((l.clone(), "MENU DEFAULT".into(), n + 1));
+                }
+            }
+            "APPEND" if in_label => {
+                if let Some((_, a)) = labels.last_mut() {
+                    *a = Some(v.split_whitespace().map(String::from).collect());
+                }
+            }
+            "INCLUDE" => includes.push(n + 1),
+            "TIMEOUT" | "PROMPT" | "TOTALTIMEOUT" => in_label = false,
+            _ => {}
+        }
+    }
+    let Some((label, via, line)) = chosen else {
+        return Err(match labels.first() {
+            Some((l, _)) => format!("no DEFAULT or ONTIMEOUT line: which entry boots depends on the boot loader (U-Boot tries the labels in turn, starting with `{l}`)"),
+            None => "no LABEL entry".into(),
+        });
+    };
+    match labels.iter().rev().find(|(l, _)| *l == label) {
+        Some((_, append)) => Ok(DefaultEntry {
+            label,
+            via,
+            line,
+            append: append.clone(),
+        }),
+        None if !includes.is_empty() => Err(format!(
+            "{via} (line {line}) names `{label}`, which is not in this file; the INCLUDE at line {} may define it",
+            includes[0]
+        )),
+        None => Err(format!(
+            "{via} (line {line}) names `{label}`, which no LABEL defines"
+        )),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_default_entry_as_u_boot_reads_it() {
+        let e = default_entry(L4T).expect("default");
+        assert_eq!(
+            (e.label.as_str(), e.via.as_str(), e.line),
+            ("primary", "DEFAULT", 2)
+        );
+        assert_eq!(
+            e.append.as_deref().map(|a| a.len()),
+            Some(6),
+            "{:?}",
+            e.append
+        );
+        // After add_entry: ours.
+        let out = add_entry(L4T, &args()).expect("add");
+        let e = default_entry(&out).expect("default");
+        assert_eq!(e.label, LABEL);
+        assert!(e
+            .append
+            .expect("append")
+            .contains(&"isolcpus=9-11".to_string()));
+        // ONTIMEOUT later in the file wins over DEFAULT (U-Boot: the last one).
+        let t = format!("{out}ONTIMEOUT primary\n");
+        let e = default_entry(&t).expect("default");
+        assert_eq!((e.label.as_str(), e.via.as_str()), ("primary", "ONTIMEOUT"));
+        // MENU DEFAULT counts only when nothing named a default before it.
+        let m = "TIMEOUT 1\nLABEL a\n MENU DEFAULT\n APPEND x\nLABEL b\n APPEND y\n";
+        let e = default_entry(m).expect("menu default");
+        assert_eq!(
+            (e.label.as_str(), e.via.as_str(), e.line),
+            ("a", "MENU DEFAULT", 3)
+        );
+        let m2 = format!("DEFAULT b\n{m}");
+        assert_eq!(default_entry(&m2).expect("d").label, "b");
+        // Lower-case keywords, as U-Boot lowercases them.
+        assert_eq!(
+            default_entry("default x\nlabel x\n append q\n")
+                .expect("d")
+                .append,
+            Some(vec!["q".to_string()])
+        );
+    }
+
+    #[test]
+    fn defaults_that_cannot_be_told() {
+        assert!(default_entry("LABEL a\n")
+            .expect_err("none")
+            .contains("U-Boot tries"));
+        assert!(default_entry("DEFAULT z\nLABEL a\n")
+            .expect_err("z")
+            .contains("no LABEL defines"));
+        assert!(default_entry("DEFAULT z\nINCLUDE other.cfg\nLABEL a\n")
+            .expect_err("inc")
+            .contains("INCLUDE"));
+        assert!(default_entry("").is_err());
+    }
 
     const L4T: &str = "TIMEOUT 30\nDEFAULT primary\n\nMENU TITLE L4T boot options\n\nLABEL primary\n      MENU LABEL primary kernel\n      LINUX /boot/Image\n      INITRD /boot/initrd\n      APPEND ${cbootargs} root=PARTUUID=abc rw rootwait isolcpus=1 console=ttyTCU0,115200\n\n# LABEL backup\n#    MENU LABEL backup kernel\n";
 

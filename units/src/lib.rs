@@ -12,6 +12,7 @@
 pub mod etc;
 pub mod extlinux;
 pub mod grub;
+pub mod grubcfg;
 pub mod network;
 pub mod systemd;
 pub mod udev;
@@ -23,6 +24,12 @@ pub use validate::{InvalidValue, PciAddr};
 /// an owned file from one written by someone else.
 pub const OWNER_MARK: &str = "Written by daqtune";
 
-/// The binary that generated units and udev rules run. Packaged installs put it here;
-/// `--exe` on `daqtune generate` overrides it for other layouts.
-pub const DEFAULT_EXE: &str = "/usr/bin/daqtune";
+/// Where an installed daqtune is looked for, in order, inside the host root: the Debian
+/// package's path (`sudo apt install ./target/debian/daqtune_*.deb`, or
+/// `cargo install --path tune --root /usr`), then `cargo install --root /usr/local`'s. Units and
+/// udev rules run the first one that is a regular executable file; `--exe` names another.
+pub const INSTALLED_EXE: &[&str] = &["/usr/bin/daqtune", "/usr/local/bin/daqtune"];
+
+/// How to get a daqtune binary units can run (the advice of every refusal and check that
+/// finds none).
+pub const INSTALL_ADVICE: &str = "install daqtune first (`sudo apt install ./target/debian/daqtune_*.deb` after `scripts/build-deb.sh`, or `cargo install --path tune --root /usr`), or pass --exe PATH naming an installed daqtune";

@@ -156,11 +156,18 @@ fn daqtune_args(profile: &str, only: &str, extra: &[&str]) -> Vec<String> {
     v
 }
 
+/// The names of daqtune's oneshot units (the artifacts check looks for them by name too).
+pub const GOVERNOR_UNIT: &str = "daqtune-governor.service";
+pub const GPU_CLOCKS_UNIT: &str = "daqtune-gpu-clocks.service";
+pub const ACS_UNIT: &str = "daqtune-acs.service";
+/// Every oneshot unit daqtune writes.
+pub const ONESHOT_UNITS: &[&str] = &[GOVERNOR_UNIT, GPU_CLOCKS_UNIT, ACS_UNIT];
+
 /// The governor unit, for kernels older than 5.9 (no `cpufreq.default_governor=`) or a
 /// cpufreq driver loaded as a module after boot.
 pub fn governor_unit(exe: &str, profile: &str) -> Oneshot {
     Oneshot {
-        name: "daqtune-governor.service".into(),
+        name: GOVERNOR_UNIT.into(),
         description: "Set the CPU frequency governor (daqtune)".into(),
         after: vec!["systemd-modules-load.service".into()],
         wants: vec![],
@@ -174,7 +181,7 @@ pub fn governor_unit(exe: &str, profile: &str) -> Oneshot {
 /// so the driver stays loaded and keeps the lock.
 pub fn gpu_clocks_unit(exe: &str, profile: &str) -> Oneshot {
     Oneshot {
-        name: "daqtune-gpu-clocks.service".into(),
+        name: GPU_CLOCKS_UNIT.into(),
         description: "Lock the GPU clocks at their maximum (daqtune)".into(),
         after: vec![
             "nvidia-persistenced.service".into(),
@@ -190,7 +197,7 @@ pub fn gpu_clocks_unit(exe: &str, profile: &str) -> Oneshot {
 /// ACS redirect off on the GPU-NIC path, where `pci=disable_acs_redir=` cannot be used.
 pub fn acs_unit(exe: &str, profile: &str) -> Oneshot {
     Oneshot {
-        name: "daqtune-acs.service".into(),
+        name: ACS_UNIT.into(),
         description: "Disable PCIe ACS redirect between GPU and NIC (daqtune)".into(),
         after: vec!["systemd-udev-settle.service".into()],
         wants: vec![],
@@ -200,9 +207,110 @@ pub fn acs_unit(exe: &str, profile: &str) -> Oneshot {
     }
 }
 
+/// What a unit file says about how it runs: the programs its `Exec*=` lines start and the
+/// targets its `[Install]` section names (`WantedBy=`, `RequiredBy=`), read back from a file on
+/// the host (daqtune's own, or edited since).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct UnitFile {
+    /// The program of each `ExecStart=`, `ExecStartPre=`, `ExecStartPost=`, `ExecStop=`,
+    /// `ExecStopPost=`, `ExecReload=` line, with systemd's `-@:+!` prefixes removed.
+    pub programs: Vec<String>,
+    /// (`WantedBy` or `RequiredBy`, target).
+    pub installed_by: Vec<(String, String)>,
+}
+
+/// Parse a unit file's `Exec*=` programs and `[Install]` targets. Comments, continuation
+/// lines and sections are honoured; an empty assignment (`ExecStart=`) resets the list, as
+/// systemd does.
+pub fn parse_unit(text: &str) -> UnitFile {
+    let mut u = UnitFile::default();
+    let mut section = String::new();
+    let mut logical = String::new();
+    let mut lines: Vec<String> = Vec::new();
+    for raw in text.lines() {
+        let t = raw.trim();
+        if logical.is_empty() && (t.starts_with('#') || t.starts_with(';')) {
+            continue;
+        }
+        if let Some(cont) = t.strip_suffix('\\') {
+            logical.push_str(cont);
+            logical.push(' ');
+            continue;
+        }
+        logical.push_str(t);
+        lines.push(std::mem::take(&mut logical));
+    }
+    if !logical.is_empty() {
+        lines.push(logical);
+    }
+    for l in lines {
+        if l.starts_with('[') && l.ends_with(']') {
+            section = l[1..l.len() - 1].to_string();
+            continue;
+        }
+        let Some((k, v)) = l.split_once('=') else {
+            continue;
+        };
+        let (k, v) = (k.trim(), v.trim());
+        match (section.as_str(), k) {
+            (
+                _,
+                "ExecStart" | "ExecStartPre" | "ExecStartPost" | "ExecStop" | "ExecStopPost"
+                | "ExecReload",
+            ) => {
+                if v.is_empty() {
+                    u.programs.clear();
+                    continue;
+                }
+                let v = v.trim_start_matches(['-', '@', ':', '+', '!']);
+                let prog = match v.strip_prefix('"') {
+                    Some(q) => q.split('"').next().unwrap_or(""),
+                    None => v.split_whitespace().next().unwrap_or(""),
+                };
+                if !prog.is_empty() && !u.programs.iter().any(|p| p == prog) {
+                    u.programs.push(prog.to_string());
+                }
+            }
+            ("Install", "WantedBy" | "RequiredBy") => {
+                if v.is_empty() {
+                    u.installed_by.retain(|(kind, _)| kind != k);
+                }
+                for t in v.split_whitespace() {
+                    u.installed_by.push((k.to_string(), t.to_string()));
+                }
+            }
+            _ => {}
+        }
+    }
+    u
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn unit_files_read_back() {
+        let u = governor_unit("/usr/bin/daqtune", "igx-orin")
+            .render()
+            .expect("render");
+        let p = parse_unit(&u);
+        assert_eq!(p.programs, ["/usr/bin/daqtune"]);
+        assert_eq!(
+            p.installed_by,
+            [("WantedBy".to_string(), "multi-user.target".to_string())]
+        );
+        let (_, m) = hugetlbfs_mount("/mnt/huge", "1G", "x").expect("mount");
+        let p = parse_unit(&m);
+        assert!(p.programs.is_empty());
+        assert_eq!(p.installed_by[0].1, "local-fs.target");
+        let p = parse_unit(
+            "# ExecStart=/bin/no\n[Service]\nExecStartPre=-/usr/sbin/x a\nExecStart=\nExecStart=!!\"/opt/my tool\" b \\\n  c\n[Install]\nWantedBy=a.target b.target\nRequiredBy=c.target\n",
+        );
+        assert_eq!(p.programs, ["/opt/my tool"]);
+        assert_eq!(p.installed_by.len(), 3);
+        assert_eq!(parse_unit("garbage\n=\n[\n"), UnitFile::default());
+    }
 
     #[test]
     fn escaping_matches_systemd_escape() {

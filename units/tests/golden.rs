@@ -124,7 +124,7 @@ fn golden_kernel_args() {
 
 #[test]
 fn golden_units_and_rules() {
-    let exe = daqtune_units::DEFAULT_EXE;
+    let exe = daqtune_units::INSTALLED_EXE[0];
     check_golden(
         "90-daqtune-mrrs-spark.rules",
         &udev::mrrs_rule(exe, "dgx-spark", &spark_pfs()).expect("rule"),

@@ -273,9 +273,18 @@ fn apply_one(
             j.mark_done(w, idx).map_err(jerr)?;
             let back = read_word(&real, *offset).map_err(|e| format!("{bdf}: read back: {e}"))?;
             if back & mask != to & mask {
-                return Err(format!(
-                    "{bdf}: wrote {register} 0x{to:04x}, reads back 0x{back:04x}"
-                ));
+                // The entry stays (done): revert writes the original bits back, which on a
+                // device that ignored the write changes nothing.
+                let mrrs = |w: u16| 128u32 << ((w >> 12) & 7);
+                return Err(if register == "DevCtl" {
+                    format!(
+                        "{bdf}: the write did not take: wrote DevCtl 0x{to:04x} (MRRS {}), reads back 0x{back:04x} (MRRS {}); the device ignores MRRS writes (some emulated and older NICs do)",
+                        mrrs(*to),
+                        mrrs(back)
+                    )
+                } else {
+                    format!("{bdf}: the write did not take: wrote {register} 0x{to:04x}, reads back 0x{back:04x}")
+                });
             }
             Ok(if register == "DevCtl" {
                 format!(

@@ -21,6 +21,7 @@ use crate::hostroot::open_host;
 use crate::plan::{self, Plan, PlanOptions};
 use crate::profile::{self, LoadedProfile};
 use daqtune_probe::Host;
+use daqtune_units::INSTALL_ADVICE;
 use setters::{FsWriter, Writer};
 use std::io::Write;
 use std::path::PathBuf;
@@ -42,8 +43,9 @@ pub struct Selection {
     pub device: Option<String>,
     /// Allow ACS redirect changes (only where the IOMMU is off or in passthrough).
     pub allow_acs: bool,
-    /// The daqtune binary that generated units and rules run.
-    pub exe: String,
+    /// The daqtune binary that generated units and rules run (`--exe`); `None`: the one
+    /// installed in the host root (`daqtune_units::INSTALLED_EXE`), if any.
+    pub exe: Option<String>,
     /// Derive isolated cores, hugepages, MTU and data-path interfaces from this DAQIRI
     /// configuration instead of the profile's defaults; kept for later runs until `fresh`.
     pub config: Option<PathBuf>,
@@ -166,7 +168,7 @@ pub enum Kind {
     GrubDropin,
     /// extlinux.conf with a new default LABEL (reads the host's extlinux.conf).
     Extlinux,
-    /// udev rule restoring MRRS on the ConnectX PFs.
+    /// udev rule restoring MRRS on the data-path PFs.
     UdevMrrs,
     /// hugetlbfs .mount unit.
     MountUnit,
@@ -183,15 +185,90 @@ pub enum Kind {
 #[derive(Debug, Clone)]
 pub struct GenerateOptions {
     pub kind: Kind,
-    /// The daqtune binary that generated units and rules run.
-    pub exe: String,
+    /// The daqtune binary that generated units and rules run (`--exe`); `None`: the installed
+    /// one.
+    pub exe: Option<String>,
     /// Interfaces for network artifacts (default: the host's ConnectX ports).
     pub interfaces: Vec<String>,
-    /// PCI functions for the udev rule (default: the host's ConnectX PFs).
+    /// PCI functions for the udev rule (default: the data-path PFs: the profile's interfaces,
+    /// else the host's ConnectX PFs).
     pub devices: Vec<String>,
 }
 
+/// The daqtune binary units and rules run on this host: `--exe PATH` (which must be a regular
+/// executable file in the host root, else exit 2), or the first installed one of
+/// [`daqtune_units::INSTALLED_EXE`]; `None` when nothing is installed.
+pub fn resolve_exe(facts: &Facts, given: Option<&str>) -> Result<Option<String>, UsageError> {
+    let where_ = if facts.host.is_live() {
+        String::new()
+    } else {
+        format!(" in the host root {}", facts.host.root().display())
+    };
+    if let Some(p) = given {
+        daqtune_units::validate::abs_path(p)
+            .map_err(|e| UsageError::Other(format!("--exe: {e}")))?;
+        return match facts.stat(p) {
+            Ok(st) if st.is_executable_file() => Ok(Some(p.to_string())),
+            Ok(st) if !st.is_file => Err(UsageError::Other(format!(
+                "--exe {p}: not a regular file{where_}; units and udev rules would fail to run it"
+            ))),
+            Ok(st) => Err(UsageError::Other(format!(
+                "--exe {p}: not executable (mode {:o}){where_}; units and udev rules would fail to run it",
+                st.mode
+            ))),
+            Err(e) => Err(UsageError::Other(format!(
+                "--exe {p}: {}{where_}; units and udev rules would fail to run it",
+                if e.not_found { "no such file".to_string() } else { e.message }
+            ))),
+        };
+    }
+    Ok(daqtune_units::INSTALLED_EXE
+        .iter()
+        .find(|p| facts.stat(p).is_ok_and(|s| s.is_executable_file()))
+        .map(|p| p.to_string()))
+}
+
+/// A plan that would need a daqtune binary for its units and rules when none is installed is
+/// refused before anything changes (exit 2), naming those artifacts and what can go ahead.
+pub fn refuse_without_binary(plan: &Plan, sel: &Selection) -> Result<(), UsageError> {
+    if plan.needs_binary.is_empty() {
+        return Ok(());
+    }
+    let mut lines: Vec<String> = plan
+        .needs_binary
+        .iter()
+        .map(|(check, path)| format!("  {path} ({check})"))
+        .collect();
+    lines.dedup();
+    let needing: Vec<&str> = plan.needs_binary.iter().map(|(c, _)| c.as_str()).collect();
+    let mut free: Vec<&str> = plan
+        .changes
+        .iter()
+        .map(|c| c.check.as_str())
+        .filter(|c| !needing.contains(c))
+        .collect();
+    free.sort_unstable();
+    free.dedup();
+    let mut restrict = String::from("--runtime-only (runtime changes alone)");
+    if !free.is_empty() {
+        restrict.push_str(&format!(
+            ", or --only {} (the settings of this plan that need no binary)",
+            free.join(",")
+        ));
+    }
+    let looked = if sel.exe.is_some() {
+        String::new()
+    } else {
+        format!(" (looked for {})", daqtune_units::INSTALLED_EXE.join(", "))
+    };
+    Err(UsageError::Other(format!(
+        "no installed daqtune binary{looked}, and these would run it at every boot or device event:\n{}\nrefusing to write units and rules that call a missing binary: {INSTALL_ADVICE}; or leave them out with {restrict}",
+        lines.join("\n")
+    )))
+}
+
 fn options(
+    facts: &Facts,
     lp: &LoadedProfile,
     sel: &Selection,
     profile_arg: Option<&str>,
@@ -200,8 +277,7 @@ fn options(
         d.parse::<daqtune_units::PciAddr>()
             .map_err(|e| UsageError::Other(format!("--device: {e}")))?;
     }
-    daqtune_units::validate::abs_path(&sel.exe)
-        .map_err(|e| UsageError::Other(format!("--exe: {e}")))?;
+    let exe = resolve_exe(facts, sel.exe.as_deref())?;
     // Units name the profile as the user did: a built-in name, or the file's absolute path.
     let profile_ref = match profile_arg {
         Some(p) if profile::builtin_names().any(|n| n == p) => p.to_string(),
@@ -218,7 +294,7 @@ fn options(
         persist: !sel.runtime_only,
         device: sel.device.clone(),
         allow_acs: sel.allow_acs,
-        exe: sel.exe.clone(),
+        exe,
         profile_ref,
         gpu_unavailable: None,
     })
@@ -383,9 +459,11 @@ pub fn plan_for(
     };
     let sel = with_remembered(host, a, &None, head)?;
     let lp = with_app_config(&facts, lp, &sel, head)?;
-    let opts = options(&lp, &sel, g.profile.as_deref())?;
-    crate::tunables::build_plan_with(&facts, &lp, &opts, None)
-        .map_err(|e| UsageError::Other(e.to_string()))
+    let opts = options(&facts, &lp, &sel, g.profile.as_deref())?;
+    let plan = crate::tunables::build_plan_with(&facts, &lp, &opts, None)
+        .map_err(|e| UsageError::Other(e.to_string()))?;
+    refuse_without_binary(&plan, &sel)?;
+    Ok(plan)
 }
 
 /// `daqtune apply`, with a writer that tests can fault (no terminal: `yes` is needed).
@@ -427,10 +505,11 @@ fn run_apply_inner(
     let lp = profile_for_change(&facts, g, a.yes || a.dry_run, prompt, err)?;
     let sel = with_remembered(&host, &a.sel, &a.state_dir, out)?;
     let lp = with_app_config(&facts, lp, &sel, out)?;
-    let mut opts = options(&lp, &sel, g.profile.as_deref())?;
+    let mut opts = options(&facts, &lp, &sel, g.profile.as_deref())?;
     opts.gpu_unavailable = gpu_unavailable;
     let plan = crate::tunables::build_plan_with(&facts, &lp, &opts, gpu)
         .map_err(|e| UsageError::Other(e.to_string()))?;
+    refuse_without_binary(&plan, &sel)?;
     let _ = write!(out, "{plan}");
     if a.dry_run {
         let _ = writeln!(out, "dry run: nothing changed");
@@ -462,6 +541,7 @@ fn run_apply_inner(
     let facts = g.facts(&host);
     let plan = crate::tunables::build_plan_with(&facts, &lp, &opts, gpu)
         .map_err(|e| UsageError::Other(e.to_string()))?;
+    refuse_without_binary(&plan, &sel)?;
     let mut journal = journal::Journal::create(&state.join("journal"), &lp.profile.name, w)
         .map_err(|e| {
             UsageError::Other(format!(
@@ -704,15 +784,25 @@ pub fn run_generate(
     let host = open_host(g)?;
     let facts = g.facts(&host);
     let lp = crate::commands::choose_profile_with(&facts, g)?;
-    let pref = options(
+    let po = options(
+        &facts,
         &lp,
         &Selection {
             exe: a.exe.clone(),
             ..Default::default()
         },
         g.profile.as_deref(),
-    )?
-    .profile_ref;
+    )?;
+    let pref = po.profile_ref;
+    // The kinds that run daqtune: never printed with a binary that is not there.
+    let exe = || -> Result<String, UsageError> {
+        po.exe.clone().ok_or_else(|| {
+            UsageError::Other(format!(
+                "no installed daqtune binary (looked for {}): this artifact would run it; {INSTALL_ADVICE}",
+                daqtune_units::INSTALLED_EXE.join(", ")
+            ))
+        })
+    };
     let inv = |e: daqtune_units::InvalidValue| UsageError::Other(e.to_string());
     let args = || -> Result<grub::KernelArgs, UsageError> {
         let (spec, _) =
@@ -740,7 +830,7 @@ pub fn run_generate(
         }
         Kind::UdevMrrs => {
             let list = if a.devices.is_empty() {
-                connectx(&facts).0
+                data_path_pfs(&facts, &lp)
             } else {
                 a.devices.clone()
             };
@@ -749,7 +839,7 @@ pub fn run_generate(
                 .map(|d| d.parse::<daqtune_units::PciAddr>())
                 .collect::<Result<Vec<_>, _>>()
                 .map_err(inv)?;
-            udev::mrrs_rule(&a.exe, &pref, &addrs).map_err(inv)?
+            udev::mrrs_rule(&exe()?, &pref, &addrs).map_err(inv)?
         }
         Kind::MountUnit => {
             let mp = lp
@@ -762,13 +852,13 @@ pub fn run_generate(
                 .map_err(inv)?
                 .1
         }
-        Kind::GovernorUnit => systemd::governor_unit(&a.exe, &pref)
+        Kind::GovernorUnit => systemd::governor_unit(&exe()?, &pref)
             .render()
             .map_err(inv)?,
-        Kind::GpuClocksUnit => systemd::gpu_clocks_unit(&a.exe, &pref)
+        Kind::GpuClocksUnit => systemd::gpu_clocks_unit(&exe()?, &pref)
             .render()
             .map_err(inv)?,
-        Kind::AcsUnit => systemd::acs_unit(&a.exe, &pref).render().map_err(inv)?,
+        Kind::AcsUnit => systemd::acs_unit(&exe()?, &pref).render().map_err(inv)?,
         Kind::ModulesLoad => etc::modules_load(&["nvidia-peermem"], &pref).map_err(inv)?,
         Kind::Sysctl => {
             let v: Vec<(&str, &str)> = lp
@@ -809,6 +899,20 @@ pub fn run_generate(
     };
     let _ = write!(out, "{text}");
     Ok(0)
+}
+
+/// The data-path physical functions (the profile's interfaces, whatever their make, else the
+/// ConnectX PFs): what MRRS is planned for and the udev rule matches.
+fn data_path_pfs(facts: &Facts, lp: &LoadedProfile) -> Vec<String> {
+    let Ok(pci) = facts.pci() else {
+        return Vec::new();
+    };
+    crate::context::Context::with_facts(facts, lp)
+        .data_path_nics(pci)
+        .iter()
+        .filter(|n| !n.is_vf)
+        .map(|n| n.addr.to_string())
+        .collect()
 }
 
 /// (ConnectX PF addresses, their netdevs).

@@ -463,3 +463,13 @@ pub fn igx_root_without_pci() -> tempfile::TempDir {
     }
     d
 }
+
+/// An installed daqtune in the root (`/usr/bin/daqtune`, a regular executable file), as the
+/// Debian package leaves it: the binary the units and the udev rule a plan writes will run.
+pub fn install_daqtune(root: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let p = root.join("usr/bin/daqtune");
+    std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+    std::fs::write(&p, b"#!/bin/sh\nexit 0\n").expect("write");
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+}

@@ -134,8 +134,262 @@ pub fn grub_files(facts: &Facts, ours: &str, our_text: Option<&str>) -> Vec<(Str
     files
 }
 
+/// The grub.cfg files grub reads at boot (Debian's, then Fedora's place).
+pub const GRUB_CFGS: &[&str] = &["/boot/grub/grub.cfg", "/boot/grub2/grub.cfg"];
+
+/// Whether the next boot passes daqtune's kernel arguments.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NextBoot {
+    /// It does; how that is known.
+    Carries { how: String },
+    /// It does not; each reason names the file (and line) that decides otherwise.
+    Drops { reasons: Vec<String> },
+    /// It cannot be told; why.
+    Unknown { reason: String },
+}
+
+/// daqtune's kernel arguments as written, and what the next boot will make of them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BootOutlook {
+    /// The file daqtune wrote them into (its grub drop-in, or extlinux.conf).
+    pub written_to: String,
+    /// daqtune's words there, as the kernel will see them.
+    pub ours: Vec<String>,
+    pub next: NextBoot,
+    /// What could not be confirmed (no grub.cfg to read), for messages.
+    pub notes: Vec<String>,
+}
+
+/// The words of `line` missing from `have`.
+fn lacking(ours: &[String], have: &[String]) -> Vec<String> {
+    ours.iter().filter(|w| !have.contains(w)).cloned().collect()
+}
+
+/// Grub words as the kernel sees them (`\;` is `;`).
+fn kernel_words(s: &str) -> Vec<String> {
+    s.split_whitespace()
+        .map(|w| w.replace("\\;", ";"))
+        .collect()
+}
+
+/// What the next boot makes of the kernel arguments daqtune wrote: `None` when it wrote none
+/// (no owned grub drop-in, no `daqtune` extlinux entry).
+///
+/// grub: the defaults files are evaluated in sourcing order (a later file that assigns
+/// `GRUB_CMDLINE_LINUX`, or a conflicting value, decides otherwise), and where grub.cfg exists
+/// its default entry's `linux` line is read (what the next boot really passes: without our
+/// words there, update-grub has not run since the drop-in changed). extlinux: the label
+/// `DEFAULT`/`ONTIMEOUT`/`MENU DEFAULT` choose, and its `APPEND`.
+pub fn boot_outlook(facts: &Facts, lp: &LoadedProfile) -> Option<BootOutlook> {
+    match boot_config(facts, lp) {
+        BootConfig::Grub { dropin } => grub_outlook(facts, &dropin),
+        BootConfig::Extlinux { path } => extlinux_outlook(facts, lp, &path),
+        BootConfig::Unknown => None,
+    }
+}
+
+fn grub_outlook(facts: &Facts, dropin: &str) -> Option<BootOutlook> {
+    let text = facts
+        .read_string(dropin)
+        .ok()
+        .filter(|t| t.contains(daqtune_units::OWNER_MARK))?;
+    let ours = kernel_words(grub::evaluate(&[(dropin.to_string(), text)]).get(grub::CMDLINE));
+    let mut reasons = Vec::new();
+    let mut notes = Vec::new();
+    let mut unmodelled = None;
+    let files = grub_files(facts, dropin, None);
+    if let Ok(args) = grub::KernelArgs::from_words(&ours) {
+        for f in grub::analyze(&files, dropin, &args) {
+            match &f {
+                grub::Finding::Unmodelled { .. } => unmodelled = Some(f.to_string()),
+                f if f.is_blocking() => reasons.push(f.to_string()),
+                _ => {}
+            }
+        }
+    }
+    let line = kernel_words(&grub::evaluate(&files).default_entry_line());
+    let dropped = lacking(&ours, &line);
+    if !dropped.is_empty() && reasons.is_empty() {
+        reasons.push(format!(
+            "the grub defaults files leave `{}` off the default entry's line",
+            dropped.join(" ")
+        ));
+    }
+    let mut confirmed = None;
+    let mut found_cfg = false;
+    for cfg_path in GRUB_CFGS {
+        let cfg = match facts.read_string(cfg_path) {
+            Ok(c) => c,
+            Err(e) if e.not_found => continue,
+            Err(e) => {
+                found_cfg = true;
+                notes.push(format!("cannot read {cfg_path}: {}", e.message));
+                break;
+            }
+        };
+        found_cfg = true;
+        let dir = cfg_path.rsplit_once('/').map_or("", |(d, _)| d);
+        let env = facts.read_string(&format!("{dir}/grubenv")).ok();
+        match daqtune_units::grubcfg::default_entry(&cfg, env.as_deref()) {
+            Ok(e) => {
+                let missing = lacking(&ours, &e.args);
+                if missing.is_empty() {
+                    confirmed = Some(format!(
+                        "the default entry `{}` of {cfg_path} carries them",
+                        e.title()
+                    ));
+                } else {
+                    reasons.push(format!(
+                        "the default entry `{}` of {cfg_path} (line {}; {}) lacks `{}`: grub.cfg was not regenerated since {dropin} changed (run `sudo update-grub`)",
+                        e.title(),
+                        e.line,
+                        e.chosen_by,
+                        missing.join(" ")
+                    ));
+                }
+            }
+            Err(e) => notes.push(format!("{cfg_path}: {e}")),
+        }
+        break;
+    }
+    if !found_cfg {
+        notes.push(format!(
+            "no {} to confirm it (what update-grub makes of the defaults files is assumed)",
+            GRUB_CFGS[0]
+        ));
+    }
+    let next = if !reasons.is_empty() {
+        NextBoot::Drops { reasons }
+    } else if let Some(how) = confirmed {
+        NextBoot::Carries { how }
+    } else if let Some(u) = unmodelled {
+        NextBoot::Unknown { reason: u }
+    } else {
+        NextBoot::Carries {
+            how: "the grub defaults files put them on the default entry's line".into(),
+        }
+    };
+    Some(BootOutlook {
+        written_to: dropin.to_string(),
+        ours,
+        next,
+        notes,
+    })
+}
+
+fn extlinux_outlook(facts: &Facts, lp: &LoadedProfile, path: &str) -> Option<BootOutlook> {
+    let conf = facts.read_string(path).ok()?;
+    // daqtune's entry: its words are the profile's kernel arguments it carries.
+    let mut in_ours = false;
+    let mut label_words: Option<Vec<String>> = None;
+    for l in conf.lines() {
+        let mut it = l.split_whitespace();
+        match it.next().map(|k| k.to_ascii_uppercase()) {
+            Some(k) if k == "LABEL" => in_ours = it.next() == Some(extlinux::LABEL),
+            Some(k) if k == "APPEND" && in_ours => {
+                label_words = Some(it.map(String::from).collect());
+            }
+            _ => {}
+        }
+    }
+    let label_words = label_words?;
+    let profile_words: Option<Vec<String>> = kernel_arg_spec(facts, lp)
+        .ok()
+        .and_then(|(spec, _)| spec.build().ok())
+        .map(|a| a.words().to_vec());
+    let ours: Vec<String> = match profile_words {
+        Some(p) => p.into_iter().filter(|w| label_words.contains(w)).collect(),
+        None => label_words
+            .iter()
+            .filter(|w| !w.starts_with('$'))
+            .cloned()
+            .collect(),
+    };
+    let next = match extlinux::default_entry(&conf) {
+        Ok(d) if d.label != extlinux::LABEL => NextBoot::Drops {
+            reasons: vec![format!(
+                "{path}:{}: {} boots `{}`, not daqtune's entry `{}`",
+                d.line,
+                d.via,
+                d.label,
+                extlinux::LABEL
+            )],
+        },
+        Ok(d) => {
+            let missing = lacking(&ours, &d.append.unwrap_or_default());
+            if missing.is_empty() {
+                NextBoot::Carries {
+                    how: format!(
+                        "{path}: {} (line {}) boots `{}`, whose APPEND carries them",
+                        d.via, d.line, d.label
+                    ),
+                }
+            } else {
+                NextBoot::Drops {
+                    reasons: vec![format!(
+                        "{path}: the APPEND of the default entry `{}` lacks `{}`",
+                        d.label,
+                        missing.join(" ")
+                    )],
+                }
+            }
+        }
+        Err(e) if e.contains("no LABEL defines") => NextBoot::Drops {
+            reasons: vec![format!("{path}: {e}")],
+        },
+        Err(e) => NextBoot::Unknown {
+            reason: format!("{path}: {e}"),
+        },
+    };
+    Some(BootOutlook {
+        written_to: path.to_string(),
+        ours,
+        next,
+        notes: Vec::new(),
+    })
+}
+
+/// What the kernel arguments `args` wait for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Pending {
+    /// daqtune has not written them (all of them) into the boot configuration.
+    NotWritten,
+    /// Written, and the next boot carries them: a reboot applies them.
+    Waits,
+    /// Written, but the next boot will not carry them (or it cannot be told): why, naming the
+    /// file that decides.
+    WontBoot(String),
+}
+
+/// Whether `args` wait for a reboot: written by daqtune, and carried by the next boot.
+pub fn pending_args(facts: &Facts, lp: &LoadedProfile, args: &[String]) -> Pending {
+    if args.is_empty() {
+        return Pending::NotWritten;
+    }
+    let Some(o) = boot_outlook(facts, lp) else {
+        return Pending::NotWritten;
+    };
+    if !args.iter().all(|a| o.ours.contains(a)) {
+        return Pending::NotWritten;
+    }
+    match o.next {
+        NextBoot::Carries { .. } => Pending::Waits,
+        NextBoot::Drops { reasons } => Pending::WontBoot(format!(
+            "{} carries `{}`, but the next boot will not: {}",
+            o.written_to,
+            args.join(" "),
+            reasons.join("; ")
+        )),
+        NextBoot::Unknown { reason } => Pending::WontBoot(format!(
+            "{} carries `{}`, but whether the next boot does cannot be told: {reason}",
+            o.written_to,
+            args.join(" ")
+        )),
+    }
+}
+
 /// Words the next boot will pass that the running kernel did not get: what waits for a
-/// reboot. `None` when daqtune wrote no kernel arguments (or they cannot be evaluated).
+/// reboot. `None` when daqtune wrote no kernel arguments, or the next boot will not carry them.
 pub fn pending_kernel_args(facts: &Facts, lp: &LoadedProfile) -> Option<Vec<String>> {
     let running = facts.cmdline().ok()?;
     let has = |w: &str| {
@@ -146,62 +400,9 @@ pub fn pending_kernel_args(facts: &Facts, lp: &LoadedProfile) -> Option<Vec<Stri
             .iter()
             .any(|p| p.key == k && p.value.as_deref() == v)
     };
-    let words: Vec<String> = match boot_config(facts, lp) {
-        BootConfig::Grub { dropin } => {
-            let ours = facts.read_string(&dropin).ok()?;
-            if !ours.contains(daqtune_units::OWNER_MARK) {
-                return None;
-            }
-            let ev = grub::evaluate(&grub_files(facts, &dropin, None));
-            let ours_words: Vec<String> = grub::evaluate(&[(dropin.clone(), ours)])
-                .get(grub::CMDLINE)
-                .split_whitespace()
-                .map(|w| w.replace("\\;", ";"))
-                .collect();
-            let line: Vec<String> = ev
-                .default_entry_line()
-                .split_whitespace()
-                .map(|w| w.replace("\\;", ";"))
-                .collect();
-            // Only what our drop-in contributes and survives to the boot entry.
-            ours_words
-                .into_iter()
-                .filter(|w| line.contains(w))
-                .collect()
-        }
-        BootConfig::Extlinux { path } => {
-            let t = facts.read_string(&path).ok()?;
-            let mut in_ours = false;
-            let mut words = Vec::new();
-            for l in t.lines() {
-                let tl = l.trim();
-                if let Some(label) = tl.strip_prefix("LABEL ") {
-                    in_ours = label.trim() == extlinux::LABEL;
-                } else if in_ours {
-                    if let Some(a) = tl.strip_prefix("APPEND ") {
-                        words = a
-                            .split_whitespace()
-                            .filter(|w| !w.starts_with('$'))
-                            .map(String::from)
-                            .collect();
-                    }
-                }
-            }
-            words
-        }
-        BootConfig::Unknown => return None,
-    };
-    Some(words.into_iter().filter(|w| !has(w)).collect())
-}
-
-/// A grub drop-in daqtune wrote that already carries `arg`, waiting for a reboot.
-pub fn pending_in_dropin(ctx: &Context, args: &[String]) -> bool {
-    if args.is_empty() {
-        return false;
+    let o = boot_outlook(facts, lp)?;
+    if !matches!(o.next, NextBoot::Carries { .. }) {
+        return None;
     }
-    let Ok(text) = ctx.read_string(&ctx.profile.profile.persist.grub_dropin) else {
-        return false;
-    };
-    let words = daqtune_probe::cmdline::split_words(&text.replace(['"', '\''], " "));
-    args.iter().all(|a| words.iter().any(|w| w == a))
+    Some(o.ours.into_iter().filter(|w| !has(w)).collect())
 }

@@ -8,8 +8,10 @@ use crate::profile::{CoreSpec, LoadedProfile};
 use crate::verdict::Verdict;
 use daqtune_probe::{CpuSet, Host};
 
+pub mod artifacts;
 pub mod boot;
 pub mod gpus;
+pub mod irqbalance;
 pub mod nics;
 
 /// The run's facts, owned by a context made for one evaluation or borrowed from the command

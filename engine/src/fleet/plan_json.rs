@@ -157,6 +157,7 @@ mod tests {
                 message: "IOMMU translates".into(),
             }],
             kernel_args: None,
+            needs_binary: vec![],
         };
         let v: Value =
             serde_json::from_str(&render(&plan, &["profile igx-orin (detected)".into()]))

@@ -288,18 +288,13 @@ fn plan_acs(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
     // (5.1+) and daqtune writes the boot configuration; else a unit that runs this at boot.
     let by_cmdline = cx.cmdline_carries((5, 1));
     if cx.opts.persist && !ports.is_empty() && !by_cmdline {
-        let u = systemd::acs_unit(&cx.opts.exe, &cx.profile_ref());
-        let text = u.render()?;
-        cx.file_change(
-            plan,
-            ID,
-            &u.name,
-            &format!("/etc/systemd/system/{}", u.name),
-            text,
-            0o644,
-            false,
-        );
-        cx.enable(plan, ID, &u.name, "multi-user.target");
+        let path = format!("/etc/systemd/system/{}", systemd::ACS_UNIT);
+        if let Some(exe) = cx.unit_exe(plan, ID, &path) {
+            let u = systemd::acs_unit(&exe, &cx.profile_ref());
+            let text = u.render()?;
+            cx.file_change(plan, ID, &u.name, &path, text, 0o644, false);
+            cx.enable(plan, ID, &u.name, "multi-user.target");
+        }
     }
     Ok(())
 }

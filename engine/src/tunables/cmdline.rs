@@ -4,8 +4,8 @@
 
 use crate::apply::setters::Target;
 use crate::context::boot::{
-    boot_config, grub_files, kernel_arg_spec, pending_in_dropin, pending_kernel_args, BootConfig,
-    EXTLINUX_CONF,
+    boot_config, boot_outlook, grub_files, kernel_arg_spec, pending_args, pending_kernel_args,
+    BootConfig, NextBoot, Pending, EXTLINUX_CONF,
 };
 use crate::context::Context;
 use crate::plan::{NoteLevel, Plan, PlanCx, PlanError};
@@ -294,7 +294,32 @@ fn run(ctx: &Context) -> Vec<Verdict> {
     };
     let expected_s = expected.join(" ");
     let subject = "/proc/cmdline";
+    // What daqtune wrote and whether the next boot keeps it: another file that decides the
+    // kernel arguments (a later grub drop-in, a stale grub.cfg, an extlinux default that is not
+    // daqtune's entry) is named, whatever the running kernel has now.
+    let outlook = boot_outlook(ctx.facts(), ctx.profile);
     if problems.is_empty() {
+        if let Some(o) = &outlook {
+            if let NextBoot::Drops { reasons } = &o.next {
+                let msg = if observed.is_empty() {
+                    "no CPU isolation requested or present".to_string()
+                } else {
+                    format!("isolation consistent now: {observed_s}")
+                };
+                return vec![Verdict::fail(
+                    ID,
+                    subject,
+                    format!(
+                        "{msg}; but the next boot will not keep daqtune's arguments from {}: {}",
+                        o.written_to,
+                        reasons.join("; ")
+                    ),
+                )
+                .observed(observed_s)
+                .expected(expected_s)
+                .fix(next_boot_fix(&o.written_to))];
+            }
+        }
         let mut msg = if observed.is_empty() {
             "no CPU isolation requested or present".to_string()
         } else {
@@ -319,14 +344,33 @@ fn run(ctx: &Context) -> Vec<Verdict> {
     let mut v = Verdict::fail(ID, subject, problems.join("; "))
         .observed(observed_s)
         .expected(expected_s.clone());
-    if pending_in_dropin(ctx, &expected) {
-        v.status = Status::PendingReboot;
-        v.message = format!(
-            "{} already carries `{expected_s}`; reboot to apply (now: {})",
-            ctx.profile.profile.persist.grub_dropin, v.message
-        );
-        v.fix = Some("sudo update-grub && sudo reboot".into());
-    } else if expected.is_empty() {
+    let written_to = outlook
+        .as_ref()
+        .map_or(ctx.profile.profile.persist.grub_dropin.clone(), |o| {
+            o.written_to.clone()
+        });
+    match pending_args(ctx.facts(), ctx.profile, &expected) {
+        Pending::Waits => {
+            v.status = Status::PendingReboot;
+            v.message = format!(
+                "{written_to} already carries `{expected_s}`; reboot to apply (now: {})",
+                v.message
+            );
+            v.fix = Some(if written_to.contains("grub") {
+                "sudo update-grub && sudo reboot".into()
+            } else {
+                "sudo reboot".into()
+            });
+            return vec![v];
+        }
+        Pending::WontBoot(why) => {
+            v.message = format!("{}; {why}", v.message);
+            v.fix = Some(next_boot_fix(&written_to));
+            return vec![v];
+        }
+        Pending::NotWritten => {}
+    }
+    if expected.is_empty() {
         v.fix = Some("name data cores this host has: a profile with `cpu: {isolated: \"LIST\"}` (see `daqtune profiles show generic-dgpu`)".into());
     } else {
         v.fix = Some(format!(
@@ -335,6 +379,15 @@ fn run(ctx: &Context) -> Vec<Verdict> {
         ));
     }
     vec![v]
+}
+
+/// The fix when another file decides the next boot's arguments.
+fn next_boot_fix(written_to: &str) -> String {
+    if written_to.contains("extlinux") {
+        format!("make `DEFAULT daqtune` the entry that boots in {written_to} (remove the later DEFAULT/ONTIMEOUT, or `sudo daqtune apply --only kernel.cmdline` again), then reboot")
+    } else {
+        "remove or fix the file named above (a later drop-in must append: `GRUB_CMDLINE_LINUX=\"$GRUB_CMDLINE_LINUX ...\"`), then `sudo update-grub` and reboot".into()
+    }
 }
 
 fn plan_kernel_args(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
@@ -350,6 +403,17 @@ fn plan_kernel_args(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
     }
     for n in notes {
         plan.note(ID, NoteLevel::Warn, n);
+    }
+    // irqbalance decides where interrupts go too: a ban list of its own replaces its
+    // detection of the isolated CPUs.
+    if let Some(iso) = spec
+        .isolation
+        .as_ref()
+        .and_then(|i| daqtune_probe::cpulist::parse_cpulist(&i.isolated, None).ok())
+    {
+        for f in crate::context::irqbalance::host_findings(cx.facts, &iso) {
+            plan.note(ID, NoteLevel::Warn, f);
+        }
     }
     let args = spec.build()?;
     plan.kernel_args = Some(args.clone());
@@ -390,7 +454,23 @@ fn plan_kernel_args(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
                 return Ok(());
             };
             match extlinux::add_entry(&cur, &args) {
-                Ok(new) => cx.file_change(plan, ID, "extlinux", &path, new, 0o644, true),
+                Ok(new) => {
+                    // add_entry makes its label the DEFAULT; a later ONTIMEOUT still decides
+                    // for U-Boot.
+                    match extlinux::default_entry(&new) {
+                        Ok(d) if d.label != extlinux::LABEL => plan.note(
+                            ID,
+                            NoteLevel::Warn,
+                            format!(
+                                "{path}:{}: {} boots `{}` after daqtune's `DEFAULT {}`: the tuning entry would not boot; remove that line",
+                                d.line, d.via, d.label, extlinux::LABEL
+                            ),
+                        ),
+                        Ok(_) => {}
+                        Err(e) => plan.note(ID, NoteLevel::Warn, format!("{path}: {e}")),
+                    }
+                    cx.file_change(plan, ID, "extlinux", &path, new, 0o644, true)
+                }
                 Err(e) => plan.note(ID, NoteLevel::Skip, format!("{path}: {e}")),
             }
         }
@@ -403,14 +483,42 @@ fn plan_kernel_args(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
             ),
         ),
     }
-    // Already written and not yet booted?
+    // Already written: waiting for a boot, or decided otherwise by another file?
     if !plan.changes.iter().any(|c| c.check == ID) {
-        if let Some(p) = pending_kernel_args(cx.facts, cx.lp).filter(|p| !p.is_empty()) {
-            plan.note(
+        match boot_outlook(cx.facts, cx.lp).map(|o| o.next) {
+            Some(NextBoot::Drops { reasons }) => {
+                // Findings of the grub defaults are noted above already.
+                let new: Vec<&String> = reasons
+                    .iter()
+                    .filter(|r| !plan.notes.iter().any(|n| n.check == ID && &n.message == *r))
+                    .collect();
+                let msg = if new.is_empty() {
+                    "written, but the next boot will not carry it (see above)".to_string()
+                } else {
+                    format!(
+                        "written, but the next boot will not carry it: {}",
+                        new.iter()
+                            .map(|r| r.as_str())
+                            .collect::<Vec<_>>()
+                            .join("; ")
+                    )
+                };
+                plan.note(ID, NoteLevel::Warn, msg);
+            }
+            Some(NextBoot::Unknown { reason }) => plan.note(
                 ID,
-                NoteLevel::PendingReboot,
-                format!("written, waiting for a reboot: {}", p.join(" ")),
-            );
+                NoteLevel::Info,
+                format!("written; whether the next boot carries it cannot be told: {reason}"),
+            ),
+            _ => {
+                if let Some(p) = pending_kernel_args(cx.facts, cx.lp).filter(|p| !p.is_empty()) {
+                    plan.note(
+                        ID,
+                        NoteLevel::PendingReboot,
+                        format!("written, waiting for a reboot: {}", p.join(" ")),
+                    );
+                }
+            }
         }
     }
     Ok(())

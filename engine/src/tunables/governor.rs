@@ -3,9 +3,11 @@
 //! the kernel has it (5.9+) and daqtune writes the boot configuration, else a unit.
 
 use crate::context::Context;
+use crate::facts::Facts;
 use crate::plan::{Action, Change, NoteLevel, Plan, PlanCx, PlanError};
 use crate::tunable::{Planner, Tunable};
 use crate::verdict::{Area, Verdict};
+use daqtune_probe::system::ServiceState;
 use daqtune_probe::CpuSet;
 use daqtune_units::systemd;
 use std::collections::BTreeMap;
@@ -106,20 +108,7 @@ fn run_governor(ctx: &Context) -> Vec<Verdict> {
     }
     let fighters = ctx.governor_fighters();
     if !fighters.is_empty() {
-        let names: Vec<String> = fighters
-            .iter()
-            .map(|s| {
-                format!(
-                    "{} ({})",
-                    s.name,
-                    match (s.enabled, s.running) {
-                        (true, true) => "enabled, running",
-                        (true, false) => "enabled",
-                        _ => "running",
-                    }
-                )
-            })
-            .collect();
+        let names: Vec<String> = fighters.iter().map(|s| fighter(ctx.facts(), s)).collect();
         let units: Vec<&str> = fighters.iter().map(|s| s.name.as_str()).collect();
         out.push(
             Verdict::warn(
@@ -137,19 +126,41 @@ fn run_governor(ctx: &Context) -> Vec<Verdict> {
     out
 }
 
+/// A service that sets the governor too, as the check and the plan name it: its state, and
+/// TuneD's active profile (`/etc/tuned/active_profile`), which is what applies its governor.
+fn fighter(facts: &Facts, s: &ServiceState) -> String {
+    let state = match (s.enabled, s.running) {
+        (true, true) => "enabled, running",
+        (true, false) => "enabled",
+        _ => "running",
+    };
+    let profile = if s.name == "tuned.service" {
+        facts
+            .read_attr("/etc/tuned/active_profile")
+            .ok()
+            .filter(|p| !p.is_empty())
+            .map(|p| format!(", profile `{p}` in /etc/tuned/active_profile"))
+            .unwrap_or_default()
+    } else {
+        String::new()
+    };
+    format!("{} ({state}{profile})", s.name)
+}
+
 fn plan_governor(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
     const ID: &str = "cpu.governor";
     let want = cx.lp.profile.cpu.governor.clone();
     // What the check warns about and apply leaves alone: say so in the plan.
     let fighters = cx.facts.governor_fighters();
     if !fighters.is_empty() {
+        let names: Vec<String> = fighters.iter().map(|s| fighter(cx.facts, s)).collect();
         let units: Vec<&str> = fighters.iter().map(|f| f.name.as_str()).collect();
         plan.note(
             ID,
             NoteLevel::Warn,
             format!(
-                "{} can change the governor behind daqtune's back; apply leaves them (sudo systemctl disable --now {})",
-                units.join(", "),
+                "{} can change the governor behind daqtune's back (after daqtune's setting, and again at every boot); apply leaves them (sudo systemctl disable --now {})",
+                names.join(", "),
                 units.join(" ")
             ),
         );
@@ -202,19 +213,14 @@ fn plan_governor(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
     }
     if cx.opts.persist {
         let by_cmdline = want == "performance" && cx.cmdline_carries((5, 9));
+        let path = format!("/etc/systemd/system/{}", systemd::GOVERNOR_UNIT);
         if !by_cmdline {
-            let u = systemd::governor_unit(&cx.opts.exe, &cx.profile_ref());
-            let text = u.render()?;
-            cx.file_change(
-                plan,
-                ID,
-                &u.name,
-                &format!("/etc/systemd/system/{}", u.name),
-                text,
-                0o644,
-                false,
-            );
-            cx.enable(plan, ID, &u.name, "multi-user.target");
+            if let Some(exe) = cx.unit_exe(plan, ID, &path) {
+                let u = systemd::governor_unit(&exe, &cx.profile_ref());
+                let text = u.render()?;
+                cx.file_change(plan, ID, &u.name, &path, text, 0o644, false);
+                cx.enable(plan, ID, &u.name, "multi-user.target");
+            }
         }
     }
     Ok(())

@@ -461,18 +461,13 @@ fn plan_gpu_clocks(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
         }
     }
     if cx.opts.persist {
-        let u = systemd::gpu_clocks_unit(&cx.opts.exe, &cx.profile_ref());
-        let text = u.render()?;
-        cx.file_change(
-            plan,
-            ID,
-            &u.name,
-            &format!("/etc/systemd/system/{}", u.name),
-            text,
-            0o644,
-            false,
-        );
-        cx.enable(plan, ID, &u.name, "multi-user.target");
+        let path = format!("/etc/systemd/system/{}", systemd::GPU_CLOCKS_UNIT);
+        if let Some(exe) = cx.unit_exe(plan, ID, &path) {
+            let u = systemd::gpu_clocks_unit(&exe, &cx.profile_ref());
+            let text = u.render()?;
+            cx.file_change(plan, ID, &u.name, &path, text, 0o644, false);
+            cx.enable(plan, ID, &u.name, "multi-user.target");
+        }
     }
     Ok(())
 }

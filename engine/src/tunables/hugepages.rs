@@ -182,16 +182,22 @@ fn run_hugepages(ctx: &Context) -> Vec<Verdict> {
             .observed(observed)
             .expected(expected)
             .fix(fix);
-        if crate::context::boot::pending_in_dropin(ctx, &hugepage_args(ctx))
-            && !ctx
-                .cmdline()
-                .is_ok_and(|c| c.values("hugepages").any(|v| v == want.count.to_string()))
-        {
-            v.status = Status::PendingReboot;
-            v.message = format!(
-                "the boot reservation is written and waits for a reboot; now: {}",
-                v.message
-            );
+        let on_cmdline = ctx
+            .cmdline()
+            .is_ok_and(|c| c.values("hugepages").any(|v| v == want.count.to_string()));
+        use crate::context::boot::{pending_args, Pending};
+        match pending_args(ctx.facts(), ctx.profile, &hugepage_args(ctx)) {
+            Pending::Waits if !on_cmdline => {
+                v.status = Status::PendingReboot;
+                v.message = format!(
+                    "the boot reservation is written and waits for a reboot; now: {}",
+                    v.message
+                );
+            }
+            Pending::WontBoot(why) if !on_cmdline => {
+                v.message = format!("{}; {why}", v.message);
+            }
+            _ => {}
         }
         return vec![v];
     }

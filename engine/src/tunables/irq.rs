@@ -40,25 +40,51 @@ fn isolated(ctx: &Context) -> Option<(CpuSet, &'static str)> {
         .map(|s| (s, "profile data cores"))
 }
 
+/// irqbalance's own configuration deciding against the isolation: one verdict each.
+fn irqbalance_verdicts(ctx: &Context, iso: &CpuSet) -> Vec<Verdict> {
+    crate::context::irqbalance::host_findings(ctx.facts(), iso)
+        .into_iter()
+        .map(|m| {
+            Verdict::warn(ID, "irqbalance", m)
+                .expected(format!("irqbalance keeps interrupts off {iso}"))
+                .fix(format!(
+                    "set IRQBALANCE_BANNED_CPULIST={iso} in that file (or remove the line: irqbalance then bans isolcpus/nohz_full CPUs itself), then `sudo systemctl restart irqbalance`"
+                ))
+        })
+        .collect()
+}
+
+const ID: &str = "irq.affinity";
+
 fn run_affinity(ctx: &Context) -> Vec<Verdict> {
-    const ID: &str = "irq.affinity";
+    let iso = isolated(ctx);
+    let balance = iso
+        .as_ref()
+        .map(|(i, _)| irqbalance_verdicts(ctx, i))
+        .unwrap_or_default();
     let f = match ctx.pci() {
         Ok(f) => f,
-        Err(e) => return vec![Verdict::skip(ID, "host", e.to_string())],
+        Err(e) => {
+            let mut out = vec![Verdict::skip(ID, "host", e.to_string())];
+            out.extend(balance);
+            return out;
+        }
     };
     let nics = data_path_nics(ctx, f);
     if nics.is_empty() {
-        return vec![Verdict::skip(ID, "host", no_nic_reason(ctx))];
+        let mut out = vec![Verdict::skip(ID, "host", no_nic_reason(ctx))];
+        out.extend(balance);
+        return out;
     }
-    let Some((iso, source)) = isolated(ctx) else {
+    let Some((iso, source)) = iso else {
         return vec![Verdict::na(
             ID,
             "host",
             "no CPUs are isolated: there is nothing to keep interrupts away from",
         )];
     };
+    let mut out = balance;
     let irqbalance = ctx.processes().iter().any(|p| p == "irqbalance");
-    let mut out = Vec::new();
     for n in nics {
         let Some(d) = f.tree.get(n.addr) else {
             continue;

@@ -19,6 +19,7 @@ use daqtune_probe::Host;
 
 pub mod acs;
 pub mod app;
+pub mod artifacts;
 pub mod cmdline;
 pub mod governor;
 pub mod gpu;
@@ -62,6 +63,7 @@ pub static REGISTRY: &[&Tunable] = &[
     &gpu::GPUDIRECT,
     &peermem::PEERMEM,
     &gpu::DRIVER,
+    &artifacts::ARTIFACTS,
     &app::CONFIG,
     &app::CORES,
     &app::MEMORY,
@@ -194,6 +196,7 @@ pub fn build_plan_with(
         changes: Vec::new(),
         notes: Vec::new(),
         kernel_args: None,
+        needs_binary: Vec::new(),
     };
     for t in planners {
         let Some(p) = &t.planner else { continue };

@@ -200,8 +200,10 @@ fn plan_mrrs(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
     if cx.opts.persist && cx.opts.device.is_none() {
         let addrs: Vec<daqtune_units::PciAddr> =
             pfs.iter().filter_map(|p| p.parse().ok()).collect();
-        let text = udev::mrrs_rule(&cx.opts.exe, &cx.profile_ref(), &addrs)?;
-        cx.file_change(plan, ID, "udev rule", udev::RULE_PATH, text, 0o644, false);
+        if let Some(exe) = cx.unit_exe(plan, ID, udev::RULE_PATH) {
+            let text = udev::mrrs_rule(&exe, &cx.profile_ref(), &addrs)?;
+            cx.file_change(plan, ID, "udev rule", udev::RULE_PATH, text, 0o644, false);
+        }
     }
     Ok(())
 }

@@ -44,18 +44,56 @@ pub const LINK: Tunable = Tunable {
     planner: None,
 };
 
+/// The data ports the profile names that are not ConnectX: the ConnectX/RDMA-only checks say
+/// `n/a` for them, with the reason.
+fn other_ports<'f>(ctx: &Context, f: &'f daqtune_probe::pci::PciFacts) -> Vec<&'f NicFunction> {
+    if ctx.profile.profile.nic.interfaces.is_empty() {
+        return Vec::new();
+    }
+    data_path_nics(ctx, f)
+        .into_iter()
+        .filter(|n| !n.connectx)
+        .collect()
+}
+
+fn not_connectx(n: &NicFunction) -> String {
+    format!(
+        "{} ({:04x}:{:04x}, driver {}) is not a ConnectX",
+        n.model,
+        n.vendor,
+        n.device,
+        n.driver.as_deref().unwrap_or("none")
+    )
+}
+
 fn run_driver(ctx: &Context) -> Vec<Verdict> {
     const ID: &str = "nic.driver";
     let f = match pci_or_skip(ctx, ID) {
         Ok(f) => f,
         Err(v) => return v,
     };
+    // Named data ports of another make: the mlx5 stack is not theirs to need.
+    let mut out: Vec<Verdict> = other_ports(ctx, f)
+        .into_iter()
+        .map(|n| {
+            Verdict::na(
+                ID,
+                n.label(),
+                format!(
+                    "{}: the mlx5 drivers, verbs device nodes and provider this check judges are ConnectX/RDMA requirements",
+                    not_connectx(n)
+                ),
+            )
+        })
+        .collect();
     let cx: Vec<&NicFunction> = f.nics.iter().filter(|n| n.connectx).collect();
     if cx.is_empty() {
-        return vec![Verdict::skip(ID, "host", no_nic_reason(ctx))];
+        if out.is_empty() {
+            out.push(Verdict::skip(ID, "host", no_nic_reason(ctx)));
+        }
+        return out;
     }
     // Problems get a verdict each; a healthy stack is one line.
-    let mut out = Vec::new();
     let mut good = Vec::new();
     let mods = ctx.modules();
     let need = ["mlx5_core", "mlx5_ib", "ib_core", "ib_uverbs"];
@@ -181,6 +219,17 @@ fn run_link_layer(ctx: &Context) -> Vec<Verdict> {
     };
     let mut out = Vec::new();
     for n in nics {
+        if n.rdma.is_empty() && !n.connectx {
+            out.push(Verdict::na(
+                ID,
+                n.label(),
+                format!(
+                    "{} and has no RDMA device: the RoCE/InfiniBand link layer is a ConnectX setting (mlxconfig LINK_TYPE)",
+                    not_connectx(n)
+                ),
+            ));
+            continue;
+        }
         if n.rdma.is_empty() {
             out.push(Verdict::skip(
                 ID,

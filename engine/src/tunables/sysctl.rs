@@ -2,7 +2,9 @@
 //! value below the profile's now, and a sysctl.d file that keeps them.
 
 use crate::context::Context;
+use crate::facts::Facts;
 use crate::plan::{Action, Change, NoteLevel, Plan, PlanCx, PlanError};
+use crate::profile::LoadedProfile;
 use crate::tunable::{Planner, Tunable};
 use crate::verdict::{Area, Verdict};
 use daqtune_units::etc;
@@ -40,6 +42,56 @@ pub fn meets(have: &str, want: &str) -> Option<bool> {
     Some(h.iter().zip(&w).all(|(a, b)| a >= b))
 }
 
+/// The files systemd-sysctl applies at boot, in order, with their text.
+fn boot_files(facts: &Facts) -> Vec<(String, String)> {
+    let dirs: Vec<(&str, Vec<String>)> = etc::SYSCTL_DIRS
+        .iter()
+        .map(|d| {
+            (
+                *d,
+                facts.read_dir(d).map(|v| v.to_vec()).unwrap_or_default(),
+            )
+        })
+        .collect();
+    etc::sysctl_files(&dirs)
+        .into_iter()
+        .filter_map(|p| facts.read_string(&p).ok().map(|t| (p, t)))
+        .collect()
+}
+
+/// The profile's sysctls another file sets after daqtune's drop-in to a value below the
+/// profile's: at boot that file wins. One sentence each (file and line), with the key.
+pub fn boot_overrides(facts: &Facts, lp: &LoadedProfile) -> Vec<(String, String)> {
+    let s = &lp.profile.sysctl;
+    if !s.enabled || s.values.is_empty() {
+        return Vec::new();
+    }
+    let keys: Vec<&str> = s.values.keys().map(String::as_str).collect();
+    let found = etc::sysctl_overrides(&boot_files(facts), etc::SYSCTL_PATH, &keys);
+    let mut out = Vec::new();
+    for (key, want) in &s.values {
+        // The last setting of the key is its value at boot.
+        let Some(o) = found.iter().rev().find(|o| &o.key == key) else {
+            continue;
+        };
+        if meets(&o.value, want) == Some(true) {
+            continue;
+        }
+        out.push((
+            key.clone(),
+            format!(
+                "{}:{} sets {key} = {} after daqtune's {} (systemd-sysctl applies the sysctl.d files in name order and the last setting wins): at boot {key} is {}, below {want}",
+                o.file,
+                o.line,
+                o.value,
+                etc::SYSCTL_PATH,
+                o.value
+            ),
+        ));
+    }
+    out
+}
+
 fn run(ctx: &Context) -> Vec<Verdict> {
     const ID: &str = "net.sysctl";
     let s = &ctx.profile.profile.sysctl;
@@ -73,6 +125,18 @@ fn run(ctx: &Context) -> Vec<Verdict> {
             .expected(format!(">= {want}")),
         };
         out.push(v);
+    }
+    for (key, msg) in boot_overrides(ctx.facts(), ctx.profile) {
+        out.push(
+            Verdict::warn(ID, format!("{key} at boot"), msg)
+                .expected(format!(
+                    ">= {}",
+                    s.values.get(&key).cloned().unwrap_or_default()
+                ))
+                .fix(format!(
+                    "remove {key} from that file, or set it to at least the profile's value there"
+                )),
+        );
     }
     out
 }
@@ -110,6 +174,9 @@ fn plan_sysctl(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
                 note: None,
             });
         }
+    }
+    for (_, msg) in boot_overrides(cx.facts, cx.lp) {
+        plan.note(ID, NoteLevel::Warn, msg);
     }
     if cx.opts.persist && !persist.is_empty() {
         let text = etc::sysctl_conf(&persist, &cx.profile_ref())?;

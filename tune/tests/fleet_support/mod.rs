@@ -222,3 +222,14 @@ pub fn skip(what: &str, why: &str) {
 pub fn read(p: &Path) -> String {
     std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
+
+/// What the package puts in a host: a daqtune at /usr/bin/daqtune inside `root` (a stub: the
+/// fixture root's units only need it to exist and be executable; apply refuses to write units
+/// that call a missing binary).
+pub fn install_stub(root: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let p = root.join("usr/bin/daqtune");
+    std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+    std::fs::write(&p, b"#!/bin/sh\nexit 0\n").expect("write");
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+}
