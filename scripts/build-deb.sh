@@ -56,11 +56,11 @@ case "$with" in
     ;;
 esac
 
-# Reproducible: every timestamp is the last commit's (or now outside a git checkout).
+# Reproducible: every timestamp is the last commit's (or now outside a git checkout). Not
+# exported to cargo: zstd-sys's build script reruns whenever it changes.
 if [[ -z ${SOURCE_DATE_EPOCH:-} ]]; then
   SOURCE_DATE_EPOCH=$(git -C "$repo" log -1 --format=%ct 2>/dev/null || date +%s)
 fi
-export SOURCE_DATE_EPOCH
 commit=$(git -C "$repo" rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
 arch=$(dpkg-architecture -qDEB_HOST_ARCH)
 maintainer="${DEBFULLNAME:-daqtune developers} <${DEBEMAIL:-daqtune@users.noreply.github.com}>"
@@ -73,6 +73,7 @@ if ((build)); then
     cargo build --release --locked -p "daqtune-$e" --features "$e"
   done
 fi
+export SOURCE_DATE_EPOCH
 bin=$repo/target/release/daqtune
 [[ -x $bin ]] || die "$bin is missing (run without --no-build)"
 upstream=$("$bin" --version | awk '{print $2}')

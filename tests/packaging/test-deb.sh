@@ -14,7 +14,6 @@
 # Exit 0 = all passed, 1 = a check failed (each printed as "FAIL: ..."), 2 = usage.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-repo=$PWD
 
 build_args=(--with auto)
 while (($#)); do

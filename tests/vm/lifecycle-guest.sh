@@ -65,6 +65,10 @@ run() { # NAME COMMAND...
     echo "   $* -> exit $rc in $(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.1f", b - a}') s (output: state/$name.txt)"
 }
 dq() { daqtune --profile "$P" "$@"; }
+# "<run id> <state>" of every journal run.
+journal_runs() {
+    find /var/lib/daqtune/journal -name journal.json -exec jq -r '"\(.id) \(.state)"' {} + 2>/dev/null
+}
 
 # Status(es) of a check in a JSON report: "pass", or "pass,warn" when subjects differ.
 statuses() { # REPORT ID
@@ -83,8 +87,8 @@ expect_status() { # REPORT ID WANT
 # Wait until the boot transaction is over (every unit started by the boot has finished), so
 # that "no daqtune unit failed" speaks about a finished boot. The agent's own job stays.
 wait_settled() {
-    local i
-    for i in $(seq 1 300); do
+    local _
+    for _ in $(seq 1 300); do
         if ! systemctl list-jobs --no-legend 2>/dev/null | grep -v lifecycle-agent | grep -q .; then
             return 0
         fi
@@ -115,9 +119,9 @@ sums() { # OUT DIR...
     fi
     rm -f "$out.all"
 }
-boot_sum_dirs() {
-    if [ -d /boot/grub ]; then echo /etc /boot/grub; else echo /etc /boot/extlinux; fi
-}
+# The trees the revert must restore: /etc and the boot loader's configuration.
+boot_dirs=(/etc /boot/extlinux)
+[ -d /boot/grub ] && boot_dirs=(/etc /boot/grub)
 
 # Words of the running kernel's command line, without what the boot loader adds by itself
 # (BOOT_IMAGE=, and initrd= from syslinux).
@@ -218,7 +222,7 @@ install_and_baseline() { # VARIANT
     cp /proc/cmdline "$st/cmdline-1"
     info "cmdline before apply: $(cat /proc/cmdline)"
     # The baseline of step 6: before the first apply.
-    sums "$st/sums-before" $(boot_sum_dirs)
+    sums "$st/sums-before" "${boot_dirs[@]}"
     cp /etc/machine-id "$st/machine-id"
 }
 
@@ -252,7 +256,7 @@ do_apply() {
     expect_eq "apply exits 0" "$rc" 0
     run journal-2 find /var/lib/daqtune/journal -name journal.json
     local runs
-    runs=$(for j in $(find /var/lib/daqtune/journal -name journal.json 2>/dev/null); do jq -r 'select(.state != "reverted") | .id' "$j"; done | wc -l)
+    runs=$(journal_runs | awk '$2 != "reverted"' | wc -l)
     expect_eq "apply journaled one run" "$runs" 1
     # Runtime effects, right away.
     expect_eq "MTU 9000 on $DATA_PORT now" "$(cat /sys/class/net/$DATA_PORT/mtu 2>/dev/null)" 9000
@@ -379,7 +383,7 @@ verify_reverted() {
     wait_settled
     info "cmdline after revert: $(cat /proc/cmdline)"
     expect_eq "/proc/cmdline equals step 1's" "$(cat /proc/cmdline)" "$(cat "$st/cmdline-1")"
-    sums "$st/sums-after" $(boot_sum_dirs)
+    sums "$st/sums-after" "${boot_dirs[@]}"
     if cmp -s "$st/sums-before" "$st/sums-after"; then
         pass "/etc and the boot configuration byte-identical to before step 2" "$(grep -c . "$st/sums-before") entries"
     else
@@ -398,7 +402,7 @@ verify_reverted() {
 
 # The extlinux variant's revert, checked without another boot: every file as before step 2.
 files_restored() {
-    sums "$st/sums-after" $(boot_sum_dirs)
+    sums "$st/sums-after" "${boot_dirs[@]}"
     if cmp -s "$st/sums-before" "$st/sums-after"; then
         pass "/etc and /boot/extlinux byte-identical to before step 2" "$(grep -c . "$st/sums-before") entries"
     else
@@ -428,12 +432,12 @@ mrrs_on_emulated_nic() {
         fail "the failed write is reported with the value read back" "$(grep -v '^\$' "$st/apply-7.txt" | head -n 8 | tr '\n' ' ')"
     fi
     local bad
-    bad=$(for j in $(find /var/lib/daqtune/journal -name journal.json); do jq -r 'select(.state == "applying") | .id' "$j"; done)
+    bad=$(journal_runs | awk '$2 == "applying"')
     expect_eq "no journal run left half-written (state applying)" "$bad" ""
     run revert-7 dq revert --yes
     expect_eq "revert after the failed MRRS write exits 0" "$rc" 0
     local left
-    left=$(for j in $(find /var/lib/daqtune/journal -name journal.json); do jq -r 'select(.state != "reverted") | "\(.id): \(.state)"' "$j"; done)
+    left=$(journal_runs | awk '$2 != "reverted"')
     expect_eq "every journal run is reverted" "$left" ""
     sums "$st/sums-7b" /etc
     if cmp -s "$st/sums-7a" "$st/sums-7b"; then pass "/etc as before step 7"; else fail "/etc as before step 7" "$(diff "$st/sums-7a" "$st/sums-7b" | grep '^[<>]' | head -n 6 | tr '\n' ' ')"; fi
