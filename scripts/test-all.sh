@@ -2,9 +2,12 @@
 # Run every daqtune test, the end-to-end ones included.
 #
 # On a fresh Debian/Ubuntu machine run as root: it installs what the tests need through apt
-# (DPDK, rdma-core, iperf3, pciutils, systemd's analyzer, qemu for the soft-RoCE VM), builds the
-# optional engines once with their cargo features, and runs the whole suite. As a normal user it
-# installs nothing and the tests that need root or a package say why they skip.
+# (DPDK, rdma-core, iperf3, pciutils, systemd's analyzer, qemu for the soft-RoCE VM, dpkg-dev and
+# lintian for the .deb, mmdebstrap and qemu-utils for the lifecycle VM), builds the optional
+# engines once with their cargo features, and runs the whole suite, then builds and inspects the
+# Debian packages. DAQTUNE_LIFECYCLE=1 adds tests/vm/host-lifecycle.sh (a booted Debian guest).
+# As a normal user it installs nothing and the tests that need root or a package say why they
+# skip.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
