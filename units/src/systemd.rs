@@ -1,6 +1,9 @@
 //! systemd units: oneshot services that run daqtune itself (never a shell script), and the
 //! hugetlbfs `.mount` unit (an owned unit instead of an fstab line: a bad fstab line can drop
-//! a boot to emergency mode; a failing mount unit only fails that unit).
+//! a boot to emergency mode; a failing mount unit only fails that unit). The mount is ordered
+//! after local-fs-pre.target, as fstab's mounts are: before it the root file system may still
+//! be read-only (`ro` on the kernel line), systemd cannot create the mount point and the mount
+//! fails (found by tests/vm/host-lifecycle.sh on a booted Debian).
 
 use crate::validate::{self, InvalidValue};
 
@@ -49,6 +52,7 @@ pub fn hugetlbfs_mount(
 Description=Huge pages of {size} for the data path (daqtune)
 Documentation=man:daqtune(8)
 DefaultDependencies=no
+After=local-fs-pre.target
 Before=local-fs.target umount.target
 Conflicts=umount.target
 ConditionPathExists=/sys/kernel/mm/hugepages/hugepages-{kb}kB

@@ -1,0 +1,222 @@
+#!/usr/bin/env bash
+# Build the Debian packages of daqtune with dpkg-deb (no debhelper, no cargo-deb):
+#
+#   scripts/build-deb.sh [--with dpdk,rdma|auto|none] [--no-build] [--out DIR]
+#
+#   target/debian/daqtune_<version>_<arch>.deb        /usr/bin/daqtune, daqtune(8), completions, docs
+#   target/debian/daqtune-dpdk_<version>_<arch>.deb   with --with dpdk (links the system libdpdk)
+#   target/debian/daqtune-rdma_<version>_<arch>.deb   with --with rdma (links libibverbs)
+#
+# --with auto builds an engine package where its library's headers are installed (as
+# scripts/test-all.sh builds the engines). --no-build packages what target/release already holds.
+# Needs: cargo (unless --no-build), dpkg-deb and dpkg-shlibdeps (dpkg-dev), gzip, strip (binutils):
+# what `apt install build-essential` brings. Runs as any user: ownership in the archives is
+# root:root through dpkg-deb --root-owner-group, no fakeroot.
+#
+# The packages run nothing at install or removal (no maintainer scripts) and enable no unit.
+# docs/apply.md ("Install") says why the engines are packages of their own.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+repo=$PWD
+
+with=none
+build=1
+out=$repo/target/debian
+while (($#)); do
+  case "$1" in
+    --with) with=$2; shift 2 ;;
+    --with=*) with=${1#--with=}; shift ;;
+    --no-build) build=0; shift ;;
+    --out) out=$2; shift 2 ;;
+    -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "build-deb: unknown argument $1 (see --help)" >&2; exit 2 ;;
+  esac
+done
+
+die() { echo "build-deb: $*" >&2; exit 1; }
+for tool in dpkg-deb dpkg-shlibdeps dpkg-architecture gzip strip; do
+  command -v "$tool" >/dev/null 2>&1 || die "$tool not found (apt install build-essential dpkg-dev)"
+done
+((build == 0)) || command -v cargo >/dev/null 2>&1 || die "cargo not found"
+
+engines=()
+case "$with" in
+  none|"") ;;
+  auto)
+    pkg-config --exists libdpdk 2>/dev/null && engines+=(dpdk)
+    if pkg-config --exists libibverbs 2>/dev/null || [[ -e /usr/include/infiniband/verbs.h ]]; then
+      engines+=(rdma)
+    fi
+    ;;
+  *)
+    IFS=, read -r -a engines <<<"$with"
+    for e in "${engines[@]}"; do
+      [[ $e == dpdk || $e == rdma ]] || { echo "build-deb: --with takes dpdk, rdma, auto or none, not '$e'" >&2; exit 2; }
+    done
+    ;;
+esac
+
+# Reproducible: every timestamp is the last commit's (or now outside a git checkout). Not
+# exported to cargo: zstd-sys's build script reruns whenever it changes.
+if [[ -z ${SOURCE_DATE_EPOCH:-} ]]; then
+  SOURCE_DATE_EPOCH=$(git -C "$repo" log -1 --format=%ct 2>/dev/null || date +%s)
+fi
+commit=$(git -C "$repo" rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
+arch=$(dpkg-architecture -qDEB_HOST_ARCH)
+maintainer="${DEBFULLNAME:-daqtune developers} <${DEBEMAIL:-daqtune@users.noreply.github.com}>"
+
+if ((build)); then
+  echo "build-deb: cargo build --release -p daqtune" >&2
+  cargo build --release --locked -p daqtune
+  for e in "${engines[@]}"; do
+    echo "build-deb: cargo build --release -p daqtune-$e --features $e" >&2
+    cargo build --release --locked -p "daqtune-$e" --features "$e"
+  done
+fi
+export SOURCE_DATE_EPOCH
+bin=$repo/target/release/daqtune
+[[ -x $bin ]] || die "$bin is missing (run without --no-build)"
+upstream=$("$bin" --version | awk '{print $2}')
+[[ $upstream =~ ^[0-9][A-Za-z0-9.+~]*$ ]] || die "'$bin --version' gave no usable version: $upstream"
+# A Debian revision (DEB_REVISION, default 1): the packaging is not part of an upstream tarball,
+# so this is not a native package and its changelog is changelog.Debian.gz.
+version=$upstream-${DEB_REVISION:-1}
+
+mkdir -p "$out"
+# A private staging area: two builds in one checkout must not share it. dpkg-shlibdeps wants
+# to run beside a debian/control and to find binaries in debian/<package>/.
+work=$(mktemp -d "$out/.stage.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+umask 022
+mkdir -p "$work/debian"
+: >"$work/debian/control"
+
+# --- helpers ----------------------------------------------------------------------------------
+# dh_compress's rule: documentation above 4 KiB is gzipped (copyright never).
+compress_docs() {
+  find "$1" -type f -size +4k ! -name copyright ! -name '*.gz' -print0 | xargs -0 -r gzip -9n
+}
+
+changelog() { # PACKAGE
+  {
+    printf '%s (%s) unstable; urgency=medium\n\n' "$1" "$version"
+    printf '  * Built from daqtune commit %s with scripts/build-deb.sh.\n\n' "$commit"
+    printf ' -- %s  %s\n' "$maintainer" "$(LC_ALL=C date -u -R -d "@$SOURCE_DATE_EPOCH")"
+  } | gzip -9n >"$2/changelog.Debian.gz"
+}
+
+shlibs() { # PACKAGE FILE -> the shlibs:Depends value
+  (cd "$work" && dpkg-shlibdeps -O -e"${2#"$work"/}" 2>"$work/shlibdeps-$1.log") \
+    | sed -n 's/^shlibs:Depends=//p'
+}
+
+build_package() { # PACKAGE DEPENDS
+  local pkg=$1 depends=$2 root=$work/debian/$1
+  local size
+  mkdir -p "$root/DEBIAN"
+  size=$(du -sk --exclude=DEBIAN "$root" | cut -f1)
+  sed -e "s|@VERSION@|$version|g" -e "s|@ARCH@|$arch|g" -e "s|@MAINTAINER@|$maintainer|g" \
+    -e "s|@INSTALLED_SIZE@|$size|g" -e "s|@DEPENDS@|$depends|g" \
+    "$repo/packaging/debian/$pkg.control" >"$root/DEBIAN/control"
+  if [[ -d $root/etc ]]; then
+    (cd "$root" && find etc -type f | sort | sed 's|^|/|') >"$root/DEBIAN/conffiles"
+  fi
+  (cd "$root" && find . -path ./DEBIAN -prune -o -type f -printf '%P\0' | LC_ALL=C sort -z \
+    | xargs -0 md5sum) >"$root/DEBIAN/md5sums"
+  chmod 0644 "$root/DEBIAN/"*
+  find "$root" -exec touch -h -d "@$SOURCE_DATE_EPOCH" {} +
+  local deb=$out/${pkg}_${version}_${arch}.deb
+  dpkg-deb --root-owner-group -Zxz --build "$root" "$deb.tmp" >/dev/null
+  mv -f "$deb.tmp" "$deb"
+  echo "build-deb: $deb ($(du -k "$deb" | cut -f1) KiB, installed $size KiB)" >&2
+  echo "$deb"
+}
+
+# --- daqtune -----------------------------------------------------------------------------------
+root=$work/debian/daqtune
+doc=$root/usr/share/doc/daqtune
+install -D -m 0755 "$bin" "$root/usr/bin/daqtune"
+strip --strip-unneeded --remove-section=.comment --remove-section=.note "$root/usr/bin/daqtune"
+
+# Section 8: daqtune changes the host as root (Debian policy 12.1), and the units it writes name
+# man:daqtune(8). `daqtune man` renders clap_mangen's default section 1: set the .TH line.
+install -d "$root/usr/share/man/man8"
+"$bin" man | sed '0,/^\.TH daqtune 1 /s//.TH daqtune 8 /' | gzip -9n >"$root/usr/share/man/man8/daqtune.8.gz"
+install -d "$root/usr/share/bash-completion/completions" "$root/usr/share/zsh/vendor-completions" \
+  "$root/usr/share/fish/vendor_completions.d"
+"$bin" completions bash >"$root/usr/share/bash-completion/completions/daqtune"
+"$bin" completions zsh >"$root/usr/share/zsh/vendor-completions/_daqtune"
+"$bin" completions fish >"$root/usr/share/fish/vendor_completions.d/daqtune.fish"
+
+install -d "$doc/checks" "$doc/profiles"
+install -m 0644 README.md docs/*.md "$doc/"
+install -m 0644 docs/checks/*.md "$doc/checks/"
+# The built-in profiles, commented as they are compiled in: what `extends:` builds on.
+install -m 0644 platforms/*.yaml "$doc/profiles/"
+for p in platforms/*.yaml; do
+  n=$(basename "$p" .yaml)
+  "$bin" profiles show "$n" >"$doc/profiles/$n.resolved.yaml"
+done
+install -m 0644 packaging/debian/copyright "$doc/copyright"
+if command -v cargo >/dev/null 2>&1; then
+  {
+    echo "# Rust crates linked into /usr/bin/daqtune (cargo tree -e normal,no-proc-macro):"
+    echo "# name version licence"
+    cargo tree --locked --offline -p daqtune -e normal,no-proc-macro --prefix none -f '{p}|{l}' 2>/dev/null \
+      | grep -v ' (\*)$' | grep -v '^daqtune' | sed 's/ v\([^ |]*\)[^|]*|/ \1 /' | LC_ALL=C sort -u
+  } >"$doc/rust-crates.txt"
+fi
+changelog daqtune "$doc"
+compress_docs "$doc"
+
+# Units and defaults of deploy/ (the report timer), shipped disabled: nothing enables or starts
+# them at install; /etc/default/daqtune is a conffile (kept on upgrade when edited).
+shopt -s nullglob
+units=(deploy/systemd/*.service deploy/systemd/*.timer)
+shopt -u nullglob
+if ((${#units[@]})); then
+  install -d "$root/usr/lib/systemd/system"
+  install -m 0644 "${units[@]}" "$root/usr/lib/systemd/system/"
+fi
+if [[ -f deploy/default/daqtune ]]; then
+  install -D -m 0644 deploy/default/daqtune "$root/etc/default/daqtune"
+fi
+if [[ -f packaging/debian/daqtune.lintian-overrides ]]; then
+  install -D -m 0644 packaging/debian/daqtune.lintian-overrides "$root/usr/share/lintian/overrides/daqtune"
+fi
+
+debs=()
+debs+=("$(build_package daqtune "$(shlibs daqtune "$root/usr/bin/daqtune")")")
+
+# --- engines -----------------------------------------------------------------------------------
+for e in "${engines[@]}"; do
+  pkg=daqtune-$e
+  ebin=$repo/target/release/$pkg
+  [[ -x $ebin ]] || die "$ebin is missing (build it with: cargo build --release -p $pkg --features $e)"
+  root=$work/debian/$pkg
+  install -D -m 0755 "$ebin" "$root/usr/bin/$pkg"
+  strip --strip-unneeded --remove-section=.comment --remove-section=.note "$root/usr/bin/$pkg"
+  # A binary built without its feature says so and exits: refuse to package that.
+  needed=$(objdump -p "$root/usr/bin/$pkg" 2>/dev/null | awk '$1 == "NEEDED" {print $2}')
+  if ! grep -Eq "^lib(rte_|ibverbs)" <<<"$needed"; then
+    die "$ebin does not link $([[ $e == dpdk ]] && echo libdpdk || echo libibverbs): was it built with --features $e?"
+  fi
+  # A short hand-written page: the engines are run by `daqtune selftest`, their options are
+  # in --help and the packaged docs.
+  install -d "$root/usr/share/man/man8"
+  gzip -9n <"packaging/debian/$pkg.8" >"$root/usr/share/man/man8/$pkg.8.gz"
+  edoc=$root/usr/share/doc/$pkg
+  install -d "$edoc"
+  install -m 0644 packaging/debian/copyright "$edoc/copyright"
+  install -m 0644 "docs/selftest-$e.md" "$edoc/"
+  changelog "$pkg" "$edoc"
+  compress_docs "$edoc"
+  if [[ -f packaging/debian/$pkg.lintian-overrides ]]; then
+    install -D -m 0644 "packaging/debian/$pkg.lintian-overrides" "$root/usr/share/lintian/overrides/$pkg"
+  fi
+  dep=$(shlibs "$pkg" "$root/usr/bin/$pkg")
+  [[ -n $dep ]] || die "dpkg-shlibdeps found no dependencies for $pkg: $(cat "$work/shlibdeps-$pkg.log")"
+  debs+=("$(build_package "$pkg" "$dep")")
+done
+
+printf '%s\n' "${debs[@]}"

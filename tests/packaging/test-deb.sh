@@ -1,0 +1,196 @@
+#!/usr/bin/env bash
+# Build the Debian packages with scripts/build-deb.sh and inspect them:
+#
+#   tests/packaging/test-deb.sh [--no-build] [--with dpdk,rdma|auto|none]   (default: auto)
+#
+# - every file the package promises is there (binary, man page, completions, docs, profiles,
+#   copyright, changelog.Debian.gz), with root ownership and sane modes;
+# - no maintainer script at all (so nothing runs at install or removal), no unit enabled;
+# - Depends as dpkg-shlibdeps computes them: daqtune needs no DPDK or ibverbs library, the engine
+#   packages need theirs and this exact daqtune;
+# - the packaged binary runs and its man page and completions are the ones it generates;
+# - dpkg installs it into an empty root and purges it again, leaving nothing behind;
+# - lintian (when installed) reports no error or warning.
+# Exit 0 = all passed, 1 = a check failed (each printed as "FAIL: ..."), 2 = usage.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+build_args=(--with auto)
+while (($#)); do
+  case "$1" in
+    --no-build) build_args+=(--no-build); shift ;;
+    --with) build_args+=(--with "$2"); shift 2 ;;
+    *) echo "test-deb: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+ok() { echo "ok:   $*"; }
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+out=$tmp/debs
+mapfile -t debs < <(scripts/build-deb.sh --out "$out" "${build_args[@]}")
+((${#debs[@]} >= 1)) || { echo "FAIL: build-deb.sh produced no package"; exit 1; }
+
+field() { dpkg-deb -f "$1" "$2"; }
+
+main=${debs[0]}
+[[ $(basename "$main") =~ ^daqtune_[0-9][^_]*-[0-9]+_[a-z0-9]+\.deb$ ]] \
+  && ok "name $(basename "$main")" || fail "package file name $(basename "$main") is not daqtune_<version>-<rev>_<arch>.deb"
+[[ $(field "$main" Package) == daqtune ]] || fail "Package: $(field "$main" Package)"
+[[ $(field "$main" Architecture) == "$(dpkg --print-architecture)" ]] || fail "Architecture: $(field "$main" Architecture)"
+version=$(field "$main" Version)
+bin_version=$(target/release/daqtune --version | awk '{print $2}')
+[[ $version == "$bin_version"-* ]] && ok "version $version" || fail "Version $version does not carry the binary's $bin_version"
+
+# --- contents --------------------------------------------------------------------------------
+dpkg-deb -c "$main" >"$tmp/contents"
+want=(
+  ./usr/bin/daqtune
+  ./usr/share/man/man8/daqtune.8.gz
+  ./usr/share/bash-completion/completions/daqtune
+  ./usr/share/zsh/vendor-completions/_daqtune
+  ./usr/share/fish/vendor_completions.d/daqtune.fish
+  ./usr/share/doc/daqtune/copyright
+  ./usr/share/doc/daqtune/changelog.Debian.gz
+  ./usr/share/doc/daqtune/rust-crates.txt
+  ./usr/share/doc/daqtune/checks/README.md
+)
+for f in docs/*.md README.md; do
+  b=$(basename "$f")
+  if (($(stat -c %s "$f") > 4096)); then want+=("./usr/share/doc/daqtune/$b.gz"); else want+=("./usr/share/doc/daqtune/$b"); fi
+done
+for p in platforms/*.yaml; do
+  want+=("./usr/share/doc/daqtune/profiles/$(basename "$p")" "./usr/share/doc/daqtune/profiles/$(basename "$p" .yaml).resolved.yaml")
+done
+for f in "${want[@]}"; do
+  awk '{print $6}' "$tmp/contents" >"$tmp/paths"
+  grep -qxF "$f" "$tmp/paths" || fail "missing $f"
+done
+for id in $(target/release/daqtune explain --list 2>/dev/null | awk 'NF {print $1}' | grep -E '^[a-z]+(\.[a-z0-9-]+)?$'); do
+  [[ -f docs/checks/$id.md ]] || continue
+  grep -q " ./usr/share/doc/daqtune/checks/$id.md\(.gz\)\?$" "$tmp/contents" || fail "check page $id.md not packaged"
+done
+awk '$2 != "root/root" {print}' "$tmp/contents" | grep . && fail "files not owned by root/root"
+awk '$1 ~ /^-/ && $6 != "./usr/bin/daqtune" && $1 != "-rw-r--r--" {print}' "$tmp/contents" | grep . && fail "data files not 0644"
+grep -qE '^-rwxr-xr-x .* \./usr/bin/daqtune$' "$tmp/contents" || fail "/usr/bin/daqtune is not 0755"
+# Nothing enabled: no symlink into a *.wants directory, no /etc/systemd.
+grep -E '\.wants/|\./etc/systemd/' "$tmp/contents" && fail "the package enables a unit"
+for u in deploy/systemd/*.service deploy/systemd/*.timer; do
+  [[ -e $u ]] || continue
+  grep -q " ./usr/lib/systemd/system/$(basename "$u")$" "$tmp/contents" || fail "unit $u not packaged"
+done
+if [[ -f deploy/default/daqtune ]]; then
+  grep -q ' ./etc/default/daqtune$' "$tmp/contents" || fail "/etc/default/daqtune not packaged"
+fi
+ok "$(wc -l <"$tmp/contents") entries listed"
+
+# --- control ---------------------------------------------------------------------------------
+for deb in "${debs[@]}"; do
+  pkg=$(field "$deb" Package)
+  dpkg-deb -I "$deb" >"$tmp/info-$pkg"
+  # Members of the control archive other than control/md5sums/conffiles would be scripts.
+  members=$(dpkg-deb --ctrl-tarfile "$deb" | tar -t | sed 's|^\./||' | grep -v '^$' | sort | tr '\n' ' ')
+  case "$members" in
+    "control md5sums "|"conffiles control md5sums ") ok "$pkg: control members: $members" ;;
+    *) fail "$pkg: unexpected control members (maintainer scripts or triggers?): $members" ;;
+  esac
+  if [[ -n $(dpkg-deb -f "$deb" Pre-Depends) ]]; then fail "$pkg has Pre-Depends"; fi
+  # Every path in md5sums exists in the data archive.
+  dpkg-deb --ctrl-tarfile "$deb" | tar -xO ./md5sums | awk '{print "./"$2}' | sort >"$tmp/md5-$pkg"
+  dpkg-deb -c "$deb" | awk '$1 ~ /^-/ {print $6}' | sort >"$tmp/files-$pkg"
+  cmp -s "$tmp/md5-$pkg" "$tmp/files-$pkg" || fail "$pkg: md5sums does not list exactly the package's files"
+done
+
+deps=$(field "$main" Depends)
+[[ $deps == *libc6* ]] && ok "daqtune Depends: $deps" || fail "daqtune Depends lacks libc6: $deps"
+if [[ $deps =~ (librte|libdpdk|libibverbs|librdmacm) ]]; then
+  fail "daqtune depends on an engine library ($deps): daqtune must start without them"
+fi
+[[ $(field "$main" Description) == *"daqtune revert"* ]] || fail "the description does not say that revert undoes apply"
+for deb in "${debs[@]:1}"; do
+  pkg=$(field "$deb" Package)
+  d=$(field "$deb" Depends)
+  [[ $d == *"daqtune (= $version)"* ]] || fail "$pkg does not depend on daqtune (= $version): $d"
+  case $pkg in
+    daqtune-dpdk) [[ $d == *librte* ]] || fail "$pkg Depends lacks the DPDK libraries: $d" ;;
+    daqtune-rdma) [[ $d == *libibverbs1* ]] || fail "$pkg Depends lacks libibverbs1: $d" ;;
+  esac
+  grep -qxF "./usr/bin/$pkg" "$tmp/files-$pkg" || fail "$pkg lacks /usr/bin/$pkg"
+  grep -qxF "./usr/share/doc/$pkg/copyright" "$tmp/files-$pkg" || fail "$pkg lacks its copyright"
+  grep -qxF "./usr/share/man/man8/$pkg.8.gz" "$tmp/files-$pkg" || fail "$pkg lacks its man page"
+  ok "$pkg Depends: $d"
+done
+
+# --- the payload works ----------------------------------------------------------------------
+x=$tmp/x
+dpkg-deb -x "$main" "$x"
+[[ $("$x/usr/bin/daqtune" --version) == "daqtune $bin_version" ]] || fail "packaged daqtune --version: $("$x/usr/bin/daqtune" --version)"
+zcat "$x/usr/share/man/man8/daqtune.8.gz" >"$tmp/man"
+grep -q '^\.TH daqtune 8 ' "$tmp/man" || fail "man page has no '.TH daqtune 8' header"
+# The page is `daqtune man` with the section set to 8 (what the generated units name).
+"$x/usr/bin/daqtune" man | sed '0,/^\.TH daqtune 1 /s//.TH daqtune 8 /' >"$tmp/man.want"
+cmp -s "$tmp/man" "$tmp/man.want" || fail "man page differs from 'daqtune man' (section 8)"
+named=$(grep -rhoE 'man:daqtune\([0-9]\)' units/src | sort -u | tr '\n' ' ')
+[[ -z $named || $named == "man:daqtune(8) " ]] \
+  || fail "units name a section of daqtune's man page the package does not install: $named"
+cmp -s "$x/usr/share/bash-completion/completions/daqtune" <("$x/usr/bin/daqtune" completions bash) \
+  || fail "bash completion differs from 'daqtune completions bash'"
+bash -n "$x/usr/share/bash-completion/completions/daqtune" || fail "bash completion does not parse"
+grep -q '^#compdef daqtune' "$x/usr/share/zsh/vendor-completions/_daqtune" || fail "zsh completion has no #compdef"
+grep -q '^complete -c daqtune' "$x/usr/share/fish/vendor_completions.d/daqtune.fish" || fail "fish completion has no 'complete -c daqtune'"
+grep -q '^Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/' "$x/usr/share/doc/daqtune/copyright" \
+  || fail "copyright is not in the machine-readable format"
+[[ $(zcat "$x/usr/share/doc/daqtune/changelog.Debian.gz") == "daqtune ($version) "* ]] \
+  || fail "changelog.Debian.gz does not start with daqtune ($version)"
+grep -q '^clap ' "$x/usr/share/doc/daqtune/rust-crates.txt" || fail "rust-crates.txt does not list clap"
+ok "payload: binary, man page, completions, copyright, changelog"
+
+# --- install into an empty root and purge: nothing left ------------------------------------
+if command -v dpkg >/dev/null && [[ $(id -u) == 0 ]]; then
+  r=$tmp/root
+  mkdir -p "$r/var/lib/dpkg/info" "$r/var/lib/dpkg/updates" "$r/var/log"
+  : >"$r/var/lib/dpkg/status"
+  : >"$r/var/lib/dpkg/available"
+  (cd "$r" && find . | sort) >"$tmp/before"
+  # --force-depends: the empty root has no libc6 package; nothing else is forced.
+  if dpkg --root="$r" --log=/dev/null --force-depends -i "$main" >"$tmp/dpkg-i.log" 2>&1; then
+    [[ -x $r/usr/bin/daqtune ]] || fail "dpkg --root -i did not install /usr/bin/daqtune"
+    find "$r/etc" "$r/usr/lib/systemd/system" -name '*.wants' 2>/dev/null | grep . && fail "install created a .wants directory"
+    dpkg --root="$r" --log=/dev/null --purge daqtune >"$tmp/dpkg-p.log" 2>&1 || fail "dpkg --purge failed: $(cat "$tmp/dpkg-p.log")"
+    (cd "$r" && find . | sort) | grep -v '^\./var/lib/dpkg/' >"$tmp/after"
+    grep -v '^\./var/lib/dpkg/' "$tmp/before" | diff - "$tmp/after" >"$tmp/left" \
+      && ok "dpkg -i then --purge into an empty root leaves it as it was" \
+      || fail "purge left files behind: $(cat "$tmp/left")"
+  else
+    fail "dpkg --root -i failed: $(cat "$tmp/dpkg-i.log")"
+  fi
+else
+  echo "skip: install/purge round trip needs root and dpkg"
+fi
+
+# --- lintian ---------------------------------------------------------------------------------
+if command -v lintian >/dev/null; then
+  for deb in "${debs[@]}"; do
+    # E: and W: are findings; I:/P: (hardening of the bundled zstd C code, pedantic) are not.
+    lintian --allow-root --no-tag-display-limit "$deb" >"$tmp/lintian" 2>&1 || true
+    if grep -E '^[EW]: ' "$tmp/lintian"; then
+      fail "lintian flags $(basename "$deb")"
+    else
+      ok "lintian: $(basename "$deb") clean of errors and warnings"
+    fi
+  done
+else
+  echo "skip: lintian not installed (apt install lintian)"
+fi
+
+for deb in "${debs[@]}"; do
+  echo "size: $(basename "$deb") $(stat -c %s "$deb") bytes, installed $(field "$deb" Installed-Size) KiB"
+done
+if ((fails)); then
+  echo "test-deb: $fails check(s) failed"
+  exit 1
+fi
+echo "test-deb: all checks passed"

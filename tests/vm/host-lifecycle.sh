@@ -1,0 +1,228 @@
+#!/usr/bin/env bash
+# A host's whole life on a real booted Debian 12 (issue 15, section 3): install the .deb, check,
+# apply, reboot, verify, name a foreign override, revert, reboot, verify byte for byte, and the
+# MRRS write an emulated NIC ignores. Once through GRUB, once through extlinux.
+#
+#   tests/vm/host-lifecycle.sh [--variant grub|extlinux|all] [--deb FILE] [--out DIR] [--keep]
+#                              [--boots LIST] [--resume DIR] [--rebuild-image]
+#
+#   --variant      which boot loader (default all: grub, then extlinux)
+#   --deb FILE     the package to install (default: scripts/build-deb.sh builds it)
+#   --out DIR      where the run goes (default: a new directory under target/lifecycle/)
+#   --keep         keep the run's disks (deleted otherwise; logs and outputs are always kept)
+#   --boots LIST   run only these boots of each variant, e.g. `1` (steps 1-2) or `2,3`; with
+#                  --resume the later boots continue a kept run (its disk and state)
+#   --resume DIR   continue the kept run in DIR (implies --keep)
+#   --rebuild-image  rebuild the cached guest image even when its inputs did not change
+#
+# The boots of a variant (each a fresh qemu start from the disk, after a real guest shutdown):
+#   1: steps 1-2  install the .deb, `check --format json` (kept), checksums, `apply --yes`
+#   2: steps 3-6a the kernel line is the boot loader's own; check; second apply; foreign
+#                 grub.d override (GRUB only); `revert --yes` (extlinux: then the checksums)
+#   3: steps 6b-7 (GRUB only) /proc/cmdline and checksums as before step 2, `diff` of the
+#                 reports; MRRS on the e1000e
+#
+# The guest: q35, -cpu max under TCG, 4 vCPUs in 2 NUMA nodes of 2 and 4 GiB (a 1G page can
+# then be reserved at run time on node 1; a 2 GiB node cannot give one after boot), an e1000e behind a
+# pcie-root-port of an expander bridge on node 1 (-netdev user,restrict=on: nothing leaves the
+# VM), the root disk on NVMe; commands and results go through a 9p share, the console to a file.
+# The disk image comes from tests/vm/lifecycle-image.sh (cached in $DAQTUNE_VM_CACHE, default
+# target/vm-cache). Per boot limit: $DAQTUNE_VM_BOOT_TIMEOUT seconds (default 900).
+#
+# Exit: 0 every assertion passed; 1 an assertion failed or a boot did not complete (the
+# failures are listed); 2 usage; 125 the VM cannot be prepared (no qemu, no package mirror...),
+# with the reason on a line "host-lifecycle: SKIP: ...".
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+export DAQTUNE_VM_CACHE=${DAQTUNE_VM_CACHE:-$repo/target/vm-cache}
+boot_timeout=${DAQTUNE_VM_BOOT_TIMEOUT:-900}
+
+variants=(grub extlinux)
+deb=""
+out=""
+keep=0
+boots="1,2,3"
+resume=""
+rebuild=()
+while (($#)); do
+  case "$1" in
+    --variant)
+      case "$2" in
+        all) variants=(grub extlinux) ;;
+        grub|extlinux) variants=("$2") ;;
+        *) echo "host-lifecycle: --variant takes grub, extlinux or all" >&2; exit 2 ;;
+      esac
+      shift 2 ;;
+    --deb) deb=$(realpath "$2"); shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    --keep) keep=1; shift ;;
+    --boots) boots=$2; shift 2 ;;
+    --resume) resume=$(realpath "$2"); keep=1; shift 2 ;;
+    --rebuild-image) rebuild=(--rebuild); shift ;;
+    -h|--help) sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "host-lifecycle: unknown argument $1 (see --help)" >&2; exit 2 ;;
+  esac
+done
+[[ $boots =~ ^[1-3](,[1-3])*$ ]] || { echo "host-lifecycle: --boots takes a list of 1, 2, 3" >&2; exit 2; }
+
+T0=$SECONDS
+say() { printf '[lifecycle %4ds] %s\n' "$((SECONDS - T0))" "$*"; }
+skip() { echo "host-lifecycle: SKIP: $*"; exit 125; }
+
+for tool in qemu-system-x86_64:qemu-system-x86 qemu-img:qemu-utils timeout:coreutils; do
+  command -v "${tool%%:*}" >/dev/null 2>&1 || skip "${tool%%:*} not found (apt-get install ${tool#*:})"
+done
+
+# --- the package ------------------------------------------------------------------------------
+if [[ -z $deb ]]; then
+  t=$SECONDS
+  say "building the .deb (scripts/build-deb.sh)"
+  mapfile -t built < <("$repo/scripts/build-deb.sh" --out "$repo/target/debian")
+  deb=${built[0]:-}
+  [[ -f $deb ]] || { echo "host-lifecycle: FAILED: scripts/build-deb.sh made no package"; exit 1; }
+  say "package $(basename "$deb") ($(du -k "$deb" | cut -f1) KiB) in $((SECONDS - t)) s"
+fi
+[[ -f $deb ]] || { echo "host-lifecycle: --deb $deb: no such file" >&2; exit 2; }
+
+# --- the image --------------------------------------------------------------------------------
+t=$SECONDS
+say "guest image (tests/vm/lifecycle-image.sh, cache $DAQTUNE_VM_CACHE)"
+set +e
+img=$("$here/lifecycle-image.sh" "${rebuild[@]}")
+rc=$?
+set -e
+case $rc in
+  0) ;;
+  125) skip "$(printf '%s' "$img" | sed -n 's/^lifecycle-image: SKIP: //p')" ;;
+  *) echo "host-lifecycle: FAILED: the guest image could not be built (exit $rc)"; exit 1 ;;
+esac
+say "image $img ready in $((SECONDS - t)) s ($(sed -n 's/^kernel=//p' "$img/info"))"
+
+# --- the run directory ------------------------------------------------------------------------
+if [[ -n $resume ]]; then
+  out=$resume
+elif [[ -z $out ]]; then
+  mkdir -p "$repo/target/lifecycle"
+  out=$(mktemp -d "$repo/target/lifecycle/run.XXXXXX")
+fi
+mkdir -p "$out"
+say "run directory $out"
+
+boot() { # VARIANT N: one boot of the guest from its disk; 0 when the guest ran its phase
+  local v=$1 n=$2 dir=$out/$1
+  local io=$dir/io
+  rm -f "$io/phase.rc" "$io/phase.log"
+  echo "$v-$n" >"$io/phase"
+  echo poweroff >"$io/next"
+  local tb=$SECONDS
+  set +e
+  timeout --foreground "$boot_timeout" qemu-system-x86_64 \
+    -machine q35,accel=tcg -cpu max -nodefaults -display none -no-reboot -monitor none \
+    -smp 4,sockets=2,cores=2,threads=1 -m 6G \
+    -object memory-backend-ram,id=mem0,size=2G -object memory-backend-ram,id=mem1,size=4G \
+    -numa node,nodeid=0,cpus=0-1,memdev=mem0 -numa node,nodeid=1,cpus=2-3,memdev=mem1 \
+    -device pxb-pcie,id=pxb1,bus_nr=128,numa_node=1,bus=pcie.0 \
+    -device pcie-root-port,id=rp1,bus=pxb1,chassis=1,slot=1 \
+    -netdev user,id=net1,restrict=on \
+    -device e1000e,netdev=net1,bus=rp1,mac=52:54:00:da:00:01 \
+    -device pcie-root-port,id=rp0,bus=pcie.0,chassis=2,slot=2 \
+    -drive "file=$dir/disk.qcow2,if=none,id=disk0,format=qcow2" \
+    -device nvme,drive=disk0,serial=daqtune0,bus=rp0,bootindex=1 \
+    -fsdev "local,id=fs0,path=$io,security_model=none" \
+    -device virtio-9p-pci,fsdev=fs0,mount_tag=io,bus=pcie.0 \
+    -serial "file:$dir/console-$n.log" </dev/null >"$dir/qemu-$n.log" 2>&1
+  local qrc=$?
+  set -e
+  local secs=$((SECONDS - tb))
+  echo "$v boot$n $secs" >>"$out/timings"
+  if [[ $qrc == 124 ]]; then
+    say "$v boot $n: TIMEOUT after ${boot_timeout}s (console: $dir/console-$n.log)"
+    return 1
+  fi
+  if [[ ! -f $io/phase.rc ]]; then
+    say "$v boot $n: the guest did not run its phase (qemu exit $qrc; console: $dir/console-$n.log)"
+    tail -n 5 "$dir/qemu-$n.log" | sed 's/^/    qemu: /'
+    tail -n 15 "$dir/console-$n.log" 2>/dev/null | sed 's/^/    console: /'
+    return 1
+  fi
+  cp "$io/phase.log" "$dir/phase-$n.log"
+  say "$v boot $n: ${secs}s (qemu start to power-off), phase exit $(cat "$io/phase.rc")"
+  return 0
+}
+
+report_new() { # VARIANT: the result and timing lines the last boot added
+  local dir=$out/$1
+  local r=$dir/io/results tm=$dir/io/timings
+  local seen_r seen_t
+  seen_r=$(cat "$dir/.seen-results" 2>/dev/null || echo 0)
+  seen_t=$(cat "$dir/.seen-timings" 2>/dev/null || echo 0)
+  if [[ -f $tm ]]; then
+    tail -n +"$((seen_t + 1))" "$tm" | while read -r s secs; do say "$1 step $s: ${secs}s"; done
+    wc -l <"$tm" >"$dir/.seen-timings"
+  fi
+  if [[ -f $r ]]; then
+    tail -n +"$((seen_r + 1))" "$r" | sed "s/^/    [$1] /"
+    wc -l <"$r" >"$dir/.seen-results"
+  fi
+}
+
+failed_boot=0
+for v in "${variants[@]}"; do
+  dir=$out/$v
+  base=$img/grub.raw
+  fmt=raw
+  if [[ $v == extlinux ]]; then base=$img/extlinux.qcow2; fmt=qcow2; fi
+  if [[ ! -f $dir/disk.qcow2 ]]; then
+    [[ -z $resume ]] || { echo "host-lifecycle: --resume $out has no $v disk" >&2; exit 2; }
+    mkdir -p "$dir/io"
+    qemu-img create -q -f qcow2 -b "$base" -F "$fmt" "$dir/disk.qcow2"
+  fi
+  # The guest side, the package and the profile travel on the share (not in the image).
+  cp "$here/lifecycle-guest.sh" "$dir/io/guest.sh"
+  printf '#!/bin/sh\nexec bash /run/lifecycle-io/guest.sh "$@"\n' >"$dir/io/phase.sh"
+  cp "$deb" "$dir/io/daqtune.deb"
+  cp "$here/lifecycle-profile.yaml" "$dir/io/profile.yaml"
+  # extlinux: no third boot (the revert is checked as a file round trip).
+  nboots=(1 2 3)
+  [[ $v == extlinux ]] && nboots=(1 2)
+  for n in "${nboots[@]}"; do
+    [[ ,$boots, == *,$n,* ]] || continue
+    say "$v boot $n: starting (steps $(case $v-$n in *-1) echo 1-2 ;; grub-2) echo 3-6a ;; extlinux-2) echo 3-4, 6 ;; *-3) echo 6b-7 ;; esac))"
+    if ! boot "$v" "$n"; then
+      failed_boot=1
+      report_new "$v"
+      break
+    fi
+    report_new "$v"
+    if [[ $(cat "$dir/io/phase.rc") != 0 ]]; then
+      say "$v boot $n: the guest script itself failed: $(tail -n 3 "$dir/phase-$n.log" | tr '\n' ' ')"
+      failed_boot=1
+      break
+    fi
+  done
+done
+
+# --- verdict ----------------------------------------------------------------------------------
+npass=0
+nfail=0
+for v in "${variants[@]}"; do
+  r=$out/$v/io/results
+  [[ -f $r ]] || continue
+  npass=$((npass + $(grep -c '^PASS' "$r" || true)))
+  nfail=$((nfail + $(grep -c '^FAIL' "$r" || true)))
+done
+say "total $((SECONDS - T0)) s; $npass assertions passed, $nfail failed$( ((failed_boot)) && echo ', a boot did not complete')"
+if ((nfail)); then
+  echo "failed assertions:"
+  for v in "${variants[@]}"; do
+    [[ -f $out/$v/io/results ]] && grep '^FAIL' "$out/$v/io/results" | sed "s/^/  [$v] /"
+  done
+fi
+# The disks (a few hundred MiB each) go unless --keep; logs, reports and outputs stay.
+if ((keep == 0)); then
+  rm -f "$out"/*/disk.qcow2
+fi
+echo "host-lifecycle: logs, reports and the guest's outputs in $out"
+((nfail == 0 && failed_boot == 0))

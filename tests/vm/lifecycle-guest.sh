@@ -1,0 +1,495 @@
+#!/bin/bash
+# Guest side of tests/vm/host-lifecycle.sh. Runs as root inside the Debian guest, from the 9p
+# share the harness mounts at /run/lifecycle-io, once per boot:
+#
+#   lifecycle-guest.sh PHASE      PHASE: grub-1 grub-2 grub-3 extlinux-1 extlinux-2
+#
+# Each phase runs some of the issue's steps and writes, on the share:
+#   results         one line per assertion: "PASS|FAIL <step> <what>: <detail>"
+#   timings         "<step> <seconds>" per step
+#   state/          what later boots compare against (step 1's report and /proc/cmdline, the
+#                   checksums of /etc and the boot configuration), and every command's output
+#   next            poweroff or reboot: what the agent does when the phase ends
+# An assertion that fails is recorded and the phase goes on (the later steps still say what
+# they can); the harness fails the test when any FAIL line exists.
+set -u
+export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+export LC_ALL=C.UTF-8
+io=/run/lifecycle-io
+phase=${1:?phase}
+st=$io/state
+mkdir -p "$st"
+P=/etc/daqtune/lifecycle-vm.yaml
+DATA_PORT=ens1
+E1000E_ID=8086:10d3
+# 1G pages: what the profile asks for (count 1).
+HP_KB=1048576
+HP_COUNT=1
+
+# --- recording -------------------------------------------------------------------------------
+cur=setup
+t_cur=$(cut -d' ' -f1 /proc/uptime)
+step() { # ID TITLE: ends the current step's timing, starts the next
+    end_step
+    cur=$1
+    t_cur=$(cut -d' ' -f1 /proc/uptime)
+    echo "== step $cur: $2 (uptime ${t_cur}s)"
+}
+end_step() {
+    local now
+    now=$(cut -d' ' -f1 /proc/uptime)
+    [ "$cur" = setup ] || echo "$cur $(awk -v a="$t_cur" -v b="$now" 'BEGIN {printf "%.1f", b - a}')" >>"$io/timings"
+}
+pass() { echo "PASS $cur $1${2:+: $2}" | tee -a "$io/results"; }
+fail() { echo "FAIL $cur $1${2:+: $2}" | tee -a "$io/results"; }
+info() { echo "INFO $cur $*" | tee -a "$io/results"; }
+expect() { # WHAT COMMAND...: PASS when the command succeeds
+    local what=$1
+    shift
+    if "$@" >/dev/null 2>&1; then pass "$what"; else fail "$what" "\`$*\` failed"; fi
+}
+expect_eq() { # WHAT GOT WANT
+    if [ "$2" = "$3" ]; then pass "$1" "$2"; else fail "$1" "got '$2', want '$3'"; fi
+}
+# Run a command, keep its output in state/NAME.txt and its exit code in $rc.
+run() { # NAME COMMAND...
+    local name=$1
+    shift
+    local t0 t1
+    t0=$(cut -d' ' -f1 /proc/uptime)
+    echo "\$ $*" >"$st/$name.txt"
+    "$@" >>"$st/$name.txt" 2>&1
+    rc=$?
+    t1=$(cut -d' ' -f1 /proc/uptime)
+    echo "[exit $rc]" >>"$st/$name.txt"
+    echo "   $* -> exit $rc in $(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.1f", b - a}') s (output: state/$name.txt)"
+}
+dq() { daqtune --profile "$P" "$@"; }
+# "<run id> <state>" of every journal run.
+journal_runs() {
+    find /var/lib/daqtune/journal -name journal.json -exec jq -r '"\(.id) \(.state)"' {} + 2>/dev/null
+}
+
+# Status(es) of a check in a JSON report: "pass", or "pass,warn" when subjects differ.
+statuses() { # REPORT ID
+    jq -r --arg id "$2" '[.checks[] | select(.id == $id) | .status] | unique | join(",")' "$1"
+}
+expect_status() { # REPORT ID WANT
+    local got
+    got=$(statuses "$1" "$2")
+    if [ "$got" = "$3" ]; then
+        pass "$2 is $3"
+    else
+        fail "$2 is $3" "got '${got:-absent}': $(jq -r --arg id "$2" '[.checks[] | select(.id == $id) | "\(.subject): \(.status): \(.message)"] | join(" | ")' "$1")"
+    fi
+}
+
+# Wait until the boot transaction is over (every unit started by the boot has finished), so
+# that "no daqtune unit failed" speaks about a finished boot. The agent's own job stays.
+wait_settled() {
+    local _
+    for _ in $(seq 1 300); do
+        if ! systemctl list-jobs --no-legend 2>/dev/null | grep -v lifecycle-agent | grep -q .; then
+            return 0
+        fi
+        sleep 1
+    done
+    info "boot jobs still running after 300 s: $(systemctl list-jobs --no-legend | tr '\n' ';')"
+}
+
+# --- the host's state ------------------------------------------------------------------------
+# Checksums of the trees daqtune may write: every file's content, every entry's type, mode,
+# owner and symlink target. The exclusions are what the OS itself rewrites between boots.
+SUM_EXCLUDES=(
+    # systemd-random-seed? No: it lives in /var. Nothing under /etc or /boot changes on a plain
+    # boot of this image; the list stays empty unless a boot proves otherwise (see
+    # docs/apply.md, "What the VM proves").
+)
+sums() { # OUT DIR...
+    local out=$1
+    shift
+    {
+        find "$@" -xdev -printf '%y %m %U:%G %p -> %l\n' 2>/dev/null | LC_ALL=C sort
+        find "$@" -xdev -type f -print0 2>/dev/null | LC_ALL=C sort -z | xargs -0 -r sha256sum
+    } >"$out.all"
+    if ((${#SUM_EXCLUDES[@]})); then
+        grep -v -E "$(IFS='|'; echo "${SUM_EXCLUDES[*]}")" "$out.all" >"$out"
+    else
+        cp "$out.all" "$out"
+    fi
+    rm -f "$out.all"
+}
+# The trees the revert must restore: /etc and the boot loader's configuration.
+boot_dirs=(/etc /boot/extlinux)
+[ -d /boot/grub ] && boot_dirs=(/etc /boot/grub)
+
+# Words of the running kernel's command line, without what the boot loader adds by itself
+# (BOOT_IMAGE=, and initrd= from syslinux).
+cmdline_words() { tr ' ' '\n' </proc/cmdline | grep -v -e '^BOOT_IMAGE=' -e '^initrd=' -e '^$'; }
+
+# The arguments of the default entry of the guest's own /boot/grub/grub.cfg (written by its
+# update-grub): GRUB_DEFAULT=0 in this image, so the first menuentry's `linux` line.
+grub_default_args() {
+    awk '/^menuentry /{n++} n==1 && $1=="linux" {for (i=3; i<=NF; i++) print $i; exit}' /boot/grub/grub.cfg
+}
+# The APPEND words of the DEFAULT label of extlinux.conf.
+extlinux_default_args() {
+    awk 'toupper($1)=="DEFAULT" && !d {d=$2}
+         toupper($1)=="LABEL" {l=$2}
+         toupper($1)=="APPEND" && l==d {for (i=2; i<=NF; i++) print $i; exit}' /boot/extlinux/extlinux.conf
+}
+
+# The data port: the e1000e's network interface (and the PCI function under it).
+e1000e_bdf() {
+    local d
+    for d in /sys/bus/pci/devices/*; do
+        [ "$(cat "$d/vendor"):$(cat "$d/device")" = "0x${E1000E_ID%:*}:0x${E1000E_ID#*:}" ] && { basename "$d"; return; }
+    done
+}
+# PCIe Device Control, read from config space through sysfs (no setpci in the guest).
+cfg_u8() { od -An -tu1 -j "$2" -N1 "/sys/bus/pci/devices/$1/config" | tr -d ' \n'; }
+pcie_cap() {
+    local p id n=0
+    p=$(cfg_u8 "$1" 52)
+    while [ "${p:-0}" -ne 0 ] && [ $n -lt 48 ]; do
+        id=$(cfg_u8 "$1" "$p")
+        [ "$id" -eq 16 ] && { echo "$p"; return; }
+        p=$(cfg_u8 "$1" $((p + 1)))
+        n=$((n + 1))
+    done
+}
+devctl() { local c; c=$(pcie_cap "$1"); echo $(($(cfg_u8 "$1" $((c + 8))) + 256 * $(cfg_u8 "$1" $((c + 9))))); }
+
+# Files daqtune owns now: every file under /etc with its owner mark.
+owned_files() { grep -rl --exclude-dir=daqtune 'Written by daqtune' /etc 2>/dev/null | LC_ALL=C sort; }
+owned_units() { owned_files | grep -E '^/etc/systemd/system/[^/]+\.(service|mount|timer)$' | xargs -r -n1 basename; }
+
+# Each unit daqtune wrote is enabled, ran and did not fail; each binary it runs exists.
+expect_units_ok() {
+    local u exe any=0
+    for u in $(owned_units); do
+        any=1
+        local en act res
+        en=$(systemctl is-enabled "$u" 2>/dev/null)
+        act=$(systemctl show -p ActiveState --value "$u")
+        res=$(systemctl show -p Result --value "$u")
+        if [ "$en" = enabled ] && [ "$res" = success ] && [ "$act" != failed ]; then
+            pass "unit $u ran" "enabled, $act, result $res"
+        else
+            fail "unit $u ran" "is-enabled=$en ActiveState=$act Result=$res; $(journalctl -b -u "$u" --no-pager -q 2>/dev/null | tail -n 3 | tr '\n' ' ')"
+        fi
+    done
+    [ $any = 1 ] || info "no systemd unit written by daqtune"
+    for exe in $(owned_files | xargs -r grep -h -o -E '(ExecStart=|RUN\+=")[^ "]+' | sed -E 's/^(ExecStart=|RUN\+=")//; s/^[-@:+!]+//' | sort -u); do
+        if [ -x "$exe" ]; then pass "binary of a unit/rule exists" "$exe"; else fail "binary of a unit/rule exists" "$exe is not an executable file"; fi
+    done
+    local failed
+    failed=$(systemctl list-units --failed --no-legend --plain 2>/dev/null | awk '{print $1}' | tr '\n' ' ')
+    if [ -z "$failed" ]; then pass "no failed unit after boot"; else fail "no failed unit after boot" "$failed"; fi
+}
+
+# --- steps -----------------------------------------------------------------------------------
+install_and_baseline() { # VARIANT
+    step 1 "install the .deb, check (kept)"
+    wait_settled
+    mkdir -p /etc/daqtune
+    cp "$io/profile.yaml" "$P"
+    not_installed_refused
+    run apt-install apt-get install -y --no-install-recommends "$io/daqtune.deb"
+    expect_eq "apt-get install ./daqtune_*.deb" "$rc" 0
+    expect "/usr/bin/daqtune is executable" test -x /usr/bin/daqtune
+    run version daqtune --version
+    info "$(head -n 2 "$st/version.txt" | tail -n 1)"
+    for f in /usr/share/man/man8/daqtune.8.gz /usr/share/bash-completion/completions/daqtune \
+        /usr/share/zsh/vendor-completions/_daqtune /usr/share/fish/vendor_completions.d/daqtune.fish \
+        /usr/share/doc/daqtune/copyright; do
+        expect "package installed $f" test -s "$f"
+    done
+    # Installing ran nothing and enabled nothing.
+    local enabled
+    enabled=$(systemctl list-unit-files --no-legend 'daqtune*' 2>/dev/null | awk '$2 == "enabled" {print $1}' | tr '\n' ' ')
+    expect_eq "the package enables no unit" "$enabled" ""
+    expect_eq "the package has no maintainer script" "$(ls /var/lib/dpkg/info/daqtune.{preinst,postinst,prerm,postrm} 2>/dev/null)" ""
+    local bdf
+    bdf=$(e1000e_bdf)
+    info "e1000e at ${bdf:-?}, netdev $(ls "/sys/bus/pci/devices/$bdf/net" 2>/dev/null), NUMA node $(cat "/sys/bus/pci/devices/$bdf/numa_node" 2>/dev/null)"
+    expect_eq "the e1000e is the profile's data port $DATA_PORT" "$(ls "/sys/bus/pci/devices/$bdf/net" 2>/dev/null)" "$DATA_PORT"
+    expect_eq "the e1000e sits on NUMA node 1" "$(cat "/sys/bus/pci/devices/$bdf/numa_node" 2>/dev/null)" 1
+    expect_eq "the guest has two NUMA nodes" "$(ls -d /sys/devices/system/node/node[0-9]* | wc -l)" 2
+    run check-1-text dq check
+    run check-1 dq check --format json --json "$st/report-1.json"
+    expect "step 1 report is JSON" jq -e .checks "$st/report-1.json"
+    cp /proc/cmdline "$st/cmdline-1"
+    info "cmdline before apply: $(cat /proc/cmdline)"
+    # The baseline of step 6: before the first apply.
+    sums "$st/sums-before" "${boot_dirs[@]}"
+    cp /etc/machine-id "$st/machine-id"
+}
+
+# Before the package is installed: a daqtune run from a build directory must not write a unit
+# or rule that calls a binary that is not there (issue 15, section 1). The MRRS udev rule runs
+# daqtune; the e1000e is the profile's data port.
+not_installed_refused() {
+    local x
+    x=$(mktemp -d)
+    dpkg-deb -x "$io/daqtune.deb" "$x"
+    sums "$st/sums-0a" /etc
+    run apply-uninstalled "$x/usr/bin/daqtune" --profile "$P" apply --yes --only pcie.mrrs
+    if [ "$rc" -eq 2 ] && grep -qE -- '--exe|install' "$st/apply-uninstalled.txt"; then
+        pass "apply with no daqtune installed refuses the udev rule (exit 2, says how to install or --exe)"
+    else
+        fail "apply with no daqtune installed refuses the udev rule (exit 2, says how to install or --exe)" "exit $rc: $(grep -v '^\$' "$st/apply-uninstalled.txt" | head -n 6 | tr '\n' ' ')"
+    fi
+    run apply-bad-exe "$x/usr/bin/daqtune" --profile "$P" apply --yes --only pcie.mrrs --exe /nonexistent/daqtune
+    expect_eq "apply --exe pointing at a missing file is refused (exit 2)" "$rc" 2
+    sums "$st/sums-0b" /etc
+    if cmp -s "$st/sums-0a" "$st/sums-0b"; then pass "the refused applies changed nothing under /etc"; else fail "the refused applies changed nothing under /etc" "$(diff "$st/sums-0a" "$st/sums-0b" | grep '^[<>]' | head -n 6 | tr '\n' ' ')"; fi
+    # What they may have journaled (nothing, when refused) is reverted so step 2 starts clean.
+    "$x/usr/bin/daqtune" --profile "$P" revert --yes >/dev/null 2>&1
+    rm -rf "$x"
+}
+
+do_apply() {
+    step 2 "apply --yes"
+    run plan-2 dq plan
+    run apply-2 dq apply --yes
+    expect_eq "apply exits 0" "$rc" 0
+    run journal-2 find /var/lib/daqtune/journal -name journal.json
+    local runs
+    runs=$(journal_runs | awk '$2 != "reverted"' | wc -l)
+    expect_eq "apply journaled one run" "$runs" 1
+    # Runtime effects, right away.
+    expect_eq "MTU 9000 on $DATA_PORT now" "$(cat /sys/class/net/$DATA_PORT/mtu 2>/dev/null)" 9000
+    expect_eq "1G pages reserved now" "$(cat /sys/kernel/mm/hugepages/hugepages-${HP_KB}kB/nr_hugepages 2>/dev/null)" "$HP_COUNT"
+    expect_eq "net.core.rmem_max now" "$(cat /proc/sys/net/core/rmem_max)" 268435456
+    expect_eq "net.core.netdev_max_backlog now" "$(cat /proc/sys/net/core/netdev_max_backlog)" 250000
+    # Persistent files.
+    run owned-2 owned_files
+    info "files written by daqtune: $(owned_files | tr '\n' ' ')"
+    expect "hugetlbfs mount unit written" test -f /etc/systemd/system/mnt-huge.mount
+    expect "mount unit enabled (local-fs.target.wants)" test -L /etc/systemd/system/local-fs.target.wants/mnt-huge.mount
+    expect "sysctl drop-in written" test -f /etc/sysctl.d/90-daqtune.conf
+    expect "MTU .link file for $DATA_PORT written" sh -c "grep -l 'MTUBytes=9000' /etc/systemd/network/*daqtune*.link"
+}
+
+expect_kernel_args_in() { # WHAT FILE-WITH-ONE-WORD-PER-LINE
+    local w missing=""
+    for w in "isolcpus=2-3" "nohz_full=2-3" "rcu_nocbs=2-3" "irqaffinity=0-1" "hugepagesz=1G" "hugepages=$HP_COUNT" "default_hugepagesz=1G"; do
+        grep -qxF -- "$w" "$2" || missing="$missing $w"
+    done
+    # isolcpus may carry flags (managed_irq,domain,2-3): accept any isolcpus= ending in 2-3.
+    if [ -n "$missing" ] && echo "$missing" | grep -q isolcpus && grep -qE '^isolcpus=([a-z_]+,)*2-3$' "$2"; then
+        missing=$(echo "$missing" | sed 's/ isolcpus=2-3//')
+    fi
+    if [ -z "$missing" ]; then pass "$1 carries the isolation and hugepage arguments"; else fail "$1 carries the isolation and hugepage arguments" "missing:$missing ($(tr '\n' ' ' <"$2"))"; fi
+}
+
+verify_after_reboot() { # VARIANT
+    step 3 "reboot: the kernel line comes from the boot loader's own configuration"
+    wait_settled
+    cmdline_words >"$st/cmdline-3.words"
+    info "cmdline after reboot: $(cat /proc/cmdline)"
+    if [ "$1" = grub ]; then
+        expect "booted through GRUB (BOOT_IMAGE= on the line)" grep -q '^BOOT_IMAGE=' /proc/cmdline
+        grub_default_args >"$st/grub-default.words"
+        if cmp -s "$st/grub-default.words" "$st/cmdline-3.words"; then
+            pass "/proc/cmdline = default entry of /boot/grub/grub.cfg (guest's update-grub)"
+        else
+            fail "/proc/cmdline = default entry of /boot/grub/grub.cfg (guest's update-grub)" "grub.cfg: $(tr '\n' ' ' <"$st/grub-default.words"); running: $(tr '\n' ' ' <"$st/cmdline-3.words")"
+        fi
+    else
+        extlinux_default_args >"$st/extlinux-default.words"
+        if cmp -s "$st/extlinux-default.words" "$st/cmdline-3.words"; then
+            pass "/proc/cmdline = APPEND of extlinux.conf's DEFAULT label"
+        else
+            fail "/proc/cmdline = APPEND of extlinux.conf's DEFAULT label" "extlinux.conf: $(tr '\n' ' ' <"$st/extlinux-default.words"); running: $(tr '\n' ' ' <"$st/cmdline-3.words")"
+        fi
+    fi
+    expect_kernel_args_in "/proc/cmdline" "$st/cmdline-3.words"
+
+    step 4 "check after the reboot; a second apply changes nothing"
+    run check-4-text dq check
+    run check-4 dq check --format json --json "$st/report-4.json"
+    local r=$st/report-4.json
+    expect_status "$r" kernel.cmdline pass
+    expect_status "$r" hugepages pass
+    expect_status "$r" nic.mtu pass
+    expect_status "$r" net.sysctl pass
+    # The artifacts check of issue 15 (each unit/rule present, enabled, its binary there, its
+    # last result): whatever its id, it exists and passes.
+    local art
+    art=$(jq -r '[.checks[] | select(.id | test("artifact")) | .id] | unique | join(",")' "$r")
+    if [ -z "$art" ]; then
+        fail "artifacts check passes" "the report has no check about daqtune's own artifacts (ids: $(jq -r '[.checks[].id] | unique | join(" ")' "$r"))"
+    else
+        expect_status "$r" "$art" pass
+    fi
+    local pend
+    pend=$(jq -r '[.checks[] | select(.status == "pending-reboot") | "\(.id) \(.subject): \(.message)"] | join(" | ")' "$r")
+    expect_eq "nothing is pending-reboot" "$pend" ""
+    expect_units_ok
+    expect_eq "/sys/devices/system/cpu/isolated" "$(cat /sys/devices/system/cpu/isolated)" 2-3
+    expect_eq "/sys/devices/system/cpu/nohz_full" "$(cat /sys/devices/system/cpu/nohz_full)" 2-3
+    expect_eq "1G pages reserved at boot" "$(cat /sys/kernel/mm/hugepages/hugepages-${HP_KB}kB/nr_hugepages 2>/dev/null)" "$HP_COUNT"
+    expect_eq "mnt-huge.mount is active" "$(systemctl is-active mnt-huge.mount)" active
+    expect_eq "hugetlbfs mounted at /mnt/huge" "$(findmnt -n -o FSTYPE,OPTIONS /mnt/huge | awk '{print $1}')" hugetlbfs
+    expect_eq "MTU 9000 on $DATA_PORT after the reboot" "$(cat /sys/class/net/$DATA_PORT/mtu 2>/dev/null)" 9000
+    expect_eq "net.core.rmem_max after the reboot" "$(cat /proc/sys/net/core/rmem_max)" 268435456
+    # A second apply: nothing to change, no byte written, no journal.
+    local jbefore
+    jbefore=$(find /var/lib/daqtune/journal -name journal.json | wc -l)
+    sums "$st/sums-4a" /etc /boot
+    run apply-4 dq apply --yes
+    expect_eq "second apply exits 0" "$rc" 0
+    sums "$st/sums-4b" /etc /boot
+    if cmp -s "$st/sums-4a" "$st/sums-4b"; then pass "second apply changes no file under /etc and /boot"; else fail "second apply changes no file under /etc and /boot" "$(diff "$st/sums-4a" "$st/sums-4b" | grep '^[<>]' | head -n 6 | tr '\n' ' ')"; fi
+    expect_eq "second apply writes no journal" "$(find /var/lib/daqtune/journal -name journal.json | wc -l)" "$jbefore"
+    if grep -q 'nothing to change' "$st/apply-4.txt"; then pass "second apply says nothing to change"; else fail "second apply says nothing to change" "$(tail -n 5 "$st/apply-4.txt" | tr '\n' ' ')"; fi
+}
+
+foreign_override() {
+    step 5 "a foreign grub.d file that resets GRUB_CMDLINE_LINUX is named"
+    local f=/etc/default/grub.d/zz-override.cfg
+    printf '# a later drop-in of another tool\nGRUB_CMDLINE_LINUX="console=ttyS0,115200"\n' >"$f"
+    run check-5 dq check --format json --json "$st/report-5.json"
+    run check-5-text dq check kernel.cmdline
+    run plan-5 dq plan
+    local kst
+    kst=$(statuses "$st/report-5.json" kernel.cmdline)
+    if jq -e '[.checks[] | select(.id == "kernel.cmdline") | .message] | any(test("zz-override.cfg"))' "$st/report-5.json" >/dev/null; then
+        pass "check names zz-override.cfg"
+    else
+        fail "check names zz-override.cfg" "kernel.cmdline says: $(jq -r '[.checks[] | select(.id == "kernel.cmdline") | "\(.status): \(.message)"] | join(" | ")' "$st/report-5.json")"
+    fi
+    if [ "$kst" != pass ]; then pass "kernel.cmdline no longer passes" "$kst"; else fail "kernel.cmdline no longer passes" "pass, although the next boot drops the arguments"; fi
+    if grep -q 'zz-override.cfg' "$st/plan-5.txt"; then pass "plan names zz-override.cfg"; else fail "plan names zz-override.cfg" "$(grep -i -m3 -E 'grub|cmdline' "$st/plan-5.txt" | tr '\n' ' ')"; fi
+    rm -f "$f"
+    expect "zz-override.cfg removed again" test ! -e "$f"
+}
+
+do_revert() { # VARIANT
+    step 6a "revert --yes (then reboot)"
+    run revert-6 dq revert --yes
+    expect_eq "revert exits 0" "$rc" 0
+    run owned-6 owned_files
+    expect_eq "no file of daqtune's left under /etc" "$(owned_files | tr '\n' ' ')" ""
+    if [ "$1" = grub ]; then
+        if grep -q 'isolcpus' /boot/grub/grub.cfg; then fail "grub.cfg regenerated without the arguments" "$(grep -m1 isolcpus /boot/grub/grub.cfg)"; else pass "grub.cfg regenerated without the arguments"; fi
+    fi
+}
+
+verify_reverted() {
+    step 6b "after revert and reboot: as before step 2"
+    wait_settled
+    info "cmdline after revert: $(cat /proc/cmdline)"
+    expect_eq "/proc/cmdline equals step 1's" "$(cat /proc/cmdline)" "$(cat "$st/cmdline-1")"
+    sums "$st/sums-after" "${boot_dirs[@]}"
+    if cmp -s "$st/sums-before" "$st/sums-after"; then
+        pass "/etc and the boot configuration byte-identical to before step 2" "$(grep -c . "$st/sums-before") entries"
+    else
+        diff "$st/sums-before" "$st/sums-after" >"$st/sums.diff"
+        fail "/etc and the boot configuration byte-identical to before step 2" "$(grep '^[<>]' "$st/sums.diff" | head -n 8 | tr '\n' ' ')"
+    fi
+    expect_eq "hugetlbfs no longer mounted" "$(findmnt -n /mnt/huge | wc -l)" 0
+    expect_eq "/sys/devices/system/cpu/isolated empty" "$(cat /sys/devices/system/cpu/isolated)" ""
+    run check-6 dq check --format json --json "$st/report-6.json"
+    daqtune diff --json "$st/report-1.json" "$st/report-6.json" >"$st/diff-6.json" 2>"$st/diff-6.err"
+    local changed
+    changed=$(jq -r '[.[] | select(.before == null or .after == null or .before[0] != .after[0]) | "\(.id) \(.subject): \(.before[0] // "absent") -> \(.after[0] // "absent")"] | join(" | ")' "$st/diff-6.json" 2>&1)
+    expect_eq "daqtune diff of step 1's report and now: no verdict changed" "$changed" ""
+    run diff-6-text daqtune diff "$st/report-1.json" "$st/report-6.json"
+}
+
+# The extlinux variant's revert, checked without another boot: every file as before step 2.
+files_restored() {
+    sums "$st/sums-after" "${boot_dirs[@]}"
+    if cmp -s "$st/sums-before" "$st/sums-after"; then
+        pass "/etc and /boot/extlinux byte-identical to before step 2" "$(grep -c . "$st/sums-before") entries"
+    else
+        diff "$st/sums-before" "$st/sums-after" >"$st/sums.diff"
+        fail "/etc and /boot/extlinux byte-identical to before step 2" "$(grep '^[<>]' "$st/sums.diff" | head -n 8 | tr '\n' ' ')"
+    fi
+    expect_eq "extlinux.conf's DEFAULT is the original label again" \
+        "$(awk 'toupper($1)=="DEFAULT" {print $2; exit}' /boot/extlinux/extlinux.conf)" primary
+}
+
+mrrs_on_emulated_nic() {
+    step 7 "MRRS on the emulated NIC: QEMU ignores the write"
+    local bdf before after
+    bdf=$(e1000e_bdf)
+    before=$(devctl "$bdf")
+    info "DevCtl of $bdf before: $(printf '0x%04x' "$before") (MRRS $((128 << ((before >> 12) & 7))) bytes)"
+    sums "$st/sums-7a" /etc
+    run apply-7 dq apply --yes --only pcie.mrrs
+    after=$(devctl "$bdf")
+    info "DevCtl of $bdf after: $(printf '0x%04x' "$after")"
+    if [ "$rc" -ne 0 ]; then pass "apply --only pcie.mrrs exits non-zero" "exit $rc"; else fail "apply --only pcie.mrrs exits non-zero" "exit 0: $(tail -n 4 "$st/apply-7.txt" | tr '\n' ' ')"; fi
+    expect_eq "DevCtl unchanged (the emulated NIC ignores MRRS)" "$(printf '0x%04x' "$after")" "$(printf '0x%04x' "$before")"
+    # The failure names what it read back: MRRS 128 bytes (DevCtl bits 14:12 = 0).
+    if grep -qiE 'read ?back|reads? ' "$st/apply-7.txt" && grep -qE '(128|0x0000|0x0\b)' "$st/apply-7.txt"; then
+        pass "the failed write is reported with the value read back"
+    else
+        fail "the failed write is reported with the value read back" "$(grep -v '^\$' "$st/apply-7.txt" | head -n 8 | tr '\n' ' ')"
+    fi
+    local bad
+    bad=$(journal_runs | awk '$2 == "applying"')
+    expect_eq "no journal run left half-written (state applying)" "$bad" ""
+    run revert-7 dq revert --yes
+    expect_eq "revert after the failed MRRS write exits 0" "$rc" 0
+    local left
+    left=$(journal_runs | awk '$2 != "reverted"')
+    expect_eq "every journal run is reverted" "$left" ""
+    sums "$st/sums-7b" /etc
+    if cmp -s "$st/sums-7a" "$st/sums-7b"; then pass "/etc as before step 7"; else fail "/etc as before step 7" "$(diff "$st/sums-7a" "$st/sums-7b" | grep '^[<>]' | head -n 6 | tr '\n' ' ')"; fi
+}
+
+extlinux_applied() {
+    local conf=/boot/extlinux/extlinux.conf
+    expect "extlinux.conf has a daqtune label" grep -qE '^[[:space:]]*LABEL[[:space:]]+daqtune' "$conf"
+    expect "the daqtune label is DEFAULT" grep -qE '^[[:space:]]*DEFAULT[[:space:]]+daqtune' "$conf"
+    expect "the original label is kept" grep -qE '^[[:space:]]*LABEL[[:space:]]+primary' "$conf"
+    extlinux_default_args >"$st/extlinux-2.words"
+    expect_kernel_args_in "extlinux.conf DEFAULT APPEND" "$st/extlinux-2.words"
+}
+
+# Kernel start to this phase (firmware and boot loader time is in the harness's boot total).
+echo "boot $(cut -d' ' -f1 /proc/uptime)" >>"$io/timings"
+case "$phase" in
+    grub-1)
+        install_and_baseline grub
+        do_apply
+        if grep -q isolcpus /boot/grub/grub.cfg; then pass "apply ran update-grub: grub.cfg carries the arguments"; else fail "apply ran update-grub: grub.cfg carries the arguments" "no isolcpus in /boot/grub/grub.cfg"; fi
+        echo reboot >"$io/next"
+        ;;
+    grub-2)
+        verify_after_reboot grub
+        foreign_override
+        do_revert grub
+        echo reboot >"$io/next"
+        ;;
+    grub-3)
+        verify_reverted
+        mrrs_on_emulated_nic
+        echo poweroff >"$io/next"
+        ;;
+    extlinux-1)
+        install_and_baseline extlinux
+        expect "no GRUB on this disk" test ! -e /etc/default/grub
+        do_apply
+        extlinux_applied
+        echo reboot >"$io/next"
+        ;;
+    extlinux-2)
+        verify_after_reboot extlinux
+        do_revert extlinux
+        files_restored
+        echo poweroff >"$io/next"
+        ;;
+    *)
+        echo "lifecycle-guest: unknown phase $phase" >&2
+        exit 2
+        ;;
+esac
+end_step
+sync
+exit 0
