@@ -30,7 +30,7 @@ pub enum UsageError {
 /// that lives as long as this value.
 pub struct OpenedHost {
     pub host: Host,
-    _unpacked: Option<tempfile::TempDir>,
+    _unpacked: Option<crate::snapshot::TempRoot>,
 }
 
 impl std::ops::Deref for OpenedHost {
@@ -52,13 +52,10 @@ pub fn open_root(path: Option<&std::path::Path>) -> Result<OpenedHost, UsageErro
         source,
     };
     if p.is_file() {
-        let tmp = tempfile::Builder::new()
-            .prefix("daqtune-snapshot-")
-            .tempdir()
-            .map_err(root_err)?;
+        let tmp = crate::snapshot::TempRoot::new("daqtune-snapshot-").map_err(root_err)?;
         crate::snapshot::unpack(p, tmp.path()).map_err(|e| {
             UsageError::Other(format!(
-                "--root {}: not a snapshot archive: {e}",
+                "--root {}: cannot unpack the snapshot archive: {e}",
                 p.display()
             ))
         })?;
@@ -269,9 +266,7 @@ pub fn snapshot(g: &GlobalArgs, a: &crate::cli::SnapshotArgs) -> Result<u8, Usag
     let is_archive = out.to_string_lossy().ends_with(".tar.zst");
     let fail = |e: crate::snapshot::SnapshotError| UsageError::Other(format!("snapshot: {e}"));
     let meta = if is_archive {
-        let tmp = tempfile::Builder::new()
-            .prefix("daqtune-snap-")
-            .tempdir()
+        let tmp = crate::snapshot::TempRoot::new("daqtune-snap-")
             .map_err(|e| UsageError::Other(e.to_string()))?;
         let m = crate::snapshot::write_dir(&host, &profile, tmp.path(), a.redact).map_err(fail)?;
         crate::snapshot::pack(tmp.path(), out).map_err(fail)?;
@@ -304,7 +299,7 @@ pub fn snapshot(g: &GlobalArgs, a: &crate::cli::SnapshotArgs) -> Result<u8, Usag
 fn load_side(g: &GlobalArgs, path: &std::path::Path) -> Result<Report, UsageError> {
     let is_json = path.is_file() && !path.to_string_lossy().ends_with(".tar.zst");
     if is_json {
-        let text = std::fs::read_to_string(path)
+        let text = daqtune_probe::fsutil::read_user_file(path)
             .map_err(|e| UsageError::Other(format!("{}: {e}", path.display())))?;
         let r: Report = serde_json::from_str(&text).map_err(|e| {
             UsageError::Other(format!(
