@@ -150,8 +150,10 @@ fn soft_roce_write_and_send_in_a_vm() {
     let sr = &sv["results"][0];
     assert_eq!(sr["integrity_errors"], 0, "{sr}");
     assert!(sr["packets"].as_u64().unwrap_or(0) > 0, "{sr}");
+    // It asked for 30 s: shorter, with exit 130 below, is the signal's doing (how much
+    // shorter depends on the emulation's speed, so no tighter bound).
     assert!(
-        sr["duration_s"].as_f64().unwrap_or(99.0) < 20.0,
+        sr["duration_s"].as_f64().unwrap_or(99.0) < 30.0,
         "the run went on after SIGINT: {sr}"
     );
     assert_eq!(

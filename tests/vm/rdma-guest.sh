@@ -110,10 +110,9 @@ cat "$out/daqtune-rdma.txt"
 say "daqtune selftest rdma --peer: the same over a TCP side channel (rxe1 serves), write,send for 1s"
 rdma_test --listen 198.18.0.2:18516 --dev rxe1 >"$out/daqtune-rdma-server.txt" 2>&1 &
 server=$!
-n=0
-until grep -q listening "$out/daqtune-rdma-server.txt" 2>/dev/null || [ $n -ge 60 ]; do
-    sleep 0.5
-    n=$((n + 1))
+# Wait for the server's own "listening" line (or its end), however slow the emulation is.
+until grep -q listening "$out/daqtune-rdma-server.txt" 2>/dev/null || ! kill -0 "$server" 2>/dev/null; do
+    sleep 0.1
 done
 rdma_test --dev rxe0 --peer 198.18.0.2:18516 --test write,send --duration 1 --size "$size" \
     --slots "$slots" --qp-timeout "$qpt" --json-out "$out/daqtune-rdma-peer.json" >"$out/daqtune-rdma-peer.txt" 2>&1
@@ -133,7 +132,13 @@ say "SIGINT in the middle of a run: the helper ends it, reports, and the exit is
 "$daq" selftest rdma --dev rxe0 --peer-dev rxe1 --test write --duration 30 --size "$size" \
     --slots "$slots" --qp-timeout "$qpt" --format json >"$out/sigint.json" 2>"$out/sigint.err" &
 victim=$!
-sleep 4
+# Mid-run = WRITEs are arriving at rxe1 (its packet counter moved by a few messages' worth),
+# not a guessed number of seconds: under emulation on a busy host start-up can take longer.
+rcvd() { cat /sys/class/infiniband/rxe1/ports/1/hw_counters/rcvd_pkts 2>/dev/null || echo 0; }
+base=$(rcvd)
+until [ "$(rcvd)" -ge $((base + 256)) ] || ! kill -0 "$victim" 2>/dev/null; do
+    sleep 0.1
+done
 kill -INT "$victim"
 wait "$victim"
 echo $? >"$out/sigint.rc"
@@ -180,7 +185,7 @@ say "SIGKILL in the middle of a two-port run, then --recover"
     >/dev/null 2>"$out/killed.err" &
 victim=$!
 n=0
-until [ "$(ls /run/netns 2>/dev/null | grep -c '^daqtune-')" -ge 2 ] || [ $n -ge 400 ]; do
+until [ "$(ls /run/netns 2>/dev/null | grep -c '^daqtune-')" -ge 2 ] || ! kill -0 "$victim" 2>/dev/null; do
     sleep 0.05
     n=$((n + 1))
 done
@@ -188,7 +193,16 @@ kill -9 "$victim"
 wait "$victim" 2>/dev/null
 echo "killed after $n polls" >"$out/killed.txt"
 state "$out/state-killed.txt"
-sleep 1
+# The helpers die with it (PR_SET_PDEATHSIG), asynchronously: --recover runs once they are gone.
+helpers() {
+    for c in /proc/[0-9]*/comm; do
+        [ "$(cat "$c" 2>/dev/null)" = daqtune-rdma ] && return 0
+    done
+    return 1
+}
+while helpers; do
+    sleep 0.05
+done
 rdma_test --recover >"$out/recover.txt" 2>&1
 echo $? >"$out/recover.rc"
 cat "$out/recover.txt"
@@ -214,14 +228,13 @@ if command -v ib_write_bw >/dev/null 2>&1; then
     timeout 120 ib_write_bw -d rxe1 -i 1 -x "$g1" -s "$size" -n "$iters" -u "$qpt" -F --report_gbits \
         >"$out/ib_write_bw.server.txt" 2>&1 &
     srv=$!
-    tries=0
+    # Until the server answers, or has given up (its own timeout bounds the wait).
     while :; do
         sleep 1
         timeout 90 ib_write_bw -d rxe0 -i 1 -x "$g0" -s "$size" -n "$iters" -u "$qpt" -F --report_gbits \
             198.18.0.2 >"$out/ib_write_bw.txt" 2>&1
         rc=$?
-        tries=$((tries + 1))
-        grep -q "Couldn't connect" "$out/ib_write_bw.txt" && [ $tries -lt 30 ] || break
+        grep -q "Couldn't connect" "$out/ib_write_bw.txt" && kill -0 "$srv" 2>/dev/null || break
     done
     echo $rc >"$out/ib_write_bw.rc"
     wait "$srv"
