@@ -22,7 +22,8 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 pub use control::{
-    foreign_lock, ClockDomain, ControlError, GpuControl, LockOutcome, MockNvml, NvmlControl,
+    foreign_lock, is_idle, lock_evidence, ClockDomain, ControlError, GpuControl, LockEvidence,
+    LockOutcome, LockShows, MockNvml, NvmlControl,
 };
 pub use nvml::LiveNvml;
 
