@@ -231,6 +231,13 @@ fn soft_roce_write_and_send_in_a_vm() {
         "the kill landed after the run had restored everything ({}): nothing was recovered",
         read("killed.txt").trim()
     );
+    let survivors =
+        std::fs::read_to_string(out.path().join("helpers-after-kill.txt")).unwrap_or_default();
+    if !survivors.trim().is_empty() {
+        // PR_SET_PDEATHSIG sent them SIGTERM; one still running 10 s later holds its
+        // namespace. Reported (a known open issue of the helper), not judged here.
+        eprintln!("WARNING: daqtune-rdma helpers outlived the SIGKILLed run:\n{survivors}");
+    }
     assert_eq!(read("recover.rc").trim(), "0", "{}", read("recover.txt"));
     assert!(
         read("recover.txt").contains("restored what run"),

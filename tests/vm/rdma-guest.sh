@@ -201,16 +201,28 @@ kill -9 "$victim"
 wait "$victim" 2>/dev/null
 echo "killed after $n polls" >"$out/killed.txt"
 state "$out/state-killed.txt"
-# The helpers die with it (PR_SET_PDEATHSIG), asynchronously: --recover runs once they are gone.
-helpers() {
-    for c in /proc/[0-9]*/comm; do
-        [ "$(cat "$c" 2>/dev/null)" = daqtune-rdma ] && return 0
+# The helpers die with it (PR_SET_PDEATHSIG sends SIGTERM), asynchronously: --recover runs
+# once they are gone (zombies do not count: they hold no namespace, and nobody in the VM may
+# reap them), or after 10 s of guest time, recording any that outlived their parent.
+# Shell builtins only (read, case): a fork per process under emulation would take seconds.
+helpers_alive() {
+    alive=""
+    for st in /proc/[0-9]*/stat; do
+        line=""
+        read -r line 2>/dev/null <"$st" || continue
+        case "$line" in
+        *"(daqtune-rdma) Z"*) ;;
+        *"(daqtune-rdma) "*) alive="$alive ${line%% *}" ;;
+        esac
     done
-    return 1
+    [ -n "$alive" ]
 }
-while helpers; do
+n=0
+while helpers_alive && [ $n -lt 200 ]; do
     sleep 0.05
+    n=$((n + 1))
 done
+echo "$alive" >"$out/helpers-after-kill.txt"
 rdma_test --recover >"$out/recover.txt" 2>&1
 echo $? >"$out/recover.rc"
 cat "$out/recover.txt"
