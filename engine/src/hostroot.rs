@@ -10,7 +10,7 @@ use daqtune_probe::Host;
 /// that lives as long as this value.
 pub struct OpenedHost {
     pub host: Host,
-    _unpacked: Option<tempfile::TempDir>,
+    _unpacked: Option<crate::snapshot::TempRoot>,
 }
 
 impl std::ops::Deref for OpenedHost {
@@ -32,13 +32,10 @@ pub fn open_root(path: Option<&std::path::Path>) -> Result<OpenedHost, UsageErro
         source,
     };
     if p.is_file() {
-        let tmp = tempfile::Builder::new()
-            .prefix("daqtune-snapshot-")
-            .tempdir()
-            .map_err(root_err)?;
+        let tmp = crate::snapshot::TempRoot::new("daqtune-snapshot-").map_err(root_err)?;
         crate::snapshot::unpack(p, tmp.path()).map_err(|e| {
             UsageError::Other(format!(
-                "--root {}: not a snapshot archive: {e}",
+                "--root {}: cannot unpack the snapshot archive: {e}",
                 p.display()
             ))
         })?;
@@ -62,7 +59,7 @@ pub fn open_host(g: &GlobalOptions) -> Result<OpenedHost, UsageError> {
 pub fn load_side(g: &GlobalOptions, path: &std::path::Path) -> Result<Report, UsageError> {
     let is_json = path.is_file() && !path.to_string_lossy().ends_with(".tar.zst");
     if is_json {
-        let text = std::fs::read_to_string(path)
+        let text = daqtune_probe::fsutil::read_user_file(path)
             .map_err(|e| UsageError::Other(format!("{}: {e}", path.display())))?;
         let r: Report = serde_json::from_str(&text).map_err(|e| {
             UsageError::Other(format!(

@@ -402,7 +402,7 @@ pub fn load(name_or_path: &str) -> Result<LoadedProfile, ProfileError> {
         (format!("platforms/{name_or_path}.yaml"), src.to_string())
     } else {
         let p = Path::new(name_or_path);
-        let src = std::fs::read_to_string(p).map_err(|e| {
+        let src = daqtune_probe::fsutil::read_user_file(p).map_err(|e| {
             let known: Vec<&str> = builtin_names().collect();
             ProfileError::at(
                 name_or_path,

@@ -17,8 +17,24 @@ use std::io::Write;
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 
-/// Largest file copied; sysfs attributes are a page, procfs files a few KB.
-const MAX_FILE: usize = 4 * 1024 * 1024;
+/// An archive handed to `--root` is untrusted input: what it may unpack to is bounded while
+/// it streams, and unpacking stops at the first excess (docs/field-diagnostics.md). The limits
+/// are far above any real snapshot: the H200 machine's (tests/fixtures) unpacks to 0.5 MB in
+/// 628 entries.
+///
+/// Bytes of file content (and of tar extension records) written, counted as they are read:
+/// a header's declared size is only used to refuse early.
+pub const MAX_UNPACKED_BYTES: u64 = 64 * 1024 * 1024;
+/// Entries (headers) in the archive.
+pub const MAX_ENTRIES: u64 = 100_000;
+/// Data of one GNU long-name or pax extension record (a path is at most 4096 bytes).
+const MAX_EXTENSION: u64 = 64 * 1024;
+/// The uncompressed tar stream: the content above plus at most two headers and padding per
+/// entry. Everything is accounted for by the checks per entry; this is the last guard.
+const MAX_STREAM_BYTES: u64 = MAX_UNPACKED_BYTES + MAX_ENTRIES * 2048;
+/// zstd window (2^24 = 16 MiB): bounds the decoder's memory. `daqtune snapshot` writes 4 MiB
+/// windows (level 9); an archive recompressed with `zstd --ultra -22` or `--long` is refused.
+const ZSTD_WINDOW_LOG_MAX: u32 = 24;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SnapshotError {
@@ -27,6 +43,9 @@ pub enum SnapshotError {
         path: String,
         source: std::io::Error,
     },
+    /// A hostile or broken archive: refused, nothing of it kept.
+    #[error("{archive}: refused: {reason}")]
+    Refused { archive: String, reason: String },
     #[error(transparent)]
     Usage(#[from] UsageError),
 }
@@ -79,7 +98,7 @@ pub fn record_reads(host: &Host, chosen: &profile::LoadedProfile) -> Recording {
         let _ = commands::evaluate(&rec_host, p, Vec::new(), false);
     }
     for p in ALWAYS {
-        let _ = rec_host.read_bytes_limited(p, MAX_FILE);
+        let _ = rec_host.read_bytes(p);
     }
     let _ = rec_host.read_bytes("/daqtune/kmsg.txt");
     let out = rec.lock().map(|r| r.clone()).unwrap_or_default();
@@ -161,7 +180,7 @@ pub fn write_dir(
         };
         match access {
             Access::File if meta.is_file() => {
-                if let Ok(data) = plain.read_bytes_limited(path, MAX_FILE) {
+                if let Ok(data) = plain.read_bytes(path) {
                     w.write_file(&rel, path, &data)?;
                 }
             }
@@ -193,7 +212,7 @@ pub fn write_dir(
                 }
             }
             Access::Probe if meta.is_file() => {
-                let data = plain.read_bytes_limited(path, MAX_FILE).unwrap_or_default();
+                let data = plain.read_bytes(path).unwrap_or_default();
                 w.write_file(&rel, path, &data)?;
             }
             // Only the type and the permission bits were asked for (is the binary a unit
@@ -333,10 +352,48 @@ pub fn record_unit_states(host: &Host, chosen: &profile::LoadedProfile) -> Units
     rec
 }
 
-/// Pack a snapshot directory into a .tar.zst (symlinks kept as links).
+/// Bytes of file content and entries under `dir` (symlinks not followed).
+fn tree_totals(dir: &Path) -> std::io::Result<(u64, u64)> {
+    let (mut bytes, mut entries) = (0u64, 0u64);
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d)? {
+            let e = e?;
+            let ft = e.file_type()?;
+            entries += 1;
+            if ft.is_dir() {
+                todo.push(e.path());
+            } else if ft.is_file() {
+                bytes += e.metadata()?.len();
+            }
+        }
+    }
+    Ok((bytes, entries))
+}
+
+/// Pack a snapshot directory into a .tar.zst (symlinks kept as links). Refused when `--root`
+/// could not unpack it ([`MAX_UNPACKED_BYTES`], [`MAX_ENTRIES`]).
 pub fn pack(dir: &Path, out: &Path) -> Result<(), SnapshotError> {
-    // Atomically (temp file beside it, then rename): a half-written archive is never left
-    // under the name a collector or the next `check --root` reads.
+    let (bytes, entries) = tree_totals(dir).map_err(|e| io(dir, e))?;
+    if bytes > MAX_UNPACKED_BYTES || entries >= MAX_ENTRIES {
+        return Err(SnapshotError::Refused {
+            archive: out.display().to_string(),
+            reason: format!(
+                "the snapshot holds {bytes} bytes in {entries} entries, more than `--root` unpacks ({MAX_UNPACKED_BYTES} bytes, {MAX_ENTRIES} entries); write it as a directory (-o DIR) instead"
+            ),
+        });
+    }
+    // A target that exists and is not a regular file (a FIFO a collector reads, /dev/stdout)
+    // is written in place: renaming over it would replace the node instead of writing to it.
+    if std::fs::metadata(out).is_ok_and(|m| !m.is_file() && !m.is_dir()) {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(out)
+            .map_err(|e| io(out, e))?;
+        return pack_into(dir, out, &mut f);
+    }
+    // Else atomically (temp file beside it, then rename): a half-written archive is never
+    // left under the name a collector or the next `check --root` reads.
     let mut inner: Option<SnapshotError> = None;
     daqtune_probe::fsutil::atomic_replace(out, 0o644, &mut |f| {
         pack_into(dir, out, f).map_err(|e| {
@@ -358,14 +415,446 @@ fn pack_into(dir: &Path, out: &Path, f: &mut std::fs::File) -> Result<(), Snapsh
     f.flush().map_err(|e| io(out, e))
 }
 
-/// Unpack a .tar.zst snapshot into `dest`.
+/// Unpack a .tar.zst snapshot into `dest` (an empty directory), refusing what a snapshot never
+/// holds: more than [`MAX_UNPACKED_BYTES`] or [`MAX_ENTRIES`], a path that is absolute or
+/// climbs with `..`, an entry under a symlinked directory, a hard link, a FIFO, a device node,
+/// a sparse or unknown entry type. Stops at the first of these; the caller removes `dest`.
 pub fn unpack(archive: &Path, dest: &Path) -> Result<(), SnapshotError> {
+    let refuse = |reason: String| SnapshotError::Refused {
+        archive: archive.display().to_string(),
+        reason,
+    };
     let f = std::fs::File::open(archive).map_err(|e| io(archive, e))?;
-    let dec = zstd::Decoder::new(f).map_err(|e| io(archive, e))?;
-    let mut tar = tar::Archive::new(dec);
-    tar.set_preserve_permissions(false);
-    tar.unpack(dest).map_err(|e| io(archive, e))?;
+    let mut dec = zstd::Decoder::new(f).map_err(|e| io(archive, e))?;
+    dec.window_log_max(ZSTD_WINDOW_LOG_MAX)
+        .map_err(|e| io(archive, e))?;
+    let over = std::rc::Rc::new(std::cell::Cell::new(false));
+    let stream = Bounded {
+        inner: dec,
+        left: MAX_STREAM_BYTES,
+        over: over.clone(),
+    };
+    let mut tar = tar::Archive::new(stream);
+    // Raw entries: the GNU long names and pax records are read here, bounded, rather than
+    // whole into memory by the tar crate.
+    let entries = tar.entries().map_err(|e| io(archive, e))?.raw(true);
+    let mut budget = MAX_UNPACKED_BYTES;
+    let mut count = 0u64;
+    let mut ext = Extensions::default();
+    for entry in entries {
+        let mut entry = entry.map_err(|e| {
+            if over.get() {
+                refuse(format!(
+                    "the archive expands beyond {MAX_STREAM_BYTES} bytes of tar stream"
+                ))
+            } else {
+                io(archive, e)
+            }
+        })?;
+        count += 1;
+        if count > MAX_ENTRIES {
+            return Err(refuse(format!(
+                "more than {MAX_ENTRIES} entries (a real snapshot has a few thousand)"
+            )));
+        }
+        let kind = entry.header().entry_type();
+        let declared = entry.header().entry_size().map_err(|e| io(archive, e))?;
+        let ext_kind = matches!(
+            kind,
+            tar::EntryType::GNULongName
+                | tar::EntryType::GNULongLink
+                | tar::EntryType::XHeader
+                | tar::EntryType::XGlobalHeader
+        );
+        if ext_kind {
+            if declared > MAX_EXTENSION {
+                return Err(refuse(format!(
+                    "an extension record of {declared} bytes (at most {MAX_EXTENSION})"
+                )));
+            }
+            let data = read_counted(&mut entry, MAX_EXTENSION, &mut budget)
+                .map_err(|e| io(archive, e))?
+                .ok_or_else(|| refuse(over_budget()))?;
+            ext.take(kind, data).map_err(refuse)?;
+            continue;
+        }
+        let path = ext
+            .path
+            .take()
+            .unwrap_or_else(|| entry.header().path_bytes().into_owned());
+        let link = ext
+            .link
+            .take()
+            .or_else(|| entry.header().link_name_bytes().map(|l| l.into_owned()));
+        let shown = String::from_utf8_lossy(&path).into_owned();
+        let rel = safe_relative(&path).map_err(|why| refuse(format!("entry `{shown}`: {why}")))?;
+        let what = match kind {
+            tar::EntryType::Regular | tar::EntryType::Continuous if path.ends_with(b"/") => {
+                "dir"
+            }
+            tar::EntryType::Regular | tar::EntryType::Continuous => "file",
+            tar::EntryType::Directory => "dir",
+            tar::EntryType::Symlink => "symlink",
+            tar::EntryType::Link => {
+                return Err(refuse(format!(
+                    "entry `{shown}` is a hard link: a snapshot holds files, directories and symlinks only"
+                )))
+            }
+            other => {
+                let name = match other {
+                    tar::EntryType::Fifo => "a FIFO".to_string(),
+                    tar::EntryType::Char => "a character device".to_string(),
+                    tar::EntryType::Block => "a block device".to_string(),
+                    tar::EntryType::GNUSparse => "a sparse file".to_string(),
+                    o => format!("of tar type {:?}", o.as_byte() as char),
+                };
+                return Err(refuse(format!(
+                    "entry `{shown}` is {name}: a snapshot holds files, directories and symlinks only"
+                )));
+            }
+        };
+        let Some(rel) = rel else {
+            // `./`: the root itself.
+            if what == "dir" {
+                continue;
+            }
+            return Err(refuse(format!("entry `{shown}` has an empty path")));
+        };
+        if what != "file" && declared != 0 {
+            return Err(refuse(format!(
+                "entry `{shown}` ({what}) declares {declared} bytes of data"
+            )));
+        }
+        make_parents(dest, &rel).map_err(|why| refuse(format!("entry `{shown}`: {why}")))?;
+        let target = dest.join(&rel);
+        let exists = |e: std::io::Error| {
+            if e.kind() == std::io::ErrorKind::AlreadyExists {
+                refuse(format!("entry `{shown}` appears twice"))
+            } else {
+                io(&target, e)
+            }
+        };
+        match what {
+            "file" => {
+                if declared > budget {
+                    return Err(refuse(format!(
+                        "entry `{shown}` declares {declared} bytes; the archive may unpack to at most {MAX_UNPACKED_BYTES} bytes"
+                    )));
+                }
+                let mut out = std::fs::OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .open(&target)
+                    .map_err(exists)?;
+                if !copy_counted(&mut entry, &mut out, &mut budget).map_err(|e| io(&target, e))? {
+                    return Err(refuse(over_budget()));
+                }
+            }
+            "dir" => match std::fs::symlink_metadata(&target) {
+                Ok(m) if m.is_dir() => {}
+                Ok(_) => return Err(refuse(format!("entry `{shown}` appears twice"))),
+                Err(_) => std::fs::create_dir(&target).map_err(|e| io(&target, e))?,
+            },
+            _ => {
+                let link = link
+                    .filter(|l| !l.is_empty())
+                    .ok_or_else(|| refuse(format!("symlink `{shown}` has no target")))?;
+                let link = std::ffi::OsStr::from_bytes(&link);
+                symlink(link, &target).map_err(exists)?;
+            }
+        }
+    }
     Ok(())
+}
+
+fn over_budget() -> String {
+    format!(
+        "the archive unpacks to more than {MAX_UNPACKED_BYTES} bytes (a real snapshot is a few MB)"
+    )
+}
+
+use std::os::unix::ffi::OsStrExt;
+
+/// The uncompressed stream, failing once more than `left` bytes were read from it.
+struct Bounded<R> {
+    inner: R,
+    left: u64,
+    over: std::rc::Rc<std::cell::Cell<bool>>,
+}
+
+impl<R: std::io::Read> std::io::Read for Bounded<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.left == 0 {
+            // One byte more than allowed tells the end of the stream from an excess.
+            let mut probe = [0u8; 1];
+            if self.inner.read(&mut probe)? == 0 {
+                return Ok(0);
+            }
+            self.over.set(true);
+            return Err(std::io::Error::other("archive stream over its limit"));
+        }
+        let max = buf
+            .len()
+            .min(usize::try_from(self.left).unwrap_or(usize::MAX));
+        let n = self.inner.read(&mut buf[..max])?;
+        self.left -= n as u64;
+        Ok(n)
+    }
+}
+
+/// Reads an entry's data (at most `max` bytes, all counted against `budget`); `None` when the
+/// budget ran out.
+fn read_counted(
+    entry: &mut impl std::io::Read,
+    max: u64,
+    budget: &mut u64,
+) -> std::io::Result<Option<Vec<u8>>> {
+    use std::io::Read;
+    let mut data = Vec::new();
+    entry.take(max.min(*budget) + 1).read_to_end(&mut data)?;
+    if data.len() as u64 > *budget {
+        return Ok(None);
+    }
+    *budget -= data.len() as u64;
+    Ok(Some(data))
+}
+
+/// Copies an entry's data into `out`, counting each byte written against `budget` (the
+/// declared size is not trusted); `false` when the budget ran out.
+fn copy_counted(
+    entry: &mut impl std::io::Read,
+    out: &mut std::fs::File,
+    budget: &mut u64,
+) -> std::io::Result<bool> {
+    use std::io::Read;
+    let n = std::io::copy(&mut entry.take(*budget + 1), out)?;
+    if n > *budget {
+        return Ok(false);
+    }
+    *budget -= n;
+    Ok(true)
+}
+
+/// GNU long names and pax `path`/`linkpath` records for the next entry.
+#[derive(Default)]
+struct Extensions {
+    path: Option<Vec<u8>>,
+    link: Option<Vec<u8>>,
+}
+
+impl Extensions {
+    fn take(&mut self, kind: tar::EntryType, mut data: Vec<u8>) -> Result<(), String> {
+        match kind {
+            tar::EntryType::GNULongName | tar::EntryType::GNULongLink => {
+                while data.last() == Some(&0) {
+                    data.pop();
+                }
+                if kind == tar::EntryType::GNULongName {
+                    self.path = Some(data);
+                } else {
+                    self.link = Some(data);
+                }
+            }
+            tar::EntryType::XHeader => {
+                for rec in pax_records(&data)? {
+                    match rec.0 {
+                        b"path" => self.path = Some(rec.1.to_vec()),
+                        b"linkpath" => self.link = Some(rec.1.to_vec()),
+                        // A pax size overrides the header's for entries over 8 GiB; nothing
+                        // that large fits the limits, and ignoring it would misread the rest.
+                        b"size" => return Err("a pax size record (an entry over 8 GiB)".into()),
+                        _ => {}
+                    }
+                }
+            }
+            // Global records (comments, mtimes) do not matter to a host root.
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+/// One pax record: key and value.
+type PaxRecord<'a> = (&'a [u8], &'a [u8]);
+
+/// `"<len> <key>=<value>\n"` records of a pax extended header.
+fn pax_records(data: &[u8]) -> Result<Vec<PaxRecord<'_>>, String> {
+    let bad = || "a malformed pax extended header".to_string();
+    let mut out = Vec::new();
+    let mut rest = data;
+    while !rest.is_empty() {
+        let sp = rest.iter().position(|b| *b == b' ').ok_or_else(bad)?;
+        let len: usize = std::str::from_utf8(&rest[..sp])
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(bad)?;
+        if len <= sp + 1 || len > rest.len() || rest[len - 1] != b'\n' {
+            return Err(bad());
+        }
+        let rec = &rest[sp + 1..len - 1];
+        let eq = rec.iter().position(|b| *b == b'=').ok_or_else(bad)?;
+        out.push((&rec[..eq], &rec[eq + 1..]));
+        rest = &rest[len..];
+    }
+    Ok(out)
+}
+
+/// The entry's path as relative components; `Ok(None)` for the root itself (`./`).
+fn safe_relative(path: &[u8]) -> Result<Option<PathBuf>, &'static str> {
+    if path.first() == Some(&b'/') {
+        return Err("an absolute path");
+    }
+    let mut rel = PathBuf::new();
+    for c in path.split(|b| *b == b'/') {
+        match c {
+            b"" | b"." => {}
+            b".." => return Err("a path that climbs with `..`"),
+            c => rel.push(std::ffi::OsStr::from_bytes(c)),
+        }
+    }
+    Ok((!rel.as_os_str().is_empty()).then_some(rel))
+}
+
+/// Creates the directories above `rel` inside `dest`, refusing to go through a symlink (an
+/// entry written through a symlinked directory could land anywhere).
+fn make_parents(dest: &Path, rel: &Path) -> Result<(), String> {
+    let Some(parent) = rel.parent() else {
+        return Ok(());
+    };
+    let mut at = dest.to_path_buf();
+    for c in parent.components() {
+        at.push(c);
+        match std::fs::symlink_metadata(&at) {
+            Ok(m) if m.file_type().is_symlink() => {
+                return Err(format!(
+                    "lies under the symlink `{}`: symlinked directories are refused",
+                    at.strip_prefix(dest).unwrap_or(&at).display()
+                ))
+            }
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => {
+                return Err(format!(
+                    "lies under `{}`, which is not a directory",
+                    at.strip_prefix(dest).unwrap_or(&at).display()
+                ))
+            }
+            Err(_) => std::fs::create_dir(&at).map_err(|e| format!("{}: {e}", at.display()))?,
+        }
+    }
+    Ok(())
+}
+
+/// A temporary directory removed on every way out of the process: when dropped (a return, an
+/// error, a panic's unwinding) and on SIGINT, SIGTERM or SIGHUP, when the process removes every
+/// live one and exits with 128 + the signal number (130, 143, 129). A snapshot unpacked for
+/// `--root`, and one being packed, live in these.
+pub struct TempRoot {
+    path: PathBuf,
+}
+
+impl TempRoot {
+    pub fn new(prefix: &str) -> std::io::Result<TempRoot> {
+        cleanup::install()?;
+        // Created and registered under the lock: a signal handled meanwhile waits for it and
+        // then removes it too.
+        let mut live = cleanup::live();
+        let path = tempfile::Builder::new().prefix(prefix).tempdir()?.keep();
+        live.push(path.clone());
+        Ok(TempRoot { path })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for TempRoot {
+    fn drop(&mut self) {
+        let mut live = cleanup::live();
+        live.retain(|p| p != &self.path);
+        let _ = std::fs::remove_dir_all(&self.path);
+    }
+}
+
+/// Signal handling for [`TempRoot`]: the handler only writes the signal number to a pipe
+/// (async-signal-safe); a thread reading the pipe removes the directories and exits.
+mod cleanup {
+    use std::path::PathBuf;
+    use std::sync::atomic::{AtomicI32, Ordering};
+    use std::sync::{Mutex, MutexGuard, OnceLock};
+
+    static LIVE: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+    static PIPE_WR: AtomicI32 = AtomicI32::new(-1);
+
+    pub(super) fn live() -> MutexGuard<'static, Vec<PathBuf>> {
+        LIVE.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    extern "C" fn on_signal(sig: libc::c_int) {
+        let b = sig as u8;
+        // SAFETY: write(2) is async-signal-safe; the byte lives on this stack frame. A full
+        // pipe (signals arriving faster than the thread exits) loses nothing that matters.
+        unsafe {
+            libc::write(PIPE_WR.load(Ordering::SeqCst), (&b as *const u8).cast(), 1);
+        }
+    }
+
+    fn watch(rd: libc::c_int) {
+        loop {
+            let mut b = 0u8;
+            // SAFETY: reads one byte into a valid buffer from the pipe this module owns.
+            let n = unsafe { libc::read(rd, (&mut b as *mut u8).cast(), 1) };
+            if n == 1 {
+                let sig = i32::from(b);
+                let dirs = live();
+                for d in dirs.iter() {
+                    let _ = std::fs::remove_dir_all(d);
+                }
+                eprintln!("daqtune: interrupted (signal {sig}); temporary files removed");
+                // SAFETY: ends the process at once, holding the lock so that no new temporary
+                // directory appears; nothing else needs to run.
+                unsafe { libc::_exit(128 + sig) };
+            }
+            if n < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return;
+        }
+    }
+
+    pub(super) fn install() -> std::io::Result<()> {
+        static DONE: OnceLock<Result<(), String>> = OnceLock::new();
+        DONE.get_or_init(|| {
+            let mut fds = [0 as libc::c_int; 2];
+            // SAFETY: `fds` has room for the two descriptors pipe2 writes.
+            if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+                return Err(std::io::Error::last_os_error().to_string());
+            }
+            PIPE_WR.store(fds[1], Ordering::SeqCst);
+            let rd = fds[0];
+            std::thread::Builder::new()
+                .name("daqtune-cleanup".into())
+                .spawn(move || watch(rd))
+                .map_err(|e| e.to_string())?;
+            for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+                // SAFETY: sigaction is plain data (zeroed is an empty mask); the handler only
+                // calls write(2).
+                let rc = unsafe {
+                    let mut sa: libc::sigaction = std::mem::zeroed();
+                    sa.sa_sigaction = on_signal as *const () as libc::sighandler_t;
+                    libc::sigemptyset(&mut sa.sa_mask);
+                    sa.sa_flags = libc::SA_RESTART;
+                    libc::sigaction(sig, &sa, std::ptr::null_mut())
+                };
+                if rc != 0 {
+                    return Err(std::io::Error::last_os_error().to_string());
+                }
+            }
+            Ok(())
+        })
+        .clone()
+        .map_err(std::io::Error::other)
+    }
 }
 
 /// Consistent replacement of identifying data: MACs, GUIDs/GIDs, serial numbers, hostname.

@@ -27,6 +27,12 @@ fn live_hugepages_2m_reserved_and_released() {
         eprintln!("SKIP: needs root to write {POOL_2M}");
         return;
     }
+    // Other tests reserve 2 MB pages too (daqtune-dpdk's veth acceptance), in other processes
+    // when two test runs share the machine: one at a time, or the counts below are theirs.
+    let _lock = daqtune_probe::fsutil::lock_exclusive(std::path::Path::new(
+        "/run/lock/daqtune-tests-hugepages.lock",
+    ))
+    .expect("hugepage test lock");
     let Ok(cur) = std::fs::read_to_string(POOL_2M) else {
         eprintln!("SKIP: this kernel has no 2 MB hugepage pool ({POOL_2M})");
         return;

@@ -1,21 +1,148 @@
-//! The one atomic file write of the workspace: temp file in the same directory, fsync, rename,
-//! fsync of the directory. Used for daqtune's own state (journals, the GPU facts file) and, via
-//! the apply writer, for every file apply changes. A reader never sees a half-written file, and
-//! a failed write leaves the target untouched and no temp file behind.
+//! The workspace's file primitives.
+//!
+//! - The one atomic file write: temp file in the same directory, fsync, rename, fsync of the
+//!   directory. Used for daqtune's own state (journals, the GPU facts file) and, via the apply
+//!   writer, for every file apply changes. A reader never sees a half-written file, and a
+//!   failed write leaves the target untouched and no temp file behind.
+//! - The one bounded read ([`read_regular`]): regular files only, opened without blocking,
+//!   at most a stated number of bytes. Host files (through [`crate::Host`]) and the files a
+//!   user names (`--profile`, `--config`: [`read_user_file`]) are read with it, so a FIFO, a
+//!   device node or a 2 GiB file where a small file is expected is an error, never a hang or
+//!   an out-of-memory.
 
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write};
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::io::{self, Read, Write};
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
-/// `.<name>.daqtune-tmp.<pid>` beside `path`.
+/// Why a bounded read did not return the file's content.
+#[derive(Debug, thiserror::Error)]
+pub enum FileReadError {
+    /// A FIFO, socket, device node or directory where a file is expected.
+    #[error("is {kind}, not a regular file")]
+    NotRegular { kind: &'static str },
+    /// The file holds more than the cap: refused whole, never truncated.
+    #[error("holds more than {cap} bytes, the most daqtune reads from such a file")]
+    TooLarge { cap: usize },
+    #[error("{0}")]
+    Io(#[from] io::Error),
+}
+
+/// What a file type is, in words (for errors).
+pub fn kind_of(ft: &fs::FileType) -> &'static str {
+    if ft.is_file() {
+        "a regular file"
+    } else if ft.is_dir() {
+        "a directory"
+    } else if ft.is_symlink() {
+        "a symbolic link"
+    } else if ft.is_fifo() {
+        "a FIFO (named pipe)"
+    } else if ft.is_socket() {
+        "a socket"
+    } else if ft.is_char_device() {
+        "a character device"
+    } else if ft.is_block_device() {
+        "a block device"
+    } else {
+        "not a regular file"
+    }
+}
+
+/// Reads a regular file whole, refusing anything else and anything over `cap` bytes.
+///
+/// One open (`O_NONBLOCK`, so a FIFO or a device cannot make it wait; `O_NOCTTY`), one
+/// `fstat` of the opened descriptor (the type is checked on what was opened, not on a path
+/// that could be swapped), then reads of at most `cap + 1` bytes. The size `fstat` reports is
+/// only an allocation hint: sysfs attributes report 4096 whatever they hold and procfs files
+/// 0, so the cap is enforced on the bytes actually read.
+pub fn read_regular(path: &Path, cap: usize) -> Result<Vec<u8>, FileReadError> {
+    let f = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)?;
+    let meta = f.metadata()?;
+    let ft = meta.file_type();
+    if !ft.is_file() {
+        return Err(FileReadError::NotRegular { kind: kind_of(&ft) });
+    }
+    let hint = match meta.len() {
+        0 => 1024,
+        n => usize::try_from(n).unwrap_or(usize::MAX).saturating_add(1),
+    };
+    let mut buf = Vec::with_capacity(hint.min(cap.saturating_add(1)));
+    (&f).take(cap as u64 + 1).read_to_end(&mut buf)?;
+    if buf.len() > cap {
+        return Err(FileReadError::TooLarge { cap });
+    }
+    Ok(buf)
+}
+
+/// The most read from a file a user names (`--profile`, `--config`, a report given to
+/// `diff`): the largest real one is a few KiB.
+pub const USER_FILE_CAP: usize = 4 * 1024 * 1024;
+
+/// Reads a text file the user named: a regular file (a FIFO, socket or device is refused at
+/// once), at most [`USER_FILE_CAP`] bytes, valid UTF-8. The error says why without the path;
+/// callers name the file in their own message (with a line number where they parse it).
+pub fn read_user_file(path: &Path) -> Result<String, FileReadError> {
+    let bytes = read_regular(path, USER_FILE_CAP)?;
+    String::from_utf8(bytes).map_err(|e| {
+        let at = e.utf8_error().valid_up_to();
+        let line = 1 + e.as_bytes()[..at].iter().filter(|b| **b == b'\n').count();
+        FileReadError::Io(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("not UTF-8 text (line {line}, byte offset {at})"),
+        ))
+    })
+}
+
+/// Takes an exclusive `flock` on `path` (created if missing, with its directory), waiting for
+/// whoever holds it; released when the returned file is closed, or when the holder dies. For
+/// state that several processes must not change at once (tests that reserve the host's
+/// hugepages and compare the pool before and after, say).
+pub fn lock_exclusive(path: &Path) -> io::Result<File> {
+    use std::os::fd::AsRawFd;
+    if let Some(d) = path.parent() {
+        fs::create_dir_all(d)?;
+    }
+    let f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(path)?;
+    loop {
+        // SAFETY: flock on a descriptor this function owns; no memory is passed.
+        if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) } == 0 {
+            return Ok(f);
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
+/// Distinguishes the temp files of one process: two threads replacing the same file at once
+/// must not share a temp name.
+static TMP_SEQ: AtomicU64 = AtomicU64::new(0);
+
+/// `.<name>.daqtune-tmp.<pid>.<n>` beside `path`, unique per call within this process (and
+/// across live processes, by the pid).
 pub fn tmp_name(path: &Path) -> io::Result<PathBuf> {
     let name = path
         .file_name()
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "path has no file name"))?;
     let mut t = std::ffi::OsString::from(".");
     t.push(name);
-    t.push(format!(".daqtune-tmp.{}", std::process::id()));
+    t.push(format!(
+        ".daqtune-tmp.{}.{}",
+        std::process::id(),
+        TMP_SEQ.fetch_add(1, Ordering::Relaxed)
+    ));
     Ok(path.with_file_name(t))
 }
 
@@ -34,7 +161,8 @@ pub fn atomic_replace(
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "path has no parent"))?;
     fs::create_dir_all(dir)?;
     let tmp = tmp_name(path)?;
-    // A temp file of an earlier process with our pid (pid reuse after a crash) is stale.
+    // A file of this name can only be left by a dead process that had our pid (pid reuse
+    // after a crash): no live thread shares the name.
     let _ = fs::remove_file(&tmp);
     let result = (|| {
         let mut f = OpenOptions::new()
@@ -88,5 +216,99 @@ mod tests {
             .map(|e| e.file_name())
             .collect();
         assert_eq!(left.len(), 1, "{left:?}");
+    }
+
+    fn mkfifo(p: &Path) {
+        let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).expect("path");
+        // SAFETY: a valid NUL-terminated path; mkfifo only creates a file.
+        let rc = unsafe { libc::mkfifo(c.as_ptr(), 0o600) };
+        assert_eq!(rc, 0, "mkfifo: {}", io::Error::last_os_error());
+    }
+
+    #[test]
+    fn fifo_is_refused_without_waiting_for_a_writer() {
+        let d = tempfile::tempdir().expect("tmp");
+        let p = d.path().join("cmdline");
+        mkfifo(&p);
+        // No writer ever opens it: a blocking open or read would hang this test forever.
+        let e = read_regular(&p, 4096).expect_err("a FIFO is not a file");
+        assert!(
+            matches!(e, FileReadError::NotRegular { kind } if kind.contains("FIFO")),
+            "{e}"
+        );
+        let e = read_user_file(&p).expect_err("a FIFO is not a profile");
+        assert!(e.to_string().contains("FIFO"), "{e}");
+    }
+
+    #[test]
+    fn device_node_and_directory_are_refused() {
+        // /dev/null exists on every Linux and reading it has no effect.
+        let e = read_regular(Path::new("/dev/null"), 4096).expect_err("device");
+        assert!(e.to_string().contains("character device"), "{e}");
+        let d = tempfile::tempdir().expect("tmp");
+        let e = read_regular(d.path(), 4096).expect_err("directory");
+        assert!(e.to_string().contains("directory"), "{e}");
+    }
+
+    #[test]
+    fn over_the_cap_is_an_error_not_a_truncation() {
+        let d = tempfile::tempdir().expect("tmp");
+        let p = d.path().join("big");
+        fs::write(&p, vec![b'x'; 4097]).expect("write");
+        assert!(matches!(
+            read_regular(&p, 4096),
+            Err(FileReadError::TooLarge { cap: 4096 })
+        ));
+        assert_eq!(read_regular(&p, 4097).expect("fits").len(), 4097);
+        fs::write(&p, vec![b'y'; 4096]).expect("write");
+        assert_eq!(read_regular(&p, 4096).expect("exactly the cap").len(), 4096);
+        // A user file over its cap: refused with the cap named.
+        let f = fs::File::create(&p).expect("create");
+        f.set_len(USER_FILE_CAP as u64 + 1).expect("sparse");
+        let e = read_user_file(&p).expect_err("too large");
+        assert!(e.to_string().contains(&USER_FILE_CAP.to_string()), "{e}");
+    }
+
+    #[test]
+    fn user_file_must_be_utf8_and_says_where() {
+        let d = tempfile::tempdir().expect("tmp");
+        let p = d.path().join("p.yaml");
+        fs::write(&p, b"name: x\nbad: \xff\n").expect("write");
+        let e = read_user_file(&p).expect_err("not UTF-8");
+        assert!(e.to_string().contains("line 2"), "{e}");
+        fs::write(&p, "name: x\n").expect("write");
+        assert_eq!(read_user_file(&p).expect("text"), "name: x\n");
+    }
+
+    #[test]
+    fn temp_names_are_unique_per_call() {
+        let p = Path::new("/x/state.json");
+        let a = tmp_name(p).expect("name");
+        let b = tmp_name(p).expect("name");
+        assert_ne!(a, b);
+        assert!(a.to_string_lossy().contains(".daqtune-tmp."), "{a:?}");
+    }
+
+    #[test]
+    fn concurrent_replacements_of_one_file_do_not_collide() {
+        let d = tempfile::tempdir().expect("tmp");
+        let p = d.path().join("state.json");
+        std::thread::scope(|s| {
+            for t in 0..8u8 {
+                let p = &p;
+                s.spawn(move || {
+                    for i in 0..50u8 {
+                        write_atomic(p, &[t, i], 0o644).expect("write");
+                    }
+                });
+            }
+        });
+        assert_eq!(fs::read(&p).expect("read").len(), 2);
+        let left: Vec<_> = fs::read_dir(d.path())
+            .expect("ls")
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name())
+            .collect();
+        assert_eq!(left.len(), 1, "no temp file left: {left:?}");
     }
 }

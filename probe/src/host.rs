@@ -14,6 +14,8 @@ use std::io;
 use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
 
+use crate::fsutil::{self, FileReadError};
+
 /// Why a host file could not be read. Checks turn these into `skip` with the reason.
 #[derive(Debug, thiserror::Error)]
 pub enum ReadError {
@@ -25,6 +27,15 @@ pub enum ReadError {
     Escapes { path: String, target: String },
     #[error("{path}: too many levels of symbolic links")]
     Loop { path: String },
+    /// A FIFO, socket, device node or directory where a file is expected: refused without
+    /// waiting on it.
+    #[error("{path}: is {kind}, not a regular file")]
+    NotRegular { path: String, kind: &'static str },
+    /// More than this kind of file can hold ([`read_cap`]): refused, never truncated.
+    #[error(
+        "{path}: larger than {cap} bytes, the most this file can hold on a real host (not read)"
+    )]
+    TooLarge { path: String, cap: usize },
     #[error("{path}: {source}")]
     Io { path: String, source: io::Error },
 }
@@ -42,6 +53,8 @@ impl ReadError {
             | ReadError::PermissionDenied { path }
             | ReadError::Escapes { path, .. }
             | ReadError::Loop { path }
+            | ReadError::NotRegular { path, .. }
+            | ReadError::TooLarge { path, .. }
             | ReadError::Io { path, .. } => path,
         }
     }
@@ -62,6 +75,87 @@ impl ReadError {
 }
 
 pub type ReadResult<T> = Result<T, ReadError>;
+
+impl ReadError {
+    fn from_file_read(path: &str, e: FileReadError) -> Self {
+        match e {
+            FileReadError::NotRegular { kind } => ReadError::NotRegular {
+                path: path.into(),
+                kind,
+            },
+            FileReadError::TooLarge { cap } => ReadError::TooLarge {
+                path: path.into(),
+                cap,
+            },
+            FileReadError::Io(e) => ReadError::from_io(path, e),
+        }
+    }
+}
+
+/// The most read from one host file, by kind of file (docs/architecture.md, "Bounded host
+/// reads"). A file holding more is refused whole: no kernel file of that kind can be that
+/// large, so it is not a host's file (a hostile or broken fixture or snapshot), and a
+/// truncated read could pass a check on half the data.
+pub mod caps {
+    /// A sysfs or procfs attribute: the kernel formats it into one page, and the largest page
+    /// size of the architectures daqtune runs on is 64 KiB (arm64 kernels built with 64K
+    /// pages, as on Grace; x86-64 and most arm64 kernels use 4 KiB).
+    pub const ATTRIBUTE: usize = 64 * 1024;
+    /// PCI configuration space: 4096 bytes of PCIe extended config space (256 for
+    /// conventional PCI, which sysfs shows to non-root readers).
+    pub const CONFIG_SPACE: usize = 4096;
+    /// `/proc/cmdline`: COMMAND_LINE_SIZE is 2048 on x86-64 and arm64 and at most 4096 on any
+    /// architecture (loongarch, s390); bootconfig (`bootconfig` on the command line) may
+    /// prepend parameters from its at most 32 KiB of data. 4096 + 32768, rounded up.
+    pub const CMDLINE: usize = 40 * 1024;
+    /// `/proc/cpuinfo`: measured 1350 bytes per CPU on x86-64 (the flags line; arm64 ~300),
+    /// so 11 MB at 8192 CPUs (the NR_CPUS of distribution x86-64 kernels).
+    pub const CPUINFO: usize = 16 * 1024 * 1024;
+    /// `/proc/stat`: one line per CPU plus one number per interrupt; ~1.2 KB on 2 CPUs,
+    /// well under 1 MB on a 256-CPU host with tens of thousands of interrupts.
+    pub const PROC_STAT: usize = 4 * 1024 * 1024;
+    /// `/proc/mounts`: ~100 bytes per mount; a container host with 50 000 mounts is 5 MB.
+    pub const MOUNTS: usize = 16 * 1024 * 1024;
+    /// `/proc/modules`: ~80 bytes per loaded module; a few hundred modules are ~30 KB.
+    pub const MODULES: usize = 1024 * 1024;
+    /// `/proc/net/{fib_trie,route,if_inet6}`: ~1 KB on a data-acquisition host; a router
+    /// with a full internet table would exceed this (then app.interfaces says why it skips).
+    pub const NET_TABLE: usize = 16 * 1024 * 1024;
+    /// The GPU facts file (`daqtune/gpu.json`): ~1.5 KB per GPU (3 KB for the 2-GPU fixture).
+    pub const GPU_FACTS: usize = 1024 * 1024;
+    /// The kernel messages a snapshot keeps (`daqtune/kmsg.txt`): a subset of the kernel ring
+    /// buffer, which CONFIG_LOG_BUF_SHIFT caps at 32 MiB.
+    pub const KMSG: usize = 32 * 1024 * 1024;
+    /// The PCI ID database (`pci.ids`): 1.36 MB in 2025, growing ~50 KB a year.
+    pub const PCI_IDS: usize = 16 * 1024 * 1024;
+    /// daqtune's apply journal (`journal.json`): a few hundred bytes per change.
+    pub const JOURNAL: usize = 16 * 1024 * 1024;
+    /// Any other file (grub and its drop-ins, extlinux.conf, systemd units, NetworkManager
+    /// keyfiles, os-release): configuration text of at most tens of KB.
+    pub const OTHER: usize = 4 * 1024 * 1024;
+}
+
+/// The cap for reading `host_path` (see [`caps`]).
+pub fn read_cap(host_path: &str) -> usize {
+    let p = host_path;
+    match p {
+        "/proc/cmdline" => caps::CMDLINE,
+        "/proc/cpuinfo" => caps::CPUINFO,
+        "/proc/stat" => caps::PROC_STAT,
+        "/proc/mounts" | "/proc/self/mounts" | "/proc/self/mountinfo" => caps::MOUNTS,
+        "/proc/modules" => caps::MODULES,
+        "/proc/net/fib_trie" | "/proc/net/route" | "/proc/net/if_inet6" | "/proc/net/dev" => {
+            caps::NET_TABLE
+        }
+        crate::gpu::FACTS_PATH => caps::GPU_FACTS,
+        "/daqtune/kmsg.txt" => caps::KMSG,
+        _ if p.starts_with("/sys/") && p.ends_with("/config") => caps::CONFIG_SPACE,
+        _ if p.starts_with("/sys/") || p.starts_with("/proc/") => caps::ATTRIBUTE,
+        _ if p.ends_with("/pci.ids") => caps::PCI_IDS,
+        _ if p.starts_with("/var/lib/daqtune/") => caps::JOURNAL,
+        _ => caps::OTHER,
+    }
+}
 
 /// What a read touched, kept when recording (`daqtune snapshot` copies exactly these).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -234,9 +328,19 @@ impl Host {
     /// component so that none leads outside the root. The parent directory comes from the
     /// cache when an earlier read resolved it.
     fn resolve_in_root(&self, host_path: &str, follow_last: bool) -> ReadResult<PathBuf> {
+        self.resolve_in_root_typed(host_path, follow_last)
+            .map(|(p, _)| p)
+    }
+
+    /// [`Self::resolve_in_root`], with the type of what the path names when the walk saw it.
+    fn resolve_in_root_typed(
+        &self,
+        host_path: &str,
+        follow_last: bool,
+    ) -> ReadResult<(PathBuf, Option<std::fs::FileType>)> {
         let norm = normalize(host_path);
         if norm == "/" {
-            return Ok(PathBuf::new());
+            return Ok((PathBuf::new(), None));
         }
         let (parent, last) = match norm.rsplit_once('/') {
             Some((p, l)) => (if p.is_empty() { "/" } else { p }, l),
@@ -276,7 +380,7 @@ impl Host {
         start: PathBuf,
         pending_in_order: Vec<std::ffi::OsString>,
         follow_last: bool,
-    ) -> ReadResult<PathBuf> {
+    ) -> ReadResult<(PathBuf, Option<std::fs::FileType>)> {
         // Components still to walk, in reverse so pop() gives the next; the flag marks the
         // caller's own last component (as opposed to components of a link target).
         let n = pending_in_order.len();
@@ -289,6 +393,9 @@ impl Host {
         let mut resolved: Vec<std::ffi::OsString> =
             start.iter().map(|c| c.to_os_string()).collect();
         let mut hops = 0usize;
+        // The type of what the path finally names, when the walk stat'ed it (for free: every
+        // component is lstat'ed anyway), so a read can refuse a FIFO or device before opening.
+        let mut final_type = None;
         while let Some((comp, callers_last)) = pending.pop() {
             if callers_last && comp != ".." {
                 self.cache_parent(host_path, &resolved);
@@ -320,6 +427,9 @@ impl Host {
                 }
             };
             if !meta.file_type().is_symlink() {
+                if pending.is_empty() {
+                    final_type = Some(meta.file_type());
+                }
                 continue;
             }
             hops += 1;
@@ -351,7 +461,7 @@ impl Host {
                 pending.push((c, false));
             }
         }
-        Ok(resolved.iter().collect())
+        Ok((resolved.iter().collect(), final_type))
     }
 
     /// Remember that the parent directory of `host_path` resolves to `resolved` (every
@@ -373,24 +483,36 @@ impl Host {
         self.resolve(host_path)
     }
 
-    /// Read a whole file as bytes.
+    /// Read a whole file as bytes: a regular file of at most [`read_cap`] bytes for its kind.
+    /// A FIFO, socket or device node is refused without waiting on it, a larger file is
+    /// refused whole ([`ReadError::NotRegular`], [`ReadError::TooLarge`]).
     pub fn read_bytes(&self, host_path: &str) -> ReadResult<Vec<u8>> {
-        self.record(host_path, Access::File);
-        let p = self.open_path(host_path)?;
-        std::fs::read(&p).map_err(|e| ReadError::from_io(host_path, e))
+        self.read_capped(host_path, read_cap(host_path))
     }
 
-    /// Read at most `limit` bytes (PCI config space, large procfs files).
+    /// [`Self::read_bytes`] with the caller's cap instead of the kind's (PCI config space).
+    /// More than `limit` bytes is an error, never a truncated read.
     pub fn read_bytes_limited(&self, host_path: &str, limit: usize) -> ReadResult<Vec<u8>> {
-        use std::io::Read;
+        self.read_capped(host_path, limit)
+    }
+
+    fn read_capped(&self, host_path: &str, cap: usize) -> ReadResult<Vec<u8>> {
         self.record(host_path, Access::File);
-        let p = self.open_path(host_path)?;
-        let f = std::fs::File::open(&p).map_err(|e| ReadError::from_io(host_path, e))?;
-        let mut buf = Vec::with_capacity(limit.min(65536));
-        f.take(limit as u64)
-            .read_to_end(&mut buf)
-            .map_err(|e| ReadError::from_io(host_path, e))?;
-        Ok(buf)
+        let p = if self.walks() {
+            let (rel, ty) = self.resolve_in_root_typed(host_path, true)?;
+            // In a host root the walk has already lstat'ed the file: a device node is refused
+            // before it is opened at all (opening some devices has effects).
+            if let Some(ty) = ty.filter(|t| !t.is_file()) {
+                return Err(ReadError::NotRegular {
+                    path: host_path.into(),
+                    kind: fsutil::kind_of(&ty),
+                });
+            }
+            self.root.join(rel)
+        } else {
+            PathBuf::from(host_path)
+        };
+        fsutil::read_regular(&p, cap).map_err(|e| ReadError::from_file_read(host_path, e))
     }
 
     /// Read a text file; invalid UTF-8 is replaced rather than refused (host data is not
@@ -664,5 +786,125 @@ mod tests {
             h.read_string("/../../etc/passwd").unwrap_err(),
             ReadError::Escapes { .. }
         ));
+    }
+
+    fn mkfifo(p: &Path) {
+        let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).expect("path");
+        // SAFETY: a valid NUL-terminated path; mkfifo only creates a file.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
+    }
+
+    #[test]
+    fn fifo_where_a_file_is_expected_is_refused_at_once() {
+        let (d, h) = tree();
+        std::fs::create_dir_all(d.path().join("proc")).expect("mkdir");
+        mkfifo(&d.path().join("proc/cmdline"));
+        // Through a link too (the walk's lstat sees the FIFO at the end of the link).
+        symlink("/proc/cmdline", d.path().join("sys/cmdline-link")).expect("ln");
+        for p in ["/proc/cmdline", "/sys/cmdline-link"] {
+            let e = h.read_string(p).expect_err("FIFO");
+            assert!(
+                matches!(&e, ReadError::NotRegular { kind, .. } if kind.contains("FIFO")),
+                "{e}"
+            );
+            assert!(e.to_string().starts_with(p), "names the path: {e}");
+        }
+        // The same file read as on the live host (no walk): open O_NONBLOCK + fstat.
+        let e = fsutil::read_regular(&d.path().join("proc/cmdline"), 4096).expect_err("FIFO");
+        assert!(matches!(e, FileReadError::NotRegular { .. }), "{e}");
+    }
+
+    #[test]
+    fn device_node_where_a_file_is_expected_is_refused() {
+        // The live host's /dev/null (reading it has no effect): open O_NONBLOCK + fstat.
+        let e = Host::live().read_bytes("/dev/null").expect_err("device");
+        assert!(
+            matches!(&e, ReadError::NotRegular { kind, .. } if kind.contains("character")),
+            "{e}"
+        );
+        // In a host root the walk's lstat refuses it before any open. Making a device node
+        // needs root (CAP_MKNOD); elsewhere the live case above covers the type check.
+        let (d, h) = tree();
+        std::fs::create_dir_all(d.path().join("proc")).expect("mkdir");
+        let node = d.path().join("proc/cmdline");
+        let c = std::ffi::CString::new(node.as_os_str().as_encoded_bytes()).expect("path");
+        // SAFETY: a valid NUL-terminated path; mknod only creates a node (1:3 is /dev/null's
+        // number, so even an open of it would be harmless).
+        let rc = unsafe { libc::mknod(c.as_ptr(), libc::S_IFCHR | 0o600, libc::makedev(1, 3)) };
+        if rc != 0 {
+            eprintln!(
+                "skipped in-root part: mknod: {}",
+                io::Error::last_os_error()
+            );
+            return;
+        }
+        let e = h.read_string("/proc/cmdline").expect_err("device");
+        assert!(
+            matches!(&e, ReadError::NotRegular { kind, .. } if kind.contains("character")),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn oversize_file_is_an_error_for_that_read() {
+        let (d, h) = tree();
+        std::fs::create_dir_all(d.path().join("proc")).expect("mkdir");
+        // 2 GiB of (sparse) zeros where /proc/cmdline is expected: refused after reading at
+        // most the cap, nothing like 2 GiB in memory.
+        let f = std::fs::File::create(d.path().join("proc/cmdline")).expect("create");
+        f.set_len(2 << 30).expect("sparse");
+        let e = h.read_string("/proc/cmdline").expect_err("too large");
+        assert!(
+            matches!(e, ReadError::TooLarge { cap, .. } if cap == caps::CMDLINE),
+            "{e}"
+        );
+        // A config space larger than PCIe's 4096 bytes is not one.
+        let cfg = d
+            .path()
+            .join("sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0/config");
+        std::fs::write(&cfg, vec![0u8; 4097]).expect("write");
+        let e = h
+            .read_bytes("/sys/bus/pci/devices/0000:01:00.0/config")
+            .expect_err("too large");
+        assert!(matches!(e, ReadError::TooLarge { cap: 4096, .. }), "{e}");
+        std::fs::write(&cfg, vec![0u8; 4096]).expect("write");
+        assert_eq!(
+            h.read_bytes("/sys/bus/pci/devices/0000:01:00.0/config")
+                .expect("fits")
+                .len(),
+            4096
+        );
+    }
+
+    #[test]
+    fn caps_by_kind() {
+        assert_eq!(read_cap("/proc/cmdline"), caps::CMDLINE);
+        assert_eq!(read_cap("/sys/bus/pci/devices/0000:01:00.0/config"), 4096);
+        assert_eq!(read_cap("/sys/class/net/eth0/mtu"), caps::ATTRIBUTE);
+        assert_eq!(read_cap("/proc/sys/vm/swappiness"), caps::ATTRIBUTE);
+        assert_eq!(read_cap("/proc/cpuinfo"), caps::CPUINFO);
+        assert_eq!(read_cap(crate::gpu::FACTS_PATH), caps::GPU_FACTS);
+        assert_eq!(read_cap("/usr/share/misc/pci.ids"), caps::PCI_IDS);
+        assert_eq!(read_cap("/etc/default/grub"), caps::OTHER);
+        // Every cap holds what a real host has, measured on one (sizes in docs).
+        let real = std::fs::read("/proc/cpuinfo").map(|b| b.len()).unwrap_or(0);
+        assert!(real < caps::CPUINFO);
+    }
+
+    #[test]
+    fn directories_and_links_still_work_after_a_refusal() {
+        let (d, h) = tree();
+        mkfifo(&d.path().join("sys/fifo"));
+        assert!(h.read_string("/sys/fifo").is_err());
+        assert!(h
+            .read_dir("/sys")
+            .expect("dir")
+            .contains(&"fifo".to_string()));
+        assert!(h.exists("/sys/fifo"));
+        assert_eq!(
+            h.read_attr("/sys/bus/pci/devices/0000:01:00.0/vendor")
+                .expect("read"),
+            "0x15b3"
+        );
     }
 }

@@ -434,12 +434,11 @@ mod tests {
         assert_eq!(stale_restore(68, &e), Some(4));
         assert_eq!(stale_restore(100, &e), None);
         assert_eq!(stale_restore(4, &e), None);
-        let d = tempfile_dir();
-        let p = write_journal(&d, &e).expect("journal");
+        let d = tempfile::tempdir().expect("tmp");
+        let p = write_journal(d.path(), &e).expect("journal");
         let back: JournalEntry =
             serde_json::from_str(&fs::read_to_string(&p).expect("read")).expect("json");
         assert_eq!(back, e);
-        let _ = fs::remove_dir_all(&d);
     }
 
     #[test]
@@ -475,11 +474,12 @@ mod tests {
 
     #[test]
     fn sysfs_pool_reading() {
-        let d = tempfile_dir();
+        let d = tempfile::tempdir().expect("tmp");
+        let d = d.path();
         fs::write(d.join("nr_hugepages"), "16\n").expect("write");
         fs::write(d.join("free_hugepages"), "12\n").expect("write");
         assert_eq!(
-            read_pool(&d).expect("pool"),
+            read_pool(d).expect("pool"),
             PoolState {
                 nr: 16,
                 free: 12,
@@ -487,8 +487,7 @@ mod tests {
             }
         );
         fs::write(d.join("free_hugepages"), "(null)\n").expect("write");
-        assert!(read_pool(&d).is_err());
-        let _ = fs::remove_dir_all(&d);
+        assert!(read_pool(d).is_err());
     }
 
     proptest::proptest! {
@@ -516,11 +515,5 @@ mod tests {
                 Plan::Unavailable(_) => proptest::prop_assert!(pool.usable() < needed),
             }
         }
-    }
-
-    fn tempfile_dir() -> PathBuf {
-        let d = std::env::temp_dir().join(format!("dqt-huge-test-{}", std::process::id()));
-        fs::create_dir_all(&d).expect("mkdir");
-        d
     }
 }

@@ -382,13 +382,6 @@ mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
 
-    fn tmpdir(tag: &str) -> PathBuf {
-        let d = std::env::temp_dir().join(format!("dqt-launch-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).expect("mkdir");
-        d
-    }
-
     fn script(dir: &Path, body: &str) -> PathBuf {
         let p = dir.join(ENGINE_EXE);
         std::fs::write(&p, format!("#!/bin/sh\n{body}\n")).expect("write");
@@ -433,8 +426,11 @@ mod tests {
 
     #[test]
     fn finds_next_to_self_then_on_path() {
-        let a = tmpdir("a");
-        let b = tmpdir("b");
+        let (ta, tb) = (
+            tempfile::tempdir().expect("tmp"),
+            tempfile::tempdir().expect("tmp"),
+        );
+        let (a, b) = (ta.path().to_path_buf(), tb.path().to_path_buf());
         let on_path = script(&b, "exit 0");
         let me = a.join("daqtune");
         let path = std::env::join_paths([Path::new("/nonexistent"), b.as_path()]).expect("path");
@@ -448,8 +444,6 @@ mod tests {
             .expect("chmod");
         assert_eq!(find_engine(Some(&me), Some(&path)), None);
         assert_eq!(find_engine(None, None), None);
-        let _ = std::fs::remove_dir_all(&a);
-        let _ = std::fs::remove_dir_all(&b);
     }
 
     #[test]
@@ -469,12 +463,13 @@ mod tests {
 
     #[test]
     fn runs_an_engine_and_reads_its_result() {
-        let d = tmpdir("run");
+        let td = tempfile::tempdir().expect("tmp");
+        let d = td.path();
         let mut ok = EngineResult::new("dpdk", Mode::Raw, "veth");
         ok.packets = 5;
         ok.status = Status::Pass;
         let json = serde_json::json!({"schema": "daqtune.selftest.dpdk/v1", "result": ok, "dpdk": {"dpdk_version": "22.11.11"}});
-        let exe = script(&d, &format!("cat <<'EOF'\n{json}\nEOF\nexit 0"));
+        let exe = script(d, &format!("cat <<'EOF'\n{json}\nEOF\nexit 0"));
         let run = run_dpdk(&DpdkRequest::default(), Some(exe.clone()));
         assert_eq!(run.result.status, Status::Pass);
         assert_eq!(run.result.packets, 5);
@@ -491,21 +486,20 @@ mod tests {
             "DPDK support was not compiled in",
         );
         let json = serde_json::json!({"schema": "daqtune.selftest.dpdk/v1", "result": skipped, "dpdk": null});
-        script(&d, &format!("cat <<'EOF'\n{json}\nEOF\nexit 3"));
+        script(d, &format!("cat <<'EOF'\n{json}\nEOF\nexit 3"));
         let run = run_dpdk(&DpdkRequest::default(), Some(exe.clone()));
         assert_eq!(run.result.status, Status::Skip);
         assert!(run.result.notes[0].contains("not compiled in"));
 
-        script(&d, "echo 'x: error while loading shared libraries: librte_eal.so.24: cannot open shared object file' >&2; exit 127");
+        script(d, "echo 'x: error while loading shared libraries: librte_eal.so.24: cannot open shared object file' >&2; exit 127");
         let run = run_dpdk(&DpdkRequest::default(), Some(exe.clone()));
         assert_eq!(run.result.status, Status::Skip);
 
-        script(&d, "echo garbage; exit 1");
+        script(d, "echo garbage; exit 1");
         let run = run_dpdk(&DpdkRequest::default(), Some(exe.clone()));
         assert_eq!(run.result.status, Status::Error);
 
         let run = run_dpdk(&DpdkRequest::default(), Some(d.join("absent")));
         assert_eq!(run.result.status, Status::Skip);
-        let _ = std::fs::remove_dir_all(&d);
     }
 }

@@ -330,7 +330,13 @@ mod tests {
 
     #[test]
     fn an_unfinished_namespace_file_is_not_a_namespace() {
-        let name = format!("{PREFIX}{}-unfinished", std::process::id());
+        // The pid (so a concurrent run's sweep sees a live owner) and the clock: never a
+        // name a dead process with this pid left behind.
+        let ns = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
+        let name = format!("{PREFIX}{}-unfinished-{ns:x}", std::process::id());
         let p = Path::new(NETNS_DIR).join(&name);
         if std::fs::create_dir_all(NETNS_DIR).is_err() || std::fs::write(&p, b"").is_err() {
             return; // not root: /run/netns is not ours to write

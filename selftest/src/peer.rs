@@ -368,31 +368,32 @@ mod tests {
     }
 
     fn serve_and_run(mode: Mode, size: usize) -> crate::report::EngineResult {
-        let l = TcpListener::bind("127.0.0.1:0").expect("probe port");
-        let port = l.local_addr().expect("addr").port();
-        drop(l);
-        let listen: SocketAddr = format!("127.0.0.1:{port}").parse().expect("sa");
+        // Port 0: the kernel picks a free port when the server binds, and the server's first
+        // log line says which (a port probed beforehand could be taken by then).
+        let listen: SocketAddr = "127.0.0.1:0".parse().expect("sa");
         let server_ctl = RunControl::new();
         let sc = server_ctl.clone();
-        let server = std::thread::spawn(move || serve(listen, None, &sc, true, |_| {}));
-        // The server binds right away; retry the first connect briefly.
-        let topo = Topology::peer(listen);
+        let (tx, rx) = std::sync::mpsc::channel::<String>();
+        let server = std::thread::spawn(move || {
+            serve(listen, None, &sc, true, |l| {
+                let _ = tx.send(l.to_string());
+            })
+        });
+        let bound: SocketAddr = rx
+            .recv()
+            .expect("the server's first log line")
+            .rsplit(' ')
+            .next()
+            .and_then(|a| a.parse().ok())
+            .expect("the address the server listens on");
+        let topo = Topology::peer(bound);
         let mut spec = RunSpec::new(mode);
         spec.duration = Duration::from_millis(300);
         spec.message_size = size;
         if mode == Mode::Udp {
             spec.rate_gbps = Some(0.3);
         }
-        let mut result = None;
-        for _ in 0..50 {
-            match SocketEngine::new(&topo).run(&spec, &RunControl::new()) {
-                Ok(r) => {
-                    result = Some(r);
-                    break;
-                }
-                Err(_) => std::thread::sleep(Duration::from_millis(20)),
-            }
-        }
+        let result = SocketEngine::new(&topo).run(&spec, &RunControl::new());
         server_ctl.stop();
         server.join().expect("server thread").expect("serve");
         result.expect("a run against the server")

@@ -1086,7 +1086,9 @@ mod tests {
         let t0 = std::time::Instant::now();
         let r = e.run(&spec, &ctl).expect("run");
         stopper.join().expect("join");
-        assert!(t0.elapsed() < Duration::from_secs(5));
+        // Shorter than the 30 s asked for = the stop ended it (how much shorter depends on the
+        // machine's load, so no tighter bound).
+        assert!(t0.elapsed() < spec.duration, "ran {:?}", t0.elapsed());
         assert_eq!(r.integrity_errors, 0);
     }
 

@@ -68,6 +68,19 @@ fn small_copy_batch_or_bad_id_is_reported() {
     assert_eq!(v["results"][0]["status"], "skip");
 }
 
+/// Exactly the planted messages were caught, so the run passes. UDP is paced: a sender starved
+/// of CPU on a loaded machine delivers less than asked, which warns (a rate, not a verdict on
+/// the verifier); TCP is not paced and must pass.
+fn assert_detected(r: &serde_json::Value) {
+    let notes = r["notes"].to_string();
+    assert!(notes.contains("planted corrupt message(s) detected"), "{r}");
+    if r["mode"] == "tcp" {
+        assert_eq!(r["status"], "pass", "{r}");
+    } else {
+        assert!(r["status"] == "pass" || r["status"] == "warn", "{r}");
+    }
+}
+
 #[test]
 fn planted_corruption_is_counted_by_the_cpu_verifier() {
     let (code, v, err) = run(&[
@@ -77,12 +90,15 @@ fn planted_corruption_is_counted_by_the_cpu_verifier() {
         "1",
         "--inject-corruption",
         "2",
+        // A starved receiver's UDP loss is a figure here, not a verdict.
+        "--max-udp-loss",
+        "100",
     ]);
     assert_eq!(code, 0, "{v} {err}");
     for r in v["results"].as_array().expect("results") {
         assert_eq!(r["injected_corruptions"], 2, "{r}");
         assert_eq!(r["integrity_errors"], 2, "{r}");
-        assert_eq!(r["status"], "pass", "{r}");
+        assert_detected(r);
     }
 }
 
@@ -107,12 +123,14 @@ fn planted_corruption_is_summed_over_streams() {
         "2",
         "--inject-corruption",
         "3",
+        "--max-udp-loss",
+        "100",
     ]);
     assert_eq!(code, 0, "{v} {err}");
     for r in v["results"].as_array().expect("results") {
         assert_eq!(r["injected_corruptions"], 3, "{r}");
         assert_eq!(r["integrity_errors"], 3, "{r}");
-        assert_eq!(r["status"], "pass", "{r}");
+        assert_detected(r);
     }
 }
 

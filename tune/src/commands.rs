@@ -157,9 +157,7 @@ pub fn snapshot(g: &GlobalArgs, a: &SnapshotArgs) -> Result<u8, UsageError> {
     let is_archive = out.to_string_lossy().ends_with(".tar.zst");
     let fail = |e: snapshot::SnapshotError| UsageError::Other(format!("snapshot: {e}"));
     let meta = if is_archive {
-        let tmp = tempfile::Builder::new()
-            .prefix("daqtune-snap-")
-            .tempdir()
+        let tmp = snapshot::TempRoot::new("daqtune-snap-")
             .map_err(|e| UsageError::Other(e.to_string()))?;
         let m = snapshot::write_dir(&host, &profile, tmp.path(), a.redact).map_err(fail)?;
         snapshot::pack(tmp.path(), out).map_err(fail)?;

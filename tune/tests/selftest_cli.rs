@@ -20,6 +20,10 @@ fn selftest_socket_veth_passes_and_cleans_up() {
             "3",
             "--format",
             "json",
+            // UDP loss is a figure, not a verdict, here: a receiver starved of CPU by other
+            // builds drops datagrams; what arrived is verified either way.
+            "--max-udp-loss",
+            "100",
         ])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())

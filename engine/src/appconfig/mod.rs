@@ -524,7 +524,7 @@ impl AppConfig {
     /// Read and parse a configuration file.
     pub fn load(path: &std::path::Path) -> Result<AppConfig, AppConfigError> {
         let file = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|e| AppConfigError {
+        let text = daqtune_probe::fsutil::read_user_file(path).map_err(|e| AppConfigError {
             file: file.clone(),
             line: 1,
             column: 1,

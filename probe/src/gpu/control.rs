@@ -75,6 +75,53 @@ pub trait NvmlControl {
     fn set_persistence(&self, uuid: &str, on: bool) -> Result<(), ControlError>;
 }
 
+/// What shows that a clock domain is held at its target. NVML (through r580, NVML API 13)
+/// has no query for the locked-clock range that nvmlDeviceSetGpuLockedClocks /
+/// SetMemoryLockedClocks set, so the evidence is what a lock does to what NVML reports, never
+/// the current clock of a GPU that may be busy (a busy unlocked GPU boosts to its maximum).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LockEvidence {
+    /// The current P-state's minimum clock (nvmlDeviceGetMinMaxClockOfPState) is at the
+    /// target: the lock narrowed the range (or the clock is fixed, as HBM's is).
+    Floor { floor_mhz: u32 },
+    /// The GPU is idle (clock event reason `gpu_idle`, or 0 % utilisation) and still runs at
+    /// the target: an unlocked idle GPU drops to a few hundred MHz.
+    IdleAtMax { current_mhz: u32 },
+}
+
+/// Idle per NVML: the `gpu_idle` clock event reason, else 0 % utilisation; `None` when NVML
+/// reports neither.
+pub fn is_idle(g: &GpuFacts) -> Option<bool> {
+    match (g.clock_event_reasons, g.utilization_pct) {
+        (Some(r), _) if r & super::REASON_GPU_IDLE != 0 => Some(true),
+        (_, Some(u)) => Some(u == 0),
+        (Some(_), None) => Some(false),
+        (None, None) => None,
+    }
+}
+
+/// The evidence that `domain` of `g` is held at `target` (see [`LockEvidence`]); `None` when
+/// NVML's readings do not show it (a busy GPU's current clock is not evidence).
+pub fn lock_evidence(
+    g: &GpuFacts,
+    domain: ClockDomain,
+    target: u32,
+    tolerance_mhz: u32,
+) -> Option<LockEvidence> {
+    let c = domain.clocks(g);
+    if appears_locked(c, target, tolerance_mhz) {
+        return c
+            .pstate_min_mhz
+            .map(|floor_mhz| LockEvidence::Floor { floor_mhz });
+    }
+    match (is_idle(g), c.current_mhz) {
+        (Some(true), Some(cur)) if cur.saturating_add(tolerance_mhz) >= target => {
+            Some(LockEvidence::IdleAtMax { current_mhz: cur })
+        }
+        _ => None,
+    }
+}
+
 /// What a lock did: the clocks before and after, and whether the read-back confirms it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LockOutcome {
@@ -86,8 +133,12 @@ pub struct LockOutcome {
     /// A lock was already in place before this call (someone else's, unless the journal says
     /// it is daqtune's): apply warns before overriding it.
     pub previously_locked: bool,
-    /// The read-back shows the clock held at the target within the tolerance.
+    /// The read-back shows the lock itself ([`LockEvidence`]): the P-state floor at the
+    /// target, or an idle GPU held there. Never set because a busy GPU's clock is at its
+    /// maximum, which it reaches unlocked too.
     pub verified: bool,
+    /// How the read-back shows it; `None` exactly when `verified` is false.
+    pub evidence: Option<LockEvidence>,
     pub message: String,
 }
 
@@ -148,26 +199,40 @@ impl<C: NvmlControl> GpuControl<C> {
         self.nvml.set_locked_clocks(uuid, domain, target, target)?;
         let after_facts = self.nvml.facts(uuid)?;
         let after = domain.clocks(&after_facts).clone();
-        let near =
-            |v: Option<u32>| v.is_some_and(|v| v.saturating_add(self.tolerance_mhz) >= target);
-        let verified =
-            appears_locked(&after, target, self.tolerance_mhz) || near(after.current_mhz);
+        let evidence = lock_evidence(&after_facts, domain, target, self.tolerance_mhz);
+        let verified = evidence.is_some();
         let shown = after
             .current_mhz
             .map(|c| format!("{c} MHz"))
             .unwrap_or_else(|| "unknown".into());
-        let message = if verified {
-            format!(
-                "{} clock of {uuid} locked at {target} MHz (reads {shown})",
-                domain.as_str()
-            )
-        } else {
+        let d = domain.as_str();
+        let message = match evidence {
+            Some(LockEvidence::Floor { floor_mhz }) => format!(
+                "{d} clock of {uuid} locked at {target} MHz (P-state floor {floor_mhz} MHz, reads {shown})"
+            ),
+            Some(LockEvidence::IdleAtMax { current_mhz }) => format!(
+                "{d} clock of {uuid} locked at {target} MHz (the idle GPU holds {current_mhz} MHz)"
+            ),
+            None if is_idle(&after_facts) == Some(false) => {
+                let floor = after
+                    .pstate_min_mhz
+                    .map(|f| format!("{f} MHz"))
+                    .unwrap_or_else(|| "not reported".into());
+                let util = after_facts
+                    .utilization_pct
+                    .map(|u| format!(", {u}% utilisation"))
+                    .unwrap_or_default();
+                // A busy GPU runs at its maximum locked or not: its clock proves nothing, and
+                // NVML has no query for the locked range. Reported, not assumed.
+                format!(
+                    "{d} clock of {uuid}: lock to {target} MHz accepted, but NVML cannot confirm it while the GPU is busy (clock {shown}{util}, P-state floor {floor}); check again when it is idle"
+                )
+            }
             // The driver accepted the lock but the clock does not show it: boost limits and
             // rounding (seed 000 Step 7) or a power/thermal cap. Reported, not hidden.
-            format!(
-                "{} clock of {uuid}: lock to {target} MHz accepted, but the clock reads {shown}",
-                domain.as_str()
-            )
+            None => format!(
+                "{d} clock of {uuid}: lock to {target} MHz accepted, but the clock reads {shown}"
+            ),
         };
         Ok(LockOutcome {
             uuid: uuid.into(),
@@ -177,6 +242,7 @@ impl<C: NvmlControl> GpuControl<C> {
             after,
             previously_locked,
             verified,
+            evidence,
             message,
         })
     }
@@ -234,8 +300,23 @@ pub struct MockNvml {
     pub reachable_mhz: RefCell<BTreeMap<(String, ClockDomain), u32>>,
     /// Persistence writes the driver accepts but ignores (read-back then differs).
     pub ignore_persistence: RefCell<bool>,
+    /// What an accepted lock changes in what NVML reports (default: range and clock).
+    pub lock_shows: RefCell<LockShows>,
     pub calls: RefCell<Vec<String>>,
     original: RefCell<BTreeMap<(String, ClockDomain), DomainClocks>>,
+}
+
+/// How a lock shows in the mock's facts: drivers differ, and a test must be able to make a
+/// lock that NVML's readings do not reveal.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum LockShows {
+    /// The P-state range narrows to the lock and the clock is held (what daqtune expects).
+    #[default]
+    RangeAndClock,
+    /// Only the current clock moves; the reported P-state range stays as it was.
+    ClockOnly,
+    /// Nothing NVML reports changes (the lock is in place, or silently ignored).
+    Nothing,
 }
 
 impl MockNvml {
@@ -309,14 +390,19 @@ impl NvmlControl for MockNvml {
         }
         let key = (uuid.to_string(), domain);
         let reach = self.reachable_mhz.borrow().get(&key).copied();
+        let shows = *self.lock_shows.borrow();
         let c = domain_mut(g, domain);
         self.original
             .borrow_mut()
             .entry(key)
             .or_insert_with(|| c.clone());
-        c.pstate_min_mhz = Some(reach.unwrap_or(min_mhz).min(min_mhz));
-        c.pstate_max_mhz = Some(max_mhz);
-        c.current_mhz = Some(reach.unwrap_or(max_mhz).min(max_mhz));
+        if shows == LockShows::RangeAndClock {
+            c.pstate_min_mhz = Some(reach.unwrap_or(min_mhz).min(min_mhz));
+            c.pstate_max_mhz = Some(max_mhz);
+        }
+        if shows != LockShows::Nothing {
+            c.current_mhz = Some(reach.unwrap_or(max_mhz).min(max_mhz));
+        }
         Ok(())
     }
 
@@ -542,5 +628,94 @@ mod tests {
             c.lock_at_max("GPU-gb10", ClockDomain::Sm),
             Err(ControlError::NoMaxClock { .. })
         ));
+    }
+
+    /// A busy GPU boosting to its maximum looks exactly like a locked one by its clock: a
+    /// lock that NVML's readings do not show must not be reported as verified (issue 18).
+    #[test]
+    fn busy_gpu_at_its_maximum_is_not_called_locked() {
+        let busy = |g: GpuFacts| GpuFacts {
+            utilization_pct: Some(100),
+            clock_event_reasons: Some(0),
+            sm_clock: DomainClocks {
+                current_mhz: Some(2100),
+                ..g.sm_clock.clone()
+            },
+            ..g
+        };
+        for shows in [LockShows::Nothing, LockShows::ClockOnly] {
+            let mock = MockNvml::new([busy(a6000())]);
+            *mock.lock_shows.borrow_mut() = shows;
+            let c = GpuControl::new(mock, 250);
+            let out = c
+                .lock_at_max("GPU-a6000", ClockDomain::Sm)
+                .expect("accepted");
+            assert_eq!(out.after.current_mhz, Some(2100));
+            assert!(!out.verified, "{shows:?}: {}", out.message);
+            assert_eq!(out.evidence, None);
+            assert!(out.message.contains("busy"), "{}", out.message);
+            assert!(out.message.contains("100% utilisation"), "{}", out.message);
+        }
+        // The same busy GPU whose lock narrows the P-state range: the lock shows itself.
+        let c = GpuControl::new(MockNvml::new([busy(a6000())]), 250);
+        let out = c.lock_at_max("GPU-a6000", ClockDomain::Sm).expect("locked");
+        assert!(out.verified, "{}", out.message);
+        assert_eq!(out.evidence, Some(LockEvidence::Floor { floor_mhz: 2100 }));
+    }
+
+    #[test]
+    fn an_idle_gpu_held_at_the_maximum_shows_the_lock() {
+        let idle = GpuFacts {
+            utilization_pct: Some(0),
+            clock_event_reasons: Some(0x1),
+            ..a6000()
+        };
+        // The lock raises the idle GPU's clock (range not reported as narrowed): verified.
+        let mock = MockNvml::new([idle.clone()]);
+        *mock.lock_shows.borrow_mut() = LockShows::ClockOnly;
+        let out = GpuControl::new(mock, 250)
+            .lock_at_max("GPU-a6000", ClockDomain::Sm)
+            .expect("locked");
+        assert!(out.verified, "{}", out.message);
+        assert_eq!(
+            out.evidence,
+            Some(LockEvidence::IdleAtMax { current_mhz: 2100 })
+        );
+        // Accepted but without effect: the idle GPU stays at 420 MHz.
+        let mock = MockNvml::new([idle]);
+        *mock.lock_shows.borrow_mut() = LockShows::Nothing;
+        let out = GpuControl::new(mock, 250)
+            .lock_at_max("GPU-a6000", ClockDomain::Sm)
+            .expect("accepted");
+        assert!(!out.verified);
+        assert!(out.message.contains("420 MHz"), "{}", out.message);
+    }
+
+    #[test]
+    fn evidence_never_comes_from_a_busy_clock_alone() {
+        let mut g = a6000();
+        g.sm_clock.current_mhz = Some(2100);
+        g.utilization_pct = Some(97);
+        assert_eq!(lock_evidence(&g, ClockDomain::Sm, 2100, 250), None);
+        // Idleness unknown: no evidence either.
+        g.utilization_pct = None;
+        assert_eq!(lock_evidence(&g, ClockDomain::Sm, 2100, 250), None);
+        g.utilization_pct = Some(0);
+        assert_eq!(
+            lock_evidence(&g, ClockDomain::Sm, 2100, 250),
+            Some(LockEvidence::IdleAtMax { current_mhz: 2100 })
+        );
+        // HBM's fixed clock: the floor is the maximum.
+        assert_eq!(
+            lock_evidence(&g, ClockDomain::Memory, 8001, 250),
+            None,
+            "the A6000's GDDR range is 405-8001"
+        );
+        g.memory_clock.pstate_min_mhz = Some(8001);
+        assert_eq!(
+            lock_evidence(&g, ClockDomain::Memory, 8001, 250),
+            Some(LockEvidence::Floor { floor_mhz: 8001 })
+        );
+        assert_eq!(is_idle(&GpuFacts::default()), None);
     }
 }

@@ -24,7 +24,8 @@ use std::path::Path;
 
 pub use cache::{proc_gpus, CacheMode, CacheOutcome, CacheUse, ProcGpu};
 pub use control::{
-    foreign_lock, ClockDomain, ControlError, GpuControl, LockOutcome, MockNvml, NvmlControl,
+    foreign_lock, is_idle, lock_evidence, ClockDomain, ControlError, GpuControl, LockEvidence,
+    LockOutcome, LockShows, MockNvml, NvmlControl,
 };
 pub use nvml::LiveNvml;
 
