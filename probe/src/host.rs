@@ -496,7 +496,22 @@ impl Host {
         self.read_capped(host_path, limit)
     }
 
+    /// Open a regular file for positioned reads ([`fsutil::RegularFile::read_at`]), recorded
+    /// as a read of its content (a snapshot copies it whole). Refused like [`Self::read_bytes`]:
+    /// not a regular file, or reporting more than `cap` bytes.
+    pub fn open_regular(&self, host_path: &str, cap: usize) -> ReadResult<fsutil::RegularFile> {
+        let p = self.regular_path(host_path)?;
+        fsutil::open_regular(&p, cap).map_err(|e| ReadError::from_file_read(host_path, e))
+    }
+
     fn read_capped(&self, host_path: &str, cap: usize) -> ReadResult<Vec<u8>> {
+        let p = self.regular_path(host_path)?;
+        fsutil::read_regular(&p, cap).map_err(|e| ReadError::from_file_read(host_path, e))
+    }
+
+    /// Where to open `host_path` for reading its content (recorded as such), with a device
+    /// node in a host root refused before it is opened.
+    fn regular_path(&self, host_path: &str) -> ReadResult<PathBuf> {
         self.record(host_path, Access::File);
         let p = if self.walks() {
             let (rel, ty) = self.resolve_in_root_typed(host_path, true)?;
@@ -512,7 +527,7 @@ impl Host {
         } else {
             PathBuf::from(host_path)
         };
-        fsutil::read_regular(&p, cap).map_err(|e| ReadError::from_file_read(host_path, e))
+        Ok(p)
     }
 
     /// Read a text file; invalid UTF-8 is replaced rather than refused (host data is not

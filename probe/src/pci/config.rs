@@ -297,6 +297,62 @@ fn walk_ext_caps(b: &[u8]) -> (Vec<(u16, usize)>, Option<String>) {
     (caps, Some("extended capability list loops".into()))
 }
 
+/// Config space as [`decode`] needs it, read a few registers at a time instead of whole.
+///
+/// Every dword of config space read through sysfs is one access to the device: a bus cycle on
+/// bare metal, a trap to the hypervisor in a VM (a passthrough H100's 4 KiB took 23 ms to
+/// read whole, docs/performance.md). The decoders look at the standard header and capability
+/// list (the first 256 bytes), at each extended capability's header, and at the ACS
+/// capability's two registers: so those are read (`read_at(offset, len)` returns what the
+/// device shows there, fewer bytes past its end), placed at their offsets in a buffer of
+/// `size` bytes, zero elsewhere. A device that shows fewer than 256 bytes (no root: 64) or
+/// has no extended space comes back as read. Returns the buffer and how many bytes were read.
+pub fn read_sparse(
+    size: usize,
+    read_at: &mut dyn FnMut(usize, usize) -> std::io::Result<Vec<u8>>,
+) -> std::io::Result<(Vec<u8>, usize)> {
+    let head = read_at(0, size.min(CONVENTIONAL_LEN))?;
+    let mut read = head.len();
+    if head.len() < CONVENTIONAL_LEN || size <= CONVENTIONAL_LEN {
+        return Ok((head, read));
+    }
+    let size = size.min(EXTENDED_LEN);
+    let mut buf = vec![0u8; size];
+    buf[..head.len()].copy_from_slice(&head);
+    let place = |buf: &mut Vec<u8>, off: usize, bytes: &[u8]| {
+        buf[off..off + bytes.len()].copy_from_slice(bytes);
+    };
+    let mut off = CONVENTIONAL_LEN;
+    let mut seen = std::collections::BTreeSet::new();
+    // The same bound as the decoder's walk: (4096 - 256) / 4 headers.
+    while off + 4 <= size && seen.insert(off) && seen.len() <= 960 {
+        let hdr = read_at(off, 4)?;
+        read += hdr.len();
+        if hdr.len() < 4 {
+            // The device shows less than it reports: what a whole read would have returned.
+            buf.truncate(off + hdr.len());
+            place(&mut buf, off, &hdr);
+            break;
+        }
+        place(&mut buf, off, &hdr);
+        let h = u32::from_le_bytes([hdr[0], hdr[1], hdr[2], hdr[3]]);
+        if h == 0 || h == 0xffff_ffff {
+            break;
+        }
+        if (h & 0xffff) as u16 == EXT_CAP_ID_ACS && off + 8 <= size {
+            let regs = read_at(off + 4, 4)?;
+            read += regs.len();
+            place(&mut buf, off + 4, &regs);
+        }
+        let next = ((h >> 20) & 0xffc) as usize;
+        if next < CONVENTIONAL_LEN {
+            break;
+        }
+        off = next;
+    }
+    Ok((buf, read))
+}
+
 /// Bytes of a DevCap/DevCtl payload-size field. Codes 6 and 7 are reserved: they decode to
 /// 8192 and 16384, which no check accepts (clamping them to 4096 let a corrupt or
 /// misprogrammed field pass as the wanted value). [`is_reserved_payload`] names them.

@@ -36,6 +36,19 @@ impl<'h> DevDir<'h> {
             .map_err(|e| e.to_string())
     }
 
+    /// Config space as the decoders need it, read sparsely ([`crate::pci::config::read_sparse`]).
+    pub fn config_space(&self, name: &str) -> Result<Vec<u8>, String> {
+        use crate::pci::config;
+        let f = self
+            .host
+            .open_regular(&self.host_path(name), config::EXTENDED_LEN)
+            .map_err(|e| e.to_string())?;
+        let size = usize::try_from(f.len).unwrap_or(config::EXTENDED_LEN);
+        config::read_sparse(size, &mut |off, len| f.read_at(off as u64, len))
+            .map(|(bytes, _)| bytes)
+            .map_err(|e| format!("{}: {e}", self.host_path(name)))
+    }
+
     /// The raw target of a symlink entry.
     pub fn link_target(&self, name: &str) -> Option<String> {
         self.host.read_link(&self.host_path(name)).ok()

@@ -551,7 +551,7 @@ fn read_detail(host: &Host, d: &mut PciDevice) {
         nonfatal: aer("aer_dev_nonfatal"),
         fatal: aer("aer_dev_fatal"),
     };
-    match dir.bytes_limited("config", config::EXTENDED_LEN) {
+    match dir.config_space("config") {
         Ok(bytes) => {
             d.config_len = bytes.len();
             match config::decode(&bytes) {
