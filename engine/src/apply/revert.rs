@@ -107,6 +107,7 @@ fn describe(e: &Entry) -> String {
             uuid,
             domain,
             previously_locked: true,
+            ..
         } => {
             format!(
                 "{} clock of {uuid}: left locked (the lock was someone else's before apply)",
@@ -273,12 +274,14 @@ fn undo(
             uuid,
             domain,
             previously_locked,
+            floor_before_mhz,
+            ..
         } => {
             if *previously_locked {
                 return Ok(());
             }
             gpu.ok_or("no GPU control available to undo a clock lock")?
-                .unlock(uuid, *domain)
+                .unlock(uuid, *domain, *floor_before_mhz)
         }
         Entry::GpuPersistence { uuid, original } => match original {
             Some(false) => gpu

@@ -34,6 +34,24 @@ pub trait Writer {
     fn pwrite(&mut self, path: &Path, offset: u64, data: &[u8]) -> io::Result<()>;
 }
 
+/// A change that went through: what its read-back shows, and whether the read-back could
+/// not confirm it (a lock NVML cannot show while the GPU is busy), which is printed as a
+/// warning instead of `ok`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Done {
+    pub message: String,
+    pub unconfirmed: bool,
+}
+
+impl From<String> for Done {
+    fn from(message: String) -> Self {
+        Done {
+            message,
+            unconfirmed: false,
+        }
+    }
+}
+
 /// A fault to inject, for tests of the failure paths.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Fault {

@@ -1,0 +1,275 @@
+//! Every runtime write reads back (issue 18). Here: a GPU lock is judged after it is made as
+//! the gpu.clocks check judges it (a mocked NVML whose lock shows, cannot be confirmed, or does
+//! not take), and a reset that does not take fails revert.
+
+use super::*;
+use crate::apply::gpu::{GpuDomain, NvmlSetters};
+use crate::apply::journal::{Entry, Journal, RunState};
+use crate::apply::setters::FsWriter;
+use crate::plan::Plan;
+use daqtune_probe::gpu::control::{ClockDomain, ControlError, LockShows, MockNvml, NvmlControl};
+use daqtune_probe::gpu::{DomainClocks, GpuFacts};
+
+pub(crate) fn change(check: &str, action: Action) -> Change {
+    Change {
+        check: check.into(),
+        subject: "test".into(),
+        action,
+        reboot: false,
+        note: None,
+    }
+}
+
+pub(crate) const JOURNAL: &str = "var/lib/daqtune/journal";
+
+/// Apply `changes` to the root at `host` through `w`, journaling under the root.
+pub(crate) fn run(
+    host: &Host,
+    target: Target,
+    changes: Vec<Change>,
+    w: &mut dyn Writer,
+    gpu: Option<&dyn crate::apply::gpu::GpuSetters>,
+) -> (ApplyReport, Journal) {
+    let plan = Plan {
+        profile: "test".into(),
+        target,
+        changes,
+        notes: Vec::new(),
+        kernel_args: None,
+        needs_binary: Vec::new(),
+    };
+    let base = host.root().join(JOURNAL);
+    let mut j = Journal::create(&base, "test", &mut FsWriter::new()).expect("journal");
+    let rep = execute(host, &plan, &mut j, w, None, gpu);
+    let j = Journal::open(&j.dir).expect("reopen");
+    (rep, j)
+}
+
+fn only(rep: &ApplyReport) -> &Outcome {
+    assert_eq!(rep.outcomes.len(), 1, "{:?}", rep.outcomes);
+    &rep.outcomes[0]
+}
+
+fn err(rep: &ApplyReport) -> String {
+    only(rep).result.clone().expect_err("must fail")
+}
+
+// ---------------------------------------------------------------------------------------------
+// GPU locks: the read-back is the gpu.clocks judgement of what NVML shows after the lock.
+
+pub(crate) fn gpu(uuid: &str, busy: bool) -> GpuFacts {
+    GpuFacts {
+        uuid: uuid.into(),
+        name: Some("NVIDIA RTX A6000".into()),
+        nvml_index: Some(0),
+        persistence_mode: Some(true),
+        utilization_pct: Some(if busy { 100 } else { 0 }),
+        clock_event_reasons: Some(if busy { 0 } else { 0x1 }),
+        sm_clock: DomainClocks {
+            current_mhz: Some(if busy { 2100 } else { 420 }),
+            max_mhz: Some(2100),
+            pstate_min_mhz: Some(210),
+            pstate_max_mhz: Some(2100),
+            ..Default::default()
+        },
+        // HBM: fixed at its maximum, unlocked.
+        memory_clock: DomainClocks {
+            current_mhz: Some(3201),
+            max_mhz: Some(3201),
+            pstate_min_mhz: Some(3201),
+            pstate_max_mhz: Some(3201),
+            ..Default::default()
+        },
+        memory_clock_domain: Some(true),
+        ..Default::default()
+    }
+}
+
+fn lock(uuid: &str) -> Change {
+    change(
+        "gpu.clocks",
+        Action::GpuLock {
+            uuid: uuid.into(),
+            domain: GpuDomain::Sm,
+        },
+    )
+}
+
+fn setters(g: GpuFacts, shows: LockShows) -> NvmlSetters<MockNvml> {
+    let mock = MockNvml::new([g.clone()]);
+    *mock.lock_shows.borrow_mut() = shows;
+    NvmlSetters::new(mock, 250, &[g])
+}
+
+fn journal_lock(j: &Journal) -> (Option<bool>, Option<u32>) {
+    match &j.doc.records[0].entry {
+        Entry::GpuLock {
+            shown,
+            floor_before_mhz,
+            ..
+        } => (*shown, *floor_before_mhz),
+        e => panic!("{e:?}"),
+    }
+}
+
+fn vouched(host: &Host) -> Vec<String> {
+    crate::facts::Facts::new(host)
+        .applied_gpu_locks()
+        .iter()
+        .map(|(u, d, _)| format!("{u} {}", d.as_str()))
+        .collect()
+}
+
+#[test]
+fn a_lock_that_does_not_take_is_a_failure_and_not_daqtunes_lock() {
+    let d = tempfile::tempdir().expect("tmp");
+    let host = Host::at(d.path()).expect("host");
+    // The driver accepts the lock, and the idle GPU stays at 420 MHz.
+    let s = setters(gpu("GPU-idle", false), LockShows::Nothing);
+    let (rep, j) = run(
+        &host,
+        Target::Live,
+        vec![lock("GPU-idle")],
+        &mut FsWriter::new(),
+        Some(&s),
+    );
+    let e = err(&rep);
+    assert!(e.contains("420 MHz") && e.contains("did not take"), "{e}");
+    assert_eq!(rep.failed(), 1);
+    // The entry stays for revert to reset, marked so that gpu.clocks does not count it.
+    assert!(j.doc.records[0].done);
+    assert_eq!(journal_lock(&j), (Some(false), Some(210)));
+    assert!(vouched(&host).is_empty(), "{:?}", vouched(&host));
+    let rr = crate::apply::revert::revert_all_with(
+        &host,
+        &d.path().join(JOURNAL),
+        &mut FsWriter::new(),
+        Some(&s),
+    );
+    assert_eq!(rr.failed(), 0, "{:?}", rr.steps);
+}
+
+#[test]
+fn a_lock_nvml_cannot_confirm_is_a_warning_the_journal_vouches_for() {
+    let d = tempfile::tempdir().expect("tmp");
+    let host = Host::at(d.path()).expect("host");
+    // Busy at its maximum, and the lock changes nothing NVML reports: it may hold, or not.
+    let s = setters(gpu("GPU-busy", true), LockShows::Nothing);
+    let (rep, j) = run(
+        &host,
+        Target::Live,
+        vec![lock("GPU-busy")],
+        &mut FsWriter::new(),
+        Some(&s),
+    );
+    let o = only(&rep);
+    let m = o.result.clone().expect("made");
+    assert!(o.unconfirmed, "{m}");
+    assert!(m.contains("cannot confirm it while the GPU is busy"), "{m}");
+    assert_eq!(rep.failed(), 0);
+    assert_eq!(journal_lock(&j).0, None);
+    assert_eq!(vouched(&host), ["GPU-busy SM"]);
+}
+
+#[test]
+fn a_lock_that_shows_is_done() {
+    let d = tempfile::tempdir().expect("tmp");
+    let host = Host::at(d.path()).expect("host");
+    for (uuid, busy) in [("GPU-a", true), ("GPU-b", false)] {
+        let s = setters(gpu(uuid, busy), LockShows::RangeAndClock);
+        let (rep, j) = run(
+            &host,
+            Target::Live,
+            vec![lock(uuid)],
+            &mut FsWriter::new(),
+            Some(&s),
+        );
+        let o = only(&rep);
+        assert!(o.result.is_ok() && !o.unconfirmed, "{o:?}");
+        assert_eq!(journal_lock(&j).0, Some(true));
+    }
+}
+
+/// The mock NVML, with a reset the driver accepts and ignores when `ignore_reset` is set.
+pub(crate) struct StickyLocks {
+    pub nvml: MockNvml,
+    pub ignore_reset: std::cell::Cell<bool>,
+}
+
+impl NvmlControl for StickyLocks {
+    fn facts(&self, uuid: &str) -> Result<GpuFacts, ControlError> {
+        self.nvml.facts(uuid)
+    }
+    fn set_locked_clocks(
+        &self,
+        uuid: &str,
+        domain: ClockDomain,
+        min_mhz: u32,
+        max_mhz: u32,
+    ) -> Result<(), ControlError> {
+        self.nvml.set_locked_clocks(uuid, domain, min_mhz, max_mhz)
+    }
+    fn reset_locked_clocks(&self, uuid: &str, domain: ClockDomain) -> Result<(), ControlError> {
+        if self.ignore_reset.get() {
+            return Ok(());
+        }
+        self.nvml.reset_locked_clocks(uuid, domain)
+    }
+    fn set_persistence(&self, uuid: &str, on: bool) -> Result<(), ControlError> {
+        self.nvml.set_persistence(uuid, on)
+    }
+}
+
+#[test]
+fn an_unlock_that_does_not_take_keeps_the_run_for_a_later_revert() {
+    let d = tempfile::tempdir().expect("tmp");
+    let host = Host::at(d.path()).expect("host");
+    let g = gpu("GPU-h", false);
+    let s = NvmlSetters::new(
+        StickyLocks {
+            nvml: MockNvml::new([g.clone()]),
+            ignore_reset: std::cell::Cell::new(true),
+        },
+        250,
+        &[g],
+    );
+    let mem = change(
+        "gpu.clocks",
+        Action::GpuLock {
+            uuid: "GPU-h".into(),
+            domain: GpuDomain::Memory,
+        },
+    );
+    let (rep, _) = run(
+        &host,
+        Target::Live,
+        vec![lock("GPU-h"), mem],
+        &mut FsWriter::new(),
+        Some(&s),
+    );
+    assert_eq!(rep.failed(), 0, "{:?}", rep.outcomes);
+    let base = d.path().join(JOURNAL);
+    let rr = crate::apply::revert::revert_all_with(&host, &base, &mut FsWriter::new(), Some(&s));
+    // The SM reset did not take: its floor still reads 2100 where it was 210. The HBM clock
+    // is fixed at its maximum with or without a lock, so its floor says nothing.
+    let failed: Vec<&String> = rr
+        .steps
+        .iter()
+        .filter_map(|(_, r)| r.as_ref().err())
+        .collect();
+    assert_eq!(failed.len(), 1, "{:?}", rr.steps);
+    assert!(
+        failed[0].contains(
+            "SM clock of GPU-h: reset accepted, but the P-state floor still reads 2100 MHz"
+        ) && failed[0].contains("210 MHz before"),
+        "{}",
+        failed[0]
+    );
+    let j = Journal::open(&crate::apply::journal::list_runs(&base)[0]).expect("open");
+    assert_ne!(j.doc.state, RunState::Reverted);
+    s.ctl.nvml.ignore_reset.set(false);
+    let rr = crate::apply::revert::revert_all_with(&host, &base, &mut FsWriter::new(), Some(&s));
+    assert_eq!(rr.failed(), 0, "{:?}", rr.steps);
+    let now = s.ctl.nvml.facts("GPU-h").expect("facts");
+    assert_eq!(now.sm_clock.pstate_min_mhz, Some(210));
+}
