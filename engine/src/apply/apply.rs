@@ -187,6 +187,7 @@ fn apply_one(
             w.write_file(&real, to, *mode)
                 .map_err(io_err(path, lockdown))?;
             j.mark_done(w, idx).map_err(jerr)?;
+            file_reads_back(&real, path, to)?;
             Ok(format!("wrote {path}").into())
         }
         Action::Symlink { path, target: t } => {
@@ -208,6 +209,7 @@ fn apply_one(
                 .map_err(jerr)?;
             w.symlink(t, &real).map_err(io_err(path, lockdown))?;
             j.mark_done(w, idx).map_err(jerr)?;
+            link_reads_back(&real, path, t)?;
             Ok(format!("enabled {path}").into())
         }
         Action::Attr { path, to, .. } => {
@@ -314,6 +316,64 @@ fn apply_one(
         Action::Module { name } => {
             crate::tunables::peermem::load_module(j, w, lockdown, name).map(Done::from)
         }
+    }
+}
+
+/// The read-back of a file write: the bytes on disk are the bytes written.
+pub(crate) fn file_reads_back(real: &Path, path: &str, want: &[u8]) -> Result<(), String> {
+    let back = std::fs::read(real).map_err(|e| {
+        format!(
+            "{path}: wrote {} bytes, reads back nothing ({e})",
+            want.len()
+        )
+    })?;
+    if back != want {
+        return Err(format!(
+            "{path}: wrote {} bytes, reads back {} different bytes{}",
+            want.len(),
+            back.len(),
+            first_difference(&back, want)
+        ));
+    }
+    Ok(())
+}
+
+/// Where two byte strings first differ, for a read-back message.
+fn first_difference(back: &[u8], want: &[u8]) -> String {
+    let at = back
+        .iter()
+        .zip(want)
+        .position(|(a, b)| a != b)
+        .unwrap_or(back.len().min(want.len()));
+    let line = |b: &[u8]| {
+        let start = b[..at.min(b.len())]
+            .iter()
+            .rposition(|c| *c == b'\n')
+            .map_or(0, |p| p + 1);
+        let end = b[start..]
+            .iter()
+            .position(|c| *c == b'\n')
+            .map_or(b.len(), |p| start + p);
+        String::from_utf8_lossy(&b[start..end]).into_owned()
+    };
+    format!(
+        " (from byte {at}: `{}` where `{}` was written)",
+        line(back),
+        line(want)
+    )
+}
+
+/// The read-back of a symlink: the link is there and points where it was told to.
+pub(crate) fn link_reads_back(real: &Path, path: &str, target: &str) -> Result<(), String> {
+    match std::fs::read_link(real) {
+        Ok(t) if t.as_os_str() == target => Ok(()),
+        Ok(t) => Err(format!(
+            "{path}: linked to {target}, reads back a link to {}",
+            t.display()
+        )),
+        Err(e) => Err(format!(
+            "{path}: linked to {target}, reads back no link ({e})"
+        )),
     }
 }
 

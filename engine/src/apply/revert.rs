@@ -1,6 +1,6 @@
 //! `daqtune revert`: replay journals backwards, newest run first.
 
-use super::apply::{read_word, real_path};
+use super::apply::{file_reads_back, link_reads_back, read_word, real_path};
 use super::journal::{list_runs, Entry, Journal, RunState};
 use super::setters::{self, Target, Writer};
 use daqtune_probe::Host;
@@ -121,6 +121,15 @@ fn describe(e: &Entry) -> String {
     }
 }
 
+/// The read-back of a removal: nothing is left at the path (not even a dangling link).
+fn gone(real: &Path, path: &str) -> Result<(), String> {
+    match std::fs::symlink_metadata(real) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Ok(_) => Err(format!("{path}: removed, but it is still there")),
+        Err(e) => Err(format!("{path}: read back after removing it: {e}")),
+    }
+}
+
 fn remove_created(host: &Host, created: &Option<String>, file: &Path) {
     let Some(top) = created else { return };
     let Ok(top_real) = real_path(host, top, false) else {
@@ -160,10 +169,12 @@ fn undo(
                     let bytes = j
                         .blob(&saved.blob)
                         .map_err(ioe(&format!("journal copy of {path}")))?;
-                    w.write_file(&real, &bytes, saved.mode).map_err(ioe(path))
+                    w.write_file(&real, &bytes, saved.mode).map_err(ioe(path))?;
+                    file_reads_back(&real, path, &bytes)
                 }
                 None => {
                     w.remove(&real).map_err(ioe(path))?;
+                    gone(&real, path)?;
                     remove_created(host, created_dir, &real);
                     Ok(())
                 }
@@ -176,9 +187,13 @@ fn undo(
         } => {
             let real = real_path(host, path, false)?;
             match original {
-                Some(t) => w.symlink(t, &real).map_err(ioe(path)),
+                Some(t) => {
+                    w.symlink(t, &real).map_err(ioe(path))?;
+                    link_reads_back(&real, path, t)
+                }
                 None => {
                     w.remove(&real).map_err(ioe(path))?;
+                    gone(&real, path)?;
                     remove_created(host, created_dir, &real);
                     Ok(())
                 }
@@ -201,7 +216,8 @@ fn undo(
                         })
                         .unwrap_or(0o644);
                     w.write_file(&real, original.as_bytes(), mode)
-                        .map_err(ioe(path))
+                        .map_err(ioe(path))?;
+                    file_reads_back(&real, path, original.as_bytes())
                 }
                 Target::Live => {
                     let owned;
@@ -296,3 +312,6 @@ fn undo(
         },
     }
 }
+
+#[cfg(test)]
+mod tests;

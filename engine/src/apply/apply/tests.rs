@@ -1,6 +1,7 @@
-//! Every runtime write reads back (issue 18). Here: a GPU lock is judged after it is made as
-//! the gpu.clocks check judges it (a mocked NVML whose lock shows, cannot be confirmed, or does
-//! not take), and a reset that does not take fails revert.
+//! Every runtime write reads back (issue 18): a test double of the kernel accepts a write and
+//! drops it, and each apply path must report the mismatch with what it read. GPU locks are
+//! judged after they are made as the gpu.clocks check judges them (a mocked NVML whose lock
+//! shows, cannot be confirmed, or does not take), and a reset that does not take fails revert.
 
 use super::*;
 use crate::apply::gpu::{GpuDomain, NvmlSetters};
@@ -9,6 +10,71 @@ use crate::apply::setters::FsWriter;
 use crate::plan::Plan;
 use daqtune_probe::gpu::control::{ClockDomain, ControlError, LockShows, MockNvml, NvmlControl};
 use daqtune_probe::gpu::{DomainClocks, GpuFacts};
+use std::io;
+
+/// A kernel that can accept a write and not do it: the real file writer underneath, and the
+/// faults a real kernel or device shows (a sysfs store that is ignored, a file system that
+/// loses a rename).
+pub(crate) struct Kernel {
+    pub fs: FsWriter,
+    /// Writes to paths ending so are accepted and dropped (files, attributes, links,
+    /// removals, config space).
+    pub drop: Vec<String>,
+    pub calls: Vec<String>,
+}
+
+impl Kernel {
+    pub fn new() -> Kernel {
+        Kernel {
+            fs: FsWriter::new(),
+            drop: Vec::new(),
+            calls: Vec::new(),
+        }
+    }
+    fn dropped(&mut self, what: &str, p: &Path) -> bool {
+        let hit = self
+            .drop
+            .iter()
+            .any(|s| p.to_string_lossy().ends_with(s.as_str()));
+        if hit {
+            self.calls.push(format!("dropped {what} {}", p.display()));
+        }
+        hit
+    }
+}
+
+impl Writer for Kernel {
+    fn write_file(&mut self, path: &Path, data: &[u8], mode: u32) -> io::Result<()> {
+        if self.dropped("write", path) {
+            return Ok(());
+        }
+        self.fs.write_file(path, data, mode)
+    }
+    fn remove(&mut self, path: &Path) -> io::Result<()> {
+        if self.dropped("remove", path) {
+            return Ok(());
+        }
+        self.fs.remove(path)
+    }
+    fn symlink(&mut self, target: &str, path: &Path) -> io::Result<()> {
+        if self.dropped("symlink", path) {
+            return Ok(());
+        }
+        self.fs.symlink(target, path)
+    }
+    fn write_attr(&mut self, path: &Path, value: &str, target: Target) -> io::Result<()> {
+        if self.dropped("attr", path) {
+            return Ok(());
+        }
+        self.fs.write_attr(path, value, target)
+    }
+    fn pwrite(&mut self, path: &Path, offset: u64, data: &[u8]) -> io::Result<()> {
+        if self.dropped("pwrite", path) {
+            return Ok(());
+        }
+        self.fs.pwrite(path, offset, data)
+    }
+}
 
 pub(crate) fn change(check: &str, action: Action) -> Change {
     Change {
@@ -52,6 +118,80 @@ fn only(rep: &ApplyReport) -> &Outcome {
 
 fn err(rep: &ApplyReport) -> String {
     only(rep).result.clone().expect_err("must fail")
+}
+
+#[test]
+fn a_file_write_that_does_not_land_is_a_failure() {
+    let d = tempfile::tempdir().expect("tmp");
+    let host = Host::at(d.path()).expect("host");
+    let mut k = Kernel::new();
+    k.drop.push("/etc/daqtune-test.conf".into());
+    let file = Action::File {
+        path: "/etc/daqtune-test.conf".into(),
+        from: None,
+        to: b"vm.swappiness = 1\n".to_vec(),
+        mode: 0o644,
+    };
+    let (rep, j) = run(&host, Target::Root, vec![change("t", file)], &mut k, None);
+    let e = err(&rep);
+    assert!(
+        e.contains("/etc/daqtune-test.conf") && e.contains("reads back"),
+        "{e}"
+    );
+    assert_eq!(j.doc.state, RunState::Partial);
+    // The entry is in the journal (done), so revert puts the original back: none.
+    assert!(j.doc.records[0].done);
+    let rr = crate::apply::revert::revert_all(&host, &d.path().join(JOURNAL), &mut FsWriter::new());
+    assert_eq!(rr.failed(), 0, "{:?}", rr.steps);
+    assert!(!d.path().join("etc/daqtune-test.conf").exists());
+}
+
+#[test]
+fn a_file_that_reads_back_other_bytes_names_them() {
+    let d = tempfile::tempdir().expect("tmp");
+    let host = Host::at(d.path()).expect("host");
+    std::fs::create_dir_all(d.path().join("etc")).expect("mkdir");
+    std::fs::write(d.path().join("etc/x.conf"), b"a = 1\nb = 2\n").expect("seed");
+    let mut k = Kernel::new();
+    k.drop.push("/etc/x.conf".into());
+    let file = Action::File {
+        path: "/etc/x.conf".into(),
+        from: None,
+        to: b"a = 1\nb = 3\n".to_vec(),
+        mode: 0o644,
+    };
+    let (rep, _) = run(&host, Target::Root, vec![change("t", file)], &mut k, None);
+    let e = err(&rep);
+    assert!(e.contains("`b = 2` where `b = 3` was written"), "{e}");
+}
+
+#[test]
+fn a_link_that_does_not_land_is_a_failure() {
+    let d = tempfile::tempdir().expect("tmp");
+    let host = Host::at(d.path()).expect("host");
+    let mut k = Kernel::new();
+    let path = "/etc/systemd/system/multi-user.target.wants/daqtune-test.service";
+    k.drop.push(path.into());
+    let link = Action::Symlink {
+        path: path.into(),
+        target: "/etc/systemd/system/daqtune-test.service".into(),
+    };
+    let (rep, _) = run(&host, Target::Root, vec![change("t", link)], &mut k, None);
+    let e = err(&rep);
+    assert!(e.contains("reads back no link"), "{e}");
+    // The same link through the real writer is done.
+    let link = Action::Symlink {
+        path: path.into(),
+        target: "/etc/systemd/system/daqtune-test.service".into(),
+    };
+    let (rep, _) = run(
+        &host,
+        Target::Root,
+        vec![change("t", link)],
+        &mut FsWriter::new(),
+        None,
+    );
+    assert!(only(&rep).result.is_ok(), "{:?}", rep.outcomes);
 }
 
 // ---------------------------------------------------------------------------------------------
