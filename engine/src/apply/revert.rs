@@ -284,6 +284,13 @@ fn undo(
             let restored = (cur & !mask) | (original & mask);
             w.pwrite(&real, *offset, &restored.to_le_bytes())
                 .map_err(ioe(bdf))?;
+            let back = read_word(&real, *offset).map_err(ioe(&format!("{bdf}: read back")))?;
+            if back & mask != original & mask {
+                return Err(format!(
+                    "{bdf}: wrote 0x{restored:04x} back (bits 0x{mask:04x} = 0x{:04x}), reads back 0x{back:04x}",
+                    original & mask
+                ));
+            }
             Ok(())
         }
         Entry::GpuLock {

@@ -13,13 +13,14 @@ use daqtune_probe::gpu::{DomainClocks, GpuFacts};
 use std::io;
 
 /// A kernel that can accept a write and not do it: the real file writer underneath, and the
-/// faults a real kernel or device shows (a sysfs store that is ignored, a file system that
-/// loses a rename).
+/// faults a real kernel or device shows (a sysfs store that is ignored, read-only DevCtl bits).
 pub(crate) struct Kernel {
     pub fs: FsWriter,
     /// Writes to paths ending so are accepted and dropped (files, attributes, links,
     /// removals, config space).
     pub drop: Vec<String>,
+    /// Config-space bits the device ignores: a write keeps their old value.
+    pub ro_bits: u16,
     pub calls: Vec<String>,
 }
 
@@ -28,6 +29,7 @@ impl Kernel {
         Kernel {
             fs: FsWriter::new(),
             drop: Vec::new(),
+            ro_bits: 0,
             calls: Vec::new(),
         }
     }
@@ -71,6 +73,12 @@ impl Writer for Kernel {
     fn pwrite(&mut self, path: &Path, offset: u64, data: &[u8]) -> io::Result<()> {
         if self.dropped("pwrite", path) {
             return Ok(());
+        }
+        if self.ro_bits != 0 && data.len() == 2 {
+            let cur = read_word(path, offset)?;
+            let want = u16::from_le_bytes([data[0], data[1]]);
+            let kept = (want & !self.ro_bits) | (cur & self.ro_bits);
+            return self.fs.pwrite(path, offset, &kept.to_le_bytes());
         }
         self.fs.pwrite(path, offset, data)
     }

@@ -137,3 +137,36 @@ fn a_root_attribute_that_does_not_go_back_keeps_the_run() {
         "powersave\n"
     );
 }
+
+/// Revert's PCI config-word undo reads the word back under its mask, as apply does.
+#[test]
+fn a_config_word_the_device_keeps_keeps_the_run() {
+    let d = tempfile::tempdir().expect("tmp");
+    let cfg = "sys/bus/pci/devices/0000:01:00.0/config";
+    std::fs::create_dir_all(d.path().join(cfg).parent().expect("dir")).expect("mkdir");
+    let mut space = vec![0u8; 256];
+    // DevCtl at 0x68: MRRS 512 (bits 14:12 = 2), relaxed ordering and no-snoop on.
+    space[0x68..0x6a].copy_from_slice(&0x2810u16.to_le_bytes());
+    std::fs::write(d.path().join(cfg), &space).expect("seed");
+    let mut k = Kernel::new();
+    // A device whose MRRS field does not take writes (as if read-only): the undo is lost.
+    k.ro_bits = 0x7000;
+    let action = Action::ConfigWord {
+        bdf: "0000:01:00.0".into(),
+        register: "DevCtl".into(),
+        path: format!("/{cfg}"),
+        offset: 0x68,
+        from: 0x2810,
+        to: 0x5810,
+        mask: 0x7000,
+    };
+    undo_must_read_back(
+        d.path(),
+        Target::Root,
+        action,
+        k,
+        "0000:01:00.0: wrote 0x2810 back (bits 0x7000 = 0x2000), reads back 0x5810",
+    );
+    let back = crate::apply::apply::read_word(&d.path().join(cfg), 0x68).expect("word");
+    assert_eq!(back, 0x2810);
+}
