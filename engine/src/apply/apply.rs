@@ -314,7 +314,7 @@ fn apply_one(
             crate::tunables::gpu_clocks::persistence_on(j, w, gpu, uuid).map(Done::from)
         }
         Action::Module { name } => {
-            crate::tunables::peermem::load_module(j, w, lockdown, name).map(Done::from)
+            crate::tunables::peermem::load_module(host, j, w, lockdown, name).map(Done::from)
         }
     }
 }

@@ -256,8 +256,9 @@ fn undo(
         Entry::Mtu {
             ifname, original, ..
         } => {
-            setters::set_mtu_live(ifname, *original).map_err(ioe(&format!("MTU of {ifname}")))?;
-            let back = setters::get_mtu_live(ifname).map_err(ioe(ifname))?;
+            w.set_mtu(ifname, *original)
+                .map_err(ioe(&format!("MTU of {ifname}")))?;
+            let back = w.mtu(ifname).map_err(ioe(ifname))?;
             if back != *original {
                 return Err(format!(
                     "{ifname}: MTU reads {back} after restoring {original}"
@@ -314,7 +315,18 @@ fn undo(
             _ => Ok(()),
         },
         Entry::Module { name } => match target {
-            Target::Live => setters::modprobe(name, true).map_err(|e| e.to_string()),
+            // Only what the kernel lists is unloaded (an apply whose modprobe did not take
+            // leaves its entry), and the module must be gone after.
+            Target::Live if !setters::module_loaded(host, name) => Ok(()),
+            Target::Live => {
+                w.modprobe(name, true).map_err(|e| e.to_string())?;
+                if setters::module_loaded(host, name) {
+                    return Err(format!(
+                        "{name}: modprobe -r succeeded, but the kernel still lists the module"
+                    ));
+                }
+                Ok(())
+            }
             Target::Root => Ok(()),
         },
     }

@@ -1,5 +1,6 @@
 //! Every runtime write reads back (issue 18): a test double of the kernel accepts a write and
-//! drops it, and each apply path must report the mismatch with what it read. GPU locks are
+//! drops it, ignores config-space bits, keeps an MTU, or lets modprobe succeed without the
+//! module, and each apply path must report the mismatch with what it read. GPU locks are
 //! judged after they are made as the gpu.clocks check judges them (a mocked NVML whose lock
 //! shows, cannot be confirmed, or does not take), and a reset that does not take fails revert.
 
@@ -10,10 +11,13 @@ use crate::apply::setters::FsWriter;
 use crate::plan::Plan;
 use daqtune_probe::gpu::control::{ClockDomain, ControlError, LockShows, MockNvml, NvmlControl};
 use daqtune_probe::gpu::{DomainClocks, GpuFacts};
+use std::collections::BTreeMap;
 use std::io;
+use std::path::PathBuf;
 
 /// A kernel that can accept a write and not do it: the real file writer underneath, and the
-/// faults a real kernel or device shows (a sysfs store that is ignored, read-only DevCtl bits).
+/// faults a real kernel or device shows (a sysfs store that is ignored, read-only DevCtl bits,
+/// an MTU the driver keeps, a modprobe that exits 0 without the module).
 pub(crate) struct Kernel {
     pub fs: FsWriter,
     /// Writes to paths ending so are accepted and dropped (files, attributes, links,
@@ -21,15 +25,25 @@ pub(crate) struct Kernel {
     pub drop: Vec<String>,
     /// Config-space bits the device ignores: a write keeps their old value.
     pub ro_bits: u16,
+    /// The interfaces' MTUs; `mtu_sticks: false` keeps them as they are.
+    pub mtus: BTreeMap<String, u32>,
+    pub mtu_sticks: bool,
+    /// Where `/sys/module/NAME` appears when modprobe takes.
+    pub root: PathBuf,
+    pub modprobe_takes: bool,
     pub calls: Vec<String>,
 }
 
 impl Kernel {
-    pub fn new() -> Kernel {
+    pub fn new(root: &Path) -> Kernel {
         Kernel {
             fs: FsWriter::new(),
             drop: Vec::new(),
             ro_bits: 0,
+            mtus: BTreeMap::new(),
+            mtu_sticks: true,
+            root: root.to_path_buf(),
+            modprobe_takes: true,
             calls: Vec::new(),
         }
     }
@@ -82,6 +96,35 @@ impl Writer for Kernel {
         }
         self.fs.pwrite(path, offset, data)
     }
+    fn set_mtu(&mut self, ifname: &str, mtu: u32) -> io::Result<()> {
+        self.calls.push(format!("set_mtu {ifname} {mtu}"));
+        let cur = self
+            .mtus
+            .get_mut(ifname)
+            .ok_or_else(|| io::Error::from_raw_os_error(libc::ENODEV))?;
+        if self.mtu_sticks {
+            *cur = mtu;
+        }
+        Ok(())
+    }
+    fn mtu(&self, ifname: &str) -> io::Result<u32> {
+        self.mtus
+            .get(ifname)
+            .copied()
+            .ok_or_else(|| io::Error::from_raw_os_error(libc::ENODEV))
+    }
+    fn modprobe(&mut self, name: &str, remove: bool) -> io::Result<()> {
+        self.calls.push(format!("modprobe {name} remove={remove}"));
+        if self.modprobe_takes {
+            let d = self.root.join("sys/module").join(name.replace('-', "_"));
+            if remove {
+                std::fs::remove_dir_all(&d)?;
+            } else {
+                std::fs::create_dir_all(&d)?;
+            }
+        }
+        Ok(())
+    }
 }
 
 pub(crate) fn change(check: &str, action: Action) -> Change {
@@ -132,7 +175,7 @@ fn err(rep: &ApplyReport) -> String {
 fn a_file_write_that_does_not_land_is_a_failure() {
     let d = tempfile::tempdir().expect("tmp");
     let host = Host::at(d.path()).expect("host");
-    let mut k = Kernel::new();
+    let mut k = Kernel::new(d.path());
     k.drop.push("/etc/daqtune-test.conf".into());
     let file = Action::File {
         path: "/etc/daqtune-test.conf".into(),
@@ -160,7 +203,7 @@ fn a_file_that_reads_back_other_bytes_names_them() {
     let host = Host::at(d.path()).expect("host");
     std::fs::create_dir_all(d.path().join("etc")).expect("mkdir");
     std::fs::write(d.path().join("etc/x.conf"), b"a = 1\nb = 2\n").expect("seed");
-    let mut k = Kernel::new();
+    let mut k = Kernel::new(d.path());
     k.drop.push("/etc/x.conf".into());
     let file = Action::File {
         path: "/etc/x.conf".into(),
@@ -177,7 +220,7 @@ fn a_file_that_reads_back_other_bytes_names_them() {
 fn a_link_that_does_not_land_is_a_failure() {
     let d = tempfile::tempdir().expect("tmp");
     let host = Host::at(d.path()).expect("host");
-    let mut k = Kernel::new();
+    let mut k = Kernel::new(d.path());
     let path = "/etc/systemd/system/multi-user.target.wants/daqtune-test.service";
     k.drop.push(path.into());
     let link = Action::Symlink {
@@ -200,6 +243,90 @@ fn a_link_that_does_not_land_is_a_failure() {
         None,
     );
     assert!(only(&rep).result.is_ok(), "{:?}", rep.outcomes);
+}
+
+#[test]
+fn an_mtu_the_driver_keeps_is_a_failure() {
+    let d = tempfile::tempdir().expect("tmp");
+    let host = Host::at(d.path()).expect("host");
+    let mut k = Kernel::new(d.path());
+    k.mtus.insert("dqt-rb0".into(), 1500);
+    k.mtu_sticks = false;
+    let mtu = || Action::Mtu {
+        ifname: "dqt-rb0".into(),
+        from: 1500,
+        to: 9000,
+    };
+    let (rep, j) = run(
+        &host,
+        Target::Live,
+        vec![change("nic.mtu", mtu())],
+        &mut k,
+        None,
+    );
+    let e = err(&rep);
+    assert!(e.contains("set MTU 9000, reads back 1500"), "{e}");
+    assert!(matches!(
+        j.doc.records[0].entry,
+        Entry::Mtu { original: 1500, .. }
+    ));
+    // A driver that takes it: done; revert reads the restored MTU back too.
+    k.mtu_sticks = true;
+    let (rep, _) = run(
+        &host,
+        Target::Live,
+        vec![change("nic.mtu", mtu())],
+        &mut k,
+        None,
+    );
+    assert!(only(&rep).result.is_ok(), "{:?}", rep.outcomes);
+    assert_eq!(k.mtus["dqt-rb0"], 9000);
+    k.mtu_sticks = false;
+    let base = d.path().join(JOURNAL);
+    let rr = crate::apply::revert::revert_all(&host, &base, &mut k);
+    assert!(
+        rr.steps.iter().any(|(_, r)| r
+            .as_ref()
+            .is_err_and(|e| e.contains("MTU reads 9000 after restoring 1500"))),
+        "{:?}",
+        rr.steps
+    );
+    k.mtu_sticks = true;
+    let rr = crate::apply::revert::revert_all(&host, &base, &mut k);
+    assert_eq!(rr.failed(), 0, "{:?}", rr.steps);
+    assert_eq!(k.mtus["dqt-rb0"], 1500);
+}
+
+#[test]
+fn a_module_the_kernel_does_not_list_is_a_failure() {
+    let d = tempfile::tempdir().expect("tmp");
+    let host = Host::at(d.path()).expect("host");
+    let mut k = Kernel::new(d.path());
+    k.modprobe_takes = false;
+    let module = || Action::Module {
+        name: "nvidia_peermem".into(),
+    };
+    let (rep, j) = run(
+        &host,
+        Target::Live,
+        vec![change("gpu.peermem", module())],
+        &mut k,
+        None,
+    );
+    let e = err(&rep);
+    assert!(e.contains("does not list the module"), "{e}");
+    // The entry stays: revert unloads only what the kernel lists.
+    assert!(matches!(&j.doc.records[0].entry, Entry::Module { .. }));
+    k.modprobe_takes = true;
+    let (rep, _) = run(
+        &host,
+        Target::Live,
+        vec![change("gpu.peermem", module())],
+        &mut k,
+        None,
+    );
+    assert_eq!(only(&rep).result, Ok("loaded nvidia_peermem".to_string()));
+    assert!(d.path().join("sys/module/nvidia_peermem").is_dir());
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -51,7 +51,7 @@ fn a_restored_file_that_does_not_land_keeps_the_run() {
     std::fs::create_dir_all(d.path().join("etc/default/grub.d")).expect("mkdir");
     let f = d.path().join("etc/default/grub.d/daqtune.cfg");
     std::fs::write(&f, b"GRUB_CMDLINE_LINUX_DEFAULT=\"quiet\"\n").expect("seed");
-    let mut k = Kernel::new();
+    let mut k = Kernel::new(d.path());
     k.drop.push("/etc/default/grub.d/daqtune.cfg".into());
     let action = Action::File {
         path: "/etc/default/grub.d/daqtune.cfg".into(),
@@ -75,7 +75,7 @@ fn a_restored_file_that_does_not_land_keeps_the_run() {
 #[test]
 fn a_removed_file_that_stays_keeps_the_run() {
     let d = tempfile::tempdir().expect("tmp");
-    let mut k = Kernel::new();
+    let mut k = Kernel::new(d.path());
     k.drop.push("/etc/sysctl.d/90-daqtune.conf".into());
     let action = Action::File {
         path: "/etc/sysctl.d/90-daqtune.conf".into(),
@@ -97,7 +97,7 @@ fn a_removed_file_that_stays_keeps_the_run() {
 fn a_removed_link_that_stays_keeps_the_run() {
     let d = tempfile::tempdir().expect("tmp");
     let path = "/etc/systemd/system/multi-user.target.wants/daqtune-acs.service";
-    let mut k = Kernel::new();
+    let mut k = Kernel::new(d.path());
     k.drop.push(path.into());
     let action = Action::Symlink {
         path: path.into(),
@@ -118,7 +118,7 @@ fn a_root_attribute_that_does_not_go_back_keeps_the_run() {
     let gov = "sys/devices/system/cpu/cpu3/cpufreq/scaling_governor";
     std::fs::create_dir_all(d.path().join(gov).parent().expect("dir")).expect("mkdir");
     std::fs::write(d.path().join(gov), b"powersave\n").expect("seed");
-    let mut k = Kernel::new();
+    let mut k = Kernel::new(d.path());
     k.drop.push("cpu3/cpufreq/scaling_governor".into());
     let action = Action::Attr {
         path: format!("/{gov}"),
@@ -148,7 +148,7 @@ fn a_config_word_the_device_keeps_keeps_the_run() {
     // DevCtl at 0x68: MRRS 512 (bits 14:12 = 2), relaxed ordering and no-snoop on.
     space[0x68..0x6a].copy_from_slice(&0x2810u16.to_le_bytes());
     std::fs::write(d.path().join(cfg), &space).expect("seed");
-    let mut k = Kernel::new();
+    let mut k = Kernel::new(d.path());
     // A device whose MRRS field does not take writes (as if read-only): the undo is lost.
     k.ro_bits = 0x7000;
     let action = Action::ConfigWord {
@@ -169,4 +169,31 @@ fn a_config_word_the_device_keeps_keeps_the_run() {
     );
     let back = crate::apply::apply::read_word(&d.path().join(cfg), 0x68).expect("word");
     assert_eq!(back, 0x2810);
+}
+
+/// A module unload is read back on the live host (called directly: revert treats a root as no
+/// kernel of its own, where a loaded module is a /proc/modules line the file entries restore).
+#[test]
+fn a_module_that_stays_loaded_is_a_failure() {
+    let d = tempfile::tempdir().expect("tmp");
+    let host = Host::at(d.path()).expect("host");
+    let base = d.path().join(JOURNAL);
+    let j = Journal::create(&base, "test", &mut FsWriter::new()).expect("journal");
+    let e = Entry::Module {
+        name: "nvidia_peermem".into(),
+    };
+    // Not loaded (an apply whose modprobe did not take): nothing to unload, nothing called.
+    let mut k = Kernel::new(d.path());
+    assert_eq!(undo(&host, Target::Live, &j, &e, &mut k, None), Ok(()));
+    assert!(k.calls.is_empty(), "{:?}", k.calls);
+    std::fs::create_dir_all(d.path().join("sys/module/nvidia_peermem")).expect("mkdir");
+    k.modprobe_takes = false;
+    let r = undo(&host, Target::Live, &j, &e, &mut k, None);
+    assert_eq!(
+        r,
+        Err("nvidia_peermem: modprobe -r succeeded, but the kernel still lists the module".into())
+    );
+    k.modprobe_takes = true;
+    assert_eq!(undo(&host, Target::Live, &j, &e, &mut k, None), Ok(()));
+    assert!(!d.path().join("sys/module/nvidia_peermem").exists());
 }
