@@ -548,3 +548,60 @@ fn an_unlock_that_does_not_take_keeps_the_run_for_a_later_revert() {
     let now = s.ctl.nvml.facts("GPU-h").expect("facts");
     assert_eq!(now.sm_clock.pstate_min_mhz, Some(210));
 }
+
+/// Persistence mode reads back too, on the way in and on the way back (the probe's
+/// `set_persistence` compares NVML's mode after the write).
+#[test]
+fn persistence_the_driver_ignores_is_a_failure_both_ways() {
+    let d = tempfile::tempdir().expect("tmp");
+    let host = Host::at(d.path()).expect("host");
+    let mut g = gpu("GPU-p", false);
+    g.persistence_mode = Some(false);
+    let s = setters(g, LockShows::RangeAndClock);
+    let on = || {
+        change(
+            "gpu.clocks",
+            Action::GpuPersistence {
+                uuid: "GPU-p".into(),
+            },
+        )
+    };
+    *s.ctl.nvml.ignore_persistence.borrow_mut() = true;
+    let (rep, j) = run(
+        &host,
+        Target::Live,
+        vec![on()],
+        &mut FsWriter::new(),
+        Some(&s),
+    );
+    let e = err(&rep);
+    assert!(e.contains("persistence mode reads back false"), "{e}");
+    // Nothing changed, so nothing is left for revert.
+    assert!(j.doc.records.is_empty(), "{:?}", j.doc.records);
+    *s.ctl.nvml.ignore_persistence.borrow_mut() = false;
+    let (rep, _) = run(
+        &host,
+        Target::Live,
+        vec![on()],
+        &mut FsWriter::new(),
+        Some(&s),
+    );
+    assert!(only(&rep).result.is_ok(), "{:?}", rep.outcomes);
+    *s.ctl.nvml.ignore_persistence.borrow_mut() = true;
+    let base = d.path().join(JOURNAL);
+    let rr = crate::apply::revert::revert_all_with(&host, &base, &mut FsWriter::new(), Some(&s));
+    assert!(
+        rr.steps.iter().any(|(_, r)| r
+            .as_ref()
+            .is_err_and(|e| e.contains("persistence mode reads back true"))),
+        "{:?}",
+        rr.steps
+    );
+    *s.ctl.nvml.ignore_persistence.borrow_mut() = false;
+    let rr = crate::apply::revert::revert_all_with(&host, &base, &mut FsWriter::new(), Some(&s));
+    assert_eq!(rr.failed(), 0, "{:?}", rr.steps);
+    assert_eq!(
+        s.ctl.nvml.facts("GPU-p").expect("facts").persistence_mode,
+        Some(false)
+    );
+}
