@@ -285,8 +285,8 @@ impl<'h> Facts<'h> {
             .as_deref()
     }
 
-    /// GPU clock locks that daqtune's applied (not reverted) runs of this boot made, as
-    /// (GPU UUID, domain, run id), oldest run first. `gpu.clocks` uses them where NVML alone
+    /// GPU clock locks that daqtune's applied (not reverted) runs of this boot made and did not
+    /// see fail to take, as (GPU UUID, domain, run id), oldest run first. `gpu.clocks` uses them where NVML alone
     /// cannot tell whether a clock is held, and to say that a lock daqtune made was lost.
     pub fn applied_gpu_locks(&self) -> &[(String, GpuDomain, String)] {
         self.gpu_locks.get_or_init(|| applied_gpu_locks(self))
@@ -541,7 +541,14 @@ fn applied_gpu_locks(facts: &Facts) -> Vec<(String, GpuDomain, String)> {
             continue;
         }
         for r in doc.records.iter().filter(|r| r.done) {
-            if let journal::Entry::GpuLock { uuid, domain, .. } = &r.entry {
+            // A lock whose read-back showed it did not take is no lock of daqtune's.
+            if let journal::Entry::GpuLock {
+                uuid,
+                domain,
+                shown: None | Some(true),
+                ..
+            } = &r.entry
+            {
                 out.push((uuid.clone(), *domain, doc.id.clone()));
             }
         }

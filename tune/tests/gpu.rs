@@ -289,6 +289,8 @@ fn clocks_consult_the_apply_journal() {
                     uuid: uuid.clone(),
                     domain: GpuDomain::Sm,
                     previously_locked: false,
+                    shown: None,
+                    floor_before_mhz: None,
                 },
                 done: true,
             }],

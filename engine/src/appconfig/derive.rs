@@ -10,8 +10,6 @@ use crate::context::Context;
 use crate::profile::{CoreSpec, LoadedProfile, Profile};
 use crate::tunables::app::data_cores;
 use daqtune_probe::mem::{format_size_kb, parse_size_kb};
-use daqtune_probe::pci::PciAddr;
-use std::net::IpAddr;
 
 #[derive(Debug, Clone)]
 pub struct Derived {
@@ -48,35 +46,6 @@ pub fn needed_mtu(app: &AppConfig) -> Option<u32> {
         }
     }
     need.map(|n| u32::try_from(n.min(65535)).unwrap_or(65535))
-}
-
-/// The netdevs of the configuration's interfaces on this host.
-pub fn interface_netdevs(app: &AppConfig, ctx: &Context) -> Vec<String> {
-    let facts = ctx.pci().ok();
-    let addrs = ctx.local_addrs().ok();
-    let mut out: Vec<String> = Vec::new();
-    for i in &app.interfaces {
-        let Some(a) = i.address() else { continue };
-        let nd = match i.transport {
-            Transport::Raw => facts.and_then(|f| {
-                let n = match a.parse::<PciAddr>() {
-                    Ok(pa) => f.nics.iter().find(|n| n.addr == pa),
-                    Err(_) => f
-                        .nics
-                        .iter()
-                        .find(|n| n.netdev_names().contains(&a) || n.rdma_names().contains(&a)),
-                }?;
-                n.netdevs.first().map(|d| d.name.clone())
-            }),
-            _ => a.parse::<IpAddr>().ok().and_then(|ip| addrs?.netdev_of(ip)),
-        };
-        if let Some(nd) = nd.filter(|n| n != "lo") {
-            if !out.contains(&nd) {
-                out.push(nd);
-            }
-        }
-    }
-    out
 }
 
 /// Derive the profile's isolated cores, hugepages, MTU and interfaces from the application.
@@ -129,7 +98,8 @@ pub fn derive_profile(app: &AppConfig, base: &Profile, ctx: &Context) -> Derived
         }
     }
 
-    let nds = interface_netdevs(app, ctx);
+    // The ports the app.* checks judge: one derivation (`context::nics::app_ports`).
+    let nds = crate::context::nics::app_netdevs(app, ctx.pci().ok(), ctx.local_addrs().ok());
     if !nds.is_empty() {
         notes.push(format!(
             "data-path interfaces {} (from {file})",

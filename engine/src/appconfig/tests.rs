@@ -349,3 +349,57 @@ proptest! {
         }
     }
 }
+
+/// One derivation of the data-path interfaces (issue 18): a socket interface named only by its
+/// `local_addr` is found by the app.* checks and by `--config`'s derived profile alike. (Before,
+/// the derivation read `address` alone, so `plan --config` fell back to every ConnectX port.)
+#[test]
+fn local_addr_only_interfaces_are_data_path_interfaces() {
+    use crate::context::Context;
+    let base = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let text =
+        std::fs::read_to_string(base.join("tests/configs/socket_udp_spark.yaml")).expect("config");
+    // The same configuration with the interfaces named by their local addresses only.
+    let text: String = text
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("address:"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let app = AppConfig::parse("socket_udp_spark.yaml", &text).expect("parse");
+    assert!(app.interfaces.iter().all(|i| i.address.is_none()));
+    let host = daqtune_probe::Host::at(base.join("tests/fixtures/spark")).expect("root");
+    let facts = crate::facts::Facts::new(&host);
+    let lp = crate::profile::load("dgx-spark").expect("profile");
+    let ctx = Context::with_facts(&facts, &lp).with_app(Some(&app));
+    // What app.interfaces finds: each local_addr on its port.
+    let found: Vec<String> = (crate::tunables::app::INTERFACES.check)(&ctx)
+        .into_iter()
+        .filter(|v| v.subject.ends_with("local_addr"))
+        .map(|v| {
+            assert_eq!(v.status, crate::verdict::Status::Pass, "{v:?}");
+            v.message
+        })
+        .collect();
+    assert_eq!(found.len(), 2, "{found:?}");
+    assert!(
+        found[0].starts_with("2.2.2.2 is on enp1s0f1np1"),
+        "{}",
+        found[0]
+    );
+    assert!(
+        found[1].starts_with("1.1.1.1 is on enp1s0f0np0"),
+        "{}",
+        found[1]
+    );
+    // ... and the derived profile's data-path interfaces are those ports, not every ConnectX
+    // port of the Spark (four PFs).
+    let d = derive::derive_profile(&app, &lp.profile, &ctx);
+    assert_eq!(d.profile.nic.interfaces, ["enp1s0f1np1", "enp1s0f0np0"]);
+    assert!(
+        d.notes
+            .iter()
+            .any(|n| n.contains("data-path interfaces enp1s0f1np1, enp1s0f0np0")),
+        "{:?}",
+        d.notes
+    );
+}

@@ -1,7 +1,7 @@
 //! Executing a plan: journal first, then the change, then read it back.
 
 use super::journal::{Entry, Journal, RunState, Saved};
-use super::setters::{self, Target, Writer};
+use super::setters::{self, Done, Target, Writer};
 use crate::plan::{Action, Change, Plan};
 use daqtune_probe::Host;
 use std::path::{Path, PathBuf};
@@ -12,6 +12,9 @@ pub struct Outcome {
     pub check: String,
     pub subject: String,
     pub result: Result<String, String>,
+    /// Made, but its read-back could not confirm it (printed `WARN`, not `ok`; not a failure:
+    /// nothing read contradicts it).
+    pub unconfirmed: bool,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -79,9 +82,12 @@ pub fn execute(
         {
             j += 1;
         }
-        let results: Vec<Result<String, String>> = if j - i > 1 {
+        let results: Vec<Result<Done, String>> = if j - i > 1 {
             let batch: Vec<&Change> = plan.changes[i..j].iter().collect();
             apply_attr_batch(host, plan.target, &batch, journal, w, lockdown)
+                .into_iter()
+                .map(|r| r.map(Done::from))
+                .collect()
         } else {
             j = i + 1;
             vec![apply_one(
@@ -98,10 +104,12 @@ pub fn execute(
             if result.is_ok() && c.reboot && !rep.pending_reboot.contains(&c.check) {
                 rep.pending_reboot.push(c.check.clone());
             }
+            let unconfirmed = result.as_ref().is_ok_and(|d| d.unconfirmed);
             rep.outcomes.push(Outcome {
                 check: c.check.clone(),
                 subject: c.subject.clone(),
-                result,
+                result: result.map(|d| d.message),
+                unconfirmed,
             });
         }
         i = j;
@@ -126,6 +134,7 @@ pub fn execute(
             check: "journal".into(),
             subject: journal.dir.display().to_string(),
             result: Err(format!("cannot finish the journal: {e}")),
+            unconfirmed: false,
         });
     }
     rep
@@ -143,7 +152,7 @@ fn apply_one(
     w: &mut dyn Writer,
     lockdown: Option<&str>,
     gpu: Option<&dyn super::gpu::GpuSetters>,
-) -> Result<String, String> {
+) -> Result<Done, String> {
     let jerr = |e: std::io::Error| format!("journal: {e} (nothing changed)");
     match &c.action {
         Action::File { path, to, mode, .. } => {
@@ -178,7 +187,8 @@ fn apply_one(
             w.write_file(&real, to, *mode)
                 .map_err(io_err(path, lockdown))?;
             j.mark_done(w, idx).map_err(jerr)?;
-            Ok(format!("wrote {path}"))
+            file_reads_back(&real, path, to)?;
+            Ok(format!("wrote {path}").into())
         }
         Action::Symlink { path, target: t } => {
             let real = real_path(host, path, false)?;
@@ -199,7 +209,8 @@ fn apply_one(
                 .map_err(jerr)?;
             w.symlink(t, &real).map_err(io_err(path, lockdown))?;
             j.mark_done(w, idx).map_err(jerr)?;
-            Ok(format!("enabled {path}"))
+            link_reads_back(&real, path, t)?;
+            Ok(format!("enabled {path}").into())
         }
         Action::Attr { path, to, .. } => {
             let real = real_path(host, path, true)?;
@@ -226,10 +237,10 @@ fn apply_one(
                     back.trim()
                 ));
             }
-            Ok(format!("{path} = {to}"))
+            Ok(format!("{path} = {to}").into())
         }
         Action::Mtu { ifname, to, .. } => {
-            crate::tunables::mtu::set_mtu(j, w, lockdown, ifname, *to)
+            crate::tunables::mtu::set_mtu(j, w, lockdown, ifname, *to).map(Done::from)
         }
         Action::ConfigWord {
             bdf,
@@ -293,15 +304,76 @@ fn apply_one(
                 )
             } else {
                 format!("{bdf} {register} = 0x{back:04x}")
-            })
+            }
+            .into())
         }
         Action::GpuLock { uuid, domain } => {
             crate::tunables::gpu_clocks::lock_clock(j, w, gpu, uuid, *domain)
         }
         Action::GpuPersistence { uuid } => {
-            crate::tunables::gpu_clocks::persistence_on(j, w, gpu, uuid)
+            crate::tunables::gpu_clocks::persistence_on(j, w, gpu, uuid).map(Done::from)
         }
-        Action::Module { name } => crate::tunables::peermem::load_module(j, w, lockdown, name),
+        Action::Module { name } => {
+            crate::tunables::peermem::load_module(host, j, w, lockdown, name).map(Done::from)
+        }
+    }
+}
+
+/// The read-back of a file write: the bytes on disk are the bytes written.
+pub(crate) fn file_reads_back(real: &Path, path: &str, want: &[u8]) -> Result<(), String> {
+    let back = std::fs::read(real).map_err(|e| {
+        format!(
+            "{path}: wrote {} bytes, reads back nothing ({e})",
+            want.len()
+        )
+    })?;
+    if back != want {
+        return Err(format!(
+            "{path}: wrote {} bytes, reads back {} different bytes{}",
+            want.len(),
+            back.len(),
+            first_difference(&back, want)
+        ));
+    }
+    Ok(())
+}
+
+/// Where two byte strings first differ, for a read-back message.
+fn first_difference(back: &[u8], want: &[u8]) -> String {
+    let at = back
+        .iter()
+        .zip(want)
+        .position(|(a, b)| a != b)
+        .unwrap_or(back.len().min(want.len()));
+    let line = |b: &[u8]| {
+        let start = b[..at.min(b.len())]
+            .iter()
+            .rposition(|c| *c == b'\n')
+            .map_or(0, |p| p + 1);
+        let end = b[start..]
+            .iter()
+            .position(|c| *c == b'\n')
+            .map_or(b.len(), |p| start + p);
+        String::from_utf8_lossy(&b[start..end]).into_owned()
+    };
+    format!(
+        " (from byte {at}: `{}` where `{}` was written)",
+        line(back),
+        line(want)
+    )
+}
+
+/// The read-back of a symlink: the link is there and points where it was told to.
+pub(crate) fn link_reads_back(real: &Path, path: &str, target: &str) -> Result<(), String> {
+    match std::fs::read_link(real) {
+        Ok(t) if t.as_os_str() == target => Ok(()),
+        Ok(t) => Err(format!(
+            "{path}: linked to {target}, reads back a link to {}",
+            t.display()
+        )),
+        Err(e) => Err(format!(
+            "{path}: linked to {target}, reads back no link ({e})"
+        )),
     }
 }
 
@@ -485,3 +557,6 @@ fn run_grub_updater() -> (String, Result<(), String>) {
         Err("no grub updater found (update-grub, grub2-mkconfig, grub-mkconfig): regenerate grub.cfg with your distribution's tool".into()),
     )
 }
+
+#[cfg(test)]
+pub(crate) mod tests;

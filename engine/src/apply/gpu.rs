@@ -47,12 +47,27 @@ pub struct Locked {
     pub message: String,
     /// A lock was in place before (someone else's): revert will not undo it.
     pub previously_locked: bool,
+    /// What the read-back shows, judged as the gpu.clocks check judges ([`judge_domain`]):
+    /// `Some(true)` the lock shows (P-state floor at the target, or an idle GPU held there),
+    /// `Some(false)` it does not take (the idle GPU runs below the target), `None` NVML's
+    /// readings cannot tell (a busy GPU runs at its maximum locked or not).
+    pub shown: Option<bool>,
+    /// The P-state floor before the lock, for revert's read-back (a fixed clock such as
+    /// HBM's sits at the maximum with no lock at all).
+    pub floor_before_mhz: Option<u32>,
 }
 
 pub trait GpuSetters {
     fn gpus(&self) -> Result<Vec<GpuState>, String>;
     fn lock_max(&self, uuid: &str, domain: GpuDomain) -> Result<Locked, String>;
-    fn unlock(&self, uuid: &str, domain: GpuDomain) -> Result<(), String>;
+    /// Reset a lock and read it back: an error also when the P-state floor still shows a
+    /// lock at the maximum that `floor_before_mhz` (the floor before daqtune's lock) did not.
+    fn unlock(
+        &self,
+        uuid: &str,
+        domain: GpuDomain,
+        floor_before_mhz: Option<u32>,
+    ) -> Result<(), String>;
     /// Set persistence mode; returns the previous state.
     fn set_persistence(&self, uuid: &str, on: bool) -> Result<Option<bool>, String>;
 }
@@ -106,9 +121,11 @@ impl GpuSetters for MockGpus {
         Ok(Locked {
             message: format!("{} clock of {uuid} locked at its maximum", domain.as_str()),
             previously_locked,
+            shown: Some(true),
+            floor_before_mhz: None,
         })
     }
-    fn unlock(&self, uuid: &str, domain: GpuDomain) -> Result<(), String> {
+    fn unlock(&self, uuid: &str, domain: GpuDomain, _floor: Option<u32>) -> Result<(), String> {
         self.calls
             .borrow_mut()
             .push(format!("unlock {uuid} {}", domain.as_str()));
@@ -134,8 +151,11 @@ impl GpuSetters for MockGpus {
     }
 }
 
-use daqtune_probe::gpu::control::{foreign_lock, ClockDomain, GpuControl, NvmlControl};
-use daqtune_probe::gpu::{DomainClocks, GpuFacts, REASON_GPU_IDLE};
+use daqtune_probe::gpu::control::{
+    appears_locked, foreign_lock, is_idle, lock_evidence, ClockDomain, GpuControl, LockEvidence,
+    NvmlControl,
+};
+use daqtune_probe::gpu::{DomainClocks, GpuFacts};
 
 fn domain(d: GpuDomain) -> ClockDomain {
     match d {
@@ -160,38 +180,41 @@ pub enum Held {
     Unknown { why: String },
 }
 
-pub fn judge_domain(c: &DomainClocks, target: u32, tol: u32, idle: Option<bool>) -> Held {
-    let near = |v: u32| v.saturating_add(tol) >= target;
-    if let Some(floor) = c.pstate_min_mhz.filter(|f| *f > 0 && near(*f)) {
-        return Held::Floor { floor };
-    }
-    match (idle, c.current_mhz) {
-        (Some(true), Some(cur)) if near(cur) => Held::IdleAtMax { current: cur },
-        (Some(true), Some(cur)) => Held::Dropped { current: cur },
-        (Some(false), _) => Held::Unknown {
-            why: "the GPU is busy, so its current clock says nothing about a lock, and the P-state floor is below the maximum".into(),
+/// The gpu.clocks judgement of one domain against `target`: held only where the lock shows
+/// itself (the probe's [`lock_evidence`]: the P-state floor at the target, or an idle GPU
+/// held there), never by a busy GPU's clock, which reaches the maximum unlocked too. The
+/// check, the plan and apply's read-back all judge with this.
+pub fn judge_domain(g: &GpuFacts, d: GpuDomain, target: u32, tol: u32) -> Held {
+    match lock_evidence(g, domain(d), target, tol) {
+        Some(LockEvidence::Floor { floor_mhz }) => Held::Floor { floor: floor_mhz },
+        Some(LockEvidence::IdleAtMax { current_mhz }) => Held::IdleAtMax {
+            current: current_mhz,
         },
-        _ => Held::Unknown {
-            why: "NVML reports neither a P-state floor at the maximum nor whether the GPU is idle".into(),
+        None => match (is_idle(g), clocks(g, d).current_mhz) {
+            (Some(true), Some(cur)) => Held::Dropped { current: cur },
+            (Some(false), _) => Held::Unknown {
+                why: "the GPU is busy, so its current clock says nothing about a lock, and the P-state floor is below the maximum".into(),
+            },
+            _ => Held::Unknown {
+                why: "NVML reports neither a P-state floor at the maximum nor whether the GPU is idle".into(),
+            },
         },
     }
 }
 
-/// Idle: NVML's `gpu_idle` clock event reason, else 0 % utilisation.
-pub fn is_idle(g: &GpuFacts) -> Option<bool> {
-    match (g.clock_event_reasons, g.utilization_pct) {
-        (Some(r), _) if r & REASON_GPU_IDLE != 0 => Some(true),
-        (_, Some(u)) => Some(u == 0),
-        (Some(_), None) => Some(false),
-        (None, None) => None,
+/// One domain's clocks.
+pub fn clocks(g: &GpuFacts, d: GpuDomain) -> &DomainClocks {
+    match d {
+        GpuDomain::Sm => &g.sm_clock,
+        GpuDomain::Memory => &g.memory_clock,
     }
 }
 
 /// Whether a domain looks held at its maximum: the gpu.clocks check's judgement
 /// ([`judge_domain`]) as apply's GPU state carries it (`None`: cannot be told).
-pub fn held(c: &DomainClocks, tolerance_mhz: u32, g: &GpuFacts) -> Option<bool> {
-    let target = c.max_mhz.filter(|m| *m > 0)?;
-    match judge_domain(c, target, tolerance_mhz, is_idle(g)) {
+pub fn held(g: &GpuFacts, d: GpuDomain, tolerance_mhz: u32) -> Option<bool> {
+    let target = clocks(g, d).max_mhz.filter(|m| *m > 0)?;
+    match judge_domain(g, d, target, tolerance_mhz) {
         Held::Floor { .. } | Held::IdleAtMax { .. } => Some(true),
         Held::Dropped { .. } => Some(false),
         Held::Unknown { .. } => None,
@@ -203,9 +226,9 @@ fn state_of(g: &GpuFacts, tolerance_mhz: u32) -> GpuState {
     GpuState {
         uuid: g.uuid.clone(),
         name: g.display_name().to_string(),
-        sm_held: held(&g.sm_clock, tolerance_mhz, g),
+        sm_held: held(g, GpuDomain::Sm, tolerance_mhz),
         memory_held: if has_mem {
-            held(&g.memory_clock, tolerance_mhz, g)
+            held(g, GpuDomain::Memory, tolerance_mhz)
         } else {
             None
         },
@@ -244,19 +267,49 @@ impl<C: NvmlControl> GpuSetters for NvmlSetters<C> {
             .collect()
     }
     fn lock_max(&self, uuid: &str, d: GpuDomain) -> Result<Locked, String> {
-        self.ctl
+        let o = self
+            .ctl
             .lock_at_max(uuid, domain(d))
-            .map(|o| Locked {
-                message: o.message,
-                previously_locked: o.previously_locked,
-            })
-            .map_err(|e| e.to_string())
+            .map_err(|e| e.to_string())?;
+        // The probe's `verified` is the lock's own evidence; where it is missing, an idle GPU
+        // below the target says the lock did not take, anything else cannot be told.
+        let shown = if o.verified {
+            Some(true)
+        } else {
+            let now = self.ctl.nvml.facts(uuid).map_err(|e| e.to_string())?;
+            match judge_domain(&now, d, o.target_mhz, self.ctl.tolerance_mhz) {
+                Held::Floor { .. } | Held::IdleAtMax { .. } => Some(true),
+                Held::Dropped { .. } => Some(false),
+                Held::Unknown { .. } => None,
+            }
+        };
+        Ok(Locked {
+            message: o.message,
+            previously_locked: o.previously_locked,
+            shown,
+            floor_before_mhz: o.before.pstate_min_mhz,
+        })
     }
-    fn unlock(&self, uuid: &str, d: GpuDomain) -> Result<(), String> {
-        self.ctl
+    fn unlock(&self, uuid: &str, d: GpuDomain, floor_before: Option<u32>) -> Result<(), String> {
+        let after = self
+            .ctl
             .unlock(uuid, domain(d))
-            .map(|_| ())
-            .map_err(|e| e.to_string())
+            .map_err(|e| e.to_string())?;
+        // The reset took when the floor left the maximum, or was there before the lock too.
+        let tol = self.ctl.tolerance_mhz;
+        let Some(target) = after.max_mhz.filter(|m| *m > 0) else {
+            return Ok(());
+        };
+        let was_there = floor_before.is_some_and(|f| f > 0 && f.saturating_add(tol) >= target);
+        if appears_locked(&after, target, tol) && !was_there {
+            return Err(format!(
+                "{} clock of {uuid}: reset accepted, but the P-state floor still reads {} MHz for a {target} MHz maximum ({} before daqtune's lock)",
+                d.as_str(),
+                after.pstate_min_mhz.unwrap_or(0),
+                floor_before.map_or("not recorded".to_string(), |f| format!("{f} MHz")),
+            ));
+        }
+        Ok(())
     }
     fn set_persistence(&self, uuid: &str, on: bool) -> Result<Option<bool>, String> {
         self.ctl
@@ -277,21 +330,10 @@ pub fn foreign(g: &GpuFacts, d: GpuDomain, tolerance_mhz: u32) -> Option<(u32, u
 #[cfg(test)]
 mod tests {
     use super::*;
+    use daqtune_probe::gpu::REASON_GPU_IDLE;
 
     fn facts(min: u32, cur: u32, idle: bool) -> GpuFacts {
-        let mut g = GpuFacts {
-            uuid: "GPU-x".into(),
-            ..Default::default()
-        };
-        g.sm_clock = DomainClocks {
-            current_mhz: Some(cur),
-            max_mhz: Some(2100),
-            pstate_min_mhz: Some(min),
-            pstate_max_mhz: Some(2100),
-            ..Default::default()
-        };
-        g.clock_event_reasons = Some(if idle { REASON_GPU_IDLE } else { 0 });
-        g
+        gf(dc(cur, 2100, Some(min)), Some(idle))
     }
 
     fn dc(cur: u32, max: u32, floor: Option<u32>) -> DomainClocks {
@@ -304,66 +346,95 @@ mod tests {
         }
     }
 
+    /// A GPU whose SM clocks are `sm`, idle or busy by its clock event reasons (`None`: NVML
+    /// reports neither reasons nor utilisation).
+    fn gf(sm: DomainClocks, idle: Option<bool>) -> GpuFacts {
+        GpuFacts {
+            uuid: "GPU-x".into(),
+            sm_clock: sm,
+            clock_event_reasons: idle.map(|i| if i { REASON_GPU_IDLE } else { 0 }),
+            ..Default::default()
+        }
+    }
+
+    fn judge(c: DomainClocks, target: u32, idle: Option<bool>) -> Held {
+        judge_domain(&gf(c, idle), GpuDomain::Sm, target, 250)
+    }
+
     #[test]
     fn judge_never_passes_a_busy_unlocked_gpu() {
         // Busy at max, no lock visible: an instantaneous reading proves nothing.
         assert!(matches!(
-            judge_domain(&dc(1980, 1980, Some(345)), 1980, 250, Some(false)),
+            judge(dc(1980, 1980, Some(345)), 1980, Some(false)),
             Held::Unknown { .. }
         ));
         // Idle and dropped (the H200 reading from docs/validation.md): not held.
         assert_eq!(
-            judge_domain(&dc(345, 1980, Some(345)), 1980, 250, Some(true)),
+            judge(dc(345, 1980, Some(345)), 1980, Some(true)),
             Held::Dropped { current: 345 }
         );
         // Locked: the P-state floor sits at the maximum, busy or not.
         assert_eq!(
-            judge_domain(&dc(1980, 1980, Some(1980)), 1980, 250, Some(false)),
+            judge(dc(1980, 1980, Some(1980)), 1980, Some(false)),
             Held::Floor { floor: 1980 }
         );
         // HBM: fixed memory clock, floor == max.
         assert_eq!(
-            judge_domain(&dc(3201, 3201, Some(3201)), 3201, 250, Some(true)),
+            judge(dc(3201, 3201, Some(3201)), 3201, Some(true)),
             Held::Floor { floor: 3201 }
         );
         // IGX: 1920 held for 2100 is within tolerance (seed 000 Step 7 note).
         assert_eq!(
-            judge_domain(&dc(1920, 2100, None), 2100, 250, Some(true)),
+            judge(dc(1920, 2100, None), 2100, Some(true)),
             Held::IdleAtMax { current: 1920 }
         );
         assert!(matches!(
-            judge_domain(&dc(1920, 2100, None), 2100, 250, None),
+            judge(dc(1920, 2100, None), 2100, None),
             Held::Unknown { .. }
         ));
     }
 
+    /// The check's judgement and the probe's lock read-back are one rule: whatever NVML shows,
+    /// `judge_domain` calls a domain held exactly where `lock_evidence` finds the lock.
     #[test]
-    fn idleness_from_reasons_or_utilisation() {
-        let mut g = GpuFacts::default();
-        assert_eq!(is_idle(&g), None);
-        g.clock_event_reasons = Some(REASON_GPU_IDLE);
-        assert_eq!(is_idle(&g), Some(true));
-        g.clock_event_reasons = Some(0x4);
-        g.utilization_pct = Some(87);
-        assert_eq!(is_idle(&g), Some(false));
-        g.utilization_pct = Some(0);
-        assert_eq!(is_idle(&g), Some(true));
+    fn judgement_and_lock_evidence_agree() {
+        let clocks = [None, Some(0), Some(345), Some(1850), Some(1900), Some(2100)];
+        for cur in clocks {
+            for floor in clocks {
+                for idle in [None, Some(true), Some(false)] {
+                    let c = DomainClocks {
+                        current_mhz: cur,
+                        max_mhz: Some(2100),
+                        pstate_min_mhz: floor,
+                        pstate_max_mhz: Some(2100),
+                        ..Default::default()
+                    };
+                    let g = gf(c, idle);
+                    let held = matches!(
+                        judge_domain(&g, GpuDomain::Sm, 2100, 250),
+                        Held::Floor { .. } | Held::IdleAtMax { .. }
+                    );
+                    let shown = lock_evidence(&g, ClockDomain::Sm, 2100, 250).is_some();
+                    assert_eq!(held, shown, "{cur:?} {floor:?} {idle:?}");
+                }
+            }
+        }
     }
 
     #[test]
     fn held_like_the_check() {
         // A lock narrows the P-state floor (IGX holds 1920 for 2100: within 250 MHz).
         let g = facts(1920, 1920, true);
-        assert_eq!(held(&g.sm_clock, 250, &g), Some(true));
+        assert_eq!(held(&g, GpuDomain::Sm, 250), Some(true));
         // Idle and dropped: not held.
         let g = facts(210, 420, true);
-        assert_eq!(held(&g.sm_clock, 250, &g), Some(false));
+        assert_eq!(held(&g, GpuDomain::Sm, 250), Some(false));
         // Busy, floor low: cannot be told.
         let g = facts(210, 2100, false);
-        assert_eq!(held(&g.sm_clock, 250, &g), None);
+        assert_eq!(held(&g, GpuDomain::Sm, 250), None);
         // No maximum reported: nothing to judge against.
         let mut g = facts(210, 420, true);
         g.sm_clock.max_mhz = None;
-        assert_eq!(held(&g.sm_clock, 250, &g), None);
+        assert_eq!(held(&g, GpuDomain::Sm, 250), None);
     }
 }

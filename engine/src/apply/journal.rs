@@ -84,6 +84,15 @@ pub enum Entry {
         uuid: String,
         domain: super::gpu::GpuDomain,
         previously_locked: bool,
+        /// What apply's read-back showed (`super::gpu::Locked::shown`): `Some(false)`, the lock
+        /// did not take, so the gpu.clocks check does not count it as daqtune's lock; `None`
+        /// (also a journal older than this field) NVML could not tell.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        shown: Option<bool>,
+        /// The P-state floor before the lock, so revert can tell a reset that did not take
+        /// from a clock that is fixed at its maximum (HBM).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        floor_before_mhz: Option<u32>,
     },
     /// GPU persistence mode set; `original` is what it was.
     GpuPersistence {

@@ -575,6 +575,7 @@ fn print_apply(plan: &Plan, rep: &apply::ApplyReport, out: &mut dyn Write) {
         while j < rep.outcomes.len()
             && rep.outcomes[j].check == o.check
             && rep.outcomes[j].result.is_ok()
+            && !rep.outcomes[j].unconfirmed
             && is_attr(j)
         {
             j += 1;
@@ -593,6 +594,9 @@ fn print_apply(plan: &Plan, rep: &apply::ApplyReport, out: &mut dyn Write) {
             continue;
         }
         match &o.result {
+            Ok(m) if o.unconfirmed => {
+                let _ = writeln!(out, "  WARN  {:<13} {m}", o.check);
+            }
             Ok(m) => {
                 let _ = writeln!(out, "  ok    {:<13} {m}", o.check);
             }

@@ -1,6 +1,6 @@
 //! `daqtune revert`: replay journals backwards, newest run first.
 
-use super::apply::{read_word, real_path};
+use super::apply::{file_reads_back, link_reads_back, read_word, real_path};
 use super::journal::{list_runs, Entry, Journal, RunState};
 use super::setters::{self, Target, Writer};
 use daqtune_probe::Host;
@@ -107,6 +107,7 @@ fn describe(e: &Entry) -> String {
             uuid,
             domain,
             previously_locked: true,
+            ..
         } => {
             format!(
                 "{} clock of {uuid}: left locked (the lock was someone else's before apply)",
@@ -117,6 +118,15 @@ fn describe(e: &Entry) -> String {
             format!("unlock the {} clock of {uuid}", domain.as_str())
         }
         Entry::GpuPersistence { uuid, original } => format!("persistence of {uuid} = {original:?}"),
+    }
+}
+
+/// The read-back of a removal: nothing is left at the path (not even a dangling link).
+fn gone(real: &Path, path: &str) -> Result<(), String> {
+    match std::fs::symlink_metadata(real) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Ok(_) => Err(format!("{path}: removed, but it is still there")),
+        Err(e) => Err(format!("{path}: read back after removing it: {e}")),
     }
 }
 
@@ -159,10 +169,12 @@ fn undo(
                     let bytes = j
                         .blob(&saved.blob)
                         .map_err(ioe(&format!("journal copy of {path}")))?;
-                    w.write_file(&real, &bytes, saved.mode).map_err(ioe(path))
+                    w.write_file(&real, &bytes, saved.mode).map_err(ioe(path))?;
+                    file_reads_back(&real, path, &bytes)
                 }
                 None => {
                     w.remove(&real).map_err(ioe(path))?;
+                    gone(&real, path)?;
                     remove_created(host, created_dir, &real);
                     Ok(())
                 }
@@ -175,9 +187,13 @@ fn undo(
         } => {
             let real = real_path(host, path, false)?;
             match original {
-                Some(t) => w.symlink(t, &real).map_err(ioe(path)),
+                Some(t) => {
+                    w.symlink(t, &real).map_err(ioe(path))?;
+                    link_reads_back(&real, path, t)
+                }
                 None => {
                     w.remove(&real).map_err(ioe(path))?;
+                    gone(&real, path)?;
                     remove_created(host, created_dir, &real);
                     Ok(())
                 }
@@ -200,7 +216,8 @@ fn undo(
                         })
                         .unwrap_or(0o644);
                     w.write_file(&real, original.as_bytes(), mode)
-                        .map_err(ioe(path))
+                        .map_err(ioe(path))?;
+                    file_reads_back(&real, path, original.as_bytes())
                 }
                 Target::Live => {
                     let owned;
@@ -239,8 +256,9 @@ fn undo(
         Entry::Mtu {
             ifname, original, ..
         } => {
-            setters::set_mtu_live(ifname, *original).map_err(ioe(&format!("MTU of {ifname}")))?;
-            let back = setters::get_mtu_live(ifname).map_err(ioe(ifname))?;
+            w.set_mtu(ifname, *original)
+                .map_err(ioe(&format!("MTU of {ifname}")))?;
+            let back = w.mtu(ifname).map_err(ioe(ifname))?;
             if back != *original {
                 return Err(format!(
                     "{ifname}: MTU reads {back} after restoring {original}"
@@ -267,18 +285,27 @@ fn undo(
             let restored = (cur & !mask) | (original & mask);
             w.pwrite(&real, *offset, &restored.to_le_bytes())
                 .map_err(ioe(bdf))?;
+            let back = read_word(&real, *offset).map_err(ioe(&format!("{bdf}: read back")))?;
+            if back & mask != original & mask {
+                return Err(format!(
+                    "{bdf}: wrote 0x{restored:04x} back (bits 0x{mask:04x} = 0x{:04x}), reads back 0x{back:04x}",
+                    original & mask
+                ));
+            }
             Ok(())
         }
         Entry::GpuLock {
             uuid,
             domain,
             previously_locked,
+            floor_before_mhz,
+            ..
         } => {
             if *previously_locked {
                 return Ok(());
             }
             gpu.ok_or("no GPU control available to undo a clock lock")?
-                .unlock(uuid, *domain)
+                .unlock(uuid, *domain, *floor_before_mhz)
         }
         Entry::GpuPersistence { uuid, original } => match original {
             Some(false) => gpu
@@ -288,8 +315,22 @@ fn undo(
             _ => Ok(()),
         },
         Entry::Module { name } => match target {
-            Target::Live => setters::modprobe(name, true).map_err(|e| e.to_string()),
+            // Only what the kernel lists is unloaded (an apply whose modprobe did not take
+            // leaves its entry), and the module must be gone after.
+            Target::Live if !setters::module_loaded(host, name) => Ok(()),
+            Target::Live => {
+                w.modprobe(name, true).map_err(|e| e.to_string())?;
+                if setters::module_loaded(host, name) {
+                    return Err(format!(
+                        "{name}: modprobe -r succeeded, but the kernel still lists the module"
+                    ));
+                }
+                Ok(())
+            }
             Target::Root => Ok(()),
         },
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -32,6 +32,49 @@ pub trait Writer {
     fn write_attr(&mut self, path: &Path, value: &str, target: Target) -> io::Result<()>;
     /// Write `data` at `offset` of an existing file (PCI config space).
     fn pwrite(&mut self, path: &Path, offset: u64, data: &[u8]) -> io::Result<()>;
+    /// Set an interface's MTU on the running kernel (SIOCSIFMTU).
+    fn set_mtu(&mut self, ifname: &str, mtu: u32) -> io::Result<()> {
+        set_mtu_live(ifname, mtu)
+    }
+    /// An interface's MTU as the running kernel reports it (SIOCGIFMTU): the read-back of
+    /// [`Writer::set_mtu`], here so that a test double of the kernel answers for both.
+    fn mtu(&self, ifname: &str) -> io::Result<u32> {
+        get_mtu_live(ifname)
+    }
+    /// Load a module, or unload it with `remove` (modprobe).
+    fn modprobe(&mut self, name: &str, remove: bool) -> io::Result<()> {
+        modprobe(name, remove)
+    }
+}
+
+/// A change that went through: what its read-back shows, and whether the read-back could
+/// not confirm it (a lock NVML cannot show while the GPU is busy), which is printed as a
+/// warning instead of `ok`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Done {
+    pub message: String,
+    pub unconfirmed: bool,
+}
+
+impl From<String> for Done {
+    fn from(message: String) -> Self {
+        Done {
+            message,
+            unconfirmed: false,
+        }
+    }
+}
+
+/// Whether a module is loaded now, read afresh through `host`: a `/proc/modules` line or a
+/// `/sys/module/NAME` directory (a module built into the kernel has only the latter). Module
+/// names take `-` and `_` alike.
+pub fn module_loaded(host: &daqtune_probe::Host, name: &str) -> bool {
+    let n = name.replace('-', "_");
+    let listed = host.read_string("/proc/modules").is_ok_and(|t| {
+        t.lines()
+            .any(|l| l.split_whitespace().next() == Some(n.as_str()))
+    });
+    listed || host.is_dir(&format!("/sys/module/{n}"))
 }
 
 /// A fault to inject, for tests of the failure paths.

@@ -3,12 +3,15 @@
 //! ports the plan configures. One definition for the checks and the plan.
 
 use super::Context;
+use crate::appconfig::netaddr::LocalAddrs;
+use crate::appconfig::{AppConfig, Field, Interface, Transport};
 use crate::facts::Facts;
 use crate::profile::LoadedProfile;
 use crate::verdict::Verdict;
 use daqtune_probe::pci::config::Visibility;
 use daqtune_probe::pci::nic::NicFunction;
-use daqtune_probe::pci::{PciDevice, PciFacts, PciTree};
+use daqtune_probe::pci::{PciAddr, PciDevice, PciFacts, PciTree};
+use std::net::IpAddr;
 
 /// The NIC functions of the data path: those the profile names (by netdev, RDMA device or PCI
 /// address), else every ConnectX physical function ([`Context::data_path_nics`]).
@@ -155,4 +158,111 @@ pub fn data_interfaces(facts: &Facts, lp: &LoadedProfile) -> Result<Vec<Port>, S
         }
     }
     Ok(out)
+}
+
+// ---------------------------------------------------------------------------------------------
+// The ports of a DAQIRI configuration (`--config`)
+
+/// What an interface of a DAQIRI configuration is on this host: a NIC function and a netdev.
+#[derive(Debug, Clone, Default)]
+pub struct AppPort<'f> {
+    pub nic: Option<&'f NicFunction>,
+    pub netdev: Option<String>,
+}
+
+/// The NIC function with this netdev or RDMA device.
+pub fn nic_by_netdev<'f>(facts: &'f PciFacts, name: &str) -> Option<&'f NicFunction> {
+    facts
+        .nics
+        .iter()
+        .find(|n| n.netdev_names().contains(&name) || n.rdma_names().contains(&name))
+}
+
+/// The local IP hosts an interface binds (its `address`, and `local_addr`'s host when it
+/// differs), with the key each comes from.
+pub fn socket_hosts(i: &Interface) -> Vec<(String, usize, String)> {
+    let mut out = Vec::new();
+    if let Some(Field {
+        path,
+        line,
+        value: Ok(a),
+    }) = &i.address
+    {
+        out.push((path.clone(), *line, a.clone()));
+    }
+    if let Some(Field {
+        path,
+        line,
+        value: Ok(ep),
+    }) = &i.local_addr
+    {
+        if !out.iter().any(|(_, _, h)| *h == ep.host) {
+            out.push((path.clone(), *line, ep.host.clone()));
+        }
+    }
+    out
+}
+
+/// Every port an interface of the configuration uses on this host: a raw interface's NIC
+/// function (by PCI address, netdev or RDMA device) with its first netdev; a socket or RDMA
+/// interface's netdev for each local address it binds ([`socket_hosts`]: `address`, then
+/// `local_addr`), in that order, where the namespace has it. The `app.*` checks judge the first;
+/// `--config` makes all their netdevs the data-path interfaces ([`app_netdevs`]).
+pub fn app_ports<'f>(
+    i: &Interface,
+    pci: Option<&'f PciFacts>,
+    addrs: Option<&LocalAddrs>,
+) -> Vec<AppPort<'f>> {
+    match i.transport {
+        Transport::Raw => {
+            let (Some(a), Some(f)) = (i.address(), pci) else {
+                return Vec::new();
+            };
+            let nic = match a.parse::<PciAddr>() {
+                Ok(addr) => f.nics.iter().find(|n| n.addr == addr),
+                Err(_) => nic_by_netdev(f, a),
+            };
+            nic.map(|n| AppPort {
+                nic: Some(n),
+                netdev: n.netdevs.first().map(|d| d.name.clone()),
+            })
+            .into_iter()
+            .collect()
+        }
+        _ => {
+            let Some(addrs) = addrs else {
+                return Vec::new();
+            };
+            socket_hosts(i)
+                .into_iter()
+                .filter_map(|(_, _, host)| addrs.netdev_of(host.parse::<IpAddr>().ok()?))
+                .map(|nd| AppPort {
+                    nic: pci.and_then(|f| nic_by_netdev(f, &nd)),
+                    netdev: Some(nd),
+                })
+                .collect()
+        }
+    }
+}
+
+/// The data-path interfaces of a configuration on this host: the netdevs of every interface's
+/// [`app_ports`], in order, once each; never `lo` (a loopback test binds it, and it is no port
+/// to tune).
+pub fn app_netdevs(
+    app: &AppConfig,
+    pci: Option<&PciFacts>,
+    addrs: Option<&LocalAddrs>,
+) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for i in &app.interfaces {
+        for nd in app_ports(i, pci, addrs)
+            .into_iter()
+            .filter_map(|p| p.netdev)
+        {
+            if nd != "lo" && !out.contains(&nd) {
+                out.push(nd);
+            }
+        }
+    }
+    out
 }

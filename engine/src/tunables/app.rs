@@ -6,10 +6,10 @@ use crate::appconfig::netaddr::LocalAddrs;
 use crate::appconfig::{
     AppConfig, Bad, Dir, Engine, Field, Interface, MemKind, Queue, Transport, Worker,
 };
+use crate::context::nics::{app_ports, nic_by_netdev, socket_hosts, AppPort};
 use crate::context::Context;
 use crate::tunable::Tunable;
 use crate::verdict::{Area, Verdict};
-use daqtune_probe::pci::nic::NicFunction;
 use daqtune_probe::pci::{PciAddr, PciFacts};
 use daqtune_probe::CpuSet;
 use std::collections::BTreeMap;
@@ -102,80 +102,18 @@ fn bad_field(id: &str, app: &AppConfig, path: &str, line: usize, bad: &Bad) -> V
 // ---------------------------------------------------------------------------------------------
 // Resolving the configuration's interfaces on this host
 
-/// What an interface of the configuration is on this host.
-struct Resolved<'f> {
-    nic: Option<&'f NicFunction>,
-    netdev: Option<String>,
-}
-
-fn nic_by_netdev<'f>(facts: &'f PciFacts, name: &str) -> Option<&'f NicFunction> {
-    facts
-        .nics
-        .iter()
-        .find(|n| n.netdev_names().contains(&name) || n.rdma_names().contains(&name))
-}
-
-/// The local IP hosts an interface binds (its `address`, and `local_addr`'s host when it
-/// differs), with the key each comes from.
-fn socket_hosts(i: &Interface) -> Vec<(String, usize, String)> {
-    let mut out = Vec::new();
-    if let Some(Field {
-        path,
-        line,
-        value: Ok(a),
-    }) = &i.address
-    {
-        out.push((path.clone(), *line, a.clone()));
-    }
-    if let Some(Field {
-        path,
-        line,
-        value: Ok(ep),
-    }) = &i.local_addr
-    {
-        if !out.iter().any(|(_, _, h)| *h == ep.host) {
-            out.push((path.clone(), *line, ep.host.clone()));
-        }
-    }
-    out
-}
+/// What an interface of the configuration is on this host: its first port.
+type Resolved<'f> = AppPort<'f>;
 
 fn resolve<'f>(
     i: &Interface,
     facts: Option<&'f PciFacts>,
     addrs: Option<&LocalAddrs>,
 ) -> Resolved<'f> {
-    let mut r = Resolved {
-        nic: None,
-        netdev: None,
-    };
-    match i.transport {
-        Transport::Raw => {
-            let (Some(a), Some(f)) = (i.address(), facts) else {
-                return r;
-            };
-            r.nic = match a.parse::<PciAddr>() {
-                Ok(addr) => f.nics.iter().find(|n| n.addr == addr),
-                Err(_) => nic_by_netdev(f, a),
-            };
-            r.netdev = r
-                .nic
-                .and_then(|n| n.netdevs.first().map(|d| d.name.clone()));
-        }
-        _ => {
-            let Some(addrs) = addrs else { return r };
-            for (_, _, host) in socket_hosts(i) {
-                if let Ok(ip) = host.parse::<IpAddr>() {
-                    if let Some(nd) = addrs.netdev_of(ip) {
-                        r.nic = facts.and_then(|f| nic_by_netdev(f, &nd));
-                        r.netdev = Some(nd);
-                        break;
-                    }
-                }
-            }
-        }
-    }
-    r
+    app_ports(i, facts, addrs)
+        .into_iter()
+        .next()
+        .unwrap_or_default()
 }
 
 fn netdev_mtu(ctx: &Context, r: &Resolved) -> Option<u32> {

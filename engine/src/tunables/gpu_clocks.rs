@@ -2,10 +2,10 @@
 //! NVML locks and persistence now (this module's setter hooks, through `GpuSetters`), and a
 //! unit that locks them again at boot. Under a host root the recorded facts stand in for NVML.
 
-use crate::apply::gpu::{is_idle, judge_domain, Held};
+use crate::apply::gpu::{judge_domain, Held};
 use crate::apply::gpu::{GpuDomain, GpuSetters};
 use crate::apply::journal::{Entry, Journal};
-use crate::apply::setters::{Target, Writer};
+use crate::apply::setters::{Done, Target, Writer};
 use crate::context::gpus::{gpus_or_skip, integrated, why_missing};
 use crate::context::Context;
 use crate::plan::{Action, Change, NoteLevel, Plan, PlanCx, PlanError};
@@ -35,20 +35,15 @@ pub const CLOCKS: Tunable = Tunable {
     }),
 };
 
-fn clock_verdict(
-    ctx: &Context,
-    g: &GpuFacts,
-    domain: &str,
-    c: &DomainClocks,
-    note: &str,
-) -> Verdict {
+fn clock_verdict(ctx: &Context, g: &GpuFacts, d: GpuDomain, note: &str) -> Verdict {
     const ID: &str = "gpu.clocks";
     let tol = ctx.profile.profile.gpu.clock_tolerance_mhz;
+    let domain = d.as_str();
+    let c: &DomainClocks = crate::apply::gpu::clocks(g, d);
     let subject = format!("{} {domain}", g.subject());
-    let key = if domain == "SM" {
-        "sm_clock"
-    } else {
-        "memory_clock"
+    let key = match d {
+        GpuDomain::Sm => "sm_clock",
+        GpuDomain::Memory => "memory_clock",
     };
     let Some(target) = c.max_mhz.filter(|m| *m > 0) else {
         return Verdict::skip(
@@ -60,7 +55,6 @@ fn clock_verdict(
             ),
         );
     };
-    let idle = is_idle(g);
     let range = match (c.pstate_min_mhz, c.pstate_max_mhz) {
         (Some(a), Some(b)) => format!(", P-state range {a}-{b} MHz"),
         _ => String::new(),
@@ -88,7 +82,10 @@ fn clock_verdict(
             .unwrap_or_else(|| "current clock unknown".into())
     );
     let expected = format!("held at {target} MHz (tolerance {tol} MHz)");
-    let flag = if domain == "SM" { "lgc" } else { "lmc" };
+    let flag = match d {
+        GpuDomain::Sm => "lgc",
+        GpuDomain::Memory => "lmc",
+    };
     let fix = format!(
         "sudo daqtune apply --only gpu.clocks   (or: sudo nvidia-smi -i {} -{flag} {target},{target}; it lasts until reboot or driver reload)",
         g.uuid
@@ -100,7 +97,7 @@ fn clock_verdict(
         .as_ref()
         .map(|run| format!(" (locked by daqtune apply run {run})"))
         .unwrap_or_default();
-    let v = match judge_domain(c, target, tol, idle) {
+    let v = match judge_domain(g, d, target, tol) {
         Held::Floor { floor } => Verdict::pass(
             ID,
             subject,
@@ -170,10 +167,10 @@ fn run_clocks(ctx: &Context) -> Vec<Verdict> {
             ""
         };
         if p.lock_sm_clock {
-            out.push(clock_verdict(ctx, g, "SM", &g.sm_clock, note));
+            out.push(clock_verdict(ctx, g, GpuDomain::Sm, note));
         }
         if p.lock_memory_clock && !no_mem_domain {
-            out.push(clock_verdict(ctx, g, "memory", &g.memory_clock, ""));
+            out.push(clock_verdict(ctx, g, GpuDomain::Memory, ""));
         }
         if p.persistence {
             out.push(persistence_verdict(ctx, g));
@@ -400,8 +397,13 @@ fn plan_gpu_clocks(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
                 if !ops.is_empty() {
                     for (subject, op, _) in &ops {
                         let r = match op {
+                            // The recorded facts are rewritten with what the mock shows after
+                            // the lock; a lock they do not show is said, not assumed.
                             Action::GpuLock { uuid, domain } => {
-                                m.lock_max(uuid, *domain).map(|_| ())
+                                m.lock_max(uuid, *domain).and_then(|l| match l.shown {
+                                    Some(true) => Ok(()),
+                                    _ => Err(l.message),
+                                })
                             }
                             Action::GpuPersistence { uuid } => {
                                 m.set_persistence(uuid, true).map(|_| ())
@@ -473,14 +475,17 @@ fn plan_gpu_clocks(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
 }
 
 /// The setter hook of `Action::GpuLock`: journal first, lock through NVML, and take the entry
-/// back if NVML refused (revert must not unlock what this run never locked).
+/// back if NVML refused (revert must not unlock what this run never locked). The read-back
+/// decides the outcome: a lock that shows is done; one NVML cannot confirm (a busy GPU) is done
+/// but unconfirmed (a warning); one that does not take (an idle GPU below the target) is a
+/// failure, and its entry stays, marked so, for revert to reset.
 pub(crate) fn lock_clock(
     j: &mut Journal,
     w: &mut dyn Writer,
     gpu: Option<&dyn GpuSetters>,
     uuid: &str,
     domain: GpuDomain,
-) -> Result<String, String> {
+) -> Result<Done, String> {
     let jerr = |e: std::io::Error| format!("journal: {e} (nothing changed)");
     let g = gpu.ok_or("no GPU control available")?;
     let idx = j
@@ -490,6 +495,8 @@ pub(crate) fn lock_clock(
                 uuid: uuid.to_string(),
                 domain,
                 previously_locked: false,
+                shown: None,
+                floor_before_mhz: None,
             },
         )
         .map_err(jerr)?;
@@ -505,17 +512,29 @@ pub(crate) fn lock_clock(
             uuid: uuid.to_string(),
             domain,
             previously_locked: r.previously_locked,
+            shown: r.shown,
+            floor_before_mhz: r.floor_before_mhz,
         };
     }
     j.mark_done(w, idx).map_err(jerr)?;
-    Ok(if r.previously_locked {
+    let message = if r.previously_locked {
         format!(
             "{} (a lock was already in place and is now overridden; revert will not restore it)",
             r.message
         )
     } else {
         r.message
-    })
+    };
+    match r.shown {
+        Some(true) => Ok(message.into()),
+        None => Ok(Done {
+            message: format!("{message}; the journal records the lock, so `daqtune check gpu.clocks` counts it until reboot"),
+            unconfirmed: true,
+        }),
+        Some(false) => Err(format!(
+            "{message}: the lock did not take (`daqtune revert` resets it)"
+        )),
+    }
 }
 
 /// The setter hook of `Action::GpuPersistence`: journal the previous mode, turn it on.

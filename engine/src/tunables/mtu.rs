@@ -317,8 +317,7 @@ pub(crate) fn set_mtu(
     to: u32,
 ) -> Result<String, String> {
     let jerr = |e: std::io::Error| format!("journal: {e} (nothing changed)");
-    let original =
-        crate::apply::setters::get_mtu_live(ifname).map_err(|e| format!("{ifname}: {e}"))?;
+    let original = w.mtu(ifname).map_err(|e| format!("{ifname}: {e}"))?;
     let idx = j
         .record(
             w,
@@ -329,11 +328,12 @@ pub(crate) fn set_mtu(
             },
         )
         .map_err(jerr)?;
-    crate::apply::setters::set_mtu_live(ifname, to).map_err(|e| {
+    w.set_mtu(ifname, to).map_err(|e| {
         crate::apply::setters::explain_write_error(&e, &format!("MTU of {ifname}"), lockdown)
     })?;
     j.mark_done(w, idx).map_err(jerr)?;
-    let back = crate::apply::setters::get_mtu_live(ifname)
+    let back = w
+        .mtu(ifname)
         .map_err(|e| format!("{ifname}: read back: {e}"))?;
     if back != to {
         return Err(format!("{ifname}: set MTU {to}, reads back {back}"));

@@ -266,6 +266,7 @@ fn plan_peermem(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
 /// The setter hook of `Action::Module`: journal, modprobe, and take the entry back if the
 /// module did not load (revert must not unload a module someone else loads).
 pub(crate) fn load_module(
+    host: &daqtune_probe::Host,
     j: &mut Journal,
     w: &mut dyn Writer,
     lockdown: Option<&str>,
@@ -280,7 +281,7 @@ pub(crate) fn load_module(
             },
         )
         .map_err(jerr)?;
-    crate::apply::setters::modprobe(name, false).map_err(|e| {
+    w.modprobe(name, false).map_err(|e| {
             j.take_back(w, idx);
             let mut m = e.to_string();
             if lockdown.is_some_and(|l| l != "none") {
@@ -289,6 +290,13 @@ pub(crate) fn load_module(
             m
         })?;
     j.mark_done(w, idx).map_err(jerr)?;
+    // modprobe's success is not the kernel's word: the module must be listed now. (The entry
+    // stays: revert unloads the module only where the kernel lists it.)
+    if !crate::apply::setters::module_loaded(host, name) {
+        return Err(format!(
+            "{name}: modprobe succeeded, but the kernel does not list the module (/proc/modules, /sys/module)"
+        ));
+    }
     Ok(format!("loaded {name}"))
 }
 

@@ -1,0 +1,199 @@
+//! Every undo reads back (issue 18): with a kernel that accepts a write and drops it (the
+//! test double of `apply::apply::tests`), each revert path reports the mismatch, the run stays
+//! unreverted, and a later revert through a kernel that takes the writes finishes it.
+
+use super::*;
+use crate::apply::apply::tests::{change, run, Kernel, JOURNAL};
+use crate::apply::journal::RunState;
+use crate::apply::setters::FsWriter;
+use crate::plan::Action;
+
+fn state(root: &Path) -> RunState {
+    let base = root.join(JOURNAL);
+    let runs = list_runs(&base);
+    assert_eq!(runs.len(), 1);
+    Journal::open(&runs[0]).expect("open").doc.state
+}
+
+fn failures(rep: &RevertReport) -> Vec<String> {
+    rep.steps
+        .iter()
+        .filter_map(|(what, r)| r.as_ref().err().map(|e| format!("{what}: {e}")))
+        .collect()
+}
+
+/// Apply `action` through the real writer, then revert through `k`: the one failure must
+/// contain `want`, the run stays unreverted, and a revert through the real writer finishes it.
+fn undo_must_read_back(root: &Path, target: Target, action: Action, mut k: Kernel, want: &str) {
+    let host = Host::at(root).expect("host");
+    let (rep, _) = run(
+        &host,
+        target,
+        vec![change("t", action)],
+        &mut FsWriter::new(),
+        None,
+    );
+    assert_eq!(rep.failed(), 0, "{:?}", rep.outcomes);
+    let base = root.join(JOURNAL);
+    let rr = revert_all(&host, &base, &mut k);
+    let f = failures(&rr);
+    assert_eq!(f.len(), 1, "{:?} {:?}", rr.steps, k.calls);
+    assert!(f[0].contains(want), "{}", f[0]);
+    assert_ne!(state(root), RunState::Reverted);
+    let rr = revert_all(&host, &base, &mut FsWriter::new());
+    assert_eq!(rr.failed(), 0, "{:?}", rr.steps);
+    assert_eq!(state(root), RunState::Reverted);
+}
+
+#[test]
+fn a_restored_file_that_does_not_land_keeps_the_run() {
+    let d = tempfile::tempdir().expect("tmp");
+    std::fs::create_dir_all(d.path().join("etc/default/grub.d")).expect("mkdir");
+    let f = d.path().join("etc/default/grub.d/daqtune.cfg");
+    std::fs::write(&f, b"GRUB_CMDLINE_LINUX_DEFAULT=\"quiet\"\n").expect("seed");
+    let mut k = Kernel::new(d.path());
+    k.drop.push("/etc/default/grub.d/daqtune.cfg".into());
+    let action = Action::File {
+        path: "/etc/default/grub.d/daqtune.cfg".into(),
+        from: None,
+        to: b"GRUB_CMDLINE_LINUX_DEFAULT=\"quiet isolcpus=2-5\"\n".to_vec(),
+        mode: 0o644,
+    };
+    undo_must_read_back(
+        d.path(),
+        Target::Root,
+        action,
+        k,
+        "`GRUB_CMDLINE_LINUX_DEFAULT=\"quiet isolcpus=2-5\"` where `GRUB_CMDLINE_LINUX_DEFAULT=\"quiet\"` was written",
+    );
+    assert_eq!(
+        std::fs::read(&f).expect("read"),
+        b"GRUB_CMDLINE_LINUX_DEFAULT=\"quiet\"\n"
+    );
+}
+
+#[test]
+fn a_removed_file_that_stays_keeps_the_run() {
+    let d = tempfile::tempdir().expect("tmp");
+    let mut k = Kernel::new(d.path());
+    k.drop.push("/etc/sysctl.d/90-daqtune.conf".into());
+    let action = Action::File {
+        path: "/etc/sysctl.d/90-daqtune.conf".into(),
+        from: None,
+        to: b"net.core.rmem_max = 1\n".to_vec(),
+        mode: 0o644,
+    };
+    undo_must_read_back(
+        d.path(),
+        Target::Root,
+        action,
+        k,
+        "removed, but it is still there",
+    );
+    assert!(!d.path().join("etc/sysctl.d").exists());
+}
+
+#[test]
+fn a_removed_link_that_stays_keeps_the_run() {
+    let d = tempfile::tempdir().expect("tmp");
+    let path = "/etc/systemd/system/multi-user.target.wants/daqtune-acs.service";
+    let mut k = Kernel::new(d.path());
+    k.drop.push(path.into());
+    let action = Action::Symlink {
+        path: path.into(),
+        target: "/etc/systemd/system/daqtune-acs.service".into(),
+    };
+    undo_must_read_back(
+        d.path(),
+        Target::Root,
+        action,
+        k,
+        "removed, but it is still there",
+    );
+}
+
+#[test]
+fn a_root_attribute_that_does_not_go_back_keeps_the_run() {
+    let d = tempfile::tempdir().expect("tmp");
+    let gov = "sys/devices/system/cpu/cpu3/cpufreq/scaling_governor";
+    std::fs::create_dir_all(d.path().join(gov).parent().expect("dir")).expect("mkdir");
+    std::fs::write(d.path().join(gov), b"powersave\n").expect("seed");
+    let mut k = Kernel::new(d.path());
+    k.drop.push("cpu3/cpufreq/scaling_governor".into());
+    let action = Action::Attr {
+        path: format!("/{gov}"),
+        from: "powersave\n".into(),
+        to: "performance".into(),
+    };
+    undo_must_read_back(
+        d.path(),
+        Target::Root,
+        action,
+        k,
+        "`performance` where `powersave` was written",
+    );
+    assert_eq!(
+        std::fs::read_to_string(d.path().join(gov)).expect("read"),
+        "powersave\n"
+    );
+}
+
+/// Revert's PCI config-word undo reads the word back under its mask, as apply does.
+#[test]
+fn a_config_word_the_device_keeps_keeps_the_run() {
+    let d = tempfile::tempdir().expect("tmp");
+    let cfg = "sys/bus/pci/devices/0000:01:00.0/config";
+    std::fs::create_dir_all(d.path().join(cfg).parent().expect("dir")).expect("mkdir");
+    let mut space = vec![0u8; 256];
+    // DevCtl at 0x68: MRRS 512 (bits 14:12 = 2), relaxed ordering and no-snoop on.
+    space[0x68..0x6a].copy_from_slice(&0x2810u16.to_le_bytes());
+    std::fs::write(d.path().join(cfg), &space).expect("seed");
+    let mut k = Kernel::new(d.path());
+    // A device whose MRRS field does not take writes (as if read-only): the undo is lost.
+    k.ro_bits = 0x7000;
+    let action = Action::ConfigWord {
+        bdf: "0000:01:00.0".into(),
+        register: "DevCtl".into(),
+        path: format!("/{cfg}"),
+        offset: 0x68,
+        from: 0x2810,
+        to: 0x5810,
+        mask: 0x7000,
+    };
+    undo_must_read_back(
+        d.path(),
+        Target::Root,
+        action,
+        k,
+        "0000:01:00.0: wrote 0x2810 back (bits 0x7000 = 0x2000), reads back 0x5810",
+    );
+    let back = crate::apply::apply::read_word(&d.path().join(cfg), 0x68).expect("word");
+    assert_eq!(back, 0x2810);
+}
+
+/// A module unload is read back on the live host (called directly: revert treats a root as no
+/// kernel of its own, where a loaded module is a /proc/modules line the file entries restore).
+#[test]
+fn a_module_that_stays_loaded_is_a_failure() {
+    let d = tempfile::tempdir().expect("tmp");
+    let host = Host::at(d.path()).expect("host");
+    let base = d.path().join(JOURNAL);
+    let j = Journal::create(&base, "test", &mut FsWriter::new()).expect("journal");
+    let e = Entry::Module {
+        name: "nvidia_peermem".into(),
+    };
+    // Not loaded (an apply whose modprobe did not take): nothing to unload, nothing called.
+    let mut k = Kernel::new(d.path());
+    assert_eq!(undo(&host, Target::Live, &j, &e, &mut k, None), Ok(()));
+    assert!(k.calls.is_empty(), "{:?}", k.calls);
+    std::fs::create_dir_all(d.path().join("sys/module/nvidia_peermem")).expect("mkdir");
+    k.modprobe_takes = false;
+    let r = undo(&host, Target::Live, &j, &e, &mut k, None);
+    assert_eq!(
+        r,
+        Err("nvidia_peermem: modprobe -r succeeded, but the kernel still lists the module".into())
+    );
+    k.modprobe_takes = true;
+    assert_eq!(undo(&host, Target::Live, &j, &e, &mut k, None), Ok(()));
+    assert!(!d.path().join("sys/module/nvidia_peermem").exists());
+}
