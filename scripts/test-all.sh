@@ -43,7 +43,21 @@ if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null 2>&1; then
     log "installing ${missing[*]}"
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq
-    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    extra=()
+    # A qemu-utils installed from elsewhere (this project's build machines carry a backport,
+    # 10.x) Breaks the distribution's qemu-system-common (7.2 on Debian 12), and apt then
+    # refuses the whole list. qemu-img is all we use of it: take the distribution's version,
+    # which matches the qemu-system-x86 installed beside it.
+    if [[ " ${missing[*]} " == *" qemu-system-x86 "* ]] &&
+      dpkg-query -W -f='${Status}' qemu-utils 2>/dev/null | grep -q "install ok installed"; then
+      have=$(dpkg-query -W -f='${Version}' qemu-utils)
+      distro=$(apt-cache madison qemu-system-x86 | awk -F'|' 'NR==1 {gsub(/ /, "", $2); print $2}')
+      if [[ -n $distro && $have != "$distro" ]]; then
+        echo "qemu-utils $have replaced by the distribution's $distro (matches qemu-system-x86)"
+        extra=(--allow-downgrades "qemu-utils=$distro")
+      fi
+    fi
+    apt-get install -y -qq --no-install-recommends "${extra[@]}" "${missing[@]}" >/dev/null
   fi
 fi
 

@@ -87,7 +87,7 @@ impl GpuFactsSource {
         let c = self.cuda_cache.as_ref()?;
         let when = c
             .taken_unix
-            .map(|t| format!(" at {}", utc(t)))
+            .map(|t| format!(" at {}", daqtune_probe::text::rfc3339_utc(t)))
             .unwrap_or_default();
         let why = c
             .reason
@@ -116,27 +116,6 @@ impl GpuFactsSource {
             }
         })
     }
-}
-
-/// Unix seconds as `YYYY-MM-DD HH:MM:SS UTC` (civil-from-days, no time crate).
-fn utc(t: u64) -> String {
-    let days = (t / 86_400) as i64;
-    let secs = t % 86_400;
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02} UTC",
-        secs / 3600,
-        secs / 60 % 60,
-        secs % 60
-    )
 }
 
 pub fn summarize(verdicts: &[Verdict]) -> BTreeMap<String, usize> {
@@ -473,13 +452,6 @@ mod tests {
     }
 
     #[test]
-    fn utc_dates() {
-        assert_eq!(utc(0), "1970-01-01 00:00:00 UTC");
-        assert_eq!(utc(951_782_400), "2000-02-29 00:00:00 UTC");
-        assert_eq!(utc(1_795_488_468), "2026-11-24 02:47:48 UTC");
-    }
-
-    #[test]
     fn the_text_report_says_where_cuda_attributes_came_from() {
         use daqtune_probe::gpu::{CacheOutcome, CacheUse};
         let mut r = sample();
@@ -497,7 +469,7 @@ mod tests {
         r.gpu_facts = Some(src(CacheOutcome::Hit));
         let t = text(&r, false, false);
         assert!(
-            t.contains("CUDA attributes from this boot's cache /run/daqtune/cuda-attrs.json (read from CUDA at 2026-11-24 02:40:00 UTC)"),
+            t.contains("CUDA attributes from this boot's cache /run/daqtune/cuda-attrs.json (read from CUDA at 2026-11-24T02:40:00Z)"),
             "{t}"
         );
         let j: serde_json::Value = serde_json::from_str(&json(&r)).expect("json");

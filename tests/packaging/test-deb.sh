@@ -56,11 +56,14 @@ want=(
   ./usr/share/doc/daqtune/copyright
   ./usr/share/doc/daqtune/changelog.Debian.gz
   ./usr/share/doc/daqtune/rust-crates.txt
-  ./usr/share/doc/daqtune/checks/README.md
 )
+# Debian policy 12.3: documentation over 4 KiB is shipped gzipped (build-deb.sh's compress_docs).
+doc_name() { # SOURCE FILE, PACKAGED PATH
+  if (($(stat -c %s "$1") > 4096)); then echo "$2.gz"; else echo "$2"; fi
+}
+want+=("$(doc_name docs/checks/README.md ./usr/share/doc/daqtune/checks/README.md)")
 for f in docs/*.md README.md; do
-  b=$(basename "$f")
-  if (($(stat -c %s "$f") > 4096)); then want+=("./usr/share/doc/daqtune/$b.gz"); else want+=("./usr/share/doc/daqtune/$b"); fi
+  want+=("$(doc_name "$f" "./usr/share/doc/daqtune/$(basename "$f")")")
 done
 for p in platforms/*.yaml; do
   want+=("./usr/share/doc/daqtune/profiles/$(basename "$p")" "./usr/share/doc/daqtune/profiles/$(basename "$p" .yaml).resolved.yaml")

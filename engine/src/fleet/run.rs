@@ -218,27 +218,9 @@ pub fn now_unix() -> u64 {
         .unwrap_or(0)
 }
 
-/// RFC 3339 UTC with second precision, as NFD's `expiry-time` directive parses it.
-pub fn rfc3339(unix: u64) -> String {
-    let days = (unix / 86_400) as i64;
-    let rem = unix % 86_400;
-    // Civil from days (Howard Hinnant's algorithm), the inverse of profile::parse_date.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
-}
+/// RFC 3339 UTC with second precision, as NFD's `expiry-time` directive parses it (the
+/// inverse of `profile::parse_date`).
+pub use daqtune_probe::text::rfc3339_utc as rfc3339;
 
 /// A duration for the command line: `3600` (seconds), `90s`, `15m`, `2h`, `1d`; more than
 /// zero and at most 366 days.
