@@ -836,20 +836,8 @@ mod cleanup {
                 .name("daqtune-cleanup".into())
                 .spawn(move || watch(rd))
                 .map_err(|e| e.to_string())?;
-            for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
-                // SAFETY: sigaction is plain data (zeroed is an empty mask); the handler only
-                // calls write(2).
-                let rc = unsafe {
-                    let mut sa: libc::sigaction = std::mem::zeroed();
-                    sa.sa_sigaction = on_signal as *const () as libc::sighandler_t;
-                    libc::sigemptyset(&mut sa.sa_mask);
-                    sa.sa_flags = libc::SA_RESTART;
-                    libc::sigaction(sig, &sa, std::ptr::null_mut())
-                };
-                if rc != 0 {
-                    return Err(std::io::Error::last_os_error().to_string());
-                }
-            }
+            // The handler only calls write(2) on the pipe the watcher thread reads.
+            daqtune_probe::signals::on_termination(on_signal).map_err(|e| e.to_string())?;
             Ok(())
         })
         .clone()

@@ -14,6 +14,7 @@ pub mod gpu;
 pub mod host;
 pub mod mem;
 pub mod pci;
+pub mod signals;
 pub mod system;
 pub mod systemd;
 pub mod text;

@@ -12,22 +12,7 @@ extern "C" fn on_signal(sig: libc::c_int) {
 
 /// Installs the handlers for SIGINT, SIGTERM and SIGHUP (idempotent).
 pub fn install() -> std::io::Result<()> {
-    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
-        // SAFETY: sigaction is plain data, zeroed is a valid empty mask; the handler only
-        // performs an atomic store, which is async-signal-safe.
-        let rc = unsafe {
-            let mut sa: libc::sigaction = std::mem::zeroed();
-            sa.sa_sigaction = on_signal as *const () as libc::sighandler_t;
-            libc::sigemptyset(&mut sa.sa_mask);
-            // Restart interrupted syscalls: the loops poll the flag themselves.
-            sa.sa_flags = libc::SA_RESTART;
-            libc::sigaction(sig, &sa, std::ptr::null_mut())
-        };
-        if rc != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-    }
-    Ok(())
+    daqtune_probe::signals::on_termination(on_signal)
 }
 
 /// The last signal received, if any.

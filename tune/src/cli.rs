@@ -320,52 +320,23 @@ impl RevertArgs {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Kind {
-    /// The kernel arguments only, one line (for boot managers daqtune does not write).
-    KernelArgs,
-    /// /etc/default/grub.d drop-in.
-    GrubDropin,
-    /// extlinux.conf with a new default LABEL (reads the host's extlinux.conf).
-    Extlinux,
-    /// udev rule restoring MRRS on the data-path PFs.
-    UdevMrrs,
-    /// hugetlbfs .mount unit.
-    MountUnit,
-    GovernorUnit,
-    GpuClocksUnit,
-    AcsUnit,
-    ModulesLoad,
-    Sysctl,
-    Netplan,
-    Nm,
-    NetworkdLink,
-}
-
-impl From<Kind> for apply::Kind {
-    fn from(k: Kind) -> Self {
-        match k {
-            Kind::KernelArgs => apply::Kind::KernelArgs,
-            Kind::GrubDropin => apply::Kind::GrubDropin,
-            Kind::Extlinux => apply::Kind::Extlinux,
-            Kind::UdevMrrs => apply::Kind::UdevMrrs,
-            Kind::MountUnit => apply::Kind::MountUnit,
-            Kind::GovernorUnit => apply::Kind::GovernorUnit,
-            Kind::GpuClocksUnit => apply::Kind::GpuClocksUnit,
-            Kind::AcsUnit => apply::Kind::AcsUnit,
-            Kind::ModulesLoad => apply::Kind::ModulesLoad,
-            Kind::Sysctl => apply::Kind::Sysctl,
-            Kind::Netplan => apply::Kind::Netplan,
-            Kind::Nm => apply::Kind::Nm,
-            Kind::NetworkdLink => apply::Kind::NetworkdLink,
-        }
-    }
+/// `generate`'s KIND argument: the names and help lines of the engine's one list.
+fn kind_parser() -> impl clap::builder::TypedValueParser<Value = apply::Kind> {
+    use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
+    PossibleValuesParser::new(
+        apply::Kind::ALL
+            .iter()
+            .map(|(_, name, help)| PossibleValue::new(*name).help(*help)),
+    )
+    .try_map(|name| {
+        apply::Kind::from_name(&name).ok_or_else(|| format!("unknown artifact kind {name}"))
+    })
 }
 
 #[derive(Debug, Clone, Args)]
 pub struct GenerateArgs {
-    #[arg(value_enum)]
-    pub kind: Kind,
+    #[arg(value_parser = kind_parser())]
+    pub kind: apply::Kind,
     /// The daqtune binary that generated units and rules run (a regular executable file in
     /// the host root). Default: the installed one, /usr/bin/daqtune then
     /// /usr/local/bin/daqtune; with none installed, units and rules are refused (exit 2).
@@ -383,7 +354,7 @@ pub struct GenerateArgs {
 impl GenerateArgs {
     pub fn engine(&self) -> apply::GenerateOptions {
         apply::GenerateOptions {
-            kind: self.kind.into(),
+            kind: self.kind,
             exe: self.exe.clone(),
             interfaces: self.interfaces.clone(),
             devices: self.devices.clone(),

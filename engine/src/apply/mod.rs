@@ -162,15 +162,10 @@ pub struct RevertOptions {
 /// The artifacts `generate` prints.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
-    /// The kernel arguments only, one line (for boot managers daqtune does not write).
     KernelArgs,
-    /// /etc/default/grub.d drop-in.
     GrubDropin,
-    /// extlinux.conf with a new default LABEL (reads the host's extlinux.conf).
     Extlinux,
-    /// udev rule restoring MRRS on the data-path PFs.
     UdevMrrs,
-    /// hugetlbfs .mount unit.
     MountUnit,
     GovernorUnit,
     GpuClocksUnit,
@@ -180,6 +175,82 @@ pub enum Kind {
     Netplan,
     Nm,
     NetworkdLink,
+}
+
+impl Kind {
+    /// Every kind with its command-line name and help line: the one list `daqtune generate`'s
+    /// argument parser and its help are made from.
+    pub const ALL: [(Kind, &'static str, &'static str); 13] = [
+        (
+            Kind::KernelArgs,
+            "kernel-args",
+            "The kernel arguments only, one line (for boot managers daqtune does not write)",
+        ),
+        (
+            Kind::GrubDropin,
+            "grub-dropin",
+            "/etc/default/grub.d drop-in",
+        ),
+        (
+            Kind::Extlinux,
+            "extlinux",
+            "extlinux.conf with a new default LABEL (reads the host's extlinux.conf)",
+        ),
+        (
+            Kind::UdevMrrs,
+            "udev-mrrs",
+            "udev rule restoring MRRS on the data-path PFs",
+        ),
+        (Kind::MountUnit, "mount-unit", "hugetlbfs .mount unit"),
+        (
+            Kind::GovernorUnit,
+            "governor-unit",
+            "systemd unit setting the CPU frequency governor at boot",
+        ),
+        (
+            Kind::GpuClocksUnit,
+            "gpu-clocks-unit",
+            "systemd unit locking the GPU clocks at boot",
+        ),
+        (
+            Kind::AcsUnit,
+            "acs-unit",
+            "systemd unit clearing ACS redirection on the data path at boot",
+        ),
+        (
+            Kind::ModulesLoad,
+            "modules-load",
+            "modules-load.d file loading nvidia-peermem",
+        ),
+        (
+            Kind::Sysctl,
+            "sysctl",
+            "sysctl.d drop-in with the socket buffer sizes",
+        ),
+        (
+            Kind::Netplan,
+            "netplan",
+            "netplan file with the data ports' MTU",
+        ),
+        (
+            Kind::Nm,
+            "nm",
+            "NetworkManager keyfiles for the data ports (MTU; IPv4 as the profile says)",
+        ),
+        (
+            Kind::NetworkdLink,
+            "networkd-link",
+            "systemd .link files with the data ports' MTU",
+        ),
+    ];
+
+    /// The kind a command-line name stands for.
+    pub fn from_name(name: &str) -> Option<Kind> {
+        Kind::ALL
+            .iter()
+            .find(|(_, n, _)| *n == name)
+            .map(|(k, _, _)| *k)
+    }
 }
 
 #[derive(Debug, Clone)]

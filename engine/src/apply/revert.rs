@@ -130,6 +130,21 @@ fn gone(real: &Path, path: &str) -> Result<(), String> {
     }
 }
 
+/// Undo of a file or link apply created: remove it, read back that it is gone, then the empty
+/// directories apply made for it.
+fn remove_new(
+    w: &mut dyn Writer,
+    host: &Host,
+    real: &Path,
+    path: &str,
+    created_dir: &Option<String>,
+) -> Result<(), String> {
+    w.remove(real).map_err(|err| format!("{path}: {err}"))?;
+    gone(real, path)?;
+    remove_created(host, created_dir, real);
+    Ok(())
+}
+
 fn remove_created(host: &Host, created: &Option<String>, file: &Path) {
     let Some(top) = created else { return };
     let Ok(top_real) = real_path(host, top, false) else {
@@ -172,12 +187,7 @@ fn undo(
                     w.write_file(&real, &bytes, saved.mode).map_err(ioe(path))?;
                     file_reads_back(&real, path, &bytes)
                 }
-                None => {
-                    w.remove(&real).map_err(ioe(path))?;
-                    gone(&real, path)?;
-                    remove_created(host, created_dir, &real);
-                    Ok(())
-                }
+                None => remove_new(w, host, &real, path, created_dir),
             }
         }
         Entry::Symlink {
@@ -191,12 +201,7 @@ fn undo(
                     w.symlink(t, &real).map_err(ioe(path))?;
                     link_reads_back(&real, path, t)
                 }
-                None => {
-                    w.remove(&real).map_err(ioe(path))?;
-                    gone(&real, path)?;
-                    remove_created(host, created_dir, &real);
-                    Ok(())
-                }
+                None => remove_new(w, host, &real, path, created_dir),
             }
         }
         Entry::Attr {

@@ -44,6 +44,18 @@ pub fn pci_or_skip<'c>(ctx: &'c Context, id: &str) -> Result<&'c PciFacts, Vec<V
         .map_err(|e| vec![Verdict::skip(id, "host", e.to_string())])
 }
 
+/// The data-path NICs, or the one `skip` verdict that says why there is nothing to judge.
+pub fn data_path_nics_or_skip<'c>(
+    ctx: &'c Context,
+    id: &str,
+) -> Result<Vec<&'c NicFunction>, Vec<Verdict>> {
+    let nics = data_path_nics(ctx, pci_or_skip(ctx, id)?);
+    if nics.is_empty() {
+        return Err(vec![Verdict::skip(id, "host", no_nic_reason(ctx))]);
+    }
+    Ok(nics)
+}
+
 /// The NVIDIA GPUs on the PCI bus (physical functions).
 pub fn pci_gpus(tree: &PciTree) -> Vec<&PciDevice> {
     tree.gpus().filter(|g| !g.is_vf).collect()

@@ -4,7 +4,7 @@
 
 use crate::apply::journal::{Entry, Journal};
 use crate::apply::setters::{Target, Writer};
-use crate::context::nics::{data_interfaces, data_path_nics, no_nic_reason, pci_or_skip};
+use crate::context::nics::{data_interfaces, data_path_nics_or_skip};
 use crate::context::Context;
 use crate::facts::Facts;
 use crate::plan::{Action, Change, NoteLevel, Plan, PlanCx, PlanError};
@@ -36,14 +36,10 @@ pub const MTU: Tunable = Tunable {
 
 fn run_mtu(ctx: &Context) -> Vec<Verdict> {
     const ID: &str = "nic.mtu";
-    let f = match pci_or_skip(ctx, ID) {
-        Ok(f) => f,
+    let nics = match data_path_nics_or_skip(ctx, ID) {
+        Ok(n) => n,
         Err(v) => return v,
     };
-    let nics = data_path_nics(ctx, f);
-    if nics.is_empty() {
-        return vec![Verdict::skip(ID, "host", no_nic_reason(ctx))];
-    }
     let want = ctx.profile.profile.nic.mtu;
     let mut out = Vec::new();
     for n in nics {

@@ -2,7 +2,7 @@
 //! the PCI tree (vendor 0x15b3, class 0x0200/0x0207) without ibdev2netdev. Observations;
 //! `nic.mtu` has a module of its own.
 
-use crate::context::nics::{data_path_nics, no_nic_reason, pci_or_skip};
+use crate::context::nics::{data_path_nics, data_path_nics_or_skip, no_nic_reason, pci_or_skip};
 use crate::context::Context;
 use crate::tunable::Tunable;
 use crate::verdict::{Area, Verdict};
@@ -203,14 +203,10 @@ fn run_driver(ctx: &Context) -> Vec<Verdict> {
 
 fn run_link_layer(ctx: &Context) -> Vec<Verdict> {
     const ID: &str = "nic.link-layer";
-    let f = match pci_or_skip(ctx, ID) {
-        Ok(f) => f,
+    let nics = match data_path_nics_or_skip(ctx, ID) {
+        Ok(n) => n,
         Err(v) => return v,
     };
-    let nics = data_path_nics(ctx, f);
-    if nics.is_empty() {
-        return vec![Verdict::skip(ID, "host", no_nic_reason(ctx))];
-    }
     let want = ctx.profile.profile.nic.link_layer.to_ascii_lowercase();
     let (want_label, want_mlx) = if want == "infiniband" {
         ("InfiniBand", "IB")
