@@ -111,13 +111,63 @@ impl Default for CpuProfile {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct HugepageProfile {
-    /// Page size (`1G`, `2M`).
+    /// Page size (`1G`, `2M`) of the one pool `size`/`count` describe.
     pub size: String,
     pub count: u64,
-    /// hugetlbfs mount point for that size (`None`: any mount of the size will do).
+    /// hugetlbfs mount point for the first pool (`None`: any mount of the size will do).
     pub mount: Option<String>,
-    /// Set default_hugepagesz= on the kernel command line too.
+    /// Set default_hugepagesz= (the first pool's size) on the kernel command line too.
     pub default_size: bool,
+    /// Several pools (`[{size: 1G, count: 1}, {size: 2M, count: 512}]`). When a profile layer
+    /// gives `pools`, the `size`/`count` of the layers it extends no longer count (and one
+    /// layer may not give both).
+    pub pools: Vec<HugepagePool>,
+}
+
+/// One hugepage pool of a profile.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HugepagePool {
+    pub size: String,
+    pub count: u64,
+    /// hugetlbfs mount point of this size. Default: the profile's `mount` for the first pool,
+    /// `<mount>-<size>` (`/mnt/huge-2M`) for the others.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mount: Option<String>,
+}
+
+impl HugepageProfile {
+    /// The pools to reserve, each with its mount point resolved; empty when the profile needs
+    /// no hugepages.
+    pub fn pools(&self) -> Vec<HugepagePool> {
+        if self.pools.is_empty() {
+            if self.count == 0 {
+                return Vec::new();
+            }
+            return vec![HugepagePool {
+                size: self.size.clone(),
+                count: self.count,
+                mount: self.mount.clone(),
+            }];
+        }
+        self.pools
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| p.count > 0)
+            .map(|(i, p)| HugepagePool {
+                size: p.size.clone(),
+                count: p.count,
+                mount: p.mount.clone().or_else(|| {
+                    let base = self.mount.as_deref()?;
+                    Some(if i == 0 {
+                        base.to_string()
+                    } else {
+                        format!("{}-{}", base.trim_end_matches('/'), p.size)
+                    })
+                }),
+            })
+            .collect()
+    }
 }
 
 impl Default for HugepageProfile {
@@ -127,6 +177,7 @@ impl Default for HugepageProfile {
             count: 4,
             mount: Some("/mnt/huge".into()),
             default_size: true,
+            pools: Vec::new(),
         }
     }
 }
@@ -379,6 +430,38 @@ fn parse_layer(file: &str, src: &str) -> Result<(Profile, serde_yaml_ng::Value),
     Ok((typed, value))
 }
 
+/// `hugepages.pools` and `hugepages.size`/`count` are two ways to say one thing: the layer
+/// about to be merged, when it gives one of them, replaces whatever the layers below gave of
+/// the other; giving both in one layer is an error.
+fn hugepage_layer(
+    merged: &mut serde_yaml_ng::Value,
+    layer: &serde_yaml_ng::Value,
+    file: &str,
+    src: &str,
+) -> Result<(), ProfileError> {
+    let Some(h) = layer.get("hugepages").and_then(|h| h.as_mapping()) else {
+        return Ok(());
+    };
+    let has_pools = h.contains_key("pools");
+    let has_single = h.contains_key("size") || h.contains_key("count");
+    if has_pools && has_single {
+        return Err(ProfileError::at(
+            file,
+            locate(src, &["hugepages", "pools"]),
+            "give either `hugepages.pools` or `hugepages.size`/`count`, not both",
+        ));
+    }
+    if let Some(base) = merged.get_mut("hugepages").and_then(|b| b.as_mapping_mut()) {
+        if has_pools {
+            base.remove("size");
+            base.remove("count");
+        } else if has_single {
+            base.remove("pools");
+        }
+    }
+    Ok(())
+}
+
 fn merge(base: &mut serde_yaml_ng::Value, over: serde_yaml_ng::Value) {
     use serde_yaml_ng::Value;
     match (base, over) {
@@ -456,7 +539,8 @@ pub fn load_source(file: &str, src: &str) -> Result<LoadedProfile, ProfileError>
         parent = ptyped.extends.clone();
     }
     let mut merged = serde_yaml_ng::Value::Mapping(Default::default());
-    for v in chain.into_iter().rev() {
+    for (v, (lfile, lsrc)) in chain.into_iter().zip(layers.iter()).rev() {
+        hugepage_layer(&mut merged, &v, lfile, lsrc)?;
         merge(&mut merged, v);
     }
     let profile: Profile = serde_yaml_ng::from_value(merged).map_err(|e| yaml_error(file, e))?;
@@ -538,18 +622,48 @@ impl LoadedProfile {
                 }
             }
         }
-        if daqtune_probe::mem::parse_size_kb(&p.hugepages.size).is_none_or(|kb| kb < 4) {
-            return Err(self.err(
-                &["hugepages", "size"],
-                format!(
-                    "`{}` is not a page size (expected 2M, 1G, ...)",
-                    p.hugepages.size
-                ),
-            ));
-        }
+        let page_size = |size: &str, at: &[&str]| match daqtune_probe::mem::parse_size_kb(size) {
+            Some(kb) if kb >= 4 => Ok(kb),
+            _ => Err(self.err(
+                at,
+                format!("`{size}` is not a page size (expected 2M, 1G, ...)"),
+            )),
+        };
+        page_size(&p.hugepages.size, &["hugepages", "size"])?;
         if let Some(m) = &p.hugepages.mount {
             if !m.starts_with('/') {
                 return Err(self.err(&["hugepages", "mount"], "mount must be an absolute path"));
+            }
+        }
+        let mut sizes = Vec::new();
+        let mut mounts = Vec::new();
+        for pool in &p.hugepages.pools {
+            let kb = page_size(&pool.size, &["hugepages", "pools"])?;
+            if sizes.contains(&kb) {
+                return Err(self.err(
+                    &["hugepages", "pools"],
+                    format!("two pools of {} pages (one pool per page size)", pool.size),
+                ));
+            }
+            sizes.push(kb);
+        }
+        for pool in p.hugepages.pools() {
+            if let Some(m) = &pool.mount {
+                if !m.starts_with('/') {
+                    return Err(self.err(
+                        &["hugepages", "pools"],
+                        format!("mount `{m}` must be an absolute path"),
+                    ));
+                }
+                if mounts.contains(m) {
+                    return Err(self.err(
+                        &["hugepages", "pools"],
+                        format!(
+                            "two pools mounted at {m} (a hugetlbfs mount serves one page size)"
+                        ),
+                    ));
+                }
+                mounts.push(m.clone());
             }
         }
         if !p.pcie.mrrs.is_power_of_two() || !(128..=4096).contains(&p.pcie.mrrs) {

@@ -88,6 +88,33 @@ impl Cmdline {
     pub fn value(&self, key: &str) -> Option<&str> {
         self.get(key).and_then(|p| p.value.as_deref())
     }
+    /// The boot-time hugepage reservations, `(page size in kB, count)`: each `hugepages=`
+    /// counts pages of the `hugepagesz=` before it, or of `default_hugepagesz=` (else
+    /// `default_kb`, the architecture's default) when none precedes it. A later reservation
+    /// of a size replaces an earlier one, as in the kernel.
+    pub fn hugepage_reservations(&self, default_kb: Option<u64>) -> Vec<(u64, u64)> {
+        let default = self
+            .value("default_hugepagesz")
+            .and_then(crate::mem::parse_size_kb)
+            .or(default_kb);
+        let mut size = None;
+        let mut out: Vec<(u64, u64)> = Vec::new();
+        for p in &self.params {
+            match (p.key.as_str(), p.value.as_deref()) {
+                ("hugepagesz", Some(v)) => size = crate::mem::parse_size_kb(v),
+                ("hugepages", Some(v)) => {
+                    let (Some(kb), Ok(n)) = (size.or(default), v.parse::<u64>()) else {
+                        continue;
+                    };
+                    out.retain(|(k, _)| *k != kb);
+                    out.push((kb, n));
+                }
+                _ => {}
+            }
+        }
+        out
+    }
+
     /// Every value given for `key`, in order (hugepagesz=/hugepages= pairs repeat).
     pub fn values<'a>(&'a self, key: &'a str) -> impl Iterator<Item = &'a str> + 'a {
         self.params
@@ -253,5 +280,20 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn hugepage_reservations_pair_sizes_and_counts() {
+        let c = parse_cmdline(
+            "quiet default_hugepagesz=1G hugepagesz=1G hugepages=1 hugepagesz=2M hugepages=512",
+        );
+        assert_eq!(
+            c.hugepage_reservations(Some(2048)),
+            vec![(1_048_576, 1), (2048, 512)]
+        );
+        // A bare hugepages= counts default-size pages; a later reservation of a size wins.
+        let c = parse_cmdline("hugepages=64 hugepagesz=2M hugepages=128");
+        assert_eq!(c.hugepage_reservations(Some(2048)), vec![(2048, 128)]);
+        assert_eq!(parse_cmdline("ro").hugepage_reservations(None), vec![]);
     }
 }

@@ -184,6 +184,8 @@ for v in "${variants[@]}"; do
   printf '#!/bin/sh\nexec bash /run/lifecycle-io/guest.sh "$@"\n' >"$dir/io/phase.sh"
   cp "$deb" "$dir/io/daqtune.deb"
   cp "$here/lifecycle-profile.yaml" "$dir/io/profile.yaml"
+  # The same profile with pcie.mrrs applicable (step 7; step 1's refusal needs the udev rule).
+  sed '/^not_applicable:/,$d' "$here/lifecycle-profile.yaml" >"$dir/io/profile-mrrs.yaml"
   # extlinux: no third boot (the revert is checked as a file round trip).
   nboots=(1 2 3)
   [[ $v == extlinux ]] && nboots=(1 2)

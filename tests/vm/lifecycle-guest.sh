@@ -20,6 +20,9 @@ phase=${1:?phase}
 st=$io/state
 mkdir -p "$st"
 P=/etc/daqtune/lifecycle-vm.yaml
+# pcie.mrrs applicable: step 7 and step 1's refusal (the main profile declares it n/a: QEMU
+# ignores the write, so every full apply would fail on it).
+P7=/etc/daqtune/lifecycle-vm-mrrs.yaml
 DATA_PORT=ens1
 E1000E_ID=8086:10d3
 # 1G pages: what the profile asks for (count 1).
@@ -194,6 +197,7 @@ install_and_baseline() { # VARIANT
     wait_settled
     mkdir -p /etc/daqtune
     cp "$io/profile.yaml" "$P"
+    cp "$io/profile-mrrs.yaml" "$P7"
     not_installed_refused
     run apt-install apt-get install -y --no-install-recommends "$io/daqtune.deb"
     expect_eq "apt-get install ./daqtune_*.deb" "$rc" 0
@@ -234,18 +238,18 @@ not_installed_refused() {
     x=$(mktemp -d)
     dpkg-deb -x "$io/daqtune.deb" "$x"
     sums "$st/sums-0a" /etc
-    run apply-uninstalled "$x/usr/bin/daqtune" --profile "$P" apply --yes --only pcie.mrrs
+    run apply-uninstalled "$x/usr/bin/daqtune" --profile "$P7" apply --yes --only pcie.mrrs
     if [ "$rc" -eq 2 ] && grep -qE -- '--exe|install' "$st/apply-uninstalled.txt"; then
         pass "apply with no daqtune installed refuses the udev rule (exit 2, says how to install or --exe)"
     else
         fail "apply with no daqtune installed refuses the udev rule (exit 2, says how to install or --exe)" "exit $rc: $(grep -v '^\$' "$st/apply-uninstalled.txt" | head -n 6 | tr '\n' ' ')"
     fi
-    run apply-bad-exe "$x/usr/bin/daqtune" --profile "$P" apply --yes --only pcie.mrrs --exe /nonexistent/daqtune
+    run apply-bad-exe "$x/usr/bin/daqtune" --profile "$P7" apply --yes --only pcie.mrrs --exe /nonexistent/daqtune
     expect_eq "apply --exe pointing at a missing file is refused (exit 2)" "$rc" 2
     sums "$st/sums-0b" /etc
     if cmp -s "$st/sums-0a" "$st/sums-0b"; then pass "the refused applies changed nothing under /etc"; else fail "the refused applies changed nothing under /etc" "$(diff "$st/sums-0a" "$st/sums-0b" | grep '^[<>]' | head -n 6 | tr '\n' ' ')"; fi
     # What they may have journaled (nothing, when refused) is reverted so step 2 starts clean.
-    "$x/usr/bin/daqtune" --profile "$P" revert --yes >/dev/null 2>&1
+    "$x/usr/bin/daqtune" --profile "$P7" revert --yes >/dev/null 2>&1
     rm -rf "$x"
 }
 
@@ -420,7 +424,7 @@ mrrs_on_emulated_nic() {
     before=$(devctl "$bdf")
     info "DevCtl of $bdf before: $(printf '0x%04x' "$before") (MRRS $((128 << ((before >> 12) & 7))) bytes)"
     sums "$st/sums-7a" /etc
-    run apply-7 dq apply --yes --only pcie.mrrs
+    run apply-7 daqtune --profile "$P7" apply --yes --only pcie.mrrs
     after=$(devctl "$bdf")
     info "DevCtl of $bdf after: $(printf '0x%04x' "$after")"
     if [ "$rc" -ne 0 ]; then pass "apply --only pcie.mrrs exits non-zero" "exit $rc"; else fail "apply --only pcie.mrrs exits non-zero" "exit 0: $(tail -n 4 "$st/apply-7.txt" | tr '\n' ' ')"; fi
@@ -434,7 +438,7 @@ mrrs_on_emulated_nic() {
     local bad
     bad=$(journal_runs | awk '$2 == "applying"')
     expect_eq "no journal run left half-written (state applying)" "$bad" ""
-    run revert-7 dq revert --yes
+    run revert-7 daqtune --profile "$P7" revert --yes
     expect_eq "revert after the failed MRRS write exits 0" "$rc" 0
     local left
     left=$(journal_runs | awk '$2 != "reverted"')

@@ -40,7 +40,9 @@ pub struct IsolationArgs {
 /// What the kernel command line should carry. Rendered in the seed's order.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct KernelArgSpec {
-    pub hugepages: Option<HugepageArgs>,
+    /// One entry per pool (`hugepagesz=2M hugepages=512 hugepagesz=1G hugepages=1`); the
+    /// first with `default_size` also gives `default_hugepagesz=`.
+    pub hugepages: Vec<HugepageArgs>,
     pub isolation: Option<IsolationArgs>,
     /// `cpufreq.default_governor=performance` (kernel >= 5.9).
     pub governor_performance: bool,
@@ -59,12 +61,14 @@ pub struct KernelArgs {
 impl KernelArgSpec {
     pub fn build(&self) -> Result<KernelArgs, InvalidValue> {
         let mut words = Vec::new();
-        if let Some(h) = &self.hugepages {
-            let size = validate::page_size(&h.size)?;
-            if h.default_size {
-                words.push(format!("default_hugepagesz={size}"));
-            }
-            words.push(format!("hugepagesz={size}"));
+        if let Some(h) = self.hugepages.iter().find(|h| h.default_size) {
+            words.push(format!(
+                "default_hugepagesz={}",
+                validate::page_size(&h.size)?
+            ));
+        }
+        for h in &self.hugepages {
+            words.push(format!("hugepagesz={}", validate::page_size(&h.size)?));
             words.push(format!("hugepages={}", h.count));
         }
         if let Some(i) = &self.isolation {
@@ -698,11 +702,11 @@ mod tests {
 
     pub(crate) fn igx_spec() -> KernelArgSpec {
         KernelArgSpec {
-            hugepages: Some(HugepageArgs {
+            hugepages: vec![HugepageArgs {
                 default_size: true,
                 size: "1G".into(),
                 count: 4,
-            }),
+            }],
             isolation: Some(IsolationArgs {
                 isolated: "9-11".into(),
                 irqaffinity: Some("0-8".into()),
@@ -714,6 +718,29 @@ mod tests {
             acs_redir_disable: vec![],
             extra: vec![],
         }
+    }
+
+    #[test]
+    fn two_pools_reserve_both_sizes_and_the_first_is_the_default() {
+        let spec = KernelArgSpec {
+            hugepages: vec![
+                HugepageArgs {
+                    default_size: true,
+                    size: "1G".into(),
+                    count: 1,
+                },
+                HugepageArgs {
+                    default_size: false,
+                    size: "2M".into(),
+                    count: 512,
+                },
+            ],
+            ..Default::default()
+        };
+        assert_eq!(
+            spec.build().expect("args").render_plain(),
+            "default_hugepagesz=1G hugepagesz=1G hugepages=1 hugepagesz=2M hugepages=512\n"
+        );
     }
 
     #[test]

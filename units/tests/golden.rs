@@ -33,11 +33,11 @@ fn check_golden(name: &str, actual: &str) {
 
 fn igx_args() -> KernelArgs {
     KernelArgSpec {
-        hugepages: Some(HugepageArgs {
+        hugepages: vec![HugepageArgs {
             default_size: true,
             size: "1G".into(),
             count: 4,
-        }),
+        }],
         isolation: Some(IsolationArgs {
             isolated: "9-11".into(),
             irqaffinity: Some("0-8".into()),
@@ -55,11 +55,11 @@ fn igx_args() -> KernelArgs {
 
 fn spark_args() -> KernelArgs {
     KernelArgSpec {
-        hugepages: Some(HugepageArgs {
+        hugepages: vec![HugepageArgs {
             default_size: true,
             size: "1G".into(),
             count: 4,
-        }),
+        }],
         isolation: Some(IsolationArgs {
             isolated: "16-19".into(),
             irqaffinity: Some("0-15".into()),

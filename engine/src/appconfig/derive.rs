@@ -67,6 +67,12 @@ pub fn derive_profile(app: &AppConfig, base: &Profile, ctx: &Context) -> Derived
     }
 
     let est = estimate::hugepages(app);
+    // The configuration's regions are sized in pages of the profile's first pool; a
+    // configuration-derived profile has that one pool.
+    if let Some(first) = p.hugepages.pools().into_iter().next() {
+        p.hugepages.size = first.size;
+    }
+    p.hugepages.pools.clear();
     let page_kb = parse_size_kb(&p.hugepages.size).unwrap_or(1024 * 1024);
     let page = page_kb.saturating_mul(1024).max(1);
     let count = est.total.div_ceil(page);

@@ -917,15 +917,24 @@ pub fn run_generate(
             udev::mrrs_rule(&exe()?, &pref, &addrs).map_err(inv)?
         }
         Kind::MountUnit => {
-            let mp = lp
-                .profile
-                .hugepages
-                .mount
-                .clone()
-                .unwrap_or_else(|| "/mnt/huge".into());
-            systemd::hugetlbfs_mount(&mp, &lp.profile.hugepages.size, &pref)
-                .map_err(inv)?
-                .1
+            let pools = lp.profile.hugepages.pools();
+            let mut units = Vec::new();
+            for pool in &pools {
+                let mp = pool.mount.clone().unwrap_or_else(|| "/mnt/huge".into());
+                let (name, text) = systemd::hugetlbfs_mount(&mp, &pool.size, &pref).map_err(inv)?;
+                // Several pools: each unit under a comment naming its file.
+                units.push(if pools.len() > 1 {
+                    format!("# /etc/systemd/system/{name}\n{text}")
+                } else {
+                    text
+                });
+            }
+            if units.is_empty() {
+                return Err(UsageError::Other(
+                    "the profile reserves no hugepages, so there is no mount unit to print".into(),
+                ));
+            }
+            units.join("\n")
         }
         Kind::GovernorUnit => systemd::governor_unit(&exe()?, &pref)
             .render()

@@ -71,8 +71,8 @@ fn fixed_names(lp: &LoadedProfile) -> Vec<String> {
         .iter()
         .map(|u| format!("/etc/systemd/system/{u}"))
         .collect();
-    if let Some(mp) = &lp.profile.hugepages.mount {
-        if let Ok(name) = systemd::mount_unit_name(mp) {
+    for pool in lp.profile.hugepages.pools() {
+        if let Some(name) = pool.mount.and_then(|mp| systemd::mount_unit_name(&mp).ok()) {
             v.push(format!("/etc/systemd/system/{name}"));
         }
     }

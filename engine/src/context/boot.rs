@@ -30,12 +30,18 @@ pub fn kernel_arg_spec(
     let p = &lp.profile;
     let mut notes = Vec::new();
     let mut spec = KernelArgSpec::default();
-    if p.hugepages.count > 0 && !lp.profile.not_applicable.contains_key("hugepages") {
-        spec.hugepages = Some(HugepageArgs {
-            default_size: p.hugepages.default_size,
-            size: p.hugepages.size.clone(),
-            count: p.hugepages.count,
-        });
+    if !lp.profile.not_applicable.contains_key("hugepages") {
+        spec.hugepages = p
+            .hugepages
+            .pools()
+            .into_iter()
+            .enumerate()
+            .map(|(i, pool)| HugepageArgs {
+                default_size: i == 0 && p.hugepages.default_size,
+                size: pool.size,
+                count: pool.count,
+            })
+            .collect();
     }
     let iso = match data_core_list(facts, lp) {
         Ok(v) => v,

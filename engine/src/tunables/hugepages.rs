@@ -1,11 +1,12 @@
-//! `hugepages`: the hugepage pool of the profile's page size (per node where the data cores
-//! sit), its hugetlbfs mount, and the boot reservation. Plan: grow the pool now (capped by free
-//! memory, never shrunk), the `.mount` unit; the boot reservation is a kernel argument
-//! (`kernel.cmdline` writes it).
+//! `hugepages`: the profile's hugepage pools (one per page size, per node where the data cores
+//! sit), a hugetlbfs mount for each, and the boot reservation. One verdict per pool. Plan: grow
+//! each pool now (capped by free memory, never shrunk), a `.mount` unit per pool; the boot
+//! reservation is kernel arguments (`kernel.cmdline` writes them).
 
 use crate::apply::setters::Target;
 use crate::context::Context;
 use crate::plan::{Action, Change, NoteLevel, Plan, PlanCx, PlanError};
+use crate::profile::HugepagePool;
 use crate::tunable::{Planner, Tunable};
 use crate::verdict::Status;
 use crate::verdict::{Area, Verdict};
@@ -23,6 +24,7 @@ pub const HUGEPAGES: Tunable = Tunable {
         "hugepages.size",
         "hugepages.count",
         "hugepages.mount",
+        "hugepages.pools",
         "hugepages.default_size",
         "persist.grub_dropin",
     ],
@@ -34,25 +36,25 @@ pub const HUGEPAGES: Tunable = Tunable {
     }),
 };
 
-/// The kernel arguments that reserve the profile's pages at boot (1G pages can only be had
-/// reliably at boot, before memory fragments).
+/// The kernel arguments that reserve the profile's pools at boot (1G pages can only be had
+/// reliably at boot, before memory fragments): `default_hugepagesz=` of the first pool, then
+/// a `hugepagesz=`/`hugepages=` pair per pool.
 pub fn hugepage_args(ctx: &Context) -> Vec<String> {
     let h = &ctx.profile.profile.hugepages;
+    let pools = h.pools();
     let mut args = Vec::new();
-    if h.count == 0 {
-        return args;
+    if let (true, Some(first)) = (h.default_size, pools.first()) {
+        args.push(format!("default_hugepagesz={}", first.size));
     }
-    if h.default_size {
-        args.push(format!("default_hugepagesz={}", h.size));
+    for p in &pools {
+        args.push(format!("hugepagesz={}", p.size));
+        args.push(format!("hugepages={}", p.count));
     }
-    args.push(format!("hugepagesz={}", h.size));
-    args.push(format!("hugepages={}", h.count));
     args
 }
 
 fn run_hugepages(ctx: &Context) -> Vec<Verdict> {
     const ID: &str = "hugepages";
-    let want = &ctx.profile.profile.hugepages;
     let mem = ctx.mem();
     if let Some(e) = &mem.pools_error {
         return vec![Verdict::skip(
@@ -61,14 +63,19 @@ fn run_hugepages(ctx: &Context) -> Vec<Verdict> {
             format!("cannot read hugepage pools: {e}"),
         )];
     }
-    let Some(size_kb) = parse_size_kb(&want.size) else {
-        return vec![Verdict::error(
-            ID,
-            "host",
-            format!("profile page size `{}` is unreadable", want.size),
-        )];
-    };
-    let size = format_size_kb(size_kb);
+    let observed = observed_pools(mem);
+    let pools = ctx.profile.profile.hugepages.pools();
+    if pools.is_empty() {
+        return vec![Verdict::pass(ID, "host", "the profile needs no hugepages").observed(observed)];
+    }
+    pools
+        .iter()
+        .map(|want| judge_pool(ctx, want, &observed))
+        .collect()
+}
+
+/// Every pool of the host, with its per-node split: `1G: 4 total, 4 free [node1 4]; 2M: ...`.
+fn observed_pools(mem: &daqtune_probe::mem::MemFacts) -> String {
     let pools = mem
         .pools
         .iter()
@@ -94,18 +101,29 @@ fn run_hugepages(ctx: &Context) -> Vec<Verdict> {
         })
         .collect::<Vec<_>>()
         .join("; ");
-    let observed = if pools.is_empty() {
+    if pools.is_empty() {
         "no hugepage pools".to_string()
     } else {
         pools
+    }
+}
+
+/// One pool's verdict: reserved, free, mounted where the profile says, nothing left behind.
+fn judge_pool(ctx: &Context, want: &HugepagePool, observed: &str) -> Verdict {
+    const ID: &str = "hugepages";
+    let mem = ctx.mem();
+    let Some(size_kb) = parse_size_kb(&want.size) else {
+        return Verdict::error(
+            ID,
+            "host",
+            format!("profile page size `{}` is unreadable", want.size),
+        );
     };
+    let size = format_size_kb(size_kb);
     let expected = match &want.mount {
         Some(m) => format!("{} x {size} mounted at {m}", want.count),
         None => format!("{} x {size}", want.count),
     };
-    if want.count == 0 {
-        return vec![Verdict::pass(ID, "host", "the profile needs no hugepages").observed(observed)];
-    }
     let subject = format!("{size} pages");
     let mut problems: Vec<String> = Vec::new();
     let mut warnings: Vec<String> = Vec::new();
@@ -182,9 +200,11 @@ fn run_hugepages(ctx: &Context) -> Vec<Verdict> {
             .observed(observed)
             .expected(expected)
             .fix(fix);
-        let on_cmdline = ctx
-            .cmdline()
-            .is_ok_and(|c| c.values("hugepages").any(|v| v == want.count.to_string()));
+        // This pool's reservation on the running kernel's line: a reboot would not change it.
+        let on_cmdline = ctx.cmdline().is_ok_and(|c| {
+            c.hugepage_reservations(mem.default_hugepage_kb)
+                .contains(&(size_kb, want.count))
+        });
         use crate::context::boot::{pending_args, Pending};
         match pending_args(ctx.facts(), ctx.profile, &hugepage_args(ctx)) {
             Pending::Waits if !on_cmdline => {
@@ -199,130 +219,171 @@ fn run_hugepages(ctx: &Context) -> Vec<Verdict> {
             }
             _ => {}
         }
-        return vec![v];
+        return v;
     }
     if !warnings.is_empty() {
-        return vec![Verdict::warn(ID, subject, warnings.join("; "))
+        return Verdict::warn(ID, subject, warnings.join("; "))
             .observed(observed)
             .expected(expected)
-            .fix("stop the application holding the pages, or remove the leftover files (rm /mnt/huge/*map_*) when none runs")];
+            .fix(format!(
+                "stop the application holding the pages, or remove the leftover files (rm {}/*map_*) when none runs",
+                want.mount.as_deref().unwrap_or("/mnt/huge")
+            ));
     }
-    vec![
-        Verdict::pass(ID, subject, format!("{expected}: {observed}"))
-            .observed(observed)
-            .expected(expected),
-    ]
+    Verdict::pass(ID, subject, format!("{expected}: {observed}"))
+        .observed(observed)
+        .expected(expected)
 }
 
 fn plan_hugepages(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
     const ID: &str = "hugepages";
-    let hp = &cx.lp.profile.hugepages;
-    let Some(size_kb) = parse_size_kb(&hp.size) else {
-        plan.note(
-            ID,
-            NoteLevel::Skip,
-            format!("page size `{}` not understood", hp.size),
-        );
-        return Ok(());
-    };
-    if cx.opts.runtime && hp.count > 0 {
-        let mem = cx.facts.mem();
-        match mem.pool(size_kb) {
-            None => plan.note(ID, NoteLevel::Skip, format!("the kernel offers no {} page pool (/sys/kernel/mm/hugepages/hugepages-{size_kb}kB is absent)", hp.size)),
-            Some(pool) if pool.total >= hp.count => {}
-            Some(pool) => {
-                // On a multi-node host whose data cores sit on one node, the pages go to that
-                // node (DPDK allocates mbufs near the cores); otherwise to the global pool,
-                // which the kernel spreads over the nodes.
-                let node = cx.data_cores().ok().flatten().and_then(|list| {
-                    let set = daqtune_probe::cpulist::parse_cpulist(&list, None).ok()?;
-                    if mem.nodes.len() < 2 {
-                        return None;
-                    }
-                    mem.nodes.iter().find(|n| !set.is_empty() && set.is_subset(&n.cpus)).cloned()
-                });
-                let missing = hp.count - pool.total;
-                let (path, label, cur_total, in_use, avail, total_kb) = match &node {
-                    Some(n) => {
-                        let np = mem.node_pools.iter().find(|p| p.node == n.id && p.size_kb == size_kb);
-                        (
-                            format!("/sys/devices/system/node/node{}/hugepages/hugepages-{size_kb}kB/nr_hugepages", n.id),
-                            format!("{} pool on node{}", hp.size, n.id),
-                            np.map_or(0, |p| p.total),
-                            np.map_or(0, |p| p.total.saturating_sub(p.free)),
-                            n.mem_free_kb,
-                            n.mem_total_kb,
-                        )
-                    }
-                    None => (
-                        format!("/sys/kernel/mm/hugepages/hugepages-{size_kb}kB/nr_hugepages"),
-                        format!("{} pool", hp.size),
-                        pool.total,
-                        pool.in_use(),
-                        mem.mem_available_kb,
-                        mem.mem_total_kb,
-                    ),
-                };
-                match avail {
-                    None => plan.note(ID, NoteLevel::Skip, "cannot read the free memory (/proc/meminfo, node meminfo), so a reservation cannot be capped by it"),
-                    Some(avail) => {
-                        // Leave an eighth of the memory (at least 256 MiB) to everything else.
-                        let reserve = (total_kb.unwrap_or(0) / 8).max(256 * 1024);
-                        let extra = avail.saturating_sub(reserve) / size_kb;
-                        // Never below the pages in use (the pool only grows here).
-                        let target = (cur_total + missing).min(cur_total + extra).max(in_use);
-                        if target <= cur_total {
-                            plan.note(ID, NoteLevel::Warn, format!("{} x {} pages wanted, {} reserved, and free memory does not allow more; reserve them at boot (kernel arguments)", hp.count, hp.size, pool.total));
-                        } else {
-                            let from = format!("{cur_total}\n");
-                            let mut note = None;
-                            if target < cur_total + missing {
-                                note = Some(format!("capped at {target} of {} by free memory", cur_total + missing));
-                            } else if size_kb >= 1024 * 1024 && cx.target == Target::Live {
-                                note = Some("1G pages need contiguous memory: the kernel may reserve fewer at run time (read back after); the boot-time reservation is reliable".into());
-                            }
-                            plan.changes.push(Change {
-                                check: ID.into(),
-                                subject: label,
-                                action: Action::Attr { path, from, to: target.to_string() },
-                                reboot: false,
-                                note,
-                            });
-                        }
-                    }
-                }
-            }
+    let pools = cx.lp.profile.hugepages.pools();
+    // Memory promised to an earlier pool of this plan is not free for the next one.
+    let mut promised_kb: u64 = 0;
+    for hp in &pools {
+        let Some(size_kb) = parse_size_kb(&hp.size) else {
+            plan.note(
+                ID,
+                NoteLevel::Skip,
+                format!("page size `{}` not understood", hp.size),
+            );
+            continue;
+        };
+        if cx.opts.runtime {
+            promised_kb += plan_pool(cx, plan, hp, size_kb, promised_kb);
+        }
+        if cx.opts.persist {
+            plan_mount_unit(cx, plan, hp)?;
         }
     }
-    if cx.opts.persist {
-        if let Some(mp) = &hp.mount {
-            let (name, text) = systemd::hugetlbfs_mount(mp, &hp.size, &cx.profile_ref())?;
-            cx.file_change(
-                plan,
-                ID,
-                &name,
-                &format!("/etc/systemd/system/{name}"),
-                text,
-                0o644,
-                false,
-            );
-            cx.enable(plan, ID, &name, "local-fs.target");
-            let mounted = cx
-                .facts
-                .mem()
-                .mounts
-                .iter()
-                .any(|m| m.fstype == "hugetlbfs" && m.target == *mp);
-            if !mounted {
-                plan.note(
-                    ID,
-                    NoteLevel::Info,
-                    format!(
-                        "{mp} is mounted by {name} at boot (or now with `systemctl start {name}`)"
-                    ),
-                );
-            }
+    Ok(())
+}
+
+/// Grows one pool now; returns the kB it takes from free memory.
+fn plan_pool(
+    cx: &PlanCx,
+    plan: &mut Plan,
+    hp: &HugepagePool,
+    size_kb: u64,
+    promised_kb: u64,
+) -> u64 {
+    const ID: &str = "hugepages";
+    let mem = cx.facts.mem();
+    let pool = match mem.pool(size_kb) {
+        None => {
+            plan.note(ID, NoteLevel::Skip, format!("the kernel offers no {} page pool (/sys/kernel/mm/hugepages/hugepages-{size_kb}kB is absent)", hp.size));
+            return 0;
         }
+        Some(pool) if pool.total >= hp.count => return 0,
+        Some(pool) => pool,
+    };
+    // On a multi-node host whose data cores sit on one node, the pages go to that node (DPDK
+    // allocates mbufs near the cores); otherwise to the global pool, which the kernel spreads
+    // over the nodes.
+    let node = cx.data_cores().ok().flatten().and_then(|list| {
+        let set = daqtune_probe::cpulist::parse_cpulist(&list, None).ok()?;
+        if mem.nodes.len() < 2 {
+            return None;
+        }
+        mem.nodes
+            .iter()
+            .find(|n| !set.is_empty() && set.is_subset(&n.cpus))
+            .cloned()
+    });
+    let missing = hp.count - pool.total;
+    let (path, label, cur_total, in_use, avail, total_kb) = match &node {
+        Some(n) => {
+            let np = mem
+                .node_pools
+                .iter()
+                .find(|p| p.node == n.id && p.size_kb == size_kb);
+            (
+                format!(
+                    "/sys/devices/system/node/node{}/hugepages/hugepages-{size_kb}kB/nr_hugepages",
+                    n.id
+                ),
+                format!("{} pool on node{}", hp.size, n.id),
+                np.map_or(0, |p| p.total),
+                np.map_or(0, |p| p.total.saturating_sub(p.free)),
+                n.mem_free_kb,
+                n.mem_total_kb,
+            )
+        }
+        None => (
+            format!("/sys/kernel/mm/hugepages/hugepages-{size_kb}kB/nr_hugepages"),
+            format!("{} pool", hp.size),
+            pool.total,
+            pool.in_use(),
+            mem.mem_available_kb,
+            mem.mem_total_kb,
+        ),
+    };
+    let Some(avail) = avail else {
+        plan.note(ID, NoteLevel::Skip, "cannot read the free memory (/proc/meminfo, node meminfo), so a reservation cannot be capped by it");
+        return 0;
+    };
+    // Leave an eighth of the memory (at least 256 MiB) to everything else.
+    let reserve = (total_kb.unwrap_or(0) / 8).max(256 * 1024);
+    let extra = avail.saturating_sub(reserve).saturating_sub(promised_kb) / size_kb;
+    // Never below the pages in use (the pool only grows here).
+    let target = (cur_total + missing).min(cur_total + extra).max(in_use);
+    if target <= cur_total {
+        plan.note(ID, NoteLevel::Warn, format!("{} x {} pages wanted, {} reserved, and free memory does not allow more; reserve them at boot (kernel arguments)", hp.count, hp.size, pool.total));
+        return 0;
+    }
+    let from = format!("{cur_total}\n");
+    let mut note = None;
+    if target < cur_total + missing {
+        note = Some(format!(
+            "capped at {target} of {} by free memory",
+            cur_total + missing
+        ));
+    } else if size_kb >= 1024 * 1024 && cx.target == Target::Live {
+        note = Some("1G pages need contiguous memory: the kernel may reserve fewer at run time (read back after); the boot-time reservation is reliable".into());
+    }
+    plan.changes.push(Change {
+        check: ID.into(),
+        subject: label,
+        action: Action::Attr {
+            path,
+            from,
+            to: target.to_string(),
+        },
+        reboot: false,
+        note,
+    });
+    (target - cur_total) * size_kb
+}
+
+/// The pool's `.mount` unit, enabled for local-fs.target.
+fn plan_mount_unit(cx: &PlanCx, plan: &mut Plan, hp: &HugepagePool) -> Result<(), PlanError> {
+    const ID: &str = "hugepages";
+    let Some(mp) = &hp.mount else {
+        return Ok(());
+    };
+    let (name, text) = systemd::hugetlbfs_mount(mp, &hp.size, &cx.profile_ref())?;
+    cx.file_change(
+        plan,
+        ID,
+        &name,
+        &format!("/etc/systemd/system/{name}"),
+        text,
+        0o644,
+        false,
+    );
+    cx.enable(plan, ID, &name, "local-fs.target");
+    let mounted = cx
+        .facts
+        .mem()
+        .mounts
+        .iter()
+        .any(|m| m.fstype == "hugetlbfs" && m.target == *mp);
+    if !mounted {
+        plan.note(
+            ID,
+            NoteLevel::Info,
+            format!("{mp} is mounted by {name} at boot (or now with `systemctl start {name}`)"),
+        );
     }
     Ok(())
 }
