@@ -25,9 +25,12 @@ P=/etc/daqtune/lifecycle-vm.yaml
 P7=/etc/daqtune/lifecycle-vm-mrrs.yaml
 DATA_PORT=ens1
 E1000E_ID=8086:10d3
-# 1G pages: what the profile asks for (count 1).
+# The profile's two pools: one 1G page (mounted at /mnt/huge) and 64 2M pages (/mnt/huge-2M).
 HP_KB=1048576
 HP_COUNT=1
+HP2_KB=2048
+HP2_COUNT=64
+MOUNT2_UNIT='mnt-huge\x2d2M.mount'
 
 # --- recording -------------------------------------------------------------------------------
 cur=setup
@@ -265,6 +268,7 @@ do_apply() {
     # Runtime effects, right away.
     expect_eq "MTU 9000 on $DATA_PORT now" "$(cat /sys/class/net/$DATA_PORT/mtu 2>/dev/null)" 9000
     expect_eq "1G pages reserved now" "$(cat /sys/kernel/mm/hugepages/hugepages-${HP_KB}kB/nr_hugepages 2>/dev/null)" "$HP_COUNT"
+    expect_eq "2M pages reserved now" "$(cat /sys/kernel/mm/hugepages/hugepages-${HP2_KB}kB/nr_hugepages 2>/dev/null)" "$HP2_COUNT"
     expect_eq "net.core.rmem_max now" "$(cat /proc/sys/net/core/rmem_max)" 268435456
     expect_eq "net.core.netdev_max_backlog now" "$(cat /proc/sys/net/core/netdev_max_backlog)" 250000
     # Persistent files.
@@ -272,13 +276,15 @@ do_apply() {
     info "files written by daqtune: $(owned_files | tr '\n' ' ')"
     expect "hugetlbfs mount unit written" test -f /etc/systemd/system/mnt-huge.mount
     expect "mount unit enabled (local-fs.target.wants)" test -L /etc/systemd/system/local-fs.target.wants/mnt-huge.mount
+    expect "2M pool's mount unit written" test -f "/etc/systemd/system/$MOUNT2_UNIT"
+    expect "2M pool's mount unit enabled" test -L "/etc/systemd/system/local-fs.target.wants/$MOUNT2_UNIT"
     expect "sysctl drop-in written" test -f /etc/sysctl.d/90-daqtune.conf
     expect "MTU .link file for $DATA_PORT written" sh -c "grep -l 'MTUBytes=9000' /etc/systemd/network/*daqtune*.link"
 }
 
 expect_kernel_args_in() { # WHAT FILE-WITH-ONE-WORD-PER-LINE
     local w missing=""
-    for w in "isolcpus=2-3" "nohz_full=2-3" "rcu_nocbs=2-3" "irqaffinity=0-1" "hugepagesz=1G" "hugepages=$HP_COUNT" "default_hugepagesz=1G"; do
+    for w in "isolcpus=2-3" "nohz_full=2-3" "rcu_nocbs=2-3" "irqaffinity=0-1" "hugepagesz=1G" "hugepages=$HP_COUNT" "default_hugepagesz=1G" "hugepagesz=2M" "hugepages=$HP2_COUNT"; do
         grep -qxF -- "$w" "$2" || missing="$missing $w"
     done
     # isolcpus may carry flags (managed_irq,domain,2-3): accept any isolcpus= ending in 2-3.
@@ -337,6 +343,9 @@ verify_after_reboot() { # VARIANT
     expect_eq "1G pages reserved at boot" "$(cat /sys/kernel/mm/hugepages/hugepages-${HP_KB}kB/nr_hugepages 2>/dev/null)" "$HP_COUNT"
     expect_eq "mnt-huge.mount is active" "$(systemctl is-active mnt-huge.mount)" active
     expect_eq "hugetlbfs mounted at /mnt/huge" "$(findmnt -n -o FSTYPE,OPTIONS /mnt/huge | awk '{print $1}')" hugetlbfs
+    expect_eq "2M pages reserved at boot" "$(cat /sys/kernel/mm/hugepages/hugepages-${HP2_KB}kB/nr_hugepages 2>/dev/null)" "$HP2_COUNT"
+    expect_eq "$MOUNT2_UNIT is active" "$(systemctl is-active "$MOUNT2_UNIT")" active
+    expect "hugetlbfs of 2M pages mounted at /mnt/huge-2M" sh -c "findmnt -n -o FSTYPE,OPTIONS /mnt/huge-2M | grep -q '^hugetlbfs .*pagesize=2M'"
     expect_eq "MTU 9000 on $DATA_PORT after the reboot" "$(cat /sys/class/net/$DATA_PORT/mtu 2>/dev/null)" 9000
     expect_eq "net.core.rmem_max after the reboot" "$(cat /proc/sys/net/core/rmem_max)" 268435456
     # A second apply: nothing to change, no byte written, no journal.
@@ -395,6 +404,7 @@ verify_reverted() {
         fail "/etc and the boot configuration byte-identical to before step 2" "$(grep '^[<>]' "$st/sums.diff" | head -n 8 | tr '\n' ' ')"
     fi
     expect_eq "hugetlbfs no longer mounted" "$(findmnt -n /mnt/huge | wc -l)" 0
+    expect_eq "no hugetlbfs at /mnt/huge-2M" "$(findmnt -n /mnt/huge-2M | wc -l)" 0
     expect_eq "/sys/devices/system/cpu/isolated empty" "$(cat /sys/devices/system/cpu/isolated)" ""
     run check-6 dq check --format json --json "$st/report-6.json"
     daqtune diff --json "$st/report-1.json" "$st/report-6.json" >"$st/diff-6.json" 2>"$st/diff-6.err"
