@@ -168,7 +168,7 @@ devctl() { local c; c=$(pcie_cap "$1"); echo $(($(cfg_u8 "$1" $((c + 8))) + 256 
 
 # Files daqtune owns now: every file under /etc with its owner mark.
 owned_files() { grep -rl --exclude-dir=daqtune 'Written by daqtune' /etc 2>/dev/null | LC_ALL=C sort; }
-owned_units() { owned_files | grep -E '^/etc/systemd/system/[^/]+\.(service|mount|timer)$' | xargs -r -n1 basename; }
+owned_units() { owned_files | grep -E '^/etc/systemd/system/[^/]+\.(service|mount|timer)$' | sed 's|.*/||'; }
 
 # Each unit daqtune wrote is enabled, ran and did not fail; each binary it runs exists.
 expect_units_ok() {
