@@ -16,7 +16,7 @@ use daqtune_probe::cmdline::{parse_cmdline, Cmdline};
 use daqtune_probe::cpu::{read_cpus, CpuFacts};
 use daqtune_probe::gpu::{DriverProc, GpuSnapshot};
 use daqtune_probe::host::FileStat;
-use daqtune_probe::mem::{read_mem, MemFacts};
+use daqtune_probe::mem::{read_mem_with_mounts, MemFacts};
 use daqtune_probe::pci::PciFacts;
 use daqtune_probe::system::{
     parse_kernel_version, read_platform, running_processes, Modules, PlatformFacts, ServiceState,
@@ -130,7 +130,14 @@ impl<'h> Facts<'h> {
     }
 
     pub fn mem(&self) -> &MemFacts {
-        self.mem.get_or_init(|| read_mem(self.host))
+        // /proc/mounts through the memoised reads: a plan for a host root appends the mount to
+        // the same bytes (the hugetlbfs mount of `hugepages`).
+        self.mem.get_or_init(|| {
+            read_mem_with_mounts(
+                self.host,
+                self.read_string("/proc/mounts").map_err(|e| e.to_string()),
+            )
+        })
     }
 
     pub fn cmdline(&self) -> Result<&Cmdline, &str> {

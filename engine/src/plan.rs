@@ -55,6 +55,14 @@ pub enum Action {
     },
     /// Turn GPU persistence mode on.
     GpuPersistence { uuid: String },
+    /// Mount a file system now with mount(2) (live hosts; under a root it is a `File` change
+    /// of the root's `/proc/mounts`). The hugetlbfs mount of `hugepages`: its `.mount` unit
+    /// mounts it at the next boot, this mounts it on the running host.
+    Mount {
+        fstype: String,
+        target: String,
+        options: String,
+    },
 }
 
 impl Action {
@@ -417,6 +425,11 @@ impl fmt::Display for Plan {
                     Action::GpuPersistence { uuid } => {
                         format!("persistence mode on for {uuid} (NVML)")
                     }
+                    Action::Mount {
+                        fstype,
+                        target,
+                        options,
+                    } => format!("mount -t {fstype} -o {options} {fstype} {target}"),
                     Action::File { path, .. } => format!("{path} (kernel state file)"),
                     Action::Symlink { path, target } => format!("{path} -> {target}"),
                 };

@@ -116,7 +116,8 @@ fn each_pool_is_judged_planned_and_reserved_at_boot() {
         "{vs:#?}"
     );
 
-    // The plan grows both pools now and writes a mount unit for each.
+    // The plan grows both pools now, mounts both (a root's /proc/mounts, one rewrite) and
+    // writes a mount unit for each.
     let host = Host::at(r).expect("root");
     let plan = build_plan(
         &host,
@@ -132,7 +133,9 @@ fn each_pool_is_judged_planned_and_reserved_at_boot() {
         .changes
         .iter()
         .filter_map(|c| match &c.action {
-            Action::Attr { path, to, .. } if c.check == "hugepages" => {
+            Action::Attr { path, to, .. }
+                if c.check == "hugepages" && path.ends_with("/nr_hugepages") =>
+            {
                 Some((path.as_str(), to.as_str()))
             }
             _ => None,
@@ -168,6 +171,24 @@ fn each_pool_is_judged_planned_and_reserved_at_boot() {
     assert_eq!(units[1].0, "/etc/systemd/system/mnt-huge\\x2d2M.mount");
     assert!(units[1].1.contains("Where=/mnt/huge-2M"), "{}", units[1].1);
     assert!(units[1].1.contains("pagesize=2M"), "{}", units[1].1);
+    let mounts: Vec<String> = plan
+        .changes
+        .iter()
+        .filter_map(|c| match &c.action {
+            Action::File { path, to, .. } if path == "/proc/mounts" => {
+                Some(String::from_utf8_lossy(to).to_string())
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(mounts.len(), 1, "{plan}");
+    assert!(
+        mounts[0].contains("hugetlbfs /mnt/huge hugetlbfs rw,nosuid,nodev,relatime,pagesize=1024M")
+            && mounts[0]
+                .contains("hugetlbfs /mnt/huge-2M hugetlbfs rw,nosuid,nodev,relatime,pagesize=2M"),
+        "{}",
+        mounts[0]
+    );
     let text = plan.to_string();
     assert!(
         text.contains(

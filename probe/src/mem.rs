@@ -224,6 +224,15 @@ pub fn read_numa_nodes(host: &Host) -> Vec<NumaNode> {
 }
 
 pub fn read_mem(host: &Host) -> MemFacts {
+    read_mem_with_mounts(
+        host,
+        host.read_string("/proc/mounts").map_err(|e| e.to_string()),
+    )
+}
+
+/// [`read_mem`] with /proc/mounts already read (by a caller that memoises host files: a plan
+/// for a host root rewrites the mount table from the same bytes).
+pub fn read_mem_with_mounts(host: &Host, mounts: Result<String, String>) -> MemFacts {
     let mut f = MemFacts::default();
     match host.read_dir("/sys/kernel/mm/hugepages") {
         Ok(names) => {
@@ -254,9 +263,9 @@ pub fn read_mem(host: &Host) -> MemFacts {
             }
         }
     }
-    match host.read_string("/proc/mounts") {
+    match mounts {
         Ok(t) => f.mounts = parse_mounts(&t),
-        Err(e) => f.mounts_error = Some(e.to_string()),
+        Err(e) => f.mounts_error = Some(e),
     }
     if let Ok(t) = host.read_string("/proc/meminfo") {
         let mi = parse_meminfo(&t);

@@ -271,6 +271,9 @@ do_apply() {
     expect_eq "2M pages reserved now" "$(cat /sys/kernel/mm/hugepages/hugepages-${HP2_KB}kB/nr_hugepages 2>/dev/null)" "$HP2_COUNT"
     expect_eq "net.core.rmem_max now" "$(cat /proc/sys/net/core/rmem_max)" 268435456
     expect_eq "net.core.netdev_max_backlog now" "$(cat /proc/sys/net/core/netdev_max_backlog)" 250000
+    # The mounts are brought now (mount(2)), not only by their units at the next boot.
+    expect_eq "hugetlbfs mounted at /mnt/huge now" "$(findmnt -n -o FSTYPE /mnt/huge)" hugetlbfs
+    expect "hugetlbfs of 2M pages mounted at /mnt/huge-2M now" sh -c "findmnt -n -o FSTYPE,OPTIONS /mnt/huge-2M | grep -q '^hugetlbfs .*pagesize=2M'"
     # Persistent files.
     run owned-2 owned_files
     info "files written by daqtune: $(owned_files | tr '\n' ' ')"
@@ -386,6 +389,7 @@ do_revert() { # VARIANT
     expect_eq "revert exits 0" "$rc" 0
     run owned-6 owned_files
     expect_eq "no file of daqtune's left under /etc" "$(owned_files | tr '\n' ' ')" ""
+    expect_eq "revert unmounted /mnt/huge and /mnt/huge-2M" "$(findmnt -n /mnt/huge; findmnt -n /mnt/huge-2M)" ""
     if [ "$1" = grub ]; then
         if grep -q 'isolcpus' /boot/grub/grub.cfg; then fail "grub.cfg regenerated without the arguments" "$(grep -m1 isolcpus /boot/grub/grub.cfg)"; else pass "grub.cfg regenerated without the arguments"; fi
     fi

@@ -316,6 +316,12 @@ fn apply_one(
         Action::Module { name } => {
             crate::tunables::peermem::load_module(host, j, w, lockdown, name).map(Done::from)
         }
+        Action::Mount {
+            fstype,
+            target,
+            options,
+        } => crate::tunables::hugepages::mount_now(host, j, w, fstype, target, options)
+            .map(Done::from),
     }
 }
 

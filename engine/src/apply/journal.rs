@@ -79,6 +79,14 @@ pub enum Entry {
     },
     /// A module daqtune loaded (it was not loaded before).
     Module { name: String },
+    /// A file system daqtune mounted (nothing was mounted there before); `created_dir`: the
+    /// mount point did not exist and apply made it (revert removes it when empty).
+    Mount {
+        fstype: String,
+        target: String,
+        #[serde(default)]
+        created_dir: bool,
+    },
     /// A GPU clock lock. `previously_locked`: a lock was in place before (not undone).
     GpuLock {
         uuid: String,

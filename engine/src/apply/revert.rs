@@ -103,6 +103,7 @@ fn describe(e: &Entry) -> String {
             original & mask
         ),
         Entry::Module { name } => format!("unload {name}"),
+        Entry::Mount { target, .. } => format!("umount {target}"),
         Entry::GpuLock {
             uuid,
             domain,
@@ -334,6 +335,35 @@ fn undo(
             }
             Target::Root => Ok(()),
         },
+        // Target-independent: the mount table is read through the host root and the unmount
+        // goes through the Writer (only a live apply journals a mount; under a root the mount
+        // is a `File` change of the root's /proc/mounts).
+        Entry::Mount {
+            fstype,
+            target: mp,
+            created_dir,
+        } => {
+            let real = real_path(host, mp, true)?;
+            // Only a mount the kernel lists is unmounted (an apply whose mount(2) did not
+            // show leaves its entry), and it must be gone after.
+            if setters::mounted(host, mp, fstype) {
+                w.umount(&real).map_err(|e| format!("umount {mp}: {e}"))?;
+                if setters::mounted(host, mp, fstype) {
+                    return Err(format!(
+                        "umount {mp} succeeded, but /proc/self/mounts still lists {fstype} there"
+                    ));
+                }
+            }
+            if *created_dir {
+                // Only an empty directory goes (rmdir): files someone put there stay.
+                match std::fs::remove_dir(&real) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(format!("rmdir {mp}: {e}")),
+                }
+            }
+            Ok(())
+        }
     }
 }
 

@@ -45,6 +45,79 @@ pub trait Writer {
     fn modprobe(&mut self, name: &str, remove: bool) -> io::Result<()> {
         modprobe(name, remove)
     }
+    /// Mount `fstype` (source named as the type, as `mount -t hugetlbfs none` does) at
+    /// `target` with the comma-separated `options` (mount(2); live hosts only).
+    fn mount(&mut self, fstype: &str, target: &Path, options: &str) -> io::Result<()> {
+        mount_live(fstype, target, options)
+    }
+    /// Unmount `target` (umount2(2), no flags: a busy mount is refused, never detached).
+    fn umount(&mut self, target: &Path) -> io::Result<()> {
+        umount_live(target)
+    }
+}
+
+/// Whether the kernel lists a `fstype` mount at `target` now, read afresh through `host` from
+/// /proc/self/mounts (the mount table of daqtune's own mount namespace, where it mounted).
+pub fn mounted(host: &daqtune_probe::Host, target: &str, fstype: &str) -> bool {
+    host.read_string("/proc/self/mounts").is_ok_and(|t| {
+        daqtune_probe::mem::parse_mounts(&t)
+            .iter()
+            .any(|m| m.target == target && m.fstype == fstype)
+    })
+}
+
+fn cstring(what: &str, s: &[u8]) -> io::Result<std::ffi::CString> {
+    std::ffi::CString::new(s).map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{what} contains a NUL byte"),
+        )
+    })
+}
+
+pub fn mount_live(fstype: &str, target: &Path, options: &str) -> io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    // nosuid/nodev/noexec are flags of the mount, not options of the file system (hugetlbfs
+    // refuses them in its data string), as mount(8) splits them.
+    let mut flags: libc::c_ulong = 0;
+    let mut fs_opts = Vec::new();
+    for o in options.split(',').filter(|o| !o.is_empty()) {
+        match o {
+            "nosuid" => flags |= libc::MS_NOSUID,
+            "nodev" => flags |= libc::MS_NODEV,
+            "noexec" => flags |= libc::MS_NOEXEC,
+            o => fs_opts.push(o),
+        }
+    }
+    let src = cstring("file system type", fstype.as_bytes())?;
+    let dst = cstring("mount point", target.as_os_str().as_bytes())?;
+    let data = cstring("mount options", fs_opts.join(",").as_bytes())?;
+    // SAFETY: every pointer is a NUL-terminated string that outlives the call.
+    let rc = unsafe {
+        libc::mount(
+            src.as_ptr(),
+            dst.as_ptr(),
+            src.as_ptr(),
+            flags,
+            data.as_ptr().cast(),
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+pub fn umount_live(target: &Path) -> io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let dst = cstring("mount point", target.as_os_str().as_bytes())?;
+    // SAFETY: a NUL-terminated string that outlives the call.
+    if unsafe { libc::umount2(dst.as_ptr(), 0) } == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
 }
 
 /// A change that went through: what its read-back shows, and whether the read-back could

@@ -54,6 +54,11 @@ fn action(a: &Action) -> Value {
             "kind": "gpu-clock-lock", "gpu": uuid, "domain": domain.as_str(),
         }),
         Action::GpuPersistence { uuid } => json!({ "kind": "gpu-persistence", "gpu": uuid }),
+        Action::Mount {
+            fstype,
+            target,
+            options,
+        } => json!({ "kind": "mount", "fstype": fstype, "target": target, "options": options }),
     }
 }
 

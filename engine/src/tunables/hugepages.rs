@@ -252,9 +252,7 @@ fn plan_hugepages(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
         if cx.opts.runtime {
             promised_kb += plan_pool(cx, plan, hp, size_kb, promised_kb);
         }
-        if cx.opts.persist {
-            plan_mount_unit(cx, plan, hp)?;
-        }
+        plan_mount(cx, plan, hp, size_kb)?;
     }
     Ok(())
 }
@@ -291,7 +289,7 @@ fn plan_pool(
             .cloned()
     });
     let missing = hp.count - pool.total;
-    let (path, label, cur_total, in_use, avail, total_kb) = match &node {
+    let (path, label, cur_total, cur_free, in_use, avail, total_kb) = match &node {
         Some(n) => {
             let np = mem
                 .node_pools
@@ -304,6 +302,7 @@ fn plan_pool(
                 ),
                 format!("{} pool on node{}", hp.size, n.id),
                 np.map_or(0, |p| p.total),
+                np.map_or(0, |p| p.free),
                 np.map_or(0, |p| p.total.saturating_sub(p.free)),
                 n.mem_free_kb,
                 n.mem_total_kb,
@@ -313,6 +312,7 @@ fn plan_pool(
             format!("/sys/kernel/mm/hugepages/hugepages-{size_kb}kB/nr_hugepages"),
             format!("{} pool", hp.size),
             pool.total,
+            pool.free,
             pool.in_use(),
             mem.mem_available_kb,
             mem.mem_total_kb,
@@ -341,9 +341,12 @@ fn plan_pool(
     } else if size_kb >= 1024 * 1024 && cx.target == Target::Live {
         note = Some("1G pages need contiguous memory: the kernel may reserve fewer at run time (read back after); the boot-time reservation is reliable".into());
     }
+    // Under a root, the root stands in for the kernel: the pages a pool grows by are free
+    // pages too (as the kernel counts them).
+    let free_path = path.replace("/nr_hugepages", "/free_hugepages");
     plan.changes.push(Change {
         check: ID.into(),
-        subject: label,
+        subject: label.clone(),
         action: Action::Attr {
             path,
             from,
@@ -352,40 +355,176 @@ fn plan_pool(
         reboot: false,
         note,
     });
+    if cx.target == Target::Root {
+        plan.changes.push(Change {
+            check: ID.into(),
+            subject: label,
+            action: Action::Attr {
+                path: free_path,
+                from: format!("{cur_free}\n"),
+                to: (cur_free + (target - cur_total)).to_string(),
+            },
+            reboot: false,
+            note: None,
+        });
+    }
     (target - cur_total) * size_kb
 }
 
-/// The pool's `.mount` unit, enabled for local-fs.target.
-fn plan_mount_unit(cx: &PlanCx, plan: &mut Plan, hp: &HugepagePool) -> Result<(), PlanError> {
+/// The pool's `.mount` unit, enabled for local-fs.target, and its mount now: the unit mounts
+/// it at the next boot, the running host gets it at once (a unit that exists but failed, or
+/// one just written, leaves nothing mounted, and the check fails).
+fn plan_mount(
+    cx: &PlanCx,
+    plan: &mut Plan,
+    hp: &HugepagePool,
+    size_kb: u64,
+) -> Result<(), PlanError> {
     const ID: &str = "hugepages";
     let Some(mp) = &hp.mount else {
         return Ok(());
     };
     let (name, text) = systemd::hugetlbfs_mount(mp, &hp.size, &cx.profile_ref())?;
-    cx.file_change(
-        plan,
-        ID,
-        &name,
-        &format!("/etc/systemd/system/{name}"),
-        text,
-        0o644,
-        false,
-    );
-    cx.enable(plan, ID, &name, "local-fs.target");
-    let mounted = cx
-        .facts
-        .mem()
-        .mounts
-        .iter()
-        .any(|m| m.fstype == "hugetlbfs" && m.target == *mp);
-    if !mounted {
+    if cx.opts.persist {
+        cx.file_change(
+            plan,
+            ID,
+            &name,
+            &format!("/etc/systemd/system/{name}"),
+            text,
+            0o644,
+            false,
+        );
+        cx.enable(plan, ID, &name, "local-fs.target");
+    }
+    let mem = cx.facts.mem();
+    let taken = mem.mounts.iter().any(|m| m.target == *mp);
+    if taken || mem.mounts_error.is_some() {
+        return Ok(());
+    }
+    if !cx.opts.runtime {
         plan.note(
             ID,
             NoteLevel::Info,
-            format!("{mp} is mounted by {name} at boot (or now with `systemctl start {name}`)"),
+            format!(
+                "{mp} is mounted by {name} at boot (or now with `daqtune apply --only hugepages`)"
+            ),
         );
+        return Ok(());
+    }
+    match cx.target {
+        Target::Live => plan.changes.push(Change {
+            check: ID.into(),
+            subject: format!("hugetlbfs at {mp}"),
+            action: Action::Mount {
+                fstype: "hugetlbfs".into(),
+                target: mp.into(),
+                options: mount_options(&hp.size),
+            },
+            reboot: false,
+            note: None,
+        }),
+        // Under a root, the root stands in for the kernel: a mount is a line of its
+        // `/proc/mounts` as the kernel shows it (pagesize in MiB), so `check` after
+        // `apply --root` sees it and revert restores the file. One change for all pools (two
+        // rewrites of one file would each claim the original as what they replace).
+        Target::Root => {
+            let line = format!(
+                "hugetlbfs {mp} hugetlbfs rw,nosuid,nodev,relatime,pagesize={}M 0 0\n",
+                size_kb / 1024
+            );
+            let earlier = plan
+                .changes
+                .iter_mut()
+                .find(|c| matches!(&c.action, Action::File { path, .. } if path == "/proc/mounts"));
+            match earlier {
+                Some(c) => {
+                    if let Action::File { to, .. } = &mut c.action {
+                        to.extend_from_slice(line.as_bytes());
+                    }
+                    c.subject = format!("{}, {mp}", c.subject);
+                }
+                None => {
+                    let from = cx.read("/proc/mounts");
+                    let mut to = from.clone().unwrap_or_default();
+                    if !to.is_empty() && !to.ends_with(b"\n") {
+                        to.push(b'\n');
+                    }
+                    to.extend_from_slice(line.as_bytes());
+                    plan.changes.push(Change {
+                        check: ID.into(),
+                        subject: format!("hugetlbfs at {mp}"),
+                        action: Action::File {
+                            path: "/proc/mounts".into(),
+                            from,
+                            to,
+                            mode: 0o444,
+                        },
+                        reboot: false,
+                        note: None,
+                    });
+                }
+            }
+        }
     }
     Ok(())
+}
+
+/// The options of the hugetlbfs mount, as its `.mount` unit has them.
+fn mount_options(size: &str) -> String {
+    format!("pagesize={size},nosuid,nodev")
+}
+
+/// The setter hook of `Action::Mount`: journal, make the mount point if missing, mount(2),
+/// and read the mount back from the kernel's table. A mount that fails takes its entry and
+/// the directory it made back (revert must not unmount what someone else mounts there).
+pub(crate) fn mount_now(
+    host: &daqtune_probe::Host,
+    j: &mut crate::apply::journal::Journal,
+    w: &mut dyn crate::apply::setters::Writer,
+    fstype: &str,
+    target: &str,
+    options: &str,
+) -> Result<String, String> {
+    use crate::apply::journal::Entry;
+    let jerr = |e: std::io::Error| format!("journal: {e} (nothing changed)");
+    let real = host.resolve(target).map_err(|e| format!("{target}: {e}"))?;
+    let created_dir = !real.is_dir();
+    let idx = j
+        .record(
+            w,
+            Entry::Mount {
+                fstype: fstype.into(),
+                target: target.into(),
+                created_dir,
+            },
+        )
+        .map_err(jerr)?;
+    let undo_dir = |real: &std::path::Path| {
+        if created_dir {
+            let _ = std::fs::remove_dir(real);
+        }
+    };
+    if created_dir {
+        if let Err(e) = std::fs::create_dir_all(&real) {
+            j.take_back(w, idx);
+            return Err(format!("{target}: cannot make the mount point: {e}"));
+        }
+    }
+    if let Err(e) = w.mount(fstype, &real, options) {
+        undo_dir(&real);
+        j.take_back(w, idx);
+        return Err(format!("mount -t {fstype} -o {options} {target}: {e}"));
+    }
+    j.mark_done(w, idx).map_err(jerr)?;
+    // mount(2)'s success is read back from the kernel's table (the entry stays: revert
+    // unmounts only what the kernel lists).
+    if !crate::apply::setters::mounted(host, target, fstype) {
+        return Err(format!(
+            "{target}: mount(2) succeeded, but /proc/self/mounts lists no {fstype} there"
+        ));
+    }
+    Ok(format!("mounted {fstype} at {target} ({options})"))
 }
 
 #[cfg(test)]
@@ -430,7 +569,10 @@ mod tests {
         std::fs::write(hp.join("nr_hugepages"), "6\n").expect("w");
         let plan = build_plan(&host, &lp, &opts).expect("plan");
         assert!(
-            !plan.changes.iter().any(|c| c.check == "hugepages"),
+            !plan
+                .changes
+                .iter()
+                .any(|c| c.check == "hugepages" && matches!(c.action, Action::Attr { .. })),
             "{plan}"
         );
     }

@@ -31,6 +31,8 @@ pub(crate) struct Kernel {
     /// Where `/sys/module/NAME` appears when modprobe takes.
     pub root: PathBuf,
     pub modprobe_takes: bool,
+    /// Whether a mount(2) shows in the root's `/proc/self/mounts`.
+    pub mount_takes: bool,
     pub calls: Vec<String>,
 }
 
@@ -44,6 +46,7 @@ impl Kernel {
             mtu_sticks: true,
             root: root.to_path_buf(),
             modprobe_takes: true,
+            mount_takes: true,
             calls: Vec::new(),
         }
     }
@@ -124,6 +127,46 @@ impl Writer for Kernel {
             }
         }
         Ok(())
+    }
+    fn mount(&mut self, fstype: &str, target: &Path, options: &str) -> io::Result<()> {
+        self.calls
+            .push(format!("mount {fstype} {} {options}", target.display()));
+        if !target.is_dir() {
+            return Err(io::Error::from_raw_os_error(libc::ENOENT));
+        }
+        if self.mount_takes {
+            let host_path = target
+                .strip_prefix(&self.root)
+                .map_err(io::Error::other)?
+                .display()
+                .to_string();
+            let table = self.root.join("proc/self/mounts");
+            let mut t = std::fs::read_to_string(&table).unwrap_or_default();
+            t.push_str(&format!(
+                "{fstype} /{host_path} {fstype} rw,{options} 0 0\n"
+            ));
+            std::fs::create_dir_all(table.parent().expect("parent"))?;
+            std::fs::write(&table, t)?;
+        }
+        Ok(())
+    }
+    fn umount(&mut self, target: &Path) -> io::Result<()> {
+        let target = format!(
+            "/{}",
+            target
+                .strip_prefix(&self.root)
+                .map_err(io::Error::other)?
+                .display()
+        );
+        self.calls.push(format!("umount {target}"));
+        let table = self.root.join("proc/self/mounts");
+        let t = std::fs::read_to_string(&table)?;
+        let kept: String = t
+            .lines()
+            .filter(|l| l.split_whitespace().nth(1) != Some(target.as_str()))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        std::fs::write(&table, kept)
     }
 }
 
@@ -327,6 +370,77 @@ fn a_module_the_kernel_does_not_list_is_a_failure() {
     );
     assert_eq!(only(&rep).result, Ok("loaded nvidia_peermem".to_string()));
     assert!(d.path().join("sys/module/nvidia_peermem").is_dir());
+}
+
+#[test]
+fn a_mount_the_kernel_does_not_list_is_a_failure_and_revert_unmounts_what_it_lists() {
+    let d = tempfile::tempdir().expect("tmp");
+    let host = Host::at(d.path()).expect("host");
+    let mut k = Kernel::new(d.path());
+    k.mount_takes = false;
+    let mount = || Action::Mount {
+        fstype: "hugetlbfs".into(),
+        target: "/mnt/huge".into(),
+        options: "pagesize=1G,nosuid,nodev".into(),
+    };
+    let (rep, j) = run(
+        &host,
+        Target::Live,
+        vec![change("hugepages", mount())],
+        &mut k,
+        None,
+    );
+    let e = err(&rep);
+    assert!(e.contains("lists no hugetlbfs there"), "{e}");
+    // The entry stays (revert unmounts only what the kernel lists), with the directory it made.
+    assert!(matches!(
+        &j.doc.records[0].entry,
+        Entry::Mount {
+            created_dir: true,
+            ..
+        }
+    ));
+    assert!(d.path().join("mnt/huge").is_dir());
+    let base = d.path().join(JOURNAL);
+    let rr = crate::apply::revert::revert_all(&host, &base, &mut k);
+    assert_eq!(rr.failed(), 0, "{:?}", rr.steps);
+    assert!(
+        !k.calls.iter().any(|c| c.starts_with("umount")),
+        "{:?}",
+        k.calls
+    );
+    assert!(!d.path().join("mnt/huge").exists());
+
+    k.mount_takes = true;
+    let (rep, _) = run(
+        &host,
+        Target::Live,
+        vec![change("hugepages", mount())],
+        &mut k,
+        None,
+    );
+    assert_eq!(
+        only(&rep).result,
+        Ok("mounted hugetlbfs at /mnt/huge (pagesize=1G,nosuid,nodev)".to_string())
+    );
+    assert!(crate::apply::setters::mounted(
+        &host,
+        "/mnt/huge",
+        "hugetlbfs"
+    ));
+    let rr = crate::apply::revert::revert_all(&host, &base, &mut k);
+    assert_eq!(rr.failed(), 0, "{:?}", rr.steps);
+    assert!(
+        k.calls.iter().any(|c| c == "umount /mnt/huge"),
+        "{:?}",
+        k.calls
+    );
+    assert!(!crate::apply::setters::mounted(
+        &host,
+        "/mnt/huge",
+        "hugetlbfs"
+    ));
+    assert!(!d.path().join("mnt/huge").exists());
 }
 
 // ---------------------------------------------------------------------------------------------
