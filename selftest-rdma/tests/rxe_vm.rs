@@ -199,8 +199,16 @@ fn soft_roce_write_and_send_in_a_vm() {
             "{want:?} not in the state:\n{before}"
         );
     }
-    for after in ["state-after-softroce.txt", "state-after-rxe.txt"] {
-        assert_eq!(read(after), before, "{after} differs from the state before");
+    for (after, err) in [
+        ("state-after-softroce.txt", "ports-softroce.err"),
+        ("state-after-rxe.txt", "ports-rxe.err"),
+    ] {
+        let said = std::fs::read_to_string(out.path().join(err)).unwrap_or_default();
+        assert_eq!(
+            read(after),
+            before,
+            "{after} differs from the state before; the run said:\n{said}"
+        );
     }
     let soft_err = read("ports-softroce.err");
     for want in [

@@ -177,6 +177,32 @@ fn gone_within(rnl: &mut RdmaNetlink, dev: &str, limit: Duration) -> Result<bool
     }
 }
 
+/// Makes soft-RoCE device `dev` on `netdev`, waiting (up to `deadline`) while an earlier copy
+/// still holds the name or the netdev. Unregistration is queued work, and a copy in another
+/// namespace is invisible from here in exclusive mode, so "absent from the list" does not yet
+/// mean "free": the kernel answers EEXIST (netdev still bound) or ENFILE (name still taken)
+/// until the copy is really gone.
+fn add_rxe_when_free(
+    nl: &mut RdmaNetlink,
+    dev: &str,
+    netdev: &str,
+    deadline: std::time::Instant,
+) -> Result<()> {
+    loop {
+        match nl.add_rxe(dev, netdev) {
+            Err(e)
+                if matches!(
+                    os_error(&e),
+                    Some(libc::EEXIST) | Some(libc::ENFILE) | Some(libc::EBUSY)
+                ) && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            r => return r,
+        }
+    }
+}
+
 /// How one placement attempt of an RDMA two-port run ended, when not with a topology.
 enum RdmaAttempt {
     /// Try again in shared mode; dropping the topology undoes this attempt first.
@@ -660,8 +686,9 @@ impl Topology {
                 if !software[i] || !gone_within(&mut rnl, dev, KERNEL_WORK_LIMIT)? {
                     continue;
                 }
+                let deadline = std::time::Instant::now() + KERNEL_WORK_LIMIT;
                 RdmaNetlink::open_in(ns)
-                    .and_then(|mut r| r.add_rxe(dev, ifname))
+                    .and_then(|mut r| add_rxe_when_free(&mut r, dev, ifname, deadline))
                     .map_err(|e| {
                         Failed(Error::Invalid(format!(
                             "{dev} was unregistered when {ifname} moved into its namespace \
@@ -1029,7 +1056,7 @@ fn restore_rdma_rest(r: &RdmaJournal) -> Vec<String> {
                 break;
             }
             if nl.device_by_name(dev).ok().flatten().is_none() {
-                if let Err(e) = nl.add_rxe(dev, netdev) {
+                if let Err(e) = add_rxe_when_free(&mut nl, dev, netdev, deadline) {
                     warnings.push(format!(
                         "soft-RoCE device {dev} on {netdev}: make again: {e}"
                     ));
