@@ -30,6 +30,13 @@ pub enum DbusError {
     },
     #[error("D-Bus I/O: {0}")]
     Io(#[from] std::io::Error),
+    /// The peer did not answer within the connection's timeout.
+    #[error("no answer within {0:?} (the peer is hung or starved of CPU)")]
+    Timeout(std::time::Duration),
+    /// An earlier exchange on this connection failed part-way (a timeout, a broken pipe): the
+    /// stream may hold the rest of a late reply, so nothing more is asked on it.
+    #[error("not asked: an earlier query on this connection failed ({0})")]
+    Unusable(String),
     #[error("D-Bus authentication refused: {0}")]
     Auth(String),
     #[error("malformed D-Bus message: {0}")]
@@ -636,6 +643,9 @@ impl Message {
 pub struct Connection {
     stream: UnixStream,
     serial: u32,
+    timeout: Duration,
+    /// Why the stream can no longer be trusted, once an exchange failed part-way.
+    broken: Option<String>,
 }
 
 /// Where the system bus listens, per `DBUS_SYSTEM_BUS_ADDRESS` or the standard path.
@@ -661,8 +671,13 @@ impl Connection {
         })?;
         stream.set_read_timeout(Some(timeout))?;
         stream.set_write_timeout(Some(timeout))?;
-        let mut c = Connection { stream, serial: 0 };
-        c.authenticate()?;
+        let mut c = Connection {
+            stream,
+            serial: 0,
+            timeout,
+            broken: None,
+        };
+        c.authenticate().map_err(|e| c.timed_out(e))?;
         if bus {
             c.call(Message::method_call(
                 Some("org.freedesktop.DBus"),
@@ -716,8 +731,39 @@ impl Connection {
         Message::parse(&buf)
     }
 
+    /// A read or write that hit the socket timeout says so (the OS reports it as EAGAIN).
+    fn timed_out(&self, e: DbusError) -> DbusError {
+        match e {
+            DbusError::Io(io)
+                if matches!(
+                    io.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                DbusError::Timeout(self.timeout)
+            }
+            e => e,
+        }
+    }
+
     /// Send a method call and wait for its reply (signals and other traffic are skipped).
-    pub fn call(&mut self, mut m: Message) -> Result<Message, DbusError> {
+    /// A call that fails part-way (timeout, I/O, a malformed message) leaves the stream at an
+    /// unknown point, so the connection refuses further calls at once: a hung peer costs one
+    /// timeout per connection, not one per question.
+    pub fn call(&mut self, m: Message) -> Result<Message, DbusError> {
+        if let Some(why) = &self.broken {
+            return Err(DbusError::Unusable(why.clone()));
+        }
+        let r = self.exchange(m).map_err(|e| self.timed_out(e));
+        if let Err(e) = &r {
+            if !matches!(e, DbusError::Remote { .. }) {
+                self.broken = Some(e.to_string());
+            }
+        }
+        r
+    }
+
+    fn exchange(&mut self, mut m: Message) -> Result<Message, DbusError> {
         self.serial = self.serial.wrapping_add(1).max(1);
         m.serial = self.serial;
         self.stream.write_all(&m.to_bytes()?)?;

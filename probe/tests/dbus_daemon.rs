@@ -142,3 +142,57 @@ fn a_socket_nobody_listens_on_is_a_clear_error() {
         Ok(_) => panic!("connected to nothing"),
     }
 }
+
+/// A peer that authenticates and then never answers (a hung or CPU-starved systemd): the first
+/// call is a timeout that says so (not a bare EAGAIN), and the connection then refuses further
+/// calls without waiting again, since a late reply could arrive half-read.
+#[test]
+fn a_peer_that_never_answers_times_out_once_and_the_connection_is_retired() {
+    use std::io::{Read, Write};
+    use std::os::unix::net::UnixListener;
+    let dir = tempfile::tempdir().expect("tmp");
+    let sock = dir.path().join("mute");
+    let listener = UnixListener::bind(&sock).expect("bind");
+    let peer = std::thread::spawn(move || {
+        let (mut s, _) = listener.accept().expect("accept");
+        let mut seen = Vec::new();
+        let mut b = [0u8; 256];
+        // Accept AUTH EXTERNAL, then read (and ignore) everything until the client hangs up.
+        let mut answered = false;
+        loop {
+            match s.read(&mut b) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => seen.extend_from_slice(&b[..n]),
+            }
+            if !answered && seen.windows(2).any(|w| w == b"\r\n") {
+                s.write_all(b"OK 0123456789abcdef0123456789abcdef\r\n")
+                    .expect("auth reply");
+                answered = true;
+            }
+        }
+        seen
+    });
+    let mut c = Connection::open(&sock, false, Duration::from_millis(300)).expect("connect");
+    let ask = || {
+        Message::method_call(
+            None,
+            "/org/freedesktop/systemd1",
+            "org.freedesktop.systemd1.Manager",
+            "GetUnit",
+            vec![Value::Str("mnt-huge.mount".into())],
+        )
+    };
+    match c.call(ask()) {
+        Err(e @ DbusError::Timeout(_)) => assert!(e.to_string().contains("no answer within")),
+        other => panic!("expected a timeout, got {other:?}"),
+    }
+    match c.call(ask()) {
+        Err(DbusError::Unusable(why)) => assert!(why.contains("no answer within"), "{why}"),
+        other => panic!("expected the connection to refuse, got {other:?}"),
+    }
+    drop(c);
+    let seen = peer.join().expect("peer thread");
+    // Exactly one method call reached the peer: the second was refused before it was sent.
+    let calls = seen.windows(7).filter(|w| w == b"GetUnit").count();
+    assert_eq!(calls, 1, "{}", String::from_utf8_lossy(&seen));
+}
