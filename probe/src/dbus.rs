@@ -698,13 +698,18 @@ impl Connection {
             .bytes()
             .map(|b| format!("{b:02x}"))
             .collect();
+        // BEGIN goes in the same write as AUTH, as sd-bus's own client sends it, never just
+        // before the first message: systemd's sd-bus server, when BEGIN and the first method
+        // call reach it in one read, leaves the call in its buffer unanswered until other
+        // traffic wakes the connection (seen in the lifecycle VM under load: GetUnit waited
+        // past any timeout while `systemctl` answered at once). A server that refuses the AUTH
+        // ignores the BEGIN with it.
         self.stream
-            .write_all(format!("\0AUTH EXTERNAL {hex}\r\n").as_bytes())?;
+            .write_all(format!("\0AUTH EXTERNAL {hex}\r\nBEGIN\r\n").as_bytes())?;
         let line = self.read_line()?;
         if !line.starts_with("OK ") {
             return Err(DbusError::Auth(line));
         }
-        self.stream.write_all(b"BEGIN\r\n")?;
         Ok(())
     }
 

@@ -196,3 +196,38 @@ fn a_peer_that_never_answers_times_out_once_and_the_connection_is_retired() {
     let calls = seen.windows(7).filter(|w| w == b"GetUnit").count();
     assert_eq!(calls, 1, "{}", String::from_utf8_lossy(&seen));
 }
+
+/// BEGIN travels with AUTH, before the server's OK, as sd-bus's own client sends it (systemd's
+/// server left a first call unanswered when BEGIN and that call reached it in one read). This
+/// peer answers OK only once it has BEGIN: a client that waits for OK before sending BEGIN
+/// never gets it, and `open` fails.
+#[test]
+fn begin_is_sent_with_auth_not_with_the_first_call() {
+    use std::io::{Read, Write};
+    use std::os::unix::net::UnixListener;
+    let dir = tempfile::tempdir().expect("tmp");
+    let sock = dir.path().join("strict");
+    let listener = UnixListener::bind(&sock).expect("bind");
+    let peer = std::thread::spawn(move || {
+        let (mut s, _) = listener.accept().expect("accept");
+        s.set_read_timeout(Some(Duration::from_secs(5)))
+            .expect("timeout");
+        let mut seen = Vec::new();
+        let mut b = [0u8; 256];
+        while !seen.windows(7).any(|w| w == b"BEGIN\r\n") {
+            match s.read(&mut b) {
+                Ok(0) | Err(_) => return false,
+                Ok(n) => seen.extend_from_slice(&b[..n]),
+            }
+        }
+        s.write_all(b"OK 0123456789abcdef0123456789abcdef\r\n")
+            .expect("auth reply");
+        seen.starts_with(b"\0AUTH EXTERNAL ")
+    });
+    let opened = Connection::open(&sock, false, Duration::from_secs(2));
+    assert!(opened.is_ok(), "{:?}", opened.err());
+    assert!(
+        peer.join().expect("peer"),
+        "AUTH EXTERNAL then BEGIN, before OK"
+    );
+}
