@@ -143,35 +143,48 @@ fn a_socket_nobody_listens_on_is_a_clear_error() {
     }
 }
 
-/// A peer that authenticates and then never answers (a hung or CPU-starved systemd): the first
-/// call is a timeout that says so (not a bare EAGAIN), and the connection then refuses further
-/// calls without waiting again, since a late reply could arrive half-read.
-#[test]
-fn a_peer_that_never_answers_times_out_once_and_the_connection_is_retired() {
+/// A peer on `sock` that says OK to the authentication once `ready(bytes so far)` holds, never
+/// answers anything else, and returns every byte it got when the client hangs up.
+fn auth_only_peer(
+    sock: &std::path::Path,
+    ready: fn(&[u8]) -> bool,
+) -> std::thread::JoinHandle<Vec<u8>> {
     use std::io::{Read, Write};
-    use std::os::unix::net::UnixListener;
-    let dir = tempfile::tempdir().expect("tmp");
-    let sock = dir.path().join("mute");
-    let listener = UnixListener::bind(&sock).expect("bind");
-    let peer = std::thread::spawn(move || {
+    let listener = std::os::unix::net::UnixListener::bind(sock).expect("bind");
+    std::thread::spawn(move || {
         let (mut s, _) = listener.accept().expect("accept");
+        // A hang guard for a client that neither sends nor hangs up.
+        s.set_read_timeout(Some(Duration::from_secs(10)))
+            .expect("timeout");
         let mut seen = Vec::new();
         let mut b = [0u8; 256];
-        // Accept AUTH EXTERNAL, then read (and ignore) everything until the client hangs up.
         let mut answered = false;
         loop {
             match s.read(&mut b) {
-                Ok(0) | Err(_) => break,
+                Ok(0) | Err(_) => return seen,
                 Ok(n) => seen.extend_from_slice(&b[..n]),
             }
-            if !answered && seen.windows(2).any(|w| w == b"\r\n") {
+            if !answered && ready(&seen) {
                 s.write_all(b"OK 0123456789abcdef0123456789abcdef\r\n")
                     .expect("auth reply");
                 answered = true;
             }
         }
-        seen
-    });
+    })
+}
+
+fn holds(seen: &[u8], what: &[u8]) -> bool {
+    seen.windows(what.len()).any(|w| w == what)
+}
+
+/// A peer that authenticates and then never answers (a hung or CPU-starved systemd): the first
+/// call is a timeout that says so (not a bare EAGAIN), and the connection then refuses further
+/// calls without waiting again, since a late reply could arrive half-read.
+#[test]
+fn a_peer_that_never_answers_times_out_once_and_the_connection_is_retired() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let sock = dir.path().join("mute");
+    let peer = auth_only_peer(&sock, |seen| holds(seen, b"\r\n"));
     let mut c = Connection::open(&sock, false, Duration::from_millis(300)).expect("connect");
     let ask = || {
         Message::method_call(
@@ -203,31 +216,12 @@ fn a_peer_that_never_answers_times_out_once_and_the_connection_is_retired() {
 /// never gets it, and `open` fails.
 #[test]
 fn begin_is_sent_with_auth_not_with_the_first_call() {
-    use std::io::{Read, Write};
-    use std::os::unix::net::UnixListener;
     let dir = tempfile::tempdir().expect("tmp");
     let sock = dir.path().join("strict");
-    let listener = UnixListener::bind(&sock).expect("bind");
-    let peer = std::thread::spawn(move || {
-        let (mut s, _) = listener.accept().expect("accept");
-        s.set_read_timeout(Some(Duration::from_secs(5)))
-            .expect("timeout");
-        let mut seen = Vec::new();
-        let mut b = [0u8; 256];
-        while !seen.windows(7).any(|w| w == b"BEGIN\r\n") {
-            match s.read(&mut b) {
-                Ok(0) | Err(_) => return false,
-                Ok(n) => seen.extend_from_slice(&b[..n]),
-            }
-        }
-        s.write_all(b"OK 0123456789abcdef0123456789abcdef\r\n")
-            .expect("auth reply");
-        seen.starts_with(b"\0AUTH EXTERNAL ")
-    });
+    let peer = auth_only_peer(&sock, |seen| holds(seen, b"BEGIN\r\n"));
     let opened = Connection::open(&sock, false, Duration::from_secs(2));
     assert!(opened.is_ok(), "{:?}", opened.err());
-    assert!(
-        peer.join().expect("peer"),
-        "AUTH EXTERNAL then BEGIN, before OK"
-    );
+    drop(opened);
+    let seen = peer.join().expect("peer");
+    assert!(seen.starts_with(b"\0AUTH EXTERNAL "), "{seen:?}");
 }
