@@ -7,7 +7,9 @@
 use crate::error::{Error, Result};
 use crate::netlink::{Addr, Link, Neighbour, Netlink, Route, RTPROT_KERNEL};
 use crate::netns::{self, NetNs, NsId};
-use crate::rdma_netlink::{errno_name, os_error, port_for_netdev, NetnsMode, RdmaNetlink};
+use crate::rdma_netlink::{
+    errno_name, os_error, port_for_netdev, NetnsMode, RdmaNetlink, RdmaPort,
+};
 use serde::{Deserialize, Serialize};
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::{Path, PathBuf};
@@ -74,6 +76,12 @@ pub struct RdmaJournal {
     /// Soft-RoCE devices that vanished when their netdev moved (rdma_rxe unregisters on the
     /// netdev's move): (device, netdev), re-created once the netdev is home.
     pub recreate: Vec<(String, String)>,
+    /// The copies of those made inside the namespaces: (device, kernel device index). The kernel
+    /// unregisters each one (queued work) when its netdev goes home, so for a while a device of
+    /// the right name on the right netdev may still be the doomed copy: restore tells them
+    /// apart by index (absent in older journals).
+    #[serde(default)]
+    pub copies: Vec<(String, u32)>,
 }
 
 impl RdmaJournal {
@@ -82,6 +90,7 @@ impl RdmaJournal {
             && self.moved.is_empty()
             && self.created.is_empty()
             && self.recreate.is_empty()
+            && self.copies.is_empty()
     }
 }
 
@@ -687,14 +696,21 @@ impl Topology {
                     continue;
                 }
                 let deadline = std::time::Instant::now() + KERNEL_WORK_LIMIT;
-                RdmaNetlink::open_in(ns)
-                    .and_then(|mut r| add_rxe_when_free(&mut r, dev, ifname, deadline))
+                let copy = RdmaNetlink::open_in(ns)
+                    .and_then(|mut r| {
+                        add_rxe_when_free(&mut r, dev, ifname, deadline)?;
+                        r.device_by_name(dev)
+                    })
                     .map_err(|e| {
                         Failed(Error::Invalid(format!(
                             "{dev} was unregistered when {ifname} moved into its namespace \
                              (soft-RoCE follows its netdev) and could not be made again there: {e}"
                         )))
                     })?;
+                if let Some(copy) = copy {
+                    t.rdma_journal()?.copies.push((dev.clone(), copy.index));
+                    t.save_journal()?;
+                }
                 notes.push(format!(
                     "{dev} (soft-RoCE) was unregistered when {ifname} moved; made again inside \
                      the namespace"
@@ -967,6 +983,7 @@ pub fn restore(j: &Journal, home: Option<&NetNs>) -> Vec<String> {
             warnings.extend(restore_rdma_moves(&j.rdma, home));
         }
     }
+    let doomed = doomed_rdma_devices(j);
     for p in &j.ports {
         let Some(home) = home else {
             warnings.push(format!(
@@ -998,7 +1015,7 @@ pub fn restore(j: &Journal, home: Option<&NetNs>) -> Vec<String> {
         }
     }
     if !j.rdma.is_empty() {
-        warnings.extend(restore_rdma_rest(&j.rdma));
+        warnings.extend(restore_rdma_rest(&j.rdma, &doomed));
     }
     warnings
 }
@@ -1023,10 +1040,68 @@ fn restore_rdma_moves(r: &RdmaJournal, home: &NetNs) -> Vec<String> {
     warnings
 }
 
+/// What the re-creation of soft-RoCE device `dev` on `netdev` does next, given the kernel's
+/// RDMA ports and the indexes of the devices that are doomed (bound to the netdev while it was
+/// away; see [`doomed_rdma_devices`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RecreateStep {
+    /// A device of that name that will stay sits on the netdev (made by an earlier restore).
+    Done,
+    /// No device of that name is left: make it.
+    Make,
+    /// A device of that name is still listed (a copy the kernel is unregistering): wait.
+    Wait,
+}
+
+fn recreate_step(dev: &str, netdev: &str, ports: &[RdmaPort], doomed: &[u32]) -> RecreateStep {
+    let mut named = ports.iter().filter(|p| p.dev_name == dev).peekable();
+    if named.peek().is_none() {
+        return RecreateStep::Make;
+    }
+    if named.any(|p| p.netdev.as_deref() == Some(netdev) && !doomed.contains(&p.dev_index)) {
+        RecreateStep::Done
+    } else {
+        RecreateStep::Wait
+    }
+}
+
+/// The kernel indexes of the RDMA devices that will vanish by themselves: the copies the run
+/// journaled, and any device of a to-be-recreated name still bound to its netdev while that
+/// netdev is away in a daqtune namespace (the run may have been killed between making a copy and
+/// journaling it; the original, too, is only queued for unregistration when its netdev leaves).
+/// Read before the ports go home, because afterwards a doomed copy and a device made again look
+/// alike (same name, same netdev) until the kernel's queued work removes the copy.
+fn doomed_rdma_devices(j: &Journal) -> Vec<u32> {
+    let mut doomed: Vec<u32> = j.rdma.copies.iter().map(|(_, index)| *index).collect();
+    for (dev, netdev) in &j.rdma.recreate {
+        let Some(port) = j.ports.iter().find(|p| &p.name == netdev) else {
+            continue;
+        };
+        let Ok(ns) = NetNs::open_named(&port.ns) else {
+            continue;
+        };
+        let away = Netlink::open_in(&ns)
+            .and_then(|mut nl| nl.link_by_name(netdev))
+            .is_ok_and(|l| l.is_some());
+        if !away {
+            continue;
+        }
+        // From inside (exclusive mode hides it from home) and from home (the original).
+        for rnl in [RdmaNetlink::open_in(&ns), RdmaNetlink::open()] {
+            if let Ok(Some(d)) = rnl.and_then(|mut r| r.device_by_name(dev)) {
+                if !doomed.contains(&d.index) {
+                    doomed.push(d.index);
+                }
+            }
+        }
+    }
+    doomed
+}
+
 /// After the ports are home and the namespaces deleted: soft-RoCE devices this run made are
 /// deleted, those that vanished with their netdev's move are made again, and the namespace
 /// mode goes back to what it was.
-fn restore_rdma_rest(r: &RdmaJournal) -> Vec<String> {
+fn restore_rdma_rest(r: &RdmaJournal, doomed: &[u32]) -> Vec<String> {
     let mut warnings = Vec::new();
     let mut nl = match RdmaNetlink::open() {
         Ok(nl) => nl,
@@ -1047,25 +1122,33 @@ fn restore_rdma_rest(r: &RdmaJournal) -> Vec<String> {
         // The copy made inside the namespace is unregistered (asynchronously) now that the
         // netdev is home: wait for it to go, then make the device again where it was.
         let deadline = std::time::Instant::now() + KERNEL_WORK_LIMIT;
+        let mut last_error = None;
         loop {
-            let on_netdev = nl.ports().ok().is_some_and(|ps| {
-                ps.iter()
-                    .any(|p| &p.dev_name == dev && p.netdev.as_deref() == Some(netdev.as_str()))
-            });
-            if on_netdev {
-                break;
-            }
-            if nl.device_by_name(dev).ok().flatten().is_none() {
-                if let Err(e) = add_rxe_when_free(&mut nl, dev, netdev, deadline) {
-                    warnings.push(format!(
-                        "soft-RoCE device {dev} on {netdev}: make again: {e}"
-                    ));
+            let step = match nl.ports() {
+                Ok(ports) => recreate_step(dev, netdev, &ports, doomed),
+                Err(e) => {
+                    last_error = Some(e.to_string());
+                    RecreateStep::Wait
                 }
-                break;
+            };
+            match step {
+                RecreateStep::Done => break,
+                RecreateStep::Make => {
+                    if let Err(e) = add_rxe_when_free(&mut nl, dev, netdev, deadline) {
+                        warnings.push(format!(
+                            "soft-RoCE device {dev} on {netdev}: make again: {e}"
+                        ));
+                    }
+                    break;
+                }
+                RecreateStep::Wait => {}
             }
             if std::time::Instant::now() > deadline {
+                let why = last_error
+                    .map(|e| format!(" (RDMA netlink: {e})"))
+                    .unwrap_or_default();
                 warnings.push(format!(
-                    "soft-RoCE device {dev} did not go away with its namespace copy; make it \
+                    "soft-RoCE device {dev} did not go away with its namespace copy{why}; make it \
                      again with `rdma link add {dev} type rxe netdev {netdev}`"
                 ));
                 break;
@@ -1352,6 +1435,49 @@ mod tests {
         assert!(rec.up);
     }
 
+    fn rdma_port(index: u32, dev: &str, netdev: Option<&str>) -> RdmaPort {
+        RdmaPort {
+            dev_index: index,
+            dev_name: dev.into(),
+            port: 1,
+            state: Some(4),
+            netdev_index: netdev.map(|_| 7),
+            netdev: netdev.map(String::from),
+        }
+    }
+
+    #[test]
+    fn a_doomed_copy_on_the_netdev_is_not_the_device_made_again() {
+        use RecreateStep::*;
+        // The run's copy (index 8) is still listed on dqa after dqa came home: the kernel has
+        // queued its unregistration, so it is waited for, not taken for the restored rxe0 (the
+        // lifecycle under load: rxe0 was later gone, or made again after rxe1).
+        let copy = [rdma_port(8, "rxe0", Some("dqa"))];
+        assert_eq!(recreate_step("rxe0", "dqa", &copy, &[8]), Wait);
+        // Gone: make it. Made again (a new index): done, also when a recover runs twice.
+        assert_eq!(recreate_step("rxe0", "dqa", &[], &[8]), Make);
+        let made = [
+            rdma_port(10, "rxe0", Some("dqa")),
+            rdma_port(11, "rxe1", Some("dqb")),
+        ];
+        assert_eq!(recreate_step("rxe0", "dqa", &made, &[8, 9]), Done);
+        assert_eq!(recreate_step("rxe1", "dqb", &made, &[8, 9]), Done);
+        // Listed but unregistering (its netdev no longer shown), or on another netdev: wait.
+        assert_eq!(
+            recreate_step("rxe0", "dqa", &[rdma_port(8, "rxe0", None)], &[]),
+            Wait
+        );
+        assert_eq!(
+            recreate_step("rxe0", "dqa", &[rdma_port(3, "rxe0", Some("eth9"))], &[]),
+            Wait
+        );
+        // Another device on the netdev does not count as rxe0.
+        assert_eq!(
+            recreate_step("rxe0", "dqa", &[rdma_port(12, "rxe7", Some("dqa"))], &[]),
+            Make
+        );
+    }
+
     #[test]
     fn journal_round_trip_and_garbage() {
         let j = Journal {
@@ -1369,6 +1495,7 @@ mod tests {
                 moved: vec![("mlx5_0".into(), "daqtune-42-0-tx".into())],
                 created: vec![],
                 recreate: vec![("rxe0".into(), "dqa".into())],
+                copies: vec![("rxe0".into(), 8)],
             },
         };
         let dir = tempfile::tempdir().expect("tmp");

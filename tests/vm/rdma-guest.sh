@@ -116,7 +116,10 @@ echo $? >"$out/daqtune-rdma.rc"
 cat "$out/daqtune-rdma.txt"
 
 say "daqtune selftest rdma --peer: the same over a TCP side channel (rxe1 serves), write,send for 1s"
-rdma_test --listen 198.18.0.2:18516 --dev rxe1 >"$out/daqtune-rdma-server.txt" 2>&1 &
+# Not through rdma_test: `$!` of a backgrounded function is its subshell, and killing that
+# left the server (and its daqtune-rdma) running for the rest of the VM, where the SIGKILL step
+# below took it for a helper of the killed run.
+"$daq" selftest rdma --listen 198.18.0.2:18516 --dev rxe1 >"$out/daqtune-rdma-server.txt" 2>&1 &
 server=$!
 # Wait for the server's own "listening" line (or its end), however slow the emulation is.
 until grep -q listening "$out/daqtune-rdma-server.txt" 2>/dev/null || ! kill -0 "$server" 2>/dev/null; do
