@@ -39,15 +39,15 @@ fn soft_roce_write_and_send_in_a_vm() {
     let out = tempfile::tempdir().expect("tempdir");
     // The VM sees the host's root read-only but has its own tmpfs on /tmp and /run, so a build
     // under /tmp (a CI clone, say) would be invisible there: hand the binaries over through the
-    // output directory, which the harness mounts at /tmp/out inside the VM. The guest drives
-    // the main binary (`daqtune selftest rdma`), which runs daqtune-rdma from its directory.
+    // output directory, which the harness mounts inside the VM (the guest finds a bare name
+    // there). The guest drives the main binary (`daqtune selftest rdma`), which runs
+    // daqtune-rdma from its directory.
     let helper = Path::new(env!("CARGO_BIN_EXE_daqtune-rdma"));
     let main_bin = daqtune_binary(helper);
     for (from, name) in [(helper, "daqtune-rdma"), (main_bin.as_path(), "daqtune")] {
         std::fs::copy(from, out.path().join(name))
             .unwrap_or_else(|e| panic!("copy {} into the VM's directory: {e}", from.display()));
     }
-    let bin = "/tmp/out/daqtune";
     let secs = std::env::var("DAQTUNE_VM_SECONDS").unwrap_or_else(|_| "2".into());
     let started = std::time::Instant::now();
     let run = Command::new("bash")
@@ -58,7 +58,7 @@ fn soft_roce_write_and_send_in_a_vm() {
         // take several times longer than on a quiet one.
         .args(["--timeout", "1800"])
         .arg(&guest)
-        .arg(bin)
+        .arg("daqtune")
         .arg(&secs)
         .output()
         .expect("run tests/vm/rxe-vm.sh");

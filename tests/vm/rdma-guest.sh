@@ -4,8 +4,8 @@
 #
 #   rdma-guest.sh DAQTUNE_BIN [SECONDS] [SIZE] [SLOTS] [QP_TIMEOUT] [PERFTEST_ITERS]
 #
-# DAQTUNE_BIN is the main `daqtune` binary; `daqtune-rdma` (built with --features rdma) must sit
-# next to it. Every run goes through `daqtune selftest rdma`.
+# DAQTUNE_BIN is the main `daqtune` binary, a path or a name in $OUT (where the harness mounts
+# the host's output directory); `daqtune-rdma` (built with --features rdma) must sit next to it. Every run goes through `daqtune selftest rdma`.
 #
 # 1. a veth pair dqa (198.18.0.1) <-> dqb (198.18.0.2) and an rxe device on each end;
 # 2. policy routing so that traffic between the two local addresses leaves through the veth
@@ -39,6 +39,10 @@ esac
 # ib_write_bw iterations (its -D duration mode reported 0 Gb/s on a loaded host here).
 iters=${6:-300}
 out=${OUT:-/tmp/out}
+case $daq in
+/*) ;;
+*) daq=$out/$daq ;;
+esac
 
 say() { echo "rdma-guest [$(cut -d' ' -f1 /proc/uptime)s]: $*"; }
 die() { say "FAIL: $*"; exit 1; }
