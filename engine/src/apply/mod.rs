@@ -818,13 +818,25 @@ fn run_revert_inner(
             Err(e) => writeln!(out, "  FAIL  {cmd}: {e}"),
         };
     }
-    let _ = writeln!(
-        out,
-        "reverted {} run(s): {}",
-        rep.runs.len(),
-        rep.runs.join(", ")
-    );
-    Ok(if rep.failed() == 0 { 0 } else { 1 })
+    if !rep.runs.is_empty() {
+        let _ = writeln!(
+            out,
+            "reverted {} run(s): {}",
+            rep.runs.len(),
+            rep.runs.join(", ")
+        );
+    }
+    for (id, failed, steps) in &rep.incomplete {
+        let _ = writeln!(
+            out,
+            "run {id} NOT reverted: {failed} of {steps} step(s) failed; it stays in effect, and `daqtune revert` tries it again"
+        );
+    }
+    let failed = rep.failed();
+    if failed > 0 {
+        let _ = writeln!(err, "daqtune revert: {failed} step(s) failed");
+    }
+    Ok(if failed == 0 { 0 } else { 1 })
 }
 
 /// `daqtune revert` on the host with the real writer and GPU control, asking through `prompt`.

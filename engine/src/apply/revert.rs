@@ -10,7 +10,11 @@ use std::path::Path;
 pub struct RevertReport {
     /// (what, result) per entry undone.
     pub steps: Vec<(String, Result<(), String>)>,
+    /// The runs reverted completely (now marked reverted).
     pub runs: Vec<String>,
+    /// The runs some step of which failed: (id, failed steps, steps). They stay in effect and
+    /// a later revert tries them again.
+    pub incomplete: Vec<(String, usize, usize)>,
     pub commands: Vec<(String, Result<(), String>)>,
 }
 
@@ -18,6 +22,133 @@ impl RevertReport {
     pub fn failed(&self) -> usize {
         self.steps.iter().filter(|s| s.1.is_err()).count()
     }
+}
+
+/// Whether `name` is a temporary name of daqtune's atomic writer
+/// (`daqtune_probe::fsutil::tmp_name`: `.<base>.daqtune-tmp.<pid>.<n>`), and its `<base>`.
+pub fn tmp_base(name: &str) -> Option<&str> {
+    let rest = name.strip_prefix('.')?;
+    let (base, tail) = rest.rsplit_once(".daqtune-tmp.")?;
+    let (pid, n) = tail.split_once('.')?;
+    let digits = |t: &str| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit());
+    (!base.is_empty() && digits(pid) && digits(n)).then_some(base)
+}
+
+/// Removes what a run killed half-way through a write left: the writer's temporary files,
+/// only where the run wrote and only for the names it wrote there (its journal and saved
+/// originals included). Nothing else in those directories is touched.
+fn sweep_temps(host: &Host, j: &Journal, w: &mut dyn Writer, rep: &mut RevertReport) {
+    use std::collections::{BTreeMap, BTreeSet};
+    // Directory -> the names written in it.
+    let mut wrote: BTreeMap<std::path::PathBuf, BTreeSet<String>> = BTreeMap::new();
+    let mut add = |real: &Path| {
+        if let (Some(d), Some(n)) = (real.parent(), real.file_name()) {
+            wrote
+                .entry(d.to_path_buf())
+                .or_default()
+                .insert(n.to_string_lossy().into_owned());
+        }
+    };
+    add(&j.dir.join("journal.json"));
+    for (i, rec) in j.doc.records.iter().enumerate() {
+        add(&j.dir.join(format!("files/{i:04}")));
+        let real = match &rec.entry {
+            Entry::File { path, .. } | Entry::Symlink { path, .. } if path_ok(path).is_ok() => {
+                real_path(host, path, false).ok()
+            }
+            Entry::Attr { path, .. } if path_ok(path).is_ok() => real_path(host, path, true).ok(),
+            _ => None,
+        };
+        if let Some(r) = real {
+            add(&r);
+        }
+    }
+    for (dir, names) in wrote {
+        let Ok(rd) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let ours = tmp_base(&name).is_some_and(|b| names.contains(b));
+            // A directory of that name is not the writer's (it makes files and links only).
+            if !ours || e.file_type().is_ok_and(|t| t.is_dir()) {
+                continue;
+            }
+            let p = e.path();
+            let shown = p
+                .strip_prefix(host.root())
+                .map(|r| format!("/{}", r.display()))
+                .unwrap_or_else(|_| p.display().to_string());
+            let r = w.remove(&p).map_err(|err| err.to_string()).and_then(|()| {
+                match std::fs::symlink_metadata(&p) {
+                    Ok(_) => Err("removed, but it is still there".to_string()),
+                    Err(_) => Ok(()),
+                }
+            });
+            rep.steps.push((
+                format!("remove {shown} (left by a write that was interrupted)"),
+                r,
+            ));
+        }
+    }
+}
+
+/// A journal entry's path is what apply writes: absolute, without `.`, `..` or empty
+/// components, without control characters. Anything else was not written by apply, and
+/// revert touches nothing for it.
+fn path_ok(path: &str) -> Result<(), String> {
+    let why = if !path.starts_with('/') {
+        "not an absolute path"
+    } else if path.len() > 4096 {
+        "longer than any path apply writes"
+    } else if path.chars().any(char::is_control) {
+        "it holds control characters"
+    } else if path
+        .split('/')
+        .skip(1)
+        .any(|c| c.is_empty() || c == "." || c == "..")
+    {
+        "it has an empty, `.` or `..` component"
+    } else {
+        return Ok(());
+    };
+    Err(format!(
+        "the journal names a path apply never writes ({why}); nothing done"
+    ))
+}
+
+/// A path as printed: control characters escaped, so a hostile journal cannot drive the
+/// terminal.
+fn shown(path: &str) -> String {
+    if path.chars().any(char::is_control) {
+        format!("{:?}", path)
+    } else {
+        path.to_string()
+    }
+}
+
+/// The path an entry names, if any.
+fn entry_path(e: &Entry) -> Option<&str> {
+    match e {
+        Entry::File { path, .. }
+        | Entry::Symlink { path, .. }
+        | Entry::Attr { path, .. }
+        | Entry::ConfigWord { path, .. } => Some(path),
+        Entry::Mount { target, .. } => Some(target),
+        _ => None,
+    }
+}
+
+/// `msg` without the leading `path: ` that the step's description already says (the read and
+/// write errors each prefix it).
+fn once(path: Option<&str>, msg: String) -> String {
+    let Some(p) = path else { return msg };
+    let prefix = format!("{p}: ");
+    let mut m = msg.as_str();
+    while let Some(rest) = m.strip_prefix(&prefix) {
+        m = rest;
+    }
+    m.to_string()
 }
 
 /// Revert every run under `base` that is not reverted yet.
@@ -53,25 +184,36 @@ pub fn revert_all_with(
         if j.doc.state == RunState::Reverted {
             continue;
         }
-        rep.runs.push(j.doc.id.clone());
-        let mut ok = true;
+        let first = rep.steps.len();
+        sweep_temps(host, &j, w, &mut rep);
         for rec in j.doc.records.clone().iter().rev() {
             if let Entry::File { path, .. } | Entry::Symlink { path, .. } = &rec.entry {
                 grub |= path.starts_with("/etc/default/grub");
                 units |= path.starts_with("/etc/systemd/");
                 udev |= path.starts_with("/etc/udev/");
             }
-            let r = undo(host, target, &j, &rec.entry, w, gpu);
-            ok &= r.is_ok();
+            let p = entry_path(&rec.entry);
+            let r = match p.map(path_ok) {
+                Some(Err(e)) => Err(e),
+                _ => undo(host, target, &j, &rec.entry, w, gpu).map_err(|m| once(p, m)),
+            };
             rep.steps.push((describe(&rec.entry), r));
         }
-        if ok {
+        let mut failed = rep.steps[first..].iter().filter(|s| s.1.is_err()).count();
+        if failed == 0 {
             if let Err(e) = j.finish(w, RunState::Reverted) {
                 rep.steps.push((
-                    j.doc.id.clone(),
-                    Err(format!("cannot mark the journal reverted: {e}")),
+                    format!("mark run {} reverted", j.doc.id),
+                    Err(format!("cannot write its journal: {e}")),
                 ));
+                failed = 1;
             }
+        }
+        if failed == 0 {
+            rep.runs.push(j.doc.id.clone());
+        } else {
+            rep.incomplete
+                .push((j.doc.id.clone(), failed, rep.steps.len() - first));
         }
     }
     if target == Target::Live {
@@ -81,6 +223,7 @@ pub fn revert_all_with(
 }
 
 fn describe(e: &Entry) -> String {
+    let e = &escaped(e);
     match e {
         Entry::File {
             path,
@@ -89,7 +232,7 @@ fn describe(e: &Entry) -> String {
         } => format!("remove {path}"),
         Entry::File { path, .. } => format!("restore {path}"),
         Entry::Symlink { path, .. } => format!("remove link {path}"),
-        Entry::Attr { path, original, .. } => format!("{path} = {}", original.trim()),
+        Entry::Attr { path, original, .. } => format!("{path} = {}", shown(original.trim())),
         Entry::Mtu {
             ifname, original, ..
         } => format!("MTU of {ifname} = {original}"),
@@ -120,6 +263,22 @@ fn describe(e: &Entry) -> String {
         }
         Entry::GpuPersistence { uuid, original } => format!("persistence of {uuid} = {original:?}"),
     }
+}
+
+/// The entry with its paths and names as printed ([`shown`]).
+fn escaped(e: &Entry) -> Entry {
+    let mut e = e.clone();
+    match &mut e {
+        Entry::File { path, .. }
+        | Entry::Symlink { path, .. }
+        | Entry::Attr { path, .. }
+        | Entry::ConfigWord { path, .. } => *path = shown(path),
+        Entry::Mount { target, .. } => *target = shown(target),
+        Entry::Module { name } => *name = shown(name),
+        Entry::Mtu { ifname, .. } => *ifname = shown(ifname),
+        Entry::GpuLock { uuid, .. } | Entry::GpuPersistence { uuid, .. } => *uuid = shown(uuid),
+    }
+    e
 }
 
 /// The read-back of a removal: nothing is left at the path (not even a dangling link).

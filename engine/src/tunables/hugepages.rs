@@ -10,7 +10,7 @@ use crate::profile::HugepagePool;
 use crate::tunable::{Planner, Tunable};
 use crate::verdict::Status;
 use crate::verdict::{Area, Verdict};
-use daqtune_probe::mem::{format_size_kb, parse_size_kb};
+use daqtune_probe::mem::{format_size_kb, parse_size_kb, Mount};
 use daqtune_units::systemd;
 
 pub const HUGEPAGES: Tunable = Tunable {
@@ -148,14 +148,27 @@ fn judge_pool(ctx: &Context, want: &HugepagePool, observed: &str) -> Verdict {
     if let Some(e) = &mem.mounts_error {
         warnings.push(format!("cannot read mounts: {e}"));
     } else {
-        let mounts: Vec<_> = mem
-            .hugetlbfs_mounts()
-            .filter(|m| mem.mount_page_kb(m) == Some(size_kb))
+        // Only what a process sees counts: a later mount at the same point (or above it)
+        // hides an earlier hugetlbfs, which then serves no one.
+        let visible = visible_mounts(&mem.mounts);
+        let mounts: Vec<_> = visible
+            .iter()
+            .copied()
+            .filter(|m| m.fstype == "hugetlbfs" && mem.mount_page_kb(m) == Some(size_kb))
             .collect();
         match &want.mount {
             Some(target) => {
-                let at_target = mem.hugetlbfs_mounts().find(|m| &m.target == target);
+                let at_target = visible.iter().find(|m| &m.target == target);
+                let hidden = mem.hugetlbfs_mounts().any(|m| &m.target == target);
                 match at_target {
+                    Some(m) if m.fstype != "hugetlbfs" => problems.push(format!(
+                        "{target} shows a {} mount ({}); the hugetlbfs mounted there before is hidden under it",
+                        m.fstype, m.source
+                    )),
+                    None if hidden => problems.push(format!(
+                        "the hugetlbfs at {target} is hidden by a later mount above it ({})",
+                        hiding_mount(&mem.mounts, target)
+                    )),
                     None => problems.push(format!(
                         "no hugetlbfs is mounted at {target} for {size} pages"
                     )),
@@ -233,6 +246,41 @@ fn judge_pool(ctx: &Context, want: &HugepagePool, observed: &str) -> Verdict {
     Verdict::pass(ID, subject, format!("{expected}: {observed}"))
         .observed(observed)
         .expected(expected)
+}
+
+/// `target` is `dir` or lies below it. A root file system listed after other mounts (captured
+/// tables and containers list `/` anywhere) is not taken to hide them.
+fn is_under(target: &str, dir: &str) -> bool {
+    target == dir
+        || (dir != "/"
+            && target
+                .strip_prefix(dir)
+                .is_some_and(|rest| rest.starts_with('/')))
+}
+
+/// The mounts a process sees, in table order: the kernel lists mounts in the order they were
+/// made, so an entry is hidden when a later one sits at the same point or above it.
+fn visible_mounts(mounts: &[Mount]) -> Vec<&Mount> {
+    mounts
+        .iter()
+        .enumerate()
+        .filter(|(i, m)| {
+            !mounts[i + 1..]
+                .iter()
+                .any(|later| is_under(&m.target, &later.target))
+        })
+        .map(|(_, m)| m)
+        .collect()
+}
+
+/// The last mount that hides what is mounted at `target`, for the message.
+fn hiding_mount(mounts: &[Mount], target: &str) -> String {
+    mounts
+        .iter()
+        .rev()
+        .find(|m| is_under(target, &m.target))
+        .map(|m| format!("{} {} at {}", m.fstype, m.source, m.target))
+        .unwrap_or_default()
 }
 
 fn plan_hugepages(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
@@ -398,6 +446,21 @@ fn plan_mount(
         cx.enable(plan, ID, &name, "local-fs.target");
     }
     let mem = cx.facts.mem();
+    if let Some(m) = visible_mounts(&mem.mounts)
+        .into_iter()
+        .find(|m| m.target == *mp && m.fstype != "hugetlbfs")
+    {
+        // Never stacked blindly on someone else's mount: the user decides what goes.
+        plan.note(
+            ID,
+            NoteLevel::Warn,
+            format!(
+                "{mp} shows a {} mount that hides hugetlbfs: unmount it (umount {mp}) and apply again",
+                m.fstype
+            ),
+        );
+        return Ok(());
+    }
     let taken = mem.mounts.iter().any(|m| m.target == *mp);
     if taken || mem.mounts_error.is_some() {
         return Ok(());

@@ -1,0 +1,297 @@
+//! Issue 23, "apply, revert and verdicts": what a red team found wrong after apply and revert,
+//! each case as it was reproduced (rows 9, 12, 13, 14, 18 and the newcomer's plan).
+
+#[path = "../src/apply/testroot.rs"]
+mod testroot;
+
+use daqtune_engine::apply::setters::FsWriter;
+use daqtune_engine::apply::{
+    run_apply_with, run_plan, run_revert_with, ApplyOptions, RevertOptions, Selection,
+};
+use daqtune_engine::commands::load_profile;
+use daqtune_engine::context::Context;
+use daqtune_engine::facts::Facts;
+use daqtune_engine::tunables::{run_checks, RunOptions};
+use daqtune_engine::verdict::{Status, Verdict};
+use daqtune_engine::GlobalOptions;
+use daqtune_probe::Host;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use testroot::*;
+
+const JOURNAL: &str = "var/lib/daqtune/journal";
+
+fn g(root: &Path, profile: &str) -> GlobalOptions {
+    GlobalOptions {
+        root: Some(root.to_path_buf()),
+        profile: Some(profile.into()),
+        ..Default::default()
+    }
+}
+
+fn verdicts(root: &Path, profile: &str, id: &str) -> Vec<Verdict> {
+    let lp = load_profile(profile).expect("profile");
+    let host = Host::at(root).expect("root");
+    let facts = Facts::new(&host);
+    run_checks(
+        &Context::with_facts(&facts, &lp),
+        &RunOptions {
+            only: vec![id.into()],
+        },
+    )
+}
+
+fn apply_sel(root: &Path, profile: &str, sel: Selection) -> (u8, String) {
+    let (mut o, mut e) = (Vec::new(), Vec::new());
+    let a = ApplyOptions {
+        sel,
+        yes: true,
+        ..Default::default()
+    };
+    let code = run_apply_with(&g(root, profile), &a, &mut FsWriter::new(), &mut o, &mut e)
+        .unwrap_or_else(|e| panic!("apply: {e}"));
+    (
+        code,
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&o),
+            String::from_utf8_lossy(&e)
+        ),
+    )
+}
+
+fn apply(root: &Path, profile: &str) -> (u8, String) {
+    apply_sel(root, profile, Selection::default())
+}
+
+fn revert(root: &Path) -> (u8, String, String) {
+    let (mut o, mut e) = (Vec::new(), Vec::new());
+    let code = run_revert_with(
+        &g(root, "igx-orin"),
+        &RevertOptions {
+            yes: true,
+            state_dir: None,
+        },
+        &mut FsWriter::new(),
+        &mut o,
+        &mut e,
+    )
+    .expect("revert runs");
+    (
+        code,
+        String::from_utf8_lossy(&o).to_string(),
+        String::from_utf8_lossy(&e).to_string(),
+    )
+}
+
+/// The snapshot without daqtune's state (the journal stays after revert).
+fn host_files(root: &Path) -> BTreeMap<String, String> {
+    snapshot(root, &[])
+        .into_iter()
+        .filter(|(k, _)| !(k == "var" || k.starts_with("var/")))
+        .collect()
+}
+
+/// The IGX root with its PCI functions and an installed binary.
+fn igx() -> tempfile::TempDir {
+    let d = igx_root_without_pci();
+    add_igx_pci(d.path());
+    install_daqtune(d.path());
+    d
+}
+
+fn the_run(root: &Path) -> PathBuf {
+    let runs: Vec<PathBuf> = std::fs::read_dir(root.join(JOURNAL))
+        .expect("journal dir")
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.join("journal.json").is_file())
+        .collect();
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    runs[0].clone()
+}
+
+// ---- row 14: the visible mount is the last one at a mount point ----
+
+/// The IGX root with two 1G pages reserved and a profile that wants them at /mnt/huge, and
+/// `/proc/mounts` holding `extra` after the fixture's lines.
+fn hugepage_root(extra: &str) -> (tempfile::TempDir, String) {
+    let d = igx_root_without_pci();
+    let r = d.path();
+    let hp = r.join("sys/kernel/mm/hugepages/hugepages-1048576kB");
+    std::fs::write(hp.join("nr_hugepages"), "2\n").expect("w");
+    std::fs::write(hp.join("free_hugepages"), "2\n").expect("w");
+    let mut m = std::fs::read_to_string(r.join("proc/mounts")).expect("mounts");
+    m.push_str(extra);
+    std::fs::write(r.join("proc/mounts"), m).expect("w");
+    let prof = r.join("hp.yaml");
+    std::fs::write(
+        &prof,
+        "name: hp\nextends: generic-dgpu\nhugepages:\n  size: 1G\n  count: 2\n  mount: /mnt/huge\n",
+    )
+    .expect("profile");
+    let p = prof.display().to_string();
+    (d, p)
+}
+
+const HUGE: &str = "hugetlbfs /mnt/huge hugetlbfs rw,relatime,pagesize=1024M 0 0\n";
+
+#[test]
+fn a_hugetlbfs_mount_hidden_by_a_later_mount_does_not_pass() {
+    // The control: the mount alone passes.
+    let (d, prof) = hugepage_root(HUGE);
+    let v = verdicts(d.path(), &prof, "hugepages");
+    assert_eq!(v[0].status, Status::Pass, "{v:#?}");
+
+    // tmpfs mounted over it: what a process sees at /mnt/huge is tmpfs.
+    let (d, prof) = hugepage_root(&format!("{HUGE}tmpfs /mnt/huge tmpfs rw,relatime 0 0\n"));
+    let v = verdicts(d.path(), &prof, "hugepages");
+    assert_eq!(v[0].status, Status::Fail, "{v:#?}");
+    assert!(
+        v[0].message.contains("/mnt/huge shows a tmpfs mount") && v[0].message.contains("hidden"),
+        "{v:#?}"
+    );
+    // The plan does not stack another mount on someone's tmpfs: it says what to do.
+    let mut o = Vec::new();
+    run_plan(
+        &g(d.path(), &prof),
+        &Selection {
+            only: vec!["hugepages".into()],
+            runtime_only: true,
+            ..Default::default()
+        },
+        &mut o,
+    )
+    .expect("plan");
+    let p = String::from_utf8_lossy(&o);
+    assert!(p.contains("umount /mnt/huge"), "{p}");
+
+    // A mount over a parent directory hides it too.
+    let (d, prof) = hugepage_root(&format!("{HUGE}tmpfs /mnt tmpfs rw,relatime 0 0\n"));
+    let v = verdicts(d.path(), &prof, "hugepages");
+    assert_eq!(v[0].status, Status::Fail, "{v:#?}");
+    assert!(v[0].message.contains("hidden by a later mount"), "{v:#?}");
+
+    // Mounted again on top of the tmpfs: visible, and a pass.
+    let (d, prof) = hugepage_root(&format!(
+        "{HUGE}tmpfs /mnt/huge tmpfs rw,relatime 0 0\n{HUGE}"
+    ));
+    let v = verdicts(d.path(), &prof, "hugepages");
+    assert_eq!(v[0].status, Status::Pass, "{v:#?}");
+}
+
+// ---- row 12: what a SIGKILL during apply leaves, revert removes ----
+
+#[test]
+fn revert_removes_the_temp_files_an_interrupted_apply_left_and_nothing_else() {
+    let d = igx();
+    let r = d.path();
+    let before = host_files(r);
+    let (code, out) = apply(r, "igx-orin");
+    assert_eq!(code, 0, "{out}");
+    let run = the_run(r);
+    // What `kill -9` between a temp file's creation and its rename leaves (the names of
+    // daqtune_probe::fsutil::tmp_name, a dead pid), beside what the run wrote.
+    let gov = r.join("sys/devices/system/cpu/cpu0/cpufreq");
+    let rules = r.join("etc/udev/rules.d");
+    let left = [
+        gov.join(".scaling_governor.daqtune-tmp.999999999.0"),
+        rules.join(".90-daqtune-mrrs.rules.daqtune-tmp.999999999.3"),
+        run.join(".journal.json.daqtune-tmp.999999999.7"),
+        run.join("files/.0001.daqtune-tmp.999999999.2"),
+    ];
+    for p in &left {
+        std::fs::write(p, b"half").expect("leftover");
+    }
+    // Look-alikes that are not the writer's names for what this run wrote: they stay.
+    let keep = [
+        gov.join(".scaling_governor.daqtune-tmp.x.0"),
+        gov.join(".scaling_max_freq.daqtune-tmp.1.0"),
+        gov.join("notes.daqtune-tmp.1.2"),
+        r.join("etc/.hostname.daqtune-tmp.1.2"),
+    ];
+    for p in &keep {
+        std::fs::write(p, b"user").expect("look-alike");
+    }
+    let (code, out, err) = revert(r);
+    assert_eq!(code, 0, "{out}{err}");
+    for p in &left {
+        assert!(!p.exists(), "{} left: {out}", p.display());
+    }
+    assert!(
+        out.contains("left by a write that was interrupted"),
+        "{out}"
+    );
+    for p in &keep {
+        assert!(p.exists(), "{} removed", p.display());
+        std::fs::remove_file(p).expect("rm");
+    }
+    let d = diff_snapshots(&before, &host_files(r));
+    assert!(d.is_empty(), "{d:#?}");
+    let names: Vec<String> = snapshot(r, &[])
+        .into_keys()
+        .filter(|k| k.contains(".daqtune-tmp."))
+        .collect();
+    assert!(names.is_empty(), "{names:?}");
+}
+
+// ---- row 18: a journal with hostile paths ----
+
+#[test]
+fn a_journal_with_hostile_paths_fails_every_step_says_so_and_prints_each_path_once() {
+    let d = tempfile::tempdir().expect("tmp");
+    let r = d.path().join("root");
+    std::fs::create_dir_all(r.join("etc")).expect("mkdir");
+    // A file beside the root that `..` would reach.
+    std::fs::write(d.path().join("victim"), b"keep\n").expect("victim");
+    let run = r.join(JOURNAL).join("20260101T000000Z-1");
+    std::fs::create_dir_all(&run).expect("mkdir");
+    let paths = [
+        "/../victim",
+        "/etc/../../victim",
+        "etc/relative",
+        "/etc/\u{1b}[31mred",
+    ];
+    let records: Vec<serde_json::Value> = paths
+        .iter()
+        .map(|p| {
+            serde_json::json!({"entry": {"kind": "file", "path": p, "original": null}, "done": true})
+        })
+        .collect();
+    let doc = serde_json::json!({
+        "schema": "daqtune.journal/v1",
+        "id": "20260101T000000Z-1",
+        "profile": "igx-orin",
+        "started_unix": 0,
+        "state": "applied",
+        "records": records,
+    });
+    std::fs::write(
+        run.join("journal.json"),
+        serde_json::to_vec(&doc).expect("json"),
+    )
+    .expect("journal");
+    let (code, out, err) = revert(&r);
+    assert_ne!(code, 0, "{out}{err}");
+    assert!(!out.contains("reverted 1 run"), "{out}");
+    assert!(
+        out.contains("run 20260101T000000Z-1 NOT reverted: 4 of 4 step(s) failed"),
+        "{out}"
+    );
+    assert!(err.contains("4 step(s) failed"), "{err}");
+    assert!(!out.contains("symlink"), "no symlink is involved: {out}");
+    assert!(!out.contains('\u{1b}'), "raw escape sequence: {out:?}");
+    for p in &paths[..3] {
+        let line = out
+            .lines()
+            .find(|l| l.contains(p))
+            .unwrap_or_else(|| panic!("{p} in {out}"));
+        assert_eq!(line.matches(p).count(), 1, "{p} more than once: {line}");
+        assert!(line.contains("FAIL"), "{line}");
+    }
+    assert!(out.contains(r#"\u{1b}[31mred"#), "{out}");
+    assert_eq!(
+        std::fs::read(d.path().join("victim")).expect("victim"),
+        b"keep\n"
+    );
+}
