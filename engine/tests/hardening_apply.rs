@@ -295,3 +295,132 @@ fn a_journal_with_hostile_paths_fails_every_step_says_so_and_prints_each_path_on
         b"keep\n"
     );
 }
+
+// ---- row 13: byte for byte, files daqtune does not own, and a unit that was not written ----
+
+#[test]
+fn a_symlink_at_daqtunes_path_comes_back_as_the_link() {
+    let d = igx();
+    let r = d.path();
+    // An image build installed `daqtune generate modules-load` output under /usr/share and
+    // linked it into place.
+    let shared = r.join("usr/share/daqtune/modules-load.conf");
+    std::fs::create_dir_all(shared.parent().expect("dir")).expect("mkdir");
+    std::fs::write(
+        &shared,
+        "# Written by daqtune (profile generic-dgpu); `daqtune revert` removes it.\nnvidia-peermem\nib_umad\n",
+    )
+    .expect("shared");
+    let link = r.join("etc/modules-load.d/daqtune.conf");
+    std::fs::create_dir_all(link.parent().expect("dir")).expect("mkdir");
+    std::os::unix::fs::symlink("/usr/share/daqtune/modules-load.conf", &link).expect("link");
+    let before = host_files(r);
+    let (code, out) = apply(r, "igx-orin");
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains("wrote /etc/modules-load.d/daqtune.conf"),
+        "{out}"
+    );
+    let m = std::fs::symlink_metadata(&link).expect("written");
+    assert!(
+        m.is_file(),
+        "apply writes its own file in place of the link"
+    );
+    // What the link pointed to is not written through.
+    assert_eq!(
+        before.get("usr/share/daqtune/modules-load.conf"),
+        host_files(r).get("usr/share/daqtune/modules-load.conf")
+    );
+    let (code, out, err) = revert(r);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(
+        std::fs::read_link(&link).expect("a link again"),
+        Path::new("/usr/share/daqtune/modules-load.conf")
+    );
+    let d = diff_snapshots(&before, &host_files(r));
+    assert!(d.is_empty(), "{d:#?}");
+}
+
+#[test]
+fn an_unmarked_file_at_daqtunes_path_is_not_overwritten() {
+    let d = igx();
+    let r = d.path();
+    // Hand-written, as the tutorial's commands leave it: no daqtune mark.
+    let user = r.join("etc/modules-load.d/daqtune.conf");
+    std::fs::create_dir_all(user.parent().expect("dir")).expect("mkdir");
+    std::fs::write(&user, "# my modules\nnvidia-peermem\nib_umad\n").expect("user file");
+    // A dangling link is not daqtune's either.
+    let dangling = r.join("etc/udev/rules.d/90-daqtune-mrrs.rules");
+    std::fs::create_dir_all(dangling.parent().expect("dir")).expect("mkdir");
+    std::os::unix::fs::symlink("/etc/net-tuning/gone.conf", &dangling).expect("link");
+    let before = host_files(r);
+    let mut o = Vec::new();
+    run_plan(&g(r, "igx-orin"), &Selection::default(), &mut o).expect("plan");
+    let p = String::from_utf8_lossy(&o);
+    assert!(
+        p.contains(
+            "apply will refuse: /etc/modules-load.d/daqtune.conf is a file without daqtune's mark"
+        ),
+        "{p}"
+    );
+    let (code, out) = apply(r, "igx-orin");
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("/etc/modules-load.d/daqtune.conf is a file without daqtune's mark")
+            && out.contains("refusing to overwrite"),
+        "{out}"
+    );
+    assert!(
+        out.contains("/etc/udev/rules.d/90-daqtune-mrrs.rules is a symlink to /etc/net-tuning/gone.conf, which does not exist"),
+        "{out}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&user).expect("user file"),
+        "# my modules\nnvidia-peermem\nib_umad\n"
+    );
+    assert!(std::fs::symlink_metadata(&dangling)
+        .expect("link")
+        .file_type()
+        .is_symlink());
+    // The rest of the plan went through, and reverts.
+    assert_eq!(
+        std::fs::read_to_string(r.join("sys/devices/system/cpu/cpu0/cpufreq/scaling_governor"))
+            .expect("gov"),
+        "performance\n"
+    );
+    let (code, out, err) = revert(r);
+    assert_eq!(code, 0, "{out}{err}");
+    let d = diff_snapshots(&before, &host_files(r));
+    assert!(d.is_empty(), "{d:#?}");
+}
+
+#[test]
+fn a_mount_unit_that_was_not_written_is_not_enabled() {
+    use daqtune_engine::apply::setters::Fault;
+    let d = igx();
+    let r = d.path();
+    let before = host_files(r);
+    let (mut o, mut e) = (Vec::new(), Vec::new());
+    let a = ApplyOptions {
+        yes: true,
+        ..Default::default()
+    };
+    // The unit's write fails; its `.wants` link (which also ends in `mnt-huge.mount`) would not.
+    let mut w = FsWriter::with_fault(Fault::ReadOnly("system/mnt-huge.mount".into()));
+    let code = run_apply_with(&g(r, "igx-orin"), &a, &mut w, &mut o, &mut e).expect("apply");
+    let out = String::from_utf8_lossy(&o).to_string();
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("not enabled: writing /etc/systemd/system/mnt-huge.mount failed"),
+        "{out}"
+    );
+    assert!(!r.join("etc/systemd/system/mnt-huge.mount").exists());
+    assert!(std::fs::symlink_metadata(
+        r.join("etc/systemd/system/local-fs.target.wants/mnt-huge.mount")
+    )
+    .is_err());
+    let (code, out, err) = revert(r);
+    assert_eq!(code, 0, "{out}{err}");
+    let d = diff_snapshots(&before, &host_files(r));
+    assert!(d.is_empty(), "{d:#?}");
+}

@@ -90,15 +90,31 @@ pub fn execute(
                 .collect()
         } else {
             j = i + 1;
-            vec![apply_one(
-                host,
-                plan.target,
-                &plan.changes[i],
-                journal,
-                w,
-                lockdown,
-                gpu,
-            )]
+            // A unit whose file was not written is not enabled: a `.wants` link to a unit that
+            // is missing (or still the old one) would be left behind by the failure.
+            let unwritten = match &plan.changes[i].action {
+                Action::Symlink { target, .. } => plan.changes[..i]
+                    .iter()
+                    .zip(&rep.outcomes)
+                    .find(|(c, o)| {
+                        o.result.is_err()
+                            && matches!(&c.action, Action::File { path, .. } if path == target)
+                    })
+                    .map(|_| target.clone()),
+                _ => None,
+            };
+            vec![match unwritten {
+                Some(t) => Err(format!("not enabled: writing {t} failed (see above)")),
+                None => apply_one(
+                    host,
+                    plan.target,
+                    &plan.changes[i],
+                    journal,
+                    w,
+                    lockdown,
+                    gpu,
+                ),
+            }]
         };
         for (c, result) in plan.changes[i..j].iter().zip(results) {
             if result.is_ok() && c.reboot && !rep.pending_reboot.contains(&c.check) {
@@ -157,9 +173,33 @@ fn apply_one(
     match &c.action {
         Action::File { path, to, mode, .. } => {
             let real = real_path(host, path, false)?;
+            // A symlink at the path is journaled as the link itself (revert puts the link back,
+            // byte for byte); what it points to is read inside the host root, never outside.
+            let link = match std::fs::symlink_metadata(&real) {
+                Ok(m) if m.file_type().is_symlink() => Some(
+                    std::fs::read_link(&real)
+                        .map_err(|e| format!("{path}: cannot read the symlink: {e}"))?
+                        .display()
+                        .to_string(),
+                ),
+                _ => None,
+            };
+            let current = match &link {
+                Some(_) => real_path(host, path, true).and_then(|r| match std::fs::read(r) {
+                    Ok(b) => Ok(Some(b)),
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+                    Err(e) => Err(format!("{path}: cannot read what the symlink names: {e}")),
+                }),
+                None => match std::fs::read(&real) {
+                    Ok(b) => Ok(Some(b)),
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+                    Err(e) => Err(format!("{path}: cannot read the original: {e}")),
+                },
+            }?;
+            refuse_foreign(path, to, link.as_deref(), current.as_deref())?;
             // The journal keeps what is on disk now, not what the plan saw.
-            let original = match std::fs::read(&real) {
-                Ok(bytes) => {
+            let original = match (&link, current) {
+                (None, Some(bytes)) => {
                     let m = std::fs::metadata(&real).map(|m| {
                         use std::os::unix::fs::PermissionsExt;
                         m.permissions().mode() & 0o7777
@@ -170,8 +210,7 @@ fn apply_one(
                         mode: m.unwrap_or(*mode),
                     })
                 }
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-                Err(e) => return Err(format!("{path}: cannot read the original: {e}")),
+                _ => None,
             };
             let created = first_missing_dir(&real, host.root()).map(|d| d.display().to_string());
             let idx = j
@@ -181,6 +220,7 @@ fn apply_one(
                         path: path.clone(),
                         original,
                         created_dir: created.map(|d| host_rel(host, &d)),
+                        link,
                     },
                 )
                 .map_err(jerr)?;
@@ -323,6 +363,42 @@ fn apply_one(
         } => crate::tunables::hugepages::mount_now(host, j, w, fstype, target, options)
             .map(Done::from),
     }
+}
+
+/// daqtune rewrites only files it owns (DESIGN "Apply safety"): a file it writes with its mark
+/// (units, rules, drop-ins) may replace only a file that carries the mark too. Anything else
+/// at that path is the user's (a hand-written drop-in, a file someone linked there), and the
+/// write is refused with what to do, before anything is journaled or changed.
+pub(crate) fn refuse_foreign(
+    path: &str,
+    to: &[u8],
+    link: Option<&str>,
+    current: Option<&[u8]>,
+) -> Result<(), String> {
+    let mark = format!("# {}", daqtune_units::OWNER_MARK);
+    if !to.starts_with(mark.as_bytes()) {
+        return Ok(());
+    }
+    let marked = |b: &[u8]| {
+        b.windows(daqtune_units::OWNER_MARK.len())
+            .any(|w| w == daqtune_units::OWNER_MARK.as_bytes())
+    };
+    let what = match (link, current) {
+        (None, None) => return Ok(()),
+        (_, Some(b)) if marked(b) => return Ok(()),
+        (Some(t), None) => format!("a symlink to {t}, which does not exist"),
+        (Some(t), Some(_)) => format!(
+            "a symlink to {t}, a file without daqtune's mark (`{}`)",
+            daqtune_units::OWNER_MARK
+        ),
+        (None, Some(_)) => format!(
+            "a file without daqtune's mark (`{}`): someone else wrote it",
+            daqtune_units::OWNER_MARK
+        ),
+    };
+    Err(format!(
+        "{path} is {what}; refusing to overwrite a file daqtune does not own. Move it aside (or merge what it holds into the profile) and apply again"
+    ))
 }
 
 /// The read-back of a file write: the bytes on disk are the bytes written.

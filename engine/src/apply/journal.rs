@@ -45,6 +45,10 @@ pub enum Entry {
         /// The outermost directory the write created (removed again on revert if empty).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         created_dir: Option<String>,
+        /// The path was a symlink to this target (and `original` is `None`): revert puts the
+        /// link itself back, not a copy of what it pointed to.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        link: Option<String>,
     },
     /// A symlink created (enabling a unit). `original`: the previous link target, if any.
     Symlink {
@@ -338,6 +342,7 @@ mod tests {
                         mode: 0o644,
                     }),
                     created_dir: None,
+                    link: None,
                 },
             )
             .expect("record");

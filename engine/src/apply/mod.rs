@@ -299,6 +299,33 @@ pub fn resolve_exe(facts: &Facts, given: Option<&str>) -> Result<Option<String>,
         .map(|p| p.to_string()))
 }
 
+/// Notes for the files of `plan` that apply will refuse to overwrite (another writer's file at
+/// one of daqtune's paths; see `apply::refuse_foreign`), so the preview says it too.
+fn note_foreign(plan: &mut Plan) {
+    let refused: Vec<(String, String)> = plan
+        .changes
+        .iter()
+        .filter_map(|c| match &c.action {
+            plan::Action::File {
+                path,
+                from: Some(from),
+                to,
+                ..
+            } => apply::refuse_foreign(path, to, None, Some(from))
+                .err()
+                .map(|e| (c.check.clone(), e)),
+            _ => None,
+        })
+        .collect();
+    for (check, e) in refused {
+        plan.note(
+            &check,
+            plan::NoteLevel::Warn,
+            format!("apply will refuse: {e}"),
+        );
+    }
+}
+
 /// A plan that would need a daqtune binary for its units and rules when none is installed is
 /// refused before anything changes (exit 2), naming those artifacts and what can go ahead.
 pub fn refuse_without_binary(plan: &Plan, sel: &Selection) -> Result<(), UsageError> {
@@ -531,8 +558,9 @@ pub fn plan_for(
     let sel = with_remembered(host, a, &None, head)?;
     let lp = with_app_config(&facts, lp, &sel, head)?;
     let opts = options(&facts, &lp, &sel, g.profile.as_deref())?;
-    let plan = crate::tunables::build_plan_with(&facts, &lp, &opts, None)
+    let mut plan = crate::tunables::build_plan_with(&facts, &lp, &opts, None)
         .map_err(|e| UsageError::Other(e.to_string()))?;
+    note_foreign(&mut plan);
     refuse_without_binary(&plan, &sel)?;
     Ok(plan)
 }
@@ -578,8 +606,9 @@ fn run_apply_inner(
     let lp = with_app_config(&facts, lp, &sel, out)?;
     let mut opts = options(&facts, &lp, &sel, g.profile.as_deref())?;
     opts.gpu_unavailable = gpu_unavailable;
-    let plan = crate::tunables::build_plan_with(&facts, &lp, &opts, gpu)
+    let mut plan = crate::tunables::build_plan_with(&facts, &lp, &opts, gpu)
         .map_err(|e| UsageError::Other(e.to_string()))?;
+    note_foreign(&mut plan);
     refuse_without_binary(&plan, &sel)?;
     let _ = write!(out, "{plan}");
     if a.dry_run {

@@ -228,8 +228,14 @@ fn describe(e: &Entry) -> String {
         Entry::File {
             path,
             original: None,
+            link: None,
             ..
         } => format!("remove {path}"),
+        Entry::File {
+            path,
+            link: Some(t),
+            ..
+        } => format!("restore the link {path} -> {}", shown(t)),
         Entry::File { path, .. } => format!("restore {path}"),
         Entry::Symlink { path, .. } => format!("remove link {path}"),
         Entry::Attr { path, original, .. } => format!("{path} = {}", shown(original.trim())),
@@ -337,8 +343,13 @@ fn undo(
             path,
             original,
             created_dir,
+            link,
         } => {
             let real = real_path(host, path, false)?;
+            if let Some(t) = link {
+                w.symlink(t, &real).map_err(ioe(path))?;
+                return link_reads_back(&real, path, t);
+            }
             match original {
                 Some(saved) => {
                     let bytes = j

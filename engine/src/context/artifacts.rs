@@ -113,9 +113,20 @@ pub fn daqtune_artifacts(facts: &Facts, lp: &LoadedProfile) -> Vec<Artifact> {
     {
         for rec in doc.records.iter().filter(|r| r.done) {
             // A `.wants` link belongs to its unit, which is judged with it.
-            if let Entry::File { path, original, .. } = &rec.entry {
+            if let Entry::File {
+                path,
+                original,
+                link,
+                ..
+            } = &rec.entry
+            {
                 if is_config(path) {
-                    add(&mut out, path, Some(&doc.id), original.is_some());
+                    add(
+                        &mut out,
+                        path,
+                        Some(&doc.id),
+                        original.is_some() || link.is_some(),
+                    );
                 }
             }
         }
