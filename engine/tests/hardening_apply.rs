@@ -424,3 +424,102 @@ fn a_mount_unit_that_was_not_written_is_not_enabled() {
     let d = diff_snapshots(&before, &host_files(r));
     assert!(d.is_empty(), "{d:#?}");
 }
+
+// ---- row 9: units that name a profile file have it ----
+
+#[test]
+fn units_run_a_copy_of_the_profile_that_apply_owns_and_the_check_sees_it_missing() {
+    let d = igx();
+    let r = d.path();
+    let before = host_files(r);
+    // The user's profile lives outside the host (as /tmp/lab.yaml did).
+    let elsewhere = tempfile::tempdir().expect("tmp");
+    let lab = elsewhere.path().join("lab.yaml");
+    let yaml = "name: lab\nextends: igx-orin\n";
+    std::fs::write(&lab, yaml).expect("profile");
+    let labs = lab.display().to_string();
+    let (code, out) = apply(r, &labs);
+    assert_eq!(code, 0, "{out}");
+    let copies: Vec<PathBuf> = std::fs::read_dir(r.join("etc/daqtune/profiles"))
+        .expect("copies")
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert_eq!(copies.len(), 1, "{copies:?}");
+    assert_eq!(std::fs::read_to_string(&copies[0]).expect("copy"), yaml);
+    let copy = format!(
+        "/etc/daqtune/profiles/{}",
+        copies[0].file_name().expect("name").to_string_lossy()
+    );
+    for unit in [
+        "etc/udev/rules.d/90-daqtune-mrrs.rules",
+        "etc/systemd/system/daqtune-gpu-clocks.service",
+    ] {
+        let t = std::fs::read_to_string(r.join(unit)).expect("unit");
+        assert!(t.contains(&format!("--profile {copy} ")), "{unit}: {t}");
+        assert!(!t.contains(&labs), "{unit} names the user's file: {t}");
+    }
+    // The user's file goes: the units still have their profile.
+    std::fs::remove_file(&lab).expect("rm");
+    let bad = |v: &[Verdict]| -> Vec<String> {
+        v.iter()
+            .filter(|v| v.status == Status::Fail)
+            .map(|v| format!("{}: {}", v.subject, v.message))
+            .collect()
+    };
+    let v = verdicts(r, "igx-orin", "daqtune.artifacts");
+    assert!(bad(&v).is_empty(), "{v:#?}");
+    // A second apply from the copy (what the units run) changes nothing.
+    let after = snapshot(r, &[]);
+    let (code, out) = apply_sel(
+        r,
+        &r.join(copy.trim_start_matches('/')).display().to_string(),
+        Selection::default(),
+    );
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("nothing to change"), "{out}");
+    assert!(diff_snapshots(&after, &snapshot(r, &[])).is_empty());
+
+    // The copy edited: every unit and the rule that run it fail.
+    let real_copy = r.join(copy.trim_start_matches('/'));
+    std::fs::write(&real_copy, "name: lab\nextends: generic-dgpu\n").expect("edit");
+    let v = verdicts(r, "igx-orin", "daqtune.artifacts");
+    let f = bad(&v);
+    assert!(
+        f.iter()
+            .any(|m| m.contains("90-daqtune-mrrs.rules")
+                && m.contains("is not what apply copied there")),
+        "{f:#?}"
+    );
+    // The copy gone: the same, and it says so.
+    std::fs::remove_file(&real_copy).expect("rm copy");
+    let v = verdicts(r, "igx-orin", "daqtune.artifacts");
+    let f = bad(&v);
+    for unit in ["90-daqtune-mrrs.rules", "daqtune-gpu-clocks.service"] {
+        assert!(
+            f.iter()
+                .any(|m| m.contains(unit) && m.contains(&format!("its profile {copy} is missing"))),
+            "{unit}: {f:#?}"
+        );
+    }
+    // A unit written for the user's file (as apply did before it kept a copy) fails too.
+    let unit = r.join("etc/systemd/system/daqtune-gpu-clocks.service");
+    let t = std::fs::read_to_string(&unit).expect("unit");
+    std::fs::write(&unit, t.replace(&copy, &labs)).expect("old-style unit");
+    let v = verdicts(r, "igx-orin", "daqtune.artifacts");
+    assert!(
+        bad(&v)
+            .iter()
+            .any(|m| m.contains("daqtune-gpu-clocks.service")
+                && m.contains(&format!("its profile {labs} is missing"))),
+        "{v:#?}"
+    );
+    std::fs::write(&unit, t).expect("back");
+    std::fs::write(&real_copy, yaml).expect("copy back");
+
+    // Revert removes the copy (and the directories apply made for it).
+    let (code, out, err) = revert(r);
+    assert_eq!(code, 0, "{out}{err}");
+    let d = diff_snapshots(&before, &host_files(r));
+    assert!(d.is_empty(), "{d:#?}");
+}

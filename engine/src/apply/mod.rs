@@ -299,6 +299,74 @@ pub fn resolve_exe(facts: &Facts, given: Option<&str>) -> Result<Option<String>,
         .map(|p| p.to_string()))
 }
 
+/// apply's copy of the user's profile file (`--profile FILE`): its host path under
+/// [`PROFILE_COPIES`](crate::context::artifacts::PROFILE_COPIES) and its bytes; `None` for a
+/// built-in profile (or a file that cannot be read again: the units then name the file given).
+fn profile_copy(g: &GlobalOptions, lp: &LoadedProfile) -> Option<(String, Vec<u8>)> {
+    let p = g.profile.as_deref()?;
+    if profile::builtin_names().any(|n| n == p) {
+        return None;
+    }
+    let bytes = std::fs::read(p).ok()?;
+    Some((
+        crate::context::artifacts::profile_copy_path(&lp.profile.name, &bytes),
+        bytes,
+    ))
+}
+
+/// Puts the profile copy into `plan`, first (a unit never names a copy not yet written), when
+/// a file the plan writes names it, or a file daqtune wrote earlier does, and it is not
+/// already there with these bytes. Revert removes it with the rest of the run.
+fn add_profile_copy(
+    facts: &Facts,
+    lp: &LoadedProfile,
+    plan: &mut Plan,
+    copy: &Option<(String, Vec<u8>)>,
+    persist: bool,
+) {
+    let Some((path, bytes)) = copy else { return };
+    if !persist {
+        return;
+    }
+    let names = |b: &[u8]| b.windows(path.len()).any(|w| w == path.as_bytes());
+    let needed_by = plan
+        .changes
+        .iter()
+        .find(|c| {
+            c.action.is_persistent()
+                && matches!(&c.action, plan::Action::File { to, .. } if names(to))
+        })
+        .map(|c| c.check.clone())
+        .or_else(|| {
+            crate::context::artifacts::daqtune_artifacts(facts, lp)
+                .iter()
+                .any(|a| facts.read_bytes(&a.path).is_ok_and(|b| names(&b)))
+                .then(|| "daqtune.artifacts".to_string())
+        });
+    let Some(check) = needed_by else { return };
+    let from = facts.read_bytes(path).ok().map(|b| b.to_vec());
+    if from.as_deref() == Some(bytes.as_slice()) {
+        return;
+    }
+    plan.changes.insert(
+        0,
+        plan::Change {
+            check,
+            subject: "profile".into(),
+            action: plan::Action::File {
+                path: path.clone(),
+                from,
+                to: bytes.clone(),
+                mode: 0o644,
+            },
+            reboot: false,
+            note: Some(
+                "daqtune's copy of --profile: the units and rules run with it, so they keep working when the file given is moved or deleted".into(),
+            ),
+        },
+    );
+}
+
 /// Notes for the files of `plan` that apply will refuse to overwrite (another writer's file at
 /// one of daqtune's paths; see `apply::refuse_foreign`), so the preview says it too.
 fn note_foreign(plan: &mut Plan) {
@@ -557,9 +625,14 @@ pub fn plan_for(
     };
     let sel = with_remembered(host, a, &None, head)?;
     let lp = with_app_config(&facts, lp, &sel, head)?;
-    let opts = options(&facts, &lp, &sel, g.profile.as_deref())?;
+    let mut opts = options(&facts, &lp, &sel, g.profile.as_deref())?;
+    let copy = profile_copy(g, &lp);
+    if let Some((p, _)) = &copy {
+        opts.profile_ref = p.clone();
+    }
     let mut plan = crate::tunables::build_plan_with(&facts, &lp, &opts, None)
         .map_err(|e| UsageError::Other(e.to_string()))?;
+    add_profile_copy(&facts, &lp, &mut plan, &copy, opts.persist);
     note_foreign(&mut plan);
     refuse_without_binary(&plan, &sel)?;
     Ok(plan)
@@ -606,8 +679,13 @@ fn run_apply_inner(
     let lp = with_app_config(&facts, lp, &sel, out)?;
     let mut opts = options(&facts, &lp, &sel, g.profile.as_deref())?;
     opts.gpu_unavailable = gpu_unavailable;
+    let copy = profile_copy(g, &lp);
+    if let Some((p, _)) = &copy {
+        opts.profile_ref = p.clone();
+    }
     let mut plan = crate::tunables::build_plan_with(&facts, &lp, &opts, gpu)
         .map_err(|e| UsageError::Other(e.to_string()))?;
+    add_profile_copy(&facts, &lp, &mut plan, &copy, opts.persist);
     note_foreign(&mut plan);
     refuse_without_binary(&plan, &sel)?;
     let _ = write!(out, "{plan}");
@@ -639,8 +717,9 @@ fn run_apply_inner(
     // The host may have changed while the user read the plan (or another apply ran): plan
     // again under the lock, on facts read afresh.
     let facts = g.facts(&host);
-    let plan = crate::tunables::build_plan_with(&facts, &lp, &opts, gpu)
+    let mut plan = crate::tunables::build_plan_with(&facts, &lp, &opts, gpu)
         .map_err(|e| UsageError::Other(e.to_string()))?;
+    add_profile_copy(&facts, &lp, &mut plan, &copy, opts.persist);
     refuse_without_binary(&plan, &sel)?;
     let mut journal = journal::Journal::create(&state.join("journal"), &lp.profile.name, w)
         .map_err(|e| {

@@ -145,3 +145,107 @@ pub fn daqtune_artifacts(facts: &Facts, lp: &LoadedProfile) -> Vec<Artifact> {
     out.sort_by(|a, b| a.path.cmp(&b.path));
     out
 }
+
+/// Where `apply` keeps its copy of a user's profile file: the units and the udev rule it writes
+/// run `daqtune apply --profile <copy>`, so they keep working when the user's file is moved
+/// or deleted (a profile in /tmp, a checkout that changes branch).
+pub const PROFILE_COPIES: &str = "/etc/daqtune/profiles";
+
+/// 64-bit FNV-1a: the digest in a profile copy's name. It detects a copy that was edited or
+/// replaced, not an attacker (who could rewrite the units as well).
+fn fnv1a64(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+/// The host path of apply's copy of a profile named `name` with these bytes:
+/// `/etc/daqtune/profiles/<name>-<digest>.yaml`, the name reduced to what units may carry.
+pub fn profile_copy_path(name: &str, bytes: &[u8]) -> String {
+    let mut safe: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(48)
+        .collect();
+    safe = safe.trim_start_matches(['.', '-']).to_string();
+    if safe.is_empty() {
+        safe.push_str("profile");
+    }
+    format!("{PROFILE_COPIES}/{safe}-{:016x}.yaml", fnv1a64(bytes))
+}
+
+/// Whether a file at `path` under [`PROFILE_COPIES`] still holds what apply copied there (its
+/// name carries the digest); `None` for any other path.
+pub fn profile_copy_intact(path: &str, bytes: &[u8]) -> Option<bool> {
+    let name = path.strip_prefix(PROFILE_COPIES)?.strip_prefix('/')?;
+    let stem = name.strip_suffix(".yaml")?;
+    let (_, digest) = stem.rsplit_once('-')?;
+    if digest.len() != 16 || !digest.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    Some(digest == format!("{:016x}", fnv1a64(bytes)))
+}
+
+/// The profile files a unit or rule runs daqtune with (`--profile FILE`, absolute paths only;
+/// a built-in name needs no file). Comment lines are skipped.
+pub fn profile_files(text: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for line in text.lines() {
+        let l = line.trim_start();
+        if l.starts_with('#') || l.starts_with(';') {
+            continue;
+        }
+        let words: Vec<&str> = l
+            .split(|c: char| c.is_whitespace() || c == '"' || c == '\'')
+            .filter(|w| !w.is_empty())
+            .collect();
+        for (i, w) in words.iter().enumerate() {
+            let v = match w.strip_prefix("--profile=") {
+                Some(v) => Some(v),
+                None if *w == "--profile" => words.get(i + 1).copied(),
+                None => None,
+            };
+            if let Some(v) = v.filter(|v| v.starts_with('/')) {
+                if !out.iter().any(|o| o == v) {
+                    out.push(v.to_string());
+                }
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn profile_copies_are_named_by_their_content() {
+        let p = profile_copy_path("my lab/../x", b"name: lab\n");
+        assert!(p.starts_with("/etc/daqtune/profiles/my_lab_.._x-"), "{p}");
+        assert!(daqtune_units::validate::abs_path(&p).is_ok(), "{p}");
+        assert_eq!(profile_copy_intact(&p, b"name: lab\n"), Some(true));
+        assert_eq!(profile_copy_intact(&p, b"name: lab2\n"), Some(false));
+        assert_eq!(profile_copy_intact("/tmp/lab.yaml", b""), None);
+        assert_eq!(profile_copy_path("", b"").len(), PROFILE_COPIES.len() + 30);
+    }
+
+    #[test]
+    fn profile_files_of_units_and_rules() {
+        let unit = "# Written by daqtune (profile /old.yaml)\n[Service]\nExecStart=/usr/bin/daqtune apply --profile /etc/daqtune/profiles/a-0.yaml --only x\n";
+        assert_eq!(profile_files(unit), ["/etc/daqtune/profiles/a-0.yaml"]);
+        let rule = "ACTION==\"add\", RUN+=\"/usr/bin/daqtune apply --profile /tmp/lab.yaml --only pcie.mrrs --yes\"\n";
+        assert_eq!(profile_files(rule), ["/tmp/lab.yaml"]);
+        assert!(profile_files("ExecStart=/usr/bin/daqtune apply --profile igx-orin\n").is_empty());
+        assert_eq!(
+            profile_files("ExecStart=/x --profile=/p.yaml\n"),
+            ["/p.yaml"]
+        );
+    }
+}

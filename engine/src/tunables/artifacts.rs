@@ -4,7 +4,9 @@
 //! success (systemd over D-Bus on the live host; the snapshot's record under a root).
 //! Observation only: `apply` writes the artifacts, this says whether they still work.
 
-use crate::context::artifacts::{daqtune_artifacts, Artifact, Kind};
+use crate::context::artifacts::{
+    daqtune_artifacts, profile_copy_intact, profile_files, Artifact, Kind,
+};
 use crate::context::Context;
 use crate::tunable::Tunable;
 use crate::verdict::{Area, Verdict};
@@ -121,6 +123,29 @@ fn judge(ctx: &Context, a: &Artifact) -> Verdict {
             )),
             Err(e) if e.not_found => problems.push(format!("runs {p}, which is not installed")),
             Err(e) => problems.push(format!("runs {p}: {}", e.message)),
+        }
+    }
+    // The profile file it runs daqtune with: without it every run of the unit or rule fails.
+    if matches!(a.kind, Kind::Unit | Kind::UdevRule) {
+        for f in profile_files(&text) {
+            match ctx.read_string(&f) {
+                Ok(t) => match profile_copy_intact(&f, t.as_bytes()) {
+                    Some(false) => {
+                        problems.push(format!(
+                            "its profile {f} is not what apply copied there (edited or replaced since)"
+                        ));
+                        fixes.push("sudo daqtune apply --profile FILE   (copies the profile again and points the units at it)".into());
+                    }
+                    _ => good.push(format!("profile {f} present")),
+                },
+                Err(e) if e.not_found => {
+                    problems.push(format!(
+                        "its profile {f} is missing (it runs daqtune with --profile {f}: every run fails)"
+                    ));
+                    fixes.push("sudo daqtune apply --profile FILE   (keeps a copy of the profile under /etc/daqtune/profiles and points the units at it)".into());
+                }
+                Err(e) => problems.push(format!("its profile {f}: {}", e.message)),
+            }
         }
     }
     if problems.iter().any(|p| p.starts_with("runs ")) {
