@@ -523,3 +523,79 @@ fn units_run_a_copy_of_the_profile_that_apply_owns_and_the_check_sees_it_missing
     let d = diff_snapshots(&before, &host_files(r));
     assert!(d.is_empty(), "{d:#?}");
 }
+
+// ---- the newcomer's path: a plan previews what apply would refuse ----
+
+#[test]
+fn plan_on_the_untuned_fixture_with_a_config_shows_what_apply_would_write() {
+    // As docs/app-config.md shows it: the fixture has no installed daqtune.
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests");
+    let root = fixtures.join("fixtures/igx-untuned");
+    assert!(!root.join("usr/bin/daqtune").exists());
+    let mut o = Vec::new();
+    let code = run_plan(
+        &g(&root, "igx-orin"),
+        &Selection {
+            config: Some(fixtures.join("configs/raw_hds_igx.yaml")),
+            ..Default::default()
+        },
+        &mut o,
+    )
+    .unwrap_or_else(|e| panic!("plan refused: {e}"));
+    let p = String::from_utf8_lossy(&o);
+    assert_eq!(code, 0, "{p}");
+    for want in [
+        "isolcpus=8-11",
+        "hugepages=1",
+        "/etc/default/grub.d/99-daqtune.cfg (new",
+        "/etc/udev/rules.d/90-daqtune-mrrs.rules (new",
+        "RUN+=\"/usr/bin/daqtune apply --profile igx-orin",
+        "apply will refuse: no installed daqtune binary",
+        "/etc/udev/rules.d/90-daqtune-mrrs.rules (pcie.mrrs)",
+    ] {
+        assert!(p.contains(want), "`{want}` in {p}");
+    }
+    // apply itself still refuses (exit 2), before anything changes.
+    let d = tempfile::tempdir().expect("tmp");
+    copy_tree(&root, d.path());
+    let before = snapshot(d.path(), &[]);
+    let (mut o, mut e) = (Vec::new(), Vec::new());
+    let r = run_apply_with(
+        &g(d.path(), "igx-orin"),
+        &ApplyOptions {
+            yes: true,
+            ..Default::default()
+        },
+        &mut FsWriter::new(),
+        &mut o,
+        &mut e,
+    );
+    let msg = r.err().expect("apply refuses").to_string();
+    assert!(msg.contains("no installed daqtune binary"), "{msg}");
+    assert!(diff_snapshots(&before, &snapshot(d.path(), &[])).is_empty());
+}
+
+// ---- generate's header tells the truth: revert never removes what generate printed ----
+
+#[test]
+fn generated_artifacts_do_not_claim_revert_removes_them() {
+    use daqtune_engine::apply::{run_generate, GenerateOptions, Kind};
+    let d = igx();
+    for (kind, _, _) in Kind::ALL {
+        let mut o = Vec::new();
+        let a = GenerateOptions {
+            kind,
+            exe: None,
+            interfaces: vec![],
+            devices: vec![],
+        };
+        if run_generate(&g(d.path(), "igx-orin"), &a, &mut o).is_err() {
+            continue;
+        }
+        let t = String::from_utf8_lossy(&o);
+        assert!(!t.contains("`daqtune revert` removes it"), "{kind:?}: {t}");
+        if t.contains("Written by daqtune") {
+            assert!(t.contains("`daqtune revert` leaves it"), "{kind:?}: {t}");
+        }
+    }
+}

@@ -630,11 +630,42 @@ pub fn plan_for(
     if let Some((p, _)) = &copy {
         opts.profile_ref = p.clone();
     }
+    // A plan is a preview: with no installed binary it still shows the units and rules, as
+    // they would run the packaged one, and says that apply refuses them until it is there.
+    let placeholder = opts.exe.is_none().then(|| daqtune_units::INSTALLED_EXE[0]);
+    if let Some(exe) = placeholder {
+        opts.exe = Some(exe.to_string());
+    }
     let mut plan = crate::tunables::build_plan_with(&facts, &lp, &opts, None)
         .map_err(|e| UsageError::Other(e.to_string()))?;
     add_profile_copy(&facts, &lp, &mut plan, &copy, opts.persist);
     note_foreign(&mut plan);
-    refuse_without_binary(&plan, &sel)?;
+    if let Some(exe) = placeholder {
+        let runs = format!("{exe} ");
+        let needs: Vec<(String, String)> = plan
+            .changes
+            .iter()
+            .filter_map(|c| match &c.action {
+                plan::Action::File { path, to, .. }
+                    if c.action.is_persistent()
+                        && to.windows(runs.len()).any(|w| w == runs.as_bytes()) =>
+                {
+                    Some((c.check.clone(), path.clone()))
+                }
+                _ => None,
+            })
+            .collect();
+        plan.needs_binary = needs;
+        if let Err(e) = refuse_without_binary(&plan, &sel) {
+            plan.note(
+                "apply",
+                plan::NoteLevel::Warn,
+                format!("apply will refuse: {e}"),
+            );
+        }
+    } else {
+        refuse_without_binary(&plan, &sel)?;
+    }
     Ok(plan)
 }
 
@@ -1101,6 +1132,12 @@ pub fn run_generate(
             s
         }
     };
+    // What `generate` prints is installed by someone else (an image build, a configuration
+    // manager) and journaled by no apply run: revert never removes it, and its header says so.
+    let text = text.replace(
+        "; `daqtune revert` removes it.",
+        "; printed by `daqtune generate`, so `daqtune revert` leaves it: remove it with whatever installed it.",
+    );
     let _ = write!(out, "{text}");
     Ok(0)
 }
