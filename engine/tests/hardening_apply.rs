@@ -36,7 +36,11 @@ fn verdicts(root: &Path, profile: &str, id: &str) -> Vec<Verdict> {
     run_checks(
         &Context::with_facts(&facts, &lp),
         &RunOptions {
-            only: vec![id.into()],
+            only: if id.is_empty() {
+                vec![]
+            } else {
+                vec![id.into()]
+            },
         },
     )
 }
@@ -598,4 +602,39 @@ fn generated_artifacts_do_not_claim_revert_removes_them() {
             assert!(t.contains("`daqtune revert` leaves it"), "{kind:?}: {t}");
         }
     }
+}
+
+// ---- the README's sample is a real run ----
+
+#[test]
+fn the_readme_sample_summary_is_what_check_says_on_its_fixture() {
+    let top = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let readme = std::fs::read_to_string(top.join("README.md")).expect("README");
+    assert!(
+        readme.contains("$ daqtune check --root tests/fixtures/x86-2s --profile generic-dgpu"),
+        "the sample's command changed: update this test"
+    );
+    let line = readme
+        .lines()
+        .find(|l| l.starts_with("summary: "))
+        .expect("a summary line in the README");
+    let shown = line
+        .trim_start_matches("summary: ")
+        .split(" (")
+        .next()
+        .unwrap_or("");
+    let v = verdicts(&top.join("tests/fixtures/x86-2s"), "generic-dgpu", "");
+    let sum = daqtune_engine::report::summarize(&v);
+    let parts: Vec<String> = Status::ALL
+        .iter()
+        .filter_map(|st| {
+            let n = sum.get(st.as_str()).copied().unwrap_or(0);
+            (n > 0).then(|| format!("{n} {}", st.as_str()))
+        })
+        .collect();
+    assert_eq!(
+        shown,
+        parts.join(", "),
+        "README.md's sample is stale: regenerate it with that command"
+    );
 }
