@@ -217,11 +217,23 @@ fn revert_removes_the_temp_files_an_interrupted_apply_left_and_nothing_else() {
     for p in &keep {
         std::fs::write(p, b"user").expect("look-alike");
     }
+    // A run killed before its first journal landed: only the journal's temp file.
+    let unstarted = r.join(JOURNAL).join("20260101T000000Z-99");
+    std::fs::create_dir_all(&unstarted).expect("mkdir");
+    std::fs::write(unstarted.join(".journal.json.daqtune-tmp.99.0"), b"{").expect("w");
     let (code, out, err) = revert(r);
     assert_eq!(code, 0, "{out}{err}");
     for p in &left {
         assert!(!p.exists(), "{} left: {out}", p.display());
     }
+    assert!(!unstarted.exists(), "{out}");
+    // And when nothing is left to revert, such a run is still removed.
+    std::fs::create_dir_all(&unstarted).expect("mkdir");
+    std::fs::write(unstarted.join(".journal.json.daqtune-tmp.99.0"), b"{").expect("w");
+    let (code, out2, err) = revert(r);
+    assert_eq!(code, 0, "{out2}{err}");
+    assert!(out2.contains("nothing to revert"), "{out2}");
+    assert!(!unstarted.exists(), "{out2}");
     assert!(
         out.contains("left by a write that was interrupted"),
         "{out}"

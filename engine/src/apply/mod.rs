@@ -937,8 +937,23 @@ fn run_revert_inner(
         })
         .collect();
     if pending.is_empty() {
+        // What a run killed before its journal landed left is still removed.
+        let swept = match base.is_dir().then(|| lock(&state)) {
+            Some(Ok(_l)) => revert::sweep_unstarted_runs(&base, w),
+            _ => Vec::new(),
+        };
+        for (what, r) in &swept {
+            let _ = match r {
+                Ok(()) => writeln!(out, "  ok    {what}"),
+                Err(e) => writeln!(out, "  FAIL  {what}: {e}"),
+            };
+        }
         let _ = writeln!(out, "nothing to revert (no journal in {})", base.display());
-        return Ok(0);
+        return Ok(if swept.iter().all(|s| s.1.is_ok()) {
+            0
+        } else {
+            1
+        });
     }
     if !a.yes && !prompt.confirm(&format!("Revert {} apply run(s)?", pending.len()), err)? {
         return Ok(0);

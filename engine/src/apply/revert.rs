@@ -93,6 +93,47 @@ fn sweep_temps(host: &Host, j: &Journal, w: &mut dyn Writer, rep: &mut RevertRep
     }
 }
 
+/// Run directories a kill left before their first `journal.json` landed (only the writer's
+/// temp file of it, and the empty `files/`): those temp files go, then the directories if empty.
+pub fn sweep_unstarted_runs(base: &Path, w: &mut dyn Writer) -> Vec<(String, Result<(), String>)> {
+    let mut steps = Vec::new();
+    let Ok(rd) = std::fs::read_dir(base) else {
+        return steps;
+    };
+    for dir in rd.flatten().map(|e| e.path()) {
+        if !dir.is_dir() || dir.join("journal.json").exists() {
+            continue;
+        }
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        let temps: Vec<std::path::PathBuf> = entries
+            .flatten()
+            .filter(|e| {
+                e.file_type().is_ok_and(|t| t.is_file())
+                    && tmp_base(&e.file_name().to_string_lossy()) == Some("journal.json")
+            })
+            .map(|e| e.path())
+            .collect();
+        if temps.is_empty() {
+            continue;
+        }
+        for t in temps {
+            let r = w.remove(&t).map_err(|e| e.to_string());
+            steps.push((
+                format!(
+                    "remove {} (a run killed before its journal was written)",
+                    t.display()
+                ),
+                r,
+            ));
+        }
+        let _ = std::fs::remove_dir(dir.join("files"));
+        let _ = std::fs::remove_dir(&dir);
+    }
+    steps
+}
+
 /// A journal entry's path is what apply writes: absolute, without `.`, `..` or empty
 /// components, without control characters. Anything else was not written by apply, and
 /// revert touches nothing for it.
@@ -121,7 +162,7 @@ fn path_ok(path: &str) -> Result<(), String> {
 /// terminal.
 fn shown(path: &str) -> String {
     if path.chars().any(char::is_control) {
-        format!("{:?}", path)
+        format!("{path:?}")
     } else {
         path.to_string()
     }
@@ -170,6 +211,7 @@ pub fn revert_all_with(
         Target::Root
     };
     let (mut grub, mut units, mut udev) = (false, false, false);
+    rep.steps.extend(sweep_unstarted_runs(base, w));
     for dir in list_runs(base).into_iter().rev() {
         let mut j = match Journal::open(&dir) {
             Ok(j) => j,
