@@ -586,7 +586,7 @@ fn plan_on_the_untuned_fixture_with_a_config_shows_what_apply_would_write() {
         &mut o,
         &mut e,
     );
-    let msg = r.err().expect("apply refuses").to_string();
+    let msg = r.expect_err("apply refuses").to_string();
     assert!(msg.contains("no installed daqtune binary"), "{msg}");
     assert!(diff_snapshots(&before, &snapshot(d.path(), &[])).is_empty());
 }
