@@ -139,9 +139,7 @@ fn judge(ctx: &Context, a: &Artifact) -> Verdict {
                     _ => good.push(format!("profile {f} present")),
                 },
                 Err(e) if e.not_found => {
-                    problems.push(format!(
-                        "its profile {f} is missing (it runs daqtune with --profile {f}: every run fails)"
-                    ));
+                    problems.push(format!("its profile {f} is missing: every run of it fails"));
                     fixes.push("sudo daqtune apply --profile FILE   (keeps a copy of the profile under /etc/daqtune/profiles and points the units at it)".into());
                 }
                 Err(e) => problems.push(format!("its profile {f}: {}", e.message)),
