@@ -970,7 +970,7 @@ fn run_udp(
                 .port();
             let _ = port_tx.send(Ok(port));
             let mut out = match gpu {
-                Some(g) => udp_receive_gpu(&sock, size, ctl, sent, tx_done, g)?,
+                Some(g) => udp_receive_gpu(&sock, size, ctl, sent, tx_done, g, spec.socket)?,
                 None => udp_receive(&sock, size, latency, ctl, sent, tx_done, spec.socket),
             };
             out.buffer = Some(buffer as u64);
@@ -1340,6 +1340,7 @@ pub(crate) fn udp_receive_gpu(
     sent: &AtomicU64,
     tx_done: &AtomicBool,
     mut g: GpuRx,
+    opts: crate::engine::SocketOptions,
 ) -> Result<RxOut> {
     let mut out = RxOut::default();
     let cpu0 = sys::thread_cpu_ns();
@@ -1398,6 +1399,14 @@ pub(crate) fn udp_receive_gpu(
     if misframed > 0 {
         out.notes.push(format!(
             "{misframed} datagram(s) of the wrong size (counted on the CPU)"
+        ));
+    }
+    for name in ["gro", "recvmmsg"] {
+        let asked = if name == "gro" { opts.gro } else { opts.recvmmsg };
+        out.batching.push(batching(
+            name,
+            asked,
+            Err("the GPU sink reads one datagram into each message slot".into()),
         ));
     }
     Ok(out)
