@@ -31,7 +31,12 @@ const IPV6_RECVERR: libc::c_int = 25;
 /// offender's address (error queue), with room to spare.
 const CTRL_BYTES: usize = 128;
 
-fn setsockopt_int(fd: RawFd, level: libc::c_int, opt: libc::c_int, v: libc::c_int) -> io::Result<()> {
+fn setsockopt_int(
+    fd: RawFd,
+    level: libc::c_int,
+    opt: libc::c_int,
+    v: libc::c_int,
+) -> io::Result<()> {
     // SAFETY: `v` is a valid c_int for the duration of the call and its size is passed.
     let rc = unsafe {
         libc::setsockopt(
@@ -70,7 +75,12 @@ fn getsockopt_int(fd: RawFd, level: libc::c_int, opt: libc::c_int) -> io::Result
 /// Makes every send of more than `segment` bytes a GSO send cut into `segment`-byte datagrams
 /// (0 turns it off again).
 pub fn set_gso_segment(fd: RawFd, segment: usize) -> io::Result<()> {
-    setsockopt_int(fd, SOL_UDP, UDP_SEGMENT, segment.min(u16::MAX as usize) as libc::c_int)
+    setsockopt_int(
+        fd,
+        SOL_UDP,
+        UDP_SEGMENT,
+        segment.min(u16::MAX as usize) as libc::c_int,
+    )
 }
 
 /// Asks the kernel to hand this socket coalesced datagrams, each with its segment size in a
@@ -174,7 +184,8 @@ impl Completion {
 /// Parses the `sock_extended_err` of an error-queue read (IPv4 or IPv6): a zero-copy
 /// completion, or `None` for anything else (a real ICMP error, a short record).
 pub fn parse_completion(ctrl: &[u8]) -> Option<Completion> {
-    let ee = find_cmsg(ctrl, SOL_IP, IP_RECVERR).or_else(|| find_cmsg(ctrl, SOL_IPV6, IPV6_RECVERR))?;
+    let ee =
+        find_cmsg(ctrl, SOL_IP, IP_RECVERR).or_else(|| find_cmsg(ctrl, SOL_IPV6, IPV6_RECVERR))?;
     // struct sock_extended_err { u32 ee_errno; u8 ee_origin, ee_type, ee_code, ee_pad;
     //                            u32 ee_info; u32 ee_data; }
     if ee.len() < 16 {
@@ -327,8 +338,9 @@ impl MultiReceiver {
             })
             .collect();
         // SAFETY: mmsghdr is plain data; all-zero is an empty header.
-        let mut hdrs: Vec<libc::mmsghdr> =
-            (0..self.count).map(|_| unsafe { std::mem::zeroed() }).collect();
+        let mut hdrs: Vec<libc::mmsghdr> = (0..self.count)
+            .map(|_| unsafe { std::mem::zeroed() })
+            .collect();
         let words = CTRL_BYTES / 8;
         for (i, (h, iov)) in hdrs.iter_mut().zip(iovs.iter_mut()).enumerate() {
             h.msg_hdr.msg_iov = iov;
@@ -435,16 +447,31 @@ mod tests {
         let c = cmsg(SOL_IP, IP_RECVERR, &ee(0, SO_EE_ORIGIN_ZEROCOPY, 1, 4, 9));
         assert_eq!(
             parse_completion(&c),
-            Some(Completion { lo: 4, hi: 9, copied: true })
+            Some(Completion {
+                lo: 4,
+                hi: 9,
+                copied: true
+            })
         );
         assert_eq!(parse_completion(&c).map(|c| c.count()), Some(6));
-        let c = cmsg(SOL_IPV6, IPV6_RECVERR, &ee(0, SO_EE_ORIGIN_ZEROCOPY, 0, 0, 0));
+        let c = cmsg(
+            SOL_IPV6,
+            IPV6_RECVERR,
+            &ee(0, SO_EE_ORIGIN_ZEROCOPY, 0, 0, 0),
+        );
         assert_eq!(
             parse_completion(&c),
-            Some(Completion { lo: 0, hi: 0, copied: false })
+            Some(Completion {
+                lo: 0,
+                hi: 0,
+                copied: false
+            })
         );
         // An ICMP error (origin 2, errno set) is no completion.
-        assert_eq!(parse_completion(&cmsg(SOL_IP, IP_RECVERR, &ee(111, 2, 3, 0, 0))), None);
+        assert_eq!(
+            parse_completion(&cmsg(SOL_IP, IP_RECVERR, &ee(111, 2, 3, 0, 0))),
+            None
+        );
         assert_eq!(parse_completion(&cmsg(SOL_IP, IP_RECVERR, &[0; 8])), None);
     }
 
@@ -470,7 +497,10 @@ mod tests {
             return;
         }
         let data: Vec<u8> = (0..3500u32).map(|i| i as u8).collect();
-        assert_eq!(send_units(tx.as_raw_fd(), &[&data, &data[..1000]], true).expect("send"), 2);
+        assert_eq!(
+            send_units(tx.as_raw_fd(), &[&data, &data[..1000]], true).expect("send"),
+            2
+        );
         let mut r = MultiReceiver::new(8, 65536, true);
         let mut got = Vec::new();
         while got.len() < 4500 {

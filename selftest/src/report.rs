@@ -621,7 +621,8 @@ impl Report {
                     d.defect,
                     d.bytes,
                     match (d.segment, d.segments) {
-                        (Some(i), Some(n)) => format!(", datagram {} of {n} in one GRO read", i + 1),
+                        (Some(i), Some(n)) =>
+                            format!(", datagram {} of {n} in one GRO read", i + 1),
                         _ => String::new(),
                     }
                 );

@@ -9,10 +9,10 @@
 use crate::engine::{Engine, GpuRun, Mode, RunControl, RunSpec};
 use crate::error::{Error, Result};
 use crate::gpu_sink::{Batcher, Calibration, CudaBackend, Geometry, GpuSinkResult};
+use crate::kbatch;
 use crate::metrics::{self, Histogram, ThreadCpu};
 use crate::netns::NetNs;
 use crate::payload::{self, Generator, SeqTracker};
-use crate::kbatch;
 use crate::report::{Batching, DefectRecord, EngineResult, ZeroCopy, MAX_DEFECTS_LISTED};
 use crate::sys;
 use crate::topology::Topology;
@@ -377,7 +377,10 @@ fn assemble(t: &Topology, spec: &RunSpec, pairs: Vec<(TxOut, RxOut)>) -> EngineR
                 r.defects.push(d);
             }
         }
-        merge_batching(&mut r.batching, tx.batching.drain(..).chain(rx.batching.drain(..)));
+        merge_batching(
+            &mut r.batching,
+            tx.batching.drain(..).chain(rx.batching.drain(..)),
+        );
         if let Some(z) = tx.zerocopy {
             let t = r.zerocopy.get_or_insert(ZeroCopy {
                 sends: 0,
@@ -590,7 +593,9 @@ pub(crate) fn tcp_send(stream: TcpStream, spec: &RunSpec, ctl: &RunControl) -> T
         out.batching.push(batching(
             "zerocopy",
             true,
-            Err(format!("the kernel refused SO_ZEROCOPY ({e}): copying sends")),
+            Err(format!(
+                "the kernel refused SO_ZEROCOPY ({e}): copying sends"
+            )),
         ));
         return out;
     }
@@ -1118,7 +1123,9 @@ pub(crate) fn udp_send(
                         ));
                     }
                     Some(libc::ENOSYS) if mmsg.is_ok() => {
-                        mmsg = Err(format!("the kernel has no sendmmsg ({e}): one send per call"));
+                        mmsg = Err(format!(
+                            "the kernel has no sendmmsg ({e}): one send per call"
+                        ));
                     }
                     _ => {
                         out.notes.push(format!("udp send: {e}"));
@@ -1178,13 +1185,7 @@ pub(crate) fn udp_receive_batching(sock: &UdpSocket, opts: crate::engine::Socket
 
 /// Verifies one datagram and accounts for it.
 #[inline]
-fn udp_verify(
-    out: &mut RxOut,
-    d: &[u8],
-    now: u64,
-    latency: bool,
-    place: Option<(usize, usize)>,
-) {
+fn udp_verify(out: &mut RxOut, d: &[u8], now: u64, latency: bool, place: Option<(usize, usize)>) {
     match payload::check(d) {
         Ok(h) => {
             out.tracker.accept(h.seq);
@@ -1288,7 +1289,9 @@ pub(crate) fn udp_receive(
                 ) => {}
             Err(e) if mmsg && e.raw_os_error() == Some(libc::ENOSYS) => {
                 mmsg = false;
-                mmsg_why = Err(format!("the kernel has no recvmmsg ({e}): one read per call"));
+                mmsg_why = Err(format!(
+                    "the kernel has no recvmmsg ({e}): one read per call"
+                ));
                 rx = kbatch::MultiReceiver::new(1, cap, false);
             }
             Err(e) => {
@@ -1312,7 +1315,13 @@ pub(crate) fn udp_receive(
     // CPU over the receive window, not the drain wait (the thread mostly slept in it).
     out.cpu_ns = sys::thread_cpu_ns() - cpu0;
     let datagrams = out.tracker.received + out.tracker.integrity_errors;
-    let avg = |n: u64| if n > 0 { datagrams as f64 / n as f64 } else { 0.0 };
+    let avg = |n: u64| {
+        if n > 0 {
+            datagrams as f64 / n as f64
+        } else {
+            0.0
+        }
+    };
     out.batching.push(batching(
         "gro",
         opts.gro,
@@ -1402,7 +1411,11 @@ pub(crate) fn udp_receive_gpu(
         ));
     }
     for name in ["gro", "recvmmsg"] {
-        let asked = if name == "gro" { opts.gro } else { opts.recvmmsg };
+        let asked = if name == "gro" {
+            opts.gro
+        } else {
+            opts.recvmmsg
+        };
         out.batching.push(batching(
             name,
             asked,
@@ -1562,7 +1575,9 @@ mod tests {
             rep.to_text()
         };
         assert!(
-            text.contains("bad message: stream 0 seq 498 (crc, 8192 B, datagram 2 of 7 in one GRO read)"),
+            text.contains(
+                "bad message: stream 0 seq 498 (crc, 8192 B, datagram 2 of 7 in one GRO read)"
+            ),
             "{text}"
         );
     }
@@ -1578,7 +1593,10 @@ mod tests {
         };
         let r = udp_with_one_planted(off);
         assert_eq!(r.batching.len(), 4, "{:?}", r.batching);
-        assert!(r.batching.iter().all(|b| !b.asked && !b.used && b.detail == "off"));
+        assert!(r
+            .batching
+            .iter()
+            .all(|b| !b.asked && !b.used && b.detail == "off"));
         assert_eq!(r.integrity_errors, 1);
         assert_eq!(r.defects.len(), 1);
         assert_eq!((r.defects[0].seq, r.defects[0].segment), (Some(498), None));
@@ -1593,7 +1611,11 @@ mod tests {
         spec.socket.zerocopy = true;
         spec.inject_corruption = 2;
         let r = e.run(&spec, &RunControl::new()).expect("run");
-        let zc = r.batching.iter().find(|b| b.name == "zerocopy").expect("listed");
+        let zc = r
+            .batching
+            .iter()
+            .find(|b| b.name == "zerocopy")
+            .expect("listed");
         assert!(zc.asked);
         // Every planted message caught, nothing else: buffers still in the kernel's hands were
         // never restamped under it.
