@@ -252,6 +252,13 @@ pub fn send_flags(fd: RawFd, buf: &[u8], zerocopy: bool) -> io::Result<usize> {
     Ok(n as usize)
 }
 
+/// Control bytes the kernel wrote, capped at the buffer (`msg_controllen` is a `size_t` on
+/// glibc and a `socklen_t` on musl, hence the cast).
+#[allow(clippy::unnecessary_cast)]
+fn ctrl_len<T: TryInto<usize>>(n: T) -> usize {
+    n.try_into().unwrap_or(0).min(CTRL_BYTES)
+}
+
 /// Reads one record from the socket's error queue without blocking: `Ok(None)` when it is
 /// empty, `Ok(Some(None))` for a record that is not a zero-copy completion.
 pub fn read_completion(fd: RawFd) -> io::Result<Option<Option<Completion>>> {
@@ -269,7 +276,7 @@ pub fn read_completion(fd: RawFd) -> io::Result<Option<Option<Completion>>> {
         }
         return Err(e);
     }
-    let len = (msg.msg_controllen as usize).min(CTRL_BYTES);
+    let len = ctrl_len(msg.msg_controllen);
     // SAFETY: `ctrl` is CTRL_BYTES of initialised u64s; viewing them as bytes is valid.
     let bytes = unsafe { std::slice::from_raw_parts(ctrl.as_ptr().cast::<u8>(), len) };
     Ok(Some(parse_completion(bytes)))
@@ -376,7 +383,7 @@ impl MultiReceiver {
         for (i, h) in hdrs.iter().take(n).enumerate() {
             self.lens[i] = (h.msg_len as usize).min(cap);
             self.truncated[i] = h.msg_hdr.msg_flags & libc::MSG_TRUNC != 0;
-            self.ctrl_lens[i] = (h.msg_hdr.msg_controllen as usize).min(CTRL_BYTES);
+            self.ctrl_lens[i] = ctrl_len(h.msg_hdr.msg_controllen);
         }
         Ok(n)
     }
