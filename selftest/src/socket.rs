@@ -1603,6 +1603,39 @@ mod tests {
     }
 
     #[test]
+    fn completions_out_of_order_and_in_ranges() {
+        let mut c = Completions::default();
+        let rec = |lo, hi, copied| kbatch::Completion { lo, hi, copied };
+        c.add(rec(2, 4, true));
+        assert!(!c.covers(0), "0 and 1 are still out");
+        c.add(rec(0, 0, false));
+        assert!(c.covers(0) && !c.covers(1));
+        c.add(rec(1, 1, true));
+        assert!(c.covers(4) && !c.covers(5));
+        assert_eq!((c.completed, c.copied), (5, 4));
+    }
+
+    #[test]
+    fn a_path_is_used_only_if_every_stream_used_it() {
+        let b = |name: &str, used: bool, detail: &str| Batching {
+            name: name.into(),
+            asked: true,
+            used,
+            detail: detail.into(),
+        };
+        let mut all = Vec::new();
+        merge_batching(
+            &mut all,
+            [b("gso", true, "7 per send"), b("gro", true, "x")].into_iter(),
+        );
+        merge_batching(
+            &mut all,
+            [b("gso", false, "refused"), b("gro", true, "y")].into_iter(),
+        );
+        assert_eq!(all, vec![b("gso", false, "refused"), b("gro", true, "x")]);
+    }
+
+    #[test]
     fn zerocopy_tcp_reads_its_completions() {
         let topo = Topology::loopback();
         let mut e = SocketEngine::new(&topo);
