@@ -580,6 +580,8 @@ fn accept_until(l: &TcpListener, gone: &AtomicBool) -> Result<TcpStream> {
 /// Batch buffers of a zero-copy sender: a buffer is stamped again only once the kernel said
 /// it is done with every send made from it.
 const ZC_BUFFERS: usize = 8;
+/// How long after the run's end a zero-copy sender waits for a buffer's completions.
+const ZC_STALL_NS: u64 = 10_000_000_000;
 
 pub(crate) fn tcp_send(stream: TcpStream, spec: &RunSpec, ctl: &RunControl) -> TxOut {
     if !spec.socket.zerocopy {
@@ -672,6 +674,15 @@ fn tcp_send_zerocopy(mut stream: TcpStream, spec: &RunSpec, ctl: &RunControl) ->
                     break;
                 }
                 if ctl.stopped() {
+                    break 'run;
+                }
+                // Completions come as the receiver acknowledges; a path that stopped moving
+                // must not hold the run past its time.
+                if sys::monotonic_ns() > deadline + ZC_STALL_NS {
+                    out.notes.push(format!(
+                        "zero-copy completions stopped arriving (send {id} still pending {} s after the run's end)",
+                        ZC_STALL_NS / 1_000_000_000
+                    ));
                     break 'run;
                 }
                 kbatch::wait_error_queue(fd, 10);
