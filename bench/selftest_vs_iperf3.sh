@@ -2,21 +2,33 @@
 # daqtune's TCP self-test against iperf3 on the same veth setup and CPUs, one or several streams.
 #
 #   sudo bench/selftest_vs_iperf3.sh [RUNS] [SECONDS]       (defaults: 7 rounds of 5 s each)
-#   sudo STREAMS=4 bench/selftest_vs_iperf3.sh 7 5           (daqtune --streams 4 vs iperf3 -P 4)
+#   sudo STREAMS=4 bench/selftest_vs_iperf3.sh 7 5           (daqtune --streams 4 vs 4 iperf3s)
 #
 # Both tools run over the same kind of path: a veth pair between two private namespaces, MTU
 # 9000, 198.18.0.1 -> 198.18.0.2 (/32 addresses, /32 routes, permanent neighbours), built by
 # daqtune itself through netlink (`--hold` keeps it up for iperf3, entered with nsenter; no
-# iproute2 needed). Senders are pinned to TX_CPU and receivers to RX_CPU for both tools (with
-# several streams daqtune's pairs wrap onto the same two CPUs; iperf3 3.12 runs all its streams
-# in one thread per side). daqtune checks every byte (CRC-32C) and every sequence number;
-# iperf3 checks nothing. Each round runs iperf3 with its default 128 KiB writes, iperf3 with
-# daqtune's write size (`-l 512K`, so the write size is not the difference), and daqtune, in an
-# order that rotates from round to round, and records the 1-minute load average before each run; medians and
-# the spread (min-max) are compared. Exit 1 when a daqtune run failed verification.
+# iproute2 needed). daqtune checks every byte (CRC-32C) and every sequence number; iperf3
+# checks nothing. Each round runs iperf3 with its default 128 KiB writes, iperf3 with daqtune's
+# write size (`-l 512K`, so the write size is not the difference), and daqtune, in an order that
+# rotates from round to round, and records the 1-minute load average before each run; medians
+# and the spread (min-max) are compared.
 #
-# Env: TX_CPU, RX_CPU (default: the two highest CPUs), STREAMS (1), MSG (daqtune message size,
-# 8192), BIN (daqtune-selftest binary; default: a release build), IPERF3, KEEP=FILE (raw rows),
+# Several streams (STREAMS=N): daqtune runs N TX/RX thread pairs, each pinned to its own CPU
+# pair (the plan daqtune prints; on a host with fewer than 2N CPUs the pairs wrap). iperf3 3.12
+# runs every stream of one process in one thread, so `iperf3 -P N` is not a comparison (it
+# uses one core per side whatever N is): the iperf3 side is N separate client/server processes,
+# process i pinned to exactly the CPUs of daqtune's pair i (the documented way to use several
+# cores with iperf3 3.12), their rates and CPU summed.
+#
+# CPU per run: each tool's own figure (daqtune: its threads' CPU time / wall time; iperf3:
+# its processes' host_total + remote_total), and the busy share of the CPUs in use from
+# /proc/stat (softirq included: on a quiet host the fair figure for both; on a shared host it
+# counts other work too). Per core = Gb/s / cores, per round, then the median.
+# Exit 1 when a daqtune run failed verification.
+#
+# Env: TX_CPU, RX_CPU (default: the two highest CPUs; pair 0 with several streams), STREAMS (1),
+# MSG (daqtune message size, 8192), BIN (daqtune-selftest binary; default: a release build),
+# IPERF3, EXTRA (more daqtune flags, e.g. --zerocopy), KEEP=FILE (raw rows),
 # BEFORE=/path/to/another/daqtune-selftest (a fourth contender in every round: before/after
 # comparisons in one interleaved run).
 set -euo pipefail
@@ -26,7 +38,9 @@ SECS=${2:-5}
 MSG=${MSG:-8192}
 STREAMS=${STREAMS:-1}
 IPERF3=${IPERF3:-iperf3}
+EXTRA=${EXTRA:-}
 cd "$(dirname "$0")/.."
+. bench/lib-cpu.sh
 
 if [ "$(id -u)" != 0 ]; then echo "needs root (network namespaces)" >&2; exit 2; fi
 command -v "$IPERF3" >/dev/null || { apt-get install -y iperf3 >/dev/null; IPERF3=iperf3; }
@@ -50,30 +64,49 @@ for _ in $(seq 1 100); do [ -s "$HOLD_OUT" ] && break; sleep 0.1; done
 TX_NS=$(jq -r .tx_netns "$HOLD_OUT")
 RX_NS=$(jq -r .rx_netns "$HOLD_OUT")
 
-# iperf_run [EXTRA...]: prints "Gb/s cores"
+# daqtune's CPU pairs for STREAMS streams: "tx rx" per line (a short run prints its plan).
+if [ "$STREAMS" -gt 1 ]; then
+  PAIRS=$("$BIN" socket --veth --mode tcp --duration 0.2 --streams "$STREAMS" --tx-cpu "$TX_CPU" --rx-cpu "$RX_CPU" \
+    --no-progress --format json 2>/dev/null | jq -r '.results[0].streams[] | "\(.tx_cpu) \(.rx_cpu)"')
+else
+  PAIRS="$TX_CPU $RX_CPU"
+fi
+CPUS=$(printf '%s\n' "$PAIRS" | tr ' ' '\n' | sort -un | paste -sd,)
+[ "$(printf '%s\n' "$PAIRS" | wc -l)" = "$STREAMS" ] || { echo "could not read daqtune's CPU pairs" >&2; exit 2; }
+
+# iperf_run [EXTRA...]: one pinned iperf3 client/server per pair; prints "Gb/s cores"
 iperf_run() {
-  nsenter --net="$RX_NS" taskset -c "$RX_CPU" "$IPERF3" -s -1 -B 198.18.0.2 -p 5201 >/dev/null 2>&1 &
-  local srv=$!
+  local i=0 srv=() out=() tx rx
+  while read -r tx rx; do
+    nsenter --net="$RX_NS" taskset -c "$rx" "$IPERF3" -s -1 -B 198.18.0.2 -p $((5201 + i)) >/dev/null 2>&1 &
+    srv+=($!)
+    i=$((i + 1))
+  done <<< "$PAIRS"
   sleep 0.3
-  nsenter --net="$TX_NS" taskset -c "$TX_CPU" "$IPERF3" -c 198.18.0.2 -p 5201 -t "$SECS" -P "$STREAMS" -J "$@" \
-    | jq -r '"\(.end.sum_received.bits_per_second / 1e9) \((.end.cpu_utilization_percent.host_total + .end.cpu_utilization_percent.remote_total) / 100)"' \
+  i=0
+  local dir; dir=$(mktemp -d)
+  while read -r tx rx; do
+    nsenter --net="$TX_NS" taskset -c "$tx" "$IPERF3" -c 198.18.0.2 -p $((5201 + i)) -t "$SECS" -J "$@" >"$dir/$i.json" 2>/dev/null &
+    out+=($!)
+    i=$((i + 1))
+  done <<< "$PAIRS"
+  for p in "${out[@]}"; do wait "$p" || true; done
+  for p in "${srv[@]}"; do wait "$p" || true; done
+  cat "$dir"/*.json | jq -rs 'if length == 0 then "0 0" else
+    "\(map(.end.sum_received.bits_per_second // 0) | add / 1e9) \(map((.end.cpu_utilization_percent.host_total // 0) + (.end.cpu_utilization_percent.remote_total // 0)) | add / 100)" end' \
     || echo "0 0"
-  wait "$srv" || true
+  rm -rf "$dir"
 }
 
 # daqtune_run [EXE]: prints "Gb/s cores integrity_errors status"
 daqtune_run() {
   "${1:-$BIN}" socket --veth --mode tcp --duration "$SECS" --message-size "$MSG" --streams "$STREAMS" \
-    --tx-cpu "$TX_CPU" --rx-cpu "$RX_CPU" --no-progress --format json 2>/dev/null \
+    --tx-cpu "$TX_CPU" --rx-cpu "$RX_CPU" $EXTRA --no-progress --format json 2>/dev/null \
     | jq -r '.results[0] | "\(.gbps) \(.cpu_cores) \(.integrity_errors) \(.status)"' \
     || echo "0 0 -1 error"
 }
 
-stats() { # column of numbers -> "median min max"
-  sort -g | awk '{a[NR]=$1} END {m = (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2; printf "%.2f %.2f %.2f\n", m, a[1], a[NR]}'
-}
-
-echo "host: $NCPU cpus, $(uname -r); tx cpu $TX_CPU, rx cpu $RX_CPU; $STREAMS stream(s); $RUNS rounds x ${SECS}s; $(date -u +%FT%TZ)"
+echo "host: $NCPU cpus, $(uname -r); $STREAMS stream(s) on cpu pairs $(printf '%s\n' "$PAIRS" | tr ' ' '>' | paste -sd' '); daqtune flags: ${EXTRA:-(defaults)}; $RUNS rounds x ${SECS}s; $(date -u +%FT%TZ)"
 BAD=0
 N=3
 [ -z "${BEFORE:-}" ] || N=4
@@ -81,28 +114,43 @@ for i in $(seq 1 "$RUNS"); do
   line="round $i:"
   # Rotate the order so no tool always runs right after another.
   for k in $(seq 0 $((N - 1))); do
-    L=$(cut -d' ' -f1 /proc/loadavg)
+    L=$(load1)
+    j0=$(busy_jiffies "$CPUS"); t0=$(date +%s%N)
     case $(( (i + k) % N )) in
-      0) read -r g c < <(iperf_run); echo "iperf $g $c" >> "$ROWS"; line+=$(printf ' iperf3 %.2f (%.2f cores, load %s)' "$g" "$c" "$L") ;;
-      1) read -r g c < <(iperf_run -l 512K); echo "iperf512 $g $c" >> "$ROWS"; line+=$(printf ' iperf3-l512K %.2f (%.2f cores, load %s)' "$g" "$c" "$L") ;;
-      2) read -r g c bad st < <(daqtune_run); echo "daq $g $c $bad $st" >> "$ROWS"
+      0) read -r g c < <(iperf_run); tag=iperf; what=iperf3; extra= ;;
+      1) read -r g c < <(iperf_run -l 512K); tag=iperf512; what=iperf3-l512K; extra= ;;
+      2) read -r g c bad st < <(daqtune_run); tag=daq; what=daqtune
          [ "$bad" = 0 ] && [ "$st" = pass ] || BAD=$((BAD + 1))
-         line+=$(printf ' daqtune %.2f (%.2f cores, %s integrity errors, %s, load %s)' "$g" "$c" "$bad" "$st" "$L") ;;
-      3) read -r g c bad st < <(daqtune_run "$BEFORE"); echo "before $g $c $bad $st" >> "$ROWS"
-         line+=$(printf ' BEFORE %.2f (%.2f cores, %s integrity errors, %s, load %s)' "$g" "$c" "$bad" "$st" "$L") ;;
+         extra=", $bad integrity errors, $st" ;;
+      3) read -r g c bad st < <(daqtune_run "$BEFORE"); tag=before; what=BEFORE
+         extra=", $bad integrity errors, $st" ;;
     esac
+    b=$(busy_cores "$j0" "$CPUS" "$t0")
+    echo "$tag $g $c $b $L" >> "$ROWS"
+    line+=$(printf ' %s %.2f (%.2f cores, cpus busy %.2f%s, load %s)' "$what" "$g" "$c" "$b" "$extra" "$L")
   done
   echo "$line"
 done < /dev/null
 if [ -n "${KEEP:-}" ]; then cp "$ROWS" "$KEEP"; fi
-read -r MI LI HI < <(awk '$1=="iperf"{print $2}' "$ROWS" | stats)
-read -r ML LL HL < <(awk '$1=="iperf512"{print $2}' "$ROWS" | stats)
-read -r MD LD HD < <(awk '$1=="daq"{print $2}' "$ROWS" | stats)
-echo "median (min-max) Gb/s: iperf3 $MI ($LI-$HI), iperf3 -l 512K $ML ($LL-$HL), daqtune $MD ($LD-$HD)"
-awk -v d="$MD" -v i="$MI" -v l="$ML" 'BEGIN { printf "daqtune / iperf3 = %.3f, daqtune / iperf3 -l 512K = %.3f\n", (i > 0 ? d / i : 0), (l > 0 ? d / l : 0) }'
+echo "columns: tool gbps tool_cores busy_cores(/proc/stat) load1"
+summary() { # TAG NAME -> one line; sets M_TAG (median Gb/s) and P_TAG (median Gb/s per core)
+  local m l h mc mp lp hp mb
+  read -r m l h < <(awk -v t="$1" '$1==t{print $2}' "$ROWS" | stats)
+  read -r mc _ _ < <(awk -v t="$1" '$1==t{print $3}' "$ROWS" | stats)
+  read -r mp lp hp < <(awk -v t="$1" '$1==t && $3 > 0 {print $2 / $3}' "$ROWS" | stats)
+  read -r mb _ _ < <(awk -v t="$1" '$1==t && $4 > 0 {print $2 / $4}' "$ROWS" | stats)
+  printf '%-13s %7.2f Gb/s (%.2f-%.2f) on %.2f cores: %.2f Gb/s per core (%.2f-%.2f), %.2f per busy core\n' "$2" "$m" "$l" "$h" "$mc" "$mp" "$lp" "$hp" "$mb"
+  eval "M_$1=$m; P_$1=$mp"
+}
+summary iperf iperf3
+summary iperf512 "iperf3 -l 512K"
+summary daq daqtune
+awk -v d="$M_daq" -v i="$M_iperf" -v l="$M_iperf512" -v pd="$P_daq" -v pi="$P_iperf" -v pl="$P_iperf512" 'BEGIN {
+  printf "daqtune / iperf3 = %.3f, daqtune / iperf3 -l 512K = %.3f; per core: %.3f and %.3f\n",
+    (i > 0 ? d / i : 0), (l > 0 ? d / l : 0), (pi > 0 ? pd / pi : 0), (pl > 0 ? pd / pl : 0) }'
 if [ -n "${BEFORE:-}" ]; then
-  read -r MB LB HB < <(awk '$1=="before"{print $2}' "$ROWS" | stats)
-  awk -v b="$MB" -v lo="$LB" -v hi="$HB" -v i="$MI" -v l="$ML" 'BEGIN { printf "BEFORE: %.2f (%.2f-%.2f) Gb/s; before / iperf3 = %.3f, before / iperf3 -l 512K = %.3f\n", b, lo, hi, (i > 0 ? b / i : 0), (l > 0 ? b / l : 0) }'
+  summary before BEFORE
+  awk -v b="$M_before" -v i="$M_iperf" -v l="$M_iperf512" 'BEGIN { printf "before / iperf3 = %.3f, before / iperf3 -l 512K = %.3f\n", (i > 0 ? b / i : 0), (l > 0 ? b / l : 0) }'
 fi
 if [ "$BAD" -gt 0 ]; then echo "FAIL: $BAD daqtune run(s) did not pass verification"; exit 1; fi
 echo "every daqtune run verified every byte (0 integrity errors, pass)"

@@ -170,6 +170,24 @@ pub struct SelftestArgs {
     )]
     pub trial_duration: f64,
 
+    /// UDP sender: one datagram per send instead of UDP GSO (`UDP_SEGMENT`, on by default
+    /// where the kernel has it: up to 64 messages per send, cut by the kernel).
+    #[arg(long)]
+    pub no_gso: bool,
+    /// UDP sender: one system call per send instead of `sendmmsg`.
+    #[arg(long)]
+    pub no_sendmmsg: bool,
+    /// UDP receiver: no UDP GRO (coalesced reads, split back into datagrams and each verified).
+    #[arg(long)]
+    pub no_gro: bool,
+    /// UDP receiver: one system call per read instead of `recvmmsg`.
+    #[arg(long)]
+    pub no_recvmmsg: bool,
+    /// TCP sender: send with `MSG_ZEROCOPY` and read the completions (the report says whether
+    /// copies were avoided; on a veth pair or loopback the kernel copies anyway).
+    #[arg(long)]
+    pub zerocopy: bool,
+
     /// Output format on stdout.
     #[arg(long, value_enum, default_value = "text")]
     pub format: Format,
@@ -354,6 +372,17 @@ pub fn run(args: &SelftestArgs, d: &Defaults) -> i32 {
         return EXIT_GPU_SKIPPED;
     }
     0
+}
+
+/// The kernel batching paths the flags leave on.
+fn socket_options(args: &SelftestArgs) -> crate::engine::SocketOptions {
+    crate::engine::SocketOptions {
+        gso: !args.no_gso,
+        sendmmsg: !args.no_sendmmsg,
+        gro: !args.no_gro,
+        recvmmsg: !args.no_recvmmsg,
+        zerocopy: args.zerocopy,
+    }
 }
 
 /// What is wrong with a `--find-max` request, if anything.
@@ -654,6 +683,7 @@ fn run_on(topo: &Topology, args: &SelftestArgs, d: &Defaults) -> (Report, Option
         spec.stream_cpus = plan.pairs.clone();
         spec.gpu = gpu.clone();
         spec.inject_corruption = args.inject_corruption;
+        spec.socket = socket_options(args);
         ctl.reset_counters();
         if !progress && args.find_max {
             let _ = writeln!(

@@ -86,6 +86,36 @@ pub struct RunSpec {
     /// Test aid: the sender corrupts this many messages (one body byte each, after computing
     /// the CRC) so a run proves its verifier catches them. Split over the streams.
     pub inject_corruption: u64,
+    /// Which of the kernel's batching paths the socket engine may use (each falls back, and
+    /// says so, where the kernel lacks it).
+    pub socket: SocketOptions,
+}
+
+/// The kernel's batching for the socket engine (docs/selftest.md, "The kernel's batching").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SocketOptions {
+    /// UDP sender: UDP_SEGMENT (GSO), several messages per send, cut by the kernel.
+    pub gso: bool,
+    /// UDP sender: sendmmsg, several sends per system call.
+    pub sendmmsg: bool,
+    /// UDP receiver: UDP_GRO, coalesced datagrams split back by the receiver.
+    pub gro: bool,
+    /// UDP receiver: recvmmsg, several datagrams per system call.
+    pub recvmmsg: bool,
+    /// TCP sender: MSG_ZEROCOPY, completions read from the socket's error queue.
+    pub zerocopy: bool,
+}
+
+impl Default for SocketOptions {
+    fn default() -> Self {
+        SocketOptions {
+            gso: true,
+            sendmmsg: true,
+            gro: true,
+            recvmmsg: true,
+            zerocopy: false,
+        }
+    }
 }
 
 /// The GPU sink of one run: which GPU (already resolved) and how.
@@ -111,6 +141,7 @@ impl RunSpec {
             stream_cpus: Vec::new(),
             gpu: None,
             inject_corruption: 0,
+            socket: SocketOptions::default(),
         }
     }
 

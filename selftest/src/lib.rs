@@ -11,6 +11,7 @@ pub mod error;
 pub mod ethtool;
 pub mod findmax;
 pub mod gpu_sink;
+pub mod kbatch;
 pub mod metrics;
 pub mod netlink;
 pub mod netns;

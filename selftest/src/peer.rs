@@ -302,7 +302,15 @@ fn session(mut control: TcpStream, rx_cpu: Option<usize>, ctl: &RunControl) -> R
             std::thread::scope(|s| {
                 let h = s.spawn(|| -> Result<RxOut> {
                     let note = enter(None, rx_cpu, "rx")?;
-                    let mut out = udp_receive(&sock, size, false, ctl, &sent, &tx_done);
+                    let mut out = udp_receive(
+                        &sock,
+                        size,
+                        false,
+                        ctl,
+                        &sent,
+                        &tx_done,
+                        crate::engine::SocketOptions::default(),
+                    );
                     out.notes.extend(note);
                     Ok(out)
                 });

@@ -103,6 +103,75 @@ pub struct EngineResult {
     /// `--find-max`: start bounds, precision, trial length rule, limit and conclusion.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub search: Option<crate::findmax::Summary>,
+    /// Socket engine: which of the kernel's batching paths the run asked for and used (GSO,
+    /// sendmmsg, GRO, recvmmsg, zero-copy), and why one was not.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub batching: Vec<Batching>,
+    /// TCP `--zerocopy`: what the completion notifications said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zerocopy: Option<ZeroCopy>,
+    /// The first messages that failed verification, by stream and sequence number (at most
+    /// [`MAX_DEFECTS_LISTED`]): the datagram inside a GRO read is named, not the read.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub defects: Vec<DefectRecord>,
+    /// Received Gb/s per CPU core the run's threads used (`gbps / cpu_cores`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gbps_per_core: Option<f64>,
+    /// Received Gb/s per core of the sending threads alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gbps_per_tx_core: Option<f64>,
+}
+
+/// Defective messages listed by name in a record (the count is always complete).
+pub const MAX_DEFECTS_LISTED: usize = 32;
+
+/// One batching path of the socket engine.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Batching {
+    /// `gso`, `sendmmsg`, `gro`, `recvmmsg`, `zerocopy`.
+    pub name: String,
+    /// Asked for (on by default where the kernel has it; `--no-gso` etc. turn it off).
+    pub asked: bool,
+    /// Used for the whole run (in every stream).
+    pub used: bool,
+    /// How it was used, or why not (off, the kernel refused it, the path does not allow it).
+    pub detail: String,
+}
+
+/// Zero-copy sends and what the kernel said about them.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct ZeroCopy {
+    /// Sends made with MSG_ZEROCOPY.
+    pub sends: u64,
+    /// Sends whose completion was read from the error queue.
+    pub completed: u64,
+    /// Completed sends the kernel copied after all (SO_EE_CODE_ZEROCOPY_COPIED).
+    pub copied: u64,
+}
+
+impl ZeroCopy {
+    /// Whether any send left its pages to the NIC uncopied.
+    pub fn copies_avoided(&self) -> bool {
+        self.completed > self.copied
+    }
+}
+
+/// A message that failed verification.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DefectRecord {
+    pub stream: usize,
+    /// Sequence number from its header (absent when the header itself is unreadable; the
+    /// header is outside the CRC's protection only in being read before it is checked).
+    pub seq: Option<u64>,
+    /// `crc`, `length`, `magic`, `short`.
+    pub defect: String,
+    /// Bytes of the datagram (or TCP message).
+    pub bytes: usize,
+    /// Its place in the GRO read that carried it: datagram `segment` (0-based) of `segments`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub segment: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub segments: Option<usize>,
 }
 
 /// One stream of a multi-stream run.
@@ -160,6 +229,11 @@ impl EngineResult {
             max_loss_free_gbps: None,
             trials: Vec::new(),
             search: None,
+            batching: Vec::new(),
+            zerocopy: None,
+            defects: Vec::new(),
+            gbps_per_core: None,
+            gbps_per_tx_core: None,
         }
     }
 
@@ -498,12 +572,59 @@ impl Report {
                     .collect();
                 let _ = writeln!(
                     s,
-                    "      cpu {} = {:.2} cores{}",
+                    "      cpu {} = {:.2} cores{}{}",
                     parts.join(", "),
                     r.cpu_cores,
+                    r.gbps_per_core
+                        .map(|x| format!(", {x:.2} Gb/s per core"))
+                        .unwrap_or_default(),
                     r.roi
                         .map(|x| format!(", ROI {x:.1} Gb/s^2 per core"))
                         .unwrap_or_default()
+                );
+            }
+            if !r.batching.is_empty() {
+                let parts: Vec<String> = r
+                    .batching
+                    .iter()
+                    .map(|b| {
+                        format!(
+                            "{} {} ({})",
+                            b.name,
+                            if b.used { "used" } else { "not used" },
+                            b.detail
+                        )
+                    })
+                    .collect();
+                let _ = writeln!(s, "      kernel batching: {}", parts.join("; "));
+            }
+            if let Some(z) = &r.zerocopy {
+                let _ = writeln!(
+                    s,
+                    "      zero-copy: {} sends, {} completed, {} copied by the kernel: {}",
+                    z.sends,
+                    z.completed,
+                    z.copied,
+                    if z.copies_avoided() {
+                        "copies avoided"
+                    } else {
+                        "the kernel fell back to copying"
+                    }
+                );
+            }
+            for d in &r.defects {
+                let _ = writeln!(
+                    s,
+                    "      bad message: stream {} seq {} ({}, {} B{})",
+                    d.stream,
+                    d.seq.map(|q| q.to_string()).unwrap_or_else(|| "?".into()),
+                    d.defect,
+                    d.bytes,
+                    match (d.segment, d.segments) {
+                        (Some(i), Some(n)) =>
+                            format!(", datagram {} of {n} in one GRO read", i + 1),
+                        _ => String::new(),
+                    }
                 );
             }
             if !r.streams.is_empty() {

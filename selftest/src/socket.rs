@@ -9,10 +9,11 @@
 use crate::engine::{Engine, GpuRun, Mode, RunControl, RunSpec};
 use crate::error::{Error, Result};
 use crate::gpu_sink::{Batcher, Calibration, CudaBackend, Geometry, GpuSinkResult};
+use crate::kbatch;
 use crate::metrics::{self, Histogram, ThreadCpu};
 use crate::netns::NetNs;
 use crate::payload::{self, Generator, SeqTracker};
-use crate::report::EngineResult;
+use crate::report::{Batching, DefectRecord, EngineResult, ZeroCopy, MAX_DEFECTS_LISTED};
 use crate::sys;
 use crate::topology::Topology;
 use std::io::{self, Read, Write};
@@ -84,6 +85,9 @@ pub(crate) struct TxOut {
     pub(crate) notes: Vec<String>,
     /// Messages corrupted on purpose (`RunSpec::inject_corruption`).
     pub(crate) corrupted: u64,
+    /// The kernel batching paths of this side.
+    pub(crate) batching: Vec<Batching>,
+    pub(crate) zerocopy: Option<ZeroCopy>,
 }
 
 #[derive(Debug, Default)]
@@ -97,6 +101,10 @@ pub(crate) struct RxOut {
     pub(crate) gpu: Option<GpuSinkResult>,
     /// Receive buffer as the kernel granted it (UDP), bytes.
     pub(crate) buffer: Option<u64>,
+    /// The kernel batching paths of this side.
+    pub(crate) batching: Vec<Batching>,
+    /// The first defective messages (stream index filled in by `assemble`).
+    pub(crate) defects: Vec<DefectRecord>,
 }
 
 /// Spacing of planted corrupt messages: a prime, so they do not line up with batch edges.
@@ -332,7 +340,7 @@ fn assemble(t: &Topology, spec: &RunSpec, pairs: Vec<(TxOut, RxOut)>) -> EngineR
     let mut hist = Histogram::default();
     let mut wall_ns = 0u64;
     let mut streams = Vec::new();
-    for (i, (tx, mut rx)) in pairs.into_iter().enumerate() {
+    for (i, (mut tx, mut rx)) in pairs.into_iter().enumerate() {
         let sp = spec.for_stream(i);
         rx.tracker.finish(tx.sent);
         wall_ns = wall_ns.max(rx.wall_ns);
@@ -363,6 +371,26 @@ fn assemble(t: &Topology, spec: &RunSpec, pairs: Vec<(TxOut, RxOut)>) -> EngineR
         r.integrity_errors += rx.tracker.integrity_errors;
         hist.merge(&rx.hist);
         r.injected_corruptions += tx.corrupted;
+        for mut d in rx.defects.drain(..) {
+            if r.defects.len() < MAX_DEFECTS_LISTED {
+                d.stream = i;
+                r.defects.push(d);
+            }
+        }
+        merge_batching(
+            &mut r.batching,
+            tx.batching.drain(..).chain(rx.batching.drain(..)),
+        );
+        if let Some(z) = tx.zerocopy {
+            let t = r.zerocopy.get_or_insert(ZeroCopy {
+                sends: 0,
+                completed: 0,
+                copied: 0,
+            });
+            t.sends += z.sends;
+            t.completed += z.completed;
+            t.copied += z.copied;
+        }
         // One GPU sink per run: `run` refuses a GPU run with several streams.
         if r.gpu.is_none() {
             r.gpu = rx.gpu.take();
@@ -421,7 +449,36 @@ fn assemble(t: &Topology, spec: &RunSpec, pairs: Vec<(TxOut, RxOut)>) -> EngineR
     r.latency = hist.summary_us();
     r.cpu_cores = r.threads.iter().map(|t| t.utilization).sum();
     r.roi = metrics::roi(r.gbps, r.cpu_cores);
+    let tx_cores: f64 = r
+        .threads
+        .iter()
+        .filter(|t| t.role.starts_with("tx"))
+        .map(|t| t.utilization)
+        .sum();
+    r.gbps_per_core = per_core(r.gbps, r.cpu_cores);
+    r.gbps_per_tx_core = per_core(r.gbps, tx_cores);
     r
+}
+
+/// Gb/s per core; none when the cores are not measured (a peer's own threads, a zero run).
+fn per_core(gbps: f64, cores: f64) -> Option<f64> {
+    (cores > 0.0 && gbps > 0.0).then(|| gbps / cores)
+}
+
+/// Adds one stream's batching paths to the record's: a path counts as used only when every
+/// stream used it; the first stream's detail (or the first reason it was not) is kept.
+fn merge_batching(all: &mut Vec<Batching>, more: impl Iterator<Item = Batching>) {
+    for b in more {
+        match all.iter_mut().find(|a| a.name == b.name) {
+            None => all.push(b),
+            Some(a) => {
+                if a.used && !b.used {
+                    a.used = false;
+                    a.detail = b.detail;
+                }
+            }
+        }
+    }
 }
 
 pub(crate) fn thread_result<T>(
@@ -520,7 +577,208 @@ fn accept_until(l: &TcpListener, gone: &AtomicBool) -> Result<TcpStream> {
     }
 }
 
-pub(crate) fn tcp_send(mut stream: TcpStream, spec: &RunSpec, ctl: &RunControl) -> TxOut {
+/// Batch buffers of a zero-copy sender: a buffer is stamped again only once the kernel said
+/// it is done with every send made from it.
+const ZC_BUFFERS: usize = 8;
+/// How long after the run's end a zero-copy sender waits for a buffer's completions.
+const ZC_STALL_NS: u64 = 10_000_000_000;
+
+pub(crate) fn tcp_send(stream: TcpStream, spec: &RunSpec, ctl: &RunControl) -> TxOut {
+    if !spec.socket.zerocopy {
+        let mut out = tcp_send_copy(stream, spec, ctl);
+        out.batching
+            .push(batching("zerocopy", false, Err("off".into())));
+        return out;
+    }
+    if let Err(e) = kbatch::enable_zerocopy(stream.as_raw_fd()) {
+        let mut out = tcp_send_copy(stream, spec, ctl);
+        out.batching.push(batching(
+            "zerocopy",
+            true,
+            Err(format!(
+                "the kernel refused SO_ZEROCOPY ({e}): copying sends"
+            )),
+        ));
+        return out;
+    }
+    tcp_send_zerocopy(stream, spec, ctl)
+}
+
+/// Which zero-copy sends the kernel has finished with (completion records may come out of
+/// order and cover ranges).
+#[derive(Debug, Default)]
+struct Completions {
+    /// Every send numbered below this is complete.
+    below: u32,
+    ahead: Vec<(u32, u32)>,
+    completed: u64,
+    copied: u64,
+}
+
+impl Completions {
+    fn add(&mut self, c: kbatch::Completion) {
+        self.completed += c.count();
+        if c.copied {
+            self.copied += c.count();
+        }
+        self.ahead.push((c.lo, c.hi));
+        while let Some(i) = self.ahead.iter().position(|r| r.0 <= self.below) {
+            let (_, hi) = self.ahead.swap_remove(i);
+            self.below = self.below.max(hi.wrapping_add(1));
+        }
+    }
+
+    fn covers(&self, id: u32) -> bool {
+        id < self.below
+    }
+
+    /// Reads every completion queued on `fd` (never blocks).
+    fn drain(&mut self, fd: std::os::fd::RawFd) {
+        while let Ok(Some(rec)) = kbatch::read_completion(fd) {
+            if let Some(c) = rec {
+                self.add(c);
+            }
+        }
+    }
+}
+
+fn tcp_send_zerocopy(mut stream: TcpStream, spec: &RunSpec, ctl: &RunControl) -> TxOut {
+    let size = spec.message_size;
+    let fd = stream.as_raw_fd();
+    let mut gen = Generator::new(size, 0);
+    let k = batch_len(size, spec.rate_gbps, TCP_BATCH_BYTES);
+    let mut bufs: Vec<Vec<u8>> = (0..ZC_BUFFERS).map(|_| gen.template().repeat(k)).collect();
+    let mut last_id: Vec<Option<u32>> = vec![None; ZC_BUFFERS];
+    let mut next_id = 0u32;
+    let mut done = Completions::default();
+    let mut out = TxOut::default();
+    let cpu0 = sys::thread_cpu_ns();
+    let start = sys::monotonic_ns();
+    let deadline = start + spec.duration.as_nanos() as u64;
+    let mut bytes = 0u64;
+    let mut inject = Injector::new(spec.inject_corruption);
+    let mut planted: Vec<usize> = Vec::new();
+    let mut planted_in: Vec<Vec<usize>> = vec![Vec::new(); ZC_BUFFERS];
+    let mut round = 0usize;
+    'run: loop {
+        if sys::monotonic_ns() >= deadline || ctl.stopped() {
+            break;
+        }
+        let b = round % ZC_BUFFERS;
+        round += 1;
+        // The kernel may still be reading this buffer's pages: wait for its completions.
+        if let Some(id) = last_id[b] {
+            loop {
+                done.drain(fd);
+                if done.covers(id) {
+                    break;
+                }
+                if ctl.stopped() {
+                    break 'run;
+                }
+                // Completions come as the receiver acknowledges; a path that stopped moving
+                // must not hold the run past its time.
+                if sys::monotonic_ns() > deadline + ZC_STALL_NS {
+                    out.notes.push(format!(
+                        "zero-copy completions stopped arriving (send {id} still pending {} s after the run's end)",
+                        ZC_STALL_NS / 1_000_000_000
+                    ));
+                    break 'run;
+                }
+                kbatch::wait_error_queue(fd, 10);
+            }
+        }
+        for i in planted_in[b].drain(..) {
+            Injector::flip(&mut bufs[b][i * size..(i + 1) * size]);
+        }
+        pace(start, bytes, spec.rate_gbps);
+        let ts = sys::monotonic_ns();
+        let buf = &mut bufs[b];
+        for (i, slot) in buf.chunks_mut(size).enumerate() {
+            let seq = gen.next_seq();
+            gen.stamp(ts, slot);
+            if inject.wants(seq) {
+                Injector::flip(slot);
+                inject.planted();
+                planted.push(i);
+            }
+        }
+        let mut off = 0usize;
+        let mut failed = None;
+        while off < buf.len() {
+            match kbatch::send_flags(fd, &buf[off..], true) {
+                Ok(n) => {
+                    off += n;
+                    last_id[b] = Some(next_id);
+                    next_id = next_id.wrapping_add(1);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                // Too much pinned memory outstanding (optmem): let completions come back.
+                Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => {
+                    done.drain(fd);
+                    kbatch::wait_error_queue(fd, 1);
+                }
+                Err(e) => {
+                    failed = Some(e);
+                    break;
+                }
+            }
+        }
+        // The kernel may still be reading the pages: a planted byte is restored only when the
+        // buffer comes round again, after its completions.
+        if failed.is_none() {
+            out.corrupted += planted.len() as u64;
+        }
+        planted_in[b].append(&mut planted);
+        if let Some(e) = failed {
+            out.notes.push(format!("tcp send: {e}"));
+            break;
+        }
+        out.sent += k as u64;
+        bytes += buf.len() as u64;
+        ctl.add_tx(buf.len() as u64);
+        done.drain(fd);
+    }
+    let _ = stream.flush();
+    let _ = stream.shutdown(Shutdown::Write);
+    out.wall_ns = sys::monotonic_ns() - start;
+    out.cpu_ns = sys::thread_cpu_ns() - cpu0;
+    // Collect the last completions (the receiver's ACKs release the pages).
+    let until = sys::monotonic_ns() + 2_000_000_000;
+    while !done.covers(next_id.wrapping_sub(1)) && next_id > 0 && sys::monotonic_ns() < until {
+        kbatch::wait_error_queue(fd, 10);
+        done.drain(fd);
+    }
+    let z = ZeroCopy {
+        sends: u64::from(next_id),
+        completed: done.completed,
+        copied: done.copied,
+    };
+    out.batching.push(batching(
+        "zerocopy",
+        true,
+        Ok(if z.copies_avoided() {
+            format!(
+                "{} of {} completed sends left uncopied",
+                z.completed - z.copied,
+                z.completed
+            )
+        } else {
+            format!(
+                "the kernel copied all {} completed sends (SO_EE_CODE_ZEROCOPY_COPIED: the \
+                 receiver is a local socket, as on a veth pair or loopback)",
+                z.completed
+            )
+        }),
+    ));
+    out.zerocopy = Some(z);
+    let mut sink = [0u8; 64];
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
+    let _ = stream.read(&mut sink);
+    out
+}
+
+fn tcp_send_copy(mut stream: TcpStream, spec: &RunSpec, ctl: &RunControl) -> TxOut {
     let size = spec.message_size;
     let mut gen = Generator::new(size, 0);
     let k = batch_len(size, spec.rate_gbps, TCP_BATCH_BYTES);
@@ -728,8 +986,8 @@ fn run_udp(
                 .port();
             let _ = port_tx.send(Ok(port));
             let mut out = match gpu {
-                Some(g) => udp_receive_gpu(&sock, size, ctl, sent, tx_done, g)?,
-                None => udp_receive(&sock, size, latency, ctl, sent, tx_done),
+                Some(g) => udp_receive_gpu(&sock, size, ctl, sent, tx_done, g, spec.socket)?,
+                None => udp_receive(&sock, size, latency, ctl, sent, tx_done, spec.socket),
             };
             out.buffer = Some(buffer as u64);
             out.notes.extend(note);
@@ -765,6 +1023,24 @@ pub(crate) fn unspecified_like(a: IpAddr) -> IpAddr {
     }
 }
 
+/// What a batching path does in this run: used with `detail`, or not and why.
+fn batching(name: &str, asked: bool, used: std::result::Result<String, String>) -> Batching {
+    let (used, detail) = match (asked, used) {
+        (false, _) => (false, "off".to_string()),
+        (true, Ok(d)) => (true, d),
+        (true, Err(why)) => (false, why),
+    };
+    Batching {
+        name: name.into(),
+        asked,
+        used,
+        detail,
+    }
+}
+
+/// Super-datagrams (GSO sends) per `sendmmsg` call of an unpaced sender.
+const SENDS_PER_CALL: usize = 8;
+
 pub(crate) fn udp_send(
     sock: &UdpSocket,
     spec: &RunSpec,
@@ -772,71 +1048,186 @@ pub(crate) fn udp_send(
     sent: &AtomicU64,
 ) -> TxOut {
     let size = spec.message_size;
-    let mut gen = Generator::new(size, 0);
-    let k = batch_len(size, spec.rate_gbps, 32 * size);
-    let mut batch = gen.template().repeat(k);
+    let opts = spec.socket;
+    let fd = sock.as_raw_fd();
     let mut out = TxOut::default();
+    // GSO: messages per send, or why not. The segment must fit the path MTU.
+    let v6 = sock.peer_addr().map(|a| a.is_ipv6()).unwrap_or(false);
+    let mut gso: std::result::Result<usize, String> = if !opts.gso {
+        Err("off".into())
+    } else {
+        kbatch::gso_segments(size, kbatch::path_mtu(fd, v6).ok()).and_then(|n| {
+            kbatch::set_gso_segment(fd, size)
+                .map(|_| n)
+                .map_err(|e| format!("the kernel refused UDP_SEGMENT ({e}): one datagram per send"))
+        })
+    };
+    let mut mmsg: std::result::Result<(), String> = if opts.sendmmsg {
+        Ok(())
+    } else {
+        Err("off".into())
+    };
+    let segs = |g: &std::result::Result<usize, String>| *g.as_ref().unwrap_or(&1);
+    let unpaced_max = SENDS_PER_CALL * segs(&gso) * size;
+    let mut gen = Generator::new(size, 0);
+    // Paced: ~20 µs of data per round, but at least one full GSO send (the kernel puts its
+    // segments on the path back to back anyway). Unpaced: SENDS_PER_CALL GSO sends per call.
+    let k = batch_len(size, spec.rate_gbps, unpaced_max.max(32 * size)).max(segs(&gso));
+    let mut batch = gen.template().repeat(k);
     let cpu0 = sys::thread_cpu_ns();
     let start = sys::monotonic_ns();
     let deadline = start + spec.duration.as_nanos() as u64;
     let mut bytes = 0u64;
     let mut refused = 0u64;
     let mut inject = Injector::new(spec.inject_corruption);
+    let mut planted: Vec<usize> = Vec::new();
+    let (mut calls, mut units_sent) = (0u64, 0u64);
     'run: loop {
         if sys::monotonic_ns() >= deadline || ctl.stopped() {
             break;
         }
         pace(start, bytes, spec.rate_gbps);
         let ts = sys::monotonic_ns();
-        for slot in batch.chunks_mut(size) {
-            // Stamp just before sending: a datagram that fails to send is retried with the
-            // same sequence number, so a send error is never counted as loss.
-            loop {
-                let seq = gen.next_seq();
-                gen.stamp(ts, slot);
-                let plant = inject.wants(seq);
-                if plant {
-                    Injector::flip(slot);
+        // Every message of the round carries its own sequence number, stamp and CRC before
+        // the kernel sees any of them: GSO only cuts the buffer at message boundaries.
+        for (i, slot) in batch.chunks_mut(size).enumerate() {
+            let seq = gen.next_seq();
+            gen.stamp(ts, slot);
+            if inject.wants(seq) {
+                Injector::flip(slot);
+                inject.planted();
+                planted.push(i);
+            }
+        }
+        let mut done = 0usize; // messages of this round handed to the kernel
+        let mut fatal = false;
+        while done < k {
+            let per = segs(&gso);
+            let units: Vec<&[u8]> = batch[done * size..].chunks(per * size).collect();
+            match kbatch::send_units(fd, &units, mmsg.is_ok()) {
+                Ok(n) => {
+                    calls += 1;
+                    units_sent += n as u64;
+                    let msgs: usize = units[..n].iter().map(|u| u.len() / size).sum();
+                    done += msgs;
+                    out.sent += msgs as u64;
+                    sent.store(out.sent, Ordering::Release);
+                    bytes += (msgs * size) as u64;
+                    ctl.add_tx((msgs * size) as u64);
                 }
-                let r = sock.send(slot);
-                if plant {
-                    Injector::flip(slot);
-                }
-                match r {
-                    Ok(_) => {
-                        if plant {
-                            inject.planted();
-                            out.corrupted += 1;
+                Err(e) => match e.raw_os_error() {
+                    Some(libc::ENOBUFS) | Some(libc::EAGAIN) | Some(libc::EINTR) => {
+                        std::thread::yield_now();
+                        if ctl.stopped() {
+                            fatal = true;
+                            break;
                         }
+                    }
+                    Some(libc::ECONNREFUSED) if refused < 100 => refused += 1,
+                    // A device without checksum offload (EIO) or a route the segment does
+                    // not fit (EINVAL): send one datagram per message from here on.
+                    Some(libc::EIO) | Some(libc::EINVAL) if gso.is_ok() => {
+                        let _ = kbatch::set_gso_segment(fd, 0);
+                        gso = Err(format!(
+                            "the kernel refused a GSO send ({e}); one datagram per send from message {}",
+                            out.sent
+                        ));
+                    }
+                    Some(libc::ENOSYS) if mmsg.is_ok() => {
+                        mmsg = Err(format!(
+                            "the kernel has no sendmmsg ({e}): one send per call"
+                        ));
+                    }
+                    _ => {
+                        out.notes.push(format!("udp send: {e}"));
+                        fatal = true;
                         break;
                     }
-                    Err(e) => {
-                        gen.rewind(seq);
-                        match e.raw_os_error() {
-                            Some(libc::ENOBUFS) | Some(libc::EAGAIN) | Some(libc::EINTR) => {
-                                std::thread::yield_now();
-                            }
-                            Some(libc::ECONNREFUSED) if refused < 100 => refused += 1,
-                            _ => {
-                                out.notes.push(format!("udp send: {e}"));
-                                break 'run;
-                            }
-                        }
-                        if ctl.stopped() {
-                            break 'run;
-                        }
-                    }
-                }
+                },
             }
-            out.sent += 1;
-            sent.store(out.sent, Ordering::Release);
-            bytes += size as u64;
-            ctl.add_tx(size as u64);
+        }
+        // The round's buffer is reused and only headers are restamped: undo planted bytes.
+        for i in planted.drain(..) {
+            Injector::flip(&mut batch[i * size..(i + 1) * size]);
+            if i < done {
+                out.corrupted += 1;
+            }
+        }
+        if fatal {
+            break 'run;
         }
     }
     out.wall_ns = sys::monotonic_ns() - start;
     out.cpu_ns = sys::thread_cpu_ns() - cpu0;
+    let per_call = if calls > 0 {
+        out.sent as f64 / calls as f64
+    } else {
+        0.0
+    };
+    out.batching.push(batching(
+        "gso",
+        opts.gso,
+        gso.map(|n| {
+            format!(
+                "up to {n} messages of {size} B per send, {:.1} on average",
+                if units_sent > 0 {
+                    out.sent as f64 / units_sent as f64
+                } else {
+                    0.0
+                }
+            )
+        }),
+    ));
+    out.batching.push(batching(
+        "sendmmsg",
+        opts.sendmmsg,
+        mmsg.map(|_| format!("{per_call:.1} messages per system call")),
+    ));
     out
+}
+
+/// Datagrams (or GRO reads) per `recvmmsg` call.
+const RECVS_PER_CALL: usize = 16;
+
+/// Turns GRO on for a receiving socket as `opts` asks; what the report says about it.
+pub(crate) fn udp_receive_batching(sock: &UdpSocket, opts: crate::engine::SocketOptions) -> bool {
+    opts.gro && kbatch::enable_gro(sock.as_raw_fd()).is_ok()
+}
+
+/// Verifies one datagram and accounts for it.
+#[inline]
+fn udp_verify(out: &mut RxOut, d: &[u8], now: u64, latency: bool, place: Option<(usize, usize)>) {
+    match payload::check(d) {
+        Ok(h) => {
+            out.tracker.accept(h.seq);
+            out.bytes += d.len() as u64;
+            if latency && h.tx_ns != 0 {
+                out.hist.record(now.saturating_sub(h.tx_ns));
+            }
+        }
+        Err(defect) => {
+            out.tracker.defect();
+            if out.defects.len() < MAX_DEFECTS_LISTED {
+                out.defects.push(DefectRecord {
+                    stream: 0,
+                    seq: payload::peek_header(d).ok().map(|h| h.seq),
+                    defect: defect_name(defect).into(),
+                    bytes: d.len(),
+                    segment: place.map(|p| p.0),
+                    segments: place.map(|p| p.1),
+                });
+            }
+        }
+    }
+}
+
+fn defect_name(d: payload::Defect) -> &'static str {
+    match d {
+        payload::Defect::Short => "short",
+        payload::Defect::BadMagic => "magic",
+        payload::Defect::BadLength => "length",
+        payload::Defect::BadCrc => "crc",
+    }
 }
 
 pub(crate) fn udp_receive(
@@ -846,31 +1237,58 @@ pub(crate) fn udp_receive(
     ctl: &RunControl,
     sent: &AtomicU64,
     tx_done: &AtomicBool,
+    opts: crate::engine::SocketOptions,
 ) -> RxOut {
     let mut out = RxOut::default();
-    // One byte more than a message: an oversized datagram then shows as a length defect.
-    let mut buf = vec![0u8; size + 1];
+    let gro = udp_receive_batching(sock, opts);
+    let gro_why = if !opts.gro || gro {
+        Ok(())
+    } else {
+        Err("the kernel refused UDP_GRO: one datagram per read".to_string())
+    };
+    // A GRO read holds up to one 64 KiB super-datagram; otherwise one byte more than a
+    // message, so an oversized datagram shows as a length defect.
+    let cap = if gro { 65_536 } else { size + 1 };
+    let mut mmsg = opts.recvmmsg;
+    let mut mmsg_why: std::result::Result<(), String> = Ok(());
+    let mut rx = kbatch::MultiReceiver::new(RECVS_PER_CALL, cap, mmsg);
+    let fd = sock.as_raw_fd();
     let cpu0 = sys::thread_cpu_ns();
     let mut first = None;
     let mut last = sys::monotonic_ns();
     let mut idle_since: Option<u64> = None;
+    let (mut calls, mut reads, mut coalesced) = (0u64, 0u64, 0u64);
     loop {
-        match sock.recv(&mut buf) {
+        match rx.recv(fd) {
             Ok(n) => {
                 let now = sys::monotonic_ns();
                 first.get_or_insert(now);
                 last = now;
                 idle_since = None;
-                ctl.add_rx(n as u64);
-                match payload::check(&buf[..n]) {
-                    Ok(h) => {
-                        out.tracker.accept(h.seq);
-                        out.bytes += n as u64;
-                        if latency && h.tx_ns != 0 {
-                            out.hist.record(now.saturating_sub(h.tx_ns));
-                        }
+                calls += 1;
+                reads += n as u64;
+                for i in 0..n {
+                    let r = rx.get(i);
+                    ctl.add_rx(r.bytes.len() as u64);
+                    if r.truncated {
+                        out.tracker.defect();
+                        continue;
                     }
-                    Err(_) => out.tracker.defect(),
+                    // Each datagram of a GRO read on its own: loss, order and integrity are
+                    // per datagram, never per read.
+                    let segs = kbatch::segments(r.bytes.len(), r.segment);
+                    let count = if r.segment > 0 {
+                        r.bytes.len().div_ceil(r.segment)
+                    } else {
+                        1
+                    };
+                    if count > 1 {
+                        coalesced += 1;
+                    }
+                    for (j, range) in segs.enumerate() {
+                        let place = (count > 1).then_some((j, count));
+                        udp_verify(&mut out, &r.bytes[range], now, latency, place);
+                    }
                 }
             }
             Err(e)
@@ -880,6 +1298,13 @@ pub(crate) fn udp_receive(
                         | io::ErrorKind::TimedOut
                         | io::ErrorKind::Interrupted
                 ) => {}
+            Err(e) if mmsg && e.raw_os_error() == Some(libc::ENOSYS) => {
+                mmsg = false;
+                mmsg_why = Err(format!(
+                    "the kernel has no recvmmsg ({e}): one read per call"
+                ));
+                rx = kbatch::MultiReceiver::new(1, cap, false);
+            }
             Err(e) => {
                 out.notes.push(format!("udp receive: {e}"));
                 break;
@@ -898,8 +1323,31 @@ pub(crate) fn udp_receive(
         }
     }
     out.wall_ns = first.map(|f| last - f).unwrap_or(0);
-    out.cpu_ns = sys::thread_cpu_ns() - cpu0;
     // CPU over the receive window, not the drain wait (the thread mostly slept in it).
+    out.cpu_ns = sys::thread_cpu_ns() - cpu0;
+    let datagrams = out.tracker.received + out.tracker.integrity_errors;
+    let avg = |n: u64| {
+        if n > 0 {
+            datagrams as f64 / n as f64
+        } else {
+            0.0
+        }
+    };
+    out.batching.push(batching(
+        "gro",
+        opts.gro,
+        gro_why.map(|_| {
+            format!(
+                "{:.1} datagrams per read, {coalesced} of {reads} reads coalesced",
+                avg(reads)
+            )
+        }),
+    ));
+    out.batching.push(batching(
+        "recvmmsg",
+        opts.recvmmsg,
+        mmsg_why.map(|_| format!("{:.1} datagrams per system call", avg(calls))),
+    ));
     out
 }
 
@@ -912,6 +1360,7 @@ pub(crate) fn udp_receive_gpu(
     sent: &AtomicU64,
     tx_done: &AtomicBool,
     mut g: GpuRx,
+    opts: crate::engine::SocketOptions,
 ) -> Result<RxOut> {
     let mut out = RxOut::default();
     let cpu0 = sys::thread_cpu_ns();
@@ -970,6 +1419,18 @@ pub(crate) fn udp_receive_gpu(
     if misframed > 0 {
         out.notes.push(format!(
             "{misframed} datagram(s) of the wrong size (counted on the CPU)"
+        ));
+    }
+    for name in ["gro", "recvmmsg"] {
+        let asked = if name == "gro" {
+            opts.gro
+        } else {
+            opts.recvmmsg
+        };
+        out.batching.push(batching(
+            name,
+            asked,
+            Err("the GPU sink reads one datagram into each message slot".into()),
         ));
     }
     Ok(out)
@@ -1069,6 +1530,152 @@ mod tests {
         // One stream: no per-stream table (the record is the stream).
         let r = loopback_run(Mode::Tcp, None);
         assert!(r.streams.is_empty());
+    }
+
+    /// Runs UDP over loopback at 2 Gb/s with one planted corrupt message (sequence number
+    /// 498) and stops once 1000 messages arrived, whatever the machine's load.
+    fn udp_with_one_planted(opts: crate::engine::SocketOptions) -> EngineResult {
+        let topo = Topology::loopback();
+        let mut e = SocketEngine::new(&topo);
+        let mut spec = RunSpec::new(Mode::Udp);
+        spec.duration = Duration::from_secs(60);
+        spec.rate_gbps = Some(2.0);
+        spec.message_size = 8192;
+        spec.inject_corruption = 1;
+        spec.socket = opts;
+        let ctl = RunControl::new();
+        let c2 = ctl.clone();
+        let watcher = std::thread::spawn(move || {
+            while c2.rx_bytes() < 1000 * 8192 && !c2.stopped() {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            c2.stop();
+        });
+        let r = e.run(&spec, &ctl);
+        ctl.stop();
+        watcher.join().expect("join");
+        r.expect("run")
+    }
+
+    #[test]
+    fn a_corrupt_datagram_inside_a_gso_batch_is_named() {
+        let r = udp_with_one_planted(crate::engine::SocketOptions::default());
+        let used = |n: &str| r.batching.iter().any(|b| b.name == n && b.used);
+        assert!(used("gso") && used("gro"), "{:?}", r.batching);
+        assert!(used("sendmmsg") && used("recvmmsg"), "{:?}", r.batching);
+        assert_eq!(r.injected_corruptions, 1);
+        assert_eq!(r.integrity_errors, 1, "{r:?}");
+        // Message 498 went out as the second of seven in the GSO send that began at 497
+        // (7 x 8192 B per send), came back inside one GRO read, and is named alone.
+        assert_eq!(
+            r.defects,
+            vec![DefectRecord {
+                stream: 0,
+                seq: Some(498),
+                defect: "crc".into(),
+                bytes: 8192,
+                segment: Some(1),
+                segments: Some(7),
+            }]
+        );
+        // Its neighbours in the same read were verified and accepted one by one.
+        assert!(r.packets >= 999, "{r:?}");
+        let text = {
+            let mut rep = crate::report::Report::new("h", "loopback", "x");
+            rep.push(r.clone());
+            rep.to_text()
+        };
+        assert!(
+            text.contains(
+                "bad message: stream 0 seq 498 (crc, 8192 B, datagram 2 of 7 in one GRO read)"
+            ),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn without_the_kernels_batching_the_same_datagram_is_named() {
+        let off = crate::engine::SocketOptions {
+            gso: false,
+            sendmmsg: false,
+            gro: false,
+            recvmmsg: false,
+            zerocopy: false,
+        };
+        let r = udp_with_one_planted(off);
+        assert_eq!(r.batching.len(), 4, "{:?}", r.batching);
+        assert!(r
+            .batching
+            .iter()
+            .all(|b| !b.asked && !b.used && b.detail == "off"));
+        assert_eq!(r.integrity_errors, 1);
+        assert_eq!(r.defects.len(), 1);
+        assert_eq!((r.defects[0].seq, r.defects[0].segment), (Some(498), None));
+    }
+
+    #[test]
+    fn completions_out_of_order_and_in_ranges() {
+        let mut c = Completions::default();
+        let rec = |lo, hi, copied| kbatch::Completion { lo, hi, copied };
+        c.add(rec(2, 4, true));
+        assert!(!c.covers(0), "0 and 1 are still out");
+        c.add(rec(0, 0, false));
+        assert!(c.covers(0) && !c.covers(1));
+        c.add(rec(1, 1, true));
+        assert!(c.covers(4) && !c.covers(5));
+        assert_eq!((c.completed, c.copied), (5, 4));
+    }
+
+    #[test]
+    fn a_path_is_used_only_if_every_stream_used_it() {
+        let b = |name: &str, used: bool, detail: &str| Batching {
+            name: name.into(),
+            asked: true,
+            used,
+            detail: detail.into(),
+        };
+        let mut all = Vec::new();
+        merge_batching(
+            &mut all,
+            [b("gso", true, "7 per send"), b("gro", true, "x")].into_iter(),
+        );
+        merge_batching(
+            &mut all,
+            [b("gso", false, "refused"), b("gro", true, "y")].into_iter(),
+        );
+        assert_eq!(all, vec![b("gso", false, "refused"), b("gro", true, "x")]);
+    }
+
+    #[test]
+    fn zerocopy_tcp_reads_its_completions() {
+        let topo = Topology::loopback();
+        let mut e = SocketEngine::new(&topo);
+        let mut spec = RunSpec::new(Mode::Tcp);
+        spec.duration = Duration::from_millis(300);
+        spec.socket.zerocopy = true;
+        spec.inject_corruption = 2;
+        let r = e.run(&spec, &RunControl::new()).expect("run");
+        let zc = r
+            .batching
+            .iter()
+            .find(|b| b.name == "zerocopy")
+            .expect("listed");
+        assert!(zc.asked);
+        // Every planted message caught, nothing else: buffers still in the kernel's hands were
+        // never restamped under it.
+        assert_eq!(r.injected_corruptions, 2, "{r:?}");
+        assert_eq!(r.integrity_errors, 2, "{r:?}");
+        assert_eq!(r.packets + 2, r.sent);
+        if !zc.used {
+            // A kernel without SO_ZEROCOPY: the run copied and says why.
+            assert!(zc.detail.contains("refused"), "{zc:?}");
+            return;
+        }
+        let z = r.zerocopy.expect("figures");
+        assert!(z.sends > 0 && z.completed == z.sends, "{z:?}");
+        // Loopback delivers to a local socket: the kernel copies and says so.
+        assert_eq!(z.copied, z.completed, "{z:?}");
+        assert!(!z.copies_avoided());
     }
 
     #[test]
