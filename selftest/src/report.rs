@@ -103,6 +103,10 @@ pub struct EngineResult {
     /// `--find-max`: start bounds, precision, trial length rule, limit and conclusion.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub search: Option<crate::findmax::Summary>,
+    /// The result against its link's payload rate and the profile's reference
+    /// (`crate::reference`); absent where no assessment ran (an older report, RDMA).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reference: Option<crate::reference::Assessment>,
 }
 
 /// One stream of a multi-stream run.
@@ -160,6 +164,7 @@ impl EngineResult {
             max_loss_free_gbps: None,
             trials: Vec::new(),
             search: None,
+            reference: None,
         }
     }
 
