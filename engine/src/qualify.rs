@@ -66,6 +66,9 @@ pub struct SelftestResult {
     pub topology: String,
     #[serde(default)]
     pub message_size: usize,
+    /// Pacing asked for, Gb/s (absent = unpaced).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_gbps: Option<f64>,
     /// The GPU sink's figures when payloads landed in GPU memory.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu: Option<serde_json::Value>,
@@ -349,6 +352,7 @@ pub fn run(
                         notes: vec![e],
                         topology: String::new(),
                         message_size: 0,
+                        rate_gbps: None,
                         gpu: None,
                         reference: None,
                         causes: Vec::new(),
