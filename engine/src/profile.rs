@@ -1093,4 +1093,68 @@ mod tests {
         assert!(parse_date("2026-13-01").is_none());
         assert!(parse_date("garbage").is_none());
     }
+
+    #[test]
+    fn builtin_references_cite_their_source() {
+        let spark = load("dgx-spark").expect("spark").profile;
+        assert_eq!(spark.selftest.floor, 0.9);
+        let tcp = spark
+            .selftest
+            .reference
+            .iter()
+            .find(|r| r.path == "socket.tcp")
+            .expect("socket.tcp");
+        assert_eq!(
+            (tcp.gbps, tcp.message_size, tcp.streams),
+            (Some(97.2), Some(8192), Some(4))
+        );
+        let paths: Vec<&str> = spark.selftest.reference.iter().map(|r| r.path.as_str()).collect();
+        assert_eq!(
+            paths,
+            ["dpdk.raw", "dpdk.raw", "rdma.send", "socket.tcp", "socket.udp"]
+        );
+        for name in builtin_names() {
+            let p = load(name).expect("builtin").profile;
+            assert!(!p.selftest.reference.is_empty(), "{name}");
+            for r in &p.selftest.reference {
+                assert!(r.source.contains("seed 0"), "{name} {}: {}", r.path, r.source);
+                // No published figure: the link's payload rate, said so.
+                if r.gbps.is_none() {
+                    assert!(r.source.starts_with("link payload rate"), "{name} {}", r.path);
+                }
+            }
+            // UDP is paced from the link unless a profile names a rate.
+            assert_eq!(p.selftest.udp_rate_gbps, None, "{name}");
+        }
+    }
+
+    #[test]
+    fn reference_errors_are_located() {
+        let e = load_source("x.yaml", "name: x\nselftest:\n  floor: 1.5\n").unwrap_err();
+        assert_eq!(e.line, 3, "{e}");
+        assert!(e.message.contains("(0, 1]"), "{e}");
+        let src = "name: x\nselftest:\n  reference:\n    - path: socket.tcp\n      gbps: 9\n      source: lab\n    - path: socket.sctp\n      source: lab\n";
+        let e = load_source("x.yaml", src).unwrap_err();
+        assert_eq!(e.line, 7, "{e}");
+        assert!(e.message.contains("socket.sctp"), "{e}");
+        let e = load_source(
+            "x.yaml",
+            "name: x\nselftest:\n  reference:\n    - path: rdma.send\n      source: \" \"\n",
+        )
+        .unwrap_err();
+        assert!(e.message.contains("needs its `source`"), "{e}");
+        let e = load_source(
+            "x.yaml",
+            "name: x\nselftest:\n  reference:\n    - path: rdma.send\n      gbps: -3\n      source: lab\n",
+        )
+        .unwrap_err();
+        assert!(e.message.contains("gbps -3"), "{e}");
+        // An unknown key inside an entry: line and column from the parser.
+        let e = load_source(
+            "x.yaml",
+            "name: x\nselftest:\n  reference:\n    - path: rdma.send\n      source: lab\n      gbs: 3\n",
+        )
+        .unwrap_err();
+        assert_eq!(e.line, 6, "{e}");
+    }
 }

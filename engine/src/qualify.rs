@@ -539,3 +539,105 @@ pub fn junit(q: &Qualification) -> String {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn qualify_runs_the_shape_of_the_references() {
+        let spark = crate::profile::load("dgx-spark").expect("spark").profile;
+        assert_eq!(
+            shape_args(&spark, "socket", false),
+            ["--message-size", "8192", "--streams", "4"]
+        );
+        // The GPU sink verifies one stream.
+        assert_eq!(
+            shape_args(&spark, "socket", true),
+            ["--message-size", "8192"]
+        );
+        assert_eq!(shape_args(&spark, "dpdk", false), ["--message-size", "4096"]);
+        assert!(shape_args(&spark, "rdma", false).is_empty());
+        assert!(shape_args(&crate::profile::Profile::default(), "socket", false).is_empty());
+    }
+
+    fn result(json: serde_json::Value) -> SelftestResult {
+        serde_json::from_value(json).expect("result")
+    }
+
+    #[test]
+    fn causes_only_for_a_shortfall_or_loss() {
+        let verdicts = vec![
+            Verdict::fail("pcie.mrrs", "0000:01:00.0", "512"),
+            Verdict::warn("cpu.governor", "cpu0-7", "powersave"),
+        ];
+        let below = serde_json::json!({
+            "engine": "socket", "mode": "tcp", "status": "fail", "gbps": 30.0,
+            "topology": "ports", "message_size": 8192,
+            "reference": {"verdict": "below", "mtu": 9000, "why": "30.00 Gb/s is ..."}
+        });
+        let met = serde_json::json!({
+            "engine": "socket", "mode": "tcp", "status": "pass", "gbps": 95.0,
+            "topology": "ports", "message_size": 8192,
+            "reference": {"verdict": "met", "mtu": 9000, "why": "95.00 Gb/s is ..."}
+        });
+        let lossy_veth = serde_json::json!({
+            "engine": "socket", "mode": "udp", "status": "fail", "gbps": 1.0, "lost": 9,
+            "topology": "veth", "message_size": 8192,
+            "reference": {"verdict": "none", "mtu": 1500, "why": "no reference"}
+        });
+        let mut rs = vec![result(below), result(met), result(lossy_veth)];
+        attach_causes(&mut rs, &verdicts);
+        let ids = |r: &SelftestResult| -> Vec<String> {
+            r.causes
+                .iter()
+                .map(|c| format!("{} {}", c.id, c.subject))
+                .collect()
+        };
+        assert_eq!(
+            ids(&rs[0]),
+            ["pcie.mrrs 0000:01:00.0", "cpu.governor cpu0-7"]
+        );
+        assert!(rs[1].causes.is_empty());
+        // A veth pair: its own MTU first, never the NIC's MRRS.
+        assert_eq!(
+            ids(&rs[2]),
+            ["nic.mtu self-test path", "cpu.governor cpu0-7"]
+        );
+        // JUnit's failure message carries them, ranked.
+        let q = Qualification {
+            schema: "daqtune.qualify/v1".into(),
+            level: 2,
+            passed: false,
+            stages: Vec::new(),
+            checks: Report {
+                schema: report::SCHEMA.into(),
+                daqtune_version: "0".into(),
+                host: report::HostInfo {
+                    hostname: None,
+                    kernel: None,
+                    arch: None,
+                    product: None,
+                    root: "/".into(),
+                },
+                profile: "generic-dgpu".into(),
+                profile_origin: "given".into(),
+                checks: Vec::new(),
+                summary: Default::default(),
+                gate_failures: Vec::new(),
+                elapsed_ms: 0,
+                run: None,
+                gpu_facts: None,
+            },
+            selftest: rs,
+            gate_failures: Vec::new(),
+        };
+        let j = junit(&q);
+        assert!(
+            j.contains("likely causes, most likely first: 1. pcie.mrrs (0000:01:00.0) fail: 512"),
+            "{j}"
+        );
+        let t = text(&q);
+        assert!(t.contains("      1. nic.mtu (self-test path) fail: the self-test path has MTU 1500"), "{t}");
+    }
+}

@@ -417,3 +417,26 @@ fn an_unshaped_veth_with_an_honest_reference_passes_the_self_test() {
         .any(|s| matches!(s["status"].as_str(), Some("fail") | Some("error")));
     assert_eq!(code, Some(i32::from(any_failed)), "{text}");
 }
+
+#[test]
+fn report_files_named_without_a_directory_are_written() {
+    // `--junit q.xml` has the empty parent; the atomic write syncs "." instead of failing
+    // after the rename (it exited 2 with the file in place).
+    let tmp = tempfile::tempdir().expect("tmp");
+    let root = fixture("igx-untuned");
+    let out = std::process::Command::new(bin())
+        .current_dir(tmp.path())
+        .env("NO_COLOR", "1")
+        .args(["qualify", "--root", root.to_str().expect("utf8")])
+        .args(["--profile", "igx-orin", "--junit", "q.xml", "--json", "q.json"])
+        .output()
+        .expect("run daqtune");
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(tmp.path().join("q.xml").is_file());
+    assert!(tmp.path().join("q.json").is_file());
+}
