@@ -206,7 +206,12 @@ fn counts(status: Status) -> bool {
 /// The host's verdicts (and `path`, the run's own evidence) that can explain `symptoms` of
 /// `run`, ranked: table order, the run's own path evidence first within an entry, then fail
 /// before warn.
-pub fn rank(verdicts: &[Verdict], path: &[Verdict], run: Run<'_>, symptoms: &[Symptom]) -> Vec<Cause> {
+pub fn rank(
+    verdicts: &[Verdict],
+    path: &[Verdict],
+    run: Run<'_>,
+    symptoms: &[Symptom],
+) -> Vec<Cause> {
     let mut out = Vec::new();
     for rule in TABLE {
         if !rule.symptoms.iter().any(|s| symptoms.contains(s))
@@ -288,7 +293,11 @@ mod tests {
         vec![
             Verdict::warn("cpu.governor", "cpu0-11", "schedutil"),
             Verdict::pass("pcie.link", "0000:05:00.0", "x16 16GT/s"),
-            Verdict::warn("irq.affinity", "mlx5_comp0@pci:0000:05:00.0", "IRQ 120 on CPU 10"),
+            Verdict::warn(
+                "irq.affinity",
+                "mlx5_comp0@pci:0000:05:00.0",
+                "IRQ 120 on CPU 10",
+            ),
             Verdict::fail("nic.mtu", "eth2", "1500 < 9000"),
             Verdict::fail("kernel.cmdline", "host", "no isolcpus"),
             Verdict::skip("gpu.clocks", "GPU 0", "no NVML"),

@@ -785,7 +785,10 @@ impl LoadedProfile {
         if !share(st.floor) {
             return Err(self.err(
                 &["selftest", "floor"],
-                format!("floor {} (expected a share of the reference in (0, 1], e.g. 0.9)", st.floor),
+                format!(
+                    "floor {} (expected a share of the reference in (0, 1], e.g. 0.9)",
+                    st.floor
+                ),
             ));
         }
         if let Some(r) = st.udp_rate_gbps {
@@ -800,7 +803,10 @@ impl LoadedProfile {
             if !REFERENCE_PATHS.contains(&k.as_str()) || !(*g > 0.0 && *g <= 10_000.0) {
                 return Err(self.err(
                     &["selftest", "reference_gbps"],
-                    format!("reference_gbps `{k}: {g}` (expected one of {} and 0 < Gb/s <= 10000)", REFERENCE_PATHS.join(", ")),
+                    format!(
+                        "reference_gbps `{k}: {g}` (expected one of {} and 0 < Gb/s <= 10000)",
+                        REFERENCE_PATHS.join(", ")
+                    ),
                 ));
             }
         }
@@ -823,13 +829,21 @@ impl LoadedProfile {
                 )));
             }
             if r.floor.is_some_and(|f| !share(f)) {
-                return Err(at(format!("{}: floor (expected a share in (0, 1])", r.path)));
+                return Err(at(format!(
+                    "{}: floor (expected a share in (0, 1])",
+                    r.path
+                )));
             }
             if r.loss_pct.is_some_and(|l| !(0.0..=100.0).contains(&l)) {
                 return Err(at(format!("{}: loss_pct (expected 0..100)", r.path)));
             }
-            if r.message_size.is_some_and(|m| !(32..=(1 << 30)).contains(&m)) {
-                return Err(at(format!("{}: message_size (expected 32 bytes .. 1 GiB)", r.path)));
+            if r.message_size
+                .is_some_and(|m| !(32..=(1 << 30)).contains(&m))
+            {
+                return Err(at(format!(
+                    "{}: message_size (expected 32 bytes .. 1 GiB)",
+                    r.path
+                )));
             }
             if r.streams.is_some_and(|n| !(1..=64).contains(&n)) {
                 return Err(at(format!("{}: streams (expected 1..64)", r.path)));
@@ -1108,19 +1122,39 @@ mod tests {
             (tcp.gbps, tcp.message_size, tcp.streams),
             (Some(97.2), Some(8192), Some(4))
         );
-        let paths: Vec<&str> = spark.selftest.reference.iter().map(|r| r.path.as_str()).collect();
+        let paths: Vec<&str> = spark
+            .selftest
+            .reference
+            .iter()
+            .map(|r| r.path.as_str())
+            .collect();
         assert_eq!(
             paths,
-            ["dpdk.raw", "dpdk.raw", "rdma.send", "socket.tcp", "socket.udp"]
+            [
+                "dpdk.raw",
+                "dpdk.raw",
+                "rdma.send",
+                "socket.tcp",
+                "socket.udp"
+            ]
         );
         for name in builtin_names() {
             let p = load(name).expect("builtin").profile;
             assert!(!p.selftest.reference.is_empty(), "{name}");
             for r in &p.selftest.reference {
-                assert!(r.source.contains("seed 0"), "{name} {}: {}", r.path, r.source);
+                assert!(
+                    r.source.contains("seed 0"),
+                    "{name} {}: {}",
+                    r.path,
+                    r.source
+                );
                 // No published figure: the link's payload rate, said so.
                 if r.gbps.is_none() {
-                    assert!(r.source.starts_with("link payload rate"), "{name} {}", r.path);
+                    assert!(
+                        r.source.starts_with("link payload rate"),
+                        "{name} {}",
+                        r.path
+                    );
                 }
             }
             // UDP is paced from the link unless a profile names a rate.

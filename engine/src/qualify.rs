@@ -111,7 +111,11 @@ impl SelftestResult {
             return Vec::new();
         }
         let mut s = Vec::new();
-        if self.reference.as_ref().is_some_and(|a| a.verdict == "below") {
+        if self
+            .reference
+            .as_ref()
+            .is_some_and(|a| a.verdict == "below")
+        {
             s.push(Symptom::Shortfall);
         }
         if self.lost > 0 {
@@ -462,7 +466,11 @@ pub fn junit(q: &Qualification) -> String {
             let _ = write!(
                 detail,
                 "; likely causes, most likely first: {}",
-                r.causes.iter().map(cause_line).collect::<Vec<_>>().join("; ")
+                r.causes
+                    .iter()
+                    .map(cause_line)
+                    .collect::<Vec<_>>()
+                    .join("; ")
             );
         }
         let _ = write!(
@@ -556,7 +564,10 @@ mod tests {
             shape_args(&spark, "socket", true),
             ["--message-size", "8192"]
         );
-        assert_eq!(shape_args(&spark, "dpdk", false), ["--message-size", "4096"]);
+        assert_eq!(
+            shape_args(&spark, "dpdk", false),
+            ["--message-size", "4096"]
+        );
         assert!(shape_args(&spark, "rdma", false).is_empty());
         assert!(shape_args(&crate::profile::Profile::default(), "socket", false).is_empty());
     }
@@ -638,6 +649,9 @@ mod tests {
             "{j}"
         );
         let t = text(&q);
-        assert!(t.contains("      1. nic.mtu (self-test path) fail: the self-test path has MTU 1500"), "{t}");
+        assert!(
+            t.contains("      1. nic.mtu (self-test path) fail: the self-test path has MTU 1500"),
+            "{t}"
+        );
     }
 }

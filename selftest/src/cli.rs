@@ -472,15 +472,17 @@ fn path_link(
             },
             Some((iface, None)) => Link {
                 speed_mbps: None,
-                source: format!("{iface} reported no link speed (link down, or a driver without one)"),
+                source: format!(
+                    "{iface} reported no link speed (link down, or a driver without one)"
+                ),
                 mtu: Some(mtu),
             },
             None => Link::none("no port named"),
         },
         topology::Kind::Loopback => Link::none("loopback: no link"),
-        topology::Kind::Peer => Link::none(
-            "a --peer run crosses links this host does not see end to end",
-        ),
+        topology::Kind::Peer => {
+            Link::none("a --peer run crosses links this host does not see end to end")
+        }
     })
 }
 
@@ -505,7 +507,12 @@ fn shape_tx(topo: &Topology, mbit: u64, mtu: u32) -> Result<(), String> {
 /// Link speed of the network device of PCI function `bdf` (a DPDK port), Mb/s.
 fn pci_link_speed_mbps(bdf: &str) -> Option<(String, u64)> {
     // A PCI address is hex digits, ':' and '.': it cannot leave /sys/bus/pci/devices.
-    if bdf.is_empty() || bdf.len() > 16 || !bdf.chars().all(|c| c.is_ascii_hexdigit() || c == ':' || c == '.') {
+    if bdf.is_empty()
+        || bdf.len() > 16
+        || !bdf
+            .chars()
+            .all(|c| c.is_ascii_hexdigit() || c == ':' || c == '.')
+    {
         return None;
     }
     let dir = std::fs::read_dir(format!("/sys/bus/pci/devices/{bdf}/net")).ok()?;
@@ -605,7 +612,10 @@ fn run_dpdk(args: &SelftestArgs, d: &Defaults) -> EngineResult {
         ..Default::default()
     };
     let mut r = crate::dpdk_launcher::run_dpdk(&req, None).result;
-    let link = match (&args.tx_pci, args.tx_pci.as_deref().map(pci_link_speed_mbps)) {
+    let link = match (
+        &args.tx_pci,
+        args.tx_pci.as_deref().map(pci_link_speed_mbps),
+    ) {
         (Some(bdf), Some(Some((netdev, speed)))) => crate::reference::Link {
             speed_mbps: Some(speed),
             source: format!("sysfs speed of {netdev} ({bdf})"),
@@ -614,9 +624,7 @@ fn run_dpdk(args: &SelftestArgs, d: &Defaults) -> EngineResult {
         (Some(bdf), _) => crate::reference::Link::none(&format!(
             "{bdf} has no network device reporting a link speed"
         )),
-        (None, _) => crate::reference::Link::none(
-            "net_af_packet over a veth pair: no link speed",
-        ),
+        (None, _) => crate::reference::Link::none("net_af_packet over a veth pair: no link speed"),
     };
     crate::reference::assess(&mut r, &link, &d.references, d.floor);
     r

@@ -205,7 +205,6 @@ impl Route {
     }
 }
 
-
 /// A token-bucket filter (`tc qdisc add dev X root tbf rate R burst B limit L`): egress of a
 /// link shaped to `rate_bits` per second. The self-test's tests use it to make a veth pair slow
 /// on purpose; no `tc` binary is needed.

@@ -381,8 +381,14 @@ mod tests {
             ..spark_tcp()
         };
         let refs = vec![any.clone(), spark_tcp()];
-        assert_eq!(find(&refs, "socket", "tcp", 8192, 4).and_then(|r| r.gbps), Some(97.2));
-        assert_eq!(find(&refs, "socket", "tcp", 4096, 1).and_then(|r| r.gbps), Some(50.0));
+        assert_eq!(
+            find(&refs, "socket", "tcp", 8192, 4).and_then(|r| r.gbps),
+            Some(97.2)
+        );
+        assert_eq!(
+            find(&refs, "socket", "tcp", 4096, 1).and_then(|r| r.gbps),
+            Some(50.0)
+        );
         assert_eq!(find(&refs, "socket", "udp", 8192, 4), None);
         assert_eq!(find(&[spark_tcp()], "socket", "tcp", 8192, 1), None);
     }
@@ -397,9 +403,17 @@ mod tests {
         assert_eq!(a.reference_gbps, Some(97.2));
         let short = a.shortfall_gbps.expect("shortfall");
         assert!((short - (97.2 * 0.9 - 37.0)).abs() < 1e-9);
-        assert!(a.why.contains("38.1 % of the reference 97.20 Gb/s"), "{}", a.why);
+        assert!(
+            a.why.contains("38.1 % of the reference 97.20 Gb/s"),
+            "{}",
+            a.why
+        );
         assert!(a.why.contains("by 50.48 Gb/s"), "{}", a.why);
-        assert!(a.why.contains("of the 197.85 Gb/s payload rate"), "{}", a.why);
+        assert!(
+            a.why.contains("of the 197.85 Gb/s payload rate"),
+            "{}",
+            a.why
+        );
     }
 
     #[test]
@@ -407,7 +421,10 @@ mod tests {
         let mut r = tcp_result(90.0, 4);
         assess(&mut r, &link(200_000), &[spark_tcp()], 0.9);
         assert_eq!(r.status, Status::Pass);
-        assert_eq!(r.reference.as_ref().map(|a| a.verdict.as_str()), Some("met"));
+        assert_eq!(
+            r.reference.as_ref().map(|a| a.verdict.as_str()),
+            Some("met")
+        );
         // A 100G port cannot carry the 97.2 Gb/s of a 200G cable's PCIe-bound run: the
         // reference becomes the line's payload rate.
         let mut r = tcp_result(80.0, 4);

@@ -321,10 +321,9 @@ fn a_shaped_veth_fails_the_gate_with_its_shortfall_and_the_planted_cause_first()
         eprintln!("skip: the veth pair, its namespaces and its qdisc need root (CAP_NET_ADMIN)");
         return;
     }
-    let _lock = daqtune_probe::fsutil::lock_exclusive(Path::new(
-        "/run/lock/daqtune-tests-hugepages.lock",
-    ))
-    .expect("hugepage test lock");
+    let _lock =
+        daqtune_probe::fsutil::lock_exclusive(Path::new("/run/lock/daqtune-tests-hugepages.lock"))
+            .expect("hugepage test lock");
     let tmp = tempfile::tempdir().expect("tmp");
     // The planted cause: the profile's MTU 1500 below the frame of an 8192-byte message.
     let profile = veth_gate_profile(tmp.path(), "ci-shaped", 1500);
@@ -352,7 +351,10 @@ fn a_shaped_veth_fails_the_gate_with_its_shortfall_and_the_planted_cause_first()
             .all(|c| !c["id"].as_str().unwrap_or("").starts_with("pcie.")),
         "{tcp}"
     );
-    assert!(text.contains("below the floor of 90 % = 0.45 Gb/s by"), "{text}");
+    assert!(
+        text.contains("below the floor of 90 % = 0.45 Gb/s by"),
+        "{text}"
+    );
     assert!(text.contains("likely causes, most likely first:"), "{text}");
     assert!(text.contains("1. nic.mtu (self-test path)"), "{text}");
     // JUnit: the failure message carries the shortfall and the ranked causes.
@@ -377,10 +379,9 @@ fn an_unshaped_veth_with_an_honest_reference_passes_the_self_test() {
         eprintln!("skip: the veth pair and its namespaces need root (CAP_NET_ADMIN)");
         return;
     }
-    let _lock = daqtune_probe::fsutil::lock_exclusive(Path::new(
-        "/run/lock/daqtune-tests-hugepages.lock",
-    ))
-    .expect("hugepage test lock");
+    let _lock =
+        daqtune_probe::fsutil::lock_exclusive(Path::new("/run/lock/daqtune-tests-hugepages.lock"))
+            .expect("hugepage test lock");
     let tmp = tempfile::tempdir().expect("tmp");
     let profile = veth_gate_profile(tmp.path(), "ci-honest", 9000);
     let (code, text, q, _) = qualify_veth(tmp.path(), &profile, None);
@@ -408,7 +409,10 @@ fn an_unshaped_veth_with_an_honest_reference_passes_the_self_test() {
         .expect("socket stage");
     assert_eq!(socket["status"], "pass", "{text}");
     assert!(
-        socket["detail"].as_str().unwrap_or("").contains("% of reference"),
+        socket["detail"]
+            .as_str()
+            .unwrap_or("")
+            .contains("% of reference"),
         "{socket}"
     );
     // The gate's verdict is the stages': this host's checks decide the rest.
@@ -428,7 +432,14 @@ fn report_files_named_without_a_directory_are_written() {
         .current_dir(tmp.path())
         .env("NO_COLOR", "1")
         .args(["qualify", "--root", root.to_str().expect("utf8")])
-        .args(["--profile", "igx-orin", "--junit", "q.xml", "--json", "q.json"])
+        .args([
+            "--profile",
+            "igx-orin",
+            "--junit",
+            "q.xml",
+            "--json",
+            "q.json",
+        ])
         .output()
         .expect("run daqtune");
     assert_eq!(
