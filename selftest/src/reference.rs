@@ -410,7 +410,7 @@ mod tests {
         );
         assert!(a.why.contains("by 50.48 Gb/s"), "{}", a.why);
         assert!(
-            a.why.contains("of the 197.85 Gb/s payload rate"),
+            a.why.contains("of the 198.01 Gb/s payload rate"),
             "{}",
             a.why
         );
@@ -425,12 +425,12 @@ mod tests {
             r.reference.as_ref().map(|a| a.verdict.as_str()),
             Some("met")
         );
-        // A 100G port cannot carry the 97.2 Gb/s of a 200G cable's PCIe-bound run: the
+        // A 50G port cannot carry the 97.2 Gb/s of a 200G cable's PCIe-bound run: the
         // reference becomes the line's payload rate.
-        let mut r = tcp_result(80.0, 4);
-        assess(&mut r, &link(100_000), &[spark_tcp()], 0.9);
+        let mut r = tcp_result(40.0, 4);
+        assess(&mut r, &link(50_000), &[spark_tcp()], 0.9);
         let a = r.reference.as_ref().expect("assessment");
-        let line = 100.0 * 8948.0 / 9038.0;
+        let line = 50.0 * 8948.0 / 9038.0;
         assert!((a.reference_gbps.expect("ref") - line).abs() < 1e-9);
         assert!(a.why.contains("capped at the line"), "{}", a.why);
         assert_eq!(r.status, Status::Fail);
