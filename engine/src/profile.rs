@@ -792,7 +792,7 @@ impl LoadedProfile {
             ));
         }
         if let Some(r) = st.udp_rate_gbps {
-            if !(r >= 0.0 && r <= 10_000.0) {
+            if !(0.0..=10_000.0).contains(&r) {
                 return Err(self.err(
                     &["selftest", "udp_rate_gbps"],
                     format!("udp_rate_gbps {r} (expected 0 (unpaced) to 10000 Gb/s)"),
@@ -800,7 +800,7 @@ impl LoadedProfile {
             }
         }
         for (k, g) in &st.reference_gbps {
-            if !REFERENCE_PATHS.contains(&k.as_str()) || !(*g > 0.0 && *g <= 10_000.0) {
+            if !(REFERENCE_PATHS.contains(&k.as_str()) && *g > 0.0 && *g <= 10_000.0) {
                 return Err(self.err(
                     &["selftest", "reference_gbps"],
                     format!(
