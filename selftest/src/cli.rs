@@ -411,11 +411,16 @@ fn find_max_params(args: &SelftestArgs) -> crate::findmax::Params {
     }
 }
 
-/// Link speed of `iface` in the host's namespace (sysfs), Mb/s; None for a veth or a link
-/// that is down.
+/// Link speed of `iface` in the host's namespace (sysfs), Mb/s; None for a virtual interface
+/// (veth) or a link that is down.
 fn link_speed_mbps(iface: &str) -> Option<u64> {
     // An interface name never holds '/', so it cannot leave /sys/class/net.
     if iface.is_empty() || iface.len() >= 16 || iface.contains('/') || iface.starts_with('.') {
+        return None;
+    }
+    // A virtual interface (veth, bridge, bond's members aside) has no `device`: what its
+    // driver answers (veth: a constant 10000 Mb/s) limits nothing.
+    if std::fs::symlink_metadata(format!("/sys/class/net/{iface}/device")).is_err() {
         return None;
     }
     std::fs::read_to_string(format!("/sys/class/net/{iface}/speed"))
