@@ -91,6 +91,7 @@ pub struct Assessment {
     pub link_source: String,
     pub mtu: Option<u32>,
     pub line_gbps: Option<f64>,
+    pub pcie_gbps: Option<f64>,
     pub of_line_pct: Option<f64>,
     pub reference_gbps: Option<f64>,
     pub reference_stated_gbps: Option<f64>,

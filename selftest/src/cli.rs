@@ -301,7 +301,10 @@ pub fn run(args: &SelftestArgs, d: &Defaults) -> i32 {
     }
     let mtu = args.mtu.unwrap_or(d.mtu);
     // Read before the ports move into private namespaces, where this sysfs no longer sees them.
-    let port_speed = args.tx_if.as_deref().map(|i| (i, link_speed_mbps(i)));
+    let port_speed = args
+        .tx_if
+        .as_deref()
+        .map(|i| (i, link_speed_mbps(i).map(|s| (s, pcie_of(i)))));
     let topo = if let Some(p) = peer {
         Ok(Topology::peer(p))
     } else if args.loopback {
@@ -432,7 +435,7 @@ fn link_speed_mbps(iface: &str) -> Option<u64> {
 /// (`crate::reference`); the test overrides of a veth pair are applied here.
 fn path_link(
     topo: &mut Topology,
-    port_speed: Option<(&str, Option<u64>)>,
+    port_speed: Option<(&str, Option<(u64, Option<(f64, String)>)>)>,
     mtu: u32,
 ) -> Result<crate::reference::Link, String> {
     use crate::reference::{self, Link};
@@ -460,27 +463,31 @@ fn path_link(
                             reference::TEST_VETH_SPEED_ENV
                         ),
                         mtu: Some(mtu),
+                        pcie: None,
                     }
                 }
                 None => Link {
                     speed_mbps: None,
                     source: "veth pair: no link speed (the veth driver answers a constant 10000 Mb/s that limits nothing)".into(),
                     mtu: Some(mtu),
+                    pcie: None,
                 },
             }
         }
         topology::Kind::Ports => match port_speed {
-            Some((iface, Some(speed))) => Link {
+            Some((iface, Some((speed, pcie)))) => Link {
                 speed_mbps: Some(speed),
                 source: format!("sysfs speed of {iface}"),
                 mtu: Some(mtu),
+                pcie,
             },
             Some((iface, None)) => Link {
                 speed_mbps: None,
                 source: format!(
-                    "{iface} reported no link speed (link down, or a driver without one)"
+                    "{iface} reported no link speed (link down, a virtual interface, or a driver without one)"
                 ),
                 mtu: Some(mtu),
+                pcie: None,
             },
             None => Link::none("no port named"),
         },
@@ -507,6 +514,25 @@ fn shape_tx(topo: &Topology, mbit: u64, mtu: u32) -> Result<(), String> {
         &crate::netlink::Tbf::at(mbit.saturating_mul(1_000_000), mtu),
     )
     .map_err(|e| format!("test shaping: {e}"))
+}
+
+/// What the PCIe link of `iface`'s device carries (`current_link_speed` x
+/// `current_link_width`, the link as trained with its upstream port), with the words for it.
+fn pcie_of(iface: &str) -> Option<(f64, String)> {
+    let dev = format!("/sys/class/net/{iface}/device");
+    let gts = crate::reference::parse_pcie_gts(
+        &std::fs::read_to_string(format!("{dev}/current_link_speed")).ok()?,
+    )?;
+    let lanes: u32 = std::fs::read_to_string(format!("{dev}/current_link_width"))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+        .filter(|w| (1..=32).contains(w))?;
+    Some((
+        crate::reference::pcie_payload_gbps(gts, lanes),
+        format!("PCIe x{lanes} at {gts} GT/s"),
+    ))
 }
 
 /// Link speed of the network device of PCI function `bdf` (a DPDK port), Mb/s.
@@ -625,6 +651,7 @@ fn run_dpdk(args: &SelftestArgs, d: &Defaults) -> EngineResult {
             speed_mbps: Some(speed),
             source: format!("sysfs speed of {netdev} ({bdf})"),
             mtu: Some(args.mtu.unwrap_or(d.mtu)),
+            pcie: pcie_of(&netdev),
         },
         (Some(bdf), _) => crate::reference::Link::none(&format!(
             "{bdf} has no network device reporting a link speed"
@@ -792,7 +819,11 @@ fn run_on(
         spec.duration = Duration::from_secs_f64(args.duration);
         let line = match (link.speed_mbps, link.mtu) {
             (Some(s), Some(m)) => {
-                crate::reference::payload_gbps(s, m, mode, message_size).map(|g| (s, g))
+                crate::reference::payload_gbps(s, m, mode, message_size).map(|g| {
+                    // The NIC's PCIe link caps the port (reference::assess does the same).
+                    let cap = link.pcie.as_ref().map_or(f64::INFINITY, |(p, _)| *p);
+                    (s, g.min(cap))
+                })
             }
             _ => None,
         };

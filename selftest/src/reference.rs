@@ -70,6 +70,9 @@ pub struct Link {
     pub source: String,
     /// MTU of the path; None where the self-test does not set it (loopback, peer).
     pub mtu: Option<u32>,
+    /// What the port's PCIe link carries, Gb/s, with how it is known (the NIC's own
+    /// `current_link_speed` x `current_link_width`); None where unknown.
+    pub pcie: Option<(f64, String)>,
 }
 
 impl Link {
@@ -78,6 +81,7 @@ impl Link {
             speed_mbps: None,
             source: why.into(),
             mtu: None,
+            pcie: None,
         }
     }
 }
@@ -116,6 +120,23 @@ pub fn payload_gbps(speed_mbps: u64, mtu: u32, mode: Mode, message: usize) -> Op
     }
 }
 
+/// Transfer rate of a PCIe link from sysfs `current_link_speed` (`32.0 GT/s PCIe`): GT/s.
+pub fn parse_pcie_gts(text: &str) -> Option<f64> {
+    let v: f64 = text.split_whitespace().next()?.parse().ok()?;
+    (v > 0.0 && v <= 256.0).then_some(v)
+}
+
+/// Data Gb/s a PCIe link of `gts` GT/s x `lanes` carries in memory-write TLPs of 256 bytes:
+/// line coding 8b/10b below 8 GT/s, 128b/130b from 8 GT/s (Gen6's FLIT mode is counted the
+/// same), and 26 bytes per TLP (16 of header with 64-bit addresses, 6 of sequence number and
+/// LCRC, 4 of framing). Flow-control and ACK DLLPs are not counted, so the figure is an upper
+/// bound: a Gen5 x4 link gives 114.4 Gb/s, where DGX Spark's ConnectX-7 reaches "slightly over
+/// 100 Gb/s" on a 200G cable (seed 002).
+pub fn pcie_payload_gbps(gts: f64, lanes: u32) -> f64 {
+    let coding = if gts >= 8.0 { 128.0 / 130.0 } else { 0.8 };
+    gts * f64::from(lanes) * coding * 256.0 / 282.0
+}
+
 /// The reference that applies to a run of `engine`/`mode` with this shape: the most specific
 /// entry whose stated shape matches.
 pub fn find<'a>(
@@ -144,8 +165,12 @@ pub struct Assessment {
     /// How the speed is known, or why there is none.
     pub link_source: String,
     pub mtu: Option<u32>,
-    /// Payload Gb/s the link carries in this mode and shape.
+    /// Payload Gb/s the link carries in this mode and shape (the PCIe link's rate where that
+    /// is lower).
     pub line_gbps: Option<f64>,
+    /// What the port's PCIe link carries, where known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pcie_gbps: Option<f64>,
     pub of_line_pct: Option<f64>,
     /// The reference compared with (capped at `line_gbps`: no port carries more than its line).
     pub reference_gbps: Option<f64>,
@@ -178,6 +203,15 @@ pub fn assess(r: &mut EngineResult, link: &Link, refs: &[Reference], global_floo
         (Some(s), Some(m)) => payload_gbps(s, m, r.mode, r.message_size),
         _ => None,
     };
+    // The NIC's PCIe link caps what its port carries (seed 002: a 200G cable, ~100 Gb/s).
+    let pcie_cap = link
+        .pcie
+        .as_ref()
+        .filter(|(p, _)| line.is_some_and(|l| *p < l));
+    let line = match pcie_cap {
+        Some((p, _)) => Some(*p),
+        None => line,
+    };
     let of_line = line.filter(|l| *l > 0.0).map(|l| r.gbps * 100.0 / l);
     let found = find(refs, &r.engine, mode, r.message_size, streams);
     let mut a = Assessment {
@@ -185,6 +219,7 @@ pub fn assess(r: &mut EngineResult, link: &Link, refs: &[Reference], global_floo
         link_source: link.source.clone(),
         mtu: link.mtu,
         line_gbps: line,
+        pcie_gbps: link.pcie.as_ref().map(|(p, _)| *p),
         of_line_pct: of_line,
         reference_gbps: None,
         reference_stated_gbps: found.and_then(|f| f.gbps),
@@ -196,8 +231,13 @@ pub fn assess(r: &mut EngineResult, link: &Link, refs: &[Reference], global_floo
         verdict: "none".into(),
         why: String::new(),
     };
-    let line_words = match (link.speed_mbps, line) {
-        (Some(s), Some(l)) => format!(
+    let line_words = match (link.speed_mbps, line, pcie_cap) {
+        (Some(s), Some(l), Some((_, how))) => format!(
+            "{:.1} % of {l:.2} Gb/s, what the port's PCIe link carries ({how}), below the payload rate of the {s} Mb/s link at MTU {}",
+            of_line.unwrap_or(0.0),
+            link.mtu.unwrap_or(0)
+        ),
+        (Some(s), Some(l), None) => format!(
             "{:.1} % of the {l:.2} Gb/s payload rate of the {s} Mb/s link at MTU {}",
             of_line.unwrap_or(0.0),
             link.mtu.unwrap_or(0)
@@ -349,7 +389,48 @@ mod tests {
             speed_mbps: Some(mbps),
             source: "test".into(),
             mtu: Some(9000),
+            pcie: None,
         }
+    }
+
+    #[test]
+    fn the_pcie_link_caps_the_line() {
+        assert_eq!(parse_pcie_gts("32.0 GT/s PCIe\n"), Some(32.0));
+        assert_eq!(parse_pcie_gts("2.5 GT/s"), Some(2.5));
+        assert_eq!(parse_pcie_gts("Unknown"), None);
+        assert_eq!(parse_pcie_gts(""), None);
+        let gen5x4 = pcie_payload_gbps(32.0, 4);
+        assert!((gen5x4 - 114.4).abs() < 0.05, "{gen5x4}");
+        assert!((pcie_payload_gbps(2.5, 1) - 2.0 * 256.0 / 282.0).abs() < 1e-9);
+        // A 200G port behind Gen5 x4 (the Spark's shape, seed 002): held to 114.4 Gb/s, so
+        // 105 Gb/s of TCP is 92 % of its line, and the 97.2 reference stands.
+        let mut r = tcp_result(105.0, 4);
+        let l = Link {
+            pcie: Some((gen5x4, "x4 at 32.0 GT/s".into())),
+            ..link(200_000)
+        };
+        assess(&mut r, &l, &[spark_tcp()], 0.9);
+        let a = r.reference.as_ref().expect("assessment");
+        assert_eq!(a.line_gbps, Some(gen5x4));
+        assert_eq!(a.reference_gbps, Some(97.2));
+        assert!(
+            a.why
+                .contains("what the port's PCIe link carries (x4 at 32.0 GT/s)"),
+            "{}",
+            a.why
+        );
+        // A line reference behind it is the PCIe rate.
+        let mut r = tcp_result(50.0, 4);
+        let line_ref = Reference {
+            gbps: None,
+            ..spark_tcp()
+        };
+        assess(&mut r, &l, &[line_ref], 0.9);
+        assert_eq!(
+            r.reference.as_ref().and_then(|a| a.reference_gbps),
+            Some(gen5x4)
+        );
+        assert_eq!(r.status, Status::Fail);
     }
 
     #[test]
@@ -462,6 +543,7 @@ mod tests {
             speed_mbps: None,
             source: "veth pair: no link speed".into(),
             mtu: Some(9000),
+            pcie: None,
         };
         assess(&mut r, &veth, &[spark_tcp()], 0.9);
         assert_eq!(r.status, Status::Pass);
