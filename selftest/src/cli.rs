@@ -431,11 +431,15 @@ fn link_speed_mbps(iface: &str) -> Option<u64> {
         .and_then(|t| crate::findmax::parse_speed_mbps(&t))
 }
 
+/// The sending port's name with its link speed (Mb/s) and its PCIe link (Gb/s, in words),
+/// read before the port moves into a namespace.
+type PortLink<'a> = (&'a str, Option<(u64, Option<(f64, String)>)>);
+
 /// The link a topology's traffic crosses, for the line rate and the reference
 /// (`crate::reference`); the test overrides of a veth pair are applied here.
 fn path_link(
     topo: &mut Topology,
-    port_speed: Option<(&str, Option<(u64, Option<(f64, String)>)>)>,
+    port_speed: Option<PortLink<'_>>,
     mtu: u32,
 ) -> Result<crate::reference::Link, String> {
     use crate::reference::{self, Link};
