@@ -6,6 +6,7 @@
 
 pub mod appconfig;
 pub mod apply;
+pub mod causes;
 pub mod commands;
 pub mod context;
 pub mod cores;

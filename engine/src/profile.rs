@@ -314,11 +314,54 @@ pub struct SelftestProfile {
     pub max_udp_loss_pct: f64,
     /// Minimum TCP rate over a veth pair, Gb/s (0 = integrity only).
     pub min_tcp_gbps: f64,
-    /// UDP pacing as a fraction of what the path carries.
-    pub udp_rate_gbps: f64,
-    /// Reference rates from seed 002 by engine and mode (`rdma.send: 97.6`).
+    /// UDP pacing in Gb/s; unset = the payload rate of the port's link at the MTU (1 Gb/s
+    /// where the link has no speed: veth, loopback).
+    pub udp_rate_gbps: Option<f64>,
+    /// Reference rates by `engine.mode` without a message shape (`rdma.send: 97.6`); prefer
+    /// `reference`, which states the shape and the source.
     pub reference_gbps: BTreeMap<String, f64>,
+    /// Share of its reference a self-test result must reach; `qualify --level 2|3` fails a
+    /// result below it.
+    pub floor: f64,
+    /// What a tuned host of this platform reaches, per engine, mode and message shape, with
+    /// the source of each figure (docs/ci-gate.md).
+    pub reference: Vec<ReferenceRate>,
 }
+
+/// One reference figure (`selftest.reference[]`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReferenceRate {
+    /// `engine.mode`: socket.tcp, socket.udp, dpdk.raw, rdma.send, rdma.write.
+    pub path: String,
+    /// Bytes per message it was measured with (unset = any).
+    #[serde(default)]
+    pub message_size: Option<u32>,
+    /// Parallel streams (unset = any); `qualify` runs the socket engine with this many.
+    #[serde(default)]
+    pub streams: Option<u16>,
+    /// Payload Gb/s (unset = the payload rate of the port's link at the MTU: where nothing is
+    /// published).
+    #[serde(default)]
+    pub gbps: Option<f64>,
+    /// Loss the reference run itself saw, percent (an unpaced UDP figure).
+    #[serde(default)]
+    pub loss_pct: Option<f64>,
+    /// This figure's floor (unset = `selftest.floor`).
+    #[serde(default)]
+    pub floor: Option<f64>,
+    /// Where the figure comes from (a seed, a document, "the link's payload rate").
+    pub source: String,
+}
+
+/// The `engine.mode` pairs a reference may name.
+pub const REFERENCE_PATHS: &[&str] = &[
+    "socket.tcp",
+    "socket.udp",
+    "dpdk.raw",
+    "rdma.send",
+    "rdma.write",
+];
 
 impl Default for SelftestProfile {
     fn default() -> Self {
@@ -326,8 +369,10 @@ impl Default for SelftestProfile {
             message_size: 8192,
             max_udp_loss_pct: 0.1,
             min_tcp_gbps: 0.0,
-            udp_rate_gbps: 1.0,
+            udp_rate_gbps: None,
             reference_gbps: BTreeMap::new(),
+            floor: 0.9,
+            reference: Vec::new(),
         }
     }
 }
@@ -718,6 +763,7 @@ impl LoadedProfile {
                 "grub_dropin must be a .cfg file in /etc/default/grub.d/",
             ));
         }
+        self.validate_references()?;
         for w in &p.waivers {
             if parse_date(&w.until).is_none() {
                 return Err(self
@@ -726,6 +772,84 @@ impl LoadedProfile {
                         format!("waiver date `{}` (expected YYYY-MM-DD)", w.until),
                     )
                     .relocate(&self.layers, &w.until));
+            }
+        }
+        Ok(())
+    }
+
+    /// The `selftest` figures: a floor is a share, a reference names a known path, a rate and
+    /// its source.
+    fn validate_references(&self) -> Result<(), ProfileError> {
+        let st = &self.profile.selftest;
+        let share = |f: f64| f > 0.0 && f <= 1.0;
+        if !share(st.floor) {
+            return Err(self.err(
+                &["selftest", "floor"],
+                format!(
+                    "floor {} (expected a share of the reference in (0, 1], e.g. 0.9)",
+                    st.floor
+                ),
+            ));
+        }
+        if let Some(r) = st.udp_rate_gbps {
+            if !(0.0..=10_000.0).contains(&r) {
+                return Err(self.err(
+                    &["selftest", "udp_rate_gbps"],
+                    format!("udp_rate_gbps {r} (expected 0 (unpaced) to 10000 Gb/s)"),
+                ));
+            }
+        }
+        for (k, g) in &st.reference_gbps {
+            if !(REFERENCE_PATHS.contains(&k.as_str()) && *g > 0.0 && *g <= 10_000.0) {
+                return Err(self.err(
+                    &["selftest", "reference_gbps"],
+                    format!(
+                        "reference_gbps `{k}: {g}` (expected one of {} and 0 < Gb/s <= 10000)",
+                        REFERENCE_PATHS.join(", ")
+                    ),
+                ));
+            }
+        }
+        for r in &st.reference {
+            let at = |msg: String| {
+                self.err(&["selftest", "reference"], msg)
+                    .relocate(&self.layers, &r.path)
+            };
+            if !REFERENCE_PATHS.contains(&r.path.as_str()) {
+                return Err(at(format!(
+                    "reference path `{}` (expected one of {})",
+                    r.path,
+                    REFERENCE_PATHS.join(", ")
+                )));
+            }
+            if let Some(g) = r.gbps.filter(|g| !(*g > 0.0 && *g <= 10_000.0)) {
+                return Err(at(format!(
+                    "{}: gbps {g} (expected 0 < Gb/s <= 10000, or unset for the link's payload rate)",
+                    r.path
+                )));
+            }
+            if r.floor.is_some_and(|f| !share(f)) {
+                return Err(at(format!(
+                    "{}: floor (expected a share in (0, 1])",
+                    r.path
+                )));
+            }
+            if r.loss_pct.is_some_and(|l| !(0.0..=100.0).contains(&l)) {
+                return Err(at(format!("{}: loss_pct (expected 0..100)", r.path)));
+            }
+            if r.message_size
+                .is_some_and(|m| !(32..=(1 << 30)).contains(&m))
+            {
+                return Err(at(format!(
+                    "{}: message_size (expected 32 bytes .. 1 GiB)",
+                    r.path
+                )));
+            }
+            if r.streams.is_some_and(|n| !(1..=64).contains(&n)) {
+                return Err(at(format!("{}: streams (expected 1..64)", r.path)));
+            }
+            if r.source.trim().is_empty() {
+                return Err(at(format!("{}: a reference needs its `source`", r.path)));
             }
         }
         Ok(())
@@ -982,5 +1106,89 @@ mod tests {
         assert_eq!(parse_date("1970-01-02"), Some(1));
         assert!(parse_date("2026-13-01").is_none());
         assert!(parse_date("garbage").is_none());
+    }
+
+    #[test]
+    fn builtin_references_cite_their_source() {
+        let spark = load("dgx-spark").expect("spark").profile;
+        assert_eq!(spark.selftest.floor, 0.9);
+        let tcp = spark
+            .selftest
+            .reference
+            .iter()
+            .find(|r| r.path == "socket.tcp")
+            .expect("socket.tcp");
+        assert_eq!(
+            (tcp.gbps, tcp.message_size, tcp.streams),
+            (Some(97.2), Some(8192), Some(4))
+        );
+        let paths: Vec<&str> = spark
+            .selftest
+            .reference
+            .iter()
+            .map(|r| r.path.as_str())
+            .collect();
+        assert_eq!(
+            paths,
+            [
+                "dpdk.raw",
+                "dpdk.raw",
+                "rdma.send",
+                "socket.tcp",
+                "socket.udp"
+            ]
+        );
+        for name in builtin_names() {
+            let p = load(name).expect("builtin").profile;
+            assert!(!p.selftest.reference.is_empty(), "{name}");
+            for r in &p.selftest.reference {
+                assert!(
+                    r.source.contains("seed 0"),
+                    "{name} {}: {}",
+                    r.path,
+                    r.source
+                );
+                // No published figure: the link's payload rate, said so.
+                if r.gbps.is_none() {
+                    assert!(
+                        r.source.starts_with("link payload rate"),
+                        "{name} {}",
+                        r.path
+                    );
+                }
+            }
+            // UDP is paced from the link unless a profile names a rate.
+            assert_eq!(p.selftest.udp_rate_gbps, None, "{name}");
+        }
+    }
+
+    #[test]
+    fn reference_errors_are_located() {
+        let e = load_source("x.yaml", "name: x\nselftest:\n  floor: 1.5\n").unwrap_err();
+        assert_eq!(e.line, 3, "{e}");
+        assert!(e.message.contains("(0, 1]"), "{e}");
+        let src = "name: x\nselftest:\n  reference:\n    - path: socket.tcp\n      gbps: 9\n      source: lab\n    - path: socket.sctp\n      source: lab\n";
+        let e = load_source("x.yaml", src).unwrap_err();
+        assert_eq!(e.line, 7, "{e}");
+        assert!(e.message.contains("socket.sctp"), "{e}");
+        let e = load_source(
+            "x.yaml",
+            "name: x\nselftest:\n  reference:\n    - path: rdma.send\n      source: \" \"\n",
+        )
+        .unwrap_err();
+        assert!(e.message.contains("needs its `source`"), "{e}");
+        let e = load_source(
+            "x.yaml",
+            "name: x\nselftest:\n  reference:\n    - path: rdma.send\n      gbps: -3\n      source: lab\n",
+        )
+        .unwrap_err();
+        assert!(e.message.contains("gbps -3"), "{e}");
+        // An unknown key inside an entry: line and column from the parser.
+        let e = load_source(
+            "x.yaml",
+            "name: x\nselftest:\n  reference:\n    - path: rdma.send\n      source: lab\n      gbs: 3\n",
+        )
+        .unwrap_err();
+        assert_eq!(e.line, 6, "{e}");
     }
 }

@@ -6,13 +6,15 @@
 //! minute. Level 3 adds a long soak. Self-tests run as child processes of this binary, so a
 //! signal or crash in a data path cannot leave this process holding namespaces.
 
+use crate::causes::{self, Cause, Symptom};
 use crate::commands::{GlobalOptions, UsageError};
 use crate::fleet::output;
 use crate::fleet::run::{now_unix, RunInfo};
 use crate::gate::{self, FailOn};
 use crate::hostroot::open_host;
+use crate::profile::Profile;
 use crate::report::{self, xml_escape, Report};
-use crate::verdict::Status;
+use crate::verdict::{Status, Verdict};
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -59,6 +61,133 @@ pub struct SelftestResult {
     pub integrity_errors: u64,
     #[serde(default)]
     pub notes: Vec<String>,
+    /// `veth`, `ports`, `loopback`, `peer`.
+    #[serde(default)]
+    pub topology: String,
+    #[serde(default)]
+    pub message_size: usize,
+    /// Pacing asked for, Gb/s (absent = unpaced).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_gbps: Option<f64>,
+    /// The GPU sink's figures when payloads landed in GPU memory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu: Option<serde_json::Value>,
+    /// The result against its line rate and the profile's reference (the self-test's
+    /// `results[].reference`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reference: Option<Assessment>,
+    /// When the result fell below its floor or lost messages: the host's verdicts that can
+    /// explain it, most likely first (`crate::causes`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub causes: Vec<Cause>,
+}
+
+/// `results[].reference` of a self-test report (daqtune_selftest::reference::Assessment; the
+/// engine does not link the self-test crate, so it reads the JSON).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Assessment {
+    pub link_mbps: Option<u64>,
+    pub link_source: String,
+    pub mtu: Option<u32>,
+    pub line_gbps: Option<f64>,
+    pub pcie_gbps: Option<f64>,
+    pub of_line_pct: Option<f64>,
+    pub reference_gbps: Option<f64>,
+    pub reference_stated_gbps: Option<f64>,
+    pub reference_source: Option<String>,
+    pub of_reference_pct: Option<f64>,
+    pub floor: Option<f64>,
+    pub floor_gbps: Option<f64>,
+    pub shortfall_gbps: Option<f64>,
+    /// `met`, `below` or `none`.
+    pub verdict: String,
+    pub why: String,
+}
+
+impl SelftestResult {
+    /// Below its floor, or messages lost: what the causes are listed for.
+    fn symptoms(&self) -> Vec<Symptom> {
+        if matches!(self.status.as_str(), "skip" | "error") {
+            return Vec::new();
+        }
+        let mut s = Vec::new();
+        if self
+            .reference
+            .as_ref()
+            .is_some_and(|a| a.verdict == "below")
+        {
+            s.push(Symptom::Shortfall);
+        }
+        if self.lost > 0 {
+            s.push(Symptom::Loss);
+        }
+        s
+    }
+
+    /// `(x % of line, y % of reference)`, `(no reference)` or nothing.
+    fn shares(&self) -> String {
+        let Some(a) = &self.reference else {
+            return String::new();
+        };
+        let mut parts = Vec::new();
+        if let Some(l) = a.of_line_pct {
+            parts.push(format!("{l:.1} % of line"));
+        }
+        match a.of_reference_pct {
+            Some(r) => parts.push(format!("{r:.1} % of reference")),
+            None => parts.push("no reference".into()),
+        }
+        format!(" ({})", parts.join(", "))
+    }
+}
+
+/// Lists the likely causes on every result that fell below its floor or lost messages.
+pub fn attach_causes(results: &mut [SelftestResult], verdicts: &[Verdict]) {
+    for r in results.iter_mut() {
+        let symptoms = r.symptoms();
+        if symptoms.is_empty() {
+            continue;
+        }
+        let path: Vec<Verdict> = r
+            .reference
+            .as_ref()
+            .and_then(|a| a.mtu)
+            .and_then(|mtu| causes::path_mtu(mtu, r.message_size, &r.mode))
+            .into_iter()
+            .collect();
+        let run = causes::Run {
+            engine: &r.engine,
+            hardware: !matches!(r.topology.as_str(), "veth" | "loopback" | ""),
+            gpu_sink: r.gpu.is_some(),
+        };
+        r.causes = causes::rank(verdicts, &path, run, &symptoms);
+    }
+}
+
+/// The shape of the profile's references for `engine` as self-test flags: qualify runs the
+/// engine as the reference was measured (seed 002: TCP and UDP with 4 streams of 8 KB).
+pub fn shape_args(p: &Profile, engine: &str, gpu_sink: bool) -> Vec<String> {
+    let refs: Vec<_> = p
+        .selftest
+        .reference
+        .iter()
+        .filter(|r| r.path.split('.').next() == Some(engine))
+        .collect();
+    let mut a = Vec::new();
+    if engine == "rdma" {
+        return a; // the RDMA helper takes its own sizes
+    }
+    if let Some(m) = refs.iter().find_map(|r| r.message_size) {
+        a.extend(["--message-size".to_string(), m.to_string()]);
+    }
+    // The GPU sink verifies one stream.
+    if engine == "socket" && !gpu_sink {
+        if let Some(n) = refs.iter().find_map(|r| r.streams) {
+            a.extend(["--streams".to_string(), n.to_string()]);
+        }
+    }
+    a
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -84,6 +213,7 @@ fn run_selftest(
     duration: f64,
     veth: bool,
     gpu_sink: bool,
+    shape: &[String],
 ) -> Result<Vec<SelftestResult>, String> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot find this executable: {e}"))?;
     let mut cmd = std::process::Command::new(exe);
@@ -98,6 +228,7 @@ fn run_selftest(
             cmd.args(["--gpu", "0", "--gpu-memory", "copy"]);
         }
     }
+    cmd.args(shape);
     cmd.args(["--duration", &format!("{duration}"), "--format", "json"]);
     // The RDMA helper draws no progress bar and does not take the flag.
     if engine != "rdma" {
@@ -174,7 +305,8 @@ pub fn run(
         for engine in ["socket", "dpdk", "rdma"] {
             let t = Instant::now();
             let name = format!("selftest {engine}{}", if soak { " (soak)" } else { "" });
-            match run_selftest(g, engine, duration, veth, soak && has_gpu) {
+            let shape = shape_args(&profile.profile, engine, soak && has_gpu);
+            match run_selftest(g, engine, duration, veth, soak && has_gpu, &shape) {
                 Ok(results) => {
                     let status = if results
                         .iter()
@@ -193,7 +325,14 @@ pub fn run(
                         detail: results
                             .iter()
                             .map(|r| {
-                                format!("{} {}: {} {:.2} Gb/s", r.engine, r.mode, r.status, r.gbps)
+                                format!(
+                                    "{} {}: {} {:.2} Gb/s{}",
+                                    r.engine,
+                                    r.mode,
+                                    r.status,
+                                    r.gbps,
+                                    r.shares()
+                                )
                             })
                             .collect::<Vec<_>>()
                             .join("; "),
@@ -216,11 +355,18 @@ pub fn run(
                         lost: 0,
                         integrity_errors: 0,
                         notes: vec![e],
+                        topology: String::new(),
+                        message_size: 0,
+                        rate_gbps: None,
+                        gpu: None,
+                        reference: None,
+                        causes: Vec::new(),
                     });
                 }
             }
         }
     }
+    attach_causes(&mut selftest, &checks.checks);
     let selftest_failed = selftest
         .iter()
         .any(|r| matches!(r.status.as_str(), "fail" | "error"));
@@ -263,8 +409,38 @@ pub fn text(q: &Qualification) -> String {
             st.status, st.name, st.seconds, st.detail
         );
     }
+    let assessed: Vec<&SelftestResult> = q
+        .selftest
+        .iter()
+        .filter(|r| r.reference.is_some() || !r.causes.is_empty())
+        .collect();
+    if !assessed.is_empty() {
+        let _ = writeln!(s, "line rate and reference:");
+    }
+    for r in assessed {
+        let why = r.reference.as_ref().map(|a| a.why.as_str()).unwrap_or("");
+        let _ = writeln!(s, "  {}/{}: {why}", r.engine, r.mode);
+        if !r.causes.is_empty() {
+            let _ = writeln!(s, "    likely causes, most likely first:");
+            for c in &r.causes {
+                let _ = writeln!(s, "      {}", cause_line(c));
+            }
+        } else if !r.symptoms().is_empty() {
+            let _ = writeln!(
+                s,
+                "    likely causes: none of the host's verdicts explains it (docs/ci-gate.md)"
+            );
+        }
+    }
     let _ = writeln!(s, "result: {}", if q.passed { "PASS" } else { "FAIL" });
     s
+}
+
+fn cause_line(c: &Cause) -> String {
+    format!(
+        "{}. {} ({}) {}: {} - {}",
+        c.rank, c.id, c.subject, c.status, c.message, c.reason
+    )
 }
 
 /// JUnit: the check report's testcases, one per self-test result, and the gate.
@@ -275,7 +451,7 @@ pub fn junit(q: &Qualification) -> String {
     let mut skipped = 0usize;
     for r in &q.selftest {
         let name = format!("{} {}", r.engine, r.mode);
-        let detail = format!(
+        let mut detail = format!(
             "{} Gb/s, {} packets, {} lost, {} integrity errors{}",
             r.gbps,
             r.packets,
@@ -287,6 +463,17 @@ pub fn junit(q: &Qualification) -> String {
                 format!("; {}", r.notes.join("; "))
             }
         );
+        if !r.causes.is_empty() {
+            let _ = write!(
+                detail,
+                "; likely causes, most likely first: {}",
+                r.causes
+                    .iter()
+                    .map(cause_line)
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            );
+        }
         let _ = write!(
             cases,
             "    <testcase classname=\"daqtune.selftest\" name=\"{}\">",
@@ -360,4 +547,112 @@ pub fn junit(q: &Qualification) -> String {
         out.push('\n');
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn qualify_runs_the_shape_of_the_references() {
+        let spark = crate::profile::load("dgx-spark").expect("spark").profile;
+        assert_eq!(
+            shape_args(&spark, "socket", false),
+            ["--message-size", "8192", "--streams", "4"]
+        );
+        // The GPU sink verifies one stream.
+        assert_eq!(
+            shape_args(&spark, "socket", true),
+            ["--message-size", "8192"]
+        );
+        assert_eq!(
+            shape_args(&spark, "dpdk", false),
+            ["--message-size", "4096"]
+        );
+        assert!(shape_args(&spark, "rdma", false).is_empty());
+        assert!(shape_args(&crate::profile::Profile::default(), "socket", false).is_empty());
+    }
+
+    fn result(json: serde_json::Value) -> SelftestResult {
+        serde_json::from_value(json).expect("result")
+    }
+
+    #[test]
+    fn causes_only_for_a_shortfall_or_loss() {
+        let verdicts = vec![
+            Verdict::fail("pcie.mrrs", "0000:01:00.0", "512"),
+            Verdict::warn("cpu.governor", "cpu0-7", "powersave"),
+        ];
+        let below = serde_json::json!({
+            "engine": "socket", "mode": "tcp", "status": "fail", "gbps": 30.0,
+            "topology": "ports", "message_size": 8192,
+            "reference": {"verdict": "below", "mtu": 9000, "why": "30.00 Gb/s is ..."}
+        });
+        let met = serde_json::json!({
+            "engine": "socket", "mode": "tcp", "status": "pass", "gbps": 95.0,
+            "topology": "ports", "message_size": 8192,
+            "reference": {"verdict": "met", "mtu": 9000, "why": "95.00 Gb/s is ..."}
+        });
+        let lossy_veth = serde_json::json!({
+            "engine": "socket", "mode": "udp", "status": "fail", "gbps": 1.0, "lost": 9,
+            "topology": "veth", "message_size": 8192,
+            "reference": {"verdict": "none", "mtu": 1500, "why": "no reference"}
+        });
+        let mut rs = vec![result(below), result(met), result(lossy_veth)];
+        attach_causes(&mut rs, &verdicts);
+        let ids = |r: &SelftestResult| -> Vec<String> {
+            r.causes
+                .iter()
+                .map(|c| format!("{} {}", c.id, c.subject))
+                .collect()
+        };
+        assert_eq!(
+            ids(&rs[0]),
+            ["pcie.mrrs 0000:01:00.0", "cpu.governor cpu0-7"]
+        );
+        assert!(rs[1].causes.is_empty());
+        // A veth pair: its own MTU first, never the NIC's MRRS.
+        assert_eq!(
+            ids(&rs[2]),
+            ["nic.mtu self-test path", "cpu.governor cpu0-7"]
+        );
+        // JUnit's failure message carries them, ranked.
+        let q = Qualification {
+            schema: "daqtune.qualify/v1".into(),
+            level: 2,
+            passed: false,
+            stages: Vec::new(),
+            checks: Report {
+                schema: report::SCHEMA.into(),
+                daqtune_version: "0".into(),
+                host: report::HostInfo {
+                    hostname: None,
+                    kernel: None,
+                    arch: None,
+                    product: None,
+                    root: "/".into(),
+                },
+                profile: "generic-dgpu".into(),
+                profile_origin: "given".into(),
+                checks: Vec::new(),
+                summary: Default::default(),
+                gate_failures: Vec::new(),
+                elapsed_ms: 0,
+                run: None,
+                gpu_facts: None,
+            },
+            selftest: rs,
+            gate_failures: Vec::new(),
+        };
+        let j = junit(&q);
+        assert!(
+            j.contains("likely causes, most likely first: 1. pcie.mrrs (0000:01:00.0) fail: 512"),
+            "{j}"
+        );
+        let t = text(&q);
+        assert!(
+            t.contains("      1. nic.mtu (self-test path) fail: the self-test path has MTU 1500"),
+            "{t}"
+        );
+    }
 }

@@ -171,6 +171,7 @@ fn engine_modules_import_no_circle() {
 const LAYERS: &[&[&str]] = &[
     &[
         "verdict",
+        "causes",
         "profile",
         "cores",
         "sys",

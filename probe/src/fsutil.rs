@@ -210,6 +210,12 @@ pub fn atomic_replace(
     let dir = path
         .parent()
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "path has no parent"))?;
+    // A bare file name (`--junit out.xml`) has the empty parent, which open(2) refuses.
+    let dir = if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    };
     fs::create_dir_all(dir)?;
     let tmp = tmp_name(path)?;
     // A file of this name can only be left by a dead process that had our pid (pid reuse

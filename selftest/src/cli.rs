@@ -204,13 +204,17 @@ pub struct SelftestArgs {
 pub struct Defaults {
     pub message_size: usize,
     pub mtu: u32,
-    pub udp_rate_gbps: f64,
+    /// UDP pacing in Gb/s; None = the payload rate of the port's link at the MTU (1 Gb/s
+    /// where the link has no speed).
+    pub udp_rate_gbps: Option<f64>,
     pub thresholds: Thresholds,
     /// The profile's isolated CPUs as resolved on this host (may name CPUs it lacks).
     pub isolated_cpus: Vec<usize>,
-    /// Reference rates by `engine.mode` (profile `selftest.reference_gbps`, seed 002), shown
-    /// beside the measurement; the gate uses the thresholds, not these.
-    pub reference_gbps: std::collections::BTreeMap<String, f64>,
+    /// Reference rates by engine, mode and message shape (profile `selftest.reference`,
+    /// seed 002): each result states its share of the one that applies.
+    pub references: Vec<crate::reference::Reference>,
+    /// Share of its reference a result must reach (profile `selftest.floor`).
+    pub floor: f64,
 }
 
 impl Default for Defaults {
@@ -218,10 +222,11 @@ impl Default for Defaults {
         Defaults {
             message_size: 8192,
             mtu: 9000,
-            udp_rate_gbps: 1.0,
+            udp_rate_gbps: None,
             thresholds: Thresholds::default(),
             isolated_cpus: Vec::new(),
-            reference_gbps: Default::default(),
+            references: Vec::new(),
+            floor: crate::reference::DEFAULT_FLOOR,
         }
     }
 }
@@ -313,6 +318,11 @@ pub fn run(args: &SelftestArgs, d: &Defaults) -> i32 {
         }
     }
     let mtu = args.mtu.unwrap_or(d.mtu);
+    // Read before the ports move into private namespaces, where this sysfs no longer sees them.
+    let port_speed = args
+        .tx_if
+        .as_deref()
+        .map(|i| (i, link_speed_mbps(i).map(|s| (s, pcie_of(i)))));
     let topo = if let Some(p) = peer {
         Ok(Topology::peer(p))
     } else if args.loopback {
@@ -342,10 +352,21 @@ pub fn run(args: &SelftestArgs, d: &Defaults) -> i32 {
             return 2;
         }
     };
+    let link = match path_link(&mut topo, port_speed, mtu) {
+        Ok(l) => l,
+        Err(e) => {
+            let _ = writeln!(err, "daqtune selftest: {e}");
+            let warnings = topo.teardown();
+            for w in &warnings {
+                let _ = writeln!(err, "daqtune selftest: restore: {w}");
+            }
+            return 2;
+        }
+    };
     if args.hold {
         return hold(topo);
     }
-    let (mut report, interrupted) = run_on(&topo, args, d);
+    let (mut report, interrupted) = run_on(&topo, args, d, &link);
     let warnings = topo.teardown();
     drop(topo);
     if args.engine == EngineChoice::All && interrupted.is_none() {
@@ -422,16 +443,151 @@ fn find_max_params(args: &SelftestArgs) -> crate::findmax::Params {
     }
 }
 
-/// Link speed of `iface` in the host's namespace (sysfs), Mb/s; None for a veth or a link
-/// that is down.
+/// Link speed of `iface` in the host's namespace (sysfs), Mb/s; None for a virtual interface
+/// (veth) or a link that is down.
 fn link_speed_mbps(iface: &str) -> Option<u64> {
     // An interface name never holds '/', so it cannot leave /sys/class/net.
     if iface.is_empty() || iface.len() >= 16 || iface.contains('/') || iface.starts_with('.') {
         return None;
     }
+    // A virtual interface (veth, bridge, bond's members aside) has no `device`: what its
+    // driver answers (veth: a constant 10000 Mb/s) limits nothing.
+    if std::fs::symlink_metadata(format!("/sys/class/net/{iface}/device")).is_err() {
+        return None;
+    }
     std::fs::read_to_string(format!("/sys/class/net/{iface}/speed"))
         .ok()
         .and_then(|t| crate::findmax::parse_speed_mbps(&t))
+}
+
+/// The sending port's name with its link speed (Mb/s) and its PCIe link (Gb/s, in words),
+/// read before the port moves into a namespace.
+type PortLink<'a> = (&'a str, Option<(u64, Option<(f64, String)>)>);
+
+/// The link a topology's traffic crosses, for the line rate and the reference
+/// (`crate::reference`); the test overrides of a veth pair are applied here.
+fn path_link(
+    topo: &mut Topology,
+    port_speed: Option<PortLink<'_>>,
+    mtu: u32,
+) -> Result<crate::reference::Link, String> {
+    use crate::reference::{self, Link};
+    Ok(match topo.kind {
+        topology::Kind::Veth => {
+            if let Some(shape) = reference::test_veth_shape() {
+                let mbit = shape?;
+                shape_tx(topo, mbit, mtu)?;
+                topo.description.push_str(&format!(
+                    "; test shaping: tbf at {mbit} Mbit/s on the sending end ({})",
+                    reference::TEST_VETH_SHAPE_ENV
+                ));
+            }
+            match reference::test_veth_speed() {
+                Some(speed) => {
+                    let speed = speed?;
+                    topo.description.push_str(&format!(
+                        "; test link speed {speed} Mb/s ({})",
+                        reference::TEST_VETH_SPEED_ENV
+                    ));
+                    Link {
+                        speed_mbps: Some(speed),
+                        source: format!(
+                            "test override {} (a veth pair has no link speed of its own)",
+                            reference::TEST_VETH_SPEED_ENV
+                        ),
+                        mtu: Some(mtu),
+                        pcie: None,
+                    }
+                }
+                None => Link {
+                    speed_mbps: None,
+                    source: "veth pair: no link speed (the veth driver answers a constant 10000 Mb/s that limits nothing)".into(),
+                    mtu: Some(mtu),
+                    pcie: None,
+                },
+            }
+        }
+        topology::Kind::Ports => match port_speed {
+            Some((iface, Some((speed, pcie)))) => Link {
+                speed_mbps: Some(speed),
+                source: format!("sysfs speed of {iface}"),
+                mtu: Some(mtu),
+                pcie,
+            },
+            Some((iface, None)) => Link {
+                speed_mbps: None,
+                source: format!(
+                    "{iface} reported no link speed (link down, a virtual interface, or a driver without one)"
+                ),
+                mtu: Some(mtu),
+                pcie: None,
+            },
+            None => Link::none("no port named"),
+        },
+        topology::Kind::Loopback => Link::none("loopback: no link"),
+        topology::Kind::Peer => {
+            Link::none("a --peer run crosses links this host does not see end to end")
+        }
+    })
+}
+
+/// Test aid ([`crate::reference::TEST_VETH_SHAPE_ENV`]): a token-bucket filter on the sending
+/// veth end, through the namespace's own rtnetlink socket.
+fn shape_tx(topo: &Topology, mbit: u64, mtu: u32) -> Result<(), String> {
+    let (Some(ns), Some(port)) = (topo.tx_ns.as_ref(), topo.tx_port.as_deref()) else {
+        return Err("test shaping needs the veth pair's sending namespace".into());
+    };
+    let mut nl = crate::netlink::Netlink::open_in(ns).map_err(|e| e.to_string())?;
+    let link = nl
+        .link_by_name(port)
+        .map_err(|e| e.to_string())?
+        .ok_or_else(|| format!("test shaping: {port} is gone"))?;
+    nl.set_root_tbf(
+        link.index,
+        &crate::netlink::Tbf::at(mbit.saturating_mul(1_000_000), mtu),
+    )
+    .map_err(|e| format!("test shaping: {e}"))
+}
+
+/// What the PCIe link of `iface`'s device carries (`current_link_speed` x
+/// `current_link_width`, the link as trained with its upstream port), with the words for it.
+fn pcie_of(iface: &str) -> Option<(f64, String)> {
+    let dev = format!("/sys/class/net/{iface}/device");
+    let gts = crate::reference::parse_pcie_gts(
+        &std::fs::read_to_string(format!("{dev}/current_link_speed")).ok()?,
+    )?;
+    let lanes: u32 = std::fs::read_to_string(format!("{dev}/current_link_width"))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+        .filter(|w| (1..=32).contains(w))?;
+    Some((
+        crate::reference::pcie_payload_gbps(gts, lanes),
+        format!("PCIe x{lanes} at {gts} GT/s"),
+    ))
+}
+
+/// Link speed of the network device of PCI function `bdf` (a DPDK port), Mb/s.
+fn pci_link_speed_mbps(bdf: &str) -> Option<(String, u64)> {
+    // A PCI address is hex digits, ':' and '.': it cannot leave /sys/bus/pci/devices.
+    if bdf.is_empty()
+        || bdf.len() > 16
+        || !bdf
+            .chars()
+            .all(|c| c.is_ascii_hexdigit() || c == ':' || c == '.')
+    {
+        return None;
+    }
+    let dir = std::fs::read_dir(format!("/sys/bus/pci/devices/{bdf}/net")).ok()?;
+    let mut names: Vec<String> = dir
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+        .into_iter()
+        .find_map(|n| link_speed_mbps(&n).map(|s| (n, s)))
 }
 
 /// Prints each trial of a search on stderr (a terminal only).
@@ -519,7 +675,24 @@ fn run_dpdk(args: &SelftestArgs, d: &Defaults) -> EngineResult {
         relay_progress: !args.no_progress && std::io::stderr().is_terminal(),
         ..Default::default()
     };
-    crate::dpdk_launcher::run_dpdk(&req, None).result
+    let mut r = crate::dpdk_launcher::run_dpdk(&req, None).result;
+    let link = match (
+        &args.tx_pci,
+        args.tx_pci.as_deref().map(pci_link_speed_mbps),
+    ) {
+        (Some(bdf), Some(Some((netdev, speed)))) => crate::reference::Link {
+            speed_mbps: Some(speed),
+            source: format!("sysfs speed of {netdev} ({bdf})"),
+            mtu: Some(args.mtu.unwrap_or(d.mtu)),
+            pcie: pcie_of(&netdev),
+        },
+        (Some(bdf), _) => crate::reference::Link::none(&format!(
+            "{bdf} has no network device reporting a link speed"
+        )),
+        (None, _) => crate::reference::Link::none("net_af_packet over a veth pair: no link speed"),
+    };
+    crate::reference::assess(&mut r, &link, &d.references, d.floor);
+    r
 }
 
 /// 0 when every result passed (warn and skip included), 1 otherwise.
@@ -627,7 +800,12 @@ fn modes_of(args: &SelftestArgs) -> Vec<Mode> {
         .collect()
 }
 
-fn run_on(topo: &Topology, args: &SelftestArgs, d: &Defaults) -> (Report, Option<i32>) {
+fn run_on(
+    topo: &Topology,
+    args: &SelftestArgs,
+    d: &Defaults,
+    link: &crate::reference::Link,
+) -> (Report, Option<i32>) {
     let allowed = sys::allowed_cpus();
     let plan = cpuplan::plan(
         &d.isolated_cpus,
@@ -669,12 +847,42 @@ fn run_on(topo: &Topology, args: &SelftestArgs, d: &Defaults) -> (Report, Option
             return (report, Some(sig));
         }
         let mut spec = RunSpec::new(mode);
-        spec.message_size = args.message_size.unwrap_or(d.message_size);
+        let message_size = args.message_size.unwrap_or(d.message_size);
+        spec.message_size = message_size;
         spec.duration = Duration::from_secs_f64(args.duration);
+        let line = match (link.speed_mbps, link.mtu) {
+            (Some(s), Some(m)) => {
+                crate::reference::payload_gbps(s, m, mode, message_size).map(|g| {
+                    // The NIC's PCIe link caps the port (reference::assess does the same).
+                    let cap = link.pcie.as_ref().map_or(f64::INFINITY, |(p, _)| *p);
+                    (s, g.min(cap))
+                })
+            }
+            _ => None,
+        };
+        let mut rate_note = None;
         spec.rate_gbps = match (args.rate, mode) {
             (Some(r), _) if r > 0.0 => Some(r),
             (Some(_), _) => None,
-            (None, Mode::Udp) if d.udp_rate_gbps > 0.0 => Some(d.udp_rate_gbps),
+            (None, Mode::Udp) => match (d.udp_rate_gbps, line) {
+                (Some(r), _) if r > 0.0 => Some(r),
+                (Some(_), _) => None,
+                (None, Some((speed, g))) => {
+                    rate_note = Some(format!(
+                        "paced at {g:.3} Gb/s, the payload rate of the {speed} Mb/s link at MTU {} ({})",
+                        link.mtu.unwrap_or(0),
+                        link.source
+                    ));
+                    Some(g)
+                }
+                (None, None) => {
+                    rate_note = Some(format!(
+                        "paced at 1 Gb/s: no link speed to take a rate from ({}); --rate sets one",
+                        link.source
+                    ));
+                    Some(1.0)
+                }
+            },
             (None, _) => None,
         };
         spec.tx_cpu = plan.tx;
@@ -705,20 +913,15 @@ fn run_on(topo: &Topology, args: &SelftestArgs, d: &Defaults) -> (Report, Option
             );
         }
         let result = if args.find_max {
-            let link = topo
-                .kind
-                .eq(&crate::topology::Kind::Ports)
-                .then(|| args.tx_if.as_deref().and_then(link_speed_mbps))
-                .flatten()
-                .map(|mbps| crate::findmax::Limit {
-                    gbps: crate::findmax::link_payload_gbps(mbps, spec.message_size),
-                    source: format!(
-                        "payload rate of the {mbps} Mb/s link ({} sysfs speed; {}-byte messages, \
-                         66 bytes of preamble, headers, FCS and gap each)",
-                        args.tx_if.as_deref().unwrap_or("?"),
-                        spec.message_size
-                    ),
-                });
+            let limit = line.map(|(mbps, gbps)| crate::findmax::Limit {
+                gbps,
+                source: format!(
+                    "payload rate of the {mbps} Mb/s link at MTU {} ({}; {}-byte messages)",
+                    link.mtu.unwrap_or(0),
+                    link.source,
+                    spec.message_size
+                ),
+            });
             let mut lines = TrialLines {
                 what: format!("find-max {}/{mode}", engine.name()),
             };
@@ -731,7 +934,7 @@ fn run_on(topo: &Topology, args: &SelftestArgs, d: &Defaults) -> (Report, Option
                 &ctl,
                 &find_max_params(args),
                 Duration::from_secs_f64(args.trial_duration),
-                link,
+                limit,
                 shown,
             )
         } else {
@@ -748,6 +951,20 @@ fn run_on(topo: &Topology, args: &SelftestArgs, d: &Defaults) -> (Report, Option
         if let Some(sig) = signals::pending() {
             r.notes.push(format!("interrupted by signal {sig}"));
         }
+        if let Some(n) = rate_note {
+            r.notes.push(n);
+        }
+        // A reference run that itself lost datagrams at line rate (seed 002: unpaced UDP)
+        // allows that loss to a run at line rate.
+        let reference_loss = line
+            .and(crate::reference::find(
+                &d.references,
+                &r.engine,
+                mode.as_str(),
+                r.message_size,
+                r.streams.len().max(1),
+            ))
+            .and_then(|x| x.loss_pct);
         if args.find_max {
             // The record is the confirmation trial's: judge it by the search's own loss limit.
             let mut t = thresholds.clone();
@@ -757,17 +974,16 @@ fn run_on(topo: &Topology, args: &SelftestArgs, d: &Defaults) -> (Report, Option
                 r.status = Status::Fail;
             }
         } else {
-            judge(&mut r, &thresholds);
-        }
-        if let Some(reference) = d.reference_gbps.get(&format!("{}.{}", r.engine, mode)) {
-            if *reference > 0.0 && r.packets > 0 {
+            let mut t = thresholds.clone();
+            if let Some(l) = reference_loss.filter(|l| *l > t.max_udp_loss_pct) {
+                t.max_udp_loss_pct = l;
                 r.notes.push(format!(
-                    "{:.0} % of the profile's reference {reference:.1} Gb/s for {}.{mode}",
-                    r.gbps * 100.0 / reference,
-                    r.engine
+                    "loss allowed up to {l} %: the profile's reference run lost that much"
                 ));
             }
+            judge(&mut r, &t);
         }
+        crate::reference::assess(&mut r, link, &d.references, d.floor);
         report.push(r);
     }
     (report, signals::pending())

@@ -18,6 +18,7 @@ pub mod netns;
 pub mod payload;
 pub mod peer;
 pub mod rdma_netlink;
+pub mod reference;
 pub mod report;
 pub mod signals;
 pub mod socket;

@@ -120,6 +120,10 @@ pub struct EngineResult {
     /// Received Gb/s per core of the sending threads alone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gbps_per_tx_core: Option<f64>,
+    /// The result against its link's payload rate and the profile's reference
+    /// (`crate::reference`); absent where no assessment ran (an older report, RDMA).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reference: Option<crate::reference::Assessment>,
 }
 
 /// Defective messages listed by name in a record (the count is always complete).
@@ -234,6 +238,7 @@ impl EngineResult {
             defects: Vec::new(),
             gbps_per_core: None,
             gbps_per_tx_core: None,
+            reference: None,
         }
     }
 

@@ -876,3 +876,35 @@ fn without_root_namespaces_are_refused_clearly_and_loopback_works() {
     assert_eq!(v["results"][0]["status"], "pass", "{v}");
     assert_eq!(v["results"][0]["topology"], "loopback");
 }
+
+#[test]
+fn tbf_qdisc_is_set_read_back_and_removed_through_netlink() {
+    let _g = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    if !root() {
+        return;
+    }
+    let host = TestHost::new("tbf");
+    let mut nl = host.nl();
+    nl.create_veth("dqtb0", "dqtb1", None).expect("veth");
+    let l = nl.link_by_name("dqtb0").expect("dump").expect("link");
+    let t = daqtune_selftest::netlink::Tbf::at(100_000_000, 9000);
+    nl.set_root_tbf(l.index, &t).expect("tbf");
+    let root_of = |nl: &mut Netlink| {
+        nl.qdiscs()
+            .expect("dump qdiscs")
+            .into_iter()
+            .find(|q| q.index == l.index && q.parent == daqtune_selftest::netlink::TC_H_ROOT)
+    };
+    let q = root_of(&mut nl).expect("a root qdisc");
+    assert_eq!(q.kind, "tbf");
+    assert_eq!(q.handle, 0x1_0000);
+    // Setting it again replaces it (a rerun never stacks shapers).
+    nl.set_root_tbf(
+        l.index,
+        &daqtune_selftest::netlink::Tbf::at(1_000_000_000, 9000),
+    )
+    .expect("replace");
+    assert_eq!(root_of(&mut nl).map(|q| q.kind), Some("tbf".into()));
+    nl.delete_root_qdisc(l.index).expect("delete");
+    assert_ne!(root_of(&mut nl).map(|q| q.kind), Some("tbf".into()));
+}

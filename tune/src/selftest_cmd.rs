@@ -8,6 +8,7 @@ use daqtune_engine::hostroot::open_host;
 use daqtune_engine::profile::LoadedProfile;
 use daqtune_engine::UsageError;
 use daqtune_selftest::cli::Defaults;
+use daqtune_selftest::reference::Reference;
 use daqtune_selftest::Thresholds;
 
 pub use daqtune_selftest::cli::SelftestArgs;
@@ -32,9 +33,50 @@ pub fn defaults(ctx: &Context<'_>, lp: &LoadedProfile) -> (Defaults, Option<Stri
             ..Thresholds::default()
         },
         isolated_cpus: isolated,
-        reference_gbps: p.selftest.reference_gbps.clone(),
+        references: references(&p.selftest),
+        floor: p.selftest.floor,
     };
     (d, note)
+}
+
+/// The profile's reference figures for the self-test: `selftest.reference` with its shapes,
+/// then the shapeless `reference_gbps` entries.
+pub fn references(st: &daqtune_engine::profile::SelftestProfile) -> Vec<Reference> {
+    let split = |path: &str| {
+        let (e, m) = path.split_once('.').unwrap_or((path, ""));
+        (e.to_string(), m.to_string())
+    };
+    let mut out: Vec<Reference> = st
+        .reference
+        .iter()
+        .map(|r| {
+            let (engine, mode) = split(&r.path);
+            Reference {
+                engine,
+                mode,
+                message_size: r.message_size.map(|m| m as usize),
+                streams: r.streams.map(usize::from),
+                gbps: r.gbps,
+                loss_pct: r.loss_pct,
+                floor: r.floor,
+                source: r.source.clone(),
+            }
+        })
+        .collect();
+    for (path, gbps) in &st.reference_gbps {
+        let (engine, mode) = split(path);
+        out.push(Reference {
+            engine,
+            mode,
+            message_size: None,
+            streams: None,
+            gbps: Some(*gbps),
+            loss_pct: None,
+            floor: None,
+            source: format!("profile selftest.reference_gbps {path}"),
+        });
+    }
+    out
 }
 
 /// Runs the self-test; the exit code is the self-test's (0 pass, 1 fail, 2 could not run,
@@ -69,10 +111,7 @@ mod tests {
         lp.profile.selftest.message_size = 4096;
         lp.profile.selftest.max_udp_loss_pct = 0.5;
         lp.profile.selftest.min_tcp_gbps = 40.0;
-        lp.profile
-            .selftest
-            .reference_gbps
-            .insert("socket.tcp".into(), 97.2);
+        lp.profile.selftest.floor = 0.8;
         let host = Host::live();
         let ctx = Context::new(&host, &lp);
         let (d, note) = defaults(&ctx, &lp);
@@ -83,7 +122,20 @@ mod tests {
         assert_eq!(d.mtu, 9000);
         assert_eq!(d.thresholds.max_udp_loss_pct, 0.5);
         assert_eq!(d.thresholds.min_tcp_gbps, 40.0);
-        assert_eq!(d.reference_gbps.get("socket.tcp"), Some(&97.2));
+        assert_eq!(d.floor, 0.8);
+        // The Spark's figures (seed 002) reach the self-test with their shapes.
+        let tcp = d
+            .references
+            .iter()
+            .find(|r| r.engine == "socket" && r.mode == "tcp")
+            .expect("socket.tcp reference");
+        assert_eq!(
+            (tcp.gbps, tcp.message_size, tcp.streams),
+            (Some(97.2), Some(8192), Some(4))
+        );
+        assert!(tcp.source.contains("seed 002"), "{}", tcp.source);
+        // UDP is paced at the link's payload rate unless the profile names a rate.
+        assert_eq!(d.udp_rate_gbps, None);
     }
 
     #[test]
