@@ -15,7 +15,9 @@ pub mod cache;
 pub mod control;
 mod cuda;
 mod dl;
+pub mod nvlink;
 mod nvml;
+pub mod subset;
 
 use crate::host::Host;
 use serde::{Deserialize, Serialize};
@@ -27,7 +29,9 @@ pub use control::{
     foreign_lock, is_idle, lock_evidence, ClockDomain, ControlError, GpuControl, LockEvidence,
     LockOutcome, LockShows, MockNvml, NvmlControl,
 };
+pub use nvlink::{nvlink_pairs, read_nvlinks, NvLink, NvLinkView, NvPair, RemoteKind};
 pub use nvml::LiveNvml;
+pub use subset::serve_child as serve_cuda_probe_child;
 
 /// Schema tag of the recorded facts file.
 pub const SCHEMA: &str = "daqtune.gpu/v1";
@@ -165,6 +169,11 @@ pub struct CudaAttrs {
     pub compute_capability: Option<String>,
     pub pci_bus_id: Option<String>,
     pub name: Option<String>,
+    /// Where the attributes were not read on this GPU but on another of the same model
+    /// under the same driver (the first run of a boot reads one GPU per model, see
+    /// docs/gpu-facts.md), that GPU's UUID. `None`: read on this GPU.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub read_from: Option<String>,
 }
 
 /// Everything known about one GPU. NVML and CUDA records of the same UUID are merged.
@@ -192,6 +201,11 @@ pub struct GpuFacts {
     pub clock_event_reasons: Option<u64>,
     pub bar1: Option<Bar1>,
     pub pcie: PcieFacts,
+    /// The active NVLinks (NVML link state and remote PCI info, per link). `None`: not read,
+    /// with the reason under `unavailable["nvlink"]` (no NVLink on this GPU or driver, or a
+    /// facts file recorded before NVLink was read); `Some(empty)`: NVLink present, no link up.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nvlink: Option<Vec<NvLink>>,
     pub cuda: Option<CudaAttrs>,
     /// Field -> why NVML/CUDA did not report it (e.g. `bar1: Not Supported`).
     pub unavailable: BTreeMap<String, String>,
@@ -428,10 +442,20 @@ fn gather_live_at(
             (nvml_status, nvml_part, LibStatus::Ok, part, use_)
         }
         None => {
-            // cuInit dominates the start-up (about 180 ms on an H200, docs/performance.md) and
-            // is independent of NVML, so it runs beside the NVML queries.
+            // cuInit dominates the start-up and grows with the GPU count: read one GPU per
+            // model in a child where that is possible (see `subset`), the whole host otherwise.
+            let procfs = proc_gpus(key_host);
+            let subset = if std::env::var_os("CUDA_VISIBLE_DEVICES").is_some()
+                || std::env::var_os(EVERY_GPU_ENV).is_some()
+            {
+                None
+            } else {
+                subset::plan(&procfs)
+            };
+            // cuInit (here or in the child) is independent of NVML, so it runs beside the
+            // NVML queries.
             let ((nvml_status, nvml_part), (cuda_status, cuda_part)) = std::thread::scope(|s| {
-                let cuda = s.spawn(read_cuda);
+                let cuda = s.spawn(|| read_cuda_scoped(subset.as_deref(), &procfs, read_cuda));
                 let nvml = nvml::gather();
                 let cuda = cuda.join().unwrap_or_else(|_| {
                     (
@@ -472,6 +496,37 @@ fn gather_live_at(
     snap.cuda_cache = Some(cache_use);
     snap.gpus = join_by_uuid(nvml_part.gpus, cuda_part.devices);
     snap
+}
+
+/// Set (to anything) to read CUDA on every GPU in-process on the first run of a boot, as
+/// before one GPU per model was read (for comparisons; docs/performance.md).
+pub const EVERY_GPU_ENV: &str = "DAQTUNE_CUDA_EVERY_GPU";
+
+/// CUDA for the first run of a boot: with a `subset` plan, the representatives in a child and
+/// their attributes spread to the other GPUs of their model; without one, or when the child
+/// fails, every GPU through `read_cuda` in this process.
+fn read_cuda_scoped(
+    subset: Option<&[String]>,
+    procfs: &[ProcGpu],
+    read_cuda: fn() -> (LibStatus, cuda::CudaPart),
+) -> (LibStatus, cuda::CudaPart) {
+    if let Some(uuids) = subset {
+        let t = std::time::Instant::now();
+        if let Ok(r) = subset::read_in_child(uuids) {
+            if r.status.is_ok() {
+                let part = cuda::CudaPart {
+                    driver_version: r.driver_version,
+                    device_order: std::env::var("CUDA_DEVICE_ORDER").ok(),
+                    devices: subset::spread(procfs, &r.devices),
+                    // The child's own cuInit, and the whole child (exec, cuInit, queries).
+                    init_ms: r.init_ms,
+                    query_ms: Some(t.elapsed().as_secs_f64() * 1e3),
+                };
+                return (LibStatus::Ok, part);
+            }
+        }
+    }
+    read_cuda()
 }
 
 /// Merge CUDA devices into NVML records with the same UUID; CUDA-only devices (an integrated
