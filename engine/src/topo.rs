@@ -25,6 +25,10 @@ pub struct Endpoint {
     pub netdevs: Vec<String>,
     pub rdma: Vec<String>,
     pub numa_node: Option<i32>,
+    /// The NUMA column: `numa_node`, or on a host with a single NUMA node, where the firmware
+    /// gives none (`-1`, as in the lent VMs), that node (`0`), which is what `nvidia-smi topo
+    /// -m` prints there; `N/A` otherwise.
+    pub numa_affinity: String,
     pub cpu_affinity: Option<String>,
     /// Current link, e.g. `Gen5 x16 (63.0 GB/s)`.
     pub link: String,
@@ -133,6 +137,11 @@ pub fn build_with(tree: &PciTree, nics: &[NicFunction], nv: &NvLinkView) -> Topo
                 .map(|n| n.rdma.iter().map(|r| r.name.clone()).collect())
                 .unwrap_or_default(),
             numa_node: d.numa_node,
+            numa_affinity: match d.numa_node {
+                Some(n) if n >= 0 => n.to_string(),
+                _ if tree.numa_nodes == 1 => "0".into(),
+                _ => "N/A".into(),
+            },
             cpu_affinity: d.local_cpus.as_ref().map(|c| c.to_string()),
             link,
             link_capable,
@@ -245,11 +254,7 @@ pub fn render_text(t: &Topology) -> String {
             let cell = if c == "X" { " X" } else { c.as_str() };
             let _ = write!(s, "{cell:<8}");
         }
-        let numa = e
-            .numa_node
-            .filter(|n| *n >= 0)
-            .map(|n| n.to_string())
-            .unwrap_or_else(|| "N/A".into());
+        let numa = &e.numa_affinity;
         let deg = if e.degraded {
             format!(" DEGRADED (capable of {})", e.link_capable)
         } else {
@@ -612,6 +617,7 @@ pub fn gather(host: &Host, all: bool) -> Result<(PciTree, Vec<NicFunction>), Str
 #[cfg(test)]
 mod tests {
     use super::*;
+    use daqtune_probe::gpu::{NvLink, RemoteKind};
 
     fn fixture(name: &str) -> Host {
         Host::at(format!(
@@ -680,6 +686,84 @@ mod tests {
         assert!(svg.contains("(degraded)"));
         let j = serde_json::to_value(&t).expect("json");
         assert_eq!(j["schema"], TOPO_SCHEMA);
+    }
+
+    fn view(links: [Option<Vec<NvLink>>; 2], why: Option<&str>) -> NvLinkView {
+        NvLinkView {
+            gpus: vec![
+                (Some("0000:17:00.0".into()), links[0].clone()),
+                (Some("0000:ca:00.0".into()), links[1].clone()),
+            ],
+            unavailable: why.map(str::to_string),
+        }
+    }
+
+    fn bridge(to: &str, n: u32) -> Vec<NvLink> {
+        (0..n)
+            .map(|i| NvLink {
+                link: i,
+                remote_bus_id: Some(to.into()),
+                remote_kind: RemoteKind::Gpu,
+            })
+            .collect()
+    }
+
+    /// The recorded two-GPU host with an NVLink bridge of 4 links between its GPUs: the GPU
+    /// pair reads NV4 both ways, the legend explains NV#, the pair is named with its PCIe path,
+    /// JSON carries it, the SVG draws the bond; GPU-NIC cells keep their PCIe class.
+    #[test]
+    fn nvlink_pair_in_matrix_text_json_svg() {
+        let (tree, nics) = gather(&fixture("x86-2s"), false).expect("gather");
+        let plain = build(&tree, &nics);
+        let v = view(
+            [Some(bridge("0000:ca:00.0", 4)), Some(bridge("0000:17:00.0", 4))],
+            None,
+        );
+        let t = build_with(&tree, &nics, &v);
+        let g: Vec<usize> = t
+            .endpoints
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| e.kind == "gpu")
+            .map(|(i, _)| i)
+            .collect();
+        assert_eq!(g.len(), 2);
+        assert_eq!(t.matrix[g[0]][g[1]], "NV4");
+        assert_eq!(t.matrix[g[1]][g[0]], "NV4");
+        assert_eq!(t.nvlink.len(), 1);
+        assert_eq!(t.nvlink[0].pcie.as_str(), plain.matrix[g[0]][g[1]]);
+        for (i, row) in t.matrix.iter().enumerate() {
+            for (j, c) in row.iter().enumerate() {
+                if !(g.contains(&i) && g.contains(&j) && i != j) {
+                    assert_eq!(c, &plain.matrix[i][j], "only GPU pairs change");
+                }
+            }
+        }
+        let text = render_text(&t);
+        assert!(text.contains(&format!("  NV#  = {NV_LEGEND}")), "{text}");
+        assert!(text.contains("GPU0 - GPU1: NV4 (4 direct links; PCIe path SYS)"), "{text}");
+        assert!(!text.contains("NVLink not read"));
+        let j = serde_json::to_value(&t).expect("json");
+        assert_eq!(j["nvlink"][0]["links"], 4);
+        assert_eq!(j["legend"]["NV#"], NV_LEGEND);
+        let svg = render_svg(&tree, &nics, &t, false);
+        assert!(svg.contains(r#"class="nv""#) && svg.contains(">NV4</text>"), "bond drawn");
+    }
+
+    /// A driver without NVLink: the pair keeps its PCIe class and the reason is said once.
+    #[test]
+    fn no_nvlink_said_once() {
+        let (tree, nics) = gather(&fixture("x86-2s"), false).expect("gather");
+        let v = view([None, None], Some("no NVLink on this GPU (NVML_ERROR_NOT_SUPPORTED)"));
+        let t = build_with(&tree, &nics, &v);
+        assert!(t.nvlink.is_empty());
+        assert!(!t.matrix.iter().flatten().any(|c| c.starts_with("NV")));
+        let text = render_text(&t);
+        assert_eq!(text.matches("NVLink not read").count(), 1, "{text}");
+        assert!(!render_svg(&tree, &nics, &t, false).contains(r#"class="nv""#));
+        // A one-GPU host reads no NVLink at all.
+        let (tree1, _) = gather(&fixture("igx-tuned"), false).expect("gather");
+        assert_eq!(read_nvlink(&fixture("igx-tuned"), &tree1), NvLinkView::default());
     }
 
     #[test]

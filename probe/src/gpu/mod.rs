@@ -310,6 +310,14 @@ impl GpuSnapshot {
         for g in &mut self.gpus {
             g.uuid = f(&g.uuid);
         }
+        // The GPU whose CUDA attributes another GPU carries is named by UUID too.
+        for g in &mut self.gpus {
+            if let Some(c) = g.cuda.as_mut() {
+                if let Some(u) = c.read_from.take() {
+                    c.read_from = Some(f(&u));
+                }
+            }
+        }
     }
 
     pub fn to_json(&self) -> String {
@@ -513,11 +521,13 @@ fn read_cuda_scoped(
     if let Some(uuids) = subset {
         let t = std::time::Instant::now();
         if let Ok(r) = subset::read_in_child(uuids) {
-            if r.status.is_ok() {
+            let devices = subset::spread(procfs, &r.devices);
+            // Every GPU must be covered (a MIG-mode GPU shows CUDA other UUIDs): else read all.
+            if r.status.is_ok() && devices.len() == procfs.len() {
                 let part = cuda::CudaPart {
                     driver_version: r.driver_version,
                     device_order: std::env::var("CUDA_DEVICE_ORDER").ok(),
-                    devices: subset::spread(procfs, &r.devices),
+                    devices,
                     // The child's own cuInit, and the whole child (exec, cuInit, queries).
                     init_ms: r.init_ms,
                     query_ms: Some(t.elapsed().as_secs_f64() * 1e3),
@@ -832,13 +842,25 @@ mod tests {
                 ..Default::default()
             });
         }
-        let mut seen = Vec::new();
+        s.gpus[1].cuda = Some(CudaAttrs {
+            read_from: Some("GPU-a".into()),
+            ..Default::default()
+        });
+        let mut seen: Vec<String> = Vec::new();
         s.map_uuids(|u| {
+            if let Some(i) = seen.iter().position(|x| x == u) {
+                return format!("GPU-redacted-{}", i + 1);
+            }
             seen.push(u.to_string());
             format!("GPU-redacted-{}", seen.len())
         });
         assert_eq!(seen, ["GPU-a", "GPU-b"]);
         assert_eq!(s.gpus[1].uuid, "GPU-redacted-2");
+        assert_eq!(
+            s.gpus[1].cuda.as_ref().and_then(|c| c.read_from.as_deref()),
+            Some("GPU-redacted-1"),
+            "read_from is redacted like the UUID it names"
+        );
     }
 
     #[test]
