@@ -716,7 +716,10 @@ mod tests {
         let (tree, nics) = gather(&fixture("x86-2s"), false).expect("gather");
         let plain = build(&tree, &nics);
         let v = view(
-            [Some(bridge("0000:ca:00.0", 4)), Some(bridge("0000:17:00.0", 4))],
+            [
+                Some(bridge("0000:ca:00.0", 4)),
+                Some(bridge("0000:17:00.0", 4)),
+            ],
             None,
         );
         let t = build_with(&tree, &nics, &v);
@@ -741,20 +744,29 @@ mod tests {
         }
         let text = render_text(&t);
         assert!(text.contains(&format!("  NV#  = {NV_LEGEND}")), "{text}");
-        assert!(text.contains("GPU0 - GPU1: NV4 (4 direct links; PCIe path SYS)"), "{text}");
+        assert!(
+            text.contains("GPU0 - GPU1: NV4 (4 direct links; PCIe path SYS)"),
+            "{text}"
+        );
         assert!(!text.contains("NVLink not read"));
         let j = serde_json::to_value(&t).expect("json");
         assert_eq!(j["nvlink"][0]["links"], 4);
         assert_eq!(j["legend"]["NV#"], NV_LEGEND);
         let svg = render_svg(&tree, &nics, &t, false);
-        assert!(svg.contains(r#"class="nv""#) && svg.contains(">NV4</text>"), "bond drawn");
+        assert!(
+            svg.contains(r#"class="nv""#) && svg.contains(">NV4</text>"),
+            "bond drawn"
+        );
     }
 
     /// A driver without NVLink: the pair keeps its PCIe class and the reason is said once.
     #[test]
     fn no_nvlink_said_once() {
         let (tree, nics) = gather(&fixture("x86-2s"), false).expect("gather");
-        let v = view([None, None], Some("no NVLink on this GPU (NVML_ERROR_NOT_SUPPORTED)"));
+        let v = view(
+            [None, None],
+            Some("no NVLink on this GPU (NVML_ERROR_NOT_SUPPORTED)"),
+        );
         let t = build_with(&tree, &nics, &v);
         assert!(t.nvlink.is_empty());
         assert!(!t.matrix.iter().flatten().any(|c| c.starts_with("NV")));
@@ -763,7 +775,10 @@ mod tests {
         assert!(!render_svg(&tree, &nics, &t, false).contains(r#"class="nv""#));
         // A one-GPU host reads no NVLink at all.
         let (tree1, _) = gather(&fixture("igx-tuned"), false).expect("gather");
-        assert_eq!(read_nvlink(&fixture("igx-tuned"), &tree1), NvLinkView::default());
+        assert_eq!(
+            read_nvlink(&fixture("igx-tuned"), &tree1),
+            NvLinkView::default()
+        );
     }
 
     #[test]
