@@ -402,13 +402,22 @@ pub fn read_gpus_with(host: &Host, cache: CacheMode) -> Result<GpuSnapshot, GpuE
     source_for(host, cache).gather()
 }
 
-/// Probe NVML and CUDA and join their records by UUID; the CUDA attributes may come from the
-/// per-boot cache.
+/// Probe NVML and CUDA and join their records by UUID, the GPUs' NVLinks included (what
+/// `snapshot` records); the CUDA attributes may come from the per-boot cache.
 pub fn gather_live() -> GpuSnapshot {
-    gather_live_with(CacheMode::Use)
+    let live = Host::live();
+    gather_live_at(
+        &live,
+        std::path::Path::new(cache::CACHE_PATH),
+        CacheMode::Use,
+        cuda::gather,
+        true,
+    )
 }
 
-/// [`gather_live`] with the cache mode given.
+/// The facts the checks judge, with the cache mode given: [`gather_live`] without the
+/// NVLinks, which no check reads (on a 4-GPU HGX host they are 216 NVML calls, served by the
+/// driver one at a time beside the first run's `cuInit`; docs/performance.md).
 pub fn gather_live_with(mode: CacheMode) -> GpuSnapshot {
     let live = Host::live();
     gather_live_at(
@@ -416,6 +425,7 @@ pub fn gather_live_with(mode: CacheMode) -> GpuSnapshot {
         std::path::Path::new(cache::CACHE_PATH),
         mode,
         cuda::gather,
+        false,
     )
 }
 
@@ -426,6 +436,7 @@ fn gather_live_at(
     cache_path: &std::path::Path,
     mode: CacheMode,
     read_cuda: fn() -> (LibStatus, cuda::CudaPart),
+    nvlink: bool,
 ) -> GpuSnapshot {
     // CUDA ordinals then follow PCI bus ids, as nvidia-smi numbers GPUs (records are still
     // joined by UUID). Set before any thread starts and before cuInit, which reads it once.
@@ -439,7 +450,7 @@ fn gather_live_at(
     let cache_ms = t_cache.elapsed().as_secs_f64() * 1e3;
     let (nvml_status, mut nvml_part, cuda_status, cuda_part, cache_use) = match lookup.hit {
         Some((cached, use_)) => {
-            let (nvml_status, nvml_part) = nvml::gather();
+            let (nvml_status, nvml_part) = nvml::gather(nvlink);
             let part = cuda::CudaPart {
                 driver_version: cached.driver_version,
                 device_order: cached.device_order,
@@ -464,7 +475,7 @@ fn gather_live_at(
             // NVML queries.
             let ((nvml_status, nvml_part), (cuda_status, cuda_part)) = std::thread::scope(|s| {
                 let cuda = s.spawn(|| read_cuda_scoped(subset.as_deref(), &procfs, read_cuda));
-                let nvml = nvml::gather();
+                let nvml = nvml::gather(nvlink);
                 let cuda = cuda.join().unwrap_or_else(|_| {
                     (
                         LibStatus::Unavailable {
@@ -956,13 +967,13 @@ mod cache_tests {
         let host = Host::at(p).expect("root");
         let cache = p.join("run/daqtune/cuda-attrs.json");
         let before = CUDA_READS.load(Ordering::SeqCst);
-        let first = gather_live_at(&host, &cache, CacheMode::Use, fake_cuda);
+        let first = gather_live_at(&host, &cache, CacheMode::Use, fake_cuda, false);
         assert_eq!(CUDA_READS.load(Ordering::SeqCst), before + 1);
         assert_eq!(
             first.cuda_cache.as_ref().map(|c| c.outcome),
             Some(CacheOutcome::Stored)
         );
-        let second = gather_live_at(&host, &cache, CacheMode::Use, fake_cuda);
+        let second = gather_live_at(&host, &cache, CacheMode::Use, fake_cuda, false);
         assert_eq!(CUDA_READS.load(Ordering::SeqCst), before + 1, "no cuInit");
         let used = second.cuda_cache.as_ref().expect("cache use reported");
         assert_eq!(used.outcome, CacheOutcome::Hit);
@@ -979,14 +990,14 @@ mod cache_tests {
             Some(true)
         );
         std::fs::write(p.join("proc/sys/kernel/random/boot_id"), "boot-2\n").expect("w");
-        let third = gather_live_at(&host, &cache, CacheMode::Use, fake_cuda);
+        let third = gather_live_at(&host, &cache, CacheMode::Use, fake_cuda, false);
         assert_eq!(CUDA_READS.load(Ordering::SeqCst), before + 2);
         assert_eq!(
             third.cuda_cache.as_ref().map(|c| c.outcome),
             Some(CacheOutcome::Stored)
         );
         // `--no-cache`: CUDA is read afresh and the cache rewritten.
-        let fourth = gather_live_at(&host, &cache, CacheMode::Refresh, fake_cuda);
+        let fourth = gather_live_at(&host, &cache, CacheMode::Refresh, fake_cuda, false);
         assert_eq!(CUDA_READS.load(Ordering::SeqCst), before + 3);
         assert_eq!(
             fourth.cuda_cache.as_ref().map(|c| c.outcome),

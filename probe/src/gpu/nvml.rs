@@ -409,8 +409,9 @@ impl Nvml {
         c
     }
 
-    /// Everything NVML says about device `index`.
-    pub fn device_facts(&self, index: u32) -> Result<GpuFacts, NvmlErr> {
+    /// Everything NVML says about device `index`; its NVLinks only with `nvlink` (up to 54
+    /// calls a GPU that no check needs: `topo` and `snapshot` ask for them, `check` does not).
+    pub fn device_facts(&self, index: u32, nvlink: bool) -> Result<GpuFacts, NvmlErr> {
         let d = self.handle(index)?;
         let uuid = self.dev_string(Some(self.api.uuid), d, UUID_LEN, "nvmlDeviceGetUUID")?;
         let mut un = Unavail(
@@ -482,8 +483,10 @@ impl Nvml {
         g.pcie.current_link_width = un.take("pcie.current_link_width", || {
             self.dev_uint(self.api.cur_link_width, d, "nvmlDeviceGetCurrPcieLinkWidth")
         });
-        g.nvlink = un.take("nvlink", || self.nvlinks(d)).flatten();
-        if g.nvlink.is_none() && !un.0.contains_key("nvlink") {
+        if nvlink {
+            g.nvlink = un.take("nvlink", || self.nvlinks(d)).flatten();
+        }
+        if nvlink && g.nvlink.is_none() && !un.0.contains_key("nvlink") {
             un.0.insert(
                 "nvlink".into(),
                 "no NVLink on this GPU (NVML_ERROR_NOT_SUPPORTED)".into(),
@@ -682,7 +685,7 @@ pub(crate) struct NvmlPart {
     pub query_ms: Option<f64>,
 }
 
-pub(crate) fn gather() -> (LibStatus, NvmlPart) {
+pub(crate) fn gather(nvlink: bool) -> (LibStatus, NvmlPart) {
     let t0 = Instant::now();
     let nvml = match Nvml::open() {
         Ok(n) => n,
@@ -711,7 +714,7 @@ pub(crate) fn gather() -> (LibStatus, NvmlPart) {
         std::thread::scope(|s| {
             let nvml = &nvml;
             let handles: Vec<_> = (0..count)
-                .map(|i| (i, s.spawn(move || nvml.device_facts(i))))
+                .map(|i| (i, s.spawn(move || nvml.device_facts(i, nvlink))))
                 .collect();
             handles
                 .into_iter()
@@ -727,7 +730,9 @@ pub(crate) fn gather() -> (LibStatus, NvmlPart) {
                 .collect()
         })
     } else {
-        (0..count).map(|i| (i, nvml.device_facts(i))).collect()
+        (0..count)
+            .map(|i| (i, nvml.device_facts(i, nvlink)))
+            .collect()
     };
     for (i, r) in results {
         match r {
@@ -840,7 +845,7 @@ impl NvmlControl for LiveNvml {
             .count()
             .map_err(|e| to_control("nvmlDeviceGetCount_v2", uuid, e))?;
         for i in 0..count {
-            if let Ok(g) = self.nvml.device_facts(i) {
+            if let Ok(g) = self.nvml.device_facts(i, false) {
                 if g.uuid.eq_ignore_ascii_case(uuid) {
                     return Ok(g);
                 }
