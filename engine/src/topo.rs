@@ -3,6 +3,7 @@
 //! draws the PCIe tree with link labels and highlights the switch behind each PIX/PXB pair
 //! (what tune_system.py's `--check schematic` drew).
 
+use daqtune_probe::gpu::NvLinkView;
 use daqtune_probe::pci::nic::{discover_nics, NicFunction};
 use daqtune_probe::pci::topo::{classify, PathClass};
 use daqtune_probe::pci::{link_label, read_pci, PciAddr, PciDevice, PciTree, ReadOptions};
@@ -24,6 +25,10 @@ pub struct Endpoint {
     pub netdevs: Vec<String>,
     pub rdma: Vec<String>,
     pub numa_node: Option<i32>,
+    /// The NUMA column: `numa_node`, or on a host with a single NUMA node, where the firmware
+    /// gives none (`-1`, as in the lent VMs), that node (`0`), which is what `nvidia-smi topo
+    /// -m` prints there; `N/A` otherwise.
+    pub numa_affinity: String,
     pub cpu_affinity: Option<String>,
     /// Current link, e.g. `Gen5 x16 (63.0 GB/s)`.
     pub link: String,
@@ -41,8 +46,30 @@ pub struct Topology {
     pub matrix: Vec<Vec<String>>,
     /// The common bridge (switch upstream port) of each PIX/PXB GPU-NIC pair.
     pub switches: Vec<SwitchPair>,
+    /// GPU pairs joined by NVLink (their matrix cell is `NV#`; the PCIe path is kept here).
+    pub nvlink: Vec<NvLinkPair>,
+    /// Why NVLink was not read (said once; the GPU pairs then show their PCIe class only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nvlink_unavailable: Option<String>,
     pub legend: BTreeMap<String, String>,
 }
+
+#[derive(Debug, Clone, Serialize)]
+pub struct NvLinkPair {
+    pub a: String,
+    pub b: String,
+    /// Active links between the two, as `NV#` counts them.
+    pub links: u32,
+    /// Of which GPU-to-GPU links (a bridge or a board link)...
+    pub direct: u32,
+    /// ...and bonds through the NVSwitch fabric both GPUs are on.
+    pub via_switch: u32,
+    /// The PCIe path class the pair would have without NVLink.
+    pub pcie: PathClass,
+}
+
+/// The legend line of `nvidia-smi topo -m`, word for word.
+pub const NV_LEGEND: &str = "Connection traversing a bonded set of # NVLinks";
 
 #[derive(Debug, Clone, Serialize)]
 pub struct SwitchPair {
@@ -78,8 +105,15 @@ fn link_of(tree: &PciTree, d: &PciDevice) -> (String, String, bool) {
     )
 }
 
-/// Build the matrix from a PCI tree and its NICs.
+/// Build the matrix from a PCI tree and its NICs, without NVLink.
 pub fn build(tree: &PciTree, nics: &[NicFunction]) -> Topology {
+    build_with(tree, nics, &NvLinkView::default())
+}
+
+/// Build the matrix from a PCI tree, its NICs and the GPUs' NVLinks: a GPU pair joined by
+/// NVLink reads `NV#` (the count of links between them), like `nvidia-smi topo -m`. GPU-NIC
+/// and other cells stay PCIe classes: NVLink carries no NIC traffic.
+pub fn build_with(tree: &PciTree, nics: &[NicFunction], nv: &NvLinkView) -> Topology {
     let mut endpoints = Vec::new();
     let mut ep = |d: &PciDevice, label: String, kind: &'static str, nic: Option<&NicFunction>| {
         let (link, link_capable, degraded) = link_of(tree, d);
@@ -103,6 +137,11 @@ pub fn build(tree: &PciTree, nics: &[NicFunction]) -> Topology {
                 .map(|n| n.rdma.iter().map(|r| r.name.clone()).collect())
                 .unwrap_or_default(),
             numa_node: d.numa_node,
+            numa_affinity: match d.numa_node {
+                Some(n) if n >= 0 => n.to_string(),
+                _ if tree.numa_nodes == 1 => "0".into(),
+                _ => "N/A".into(),
+            },
             cpu_affinity: d.local_cpus.as_ref().map(|c| c.to_string()),
             link,
             link_capable,
@@ -147,7 +186,34 @@ pub fn build(tree: &PciTree, nics: &[NicFunction]) -> Topology {
         }
         matrix.push(row);
     }
-    let legend = [
+    let mut nvlink = Vec::new();
+    let label_at = |bus: &str| -> Option<usize> {
+        endpoints
+            .iter()
+            .position(|e| e.kind == "gpu" && e.addr.to_string() == bus)
+    };
+    for (a, b, p) in nv.pairs() {
+        let (Some(i), Some(j)) = (label_at(&a), label_at(&b)) else {
+            continue;
+        };
+        let pcie = classify(tree, endpoints[i].addr, endpoints[j].addr).class;
+        let cell = format!("NV{}", p.links);
+        matrix[i][j] = cell.clone();
+        matrix[j][i] = cell;
+        let (i, j) = if i < j { (i, j) } else { (j, i) };
+        nvlink.push(NvLinkPair {
+            a: endpoints[i].label.clone(),
+            b: endpoints[j].label.clone(),
+            links: p.links,
+            direct: p.direct,
+            via_switch: p.via_switch,
+            pcie,
+        });
+    }
+    nvlink.sort_by(|x, y| (&x.a, &x.b).cmp(&(&y.a, &y.b)));
+    let gpus = endpoints.iter().filter(|e| e.kind == "gpu").count();
+    let nvlink_unavailable = nv.unavailable.clone().filter(|_| gpus > 1);
+    let mut legend: BTreeMap<String, String> = [
         PathClass::Sys,
         PathClass::Node,
         PathClass::Phb,
@@ -158,11 +224,14 @@ pub fn build(tree: &PciTree, nics: &[NicFunction]) -> Topology {
     .into_iter()
     .map(|c| (c.as_str().to_string(), c.legend().to_string()))
     .collect();
+    legend.insert("NV#".into(), NV_LEGEND.into());
     Topology {
         schema: TOPO_SCHEMA,
         endpoints,
         matrix,
         switches,
+        nvlink,
+        nvlink_unavailable,
         legend,
     }
 }
@@ -185,11 +254,7 @@ pub fn render_text(t: &Topology) -> String {
             let cell = if c == "X" { " X" } else { c.as_str() };
             let _ = write!(s, "{cell:<8}");
         }
-        let numa = e
-            .numa_node
-            .filter(|n| *n >= 0)
-            .map(|n| n.to_string())
-            .unwrap_or_else(|| "N/A".into());
+        let numa = &e.numa_affinity;
         let deg = if e.degraded {
             format!(" DEGRADED (capable of {})", e.link_capable)
         } else {
@@ -205,10 +270,16 @@ pub fn render_text(t: &Topology) -> String {
         );
     }
     s.push_str("\nLegend:\n\n  X    = Self\n");
-    for c in ["SYS", "NODE", "PHB", "PXB", "PIX"] {
+    for c in ["SYS", "NODE", "PHB", "PXB", "PIX", "NV#"] {
         if let Some(l) = t.legend.get(c) {
             let _ = writeln!(s, "  {c:<4} = {l}");
         }
+    }
+    if let Some(why) = &t.nvlink_unavailable {
+        let _ = writeln!(
+            s,
+            "\nNVLink not read, GPU pairs show their PCIe path: {why}"
+        );
     }
     s.push_str("\nDevices:\n\n");
     for e in &t.endpoints {
@@ -228,6 +299,20 @@ pub fn render_text(t: &Topology) -> String {
             names
         );
     }
+    if !t.nvlink.is_empty() {
+        s.push_str("\nGPU pairs joined by NVLink:\n\n");
+        for p in &t.nvlink {
+            let _ = writeln!(
+                s,
+                "  {} - {}: NV{} ({}; PCIe path {})",
+                p.a,
+                p.b,
+                p.links,
+                nv_how(p),
+                p.pcie
+            );
+        }
+    }
     if !t.switches.is_empty() {
         s.push_str("\nGPU-NIC pairs below one switch:\n\n");
         for p in &t.switches {
@@ -235,6 +320,14 @@ pub fn render_text(t: &Topology) -> String {
         }
     }
     s
+}
+
+fn nv_how(p: &NvLinkPair) -> String {
+    match (p.direct, p.via_switch) {
+        (d, 0) => format!("{d} direct link{}", if d == 1 { "" } else { "s" }),
+        (0, s) => format!("{s} links through NVSwitch"),
+        (d, s) => format!("{d} direct, {s} through NVSwitch"),
+    }
 }
 
 fn esc(s: &str) -> String {
@@ -344,7 +437,13 @@ pub fn render_svg(tree: &PciTree, nics: &[NicFunction], t: &Topology, all: bool)
         next_x += GAP_X;
     }
     let width = next_x.max(BOX_W) + 20.0;
-    let height = (max_depth + 1) as f64 * (BOX_H + GAP_Y) + 60.0;
+    // Room below the lowest boxes for the NVLink bonds.
+    let nv_room = if t.nvlink.is_empty() {
+        0.0
+    } else {
+        30.0 + 6.0 * t.nvlink.len() as f64
+    };
+    let height = (max_depth + 1) as f64 * (BOX_H + GAP_Y) + 60.0 + nv_room;
     let mut s = String::new();
     let _ = writeln!(
         s,
@@ -353,7 +452,7 @@ pub fn render_svg(tree: &PciTree, nics: &[NicFunction], t: &Topology, all: bool)
         h = height
     );
     s.push_str("<title>daqtune topo: PCIe tree</title>\n");
-    s.push_str(r##"<style>.edge{stroke:#777;stroke-width:1.5;fill:none}.deg{stroke:#d00;stroke-width:2.5}.lbl{fill:#333;font-size:10px;paint-order:stroke;stroke:#fff;stroke-width:3px}.box{stroke:#333;stroke-width:1;rx:6}.gpu{fill:#c8f0c8}.nic{fill:#c8dcff}.nvme{fill:#f0e6c8}.bridge{fill:#eee}.other{fill:#fff}.hb{fill:#444}.hbt{fill:#fff;font-weight:bold}.sw{stroke:#e07000;stroke-width:3}</style>"##);
+    s.push_str(r##"<style>.edge{stroke:#777;stroke-width:1.5;fill:none}.deg{stroke:#d00;stroke-width:2.5}.lbl{fill:#333;font-size:10px;paint-order:stroke;stroke:#fff;stroke-width:3px}.box{stroke:#333;stroke-width:1;rx:6}.gpu{fill:#c8f0c8}.nic{fill:#c8dcff}.nvme{fill:#f0e6c8}.bridge{fill:#eee}.other{fill:#fff}.hb{fill:#444}.hbt{fill:#fff;font-weight:bold}.sw{stroke:#e07000;stroke-width:3}.nv{stroke:#3a9a3a;stroke-width:3;fill:none}.nvl{fill:#2a7a2a;font-weight:bold;font-size:10px;paint-order:stroke;stroke:#fff;stroke-width:3px}</style>"##);
     s.push('\n');
     // Edges first so boxes cover them.
     for (hb, x, roots) in &hb_pos {
@@ -470,8 +569,41 @@ pub fn render_svg(tree: &PciTree, nics: &[NicFunction], t: &Topology, all: bool)
         }
         s.push_str("</g>\n");
     }
+    // NVLink bonds: a curve under each joined GPU pair, labelled like the matrix (`NV18`).
+    let gpu_pos: BTreeMap<&str, (f64, f64)> = t
+        .endpoints
+        .iter()
+        .filter_map(|e| Some((e.label.as_str(), *pos.get(&e.addr)?)))
+        .collect();
+    for (k, p) in t.nvlink.iter().enumerate() {
+        let (Some((ax, ay)), Some((bx, by))) =
+            (gpu_pos.get(p.a.as_str()), gpu_pos.get(p.b.as_str()))
+        else {
+            continue;
+        };
+        let (x1, y1) = (ax + BOX_W / 2.0, ay + BOX_H);
+        let (x2, y2) = (bx + BOX_W / 2.0, by + BOX_H);
+        let dip = y1.max(y2) + 24.0 + 6.0 * k as f64;
+        let _ = writeln!(
+            s,
+            r#"<g><title>{}</title><path class="nv" d="M{x1:.0},{y1:.0} C{x1:.0},{dip:.0} {x2:.0},{dip:.0} {x2:.0},{y2:.0}"/><text class="nvl" x="{:.0}" y="{:.0}" text-anchor="middle">NV{}</text></g>"#,
+            esc(&format!("{} - {}: NV{} ({})", p.a, p.b, p.links, nv_how(p))),
+            (x1 + x2) / 2.0,
+            dip - 2.0,
+            p.links
+        );
+    }
     s.push_str("</svg>\n");
     s
+}
+
+/// The GPUs' NVLinks for [`build_with`]: NVML alone on the live host, the recorded facts file
+/// under a root. With fewer than two GPUs on the PCI bus there is no pair, and nothing is read.
+pub fn read_nvlink(host: &Host, tree: &PciTree) -> NvLinkView {
+    if tree.gpus().filter(|g| !g.is_vf).count() < 2 {
+        return NvLinkView::default();
+    }
+    daqtune_probe::gpu::read_nvlinks(host)
 }
 
 /// Gather the facts for `topo` (every device in detail when the SVG draws them all).
@@ -485,6 +617,7 @@ pub fn gather(host: &Host, all: bool) -> Result<(PciTree, Vec<NicFunction>), Str
 #[cfg(test)]
 mod tests {
     use super::*;
+    use daqtune_probe::gpu::{NvLink, RemoteKind};
 
     fn fixture(name: &str) -> Host {
         Host::at(format!(
@@ -553,6 +686,99 @@ mod tests {
         assert!(svg.contains("(degraded)"));
         let j = serde_json::to_value(&t).expect("json");
         assert_eq!(j["schema"], TOPO_SCHEMA);
+    }
+
+    fn view(links: [Option<Vec<NvLink>>; 2], why: Option<&str>) -> NvLinkView {
+        NvLinkView {
+            gpus: vec![
+                (Some("0000:17:00.0".into()), links[0].clone()),
+                (Some("0000:ca:00.0".into()), links[1].clone()),
+            ],
+            unavailable: why.map(str::to_string),
+        }
+    }
+
+    fn bridge(to: &str, n: u32) -> Vec<NvLink> {
+        (0..n)
+            .map(|i| NvLink {
+                link: i,
+                remote_bus_id: Some(to.into()),
+                remote_kind: RemoteKind::Gpu,
+            })
+            .collect()
+    }
+
+    /// The recorded two-GPU host with an NVLink bridge of 4 links between its GPUs: the GPU
+    /// pair reads NV4 both ways, the legend explains NV#, the pair is named with its PCIe path,
+    /// JSON carries it, the SVG draws the bond; GPU-NIC cells keep their PCIe class.
+    #[test]
+    fn nvlink_pair_in_matrix_text_json_svg() {
+        let (tree, nics) = gather(&fixture("x86-2s"), false).expect("gather");
+        let plain = build(&tree, &nics);
+        let v = view(
+            [
+                Some(bridge("0000:ca:00.0", 4)),
+                Some(bridge("0000:17:00.0", 4)),
+            ],
+            None,
+        );
+        let t = build_with(&tree, &nics, &v);
+        let g: Vec<usize> = t
+            .endpoints
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| e.kind == "gpu")
+            .map(|(i, _)| i)
+            .collect();
+        assert_eq!(g.len(), 2);
+        assert_eq!(t.matrix[g[0]][g[1]], "NV4");
+        assert_eq!(t.matrix[g[1]][g[0]], "NV4");
+        assert_eq!(t.nvlink.len(), 1);
+        assert_eq!(t.nvlink[0].pcie.as_str(), plain.matrix[g[0]][g[1]]);
+        for (i, row) in t.matrix.iter().enumerate() {
+            for (j, c) in row.iter().enumerate() {
+                if !(g.contains(&i) && g.contains(&j) && i != j) {
+                    assert_eq!(c, &plain.matrix[i][j], "only GPU pairs change");
+                }
+            }
+        }
+        let text = render_text(&t);
+        assert!(text.contains(&format!("  NV#  = {NV_LEGEND}")), "{text}");
+        assert!(
+            text.contains("GPU0 - GPU1: NV4 (4 direct links; PCIe path SYS)"),
+            "{text}"
+        );
+        assert!(!text.contains("NVLink not read"));
+        let j = serde_json::to_value(&t).expect("json");
+        assert_eq!(j["nvlink"][0]["links"], 4);
+        assert_eq!(j["legend"]["NV#"], NV_LEGEND);
+        let svg = render_svg(&tree, &nics, &t, false);
+        assert!(
+            svg.contains(r#"class="nv""#) && svg.contains(">NV4</text>"),
+            "bond drawn"
+        );
+    }
+
+    /// A driver without NVLink: the pair keeps its PCIe class and the reason is said once.
+    #[test]
+    fn no_nvlink_said_once() {
+        let (tree, nics) = gather(&fixture("x86-2s"), false).expect("gather");
+        let v = view(
+            [None, None],
+            Some("no NVLink on this GPU (NVML_ERROR_NOT_SUPPORTED)"),
+        );
+        let t = build_with(&tree, &nics, &v);
+        assert!(t.nvlink.is_empty());
+        assert!(!t.matrix.iter().flatten().any(|c| c.starts_with("NV")));
+        let text = render_text(&t);
+        assert_eq!(text.matches("NVLink not read").count(), 1, "{text}");
+        assert!(!render_svg(&tree, &nics, &t, false).contains(r#"class="nv""#));
+        // A one-GPU host reads no NVLink at all.
+        let (tree1, _) = gather(&fixture("igx-tuned"), false).expect("gather");
+        assert_eq!(
+            read_nvlink(&fixture("igx-tuned"), &tree1),
+            NvLinkView::default()
+        );
     }
 
     #[test]

@@ -211,7 +211,8 @@ pub fn topo(g: &GlobalArgs, a: &TopoArgs) -> Result<u8, UsageError> {
             return Ok(1);
         }
     };
-    let t = topo::build(&tree, &nics);
+    let nv = topo::read_nvlink(&host, &tree);
+    let t = topo::build_with(&tree, &nics, &nv);
     match a.format {
         TopoFormat::Text => print!("{}", topo::render_text(&t)),
         TopoFormat::Json => match serde_json::to_string_pretty(&t) {

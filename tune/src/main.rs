@@ -27,6 +27,8 @@ fn rdma(g: cli::GlobalArgs, args: Vec<String>) -> ExitCode {
 }
 
 fn main() -> ExitCode {
+    // First: the first GPU probe of a boot may start this executable as its CUDA child.
+    daqtune_probe::gpu::serve_cuda_probe_child();
     let argv = legacy::translate_legacy(std::env::args().collect());
     // The RDMA engine is a separate executable with its own flags (see rdma_cmd::RdmaArgs).
     if let Some((g, args)) = legacy::split_rdma_invocation(&argv) {

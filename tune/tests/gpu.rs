@@ -345,3 +345,47 @@ fn clocks_consult_the_apply_journal() {
     let (_, msg) = sm_message();
     assert!(!msg.contains("daqtune locked"), "{msg}");
 }
+
+/// Issue 30: the 4-GPU H200 snapshot replays `NV18` between every GPU pair through the binary,
+/// with the legend, the named pairs and the bonds in the SVG.
+#[test]
+fn topo_replays_nvlink_from_a_snapshot() {
+    let snap = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../docs/validation-data/nvlink-h200x4/snapshot.tar.zst");
+    let root = snap.to_str().expect("utf8");
+    let out = run(&["--root", root, "topo"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("GPU0     X      NV18    NV18    NV18    PHB"),
+        "{text}"
+    );
+    assert!(text.contains("NV#  = Connection traversing a bonded set of # NVLinks"));
+    assert!(text.contains("GPU2 - GPU3: NV18 (18 links through NVSwitch; PCIe path PHB)"));
+    let out = run(&["--root", root, "topo", "--format", "json", "--svg", "-"]);
+    let body = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(body.matches(">NV18</text>").count(), 6, "six bonds drawn");
+}
+
+/// The CUDA probe child is wired into `main`: started with its variable set, the binary prints
+/// one JSON report and exits 0, whether or not this machine has the CUDA driver.
+#[test]
+fn cuda_probe_child_answers() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_daqtune"))
+        .env("DAQTUNE_INTERNAL_CUDA_PROBE", "1")
+        .env(
+            "CUDA_VISIBLE_DEVICES",
+            "GPU-00000000-0000-0000-0000-000000000000",
+        )
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(0));
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON report");
+    assert!(j["status"]["status"].is_string(), "{j}");
+    assert!(j["devices"].is_array(), "{j}");
+}

@@ -417,6 +417,7 @@ mod tests {
                 compute_capability: Some("9.0".into()),
                 pci_bus_id: Some("0000:c8:00.0".into()),
                 name: Some("NVIDIA H100 80GB HBM3".into()),
+                read_from: None,
             },
         )]
     }

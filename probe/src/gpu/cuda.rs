@@ -180,6 +180,7 @@ pub(crate) fn gather() -> (LibStatus, CudaPart) {
             compute_capability: cc,
             pci_bus_id,
             name: string_of(api.name),
+            read_from: None,
         };
         part.devices.push((format_uuid(&bytes), attrs));
     }

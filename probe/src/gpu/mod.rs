@@ -15,7 +15,9 @@ pub mod cache;
 pub mod control;
 mod cuda;
 mod dl;
+pub mod nvlink;
 mod nvml;
+pub mod subset;
 
 use crate::host::Host;
 use serde::{Deserialize, Serialize};
@@ -27,7 +29,9 @@ pub use control::{
     foreign_lock, is_idle, lock_evidence, ClockDomain, ControlError, GpuControl, LockEvidence,
     LockOutcome, LockShows, MockNvml, NvmlControl,
 };
+pub use nvlink::{nvlink_pairs, read_nvlinks, NvLink, NvLinkView, NvPair, RemoteKind};
 pub use nvml::LiveNvml;
+pub use subset::serve_child as serve_cuda_probe_child;
 
 /// Schema tag of the recorded facts file.
 pub const SCHEMA: &str = "daqtune.gpu/v1";
@@ -165,6 +169,11 @@ pub struct CudaAttrs {
     pub compute_capability: Option<String>,
     pub pci_bus_id: Option<String>,
     pub name: Option<String>,
+    /// Where the attributes were not read on this GPU but on another of the same model
+    /// under the same driver (the first run of a boot reads one GPU per model, see
+    /// docs/gpu-facts.md), that GPU's UUID. `None`: read on this GPU.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub read_from: Option<String>,
 }
 
 /// Everything known about one GPU. NVML and CUDA records of the same UUID are merged.
@@ -192,6 +201,11 @@ pub struct GpuFacts {
     pub clock_event_reasons: Option<u64>,
     pub bar1: Option<Bar1>,
     pub pcie: PcieFacts,
+    /// The active NVLinks (NVML link state and remote PCI info, per link). `None`: not read,
+    /// with the reason under `unavailable["nvlink"]` (no NVLink on this GPU or driver, or a
+    /// facts file recorded before NVLink was read); `Some(empty)`: NVLink present, no link up.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nvlink: Option<Vec<NvLink>>,
     pub cuda: Option<CudaAttrs>,
     /// Field -> why NVML/CUDA did not report it (e.g. `bar1: Not Supported`).
     pub unavailable: BTreeMap<String, String>,
@@ -296,6 +310,14 @@ impl GpuSnapshot {
         for g in &mut self.gpus {
             g.uuid = f(&g.uuid);
         }
+        // The GPU whose CUDA attributes another GPU carries is named by UUID too.
+        for g in &mut self.gpus {
+            if let Some(c) = g.cuda.as_mut() {
+                if let Some(u) = c.read_from.take() {
+                    c.read_from = Some(f(&u));
+                }
+            }
+        }
     }
 
     pub fn to_json(&self) -> String {
@@ -380,13 +402,22 @@ pub fn read_gpus_with(host: &Host, cache: CacheMode) -> Result<GpuSnapshot, GpuE
     source_for(host, cache).gather()
 }
 
-/// Probe NVML and CUDA and join their records by UUID; the CUDA attributes may come from the
-/// per-boot cache.
+/// Probe NVML and CUDA and join their records by UUID, the GPUs' NVLinks included (what
+/// `snapshot` records); the CUDA attributes may come from the per-boot cache.
 pub fn gather_live() -> GpuSnapshot {
-    gather_live_with(CacheMode::Use)
+    let live = Host::live();
+    gather_live_at(
+        &live,
+        std::path::Path::new(cache::CACHE_PATH),
+        CacheMode::Use,
+        cuda::gather,
+        true,
+    )
 }
 
-/// [`gather_live`] with the cache mode given.
+/// The facts the checks judge, with the cache mode given: [`gather_live`] without the
+/// NVLinks, which no check reads (on a 4-GPU HGX host they are 216 NVML calls, served by the
+/// driver one at a time beside the first run's `cuInit`; docs/performance.md).
 pub fn gather_live_with(mode: CacheMode) -> GpuSnapshot {
     let live = Host::live();
     gather_live_at(
@@ -394,6 +425,7 @@ pub fn gather_live_with(mode: CacheMode) -> GpuSnapshot {
         std::path::Path::new(cache::CACHE_PATH),
         mode,
         cuda::gather,
+        false,
     )
 }
 
@@ -404,6 +436,7 @@ fn gather_live_at(
     cache_path: &std::path::Path,
     mode: CacheMode,
     read_cuda: fn() -> (LibStatus, cuda::CudaPart),
+    nvlink: bool,
 ) -> GpuSnapshot {
     // CUDA ordinals then follow PCI bus ids, as nvidia-smi numbers GPUs (records are still
     // joined by UUID). Set before any thread starts and before cuInit, which reads it once.
@@ -417,7 +450,7 @@ fn gather_live_at(
     let cache_ms = t_cache.elapsed().as_secs_f64() * 1e3;
     let (nvml_status, mut nvml_part, cuda_status, cuda_part, cache_use) = match lookup.hit {
         Some((cached, use_)) => {
-            let (nvml_status, nvml_part) = nvml::gather();
+            let (nvml_status, nvml_part) = nvml::gather(nvlink);
             let part = cuda::CudaPart {
                 driver_version: cached.driver_version,
                 device_order: cached.device_order,
@@ -428,11 +461,21 @@ fn gather_live_at(
             (nvml_status, nvml_part, LibStatus::Ok, part, use_)
         }
         None => {
-            // cuInit dominates the start-up (about 180 ms on an H200, docs/performance.md) and
-            // is independent of NVML, so it runs beside the NVML queries.
+            // cuInit dominates the start-up and grows with the GPU count: read one GPU per
+            // model in a child where that is possible (see `subset`), the whole host otherwise.
+            let procfs = proc_gpus(key_host);
+            let subset = if std::env::var_os("CUDA_VISIBLE_DEVICES").is_some()
+                || std::env::var_os(EVERY_GPU_ENV).is_some()
+            {
+                None
+            } else {
+                subset::plan(&procfs)
+            };
+            // cuInit (here or in the child) is independent of NVML, so it runs beside the
+            // NVML queries.
             let ((nvml_status, nvml_part), (cuda_status, cuda_part)) = std::thread::scope(|s| {
-                let cuda = s.spawn(read_cuda);
-                let nvml = nvml::gather();
+                let cuda = s.spawn(|| read_cuda_scoped(subset.as_deref(), &procfs, read_cuda));
+                let nvml = nvml::gather(nvlink);
                 let cuda = cuda.join().unwrap_or_else(|_| {
                     (
                         LibStatus::Unavailable {
@@ -472,6 +515,39 @@ fn gather_live_at(
     snap.cuda_cache = Some(cache_use);
     snap.gpus = join_by_uuid(nvml_part.gpus, cuda_part.devices);
     snap
+}
+
+/// Set (to anything) to read CUDA on every GPU in-process on the first run of a boot, as
+/// before one GPU per model was read (for comparisons; docs/performance.md).
+pub const EVERY_GPU_ENV: &str = "DAQTUNE_CUDA_EVERY_GPU";
+
+/// CUDA for the first run of a boot: with a `subset` plan, the representatives in a child and
+/// their attributes spread to the other GPUs of their model; without one, or when the child
+/// fails, every GPU through `read_cuda` in this process.
+fn read_cuda_scoped(
+    subset: Option<&[String]>,
+    procfs: &[ProcGpu],
+    read_cuda: fn() -> (LibStatus, cuda::CudaPart),
+) -> (LibStatus, cuda::CudaPart) {
+    if let Some(uuids) = subset {
+        let t = std::time::Instant::now();
+        if let Ok(r) = subset::read_in_child(uuids) {
+            let devices = subset::spread(procfs, &r.devices);
+            // Every GPU must be covered (a MIG-mode GPU shows CUDA other UUIDs): else read all.
+            if r.status.is_ok() && devices.len() == procfs.len() {
+                let part = cuda::CudaPart {
+                    driver_version: r.driver_version,
+                    device_order: std::env::var("CUDA_DEVICE_ORDER").ok(),
+                    devices,
+                    // The child's own cuInit, and the whole child (exec, cuInit, queries).
+                    init_ms: r.init_ms,
+                    query_ms: Some(t.elapsed().as_secs_f64() * 1e3),
+                };
+                return (LibStatus::Ok, part);
+            }
+        }
+    }
+    read_cuda()
 }
 
 /// Merge CUDA devices into NVML records with the same UUID; CUDA-only devices (an integrated
@@ -777,13 +853,25 @@ mod tests {
                 ..Default::default()
             });
         }
-        let mut seen = Vec::new();
+        s.gpus[1].cuda = Some(CudaAttrs {
+            read_from: Some("GPU-a".into()),
+            ..Default::default()
+        });
+        let mut seen: Vec<String> = Vec::new();
         s.map_uuids(|u| {
+            if let Some(i) = seen.iter().position(|x| x == u) {
+                return format!("GPU-redacted-{}", i + 1);
+            }
             seen.push(u.to_string());
             format!("GPU-redacted-{}", seen.len())
         });
         assert_eq!(seen, ["GPU-a", "GPU-b"]);
         assert_eq!(s.gpus[1].uuid, "GPU-redacted-2");
+        assert_eq!(
+            s.gpus[1].cuda.as_ref().and_then(|c| c.read_from.as_deref()),
+            Some("GPU-redacted-1"),
+            "read_from is redacted like the UUID it names"
+        );
     }
 
     #[test]
@@ -879,13 +967,13 @@ mod cache_tests {
         let host = Host::at(p).expect("root");
         let cache = p.join("run/daqtune/cuda-attrs.json");
         let before = CUDA_READS.load(Ordering::SeqCst);
-        let first = gather_live_at(&host, &cache, CacheMode::Use, fake_cuda);
+        let first = gather_live_at(&host, &cache, CacheMode::Use, fake_cuda, false);
         assert_eq!(CUDA_READS.load(Ordering::SeqCst), before + 1);
         assert_eq!(
             first.cuda_cache.as_ref().map(|c| c.outcome),
             Some(CacheOutcome::Stored)
         );
-        let second = gather_live_at(&host, &cache, CacheMode::Use, fake_cuda);
+        let second = gather_live_at(&host, &cache, CacheMode::Use, fake_cuda, false);
         assert_eq!(CUDA_READS.load(Ordering::SeqCst), before + 1, "no cuInit");
         let used = second.cuda_cache.as_ref().expect("cache use reported");
         assert_eq!(used.outcome, CacheOutcome::Hit);
@@ -902,14 +990,14 @@ mod cache_tests {
             Some(true)
         );
         std::fs::write(p.join("proc/sys/kernel/random/boot_id"), "boot-2\n").expect("w");
-        let third = gather_live_at(&host, &cache, CacheMode::Use, fake_cuda);
+        let third = gather_live_at(&host, &cache, CacheMode::Use, fake_cuda, false);
         assert_eq!(CUDA_READS.load(Ordering::SeqCst), before + 2);
         assert_eq!(
             third.cuda_cache.as_ref().map(|c| c.outcome),
             Some(CacheOutcome::Stored)
         );
         // `--no-cache`: CUDA is read afresh and the cache rewritten.
-        let fourth = gather_live_at(&host, &cache, CacheMode::Refresh, fake_cuda);
+        let fourth = gather_live_at(&host, &cache, CacheMode::Refresh, fake_cuda, false);
         assert_eq!(CUDA_READS.load(Ordering::SeqCst), before + 3);
         assert_eq!(
             fourth.cuda_cache.as_ref().map(|c| c.outcome),

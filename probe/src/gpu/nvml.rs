@@ -2,6 +2,7 @@
 //! is here, behind [`Nvml`]'s safe methods.
 
 use super::control::{ClockDomain, ControlError, NvmlControl};
+use super::nvlink::{NvLink, NvLinkView, RemoteKind};
 use super::{c_buf_to_string, dl, normalize_bus_id, Bar1, DomainClocks, GpuFacts, LibStatus};
 use std::collections::BTreeMap;
 use std::ffi::{c_char, c_int, c_uint, c_ulonglong, c_void, CStr, CString};
@@ -13,12 +14,19 @@ type Dev = *mut c_void;
 const SUCCESS: Ret = 0;
 pub(crate) const ERROR_NOT_SUPPORTED: Ret = 3;
 pub(crate) const ERROR_NO_PERMISSION: Ret = 4;
+const ERROR_INVALID_ARGUMENT: Ret = 2;
 
 // nvmlClockType_t
 const CLOCK_SM: c_int = 1;
 const CLOCK_MEM: c_int = 2;
 // nvmlPstates_t: 0..=15, 32 = unknown
 const PSTATE_UNKNOWN: c_int = 32;
+
+/// NVML_NVLINK_MAX_LINKS in nvml.h (18 since r450, Hopper's count; the 580 header on the lent
+/// H200 machines says 18).
+const NVLINK_MAX_LINKS: u32 = 18;
+/// nvmlEnableState_t
+const FEATURE_ENABLED: c_uint = 1;
 
 const DRIVER_VERSION_LEN: usize = 80;
 const NAME_LEN: usize = 96;
@@ -69,6 +77,8 @@ type FnUtil = unsafe extern "C" fn(Dev, *mut Utilization) -> Ret;
 type FnSetInt = unsafe extern "C" fn(Dev, c_int) -> Ret;
 type FnSetRange = unsafe extern "C" fn(Dev, c_uint, c_uint) -> Ret;
 type FnDev = unsafe extern "C" fn(Dev) -> Ret;
+type FnLinkUint = unsafe extern "C" fn(Dev, c_uint, *mut c_uint) -> Ret;
+type FnLinkPci = unsafe extern "C" fn(Dev, c_uint, *mut PciInfo) -> Ret;
 
 /// The resolved entry points. Optional ones are absent on older drivers; their facts are then
 /// reported as unavailable with that reason.
@@ -105,6 +115,9 @@ struct Api {
     reset_gpu_locked: Option<FnDev>,
     set_mem_locked: Option<FnSetRange>,
     reset_mem_locked: Option<FnDev>,
+    nvlink_state: Option<FnLinkUint>,
+    nvlink_remote_pci: Option<FnLinkPci>,
+    nvlink_remote_type: Option<FnLinkUint>,
 }
 
 impl Api {
@@ -149,6 +162,11 @@ impl Api {
                 reset_gpu_locked: dl::sym(lib, "nvmlDeviceResetGpuLockedClocks").ok(),
                 set_mem_locked: dl::sym(lib, "nvmlDeviceSetMemoryLockedClocks").ok(),
                 reset_mem_locked: dl::sym(lib, "nvmlDeviceResetMemoryLockedClocks").ok(),
+                // nvmlEnableState_t and nvmlIntNvLinkDeviceType_t are C enums: int-sized, read
+                // into an unsigned int as the header's own examples do.
+                nvlink_state: dl::sym(lib, "nvmlDeviceGetNvLinkState").ok(),
+                nvlink_remote_pci: dl::sym(lib, "nvmlDeviceGetNvLinkRemotePciInfo_v2").ok(),
+                nvlink_remote_type: dl::sym(lib, "nvmlDeviceGetNvLinkRemoteDeviceType").ok(),
             })
         }
     }
@@ -391,8 +409,9 @@ impl Nvml {
         c
     }
 
-    /// Everything NVML says about device `index`.
-    pub fn device_facts(&self, index: u32) -> Result<GpuFacts, NvmlErr> {
+    /// Everything NVML says about device `index`; its NVLinks only with `nvlink` (up to 54
+    /// calls a GPU that no check needs: `topo` and `snapshot` ask for them, `check` does not).
+    pub fn device_facts(&self, index: u32, nvlink: bool) -> Result<GpuFacts, NvmlErr> {
         let d = self.handle(index)?;
         let uuid = self.dev_string(Some(self.api.uuid), d, UUID_LEN, "nvmlDeviceGetUUID")?;
         let mut un = Unavail(
@@ -464,8 +483,82 @@ impl Nvml {
         g.pcie.current_link_width = un.take("pcie.current_link_width", || {
             self.dev_uint(self.api.cur_link_width, d, "nvmlDeviceGetCurrPcieLinkWidth")
         });
+        if nvlink {
+            g.nvlink = un.take("nvlink", || self.nvlinks(d)).flatten();
+        }
+        if nvlink && g.nvlink.is_none() && !un.0.contains_key("nvlink") {
+            un.0.insert(
+                "nvlink".into(),
+                "no NVLink on this GPU (NVML_ERROR_NOT_SUPPORTED)".into(),
+            );
+        }
         g.unavailable = un.0;
         Ok(g)
+    }
+
+    /// The active links of `d`. `Ok(None)`: the GPU has no NVLink (NOT_SUPPORTED on link 0,
+    /// as on PCIe-only boards). Links past the GPU's count answer INVALID_ARGUMENT or
+    /// NOT_SUPPORTED: the scan stops there.
+    fn nvlinks(&self, d: Dev) -> Result<Option<Vec<NvLink>>, NvmlErr> {
+        let state = self
+            .api
+            .nvlink_state
+            .ok_or_else(|| Self::missing("nvmlDeviceGetNvLinkState"))?;
+        let mut out = Vec::new();
+        for link in 0..NVLINK_MAX_LINKS {
+            let mut on: c_uint = 0;
+            // SAFETY: `d` came from NVML; `on` is a valid out pointer for an enum-sized int.
+            let r = unsafe { state(d, link, &mut on) };
+            match r {
+                SUCCESS => {}
+                ERROR_NOT_SUPPORTED if link == 0 => return Ok(None),
+                ERROR_NOT_SUPPORTED | ERROR_INVALID_ARGUMENT => break,
+                _ => return Err(self.err(r)),
+            }
+            if on != FEATURE_ENABLED {
+                continue;
+            }
+            out.push(NvLink {
+                link,
+                remote_bus_id: self.nvlink_remote_bus(d, link),
+                remote_kind: self.nvlink_remote_kind(d, link),
+            });
+        }
+        Ok(Some(out))
+    }
+
+    fn nvlink_remote_bus(&self, d: Dev, link: u32) -> Option<String> {
+        let f = self.api.nvlink_remote_pci?;
+        // SAFETY: PciInfo is plain old data; all-zero is a valid value.
+        let mut info: PciInfo = unsafe { std::mem::zeroed() };
+        // SAFETY: `d` came from NVML, `link` is below NVML_NVLINK_MAX_LINKS; `info` has the
+        // layout nvmlDeviceGetNvLinkRemotePciInfo_v2 writes (nvmlPciInfo_t, as _v3 above).
+        if unsafe { f(d, link, &mut info) } != SUCCESS {
+            return None;
+        }
+        let raw: Vec<u8> = info.bus_id.iter().map(|&c| c as u8).collect();
+        normalize_bus_id(&c_buf_to_string(&raw))
+    }
+
+    fn nvlink_remote_kind(&self, d: Dev, link: u32) -> RemoteKind {
+        let Some(f) = self.api.nvlink_remote_type else {
+            return RemoteKind::Unknown;
+        };
+        let mut v: c_uint = 0xff;
+        // SAFETY: `d` came from NVML; `v` is a valid out pointer for an enum-sized int.
+        if unsafe { f(d, link, &mut v) } != SUCCESS {
+            return RemoteKind::Unknown;
+        }
+        RemoteKind::from_nvml(v)
+    }
+
+    /// Bus id and NVLinks of device `index` only (what `topo` needs).
+    fn device_nvlinks(&self, index: u32) -> (Option<String>, Result<Option<Vec<NvLink>>, NvmlErr>) {
+        let d = match self.handle(index) {
+            Ok(d) => d,
+            Err(e) => return (None, Err(e)),
+        };
+        (self.pci_bus_id(d).ok().flatten(), self.nvlinks(d))
     }
 
     fn pci_bus_id(&self, d: Dev) -> Result<Option<String>, NvmlErr> {
@@ -592,7 +685,7 @@ pub(crate) struct NvmlPart {
     pub query_ms: Option<f64>,
 }
 
-pub(crate) fn gather() -> (LibStatus, NvmlPart) {
+pub(crate) fn gather(nvlink: bool) -> (LibStatus, NvmlPart) {
     let t0 = Instant::now();
     let nvml = match Nvml::open() {
         Ok(n) => n,
@@ -621,7 +714,7 @@ pub(crate) fn gather() -> (LibStatus, NvmlPart) {
         std::thread::scope(|s| {
             let nvml = &nvml;
             let handles: Vec<_> = (0..count)
-                .map(|i| (i, s.spawn(move || nvml.device_facts(i))))
+                .map(|i| (i, s.spawn(move || nvml.device_facts(i, nvlink))))
                 .collect();
             handles
                 .into_iter()
@@ -637,7 +730,9 @@ pub(crate) fn gather() -> (LibStatus, NvmlPart) {
                 .collect()
         })
     } else {
-        (0..count).map(|i| (i, nvml.device_facts(i))).collect()
+        (0..count)
+            .map(|i| (i, nvml.device_facts(i, nvlink)))
+            .collect()
     };
     for (i, r) in results {
         match r {
@@ -657,6 +752,53 @@ pub(crate) fn gather() -> (LibStatus, NvmlPart) {
     }
     part.query_ms = Some(t1.elapsed().as_secs_f64() * 1e3);
     (LibStatus::Ok, part)
+}
+
+/// NVLink of every GPU through NVML alone, for `topo`: no CUDA, no clocks.
+pub(crate) fn gather_nvlinks() -> NvLinkView {
+    let nvml = match Nvml::open() {
+        Ok(n) => n,
+        Err(reason) => {
+            return NvLinkView {
+                gpus: Vec::new(),
+                unavailable: Some(format!("NVML: {reason}")),
+            }
+        }
+    };
+    let count = match nvml.count() {
+        Ok(n) => n,
+        Err(e) => {
+            return NvLinkView {
+                gpus: Vec::new(),
+                unavailable: Some(format!("NVML: nvmlDeviceGetCount_v2: {e}")),
+            }
+        }
+    };
+    let mut v = NvLinkView::default();
+    let mut why: Option<String> = None;
+    for i in 0..count {
+        let (bus, links) = nvml.device_nvlinks(i);
+        let links = match links {
+            Ok(Some(l)) => Some(l),
+            Ok(None) => {
+                why.get_or_insert_with(|| {
+                    "no NVLink on this GPU (NVML_ERROR_NOT_SUPPORTED)".into()
+                });
+                None
+            }
+            Err(e) => {
+                why.get_or_insert_with(|| e.to_string());
+                None
+            }
+        };
+        v.gpus.push((bus, links));
+    }
+    if count == 0 {
+        v.unavailable = Some("NVML sees no GPU".into());
+    } else if v.gpus.iter().all(|g| g.1.is_none()) {
+        v.unavailable = why;
+    }
+    v
 }
 
 /// The live NVML behind the setters the apply feature calls.
@@ -703,7 +845,7 @@ impl NvmlControl for LiveNvml {
             .count()
             .map_err(|e| to_control("nvmlDeviceGetCount_v2", uuid, e))?;
         for i in 0..count {
-            if let Ok(g) = self.nvml.device_facts(i) {
+            if let Ok(g) = self.nvml.device_facts(i, false) {
                 if g.uuid.eq_ignore_ascii_case(uuid) {
                     return Ok(g);
                 }
