@@ -71,7 +71,7 @@ mod tests {
         let mut page = Vec::new();
         render(&mut page).expect("render");
         let page = String::from_utf8(page).expect("utf-8");
-        assert!(page.starts_with(".TH daqtune 8"), "{}", &page[..80]);
+        assert!(page.contains("\n.TH daqtune 8 "), "{}", &page[..200]);
         for sub in Cli::command().get_subcommands() {
             let want = format!(".SS \"daqtune {}\"", sub.get_name());
             assert!(page.contains(&want), "{want} missing");

@@ -78,6 +78,9 @@ fn wait_or_forward(child: &mut std::process::Child) -> Waited {
     loop {
         if let Some(s) = sig::pending() {
             sig::send(child.id(), s);
+            // A stopped run (SIGSTOP, a debugger let go) would hold the signal pending and
+            // this wait forever: as the shell's `kill` of a job, it is continued.
+            sig::send(child.id(), libc::SIGCONT);
             let _ = child.wait();
             return Waited::Signalled(s);
         }

@@ -272,14 +272,12 @@ fn signal(pid: u32, sig: i32) {
 }
 
 /// Starts `report --interval 1s` and catches one of its runs alive, stopped (SIGSTOP) so
-/// that it cannot end on its own while the test signals the parent. Returns the parent and
-/// the stopped child's pid.
+/// that it cannot end on its own while the test signals the parent, and removes what earlier
+/// runs wrote: a `b.json` after this is the stopped run's. Returns the parent and the stopped
+/// child's pid.
 fn report_loop_with_a_stopped_run(dir: &Path) -> (std::process::Child, u32) {
-    let snapshot = fixture("gpu-h200-snapshot.tar.zst");
     let parent = Command::new(bin())
-        .arg("report")
-        .arg("--root")
-        .arg(&snapshot)
+        .args(["report", "--root", &igx()])
         .args(["--json", "b.json", "--interval", "1s"])
         .current_dir(dir)
         .stdout(Stdio::null())
@@ -292,6 +290,7 @@ fn report_loop_with_a_stopped_run(dir: &Path) -> (std::process::Child, u32) {
         for c in children_of(parent.id()) {
             signal(c, libc::SIGSTOP);
             if proc_state(c).is_some_and(|(s, pp)| pp == parent.id() && s == 'T') {
+                let _ = std::fs::remove_file(dir.join("b.json"));
                 return (parent, c);
             }
         }
@@ -314,24 +313,34 @@ fn wait_until_dead(pid: u32, parent: u32) -> bool {
 }
 
 /// Row 8: TERM, INT or HUP to the loop reaches the running child, which is reaped before the
-/// loop exits 128 + N; SIGKILL to the loop takes the child along (PR_SET_PDEATHSIG).
+/// loop exits 128 + N: once the loop is gone, so is its run, even a stopped one. SIGKILL to
+/// the loop takes the child along (PR_SET_PDEATHSIG): continued, the run ends without
+/// finishing its report.
 #[test]
 fn report_loop_leaves_no_run_behind() {
     for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGKILL] {
         let d = tempfile::tempdir().expect("tmp");
         let (mut parent, child) = report_loop_with_a_stopped_run(d.path());
         signal(parent.id(), sig);
-        // A stopped child acts on the forwarded signal once it runs again.
-        signal(child, libc::SIGCONT);
         let status = parent.wait().expect("wait");
-        let dead = wait_until_dead(child, parent.id());
-        if !dead {
-            signal(child, libc::SIGKILL);
-        }
-        assert!(dead, "signal {sig}: run {child} outlived the loop");
+        let alive = proc_state(child).is_some_and(|(s, _)| s != 'Z');
         if sig == libc::SIGKILL {
             assert_eq!(status.signal(), Some(libc::SIGKILL));
+            signal(child, libc::SIGCONT);
+            let dead = wait_until_dead(child, parent.id());
+            if !dead {
+                signal(child, libc::SIGKILL);
+            }
+            assert!(dead, "the run {child} outlived the killed loop");
+            assert!(
+                !d.path().join("b.json").exists(),
+                "the run went on after the loop was killed"
+            );
         } else {
+            if alive {
+                signal(child, libc::SIGKILL);
+            }
+            assert!(!alive, "signal {sig}: the run {child} outlived the loop");
             assert_eq!(status.code(), Some(128 + sig), "signal {sig}: {status:?}");
         }
     }
@@ -525,7 +534,7 @@ fn legacy_check_after_a_global_option() {
 #[test]
 fn man_page_is_section_8_with_subcommand_options() {
     let page = stdout(&run(&["man"]));
-    assert!(page.starts_with(".TH daqtune 8"), "{:.60}", page);
+    assert!(page.contains("\n.TH daqtune 8 "), "{:.200}", page);
     assert!(page.contains(".SS \"daqtune check\""));
     assert!(page.contains("nfd\\-expiry"), "check's options missing");
     assert!(page.contains("redact"), "snapshot's options missing");
@@ -617,4 +626,26 @@ fn text_columns_fit_long_ids() {
         })
         .collect();
     assert_eq!(subject_at.len(), 1, "{subject_at:?}:\n{text}");
+}
+
+/// An I/O error on a file the user named has no line and column to give.
+#[test]
+fn io_errors_carry_no_position() {
+    for args in [
+        [
+            "check",
+            "--root",
+            &igx(),
+            "--profile",
+            "/nonexistent/p.yaml",
+        ],
+        ["check", "--root", &igx(), "--config", "/nonexistent/a.yaml"],
+    ] {
+        let o = run(&args);
+        assert_eq!(o.status.code(), Some(2));
+        let err = stderr(&o);
+        assert!(err.contains("/nonexistent/"), "{err}");
+        assert!(!err.contains(":1:1:"), "{err}");
+        assert_eq!(err.matches("os error 2").count(), 1, "{err}");
+    }
 }
