@@ -276,7 +276,7 @@ fn signal(pid: u32, sig: i32) {
 /// runs wrote: a `b.json` after this is the stopped run's. Returns the parent and the stopped
 /// child's pid.
 fn report_loop_with_a_stopped_run(dir: &Path) -> (std::process::Child, u32) {
-    let parent = Command::new(bin())
+    let mut parent = Command::new(bin())
         .args(["report", "--root", &igx()])
         .args(["--json", "b.json", "--interval", "1s"])
         .current_dir(dir)
@@ -296,6 +296,8 @@ fn report_loop_with_a_stopped_run(dir: &Path) -> (std::process::Child, u32) {
         }
         std::thread::yield_now();
     }
+    let _ = parent.kill();
+    let _ = parent.wait();
     panic!("no run of the report loop was seen");
 }
 
@@ -647,5 +649,32 @@ fn io_errors_carry_no_position() {
         assert!(err.contains("/nonexistent/"), "{err}");
         assert!(!err.contains(":1:1:"), "{err}");
         assert_eq!(err.matches("os error 2").count(), 1, "{err}");
+    }
+}
+
+/// Row 1's "later outputs never written": a failed output is exit 2 with its reason, and the
+/// outputs after it are still written.
+#[test]
+fn a_failed_output_does_not_stop_the_later_ones() {
+    let d = tempfile::tempdir().expect("tmp");
+    let root = igx();
+    std::fs::write(d.path().join("blocked"), "a file, not a directory").expect("file");
+    for cmd in ["qualify", "check"] {
+        let json = format!("{cmd}.json");
+        let o = daqtune_in(
+            d.path(),
+            &[
+                cmd,
+                "--root",
+                &root,
+                "--junit",
+                "blocked/q.xml",
+                "--json",
+                &json,
+            ],
+        );
+        assert_eq!(o.status.code(), Some(2), "{cmd}: {}", stderr(&o));
+        assert!(stderr(&o).contains("blocked/q.xml"), "{}", stderr(&o));
+        assert!(d.path().join(&json).is_file(), "{cmd}: {json} not written");
     }
 }
