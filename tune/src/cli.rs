@@ -14,7 +14,11 @@ use std::time::Duration;
     version,
     about = "Check, tune and prove GPU + NIC data-acquisition hosts (IGX Orin, DGX Spark, servers with ConnectX)",
     long_about = None,
-    after_help = "tune_system.py habits work too: `daqtune --check all`, `--check mrrs`, `--set mrrs`,\n`--check schematic --schematic-output x.svg`."
+    after_help = "Outputs: -f/--format picks the format, -o FILE writes the main output instead of stdout,\n\
+--json/--junit/--prometheus/--nfd/--svg FILE add files. Every file is replaced atomically (mode\n\
+0644); a symlink (/dev/stdout) is written through, never replaced. A closed pipe ends a command\n\
+quietly; a failed write to stdout exits 2. Empty DAQTUNE_* variables count as unset.\n\n\
+tune_system.py habits work too: `daqtune --check all`, `--check mrrs`, `--set mrrs`,\n`--check schematic --schematic-output x.svg`."
 )]
 pub struct Cli {
     #[command(flatten)]
