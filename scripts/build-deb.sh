@@ -139,9 +139,9 @@ install -D -m 0755 "$bin" "$root/usr/bin/daqtune"
 strip --strip-unneeded --remove-section=.comment --remove-section=.note "$root/usr/bin/daqtune"
 
 # Section 8: daqtune changes the host as root (Debian policy 12.1), and the units it writes name
-# man:daqtune(8). `daqtune man` renders clap_mangen's default section 1: set the .TH line.
+# man:daqtune(8); `daqtune man` renders that page (section 8, every subcommand's options).
 install -d "$root/usr/share/man/man8"
-"$bin" man | sed '0,/^\.TH daqtune 1 /s//.TH daqtune 8 /' | gzip -9n >"$root/usr/share/man/man8/daqtune.8.gz"
+"$bin" man | gzip -9n >"$root/usr/share/man/man8/daqtune.8.gz"
 install -d "$root/usr/share/bash-completion/completions" "$root/usr/share/zsh/vendor-completions" \
   "$root/usr/share/fish/vendor_completions.d"
 "$bin" completions bash >"$root/usr/share/bash-completion/completions/daqtune"

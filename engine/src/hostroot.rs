@@ -55,23 +55,62 @@ pub fn open_host(g: &GlobalOptions) -> Result<OpenedHost, UsageError> {
     open_root(g.root.as_deref())
 }
 
-/// A report from a JSON file, or evaluated from a snapshot directory / archive.
-pub fn load_side(g: &GlobalOptions, path: &std::path::Path) -> Result<Report, UsageError> {
-    let is_json = path.is_file() && !path.to_string_lossy().ends_with(".tar.zst");
+/// A report from a JSON file, or evaluated from a snapshot directory / archive. `side` names
+/// the input in messages (`BEFORE`, `AFTER`): it is not a `--root`.
+pub fn load_side(
+    g: &GlobalOptions,
+    path: &std::path::Path,
+    side: &str,
+) -> Result<Report, UsageError> {
+    let what = |msg: String| UsageError::Other(format!("{side} {}: {msg}", path.display()));
+    let meta = std::fs::metadata(path).map_err(|e| {
+        what(format!(
+            "{e} (a daqtune.report/v1 JSON report, a snapshot directory or a .tar.zst snapshot \
+             was expected)"
+        ))
+    })?;
+    let is_json = meta.is_file() && !path.to_string_lossy().to_lowercase().ends_with(".tar.zst");
     if is_json {
-        let text = daqtune_probe::fsutil::read_user_file(path)
-            .map_err(|e| UsageError::Other(format!("{}: {e}", path.display())))?;
-        let r: Report = serde_json::from_str(&text).map_err(|e| {
-            UsageError::Other(format!(
-                "{}:{}:{}: not a daqtune.report/v1 JSON report ({e})",
-                path.display(),
-                e.line(),
-                e.column()
-            ))
-        })?;
-        return Ok(r);
+        let text = daqtune_probe::fsutil::read_user_file(path).map_err(|e| what(e.to_string()))?;
+        return parse_report(&text)
+            .map_err(|m| UsageError::Other(format!("{}{m}", path.display())));
     }
-    let host = open_root(Some(path))?;
+    let host = open_root(Some(path)).map_err(|e| match e {
+        UsageError::Root { source, .. } => what(source.to_string()),
+        // open_root's own messages name the path as the `--root` it usually is.
+        UsageError::Other(m) => UsageError::Other(m.replacen("--root ", &format!("{side} "), 1)),
+        other => other,
+    })?;
     let profile = choose_profile(&host, g)?;
     Ok(evaluate(&host, &profile, Vec::new(), false))
+}
+
+/// A `daqtune.report/v1` document; another schema (a qualify or plan JSON, a diff) is refused
+/// by name rather than read as a report with nothing in it. The error starts with `:line:col:`
+/// where the JSON itself is broken, else with `: `.
+fn parse_report(text: &str) -> Result<Report, String> {
+    let v: serde_json::Value = serde_json::from_str(text).map_err(|e| {
+        format!(
+            ":{}:{}: not a daqtune.report/v1 JSON report ({e})",
+            e.line(),
+            e.column()
+        )
+    })?;
+    match v.get("schema").and_then(|s| s.as_str()) {
+        Some(crate::report::SCHEMA) => {}
+        Some(other) => {
+            return Err(format!(
+                ": a {other} document, not a {} report",
+                crate::report::SCHEMA
+            ))
+        }
+        None => {
+            return Err(format!(
+                ": no \"schema\" field: not a {} report",
+                crate::report::SCHEMA
+            ))
+        }
+    }
+    serde_json::from_value(v)
+        .map_err(|e| format!(": not a {} JSON report ({e})", crate::report::SCHEMA))
 }

@@ -409,14 +409,24 @@ pub struct Waiver {
     pub reason: String,
 }
 
-/// A profile document could not be used. Rendered as `file:line:column: message`.
+/// A profile document could not be used. Rendered as `file:line:column: message`, or
+/// `file: message` where no line applies (line 0: the file could not be read at all).
 #[derive(Debug, thiserror::Error)]
-#[error("{file}:{line}:{column}: {message}")]
+#[error("{file}{}: {message}", position(*.line, *.column))]
 pub struct ProfileError {
     pub file: String,
     pub line: usize,
     pub column: usize,
     pub message: String,
+}
+
+/// `:line:column` after a file name, or nothing for line 0 (an I/O error has no position).
+fn position(line: usize, column: usize) -> String {
+    if line == 0 {
+        String::new()
+    } else {
+        format!(":{line}:{column}")
+    }
 }
 
 impl ProfileError {
@@ -532,14 +542,15 @@ pub fn load(name_or_path: &str) -> Result<LoadedProfile, ProfileError> {
         let p = Path::new(name_or_path);
         let src = daqtune_probe::fsutil::read_user_file(p).map_err(|e| {
             let known: Vec<&str> = builtin_names().collect();
-            ProfileError::at(
-                name_or_path,
-                None,
-                format!(
+            ProfileError {
+                file: name_or_path.into(),
+                line: 0,
+                column: 0,
+                message: format!(
                     "cannot read profile ({e}); built-in profiles are: {}",
                     known.join(", ")
                 ),
-            )
+            }
         })?;
         (name_or_path.to_string(), src)
     };

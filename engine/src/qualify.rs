@@ -380,21 +380,34 @@ pub fn run(
         checks,
         selftest,
     };
-    let write = |p: &std::path::Path, t: &str| {
-        output::write(p, t).map_err(|e| UsageError::Other(e.to_string()))
+    // Every file asked for is written even when an earlier one fails (a CI job keeps the
+    // JUnit when the JSON's directory is missing); the first failure is the error, exit 2.
+    let mut first: Option<UsageError> = None;
+    let mut write = |p: &std::path::Path, t: &str, err: &mut dyn std::io::Write| {
+        if let Err(e) = output::write(p, t) {
+            if first.is_none() {
+                first = Some(UsageError::Other(e.to_string()));
+            } else {
+                let _ = writeln!(err, "daqtune: {e}");
+            }
+        }
     };
+    let mut stderr = std::io::stderr();
     match &a.output {
-        Some(p) => write(p, &text(&q))?,
+        Some(p) => write(p, &text(&q), &mut stderr),
         None => {
             let _ = write!(out, "{}", text(&q));
         }
     }
     if let Some(p) = &a.junit {
-        write(p, &junit(&q))?;
+        write(p, &junit(&q), &mut stderr);
     }
     if let Some(p) = &a.json {
         let j = serde_json::to_string_pretty(&q).unwrap_or_default();
-        write(p, &(j + "\n"))?;
+        write(p, &(j + "\n"), &mut stderr);
+    }
+    if let Some(e) = first {
+        return Err(e);
     }
     Ok(u8::from(!passed))
 }

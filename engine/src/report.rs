@@ -245,6 +245,9 @@ fn subject_label(subjects: &[String]) -> String {
     }
 }
 
+/// The widest subject the text report's subject column grows to.
+const SUBJECT_MAX: usize = 32;
+
 pub fn text(report: &Report, color: bool, verbose: bool) -> String {
     let mut s = String::new();
     let _ = writeln!(
@@ -260,8 +263,8 @@ pub fn text(report: &Report, color: bool, verbose: bool) -> String {
     for v in &report.checks {
         areas.entry(area_of(&v.id)).or_default().push(v);
     }
+    let mut sections = Vec::new();
     for (area, vs) in areas {
-        let _ = writeln!(s, "\n{}", area.title());
         let mut lines = condense(fold(&vs), verbose);
         // Keep catalogue order inside an area.
         let order = |id: &str| {
@@ -271,10 +274,30 @@ pub fn text(report: &Report, color: bool, verbose: bool) -> String {
                 .unwrap_or(usize::MAX)
         };
         lines.sort_by_key(|(_, v)| order(&v.id));
+        sections.push((area, lines));
+    }
+    // One id and one subject column for the whole report, as wide as their longest entry
+    // (`daqtune.artifacts`, a GPU's address and name), so the messages line up; a subject
+    // longer than SUBJECT_MAX (a list, in --verbose) overflows its row rather than pushing
+    // every message to the right.
+    let rows = || sections.iter().flat_map(|(_, lines)| lines.iter());
+    let idw = rows()
+        .map(|(_, v)| v.id.chars().count())
+        .max()
+        .unwrap_or(0)
+        .max(15);
+    let subw = rows()
+        .map(|(sub, _)| sub.chars().count())
+        .filter(|n| *n <= SUBJECT_MAX)
+        .max()
+        .unwrap_or(0)
+        .max(22);
+    for (area, lines) in &sections {
+        let _ = writeln!(s, "\n{}", area.title());
         for (subject, v) in lines {
             let _ = writeln!(
                 s,
-                "  {} {:<15} {:<22} {}",
+                "  {} {:<idw$} {:<subw$} {}",
                 paint(v.status.as_str(), v.status, color),
                 v.id,
                 subject,

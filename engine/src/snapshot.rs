@@ -383,19 +383,11 @@ pub fn pack(dir: &Path, out: &Path) -> Result<(), SnapshotError> {
             ),
         });
     }
-    // A target that exists and is not a regular file (a FIFO a collector reads, /dev/stdout)
-    // is written in place: renaming over it would replace the node instead of writing to it.
-    if std::fs::metadata(out).is_ok_and(|m| !m.is_file() && !m.is_dir()) {
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .open(out)
-            .map_err(|e| io(out, e))?;
-        return pack_into(dir, out, &mut f);
-    }
-    // Else atomically (temp file beside it, then rename): a half-written archive is never
-    // left under the name a collector or the next `check --root` reads.
+    // The one output rule (fsutil::write_output): a new or regular file atomically (a
+    // half-written archive is never left under the name the next `check --root` reads), a
+    // symlink written through and never replaced, a FIFO or device in place.
     let mut inner: Option<SnapshotError> = None;
-    daqtune_probe::fsutil::atomic_replace(out, 0o644, &mut |f| {
+    daqtune_probe::fsutil::write_output(out, 0o644, &mut |f| {
         pack_into(dir, out, f).map_err(|e| {
             let msg = e.to_string();
             inner = Some(e);

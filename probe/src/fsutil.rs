@@ -207,14 +207,17 @@ pub fn atomic_replace(
     mode: u32,
     fill: &mut dyn FnMut(&mut File) -> io::Result<()>,
 ) -> io::Result<()> {
-    let dir = path
-        .parent()
-        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "path has no parent"))?;
-    // A bare file name (`--junit out.xml`) has the empty parent, which open(2) refuses.
-    let dir = if dir.as_os_str().is_empty() {
-        Path::new(".")
-    } else {
-        dir
+    let dir = match path.parent() {
+        // A bare file name (`-o out.txt`) has the parent "": the directory to create and to
+        // fsync after the rename is the current one.
+        Some(d) if d.as_os_str().is_empty() => Path::new("."),
+        Some(d) => d,
+        None => {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "path has no parent",
+            ))
+        }
     };
     fs::create_dir_all(dir)?;
     let tmp = tmp_name(path)?;
@@ -239,6 +242,60 @@ pub fn atomic_replace(
         let _ = fs::remove_file(&tmp);
     }
     result
+}
+
+/// Writes an output file the user named (`-o`, `--json FILE`, `--svg FILE`, a snapshot
+/// archive): the one rule for every command.
+///
+/// - A path that does not exist, or a regular file: replaced atomically ([`atomic_replace`]),
+///   so a reader polling it never sees half a report.
+/// - A symlink: written through, never replaced. Its target must exist (a dangling link is
+///   refused: daqtune does not create a file wherever a link points); the target is opened,
+///   truncated and written in place, as the shell's `>` does. `/dev/stdout` and
+///   `/proc/self/fd/N` are such links, and replacing them with a file is how a real
+///   `/dev/stdout` got lost. Not atomic: point `-o` at the file itself for that.
+/// - Another existing non-regular file (a FIFO a collector reads, a character device, a
+///   terminal): written in place; renaming over it would replace the node.
+/// - A directory: refused.
+pub fn write_output(
+    path: &Path,
+    mode: u32,
+    fill: &mut dyn FnMut(&mut File) -> io::Result<()>,
+) -> io::Result<()> {
+    let is_dir = || io::Error::new(io::ErrorKind::IsADirectory, "is a directory, not a file");
+    match fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_symlink() => match fs::metadata(path) {
+            Ok(t) if t.is_dir() => Err(is_dir()),
+            Ok(_) => write_in_place(path, fill),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                "is a symlink to a file that does not exist (output is written through links, \
+                 never creating their targets)",
+            )),
+            Err(e) => Err(e),
+        },
+        Ok(m) if m.is_dir() => Err(is_dir()),
+        Ok(m) if !m.is_file() => write_in_place(path, fill),
+        _ => atomic_replace(path, mode, fill),
+    }
+}
+
+/// The target opened as it is (no create), truncated, written; fsynced when it is a file.
+fn write_in_place(
+    path: &Path,
+    fill: &mut dyn FnMut(&mut File) -> io::Result<()>,
+) -> io::Result<()> {
+    let mut f = OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .custom_flags(libc::O_NOCTTY)
+        .open(path)?;
+    fill(&mut f)?;
+    f.flush()?;
+    if f.metadata()?.is_file() {
+        f.sync_all()?;
+    }
+    Ok(())
 }
 
 /// [`atomic_replace`] with bytes.

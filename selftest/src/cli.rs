@@ -770,9 +770,24 @@ fn emit(args: &SelftestArgs, report: &Report) -> bool {
         Format::Json => report.to_json() + "\n",
         Format::Junit => report.to_junit(),
     };
-    let _ = std::io::stdout().write_all(text.as_bytes());
+    // A reader that went away (`| head`) is not a failure; a full disk is (exit 2).
+    let mut out = std::io::stdout().lock();
+    if let Err(e) = out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
+        if e.kind() != std::io::ErrorKind::BrokenPipe {
+            let _ = writeln!(
+                std::io::stderr(),
+                "daqtune selftest: cannot write to standard output: {e}"
+            );
+            return false;
+        }
+    }
+    drop(out);
     if let Some(p) = &args.junit {
-        if let Err(e) = std::fs::write(p, report.to_junit()) {
+        // The workspace's one output writer: atomic, a symlink written through (docs/cli.md).
+        let junit = report.to_junit();
+        if let Err(e) =
+            daqtune_probe::fsutil::write_output(p, 0o644, &mut |f| f.write_all(junit.as_bytes()))
+        {
             let _ = writeln!(
                 std::io::stderr(),
                 "daqtune selftest: write {}: {e}",

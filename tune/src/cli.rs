@@ -14,7 +14,11 @@ use std::time::Duration;
     version,
     about = "Check, tune and prove GPU + NIC data-acquisition hosts (IGX Orin, DGX Spark, servers with ConnectX)",
     long_about = None,
-    after_help = "tune_system.py habits work too: `daqtune --check all`, `--check mrrs`, `--set mrrs`,\n`--check schematic --schematic-output x.svg`."
+    after_help = "Outputs: -f/--format picks the format, -o FILE writes the main output instead of stdout,\n\
+--json/--junit/--prometheus/--nfd/--svg FILE add files. Every file is replaced atomically (mode\n\
+0644); a symlink (/dev/stdout) is written through, never replaced. A closed pipe ends a command\n\
+quietly; a failed write to stdout exits 2. Empty DAQTUNE_* variables count as unset.\n\n\
+tune_system.py habits work too: `daqtune --check all`, `--check mrrs`, `--set mrrs`,\n`--check schematic --schematic-output x.svg`."
 )]
 pub struct Cli {
     #[command(flatten)]
@@ -23,17 +27,23 @@ pub struct Cli {
     pub command: Command,
 }
 
-#[derive(Debug, Clone, Args)]
+/// The options that choose the host and the profile. Given before the subcommand
+/// (`daqtune --root X check`) they reach every command; each subcommand also takes, after its
+/// name, those that mean something to it (and its `--help` lists only those). An environment
+/// variable that is set but empty (`DAQTUNE_ROOT=` in /etc/default/daqtune) counts as unset.
+#[derive(Debug, Clone, Default, Args)]
 pub struct GlobalArgs {
     /// Read (and write) the host under DIR instead of / (a fixture or a snapshot).
-    #[arg(long, global = true, value_name = "DIR", env = "DAQTUNE_ROOT")]
+    /// Default: $DAQTUNE_ROOT.
+    #[arg(long, value_name = "DIR")]
     pub root: Option<PathBuf>,
     /// Profile: a built-in name (igx-orin, dgx-spark, generic-dgpu) or a YAML file.
-    #[arg(long, short = 'p', global = true, value_name = "NAME|FILE")]
+    /// Default: $DAQTUNE_PROFILE, else the one detected.
+    #[arg(long, short = 'p', value_name = "NAME|FILE")]
     pub profile: Option<String>,
     /// Read the GPUs' CUDA attributes afresh (cuInit) instead of from this boot's cache in
     /// /run/daqtune; the fresh result replaces the cache.
-    #[arg(long, global = true)]
+    #[arg(long)]
     pub no_cache: bool,
 }
 
@@ -45,6 +55,74 @@ impl GlobalArgs {
             no_cache: self.no_cache,
         }
     }
+
+    /// `self` (given after the subcommand) over `top` (before it) over the environment.
+    pub fn over(&self, top: &GlobalArgs) -> GlobalArgs {
+        let env = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
+        GlobalArgs {
+            root: self
+                .root
+                .clone()
+                .or_else(|| top.root.clone())
+                .or_else(|| env("DAQTUNE_ROOT").map(PathBuf::from)),
+            profile: self
+                .profile
+                .clone()
+                .or_else(|| top.profile.clone())
+                .or_else(|| {
+                    env("DAQTUNE_PROFILE")
+                        .map(|p| p.to_string_lossy().trim().to_string())
+                        .filter(|p| !p.is_empty())
+                }),
+            no_cache: self.no_cache || top.no_cache,
+        }
+    }
+}
+
+/// `--root` alone, for the commands that read a host but no profile (topo, revert).
+#[derive(Debug, Clone, Default, Args)]
+pub struct RootArg {
+    /// Read (and write) the host under DIR instead of / (a fixture or a snapshot).
+    /// Default: $DAQTUNE_ROOT.
+    #[arg(long, value_name = "DIR")]
+    pub root: Option<PathBuf>,
+}
+
+/// `--profile` alone, for the commands that judge with a profile but read no host of their
+/// own (diff evaluates its snapshots with it; selftest takes its limits from it).
+#[derive(Debug, Clone, Default, Args)]
+pub struct ProfileArg {
+    /// Profile: a built-in name (igx-orin, dgx-spark, generic-dgpu) or a YAML file.
+    /// Default: $DAQTUNE_PROFILE, else the one detected.
+    #[arg(long, short = 'p', value_name = "NAME|FILE")]
+    pub profile: Option<String>,
+}
+
+impl From<&RootArg> for GlobalArgs {
+    fn from(r: &RootArg) -> Self {
+        GlobalArgs {
+            root: r.root.clone(),
+            ..Default::default()
+        }
+    }
+}
+
+impl From<&ProfileArg> for GlobalArgs {
+    fn from(p: &ProfileArg) -> Self {
+        GlobalArgs {
+            profile: p.profile.clone(),
+            ..Default::default()
+        }
+    }
+}
+
+/// `daqtune selftest`: the self-test's own arguments and the profile its limits come from.
+#[derive(Debug, Clone, Args)]
+pub struct SelftestCmd {
+    #[command(flatten)]
+    pub profile: ProfileArg,
+    #[command(flatten)]
+    pub args: crate::selftest_cmd::SelftestArgs,
 }
 
 #[derive(Debug, Subcommand)]
@@ -66,7 +144,7 @@ pub enum Command {
     /// Prove the data path with real traffic (socket: TCP and UDP over a veth pair, two
     /// cabled ports, or loopback; dpdk; and `selftest rdma`, whose own options `daqtune
     /// selftest rdma --help` lists). Needs root for namespaces.
-    Selftest(Box<crate::selftest_cmd::SelftestArgs>),
+    Selftest(Box<SelftestCmd>),
     /// GPU / NIC / NVMe topology matrix (like `nvidia-smi topo -m`) and the PCIe tree as SVG.
     Topo(TopoArgs),
     /// Hardware-qualification gate for CI: checks (level 1), + short self-tests (2), + soak (3).
@@ -83,8 +161,32 @@ pub enum Command {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
-    /// Print the man page (roff).
+    /// Print the man page, daqtune(8), as roff: every subcommand with its options.
     Man,
+}
+
+impl Command {
+    /// The host and profile options given after the subcommand's name (none for the commands
+    /// that take none).
+    pub fn globals(&self) -> GlobalArgs {
+        match self {
+            Command::Check(a) => a.host.clone(),
+            Command::Plan(a) => a.host.clone(),
+            Command::Apply(a) => a.host.clone(),
+            Command::Generate(a) => a.host.clone(),
+            Command::Qualify(a) => a.host.clone(),
+            Command::Snapshot(a) => a.host.clone(),
+            Command::Report(a) => a.host.clone(),
+            Command::Revert(a) => (&a.root).into(),
+            Command::Topo(a) => (&a.root).into(),
+            Command::Diff(a) => (&a.profile).into(),
+            Command::Selftest(a) => (&a.profile).into(),
+            Command::Explain(_)
+            | Command::Profiles(_)
+            | Command::Completions { .. }
+            | Command::Man => GlobalArgs::default(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -127,6 +229,8 @@ impl From<FailOn> for gate::FailOn {
 
 #[derive(Debug, Clone, Args)]
 pub struct CheckArgs {
+    #[command(flatten)]
+    pub host: GlobalArgs,
     /// Check ids (or tune_system.py names) to run; all when none. `all` means all.
     #[arg(value_name = "ID")]
     pub ids: Vec<String>,
@@ -162,7 +266,11 @@ pub struct CheckArgs {
 
 #[derive(Debug, Clone, Args)]
 pub struct SnapshotArgs {
-    /// Output: a new directory, or FILE.tar.zst.
+    #[command(flatten)]
+    pub host: GlobalArgs,
+    /// Output: FILE.tar.zst (any case: .TAR.ZST too) for an archive, written like every
+    /// other output (atomically; a symlink is written through); any other name is a new or
+    /// empty directory. Other archive names (.tar.gz, .tgz, .zip, .tar, ...) are refused.
     #[arg(short = 'o', long, value_name = "DIR|FILE.tar.zst")]
     pub output: PathBuf,
     /// Replace serial numbers, MACs, GUIDs and the hostname, consistently.
@@ -172,12 +280,25 @@ pub struct SnapshotArgs {
 
 #[derive(Debug, Clone, Args)]
 pub struct DiffArgs {
-    /// A JSON report, a snapshot directory or a .tar.zst snapshot.
+    #[command(flatten)]
+    pub profile: ProfileArg,
+    /// The earlier side: a JSON report (`daqtune.report/v1`, from `check --format json`), a
+    /// snapshot directory or a .tar.zst snapshot. Snapshots are judged with --profile (else
+    /// the profile each one detects).
+    #[arg(value_name = "BEFORE")]
     pub before: PathBuf,
+    /// The later side, of the same kinds as BEFORE. Exit 1 when the two differ.
+    #[arg(value_name = "AFTER")]
     pub after: PathBuf,
-    /// Print the differences as JSON.
-    #[arg(long)]
+    /// text, or json (the list of differences).
+    #[arg(long, short = 'f', value_enum, default_value_t = TopoFormat::Text)]
+    pub format: TopoFormat,
+    /// The same as `--format json` (kept for scripts that use it).
+    #[arg(long, hide = true, conflicts_with = "format")]
     pub json: bool,
+    /// Write the differences to FILE (atomically, mode 0644) instead of stdout.
+    #[arg(long, short = 'o', value_name = "FILE")]
+    pub output: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -259,6 +380,8 @@ impl Selection {
 #[derive(Debug, Clone, Args)]
 pub struct PlanArgs {
     #[command(flatten)]
+    pub host: GlobalArgs,
+    #[command(flatten)]
     pub sel: Selection,
     /// text, or json (`daqtune.plan/v1`: every change, note and what needs a reboot).
     #[arg(long, short = 'f', value_enum, default_value_t = PlanFormat::Text)]
@@ -278,6 +401,8 @@ pub enum PlanFormat {
 
 #[derive(Debug, Clone, Args)]
 pub struct ApplyArgs {
+    #[command(flatten)]
+    pub host: GlobalArgs,
     #[command(flatten)]
     pub sel: Selection,
     /// Print the plan and change nothing.
@@ -304,6 +429,8 @@ impl ApplyArgs {
 
 #[derive(Debug, Clone, Args)]
 pub struct RevertArgs {
+    #[command(flatten)]
+    pub root: RootArg,
     /// Do not ask (required when stdin is not a terminal).
     #[arg(long, short = 'y')]
     pub yes: bool,
@@ -335,6 +462,8 @@ fn kind_parser() -> impl clap::builder::TypedValueParser<Value = apply::Kind> {
 
 #[derive(Debug, Clone, Args)]
 pub struct GenerateArgs {
+    #[command(flatten)]
+    pub host: GlobalArgs,
     #[arg(value_parser = kind_parser())]
     pub kind: apply::Kind,
     /// The daqtune binary that generated units and rules run (a regular executable file in
@@ -362,6 +491,7 @@ impl GenerateArgs {
     }
 }
 
+/// The `--format` of `topo` and `diff`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum TopoFormat {
     Text,
@@ -370,9 +500,16 @@ pub enum TopoFormat {
 
 #[derive(Debug, Clone, Args)]
 pub struct TopoArgs {
-    #[arg(long, short = 'f', value_enum, default_value_t = TopoFormat::Text)]
-    pub format: TopoFormat,
-    /// Also draw the PCIe tree as SVG into FILE (`-` for stdout).
+    #[command(flatten)]
+    pub root: RootArg,
+    /// The matrix as text (default) or JSON.
+    #[arg(long, short = 'f', value_enum)]
+    pub format: Option<TopoFormat>,
+    /// Write the matrix to FILE (atomically, mode 0644) instead of stdout.
+    #[arg(long, short = 'o', value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Also draw the PCIe tree as SVG into FILE, written like -o; `-` puts the SVG on stdout
+    /// instead of the matrix (then the matrix is printed only with -o).
     #[arg(long, value_name = "FILE")]
     pub svg: Option<PathBuf>,
     /// Draw every PCI function in the SVG, not only GPUs, NICs, NVMe and the bridges above them.
@@ -382,6 +519,8 @@ pub struct TopoArgs {
 
 #[derive(Debug, Clone, Args)]
 pub struct QualifyArgs {
+    #[command(flatten)]
+    pub host: GlobalArgs,
     /// 1 = checks; 2 = + a short self-test of every data path; 3 = + a long soak (socket payloads verified on the GPU where one is present).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=3))]
     pub level: u8,
@@ -417,6 +556,8 @@ impl QualifyArgs {
 
 #[derive(Debug, Clone, Args)]
 pub struct ReportArgs {
+    #[command(flatten)]
+    pub host: GlobalArgs,
     /// Write the node_exporter textfile here (`.../node-exporter/daqtune.prom`).
     #[arg(long, value_name = "FILE", value_parser = any_path, env = "DAQTUNE_REPORT_PROMETHEUS")]
     pub prometheus: Option<PathBuf>,

@@ -4,6 +4,7 @@ use crate::cli::{
     CheckArgs, DiffArgs, ExplainArgs, GlobalArgs, PlanArgs, PlanFormat, ProfilesAction,
     ProfilesArgs, SnapshotArgs, TopoArgs, TopoFormat,
 };
+use crate::out;
 use daqtune_engine::apply::Prompt;
 use daqtune_engine::commands::load_profile;
 use daqtune_engine::commands::{choose_profile, choose_profile_with, evaluate_facts, resolve_ids};
@@ -11,6 +12,7 @@ use daqtune_engine::fleet::{self, output, plan_json, run::RunInfo};
 use daqtune_engine::hostroot::{load_side, open_host};
 use daqtune_engine::{gate, profile, report, snapshot, topo, tunables, UsageError};
 use std::io::{BufRead, IsTerminal, Write};
+use std::path::Path;
 
 /// Asks on the terminal. Without one the answer cannot be had: a usage error (exit 2), so a
 /// pipe never applies silently.
@@ -32,9 +34,34 @@ impl Prompt for TerminalPrompt {
     }
 }
 
-/// Every report file is written atomically, mode 0644 (a collector may be reading it).
-fn write_file(path: &std::path::Path, text: &str) -> Result<(), UsageError> {
+/// Every report file is written by the one output rule (`fleet::output::write`: atomically,
+/// mode 0644; a symlink is written through, never replaced).
+fn write_file(path: &Path, text: &str) -> Result<(), UsageError> {
     output::write(path, text).map_err(|e| UsageError::Other(e.to_string()))
+}
+
+/// Writes each of a command's outputs, `None` standing for stdout. A failed one does not keep
+/// the later ones from being written; the first failure is the command's error (exit 2), the
+/// others are said on stderr.
+fn write_all(outputs: &[(Option<&Path>, &str)]) -> Result<(), UsageError> {
+    let mut first: Option<UsageError> = None;
+    for (path, text) in outputs {
+        let r = match path {
+            Some(p) => write_file(p, text),
+            None => {
+                out::print(text);
+                Ok(())
+            }
+        };
+        if let Err(e) = r {
+            if first.is_some() {
+                out::eprint(&format!("daqtune: {e}\n"));
+            } else {
+                first = Some(e);
+            }
+        }
+    }
+    first.map_or(Ok(()), Err)
 }
 
 pub fn check(g: &GlobalArgs, a: &CheckArgs) -> Result<u8, UsageError> {
@@ -71,16 +98,16 @@ pub fn check(g: &GlobalArgs, a: &CheckArgs) -> Result<u8, UsageError> {
         nfd_expiry: a.nfd_expiry,
     };
     let text = fleet::render(&rep, a.format.into(), &opts);
-    match &a.output {
-        Some(p) => write_file(p, &text)?,
-        None => print!("{text}"),
-    }
+    let mut outputs = vec![(a.output.as_deref(), text)];
     if let Some(p) = &a.junit {
-        write_file(p, &report::junit(&rep))?;
+        outputs.push((Some(p), report::junit(&rep)));
     }
     if let Some(p) = &a.json {
-        write_file(p, &report::json(&rep))?;
+        outputs.push((Some(p), report::json(&rep)));
     }
+    let outputs: Vec<(Option<&Path>, &str)> =
+        outputs.iter().map(|(p, t)| (*p, t.as_str())).collect();
+    write_all(&outputs)?;
     Ok(code)
 }
 
@@ -90,7 +117,7 @@ pub fn plan(g: &GlobalArgs, a: &PlanArgs) -> Result<u8, UsageError> {
     let g = g.engine();
     let sel = a.sel.engine();
     if a.format == PlanFormat::Text && a.output.is_none() {
-        return daqtune_engine::apply::run_plan(&g, &sel, &mut std::io::stdout());
+        return daqtune_engine::apply::run_plan(&g, &sel, &mut out::Stdout);
     }
     let host = open_host(&g)?;
     let mut head: Vec<u8> = Vec::new();
@@ -104,134 +131,247 @@ pub fn plan(g: &GlobalArgs, a: &PlanArgs) -> Result<u8, UsageError> {
             plan_json::render(&plan, &lines)
         }
     };
-    match &a.output {
-        Some(p) => write_file(p, &text)?,
-        None => print!("{text}"),
-    }
+    write_all(&[(a.output.as_deref(), &text)])?;
     Ok(0)
 }
 
 pub fn explain(a: &ExplainArgs) -> Result<u8, UsageError> {
     if a.list {
         if a.markdown {
-            print!("{}", report::catalogue_markdown());
+            out::print(&report::catalogue_markdown());
         } else {
-            for c in tunables::REGISTRY {
-                println!("{:<16} {:<9} {}", c.id, c.area.title(), c.title);
-            }
+            out::print(&catalogue_text());
         }
         return Ok(0);
     }
     let id = a.id.as_deref().unwrap_or_default();
     let c = tunables::find(id).ok_or_else(|| UsageError::UnknownCheck(id.to_string()))?;
-    print!("{}", c.doc);
+    out::print(c.doc);
     if !c.doc.ends_with('\n') {
-        println!();
+        out::print("\n");
     }
     Ok(0)
+}
+
+/// `explain --list`: id, area and title, the columns as wide as their longest entry.
+fn catalogue_text() -> String {
+    let rows: Vec<(&str, &str, &str)> = tunables::REGISTRY
+        .iter()
+        .map(|c| (c.id, c.area.title(), c.title))
+        .collect();
+    columns(&rows)
+}
+
+/// Three columns, the first two padded to their widest cell.
+fn columns(rows: &[(&str, &str, &str)]) -> String {
+    let w0 = rows.iter().map(|r| r.0.chars().count()).max().unwrap_or(0);
+    let w1 = rows.iter().map(|r| r.1.chars().count()).max().unwrap_or(0);
+    let mut s = String::new();
+    for (a, b, c) in rows {
+        let line = format!("{a:<w0$} {b:<w1$} {c}");
+        s.push_str(line.trim_end());
+        s.push('\n');
+    }
+    s
 }
 
 pub fn profiles(a: &ProfilesArgs) -> Result<u8, UsageError> {
     match &a.action {
         None | Some(ProfilesAction::List) => {
+            let mut rows = Vec::new();
             for name in profile::builtin_names() {
                 let lp = profile::load(name)?;
-                println!("{:<14} {}", name, lp.profile.description);
+                rows.push((name, lp.profile.description));
+            }
+            let w = rows.iter().map(|r| r.0.chars().count()).max().unwrap_or(0);
+            for (name, description) in rows {
+                out::print(&format!("{name:<w$} {description}\n"));
             }
         }
         Some(ProfilesAction::Show { name }) => {
             let lp = load_profile(name)?;
             let y = serde_yaml_ng::to_string(&lp.profile)
                 .map_err(|e| UsageError::Other(e.to_string()))?;
-            print!("{y}");
+            out::print(&y);
         }
     }
     Ok(0)
 }
 
+/// What `snapshot -o PATH` writes, from the name alone.
+#[derive(Debug, PartialEq, Eq)]
+enum SnapshotTarget {
+    /// `.tar.zst`, in any case.
+    Archive,
+    Directory,
+}
+
+/// The archive names `snapshot` does not write, lower case: a directory by such a name
+/// (what `-o h.tar.gz` used to make) is never what was meant.
+const OTHER_ARCHIVES: &[&str] = &[
+    ".tar.gz", ".tgz", ".tar.xz", ".txz", ".tar.bz2", ".tbz2", ".tbz", ".tar.lz4", ".tar", ".zip",
+    ".gz", ".xz", ".bz2", ".zst", ".zstd", ".lz4", ".7z", ".rar",
+];
+
+fn snapshot_target(out: &Path) -> Result<SnapshotTarget, UsageError> {
+    let name = out
+        .file_name()
+        .map(|n| n.to_string_lossy().to_lowercase())
+        .unwrap_or_default();
+    if name.ends_with(".tar.zst") {
+        return Ok(SnapshotTarget::Archive);
+    }
+    if let Some(ext) = OTHER_ARCHIVES.iter().find(|e| name.ends_with(*e)) {
+        return Err(UsageError::Other(format!(
+            "snapshot -o {}: daqtune writes .tar.zst archives only, not {ext}; name the \
+             archive FILE.tar.zst, or give a directory name without an archive extension",
+            out.display()
+        )));
+    }
+    Ok(SnapshotTarget::Directory)
+}
+
+/// A directory snapshot goes into a new or empty directory, never through a symlink, never
+/// over a file: what is there already is not mixed with or replaced by the snapshot.
+fn check_snapshot_dir(out: &Path) -> Result<(), UsageError> {
+    let refuse = |why: &str| {
+        Err(UsageError::Other(format!(
+            "snapshot -o {}: {why}; a directory snapshot needs a new or empty directory",
+            out.display()
+        )))
+    };
+    match std::fs::symlink_metadata(out) {
+        Err(_) => Ok(()),
+        Ok(m) if m.file_type().is_symlink() => refuse("is a symlink"),
+        Ok(m) if !m.is_dir() => refuse("exists and is not a directory"),
+        Ok(_) => match std::fs::read_dir(out).map(|mut d| d.next().is_none()) {
+            Ok(true) => Ok(()),
+            Ok(false) => refuse("exists and is not empty"),
+            Err(e) => refuse(&format!("cannot be read ({e})")),
+        },
+    }
+}
+
 pub fn snapshot(g: &GlobalArgs, a: &SnapshotArgs) -> Result<u8, UsageError> {
+    let out = &a.output;
+    // Decided before the host is read: a refused name costs nothing.
+    let target = snapshot_target(out)?;
+    if target == SnapshotTarget::Directory {
+        check_snapshot_dir(out)?;
+    }
     let g = g.engine();
     let host = open_host(&g)?;
     let profile = choose_profile(&host, &g)?;
-    let out = &a.output;
-    let is_archive = out.to_string_lossy().ends_with(".tar.zst");
     let fail = |e: snapshot::SnapshotError| UsageError::Other(format!("snapshot: {e}"));
-    let meta = if is_archive {
-        let tmp = snapshot::TempRoot::new("daqtune-snap-")
-            .map_err(|e| UsageError::Other(e.to_string()))?;
-        let m = snapshot::write_dir(&host, &profile, tmp.path(), a.redact).map_err(fail)?;
-        snapshot::pack(tmp.path(), out).map_err(fail)?;
-        m
-    } else {
-        if out.exists()
-            && std::fs::read_dir(out)
-                .map(|mut d| d.next().is_some())
-                .unwrap_or(true)
-        {
-            return Err(UsageError::Other(format!(
-                "{} exists and is not empty",
-                out.display()
-            )));
+    let meta = match target {
+        SnapshotTarget::Archive => {
+            let tmp = snapshot::TempRoot::new("daqtune-snap-")
+                .map_err(|e| UsageError::Other(e.to_string()))?;
+            let m = snapshot::write_dir(&host, &profile, tmp.path(), a.redact).map_err(fail)?;
+            snapshot::pack(tmp.path(), out).map_err(fail)?;
+            m
         }
-        snapshot::write_dir(&host, &profile, out, a.redact).map_err(fail)?
+        SnapshotTarget::Directory => {
+            snapshot::write_dir(&host, &profile, out, a.redact).map_err(fail)?
+        }
     };
-    eprintln!(
-        "daqtune: snapshot {}: {} files, {} links{}; replay with: daqtune check --root {}",
+    out::eprint(&format!(
+        "daqtune: snapshot {}: {} files, {} links{}; replay with: daqtune check --root {}\n",
         out.display(),
         meta.files,
         meta.links,
         if meta.redacted { ", redacted" } else { "" },
         out.display()
-    );
+    ));
     Ok(0)
 }
 
 pub fn diff(g: &GlobalArgs, a: &DiffArgs) -> Result<u8, UsageError> {
     let g = g.engine();
-    let left = load_side(&g, &a.before)?;
-    let right = load_side(&g, &a.after)?;
+    let left = load_side(&g, &a.before, "BEFORE")?;
+    let right = load_side(&g, &a.after, "AFTER")?;
     let changes = daqtune_engine::diff::diff(&left, &right);
-    if a.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&changes).unwrap_or_default()
-        );
+    let text = if a.json || a.format == TopoFormat::Json {
+        let j = serde_json::to_string_pretty(&changes)
+            .map_err(|e| UsageError::Other(format!("cannot render JSON: {e}")))?;
+        j + "\n"
     } else {
-        print!("{}", daqtune_engine::diff::render(&changes));
-    }
+        daqtune_engine::diff::render(&changes)
+    };
+    write_all(&[(a.output.as_deref(), &text)])?;
     Ok(u8::from(!changes.is_empty()))
 }
 
 pub fn topo(g: &GlobalArgs, a: &TopoArgs) -> Result<u8, UsageError> {
+    let svg_to_stdout = a.svg.as_deref() == Some(Path::new("-"));
+    // One stream, one document: with the SVG on stdout the matrix goes to -o or nowhere.
+    if svg_to_stdout && a.output.is_none() && a.format.is_some() {
+        return Err(UsageError::Other(
+            "topo: --svg - puts the SVG on stdout; write the matrix to a file with -o FILE".into(),
+        ));
+    }
     let host = open_host(&g.engine())?;
     let (tree, nics) = match topo::gather(&host, a.all) {
         Ok(x) => x,
         Err(e) => {
-            eprintln!("daqtune topo: {e}");
+            out::eprint(&format!("daqtune topo: {e}\n"));
             return Ok(1);
         }
     };
     let nv = topo::read_nvlink(&host, &tree);
     let t = topo::build_with(&tree, &nics, &nv);
-    match a.format {
-        TopoFormat::Text => print!("{}", topo::render_text(&t)),
-        TopoFormat::Json => match serde_json::to_string_pretty(&t) {
-            Ok(j) => println!("{j}"),
-            Err(e) => return Err(UsageError::Other(format!("cannot render JSON: {e}"))),
-        },
+    let mut outputs: Vec<(Option<&Path>, String)> = Vec::new();
+    if !svg_to_stdout || a.output.is_some() {
+        let matrix = match a.format.unwrap_or(TopoFormat::Text) {
+            TopoFormat::Text => topo::render_text(&t),
+            TopoFormat::Json => serde_json::to_string_pretty(&t)
+                .map(|j| j + "\n")
+                .map_err(|e| UsageError::Other(format!("cannot render JSON: {e}")))?,
+        };
+        outputs.push((a.output.as_deref(), matrix));
     }
     if let Some(path) = &a.svg {
         let svg = topo::render_svg(&tree, &nics, &t, a.all);
-        if path.as_os_str() == "-" {
-            print!("{svg}");
-        } else if let Err(e) = std::fs::write(path, svg) {
-            return Err(UsageError::Other(format!(
-                "cannot write {}: {e}",
-                path.display()
-            )));
-        } else {
-            eprintln!("daqtune topo: wrote {}", path.display());
-        }
+        outputs.push(((!svg_to_stdout).then_some(path.as_path()), svg));
+    }
+    let list: Vec<(Option<&Path>, &str)> = outputs.iter().map(|(p, t)| (*p, t.as_str())).collect();
+    write_all(&list)?;
+    if let Some(path) = a.svg.as_deref().filter(|_| !svg_to_stdout) {
+        out::eprint(&format!("daqtune topo: wrote {}\n", path.display()));
     }
     Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn snapshot_names() {
+        for a in ["s.tar.zst", "S.TAR.ZST", "dir/h.Tar.Zst"] {
+            assert_eq!(
+                snapshot_target(Path::new(a)).ok(),
+                Some(SnapshotTarget::Archive),
+                "{a}"
+            );
+        }
+        for d in ["snap", "snap.d", "host-2026.11.26", "x.json"] {
+            assert_eq!(
+                snapshot_target(Path::new(d)).ok(),
+                Some(SnapshotTarget::Directory),
+                "{d}"
+            );
+        }
+        for r in ["h.tar.gz", "h.TGZ", "h.zip", "h.tar", "h.zst", "h.tar.xz"] {
+            let e = snapshot_target(Path::new(r)).expect_err(r).to_string();
+            assert!(e.contains(".tar.zst archives only"), "{e}");
+        }
+    }
+
+    #[test]
+    fn columns_fit_the_longest_cell() {
+        let t = columns(&[("daqtune.artifacts", "Apply", "x"), ("a", "Kernel", "y")]);
+        let lines: Vec<&str> = t.lines().collect();
+        assert_eq!(lines[0].find('x'), lines[1].find('y'), "{t}");
+    }
 }

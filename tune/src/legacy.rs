@@ -8,11 +8,7 @@ use crate::cli::GlobalArgs;
 /// own, see `rdma_cmd::RdmaArgs`) and splits off the global options, wherever they stand.
 /// `--root` also comes from `DAQTUNE_ROOT`, as for every other command.
 pub fn split_rdma_invocation(argv: &[String]) -> Option<(GlobalArgs, Vec<String>)> {
-    let mut g = GlobalArgs {
-        root: std::env::var_os("DAQTUNE_ROOT").map(Into::into),
-        profile: None,
-        no_cache: false,
-    };
+    let mut g = GlobalArgs::default();
     let mut words = Vec::new();
     let mut it = argv.iter().skip(1);
     while let Some(a) = it.next() {
@@ -30,13 +26,49 @@ pub fn split_rdma_invocation(argv: &[String]) -> Option<(GlobalArgs, Vec<String>
             words.push(a.clone());
         }
     }
+    // The environment (DAQTUNE_ROOT, DAQTUNE_PROFILE) as for every other command.
     (words.first().map(String::as_str) == Some("selftest")
         && words.get(1).map(String::as_str) == Some("rdma"))
-    .then(|| (g, words.split_off(2)))
+    .then(|| (g.over(&GlobalArgs::default()), words.split_off(2)))
 }
 
-/// Rewrite tune_system.py's flags into subcommands before clap sees them.
+/// How many words after the program name are global options (`--root X`, `-p P`,
+/// `--profile=P`, `--no-cache`): tune_system.py's flag may follow them.
+fn leading_globals(args: &[String]) -> usize {
+    let mut i = 1;
+    while let Some(a) = args.get(i) {
+        if a == "--root" || a == "--profile" || a == "-p" {
+            i += 2;
+        } else if a.starts_with("--root=") || a.starts_with("--profile=") || a == "--no-cache" {
+            i += 1;
+        } else {
+            break;
+        }
+    }
+    i.min(args.len()) - 1
+}
+
+/// Rewrite tune_system.py's flags into subcommands before clap sees them; global options
+/// before the flag (`daqtune --root X --check mrrs`) stay in front of the subcommand.
 pub fn translate_legacy(args: Vec<String>) -> Vec<String> {
+    let n = leading_globals(&args);
+    if n == 0 {
+        return translate_first(args);
+    }
+    let globals: Vec<String> = args[1..=n].to_vec();
+    let mut rest = vec![args[0].clone()];
+    rest.extend_from_slice(&args[n + 1..]);
+    let translated = translate_first(rest.clone());
+    if translated == rest {
+        return args;
+    }
+    let mut out = vec![args[0].clone()];
+    out.extend(globals);
+    out.extend_from_slice(&translated[1..]);
+    out
+}
+
+fn translate_first(args: Vec<String>) -> Vec<String> {
     let Some(first) = args.get(1) else {
         return args;
     };
@@ -165,5 +197,21 @@ mod tests {
         );
         assert_eq!(translate_legacy(v("daqtune check")), v("daqtune check"));
         assert_eq!(translate_legacy(v("daqtune --check")), v("daqtune --check"));
+        // After global options, as tune_system.py users type them.
+        assert_eq!(
+            translate_legacy(v("daqtune --root X --check mrrs")),
+            v("daqtune --root X check pcie.mrrs")
+        );
+        assert_eq!(
+            translate_legacy(v(
+                "daqtune --root=X -p igx-orin --no-cache --set mrrs --yes"
+            )),
+            v("daqtune --root=X -p igx-orin --no-cache apply --only pcie.mrrs --yes")
+        );
+        assert_eq!(
+            translate_legacy(v("daqtune --root X check")),
+            v("daqtune --root X check")
+        );
+        assert_eq!(translate_legacy(v("daqtune --root")), v("daqtune --root"));
     }
 }

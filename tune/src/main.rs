@@ -4,31 +4,49 @@
 mod cli;
 mod commands;
 mod legacy;
+mod man;
+mod out;
 mod rdma_cmd;
 mod report_cmd;
 mod selftest_cmd;
+mod sig;
 
 use clap::{CommandFactory, Parser};
 use cli::{Cli, Command};
 use commands::TerminalPrompt;
-use daqtune_engine::apply;
+use daqtune_engine::{apply, UsageError};
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
 /// `daqtune [--root DIR] [--profile P] selftest rdma ...`: the helper's flags follow the
 /// engine name, so this is parsed by hand (see `legacy::split_rdma_invocation`).
 fn rdma(g: cli::GlobalArgs, args: Vec<String>) -> ExitCode {
     match rdma_cmd::run_rdma(&g, &args) {
-        Ok(c) => ExitCode::from(c),
+        Ok(c) => out::finish(c),
         Err(e) => {
-            eprintln!("daqtune: {e}");
-            ExitCode::from(2)
+            out::eprint(&format!("daqtune: {e}\n"));
+            out::finish(2)
         }
+    }
+}
+
+/// The environment variables clap reads (`DAQTUNE_REPORT_*`): one set but empty, as
+/// /etc/default/daqtune writes them, means unset (docs/fleet.md), not "a value is required".
+fn drop_empty_settings() {
+    let empty: Vec<std::ffi::OsString> = std::env::vars_os()
+        .filter(|(k, v)| v.is_empty() && k.to_string_lossy().starts_with("DAQTUNE_"))
+        .map(|(k, _)| k)
+        .collect();
+    for k in empty {
+        // Before any thread starts: nothing else reads the environment meanwhile.
+        std::env::remove_var(k);
     }
 }
 
 fn main() -> ExitCode {
     // First: the first GPU probe of a boot may start this executable as its CUDA child.
     daqtune_probe::gpu::serve_cuda_probe_child();
+    drop_empty_settings();
     let argv = legacy::translate_legacy(std::env::args().collect());
     // The RDMA engine is a separate executable with its own flags (see rdma_cmd::RdmaArgs).
     if let Some((g, args)) = legacy::split_rdma_invocation(&argv) {
@@ -37,51 +55,61 @@ fn main() -> ExitCode {
     let cli = match Cli::try_parse_from(argv) {
         Ok(c) => c,
         Err(e) => {
-            let _ = e.print();
-            // clap's --help/--version are not errors.
-            return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
+            // clap's --help/--version are not errors; they go to stdout, checked like any
+            // other output (a help piped into `head` or written to a full disk).
+            if e.use_stderr() {
+                if std::io::stderr().is_terminal() {
+                    out::eprint(&e.render().ansi().to_string());
+                } else {
+                    out::eprint(&e.render().to_string());
+                }
+                return out::finish(2);
+            }
+            if std::io::stdout().is_terminal() {
+                out::print(&e.render().ansi().to_string());
+            } else {
+                out::print(&e.render().to_string());
+            }
+            return out::finish(0);
         }
     };
-    let g = &cli.global;
-    let result: anyhow::Result<u8> = (|| {
-        Ok(match &cli.command {
-            Command::Check(a) => commands::check(g, a)?,
-            Command::Explain(a) => commands::explain(a)?,
-            Command::Profiles(a) => commands::profiles(a)?,
-            Command::Plan(a) => commands::plan(g, a)?,
-            Command::Apply(a) => apply::run_apply(&g.engine(), &a.engine(), &mut TerminalPrompt)?,
-            Command::Revert(a) => apply::run_revert(&g.engine(), &a.engine(), &mut TerminalPrompt)?,
-            Command::Generate(a) => {
-                apply::run_generate(&g.engine(), &a.engine(), &mut std::io::stdout())?
-            }
-            Command::Selftest(a) => selftest_cmd::run(g, a)?,
-            Command::Topo(a) => commands::topo(g, a)?,
-            Command::Qualify(a) => {
-                daqtune_engine::qualify::run(&g.engine(), &a.engine(), &mut std::io::stdout())?
-            }
-            Command::Snapshot(a) => commands::snapshot(g, a)?,
-            Command::Diff(a) => commands::diff(g, a)?,
-            Command::Report(a) => report_cmd::run(g, a)?,
-            Command::Completions { shell } => {
-                clap_complete::generate(
-                    *shell,
-                    &mut Cli::command(),
-                    "daqtune",
-                    &mut std::io::stdout(),
-                );
-                0
-            }
-            Command::Man => {
-                clap_mangen::Man::new(Cli::command()).render(&mut std::io::stdout())?;
-                0
-            }
-        })
-    })();
+    let g = &cli.command.globals().over(&cli.global);
+    let mut stdout = out::Stdout;
+    let result: Result<u8, UsageError> = match &cli.command {
+        Command::Check(a) => commands::check(g, a),
+        Command::Explain(a) => commands::explain(a),
+        Command::Profiles(a) => commands::profiles(a),
+        Command::Plan(a) => commands::plan(g, a),
+        Command::Apply(a) => {
+            apply::run_apply(&g.engine(), &a.engine(), &mut TerminalPrompt, &mut stdout)
+        }
+        Command::Revert(a) => {
+            apply::run_revert(&g.engine(), &a.engine(), &mut TerminalPrompt, &mut stdout)
+        }
+        Command::Generate(a) => apply::run_generate(&g.engine(), &a.engine(), &mut stdout),
+        Command::Selftest(a) => selftest_cmd::run(g, &a.args),
+        Command::Topo(a) => commands::topo(g, a),
+        Command::Qualify(a) => daqtune_engine::qualify::run(&g.engine(), &a.engine(), &mut stdout),
+        Command::Snapshot(a) => commands::snapshot(g, a),
+        Command::Diff(a) => commands::diff(g, a),
+        Command::Report(a) => report_cmd::run(g, a),
+        Command::Completions { shell } => {
+            clap_complete::generate(*shell, &mut Cli::command(), "daqtune", &mut stdout);
+            Ok(0)
+        }
+        Command::Man => {
+            // Stdout never fails to its caller (see `out`): a failed write is reported by
+            // `finish`, so the renderer's own I/O result carries nothing more.
+            let _ = man::render(&mut stdout);
+            Ok(0)
+        }
+    };
     match result {
-        Ok(code) => ExitCode::from(code),
+        Ok(code) => out::finish(code),
         Err(e) => {
-            eprintln!("daqtune: {e:#}");
-            ExitCode::from(2)
+            // The message already holds its cause: `{e:#}` would print an I/O error twice.
+            out::eprint(&format!("daqtune: {e}\n"));
+            out::finish(2)
         }
     }
 }

@@ -305,10 +305,10 @@ pub fn run_rdma(g: &GlobalArgs, argv: &[String]) -> Result<u8, UsageError> {
         }
         let notes = daqtune_selftest::topology::recover_leftovers();
         if notes.is_empty() {
-            println!("nothing left behind by earlier runs");
+            crate::out::print("nothing left behind by earlier runs\n");
         }
         for n in &notes {
-            println!("{n}");
+            crate::out::print(&format!("{n}\n"));
         }
         // A journal that could not be replayed is kept, and said so.
         return Ok(u8::from(notes.iter().any(|n| n.contains("kept"))));

@@ -93,7 +93,7 @@ pub fn run(g: &GlobalArgs, args: &SelftestArgs) -> Result<u8, UsageError> {
     let ctx = Context::new(&host, &lp);
     let (d, note) = defaults(&ctx, &lp);
     if let Some(n) = note {
-        eprintln!("daqtune selftest: {n}");
+        crate::out::eprint(&format!("daqtune selftest: {n}\n"));
     }
     let code = daqtune_selftest::cli::run(args, &d);
     Ok(u8::try_from(code).unwrap_or(2))
@@ -142,8 +142,7 @@ mod tests {
     fn root_is_refused() {
         let g = GlobalArgs {
             root: Some("/nonexistent".into()),
-            profile: None,
-            no_cache: false,
+            ..Default::default()
         };
         let args = <SelftestHarness as clap::Parser>::parse_from(["x", "socket"]).args;
         assert!(run(&g, &args).is_err());

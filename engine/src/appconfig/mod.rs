@@ -24,14 +24,24 @@ use std::fmt;
 
 pub use derive::{derive_loaded, derive_profile, Derived};
 
-/// The configuration could not be read at all (exit 2): file:line:column and why.
+/// The configuration could not be read at all (exit 2): file:line:column and why (`file: why`
+/// with line 0, where the file itself could not be read: an I/O error has no position).
 #[derive(Debug, thiserror::Error)]
-#[error("{file}:{line}:{column}: {message}")]
+#[error("{file}{}: {message}", position(*.line, *.column))]
 pub struct AppConfigError {
     pub file: String,
     pub line: usize,
     pub column: usize,
     pub message: String,
+}
+
+/// `:line:column` after a file name, or nothing for line 0 (no position: an I/O error).
+pub(crate) fn position(line: usize, column: usize) -> String {
+    if line == 0 {
+        String::new()
+    } else {
+        format!(":{line}:{column}")
+    }
 }
 
 /// Why a field's value is unusable.
@@ -526,8 +536,8 @@ impl AppConfig {
         let file = path.display().to_string();
         let text = daqtune_probe::fsutil::read_user_file(path).map_err(|e| AppConfigError {
             file: file.clone(),
-            line: 1,
-            column: 1,
+            line: 0,
+            column: 0,
             message: format!("cannot read the DAQIRI configuration: {e}"),
         })?;
         AppConfig::parse(&file, &text)

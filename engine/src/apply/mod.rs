@@ -872,25 +872,18 @@ fn live_gpu(
     }
 }
 
-/// `daqtune apply` on the host with the real writer and GPU control, asking through `prompt`.
+/// `daqtune apply` on the host with the real writer and GPU control, asking through `prompt`;
+/// the report goes to `out` (the command line's checked stdout).
 pub fn run_apply(
     g: &GlobalOptions,
     a: &ApplyOptions,
     prompt: &mut dyn Prompt,
+    out: &mut dyn Write,
 ) -> Result<u8, UsageError> {
     let mut w = FsWriter::new();
     let (live, why) = live_gpu(g, &a.sel);
     let gpu = live.as_ref().map(|l| l as &dyn gpu::GpuSetters);
-    run_apply_inner(
-        g,
-        a,
-        &mut w,
-        gpu,
-        why,
-        prompt,
-        &mut std::io::stdout(),
-        &mut std::io::stderr(),
-    )
+    run_apply_inner(g, a, &mut w, gpu, why, prompt, out, &mut std::io::stderr())
 }
 
 /// `daqtune revert`, with a writer that tests can fault.
@@ -993,26 +986,20 @@ fn run_revert_inner(
     Ok(if failed == 0 { 0 } else { 1 })
 }
 
-/// `daqtune revert` on the host with the real writer and GPU control, asking through `prompt`.
+/// `daqtune revert` on the host with the real writer and GPU control, asking through `prompt`;
+/// the report goes to `out` (the command line's checked stdout).
 pub fn run_revert(
     g: &GlobalOptions,
     a: &RevertOptions,
     prompt: &mut dyn Prompt,
+    out: &mut dyn Write,
 ) -> Result<u8, UsageError> {
     let mut w = FsWriter::new();
     // GPU control only matters when a journal holds GPU entries; without NVML those entries
     // fail with the reason and the rest is reverted.
     let (live, _) = live_gpu(g, &Selection::default());
     let gpu = live.as_ref().map(|l| l as &dyn gpu::GpuSetters);
-    run_revert_inner(
-        g,
-        a,
-        &mut w,
-        gpu,
-        prompt,
-        &mut std::io::stdout(),
-        &mut std::io::stderr(),
-    )
+    run_revert_inner(g, a, &mut w, gpu, prompt, out, &mut std::io::stderr())
 }
 
 /// `daqtune generate KIND`: print one artifact for image builders and configuration managers.

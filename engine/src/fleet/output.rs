@@ -27,31 +27,28 @@ pub enum OutputError {
     },
 }
 
-/// Replace `path` with `text`, atomically, mode 0644; the directory is created if missing.
-/// A target that exists and is not a regular file (`/dev/stdout`, a FIFO) is written in
-/// place: renaming over it would replace the device node instead of writing to it.
+/// Write `text` to `path` by the workspace's one output rule
+/// ([`daqtune_probe::fsutil::write_output`]): a new or regular file is replaced atomically,
+/// mode 0644, its directory created if missing; a symlink (`/dev/stdout`) is written through,
+/// never replaced; a FIFO or device is written in place; a directory is refused.
 pub fn write(path: &Path, text: &str) -> Result<(), OutputError> {
-    let failed = |source| OutputError::Write {
-        path: path.to_path_buf(),
-        source,
-    };
-    if path.is_dir() {
-        return Err(OutputError::IsDirectory(path.to_path_buf()));
-    }
-    if let Ok(m) = std::fs::metadata(path) {
-        if !m.is_file() {
-            use std::io::Write;
-            return std::fs::OpenOptions::new()
-                .write(true)
-                .open(path)
-                .and_then(|mut f| f.write_all(text.as_bytes()))
-                .map_err(failed);
-        }
-    }
     if path.file_name().is_none() {
         return Err(OutputError::NoFileName(path.to_path_buf()));
     }
-    daqtune_probe::fsutil::write_atomic(path, text.as_bytes(), MODE).map_err(failed)
+    daqtune_probe::fsutil::write_output(path, MODE, &mut |f| {
+        use std::io::Write;
+        f.write_all(text.as_bytes())
+    })
+    .map_err(|source| {
+        if source.kind() == std::io::ErrorKind::IsADirectory {
+            OutputError::IsDirectory(path.to_path_buf())
+        } else {
+            OutputError::Write {
+                path: path.to_path_buf(),
+                source,
+            }
+        }
+    })
 }
 
 #[cfg(test)]
@@ -112,5 +109,37 @@ mod tests {
         use std::os::unix::fs::FileTypeExt;
         let m = std::fs::symlink_metadata("/dev/null").expect("meta");
         assert!(m.file_type().is_char_device());
+    }
+
+    /// A symlink given as the output is written through and stays a symlink; one to nothing
+    /// is refused (no file is created where it points).
+    #[test]
+    fn symlinks_are_written_through_never_replaced() {
+        let d = tempfile::tempdir().expect("tmp");
+        let target = d.path().join("real.xml");
+        std::fs::write(&target, "old content that is longer\n").expect("seed");
+        let link = d.path().join("link");
+        std::os::unix::fs::symlink(&target, &link).expect("symlink");
+        write(&link, "new\n").expect("write through");
+        assert!(std::fs::symlink_metadata(&link)
+            .expect("meta")
+            .file_type()
+            .is_symlink());
+        assert_eq!(std::fs::read_to_string(&target).expect("read"), "new\n");
+        let dangling = d.path().join("dangling");
+        std::os::unix::fs::symlink(d.path().join("nowhere"), &dangling).expect("symlink");
+        let e = write(&dangling, "x").expect_err("dangling");
+        assert!(e.to_string().contains("does not exist"), "{e}");
+        assert!(!d.path().join("nowhere").exists());
+        assert!(std::fs::symlink_metadata(&dangling)
+            .expect("meta")
+            .file_type()
+            .is_symlink());
+        let to_dir = d.path().join("to_dir");
+        std::os::unix::fs::symlink(d.path(), &to_dir).expect("symlink");
+        assert!(matches!(
+            write(&to_dir, "x"),
+            Err(OutputError::IsDirectory(_))
+        ));
     }
 }
