@@ -367,8 +367,11 @@ fn topo_replays_nvlink_from_a_snapshot() {
     );
     assert!(text.contains("NV#  = Connection traversing a bonded set of # NVLinks"));
     assert!(text.contains("GPU2 - GPU3: NV18 (18 links through NVSwitch; PCIe path PHB)"));
-    let out = run(&["--root", root, "topo", "--format", "json", "--svg", "-"]);
+    // `--svg -` puts the SVG alone on stdout (docs/cli.md).
+    let out = run(&["--root", root, "topo", "--svg", "-"]);
+    assert_eq!(out.status.code(), Some(0));
     let body = String::from_utf8_lossy(&out.stdout);
+    assert!(body.starts_with("<?xml") || body.starts_with("<svg"), "{body}");
     assert_eq!(body.matches(">NV18</text>").count(), 6, "six bonds drawn");
 }
 
