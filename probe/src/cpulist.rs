@@ -202,21 +202,29 @@ impl From<CpuSet> for String {
     }
 }
 
+/// Text quoted in an error: a hostile list can be kilobytes of one word.
+pub(crate) fn clip(s: &str) -> String {
+    match s.char_indices().nth(40) {
+        Some((at, _)) => format!("{}...", &s[..at]),
+        None => s.to_string(),
+    }
+}
+
 fn num(s: &str, nr_cpus: Option<u32>) -> Result<u32, CpuListError> {
     let s = s.trim();
     if s == "N" {
         return match nr_cpus {
             Some(n) if n > 0 && n <= NR_CPUS_MAX => Ok(n - 1),
             Some(n) if n > 0 => Err(CpuListError::TooLarge((n - 1).to_string())),
-            _ => Err(CpuListError::NeedsCount(s.into())),
+            _ => Err(CpuListError::NeedsCount(clip(s))),
         };
     }
     if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(CpuListError::BadNumber(s.into()));
+        return Err(CpuListError::BadNumber(clip(s)));
     }
-    let v: u64 = s.parse().map_err(|_| CpuListError::TooLarge(s.into()))?;
+    let v: u64 = s.parse().map_err(|_| CpuListError::TooLarge(clip(s)))?;
     if v > MAX_CPU as u64 {
-        return Err(CpuListError::TooLarge(s.into()));
+        return Err(CpuListError::TooLarge(clip(s)));
     }
     Ok(v as u32)
 }
@@ -235,7 +243,7 @@ pub fn parse_cpulist(s: &str, nr_cpus: Option<u32>) -> Result<CpuSet, CpuListErr
             Some(0) => Ok(set),
             Some(n) if n <= NR_CPUS_MAX => Ok(CpuSet::range(0, n - 1)),
             Some(n) => Err(CpuListError::TooLarge(n.to_string())),
-            None => Err(CpuListError::NeedsCount(s.into())),
+            None => Err(CpuListError::NeedsCount(clip(s))),
         };
     }
     for part in s.split(',') {
@@ -255,18 +263,18 @@ pub fn parse_cpulist(s: &str, nr_cpus: Option<u32>) -> Result<CpuSet, CpuListErr
             }
         };
         if hi < lo {
-            return Err(CpuListError::Backwards(part.into()));
+            return Err(CpuListError::Backwards(clip(part)));
         }
         match group {
             None => set.insert_range(lo, hi),
             Some(g) => {
                 let (used, size) = g
                     .split_once('/')
-                    .ok_or_else(|| CpuListError::BadGroup(part.into()))?;
-                let used = num(used, None).map_err(|_| CpuListError::BadGroup(part.into()))?;
-                let size = num(size, None).map_err(|_| CpuListError::BadGroup(part.into()))?;
+                    .ok_or_else(|| CpuListError::BadGroup(clip(part)))?;
+                let used = num(used, None).map_err(|_| CpuListError::BadGroup(clip(part)))?;
+                let size = num(size, None).map_err(|_| CpuListError::BadGroup(clip(part)))?;
                 if size == 0 || used == 0 || used > size {
-                    return Err(CpuListError::BadGroup(part.into()));
+                    return Err(CpuListError::BadGroup(clip(part)));
                 }
                 // Both bounded by MAX_CPU: at most NR_CPUS_MAX groups of one range each.
                 let mut base = lo;
@@ -286,13 +294,13 @@ pub fn parse_cpumask(s: &str) -> Result<CpuSet, CpuListError> {
     let words: Vec<&str> = s.trim().split(',').collect();
     for (i, w) in words.iter().rev().enumerate() {
         let v = u32::from_str_radix(w.trim(), 16)
-            .map_err(|_| CpuListError::BadNumber(w.to_string()))?;
+            .map_err(|_| CpuListError::BadNumber(clip(w)))?;
         if v == 0 {
             continue;
         }
         let top = (i as u64) * 32 + 31 - u64::from(v.leading_zeros());
         if top > u64::from(MAX_CPU) {
-            return Err(CpuListError::TooLarge(s.trim().into()));
+            return Err(CpuListError::TooLarge(clip(s.trim())));
         }
         for bit in 0..32 {
             if v & (1 << bit) != 0 {
@@ -372,6 +380,8 @@ mod tests {
         let full = parse_cpulist(&"0-8191,".repeat(7000), None).expect("p");
         assert_eq!(full.len(), 8192);
         assert_eq!(full.to_string(), "0-8191");
+        let long = format!("0-{}", "9".repeat(100_000));
+        assert!(parse_cpulist(&long, None).expect_err("long").to_string().len() < 120);
         let err = parse_cpulist("0-9000", None).expect_err("too large");
         assert!(err.to_string().contains("8192"), "{err}");
     }
