@@ -19,6 +19,58 @@ pub fn xml_escape(s: &str) -> String {
     o
 }
 
+/// Host data (a hostname, a DMI string, a GPU name) made safe for a terminal: control
+/// characters (C0, DEL, C1, which start escape sequences) are written as `\xHH` / `\u{HHHH}`
+/// and a backslash as `\\`, so a hostile string prints as text and cannot move the cursor,
+/// retitle the terminal or hide a line. Machine outputs (JSON) keep the exact bytes.
+pub fn printable(s: &str) -> std::borrow::Cow<'_, str> {
+    let bad = |c: char| c.is_control() || c == '\\';
+    if !s.chars().any(bad) {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    let mut o = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        match c {
+            '\\' => o.push_str("\\\\"),
+            c if (c as u32) < 0x100 && c.is_control() => o.push_str(&format!("\\x{:02x}", c as u32)),
+            c if c.is_control() => o.push_str(&format!("\\u{{{:04x}}}", c as u32)),
+            c => o.push(c),
+        }
+    }
+    std::borrow::Cow::Owned(o)
+}
+
+/// One word of a shell command, quoted so that pasting the command runs exactly that word:
+/// left bare when it holds only characters no shell treats specially, else in single quotes
+/// (a `'` inside as `'\''`), and as `$'...'` with `\xHH` escapes when it holds control
+/// characters (a newline pasted inside plain quotes would still reach the terminal). Every
+/// fix line built from host data quotes that data with this one helper.
+pub fn shell_quote(s: &str) -> std::borrow::Cow<'_, str> {
+    let plain = |b: u8| b.is_ascii_alphanumeric() || b"_@%+=:,./-".contains(&b);
+    if !s.is_empty() && s.bytes().all(plain) {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    if s.chars().any(char::is_control) {
+        let mut o = String::from("$'");
+        for c in s.chars() {
+            match c {
+                '\'' => o.push_str("\\'"),
+                '\\' => o.push_str("\\\\"),
+                c if c.is_control() => {
+                    let mut buf = [0u8; 4];
+                    for b in c.encode_utf8(&mut buf).bytes() {
+                        o.push_str(&format!("\\x{b:02x}"));
+                    }
+                }
+                c => o.push(c),
+            }
+        }
+        o.push('\'');
+        return std::borrow::Cow::Owned(o);
+    }
+    std::borrow::Cow::Owned(format!("'{}'", s.replace('\'', "'\\''")))
+}
+
 /// Unix seconds as RFC 3339 UTC with second precision (`2026-11-24T03:57:10Z`): what NFD's
 /// `expiry-time` directive parses and what reports print. Civil-from-days (Howard Hinnant's
 /// algorithm), so no time crate is needed.
@@ -195,7 +247,7 @@ pub fn yaml_shape(src: &str, max_depth: usize, max_items: usize) -> Result<(), Y
 
 #[cfg(test)]
 mod tests {
-    use super::{rfc3339_utc, xml_escape, yaml_shape};
+    use super::{printable, rfc3339_utc, shell_quote, xml_escape, yaml_shape};
 
     #[test]
     fn rfc3339_instants() {
@@ -243,5 +295,23 @@ mod tests {
     fn yaml_real_documents_pass() {
         let doc = "%YAML 1.2\n---\n# c [[[[\nname: \"it's [ok\"\nv: 'a''[b'\nl: [a, {b: c}, [d]]\nblock: |\n  [[[[ text\n  more\n\nseq:\n- - a\n  - b\n- c # ]]]\n";
         assert_eq!(yaml_shape(doc, 8, 3), Ok(()));
+    }
+
+    #[test]
+    fn shell_words_quoted() {
+        assert_eq!(shell_quote("GPU-1a2b"), "GPU-1a2b");
+        assert_eq!(shell_quote("0000:01:00.0"), "0000:01:00.0");
+        assert_eq!(shell_quote("GPU-1; rm -rf / #"), "'GPU-1; rm -rf / #'");
+        assert_eq!(shell_quote("it's"), "'it'\\''s'");
+        assert_eq!(shell_quote(""), "''");
+        assert_eq!(shell_quote("a\nb\x1b]0;x\x07"), "$'a\\x0ab\\x1b]0;x\\x07'");
+        assert_eq!(shell_quote("$(id)`id`"), "'$(id)`id`'");
+    }
+
+    #[test]
+    fn control_characters_escaped_for_terminals() {
+        assert_eq!(printable("igx-01"), "igx-01");
+        assert_eq!(printable("a\x1b[2Jb"), "a\\x1b[2Jb");
+        assert_eq!(printable("x\ny\u{9b}z\\"), "x\\x0ay\\x9bz\\\\");
     }
 }
