@@ -191,6 +191,9 @@ pub fn diff(g: &GlobalArgs, a: &DiffArgs) -> Result<u8, UsageError> {
     let left = load_side(&g, &a.before)?;
     let right = load_side(&g, &a.after)?;
     let changes = daqtune_engine::diff::diff(&left, &right);
+    for n in daqtune_engine::diff::notes(&left, &right) {
+        eprintln!("daqtune diff: {n}");
+    }
     if a.json {
         println!(
             "{}",

@@ -1137,7 +1137,10 @@ fn raw_interface(
                             n.label()
                         ),
                     )
-                    .fix(format!("echo {addr} | sudo tee /sys/bus/pci/drivers/{driver}/unbind; echo {addr} | sudo tee /sys/bus/pci/drivers/mlx5_core/bind"));
+                    .fix(format!(
+                        "echo {addr} | sudo tee {}; echo {addr} | sudo tee /sys/bus/pci/drivers/mlx5_core/bind",
+                        daqtune_probe::text::shell_quote(&format!("/sys/bus/pci/drivers/{driver}/unbind"))
+                    ));
                 }
                 let vf = if n.is_vf { " (a virtual function)" } else { "" };
                 return Verdict::pass(

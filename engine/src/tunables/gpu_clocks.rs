@@ -88,7 +88,7 @@ fn clock_verdict(ctx: &Context, g: &GpuFacts, d: GpuDomain, note: &str) -> Verdi
     };
     let fix = format!(
         "sudo daqtune apply --only gpu.clocks   (or: sudo nvidia-smi -i {} -{flag} {target},{target}; it lasts until reboot or driver reload)",
-        g.uuid
+        daqtune_probe::text::shell_quote(&g.uuid)
     );
     // A lock daqtune's own apply made (journal) settles what NVML's readings leave open, and
     // turns a dropped clock into "the lock was lost".
@@ -202,7 +202,7 @@ fn persistence_verdict(ctx: &Context, g: &GpuFacts) -> Verdict {
         .expected("enabled")
         .fix(format!(
             "sudo daqtune apply --only gpu.clocks   (or: sudo systemctl enable --now nvidia-persistenced, or sudo nvidia-smi -i {} -pm 1)",
-            g.uuid
+            daqtune_probe::text::shell_quote(&g.uuid)
         )),
         None if integrated(g) => Verdict::na(
             ID,
