@@ -164,15 +164,7 @@ fn nesting_bomb_and_forty_thousand_queues_exit_2_with_position() {
     );
 
     let cfg = d.path().join("app.yaml");
-    let mut t = String::from(
-        "daqiri:\n  cfg:\n    version: 1\n    stream_type: raw\n    master_core: 3\n    interfaces:\n    - name: p\n      address: 0000:01:00.0\n      rx:\n        queues:\n",
-    );
-    for q in 0..40_000 {
-        t.push_str(&format!(
-            "        - name: q{q}\n          id: {q}\n          cpu_core: 5\n          batch_size: 1\n"
-        ));
-    }
-    std::fs::write(&cfg, t).expect("write");
+    std::fs::write(&cfg, queues_config(40_000)).expect("write");
     let out = run(&[
         "check",
         "--root",
@@ -189,6 +181,54 @@ fn nesting_bomb_and_forty_thousand_queues_exit_2_with_position() {
         stderr(&out)
     );
     assert!(stderr(&out).contains("more than 4096 entries"), "{}", stderr(&out));
+}
+
+/// Row 11, the cost behind "40,000 queues take 59.5 s and 158 MB": every queue's verdict
+/// listed every other queue on its CPU (quadratic text). Up to the list bound (4096), each
+/// verdict names a few sharers and counts the rest.
+#[test]
+fn many_queues_on_one_cpu_name_a_few_sharers() {
+    let d = tempfile::tempdir().expect("tmp");
+    let cfg = d.path().join("app.yaml");
+    std::fs::write(&cfg, queues_config(2000)).expect("write");
+    let out = run(&[
+        "check",
+        "--root",
+        s(&fixture("x86-2s")),
+        "--profile",
+        "generic-dgpu",
+        "--config",
+        s(&cfg),
+        "--format",
+        "json",
+        "app.cores",
+    ]);
+    assert!(matches!(out.status.code(), Some(0) | Some(1)), "{}", stderr(&out));
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let queues: Vec<&serde_json::Value> = r["checks"]
+        .as_array()
+        .expect("checks")
+        .iter()
+        .filter(|c| c["subject"].as_str().is_some_and(|s| s.contains("queues[")))
+        .collect();
+    assert_eq!(queues.len(), 2000);
+    for q in queues {
+        let m = q["message"].as_str().expect("message");
+        assert!(m.len() < 1000, "{} bytes: {}", m.len(), &m[..200]);
+        assert!(m.contains("shares CPU 5 with 1996 more thread(s)"), "{m}");
+    }
+}
+
+fn queues_config(n: usize) -> String {
+    let mut t = String::from(
+        "daqiri:\n  cfg:\n    version: 1\n    stream_type: raw\n    master_core: 3\n    interfaces:\n    - name: p\n      address: 0000:01:00.0\n      rx:\n        queues:\n",
+    );
+    for q in 0..n {
+        t.push_str(&format!(
+            "        - name: q{q}\n          id: {q}\n          cpu_core: 5\n          batch_size: 1\n"
+        ));
+    }
+    t
 }
 
 /// Row 3: the CPU-list bomb archive (`local_cpulist` files of `0-65535,` x 7000) replays:
