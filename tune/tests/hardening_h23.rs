@@ -347,3 +347,36 @@ fn a_signal_during_unpacking_leaves_no_temporary_directory() {
         }
     }
 }
+
+/// Smaller items: the path of a missing extlinux.conf is printed once; a clock verdict reads
+/// "GPU-... SM clock held", not "SM SM clock".
+#[test]
+fn messages_say_things_once() {
+    let out = run(&[
+        "generate",
+        "extlinux",
+        "--root",
+        s(&fixture("x86-2s")),
+        "-p",
+        "generic-dgpu",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert_eq!(
+        stderr(&out).matches("/boot/extlinux/extlinux.conf").count(),
+        1,
+        "{}",
+        stderr(&out)
+    );
+    let out = run(&[
+        "check",
+        "--root",
+        s(&fixture("gpu-h200")),
+        "--profile",
+        "generic-dgpu",
+        "-v",
+        "gpu.clocks",
+    ]);
+    let text = stdout(&out);
+    assert!(text.contains(" SM clock not held"), "{text}");
+    assert!(!text.contains("SM SM") && !text.contains("memory memory"), "{text}");
+}
