@@ -22,7 +22,9 @@ const REDACTED_GPU_UUID: &str = "GPU-00000000-0000-0000-0000-";
 
 /// `GPU-` and 36 characters of UUID.
 fn is_gpu_uuid(w: &str) -> bool {
-    w.len() == 40 && w.starts_with("GPU-") && w[4..].bytes().all(|b| b.is_ascii_hexdigit() || b == b'-')
+    w.len() == 40
+        && w.starts_with("GPU-")
+        && w[4..].bytes().all(|b| b.is_ascii_hexdigit() || b == b'-')
 }
 
 fn is_bus_id(w: &str) -> bool {
@@ -31,7 +33,9 @@ fn is_bus_id(w: &str) -> bool {
 
 /// Whether `snapshot --redact` replaced this report's GPU UUIDs.
 pub fn gpu_uuids_redacted(r: &Report) -> bool {
-    r.checks.iter().any(|v| v.subject.contains(REDACTED_GPU_UUID))
+    r.checks
+        .iter()
+        .any(|v| v.subject.contains(REDACTED_GPU_UUID))
 }
 
 /// GPU UUIDs of one side mapped to the PCI bus id that follows them in a subject.

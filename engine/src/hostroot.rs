@@ -98,7 +98,10 @@ mod tests {
     #[test]
     fn a_root_without_proc_or_sys_is_refused() {
         let d = tempfile::tempdir().expect("tempdir");
-        let e = open_root(Some(d.path())).err().expect("refused").to_string();
+        let e = open_root(Some(d.path()))
+            .err()
+            .expect("refused")
+            .to_string();
         assert!(e.contains("holds no host (no proc/ and no sys/)"), "{e}");
         std::fs::create_dir(d.path().join("etc")).expect("etc");
         assert!(open_root(Some(d.path())).is_err());

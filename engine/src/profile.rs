@@ -960,7 +960,10 @@ mod tests {
         let e = load_source("bomb.yaml", &src).expect_err("bomb");
         assert_eq!((e.line, e.column), (3, 43), "{e}");
         assert!(e.message.contains("nested more than 32 levels"), "{e}");
-        let src = format!("name: x\nwaivers:\n{}", "- {check: mtu, until: 2030-01-01, reason: r}\n".repeat(5000));
+        let src = format!(
+            "name: x\nwaivers:\n{}",
+            "- {check: mtu, until: 2030-01-01, reason: r}\n".repeat(5000)
+        );
         let e = load_source("long.yaml", &src).expect_err("long");
         assert!(e.message.contains("more than 4096 entries"), "{e}");
     }

@@ -269,8 +269,7 @@ mod tests {
         // The red-team /proc/cmdline: 38 KB of isolcpus ranges over 65536 CPUs.
         let line = format!("ro isolcpus=domain,{} quiet", "0-65535,".repeat(4750));
         let c = parse_cmdline(&line);
-        let e = parse_isolcpus(c.value("isolcpus").expect("isolcpus"), Some(64))
-            .expect_err("bomb");
+        let e = parse_isolcpus(c.value("isolcpus").expect("isolcpus"), Some(64)).expect_err("bomb");
         assert!(e.to_string().contains("limit of 8192"), "{e}");
         assert!(e.to_string().len() < 200, "{e}");
         let line = format!("nohz_full={}", "1-8191,".repeat(4750));

@@ -31,7 +31,6 @@ pub const NR_CPUS_MAX: u32 = 8192;
 /// The largest CPU id accepted.
 pub const MAX_CPU: u32 = NR_CPUS_MAX - 1;
 
-
 /// A set of CPU ids below [`NR_CPUS_MAX`], as a bitmap (what the kernel's `cpumask` is).
 /// The word vector never ends in a zero word, so derived equality and hashing are exact.
 #[derive(Clone, Default, PartialEq, Eq, Hash, serde::Serialize)]
@@ -293,8 +292,7 @@ pub fn parse_cpumask(s: &str) -> Result<CpuSet, CpuListError> {
     let mut set = CpuSet::new();
     let words: Vec<&str> = s.trim().split(',').collect();
     for (i, w) in words.iter().rev().enumerate() {
-        let v = u32::from_str_radix(w.trim(), 16)
-            .map_err(|_| CpuListError::BadNumber(clip(w)))?;
+        let v = u32::from_str_radix(w.trim(), 16).map_err(|_| CpuListError::BadNumber(clip(w)))?;
         if v == 0 {
             continue;
         }
@@ -371,9 +369,12 @@ mod tests {
         assert!(parse_cpulist("all", Some(70_000)).is_err());
         assert!(parse_cpumask(&format!("1{}", ",00000000".repeat(256))).is_err());
         assert_eq!(
-            parse_cpumask(&format!("80000000,{}", "00000000,".repeat(254) + "00000000"))
-                .expect("m")
-                .to_string(),
+            parse_cpumask(&format!(
+                "80000000,{}",
+                "00000000,".repeat(254) + "00000000"
+            ))
+            .expect("m")
+            .to_string(),
             "8191"
         );
         // The largest valid list, repeated: every range folds into one 1 KB bitmap.
@@ -381,7 +382,13 @@ mod tests {
         assert_eq!(full.len(), 8192);
         assert_eq!(full.to_string(), "0-8191");
         let long = format!("0-{}", "9".repeat(100_000));
-        assert!(parse_cpulist(&long, None).expect_err("long").to_string().len() < 120);
+        assert!(
+            parse_cpulist(&long, None)
+                .expect_err("long")
+                .to_string()
+                .len()
+                < 120
+        );
         let err = parse_cpulist("0-9000", None).expect_err("too large");
         assert!(err.to_string().contains("8192"), "{err}");
     }
@@ -391,7 +398,10 @@ mod tests {
         let s = parse_cpulist("0-3,7", None).expect("p");
         assert!(s.check_possible(8).is_ok());
         let e = s.check_possible(4).expect_err("beyond");
-        assert_eq!(e.to_string(), "CPU 7 is beyond this host's 4 possible CPUs (0-3)");
+        assert_eq!(
+            e.to_string(),
+            "CPU 7 is beyond this host's 4 possible CPUs (0-3)"
+        );
     }
 
     #[test]

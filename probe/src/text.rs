@@ -32,7 +32,9 @@ pub fn printable(s: &str) -> std::borrow::Cow<'_, str> {
     for c in s.chars() {
         match c {
             '\\' => o.push_str("\\\\"),
-            c if (c as u32) < 0x100 && c.is_control() => o.push_str(&format!("\\x{:02x}", c as u32)),
+            c if (c as u32) < 0x100 && c.is_control() => {
+                o.push_str(&format!("\\x{:02x}", c as u32))
+            }
             c if c.is_control() => o.push_str(&format!("\\u{{{:04x}}}", c as u32)),
             c => o.push(c),
         }

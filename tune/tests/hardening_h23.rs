@@ -79,7 +79,11 @@ fn hostile_uuid_and_dmi_strings_are_quoted_and_escaped() {
         "generic-dgpu",
         "gpu.clocks",
     ]);
-    assert!(matches!(out.status.code(), Some(0) | Some(1)), "{}", stderr(&out));
+    assert!(
+        matches!(out.status.code(), Some(0) | Some(1)),
+        "{}",
+        stderr(&out)
+    );
     let text = stdout(&out);
     assert!(
         !text.contains('\x1b') && !text.contains('\x07'),
@@ -87,7 +91,10 @@ fn hostile_uuid_and_dmi_strings_are_quoted_and_escaped() {
     );
     assert!(text.contains("evil\\x1b]0;owned\\x07"), "{text}");
     assert!(text.contains("IGX\\x1b[2J"), "{text}");
-    let fixes: Vec<&str> = text.lines().filter(|l| l.contains("nvidia-smi -i")).collect();
+    let fixes: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("nvidia-smi -i"))
+        .collect();
     assert!(!fixes.is_empty(), "no nvidia-smi fix line in: {text}");
     for f in &fixes {
         assert!(f.contains("nvidia-smi -i 'GPU-1; rm -rf / #' -"), "{f}");
@@ -141,7 +148,11 @@ fn diff_of_redacted_and_plain_snapshots_matches_gpus_by_bus_id() {
     let o = run(&["diff", s(&plain), s(&red), "--profile", "generic-dgpu"]);
     assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
     assert_eq!(stdout(&o), "no differences\n");
-    assert!(stderr(&o).contains("matched by PCI bus id"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("matched by PCI bus id"),
+        "{}",
+        stderr(&o)
+    );
 }
 
 /// Row 11: a profile nested 100,000 deep and a DAQIRI configuration with 40,000 queues are
@@ -155,7 +166,13 @@ fn nesting_bomb_and_forty_thousand_queues_exit_2_with_position() {
         format!("name: bomb\ncpu:\n  isolated: {}\n", "[".repeat(100_000)),
     )
     .expect("write");
-    let out = run(&["check", "--root", s(&fixture("x86-2s")), "--profile", s(&prof)]);
+    let out = run(&[
+        "check",
+        "--root",
+        s(&fixture("x86-2s")),
+        "--profile",
+        s(&prof),
+    ]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(
         stderr(&out).contains(&format!("{}:3:43: nested more than 32 levels", s(&prof))),
@@ -180,7 +197,11 @@ fn nesting_bomb_and_forty_thousand_queues_exit_2_with_position() {
         "{}",
         stderr(&out)
     );
-    assert!(stderr(&out).contains("more than 4096 entries"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("more than 4096 entries"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 /// Row 11, the cost behind "40,000 queues take 59.5 s and 158 MB": every queue's verdict
@@ -203,7 +224,11 @@ fn many_queues_on_one_cpu_name_a_few_sharers() {
         "json",
         "app.cores",
     ]);
-    assert!(matches!(out.status.code(), Some(0) | Some(1)), "{}", stderr(&out));
+    assert!(
+        matches!(out.status.code(), Some(0) | Some(1)),
+        "{}",
+        stderr(&out)
+    );
     let r: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
     let queues: Vec<&serde_json::Value> = r["checks"]
         .as_array()
@@ -250,7 +275,11 @@ fn cpulist_bomb_archive_replays() {
     std::fs::write(root.join("sys/devices/system/cpu/isolated"), &bomb).expect("iso");
     assert!(n > 0, "the fixture has local_cpulist files");
     let out = run(&["check", "--root", s(&root), "--profile", "generic-dgpu"]);
-    assert!(matches!(out.status.code(), Some(0) | Some(1)), "{}", stderr(&out));
+    assert!(
+        matches!(out.status.code(), Some(0) | Some(1)),
+        "{}",
+        stderr(&out)
+    );
 }
 
 fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
@@ -343,7 +372,11 @@ fn a_signal_during_unpacking_leaves_no_temporary_directory() {
             stderr(&out)
         );
         if out.status.code() == Some(128 + sig) {
-            assert!(stderr(&out).contains("temporary files removed"), "{}", stderr(&out));
+            assert!(
+                stderr(&out).contains("temporary files removed"),
+                "{}",
+                stderr(&out)
+            );
         }
     }
 }
@@ -378,5 +411,8 @@ fn messages_say_things_once() {
     ]);
     let text = stdout(&out);
     assert!(text.contains(" SM clock not held"), "{text}");
-    assert!(!text.contains("SM SM") && !text.contains("memory memory"), "{text}");
+    assert!(
+        !text.contains("SM SM") && !text.contains("memory memory"),
+        "{text}"
+    );
 }

@@ -553,14 +553,17 @@ impl AppConfig {
     pub fn parse(file: &str, text: &str) -> Result<AppConfig, AppConfigError> {
         // Bounded before the YAML parser sees it: DPDK has at most 1024 queues a port and 32
         // ports by default, so 4096 entries in one list is garbage, as is deep nesting.
-        daqtune_probe::text::yaml_shape(text, CONFIG_MAX_DEPTH, CONFIG_MAX_ITEMS).map_err(
-            |e| AppConfigError {
+        daqtune_probe::text::yaml_shape(text, CONFIG_MAX_DEPTH, CONFIG_MAX_ITEMS).map_err(|e| {
+            AppConfigError {
                 file: file.to_string(),
                 line: e.line,
                 column: e.column,
-                message: format!("{} (a DAQIRI configuration is refused past these bounds)", e.message),
-            },
-        )?;
+                message: format!(
+                    "{} (a DAQIRI configuration is refused past these bounds)",
+                    e.message
+                ),
+            }
+        })?;
         let root: Value = serde_yaml_ng::from_str(text).map_err(|e| {
             let (line, column) = e
                 .location()

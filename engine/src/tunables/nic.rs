@@ -352,7 +352,10 @@ fn run_link(ctx: &Context) -> Vec<Verdict> {
                     )
                     .observed("admin down")
                     .expected("up")
-                    .fix(format!("sudo ip link set dev {} up", daqtune_probe::text::shell_quote(&nd.name))),
+                    .fix(format!(
+                        "sudo ip link set dev {} up",
+                        daqtune_probe::text::shell_quote(&nd.name)
+                    )),
                 ),
             }
         }
