@@ -418,7 +418,7 @@ mod tests {
         assert_eq!(b.difference(&b), CpuSet::new());
         assert_eq!(a.first(), Some(0));
         assert_eq!(a.last(), Some(200));
-        assert_eq!(a.iter().rev().next(), Some(200));
+        assert_eq!(a.iter().next_back(), Some(200));
         assert!(CpuSet::from_iter([1]) < CpuSet::from_iter([2]));
         assert!(CpuSet::from_iter([1, 5]) < CpuSet::from_iter([2]));
     }
