@@ -195,10 +195,15 @@ mod tests {
 
     #[test]
     fn rendered_changes_escape_control_characters() {
-        let a = rep(vec![Verdict::pass("platform", "evil\x1b[2J", "x").observed("a\x07")]);
+        let a = rep(vec![
+            Verdict::pass("platform", "evil\x1b[2J", "x").observed("a\x07")
+        ]);
         let out = render(&diff(&a, &rep(vec![])));
         assert!(!out.contains('\x1b') && !out.contains('\x07'), "{out:?}");
-        assert!(out.contains("evil\\x1b[2J") && out.contains("[a\\x07]"), "{out}");
+        assert!(
+            out.contains("evil\\x1b[2J") && out.contains("[a\\x07]"),
+            "{out}"
+        );
     }
 
     #[test]
