@@ -450,6 +450,7 @@ pub fn unpack(archive: &Path, dest: &Path) -> Result<(), SnapshotError> {
     let mut budget = MAX_UNPACKED_BYTES;
     let mut count = 0u64;
     let mut ext = Extensions::default();
+    let mut known_dirs = std::collections::HashSet::new();
     for entry in entries {
         if cleanup::interrupted() {
             return Err(io(archive, cleanup::interrupted_error()));
@@ -537,7 +538,8 @@ pub fn unpack(archive: &Path, dest: &Path) -> Result<(), SnapshotError> {
                 "entry `{shown}` ({what}) declares {declared} bytes of data"
             )));
         }
-        make_parents(dest, &rel).map_err(|why| refuse(format!("entry `{shown}`: {why}")))?;
+        make_parents(dest, &rel, &mut known_dirs)
+            .map_err(|why| refuse(format!("entry `{shown}`: {why}")))?;
         let target = dest.join(&rel);
         let exists = |e: std::io::Error| {
             if e.kind() == std::io::ErrorKind::AlreadyExists {
@@ -745,13 +747,28 @@ fn safe_relative(path: &[u8]) -> Result<Option<PathBuf>, &'static str> {
 
 /// Creates the directories above `rel` inside `dest`, refusing to go through a symlink (an
 /// entry written through a symlinked directory could land anywhere).
-fn make_parents(dest: &Path, rel: &Path) -> Result<(), String> {
+/// `known` holds the directories (relative) already seen to be real directories: nothing in an
+/// unpacking replaces one (a second entry at a path is refused), so each is checked once, not
+/// once per entry below it.
+fn make_parents(
+    dest: &Path,
+    rel: &Path,
+    known: &mut std::collections::HashSet<PathBuf>,
+) -> Result<(), String> {
     let Some(parent) = rel.parent() else {
         return Ok(());
     };
+    if parent.as_os_str().is_empty() || known.contains(parent) {
+        return Ok(());
+    }
     let mut at = dest.to_path_buf();
+    let mut rel_at = PathBuf::new();
     for c in parent.components() {
         at.push(c);
+        rel_at.push(c);
+        if known.contains(&rel_at) {
+            continue;
+        }
         match std::fs::symlink_metadata(&at) {
             Ok(m) if m.file_type().is_symlink() => {
                 return Err(format!(
@@ -768,6 +785,7 @@ fn make_parents(dest: &Path, rel: &Path) -> Result<(), String> {
             }
             Err(_) => std::fs::create_dir(&at).map_err(|e| format!("{}: {e}", at.display()))?,
         }
+        known.insert(rel_at.clone());
     }
     Ok(())
 }
