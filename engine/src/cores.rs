@@ -22,30 +22,99 @@ pub fn resolve_rule(
         _ => cpus.online.clone(),
     };
     let pool = pool.difference(&CpuSet::from_iter([0]));
+    // Siblings by CPU id: one pass, not a search per CPU (a host root may list 8192 CPUs).
+    let siblings: std::collections::HashMap<u32, &CpuSet> = cpus
+        .cpus
+        .iter()
+        .filter_map(|c| c.siblings.as_ref().map(|s| (c.id, s)))
+        .collect();
     let mut chosen = CpuSet::new();
-    for cpu in pool.iter().collect::<Vec<_>>().into_iter().rev() {
-        if chosen.len() >= rule.count as usize {
+    let mut have = 0usize;
+    for cpu in pool.iter().rev() {
+        if have >= rule.count as usize {
             break;
         }
         if chosen.contains(cpu) {
             continue;
         }
-        let group = cpus
-            .cpus
-            .iter()
-            .find(|c| c.id == cpu)
-            .and_then(|c| c.siblings.clone())
+        let group = siblings
+            .get(&cpu)
+            .map(|s| (*s).clone())
             .unwrap_or_else(|| CpuSet::from_iter([cpu]));
         if group.is_subset(&pool) {
             chosen = chosen.union(&group);
+            have = chosen.len();
         }
     }
-    if chosen.len() < rule.count as usize {
+    if have < rule.count as usize {
+        let n = pool.len();
         return Err(format!(
-            "the host has only {} usable CPUs for {} data cores",
-            pool.len(),
-            rule.count
+            "the host has only {n} usable CPU{} for {} data core{}",
+            if n == 1 { "" } else { "s" },
+            rule.count,
+            if rule.count == 1 { "" } else { "s" },
         ));
     }
     Ok(chosen)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use daqtune_probe::cpu::Cpu;
+
+    fn facts(online: &str, pairs: bool) -> CpuFacts {
+        let online = daqtune_probe::cpulist::parse_cpulist(online, None).expect("list");
+        let cpus = online
+            .iter()
+            .map(|id| Cpu {
+                id,
+                governor: None,
+                available_governors: Vec::new(),
+                freq_driver: None,
+                max_freq_khz: None,
+                idle_states: Vec::new(),
+                siblings: pairs.then(|| CpuSet::from_iter([id & !1, id | 1])),
+                package: None,
+            })
+            .collect();
+        CpuFacts {
+            online,
+            possible: None,
+            present: None,
+            isolated: None,
+            nohz_full: None,
+            cpus,
+            idle_driver: None,
+        }
+    }
+
+    #[test]
+    fn whole_sibling_groups_from_the_top() {
+        let rule = CoreRule {
+            rule: CoreRuleKind::Highest,
+            count: 3,
+        };
+        let got = resolve_rule(&rule, &facts("0-7", true), &[], None).expect("cores");
+        assert_eq!(got.to_string(), "4-7");
+        // 8192 CPUs: one map lookup per CPU.
+        let got = resolve_rule(&rule, &facts("0-8191", false), &[], None).expect("cores");
+        assert_eq!(got.to_string(), "8189-8191");
+    }
+
+    #[test]
+    fn too_few_cpus_reads_right() {
+        let rule = CoreRule {
+            rule: CoreRuleKind::Highest,
+            count: 2,
+        };
+        let e = resolve_rule(&rule, &facts("0-1", false), &[], None).expect_err("too few");
+        assert_eq!(e, "the host has only 1 usable CPU for 2 data cores");
+        let rule = CoreRule {
+            rule: CoreRuleKind::Highest,
+            count: 1,
+        };
+        let e = resolve_rule(&rule, &facts("0", false), &[], None).expect_err("too few");
+        assert_eq!(e, "the host has only 0 usable CPUs for 1 data core");
+    }
 }

@@ -17,16 +17,88 @@ pub struct Change {
     pub after: Option<(Status, Option<String>)>,
 }
 
-fn key(v: &Verdict) -> (String, String) {
-    (v.id.clone(), v.subject.clone())
+/// What `snapshot --redact` puts in place of a GPU UUID (`Redactor::gpu_uuid`).
+const REDACTED_GPU_UUID: &str = "GPU-00000000-0000-0000-0000-";
+
+/// `GPU-` and 36 characters of UUID.
+fn is_gpu_uuid(w: &str) -> bool {
+    w.len() == 40
+        && w.starts_with("GPU-")
+        && w[4..].bytes().all(|b| b.is_ascii_hexdigit() || b == b'-')
 }
 
-fn index(r: &Report) -> BTreeMap<(String, String), &Verdict> {
-    r.checks.iter().map(|v| (key(v), v)).collect()
+fn is_bus_id(w: &str) -> bool {
+    w.len() >= 7 && w.contains(':') && w.contains('.')
 }
 
+/// Whether `snapshot --redact` replaced this report's GPU UUIDs.
+pub fn gpu_uuids_redacted(r: &Report) -> bool {
+    r.checks
+        .iter()
+        .any(|v| v.subject.contains(REDACTED_GPU_UUID))
+}
+
+/// GPU UUIDs of one side mapped to the PCI bus id that follows them in a subject.
+fn gpu_bus_ids(r: &Report) -> BTreeMap<String, String> {
+    let mut m = BTreeMap::new();
+    for v in &r.checks {
+        let w: Vec<&str> = v.subject.split_whitespace().collect();
+        for pair in w.windows(2) {
+            if is_gpu_uuid(pair[0]) && is_bus_id(pair[1]) {
+                m.insert(pair[0].to_string(), pair[1].to_string());
+            }
+        }
+    }
+    m
+}
+
+/// A subject (or observed value) with each GPU UUID that has a known bus id replaced by
+/// `GPU` (the bus id stays beside it in subjects, or is written after it elsewhere).
+fn unredacted(text: &str, bus: &BTreeMap<String, String>) -> String {
+    let mut out = text.to_string();
+    for (uuid, b) in bus {
+        let with_bus = format!("{uuid} {b}");
+        out = out.replace(&with_bus, &format!("GPU {b}"));
+        out = out.replace(uuid.as_str(), &format!("GPU {b}"));
+    }
+    out
+}
+
+type Key = (String, String);
+
+/// Verdicts by (check, subject); where `match_gpus_by_bus`, GPU subjects are keyed by PCI bus
+/// id instead of UUID, and GPU UUIDs in observed values are replaced likewise.
+fn index(r: &Report, match_gpus_by_bus: bool) -> BTreeMap<Key, (&Verdict, Option<String>)> {
+    let bus = if match_gpus_by_bus {
+        gpu_bus_ids(r)
+    } else {
+        BTreeMap::new()
+    };
+    r.checks
+        .iter()
+        .map(|v| {
+            let subject = unredacted(&v.subject, &bus);
+            let observed = v.observed.as_deref().map(|o| unredacted(o, &bus));
+            ((v.id.clone(), subject), (v, observed))
+        })
+        .collect()
+}
+
+/// Notes on how two reports were compared (printed with the changes).
+pub fn notes(a: &Report, b: &Report) -> Vec<String> {
+    if gpu_uuids_redacted(a) != gpu_uuids_redacted(b) {
+        vec!["GPU UUIDs are redacted on one side (snapshot --redact): GPUs are matched by PCI bus id".into()]
+    } else {
+        Vec::new()
+    }
+}
+
+/// The changes between two reports. When one side's GPU UUIDs were redacted and the other's
+/// were not (a redacted snapshot compared with the original), UUIDs cannot match, so GPUs are
+/// matched by PCI bus id and shown as `GPU <bus id>`; see [`notes`].
 pub fn diff(a: &Report, b: &Report) -> Vec<Change> {
-    let (ia, ib) = (index(a), index(b));
+    let by_bus = !notes(a, b).is_empty();
+    let (ia, ib) = (index(a, by_bus), index(b, by_bus));
     let mut keys: Vec<&(String, String)> = ia.keys().chain(ib.keys()).collect();
     keys.sort();
     keys.dedup();
@@ -36,15 +108,15 @@ pub fn diff(a: &Report, b: &Report) -> Vec<Change> {
         let vb = ib.get(k);
         let volatile = VOLATILE_OBSERVED.contains(&k.0.as_str());
         let same = match (va, vb) {
-            (Some(x), Some(y)) => x.status == y.status && (volatile || x.observed == y.observed),
+            (Some((x, xo)), Some((y, yo))) => x.status == y.status && (volatile || xo == yo),
             _ => false,
         };
         if !same {
             out.push(Change {
                 id: k.0.clone(),
                 subject: k.1.clone(),
-                before: va.map(|v| (v.status, v.observed.clone())),
-                after: vb.map(|v| (v.status, v.observed.clone())),
+                before: va.map(|(v, o)| (v.status, o.clone())),
+                after: vb.map(|(v, o)| (v.status, o.clone())),
             });
         }
     }
@@ -55,17 +127,19 @@ pub fn render(changes: &[Change]) -> String {
     if changes.is_empty() {
         return "no differences\n".into();
     }
+    // Host data reaches a terminal here: control characters escaped, as in the text report.
+    use daqtune_probe::text::printable as esc;
     let side = |s: &Option<(Status, Option<String>)>| match s {
         None => "(absent)".to_string(),
-        Some((st, Some(o))) => format!("{st} [{o}]"),
+        Some((st, Some(o))) => format!("{st} [{}]", esc(o)),
         Some((st, None)) => st.to_string(),
     };
     let mut s = String::new();
     for c in changes {
         s.push_str(&format!(
             "{} {}\n  - {}\n  + {}\n",
-            c.id,
-            c.subject,
+            esc(&c.id),
+            esc(&c.subject),
             side(&c.before),
             side(&c.after)
         ));
@@ -117,5 +191,45 @@ mod tests {
         assert_eq!(d[0].id, "cpu.governor");
         assert_eq!(d[1].id, "numa");
         assert!(diff(&a, &a).is_empty());
+    }
+
+    #[test]
+    fn rendered_changes_escape_control_characters() {
+        let a = rep(vec![
+            Verdict::pass("platform", "evil\x1b[2J", "x").observed("a\x07")
+        ]);
+        let out = render(&diff(&a, &rep(vec![])));
+        assert!(!out.contains('\x1b') && !out.contains('\x07'), "{out:?}");
+        assert!(
+            out.contains("evil\\x1b[2J") && out.contains("[a\\x07]"),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn redacted_gpus_match_by_bus_id() {
+        let uuid = "GPU-591f9d37-d2fb-2a25-8958-ca2196a1f978";
+        let red = "GPU-00000000-0000-0000-0000-000000000001";
+        let side = |u: &str, clock: &str| {
+            rep(vec![
+                Verdict::pass("gpu.clocks", format!("{u} 0000:00:06.0 SM"), "x").observed(clock),
+                Verdict::pass("gpu.bar1", format!("{u} 0000:00:06.0"), "x")
+                    .observed(format!("{u}: 128 GiB")),
+                Verdict::pass("numa", "host", "x"),
+            ])
+        };
+        let (a, b) = (side(uuid, "1980 MHz"), side(red, "1980 MHz"));
+        assert!(diff(&a, &b).is_empty(), "{:?}", diff(&a, &b));
+        assert_eq!(notes(&a, &b).len(), 1);
+        assert!(notes(&a, &a).is_empty());
+        // A real change on a redacted side still shows, under the bus id.
+        let mut c = side(red, "1980 MHz");
+        c.checks[1].status = Status::Fail;
+        let d = diff(&a, &c);
+        assert_eq!(d.len(), 1, "{d:?}");
+        assert_eq!(d[0].subject, "GPU 0000:00:06.0");
+        // Two unredacted reports keep UUID subjects: a swapped GPU is a difference.
+        let other = side("GPU-11111111-2222-3333-4444-555555555555", "1980 MHz");
+        assert_eq!(diff(&a, &other).len(), 4);
     }
 }

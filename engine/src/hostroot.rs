@@ -39,16 +39,31 @@ pub fn open_root(path: Option<&std::path::Path>) -> Result<OpenedHost, UsageErro
                 p.display()
             ))
         })?;
+        holds_a_host(p, tmp.path())?;
         let host = Host::at(tmp.path()).map_err(root_err)?;
         return Ok(OpenedHost {
             host,
             _unpacked: Some(tmp),
         });
     }
+    let host = Host::at(p).map_err(root_err)?;
+    holds_a_host(p, p)?;
     Ok(OpenedHost {
-        host: Host::at(p).map_err(root_err)?,
+        host,
         _unpacked: None,
     })
+}
+
+/// A root with neither `proc/` nor `sys/` holds no host at all (an empty or mistyped
+/// directory): every check would skip and the run would pass on nothing.
+fn holds_a_host(given: &std::path::Path, dir: &std::path::Path) -> Result<(), UsageError> {
+    if dir.join("proc").is_dir() || dir.join("sys").is_dir() {
+        return Ok(());
+    }
+    Err(UsageError::Other(format!(
+        "--root {}: holds no host (no proc/ and no sys/); give a host root directory or a snapshot from `daqtune snapshot`",
+        daqtune_probe::text::shell_quote(&given.display().to_string())
+    )))
 }
 
 pub fn open_host(g: &GlobalOptions) -> Result<OpenedHost, UsageError> {
@@ -113,4 +128,23 @@ fn parse_report(text: &str) -> Result<Report, String> {
     }
     serde_json::from_value(v)
         .map_err(|e| format!(": not a {} JSON report ({e})", crate::report::SCHEMA))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_root_without_proc_or_sys_is_refused() {
+        let d = tempfile::tempdir().expect("tempdir");
+        let e = open_root(Some(d.path()))
+            .err()
+            .expect("refused")
+            .to_string();
+        assert!(e.contains("holds no host (no proc/ and no sys/)"), "{e}");
+        std::fs::create_dir(d.path().join("etc")).expect("etc");
+        assert!(open_root(Some(d.path())).is_err());
+        std::fs::create_dir(d.path().join("sys")).expect("sys");
+        assert!(open_root(Some(d.path())).is_ok());
+    }
 }

@@ -470,8 +470,22 @@ fn yaml_error(file: &str, e: serde_yaml_ng::Error) -> ProfileError {
     ProfileError::at(file, pos, msg)
 }
 
+/// Nesting depth a profile may have (block levels plus flow brackets).
+pub const PROFILE_MAX_DEPTH: usize = 32;
+/// Entries one list of a profile may have.
+pub const PROFILE_MAX_ITEMS: usize = 4096;
+
 /// Parse one document into a mapping value, after checking it against the schema.
 fn parse_layer(file: &str, src: &str) -> Result<(Profile, serde_yaml_ng::Value), ProfileError> {
+    // Bounded before the YAML parser sees it (a nesting bomb costs it seconds); real profiles
+    // are at most five levels deep with lists of a few dozen entries.
+    daqtune_probe::text::yaml_shape(src, PROFILE_MAX_DEPTH, PROFILE_MAX_ITEMS).map_err(|e| {
+        ProfileError::at(
+            file,
+            Some((e.line, e.column)),
+            format!("{} (a profile is refused past these bounds)", e.message),
+        )
+    })?;
     let typed: Profile = serde_yaml_ng::from_str(src).map_err(|e| yaml_error(file, e))?;
     let value: serde_yaml_ng::Value =
         serde_yaml_ng::from_str(src).map_err(|e| yaml_error(file, e))?;
@@ -780,7 +794,10 @@ impl LoadedProfile {
                 return Err(self
                     .err(
                         &["waivers"],
-                        format!("waiver date `{}` (expected YYYY-MM-DD)", w.until),
+                        format!(
+                            "waiver date `{}` is not a calendar date (expected YYYY-MM-DD)",
+                            w.until
+                        ),
                     )
                     .relocate(&self.layers, &w.until));
             }
@@ -957,7 +974,17 @@ pub fn parse_date(s: &str) -> Option<i64> {
     let y: i64 = it.next()?.parse().ok()?;
     let m: i64 = it.next()?.parse().ok()?;
     let d: i64 = it.next()?.parse().ok()?;
-    if !(1..=12).contains(&m) || !(1..=31).contains(&d) || !(1970..=9999).contains(&y) {
+    if !(1..=12).contains(&m) || !(1970..=9999).contains(&y) {
+        return None;
+    }
+    let leap = y % 4 == 0 && (y % 100 != 0 || y % 400 == 0);
+    let days_in_month = match m {
+        2 if leap => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    };
+    if !(1..=days_in_month).contains(&d) {
         return None;
     }
     // Days from civil (Howard Hinnant's algorithm).
@@ -1062,6 +1089,33 @@ mod tests {
     }
 
     #[test]
+    fn nesting_bomb_refused_with_position() {
+        // The red-team profile: 100,000 nested `[`.
+        let src = format!("name: x\ncpu:\n  isolated: {}\n", "[".repeat(100_000));
+        let e = load_source("bomb.yaml", &src).expect_err("bomb");
+        assert_eq!((e.line, e.column), (3, 43), "{e}");
+        assert!(e.message.contains("nested more than 32 levels"), "{e}");
+        let src = format!(
+            "name: x\nwaivers:\n{}",
+            "- {check: mtu, until: 2030-01-01, reason: r}\n".repeat(5000)
+        );
+        let e = load_source("long.yaml", &src).expect_err("long");
+        assert!(e.message.contains("more than 4096 entries"), "{e}");
+    }
+
+    #[test]
+    fn isolated_bomb_refused_not_expanded() {
+        // The red-team `isolated:`: 80 KB of ranges over 65536 CPUs.
+        let src = format!(
+            "name: x\ncpu:\n  isolated: \"{}\"\n",
+            "0-65535,".repeat(10_000)
+        );
+        let e = load_source("iso.yaml", &src).expect_err("bomb");
+        assert!(e.message.contains("limit of 8192 CPUs"), "{e}");
+        assert!(e.to_string().len() < 400, "{e}");
+    }
+
+    #[test]
     fn unknown_key_has_line_and_column() {
         let e = load_source("x.yaml", "name: x\ncpu:\n  governer: performance\n").unwrap_err();
         assert_eq!((e.file.as_str(), e.line), ("x.yaml", 3), "{e}");
@@ -1116,6 +1170,13 @@ mod tests {
         assert!(!glob_match("DGX*", "IGX"));
         assert_eq!(parse_date("1970-01-02"), Some(1));
         assert!(parse_date("2026-13-01").is_none());
+        // Calendar dates only: no 30 February, 29 February in leap years only.
+        assert!(parse_date("2020-02-30").is_none());
+        assert!(parse_date("2021-02-29").is_none());
+        assert!(parse_date("2100-02-29").is_none());
+        assert!(parse_date("2026-04-31").is_none());
+        assert_eq!(parse_date("2000-02-29"), Some(11_016));
+        assert_eq!(parse_date("2024-02-29"), Some(19_782));
         assert!(parse_date("garbage").is_none());
     }
 

@@ -248,16 +248,20 @@ fn subject_label(subjects: &[String]) -> String {
 /// The widest subject the text report's subject column grows to.
 const SUBJECT_MAX: usize = 32;
 
+/// Every string of a text report passes through here: host data (hostnames, DMI strings, GPU
+/// names, file contents quoted in messages) must not reach a terminal as escape sequences.
+use daqtune_probe::text::printable as esc;
+
 pub fn text(report: &Report, color: bool, verbose: bool) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
         "daqtune {} — {} ({}), profile {} ({})",
         report.daqtune_version,
-        report.host.hostname.as_deref().unwrap_or("host"),
-        report.host.product.as_deref().unwrap_or("unknown machine"),
-        report.profile,
-        report.profile_origin
+        esc(report.host.hostname.as_deref().unwrap_or("host")),
+        esc(report.host.product.as_deref().unwrap_or("unknown machine")),
+        esc(&report.profile),
+        esc(&report.profile_origin)
     );
     let mut areas: BTreeMap<Area, Vec<&Verdict>> = BTreeMap::new();
     for v in &report.checks {
@@ -299,23 +303,23 @@ pub fn text(report: &Report, color: bool, verbose: bool) -> String {
                 s,
                 "  {} {:<idw$} {:<subw$} {}",
                 paint(v.status.as_str(), v.status, color),
-                v.id,
-                subject,
-                v.message
+                esc(&v.id),
+                esc(&subject),
+                esc(&v.message)
             );
             if let Some(w) = &v.waived {
-                let _ = writeln!(s, "         waived: {w}");
+                let _ = writeln!(s, "         waived: {}", esc(w));
             }
             if v.status.severity() > 0 {
                 if let Some(fix) = &v.fix {
-                    let _ = writeln!(s, "         fix: {fix}");
+                    let _ = writeln!(s, "         fix: {}", esc(fix));
                 }
             }
         }
     }
     let _ = writeln!(s);
     for g in &report.gate_failures {
-        let _ = writeln!(s, "gate: {g}");
+        let _ = writeln!(s, "gate: {}", esc(g));
     }
     let parts: Vec<String> = Status::ALL
         .iter()
@@ -325,7 +329,7 @@ pub fn text(report: &Report, color: bool, verbose: bool) -> String {
         })
         .collect();
     if let Some(line) = report.gpu_facts.as_ref().and_then(GpuFactsSource::describe) {
-        let _ = writeln!(s, "{line}");
+        let _ = writeln!(s, "{}", esc(&line));
     }
     let _ = writeln!(
         s,
@@ -524,5 +528,21 @@ mod tests {
         assert!(t.contains("fix: x"));
         assert!(t.contains("summary: 1 pass, 1 fail, 1 skip"));
         assert!(!t.contains('\x1b'));
+    }
+
+    #[test]
+    fn text_escapes_host_strings_and_json_keeps_them() {
+        let mut r = sample();
+        r.host.hostname = Some("evil\x1b]0;owned\x07host".into());
+        r.host.product = Some("IGX\x1b[2J\x1b[H".into());
+        r.checks[0].message = "line\none".into();
+        let t = text(&r, false, false);
+        assert!(!t.contains('\x1b') && !t.contains('\x07'), "{t}");
+        assert!(t.contains("evil\\x1b]0;owned\\x07host"), "{t}");
+        assert!(t.contains("IGX\\x1b[2J\\x1b[H"), "{t}");
+        assert!(t.contains("line\\x0aone"), "{t}");
+        // JSON keeps the exact string (escaped by JSON's own rules).
+        let back: Report = serde_json::from_str(&json(&r)).expect("json");
+        assert_eq!(back.host.hostname, r.host.hostname);
     }
 }

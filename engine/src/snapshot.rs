@@ -149,6 +149,7 @@ pub fn write_dir(
     out: &Path,
     redact: bool,
 ) -> Result<SnapshotMeta, SnapshotError> {
+    let _writing = cleanup::writing();
     std::fs::create_dir_all(out).map_err(|e| io(out, e))?;
     let rec = record_reads(host, chosen);
     let hostname = host.read_attr("/proc/sys/kernel/hostname").ok();
@@ -169,6 +170,9 @@ pub fn write_dir(
         plain.clone()
     };
     for (path, access) in &rec.accesses {
+        if cleanup::interrupted() {
+            return Err(io(out, cleanup::interrupted_error()));
+        }
         let Ok(real) = walker.resolve(path) else {
             continue;
         };
@@ -374,6 +378,8 @@ fn tree_totals(dir: &Path) -> std::io::Result<(u64, u64)> {
 /// Pack a snapshot directory into a .tar.zst (symlinks kept as links). Refused when `--root`
 /// could not unpack it ([`MAX_UNPACKED_BYTES`], [`MAX_ENTRIES`]).
 pub fn pack(dir: &Path, out: &Path) -> Result<(), SnapshotError> {
+    // Not a writer of the temporary tree (it only reads it): a signal may remove the tree
+    // under it, and must not wait for it (it can block on a FIFO nobody drains).
     let (bytes, entries) = tree_totals(dir).map_err(|e| io(dir, e))?;
     if bytes > MAX_UNPACKED_BYTES || entries >= MAX_ENTRIES {
         return Err(SnapshotError::Refused {
@@ -416,6 +422,9 @@ pub fn unpack(archive: &Path, dest: &Path) -> Result<(), SnapshotError> {
         archive: archive.display().to_string(),
         reason,
     };
+    // The signal cleanup waits for this writer to stop (at the checks below) before it
+    // removes `dest`.
+    let _writing = cleanup::writing();
     let f = std::fs::File::open(archive).map_err(|e| io(archive, e))?;
     let mut dec = zstd::Decoder::new(f).map_err(|e| io(archive, e))?;
     dec.window_log_max(ZSTD_WINDOW_LOG_MAX)
@@ -433,7 +442,11 @@ pub fn unpack(archive: &Path, dest: &Path) -> Result<(), SnapshotError> {
     let mut budget = MAX_UNPACKED_BYTES;
     let mut count = 0u64;
     let mut ext = Extensions::default();
+    let mut known_dirs = std::collections::HashSet::new();
     for entry in entries {
+        if cleanup::interrupted() {
+            return Err(io(archive, cleanup::interrupted_error()));
+        }
         let mut entry = entry.map_err(|e| {
             if over.get() {
                 refuse(format!(
@@ -517,7 +530,8 @@ pub fn unpack(archive: &Path, dest: &Path) -> Result<(), SnapshotError> {
                 "entry `{shown}` ({what}) declares {declared} bytes of data"
             )));
         }
-        make_parents(dest, &rel).map_err(|why| refuse(format!("entry `{shown}`: {why}")))?;
+        make_parents(dest, &rel, &mut known_dirs)
+            .map_err(|why| refuse(format!("entry `{shown}`: {why}")))?;
         let target = dest.join(&rel);
         let exists = |e: std::io::Error| {
             if e.kind() == std::io::ErrorKind::AlreadyExists {
@@ -618,8 +632,24 @@ fn copy_counted(
     out: &mut std::fs::File,
     budget: &mut u64,
 ) -> std::io::Result<bool> {
-    use std::io::Read;
-    let n = std::io::copy(&mut entry.take(*budget + 1), out)?;
+    use std::io::{Read, Write};
+    let mut src = entry.take(*budget + 1);
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut n = 0u64;
+    loop {
+        // One large entry is many chunks: a signal stops it between two.
+        if cleanup::interrupted() {
+            return Err(cleanup::interrupted_error());
+        }
+        let got = match src.read(&mut buf) {
+            Ok(0) => break,
+            Ok(k) => k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        out.write_all(&buf[..got])?;
+        n += got as u64;
+    }
     if n > *budget {
         return Ok(false);
     }
@@ -709,13 +739,28 @@ fn safe_relative(path: &[u8]) -> Result<Option<PathBuf>, &'static str> {
 
 /// Creates the directories above `rel` inside `dest`, refusing to go through a symlink (an
 /// entry written through a symlinked directory could land anywhere).
-fn make_parents(dest: &Path, rel: &Path) -> Result<(), String> {
+/// `known` holds the directories (relative) already seen to be real directories: nothing in an
+/// unpacking replaces one (a second entry at a path is refused), so each is checked once, not
+/// once per entry below it.
+fn make_parents(
+    dest: &Path,
+    rel: &Path,
+    known: &mut std::collections::HashSet<PathBuf>,
+) -> Result<(), String> {
     let Some(parent) = rel.parent() else {
         return Ok(());
     };
+    if parent.as_os_str().is_empty() || known.contains(parent) {
+        return Ok(());
+    }
     let mut at = dest.to_path_buf();
+    let mut rel_at = PathBuf::new();
     for c in parent.components() {
         at.push(c);
+        rel_at.push(c);
+        if known.contains(&rel_at) {
+            continue;
+        }
         match std::fs::symlink_metadata(&at) {
             Ok(m) if m.file_type().is_symlink() => {
                 return Err(format!(
@@ -732,6 +777,7 @@ fn make_parents(dest: &Path, rel: &Path) -> Result<(), String> {
             }
             Err(_) => std::fs::create_dir(&at).map_err(|e| format!("{}: {e}", at.display()))?,
         }
+        known.insert(rel_at.clone());
     }
     Ok(())
 }
@@ -769,17 +815,75 @@ impl Drop for TempRoot {
 }
 
 /// Signal handling for [`TempRoot`]: the handler only writes the signal number to a pipe
-/// (async-signal-safe); a thread reading the pipe removes the directories and exits.
-mod cleanup {
+/// (async-signal-safe); a thread reading the pipe removes the directories and exits. While a
+/// writer (unpacking, writing or packing a snapshot) runs, the thread only records the
+/// signal: a directory removed while files are still being created in it comes back, so the
+/// writer stops at its next checkpoint ([`cleanup::interrupted`]) and the last writer to stop
+/// removes the directories and exits.
+pub(crate) mod cleanup {
     use std::path::PathBuf;
     use std::sync::atomic::{AtomicI32, Ordering};
     use std::sync::{Mutex, MutexGuard, OnceLock};
 
     static LIVE: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
     static PIPE_WR: AtomicI32 = AtomicI32::new(-1);
+    /// The signal received, 0 when none: what writers poll.
+    static PENDING: AtomicI32 = AtomicI32::new(0);
+    /// Writers running now.
+    static WRITERS: Mutex<usize> = Mutex::new(0);
 
     pub(super) fn live() -> MutexGuard<'static, Vec<PathBuf>> {
         LIVE.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn writers() -> MutexGuard<'static, usize> {
+        WRITERS.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Whether a termination signal came: a writer returns [`interrupted_error`] at once.
+    pub fn interrupted() -> bool {
+        PENDING.load(Ordering::SeqCst) != 0
+    }
+
+    pub fn interrupted_error() -> std::io::Error {
+        std::io::Error::new(std::io::ErrorKind::Interrupted, "interrupted by a signal")
+    }
+
+    /// Marks a writer as running until dropped; the signal's cleanup waits for it.
+    pub struct Writing(());
+
+    pub fn writing() -> Writing {
+        let mut n = writers();
+        let sig = PENDING.load(Ordering::SeqCst);
+        if sig != 0 {
+            finish(sig);
+        }
+        *n += 1;
+        Writing(())
+    }
+
+    impl Drop for Writing {
+        fn drop(&mut self) {
+            let mut n = writers();
+            *n = n.saturating_sub(1);
+            let sig = PENDING.load(Ordering::SeqCst);
+            if *n == 0 && sig != 0 {
+                finish(sig);
+            }
+        }
+    }
+
+    /// Removes every live directory and ends the process; called with no writer running, and
+    /// with the writers' lock held so that none starts.
+    fn finish(sig: i32) -> ! {
+        let dirs = live();
+        for d in dirs.iter() {
+            let _ = std::fs::remove_dir_all(d);
+        }
+        eprintln!("daqtune: interrupted (signal {sig}); temporary files removed");
+        // SAFETY: ends the process at once, holding the locks so that no new temporary
+        // directory or writer appears; nothing else needs to run.
+        unsafe { libc::_exit(128 + sig) };
     }
 
     extern "C" fn on_signal(sig: libc::c_int) {
@@ -798,14 +902,14 @@ mod cleanup {
             let n = unsafe { libc::read(rd, (&mut b as *mut u8).cast(), 1) };
             if n == 1 {
                 let sig = i32::from(b);
-                let dirs = live();
-                for d in dirs.iter() {
-                    let _ = std::fs::remove_dir_all(d);
+                let n = writers();
+                // The first signal decides the exit status.
+                let _ = PENDING.compare_exchange(0, sig, Ordering::SeqCst, Ordering::SeqCst);
+                if *n == 0 {
+                    finish(PENDING.load(Ordering::SeqCst));
                 }
-                eprintln!("daqtune: interrupted (signal {sig}); temporary files removed");
-                // SAFETY: ends the process at once, holding the lock so that no new temporary
-                // directory appears; nothing else needs to run.
-                unsafe { libc::_exit(128 + sig) };
+                // A writer runs: it sees the flag and the last one out finishes.
+                continue;
             }
             if n < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
                 continue;

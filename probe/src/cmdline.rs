@@ -177,7 +177,7 @@ pub fn parse_isolcpus(value: &str, nr_cpus: Option<u32>) -> Result<Isolcpus, Par
     }
     let cpus = parse_cpulist(rest, nr_cpus).map_err(|source| ParamError::BadList {
         key: "isolcpus".into(),
-        value: value.into(),
+        value: crate::cpulist::clip(value),
         source,
     })?;
     let mut iso = Isolcpus {
@@ -210,7 +210,7 @@ pub fn parse_list_param(
         None | Some("") => Err(ParamError::Missing { key: key.into() }),
         Some(v) => parse_cpulist(v, nr_cpus).map_err(|source| ParamError::BadList {
             key: key.into(),
-            value: v.into(),
+            value: crate::cpulist::clip(v),
             source,
         }),
     })
@@ -262,6 +262,19 @@ mod tests {
             parse_list_param(&c, "nohz_full", None),
             Some(Err(ParamError::Missing { .. }))
         ));
+    }
+
+    #[test]
+    fn cmdline_bomb_refused_quickly_and_quoted_short() {
+        // The red-team /proc/cmdline: 38 KB of isolcpus ranges over 65536 CPUs.
+        let line = format!("ro isolcpus=domain,{} quiet", "0-65535,".repeat(4750));
+        let c = parse_cmdline(&line);
+        let e = parse_isolcpus(c.value("isolcpus").expect("isolcpus"), Some(64)).expect_err("bomb");
+        assert!(e.to_string().contains("limit of 8192"), "{e}");
+        assert!(e.to_string().len() < 200, "{e}");
+        let line = format!("nohz_full={}", "1-8191,".repeat(4750));
+        let got = parse_list_param(&parse_cmdline(&line), "nohz_full", None);
+        assert_eq!(got.expect("present").expect("list").len(), 8191);
     }
 
     #[test]

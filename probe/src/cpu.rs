@@ -44,8 +44,16 @@ pub struct CpuFacts {
 pub enum CpuError {
     #[error("cannot read the online CPU list: {0}")]
     Online(#[from] ReadError),
-    #[error("online CPU list `{0}` is unreadable")]
-    BadOnline(String),
+    #[error("online CPU list `{value}` is unreadable: {why}")]
+    BadOnline { value: String, why: String },
+}
+
+/// A list quoted in a message: a hostile one can be kilobytes long.
+fn shown(s: &str) -> String {
+    match s.char_indices().nth(60) {
+        Some((at, _)) => format!("{}...", &s[..at]),
+        None => s.to_string(),
+    }
 }
 
 fn read_set(host: &Host, path: &str, nr: Option<u32>) -> Option<CpuSet> {
@@ -54,13 +62,27 @@ fn read_set(host: &Host, path: &str, nr: Option<u32>) -> Option<CpuSet> {
     if s == "(null)" {
         return Some(CpuSet::new());
     }
-    parse_cpulist(&s, nr).ok()
+    let set = parse_cpulist(&s, nr).ok()?;
+    // A CPU the host cannot have makes the whole list garbage.
+    match nr {
+        Some(n) if set.check_possible(n).is_err() => None,
+        _ => Some(set),
+    }
 }
 
 pub fn read_cpus(host: &Host) -> Result<CpuFacts, CpuError> {
     let online_s = host.read_attr(&format!("{CPU_DIR}/online"))?;
-    let online = parse_cpulist(&online_s, None).map_err(|_| CpuError::BadOnline(online_s))?;
+    let bad = |why: String| CpuError::BadOnline {
+        value: shown(&online_s),
+        why,
+    };
+    let online = parse_cpulist(&online_s, None).map_err(|e| bad(e.to_string()))?;
     let possible = read_set(host, &format!("{CPU_DIR}/possible"), None);
+    if let Some(n) = possible.as_ref().and_then(|p| p.last()) {
+        online
+            .check_possible(n + 1)
+            .map_err(|e| bad(format!("{e} (cpu/possible)")))?;
+    }
     let nr = possible
         .as_ref()
         .and_then(|p| p.last())
@@ -127,5 +149,51 @@ fn read_cpu(host: &Host, id: u32) -> Cpu {
         idle_states,
         siblings,
         package,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn root(files: &[(&str, &str)]) -> tempfile::TempDir {
+        let d = tempfile::tempdir().expect("tempdir");
+        for (p, v) in files {
+            let at = d.path().join(p.trim_start_matches('/'));
+            std::fs::create_dir_all(at.parent().expect("parent")).expect("mkdir");
+            std::fs::write(at, v).expect("write");
+        }
+        d
+    }
+
+    #[test]
+    fn lists_beyond_possible_are_garbage() {
+        let d = root(&[
+            ("sys/devices/system/cpu/online", "0-3\n"),
+            ("sys/devices/system/cpu/possible", "0-3\n"),
+            ("sys/devices/system/cpu/isolated", "2-40\n"),
+        ]);
+        let host = Host::at(d.path()).expect("host");
+        let f = read_cpus(&host).expect("cpus");
+        assert_eq!(f.online.to_string(), "0-3");
+        assert!(f.isolated.is_none(), "{:?}", f.isolated);
+
+        let d = root(&[
+            ("sys/devices/system/cpu/online", "0-7\n"),
+            ("sys/devices/system/cpu/possible", "0-3\n"),
+        ]);
+        let host = Host::at(d.path()).expect("host");
+        let e = read_cpus(&host).expect_err("online beyond possible");
+        assert!(e.to_string().contains("CPU 7 is beyond"), "{e}");
+    }
+
+    #[test]
+    fn online_bomb_is_refused_and_quoted_short() {
+        let bomb = "0-65535,".repeat(7000);
+        let d = root(&[("sys/devices/system/cpu/online", &bomb)]);
+        let host = Host::at(d.path()).expect("host");
+        let e = read_cpus(&host).expect_err("bomb").to_string();
+        assert!(e.contains("beyond the kernel's limit of 8192"), "{e}");
+        assert!(e.len() < 300, "{e}");
     }
 }

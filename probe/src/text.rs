@@ -19,6 +19,60 @@ pub fn xml_escape(s: &str) -> String {
     o
 }
 
+/// Host data (a hostname, a DMI string, a GPU name) made safe for a terminal: control
+/// characters (C0, DEL, C1, which start escape sequences) are written as `\xHH` / `\u{HHHH}`
+/// and a backslash as `\\`, so a hostile string prints as text and cannot move the cursor,
+/// retitle the terminal or hide a line. Machine outputs (JSON) keep the exact bytes.
+pub fn printable(s: &str) -> std::borrow::Cow<'_, str> {
+    let bad = |c: char| c.is_control() || c == '\\';
+    if !s.chars().any(bad) {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    let mut o = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        match c {
+            '\\' => o.push_str("\\\\"),
+            c if (c as u32) < 0x100 && c.is_control() => {
+                o.push_str(&format!("\\x{:02x}", c as u32))
+            }
+            c if c.is_control() => o.push_str(&format!("\\u{{{:04x}}}", c as u32)),
+            c => o.push(c),
+        }
+    }
+    std::borrow::Cow::Owned(o)
+}
+
+/// One word of a shell command, quoted so that pasting the command runs exactly that word:
+/// left bare when it holds only characters no shell treats specially, else in single quotes
+/// (a `'` inside as `'\''`), and as `$'...'` with `\xHH` escapes when it holds control
+/// characters (a newline pasted inside plain quotes would still reach the terminal). Every
+/// fix line built from host data quotes that data with this one helper.
+pub fn shell_quote(s: &str) -> std::borrow::Cow<'_, str> {
+    let plain = |b: u8| b.is_ascii_alphanumeric() || b"_@%+=:,./-".contains(&b);
+    if !s.is_empty() && s.bytes().all(plain) {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    if s.chars().any(char::is_control) {
+        let mut o = String::from("$'");
+        for c in s.chars() {
+            match c {
+                '\'' => o.push_str("\\'"),
+                '\\' => o.push_str("\\\\"),
+                c if c.is_control() => {
+                    let mut buf = [0u8; 4];
+                    for b in c.encode_utf8(&mut buf).bytes() {
+                        o.push_str(&format!("\\x{b:02x}"));
+                    }
+                }
+                c => o.push(c),
+            }
+        }
+        o.push('\'');
+        return std::borrow::Cow::Owned(o);
+    }
+    std::borrow::Cow::Owned(format!("'{}'", s.replace('\'', "'\\''")))
+}
+
 /// Unix seconds as RFC 3339 UTC with second precision (`2026-11-24T03:57:10Z`): what NFD's
 /// `expiry-time` directive parses and what reports print. Civil-from-days (Howard Hinnant's
 /// algorithm), so no time crate is needed.
@@ -42,9 +96,160 @@ pub fn rfc3339_utc(unix: u64) -> String {
     )
 }
 
+/// Why a YAML document was refused before parsing, and where (1-based line and column).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct YamlShapeError {
+    pub line: usize,
+    pub column: usize,
+    pub message: String,
+}
+
+/// Refuses a YAML document deeper than `max_depth` or with a sequence of more than
+/// `max_items` entries, in one pass over the text and before any YAML parser sees it: a
+/// parser given 100,000 nested `[` or 40,000 list entries spends seconds and hundreds of MB
+/// on what no profile or DAQIRI configuration ever holds. Depth counts open flow brackets,
+/// block indentation levels and compact `- - ` items; sequence entries are counted per
+/// enclosing key (block items at one indentation, and the members of a flow sequence).
+/// Quotes and comments are honoured; an unusual construct can only count as deeper than it
+/// is, never hide depth.
+pub fn yaml_shape(src: &str, max_depth: usize, max_items: usize) -> Result<(), YamlShapeError> {
+    let err = |line: usize, column: usize, message: String| YamlShapeError {
+        line,
+        column,
+        message,
+    };
+    // Block structure: indentation columns of open levels, and entries seen per level.
+    let mut indents: Vec<(usize, usize)> = Vec::new();
+    // Flow structure: per open bracket, the line it opened on, and its members so far.
+    let mut flow: Vec<(usize, usize)> = Vec::new();
+    let mut quote: Option<u8> = None;
+    // Inside a block scalar (`|`, `>`): the indentation of the line that opened it.
+    let mut block: Option<usize> = None;
+    for (n, raw) in src.lines().enumerate() {
+        let line = n + 1;
+        let b = raw.as_bytes();
+        let mut i = 0;
+        let indent = b.iter().take_while(|c| **c == b' ').count();
+        if let Some(owner) = block {
+            if indent == b.len() || indent > owner {
+                continue;
+            }
+            block = None;
+        }
+        if flow.is_empty() && quote.is_none() {
+            let rest = &b[indent..];
+            if rest.is_empty() || rest[0] == b'#' {
+                continue;
+            }
+            while indents.last().is_some_and(|(c, _)| *c > indent) {
+                indents.pop();
+            }
+            if indents.last().is_none_or(|(c, _)| *c < indent) {
+                indents.push((indent, 0));
+            }
+            // Compact nested items (`- - - x`) open one level each.
+            let mut dashes = 0usize;
+            i = indent;
+            while i < b.len() && b[i] == b'-' && (i + 1 == b.len() || b[i + 1] == b' ') {
+                dashes += 1;
+                i += 1;
+                while i < b.len() && b[i] == b' ' {
+                    i += 1;
+                }
+            }
+            if dashes > 0 {
+                if let Some(top) = indents.last_mut() {
+                    top.1 += 1;
+                    if top.1 > max_items {
+                        return Err(err(
+                            line,
+                            indent + 1,
+                            format!("more than {max_items} entries in one list"),
+                        ));
+                    }
+                }
+            }
+            let depth = indents.len() + dashes.saturating_sub(1);
+            if depth > max_depth {
+                return Err(err(
+                    line,
+                    i.min(b.len()) + 1,
+                    format!("nested more than {max_depth} levels deep"),
+                ));
+            }
+        }
+        let mut prev = b' ';
+        while i < b.len() {
+            let c = b[i];
+            match quote {
+                Some(q) => {
+                    if c == b'\\' && q == b'"' {
+                        i += 1;
+                    } else if c == q {
+                        if q == b'\'' && b.get(i + 1) == Some(&b'\'') {
+                            i += 1;
+                        } else {
+                            quote = None;
+                        }
+                    }
+                }
+                None => match c {
+                    b'#' if prev == b' ' || prev == b'\t' => break,
+                    b'\'' | b'"' if matches!(prev, b' ' | b'\t' | b'[' | b'{' | b',' | b':') => {
+                        quote = Some(c)
+                    }
+                    b'[' | b'{' => {
+                        flow.push((line, 0));
+                        let depth = indents.len() + flow.len();
+                        if depth > max_depth {
+                            return Err(err(
+                                line,
+                                i + 1,
+                                format!("nested more than {max_depth} levels deep"),
+                            ));
+                        }
+                    }
+                    b']' | b'}' => {
+                        flow.pop();
+                    }
+                    b',' => {
+                        if let Some(top) = flow.last_mut() {
+                            top.1 += 1;
+                            if top.1 >= max_items {
+                                return Err(err(
+                                    line,
+                                    i + 1,
+                                    format!(
+                                        "more than {max_items} entries in one list (opened on line {})",
+                                        top.0
+                                    ),
+                                ));
+                            }
+                        }
+                    }
+                    _ => {}
+                },
+            }
+            prev = c;
+            i += 1;
+        }
+        // A line ending in a block scalar indicator: the deeper lines after it are text.
+        if flow.is_empty() && quote.is_none() {
+            let word = raw[..i].split_whitespace().last().unwrap_or("");
+            let mut w = word.bytes();
+            if matches!(w.next(), Some(b'|' | b'>'))
+                && w.all(|c| c == b'-' || c == b'+' || c.is_ascii_digit())
+            {
+                block = Some(indent);
+            }
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{rfc3339_utc, xml_escape};
+    use super::{printable, rfc3339_utc, shell_quote, xml_escape, yaml_shape};
 
     #[test]
     fn rfc3339_instants() {
@@ -57,5 +262,58 @@ mod tests {
     fn escapes_markup_and_control_characters() {
         assert_eq!(xml_escape("a<b>&\"'"), "a&lt;b&gt;&amp;&quot;&apos;");
         assert_eq!(xml_escape("x\u{1}y\n\r\t"), "x?y\n\r\t");
+    }
+
+    #[test]
+    fn yaml_nesting_bomb_refused_where_it_starts() {
+        let bomb = format!("name: x\nisolated: {}", "[".repeat(100_000));
+        let e = yaml_shape(&bomb, 64, 4096).expect_err("bomb");
+        assert_eq!((e.line, e.column), (2, 74));
+        assert!(e.message.contains("64 levels"), "{e:?}");
+        let dashes = format!("a:\n  {}x\n", "- ".repeat(100));
+        let e = yaml_shape(&dashes, 64, 4096).expect_err("compact");
+        assert_eq!(e.line, 2);
+        let mut deep = String::new();
+        for d in 0..80 {
+            deep.push_str(&format!("{}k{d}:\n", " ".repeat(d)));
+        }
+        assert_eq!(yaml_shape(&deep, 64, 4096).expect_err("indent").line, 65);
+    }
+
+    #[test]
+    fn yaml_long_lists_refused() {
+        let mut cfg = String::from("daqiri:\n  cfg:\n    queues:\n");
+        for q in 0..5000 {
+            cfg.push_str(&format!("    - name: q{q}\n      cpu_core: 3\n"));
+        }
+        let e = yaml_shape(&cfg, 64, 4096).expect_err("long");
+        assert_eq!(e.line, 4 + 2 * 4096);
+        assert!(e.message.contains("4096 entries"), "{e:?}");
+        let flow = format!("a: [{}]\n", "1,".repeat(5000));
+        assert!(yaml_shape(&flow, 64, 4096).is_err());
+    }
+
+    #[test]
+    fn yaml_real_documents_pass() {
+        let doc = "%YAML 1.2\n---\n# c [[[[\nname: \"it's [ok\"\nv: 'a''[b'\nl: [a, {b: c}, [d]]\nblock: |\n  [[[[ text\n  more\n\nseq:\n- - a\n  - b\n- c # ]]]\n";
+        assert_eq!(yaml_shape(doc, 8, 3), Ok(()));
+    }
+
+    #[test]
+    fn shell_words_quoted() {
+        assert_eq!(shell_quote("GPU-1a2b"), "GPU-1a2b");
+        assert_eq!(shell_quote("0000:01:00.0"), "0000:01:00.0");
+        assert_eq!(shell_quote("GPU-1; rm -rf / #"), "'GPU-1; rm -rf / #'");
+        assert_eq!(shell_quote("it's"), "'it'\\''s'");
+        assert_eq!(shell_quote(""), "''");
+        assert_eq!(shell_quote("a\nb\x1b]0;x\x07"), "$'a\\x0ab\\x1b]0;x\\x07'");
+        assert_eq!(shell_quote("$(id)`id`"), "'$(id)`id`'");
+    }
+
+    #[test]
+    fn control_characters_escaped_for_terminals() {
+        assert_eq!(printable("igx-01"), "igx-01");
+        assert_eq!(printable("a\x1b[2Jb"), "a\\x1b[2Jb");
+        assert_eq!(printable("x\ny\u{9b}z\\"), "x\\x0ay\\x9bz\\\\");
     }
 }

@@ -291,6 +291,9 @@ pub fn diff(g: &GlobalArgs, a: &DiffArgs) -> Result<u8, UsageError> {
     let left = load_side(&g, &a.before, "BEFORE")?;
     let right = load_side(&g, &a.after, "AFTER")?;
     let changes = daqtune_engine::diff::diff(&left, &right);
+    for n in daqtune_engine::diff::notes(&left, &right) {
+        eprintln!("daqtune diff: {n}");
+    }
     let text = if a.json || a.format == TopoFormat::Json {
         let j = serde_json::to_string_pretty(&changes)
             .map_err(|e| UsageError::Other(format!("cannot render JSON: {e}")))?;

@@ -151,6 +151,8 @@ fn dmabuf_path_when_the_profile_allows_it() {
 #[test]
 fn no_recorded_facts_skip_with_reason() {
     let dir = tempfile::tempdir().expect("tempdir");
+    // A host root (it has sys/) without recorded GPU facts; an empty root is refused.
+    std::fs::create_dir(dir.path().join("sys")).expect("mkdir");
     let out = run(&[
         "check",
         "--root",
@@ -177,6 +179,7 @@ fn no_recorded_facts_skip_with_reason() {
 #[test]
 fn garbage_facts_file_is_a_skip_not_a_crash() {
     let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::create_dir(dir.path().join("sys")).expect("mkdir");
     std::fs::create_dir_all(dir.path().join("daqtune")).expect("mkdir");
     std::fs::write(dir.path().join("daqtune/gpu.json"), "(null)").expect("write");
     let out = run(&[
@@ -371,7 +374,10 @@ fn topo_replays_nvlink_from_a_snapshot() {
     let out = run(&["--root", root, "topo", "--svg", "-"]);
     assert_eq!(out.status.code(), Some(0));
     let body = String::from_utf8_lossy(&out.stdout);
-    assert!(body.starts_with("<?xml") || body.starts_with("<svg"), "{body}");
+    assert!(
+        body.starts_with("<?xml") || body.starts_with("<svg"),
+        "{body}"
+    );
     assert_eq!(body.matches(">NV18</text>").count(), 6, "six bonds drawn");
 }
 

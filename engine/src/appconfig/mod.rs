@@ -387,6 +387,11 @@ fn seq(v: Option<&Value>) -> &[Value] {
     }
 }
 
+/// Nesting depth a DAQIRI configuration may have (its schema is about eight levels deep).
+pub const CONFIG_MAX_DEPTH: usize = 32;
+/// Entries one list of a DAQIRI configuration may have (queues, flows, regions).
+pub const CONFIG_MAX_ITEMS: usize = 4096;
+
 struct Builder<'a> {
     index: &'a LineIndex,
     /// YAML path prefix of the network node (`daqiri.cfg.` or empty).
@@ -430,10 +435,21 @@ impl Builder<'_> {
                     // Placeholders are reported once, by the document scan.
                     Some(p) => Err(Bad::Placeholder(p.to_string())),
                     None => {
+                        // Digits that do not fit are a number, just too large for one.
+                        let digits = raw.strip_prefix('-').unwrap_or(&raw);
+                        let message = if expected.contains("integer")
+                            && !digits.is_empty()
+                            && digits.bytes().all(|b| b.is_ascii_digit())
+                            && raw.parse::<i64>().is_err()
+                        {
+                            format!("`{raw}` is out of range (at most {})", i64::MAX)
+                        } else {
+                            format!("`{raw}` is not {expected}")
+                        };
                         self.problems.push(Problem {
                             path: shown.clone(),
                             line,
-                            message: format!("`{raw}` is not {expected}"),
+                            message,
                             placeholder: false,
                         });
                         Err(Bad::Invalid {
@@ -545,6 +561,19 @@ impl AppConfig {
 
     /// Parse a configuration's text; `file` names it in every finding.
     pub fn parse(file: &str, text: &str) -> Result<AppConfig, AppConfigError> {
+        // Bounded before the YAML parser sees it: DPDK has at most 1024 queues a port and 32
+        // ports by default, so 4096 entries in one list is garbage, as is deep nesting.
+        daqtune_probe::text::yaml_shape(text, CONFIG_MAX_DEPTH, CONFIG_MAX_ITEMS).map_err(|e| {
+            AppConfigError {
+                file: file.to_string(),
+                line: e.line,
+                column: e.column,
+                message: format!(
+                    "{} (a DAQIRI configuration is refused past these bounds)",
+                    e.message
+                ),
+            }
+        })?;
         let root: Value = serde_yaml_ng::from_str(text).map_err(|e| {
             let (line, column) = e
                 .location()

@@ -403,3 +403,49 @@ fn local_addr_only_interfaces_are_data_path_interfaces() {
         d.notes
     );
 }
+
+/// The red-team configuration: one interface with `n` rx queues.
+fn many_queues(n: usize) -> String {
+    let mut t = String::from(
+        "daqiri:\n  cfg:\n    version: 1\n    stream_type: raw\n    master_core: 3\n    interfaces:\n    - name: p\n      address: 0000:01:00.0\n      rx:\n        queues:\n",
+    );
+    for q in 0..n {
+        t.push_str(&format!(
+            "        - name: q{q}\n          id: {q}\n          cpu_core: 5\n          batch_size: 1\n"
+        ));
+    }
+    t
+}
+
+#[test]
+fn forty_thousand_queues_refused_at_the_list() {
+    let e = AppConfig::parse("q.yaml", &many_queues(40_000)).expect_err("refused");
+    assert_eq!(e.line, 11 + 4 * 4096, "{e:?}");
+    assert!(e.message.contains("more than 4096 entries"), "{e:?}");
+    // Up to the bound it parses.
+    let a = AppConfig::parse("q.yaml", &many_queues(1024)).expect("1024 queues");
+    assert_eq!(a.interfaces[0].queues.len(), 1024);
+}
+
+#[test]
+fn nesting_bomb_refused() {
+    let text = format!("daqiri:\n  cfg:\n    version: {}\n", "[".repeat(100_000));
+    let e = AppConfig::parse("n.yaml", &text).expect_err("refused");
+    assert_eq!(e.line, 3);
+    assert!(e.message.contains("nested more than 32 levels"), "{e:?}");
+}
+
+#[test]
+fn integer_out_of_range_is_said() {
+    let text = "daqiri:\n  cfg:\n    version: 1\n    stream_type: raw\n    master_core: 18446744073709551615\n";
+    let a = AppConfig::parse("t.yaml", text).expect("parse");
+    let p = a
+        .problems
+        .iter()
+        .find(|p| p.path == "master_core")
+        .expect("master_core problem");
+    assert_eq!(
+        p.message,
+        "`18446744073709551615` is out of range (at most 9223372036854775807)"
+    );
+}

@@ -1053,7 +1053,8 @@ pub fn run_generate(
         Kind::Extlinux => {
             let cur = facts
                 .read_string(EXTLINUX_CONF)
-                .map_err(|e| UsageError::Other(format!("{EXTLINUX_CONF}: {e}")))?;
+                // The read error names the path already.
+                .map_err(|e| UsageError::Other(e.to_string()))?;
             extlinux::add_entry(&cur, &args()?).map_err(|e| UsageError::Other(e.to_string()))?
         }
         Kind::UdevMrrs => {

@@ -295,6 +295,9 @@ fn unpinned(app: &AppConfig, role: Role) -> bool {
     }
 }
 
+/// Sharers of one CPU named in a verdict; the rest are counted.
+const SHARERS_NAMED: usize = 3;
+
 fn role_name(app: &AppConfig, u: &CoreUse) -> String {
     match u.role {
         Role::Master => "the master core".into(),
@@ -334,6 +337,13 @@ fn run_cores(ctx: &Context) -> Vec<Verdict> {
         Err(_) => wanted,
     };
     let iso_union = iso.clone().unwrap_or_default().union(&wanted);
+    // Pinned uses by CPU, so that sharing is found per CPU rather than across all pairs.
+    let mut by_core: std::collections::HashMap<i64, Vec<usize>> = Default::default();
+    for (i, o) in uses.iter().enumerate() {
+        if let (Ok(c), false) = (o.core, unpinned(app, o.role)) {
+            by_core.entry(*c).or_default().push(i);
+        }
+    }
     let mut out = Vec::new();
     for u in &uses {
         let subject = app.subject(u.line, u.path);
@@ -429,28 +439,51 @@ fn run_cores(ctx: &Context) -> Vec<Verdict> {
                 ));
             }
         }
-        // Sharing.
-        for o in &uses {
-            if std::ptr::eq(o, u) || o.core.as_ref().ok() != Some(&core) || unpinned(app, o.role) {
+        // Sharing: only the uses of this CPU are visited, and a few sharers are named, the
+        // rest counted (thousands of queues on one core made every verdict list all others).
+        let (mut hidden_fails, mut hidden_warns) = (0usize, 0usize);
+        let (mut named_fails, mut named_warns) = (0usize, 0usize);
+        for &oi in by_core.get(&core).map(Vec::as_slice).unwrap_or(&[]) {
+            let o = &uses[oi];
+            if std::ptr::eq(o, u) {
                 continue;
             }
-            let other = format!("{} ({}:{})", role_name(app, o), app.file, o.line);
-            match (u.role, o.role) {
-                (Role::Master, Role::Master) => {}
-                (Role::Master, _) | (_, Role::Master) => fails.push(format!(
-                    "shares CPU {cpu} with {other}: DAQIRI's master core must differ from the cores assigned to queues"
-                )),
+            let (fail, why) = match (u.role, o.role) {
+                (Role::Master, Role::Master) => continue,
+                (Role::Master, _) | (_, Role::Master) => (
+                    true,
+                    "DAQIRI's master core must differ from the cores assigned to queues",
+                ),
                 (Role::Queue { iface: a }, Role::Queue { iface: b }) => {
                     let socket = app.interfaces[a].transport != Transport::Raw;
-                    if !(a == b && socket) {
-                        warns.push(format!(
-                            "shares CPU {cpu} with {other}: one thread then polls both queues in turn"
-                        ));
+                    if a == b && socket {
+                        continue;
                     }
+                    (false, "one thread then polls both queues in turn")
                 }
-                _ => fails.push(format!(
-                    "shares CPU {cpu} with {other}: two busy-polling threads on one core halve each other's rate"
-                )),
+                _ => (
+                    true,
+                    "two busy-polling threads on one core halve each other's rate",
+                ),
+            };
+            let (list, named, hidden) = if fail {
+                (&mut fails, &mut named_fails, &mut hidden_fails)
+            } else {
+                (&mut warns, &mut named_warns, &mut hidden_warns)
+            };
+            if *named >= SHARERS_NAMED {
+                *hidden += 1;
+                continue;
+            }
+            *named += 1;
+            let other = format!("{} ({}:{})", role_name(app, o), app.file, o.line);
+            list.push(format!("shares CPU {cpu} with {other}: {why}"));
+        }
+        for (n, list) in [(hidden_fails, &mut fails), (hidden_warns, &mut warns)] {
+            if n > 0 {
+                list.push(format!(
+                    "shares CPU {cpu} with {n} more thread(s) of the configuration"
+                ));
             }
         }
         // NUMA locality of the data path.
@@ -1137,7 +1170,10 @@ fn raw_interface(
                             n.label()
                         ),
                     )
-                    .fix(format!("echo {addr} | sudo tee /sys/bus/pci/drivers/{driver}/unbind; echo {addr} | sudo tee /sys/bus/pci/drivers/mlx5_core/bind"));
+                    .fix(format!(
+                        "echo {addr} | sudo tee {}; echo {addr} | sudo tee /sys/bus/pci/drivers/mlx5_core/bind",
+                        daqtune_probe::text::shell_quote(&format!("/sys/bus/pci/drivers/{driver}/unbind"))
+                    ));
                 }
                 let vf = if n.is_vf { " (a virtual function)" } else { "" };
                 return Verdict::pass(

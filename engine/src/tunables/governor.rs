@@ -120,7 +120,14 @@ fn run_governor(ctx: &Context) -> Vec<Verdict> {
                 ),
             )
             .observed(names.join(", "))
-            .fix(format!("sudo systemctl disable --now {}", units.join(" "))),
+            .fix(format!(
+                "sudo systemctl disable --now {}",
+                units
+                    .iter()
+                    .map(|u| daqtune_probe::text::shell_quote(u))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            )),
         );
     }
     out

@@ -112,7 +112,7 @@ fn run_bar1(ctx: &Context) -> Vec<Verdict> {
             )
             .fix(format!(
                 "BAR1 is set by firmware, never by daqtune: enable Resizable BAR in the BIOS (Advanced > PCIe), then, if the GPU supports physical resizable BAR and is listed for NVIDIA's Display Mode Selector, run `sudo ./displaymodeselector --gpumode physical_display_enabled_8GB_bar1` with no display server running and the nvidia modules unloaded, then reboot. Risks (seed 000 Step 8): without BIOS and GPU resizable-BAR support the flash can make the GPU unusable; Secure Boot blocks it (/dev/mem: Operation not permitted) — disable it for the update. `daqtune explain gpu.bar1` has the full procedure for {}",
-                g.pci_bus_id.as_deref().unwrap_or(&g.uuid)
+                daqtune_probe::text::shell_quote(g.pci_bus_id.as_deref().unwrap_or(&g.uuid))
             ))
         } else if let Some(r) = rec.filter(|r| total < *r) {
             Verdict::pass(

@@ -40,6 +40,8 @@ fn clock_verdict(ctx: &Context, g: &GpuFacts, d: GpuDomain, note: &str) -> Verdi
     let tol = ctx.profile.profile.gpu.clock_tolerance_mhz;
     let domain = d.as_str();
     let c: &DomainClocks = crate::apply::gpu::clocks(g, d);
+    // The subject ends in the domain; messages start with "clock ..." so that the line reads
+    // "GPU-... SM clock held", not "SM SM clock held".
     let subject = format!("{} {domain}", g.subject());
     let key = match d {
         GpuDomain::Sm => "sm_clock",
@@ -88,7 +90,7 @@ fn clock_verdict(ctx: &Context, g: &GpuFacts, d: GpuDomain, note: &str) -> Verdi
     };
     let fix = format!(
         "sudo daqtune apply --only gpu.clocks   (or: sudo nvidia-smi -i {} -{flag} {target},{target}; it lasts until reboot or driver reload)",
-        g.uuid
+        daqtune_probe::text::shell_quote(&g.uuid)
     );
     // A lock daqtune's own apply made (journal) settles what NVML's readings leave open, and
     // turns a dropped clock into "the lock was lost".
@@ -101,12 +103,12 @@ fn clock_verdict(ctx: &Context, g: &GpuFacts, d: GpuDomain, note: &str) -> Verdi
         Held::Floor { floor } => Verdict::pass(
             ID,
             subject,
-            format!("{domain} clock held: the P-state floor is {floor} MHz for a {target} MHz maximum{by_us}{note}"),
+            format!("clock held: the P-state floor is {floor} MHz for a {target} MHz maximum{by_us}{note}"),
         ),
         Held::IdleAtMax { current } => Verdict::pass(
             ID,
             subject,
-            format!("{domain} clock held: the GPU is idle yet runs at {current} MHz of {target}{by_us}{note}"),
+            format!("clock held: the GPU is idle yet runs at {current} MHz of {target}{by_us}{note}"),
         ),
         Held::Dropped { current } => {
             let lost = journal
@@ -116,7 +118,7 @@ fn clock_verdict(ctx: &Context, g: &GpuFacts, d: GpuDomain, note: &str) -> Verdi
             Verdict::fail(
                 ID,
                 subject,
-                format!("{domain} clock not held: the idle GPU dropped to {current} MHz of {target} MHz, so the first packets after a pause meet a slow GPU{lost}{note}"),
+                format!("clock not held: the idle GPU dropped to {current} MHz of {target} MHz, so the first packets after a pause meet a slow GPU{lost}{note}"),
             )
             .fix(fix)
         }
@@ -124,7 +126,7 @@ fn clock_verdict(ctx: &Context, g: &GpuFacts, d: GpuDomain, note: &str) -> Verdi
             Some(run) => Verdict::pass(
                 ID,
                 subject,
-                format!("{domain} clock locked at its maximum by daqtune apply run {run} (journal); NVML's readings cannot confirm it now: {why}{note}"),
+                format!("clock locked at its maximum by daqtune apply run {run} (journal); NVML's readings cannot confirm it now: {why}{note}"),
             ),
             None => Verdict::skip(
                 ID,
@@ -202,7 +204,7 @@ fn persistence_verdict(ctx: &Context, g: &GpuFacts) -> Verdict {
         .expected("enabled")
         .fix(format!(
             "sudo daqtune apply --only gpu.clocks   (or: sudo systemctl enable --now nvidia-persistenced, or sudo nvidia-smi -i {} -pm 1)",
-            g.uuid
+            daqtune_probe::text::shell_quote(&g.uuid)
         )),
         None if integrated(g) => Verdict::na(
             ID,

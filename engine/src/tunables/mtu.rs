@@ -67,7 +67,7 @@ fn run_mtu(ctx: &Context) -> Vec<Verdict> {
                         .expected(format!(">= {want}"))
                         .fix(format!(
                             "sudo ip link set dev {} mtu {want}; persistent: sudo daqtune apply --only nic.mtu",
-                            nd.name
+                            daqtune_probe::text::shell_quote(&nd.name)
                         )),
                 ),
                 None => out.push(Verdict::skip(ID, subject, "mtu unreadable")),

@@ -117,7 +117,7 @@ fn run_driver(ctx: &Context) -> Vec<Verdict> {
                     .expected(need.join(" "))
                     .fix(format!(
                         "sudo modprobe -a {}   # not installed? `sudo apt install doca-ofed` (DOCA) or rdma-core, then reboot",
-                        missing.join(" ")
+                        missing.iter().map(|m| daqtune_probe::text::shell_quote(m)).collect::<Vec<_>>().join(" ")
                     )),
             );
         }
@@ -182,7 +182,7 @@ fn run_driver(ctx: &Context) -> Vec<Verdict> {
                 .fix(format!(
                     "sudo modprobe mlx5_core; if another driver holds it: echo {} | sudo tee /sys/bus/pci/drivers/{}/unbind",
                     n.addr,
-                    other.unwrap_or("DRIVER")
+                    other.map(daqtune_probe::text::shell_quote).unwrap_or("DRIVER".into())
                 )),
             ),
         }
@@ -302,7 +302,8 @@ fn run_link(ctx: &Context) -> Vec<Verdict> {
                     format!("{name} is in another network namespace; this namespace cannot see its carrier or MTU"),
                 )
                 .fix(format!(
-                    "find it with `ip netns` / `ip -all netns exec ip -br link`; move it back with `ip -n NS link set {name} netns 1`"
+                    "find it with `ip netns` / `ip -all netns exec ip -br link`; move it back with `ip -n NS link set {} netns 1`",
+                    daqtune_probe::text::shell_quote(name)
                 )),
             );
         }
@@ -337,7 +338,7 @@ fn run_link(ctx: &Context) -> Vec<Verdict> {
                     .expected("up")
                     .fix(format!(
                         "check the cable and the peer; `ethtool {}` shows the negotiated state",
-                        nd.name
+                        daqtune_probe::text::shell_quote(&nd.name)
                     )),
                 ),
                 None => out.push(
@@ -351,7 +352,10 @@ fn run_link(ctx: &Context) -> Vec<Verdict> {
                     )
                     .observed("admin down")
                     .expected("up")
-                    .fix(format!("sudo ip link set dev {} up", nd.name)),
+                    .fix(format!(
+                        "sudo ip link set dev {} up",
+                        daqtune_probe::text::shell_quote(&nd.name)
+                    )),
                 ),
             }
         }
