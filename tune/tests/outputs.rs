@@ -189,6 +189,8 @@ fn closed_pipe() -> Stdio {
 #[test]
 fn closed_pipe_ends_every_command_quietly() {
     let d = tempfile::tempdir().expect("tmp");
+    // revert's scratch root: a host root needs proc/ or sys/ (an empty directory is refused).
+    std::fs::create_dir(d.path().join("proc")).expect("proc");
     let root = igx();
     let scratch = d.path().to_string_lossy().into_owned();
     for args in printing_commands(&root, &scratch) {
@@ -219,6 +221,8 @@ fn full_disk_on_stdout_is_an_error_for_every_command() {
         return;
     }
     let d = tempfile::tempdir().expect("tmp");
+    // revert's scratch root: a host root needs proc/ or sys/ (an empty directory is refused).
+    std::fs::create_dir(d.path().join("proc")).expect("proc");
     let root = igx();
     let scratch = d.path().to_string_lossy().into_owned();
     for args in printing_commands(&root, &scratch) {
