@@ -477,15 +477,17 @@ fn gather_live_at(
             let ((nvml_status, nvml_part), (cuda_status, cuda_part)) = match order.as_str() {
                 "nvml-first" => {
                     let nvml = nvml::gather(nvlink);
-                    (nvml, read_cuda_scoped(subset.as_deref(), &procfs, read_cuda))
+                    (
+                        nvml,
+                        read_cuda_scoped(subset.as_deref(), &procfs, read_cuda),
+                    )
                 }
                 "cuda-first" => {
                     let cuda = read_cuda_scoped(subset.as_deref(), &procfs, read_cuda);
                     (nvml::gather(nvlink), cuda)
                 }
                 _ => std::thread::scope(|s| {
-                    let cuda =
-                        s.spawn(|| read_cuda_scoped(subset.as_deref(), &procfs, read_cuda));
+                    let cuda = s.spawn(|| read_cuda_scoped(subset.as_deref(), &procfs, read_cuda));
                     let nvml = nvml::gather(nvlink);
                     let cuda = cuda.join().unwrap_or_else(|_| {
                         (

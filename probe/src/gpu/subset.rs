@@ -180,8 +180,8 @@ pub(crate) fn parse_report(line: &str, expected: usize) -> Result<ChildReport, S
     let Some(text) = line.strip_suffix('\n') else {
         return Err("the CUDA probe child's report ends early".into());
     };
-    let report: ChildReport = serde_json::from_str(text)
-        .map_err(|e| format!("the CUDA probe child's report: {e}"))?;
+    let report: ChildReport =
+        serde_json::from_str(text).map_err(|e| format!("the CUDA probe child's report: {e}"))?;
     if report.status.is_ok() && report.devices.len() != expected {
         return Err(format!(
             "the CUDA probe child saw {} GPUs, {} were made visible",
