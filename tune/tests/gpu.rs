@@ -387,7 +387,10 @@ fn cuda_probe_child_answers() {
     assert_eq!(out.status.code(), Some(0));
     // daqtune takes the report at its newline and does not wait for the exit: one whole line.
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.ends_with('\n') && text.matches('\n').count() == 1, "{text:?}");
+    assert!(
+        text.ends_with('\n') && text.matches('\n').count() == 1,
+        "{text:?}"
+    );
     let j: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON report");
     assert!(j["status"]["status"].is_string(), "{j}");
     assert!(j["devices"].is_array(), "{j}");
