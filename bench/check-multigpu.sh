@@ -9,12 +9,16 @@
 #   cold-every  the same with DAQTUNE_CUDA_EVERY_GPU=1: cuInit on every GPU in-process, as
 #                                          before (the baseline, same binary)
 #   warm        DAQTUNE check              CUDA attributes from this boot's cache
+# With VARIANTS="cold cold-wait cold-nvml-first cold-cuda-first" (issue 30's measurements):
+#   cold-wait        cold, waiting for the child's exit before using its report (as before)
+#   cold-nvml-first  cold, NVML then CUDA, one after the other (DAQTUNE_GPU_ORDER)
+#   cold-cuda-first  cold, CUDA then NVML
 # Per run it also prints the facts' own timing (NVML init/query, cuInit, CUDA query, in ms).
 # Read-only: `check` changes nothing but daqtune's own cache under /run/daqtune.
 set -uo pipefail
 rounds=${1:?usage: $0 ROUNDS DAQTUNE}
 daqtune=${2:?usage: $0 ROUNDS DAQTUNE}
-variants=(cold cold-every warm)
+read -r -a variants <<<"${VARIANTS:-cold cold-every warm}"
 out=$(mktemp)
 results=$(mktemp)
 trap 'rm -f "$out" "$results"' EXIT
@@ -23,6 +27,9 @@ run_variant() {
         cold) "$daqtune" --no-cache check --format json ;;
         cold-every) DAQTUNE_CUDA_EVERY_GPU=1 "$daqtune" --no-cache check --format json ;;
         warm) "$daqtune" check --format json ;;
+        cold-wait) DAQTUNE_CUDA_CHILD_WAIT=1 "$daqtune" --no-cache check --format json ;;
+        cold-nvml-first) DAQTUNE_GPU_ORDER=nvml-first "$daqtune" --no-cache check --format json ;;
+        cold-cuda-first) DAQTUNE_GPU_ORDER=cuda-first "$daqtune" --no-cache check --format json ;;
     esac
 }
 for v in "${variants[@]}"; do run_variant "$v" >/dev/null 2>&1; done

@@ -382,7 +382,7 @@ fn topo_replays_nvlink_from_a_snapshot() {
 }
 
 /// The CUDA probe child is wired into `main`: started with its variable set, the binary prints
-/// one JSON report and exits 0, whether or not this machine has the CUDA driver.
+/// one JSON report on one line and exits 0, whether or not this machine has the CUDA driver.
 #[test]
 fn cuda_probe_child_answers() {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_daqtune"))
@@ -394,6 +394,12 @@ fn cuda_probe_child_answers() {
         .output()
         .expect("run");
     assert_eq!(out.status.code(), Some(0));
+    // daqtune takes the report at its newline and does not wait for the exit: one whole line.
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.ends_with('\n') && text.matches('\n').count() == 1,
+        "{text:?}"
+    );
     let j: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON report");
     assert!(j["status"]["status"].is_string(), "{j}");
     assert!(j["devices"].is_array(), "{j}");

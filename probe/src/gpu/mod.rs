@@ -472,20 +472,34 @@ fn gather_live_at(
                 subset::plan(&procfs)
             };
             // cuInit (here or in the child) is independent of NVML, so it runs beside the
-            // NVML queries.
-            let ((nvml_status, nvml_part), (cuda_status, cuda_part)) = std::thread::scope(|s| {
-                let cuda = s.spawn(|| read_cuda_scoped(subset.as_deref(), &procfs, read_cuda));
-                let nvml = nvml::gather(nvlink);
-                let cuda = cuda.join().unwrap_or_else(|_| {
+            // NVML queries; `ORDER_ENV` runs them one after the other instead (to measure).
+            let order = std::env::var(ORDER_ENV).unwrap_or_default();
+            let ((nvml_status, nvml_part), (cuda_status, cuda_part)) = match order.as_str() {
+                "nvml-first" => {
+                    let nvml = nvml::gather(nvlink);
                     (
-                        LibStatus::Unavailable {
-                            reason: "the CUDA probe thread panicked".into(),
-                        },
-                        cuda::CudaPart::default(),
+                        nvml,
+                        read_cuda_scoped(subset.as_deref(), &procfs, read_cuda),
                     )
-                });
-                (nvml, cuda)
-            });
+                }
+                "cuda-first" => {
+                    let cuda = read_cuda_scoped(subset.as_deref(), &procfs, read_cuda);
+                    (nvml::gather(nvlink), cuda)
+                }
+                _ => std::thread::scope(|s| {
+                    let cuda = s.spawn(|| read_cuda_scoped(subset.as_deref(), &procfs, read_cuda));
+                    let nvml = nvml::gather(nvlink);
+                    let cuda = cuda.join().unwrap_or_else(|_| {
+                        (
+                            LibStatus::Unavailable {
+                                reason: "the CUDA probe thread panicked".into(),
+                            },
+                            cuda::CudaPart::default(),
+                        )
+                    });
+                    (nvml, cuda)
+                }),
+            };
             let use_ = lookup.store(
                 mode,
                 &cuda_status,
@@ -520,6 +534,10 @@ fn gather_live_at(
 /// Set (to anything) to read CUDA on every GPU in-process on the first run of a boot, as
 /// before one GPU per model was read (for comparisons; docs/performance.md).
 pub const EVERY_GPU_ENV: &str = "DAQTUNE_CUDA_EVERY_GPU";
+
+/// `nvml-first` or `cuda-first`: on the first run of a boot, read NVML and CUDA one after the
+/// other instead of side by side (for measurements; docs/performance.md).
+pub const ORDER_ENV: &str = "DAQTUNE_GPU_ORDER";
 
 /// CUDA for the first run of a boot: with a `subset` plan, the representatives in a child and
 /// their attributes spread to the other GPUs of their model; without one, or when the child

@@ -58,7 +58,8 @@ pub fn serve_child() {
     };
     let text = serde_json::to_string(&report).unwrap_or_default();
     use std::io::Write;
-    let ok = writeln!(std::io::stdout(), "{text}").is_ok();
+    let mut out = std::io::stdout().lock();
+    let ok = writeln!(out, "{text}").and_then(|()| out.flush()).is_ok();
     std::process::exit(if ok { 0 } else { 1 });
 }
 
@@ -132,24 +133,60 @@ pub(crate) fn read_in_child(uuids: &[String]) -> Result<ChildReport, String> {
         return Err("this executable does not serve the CUDA probe child".into());
     }
     let exe = std::env::current_exe().map_err(|e| format!("own executable: {e}"))?;
-    let out = std::process::Command::new(&exe)
+    let mut child = std::process::Command::new(&exe)
         .env(CHILD_ENV, "1")
         .env("CUDA_VISIBLE_DEVICES", uuids.join(","))
         .env("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
         .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
-        .output()
+        .spawn()
         .map_err(|e| format!("{}: {e}", exe.display()))?;
-    if !out.status.success() {
-        return Err(format!("the CUDA probe child exited with {}", out.status));
+    // The report is one line, written before the child exits; its exit (the CUDA context's
+    // teardown, tens of ms on a many-GPU host) is not waited for: a thread reaps it.
+    let mut line = String::new();
+    let read = match child.stdout.take() {
+        Some(out) => {
+            use std::io::BufRead;
+            std::io::BufReader::new(out).read_line(&mut line)
+        }
+        None => Ok(0),
+    };
+    let report = match read {
+        Ok(0) => Err(match child.wait() {
+            Ok(st) => format!("the CUDA probe child exited with {st} and no report"),
+            Err(e) => format!("the CUDA probe child: {e}"),
+        }),
+        Ok(_) => parse_report(&line, uuids.len()),
+        Err(e) => Err(format!("the CUDA probe child's report: {e}")),
+    };
+    if std::env::var_os(WAIT_ENV).is_some() {
+        let _ = child.wait();
+    } else {
+        std::thread::spawn(move || {
+            let _ = child.wait();
+        });
     }
-    let report: ChildReport = serde_json::from_slice(&out.stdout)
-        .map_err(|e| format!("the CUDA probe child's report: {e}"))?;
-    if report.status.is_ok() && report.devices.len() != uuids.len() {
+    report
+}
+
+/// Set (to anything) to wait for the child's exit before its report is used, as before the
+/// report was taken at its newline (for measurements; docs/performance.md).
+pub const WAIT_ENV: &str = "DAQTUNE_CUDA_CHILD_WAIT";
+
+/// The child's report line, `expected` GPUs made visible to it. A line without its newline
+/// is a child cut off while writing.
+pub(crate) fn parse_report(line: &str, expected: usize) -> Result<ChildReport, String> {
+    let Some(text) = line.strip_suffix('\n') else {
+        return Err("the CUDA probe child's report ends early".into());
+    };
+    let report: ChildReport =
+        serde_json::from_str(text).map_err(|e| format!("the CUDA probe child's report: {e}"))?;
+    if report.status.is_ok() && report.devices.len() != expected {
         return Err(format!(
             "the CUDA probe child saw {} GPUs, {} were made visible",
             report.devices.len(),
-            uuids.len()
+            expected
         ));
     }
     Ok(report)
@@ -214,6 +251,39 @@ mod tests {
         assert_eq!(s[1].1.ordinal, Some(1));
         assert_eq!(s[1].1.pci_bus_id.as_deref(), Some("0000:00:07.0"));
         assert_eq!(s[1].1.gpu_direct_rdma_supported, Some(true));
+    }
+
+    #[test]
+    fn child_report_is_one_whole_line() {
+        let report = ChildReport {
+            status: LibStatus::Ok,
+            driver_version: Some(13000),
+            devices: vec![("GPU-a".into(), CudaAttrs::default())],
+            init_ms: Some(270.0),
+            query_ms: Some(0.1),
+        };
+        let line = format!("{}\n", serde_json::to_string(&report).expect("serialises"));
+        let back = parse_report(&line, 1).expect("a whole line parses");
+        assert_eq!(back.devices.len(), 1);
+        assert_eq!(back.driver_version, Some(13000));
+        // Cut off before its newline (the child died while writing): refused.
+        assert!(parse_report(line.trim_end(), 1).is_err());
+        assert!(parse_report(&line[..line.len() / 2], 1).is_err());
+        // Garbage, or a different number of GPUs than were made visible.
+        assert!(parse_report("not json\n", 1).is_err());
+        assert!(parse_report(&line, 2).is_err());
+        // A failed CUDA is a report (the caller then reads in-process), whatever the count.
+        let failed = ChildReport {
+            status: LibStatus::Unavailable {
+                reason: "cuInit failed".into(),
+            },
+            driver_version: None,
+            devices: vec![],
+            init_ms: None,
+            query_ms: None,
+        };
+        let line = format!("{}\n", serde_json::to_string(&failed).expect("serialises"));
+        assert!(!parse_report(&line, 1).expect("parses").status.is_ok());
     }
 
     #[test]
