@@ -608,6 +608,9 @@ impl Report {
                     .collect();
                 let _ = writeln!(s, "      kernel batching: {}", parts.join("; "));
             }
+            if let Some(why) = &r.rx_buffer_sizing {
+                let _ = writeln!(s, "      receive buffer: {why}");
+            }
             if let Some(z) = &r.zerocopy {
                 let _ = writeln!(
                     s,

@@ -1624,6 +1624,10 @@ mod tests {
         assert!(r.rx_buffer_bytes.is_some());
         let json = serde_json::to_string(&r).expect("json");
         assert!(json.contains("\"rx_buffer_sizing\""), "{json}");
+        let mut rep = crate::report::Report::new("test", "loopback", "none");
+        rep.push(r.clone());
+        let text = rep.to_text();
+        assert!(text.contains("receive buffer: 4 MiB: the floor"), "{text}");
         let r = loopback_run(Mode::Tcp, None);
         let why = r.rx_buffer_sizing.expect("tcp sizing");
         assert!(why.contains("autotuning"), "{why}");
