@@ -20,7 +20,8 @@
 # its own threads/process (CPU time / wall time), and the busy share of TX_CPU + RX_CPU from
 # /proc/stat (softirq included; on a quiet host the fair figure, on a shared one it counts
 # other work too). Per sender core = received Gb/s / sender cores. Medians and spread.
-# Exit 1 when a daqtune run failed verification or a paced run at R lost a message.
+# Exit 1 when a daqtune run failed verification or a paced run at R (daq-paced) lost a message;
+# daq-paced-32M's loss is reported, not judged (it is the comparison).
 #
 # Env: TX_CPU, RX_CPU (default: the two highest CPUs), MSG (8192), BIN (daqtune-selftest;
 # default: a release build), IPERF3, EXTRA (more daqtune flags), KEEP=FILE (raw rows),
