@@ -12,13 +12,16 @@
 #      daq-flood   daqtune unpaced
 #      iperf-flood iperf3 -u -l MSG -b 0 (unpaced)
 #      iperf-paced iperf3 -u -l MSG -b R (paced to daqtune's found rate)
+#      daq-paced-32M  daqtune at R with --rcvbuf 32M (the fixed buffer before the sizing rule;
+#                  daq-paced uses the size computed from R: the pair measures the buffer rule)
 #    Senders pinned to TX_CPU, receivers to RX_CPU, for both tools. iperf3's datagram payload
 #    is MSG bytes, as daqtune's message (header included) is.
 # Per run: received Gb/s, loss %, the sender's and the receiver's cores as each tool measures
 # its own threads/process (CPU time / wall time), and the busy share of TX_CPU + RX_CPU from
 # /proc/stat (softirq included; on a quiet host the fair figure, on a shared one it counts
 # other work too). Per sender core = received Gb/s / sender cores. Medians and spread.
-# Exit 1 when a daqtune run failed verification or a paced run at R lost a message.
+# Exit 1 when a daqtune run failed verification or a paced run at R (daq-paced) lost a message;
+# daq-paced-32M's loss is reported, not judged (it is the comparison).
 #
 # Env: TX_CPU, RX_CPU (default: the two highest CPUs), MSG (8192), BIN (daqtune-selftest;
 # default: a release build), IPERF3, EXTRA (more daqtune flags), KEEP=FILE (raw rows),
@@ -52,7 +55,7 @@ if [ -z "${FOUND:-}" ]; then
   R=$("$BIN" socket --veth --find-max --message-size "$MSG" --tx-cpu "$TX_CPU" --rx-cpu "$RX_CPU" $EXTRA \
       --no-progress --format json 2>/dev/null | jq '.results[0]' || true)
   FOUND=$(printf '%s' "$R" | jq -r '.max_loss_free_gbps // empty' 2>/dev/null || true)
-  printf '%s' "$R" | jq -r --arg l "$L" '"find-max (load \($l)): \(.max_loss_free_gbps // "none") Gb/s, \(.trials | length) trials; \(.search.ended // "")\n  batching: \([.batching[]? | "\(.name) \(if .used then "used" else "not used" end)"] | join(", "))"' 2>/dev/null || true
+  printf '%s' "$R" | jq -r --arg l "$L" '"find-max (load \($l)): \(.max_loss_free_gbps // "none") Gb/s, \(.trials | length) trials; \(.search.ended // "")\n  receive buffer: \(.rx_buffer_sizing // "?")\n  batching: \([.batching[]? | "\(.name) \(if .used then "used" else "not used" end)"] | join(", "))"' 2>/dev/null || true
   [ -n "$FOUND" ] || { echo "FAIL: --find-max confirmed no rate"; exit 1; }
 fi
 echo "R = $FOUND Gb/s"
@@ -78,11 +81,11 @@ iperf_udp() {
   wait "$srv" || true
 }
 
-# daq_udp RATE (0 = unpaced): "gbps loss_pct tx_cores rx_cores sent_gbps integrity_errors status lost"
+# daq_udp RATE [FLAGS] (0 = unpaced): "gbps loss_pct tx_cores rx_cores sent_gbps integrity_errors status lost"
 daq_udp() {
   local max=()
   [ "$1" = 0 ] || max=(--max-udp-loss 0)
-  "$BIN" socket --veth --mode udp --rate "$1" "${max[@]}" --duration "$SECS" --message-size "$MSG" \
+  "$BIN" socket --veth --mode udp --rate "$1" "${max[@]}" "${@:2}" --duration "$SECS" --message-size "$MSG" \
     --tx-cpu "$TX_CPU" --rx-cpu "$RX_CPU" $EXTRA --no-progress --format json 2>/dev/null \
     | jq -r '.results[0] | "\(.gbps) \(if (.packets + .lost) > 0 then .lost * 100 / (.packets + .lost) else 0 end) \([.threads[] | select(.role | startswith("tx")) | .utilization] | add) \([.threads[] | select(.role | startswith("rx")) | .utilization] | add) \(.sent * .message_size * 8 / .duration_s / 1e9) \(.integrity_errors) \(.status) \(.lost)"' \
     || echo "0 100 0 0 0 -1 error 0"
@@ -90,26 +93,28 @@ daq_udp() {
 
 BAD=0
 for i in $(seq 1 "$RUNS"); do
-  for k in 0 1 2 3; do
+  for k in 0 1 2 3 4; do
     L=$(load1)
     j0=$(busy_jiffies "$CPUS"); t0=$(date +%s%N)
-    case $(( (i + k) % 4 )) in
+    case $(( (i + k) % 5 )) in
       0) name=daq-paced;   read -r g loss tc rc sg bad st lost < <(daq_udp "$FOUND")
          { [ "$bad" = 0 ] && [ "$lost" = 0 ] && { [ "$st" = pass ] || [ "$st" = warn ]; }; } || BAD=$((BAD + 1)) ;;
       1) name=daq-flood;   read -r g loss tc rc sg bad st lost < <(daq_udp 0)
          [ "$bad" = 0 ] || BAD=$((BAD + 1)) ;;
       2) name=iperf-flood; read -r g loss tc rc sg < <(iperf_udp 0); bad=-; st=-; lost=- ;;
       3) name=iperf-paced; read -r g loss tc rc sg < <(iperf_udp "${FOUND}G"); bad=-; st=-; lost=- ;;
+      4) name=daq-paced-32M; read -r g loss tc rc sg bad st lost < <(daq_udp "$FOUND" --rcvbuf 32M)
+         [ "$bad" = 0 ] || BAD=$((BAD + 1)) ;;
     esac
     busy=$(busy_cores "$j0" "$CPUS" "$t0")
     echo "$name $g $loss $tc $rc $busy $sg $L $bad $st" >> "$ROWS"
-    printf 'round %s %-11s %7.3f Gb/s recv (%7.3f sent), loss %8.4f %%, tx %.2f + rx %.2f cores, cpus busy %.2f, load %s%s\n' \
+    printf 'round %s %-13s %7.3f Gb/s recv (%7.3f sent), loss %8.4f %%, tx %.2f + rx %.2f cores, cpus busy %.2f, load %s%s\n' \
       "$i" "$name" "$g" "$sg" "$loss" "$tc" "$rc" "$busy" "$L" "$([ "$bad" = - ] || echo ", $bad bad, $st")"
   done
 done < /dev/null
 if [ -n "${KEEP:-}" ]; then cp "$ROWS" "$KEEP"; fi
 echo "columns: name gbps loss% tx_cores rx_cores busy_cores(/proc/stat) sent_gbps load1 integrity_errors status"
-for n in daq-paced daq-flood iperf-flood iperf-paced; do
+for n in daq-paced daq-paced-32M daq-flood iperf-flood iperf-paced; do
   read -r mg lg hg < <(awk -v n=$n '$1==n{print $2}' "$ROWS" | stats)
   read -r ml _ hl < <(awk -v n=$n '$1==n{print $3}' "$ROWS" | stats)
   read -r mt _ _ < <(awk -v n=$n '$1==n{print $4}' "$ROWS" | stats)

@@ -294,7 +294,8 @@ fn find_max_converges_over_af_packet() {
             assert_eq!(r.status, Status::Pass, "{:?}", r.notes);
         }
         None => {
-            assert!(confirms.iter().all(|t| !t.passed));
+            // Each confirmation round ends on a lossy run (earlier runs of a round may pass).
+            assert!(confirms.iter().any(|t| !t.passed));
             assert_eq!(r.status, Status::Fail);
         }
     }

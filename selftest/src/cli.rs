@@ -187,6 +187,11 @@ pub struct SelftestArgs {
     /// copies were avoided; on a veth pair or loopback the kernel copies anyway).
     #[arg(long)]
     pub zerocopy: bool,
+    /// Receive buffer (SO_RCVBUF) in bytes, suffix K or M allowed (64K..1024M). Default: sized
+    /// from the path (UDP: the rate times a 10 ms stall, at least two recvmmsg batches; TCP:
+    /// the kernel's autotuning); the report says what was used and why.
+    #[arg(long, value_name = "BYTES", value_parser = parse_rcvbuf)]
+    pub rcvbuf: Option<usize>,
 
     /// Output format on stdout.
     #[arg(long, value_enum, default_value = "text")]
@@ -395,6 +400,26 @@ pub fn run(args: &SelftestArgs, d: &Defaults) -> i32 {
     0
 }
 
+/// `--rcvbuf`: bytes with an optional K or M suffix (binary units), 64 KiB..1 GiB.
+fn parse_rcvbuf(s: &str) -> std::result::Result<usize, String> {
+    let t = s.trim();
+    let (num, mult) = match t.char_indices().last() {
+        Some((i, 'K' | 'k')) => (&t[..i], 1usize << 10),
+        Some((i, 'M' | 'm')) => (&t[..i], 1usize << 20),
+        _ => (t, 1usize),
+    };
+    let n: usize = num
+        .parse()
+        .map_err(|_| format!("expected a byte count like 4194304, 4096K or 4M, got {s:?}"))?;
+    let bytes = n
+        .checked_mul(mult)
+        .ok_or_else(|| format!("{s:?} is too large"))?;
+    if !((64 << 10)..=(1 << 30)).contains(&bytes) {
+        return Err(format!("{s:?}: a receive buffer of 64K to 1024M"));
+    }
+    Ok(bytes)
+}
+
 /// The kernel batching paths the flags leave on.
 fn socket_options(args: &SelftestArgs) -> crate::engine::SocketOptions {
     crate::engine::SocketOptions {
@@ -403,6 +428,7 @@ fn socket_options(args: &SelftestArgs) -> crate::engine::SocketOptions {
         gro: !args.no_gro,
         recvmmsg: !args.no_recvmmsg,
         zerocopy: args.zerocopy,
+        rcvbuf: args.rcvbuf,
     }
 }
 
@@ -1055,4 +1081,21 @@ fn with_progress<T>(
         done.store(true, Ordering::Relaxed);
         r
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_rcvbuf;
+
+    #[test]
+    fn rcvbuf_sizes() {
+        assert_eq!(parse_rcvbuf("4M"), Ok(4 << 20));
+        assert_eq!(parse_rcvbuf("4096k"), Ok(4 << 20));
+        assert_eq!(parse_rcvbuf("65536"), Ok(65536));
+        assert!(parse_rcvbuf("1K").is_err());
+        assert!(parse_rcvbuf("2048M").is_err());
+        assert!(parse_rcvbuf("lots").is_err());
+        assert!(parse_rcvbuf("").is_err());
+        assert!(parse_rcvbuf("99999999999999999999M").is_err());
+    }
 }

@@ -104,6 +104,9 @@ pub struct SocketOptions {
     pub recvmmsg: bool,
     /// TCP sender: MSG_ZEROCOPY, completions read from the socket's error queue.
     pub zerocopy: bool,
+    /// Receive buffer (SO_RCVBUF) in bytes set by the user (`--rcvbuf`); `None`: sized from
+    /// the path (`socket::udp_receive_buffer`; TCP: the kernel's autotuning).
+    pub rcvbuf: Option<usize>,
 }
 
 impl Default for SocketOptions {
@@ -114,6 +117,7 @@ impl Default for SocketOptions {
             gro: true,
             recvmmsg: true,
             zerocopy: false,
+            rcvbuf: None,
         }
     }
 }

@@ -89,6 +89,10 @@ pub struct EngineResult {
     /// granted; DPDK: the RX ring), from which `--find-max` sizes its trials.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rx_buffer_bytes: Option<u64>,
+    /// How the receive buffer was sized and why (`--rcvbuf`, or the size computed from the
+    /// path: docs/selftest.md, "Receive buffers").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rx_buffer_sizing: Option<String>,
     /// Each stream's figures when the run had several (`--streams N`); they add up to the
     /// record's totals (rates over the run's common window).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -229,6 +233,7 @@ impl EngineResult {
             injected_corruptions: 0,
             gpu: None,
             rx_buffer_bytes: None,
+            rx_buffer_sizing: None,
             streams: Vec::new(),
             max_loss_free_gbps: None,
             trials: Vec::new(),
@@ -602,6 +607,9 @@ impl Report {
                     })
                     .collect();
                 let _ = writeln!(s, "      kernel batching: {}", parts.join("; "));
+            }
+            if let Some(why) = &r.rx_buffer_sizing {
+                let _ = writeln!(s, "      receive buffer: {why}");
             }
             if let Some(z) = &r.zerocopy {
                 let _ = writeln!(

@@ -35,8 +35,19 @@ const RX_READ_BYTES: usize = 256 * 1024;
 /// segments (on a veth pair, the sender's), so every one saved is sender time saved; in the
 /// profile of iperf3 on this path the wake-ups (sock_def_readable) were a fifth of that CPU.
 const RX_LOW_WATER: usize = 128 * 1024;
-/// UDP receive buffer asked for (capped by net.core.rmem_max).
+/// UDP receive buffer when there is no rate to size it from (an unpaced run): the fixed size
+/// used before the sizing rule, 6.7 ms of a 40 Gb/s stream.
 const UDP_RCVBUF: usize = 32 << 20;
+/// How long a UDP receiver may be off its CPU (a softirq burst on its core, a preemption, a
+/// page fault) before its socket buffer overflows: the buffer holds this much of the paced
+/// rate. On the 16-core machine 32 MiB (7 ms at 38 Gb/s) lost 0.65-1.6 % now and then while
+/// the kernel's own drop counters stayed at 0 (issue 28).
+pub const UDP_STALL_BUDGET_MS: f64 = 10.0;
+/// Bounds of the computed UDP receive buffer.
+pub const UDP_RCVBUF_MIN: usize = 4 << 20;
+pub const UDP_RCVBUF_MAX: usize = 256 << 20;
+/// Largest GRO read: one super-datagram of up to 64 KiB.
+const GRO_READ_BYTES: usize = 64 << 10;
 /// How long the UDP receiver waits for stragglers after the sender is done.
 const UDP_DRAIN: Duration = Duration::from_millis(300);
 
@@ -101,6 +112,8 @@ pub(crate) struct RxOut {
     pub(crate) gpu: Option<GpuSinkResult>,
     /// Receive buffer as the kernel granted it (UDP), bytes.
     pub(crate) buffer: Option<u64>,
+    /// How that buffer was chosen, one line for the report.
+    pub(crate) buffer_sizing: Option<String>,
     /// The kernel batching paths of this side.
     pub(crate) batching: Vec<Batching>,
     /// The first defective messages (stream index filled in by `assemble`).
@@ -347,6 +360,9 @@ fn assemble(t: &Topology, spec: &RunSpec, pairs: Vec<(TxOut, RxOut)>) -> EngineR
         if let Some(b) = rx.buffer {
             *r.rx_buffer_bytes.get_or_insert(0) += b;
         }
+        if r.rx_buffer_sizing.is_none() {
+            r.rx_buffer_sizing = rx.buffer_sizing.take();
+        }
         if multi {
             streams.push(crate::report::StreamFigures {
                 stream: i,
@@ -502,11 +518,25 @@ fn run_tcp(
     let tx_gone = &tx_gone;
     std::thread::scope(|s| {
         let rx = s.spawn(|| -> Result<RxOut> {
+            let tcp_buffer = std::cell::Cell::new(None::<u64>);
             let setup = (|| -> Result<(TcpListener, Option<String>, Option<GpuRx>)> {
                 let note = enter(t.rx_ns.as_ref(), spec.rx_cpu, "rx")?;
                 let gpu = spec.gpu.as_ref().map(|g| open_gpu(g, size)).transpose()?;
                 let l = TcpListener::bind(SocketAddr::new(t.rx_addr, 0))
                     .map_err(|e| Error::io(format!("listen on {}", t.rx_addr), e))?;
+                let mut note = note;
+                if let Some(want) = spec.socket.rcvbuf {
+                    // Set on the listener: accepted sockets inherit it, and the window scale
+                    // is fixed at the handshake. A fixed size turns autotuning off.
+                    let (granted, forced) = set_receive_buffer(l.as_raw_fd(), want);
+                    tcp_buffer.set(Some(granted as u64));
+                    if let Some(msg) = forced {
+                        note = Some(match note {
+                            Some(n) => format!("{n}; tcp {msg}"),
+                            None => format!("tcp {msg}"),
+                        });
+                    }
+                }
                 Ok((l, note, gpu))
             })();
             let (listener, note, gpu) = match setup {
@@ -527,6 +557,15 @@ fn run_tcp(
                 Some(g) => tcp_receive_gpu(stream, ctl, g, spec.rate_gbps.is_none())?,
                 None => tcp_receive(stream, size, latency, ctl, spec.rate_gbps.is_none()),
             };
+            out.buffer = tcp_buffer.get();
+            out.buffer_sizing = Some(match spec.socket.rcvbuf {
+                Some(b) => format!("{} KiB as --rcvbuf asked (autotuning off)", b >> 10),
+                None => format!(
+                    "kernel autotuning (net.ipv4.tcp_rmem), reads of {} KiB: it grows the \
+                     window to the measured bandwidth-delay product",
+                    RX_READ_BYTES.max(size * 2) >> 10
+                ),
+            });
             out.notes.extend(note);
             Ok(out)
         });
@@ -932,6 +971,77 @@ pub(crate) fn tcp_receive_gpu(
     Ok(out)
 }
 
+/// The UDP receive buffer for a stream paced at `rate_gbps` (None: unpaced) of `size`-byte
+/// datagrams read `batch` reads per `recvmmsg` call, with or without GRO; `user` (`--rcvbuf`)
+/// wins. Returns the bytes to ask SO_RCVBUF for and why, in words.
+///
+/// The buffer must hold what arrives while the receiving thread is off its CPU
+/// ([`UDP_STALL_BUDGET_MS`] of the rate), and never less than two batches of reads (one being
+/// copied out while the next fills). The kernel doubles the size asked for and charges each
+/// datagram its skb overhead from that double, so the payload figure is asked for as is.
+pub fn udp_receive_buffer(
+    rate_gbps: Option<f64>,
+    size: usize,
+    gro: bool,
+    batch: usize,
+    user: Option<usize>,
+) -> (usize, String) {
+    if let Some(u) = user {
+        return (u, format!("{} KiB as --rcvbuf asked", u >> 10));
+    }
+    let read = if gro { GRO_READ_BYTES.max(size) } else { size };
+    let batches = 2 * read * batch.max(1);
+    let Some(rate) = rate_gbps.filter(|r| r.is_finite() && *r > 0.0) else {
+        let b = UDP_RCVBUF.max(batches).min(UDP_RCVBUF_MAX);
+        return (
+            b,
+            format!(
+                "{} MiB: unpaced, no rate to size from (the fixed size, {:.1} ms of 40 Gb/s)",
+                b >> 20,
+                b as f64 * 8.0 / 40e9 * 1e3
+            ),
+        );
+    };
+    let stall = (rate * 1e9 / 8.0 * UDP_STALL_BUDGET_MS / 1e3) as usize;
+    let want = stall
+        .max(batches)
+        .clamp(UDP_RCVBUF_MIN, UDP_RCVBUF_MAX)
+        .div_ceil(1 << 20)
+        .saturating_mul(1 << 20)
+        .min(UDP_RCVBUF_MAX);
+    let rule = if want == UDP_RCVBUF_MAX && stall > UDP_RCVBUF_MAX {
+        "the cap".to_string()
+    } else if stall >= batches && stall >= UDP_RCVBUF_MIN {
+        format!("{UDP_STALL_BUDGET_MS} ms of {rate:.3} Gb/s")
+    } else if batches >= UDP_RCVBUF_MIN {
+        format!("two batches of {} reads of {} B", batch.max(1), read)
+    } else {
+        "the floor".to_string()
+    };
+    (want >> 20 << 20, format!("{} MiB: {rule}", want >> 20))
+}
+
+/// Asks for a `want`-byte receive buffer, forcing it past net.core.rmem_max where allowed
+/// (root). Returns what the kernel granted (its doubled figure) and a note when forced.
+fn set_receive_buffer(fd: std::os::fd::RawFd, want: usize) -> (usize, Option<String>) {
+    let granted = sys::set_socket_buffer(fd, true, want).unwrap_or(0);
+    // The kernel reports twice the size asked for (bookkeeping overhead).
+    if granted >= want * 2 {
+        return (granted, None);
+    }
+    match sys::force_receive_buffer(fd, want) {
+        Ok(forced) => (
+            forced,
+            Some(format!(
+                "receive buffer forced to {} KiB (net.core.rmem_max allowed {} KiB; the net.sysctl check judges that)",
+                forced / 2 / 1024,
+                granted / 2 / 1024
+            )),
+        ),
+        Err(_) => (granted, None),
+    }
+}
+
 fn run_udp(
     t: &Topology,
     spec: &RunSpec,
@@ -945,30 +1055,33 @@ fn run_udp(
     let (sent, tx_done) = (&sent, &tx_done);
     std::thread::scope(|s| {
         let rx = s.spawn(|| -> Result<RxOut> {
+            let sizing = std::cell::Cell::new(None::<String>);
             let setup = (|| -> Result<(UdpSocket, Option<String>, Option<GpuRx>, usize)> {
                 let note = enter(t.rx_ns.as_ref(), spec.rx_cpu, "rx")?;
                 let gpu = spec.gpu.as_ref().map(|g| open_gpu(g, size)).transpose()?;
                 let sock = UdpSocket::bind(SocketAddr::new(t.rx_addr, 0))
                     .map_err(|e| Error::io(format!("bind udp {}", t.rx_addr), e))?;
                 let fd = sock.as_raw_fd();
-                let granted = sys::set_socket_buffer(fd, true, UDP_RCVBUF).unwrap_or(0);
+                let (want, why) = udp_receive_buffer(
+                    spec.rate_gbps,
+                    size,
+                    spec.socket.gro,
+                    if spec.socket.recvmmsg {
+                        RECVS_PER_CALL
+                    } else {
+                        1
+                    },
+                    spec.socket.rcvbuf,
+                );
+                let (buffer, forced) = set_receive_buffer(fd, want);
                 let mut note = note;
-                let mut buffer = granted;
-                // The kernel reports twice the size asked for (bookkeeping overhead).
-                if granted < UDP_RCVBUF * 2 {
-                    if let Ok(forced) = sys::force_receive_buffer(fd, UDP_RCVBUF) {
-                        buffer = forced;
-                        let msg = format!(
-                            "udp receive buffer forced to {} MiB (net.core.rmem_max allowed {} KiB; the net.sysctl check judges that)",
-                            forced / 2 / (1 << 20),
-                            granted / 2 / 1024
-                        );
-                        note = Some(match note {
-                            Some(n) => format!("{n}; {msg}"),
-                            None => msg,
-                        });
-                    }
+                if let Some(msg) = forced {
+                    note = Some(match note {
+                        Some(n) => format!("{n}; udp {msg}"),
+                        None => format!("udp {msg}"),
+                    });
                 }
+                sizing.set(Some(why));
                 sock.set_read_timeout(Some(Duration::from_millis(50)))
                     .map_err(|e| Error::io("udp read timeout", e))?;
                 Ok((sock, note, gpu, buffer))
@@ -990,6 +1103,7 @@ fn run_udp(
                 None => udp_receive(&sock, size, latency, ctl, sent, tx_done, spec.socket),
             };
             out.buffer = Some(buffer as u64);
+            out.buffer_sizing = sizing.take();
             out.notes.extend(note);
             Ok(out)
         });
@@ -1470,6 +1584,67 @@ mod tests {
     }
 
     #[test]
+    fn udp_receive_buffer_is_sized_from_the_path() {
+        let mib = 1usize << 20;
+        // 38 Gb/s for 10 ms = 47.5 MB: 46 MiB (rounded up to whole MiB), more than the old 32.
+        let (b, why) = udp_receive_buffer(Some(38.0), 8192, true, RECVS_PER_CALL, None);
+        assert_eq!(b, 46 * mib, "{why}");
+        assert!(why.contains("10 ms of 38.000 Gb/s"), "{why}");
+        // 1 Gb/s: 1.25 MB of stall, but two batches of 16 GRO reads (2 MiB) and the 4 MiB
+        // floor come first.
+        let (b, why) = udp_receive_buffer(Some(1.0), 8192, true, RECVS_PER_CALL, None);
+        assert_eq!(b, UDP_RCVBUF_MIN);
+        assert!(why.contains("floor"), "{why}");
+        // Jumbo reads without GRO: two batches of 16 x 60000 B = 1.8 MiB < floor; with 64
+        // reads per call, 7.3 MiB: the batches decide.
+        let (b, why) = udp_receive_buffer(Some(1.0), 60000, false, 64, None);
+        assert_eq!(b, 8 * mib);
+        assert!(why.contains("two batches of 64 reads of 60000 B"), "{why}");
+        // 400 Gb/s would want 500 MB: capped.
+        let (b, why) = udp_receive_buffer(Some(400.0), 8192, true, 16, None);
+        assert_eq!(b, UDP_RCVBUF_MAX);
+        assert!(why.contains("cap"), "{why}");
+        // Unpaced: no rate, the fixed size; garbage rates count as none.
+        for r in [None, Some(0.0), Some(f64::NAN), Some(-3.0)] {
+            let (b, why) = udp_receive_buffer(r, 8192, true, 16, None);
+            assert_eq!(b, UDP_RCVBUF, "{r:?}");
+            assert!(why.contains("unpaced"), "{why}");
+        }
+        // The user's size wins.
+        let (b, why) = udp_receive_buffer(Some(38.0), 8192, true, 16, Some(3 * mib));
+        assert_eq!(b, 3 * mib);
+        assert!(why.contains("--rcvbuf"), "{why}");
+    }
+
+    #[test]
+    fn the_report_says_how_the_receive_buffer_was_sized() {
+        let r = loopback_run(Mode::Udp, Some(0.5));
+        let why = r.rx_buffer_sizing.clone().expect("sizing in the report");
+        assert!(why.contains("floor"), "{why}");
+        assert!(r.rx_buffer_bytes.is_some());
+        let json = serde_json::to_string(&r).expect("json");
+        assert!(json.contains("\"rx_buffer_sizing\""), "{json}");
+        let mut rep = crate::report::Report::new("test", "loopback", "none");
+        rep.push(r.clone());
+        let text = rep.to_text();
+        assert!(text.contains("receive buffer: 4 MiB: the floor"), "{text}");
+        let r = loopback_run(Mode::Tcp, None);
+        let why = r.rx_buffer_sizing.expect("tcp sizing");
+        assert!(why.contains("autotuning"), "{why}");
+        // A fixed TCP buffer is set and reported (the kernel reports double what was asked,
+        // capped by rmem_max unless forced as root: at least something was granted).
+        let topo = Topology::loopback();
+        let mut e = SocketEngine::new(&topo);
+        let mut spec = RunSpec::new(Mode::Tcp);
+        spec.duration = Duration::from_millis(200);
+        spec.socket.rcvbuf = Some(1 << 20);
+        let r = e.run(&spec, &RunControl::new()).expect("run");
+        assert!(r.rx_buffer_sizing.expect("sizing").contains("--rcvbuf"));
+        assert!(r.rx_buffer_bytes.expect("granted") > 0);
+        assert_eq!(r.integrity_errors, 0);
+    }
+
+    #[test]
     fn tcp_over_loopback_verifies_everything() {
         let r = loopback_run(Mode::Tcp, None);
         assert!(r.packets > 0);
@@ -1601,6 +1776,7 @@ mod tests {
             gro: false,
             recvmmsg: false,
             zerocopy: false,
+            rcvbuf: None,
         };
         let r = udp_with_one_planted(off);
         assert_eq!(r.batching.len(), 4, "{:?}", r.batching);

@@ -356,9 +356,9 @@ fn veth_find_max_udp_searches_confirms_and_reports_every_trial() {
             assert!(out.status.success());
         }
         // A host this loaded can lose even at rates that passed before: then every
-        // confirmation failed and the run says so (and fails).
+        // confirmation round ended on a lossy run and the run says so (and fails).
         None => {
-            assert!(confirms.iter().all(|t| t["passed"] == false), "{r}");
+            assert!(confirms.iter().any(|t| t["passed"] == false), "{r}");
             assert_eq!(r["status"], "fail");
         }
     }
