@@ -117,7 +117,7 @@ pub fn plan(g: &GlobalArgs, a: &PlanArgs) -> Result<u8, UsageError> {
     let g = g.engine();
     let sel = a.sel.engine();
     if a.format == PlanFormat::Text && a.output.is_none() {
-        return daqtune_engine::apply::run_plan(&g, &sel, &mut out::Stdout);
+        return daqtune_engine::apply::run_plan(&g, &sel, &mut out::TerminalSafe::new(out::Stdout));
     }
     let host = open_host(&g)?;
     let mut head: Vec<u8> = Vec::new();
@@ -125,7 +125,7 @@ pub fn plan(g: &GlobalArgs, a: &PlanArgs) -> Result<u8, UsageError> {
     drop(host);
     let head = String::from_utf8_lossy(&head);
     let text = match a.format {
-        PlanFormat::Text => format!("{head}{plan}"),
+        PlanFormat::Text => text_safe(&format!("{head}{plan}")),
         PlanFormat::Json => {
             let lines: Vec<String> = head.lines().map(String::from).collect();
             plan_json::render(&plan, &lines)
@@ -326,7 +326,7 @@ pub fn topo(g: &GlobalArgs, a: &TopoArgs) -> Result<u8, UsageError> {
     let mut outputs: Vec<(Option<&Path>, String)> = Vec::new();
     if !svg_to_stdout || a.output.is_some() {
         let matrix = match a.format.unwrap_or(TopoFormat::Text) {
-            TopoFormat::Text => topo::render_text(&t),
+            TopoFormat::Text => text_safe(&topo::render_text(&t)),
             TopoFormat::Json => serde_json::to_string_pretty(&t)
                 .map(|j| j + "\n")
                 .map_err(|e| UsageError::Other(format!("cannot render JSON: {e}")))?,
@@ -377,4 +377,16 @@ mod tests {
         let lines: Vec<&str> = t.lines().collect();
         assert_eq!(lines[0].find('x'), lines[1].find('y'), "{t}");
     }
+}
+
+/// `text` as [`out::TerminalSafe`] writes it: host data in a text output (a netdev or device
+/// name from a snapshot, a file's old contents in a plan) reaches no terminal as a control
+/// sequence, whether printed or written with `-o` (the file is read with `cat` later).
+fn text_safe(text: &str) -> String {
+    let mut v = Vec::with_capacity(text.len());
+    {
+        let mut t = out::TerminalSafe::new(&mut v);
+        let _ = std::io::Write::write_all(&mut t, text.as_bytes());
+    }
+    String::from_utf8_lossy(&v).into_owned()
 }

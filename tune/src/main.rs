@@ -81,10 +81,14 @@ fn main() -> ExitCode {
         Command::Profiles(a) => commands::profiles(a),
         Command::Plan(a) => commands::plan(g, a),
         Command::Apply(a) => {
-            apply::run_apply(&g.engine(), &a.engine(), &mut TerminalPrompt, &mut stdout)
+            // Apply and revert quote host data (old file contents, paths): escaped for the
+            // terminal like every text output without colours of its own (out::TerminalSafe).
+            let mut o = out::TerminalSafe::new(out::Stdout);
+            apply::run_apply(&g.engine(), &a.engine(), &mut TerminalPrompt, &mut o)
         }
         Command::Revert(a) => {
-            apply::run_revert(&g.engine(), &a.engine(), &mut TerminalPrompt, &mut stdout)
+            let mut o = out::TerminalSafe::new(out::Stdout);
+            apply::run_revert(&g.engine(), &a.engine(), &mut TerminalPrompt, &mut o)
         }
         Command::Generate(a) => apply::run_generate(&g.engine(), &a.engine(), &mut stdout),
         Command::Selftest(a) => selftest_cmd::run(g, &a.args),

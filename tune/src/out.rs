@@ -83,3 +83,92 @@ pub fn finish(code: u8) -> ExitCode {
         }
     }
 }
+
+/// A text stream made safe for a terminal on the way out: every control character but newline
+/// and tab is written as [`daqtune_probe::text::printable`] writes it (`\x1b`, `\u{009b}`), so
+/// host data that a plan, an apply or a matrix quotes (a file's old contents, a netdev or DMI
+/// name from a snapshot) cannot move the cursor or retitle the terminal. For the text outputs
+/// that draw no colours of their own; the check report escapes its fields itself (it paints
+/// status words). A C1 control is two bytes in UTF-8 (`0xC2 0x80..=0x9F`), which one write may
+/// split: the lead byte waits for the next write.
+pub struct TerminalSafe<W: Write> {
+    inner: W,
+    pending_c2: bool,
+}
+
+impl<W: Write> TerminalSafe<W> {
+    pub fn new(inner: W) -> Self {
+        TerminalSafe {
+            inner,
+            pending_c2: false,
+        }
+    }
+}
+
+impl<W: Write> Write for TerminalSafe<W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let mut o = Vec::with_capacity(buf.len());
+        for &b in buf {
+            if self.pending_c2 {
+                self.pending_c2 = false;
+                if (0x80..=0x9f).contains(&b) {
+                    o.extend_from_slice(format!("\\u{{{:04x}}}", b).as_bytes());
+                    continue;
+                }
+                o.push(0xc2);
+            }
+            match b {
+                b'\n' | b'\t' => o.push(b),
+                0x00..=0x1f | 0x7f => o.extend_from_slice(format!("\\x{b:02x}").as_bytes()),
+                0xc2 => self.pending_c2 = true,
+                _ => o.push(b),
+            }
+        }
+        self.inner.write_all(&o)?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        if std::mem::take(&mut self.pending_c2) {
+            self.inner.write_all(&[0xc2])?;
+        }
+        self.inner.flush()
+    }
+}
+
+impl<W: Write> Drop for TerminalSafe<W> {
+    fn drop(&mut self) {
+        let _ = self.flush();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::TerminalSafe;
+    use std::io::Write;
+
+    fn through(parts: &[&[u8]]) -> String {
+        let mut v = Vec::new();
+        {
+            let mut t = TerminalSafe::new(&mut v);
+            for p in parts {
+                t.write_all(p).expect("write");
+            }
+        }
+        String::from_utf8(v).expect("utf8")
+    }
+
+    #[test]
+    fn control_characters_are_escaped_text_is_kept() {
+        assert_eq!(
+            through(&[b"eth0\x1b]0;pwned\x07 ok\n\tnext \xc3\xa9\n"]),
+            "eth0\\x1b]0;pwned\\x07 ok\n\tnext \u{e9}\n"
+        );
+        // CSI as a C1 control (U+009B), split across two writes, and a plain U+00A9 after it.
+        assert_eq!(
+            through(&[b"a\xc2", b"\x9b2J b\xc2", b"\xa9"]),
+            "a\\u{009b}2J b\u{a9}"
+        );
+        assert_eq!(through(&[b"\r\x7f"]), "\\x0d\\x7f");
+    }
+}
