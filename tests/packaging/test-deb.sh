@@ -48,7 +48,7 @@ run_pkg=()
 rel=target/release
 want_machine=62
 case $arch in
-  "$(dpkg --print-architecture)") [[ $arch == arm64 ]] && want_machine=183 ;;
+  "$(dpkg --print-architecture)") if [[ $arch == arm64 ]]; then want_machine=183; fi ;;
   arm64) run_pkg=(qemu-aarch64); rel=target/aarch64-unknown-linux-gnu/release; want_machine=183 ;;
   *) echo "test-deb: --arch takes arm64 (or this machine's architecture)" >&2; exit 2 ;;
 esac
