@@ -17,6 +17,8 @@
 #   selftest/tests/socket_e2e.rs does not translate every netlink request (RTM_NEWNEIGH fails
 #                                with EOPNOTSUPP, measured: 8 of socket_e2e's 10 tests)
 #   tune/tests/selftest_rdma.rs  soft-RoCE devices (rdma_rxe) and verbs traffic
+#   selftest-rdma (--lib)        its launcher test spawns a missing file and wants the spawn
+#                                error: under qemu-user the child reports exit 0 instead
 #   tune/tests/fleet*.rs         a Python virtualenv with Ansible from PyPI, run natively: the
 #                                code under test is the textfile the native run checks already
 #
@@ -66,8 +68,7 @@ cargo test --locked --target "$target" --no-fail-fast \
   -p daqtune-probe -p daqtune-units -p daqtune-engine -- --test-threads=2
 cargo test --locked --target "$target" --no-fail-fast -p daqtune-selftest --lib \
   --test find_max_cli --test gpu_sink_cli --test gpu_sink_fixture -- --test-threads=2
-cargo test --locked --target "$target" --no-fail-fast -p daqtune-dpdk -p daqtune-rdma --lib \
-  -- --test-threads=2
+cargo test --locked --target "$target" --no-fail-fast -p daqtune-dpdk --lib -- --test-threads=2
 if ((cli)); then
   log "cargo test --target $target -p daqtune: the CLI tests on the fixture roots"
   cargo test --locked --target "$target" --no-fail-fast -p daqtune --bins \
