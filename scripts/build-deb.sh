@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build the Debian packages of daqtune with dpkg-deb (no debhelper, no cargo-deb):
 #
-#   scripts/build-deb.sh [--with dpdk,rdma|auto|none] [--no-build] [--out DIR]
+#   scripts/build-deb.sh [--arch amd64|arm64] [--with dpdk,rdma|auto|none] [--no-build] [--out DIR]
 #
 #   target/debian/daqtune_<version>_<arch>.deb        /usr/bin/daqtune, daqtune(8), completions, docs
 #   target/debian/daqtune-dpdk_<version>_<arch>.deb   with --with dpdk (links the system libdpdk)
@@ -9,6 +9,11 @@
 #
 # --with auto builds an engine package where its library's headers are installed (as
 # scripts/test-all.sh builds the engines). --no-build packages what target/release already holds.
+# --arch arm64 on an amd64 machine cross-builds for aarch64-unknown-linux-gnu (IGX Orin, DGX
+# Spark): rustup's target, Debian's gcc-aarch64-linux-gnu as linker (.cargo/config.toml), the
+# engines against the :arm64 multiarch -dev packages (bindgen parses the arm64 headers), and the
+# binary runs under qemu-user (qemu-aarch64, libc6:arm64) for its man page and completions.
+# The binaries then come from target/aarch64-unknown-linux-gnu/release.
 # Needs: cargo (unless --no-build), dpkg-deb and dpkg-shlibdeps (dpkg-dev), gzip, strip (binutils):
 # what `apt install build-essential` brings. Runs as any user: ownership in the archives is
 # root:root through dpkg-deb --root-owner-group, no fakeroot.
@@ -21,6 +26,8 @@ repo=$PWD
 
 with=none
 build=1
+arch_opt=""
+
 out=$repo/target/debian
 while (($#)); do
   case "$1" in
@@ -28,7 +35,9 @@ while (($#)); do
     --with=*) with=${1#--with=}; shift ;;
     --no-build) build=0; shift ;;
     --out) out=$2; shift 2 ;;
-    -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --arch) arch_opt=$2; shift 2 ;;
+    --arch=*) arch_opt=${1#--arch=}; shift ;;
+    -h|--help) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "build-deb: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -37,6 +46,36 @@ die() { echo "build-deb: $*" >&2; exit 1; }
 for tool in dpkg-deb dpkg-shlibdeps dpkg-architecture gzip strip; do
   command -v "$tool" >/dev/null 2>&1 || die "$tool not found (apt install build-essential dpkg-dev)"
 done
+
+# The package's architecture and, when it is not this machine's, the cross tools.
+build_arch=$(dpkg-architecture -qDEB_BUILD_ARCH)
+arch=${arch_opt:-$build_arch}
+cargo_target=()
+rel=$repo/target/release
+strip_tool=strip
+objdump_tool=objdump
+run_target=()
+if [[ $arch != "$build_arch" ]]; then
+  case $arch in
+    arm64) triple=aarch64-unknown-linux-gnu gnu=aarch64-linux-gnu qemu=qemu-aarch64 ;;
+    *) echo "build-deb: --arch takes $build_arch or arm64, not '$arch'" >&2; exit 2 ;;
+  esac
+  for tool in "$gnu-gcc:gcc-$gnu" "$gnu-strip:binutils-$gnu" "$gnu-objdump:binutils-$gnu" "$qemu:qemu-user"; do
+    command -v "${tool%%:*}" >/dev/null 2>&1 || die "${tool%%:*} not found (apt install ${tool#*:})"
+  done
+  [[ -e /usr/lib/$gnu/libc.so.6 || -e /lib/$gnu/libc.so.6 ]] \
+    || die "no $arch C library to run the binary with (dpkg --add-architecture $arch; apt install libc6:$arch)"
+  if ((build)) && command -v rustup >/dev/null 2>&1 && ! rustup target list --installed | grep -qx "$triple"; then
+    die "the Rust target $triple is not installed (rustup target add $triple)"
+  fi
+  cargo_target=(--target "$triple")
+  rel=$repo/target/$triple/release
+  strip_tool=$gnu-strip
+  objdump_tool=$gnu-objdump
+  run_target=("$qemu")
+  # dpkg-shlibdeps reads the target's libraries and their shlibs/symbols files (multiarch).
+  export DEB_HOST_ARCH=$arch
+fi
 ((build == 0)) || command -v cargo >/dev/null 2>&1 || die "cargo not found"
 
 engines=()
@@ -62,21 +101,23 @@ if [[ -z ${SOURCE_DATE_EPOCH:-} ]]; then
   SOURCE_DATE_EPOCH=$(git -C "$repo" log -1 --format=%ct 2>/dev/null || date +%s)
 fi
 commit=$(git -C "$repo" rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
-arch=$(dpkg-architecture -qDEB_HOST_ARCH)
 maintainer="${DEBFULLNAME:-daqtune developers} <${DEBEMAIL:-daqtune@users.noreply.github.com}>"
 
 if ((build)); then
-  echo "build-deb: cargo build --release -p daqtune" >&2
-  cargo build --release --locked -p daqtune
+  echo "build-deb: cargo build --release ${cargo_target[*]} -p daqtune" >&2
+  cargo build --release --locked "${cargo_target[@]}" -p daqtune
   for e in "${engines[@]}"; do
-    echo "build-deb: cargo build --release -p daqtune-$e --features $e" >&2
-    cargo build --release --locked -p "daqtune-$e" --features "$e"
+    echo "build-deb: cargo build --release ${cargo_target[*]} -p daqtune-$e --features $e" >&2
+    cargo build --release --locked "${cargo_target[@]}" -p "daqtune-$e" --features "$e"
   done
 fi
 export SOURCE_DATE_EPOCH
-bin=$repo/target/release/daqtune
+bin=$rel/daqtune
 [[ -x $bin ]] || die "$bin is missing (run without --no-build)"
-upstream=$("$bin" --version | awk '{print $2}')
+# The packaged binary itself writes its man page, completions and resolved profiles (under
+# qemu-user for another architecture).
+runbin() { "${run_target[@]}" "$bin" "$@"; }
+upstream=$(runbin --version | awk '{print $2}')
 [[ $upstream =~ ^[0-9][A-Za-z0-9.+~]*$ ]] || die "'$bin --version' gave no usable version: $upstream"
 # A Debian revision (DEB_REVISION, default 1): the packaging is not part of an upstream tarball,
 # so this is not a native package and its changelog is changelog.Debian.gz.
@@ -136,17 +177,17 @@ build_package() { # PACKAGE DEPENDS
 root=$work/debian/daqtune
 doc=$root/usr/share/doc/daqtune
 install -D -m 0755 "$bin" "$root/usr/bin/daqtune"
-strip --strip-unneeded --remove-section=.comment --remove-section=.note "$root/usr/bin/daqtune"
+$strip_tool --strip-unneeded --remove-section=.comment --remove-section=.note "$root/usr/bin/daqtune"
 
 # Section 8: daqtune changes the host as root (Debian policy 12.1), and the units it writes name
 # man:daqtune(8); `daqtune man` renders that page (section 8, every subcommand's options).
 install -d "$root/usr/share/man/man8"
-"$bin" man | gzip -9n >"$root/usr/share/man/man8/daqtune.8.gz"
+runbin man | gzip -9n >"$root/usr/share/man/man8/daqtune.8.gz"
 install -d "$root/usr/share/bash-completion/completions" "$root/usr/share/zsh/vendor-completions" \
   "$root/usr/share/fish/vendor_completions.d"
-"$bin" completions bash >"$root/usr/share/bash-completion/completions/daqtune"
-"$bin" completions zsh >"$root/usr/share/zsh/vendor-completions/_daqtune"
-"$bin" completions fish >"$root/usr/share/fish/vendor_completions.d/daqtune.fish"
+runbin completions bash >"$root/usr/share/bash-completion/completions/daqtune"
+runbin completions zsh >"$root/usr/share/zsh/vendor-completions/_daqtune"
+runbin completions fish >"$root/usr/share/fish/vendor_completions.d/daqtune.fish"
 
 install -d "$doc/checks" "$doc/profiles"
 install -m 0644 README.md docs/*.md "$doc/"
@@ -155,14 +196,14 @@ install -m 0644 docs/checks/*.md "$doc/checks/"
 install -m 0644 platforms/*.yaml "$doc/profiles/"
 for p in platforms/*.yaml; do
   n=$(basename "$p" .yaml)
-  "$bin" profiles show "$n" >"$doc/profiles/$n.resolved.yaml"
+  runbin profiles show "$n" >"$doc/profiles/$n.resolved.yaml"
 done
 install -m 0644 packaging/debian/copyright "$doc/copyright"
 if command -v cargo >/dev/null 2>&1; then
   {
     echo "# Rust crates linked into /usr/bin/daqtune (cargo tree -e normal,no-proc-macro):"
     echo "# name version licence"
-    cargo tree --locked --offline -p daqtune -e normal,no-proc-macro --prefix none -f '{p}|{l}' 2>/dev/null \
+    cargo tree --locked --offline "${cargo_target[@]}" -p daqtune -e normal,no-proc-macro --prefix none -f '{p}|{l}' 2>/dev/null \
       | grep -v ' (\*)$' | grep -v '^daqtune' | sed 's/ v\([^ |]*\)[^|]*|/ \1 /' | LC_ALL=C sort -u
   } >"$doc/rust-crates.txt"
 fi
@@ -191,13 +232,13 @@ debs+=("$(build_package daqtune "$(shlibs daqtune "$root/usr/bin/daqtune")")")
 # --- engines -----------------------------------------------------------------------------------
 for e in "${engines[@]}"; do
   pkg=daqtune-$e
-  ebin=$repo/target/release/$pkg
-  [[ -x $ebin ]] || die "$ebin is missing (build it with: cargo build --release -p $pkg --features $e)"
+  ebin=$rel/$pkg
+  [[ -x $ebin ]] || die "$ebin is missing (build it with: cargo build --release ${cargo_target[*]} -p $pkg --features $e)"
   root=$work/debian/$pkg
   install -D -m 0755 "$ebin" "$root/usr/bin/$pkg"
-  strip --strip-unneeded --remove-section=.comment --remove-section=.note "$root/usr/bin/$pkg"
+  $strip_tool --strip-unneeded --remove-section=.comment --remove-section=.note "$root/usr/bin/$pkg"
   # A binary built without its feature says so and exits: refuse to package that.
-  needed=$(objdump -p "$root/usr/bin/$pkg" 2>/dev/null | awk '$1 == "NEEDED" {print $2}')
+  needed=$($objdump_tool -p "$root/usr/bin/$pkg" 2>/dev/null | awk '$1 == "NEEDED" {print $2}')
   if ! grep -Eq "^lib(rte_|ibverbs)" <<<"$needed"; then
     die "$ebin does not link $([[ $e == dpdk ]] && echo libdpdk || echo libibverbs): was it built with --features $e?"
   fi

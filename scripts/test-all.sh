@@ -31,7 +31,21 @@ PACKAGES=(
   dpkg-dev lintian
   # the lifecycle VM (tests/vm/host-lifecycle.sh, DAQTUNE_LIFECYCLE=1): guest image from Debian
   mmdebstrap fdisk e2fsprogs qemu-utils
+  # arm64 (IGX Orin, DGX Spark; issue 25): the cross linker, the arm64 C library (Debian
+  # multiarch) and qemu-user to run the aarch64 tests (qemu-user-static registers the binfmt
+  # handler that lets the CLI tests spawn the aarch64 daqtune). The Rust target comes from
+  # rustup (below). The arm64 packages (DAQTUNE_AARCH64_DEB=1) also want the engines' :arm64
+  # headers: libibverbs-dev:arm64 is added below when asked for; libdpdk-dev:arm64 is never
+  # installed here, because it cannot sit beside the amd64 libdpdk-dev the native DPDK tests
+  # need (its libfdt-dev and its mlx5 drivers' rdma-core are not Multi-Arch: same, so apt
+  # removes the amd64 ones or refuses the whole list): on such a machine build-deb.sh builds
+  # the arm64 daqtune-dpdk only where libdpdk-dev:arm64 is installed (docs/apply.md).
+  gcc-aarch64-linux-gnu qemu-user qemu-user-static libc6:arm64
 )
+if [[ ${DAQTUNE_AARCH64_DEB:-0} == 1 ]]; then
+  PACKAGES+=(libibverbs-dev:arm64)
+fi
+AARCH64=aarch64-unknown-linux-gnu
 
 log() { printf '\n== %s\n' "$*"; }
 
@@ -43,6 +57,10 @@ if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null 2>&1; then
   if ((${#missing[@]})); then
     log "installing ${missing[*]}"
     export DEBIAN_FRONTEND=noninteractive
+    if [[ " ${missing[*]} " == *":arm64 "* ]] && ! dpkg --print-foreign-architectures | grep -qx arm64; then
+      log "dpkg --add-architecture arm64 (the :arm64 -dev packages of the cross build)"
+      dpkg --add-architecture arm64
+    fi
     apt-get update -qq
     extra=()
     # A qemu-utils installed from elsewhere (this project's build machines carry a backport,
@@ -60,6 +78,11 @@ if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null 2>&1; then
     fi
     apt-get install -y -qq --no-install-recommends "${extra[@]}" "${missing[@]}" >/dev/null
   fi
+fi
+
+if command -v rustup >/dev/null 2>&1 && ! rustup target list --installed | grep -qx "$AARCH64"; then
+  log "rustup target add $AARCH64"
+  rustup target add "$AARCH64" || true
 fi
 
 FEATURES=()
@@ -87,6 +110,28 @@ cargo test --workspace "${features_arg[@]}" -- --test-threads=2
 # install/purge round trip, lintian).
 log "debian packages (tests/packaging/test-deb.sh)"
 tests/packaging/test-deb.sh
+
+# aarch64 (issue 25): the package cross-built for arm64 (its binaries aarch64 ELFs, the engines
+# bound against the arm64 headers), and the pure crates' tests plus the binary's CLI tests run
+# for aarch64-unknown-linux-gnu under qemu-user (scripts/test-aarch64.sh says what is left out and why).
+# Exit 125 = the cross toolchain is not there (reported as a skip); DAQTUNE_AARCH64=0 leaves it out.
+# The arm64 packages (a release cross build of three binaries, the largest part of the cost:
+# docs/apply.md "Install") are built and inspected only with DAQTUNE_AARCH64_DEB=1, a longer
+# command outside CI's time budget; CI runs the aarch64 tests.
+if [[ ${DAQTUNE_AARCH64:-1} == 1 ]]; then
+  log "aarch64: tests under qemu-user (scripts/test-aarch64.sh)"
+  rc=0
+  aarch64_args=()
+  [[ ${DAQTUNE_AARCH64_DEB:-0} == 1 ]] || aarch64_args=(--no-deb)
+  scripts/test-aarch64.sh "${aarch64_args[@]}" || rc=$?
+  if ((rc == 125)); then
+    echo "aarch64: skipped (the cross toolchain is not installed; reason above)"
+  elif ((rc != 0)); then
+    exit "$rc"
+  fi
+else
+  log "aarch64 build and tests left out (DAQTUNE_AARCH64=0)"
+fi
 
 # A host's whole life on a booted Debian guest (tests/vm/host-lifecycle.sh): install the .deb,
 # apply, reboot, check, revert, reboot, for GRUB and extlinux. The guest image is cached in

@@ -18,11 +18,39 @@ mod dpdk {
     /// are taken from the headers found here, so a mismatch cannot go unnoticed at run time.
     const SUPPORTED: &[&str] = &["22.11", "23.11"];
 
+    /// The pkg-config of the target: `$PKG_CONFIG`, or for a cross build Debian's
+    /// `<triple>-pkg-config` (pkgconf), which reads the target's multiarch .pc files
+    /// (`libdpdk-dev:arm64`): the flags, the library and the headers bindgen reads must all be
+    /// the target's, never the build machine's.
+    fn pkg_config_tool() -> String {
+        if let Ok(p) = env::var("PKG_CONFIG") {
+            return p;
+        }
+        match cross_triple() {
+            Some(t) => format!("{t}-pkg-config"),
+            None => "pkg-config".into(),
+        }
+    }
+
+    /// The GNU triple of the target when it is not the build machine (aarch64-linux-gnu for
+    /// aarch64-unknown-linux-gnu), else None.
+    fn cross_triple() -> Option<String> {
+        let target = env::var("TARGET").ok()?;
+        let host = env::var("HOST").ok()?;
+        if target == host {
+            return None;
+        }
+        let mut parts = target.split('-');
+        let arch = parts.next()?;
+        let os_abi: Vec<&str> = parts.skip(1).collect();
+        Some(format!("{arch}-{}", os_abi.join("-")))
+    }
+
     fn pkg_config(args: &[&str]) -> String {
-        let out = Command::new("pkg-config")
-            .args(args)
-            .output()
-            .unwrap_or_else(|e| panic!("cannot run pkg-config (install pkg-config): {e}"));
+        let tool = pkg_config_tool();
+        let out = Command::new(&tool).args(args).output().unwrap_or_else(|e| {
+            panic!("cannot run {tool} (install pkg-config, or pkgconf for a cross build): {e}")
+        });
         if !out.status.success() {
             panic!(
                 "pkg-config {} failed: {}\nthe `dpdk` feature needs libdpdk-dev (Debian 12: DPDK 22.11, Ubuntu 24.04: 23.11)",
@@ -37,6 +65,7 @@ mod dpdk {
         println!("cargo:rerun-if-changed=csrc/shim.c");
         println!("cargo:rerun-if-changed=csrc/shim.h");
         println!("cargo:rerun-if-env-changed=PKG_CONFIG_PATH");
+        println!("cargo:rerun-if-env-changed=PKG_CONFIG");
 
         let version = pkg_config(&["--modversion", "libdpdk"]);
         let major_minor: String = version.split('.').take(2).collect::<Vec<_>>().join(".");
@@ -81,8 +110,13 @@ mod dpdk {
             }
         }
 
+        // clang parses the headers as the target's compiler would: `c_char` is unsigned on
+        // aarch64, `long` and the padding of DPDK's structs follow the target ABI, and the
+        // multiarch headers (/usr/include/aarch64-linux-gnu/dpdk) are the ones found.
+        let target = env::var("TARGET").expect("TARGET is set by cargo");
         let bindings = bindgen::Builder::default()
             .header("csrc/shim.h")
+            .clang_arg(format!("--target={target}"))
             .clang_args(&clang_flags)
             .clang_arg("-Icsrc")
             // Only what the wrapper uses: keeps bindgen's output (and the build) small.

@@ -18,8 +18,13 @@ mod verbs {
         let out = PathBuf::from(env::var("OUT_DIR").expect("OUT_DIR is set by cargo"));
         let wrappers = out.join("verbs_static");
         let include = env::var("DAQTUNE_IBVERBS_INCLUDE").ok();
+        // The target's ABI (c_char unsigned on aarch64, struct padding): clang parses the
+        // headers for the target, and for a cross build finds its multiarch headers.
+        let target = env::var("TARGET").expect("TARGET is set by cargo");
+        println!("cargo:rerun-if-env-changed=DAQTUNE_IBVERBS_INCLUDE");
         let mut builder = bindgen::Builder::default()
             .header("wrapper.h")
+            .clang_arg(format!("--target={target}"))
             .allowlist_function("ibv_.*")
             .allowlist_function("___ibv_query_port")
             .allowlist_function("_ibv_query_gid_ex")

@@ -87,6 +87,29 @@ pub fn format_size_kb(kb: u64) -> String {
     }
 }
 
+/// The base page the sizes imply, where they are one of the known sets: the size a profile
+/// written for another machine asks is most often a 1G page on a 64K-page arm64 kernel.
+fn base_page_hint(sizes: &[u64]) -> &'static str {
+    match sizes {
+        [2048, 524288, 16777216] => "; an arm64 kernel with 64K base pages",
+        [64, 2048, 32768, 1048576] => "; an arm64 kernel with 4K base pages",
+        [2048] | [2048, 1048576] => "; an x86-64 kernel",
+        _ => "",
+    }
+}
+
+/// A list of page sizes for a message: `64K, 2M, 32M, 1G`, or `none` for an empty list.
+pub fn format_sizes(sizes_kb: &[u64]) -> String {
+    if sizes_kb.is_empty() {
+        return "none".into();
+    }
+    sizes_kb
+        .iter()
+        .map(|&kb| format_size_kb(kb))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// Undo the octal escapes /proc/mounts uses for space, tab, newline and backslash.
 fn unescape_mount(s: &str) -> String {
     let b = s.as_bytes();
@@ -170,6 +193,36 @@ impl MemFacts {
     }
     pub fn hugetlbfs_mounts(&self) -> impl Iterator<Item = &Mount> {
         self.mounts.iter().filter(|m| m.fstype == "hugetlbfs")
+    }
+    /// The hugepage sizes this kernel offers (a pool directory under /sys/kernel/mm/hugepages
+    /// each), in kB, ascending; `None` when that directory could not be read. They follow the
+    /// architecture and its base page: x86-64 2M, 1G; arm64 with 4K pages 64K, 2M, 32M, 1G;
+    /// arm64 with 64K pages (Grace-class servers) 2M, 512M, 16G.
+    pub fn offered_sizes(&self) -> Option<Vec<u64>> {
+        if self.pools_error.is_some() {
+            return None;
+        }
+        Some(self.pools.iter().map(|p| p.size_kb).collect())
+    }
+    /// Whether the kernel offers pages of `size_kb` (true when the pools could not be read:
+    /// nothing is known to rule the size out).
+    pub fn offers(&self, size_kb: u64) -> bool {
+        self.offered_sizes()
+            .is_none_or(|sizes| sizes.contains(&size_kb))
+    }
+    /// Why pages of `size` cannot be had here, naming the sizes this kernel has.
+    pub fn size_not_offered(&self, size: &str) -> String {
+        let sizes = self.offered_sizes().unwrap_or_default();
+        if sizes.is_empty() {
+            return format!(
+                "this kernel offers no hugepages at all (/sys/kernel/mm/hugepages is empty: built without CONFIG_HUGETLBFS), so no {size} pages"
+            );
+        }
+        format!(
+            "this kernel has no {size} pages; its hugepage sizes are {} (/sys/kernel/mm/hugepages){}",
+            format_sizes(&sizes),
+            base_page_hint(&sizes)
+        )
     }
     /// Page size of a hugetlbfs mount; without `pagesize=` it is the default size.
     pub fn mount_page_kb(&self, m: &Mount) -> Option<u64> {
@@ -321,6 +374,16 @@ mod tests {
         assert_eq!(parse_pool_dir("hugepages-xkB"), None);
         assert_eq!(format_size_kb(2048), "2M");
         assert_eq!(format_size_kb(1048576), "1G");
+        // arm64 sizes: 4K base pages (64K contiguous, 32M contiguous) and 64K base pages.
+        assert_eq!(
+            format_sizes(&[64, 2048, 32768, 1048576]),
+            "64K, 2M, 32M, 1G"
+        );
+        assert_eq!(format_sizes(&[2048, 524288, 16777216]), "2M, 512M, 16G");
+        assert_eq!(format_sizes(&[]), "none");
+        assert_eq!(parse_size_kb("512M"), Some(524288));
+        assert_eq!(parse_size_kb("16G"), Some(16777216));
+        assert_eq!(parse_size_kb("64K"), Some(64));
     }
 
     proptest! {

@@ -150,9 +150,25 @@ pub fn frame_for_message(message_len: usize) -> usize {
 /// thousand packets per second on shared cores (131072 slots of 256 bytes for 64-byte
 /// messages).
 pub fn af_packet_ring(frame_len: usize) -> AfPacketRing {
+    af_packet_ring_for_page(frame_len, page_size())
+}
+
+/// The base page of the running kernel: 4 KiB on x86-64, 4, 16 or 64 KiB on arm64 (Grace-class
+/// kernels run 64 KiB pages, where a 4 KiB block makes the kernel refuse the ring).
+fn page_size() -> usize {
+    // SAFETY: sysconf takes no pointer and only reads a constant of the process.
+    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    usize::try_from(p)
+        .ok()
+        .filter(|&p| p >= 4096)
+        .unwrap_or(4096)
+}
+
+/// [`af_packet_ring`] for a kernel whose pages are `page` bytes (a power of two).
+pub fn af_packet_ring_for_page(frame_len: usize, page: usize) -> AfPacketRing {
     let need = frame_len + TPACKET_OVERHEAD;
     let framesz = need.next_power_of_two().max(256);
-    let blocksz = framesz.max(4096);
+    let blocksz = framesz.max(page);
     let framecnt = ((32usize << 20) / framesz).max(1024);
     AfPacketRing {
         blocksz,
@@ -263,8 +279,8 @@ mod tests {
                 "--log-level=notice",
                 "--in-memory",
                 "--no-pci",
-                "--vdev=net_af_packet0,iface=dqt0,qpairs=1,qdisc_bypass=1,blocksz=4096,framesz=2048,framecnt=16384",
-                "--vdev=net_af_packet1,iface=dqt1,qpairs=1,qdisc_bypass=1,blocksz=4096,framesz=2048,framecnt=16384",
+                &format!("--vdev=net_af_packet0,iface=dqt0,qpairs=1,qdisc_bypass=1,blocksz={},framesz=2048,framecnt=16384", page_size()),
+                &format!("--vdev=net_af_packet1,iface=dqt1,qpairs=1,qdisc_bypass=1,blocksz={},framesz=2048,framecnt=16384", page_size()),
             ]
         );
     }
@@ -359,7 +375,7 @@ mod tests {
             let r = af_packet_ring(frame);
             assert!(r.framesz >= frame + TPACKET_OVERHEAD, "{frame}: {r:?}");
             assert_eq!(r.framesz % 16, 0);
-            assert_eq!(r.blocksz % 4096, 0);
+            assert_eq!(r.blocksz % page_size(), 0);
             assert_eq!(r.blocksz % r.framesz, 0);
             assert!(r.framecnt >= 1024);
             assert!(r.framecnt * r.framesz <= 32 << 20);
@@ -367,10 +383,16 @@ mod tests {
         let small = af_packet_ring(frame_for_message(64));
         assert_eq!(
             (small.framesz, small.blocksz, small.framecnt),
-            (256, 4096, 131072)
+            (256, page_size(), 131072)
         );
         let j = af_packet_ring(9018);
         assert_eq!((j.framesz, j.blocksz, j.framecnt), (16384, 16384, 2048));
+        // 64 KiB pages (arm64 Grace-class kernels): a block is at least one page.
+        for frame in [64usize, 1514, 9018] {
+            let r = af_packet_ring_for_page(frame, 65536);
+            assert_eq!(r.blocksz, 65536, "{frame}: {r:?}");
+            assert_eq!(r.blocksz % r.framesz, 0);
+        }
     }
 
     #[test]

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Build the Debian packages with scripts/build-deb.sh and inspect them:
 #
-#   tests/packaging/test-deb.sh [--no-build] [--with dpdk,rdma|auto|none]   (default: auto)
+#   tests/packaging/test-deb.sh [--no-build] [--with dpdk,rdma|auto|none] [--arch arm64]
+#                                                            (default: auto, this machine's arch)
 #
 # - every file the package promises is there (binary, man page, completions, docs, profiles,
 #   copyright, changelog.Debian.gz), with root ownership and sane modes;
@@ -10,16 +11,21 @@
 #   packages need theirs and this exact daqtune;
 # - the packaged binary runs and its man page and completions are the ones it generates;
 # - dpkg installs it into an empty root and purges it again, leaving nothing behind;
-# - lintian (when installed) reports no error or warning.
+# - lintian (when installed) reports no error or warning;
+# - with --arch arm64 (cross-built, issue 25): every binary is an aarch64 ELF (e_machine 183),
+#   dpkg-shlibdeps computed Depends from the arm64 libraries, and the payload checks above run
+#   the packaged aarch64 binary under qemu-user.
 # Exit 0 = all passed, 1 = a check failed (each printed as "FAIL: ..."), 2 = usage.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 build_args=(--with auto)
+arch=$(dpkg --print-architecture)
 while (($#)); do
   case "$1" in
     --no-build) build_args+=(--no-build); shift ;;
     --with) build_args+=(--with "$2"); shift 2 ;;
+    --arch) arch=$2; build_args+=(--arch "$2"); shift 2 ;;
     *) echo "test-deb: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -36,13 +42,25 @@ mapfile -t debs < <(scripts/build-deb.sh --out "$out" "${build_args[@]}")
 
 field() { dpkg-deb -f "$1" "$2"; }
 
+# Run a binary of the package: natively, or under qemu-user for a cross-built arm64 package.
+# elf_machine: the ELF header's e_machine (62 x86-64, 183 aarch64), read without `file`.
+run_pkg=()
+rel=target/release
+want_machine=62
+case $arch in
+  "$(dpkg --print-architecture)") if [[ $arch == arm64 ]]; then want_machine=183; fi ;;
+  arm64) run_pkg=(qemu-aarch64); rel=target/aarch64-unknown-linux-gnu/release; want_machine=183 ;;
+  *) echo "test-deb: --arch takes arm64 (or this machine's architecture)" >&2; exit 2 ;;
+esac
+elf_machine() { od -An -tu2 -j18 -N2 "$1" | tr -d ' '; }
+
 main=${debs[0]}
 [[ $(basename "$main") =~ ^daqtune_[0-9][^_]*-[0-9]+_[a-z0-9]+\.deb$ ]] \
   && ok "name $(basename "$main")" || fail "package file name $(basename "$main") is not daqtune_<version>-<rev>_<arch>.deb"
 [[ $(field "$main" Package) == daqtune ]] || fail "Package: $(field "$main" Package)"
-[[ $(field "$main" Architecture) == "$(dpkg --print-architecture)" ]] || fail "Architecture: $(field "$main" Architecture)"
+[[ $(field "$main" Architecture) == "$arch" ]] || fail "Architecture: $(field "$main" Architecture), want $arch"
 version=$(field "$main" Version)
-bin_version=$(target/release/daqtune --version | awk '{print $2}')
+bin_version=$("${run_pkg[@]}" "$rel/daqtune" --version | awk '{print $2}')
 [[ $version == "$bin_version"-* ]] && ok "version $version" || fail "Version $version does not carry the binary's $bin_version"
 
 # --- contents --------------------------------------------------------------------------------
@@ -72,7 +90,7 @@ for f in "${want[@]}"; do
   awk '{print $6}' "$tmp/contents" >"$tmp/paths"
   grep -qxF "$f" "$tmp/paths" || fail "missing $f"
 done
-for id in $(target/release/daqtune explain --list 2>/dev/null | awk 'NF {print $1}' | grep -E '^[a-z]+(\.[a-z0-9-]+)?$'); do
+for id in $("${run_pkg[@]}" "$rel/daqtune" explain --list 2>/dev/null | awk 'NF {print $1}' | grep -E '^[a-z]+(\.[a-z0-9-]+)?$'); do
   [[ -f docs/checks/$id.md ]] || continue
   grep -q " ./usr/share/doc/daqtune/checks/$id.md\(.gz\)\?$" "$tmp/contents" || fail "check page $id.md not packaged"
 done
@@ -130,16 +148,22 @@ done
 # --- the payload works ----------------------------------------------------------------------
 x=$tmp/x
 dpkg-deb -x "$main" "$x"
-[[ $("$x/usr/bin/daqtune" --version) == "daqtune $bin_version" ]] || fail "packaged daqtune --version: $("$x/usr/bin/daqtune" --version)"
+for deb in "${debs[@]:1}"; do dpkg-deb -x "$deb" "$x"; done
+for b in "$x"/usr/bin/*; do
+  m=$(elf_machine "$b")
+  [[ $m == "$want_machine" ]] && ok "$(basename "$b") is an ELF for $arch (e_machine $m)" \
+    || fail "$(basename "$b") has e_machine '$m', want $want_machine ($arch)"
+done
+[[ $("${run_pkg[@]}" "$x/usr/bin/daqtune" --version) == "daqtune $bin_version" ]] || fail "packaged daqtune --version: $("${run_pkg[@]}" "$x/usr/bin/daqtune" --version)"
 zcat "$x/usr/share/man/man8/daqtune.8.gz" >"$tmp/man"
 grep -q '^\.TH daqtune 8 ' "$tmp/man" || fail "man page has no '.TH daqtune 8' header"
 # The page is `daqtune man` with the section set to 8 (what the generated units name).
-"$x/usr/bin/daqtune" man | sed '0,/^\.TH daqtune 1 /s//.TH daqtune 8 /' >"$tmp/man.want"
+"${run_pkg[@]}" "$x/usr/bin/daqtune" man | sed '0,/^\.TH daqtune 1 /s//.TH daqtune 8 /' >"$tmp/man.want"
 cmp -s "$tmp/man" "$tmp/man.want" || fail "man page differs from 'daqtune man' (section 8)"
 named=$(grep -rhoE 'man:daqtune\([0-9]\)' units/src | sort -u | tr '\n' ' ')
 [[ -z $named || $named == "man:daqtune(8) " ]] \
   || fail "units name a section of daqtune's man page the package does not install: $named"
-cmp -s "$x/usr/share/bash-completion/completions/daqtune" <("$x/usr/bin/daqtune" completions bash) \
+cmp -s "$x/usr/share/bash-completion/completions/daqtune" <("${run_pkg[@]}" "$x/usr/bin/daqtune" completions bash) \
   || fail "bash completion differs from 'daqtune completions bash'"
 bash -n "$x/usr/share/bash-completion/completions/daqtune" || fail "bash completion does not parse"
 grep -q '^#compdef daqtune' "$x/usr/share/zsh/vendor-completions/_daqtune" || fail "zsh completion has no #compdef"
@@ -158,8 +182,11 @@ if command -v dpkg >/dev/null && [[ $(id -u) == 0 ]]; then
   : >"$r/var/lib/dpkg/status"
   : >"$r/var/lib/dpkg/available"
   (cd "$r" && find . | sort) >"$tmp/before"
-  # --force-depends: the empty root has no libc6 package; nothing else is forced.
-  if dpkg --root="$r" --log=/dev/null --force-depends -i "$main" >"$tmp/dpkg-i.log" 2>&1; then
+  # --force-depends: the empty root has no libc6 package; --force-architecture for a
+  # cross-built package (the empty root knows no foreign architecture). Nothing else is forced.
+  force=(--force-depends)
+  [[ $arch == "$(dpkg --print-architecture)" ]] || force+=(--force-architecture)
+  if dpkg --root="$r" --log=/dev/null "${force[@]}" -i "$main" >"$tmp/dpkg-i.log" 2>&1; then
     [[ -x $r/usr/bin/daqtune ]] || fail "dpkg --root -i did not install /usr/bin/daqtune"
     find "$r/etc" "$r/usr/lib/systemd/system" -name '*.wants' 2>/dev/null | grep . && fail "install created a .wants directory"
     dpkg --root="$r" --log=/dev/null --purge daqtune >"$tmp/dpkg-p.log" 2>&1 || fail "dpkg --purge failed: $(cat "$tmp/dpkg-p.log")"

@@ -31,9 +31,17 @@ pub fn kernel_arg_spec(
     let mut notes = Vec::new();
     let mut spec = KernelArgSpec::default();
     if !lp.profile.not_applicable.contains_key("hugepages") {
-        spec.hugepages = p
-            .hugepages
-            .pools()
+        // A `hugepagesz=` of a size the kernel does not offer is ignored at boot (with a line
+        // in dmesg): never written. The `hugepages` check says which sizes there are.
+        let (offered, missing) = offered_pools(facts.mem(), lp);
+        for pool in missing {
+            notes.push(format!(
+                "hugepagesz={} left out: {}",
+                pool.size,
+                facts.mem().size_not_offered(&pool.size)
+            ));
+        }
+        spec.hugepages = offered
             .into_iter()
             .enumerate()
             .map(|(i, pool)| HugepageArgs {
@@ -78,6 +86,23 @@ pub fn kernel_arg_spec(
         spec.governor_performance = true;
     }
     Ok((spec, notes))
+}
+
+/// The profile's pools split into those whose page size this kernel offers and those it
+/// does not (all offered when the pools cannot be read). Only the first get kernel arguments,
+/// runtime reservations and mount units.
+pub fn offered_pools(
+    mem: &daqtune_probe::mem::MemFacts,
+    lp: &LoadedProfile,
+) -> (
+    Vec<crate::profile::HugepagePool>,
+    Vec<crate::profile::HugepagePool>,
+) {
+    lp.profile
+        .hugepages
+        .pools()
+        .into_iter()
+        .partition(|p| daqtune_probe::mem::parse_size_kb(&p.size).is_none_or(|kb| mem.offers(kb)))
 }
 
 /// Which boot configuration the host uses.

@@ -10,7 +10,7 @@ use crate::profile::HugepagePool;
 use crate::tunable::{Planner, Tunable};
 use crate::verdict::Status;
 use crate::verdict::{Area, Verdict};
-use daqtune_probe::mem::{format_size_kb, parse_size_kb, Mount};
+use daqtune_probe::mem::{format_size_kb, format_sizes, parse_size_kb, Mount};
 use daqtune_units::systemd;
 
 pub const HUGEPAGES: Tunable = Tunable {
@@ -41,7 +41,7 @@ pub const HUGEPAGES: Tunable = Tunable {
 /// a `hugepagesz=`/`hugepages=` pair per pool.
 pub fn hugepage_args(ctx: &Context) -> Vec<String> {
     let h = &ctx.profile.profile.hugepages;
-    let pools = h.pools();
+    let (pools, _) = crate::context::boot::offered_pools(ctx.mem(), ctx.profile);
     let mut args = Vec::new();
     if let (true, Some(first)) = (h.default_size, pools.first()) {
         args.push(format!("default_hugepagesz={}", first.size));
@@ -125,12 +125,24 @@ fn judge_pool(ctx: &Context, want: &HugepagePool, observed: &str) -> Verdict {
         None => format!("{} x {size}", want.count),
     };
     let subject = format!("{size} pages");
+    if !mem.offers(size_kb) {
+        let sizes = mem.offered_sizes().unwrap_or_default();
+        return Verdict::fail(ID, subject, mem.size_not_offered(&size))
+            .observed(observed)
+            .expected(expected)
+            .fix(if sizes.is_empty() {
+                "boot a kernel built with CONFIG_HUGETLBFS, or drop `hugepages` from the profile".to_string()
+            } else {
+                format!(
+                    "change the pool's size in the profile to one this kernel offers ({}) and scale its count to the memory wanted; no kernel argument can add {size} pages to this kernel",
+                    format_sizes(&sizes)
+                )
+            });
+    }
     let mut problems: Vec<String> = Vec::new();
     let mut warnings: Vec<String> = Vec::new();
     match mem.pool(size_kb) {
-        None => problems.push(format!(
-            "the kernel has no {size} pool (/sys/kernel/mm/hugepages/hugepages-{size_kb}kB missing: the CPU or kernel lacks that page size)"
-        )),
+        None => problems.push(mem.size_not_offered(&size)),
         Some(p) if p.total < want.count => problems.push(format!(
             "{} x {size} pages reserved, the profile needs {} ({} GiB more)",
             p.total,
@@ -297,6 +309,19 @@ fn plan_hugepages(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
             );
             continue;
         };
+        if !cx.facts.mem().offers(size_kb) {
+            // No reservation, no mount unit (it would fail at every boot), no kernel argument.
+            plan.note(
+                ID,
+                NoteLevel::Skip,
+                format!(
+                    "{} pool left out: {}",
+                    hp.size,
+                    cx.facts.mem().size_not_offered(&hp.size)
+                ),
+            );
+            continue;
+        }
         if cx.opts.runtime {
             promised_kb += plan_pool(cx, plan, hp, size_kb, promised_kb);
         }
@@ -493,8 +518,8 @@ fn plan_mount(
         // rewrites of one file would each claim the original as what they replace).
         Target::Root => {
             let line = format!(
-                "hugetlbfs {mp} hugetlbfs rw,nosuid,nodev,relatime,pagesize={}M 0 0\n",
-                size_kb / 1024
+                "hugetlbfs {mp} hugetlbfs rw,nosuid,nodev,relatime,pagesize={} 0 0\n",
+                kernel_pagesize(size_kb)
             );
             let earlier = plan
                 .changes
@@ -534,6 +559,16 @@ fn plan_mount(
 }
 
 /// The options of the hugetlbfs mount, as its `.mount` unit has them.
+/// `pagesize=` as the kernel shows it in /proc/mounts (hugetlbfs_show_options: kB, then MiB,
+/// never GiB): 64K, 2M, 1024M, 16384M.
+fn kernel_pagesize(size_kb: u64) -> String {
+    if size_kb >= 1024 {
+        format!("{}M", size_kb / 1024)
+    } else {
+        format!("{size_kb}K")
+    }
+}
+
 fn mount_options(size: &str) -> String {
     format!("pagesize={size},nosuid,nodev")
 }
