@@ -304,7 +304,7 @@ pub fn text(report: &Report, color: bool, verbose: bool) -> String {
                 "  {} {:<idw$} {:<subw$} {}",
                 paint(v.status.as_str(), v.status, color),
                 esc(&v.id),
-                esc(&subject),
+                esc(subject),
                 esc(&v.message)
             );
             if let Some(w) = &v.waived {

@@ -144,7 +144,12 @@ fn main() {
     }
     let (out, code) = run(&spec);
     print(&out);
-    std::process::exit(code);
+    // A report that standard output refused fails the run whatever it found.
+    std::process::exit(if daqtune_selftest::report::emit_failed() {
+        2
+    } else {
+        code
+    });
 }
 
 #[cfg(feature = "dpdk")]

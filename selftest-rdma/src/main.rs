@@ -165,6 +165,15 @@ fn parse_transfer(s: &str) -> Option<Transfer> {
 }
 
 fn main() -> ExitCode {
+    let code = run_main();
+    // A report that standard output refused (`> /dev/full`) fails the run whatever it found.
+    if daqtune_selftest::report::emit_failed() {
+        return ExitCode::from(2);
+    }
+    code
+}
+
+fn run_main() -> ExitCode {
     let cli = Cli::parse();
     if cli.list {
         return match RdmaEngine::devices() {

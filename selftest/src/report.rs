@@ -725,16 +725,31 @@ impl Report {
 /// workspace, in daqtune-probe, which both crates already use.
 pub use daqtune_probe::text::xml_escape;
 
+/// Set by [`emit`] when standard output refused a report for another reason than a reader that
+/// went away (a full disk, an I/O error): the program's exit status must say so.
+static EMIT_FAILED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 /// Writes a report to stdout. A reader that went away (`daqtune ... | head`) is not an error
 /// worth a panic (what `print!` does on EPIPE, since Rust ignores SIGPIPE): the rest is dropped.
+/// Any other failure (`> /dev/full`) is said on stderr once and remembered: each program's
+/// `main` ends with exit 2 when [`emit_failed`] says so, as coreutils do.
 pub fn emit(text: &str) {
     use std::io::Write;
+    if EMIT_FAILED.load(std::sync::atomic::Ordering::Relaxed) {
+        return;
+    }
     let mut out = std::io::stdout().lock();
     if let Err(e) = out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
         if e.kind() != std::io::ErrorKind::BrokenPipe {
-            eprintln!("writing the report: {e}");
+            eprintln!("cannot write to standard output: {e}");
+            EMIT_FAILED.store(true, std::sync::atomic::Ordering::Relaxed);
         }
     }
+}
+
+/// Whether a report written by [`emit`] was lost to a failed standard output.
+pub fn emit_failed() -> bool {
+    EMIT_FAILED.load(std::sync::atomic::Ordering::Relaxed)
 }
 
 /// Each stream of a multi-stream result and their sum, one line each.

@@ -345,6 +345,18 @@ pub fn topo(g: &GlobalArgs, a: &TopoArgs) -> Result<u8, UsageError> {
     Ok(0)
 }
 
+/// `text` as [`out::TerminalSafe`] writes it: host data in a text output (a netdev or device
+/// name from a snapshot, a file's old contents in a plan) reaches no terminal as a control
+/// sequence, whether printed or written with `-o` (the file is read with `cat` later).
+fn text_safe(text: &str) -> String {
+    let mut v = Vec::with_capacity(text.len());
+    {
+        let mut t = out::TerminalSafe::new(&mut v);
+        let _ = std::io::Write::write_all(&mut t, text.as_bytes());
+    }
+    String::from_utf8_lossy(&v).into_owned()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -377,16 +389,4 @@ mod tests {
         let lines: Vec<&str> = t.lines().collect();
         assert_eq!(lines[0].find('x'), lines[1].find('y'), "{t}");
     }
-}
-
-/// `text` as [`out::TerminalSafe`] writes it: host data in a text output (a netdev or device
-/// name from a snapshot, a file's old contents in a plan) reaches no terminal as a control
-/// sequence, whether printed or written with `-o` (the file is read with `cat` later).
-fn text_safe(text: &str) -> String {
-    let mut v = Vec::with_capacity(text.len());
-    {
-        let mut t = out::TerminalSafe::new(&mut v);
-        let _ = std::io::Write::write_all(&mut t, text.as_bytes());
-    }
-    String::from_utf8_lossy(&v).into_owned()
 }
