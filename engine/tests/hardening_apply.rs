@@ -258,6 +258,8 @@ fn a_journal_with_hostile_paths_fails_every_step_says_so_and_prints_each_path_on
     let d = tempfile::tempdir().expect("tmp");
     let r = d.path().join("root");
     std::fs::create_dir_all(r.join("etc")).expect("mkdir");
+    // proc/ makes it a host root (row 15 refuses a directory that holds no host).
+    std::fs::create_dir_all(r.join("proc")).expect("mkdir");
     // A file beside the root that `..` would reach.
     std::fs::write(d.path().join("victim"), b"keep\n").expect("victim");
     let run = r.join(JOURNAL).join("20260101T000000Z-1");

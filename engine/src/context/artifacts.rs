@@ -232,7 +232,7 @@ mod tests {
         assert!(daqtune_units::validate::abs_path(&p).is_ok(), "{p}");
         assert_eq!(profile_copy_intact(&p, b"name: lab\n"), Some(true));
         assert_eq!(profile_copy_intact(&p, b"name: lab2\n"), Some(false));
-        assert_eq!(profile_copy_intact("/tmp/lab.yaml", b""), None);
+        assert_eq!(profile_copy_intact("/home/lab/lab.yaml", b""), None);
         assert_eq!(profile_copy_path("", b"").len(), PROFILE_COPIES.len() + 30);
     }
 
@@ -240,8 +240,8 @@ mod tests {
     fn profile_files_of_units_and_rules() {
         let unit = "# Written by daqtune (profile /old.yaml)\n[Service]\nExecStart=/usr/bin/daqtune apply --profile /etc/daqtune/profiles/a-0.yaml --only x\n";
         assert_eq!(profile_files(unit), ["/etc/daqtune/profiles/a-0.yaml"]);
-        let rule = "ACTION==\"add\", RUN+=\"/usr/bin/daqtune apply --profile /tmp/lab.yaml --only pcie.mrrs --yes\"\n";
-        assert_eq!(profile_files(rule), ["/tmp/lab.yaml"]);
+        let rule = "ACTION==\"add\", RUN+=\"/usr/bin/daqtune apply --profile /home/lab/lab.yaml --only pcie.mrrs --yes\"\n";
+        assert_eq!(profile_files(rule), ["/home/lab/lab.yaml"]);
         assert!(profile_files("ExecStart=/usr/bin/daqtune apply --profile igx-orin\n").is_empty());
         assert_eq!(
             profile_files("ExecStart=/x --profile=/p.yaml\n"),
