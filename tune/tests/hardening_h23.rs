@@ -18,6 +18,17 @@ fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
+/// Runs `daqtune ARGS`, which must end in a verdict (exit 0 or 1), not an error or a hang.
+fn judged(args: &[&str]) -> Output {
+    let out = run(args);
+    assert!(
+        matches!(out.status.code(), Some(0) | Some(1)),
+        "{args:?}: {}",
+        stderr(&out)
+    );
+    out
+}
+
 fn s(p: &Path) -> &str {
     p.to_str().expect("utf8")
 }
@@ -71,7 +82,7 @@ fn hostile_gpu_root(dir: &Path) -> std::path::PathBuf {
 fn hostile_uuid_and_dmi_strings_are_quoted_and_escaped() {
     let d = tempfile::tempdir().expect("tmp");
     let root = hostile_gpu_root(d.path());
-    let out = run(&[
+    let out = judged(&[
         "check",
         "--root",
         s(&root),
@@ -79,11 +90,6 @@ fn hostile_uuid_and_dmi_strings_are_quoted_and_escaped() {
         "generic-dgpu",
         "gpu.clocks",
     ]);
-    assert!(
-        matches!(out.status.code(), Some(0) | Some(1)),
-        "{}",
-        stderr(&out)
-    );
     let text = stdout(&out);
     assert!(
         !text.contains('\x1b') && !text.contains('\x07'),
@@ -212,7 +218,7 @@ fn many_queues_on_one_cpu_name_a_few_sharers() {
     let d = tempfile::tempdir().expect("tmp");
     let cfg = d.path().join("app.yaml");
     std::fs::write(&cfg, queues_config(2000)).expect("write");
-    let out = run(&[
+    let out = judged(&[
         "check",
         "--root",
         s(&fixture("x86-2s")),
@@ -224,11 +230,6 @@ fn many_queues_on_one_cpu_name_a_few_sharers() {
         "json",
         "app.cores",
     ]);
-    assert!(
-        matches!(out.status.code(), Some(0) | Some(1)),
-        "{}",
-        stderr(&out)
-    );
     let r: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
     let queues: Vec<&serde_json::Value> = r["checks"]
         .as_array()
@@ -274,7 +275,7 @@ fn cpulist_bomb_archive_replays() {
     }
     std::fs::write(root.join("sys/devices/system/cpu/isolated"), &bomb).expect("iso");
     assert!(n > 0, "the fixture has local_cpulist files");
-    let out = run(&[
+    let out = judged(&[
         "check",
         "--root",
         s(&root),
@@ -283,11 +284,6 @@ fn cpulist_bomb_archive_replays() {
         "--format",
         "json",
     ]);
-    assert!(
-        matches!(out.status.code(), Some(0) | Some(1)),
-        "{}",
-        stderr(&out)
-    );
     // Garbage, not a set of 65536 CPUs: the sysfs isolated list is unreadable, so the IRQ
     // check falls back to the command line's isolcpus.
     let text = stdout(&out);
