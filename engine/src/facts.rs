@@ -10,8 +10,8 @@
 //! is the journal's reader (daqtune's own earlier runs are a fact about the host too).
 
 use crate::appconfig::netaddr::LocalAddrs;
-use crate::apply::gpu::GpuDomain;
-use crate::apply::journal;
+use crate::hostio::gpu::GpuDomain;
+use crate::hostio::journal;
 use daqtune_probe::cmdline::{parse_cmdline, Cmdline};
 use daqtune_probe::cpu::{read_cpus, CpuFacts};
 use daqtune_probe::gpu::{DriverProc, GpuSnapshot};

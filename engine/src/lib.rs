@@ -4,6 +4,7 @@
 //! ([`tunables`]: verdicts and plans) -> apply / reports. This crate parses no command line: the `daqtune` binary (tune/) defines the
 //! flags and calls in here with plain option structs.
 
+pub mod app_profile;
 pub mod appconfig;
 pub mod apply;
 pub mod causes;
@@ -11,14 +12,17 @@ pub mod commands;
 pub mod context;
 pub mod cores;
 pub mod diff;
+pub mod exec;
 pub mod facts;
 pub mod fleet;
 pub mod gate;
+pub mod hostio;
 pub mod hostroot;
 pub mod plan;
 pub mod profile;
 pub mod qualify;
 pub mod report;
+pub mod run_info;
 pub mod snapshot;
 pub mod sys;
 pub mod topo;

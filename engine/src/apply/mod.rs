@@ -5,24 +5,20 @@
 //! holding the original of every file and every runtime value; runtime writes read back;
 //! `pending-reboot` for what waits for a boot; update-grub only on the live host.
 
-#[allow(clippy::module_inception)]
-pub mod apply;
-pub mod gpu;
-pub mod journal;
-pub mod revert;
-pub mod setters;
 #[cfg(test)]
 pub(crate) mod testroot;
 
 use crate::commands::{GlobalOptions, UsageError};
 use crate::context::boot::EXTLINUX_CONF;
+use crate::exec::{apply, revert};
 use crate::facts::Facts;
+use crate::hostio::setters::{self, FsWriter, Writer};
+use crate::hostio::{gpu, journal};
 use crate::hostroot::open_host;
 use crate::plan::{self, Plan, PlanOptions};
 use crate::profile::{self, LoadedProfile};
 use daqtune_probe::Host;
 use daqtune_units::INSTALL_ADVICE;
-use setters::{FsWriter, Writer};
 use std::io::Write;
 use std::path::PathBuf;
 
@@ -134,7 +130,7 @@ fn with_app_config(
     };
     let app = crate::appconfig::AppConfig::load(p).map_err(|e| UsageError::Other(e.to_string()))?;
     let ctx = crate::context::Context::with_facts(facts, &lp);
-    let (derived, notes) = crate::appconfig::derive_loaded(&app, &lp, &ctx);
+    let (derived, notes) = crate::app_profile::derive_loaded(&app, &lp, &ctx);
     for n in notes {
         let _ = writeln!(out, "from {}: {n}", app.file);
     }

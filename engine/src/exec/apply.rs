@@ -1,7 +1,7 @@
 //! Executing a plan: journal first, then the change, then read it back.
 
-use super::journal::{Entry, Journal, RunState, Saved};
-use super::setters::{self, Done, Target, Writer};
+use crate::hostio::journal::{Entry, Journal, RunState, Saved};
+use crate::hostio::setters::{self, Done, Target, Writer};
 use crate::plan::{Action, Change, Plan};
 use daqtune_probe::Host;
 use std::path::{Path, PathBuf};
@@ -65,7 +65,7 @@ pub fn execute(
     journal: &mut Journal,
     w: &mut dyn Writer,
     lockdown: Option<&str>,
-    gpu: Option<&dyn super::gpu::GpuSetters>,
+    gpu: Option<&dyn crate::hostio::gpu::GpuSetters>,
 ) -> ApplyReport {
     let mut rep = ApplyReport {
         journal: Some(journal.dir.clone()),
@@ -167,7 +167,7 @@ fn apply_one(
     j: &mut Journal,
     w: &mut dyn Writer,
     lockdown: Option<&str>,
-    gpu: Option<&dyn super::gpu::GpuSetters>,
+    gpu: Option<&dyn crate::hostio::gpu::GpuSetters>,
 ) -> Result<Done, String> {
     let jerr = |e: std::io::Error| format!("journal: {e} (nothing changed)");
     match &c.action {

@@ -1,8 +1,8 @@
 //! `daqtune revert`: replay journals backwards, newest run first.
 
 use super::apply::{file_reads_back, link_reads_back, read_word, real_path};
-use super::journal::{list_runs, Entry, Journal, RunState};
-use super::setters::{self, Target, Writer};
+use crate::hostio::journal::{list_runs, Entry, Journal, RunState};
+use crate::hostio::setters::{self, Target, Writer};
 use daqtune_probe::Host;
 use std::path::Path;
 
@@ -202,7 +202,7 @@ pub fn revert_all_with(
     host: &Host,
     base: &Path,
     w: &mut dyn Writer,
-    gpu: Option<&dyn super::gpu::GpuSetters>,
+    gpu: Option<&dyn crate::hostio::gpu::GpuSetters>,
 ) -> RevertReport {
     let mut rep = RevertReport::default();
     let target = if host.is_live() {
@@ -374,7 +374,7 @@ fn undo(
     j: &Journal,
     e: &Entry,
     w: &mut dyn Writer,
-    gpu: Option<&dyn super::gpu::GpuSetters>,
+    gpu: Option<&dyn crate::hostio::gpu::GpuSetters>,
 ) -> Result<(), String> {
     let ioe = |what: &str| {
         let what = what.to_string();
