@@ -82,7 +82,7 @@ impl<'h> Facts<'h> {
     pub fn new(host: &'h Host) -> Self {
         // A recorded root holds whatever its capture could read; only the live host has a
         // permission boundary.
-        let privileged = !host.is_live() || crate::sys::is_root();
+        let privileged = !host.is_live() || daqtune_probe::sys::is_root();
         Facts {
             host,
             privileged,

@@ -24,7 +24,6 @@ pub mod qualify;
 pub mod report;
 pub mod run_info;
 pub mod snapshot;
-pub mod sys;
 pub mod topo;
 pub mod tunable;
 pub mod tunables;

@@ -294,7 +294,7 @@ pub fn run(
 
     let mut selftest = Vec::new();
     if a.level >= 2 {
-        let veth = crate::sys::is_root();
+        let veth = daqtune_probe::sys::is_root();
         let soak = a.level >= 3;
         let has_gpu = facts.gpus().is_ok_and(|s| !s.gpus.is_empty());
         let duration = if soak {

@@ -229,7 +229,6 @@ const LAYERS: &[&[&str]] = &[
         "causes",
         "profile",
         "cores",
-        "sys",
         "appconfig",
         "appconfig::locate",
         "appconfig::netaddr",

@@ -12,6 +12,7 @@ use crate::commands::{GlobalOptions, UsageError};
 use crate::context::boot::EXTLINUX_CONF;
 use crate::exec::{apply, revert};
 use crate::facts::Facts;
+use crate::hostio::lock::{lock, lock_wait};
 use crate::hostio::setters::{self, FsWriter, Writer};
 use crate::hostio::{gpu, journal};
 use crate::hostroot::open_host;
@@ -512,52 +513,6 @@ impl Prompt for NoTerminal {
     }
 }
 
-/// An exclusive lock on `<state>/lock`, held until dropped.
-pub struct Lock {
-    _file: std::fs::File,
-}
-
-pub fn lock(dir: &std::path::Path) -> Result<Lock, String> {
-    use std::os::unix::io::AsRawFd;
-    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let path = dir.join("lock");
-    let f = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .read(true)
-        .write(true)
-        .open(&path)
-        .map_err(|e| format!("{}: {e}", path.display()))?;
-    // SAFETY: flock(2) on a descriptor we own for the lifetime of `f`; no memory is shared.
-    let r = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-    if r != 0 {
-        let e = std::io::Error::last_os_error();
-        return Err(if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
-            format!(
-                "another daqtune apply or revert is running ({} is locked)",
-                path.display()
-            )
-        } else {
-            format!("{}: {e}", path.display())
-        });
-    }
-    Ok(Lock { _file: f })
-}
-
-/// [`lock`], retried until `timeout`.
-pub fn lock_wait(dir: &std::path::Path, timeout: std::time::Duration) -> Result<Lock, String> {
-    let t0 = std::time::Instant::now();
-    loop {
-        match lock(dir) {
-            Ok(l) => return Ok(l),
-            Err(e) if e.starts_with("another daqtune") && t0.elapsed() < timeout => {
-                std::thread::sleep(std::time::Duration::from_millis(200));
-            }
-            Err(e) => return Err(e),
-        }
-    }
-}
-
 fn state_real(host: &Host, state_dir: &Option<String>) -> Result<PathBuf, UsageError> {
     let dir = state_dir.clone().unwrap_or_else(|| STATE_DIR.to_string());
     if !dir.starts_with('/') {
@@ -740,7 +695,7 @@ fn run_apply_inner(
     } else {
         lock(&state)
     }
-    .map_err(UsageError::Other)?;
+    .map_err(UsageError::from)?;
     // The host may have changed while the user read the plan (or another apply ran): plan
     // again under the lock, on facts read afresh.
     let facts = g.facts(&host);
@@ -947,7 +902,7 @@ fn run_revert_inner(
     if !a.yes && !prompt.confirm(&format!("Revert {} apply run(s)?", pending.len()), err)? {
         return Ok(0);
     }
-    let _lock = lock(&state).map_err(UsageError::Other)?;
+    let _lock = lock(&state)?;
     let rep = revert::revert_all_with(&host, &base, w, gpu);
     for (what, r) in &rep.steps {
         let _ = match r {
@@ -1167,25 +1122,4 @@ fn connectx(facts: &Facts) -> (Vec<String>, Vec<String>) {
             .flat_map(|n| n.netdevs.iter().map(|d| d.name.clone()))
             .collect(),
     )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn one_run_at_a_time() {
-        let d = tempfile::tempdir().expect("tmp");
-        let first = lock(d.path()).expect("first lock");
-        let e = lock(d.path()).err().expect("second lock must fail");
-        assert!(
-            e.contains("another daqtune apply or revert is running"),
-            "{e}"
-        );
-        let t0 = std::time::Instant::now();
-        assert!(lock_wait(d.path(), std::time::Duration::from_millis(500)).is_err());
-        assert!(t0.elapsed() >= std::time::Duration::from_millis(400));
-        drop(first);
-        lock(d.path()).expect("free again");
-    }
 }

@@ -6,4 +6,5 @@
 
 pub mod gpu;
 pub mod journal;
+pub mod lock;
 pub mod setters;
