@@ -640,16 +640,14 @@ pub fn run_apply_gpu(
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> Result<u8, UsageError> {
-    run_apply_inner(g, a, w, gpu, None, &mut NoTerminal, out, err)
+    run_apply_inner(g, a, w, GpuSource::Given(gpu), &mut NoTerminal, out, err)
 }
 
-#[allow(clippy::too_many_arguments)]
 fn run_apply_inner(
     g: &GlobalOptions,
     a: &ApplyOptions,
     w: &mut dyn Writer,
-    gpu: Option<&dyn gpu::GpuSetters>,
-    gpu_unavailable: Option<String>,
+    gpu: GpuSource,
     prompt: &mut dyn Prompt,
     out: &mut dyn Write,
     err: &mut dyn Write,
@@ -659,6 +657,17 @@ fn run_apply_inner(
     let lp = profile_for_change(&facts, g, a.yes || a.dry_run, prompt, err)?;
     let sel = with_remembered(&host, &a.sel, &a.state_dir, out)?;
     let lp = with_app_config(&facts, lp, &sel, out)?;
+    let live;
+    let (gpu, gpu_unavailable) = match gpu {
+        GpuSource::Given(gpu) => (gpu, None),
+        GpuSource::Live => {
+            live = live_gpu(g, &a.sel, gpu_tolerance(&lp));
+            (
+                live.0.as_ref().map(|l| l as &dyn gpu::GpuSetters),
+                live.1.clone(),
+            )
+        }
+    };
     let mut opts = options(&facts, &lp, &sel, g.profile.as_deref())?;
     opts.gpu_unavailable = gpu_unavailable;
     let copy = profile_copy(g, &lp);
@@ -789,11 +798,21 @@ fn print_apply(plan: &Plan, rep: &apply::ApplyReport, out: &mut dyn Write) {
     }
 }
 
+/// Where a run's GPU control comes from.
+enum GpuSource<'a> {
+    /// The caller's (a mock in tests), or none.
+    Given(Option<&'a dyn gpu::GpuSetters>),
+    /// NVML on the live host, opened once the profile is chosen: its `clock_tolerance_mhz`
+    /// is what the setters judge a lock by.
+    Live,
+}
+
 /// The live host's GPU control: NVML's setters over the GPUs NVML reports, or why there is
 /// none. Only loaded when gpu.clocks is in scope (loading NVML costs time).
 fn live_gpu(
     g: &GlobalOptions,
     sel: &Selection,
+    tolerance_mhz: u32,
 ) -> (
     Option<gpu::NvmlSetters<daqtune_probe::gpu::LiveNvml>>,
     Option<String>,
@@ -805,11 +824,6 @@ fn live_gpu(
         return (None, None);
     }
     let host = Host::live();
-    let tol = g
-        .profile
-        .as_deref()
-        .and_then(|p| profile::load(p).ok())
-        .map_or(250, |lp| lp.profile.gpu.clock_tolerance_mhz);
     let snap = match crate::facts::read_gpus_once(&host, g.gpu_cache_mode()) {
         Ok(s) => s,
         Err(e) => return (None, Some(format!("no GPU control: {e}"))),
@@ -817,10 +831,41 @@ fn live_gpu(
     if let Some(r) = snap.unavailable_reason() {
         return (None, Some(format!("no GPU control: {r}")));
     }
-    match daqtune_probe::gpu::LiveNvml::open() {
-        Ok(n) => (Some(gpu::NvmlSetters::new(n, tol, &snap.gpus)), None),
+    gpu_control(
+        daqtune_probe::gpu::LiveNvml::open().map_err(|e| e.to_string()),
+        tolerance_mhz,
+        &snap.gpus,
+    )
+}
+
+/// NVML's setters over `gpus`, judging locks within `tolerance_mhz`, or why there are none.
+fn gpu_control<C: daqtune_probe::gpu::control::NvmlControl>(
+    nvml: Result<C, String>,
+    tolerance_mhz: u32,
+    gpus: &[daqtune_probe::gpu::GpuFacts],
+) -> (Option<gpu::NvmlSetters<C>>, Option<String>) {
+    match nvml {
+        Ok(n) => (Some(gpu::NvmlSetters::new(n, tolerance_mhz, gpus)), None),
         Err(e) => (None, Some(format!("no GPU control: {e}"))),
     }
+}
+
+/// The clock tolerance apply's GPU control judges by: the profile the run chose (given,
+/// detected, or derived from `--config`), not a second reading of `--profile`.
+fn gpu_tolerance(lp: &LoadedProfile) -> u32 {
+    lp.profile.gpu.clock_tolerance_mhz
+}
+
+/// The clock tolerance revert's GPU control judges by. Revert chooses no profile: the one
+/// given with `--profile`, else the schema's default.
+fn revert_gpu_tolerance(g: &GlobalOptions) -> u32 {
+    g.profile
+        .as_deref()
+        .and_then(|p| profile::load(p).ok())
+        .map_or_else(
+            || crate::profile::GpuProfile::default().clock_tolerance_mhz,
+            |lp| lp.profile.gpu.clock_tolerance_mhz,
+        )
 }
 
 /// `daqtune apply` on the host with the real writer and GPU control, asking through `prompt`;
@@ -832,9 +877,15 @@ pub fn run_apply(
     out: &mut dyn Write,
 ) -> Result<u8, UsageError> {
     let mut w = FsWriter::new();
-    let (live, why) = live_gpu(g, &a.sel);
-    let gpu = live.as_ref().map(|l| l as &dyn gpu::GpuSetters);
-    run_apply_inner(g, a, &mut w, gpu, why, prompt, out, &mut std::io::stderr())
+    run_apply_inner(
+        g,
+        a,
+        &mut w,
+        GpuSource::Live,
+        prompt,
+        out,
+        &mut std::io::stderr(),
+    )
 }
 
 /// `daqtune revert`, with a writer that tests can fault.
@@ -948,7 +999,7 @@ pub fn run_revert(
     let mut w = FsWriter::new();
     // GPU control only matters when a journal holds GPU entries; without NVML those entries
     // fail with the reason and the rest is reverted.
-    let (live, _) = live_gpu(g, &Selection::default());
+    let (live, _) = live_gpu(g, &Selection::default(), revert_gpu_tolerance(g));
     let gpu = live.as_ref().map(|l| l as &dyn gpu::GpuSetters);
     run_revert_inner(g, a, &mut w, gpu, prompt, out, &mut std::io::stderr())
 }
@@ -1122,4 +1173,41 @@ fn connectx(facts: &Facts) -> (Vec<String>, Vec<String>) {
             .flat_map(|n| n.netdevs.iter().map(|d| d.name.clone()))
             .collect(),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use daqtune_probe::gpu::control::MockNvml;
+
+    /// The GPU control of `apply` judges locks by the profile the run chose. It used to read
+    /// `--profile` again, so a detected (or derived) profile's `clock_tolerance_mhz` was
+    /// replaced by 250 whenever `--profile` was not given.
+    #[test]
+    fn apply_gpu_control_takes_the_chosen_profiles_tolerance() {
+        let g = GlobalOptions::default();
+        assert!(g.profile.is_none(), "as after detection: no --profile");
+        let mut lp = crate::commands::load_profile("generic-dgpu").expect("built-in");
+        lp.profile.gpu.clock_tolerance_mhz = 40;
+        let (setters, why) = gpu_control(
+            Ok::<_, String>(MockNvml::new(Vec::new())),
+            gpu_tolerance(&lp),
+            &[],
+        );
+        assert!(why.is_none());
+        assert_eq!(setters.expect("setters").ctl.tolerance_mhz, 40);
+        // Revert has no chosen profile: `--profile`'s, else the schema's default.
+        assert_eq!(revert_gpu_tolerance(&g), 250);
+    }
+
+    #[test]
+    fn no_nvml_is_said_with_its_reason() {
+        let (setters, why) =
+            gpu_control::<MockNvml>(Err("libnvidia-ml.so.1: not found".into()), 250, &[]);
+        assert!(setters.is_none());
+        assert_eq!(
+            why.as_deref(),
+            Some("no GPU control: libnvidia-ml.so.1: not found")
+        );
+    }
 }
