@@ -378,7 +378,7 @@ fn note_foreign(plan: &mut Plan) {
                 ..
             } => apply::refuse_foreign(path, to, None, Some(from))
                 .err()
-                .map(|e| (c.check.clone(), e)),
+                .map(|e| (c.check.clone(), e.to_string())),
             _ => None,
         })
         .collect();
@@ -520,7 +520,7 @@ fn state_real(host: &Host, state_dir: &Option<String>) -> Result<PathBuf, UsageE
             "--state-dir {dir}: must be absolute"
         )));
     }
-    apply::real_path(host, &dir, true).map_err(UsageError::Other)
+    apply::real_path(host, &dir, true).map_err(|e| UsageError::Other(e.to_string()))
 }
 
 /// The host for a command that writes: a `--root` must be a directory (an archive is unpacked

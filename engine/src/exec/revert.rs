@@ -390,7 +390,7 @@ fn undo(
             let real = real_path(host, path, false)?;
             if let Some(t) = link {
                 w.symlink(t, &real).map_err(ioe(path))?;
-                return link_reads_back(&real, path, t);
+                return Ok(link_reads_back(&real, path, t)?);
             }
             match original {
                 Some(saved) => {
@@ -398,7 +398,7 @@ fn undo(
                         .blob(&saved.blob)
                         .map_err(ioe(&format!("journal copy of {path}")))?;
                     w.write_file(&real, &bytes, saved.mode).map_err(ioe(path))?;
-                    file_reads_back(&real, path, &bytes)
+                    Ok(file_reads_back(&real, path, &bytes)?)
                 }
                 None => remove_new(w, host, &real, path, created_dir),
             }
@@ -412,7 +412,7 @@ fn undo(
             match original {
                 Some(t) => {
                     w.symlink(t, &real).map_err(ioe(path))?;
-                    link_reads_back(&real, path, t)
+                    Ok(link_reads_back(&real, path, t)?)
                 }
                 None => remove_new(w, host, &real, path, created_dir),
             }
@@ -435,7 +435,7 @@ fn undo(
                         .unwrap_or(0o644);
                     w.write_file(&real, original.as_bytes(), mode)
                         .map_err(ioe(path))?;
-                    file_reads_back(&real, path, original.as_bytes())
+                    Ok(file_reads_back(&real, path, original.as_bytes())?)
                 }
                 Target::Live => {
                     let owned;
@@ -524,12 +524,14 @@ fn undo(
             }
             gpu.ok_or("no GPU control available to undo a clock lock")?
                 .unlock(uuid, *domain, *floor_before_mhz)
+                .map_err(|e| e.to_string())
         }
         Entry::GpuPersistence { uuid, original } => match original {
             Some(false) => gpu
                 .ok_or("no GPU control available to undo persistence mode")?
                 .set_persistence(uuid, false)
-                .map(|_| ()),
+                .map(|_| ())
+                .map_err(|e| e.to_string()),
             _ => Ok(()),
         },
         Entry::Module { name } => match target {

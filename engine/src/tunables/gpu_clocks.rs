@@ -317,7 +317,7 @@ fn plan_gpu_clocks(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
     let gpus = match setters.gpus() {
         Ok(g) => g,
         Err(e) => {
-            plan.note(ID, NoteLevel::Skip, e);
+            plan.note(ID, NoteLevel::Skip, e.to_string());
             return Ok(());
         }
     };
@@ -401,15 +401,17 @@ fn plan_gpu_clocks(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
                         let r = match op {
                             // The recorded facts are rewritten with what the mock shows after
                             // the lock; a lock they do not show is said, not assumed.
-                            Action::GpuLock { uuid, domain } => {
-                                m.lock_max(uuid, *domain).and_then(|l| match l.shown {
+                            Action::GpuLock { uuid, domain } => m
+                                .lock_max(uuid, *domain)
+                                .map_err(|e| e.to_string())
+                                .and_then(|l| match l.shown {
                                     Some(true) => Ok(()),
                                     _ => Err(l.message),
-                                })
-                            }
-                            Action::GpuPersistence { uuid } => {
-                                m.set_persistence(uuid, true).map(|_| ())
-                            }
+                                }),
+                            Action::GpuPersistence { uuid } => m
+                                .set_persistence(uuid, true)
+                                .map(|_| ())
+                                .map_err(|e| e.to_string()),
                             _ => Ok(()),
                         };
                         if let Err(e) = r {
@@ -506,7 +508,7 @@ pub(crate) fn lock_clock(
         Ok(r) => r,
         Err(e) => {
             j.take_back(w, idx);
-            return Err(e);
+            return Err(e.to_string());
         }
     };
     if let Some(rec) = j.doc.records.get_mut(idx) {
@@ -564,7 +566,7 @@ pub(crate) fn persistence_on(
         .map_err(jerr)?;
     if let Err(e) = g.set_persistence(uuid, true) {
         j.take_back(w, idx);
-        return Err(e);
+        return Err(e.to_string());
     }
     j.mark_done(w, idx).map_err(jerr)?;
     Ok(format!("persistence mode on for {uuid}"))
