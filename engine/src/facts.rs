@@ -1,4 +1,4 @@
-//! What a run knows about the host, gathered once: the bottom layer of the engine.
+//! What a run knows about the host, gathered once: the layer every judgement starts from.
 //!
 //! One [`Facts`] is made per run (a `check`, a `plan`, one planning pass of `apply`) and
 //! shared by every tunable's judgement and plan, so that the run reads each host file once
@@ -6,8 +6,10 @@
 //! on first use (`OnceCell`); the files that no typed source covers (boot configuration, units,
 //! drop-ins, sysctls, IRQ affinities, ...) go through the memoised readers below.
 //!
-//! Nothing here judges or plans: facts know no profile. The only engine module below this one
-//! is the journal's reader (daqtune's own earlier runs are a fact about the host too).
+//! Nothing here judges or plans: facts know no profile. Below it are only modules that know no
+//! host run either: the journal's reader and the GPU lock judgement of `hostio` (daqtune's own
+//! earlier runs are a fact about the host too), and the DAQIRI configuration's address types
+//! (`appconfig::netaddr`, what the namespace's addresses are decoded into).
 
 use crate::appconfig::netaddr::LocalAddrs;
 use crate::hostio::gpu::GpuDomain;

@@ -1,8 +1,12 @@
 //! daqtune's engine: checks, profiles, plans, apply/revert and reports for GPU + NIC DAQ hosts.
 //!
 //! Data flows one way: host facts ([`facts`], through `daqtune-probe`) -> tunables
-//! ([`tunables`]: verdicts and plans) -> apply / reports. This crate parses no command line: the `daqtune` binary (tune/) defines the
-//! flags and calls in here with plain option structs.
+//! ([`tunables`]: verdicts and plans) -> the executor ([`exec`], through the writers and the
+//! journal of [`hostio`]) and the reports; the commands ([`apply`], [`qualify`],
+//! [`fleet::report_cmd`]) sit on top. The top-level modules import each other without a
+//! circle, in the layers docs/architecture.md draws (`tests/layering.rs` holds them to it).
+//! This crate parses no command line: the `daqtune` binary (tune/) defines the flags and
+//! calls in here with plain option structs.
 
 pub mod app_profile;
 pub mod appconfig;

@@ -1,4 +1,6 @@
-//! plan / apply / revert / generate: change a host to its profile, safely and revertibly.
+//! The commands that change a host: plan / apply / revert / generate, on top of the engine.
+//! They choose the profile, plan through the tunables, take the lock, and hand the plan to
+//! the executor ([`crate::exec`]), which writes through [`crate::hostio`].
 //!
 //! Safety rules (DESIGN.md "Apply safety"): a profile given or a detection the user confirmed;
 //! no TTY and no `--yes` means exit 2; one run at a time (a lock); atomic writes; a journal

@@ -1,5 +1,5 @@
 //! Every undo reads back (issue 18): with a kernel that accepts a write and drops it (the
-//! test double of `apply::apply::tests`), each revert path reports the mismatch, the run stays
+//! test double of `exec::apply::tests`), each revert path reports the mismatch, the run stays
 //! unreverted, and a later revert through a kernel that takes the writes finishes it.
 
 use super::*;
