@@ -49,6 +49,9 @@ pub enum UsageError {
         path: String,
         source: std::io::Error,
     },
+    /// Another run holds daqtune's state directory, or it cannot be locked.
+    #[error(transparent)]
+    Lock(#[from] crate::hostio::lock::LockError),
     #[error("unknown check `{0}` (see `daqtune explain --list`)")]
     UnknownCheck(String),
     #[error("{0}")]

@@ -1,4 +1,4 @@
-//! What a run knows about the host, gathered once: the bottom layer of the engine.
+//! What a run knows about the host, gathered once: the layer every judgement starts from.
 //!
 //! One [`Facts`] is made per run (a `check`, a `plan`, one planning pass of `apply`) and
 //! shared by every tunable's judgement and plan, so that the run reads each host file once
@@ -6,12 +6,14 @@
 //! on first use (`OnceCell`); the files that no typed source covers (boot configuration, units,
 //! drop-ins, sysctls, IRQ affinities, ...) go through the memoised readers below.
 //!
-//! Nothing here judges or plans: facts know no profile. The only engine module below this one
-//! is the journal's reader (daqtune's own earlier runs are a fact about the host too).
+//! Nothing here judges or plans: facts know no profile. Below it are only modules that know no
+//! host run either: the journal's reader and the GPU lock judgement of `hostio` (daqtune's own
+//! earlier runs are a fact about the host too), and the DAQIRI configuration's address types
+//! (`appconfig::netaddr`, what the namespace's addresses are decoded into).
 
 use crate::appconfig::netaddr::LocalAddrs;
-use crate::apply::gpu::GpuDomain;
-use crate::apply::journal;
+use crate::hostio::gpu::GpuDomain;
+use crate::hostio::journal;
 use daqtune_probe::cmdline::{parse_cmdline, Cmdline};
 use daqtune_probe::cpu::{read_cpus, CpuFacts};
 use daqtune_probe::gpu::{DriverProc, GpuSnapshot};
@@ -82,7 +84,7 @@ impl<'h> Facts<'h> {
     pub fn new(host: &'h Host) -> Self {
         // A recorded root holds whatever its capture could read; only the live host has a
         // permission boundary.
-        let privileged = !host.is_live() || crate::sys::is_root();
+        let privileged = !host.is_live() || daqtune_probe::sys::is_root();
         Facts {
             host,
             privileged,

@@ -20,24 +20,53 @@ impl std::ops::Deref for OpenedHost {
     }
 }
 
-pub fn open_root(path: Option<&std::path::Path>) -> Result<OpenedHost, UsageError> {
+/// Why a host root could not be opened. Displayed after what names it (`--root`, or a
+/// side of `diff`).
+#[derive(Debug, thiserror::Error)]
+pub enum RootError {
+    /// The directory (or the temporary one for an archive) could not be opened or made.
+    #[error("{path}: {source}")]
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
+    /// The snapshot archive could not be unpacked.
+    #[error("{path}: cannot unpack the snapshot archive: {source}")]
+    Unpack {
+        path: String,
+        source: crate::snapshot::SnapshotError,
+    },
+    /// Neither `proc/` nor `sys/`: an empty or mistyped directory, every check would skip.
+    #[error("{}: holds no host (no proc/ and no sys/); give a host root directory or a snapshot from `daqtune snapshot`", daqtune_probe::text::shell_quote(.0))]
+    NoHost(String),
+}
+
+impl RootError {
+    /// As a usage error of `--root`.
+    pub fn of_root(self) -> UsageError {
+        match self {
+            RootError::Io { path, source } => UsageError::Root { path, source },
+            other => UsageError::Other(format!("--root {other}")),
+        }
+    }
+}
+
+pub fn open_root(path: Option<&std::path::Path>) -> Result<OpenedHost, RootError> {
     let Some(p) = path else {
         return Ok(OpenedHost {
             host: Host::live(),
             _unpacked: None,
         });
     };
-    let root_err = |source| UsageError::Root {
+    let root_err = |source| RootError::Io {
         path: p.display().to_string(),
         source,
     };
     if p.is_file() {
         let tmp = crate::snapshot::TempRoot::new("daqtune-snapshot-").map_err(root_err)?;
-        crate::snapshot::unpack(p, tmp.path()).map_err(|e| {
-            UsageError::Other(format!(
-                "--root {}: cannot unpack the snapshot archive: {e}",
-                p.display()
-            ))
+        crate::snapshot::unpack(p, tmp.path()).map_err(|source| RootError::Unpack {
+            path: p.display().to_string(),
+            source,
         })?;
         holds_a_host(p, tmp.path())?;
         let host = Host::at(tmp.path()).map_err(root_err)?;
@@ -56,18 +85,15 @@ pub fn open_root(path: Option<&std::path::Path>) -> Result<OpenedHost, UsageErro
 
 /// A root with neither `proc/` nor `sys/` holds no host at all (an empty or mistyped
 /// directory): every check would skip and the run would pass on nothing.
-fn holds_a_host(given: &std::path::Path, dir: &std::path::Path) -> Result<(), UsageError> {
+fn holds_a_host(given: &std::path::Path, dir: &std::path::Path) -> Result<(), RootError> {
     if dir.join("proc").is_dir() || dir.join("sys").is_dir() {
         return Ok(());
     }
-    Err(UsageError::Other(format!(
-        "--root {}: holds no host (no proc/ and no sys/); give a host root directory or a snapshot from `daqtune snapshot`",
-        daqtune_probe::text::shell_quote(&given.display().to_string())
-    )))
+    Err(RootError::NoHost(given.display().to_string()))
 }
 
 pub fn open_host(g: &GlobalOptions) -> Result<OpenedHost, UsageError> {
-    open_root(g.root.as_deref())
+    open_root(g.root.as_deref()).map_err(RootError::of_root)
 }
 
 /// A report from a JSON file, or evaluated from a snapshot directory / archive. `side` names
@@ -91,48 +117,66 @@ pub fn load_side(
             .map_err(|m| UsageError::Other(format!("{}{m}", path.display())));
     }
     let host = open_root(Some(path)).map_err(|e| match e {
-        UsageError::Root { source, .. } => what(source.to_string()),
-        // open_root's own messages name the path as the `--root` it usually is.
-        UsageError::Other(m) => UsageError::Other(m.replacen("--root ", &format!("{side} "), 1)),
-        other => other,
+        RootError::Io { source, .. } => what(source.to_string()),
+        other => UsageError::Other(format!("{side} {other}")),
     })?;
     let profile = choose_profile(&host, g)?;
     Ok(evaluate(&host, &profile, Vec::new(), false))
 }
 
-/// A `daqtune.report/v1` document; another schema (a qualify or plan JSON, a diff) is refused
-/// by name rather than read as a report with nothing in it. The error starts with `:line:col:`
-/// where the JSON itself is broken, else with `: `.
-fn parse_report(text: &str) -> Result<Report, String> {
-    let v: serde_json::Value = serde_json::from_str(text).map_err(|e| {
-        format!(
-            ":{}:{}: not a daqtune.report/v1 JSON report ({e})",
-            e.line(),
-            e.column()
-        )
-    })?;
+/// Why a file given as a side of `diff` is not a report. Displayed right after the file's
+/// name: `:line:col: ...` where the JSON itself is broken, else `: ...`.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportFileError {
+    #[error(":{line}:{column}: not a {schema} JSON report ({0})", line = .0.line(), column = .0.column(), schema = crate::report::SCHEMA)]
+    Json(serde_json::Error),
+    /// Another daqtune document (a qualify or plan JSON, a diff), refused by name rather than
+    /// read as a report with nothing in it.
+    #[error(": a {0} document, not a {schema} report", schema = crate::report::SCHEMA)]
+    OtherSchema(String),
+    #[error(": no \"schema\" field: not a {schema} report", schema = crate::report::SCHEMA)]
+    NoSchema,
+    #[error(": not a {schema} JSON report ({0})", schema = crate::report::SCHEMA)]
+    Shape(serde_json::Error),
+}
+
+/// A `daqtune.report/v1` document.
+fn parse_report(text: &str) -> Result<Report, ReportFileError> {
+    let v: serde_json::Value = serde_json::from_str(text).map_err(ReportFileError::Json)?;
     match v.get("schema").and_then(|s| s.as_str()) {
         Some(crate::report::SCHEMA) => {}
-        Some(other) => {
-            return Err(format!(
-                ": a {other} document, not a {} report",
-                crate::report::SCHEMA
-            ))
-        }
-        None => {
-            return Err(format!(
-                ": no \"schema\" field: not a {} report",
-                crate::report::SCHEMA
-            ))
-        }
+        Some(other) => return Err(ReportFileError::OtherSchema(other.to_string())),
+        None => return Err(ReportFileError::NoSchema),
     }
-    serde_json::from_value(v)
-        .map_err(|e| format!(": not a {} JSON report ({e})", crate::report::SCHEMA))
+    serde_json::from_value(v).map_err(ReportFileError::Shape)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_side_that_is_no_report_says_why() {
+        let cases = [
+            ("{", ":1:1: not a daqtune.report/v1 JSON report ("),
+            (
+                r#"{"schema":"daqtune.plan/v1"}"#,
+                ": a daqtune.plan/v1 document, not a daqtune.report/v1 report",
+            ),
+            (
+                "{}",
+                ": no \"schema\" field: not a daqtune.report/v1 report",
+            ),
+            (
+                r#"{"schema":"daqtune.report/v1"}"#,
+                ": not a daqtune.report/v1 JSON report (",
+            ),
+        ];
+        for (text, want) in cases {
+            let e = parse_report(text).expect_err(text).to_string();
+            assert!(e.starts_with(want), "{text}: {e}");
+        }
+    }
 
     #[test]
     fn a_root_without_proc_or_sys_is_refused() {

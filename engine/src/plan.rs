@@ -5,11 +5,11 @@
 //! check, so a host that already matches gets an empty plan (a second `apply` changes
 //! nothing). This module holds what plans are made of and what every planner shares.
 
-use crate::apply::gpu::GpuSetters;
-use crate::apply::setters::Target;
 use crate::context::boot::{boot_config, data_core_list, BootConfig};
 use crate::context::Context;
 use crate::facts::Facts;
+use crate::hostio::gpu::GpuSetters;
+use crate::hostio::setters::Target;
 use crate::profile::LoadedProfile;
 use daqtune_units::grub::KernelArgs;
 use std::fmt;
@@ -48,10 +48,10 @@ pub enum Action {
     },
     /// Create a symlink (enable a unit).
     Symlink { path: String, target: String },
-    /// Lock a GPU clock domain at its maximum (through [`crate::apply::gpu::GpuSetters`]).
+    /// Lock a GPU clock domain at its maximum (through [`crate::hostio::gpu::GpuSetters`]).
     GpuLock {
         uuid: String,
-        domain: crate::apply::gpu::GpuDomain,
+        domain: crate::hostio::gpu::GpuDomain,
     },
     /// Turn GPU persistence mode on.
     GpuPersistence { uuid: String },

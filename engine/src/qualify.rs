@@ -9,11 +9,11 @@
 use crate::causes::{self, Cause, Symptom};
 use crate::commands::{GlobalOptions, UsageError};
 use crate::fleet::output;
-use crate::fleet::run::{now_unix, RunInfo};
 use crate::gate::{self, FailOn};
 use crate::hostroot::open_host;
 use crate::profile::Profile;
 use crate::report::{self, xml_escape, Report};
+use crate::run_info::{now_unix, RunInfo};
 use crate::verdict::{Status, Verdict};
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
@@ -294,7 +294,7 @@ pub fn run(
 
     let mut selftest = Vec::new();
     if a.level >= 2 {
-        let veth = crate::sys::is_root();
+        let veth = daqtune_probe::sys::is_root();
         let soak = a.level >= 3;
         let has_gpu = facts.gpus().is_ok_and(|s| !s.gpus.is_empty());
         let duration = if soak {

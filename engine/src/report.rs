@@ -2,7 +2,7 @@
 //! formats (Prometheus textfile, NFD feature file) and `check`'s format dispatch
 //! ([`crate::fleet::render`]) are in `crate::fleet`, above this module.
 
-use crate::fleet::run::RunInfo;
+use crate::run_info::RunInfo;
 use crate::tunables::{self, REGISTRY};
 use crate::verdict::{Area, Status, Verdict};
 use serde::{Deserialize, Serialize};

@@ -1,7 +1,8 @@
 //! What a tunable is: one setting of the host (or one observation of it), owned by one module
-//! under `tunables/`, with everything about it in one place: its stable id and documentation
-//! page, the profile keys it reads, its judgement (verdicts) and, when daqtune can change the
-//! setting, its plan. The registry (`tunables::REGISTRY`) lists them.
+//! under `tunables/`, which holds its stable id and documentation page, the profile keys it
+//! reads, its judgement (verdicts) and, when daqtune can change the setting, its plan. The
+//! registry (`tunables::REGISTRY`) lists them. (`generate`'s artifact kinds and some action
+//! wording still live in `apply` and `exec`: issue 24 item 1 moves them here.)
 //!
 //! Verify is the judgement again: `check` and `plan` call the same tunable on the same
 //! [`Facts`](crate::facts::Facts), so what passes is never planned for, and after `apply` the

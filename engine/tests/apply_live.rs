@@ -3,11 +3,12 @@
 //! network namespace (SIOCSIFMTU, no `ip`), the governor skipped with its reason.
 //! Each test says why it skips when the machine does not allow it (not root, no netns).
 
-use daqtune_engine::apply::journal::Journal;
-use daqtune_engine::apply::setters::{self, FsWriter, Target};
 use daqtune_engine::apply::{
-    apply, revert, run_apply_with, run_revert_with, ApplyOptions, RevertOptions, Selection,
+    run_apply_with, run_revert_with, ApplyOptions, RevertOptions, Selection,
 };
+use daqtune_engine::exec::{apply, revert};
+use daqtune_engine::hostio::journal::Journal;
+use daqtune_engine::hostio::setters::{self, FsWriter, Target};
 use daqtune_engine::plan::{Action, Change, NoteLevel, Plan, PlanOptions};
 use daqtune_engine::tunables::build_plan;
 use daqtune_engine::GlobalOptions;

@@ -4,13 +4,13 @@
 #[path = "../src/apply/testroot.rs"]
 mod testroot;
 
-use daqtune_engine::apply::setters::FsWriter;
 use daqtune_engine::apply::{
     run_apply_with, run_plan, run_revert_with, ApplyOptions, RevertOptions, Selection,
 };
 use daqtune_engine::commands::load_profile;
 use daqtune_engine::context::Context;
 use daqtune_engine::facts::Facts;
+use daqtune_engine::hostio::setters::FsWriter;
 use daqtune_engine::tunables::{run_checks, RunOptions};
 use daqtune_engine::verdict::{Status, Verdict};
 use daqtune_engine::GlobalOptions;
@@ -414,7 +414,7 @@ fn an_unmarked_file_at_daqtunes_path_is_not_overwritten() {
 
 #[test]
 fn a_mount_unit_that_was_not_written_is_not_enabled() {
-    use daqtune_engine::apply::setters::Fault;
+    use daqtune_engine::hostio::setters::Fault;
     let d = igx();
     let r = d.path();
     let before = host_files(r);

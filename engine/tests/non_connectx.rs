@@ -8,14 +8,14 @@
 #[path = "../src/apply/testroot.rs"]
 mod testroot;
 
-use daqtune_engine::apply::journal::{Journal, RunState};
-use daqtune_engine::apply::setters::{FsWriter, Target, Writer};
 use daqtune_engine::apply::{
     run_apply_with, run_revert_with, ApplyOptions, RevertOptions, Selection,
 };
 use daqtune_engine::commands::load_profile;
 use daqtune_engine::context::Context;
 use daqtune_engine::facts::Facts;
+use daqtune_engine::hostio::journal::{Journal, RunState};
+use daqtune_engine::hostio::setters::{FsWriter, Target, Writer};
 use daqtune_engine::tunables::{run_checks, RunOptions};
 use daqtune_engine::verdict::{Status, Verdict};
 use daqtune_engine::GlobalOptions;
@@ -164,13 +164,13 @@ fn an_ignored_mrrs_write_fails_apply_and_reverts() {
     // The journal: one run, partial, the config-word entry kept (revert writes the original
     // bits back, which on this device changes nothing).
     let base = r.join("var/lib/daqtune/journal");
-    let runs = daqtune_engine::apply::journal::list_runs(&base);
+    let runs = daqtune_engine::hostio::journal::list_runs(&base);
     assert_eq!(runs.len(), 1);
     let j = Journal::open(&runs[0]).expect("journal");
     assert_eq!(j.doc.state, RunState::Partial);
     assert!(j.doc.records.iter().any(|rec| matches!(
         &rec.entry,
-        daqtune_engine::apply::journal::Entry::ConfigWord { bdf, original: 0, new: 0x5000, .. } if bdf == E1000E
+        daqtune_engine::hostio::journal::Entry::ConfigWord { bdf, original: 0, new: 0x5000, .. } if bdf == E1000E
     )));
     // The check still says so.
     assert_eq!(verdicts(r, &prof, "pcie.mrrs")[0].status, Status::Fail);

@@ -6,11 +6,11 @@
 #[path = "../src/apply/testroot.rs"]
 mod testroot;
 
-use daqtune_engine::apply::setters::FsWriter;
 use daqtune_engine::apply::{plan_on, run_apply_with, ApplyOptions, Selection};
 use daqtune_engine::commands::load_profile;
 use daqtune_engine::context::Context;
 use daqtune_engine::facts::Facts;
+use daqtune_engine::hostio::setters::FsWriter;
 use daqtune_engine::tunables::{run_checks, RunOptions};
 use daqtune_engine::verdict::{Status, Verdict};
 use daqtune_engine::GlobalOptions;

@@ -691,8 +691,7 @@ impl Connection {
     }
 
     fn authenticate(&mut self) -> Result<(), DbusError> {
-        // SAFETY: geteuid has no preconditions and cannot fail.
-        let uid = unsafe { libc::geteuid() };
+        let uid = crate::sys::euid();
         let hex: String = uid
             .to_string()
             .bytes()

@@ -153,8 +153,7 @@ pub fn read_user_file(path: &Path) -> Result<String, FileReadError> {
 /// whoever holds it; released when the returned file is closed, or when the holder dies. For
 /// state that several processes must not change at once (tests that reserve the host's
 /// hugepages and compare the pool before and after, say).
-pub fn lock_exclusive(path: &Path) -> io::Result<File> {
-    use std::os::fd::AsRawFd;
+pub fn lock_exclusive(path: &Path) -> io::Result<crate::sys::FileLock> {
     if let Some(d) = path.parent() {
         fs::create_dir_all(d)?;
     }
@@ -165,16 +164,7 @@ pub fn lock_exclusive(path: &Path) -> io::Result<File> {
         .truncate(false)
         .mode(0o600)
         .open(path)?;
-    loop {
-        // SAFETY: flock on a descriptor this function owns; no memory is passed.
-        if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) } == 0 {
-            return Ok(f);
-        }
-        let e = io::Error::last_os_error();
-        if e.kind() != io::ErrorKind::Interrupted {
-            return Err(e);
-        }
-    }
+    crate::sys::lock_exclusive(f)
 }
 
 /// Distinguishes the temp files of one process: two threads replacing the same file at once

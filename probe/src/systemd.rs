@@ -57,8 +57,7 @@ pub struct Systemd {
 impl Systemd {
     /// Connect: the private socket when root, else the system bus.
     pub fn connect() -> Result<Systemd, DbusError> {
-        // SAFETY: geteuid has no preconditions and cannot fail.
-        let root = unsafe { libc::geteuid() } == 0;
+        let root = crate::sys::is_root();
         let private = Path::new("/run/systemd/private");
         if root && private.exists() {
             if let Ok(conn) = Connection::open(private, false, TIMEOUT) {

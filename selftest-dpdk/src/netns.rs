@@ -1,19 +1,15 @@
 //! The veth topology: a private network namespace for this process (it dies with the process,
 //! so nothing is left behind even after SIGKILL) holding both ends of a veth pair, made with the
-//! self-test's rtnetlink client (no iproute2). Every `unsafe` block of this module is a libc
-//! call on memory the block owns.
+//! self-test's rtnetlink client (no iproute2). The namespace and mount calls are
+//! `daqtune_probe::sys`'s; every remaining `unsafe` block is a libc call on memory the block
+//! owns (the packet sockets' statistics and addresses).
 
 use std::io;
 
 /// Moves the calling thread into a new, anonymous network namespace. Threads it creates later
 /// (DPDK's lcores) inherit it. Needs CAP_SYS_ADMIN.
 pub fn enter_private_netns() -> io::Result<()> {
-    // SAFETY: unshare takes a flag word and touches no memory of ours.
-    let rc = unsafe { libc::unshare(libc::CLONE_NEWNET) };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+    daqtune_probe::sys::unshare_net()
 }
 
 /// Creates the veth pair `a` <-> `b` with `mtu` in the calling thread's namespace, turns off
@@ -59,38 +55,19 @@ pub fn steer_rx_to(iface: &str, cpu: usize) -> io::Result<()> {
     let c = |s: &str| {
         std::ffi::CString::new(s).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))
     };
-    let (root, sys, sysfs) = (c("/")?, c("/sys")?, c("sysfs")?);
-    // SAFETY: unshare takes flags only.
-    if unsafe { libc::unshare(libc::CLONE_NEWNS) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: valid C strings, NULL where mount(2) allows it; MS_REC|MS_PRIVATE only changes
-    // propagation inside the new (private) mount namespace.
-    if unsafe {
-        libc::mount(
-            std::ptr::null(),
-            root.as_ptr(),
-            std::ptr::null(),
-            libc::MS_REC | libc::MS_PRIVATE,
-            std::ptr::null(),
-        )
-    } != 0
-    {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: as above; a new sysfs instance over /sys of this mount namespace only.
-    if unsafe {
-        libc::mount(
-            sysfs.as_ptr(),
-            sys.as_ptr(),
-            sysfs.as_ptr(),
-            0,
-            std::ptr::null(),
-        )
-    } != 0
-    {
-        return Err(io::Error::last_os_error());
-    }
+    let (root, sys_dir, sysfs) = (c("/")?, c("/sys")?, c("sysfs")?);
+    use daqtune_probe::sys::{self, MsFlags};
+    sys::unshare_mount()?;
+    // MS_REC|MS_PRIVATE only changes propagation inside the new (private) mount namespace.
+    sys::mount(
+        None,
+        &root,
+        None,
+        MsFlags::MS_REC | MsFlags::MS_PRIVATE,
+        None,
+    )?;
+    // A new sysfs instance over /sys of this mount namespace only.
+    sys::mount(Some(&sysfs), &sys_dir, Some(&sysfs), MsFlags::empty(), None)?;
     std::fs::write(
         format!("/sys/class/net/{iface}/queues/rx-0/rps_cpus"),
         cpu_mask_hex(cpu),

@@ -3,9 +3,11 @@
 //! `/run/netns/<name>`. The bind mount keeps the namespace alive after the process dies (so a
 //! port moved into it is not lost on SIGKILL: the next run finds it and moves it back).
 //!
-//! All `unsafe` of namespace handling (unshare, setns, mount, umount) lives in this module.
+//! The system calls (unshare, setns, mount, umount) are `daqtune_probe::sys`'s; the `unsafe`
+//! left here is `Command::pre_exec`, whose closures run between fork and exec.
 
 use crate::error::{Error, Result};
+use daqtune_probe::sys;
 use std::ffi::CString;
 use std::fs::File;
 use std::io;
@@ -96,36 +98,17 @@ impl NetNs {
             .map_err(|e| Error::io(format!("create {}", target.display()), e))?;
         let t = target.clone();
         let made = std::thread::spawn(move || -> Result<()> {
-            // SAFETY: unshare affects only this thread's namespace membership; the thread ends
-            // right after, so no other code runs inside the new namespace by accident.
-            if unsafe { libc::unshare(libc::CLONE_NEWNET) } != 0 {
-                return Err(Error::io(
-                    "unshare(CLONE_NEWNET)",
-                    io::Error::last_os_error(),
-                ));
-            }
+            // unshare moves only this thread; it ends right after, so no other code runs
+            // inside the new namespace by accident.
+            sys::unshare_net().map_err(|e| Error::io("unshare(CLONE_NEWNET)", e))?;
             let src = cpath(&PathBuf::from(format!(
                 "/proc/self/task/{}/ns/net",
                 crate::sys::gettid()
             )))?;
             let dst = cpath(&t)?;
-            // SAFETY: both are valid NUL-terminated paths; a bind mount has no fs type or data.
-            let rc = unsafe {
-                libc::mount(
-                    src.as_ptr(),
-                    dst.as_ptr(),
-                    std::ptr::null(),
-                    libc::MS_BIND,
-                    std::ptr::null(),
-                )
-            };
-            if rc != 0 {
-                return Err(Error::io(
-                    format!("bind-mount namespace onto {}", t.display()),
-                    io::Error::last_os_error(),
-                ));
-            }
-            Ok(())
+            // A bind mount has no file system type or data.
+            sys::mount(Some(&src), &dst, None, sys::MsFlags::MS_BIND, None)
+                .map_err(|e| Error::io(format!("bind-mount namespace onto {}", t.display()), e))
         })
         .join()
         .unwrap_or_else(|_| Err(Error::Invalid("namespace thread panicked".into())));
@@ -157,11 +140,8 @@ impl NetNs {
 
     /// Moves the calling thread into this namespace. Only for threads the self-test owns.
     pub fn enter(&self) -> Result<()> {
-        // SAFETY: fd is an open nsfs file; setns changes only the calling thread.
-        if unsafe { libc::setns(self.fd(), libc::CLONE_NEWNET) } != 0 {
-            return Err(Error::io("setns(CLONE_NEWNET)", io::Error::last_os_error()));
-        }
-        Ok(())
+        // setns changes only the calling thread.
+        sys::setns_net(&self.file).map_err(|e| Error::io("setns(CLONE_NEWNET)", e))
     }
 
     /// Makes a child process start inside this namespace (setns between fork and exec).
@@ -170,15 +150,11 @@ impl NetNs {
             .file
             .try_clone()
             .map_err(|e| Error::io("dup namespace fd", e))?;
-        // SAFETY: the closure runs in the forked child before exec and only calls setns, which
-        // is async-signal-safe; the cloned fd stays open in the parent until the Command drops.
+        // SAFETY: the closure runs in the forked child before exec and only calls setns
+        // (through probe::sys, which allocates nothing), an async-signal-safe system call; the
+        // cloned fd stays open in the parent until the Command drops.
         unsafe {
-            cmd.pre_exec(move || {
-                if libc::setns(fd.as_raw_fd(), libc::CLONE_NEWNET) != 0 {
-                    return Err(io::Error::last_os_error());
-                }
-                Ok(())
-            });
+            cmd.pre_exec(move || sys::setns_net(&fd));
         }
         Ok(())
     }
@@ -198,13 +174,14 @@ impl NetNs {
         // Allocated before fork: the child may only make async-signal-safe calls.
         let parent = std::process::id() as libc::pid_t;
         let root = c"/";
-        let sys = c"/sys";
+        let sys_dir = c"/sys";
         let sysfs = c"sysfs";
         let none = c"none";
         // SAFETY: the closure runs in the forked (single-threaded) child before exec and only
-        // calls prctl, getppid, setns, unshare, mount and umount2 with pointers to the static
-        // strings above; all are async-signal-safe system calls. The cloned fd stays open until the Command
-        // drops.
+        // calls prctl, getppid, setns, unshare, mount and umount2 (the last four through
+        // probe::sys, which allocates nothing for `&CStr` paths) with the static strings
+        // above; all are async-signal-safe system calls. The cloned fd stays open until the
+        // Command drops.
         unsafe {
             cmd.pre_exec(move || {
                 // The child dies with us: a SIGKILLed self-test must not leave a helper
@@ -216,40 +193,28 @@ impl NetNs {
                 if libc::getppid() != parent {
                     return Err(io::Error::from_raw_os_error(libc::ESRCH));
                 }
-                if libc::setns(fd.as_raw_fd(), libc::CLONE_NEWNET) != 0 {
-                    return Err(io::Error::last_os_error());
-                }
-                if libc::unshare(libc::CLONE_NEWNS) != 0 {
-                    return Err(io::Error::last_os_error());
-                }
+                sys::setns_net(&fd)?;
+                sys::unshare_mount()?;
                 // Keep our mounts from propagating back to the host's mount namespace.
-                if libc::mount(
-                    none.as_ptr(),
-                    root.as_ptr(),
-                    std::ptr::null(),
-                    libc::MS_SLAVE | libc::MS_REC,
-                    std::ptr::null(),
-                ) != 0
-                {
-                    return Err(io::Error::last_os_error());
-                }
+                sys::mount(
+                    Some(none),
+                    root,
+                    None,
+                    sys::MsFlags::MS_SLAVE | sys::MsFlags::MS_REC,
+                    None,
+                )?;
                 // EINVAL: /sys was not a mount point (a chroot); mount a fresh one anyway.
-                if libc::umount2(sys.as_ptr(), libc::MNT_DETACH) != 0
-                    && *libc::__errno_location() != libc::EINVAL
-                {
-                    return Err(io::Error::last_os_error());
+                match sys::umount(sys_dir, true) {
+                    Err(e) if e.raw_os_error() != Some(libc::EINVAL) => return Err(e),
+                    _ => {}
                 }
-                if libc::mount(
-                    sysfs.as_ptr(),
-                    sys.as_ptr(),
-                    sysfs.as_ptr(),
-                    0,
-                    std::ptr::null(),
-                ) != 0
-                {
-                    return Err(io::Error::last_os_error());
-                }
-                Ok(())
+                sys::mount(
+                    Some(sysfs),
+                    sys_dir,
+                    Some(sysfs),
+                    sys::MsFlags::empty(),
+                    None,
+                )
             });
         }
         Ok(())
@@ -276,10 +241,8 @@ pub fn delete_named(name: &str) -> Result<()> {
     }
     let p = Path::new(NETNS_DIR).join(name);
     let c = cpath(&p)?;
-    // SAFETY: valid NUL-terminated path; MNT_DETACH never blocks on busy users.
-    let rc = unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
-    if rc != 0 {
-        let e = io::Error::last_os_error();
+    // MNT_DETACH never blocks on busy users.
+    if let Err(e) = sys::umount(&c, true) {
         // EINVAL: not a mount point (a half-made entry); ENOENT: already gone.
         if !matches!(e.raw_os_error(), Some(libc::EINVAL) | Some(libc::ENOENT)) {
             return Err(Error::io(format!("unmount {}", p.display()), e));

@@ -1,7 +1,11 @@
 //! Small safe wrappers over the libc calls the engines need: clocks, thread CPU time, CPU
-//! affinity. Every `unsafe` block of the timing and pinning code lives here.
+//! affinity, socket options. Every `unsafe` block of the timing and pinning code lives here;
+//! the calls the rest of daqtune makes too (euid, thread id, signals) are
+//! `daqtune_probe::sys`'s, re-exported here for the engines.
 
 use std::io;
+
+pub use daqtune_probe::sys::{gettid, is_root};
 
 fn clock_ns(clock: libc::clockid_t) -> u64 {
     let mut ts = libc::timespec {
@@ -27,12 +31,6 @@ pub fn monotonic_ns() -> u64 {
 /// CPU time (user + system) the calling thread has used, in ns.
 pub fn thread_cpu_ns() -> u64 {
     clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
-}
-
-/// Kernel thread id of the caller.
-pub fn gettid() -> i32 {
-    // SAFETY: gettid has no arguments and cannot fail.
-    unsafe { libc::gettid() }
 }
 
 /// Pins the calling thread to one CPU.
@@ -113,18 +111,7 @@ pub fn recv_datagram(sock: &std::net::UdpSocket, buf: &mut [u8]) -> io::Result<u
 
 /// Sends `sig` to a child process (by its `std::process::Child::id`).
 pub fn signal_child(child: &std::process::Child, sig: i32) -> io::Result<()> {
-    let pid = i32::try_from(child.id())
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "pid out of range"))?;
-    // SAFETY: kill(2) with our own child's pid and a signal number; no memory is involved.
-    if unsafe { libc::kill(pid, sig) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
-}
-
-pub fn is_root() -> bool {
-    // SAFETY: geteuid cannot fail.
-    unsafe { libc::geteuid() == 0 }
+    daqtune_probe::sys::kill(child.id(), sig)
 }
 
 /// Asks for a socket buffer of `bytes` (SO_RCVBUF or SO_SNDBUF). The kernel caps it at

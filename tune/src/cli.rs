@@ -3,7 +3,7 @@
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use daqtune_engine::fleet::report_cmd::ReportOptions;
-use daqtune_engine::fleet::run::parse_duration;
+use daqtune_engine::run_info::parse_duration;
 use daqtune_engine::{apply, gate, qualify, report, GlobalOptions};
 use std::path::PathBuf;
 use std::time::Duration;

@@ -8,8 +8,9 @@ use crate::out;
 use daqtune_engine::apply::Prompt;
 use daqtune_engine::commands::load_profile;
 use daqtune_engine::commands::{choose_profile, choose_profile_with, evaluate_facts, resolve_ids};
-use daqtune_engine::fleet::{self, output, plan_json, run::RunInfo};
+use daqtune_engine::fleet::{self, output, plan_json};
 use daqtune_engine::hostroot::{load_side, open_host};
+use daqtune_engine::run_info::RunInfo;
 use daqtune_engine::{gate, profile, report, snapshot, topo, tunables, UsageError};
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::Path;
@@ -90,7 +91,7 @@ pub fn check(g: &GlobalArgs, a: &CheckArgs) -> Result<u8, UsageError> {
         code == 0,
         a.fail_on.into(),
         a.gate,
-        fleet::run::now_unix(),
+        daqtune_engine::run_info::now_unix(),
     ));
     let opts = fleet::RenderOptions {
         color: a.output.is_none() && report::want_color(std::io::stdout().is_terminal()),

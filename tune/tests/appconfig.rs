@@ -4,7 +4,8 @@
 mod common;
 
 use common::{fixture, run};
-use daqtune_engine::appconfig::{derive_loaded, AppConfig};
+use daqtune_engine::app_profile::derive_loaded;
+use daqtune_engine::appconfig::AppConfig;
 use daqtune_engine::context::Context;
 use daqtune_engine::profile;
 use daqtune_engine::tunables::{cmdline::isolation_args, hugepages::hugepage_args};

@@ -5,10 +5,10 @@
 #[path = "../../engine/src/apply/testroot.rs"]
 mod testroot;
 
-use daqtune_engine::apply::setters::{Fault, FsWriter};
 use daqtune_engine::apply::{
     run_apply_with, run_revert_with, ApplyOptions, RevertOptions, Selection,
 };
+use daqtune_engine::hostio::setters::{Fault, FsWriter};
 use daqtune_engine::GlobalOptions;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -696,8 +696,8 @@ fn existing_networkmanager_profile_is_not_fought() {
 
 mod gpu_mock {
     use super::*;
-    use daqtune_engine::apply::gpu::{GpuState, MockGpus};
     use daqtune_engine::apply::{run_apply_gpu, run_revert_gpu};
+    use daqtune_engine::hostio::gpu::{GpuState, MockGpus};
 
     fn gpu(uuid: &str, name: &str, mem: bool) -> GpuState {
         GpuState {

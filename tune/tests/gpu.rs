@@ -262,8 +262,8 @@ fn replay_of_recorded_h200_equals_the_live_report() {
 /// is reported as lost; a reverted run's lock is not claimed.
 #[test]
 fn clocks_consult_the_apply_journal() {
-    use daqtune_engine::apply::gpu::GpuDomain;
-    use daqtune_engine::apply::journal::{Entry, JournalDoc, Record, RunState, SCHEMA};
+    use daqtune_engine::hostio::gpu::GpuDomain;
+    use daqtune_engine::hostio::journal::{Entry, JournalDoc, Record, RunState, SCHEMA};
     let tmp = tempfile::tempdir().expect("tmp");
     let root = tmp.path().join("host");
     let src = fixture("gpu-h200");

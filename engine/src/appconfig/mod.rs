@@ -13,7 +13,6 @@
 //! integers). DAQIRI itself reads through yaml-cpp, which converts on access, so a number given
 //! as a quoted string (`cpu_core: "9"`) is accepted here as it is there.
 
-pub mod derive;
 pub mod estimate;
 pub mod locate;
 pub mod netaddr;
@@ -21,8 +20,6 @@ pub mod netaddr;
 use locate::LineIndex;
 use serde_yaml_ng::Value;
 use std::fmt;
-
-pub use derive::{derive_loaded, derive_profile, Derived};
 
 /// The configuration could not be read at all (exit 2): file:line:column and why (`file: why`
 /// with line 0, where the file itself could not be read: an I/O error has no position).

@@ -393,7 +393,7 @@ fn local_addr_only_interfaces_are_data_path_interfaces() {
     );
     // ... and the derived profile's data-path interfaces are those ports, not every ConnectX
     // port of the Spark (four PFs).
-    let d = derive::derive_profile(&app, &lp.profile, &ctx);
+    let d = crate::app_profile::derive_profile(&app, &lp.profile, &ctx);
     assert_eq!(d.profile.nic.interfaces, ["enp1s0f1np1", "enp1s0f0np0"]);
     assert!(
         d.notes

@@ -1,28 +1,27 @@
-//! plan / apply / revert / generate: change a host to its profile, safely and revertibly.
+//! The commands that change a host: plan / apply / revert / generate, on top of the engine.
+//! They choose the profile, plan through the tunables, take the lock, and hand the plan to
+//! the executor ([`crate::exec`]), which writes through [`crate::hostio`].
 //!
 //! Safety rules (DESIGN.md "Apply safety"): a profile given or a detection the user confirmed;
 //! no TTY and no `--yes` means exit 2; one run at a time (a lock); atomic writes; a journal
 //! holding the original of every file and every runtime value; runtime writes read back;
 //! `pending-reboot` for what waits for a boot; update-grub only on the live host.
 
-#[allow(clippy::module_inception)]
-pub mod apply;
-pub mod gpu;
-pub mod journal;
-pub mod revert;
-pub mod setters;
 #[cfg(test)]
 pub(crate) mod testroot;
 
 use crate::commands::{GlobalOptions, UsageError};
 use crate::context::boot::EXTLINUX_CONF;
+use crate::exec::{apply, revert};
 use crate::facts::Facts;
+use crate::hostio::lock::{lock, lock_wait};
+use crate::hostio::setters::{self, FsWriter, Writer};
+use crate::hostio::{gpu, journal};
 use crate::hostroot::open_host;
 use crate::plan::{self, Plan, PlanOptions};
 use crate::profile::{self, LoadedProfile};
 use daqtune_probe::Host;
 use daqtune_units::INSTALL_ADVICE;
-use setters::{FsWriter, Writer};
 use std::io::Write;
 use std::path::PathBuf;
 
@@ -134,7 +133,7 @@ fn with_app_config(
     };
     let app = crate::appconfig::AppConfig::load(p).map_err(|e| UsageError::Other(e.to_string()))?;
     let ctx = crate::context::Context::with_facts(facts, &lp);
-    let (derived, notes) = crate::appconfig::derive_loaded(&app, &lp, &ctx);
+    let (derived, notes) = crate::app_profile::derive_loaded(&app, &lp, &ctx);
     for n in notes {
         let _ = writeln!(out, "from {}: {n}", app.file);
     }
@@ -381,7 +380,7 @@ fn note_foreign(plan: &mut Plan) {
                 ..
             } => apply::refuse_foreign(path, to, None, Some(from))
                 .err()
-                .map(|e| (c.check.clone(), e)),
+                .map(|e| (c.check.clone(), e.to_string())),
             _ => None,
         })
         .collect();
@@ -516,52 +515,6 @@ impl Prompt for NoTerminal {
     }
 }
 
-/// An exclusive lock on `<state>/lock`, held until dropped.
-pub struct Lock {
-    _file: std::fs::File,
-}
-
-pub fn lock(dir: &std::path::Path) -> Result<Lock, String> {
-    use std::os::unix::io::AsRawFd;
-    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let path = dir.join("lock");
-    let f = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .read(true)
-        .write(true)
-        .open(&path)
-        .map_err(|e| format!("{}: {e}", path.display()))?;
-    // SAFETY: flock(2) on a descriptor we own for the lifetime of `f`; no memory is shared.
-    let r = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-    if r != 0 {
-        let e = std::io::Error::last_os_error();
-        return Err(if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
-            format!(
-                "another daqtune apply or revert is running ({} is locked)",
-                path.display()
-            )
-        } else {
-            format!("{}: {e}", path.display())
-        });
-    }
-    Ok(Lock { _file: f })
-}
-
-/// [`lock`], retried until `timeout`.
-pub fn lock_wait(dir: &std::path::Path, timeout: std::time::Duration) -> Result<Lock, String> {
-    let t0 = std::time::Instant::now();
-    loop {
-        match lock(dir) {
-            Ok(l) => return Ok(l),
-            Err(e) if e.starts_with("another daqtune") && t0.elapsed() < timeout => {
-                std::thread::sleep(std::time::Duration::from_millis(200));
-            }
-            Err(e) => return Err(e),
-        }
-    }
-}
-
 fn state_real(host: &Host, state_dir: &Option<String>) -> Result<PathBuf, UsageError> {
     let dir = state_dir.clone().unwrap_or_else(|| STATE_DIR.to_string());
     if !dir.starts_with('/') {
@@ -569,7 +522,7 @@ fn state_real(host: &Host, state_dir: &Option<String>) -> Result<PathBuf, UsageE
             "--state-dir {dir}: must be absolute"
         )));
     }
-    apply::real_path(host, &dir, true).map_err(UsageError::Other)
+    apply::real_path(host, &dir, true).map_err(|e| UsageError::Other(e.to_string()))
 }
 
 /// The host for a command that writes: a `--root` must be a directory (an archive is unpacked
@@ -689,16 +642,14 @@ pub fn run_apply_gpu(
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> Result<u8, UsageError> {
-    run_apply_inner(g, a, w, gpu, None, &mut NoTerminal, out, err)
+    run_apply_inner(g, a, w, GpuSource::Given(gpu), &mut NoTerminal, out, err)
 }
 
-#[allow(clippy::too_many_arguments)]
 fn run_apply_inner(
     g: &GlobalOptions,
     a: &ApplyOptions,
     w: &mut dyn Writer,
-    gpu: Option<&dyn gpu::GpuSetters>,
-    gpu_unavailable: Option<String>,
+    gpu: GpuSource,
     prompt: &mut dyn Prompt,
     out: &mut dyn Write,
     err: &mut dyn Write,
@@ -708,6 +659,17 @@ fn run_apply_inner(
     let lp = profile_for_change(&facts, g, a.yes || a.dry_run, prompt, err)?;
     let sel = with_remembered(&host, &a.sel, &a.state_dir, out)?;
     let lp = with_app_config(&facts, lp, &sel, out)?;
+    let live;
+    let (gpu, gpu_unavailable) = match gpu {
+        GpuSource::Given(gpu) => (gpu, None),
+        GpuSource::Live => {
+            live = live_gpu(g, &a.sel, gpu_tolerance(&lp));
+            (
+                live.0.as_ref().map(|l| l as &dyn gpu::GpuSetters),
+                live.1.clone(),
+            )
+        }
+    };
     let mut opts = options(&facts, &lp, &sel, g.profile.as_deref())?;
     opts.gpu_unavailable = gpu_unavailable;
     let copy = profile_copy(g, &lp);
@@ -744,7 +706,7 @@ fn run_apply_inner(
     } else {
         lock(&state)
     }
-    .map_err(UsageError::Other)?;
+    .map_err(UsageError::from)?;
     // The host may have changed while the user read the plan (or another apply ran): plan
     // again under the lock, on facts read afresh.
     let facts = g.facts(&host);
@@ -838,11 +800,21 @@ fn print_apply(plan: &Plan, rep: &apply::ApplyReport, out: &mut dyn Write) {
     }
 }
 
+/// Where a run's GPU control comes from.
+enum GpuSource<'a> {
+    /// The caller's (a mock in tests), or none.
+    Given(Option<&'a dyn gpu::GpuSetters>),
+    /// NVML on the live host, opened once the profile is chosen: its `clock_tolerance_mhz`
+    /// is what the setters judge a lock by.
+    Live,
+}
+
 /// The live host's GPU control: NVML's setters over the GPUs NVML reports, or why there is
 /// none. Only loaded when gpu.clocks is in scope (loading NVML costs time).
 fn live_gpu(
     g: &GlobalOptions,
     sel: &Selection,
+    tolerance_mhz: u32,
 ) -> (
     Option<gpu::NvmlSetters<daqtune_probe::gpu::LiveNvml>>,
     Option<String>,
@@ -854,11 +826,6 @@ fn live_gpu(
         return (None, None);
     }
     let host = Host::live();
-    let tol = g
-        .profile
-        .as_deref()
-        .and_then(|p| profile::load(p).ok())
-        .map_or(250, |lp| lp.profile.gpu.clock_tolerance_mhz);
     let snap = match crate::facts::read_gpus_once(&host, g.gpu_cache_mode()) {
         Ok(s) => s,
         Err(e) => return (None, Some(format!("no GPU control: {e}"))),
@@ -866,10 +833,41 @@ fn live_gpu(
     if let Some(r) = snap.unavailable_reason() {
         return (None, Some(format!("no GPU control: {r}")));
     }
-    match daqtune_probe::gpu::LiveNvml::open() {
-        Ok(n) => (Some(gpu::NvmlSetters::new(n, tol, &snap.gpus)), None),
+    gpu_control(
+        daqtune_probe::gpu::LiveNvml::open().map_err(|e| e.to_string()),
+        tolerance_mhz,
+        &snap.gpus,
+    )
+}
+
+/// NVML's setters over `gpus`, judging locks within `tolerance_mhz`, or why there are none.
+fn gpu_control<C: daqtune_probe::gpu::control::NvmlControl>(
+    nvml: Result<C, String>,
+    tolerance_mhz: u32,
+    gpus: &[daqtune_probe::gpu::GpuFacts],
+) -> (Option<gpu::NvmlSetters<C>>, Option<String>) {
+    match nvml {
+        Ok(n) => (Some(gpu::NvmlSetters::new(n, tolerance_mhz, gpus)), None),
         Err(e) => (None, Some(format!("no GPU control: {e}"))),
     }
+}
+
+/// The clock tolerance apply's GPU control judges by: the profile the run chose (given,
+/// detected, or derived from `--config`), not a second reading of `--profile`.
+fn gpu_tolerance(lp: &LoadedProfile) -> u32 {
+    lp.profile.gpu.clock_tolerance_mhz
+}
+
+/// The clock tolerance revert's GPU control judges by. Revert chooses no profile: the one
+/// given with `--profile`, else the schema's default.
+fn revert_gpu_tolerance(g: &GlobalOptions) -> u32 {
+    g.profile
+        .as_deref()
+        .and_then(|p| profile::load(p).ok())
+        .map_or_else(
+            || crate::profile::GpuProfile::default().clock_tolerance_mhz,
+            |lp| lp.profile.gpu.clock_tolerance_mhz,
+        )
 }
 
 /// `daqtune apply` on the host with the real writer and GPU control, asking through `prompt`;
@@ -881,9 +879,15 @@ pub fn run_apply(
     out: &mut dyn Write,
 ) -> Result<u8, UsageError> {
     let mut w = FsWriter::new();
-    let (live, why) = live_gpu(g, &a.sel);
-    let gpu = live.as_ref().map(|l| l as &dyn gpu::GpuSetters);
-    run_apply_inner(g, a, &mut w, gpu, why, prompt, out, &mut std::io::stderr())
+    run_apply_inner(
+        g,
+        a,
+        &mut w,
+        GpuSource::Live,
+        prompt,
+        out,
+        &mut std::io::stderr(),
+    )
 }
 
 /// `daqtune revert`, with a writer that tests can fault.
@@ -951,7 +955,7 @@ fn run_revert_inner(
     if !a.yes && !prompt.confirm(&format!("Revert {} apply run(s)?", pending.len()), err)? {
         return Ok(0);
     }
-    let _lock = lock(&state).map_err(UsageError::Other)?;
+    let _lock = lock(&state)?;
     let rep = revert::revert_all_with(&host, &base, w, gpu);
     for (what, r) in &rep.steps {
         let _ = match r {
@@ -997,7 +1001,7 @@ pub fn run_revert(
     let mut w = FsWriter::new();
     // GPU control only matters when a journal holds GPU entries; without NVML those entries
     // fail with the reason and the rest is reverted.
-    let (live, _) = live_gpu(g, &Selection::default());
+    let (live, _) = live_gpu(g, &Selection::default(), revert_gpu_tolerance(g));
     let gpu = live.as_ref().map(|l| l as &dyn gpu::GpuSetters);
     run_revert_inner(g, a, &mut w, gpu, prompt, out, &mut std::io::stderr())
 }
@@ -1176,20 +1180,36 @@ fn connectx(facts: &Facts) -> (Vec<String>, Vec<String>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use daqtune_probe::gpu::control::MockNvml;
+
+    /// The GPU control of `apply` judges locks by the profile the run chose. It used to read
+    /// `--profile` again, so a detected (or derived) profile's `clock_tolerance_mhz` was
+    /// replaced by 250 whenever `--profile` was not given.
+    #[test]
+    fn apply_gpu_control_takes_the_chosen_profiles_tolerance() {
+        let g = GlobalOptions::default();
+        assert!(g.profile.is_none(), "as after detection: no --profile");
+        let mut lp = crate::commands::load_profile("generic-dgpu").expect("built-in");
+        lp.profile.gpu.clock_tolerance_mhz = 40;
+        let (setters, why) = gpu_control(
+            Ok::<_, String>(MockNvml::new(Vec::new())),
+            gpu_tolerance(&lp),
+            &[],
+        );
+        assert!(why.is_none());
+        assert_eq!(setters.expect("setters").ctl.tolerance_mhz, 40);
+        // Revert has no chosen profile: `--profile`'s, else the schema's default.
+        assert_eq!(revert_gpu_tolerance(&g), 250);
+    }
 
     #[test]
-    fn one_run_at_a_time() {
-        let d = tempfile::tempdir().expect("tmp");
-        let first = lock(d.path()).expect("first lock");
-        let e = lock(d.path()).err().expect("second lock must fail");
-        assert!(
-            e.contains("another daqtune apply or revert is running"),
-            "{e}"
+    fn no_nvml_is_said_with_its_reason() {
+        let (setters, why) =
+            gpu_control::<MockNvml>(Err("libnvidia-ml.so.1: not found".into()), 250, &[]);
+        assert!(setters.is_none());
+        assert_eq!(
+            why.as_deref(),
+            Some("no GPU control: libnvidia-ml.so.1: not found")
         );
-        let t0 = std::time::Instant::now();
-        assert!(lock_wait(d.path(), std::time::Duration::from_millis(500)).is_err());
-        assert!(t0.elapsed() >= std::time::Duration::from_millis(400));
-        drop(first);
-        lock(d.path()).expect("free again");
     }
 }

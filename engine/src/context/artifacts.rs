@@ -4,8 +4,8 @@
 //! daqtune's mark). What `daqtune.artifacts` judges and what `snapshot` records systemd's
 //! state of.
 
-use crate::apply::journal::{Entry, RunState};
 use crate::facts::Facts;
+use crate::hostio::journal::{Entry, RunState};
 use crate::profile::LoadedProfile;
 use daqtune_units::{etc, network, systemd, udev, OWNER_MARK};
 

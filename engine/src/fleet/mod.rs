@@ -1,20 +1,19 @@
 //! Outputs that fleet engines read: node_exporter's textfile collector ([`prometheus`]),
 //! Node Feature Discovery's local feature files ([`nfd`]), Ansible local facts (the JSON
-//! report with its [`run::RunInfo`]), the machine-readable plan ([`plan_json`]), the atomic
+//! report with its [`crate::run_info::RunInfo`]), the machine-readable plan ([`plan_json`]), the atomic
 //! `-o` writer ([`output`]) and `daqtune report`, which refreshes all of them from one run
 //! ([`report_cmd`]). docs/fleet.md documents every file, label and metric.
 //!
 //! The renderers are pure functions of a [`Report`] (plus the run's time and gate result,
-//! carried in [`run::RunInfo`]), so each format is tested on every fixture root without a
+//! carried in [`crate::run_info::RunInfo`]), so each format is tested on every fixture root without a
 //! cluster. [`render`] is every `check --format`: it sits above the report module because the
-//! Prometheus and NFD renderers read the report type (report -> run info -> nothing above).
+//! Prometheus and NFD renderers read the report type (report -> `run_info` -> nothing above).
 
 pub mod nfd;
 pub mod output;
 pub mod plan_json;
 pub mod prometheus;
 pub mod report_cmd;
-pub mod run;
 
 use crate::report::{Format, Report};
 use std::time::Duration;

@@ -11,10 +11,10 @@
 //! and its deny list is empty by default, so no nfd-master setting is needed (a deny-list
 //! wildcard covering it needs `-extra-label-ns`; docs/fleet.md). The set is small and stable
 //! (a scheduler selects on it): profile, gate, pending-reboot and one label per
-//! [`CAPABILITIES`](crate::fleet::run::CAPABILITIES) entry.
+//! [`CAPABILITIES`](crate::run_info::CAPABILITIES) entry.
 
-use crate::fleet::run::{rfc3339, RunInfo, CAPABILITIES};
 use crate::report::Report;
+use crate::run_info::{rfc3339, RunInfo, CAPABILITIES};
 use std::fmt::Write as _;
 use std::time::Duration;
 

@@ -2,7 +2,7 @@
 //! managers. The Ansible role reports `changed` exactly when `changes` is not empty, and
 //! reboots only for what `reboot_needed` (and, after apply, `check`) names.
 
-use crate::apply::setters::Target;
+use crate::hostio::setters::Target;
 use crate::plan::{diff, Action, NoteLevel, Plan};
 use serde_json::{json, Value};
 

@@ -6,8 +6,8 @@
 //! run is a gauge of its own (`daqtune_last_run_timestamp_seconds`), so a stale file (a timer
 //! that stopped) can be alerted on. docs/fleet.md lists the metrics with example queries.
 
-use crate::fleet::run::{profile_source, RunInfo, CAPABILITIES};
 use crate::report::Report;
+use crate::run_info::{profile_source, RunInfo, CAPABILITIES};
 use crate::verdict::Status;
 use std::collections::HashMap;
 use std::fmt::Write as _;

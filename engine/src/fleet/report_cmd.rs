@@ -10,11 +10,11 @@
 
 use crate::appconfig::AppConfig;
 use crate::commands::{choose_profile_with, evaluate_facts, GlobalOptions, UsageError};
-use crate::fleet::run::{now_unix, RunInfo};
 use crate::fleet::{nfd, output, prometheus};
 use crate::gate::{self, FailOn};
 use crate::hostroot::open_host;
 use crate::report;
+use crate::run_info::{now_unix, RunInfo};
 use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;

@@ -2,12 +2,12 @@
 //! boot configuration (a grub drop-in, or an extlinux entry) with every kernel argument the
 //! profile implies: isolation, the hugepage reservation, the governor, ACS redirect.
 
-use crate::apply::setters::Target;
 use crate::context::boot::{
     boot_config, boot_outlook, grub_files, kernel_arg_spec, pending_args, pending_kernel_args,
     BootConfig, NextBoot, Pending, EXTLINUX_CONF,
 };
 use crate::context::Context;
+use crate::hostio::setters::Target;
 use crate::plan::{NoteLevel, Plan, PlanCx, PlanError};
 use crate::tunable::{Planner, Tunable};
 use crate::verdict::Status;

@@ -2,12 +2,12 @@
 //! NVML locks and persistence now (this module's setter hooks, through `GpuSetters`), and a
 //! unit that locks them again at boot. Under a host root the recorded facts stand in for NVML.
 
-use crate::apply::gpu::{judge_domain, Held};
-use crate::apply::gpu::{GpuDomain, GpuSetters};
-use crate::apply::journal::{Entry, Journal};
-use crate::apply::setters::{Done, Target, Writer};
 use crate::context::gpus::{gpus_or_skip, integrated, why_missing};
 use crate::context::Context;
+use crate::hostio::gpu::{judge_domain, Held};
+use crate::hostio::gpu::{GpuDomain, GpuSetters};
+use crate::hostio::journal::{Entry, Journal};
+use crate::hostio::setters::{Done, Target, Writer};
 use crate::plan::{Action, Change, NoteLevel, Plan, PlanCx, PlanError};
 use crate::tunable::{Planner, Tunable};
 use crate::verdict::{Area, Verdict};
@@ -39,7 +39,7 @@ fn clock_verdict(ctx: &Context, g: &GpuFacts, d: GpuDomain, note: &str) -> Verdi
     const ID: &str = "gpu.clocks";
     let tol = ctx.profile.profile.gpu.clock_tolerance_mhz;
     let domain = d.as_str();
-    let c: &DomainClocks = crate::apply::gpu::clocks(g, d);
+    let c: &DomainClocks = crate::hostio::gpu::clocks(g, d);
     // The subject ends in the domain; messages start with "clock ..." so that the line reads
     // "GPU-... SM clock held", not "SM SM clock held".
     let subject = format!("{} {domain}", g.subject());
@@ -260,7 +260,7 @@ pub const GPU_JSON: &str = daqtune_probe::gpu::FACTS_PATH;
 
 fn plan_gpu_clocks(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
     let gpu = cx.gpu;
-    use crate::apply::gpu::{GpuDomain, GpuSetters, NvmlSetters};
+    use crate::hostio::gpu::{GpuDomain, GpuSetters, NvmlSetters};
     const ID: &str = "gpu.clocks";
     let g = &cx.lp.profile.gpu;
     if !(g.lock_sm_clock || g.lock_memory_clock || g.persistence) {
@@ -317,7 +317,7 @@ fn plan_gpu_clocks(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
     let gpus = match setters.gpus() {
         Ok(g) => g,
         Err(e) => {
-            plan.note(ID, NoteLevel::Skip, e);
+            plan.note(ID, NoteLevel::Skip, e.to_string());
             return Ok(());
         }
     };
@@ -365,7 +365,7 @@ fn plan_gpu_clocks(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
                         .gpus
                         .iter()
                         .find(|f| f.uuid == s.uuid)
-                        .and_then(|f| crate::apply::gpu::foreign(f, d, tol))
+                        .and_then(|f| crate::hostio::gpu::foreign(f, d, tol))
                     {
                         note = Some(format!("someone else's lock ({lo}-{hi} MHz) is in place and will be overridden; revert cannot restore it"));
                     }
@@ -401,15 +401,17 @@ fn plan_gpu_clocks(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
                         let r = match op {
                             // The recorded facts are rewritten with what the mock shows after
                             // the lock; a lock they do not show is said, not assumed.
-                            Action::GpuLock { uuid, domain } => {
-                                m.lock_max(uuid, *domain).and_then(|l| match l.shown {
+                            Action::GpuLock { uuid, domain } => m
+                                .lock_max(uuid, *domain)
+                                .map_err(|e| e.to_string())
+                                .and_then(|l| match l.shown {
                                     Some(true) => Ok(()),
                                     _ => Err(l.message),
-                                })
-                            }
-                            Action::GpuPersistence { uuid } => {
-                                m.set_persistence(uuid, true).map(|_| ())
-                            }
+                                }),
+                            Action::GpuPersistence { uuid } => m
+                                .set_persistence(uuid, true)
+                                .map(|_| ())
+                                .map_err(|e| e.to_string()),
                             _ => Ok(()),
                         };
                         if let Err(e) = r {
@@ -506,7 +508,7 @@ pub(crate) fn lock_clock(
         Ok(r) => r,
         Err(e) => {
             j.take_back(w, idx);
-            return Err(e);
+            return Err(e.to_string());
         }
     };
     if let Some(rec) = j.doc.records.get_mut(idx) {
@@ -564,7 +566,7 @@ pub(crate) fn persistence_on(
         .map_err(jerr)?;
     if let Err(e) = g.set_persistence(uuid, true) {
         j.take_back(w, idx);
-        return Err(e);
+        return Err(e.to_string());
     }
     j.mark_done(w, idx).map_err(jerr)?;
     Ok(format!("persistence mode on for {uuid}"))

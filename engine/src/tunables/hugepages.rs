@@ -3,8 +3,8 @@
 //! each pool now (capped by free memory, never shrunk), a `.mount` unit per pool; the boot
 //! reservation is kernel arguments (`kernel.cmdline` writes them).
 
-use crate::apply::setters::Target;
 use crate::context::Context;
+use crate::hostio::setters::Target;
 use crate::plan::{Action, Change, NoteLevel, Plan, PlanCx, PlanError};
 use crate::profile::HugepagePool;
 use crate::tunable::{Planner, Tunable};
@@ -578,13 +578,13 @@ fn mount_options(size: &str) -> String {
 /// the directory it made back (revert must not unmount what someone else mounts there).
 pub(crate) fn mount_now(
     host: &daqtune_probe::Host,
-    j: &mut crate::apply::journal::Journal,
-    w: &mut dyn crate::apply::setters::Writer,
+    j: &mut crate::hostio::journal::Journal,
+    w: &mut dyn crate::hostio::setters::Writer,
     fstype: &str,
     target: &str,
     options: &str,
 ) -> Result<String, String> {
-    use crate::apply::journal::Entry;
+    use crate::hostio::journal::Entry;
     let jerr = |e: std::io::Error| format!("journal: {e} (nothing changed)");
     let real = host.resolve(target).map_err(|e| format!("{target}: {e}"))?;
     let created_dir = !real.is_dir();
@@ -617,7 +617,7 @@ pub(crate) fn mount_now(
     j.mark_done(w, idx).map_err(jerr)?;
     // mount(2)'s success is read back from the kernel's table (the entry stays: revert
     // unmounts only what the kernel lists).
-    if !crate::apply::setters::mounted(host, target, fstype) {
+    if !crate::hostio::setters::mounted(host, target, fstype) {
         return Err(format!(
             "{target}: mount(2) succeeded, but /proc/self/mounts lists no {fstype} there"
         ));

@@ -7,10 +7,10 @@
 //! Checks and plans run here, on one [`Facts`] per run: `run_checks` judges, `build_plan` asks
 //! each tunable that plans for its changes, in plan order.
 
-use crate::apply::gpu::GpuSetters;
-use crate::apply::setters::Target;
 use crate::context::Context;
 use crate::facts::Facts;
+use crate::hostio::gpu::GpuSetters;
+use crate::hostio::setters::Target;
 use crate::plan::{NoteLevel, Plan, PlanCx, PlanError, PlanOptions};
 use crate::profile::LoadedProfile;
 use crate::tunable::Tunable;

@@ -2,11 +2,11 @@
 //! host: this module's setter hook), and the network configuration that keeps it (netplan,
 //! NetworkManager keyfiles or systemd-networkd .link files, whichever manages the ports).
 
-use crate::apply::journal::{Entry, Journal};
-use crate::apply::setters::{Target, Writer};
 use crate::context::nics::{data_interfaces, data_path_nics_or_skip};
 use crate::context::Context;
 use crate::facts::Facts;
+use crate::hostio::journal::{Entry, Journal};
+use crate::hostio::setters::{Target, Writer};
 use crate::plan::{Action, Change, NoteLevel, Plan, PlanCx, PlanError};
 use crate::profile::LoadedProfile;
 use crate::tunable::{Planner, Tunable};
@@ -325,7 +325,7 @@ pub(crate) fn set_mtu(
         )
         .map_err(jerr)?;
     w.set_mtu(ifname, to).map_err(|e| {
-        crate::apply::setters::explain_write_error(&e, &format!("MTU of {ifname}"), lockdown)
+        crate::hostio::setters::explain_write_error(&e, &format!("MTU of {ifname}"), lockdown)
     })?;
     j.mark_done(w, idx).map_err(jerr)?;
     let back = w

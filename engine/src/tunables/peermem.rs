@@ -1,10 +1,10 @@
 //! `gpu.peermem`: the GPUDirect kernel path, nvidia_peermem or dma-buf. Plan: load
 //! nvidia_peermem now (this module's setter hook: modprobe) and name it in modules-load.d.
 
-use crate::apply::journal::{Entry, Journal};
-use crate::apply::setters::{Target, Writer};
 use crate::context::gpus::{allows, gpudirect_path, gpus_or_skip, integrated, HOST_PINNED, NV_MEM};
 use crate::context::Context;
+use crate::hostio::journal::{Entry, Journal};
+use crate::hostio::setters::{Target, Writer};
 use crate::plan::{Action, Change, NoteLevel, Plan, PlanCx, PlanError};
 use crate::tunable::{Planner, Tunable};
 use crate::verdict::{Area, Verdict};
@@ -292,7 +292,7 @@ pub(crate) fn load_module(
     j.mark_done(w, idx).map_err(jerr)?;
     // modprobe's success is not the kernel's word: the module must be listed now. (The entry
     // stays: revert unloads the module only where the kernel lists it.)
-    if !crate::apply::setters::module_loaded(host, name) {
+    if !crate::hostio::setters::module_loaded(host, name) {
         return Err(format!(
             "{name}: modprobe succeeded, but the kernel does not list the module (/proc/modules, /sys/module)"
         ));

@@ -204,7 +204,7 @@ fn load(path: &Path) -> Result<CacheFile, String> {
         return Err("not a regular file".into());
     }
     // Only root (or this user, for a run as that user) may have written what we trust.
-    let euid = effective_uid();
+    let euid = crate::sys::euid();
     if meta.uid() != 0 && meta.uid() != euid {
         return Err(format!("owned by uid {}, not root", meta.uid()));
     }
@@ -222,11 +222,6 @@ fn load(path: &Path) -> Result<CacheFile, String> {
         .read_to_string(&mut text)
         .map_err(|e| e.to_string())?;
     CacheFile::parse(&text)
-}
-
-fn effective_uid() -> u32 {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    unsafe { libc::geteuid() }
 }
 
 fn now_unix() -> Option<u64> {

@@ -1,5 +1,7 @@
-//! The only code in daqtune that changes a host: atomic file writes, kernel attribute writes,
-//! config-space read-modify-write, MTU and module loading.
+//! The engine's writers: every change `apply` and `revert` make to a host's files, kernel
+//! attributes, config space, mounts, MTU and modules goes through here (GPU clocks and
+//! persistence through [`super::gpu`]); the system calls themselves are
+//! `daqtune_probe::sys`'s.
 //!
 //! Everything goes through the [`Writer`] trait so tests can inject faults (a read-only file,
 //! a disk that fills up half-way through a write) and check that nothing is left half-written.
@@ -76,48 +78,30 @@ fn cstring(what: &str, s: &[u8]) -> io::Result<std::ffi::CString> {
 }
 
 pub fn mount_live(fstype: &str, target: &Path, options: &str) -> io::Result<()> {
+    use daqtune_probe::sys::MsFlags;
     use std::os::unix::ffi::OsStrExt;
     // nosuid/nodev/noexec are flags of the mount, not options of the file system (hugetlbfs
     // refuses them in its data string), as mount(8) splits them.
-    let mut flags: libc::c_ulong = 0;
+    let mut flags = MsFlags::empty();
     let mut fs_opts = Vec::new();
     for o in options.split(',').filter(|o| !o.is_empty()) {
         match o {
-            "nosuid" => flags |= libc::MS_NOSUID,
-            "nodev" => flags |= libc::MS_NODEV,
-            "noexec" => flags |= libc::MS_NOEXEC,
+            "nosuid" => flags |= MsFlags::MS_NOSUID,
+            "nodev" => flags |= MsFlags::MS_NODEV,
+            "noexec" => flags |= MsFlags::MS_NOEXEC,
             o => fs_opts.push(o),
         }
     }
     let src = cstring("file system type", fstype.as_bytes())?;
     let dst = cstring("mount point", target.as_os_str().as_bytes())?;
     let data = cstring("mount options", fs_opts.join(",").as_bytes())?;
-    // SAFETY: every pointer is a NUL-terminated string that outlives the call.
-    let rc = unsafe {
-        libc::mount(
-            src.as_ptr(),
-            dst.as_ptr(),
-            src.as_ptr(),
-            flags,
-            data.as_ptr().cast(),
-        )
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
+    daqtune_probe::sys::mount(Some(&src), &dst, Some(&src), flags, Some(&data))
 }
 
 pub fn umount_live(target: &Path) -> io::Result<()> {
     use std::os::unix::ffi::OsStrExt;
     let dst = cstring("mount point", target.as_os_str().as_bytes())?;
-    // SAFETY: a NUL-terminated string that outlives the call.
-    if unsafe { libc::umount2(dst.as_ptr(), 0) } == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
+    daqtune_probe::sys::umount(&dst, false)
 }
 
 /// A change that went through: what its read-back shows, and whether the read-back could
@@ -287,12 +271,12 @@ pub fn explain_write_error(e: &io::Error, what: &str, lockdown: Option<&str>) ->
 
 /// Set an interface's MTU on the running kernel with SIOCSIFMTU (no `ip` involved).
 pub fn set_mtu_live(ifname: &str, mtu: u32) -> io::Result<()> {
-    ffi::set_mtu(ifname, mtu)
+    daqtune_probe::sys::set_if_mtu(ifname, mtu)
 }
 
 /// Read an interface's MTU from the running kernel with SIOCGIFMTU.
 pub fn get_mtu_live(ifname: &str) -> io::Result<u32> {
-    ffi::get_mtu(ifname)
+    daqtune_probe::sys::if_mtu(ifname)
 }
 
 /// Load a module with modprobe (it resolves dependencies and module options; the kernel's
@@ -319,71 +303,6 @@ pub fn modprobe(name: &str, remove: bool) -> io::Result<()> {
             "modprobe {name}: {}",
             String::from_utf8_lossy(&out.stderr).trim()
         )))
-    }
-}
-
-mod ffi {
-    //! SIOCGIFMTU / SIOCSIFMTU on an AF_INET datagram socket.
-    use std::io;
-
-    fn ifreq_for(ifname: &str) -> io::Result<libc::ifreq> {
-        let bytes = ifname.as_bytes();
-        if bytes.is_empty() || bytes.len() >= libc::IFNAMSIZ || bytes.contains(&0) {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "bad interface name",
-            ));
-        }
-        // SAFETY: ifreq is a plain C struct (name array + union of integers/sockaddrs) for
-        // which all-zero bytes are a valid value.
-        let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
-        for (d, s) in req.ifr_name.iter_mut().zip(bytes) {
-            *d = *s as libc::c_char;
-        }
-        Ok(req)
-    }
-
-    struct Sock(libc::c_int);
-    impl Drop for Sock {
-        fn drop(&mut self) {
-            // SAFETY: the descriptor was returned by socket() and is closed once, here.
-            unsafe { libc::close(self.0) };
-        }
-    }
-
-    fn sock() -> io::Result<Sock> {
-        // SAFETY: socket() takes no pointers; a negative return is checked below.
-        let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(Sock(fd))
-    }
-
-    pub fn get_mtu(ifname: &str) -> io::Result<u32> {
-        let mut req = ifreq_for(ifname)?;
-        let s = sock()?;
-        // SAFETY: `req` is a valid ifreq that outlives the call; SIOCGIFMTU writes ifru_mtu.
-        let r = unsafe { libc::ioctl(s.0, libc::SIOCGIFMTU as _, &mut req) };
-        if r < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: after a successful SIOCGIFMTU the union holds ifru_mtu.
-        let mtu = unsafe { req.ifr_ifru.ifru_mtu };
-        Ok(mtu as u32)
-    }
-
-    pub fn set_mtu(ifname: &str, mtu: u32) -> io::Result<()> {
-        let mut req = ifreq_for(ifname)?;
-        req.ifr_ifru.ifru_mtu = i32::try_from(mtu)
-            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "MTU out of range"))?;
-        let s = sock()?;
-        // SAFETY: `req` is a valid ifreq with the name and ifru_mtu set; it outlives the call.
-        let r = unsafe { libc::ioctl(s.0, libc::SIOCSIFMTU as _, &mut req) };
-        if r < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(())
     }
 }
 

@@ -5,9 +5,9 @@
 //! shows, cannot be confirmed, or does not take), and a reset that does not take fails revert.
 
 use super::*;
-use crate::apply::gpu::{GpuDomain, NvmlSetters};
-use crate::apply::journal::{Entry, Journal, RunState};
-use crate::apply::setters::FsWriter;
+use crate::hostio::gpu::{GpuDomain, NvmlSetters};
+use crate::hostio::journal::{Entry, Journal, RunState};
+use crate::hostio::setters::FsWriter;
 use crate::plan::Plan;
 use daqtune_probe::gpu::control::{ClockDomain, ControlError, LockShows, MockNvml, NvmlControl};
 use daqtune_probe::gpu::{DomainClocks, GpuFacts};
@@ -188,7 +188,7 @@ pub(crate) fn run(
     target: Target,
     changes: Vec<Change>,
     w: &mut dyn Writer,
-    gpu: Option<&dyn crate::apply::gpu::GpuSetters>,
+    gpu: Option<&dyn crate::hostio::gpu::GpuSetters>,
 ) -> (ApplyReport, Journal) {
     let plan = Plan {
         profile: "test".into(),
@@ -235,7 +235,7 @@ fn a_file_write_that_does_not_land_is_a_failure() {
     assert_eq!(j.doc.state, RunState::Partial);
     // The entry is in the journal (done), so revert puts the original back: none.
     assert!(j.doc.records[0].done);
-    let rr = crate::apply::revert::revert_all(&host, &d.path().join(JOURNAL), &mut FsWriter::new());
+    let rr = crate::exec::revert::revert_all(&host, &d.path().join(JOURNAL), &mut FsWriter::new());
     assert_eq!(rr.failed(), 0, "{:?}", rr.steps);
     assert!(!d.path().join("etc/daqtune-test.conf").exists());
 }
@@ -326,7 +326,7 @@ fn an_mtu_the_driver_keeps_is_a_failure() {
     assert_eq!(k.mtus["dqt-rb0"], 9000);
     k.mtu_sticks = false;
     let base = d.path().join(JOURNAL);
-    let rr = crate::apply::revert::revert_all(&host, &base, &mut k);
+    let rr = crate::exec::revert::revert_all(&host, &base, &mut k);
     assert!(
         rr.steps.iter().any(|(_, r)| r
             .as_ref()
@@ -335,7 +335,7 @@ fn an_mtu_the_driver_keeps_is_a_failure() {
         rr.steps
     );
     k.mtu_sticks = true;
-    let rr = crate::apply::revert::revert_all(&host, &base, &mut k);
+    let rr = crate::exec::revert::revert_all(&host, &base, &mut k);
     assert_eq!(rr.failed(), 0, "{:?}", rr.steps);
     assert_eq!(k.mtus["dqt-rb0"], 1500);
 }
@@ -402,7 +402,7 @@ fn a_mount_the_kernel_does_not_list_is_a_failure_and_revert_unmounts_what_it_lis
     ));
     assert!(d.path().join("mnt/huge").is_dir());
     let base = d.path().join(JOURNAL);
-    let rr = crate::apply::revert::revert_all(&host, &base, &mut k);
+    let rr = crate::exec::revert::revert_all(&host, &base, &mut k);
     assert_eq!(rr.failed(), 0, "{:?}", rr.steps);
     assert!(
         !k.calls.iter().any(|c| c.starts_with("umount")),
@@ -423,19 +423,19 @@ fn a_mount_the_kernel_does_not_list_is_a_failure_and_revert_unmounts_what_it_lis
         only(&rep).result,
         Ok("mounted hugetlbfs at /mnt/huge (pagesize=1G,nosuid,nodev)".to_string())
     );
-    assert!(crate::apply::setters::mounted(
+    assert!(crate::hostio::setters::mounted(
         &host,
         "/mnt/huge",
         "hugetlbfs"
     ));
-    let rr = crate::apply::revert::revert_all(&host, &base, &mut k);
+    let rr = crate::exec::revert::revert_all(&host, &base, &mut k);
     assert_eq!(rr.failed(), 0, "{:?}", rr.steps);
     assert!(
         k.calls.iter().any(|c| c == "umount /mnt/huge"),
         "{:?}",
         k.calls
     );
-    assert!(!crate::apply::setters::mounted(
+    assert!(!crate::hostio::setters::mounted(
         &host,
         "/mnt/huge",
         "hugetlbfs"
@@ -529,7 +529,7 @@ fn a_lock_that_does_not_take_is_a_failure_and_not_daqtunes_lock() {
     assert!(j.doc.records[0].done);
     assert_eq!(journal_lock(&j), (Some(false), Some(210)));
     assert!(vouched(&host).is_empty(), "{:?}", vouched(&host));
-    let rr = crate::apply::revert::revert_all_with(
+    let rr = crate::exec::revert::revert_all_with(
         &host,
         &d.path().join(JOURNAL),
         &mut FsWriter::new(),
@@ -638,7 +638,7 @@ fn an_unlock_that_does_not_take_keeps_the_run_for_a_later_revert() {
     );
     assert_eq!(rep.failed(), 0, "{:?}", rep.outcomes);
     let base = d.path().join(JOURNAL);
-    let rr = crate::apply::revert::revert_all_with(&host, &base, &mut FsWriter::new(), Some(&s));
+    let rr = crate::exec::revert::revert_all_with(&host, &base, &mut FsWriter::new(), Some(&s));
     // The SM reset did not take: its floor still reads 2100 where it was 210. The HBM clock
     // is fixed at its maximum with or without a lock, so its floor says nothing.
     let failed: Vec<&String> = rr
@@ -654,10 +654,10 @@ fn an_unlock_that_does_not_take_keeps_the_run_for_a_later_revert() {
         "{}",
         failed[0]
     );
-    let j = Journal::open(&crate::apply::journal::list_runs(&base)[0]).expect("open");
+    let j = Journal::open(&crate::hostio::journal::list_runs(&base)[0]).expect("open");
     assert_ne!(j.doc.state, RunState::Reverted);
     s.ctl.nvml.ignore_reset.set(false);
-    let rr = crate::apply::revert::revert_all_with(&host, &base, &mut FsWriter::new(), Some(&s));
+    let rr = crate::exec::revert::revert_all_with(&host, &base, &mut FsWriter::new(), Some(&s));
     assert_eq!(rr.failed(), 0, "{:?}", rr.steps);
     let now = s.ctl.nvml.facts("GPU-h").expect("facts");
     assert_eq!(now.sm_clock.pstate_min_mhz, Some(210));
@@ -703,7 +703,7 @@ fn persistence_the_driver_ignores_is_a_failure_both_ways() {
     assert!(only(&rep).result.is_ok(), "{:?}", rep.outcomes);
     *s.ctl.nvml.ignore_persistence.borrow_mut() = true;
     let base = d.path().join(JOURNAL);
-    let rr = crate::apply::revert::revert_all_with(&host, &base, &mut FsWriter::new(), Some(&s));
+    let rr = crate::exec::revert::revert_all_with(&host, &base, &mut FsWriter::new(), Some(&s));
     assert!(
         rr.steps.iter().any(|(_, r)| r
             .as_ref()
@@ -712,7 +712,7 @@ fn persistence_the_driver_ignores_is_a_failure_both_ways() {
         rr.steps
     );
     *s.ctl.nvml.ignore_persistence.borrow_mut() = false;
-    let rr = crate::apply::revert::revert_all_with(&host, &base, &mut FsWriter::new(), Some(&s));
+    let rr = crate::exec::revert::revert_all_with(&host, &base, &mut FsWriter::new(), Some(&s));
     assert_eq!(rr.failed(), 0, "{:?}", rr.steps);
     assert_eq!(
         s.ctl.nvml.facts("GPU-p").expect("facts").persistence_mode,

@@ -1,8 +1,8 @@
 //! `daqtune revert`: replay journals backwards, newest run first.
 
 use super::apply::{file_reads_back, link_reads_back, read_word, real_path};
-use super::journal::{list_runs, Entry, Journal, RunState};
-use super::setters::{self, Target, Writer};
+use crate::hostio::journal::{list_runs, Entry, Journal, RunState};
+use crate::hostio::setters::{self, Target, Writer};
 use daqtune_probe::Host;
 use std::path::Path;
 
@@ -202,7 +202,7 @@ pub fn revert_all_with(
     host: &Host,
     base: &Path,
     w: &mut dyn Writer,
-    gpu: Option<&dyn super::gpu::GpuSetters>,
+    gpu: Option<&dyn crate::hostio::gpu::GpuSetters>,
 ) -> RevertReport {
     let mut rep = RevertReport::default();
     let target = if host.is_live() {
@@ -374,7 +374,7 @@ fn undo(
     j: &Journal,
     e: &Entry,
     w: &mut dyn Writer,
-    gpu: Option<&dyn super::gpu::GpuSetters>,
+    gpu: Option<&dyn crate::hostio::gpu::GpuSetters>,
 ) -> Result<(), String> {
     let ioe = |what: &str| {
         let what = what.to_string();
@@ -390,7 +390,7 @@ fn undo(
             let real = real_path(host, path, false)?;
             if let Some(t) = link {
                 w.symlink(t, &real).map_err(ioe(path))?;
-                return link_reads_back(&real, path, t);
+                return Ok(link_reads_back(&real, path, t)?);
             }
             match original {
                 Some(saved) => {
@@ -398,7 +398,7 @@ fn undo(
                         .blob(&saved.blob)
                         .map_err(ioe(&format!("journal copy of {path}")))?;
                     w.write_file(&real, &bytes, saved.mode).map_err(ioe(path))?;
-                    file_reads_back(&real, path, &bytes)
+                    Ok(file_reads_back(&real, path, &bytes)?)
                 }
                 None => remove_new(w, host, &real, path, created_dir),
             }
@@ -412,7 +412,7 @@ fn undo(
             match original {
                 Some(t) => {
                     w.symlink(t, &real).map_err(ioe(path))?;
-                    link_reads_back(&real, path, t)
+                    Ok(link_reads_back(&real, path, t)?)
                 }
                 None => remove_new(w, host, &real, path, created_dir),
             }
@@ -435,7 +435,7 @@ fn undo(
                         .unwrap_or(0o644);
                     w.write_file(&real, original.as_bytes(), mode)
                         .map_err(ioe(path))?;
-                    file_reads_back(&real, path, original.as_bytes())
+                    Ok(file_reads_back(&real, path, original.as_bytes())?)
                 }
                 Target::Live => {
                     let owned;
@@ -524,12 +524,14 @@ fn undo(
             }
             gpu.ok_or("no GPU control available to undo a clock lock")?
                 .unlock(uuid, *domain, *floor_before_mhz)
+                .map_err(|e| e.to_string())
         }
         Entry::GpuPersistence { uuid, original } => match original {
             Some(false) => gpu
                 .ok_or("no GPU control available to undo persistence mode")?
                 .set_persistence(uuid, false)
-                .map(|_| ()),
+                .map(|_| ())
+                .map_err(|e| e.to_string()),
             _ => Ok(()),
         },
         Entry::Module { name } => match target {

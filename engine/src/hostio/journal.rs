@@ -317,7 +317,7 @@ pub fn list_runs(base: &Path) -> Vec<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::apply::setters::FsWriter;
+    use crate::hostio::setters::FsWriter;
 
     #[test]
     fn stamps_sort() {

@@ -1,7 +1,7 @@
 //! Executing a plan: journal first, then the change, then read it back.
 
-use super::journal::{Entry, Journal, RunState, Saved};
-use super::setters::{self, Done, Target, Writer};
+use crate::hostio::journal::{Entry, Journal, RunState, Saved};
+use crate::hostio::setters::{self, Done, Target, Writer};
 use crate::plan::{Action, Change, Plan};
 use daqtune_probe::Host;
 use std::path::{Path, PathBuf};
@@ -33,15 +33,66 @@ impl ApplyReport {
     }
 }
 
+/// Why one step of a change was refused, or its read-back contradicts it. The text is what
+/// apply and revert print for the step.
+#[derive(Debug, thiserror::Error)]
+pub enum StepError {
+    /// The host path cannot be resolved inside the root (a link escaping it, a loop, ...).
+    #[error("{path}: {source}")]
+    Path {
+        path: String,
+        source: daqtune_probe::host::ReadError,
+    },
+    #[error("{path}: wrote {len} bytes, reads back nothing ({source})")]
+    FileGone {
+        path: String,
+        len: usize,
+        source: std::io::Error,
+    },
+    /// `difference`: where the bytes first differ, as [`first_difference`] words it.
+    #[error("{path}: wrote {len} bytes, reads back {back} different bytes{difference}")]
+    FileDiffers {
+        path: String,
+        len: usize,
+        back: usize,
+        difference: String,
+    },
+    #[error("{path}: linked to {target}, reads back a link to {got}")]
+    LinkDiffers {
+        path: String,
+        target: String,
+        got: String,
+    },
+    #[error("{path}: linked to {target}, reads back no link ({source})")]
+    LinkGone {
+        path: String,
+        target: String,
+        source: std::io::Error,
+    },
+    /// A file daqtune would replace is someone else's (`what` says how it was told).
+    #[error("{path} is {what}; refusing to overwrite a file daqtune does not own. Move it aside (or merge what it holds into the profile) and apply again")]
+    Foreign { path: String, what: String },
+}
+
+/// A step's outcome is printed text (`Outcome::result`).
+impl From<StepError> for String {
+    fn from(e: StepError) -> String {
+        e.to_string()
+    }
+}
+
 /// The real path of a host path for writing: inside the root, symlinks resolved there, the
 /// last component not followed (a file may not exist yet).
-pub fn real_path(host: &Host, host_path: &str, follow_last: bool) -> Result<PathBuf, String> {
+pub fn real_path(host: &Host, host_path: &str, follow_last: bool) -> Result<PathBuf, StepError> {
     let r = if follow_last {
         host.resolve(host_path)
     } else {
         host.resolve_parent(host_path)
     };
-    r.map_err(|e| format!("{host_path}: {e}"))
+    r.map_err(|source| StepError::Path {
+        path: host_path.to_string(),
+        source,
+    })
 }
 
 /// The first ancestor of `p` (up to `stop`) that does not exist: what creating `p` adds.
@@ -65,7 +116,7 @@ pub fn execute(
     journal: &mut Journal,
     w: &mut dyn Writer,
     lockdown: Option<&str>,
-    gpu: Option<&dyn super::gpu::GpuSetters>,
+    gpu: Option<&dyn crate::hostio::gpu::GpuSetters>,
 ) -> ApplyReport {
     let mut rep = ApplyReport {
         journal: Some(journal.dir.clone()),
@@ -167,7 +218,7 @@ fn apply_one(
     j: &mut Journal,
     w: &mut dyn Writer,
     lockdown: Option<&str>,
-    gpu: Option<&dyn super::gpu::GpuSetters>,
+    gpu: Option<&dyn crate::hostio::gpu::GpuSetters>,
 ) -> Result<Done, String> {
     let jerr = |e: std::io::Error| format!("journal: {e} (nothing changed)");
     match &c.action {
@@ -185,11 +236,13 @@ fn apply_one(
                 _ => None,
             };
             let current = match &link {
-                Some(_) => real_path(host, path, true).and_then(|r| match std::fs::read(r) {
-                    Ok(b) => Ok(Some(b)),
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-                    Err(e) => Err(format!("{path}: cannot read what the symlink names: {e}")),
-                }),
+                Some(_) => real_path(host, path, true)
+                    .map_err(String::from)
+                    .and_then(|r| match std::fs::read(r) {
+                        Ok(b) => Ok(Some(b)),
+                        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+                        Err(e) => Err(format!("{path}: cannot read what the symlink names: {e}")),
+                    }),
                 None => match std::fs::read(&real) {
                     Ok(b) => Ok(Some(b)),
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
@@ -374,7 +427,7 @@ pub(crate) fn refuse_foreign(
     to: &[u8],
     link: Option<&str>,
     current: Option<&[u8]>,
-) -> Result<(), String> {
+) -> Result<(), StepError> {
     let mark = format!("# {}", daqtune_units::OWNER_MARK);
     if !to.starts_with(mark.as_bytes()) {
         return Ok(());
@@ -396,26 +449,26 @@ pub(crate) fn refuse_foreign(
             daqtune_units::OWNER_MARK
         ),
     };
-    Err(format!(
-        "{path} is {what}; refusing to overwrite a file daqtune does not own. Move it aside (or merge what it holds into the profile) and apply again"
-    ))
+    Err(StepError::Foreign {
+        path: path.to_string(),
+        what,
+    })
 }
 
 /// The read-back of a file write: the bytes on disk are the bytes written.
-pub(crate) fn file_reads_back(real: &Path, path: &str, want: &[u8]) -> Result<(), String> {
-    let back = std::fs::read(real).map_err(|e| {
-        format!(
-            "{path}: wrote {} bytes, reads back nothing ({e})",
-            want.len()
-        )
+pub(crate) fn file_reads_back(real: &Path, path: &str, want: &[u8]) -> Result<(), StepError> {
+    let back = std::fs::read(real).map_err(|source| StepError::FileGone {
+        path: path.to_string(),
+        len: want.len(),
+        source,
     })?;
     if back != want {
-        return Err(format!(
-            "{path}: wrote {} bytes, reads back {} different bytes{}",
-            want.len(),
-            back.len(),
-            first_difference(&back, want)
-        ));
+        return Err(StepError::FileDiffers {
+            path: path.to_string(),
+            len: want.len(),
+            back: back.len(),
+            difference: first_difference(&back, want),
+        });
     }
     Ok(())
 }
@@ -446,16 +499,19 @@ fn first_difference(back: &[u8], want: &[u8]) -> String {
 }
 
 /// The read-back of a symlink: the link is there and points where it was told to.
-pub(crate) fn link_reads_back(real: &Path, path: &str, target: &str) -> Result<(), String> {
+pub(crate) fn link_reads_back(real: &Path, path: &str, target: &str) -> Result<(), StepError> {
     match std::fs::read_link(real) {
         Ok(t) if t.as_os_str() == target => Ok(()),
-        Ok(t) => Err(format!(
-            "{path}: linked to {target}, reads back a link to {}",
-            t.display()
-        )),
-        Err(e) => Err(format!(
-            "{path}: linked to {target}, reads back no link ({e})"
-        )),
+        Ok(t) => Err(StepError::LinkDiffers {
+            path: path.to_string(),
+            target: target.to_string(),
+            got: t.display().to_string(),
+        }),
+        Err(source) => Err(StepError::LinkGone {
+            path: path.to_string(),
+            target: target.to_string(),
+            source,
+        }),
     }
 }
 
@@ -474,11 +530,13 @@ fn apply_attr_batch(
             results[k] = Some(Err("internal: not an attribute write".into()));
             continue;
         };
-        let prepared = real_path(host, path, true).and_then(|real| {
-            std::fs::read_to_string(&real)
-                .map(|orig| (real, orig))
-                .map_err(|e| format!("{path}: {e}"))
-        });
+        let prepared = real_path(host, path, true)
+            .map_err(String::from)
+            .and_then(|real| {
+                std::fs::read_to_string(&real)
+                    .map(|orig| (real, orig))
+                    .map_err(|e| format!("{path}: {e}"))
+            });
         match prepared {
             Ok((real, original)) => {
                 let idx = j.push(Entry::Attr {

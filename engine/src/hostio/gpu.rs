@@ -57,9 +57,36 @@ pub struct Locked {
     pub floor_before_mhz: Option<u32>,
 }
 
+/// Why a GPU call did not go through. The message is what apply and revert print.
+#[derive(Debug, thiserror::Error)]
+pub enum GpuError {
+    /// The GPU module (NVML) refused or failed the call.
+    #[error(transparent)]
+    Control(#[from] daqtune_probe::gpu::control::ControlError),
+    /// A test's refusal ([`MockGpus::refuse`]).
+    #[error("{0}: NVML_ERROR_NO_PERMISSION (mock)")]
+    Refused(String),
+    /// The GPU is not among those this run controls.
+    #[error("no GPU {0}")]
+    NoGpu(String),
+    /// A memory clock lock on a GPU with one clock domain (GB10).
+    #[error("{0} has no separate memory clock domain")]
+    NoMemoryDomain(String),
+    /// NVML accepted the reset, but the P-state floor still shows a lock at the maximum
+    /// that was not there before daqtune's.
+    #[error("{domain} clock of {uuid}: reset accepted, but the P-state floor still reads {floor_mhz} MHz for a {target_mhz} MHz maximum ({} before daqtune's lock)", floor_before.map_or("not recorded".to_string(), |f| format!("{f} MHz")))]
+    StillLocked {
+        domain: &'static str,
+        uuid: String,
+        floor_mhz: u32,
+        target_mhz: u32,
+        floor_before: Option<u32>,
+    },
+}
+
 pub trait GpuSetters {
-    fn gpus(&self) -> Result<Vec<GpuState>, String>;
-    fn lock_max(&self, uuid: &str, domain: GpuDomain) -> Result<Locked, String>;
+    fn gpus(&self) -> Result<Vec<GpuState>, GpuError>;
+    fn lock_max(&self, uuid: &str, domain: GpuDomain) -> Result<Locked, GpuError>;
     /// Reset a lock and read it back: an error also when the P-state floor still shows a
     /// lock at the maximum that `floor_before_mhz` (the floor before daqtune's lock) did not.
     fn unlock(
@@ -67,9 +94,9 @@ pub trait GpuSetters {
         uuid: &str,
         domain: GpuDomain,
         floor_before_mhz: Option<u32>,
-    ) -> Result<(), String>;
+    ) -> Result<(), GpuError>;
     /// Set persistence mode; returns the previous state.
-    fn set_persistence(&self, uuid: &str, on: bool) -> Result<Option<bool>, String>;
+    fn set_persistence(&self, uuid: &str, on: bool) -> Result<Option<bool>, GpuError>;
 }
 
 /// An in-memory GPU set for tests.
@@ -91,29 +118,31 @@ impl MockGpus {
         }
     }
 
-    fn refused(&self, call: &str) -> Result<(), String> {
+    fn refused(&self, call: &str) -> Result<(), GpuError> {
         if self.refuse.borrow().iter().any(|r| r == call) {
-            return Err(format!("{call}: NVML_ERROR_NO_PERMISSION (mock)"));
+            return Err(GpuError::Refused(call.to_string()));
         }
         Ok(())
     }
 }
 
 impl GpuSetters for MockGpus {
-    fn gpus(&self) -> Result<Vec<GpuState>, String> {
+    fn gpus(&self) -> Result<Vec<GpuState>, GpuError> {
         Ok(self.state.borrow().values().cloned().collect())
     }
-    fn lock_max(&self, uuid: &str, domain: GpuDomain) -> Result<Locked, String> {
+    fn lock_max(&self, uuid: &str, domain: GpuDomain) -> Result<Locked, GpuError> {
         self.calls
             .borrow_mut()
             .push(format!("lock {uuid} {}", domain.as_str()));
         self.refused("lock_max")?;
         let mut st = self.state.borrow_mut();
-        let g = st.get_mut(uuid).ok_or_else(|| format!("no GPU {uuid}"))?;
+        let g = st
+            .get_mut(uuid)
+            .ok_or_else(|| GpuError::NoGpu(uuid.to_string()))?;
         let slot = match domain {
             GpuDomain::Sm => &mut g.sm_held,
             GpuDomain::Memory if g.has_memory_domain => &mut g.memory_held,
-            GpuDomain::Memory => return Err(format!("{uuid} has no separate memory clock domain")),
+            GpuDomain::Memory => return Err(GpuError::NoMemoryDomain(uuid.to_string())),
         };
         let previously_locked =
             *slot == Some(true) || self.locked_by_others.borrow().iter().any(|u| u == uuid);
@@ -125,26 +154,30 @@ impl GpuSetters for MockGpus {
             floor_before_mhz: None,
         })
     }
-    fn unlock(&self, uuid: &str, domain: GpuDomain, _floor: Option<u32>) -> Result<(), String> {
+    fn unlock(&self, uuid: &str, domain: GpuDomain, _floor: Option<u32>) -> Result<(), GpuError> {
         self.calls
             .borrow_mut()
             .push(format!("unlock {uuid} {}", domain.as_str()));
         self.refused("unlock")?;
         let mut st = self.state.borrow_mut();
-        let g = st.get_mut(uuid).ok_or_else(|| format!("no GPU {uuid}"))?;
+        let g = st
+            .get_mut(uuid)
+            .ok_or_else(|| GpuError::NoGpu(uuid.to_string()))?;
         match domain {
             GpuDomain::Sm => g.sm_held = Some(false),
             GpuDomain::Memory => g.memory_held = Some(false),
         }
         Ok(())
     }
-    fn set_persistence(&self, uuid: &str, on: bool) -> Result<Option<bool>, String> {
+    fn set_persistence(&self, uuid: &str, on: bool) -> Result<Option<bool>, GpuError> {
         self.calls
             .borrow_mut()
             .push(format!("persistence {uuid} {on}"));
         self.refused("set_persistence")?;
         let mut st = self.state.borrow_mut();
-        let g = st.get_mut(uuid).ok_or_else(|| format!("no GPU {uuid}"))?;
+        let g = st
+            .get_mut(uuid)
+            .ok_or_else(|| GpuError::NoGpu(uuid.to_string()))?;
         let prev = g.persistence;
         g.persistence = Some(on);
         Ok(prev)
@@ -254,7 +287,7 @@ impl<C: NvmlControl> NvmlSetters<C> {
 }
 
 impl<C: NvmlControl> GpuSetters for NvmlSetters<C> {
-    fn gpus(&self) -> Result<Vec<GpuState>, String> {
+    fn gpus(&self) -> Result<Vec<GpuState>, GpuError> {
         self.uuids
             .iter()
             .map(|u| {
@@ -262,21 +295,21 @@ impl<C: NvmlControl> GpuSetters for NvmlSetters<C> {
                     .nvml
                     .facts(u)
                     .map(|g| state_of(&g, self.ctl.tolerance_mhz))
-                    .map_err(|e| e.to_string())
+                    .map_err(GpuError::from)
             })
             .collect()
     }
-    fn lock_max(&self, uuid: &str, d: GpuDomain) -> Result<Locked, String> {
+    fn lock_max(&self, uuid: &str, d: GpuDomain) -> Result<Locked, GpuError> {
         let o = self
             .ctl
             .lock_at_max(uuid, domain(d))
-            .map_err(|e| e.to_string())?;
+            .map_err(GpuError::from)?;
         // The probe's `verified` is the lock's own evidence; where it is missing, an idle GPU
         // below the target says the lock did not take, anything else cannot be told.
         let shown = if o.verified {
             Some(true)
         } else {
-            let now = self.ctl.nvml.facts(uuid).map_err(|e| e.to_string())?;
+            let now = self.ctl.nvml.facts(uuid).map_err(GpuError::from)?;
             match judge_domain(&now, d, o.target_mhz, self.ctl.tolerance_mhz) {
                 Held::Floor { .. } | Held::IdleAtMax { .. } => Some(true),
                 Held::Dropped { .. } => Some(false),
@@ -290,11 +323,8 @@ impl<C: NvmlControl> GpuSetters for NvmlSetters<C> {
             floor_before_mhz: o.before.pstate_min_mhz,
         })
     }
-    fn unlock(&self, uuid: &str, d: GpuDomain, floor_before: Option<u32>) -> Result<(), String> {
-        let after = self
-            .ctl
-            .unlock(uuid, domain(d))
-            .map_err(|e| e.to_string())?;
+    fn unlock(&self, uuid: &str, d: GpuDomain, floor_before: Option<u32>) -> Result<(), GpuError> {
+        let after = self.ctl.unlock(uuid, domain(d)).map_err(GpuError::from)?;
         // The reset took when the floor left the maximum, or was there before the lock too.
         let tol = self.ctl.tolerance_mhz;
         let Some(target) = after.max_mhz.filter(|m| *m > 0) else {
@@ -302,19 +332,18 @@ impl<C: NvmlControl> GpuSetters for NvmlSetters<C> {
         };
         let was_there = floor_before.is_some_and(|f| f > 0 && f.saturating_add(tol) >= target);
         if appears_locked(&after, target, tol) && !was_there {
-            return Err(format!(
-                "{} clock of {uuid}: reset accepted, but the P-state floor still reads {} MHz for a {target} MHz maximum ({} before daqtune's lock)",
-                d.as_str(),
-                after.pstate_min_mhz.unwrap_or(0),
-                floor_before.map_or("not recorded".to_string(), |f| format!("{f} MHz")),
-            ));
+            return Err(GpuError::StillLocked {
+                domain: d.as_str(),
+                uuid: uuid.to_string(),
+                floor_mhz: after.pstate_min_mhz.unwrap_or(0),
+                target_mhz: target,
+                floor_before,
+            });
         }
         Ok(())
     }
-    fn set_persistence(&self, uuid: &str, on: bool) -> Result<Option<bool>, String> {
-        self.ctl
-            .set_persistence(uuid, on)
-            .map_err(|e| e.to_string())
+    fn set_persistence(&self, uuid: &str, on: bool) -> Result<Option<bool>, GpuError> {
+        self.ctl.set_persistence(uuid, on).map_err(GpuError::from)
     }
 }
 

@@ -1,11 +1,11 @@
 //! Every undo reads back (issue 18): with a kernel that accepts a write and drops it (the
-//! test double of `apply::apply::tests`), each revert path reports the mismatch, the run stays
+//! test double of `exec::apply::tests`), each revert path reports the mismatch, the run stays
 //! unreverted, and a later revert through a kernel that takes the writes finishes it.
 
 use super::*;
-use crate::apply::apply::tests::{change, run, Kernel, JOURNAL};
-use crate::apply::journal::RunState;
-use crate::apply::setters::FsWriter;
+use crate::exec::apply::tests::{change, run, Kernel, JOURNAL};
+use crate::hostio::journal::RunState;
+use crate::hostio::setters::FsWriter;
 use crate::plan::Action;
 
 fn state(root: &Path) -> RunState {
@@ -167,7 +167,7 @@ fn a_config_word_the_device_keeps_keeps_the_run() {
         k,
         "0000:01:00.0: wrote 0x2810 back (bits 0x7000 = 0x2000), reads back 0x5810",
     );
-    let back = crate::apply::apply::read_word(&d.path().join(cfg), 0x68).expect("word");
+    let back = crate::exec::apply::read_word(&d.path().join(cfg), 0x68).expect("word");
     assert_eq!(back, 0x2810);
 }
 

@@ -4,8 +4,8 @@
 //! interfaces are the ports it names. `plan`/`apply --config` feed this profile to the same
 //! planner as any other.
 
-use super::estimate::{self, MIB};
-use super::{AppConfig, Transport};
+use crate::appconfig::estimate::{self, MIB};
+use crate::appconfig::{AppConfig, Transport};
 use crate::context::Context;
 use crate::profile::{CoreSpec, LoadedProfile, Profile};
 use crate::tunables::app::data_cores;
