@@ -15,10 +15,10 @@ use std::path::Path;
 pub const BUILTIN: &[(&str, &str)] = &[
     (
         "generic-dgpu",
-        include_str!("../../platforms/generic-dgpu.yaml"),
+        include_str!("../../../platforms/generic-dgpu.yaml"),
     ),
-    ("igx-orin", include_str!("../../platforms/igx-orin.yaml")),
-    ("dgx-spark", include_str!("../../platforms/dgx-spark.yaml")),
+    ("igx-orin", include_str!("../../../platforms/igx-orin.yaml")),
+    ("dgx-spark", include_str!("../../../platforms/dgx-spark.yaml")),
 ];
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
