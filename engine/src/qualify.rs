@@ -206,6 +206,23 @@ pub struct Qualification {
     pub gate_failures: Vec<String>,
 }
 
+/// Why a self-test child gave no results.
+#[derive(Debug, thiserror::Error)]
+enum SelftestRunError {
+    #[error("cannot find this executable: {0}")]
+    Exe(std::io::Error),
+    #[error("cannot run the self-test: {0}")]
+    Spawn(std::io::Error),
+    /// No JSON report on its standard output: its exit status and standard error (or the
+    /// JSON error when it wrote nothing there).
+    #[error("the {engine} self-test gave no report (exit {code:?}): {why}")]
+    NoReport {
+        engine: String,
+        code: Option<i32>,
+        why: String,
+    },
+}
+
 /// Run `daqtune selftest ENGINE ...` as a child and read its JSON report.
 fn run_selftest(
     g: &GlobalOptions,
@@ -214,8 +231,8 @@ fn run_selftest(
     veth: bool,
     gpu_sink: bool,
     shape: &[String],
-) -> Result<Vec<SelftestResult>, String> {
-    let exe = std::env::current_exe().map_err(|e| format!("cannot find this executable: {e}"))?;
+) -> Result<Vec<SelftestResult>, SelftestRunError> {
+    let exe = std::env::current_exe().map_err(SelftestRunError::Exe)?;
     let mut cmd = std::process::Command::new(exe);
     cmd.arg("selftest").arg(engine);
     if let Some(p) = &g.profile {
@@ -234,21 +251,18 @@ fn run_selftest(
     if engine != "rdma" {
         cmd.arg("--no-progress");
     }
-    let out = cmd
-        .output()
-        .map_err(|e| format!("cannot run the self-test: {e}"))?;
+    let out = cmd.output().map_err(SelftestRunError::Spawn)?;
     let rep: SelftestReport = serde_json::from_slice(&out.stdout).map_err(|e| {
         let err = String::from_utf8_lossy(&out.stderr);
-        format!(
-            "the {engine} self-test gave no report (exit {:?}): {}{}",
-            out.status.code(),
-            err.trim(),
-            if err.trim().is_empty() {
+        SelftestRunError::NoReport {
+            engine: engine.to_string(),
+            code: out.status.code(),
+            why: if err.trim().is_empty() {
                 e.to_string()
             } else {
-                String::new()
-            }
-        )
+                err.trim().to_string()
+            },
+        }
     })?;
     Ok(rep.results)
 }
@@ -340,6 +354,7 @@ pub fn run(
                     selftest.extend(results);
                 }
                 Err(e) => {
+                    let e = e.to_string();
                     stages.push(Stage {
                         name,
                         seconds: t.elapsed().as_secs_f64(),

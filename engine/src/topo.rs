@@ -606,10 +606,16 @@ pub fn read_nvlink(host: &Host, tree: &PciTree) -> NvLinkView {
     daqtune_probe::gpu::read_nvlinks(host)
 }
 
+/// Why `topo` has nothing to draw.
+#[derive(Debug, thiserror::Error)]
+pub enum TopoError {
+    #[error("cannot list PCI devices: {0}")]
+    Pci(#[from] daqtune_probe::ReadError),
+}
+
 /// Gather the facts for `topo` (every device in detail when the SVG draws them all).
-pub fn gather(host: &Host, all: bool) -> Result<(PciTree, Vec<NicFunction>), String> {
-    let tree = read_pci(host, ReadOptions { detail_all: all })
-        .map_err(|e| format!("cannot list PCI devices: {e}"))?;
+pub fn gather(host: &Host, all: bool) -> Result<(PciTree, Vec<NicFunction>), TopoError> {
+    let tree = read_pci(host, ReadOptions { detail_all: all })?;
     let nics = discover_nics(host, &tree);
     Ok((tree, nics))
 }
