@@ -267,6 +267,90 @@ fn run_selftest(
     Ok(rep.results)
 }
 
+/// Levels 2 and 3: each self-test engine as a child, one stage each; a child that gives no
+/// report is an `error` result with the reason.
+fn selftest_stages(
+    g: &GlobalOptions,
+    a: &QualifyOptions,
+    profile: &crate::profile::Profile,
+    has_gpu: bool,
+    stages: &mut Vec<Stage>,
+) -> Vec<SelftestResult> {
+    let mut selftest = Vec::new();
+    let veth = crate::sys::is_root();
+    let soak = a.level >= 3;
+    let duration = if soak {
+        a.selftest_duration * 20.0
+    } else {
+        a.selftest_duration
+    };
+    for engine in ["socket", "dpdk", "rdma"] {
+        let t = Instant::now();
+        let name = format!("selftest {engine}{}", if soak { " (soak)" } else { "" });
+        let shape = shape_args(profile, engine, soak && has_gpu);
+        match run_selftest(g, engine, duration, veth, soak && has_gpu, &shape) {
+            Ok(results) => {
+                let status = if results
+                    .iter()
+                    .any(|r| matches!(r.status.as_str(), "fail" | "error"))
+                {
+                    "fail"
+                } else if results.iter().all(|r| r.status == "skip") {
+                    "skip"
+                } else {
+                    "pass"
+                };
+                stages.push(Stage {
+                    name,
+                    seconds: t.elapsed().as_secs_f64(),
+                    status: status.into(),
+                    detail: results
+                        .iter()
+                        .map(|r| {
+                            format!(
+                                "{} {}: {} {:.2} Gb/s{}",
+                                r.engine,
+                                r.mode,
+                                r.status,
+                                r.gbps,
+                                r.shares()
+                            )
+                        })
+                        .collect::<Vec<_>>()
+                        .join("; "),
+                });
+                selftest.extend(results);
+            }
+            Err(e) => {
+                let e = e.to_string();
+                stages.push(Stage {
+                    name,
+                    seconds: t.elapsed().as_secs_f64(),
+                    status: "error".into(),
+                    detail: e.clone(),
+                });
+                selftest.push(SelftestResult {
+                    engine: engine.into(),
+                    mode: "-".into(),
+                    status: "error".into(),
+                    gbps: 0.0,
+                    packets: 0,
+                    lost: 0,
+                    integrity_errors: 0,
+                    notes: vec![e],
+                    topology: String::new(),
+                    message_size: 0,
+                    rate_gbps: None,
+                    gpu: None,
+                    reference: None,
+                    causes: Vec::new(),
+                });
+            }
+        }
+    }
+    selftest
+}
+
 /// Run the qualification, print its text report to `out` and write the files asked for.
 pub fn run(
     g: &GlobalOptions,
@@ -308,78 +392,8 @@ pub fn run(
 
     let mut selftest = Vec::new();
     if a.level >= 2 {
-        let veth = crate::sys::is_root();
-        let soak = a.level >= 3;
         let has_gpu = facts.gpus().is_ok_and(|s| !s.gpus.is_empty());
-        let duration = if soak {
-            a.selftest_duration * 20.0
-        } else {
-            a.selftest_duration
-        };
-        for engine in ["socket", "dpdk", "rdma"] {
-            let t = Instant::now();
-            let name = format!("selftest {engine}{}", if soak { " (soak)" } else { "" });
-            let shape = shape_args(&profile.profile, engine, soak && has_gpu);
-            match run_selftest(g, engine, duration, veth, soak && has_gpu, &shape) {
-                Ok(results) => {
-                    let status = if results
-                        .iter()
-                        .any(|r| matches!(r.status.as_str(), "fail" | "error"))
-                    {
-                        "fail"
-                    } else if results.iter().all(|r| r.status == "skip") {
-                        "skip"
-                    } else {
-                        "pass"
-                    };
-                    stages.push(Stage {
-                        name,
-                        seconds: t.elapsed().as_secs_f64(),
-                        status: status.into(),
-                        detail: results
-                            .iter()
-                            .map(|r| {
-                                format!(
-                                    "{} {}: {} {:.2} Gb/s{}",
-                                    r.engine,
-                                    r.mode,
-                                    r.status,
-                                    r.gbps,
-                                    r.shares()
-                                )
-                            })
-                            .collect::<Vec<_>>()
-                            .join("; "),
-                    });
-                    selftest.extend(results);
-                }
-                Err(e) => {
-                    let e = e.to_string();
-                    stages.push(Stage {
-                        name,
-                        seconds: t.elapsed().as_secs_f64(),
-                        status: "error".into(),
-                        detail: e.clone(),
-                    });
-                    selftest.push(SelftestResult {
-                        engine: engine.into(),
-                        mode: "-".into(),
-                        status: "error".into(),
-                        gbps: 0.0,
-                        packets: 0,
-                        lost: 0,
-                        integrity_errors: 0,
-                        notes: vec![e],
-                        topology: String::new(),
-                        message_size: 0,
-                        rate_gbps: None,
-                        gpu: None,
-                        reference: None,
-                        causes: Vec::new(),
-                    });
-                }
-            }
-        }
+        selftest = selftest_stages(g, a, &profile.profile, has_gpu, &mut stages);
     }
     attach_causes(&mut selftest, &checks.checks);
     let selftest_failed = selftest

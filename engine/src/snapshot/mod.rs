@@ -21,6 +21,7 @@ use crate::facts::UnitsRecord;
 use crate::profile;
 use daqtune_probe::host::{Access, Recording};
 use daqtune_probe::Host;
+use std::collections::BTreeMap;
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 
@@ -182,26 +183,7 @@ pub fn write_dir(
                 if *access != Access::Dir {
                     continue;
                 }
-                // Keep the entry names and kinds of a listed directory.
-                for name in plain.read_dir(path).unwrap_or_default() {
-                    let child_real = real.join(&name);
-                    let child_dest = dest.join(&name);
-                    let Ok(cm) = std::fs::symlink_metadata(&child_real) else {
-                        continue;
-                    };
-                    if child_dest.symlink_metadata().is_ok() {
-                        continue;
-                    }
-                    if cm.file_type().is_symlink() {
-                        if let Ok(t) = std::fs::read_link(&child_real) {
-                            let _ = symlink(t, &child_dest);
-                        }
-                    } else if cm.is_dir() {
-                        let _ = std::fs::create_dir_all(&child_dest);
-                    } else {
-                        let _ = std::fs::write(&child_dest, b"");
-                    }
-                }
+                copy_listing(&plain, path, &real, &dest);
             }
             Access::Probe if meta.is_file() => {
                 let data = plain.read_bytes(path).unwrap_or_default();
@@ -223,64 +205,12 @@ pub fn write_dir(
             _ => {}
         }
     }
-    let mut links = 0usize;
-    for (link, target) in &rec.links {
-        let dest = out.join(link.trim_start_matches('/'));
-        if let Some(parent) = dest.parent() {
-            std::fs::create_dir_all(parent).map_err(|e| io(parent, e))?;
-        }
-        if let Ok(m) = dest.symlink_metadata() {
-            if m.is_dir() && !m.file_type().is_symlink() {
-                // A listing created the place as a directory; a link wins (it is what the
-                // host had), and the listing's content was written at the resolved path.
-                let _ = std::fs::remove_dir_all(&dest);
-            } else {
-                let _ = std::fs::remove_file(&dest);
-            }
-        }
-        let target = match &mut w.redactor {
-            Some(r) => r.redact_text(target),
-            None => target.clone(),
-        };
-        symlink(&target, &dest).map_err(|e| io(&dest, e))?;
-        links += 1;
-    }
+    let links = write_links(&mut w, &rec.links)?;
     // Non-file facts.
     let dq = out.join("daqtune");
     std::fs::create_dir_all(&dq).map_err(|e| io(&dq, e))?;
     if host.is_live() {
-        if let Some(k) = crate::facts::read_kmsg() {
-            w.write_file(
-                Path::new("daqtune/kmsg.txt"),
-                "/daqtune/kmsg.txt",
-                k.as_bytes(),
-            )?;
-        }
-        // NVML/CUDA facts are not files: record what the driver libraries answer, or why
-        // they did not, so a replay's GPU checks see the same (docs/gpu-facts.md).
-        let mut gpus = daqtune_probe::gpu::gather_live();
-        if let Some(r) = &mut w.redactor {
-            gpus.map_uuids(|u| r.gpu_uuid(u));
-        }
-        w.write_file(
-            Path::new("daqtune/gpu.json"),
-            daqtune_probe::gpu::FACTS_PATH,
-            gpus.to_json().as_bytes(),
-        )?;
-        // systemd's state of daqtune's units is not a file either: record it so that
-        // `daqtune.artifacts` on the snapshot judges their last run as the live host did.
-        let units = record_unit_states(host, chosen);
-        w.write_file(
-            Path::new("daqtune/units.json"),
-            crate::facts::UNITS_RECORD,
-            units.to_json().as_bytes(),
-        )?;
-        let arch = std::env::consts::ARCH;
-        w.write_file(
-            Path::new("daqtune/arch"),
-            "/daqtune/arch",
-            format!("{arch}\n").as_bytes(),
-        )?;
+        write_live_facts(&mut w, host, chosen)?;
     }
     let meta = SnapshotMeta {
         schema: "daqtune.snapshot/v1".into(),
@@ -302,6 +232,102 @@ pub fn write_dir(
     let text = serde_json::to_string_pretty(&meta).unwrap_or_default();
     std::fs::write(&mp, text).map_err(|e| io(&mp, e))?;
     Ok(meta)
+}
+
+/// The entry names and kinds of a listed directory (`path`, at `real` on the host), as empty
+/// files, directories and links under `dest`: what a listing returns, without the content.
+fn copy_listing(plain: &Host, path: &str, real: &Path, dest: &Path) {
+    for name in plain.read_dir(path).unwrap_or_default() {
+        let child_real = real.join(&name);
+        let child_dest = dest.join(&name);
+        let Ok(cm) = std::fs::symlink_metadata(&child_real) else {
+            continue;
+        };
+        if child_dest.symlink_metadata().is_ok() {
+            continue;
+        }
+        if cm.file_type().is_symlink() {
+            if let Ok(t) = std::fs::read_link(&child_real) {
+                let _ = symlink(t, &child_dest);
+            }
+        } else if cm.is_dir() {
+            let _ = std::fs::create_dir_all(&child_dest);
+        } else {
+            let _ = std::fs::write(&child_dest, b"");
+        }
+    }
+}
+
+/// The symlinks the checks went through, with their raw targets; returns how many.
+fn write_links(
+    w: &mut Writer<'_>,
+    links: &BTreeMap<String, String>,
+) -> Result<usize, SnapshotError> {
+    let mut n = 0usize;
+    for (link, target) in links {
+        let dest = w.out.join(link.trim_start_matches('/'));
+        if let Some(parent) = dest.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| io(parent, e))?;
+        }
+        if let Ok(m) = dest.symlink_metadata() {
+            if m.is_dir() && !m.file_type().is_symlink() {
+                // A listing created the place as a directory; a link wins (it is what the
+                // host had), and the listing's content was written at the resolved path.
+                let _ = std::fs::remove_dir_all(&dest);
+            } else {
+                let _ = std::fs::remove_file(&dest);
+            }
+        }
+        let target = match &mut w.redactor {
+            Some(r) => r.redact_text(target),
+            None => target.clone(),
+        };
+        symlink(&target, &dest).map_err(|e| io(&dest, e))?;
+        n += 1;
+    }
+    Ok(n)
+}
+
+/// The live host's facts that are not files: the kernel log's lines of interest, the GPU
+/// facts, systemd's state of daqtune's units, the architecture.
+fn write_live_facts(
+    w: &mut Writer<'_>,
+    host: &Host,
+    chosen: &profile::LoadedProfile,
+) -> Result<(), SnapshotError> {
+    if let Some(k) = crate::facts::read_kmsg() {
+        w.write_file(
+            Path::new("daqtune/kmsg.txt"),
+            "/daqtune/kmsg.txt",
+            k.as_bytes(),
+        )?;
+    }
+    // NVML/CUDA facts are not files: record what the driver libraries answer, or why
+    // they did not, so a replay's GPU checks see the same (docs/gpu-facts.md).
+    let mut gpus = daqtune_probe::gpu::gather_live();
+    if let Some(r) = &mut w.redactor {
+        gpus.map_uuids(|u| r.gpu_uuid(u));
+    }
+    w.write_file(
+        Path::new("daqtune/gpu.json"),
+        daqtune_probe::gpu::FACTS_PATH,
+        gpus.to_json().as_bytes(),
+    )?;
+    // systemd's state of daqtune's units is not a file either: record it so that
+    // `daqtune.artifacts` on the snapshot judges their last run as the live host did.
+    let units = record_unit_states(host, chosen);
+    w.write_file(
+        Path::new("daqtune/units.json"),
+        crate::facts::UNITS_RECORD,
+        units.to_json().as_bytes(),
+    )?;
+    let arch = std::env::consts::ARCH;
+    w.write_file(
+        Path::new("daqtune/arch"),
+        "/daqtune/arch",
+        format!("{arch}\n").as_bytes(),
+    )?;
+    Ok(())
 }
 
 /// systemd's state of each unit daqtune wrote on `host` (live): the record
