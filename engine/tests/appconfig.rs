@@ -1,15 +1,53 @@
-//! `daqtune check --config APP.yaml` on the fixture roots, with DAQIRI configurations written
-//! to DAQIRI's documented schema (tests/configs/), and the profile derived from them.
+//! The `app.*` checks (`check --config APP.yaml`) on the fixture roots through the engine's
+//! API, with DAQIRI configurations written to DAQIRI's documented schema (tests/configs/), and
+//! the profile derived from them. What the command line adds (ids as arguments, exit 2 on a
+//! configuration that does not parse) is tested in tune/tests/appconfig.rs.
 
-mod common;
-
-use common::{fixture, run};
 use daqtune_engine::appconfig::{derive_loaded, AppConfig};
 use daqtune_engine::context::Context;
-use daqtune_engine::profile;
+use daqtune_engine::gate::{self, FailOn};
 use daqtune_engine::tunables::{cmdline::isolation_args, hugepages::hugepage_args};
+use daqtune_engine::{commands, hostroot, profile, report};
 use serde_json::Value;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+
+fn fixture(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/fixtures")
+        .join(name)
+}
+
+fn copy_tree(src: &Path, dst: &Path) {
+    for entry in std::fs::read_dir(src).expect("read_dir") {
+        let entry = entry.expect("entry");
+        let ft = entry.file_type().expect("ft");
+        let to = dst.join(entry.file_name());
+        if ft.is_symlink() {
+            std::os::unix::fs::symlink(std::fs::read_link(entry.path()).expect("link"), &to)
+                .expect("symlink");
+        } else if ft.is_dir() {
+            std::fs::create_dir_all(&to).expect("mkdir");
+            copy_tree(&entry.path(), &to);
+        } else {
+            std::fs::copy(entry.path(), &to).expect("copy");
+        }
+    }
+}
+
+/// What `daqtune check --root ROOT --profile PROFILE --config CFG --format json IDS...` reports
+/// (the same engine calls), with the exit code its gate gives.
+fn evaluate(root: &Path, profile: &str, cfg: &Path, ids: &[&str]) -> (Value, u8) {
+    let host = hostroot::open_root(Some(root)).expect("root");
+    let lp = commands::load_profile(profile).expect("profile");
+    let app = AppConfig::load(cfg).expect("config");
+    let only = ids.iter().map(|s| s.to_string()).collect();
+    let rep = commands::evaluate_with_app(&host, &lp, only, false, Some(&app));
+    let code = gate::exit_code(&rep.checks, FailOn::Fail, false, &lp.profile);
+    (
+        serde_json::from_str(&report::json(&rep)).expect("json report"),
+        code,
+    )
+}
 
 fn config(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -31,29 +69,20 @@ fn line(name: &str, needle: &str) -> usize {
 }
 
 fn check(root: &str, profile: &str, cfg: &str) -> Value {
-    let out = run(&[
-        "check",
-        "--root",
-        fixture(root).to_str().expect("utf8"),
-        "--profile",
+    let (rep, code) = evaluate(
+        &fixture(root),
         profile,
-        "--config",
-        config(cfg).to_str().expect("utf8"),
-        "--format",
-        "json",
-        "app.config",
-        "app.cores",
-        "app.memory",
-        "app.interfaces",
-        "app.sizes",
-    ]);
-    assert!(
-        matches!(out.status.code(), Some(0) | Some(1)),
-        "exit {:?}: {}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stderr)
+        &config(cfg),
+        &[
+            "app.config",
+            "app.cores",
+            "app.memory",
+            "app.interfaces",
+            "app.sizes",
+        ],
     );
-    serde_json::from_slice(&out.stdout).expect("json report")
+    assert!(matches!(code, 0 | 1), "exit {code}");
+    rep
 }
 
 /// The verdict of `id` whose subject is exactly `FILE:LINE path`.
@@ -82,51 +111,6 @@ fn status(v: &Value) -> &str {
 
 fn msg(v: &Value) -> &str {
     v["message"].as_str().expect("message")
-}
-
-#[test]
-fn without_config_the_app_checks_stay_out_of_the_report_unless_named() {
-    let root = fixture("igx-tuned");
-    let root = root.to_str().expect("utf8");
-    let out = run(&[
-        "check",
-        "--root",
-        root,
-        "--profile",
-        "igx-orin",
-        "--format",
-        "json",
-    ]);
-    let rep: Value = serde_json::from_slice(&out.stdout).expect("json");
-    let ids = [
-        "app.config",
-        "app.cores",
-        "app.memory",
-        "app.interfaces",
-        "app.sizes",
-    ];
-    for id in ids {
-        assert!(all(&rep, id).is_empty(), "{id} reported without --config");
-    }
-    // Named explicitly, they say why they have nothing to judge.
-    let mut args = vec![
-        "check",
-        "--root",
-        root,
-        "--profile",
-        "igx-orin",
-        "--format",
-        "json",
-    ];
-    args.extend(ids);
-    let out = run(&args);
-    let rep: Value = serde_json::from_slice(&out.stdout).expect("json");
-    for id in ids {
-        let vs = all(&rep, id);
-        assert_eq!(vs.len(), 1, "{id}");
-        assert_eq!(status(vs[0]), "n/a", "{id}");
-        assert!(msg(vs[0]).contains("no --config given"), "{id}");
-    }
 }
 
 #[test]
@@ -519,26 +503,6 @@ fn rdma_needs_the_address_on_an_rdma_netdev() {
     assert_eq!(status(v), "fail");
 }
 
-#[test]
-fn unreadable_config_is_a_usage_error() {
-    let dir = tempfile::tempdir().expect("tmp");
-    let bad = dir.path().join("bad.yaml");
-    std::fs::write(&bad, "daqiri:\n  cfg:\n    interfaces: [unclosed\n").expect("write");
-    let out = run(&[
-        "check",
-        "--root",
-        fixture("igx-tuned").to_str().expect("utf8"),
-        "--config",
-        bad.to_str().expect("utf8"),
-    ]);
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains(&format!("{}:", bad.display())), "{err}");
-    assert!(err.contains("not valid YAML"), "{err}");
-    let out = run(&["check", "--config", "/nonexistent/app.yaml"]);
-    assert_eq!(out.status.code(), Some(2));
-}
-
 /// What `plan --config` proposes on an untuned root: the derived profile's kernel arguments.
 #[test]
 fn derived_profile_on_an_untuned_root() {
@@ -620,19 +584,7 @@ fn device_regions_beyond_bar1_fail() {
         "daqiri:\n  cfg:\n    version: 1\n    stream_type: raw\n    master_core: 3\n    memory_regions:\n    - name: frames\n      kind: device\n      affinity: 0\n      num_bufs: 60000\n      buf_size: 120000\n    interfaces:\n    - name: rx\n      address: 0005:03:00.0\n      rx:\n        queues:\n        - name: q\n          id: 0\n          cpu_core: 9\n          batch_size: 1024\n          memory_regions: [frames]\n",
     )
     .expect("write");
-    let out = run(&[
-        "check",
-        "--root",
-        fixture("igx-tuned").to_str().expect("utf8"),
-        "--profile",
-        "igx-orin",
-        "--config",
-        cfg.to_str().expect("utf8"),
-        "--format",
-        "json",
-        "app.memory",
-    ]);
-    let rep: Value = serde_json::from_slice(&out.stdout).expect("json");
+    let (rep, _) = evaluate(&fixture("igx-tuned"), "igx-orin", &cfg, &["app.memory"]);
     let subject = format!("{}:7 memory_regions[0]", cfg.display());
     let v = all(&rep, "app.memory")
         .into_iter()
@@ -662,24 +614,8 @@ fn absurd_values_do_not_crash_the_checks() {
         ("spark", "dgx-spark"),
         ("x86-2s", "generic-dgpu"),
     ] {
-        let out = run(&[
-            "check",
-            "--root",
-            fixture(root).to_str().expect("utf8"),
-            "--profile",
-            prof,
-            "--config",
-            cfg.to_str().expect("utf8"),
-            "--format",
-            "json",
-        ]);
-        assert_eq!(
-            out.status.code(),
-            Some(1),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let rep: Value = serde_json::from_slice(&out.stdout).expect("json");
+        let (rep, code) = evaluate(&fixture(root), prof, &cfg, &[]);
+        assert_eq!(code, 1, "{rep:#}");
         for v in rep["checks"].as_array().expect("checks") {
             assert_ne!(status(v), "error", "{v:#}");
         }
@@ -702,26 +638,14 @@ fn absurd_values_do_not_crash_the_checks() {
 #[test]
 fn host_pinned_without_cuda_is_not_a_pass() {
     let dir = tempfile::tempdir().expect("tmp");
-    common::copy_tree(&fixture("spark"), dir.path());
+    copy_tree(&fixture("spark"), dir.path());
     let facts = dir.path().join("daqtune/gpu.json");
     let mut v: Value =
         serde_json::from_str(&std::fs::read_to_string(&facts).expect("facts")).expect("json");
     v["cuda"] = serde_json::json!({"status": "unavailable", "reason": "libcuda.so.1: cannot open shared object file"});
     std::fs::write(&facts, v.to_string()).expect("write facts");
     let cfg = "raw_spark_pinned.yaml";
-    let out = run(&[
-        "check",
-        "--root",
-        dir.path().to_str().expect("utf8"),
-        "--profile",
-        "dgx-spark",
-        "--config",
-        config(cfg).to_str().expect("utf8"),
-        "--format",
-        "json",
-        "app.memory",
-    ]);
-    let rep: Value = serde_json::from_slice(&out.stdout).expect("json");
+    let (rep, _) = evaluate(dir.path(), "dgx-spark", &config(cfg), &["app.memory"]);
     let r = at(
         &rep,
         "app.memory",
