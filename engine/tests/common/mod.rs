@@ -47,6 +47,15 @@ pub fn statuses(report: &serde_json::Value, id: &str) -> Vec<String> {
         .collect()
 }
 
+pub fn verdict<'a>(report: &'a serde_json::Value, id: &str) -> &'a serde_json::Value {
+    report["checks"]
+        .as_array()
+        .expect("checks")
+        .iter()
+        .find(|c| c["id"] == id)
+        .unwrap_or_else(|| panic!("no verdict for {id}"))
+}
+
 /// Validate a report against the documented `daqtune.report/v1` shape.
 pub fn assert_schema(r: &serde_json::Value) {
     assert_eq!(r["schema"], "daqtune.report/v1");
