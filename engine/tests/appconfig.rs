@@ -3,6 +3,9 @@
 //! the profile derived from them. What the command line adds (ids as arguments, exit 2 on a
 //! configuration that does not parse) is tested in tune/tests/appconfig.rs.
 
+mod common;
+
+use common::{copy_tree, fixture};
 use daqtune_engine::appconfig::{derive_loaded, AppConfig};
 use daqtune_engine::context::Context;
 use daqtune_engine::gate::{self, FailOn};
@@ -10,29 +13,6 @@ use daqtune_engine::tunables::{cmdline::isolation_args, hugepages::hugepage_args
 use daqtune_engine::{commands, hostroot, profile, report};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-
-fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../tests/fixtures")
-        .join(name)
-}
-
-fn copy_tree(src: &Path, dst: &Path) {
-    for entry in std::fs::read_dir(src).expect("read_dir") {
-        let entry = entry.expect("entry");
-        let ft = entry.file_type().expect("ft");
-        let to = dst.join(entry.file_name());
-        if ft.is_symlink() {
-            std::os::unix::fs::symlink(std::fs::read_link(entry.path()).expect("link"), &to)
-                .expect("symlink");
-        } else if ft.is_dir() {
-            std::fs::create_dir_all(&to).expect("mkdir");
-            copy_tree(&entry.path(), &to);
-        } else {
-            std::fs::copy(entry.path(), &to).expect("copy");
-        }
-    }
-}
 
 /// What `daqtune check --root ROOT --profile PROFILE --config CFG --format json IDS...` reports
 /// (the same engine calls), with the exit code its gate gives.
