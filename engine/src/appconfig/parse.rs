@@ -598,7 +598,7 @@ impl Builder<'_> {
     fn workers(&mut self, root: &Value) -> Vec<Worker> {
         let b = self;
         let mut workers = Vec::new();
-        if let Value::Mapping(m) = untag(&root) {
+        if let Value::Mapping(m) = untag(root) {
             for (k, v) in m {
                 let Some(section) = scalar_text(k) else {
                     continue;
