@@ -103,36 +103,65 @@ pub fn load_side(
 /// A `daqtune.report/v1` document; another schema (a qualify or plan JSON, a diff) is refused
 /// by name rather than read as a report with nothing in it. The error starts with `:line:col:`
 /// where the JSON itself is broken, else with `: `.
-fn parse_report(text: &str) -> Result<Report, String> {
-    let v: serde_json::Value = serde_json::from_str(text).map_err(|e| {
-        format!(
-            ":{}:{}: not a daqtune.report/v1 JSON report ({e})",
-            e.line(),
-            e.column()
-        )
+fn parse_report(text: &str) -> Result<Report, ReportFileError> {
+    let v: serde_json::Value = serde_json::from_str(text).map_err(|e| ReportFileError::Json {
+        line: e.line(),
+        column: e.column(),
+        why: e.to_string(),
     })?;
     match v.get("schema").and_then(|s| s.as_str()) {
         Some(crate::report::SCHEMA) => {}
         Some(other) => {
-            return Err(format!(
-                ": a {other} document, not a {} report",
-                crate::report::SCHEMA
-            ))
+            return Err(ReportFileError::Schema {
+                schema: other.to_string(),
+            })
         }
-        None => {
-            return Err(format!(
-                ": no \"schema\" field: not a {} report",
-                crate::report::SCHEMA
-            ))
-        }
+        None => return Err(ReportFileError::NoSchema),
     }
-    serde_json::from_value(v)
-        .map_err(|e| format!(": not a {} JSON report ({e})", crate::report::SCHEMA))
+    serde_json::from_value(v).map_err(|e| ReportFileError::Shape { why: e.to_string() })
+}
+
+/// Why a file given to `diff` is not a report; shown after the file's name.
+#[derive(Debug, thiserror::Error)]
+enum ReportFileError {
+    #[error(":{line}:{column}: not a daqtune.report/v1 JSON report ({why})")]
+    Json {
+        line: usize,
+        column: usize,
+        why: String,
+    },
+    #[error(": a {schema} document, not a {} report", crate::report::SCHEMA)]
+    Schema { schema: String },
+    #[error(": no \"schema\" field: not a {} report", crate::report::SCHEMA)]
+    NoSchema,
+    #[error(": not a {} JSON report ({why})", crate::report::SCHEMA)]
+    Shape { why: String },
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The words `diff` prints after a file that is not a report.
+    #[test]
+    fn report_file_errors() {
+        let e = |t: &str| parse_report(t).err().expect("refused").to_string();
+        assert!(
+            e("{").starts_with(":1:1: not a daqtune.report/v1 JSON report ("),
+            "{}",
+            e("{")
+        );
+        assert_eq!(
+            e(r#"{"schema": "daqtune.plan/v1"}"#),
+            ": a daqtune.plan/v1 document, not a daqtune.report/v1 report"
+        );
+        assert_eq!(
+            e("{}"),
+            ": no \"schema\" field: not a daqtune.report/v1 report"
+        );
+        assert!(e(r#"{"schema": "daqtune.report/v1"}"#)
+            .starts_with(": not a daqtune.report/v1 JSON report ("));
+    }
 
     #[test]
     fn a_root_without_proc_or_sys_is_refused() {
