@@ -5,6 +5,35 @@ use daqtune_probe::cpu::CpuFacts;
 use daqtune_probe::mem::NumaNode;
 use daqtune_probe::CpuSet;
 
+/// Why a profile's data cores could not be resolved on this host.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CoresError {
+    /// The CPU facts could not be read (the reader's message).
+    #[error("{0}")]
+    Cpus(String),
+    #[error(
+        "the host has only {usable} usable CPU{} for {count} data core{}",
+        plural(*usable),
+        plural(*count as usize)
+    )]
+    TooFew { usable: usize, count: u32 },
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
+    }
+}
+
+/// For the callers whose own errors are still text (a check's skip reason, a planner's note).
+impl From<CoresError> for String {
+    fn from(e: CoresError) -> String {
+        e.to_string()
+    }
+}
+
 /// Pick `count` data cores: the highest-numbered online CPUs of the NIC's node (or of the
 /// host), never CPU 0 (it takes the timer and most unbound work), and whole SMT sibling groups
 /// so that an isolated core never shares its pipeline with a housekeeping one.
@@ -13,7 +42,7 @@ pub fn resolve_rule(
     cpus: &CpuFacts,
     nodes: &[NumaNode],
     nic_node: Option<u32>,
-) -> Result<CpuSet, String> {
+) -> Result<CpuSet, CoresError> {
     let pool: CpuSet = match (rule.rule, nic_node) {
         (CoreRuleKind::NicLocal, Some(n)) => match nodes.iter().find(|x| x.id == n) {
             Some(node) => node.cpus.intersection(&cpus.online),
@@ -47,13 +76,10 @@ pub fn resolve_rule(
         }
     }
     if have < rule.count as usize {
-        let n = pool.len();
-        return Err(format!(
-            "the host has only {n} usable CPU{} for {} data core{}",
-            if n == 1 { "" } else { "s" },
-            rule.count,
-            if rule.count == 1 { "" } else { "s" },
-        ));
+        return Err(CoresError::TooFew {
+            usable: pool.len(),
+            count: rule.count,
+        });
     }
     Ok(chosen)
 }
@@ -109,12 +135,18 @@ mod tests {
             count: 2,
         };
         let e = resolve_rule(&rule, &facts("0-1", false), &[], None).expect_err("too few");
-        assert_eq!(e, "the host has only 1 usable CPU for 2 data cores");
+        assert_eq!(
+            e.to_string(),
+            "the host has only 1 usable CPU for 2 data cores"
+        );
         let rule = CoreRule {
             rule: CoreRuleKind::Highest,
             count: 1,
         };
         let e = resolve_rule(&rule, &facts("0", false), &[], None).expect_err("too few");
-        assert_eq!(e, "the host has only 0 usable CPUs for 1 data core");
+        assert_eq!(
+            e.to_string(),
+            "the host has only 0 usable CPUs for 1 data core"
+        );
     }
 }

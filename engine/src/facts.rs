@@ -16,7 +16,7 @@ use crate::hostio::gpu::GpuDomain;
 use crate::hostio::journal;
 use daqtune_probe::cmdline::{parse_cmdline, Cmdline};
 use daqtune_probe::cpu::{read_cpus, CpuFacts};
-use daqtune_probe::gpu::{DriverProc, GpuSnapshot};
+use daqtune_probe::gpu::{DriverProc, GpuError, GpuSnapshot};
 use daqtune_probe::host::FileStat;
 use daqtune_probe::mem::{read_mem_with_mounts, MemFacts};
 use daqtune_probe::pci::PciFacts;
@@ -29,6 +29,7 @@ use daqtune_probe::Host;
 use std::cell::{OnceCell, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;
+use std::sync::Arc;
 
 /// A host file that could not be read, with the reader's message.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -69,9 +70,9 @@ pub struct Facts<'h> {
     kmsg: OnceCell<Option<String>>,
     gpu_locks: OnceCell<Vec<(String, GpuDomain, String)>>,
     journal: OnceCell<Vec<journal::JournalDoc>>,
-    systemd: RefCell<Option<Result<Systemd, String>>>,
-    unit_states: RefCell<HashMap<String, Result<UnitState, String>>>,
-    units_record: OnceCell<Result<UnitsRecord, String>>,
+    systemd: RefCell<Option<Result<Systemd, UnitStateError>>>,
+    unit_states: RefCell<HashMap<String, Result<UnitState, UnitStateError>>>,
+    units_record: OnceCell<Result<UnitsRecord, UnitStateError>>,
     addrs: OnceCell<Result<LocalAddrs, String>>,
     files: Memo<Vec<u8>>,
     dirs: Memo<Vec<String>>,
@@ -208,9 +209,9 @@ impl<'h> Facts<'h> {
         self.gpus
             .get_or_init(|| {
                 if self.host.is_live() {
-                    return read_gpus_once(self.host, self.gpu_cache);
+                    return read_gpus_once(self.host, self.gpu_cache).map_err(|e| e.to_string());
                 }
-                use daqtune_probe::gpu::{GpuError, FACTS_PATH, SCHEMA};
+                use daqtune_probe::gpu::{FACTS_PATH, SCHEMA};
                 let path = FACTS_PATH.trim_start_matches('/').to_string();
                 let text = self.read_string(FACTS_PATH).map_err(|e| {
                     GpuError::NotRecorded {
@@ -323,37 +324,32 @@ impl<'h> Facts<'h> {
     /// ([`daqtune_probe::systemd::Systemd`]: the private socket as root, else the system bus;
     /// one connection per run), from the snapshot's record [`UNITS_RECORD`] under a root.
     /// `Err` says why it is not known.
-    pub fn unit_state(&self, unit: &str) -> Result<UnitState, String> {
+    pub fn unit_state(&self, unit: &str) -> Result<UnitState, UnitStateError> {
         if !self.host.is_live() {
             let rec = self
                 .units_record
                 .get_or_init(|| {
                     let text = self.read_string(UNITS_RECORD).map_err(|e| {
                         if e.not_found {
-                            format!("this host root has no record of systemd's unit states ({}; `daqtune snapshot` writes it)", UNITS_RECORD.trim_start_matches('/'))
+                            UnitStateError::NoRecord
                         } else {
-                            e.message
+                            UnitStateError::Unreadable(e.message)
                         }
                     })?;
-                    UnitsRecord::from_json(&text)
+                    Ok(UnitsRecord::from_json(&text)?)
                 })
                 .as_ref()
                 .map_err(|e| e.clone())?;
             if let Some(why) = &rec.systemd_unavailable {
-                return Err(format!(
-                    "systemd could not be asked when the snapshot was taken: {why}"
-                ));
+                return Err(UnitStateError::NotAsked(why.clone()));
             }
             return rec
                 .units
                 .iter()
                 .find(|u| u.name == unit)
                 .cloned()
-                .ok_or_else(|| {
-                    format!(
-                        "{unit} is not in {} (recorded before daqtune wrote it?)",
-                        UNITS_RECORD.trim_start_matches('/')
-                    )
+                .ok_or_else(|| UnitStateError::NotRecorded {
+                    unit: unit.to_string(),
                 });
         }
         if let Some(r) = self.unit_states.borrow().get(unit) {
@@ -362,12 +358,13 @@ impl<'h> Facts<'h> {
         let r = {
             let mut conn = self.systemd.borrow_mut();
             let c = conn.get_or_insert_with(|| {
-                Systemd::connect().map_err(|e| format!("{NO_SYSTEMD}: {e}"))
+                Systemd::connect().map_err(|e| UnitStateError::NoSystemd(e.to_string()))
             });
             match c {
-                Ok(sd) => sd
-                    .unit(unit)
-                    .map_err(|e| format!("systemd did not answer for {unit}: {e}")),
+                Ok(sd) => sd.unit(unit).map_err(|e| UnitStateError::NoAnswer {
+                    unit: unit.to_string(),
+                    why: e.to_string(),
+                }),
                 Err(e) => Err(e.clone()),
             }
         };
@@ -387,6 +384,7 @@ impl<'h> Facts<'h> {
                     text("/proc/net/if_inet6"),
                     text("/proc/net/route").ok(),
                 )
+                .map_err(|e| e.to_string())
             })
             .as_ref()
             .map_err(|e| e.as_str())
@@ -572,6 +570,37 @@ pub const UNITS_SCHEMA: &str = "daqtune.units/v1";
 /// How [`Facts::unit_state`]'s error starts when systemd cannot be reached at all.
 pub const NO_SYSTEMD: &str = "cannot ask systemd over D-Bus";
 
+/// Why [`Facts::unit_state`] does not know a unit's state.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum UnitStateError {
+    /// A host root without the snapshot's record.
+    #[error("this host root has no record of systemd's unit states ({}; `daqtune snapshot` writes it)", UNITS_RECORD.trim_start_matches('/'))]
+    NoRecord,
+    #[error("{0}")]
+    Unreadable(String),
+    #[error(transparent)]
+    BadRecord(#[from] RecordError),
+    /// The snapshot's host had no systemd to ask.
+    #[error("systemd could not be asked when the snapshot was taken: {0}")]
+    NotAsked(String),
+    #[error("{unit} is not in {} (recorded before daqtune wrote it?)", UNITS_RECORD.trim_start_matches('/'))]
+    NotRecorded { unit: String },
+    /// No systemd to ask on this host: true of every unit.
+    #[error("{NO_SYSTEMD}: {0}")]
+    NoSystemd(String),
+    #[error("systemd did not answer for {unit}: {why}")]
+    NoAnswer { unit: String, why: String },
+}
+
+/// A units record (`daqtune/units.json`) that is not one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RecordError {
+    #[error("{}: {why}", UNITS_RECORD.trim_start_matches('/'))]
+    Json { why: String },
+    #[error("{}: schema `{schema}`, expected `{UNITS_SCHEMA}`", UNITS_RECORD.trim_start_matches('/'))]
+    Schema { schema: String },
+}
+
 /// systemd's state of daqtune's units as a snapshot recorded it: what `daqtune.artifacts`
 /// replays under `--root`, since a host root has no systemd to ask.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -585,15 +614,11 @@ pub struct UnitsRecord {
 }
 
 impl UnitsRecord {
-    pub fn from_json(text: &str) -> Result<UnitsRecord, String> {
-        let r: UnitsRecord = serde_json::from_str(text)
-            .map_err(|e| format!("{}: {e}", UNITS_RECORD.trim_start_matches('/')))?;
+    pub fn from_json(text: &str) -> Result<UnitsRecord, RecordError> {
+        let r: UnitsRecord =
+            serde_json::from_str(text).map_err(|e| RecordError::Json { why: e.to_string() })?;
         if r.schema != UNITS_SCHEMA {
-            return Err(format!(
-                "{}: schema `{}`, expected `{UNITS_SCHEMA}`",
-                UNITS_RECORD.trim_start_matches('/'),
-                r.schema
-            ));
+            return Err(RecordError::Schema { schema: r.schema });
         }
         Ok(r)
     }
@@ -657,14 +682,14 @@ pub fn read_kmsg() -> Option<String> {
 pub fn read_gpus_once(
     host: &Host,
     cache: daqtune_probe::gpu::CacheMode,
-) -> Result<GpuSnapshot, String> {
+) -> Result<GpuSnapshot, Arc<GpuError>> {
     use std::path::PathBuf;
     use std::sync::{Mutex, OnceLock};
-    type Cache = Mutex<HashMap<PathBuf, Result<GpuSnapshot, String>>>;
+    type Cache = Mutex<HashMap<PathBuf, Result<GpuSnapshot, Arc<GpuError>>>>;
     static CACHE: OnceLock<Cache> = OnceLock::new();
     if host.is_recording() {
         // A snapshot must see the read of the facts file.
-        return daqtune_probe::gpu::read_gpus_with(host, cache).map_err(|e| e.to_string());
+        return daqtune_probe::gpu::read_gpus_with(host, cache).map_err(Arc::new);
     }
     let memo = CACHE.get_or_init(Default::default);
     if let Ok(c) = memo.lock() {
@@ -672,7 +697,7 @@ pub fn read_gpus_once(
             return r.clone();
         }
     }
-    let r = daqtune_probe::gpu::read_gpus_with(host, cache).map_err(|e| e.to_string());
+    let r = daqtune_probe::gpu::read_gpus_with(host, cache).map_err(Arc::new);
     if let Ok(mut c) = memo.lock() {
         c.insert(host.root().to_path_buf(), r.clone());
     }

@@ -294,7 +294,7 @@ impl<'a> PlanCx<'a> {
 
     /// The data cores as a CPU list, resolved as the checks resolve them.
     pub fn data_cores(&self) -> Result<Option<String>, String> {
-        data_core_list(self.facts, self.lp)
+        data_core_list(self.facts, self.lp).map_err(String::from)
     }
 
     /// The checks' context on this plan's facts and profile: a tunable plans from the same

@@ -206,6 +206,23 @@ pub struct Qualification {
     pub gate_failures: Vec<String>,
 }
 
+/// Why a self-test child gave no results.
+#[derive(Debug, thiserror::Error)]
+enum SelftestRunError {
+    #[error("cannot find this executable: {0}")]
+    Exe(std::io::Error),
+    #[error("cannot run the self-test: {0}")]
+    Spawn(std::io::Error),
+    /// No JSON report on its standard output: its exit status and standard error (or the
+    /// JSON error when it wrote nothing there).
+    #[error("the {engine} self-test gave no report (exit {code:?}): {why}")]
+    NoReport {
+        engine: String,
+        code: Option<i32>,
+        why: String,
+    },
+}
+
 /// Run `daqtune selftest ENGINE ...` as a child and read its JSON report.
 fn run_selftest(
     g: &GlobalOptions,
@@ -214,8 +231,8 @@ fn run_selftest(
     veth: bool,
     gpu_sink: bool,
     shape: &[String],
-) -> Result<Vec<SelftestResult>, String> {
-    let exe = std::env::current_exe().map_err(|e| format!("cannot find this executable: {e}"))?;
+) -> Result<Vec<SelftestResult>, SelftestRunError> {
+    let exe = std::env::current_exe().map_err(SelftestRunError::Exe)?;
     let mut cmd = std::process::Command::new(exe);
     cmd.arg("selftest").arg(engine);
     if let Some(p) = &g.profile {
@@ -234,23 +251,104 @@ fn run_selftest(
     if engine != "rdma" {
         cmd.arg("--no-progress");
     }
-    let out = cmd
-        .output()
-        .map_err(|e| format!("cannot run the self-test: {e}"))?;
+    let out = cmd.output().map_err(SelftestRunError::Spawn)?;
     let rep: SelftestReport = serde_json::from_slice(&out.stdout).map_err(|e| {
         let err = String::from_utf8_lossy(&out.stderr);
-        format!(
-            "the {engine} self-test gave no report (exit {:?}): {}{}",
-            out.status.code(),
-            err.trim(),
-            if err.trim().is_empty() {
+        SelftestRunError::NoReport {
+            engine: engine.to_string(),
+            code: out.status.code(),
+            why: if err.trim().is_empty() {
                 e.to_string()
             } else {
-                String::new()
-            }
-        )
+                err.trim().to_string()
+            },
+        }
     })?;
     Ok(rep.results)
+}
+
+/// Levels 2 and 3: each self-test engine as a child, one stage each; a child that gives no
+/// report is an `error` result with the reason.
+fn selftest_stages(
+    g: &GlobalOptions,
+    a: &QualifyOptions,
+    profile: &crate::profile::Profile,
+    has_gpu: bool,
+    stages: &mut Vec<Stage>,
+) -> Vec<SelftestResult> {
+    let mut selftest = Vec::new();
+    let veth = daqtune_probe::sys::is_root();
+    let soak = a.level >= 3;
+    let duration = if soak {
+        a.selftest_duration * 20.0
+    } else {
+        a.selftest_duration
+    };
+    for engine in ["socket", "dpdk", "rdma"] {
+        let t = Instant::now();
+        let name = format!("selftest {engine}{}", if soak { " (soak)" } else { "" });
+        let shape = shape_args(profile, engine, soak && has_gpu);
+        match run_selftest(g, engine, duration, veth, soak && has_gpu, &shape) {
+            Ok(results) => {
+                let status = if results
+                    .iter()
+                    .any(|r| matches!(r.status.as_str(), "fail" | "error"))
+                {
+                    "fail"
+                } else if results.iter().all(|r| r.status == "skip") {
+                    "skip"
+                } else {
+                    "pass"
+                };
+                stages.push(Stage {
+                    name,
+                    seconds: t.elapsed().as_secs_f64(),
+                    status: status.into(),
+                    detail: results
+                        .iter()
+                        .map(|r| {
+                            format!(
+                                "{} {}: {} {:.2} Gb/s{}",
+                                r.engine,
+                                r.mode,
+                                r.status,
+                                r.gbps,
+                                r.shares()
+                            )
+                        })
+                        .collect::<Vec<_>>()
+                        .join("; "),
+                });
+                selftest.extend(results);
+            }
+            Err(e) => {
+                let e = e.to_string();
+                stages.push(Stage {
+                    name,
+                    seconds: t.elapsed().as_secs_f64(),
+                    status: "error".into(),
+                    detail: e.clone(),
+                });
+                selftest.push(SelftestResult {
+                    engine: engine.into(),
+                    mode: "-".into(),
+                    status: "error".into(),
+                    gbps: 0.0,
+                    packets: 0,
+                    lost: 0,
+                    integrity_errors: 0,
+                    notes: vec![e],
+                    topology: String::new(),
+                    message_size: 0,
+                    rate_gbps: None,
+                    gpu: None,
+                    reference: None,
+                    causes: Vec::new(),
+                });
+            }
+        }
+    }
+    selftest
 }
 
 /// Run the qualification, print its text report to `out` and write the files asked for.
@@ -294,77 +392,8 @@ pub fn run(
 
     let mut selftest = Vec::new();
     if a.level >= 2 {
-        let veth = daqtune_probe::sys::is_root();
-        let soak = a.level >= 3;
         let has_gpu = facts.gpus().is_ok_and(|s| !s.gpus.is_empty());
-        let duration = if soak {
-            a.selftest_duration * 20.0
-        } else {
-            a.selftest_duration
-        };
-        for engine in ["socket", "dpdk", "rdma"] {
-            let t = Instant::now();
-            let name = format!("selftest {engine}{}", if soak { " (soak)" } else { "" });
-            let shape = shape_args(&profile.profile, engine, soak && has_gpu);
-            match run_selftest(g, engine, duration, veth, soak && has_gpu, &shape) {
-                Ok(results) => {
-                    let status = if results
-                        .iter()
-                        .any(|r| matches!(r.status.as_str(), "fail" | "error"))
-                    {
-                        "fail"
-                    } else if results.iter().all(|r| r.status == "skip") {
-                        "skip"
-                    } else {
-                        "pass"
-                    };
-                    stages.push(Stage {
-                        name,
-                        seconds: t.elapsed().as_secs_f64(),
-                        status: status.into(),
-                        detail: results
-                            .iter()
-                            .map(|r| {
-                                format!(
-                                    "{} {}: {} {:.2} Gb/s{}",
-                                    r.engine,
-                                    r.mode,
-                                    r.status,
-                                    r.gbps,
-                                    r.shares()
-                                )
-                            })
-                            .collect::<Vec<_>>()
-                            .join("; "),
-                    });
-                    selftest.extend(results);
-                }
-                Err(e) => {
-                    stages.push(Stage {
-                        name,
-                        seconds: t.elapsed().as_secs_f64(),
-                        status: "error".into(),
-                        detail: e.clone(),
-                    });
-                    selftest.push(SelftestResult {
-                        engine: engine.into(),
-                        mode: "-".into(),
-                        status: "error".into(),
-                        gbps: 0.0,
-                        packets: 0,
-                        lost: 0,
-                        integrity_errors: 0,
-                        notes: vec![e],
-                        topology: String::new(),
-                        message_size: 0,
-                        rate_gbps: None,
-                        gpu: None,
-                        reference: None,
-                        causes: Vec::new(),
-                    });
-                }
-            }
-        }
+        selftest = selftest_stages(g, a, &profile.profile, has_gpu, &mut stages);
     }
     attach_causes(&mut selftest, &checks.checks);
     let selftest_failed = selftest

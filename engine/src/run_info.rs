@@ -222,32 +222,44 @@ pub fn now_unix() -> u64 {
 /// inverse of `profile::parse_date`).
 pub use daqtune_probe::text::rfc3339_utc as rfc3339;
 
+/// A `--interval`/`--nfd-expiry` value that is not a duration [`parse_duration`] takes.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DurationError {
+    #[error("`{0}`: expected a whole number with s, m, h or d (90s, 15m, 2h, 1d)")]
+    Number(String),
+    #[error("`{given}`: unknown unit `{unit}` (use s, m, h or d: 90s, 15m, 2h, 1d)")]
+    Unit { given: String, unit: String },
+    #[error("`{0}`: must be more than 0 and at most 366 days")]
+    Range(String),
+}
+
 /// A duration for the command line: `3600` (seconds), `90s`, `15m`, `2h`, `1d`; more than
 /// zero and at most 366 days.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
+pub fn parse_duration(s: &str) -> Result<Duration, DurationError> {
     let t = s.trim();
     let (num, unit) = match t.find(|c: char| !c.is_ascii_digit()) {
         Some(i) => t.split_at(i),
         None => (t, "s"),
     };
-    let n: u64 = num.parse().map_err(|_| {
-        format!("`{s}`: expected a whole number with s, m, h or d (90s, 15m, 2h, 1d)")
-    })?;
+    let n: u64 = num
+        .parse()
+        .map_err(|_| DurationError::Number(s.to_string()))?;
     let mult = match unit {
         "s" => 1,
         "m" => 60,
         "h" => 3600,
         "d" => 86_400,
         _ => {
-            return Err(format!(
-                "`{s}`: unknown unit `{unit}` (use s, m, h or d: 90s, 15m, 2h, 1d)"
-            ))
+            return Err(DurationError::Unit {
+                given: s.to_string(),
+                unit: unit.to_string(),
+            })
         }
     };
     let secs = n
         .checked_mul(mult)
         .filter(|&x| x > 0 && x <= 366 * 86_400)
-        .ok_or_else(|| format!("`{s}`: must be more than 0 and at most 366 days"))?;
+        .ok_or_else(|| DurationError::Range(s.to_string()))?;
     Ok(Duration::from_secs(secs))
 }
 

@@ -380,6 +380,53 @@ pub fn render_svg(tree: &PciTree, nics: &[NicFunction], t: &Topology, all: bool)
         .iter()
         .map(|e| (e.addr, e.label.clone()))
         .collect();
+    let Layout {
+        pos,
+        hb_pos,
+        next_x,
+        max_depth,
+    } = layout(tree, &shown);
+    let width = next_x.max(BOX_W) + 20.0;
+    // Room below the lowest boxes for the NVLink bonds.
+    let nv_room = if t.nvlink.is_empty() {
+        0.0
+    } else {
+        30.0 + 6.0 * t.nvlink.len() as f64
+    };
+    let height = (max_depth + 1) as f64 * (BOX_H + GAP_Y) + 60.0 + nv_room;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w:.0}" height="{h:.0}" viewBox="-10 -10 {w:.0} {h:.0}" font-family="sans-serif" font-size="11">"#,
+        w = width,
+        h = height
+    );
+    s.push_str("<title>daqtune topo: PCIe tree</title>\n");
+    s.push_str(r##"<style>.edge{stroke:#777;stroke-width:1.5;fill:none}.deg{stroke:#d00;stroke-width:2.5}.lbl{fill:#333;font-size:10px;paint-order:stroke;stroke:#fff;stroke-width:3px}.box{stroke:#333;stroke-width:1;rx:6}.gpu{fill:#c8f0c8}.nic{fill:#c8dcff}.nvme{fill:#f0e6c8}.bridge{fill:#eee}.other{fill:#fff}.hb{fill:#444}.hbt{fill:#fff;font-weight:bold}.sw{stroke:#e07000;stroke-width:3}.nv{stroke:#3a9a3a;stroke-width:3;fill:none}.nvl{fill:#2a7a2a;font-weight:bold;font-size:10px;paint-order:stroke;stroke:#fff;stroke-width:3px}</style>"##);
+    s.push('\n');
+    svg_edges(&mut s, tree, &shown, &pos, &hb_pos);
+    for d in tree.devices.iter().filter(|d| shown.contains(&d.addr)) {
+        if let Some(&(x, y)) = pos.get(&d.addr) {
+            svg_box(&mut s, d, (x, y), &highlight, &labels, &names);
+        }
+    }
+    svg_nvlinks(&mut s, t, &pos);
+    s.push_str("</svg>\n");
+    s
+}
+
+/// Where each drawn device and host bridge goes.
+struct Layout {
+    pos: BTreeMap<PciAddr, (f64, f64)>,
+    /// Host bridge, its x, its root devices.
+    hb_pos: Vec<(String, f64, Vec<PciAddr>)>,
+    /// The x after the last slot (the drawing's width).
+    next_x: f64,
+    max_depth: usize,
+}
+
+/// Leaves get successive x slots; parents sit centred over their children.
+fn layout(tree: &PciTree, shown: &BTreeSet<PciAddr>) -> Layout {
     // Group roots by host bridge.
     let mut bridges: BTreeMap<&str, Vec<PciAddr>> = BTreeMap::new();
     for d in tree
@@ -403,30 +450,6 @@ pub fn render_svg(tree: &PciTree, nics: &[NicFunction], t: &Topology, all: bool)
     let mut hb_pos: Vec<(String, f64, Vec<PciAddr>)> = Vec::new();
     let mut next_x = 0.0f64;
     let mut max_depth = 0usize;
-    fn place(
-        a: PciAddr,
-        depth: usize,
-        next_x: &mut f64,
-        pos: &mut BTreeMap<PciAddr, (f64, f64)>,
-        max_depth: &mut usize,
-        children: &dyn Fn(PciAddr) -> Vec<PciAddr>,
-    ) -> f64 {
-        *max_depth = (*max_depth).max(depth);
-        let kids = if depth > 64 { Vec::new() } else { children(a) };
-        let x = if kids.is_empty() {
-            let x = *next_x;
-            *next_x += BOX_W + GAP_X;
-            x
-        } else {
-            let xs: Vec<f64> = kids
-                .iter()
-                .map(|k| place(*k, depth + 1, next_x, pos, max_depth, children))
-                .collect();
-            (xs[0] + xs[xs.len() - 1]) / 2.0
-        };
-        pos.insert(a, (x, depth as f64 * (BOX_H + GAP_Y)));
-        x
-    }
     for (hb, roots) in &bridges {
         let xs: Vec<f64> = roots
             .iter()
@@ -436,26 +459,49 @@ pub fn render_svg(tree: &PciTree, nics: &[NicFunction], t: &Topology, all: bool)
         hb_pos.push((hb.to_string(), x, roots.clone()));
         next_x += GAP_X;
     }
-    let width = next_x.max(BOX_W) + 20.0;
-    // Room below the lowest boxes for the NVLink bonds.
-    let nv_room = if t.nvlink.is_empty() {
-        0.0
+    Layout {
+        pos,
+        hb_pos,
+        next_x,
+        max_depth,
+    }
+}
+
+fn place(
+    a: PciAddr,
+    depth: usize,
+    next_x: &mut f64,
+    pos: &mut BTreeMap<PciAddr, (f64, f64)>,
+    max_depth: &mut usize,
+    children: &dyn Fn(PciAddr) -> Vec<PciAddr>,
+) -> f64 {
+    *max_depth = (*max_depth).max(depth);
+    let kids = if depth > 64 { Vec::new() } else { children(a) };
+    let x = if kids.is_empty() {
+        let x = *next_x;
+        *next_x += BOX_W + GAP_X;
+        x
     } else {
-        30.0 + 6.0 * t.nvlink.len() as f64
+        let xs: Vec<f64> = kids
+            .iter()
+            .map(|k| place(*k, depth + 1, next_x, pos, max_depth, children))
+            .collect();
+        (xs[0] + xs[xs.len() - 1]) / 2.0
     };
-    let height = (max_depth + 1) as f64 * (BOX_H + GAP_Y) + 60.0 + nv_room;
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w:.0}" height="{h:.0}" viewBox="-10 -10 {w:.0} {h:.0}" font-family="sans-serif" font-size="11">"#,
-        w = width,
-        h = height
-    );
-    s.push_str("<title>daqtune topo: PCIe tree</title>\n");
-    s.push_str(r##"<style>.edge{stroke:#777;stroke-width:1.5;fill:none}.deg{stroke:#d00;stroke-width:2.5}.lbl{fill:#333;font-size:10px;paint-order:stroke;stroke:#fff;stroke-width:3px}.box{stroke:#333;stroke-width:1;rx:6}.gpu{fill:#c8f0c8}.nic{fill:#c8dcff}.nvme{fill:#f0e6c8}.bridge{fill:#eee}.other{fill:#fff}.hb{fill:#444}.hbt{fill:#fff;font-weight:bold}.sw{stroke:#e07000;stroke-width:3}.nv{stroke:#3a9a3a;stroke-width:3;fill:none}.nvl{fill:#2a7a2a;font-weight:bold;font-size:10px;paint-order:stroke;stroke:#fff;stroke-width:3px}</style>"##);
-    s.push('\n');
+    pos.insert(a, (x, depth as f64 * (BOX_H + GAP_Y)));
+    x
+}
+
+/// The host bridges and the links between drawn devices (drawn first: boxes cover them).
+fn svg_edges(
+    s: &mut String,
+    tree: &PciTree,
+    shown: &BTreeSet<PciAddr>,
+    pos: &BTreeMap<PciAddr, (f64, f64)>,
+    hb_pos: &[(String, f64, Vec<PciAddr>)],
+) {
     // Edges first so boxes cover them.
-    for (hb, x, roots) in &hb_pos {
+    for (hb, x, roots) in hb_pos {
         for r in roots {
             if let Some((rx, ry)) = pos.get(r) {
                 let _ = writeln!(
@@ -501,75 +547,84 @@ pub fn render_svg(tree: &PciTree, nics: &[NicFunction], t: &Topology, all: bool)
             }
         }
     }
-    for d in tree.devices.iter().filter(|d| shown.contains(&d.addr)) {
-        let Some((x, y)) = pos.get(&d.addr) else {
-            continue;
-        };
-        let class = if d.is_nvidia_gpu() {
-            "gpu"
-        } else if d.is_network() {
-            "nic"
-        } else if d.is_nvme() {
-            "nvme"
-        } else if d.is_bridge() {
-            "bridge"
-        } else {
-            "other"
-        };
-        let sw = highlight.get(&d.addr);
-        let extra = if sw.is_some() { " sw" } else { "" };
-        let _ = write!(
-            s,
-            r#"<g><title>{}"#,
-            esc(&format!("{} {}", d.addr, d.display_name()))
-        );
-        if let Some(pairs) = sw {
-            let _ = write!(s, "{}", esc(&format!("\nswitch for {}", pairs.join(", "))));
-        }
-        s.push_str("</title>");
-        let _ = write!(
-            s,
-            r#"<rect class="box {class}{extra}" x="{x:.0}" y="{y:.0}" width="{BOX_W}" height="{BOX_H}"/>"#
-        );
-        let head = match labels.get(&d.addr) {
-            Some(l) => format!("{l}  {}", d.addr),
-            None => d.addr.to_string(),
-        };
-        let mut name = d.short_name();
-        if name.len() > 34 {
-            name.truncate(33);
-            name.push('…');
-        }
-        let sub = names.get(&d.addr).cloned().unwrap_or_else(|| {
-            d.port_type()
-                .map(|p| p.as_str().to_string())
-                .unwrap_or_default()
-        });
-        let _ = write!(
-            s,
-            r##"<text x="{:.0}" y="{:.0}" font-weight="bold">{}</text><text x="{:.0}" y="{:.0}">{}</text><text x="{:.0}" y="{:.0}" fill="#555">{}</text>"##,
-            x + 6.0,
-            y + 15.0,
-            esc(&head),
-            x + 6.0,
-            y + 30.0,
-            esc(&name),
-            x + 6.0,
-            y + 45.0,
-            esc(&sub)
-        );
-        if let Some(pairs) = sw {
-            let _ = write!(
-                s,
-                r##"<text x="{:.0}" y="{:.0}" fill="#e07000" font-weight="bold">{}</text>"##,
-                x + 6.0,
-                y + BOX_H + 13.0,
-                esc(&format!("switch: {}", pairs.join(", ")))
-            );
-        }
-        s.push_str("</g>\n");
+}
+
+/// One device's box: its label and address, name, netdevs or port type, the switch pairs.
+fn svg_box(
+    s: &mut String,
+    d: &PciDevice,
+    (x, y): (f64, f64),
+    highlight: &BTreeMap<PciAddr, Vec<String>>,
+    labels: &BTreeMap<PciAddr, String>,
+    names: &BTreeMap<PciAddr, String>,
+) {
+    let class = if d.is_nvidia_gpu() {
+        "gpu"
+    } else if d.is_network() {
+        "nic"
+    } else if d.is_nvme() {
+        "nvme"
+    } else if d.is_bridge() {
+        "bridge"
+    } else {
+        "other"
+    };
+    let sw = highlight.get(&d.addr);
+    let extra = if sw.is_some() { " sw" } else { "" };
+    let _ = write!(
+        s,
+        r#"<g><title>{}"#,
+        esc(&format!("{} {}", d.addr, d.display_name()))
+    );
+    if let Some(pairs) = sw {
+        let _ = write!(s, "{}", esc(&format!("\nswitch for {}", pairs.join(", "))));
     }
-    // NVLink bonds: a curve under each joined GPU pair, labelled like the matrix (`NV18`).
+    s.push_str("</title>");
+    let _ = write!(
+        s,
+        r#"<rect class="box {class}{extra}" x="{x:.0}" y="{y:.0}" width="{BOX_W}" height="{BOX_H}"/>"#
+    );
+    let head = match labels.get(&d.addr) {
+        Some(l) => format!("{l}  {}", d.addr),
+        None => d.addr.to_string(),
+    };
+    let mut name = d.short_name();
+    if name.len() > 34 {
+        name.truncate(33);
+        name.push('…');
+    }
+    let sub = names.get(&d.addr).cloned().unwrap_or_else(|| {
+        d.port_type()
+            .map(|p| p.as_str().to_string())
+            .unwrap_or_default()
+    });
+    let _ = write!(
+        s,
+        r##"<text x="{:.0}" y="{:.0}" font-weight="bold">{}</text><text x="{:.0}" y="{:.0}">{}</text><text x="{:.0}" y="{:.0}" fill="#555">{}</text>"##,
+        x + 6.0,
+        y + 15.0,
+        esc(&head),
+        x + 6.0,
+        y + 30.0,
+        esc(&name),
+        x + 6.0,
+        y + 45.0,
+        esc(&sub)
+    );
+    if let Some(pairs) = sw {
+        let _ = write!(
+            s,
+            r##"<text x="{:.0}" y="{:.0}" fill="#e07000" font-weight="bold">{}</text>"##,
+            x + 6.0,
+            y + BOX_H + 13.0,
+            esc(&format!("switch: {}", pairs.join(", ")))
+        );
+    }
+    s.push_str("</g>\n");
+}
+
+/// NVLink bonds: a curve under each joined GPU pair, labelled like the matrix (`NV18`).
+fn svg_nvlinks(s: &mut String, t: &Topology, pos: &BTreeMap<PciAddr, (f64, f64)>) {
     let gpu_pos: BTreeMap<&str, (f64, f64)> = t
         .endpoints
         .iter()
@@ -593,8 +648,6 @@ pub fn render_svg(tree: &PciTree, nics: &[NicFunction], t: &Topology, all: bool)
             p.links
         );
     }
-    s.push_str("</svg>\n");
-    s
 }
 
 /// The GPUs' NVLinks for [`build_with`]: NVML alone on the live host, the recorded facts file
@@ -606,10 +659,16 @@ pub fn read_nvlink(host: &Host, tree: &PciTree) -> NvLinkView {
     daqtune_probe::gpu::read_nvlinks(host)
 }
 
+/// Why `topo` has nothing to draw.
+#[derive(Debug, thiserror::Error)]
+pub enum TopoError {
+    #[error("cannot list PCI devices: {0}")]
+    Pci(#[from] daqtune_probe::ReadError),
+}
+
 /// Gather the facts for `topo` (every device in detail when the SVG draws them all).
-pub fn gather(host: &Host, all: bool) -> Result<(PciTree, Vec<NicFunction>), String> {
-    let tree = read_pci(host, ReadOptions { detail_all: all })
-        .map_err(|e| format!("cannot list PCI devices: {e}"))?;
+pub fn gather(host: &Host, all: bool) -> Result<(PciTree, Vec<NicFunction>), TopoError> {
+    let tree = read_pci(host, ReadOptions { detail_all: all })?;
     let nics = discover_nics(host, &tree);
     Ok((tree, nics))
 }

@@ -101,10 +101,15 @@ pub fn parse_if_inet6(text: &str) -> Vec<(Ipv6Addr, String)> {
         .collect()
 }
 
+/// Neither address table could be read (the first table's reason).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("cannot read the namespace's addresses: {0}")]
+pub struct AddrsError(pub String);
+
 impl LocalAddrs {
     /// Read this namespace's addresses; `Err` when neither address table is readable.
-    pub fn read(host: &Host) -> Result<LocalAddrs, String> {
-        let text = |p: &str| host.read_string(p).map_err(|e| e.to_string());
+    pub fn read(host: &Host) -> Result<LocalAddrs, AddrsError> {
+        let text = |p: &str| host.read_string(p);
         Self::from_tables(
             text("/proc/net/fib_trie"),
             text("/proc/net/if_inet6"),
@@ -114,13 +119,13 @@ impl LocalAddrs {
 
     /// The addresses from the text of /proc/net/fib_trie, /proc/net/if_inet6 and
     /// /proc/net/route (each as read, or why it could not be).
-    pub fn from_tables(
-        fib: Result<String, String>,
-        v6: Result<String, String>,
+    pub fn from_tables<E: std::fmt::Display>(
+        fib: Result<String, E>,
+        v6: Result<String, E>,
         route: Option<String>,
-    ) -> Result<LocalAddrs, String> {
+    ) -> Result<LocalAddrs, AddrsError> {
         if let (Err(e), Err(_)) = (&fib, &v6) {
-            return Err(format!("cannot read the namespace's addresses: {e}"));
+            return Err(AddrsError(e.to_string()));
         }
         Ok(LocalAddrs {
             v4: fib.as_deref().map(parse_fib_trie).unwrap_or_default(),

@@ -1,6 +1,7 @@
 use super::estimate::MIB;
 use super::*;
 use proptest::prelude::*;
+use serde_yaml_ng::Value;
 
 /// The 1-based line of the first line containing `needle` (an independent way to find the
 /// line the locator must report).

@@ -12,7 +12,10 @@ use daqtune_units::grub::{self, HugepageArgs, IsolationArgs, KernelArgSpec};
 
 /// The data cores as a CPU list: the profile's list, or its rule resolved on this host the
 /// way the checks resolve it (so apply and check agree on the cores).
-pub fn data_core_list(facts: &Facts, lp: &LoadedProfile) -> Result<Option<String>, String> {
+pub fn data_core_list(
+    facts: &Facts,
+    lp: &LoadedProfile,
+) -> Result<Option<String>, crate::cores::CoresError> {
     match &lp.profile.cpu.isolated {
         None => Ok(None),
         Some(CoreSpec::List(s)) => Ok(Some(s.clone())),

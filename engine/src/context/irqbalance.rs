@@ -25,9 +25,27 @@ pub struct Bans {
     pub cpus: CpuSet,
 }
 
+/// A value in an irqbalance environment file that does not parse.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum BansError {
+    #[error("`{0}` is not a hex CPU mask")]
+    Mask(String),
+    #[error(transparent)]
+    List(#[from] daqtune_probe::cpulist::CpuListError),
+    /// Either of the above, with where it was set.
+    #[error("{file}:{line}: {var}={value}: {why}")]
+    At {
+        file: String,
+        line: usize,
+        var: String,
+        value: String,
+        why: Box<BansError>,
+    },
+}
+
 /// A cpumask as the kernel and irqbalance write it: hex, 32-bit groups separated by commas,
 /// most significant first (`ff,00000001`), `0x` allowed.
-pub fn parse_mask(s: &str) -> Result<CpuSet, String> {
+pub fn parse_mask(s: &str) -> Result<CpuSet, BansError> {
     let s = s.trim();
     let s = s
         .strip_prefix("0x")
@@ -39,7 +57,7 @@ pub fn parse_mask(s: &str) -> Result<CpuSet, String> {
     let groups: Vec<&str> = s.split(',').collect();
     let mut set = CpuSet::new();
     for (i, g) in groups.iter().rev().enumerate() {
-        let v = u32::from_str_radix(g, 16).map_err(|_| format!("`{s}` is not a hex CPU mask"))?;
+        let v = u32::from_str_radix(g, 16).map_err(|_| BansError::Mask(s.to_string()))?;
         for b in 0..32 {
             if v & (1 << b) != 0 {
                 set.insert(i as u32 * 32 + b);
@@ -52,7 +70,7 @@ pub fn parse_mask(s: &str) -> Result<CpuSet, String> {
 /// The bans `text` (an irqbalance environment file named `file`) sets: the list when given,
 /// else the mask; `None` when it sets neither (irqbalance then detects the isolated CPUs
 /// itself). `Err` for a value that does not parse.
-pub fn bans(file: &str, text: &str) -> Option<Result<Bans, String>> {
+pub fn bans(file: &str, text: &str) -> Option<Result<Bans, BansError>> {
     let ev = daqtune_units::grub::evaluate(&[(file.to_string(), text.to_string())]);
     for var in ["IRQBALANCE_BANNED_CPULIST", "IRQBALANCE_BANNED_CPUS"] {
         let Some(a) = ev.assignments.iter().rev().find(|a| a.var == var) else {
@@ -63,7 +81,7 @@ pub fn bans(file: &str, text: &str) -> Option<Result<Bans, String>> {
             continue;
         }
         let cpus = if var.ends_with("LIST") {
-            parse_cpulist(value, None).map_err(|e| e.to_string())
+            parse_cpulist(value, None).map_err(BansError::from)
         } else {
             parse_mask(value)
         };
@@ -74,7 +92,13 @@ pub fn bans(file: &str, text: &str) -> Option<Result<Bans, String>> {
                 var: var.to_string(),
                 cpus,
             })
-            .map_err(|e| format!("{file}:{}: {var}={value}: {e}", a.line)),
+            .map_err(|why| BansError::At {
+                file: file.to_string(),
+                line: a.line,
+                var: var.to_string(),
+                value: value.to_string(),
+                why: Box::new(why),
+            }),
         );
     }
     None

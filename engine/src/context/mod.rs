@@ -74,12 +74,14 @@ impl<'a> Context<'a> {
     /// accepts the cores the command line already isolates when they satisfy it, so a host
     /// tuned by hand is judged on its own choice; otherwise the rule picks cores. `Err` says
     /// why no cores could be picked.
-    pub fn data_cores(&self) -> Result<Option<CpuSet>, String> {
+    pub fn data_cores(&self) -> Result<Option<CpuSet>, crate::cores::CoresError> {
         match &self.profile.profile.cpu.isolated {
             None => Ok(None),
             Some(CoreSpec::List(_)) => Ok(self.profile.isolated_list()),
             Some(CoreSpec::Rule(rule)) => {
-                let cpus = self.cpus().map_err(|e| e.to_string())?;
+                let cpus = self
+                    .cpus()
+                    .map_err(|e| crate::cores::CoresError::Cpus(e.to_string()))?;
                 let nodes = &self.mem().nodes;
                 let nic_node = self.nic_numa_node();
                 if let Some(iso) = self.cmdline_isolated() {

@@ -125,9 +125,23 @@ pub struct NicPort {
     pub netdevs: Vec<(String, Option<String>)>,
 }
 
+/// Why the data ports are not known: the PCI facts they come from could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PortsError {
+    #[error("{0}")]
+    Pci(String),
+}
+
+/// For the planners, whose notes are text.
+impl From<PortsError> for String {
+    fn from(e: PortsError) -> String {
+        e.to_string()
+    }
+}
+
 /// The ConnectX physical functions (what MRRS is planned for, and the default data ports).
-pub fn connectx_pfs(facts: &Facts) -> Result<Vec<NicPort>, String> {
-    let facts = facts.pci().map_err(str::to_string)?;
+pub fn connectx_pfs(facts: &Facts) -> Result<Vec<NicPort>, PortsError> {
+    let facts = facts.pci().map_err(|e| PortsError::Pci(e.to_string()))?;
     Ok(facts
         .nics
         .iter()
@@ -147,7 +161,7 @@ pub fn connectx_pfs(facts: &Facts) -> Result<Vec<NicPort>, String> {
 pub type Port = (String, Option<String>, Option<String>);
 
 /// The data-path interfaces to configure: the profile's, else every ConnectX PF's netdevs.
-pub fn data_interfaces(facts: &Facts, lp: &LoadedProfile) -> Result<Vec<Port>, String> {
+pub fn data_interfaces(facts: &Facts, lp: &LoadedProfile) -> Result<Vec<Port>, PortsError> {
     let named = &lp.profile.nic.interfaces;
     let pfs = connectx_pfs(facts)?;
     let mut out = Vec::new();

@@ -25,36 +25,70 @@ pub const PREFIX: &str = "daqtune.feature.node.kubernetes.io";
 /// periods of the 15-minute timer.
 pub const DEFAULT_EXPIRY: Duration = Duration::from_secs(3600);
 
+/// Why a label name part or value body is not one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PartError {
+    #[error("is empty")]
+    Empty,
+    #[error("is {0} characters long (at most 63)")]
+    TooLong(usize),
+    #[error("must begin and end with a letter or digit")]
+    Ends,
+    #[error("contains `{0}` (only letters, digits, -, _ and .)")]
+    Char(char),
+}
+
+/// Why a label prefix is not a DNS subdomain.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PrefixError {
+    #[error("prefix must be 1 to 253 characters, not {0}")]
+    Length(usize),
+    #[error(
+        "prefix `{0}` is not a DNS subdomain (lowercase letters, digits and -, dot-separated)"
+    )]
+    NotDns(String),
+}
+
+/// A label nfd-master would drop.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LabelError {
+    #[error("label key `{0}` has no prefix/ (NFD needs one)")]
+    NoPrefix(String),
+    #[error("label key `{key}`: {why}")]
+    Prefix { key: String, why: PrefixError },
+    #[error("label key `{key}`: name {why}")]
+    Name { key: String, why: PartError },
+    #[error("label value `{value}` {why}")]
+    Value { value: String, why: PartError },
+}
+
 /// Whether `s` is a valid label name part or value body: at most 63 characters,
 /// alphanumerics at both ends, `-`, `_`, `.` and alphanumerics between.
-fn name_part(s: &str) -> Result<(), String> {
+fn name_part(s: &str) -> Result<(), PartError> {
     if s.is_empty() {
-        return Err("is empty".into());
+        return Err(PartError::Empty);
     }
     if s.len() > 63 {
-        return Err(format!("is {} characters long (at most 63)", s.len()));
+        return Err(PartError::TooLong(s.len()));
     }
     let b = s.as_bytes();
     if !b[0].is_ascii_alphanumeric() || !b[b.len() - 1].is_ascii_alphanumeric() {
-        return Err("must begin and end with a letter or digit".into());
+        return Err(PartError::Ends);
     }
     if let Some(c) = s
         .chars()
         .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')))
     {
-        return Err(format!("contains `{c}` (only letters, digits, -, _ and .)"));
+        return Err(PartError::Char(c));
     }
     Ok(())
 }
 
 /// A DNS-1123 subdomain: at most 253 characters, dot-separated lowercase labels of
 /// alphanumerics and `-` with alphanumeric ends.
-fn dns_subdomain(s: &str) -> Result<(), String> {
+fn dns_subdomain(s: &str) -> Result<(), PrefixError> {
     if s.is_empty() || s.len() > 253 {
-        return Err(format!(
-            "prefix must be 1 to 253 characters, not {}",
-            s.len()
-        ));
+        return Err(PrefixError::Length(s.len()));
     }
     for part in s.split('.') {
         let b = part.as_bytes();
@@ -64,10 +98,7 @@ fn dns_subdomain(s: &str) -> Result<(), String> {
             && b[0] != b'-'
             && b[b.len() - 1] != b'-';
         if !ok {
-            return Err(format!(
-                "prefix `{s}` is not a DNS subdomain (lowercase letters, digits and -, \
-                 dot-separated)"
-            ));
+            return Err(PrefixError::NotDns(s.to_string()));
         }
     }
     Ok(())
@@ -75,20 +106,29 @@ fn dns_subdomain(s: &str) -> Result<(), String> {
 
 /// A Kubernetes label key (`prefix/name`, apimachinery's IsQualifiedName), with the
 /// prefix NFD requires for labels from feature files.
-pub fn validate_key(key: &str) -> Result<(), String> {
+pub fn validate_key(key: &str) -> Result<(), LabelError> {
     let Some((prefix, name)) = key.split_once('/') else {
-        return Err(format!("label key `{key}` has no prefix/ (NFD needs one)"));
+        return Err(LabelError::NoPrefix(key.to_string()));
     };
-    dns_subdomain(prefix).map_err(|e| format!("label key `{key}`: {e}"))?;
-    name_part(name).map_err(|e| format!("label key `{key}`: name {e}"))
+    dns_subdomain(prefix).map_err(|why| LabelError::Prefix {
+        key: key.to_string(),
+        why,
+    })?;
+    name_part(name).map_err(|why| LabelError::Name {
+        key: key.to_string(),
+        why,
+    })
 }
 
 /// A Kubernetes label value (empty, or a valid name part).
-pub fn validate_value(value: &str) -> Result<(), String> {
+pub fn validate_value(value: &str) -> Result<(), LabelError> {
     if value.is_empty() {
         return Ok(());
     }
-    name_part(value).map_err(|e| format!("label value `{value}` {e}"))
+    name_part(value).map_err(|why| LabelError::Value {
+        value: value.to_string(),
+        why,
+    })
 }
 
 /// `s` made a valid label value: other characters become `-`, the ends are trimmed to

@@ -190,7 +190,7 @@ fn judge(ctx: &Context, a: &Artifact) -> Verdict {
                     good.push(format!("systemd: {desc}"));
                 }
             }
-            Err(e) => unknown = Some(e),
+            Err(e) => unknown = Some(e.to_string()),
         }
     }
     let subject = a.path.clone();

@@ -1,0 +1,209 @@
+//! Issue 4's acceptance table on recorded GPU facts (`daqtune/gpu.json`), through the engine's
+//! API (the report `check --format json` prints). What needs the binary (no `--profile`, the
+//! live host, the apply journal, `topo`, the CUDA probe child) is in tune/tests/gpu.rs.
+
+mod common;
+use common::*;
+
+fn gpu_verdicts<'a>(r: &'a serde_json::Value, id: &str) -> Vec<&'a serde_json::Value> {
+    r["checks"]
+        .as_array()
+        .expect("checks")
+        .iter()
+        .filter(|c| c["id"] == id)
+        .collect()
+}
+
+fn text(v: &serde_json::Value, k: &str) -> String {
+    v[k].as_str().unwrap_or("").to_string()
+}
+
+#[test]
+fn igx_a6000_bar1_256_peermem_loaded() {
+    let r = check_json("gpu-igx-bar256", "igx-orin");
+    assert_schema(&r);
+    assert_eq!(statuses(&r, "gpu.bar1"), ["warn"]);
+    assert_eq!(statuses(&r, "gpu.peermem"), ["pass"]);
+    assert_eq!(statuses(&r, "gpu.gpudirect"), ["pass"]);
+    let bar1 = verdict(&r, "gpu.bar1");
+    assert_eq!(text(bar1, "observed"), "256 MiB");
+    assert_eq!(text(bar1, "expected"), ">= 1024 MiB");
+    assert!(text(bar1, "fix").contains("displaymodeselector"), "{bar1}");
+    assert!(text(bar1, "fix").contains("unusable"), "{bar1}");
+    // Subjects name the GPU by UUID and PCI bus id.
+    assert_eq!(
+        text(bar1, "subject"),
+        "GPU-8c3e2b1a-77d4-5a0e-93f1-2c6d4b8e0f15 0005:09:00.0"
+    );
+}
+
+#[test]
+fn igx_a6000_bar1_8g_peermem_not_loaded() {
+    let r = check_json("gpu-igx-bar8g", "igx-orin");
+    assert_schema(&r);
+    assert_eq!(statuses(&r, "gpu.bar1"), ["pass"]);
+    assert_eq!(statuses(&r, "gpu.peermem"), ["fail"]);
+    let pm = verdict(&r, "gpu.peermem");
+    assert!(
+        text(pm, "message").contains("nvidia_peermem is not loaded"),
+        "{pm}"
+    );
+    assert!(text(pm, "fix").contains("modprobe nvidia_peermem"), "{pm}");
+    // The recorded kernel log explains why the last load failed.
+    assert!(text(pm, "message").contains("different ib_core"), "{pm}");
+    // Unlocked and idle: SM and memory clocks fail, persistence off fails.
+    assert_eq!(statuses(&r, "gpu.clocks"), ["fail", "fail", "fail"]);
+    let sm = verdict(&r, "gpu.clocks");
+    assert!(text(sm, "fix").contains("-lgc 2100,2100"), "{sm}");
+}
+
+#[test]
+fn spark_gb10_integrated() {
+    let r = check_json("gpu-spark", "dgx-spark");
+    assert_schema(&r);
+    assert_eq!(statuses(&r, "gpu.bar1"), ["n/a"]);
+    assert_eq!(statuses(&r, "gpu.peermem"), ["n/a"]);
+    assert_eq!(statuses(&r, "gpu.gpudirect"), ["n/a"]);
+    assert!(text(verdict(&r, "gpu.gpudirect"), "message").contains("host_pinned"));
+    // SM only: no memory-clock verdict, the SM one says why.
+    let clocks = gpu_verdicts(&r, "gpu.clocks");
+    assert!(clocks
+        .iter()
+        .all(|v| !text(v, "subject").ends_with(" memory")));
+    let sm: Vec<_> = clocks
+        .iter()
+        .filter(|v| text(v, "subject").ends_with(" SM"))
+        .collect();
+    assert_eq!(sm.len(), 1);
+    assert_eq!(sm[0]["status"], "pass");
+    assert!(text(sm[0], "message").contains("SM only"), "{}", sm[0]);
+}
+
+#[test]
+fn hybrid_judges_each_gpu_on_its_own() {
+    let r = check_json("gpu-hybrid", "generic-dgpu");
+    assert_schema(&r);
+    let dgpu = "GPU-3f9d1c55-0b8e-4a6d-9e27-51c0a8d4e6b2 0000:01:00.0";
+    let igpu = "GPU-0a1b2c3d-4e5f-6071-8293-a4b5c6d7e8f9";
+    for id in ["gpu.bar1", "gpu.gpudirect", "gpu.peermem"] {
+        let vs = gpu_verdicts(&r, id);
+        assert_eq!(vs.len(), 2, "{id}: {vs:?}");
+        let d = vs.iter().find(|v| v["subject"] == dgpu).expect("discrete");
+        let i = vs
+            .iter()
+            .find(|v| v["subject"] == igpu)
+            .expect("integrated");
+        assert_eq!(d["status"], "pass", "{id}: {d}");
+        assert_eq!(i["status"], "n/a", "{id}: {i}");
+    }
+}
+
+#[test]
+fn recorded_h200_replays_real_values() {
+    // Recorded read-only on a real H200 (docs/validation.md): idle and unlocked.
+    let r = check_json("gpu-h200", "generic-dgpu");
+    assert_schema(&r);
+    let subj = "GPU-591f9d37-d2fb-2a25-8958-ca2196a1f978 0000:00:06.0";
+    let bar1 = verdict(&r, "gpu.bar1");
+    assert_eq!(bar1["subject"], subj);
+    assert_eq!(bar1["status"], "pass");
+    assert_eq!(text(bar1, "observed"), "262144 MiB");
+    let clocks = gpu_verdicts(&r, "gpu.clocks");
+    let sm = clocks
+        .iter()
+        .find(|v| v["subject"] == format!("{subj} SM"))
+        .expect("SM verdict");
+    assert_eq!(sm["status"], "fail", "{sm}");
+    assert!(text(sm, "observed").starts_with("345 MHz P0"), "{sm}");
+    assert_eq!(statuses(&r, "gpu.gpudirect"), ["pass"]);
+    assert_eq!(
+        text(verdict(&r, "gpu.gpudirect"), "observed"),
+        "GPU_DIRECT_RDMA_SUPPORTED=1 DMA_BUF_SUPPORTED=1 INTEGRATED=0 cc 9.0"
+    );
+    assert_eq!(statuses(&r, "gpu.driver"), ["pass"]);
+    assert_eq!(
+        text(verdict(&r, "gpu.driver"), "observed"),
+        "580.159.04, open kernel module"
+    );
+}
+
+#[test]
+fn dmabuf_path_when_the_profile_allows_it() {
+    // The H200 host has no nvidia_peermem but the open module and DMA_BUF_SUPPORTED=1.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let prof = dir.path().join("dmabuf.yaml");
+    std::fs::write(
+        &prof,
+        "name: dmabuf-test\nextends: generic-dgpu\ngpu:\n  gpudirect_paths: [peermem, dmabuf]\n",
+    )
+    .expect("profile");
+    let r = check_json("gpu-h200", prof.to_str().expect("utf8"));
+    assert_eq!(statuses(&r, "gpu.peermem"), ["pass"]);
+    assert!(text(verdict(&r, "gpu.peermem"), "message").contains("dma-buf"));
+    // The proprietary module on x86-2s cannot take the dma-buf path.
+    let r = check_json("x86-2s", prof.to_str().expect("utf8"));
+    let pm = verdict(&r, "gpu.peermem");
+    assert_eq!(pm["status"], "fail");
+    assert!(
+        text(pm, "observed").contains("proprietary kernel module"),
+        "{pm}"
+    );
+}
+
+#[test]
+fn no_recorded_facts_skip_with_reason() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // A host root (it has sys/) without recorded GPU facts; an empty root is refused.
+    std::fs::create_dir(dir.path().join("sys")).expect("mkdir");
+    let (r, code) = evaluate(dir.path(), "generic-dgpu", &[]);
+    assert!(matches!(code, 0 | 1));
+    for id in [
+        "gpu.clocks",
+        "gpu.bar1",
+        "gpu.gpudirect",
+        "gpu.peermem",
+        "gpu.driver",
+    ] {
+        assert_eq!(statuses(&r, id), ["skip"], "{id}");
+    }
+    assert!(text(verdict(&r, "gpu.bar1"), "message").contains("daqtune/gpu.json"));
+}
+
+#[test]
+fn replay_of_recorded_h200_equals_the_live_report() {
+    // tests/fixtures/gpu-h200-live was captured on a real H200 in the same run as
+    // gpu-h200-live.report.json (`daqtune check gpu.* --format json` on the live host,
+    // docs/validation.md). Replaying the root must give the same verdicts.
+    let live: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(fixture("gpu-h200-live.report.json")).expect("live report"),
+    )
+    .expect("json");
+    let replay = check_json("gpu-h200-live", "generic-dgpu");
+    let pick = |r: &serde_json::Value| -> Vec<(String, String, String, String)> {
+        r["checks"]
+            .as_array()
+            .expect("checks")
+            .iter()
+            .filter(|c| c["id"].as_str().unwrap_or("").starts_with("gpu."))
+            .map(|c| {
+                // The live report was taken when gpu.bar1's observed value still carried the
+                // BAR1 use ("262144 MiB (1 MiB used)"), which moves with every CUDA context.
+                let observed = text(c, "observed");
+                let observed = if text(c, "id") == "gpu.bar1" {
+                    observed.split(" (").next().unwrap_or("").to_string()
+                } else {
+                    observed
+                };
+                (
+                    text(c, "id"),
+                    text(c, "subject"),
+                    text(c, "status"),
+                    observed,
+                )
+            })
+            .collect()
+    };
+    let (l, r) = (pick(&live), pick(&replay));
+    assert_eq!(l.len(), 7, "{l:?}");
+    assert_eq!(l, r);
+}
