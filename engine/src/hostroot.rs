@@ -145,7 +145,7 @@ mod tests {
     /// The words `diff` prints after a file that is not a report.
     #[test]
     fn report_file_errors() {
-        let e = |t: &str| parse_report(t).err().expect("refused").to_string();
+        let e = |t: &str| parse_report(t).expect_err("refused").to_string();
         assert!(
             e("{").starts_with(":1:1: not a daqtune.report/v1 JSON report ("),
             "{}",
