@@ -59,7 +59,9 @@ use daqtune_probe::Host;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngSeed, TestCaseError, TestRunner};
 use std::fmt::Write as _;
+use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::Mutex;
 
 const EXE: &str = "/usr/bin/daqtune";
 const TEMPLATE: &str = "igx-untuned";
@@ -83,12 +85,36 @@ const GOVERNORS: [&str; 4] = ["performance", "powersave", "schedutil", "ondemand
 // ---------------------------------------------------------------------------------------------
 // Host states
 
+/// A host value drawn either as the profile's (so that the setting is often right already)
+/// or as a value of its own.
+#[derive(Debug, Clone, Copy)]
+enum Val<T> {
+    Wanted,
+    Is(T),
+}
+
+impl<T> Val<T> {
+    fn or(self, want: T) -> T {
+        match self {
+            Val::Wanted => want,
+            Val::Is(v) => v,
+        }
+    }
+}
+
+fn val<T: std::fmt::Debug + Clone + 'static>(
+    wanted: u32,
+    s: impl Strategy<Value = T> + 'static,
+) -> impl Strategy<Value = Val<T>> {
+    prop_oneof![wanted => Just(Val::Wanted), 1 => s.prop_map(Val::Is)]
+}
+
 #[derive(Debug, Clone)]
 enum CpuFreq {
     /// No cpufreq directory (a VM, or no frequency driver).
     Absent,
     /// `scaling_governor`, and `scaling_available_governors` (`None`: the file is missing).
-    Governor(&'static str, Option<Vec<&'static str>>),
+    Governor(Val<&'static str>, Option<Vec<&'static str>>),
 }
 
 #[derive(Debug, Clone)]
@@ -133,8 +159,8 @@ struct HostState {
     /// daqtune's that overrides (`99-zz-vendor.cfg`).
     other_dropin: u8,
     /// DevCtl bits 14:12 of each NIC function (0..=5 valid, 6 and 7 reserved encodings).
-    mrrs_code: [u16; 2],
-    mtu: [u32; 2],
+    mrrs_code: [Val<u16>; 2],
+    mtu: [Val<u32>; 2],
     max_mtu: [Option<u32>; 2],
     /// ACS control of each switch port.
     acs_ctrl: [u16; 3],
@@ -156,7 +182,7 @@ fn governors_offered() -> impl Strategy<Value = Option<Vec<&'static str>>> {
 fn cpu() -> impl Strategy<Value = Cpu> {
     let freq = prop_oneof![
         1 => Just(CpuFreq::Absent),
-        6 => (proptest::sample::select(GOVERNORS.to_vec()), governors_offered())
+        6 => (val(8, proptest::sample::select(GOVERNORS.to_vec())), governors_offered())
             .prop_map(|(g, o)| CpuFreq::Governor(g, o)),
     ];
     (freq, any::<bool>()).prop_map(|(freq, deep_disabled)| Cpu {
@@ -197,10 +223,10 @@ fn host_state() -> impl Strategy<Value = HostState> {
         proptest::sample::select(vec!["9-11", "10-11", "2-5"]),
         [any::<bool>(), any::<bool>(), any::<bool>(), any::<bool>()],
     ));
-    let mrrs = [0u16..8, 0u16..8];
+    let mrrs = [val(2, 0u16..8), val(2, 0u16..8)];
     let mtu = [
-        proptest::sample::select(vec![1500u32, 4200, 9000, 9216]),
-        proptest::sample::select(vec![1500u32, 4200, 9000, 9216]),
+        val(1, proptest::sample::select(vec![1500u32, 4200, 9000, 9216])),
+        val(1, proptest::sample::select(vec![1500u32, 4200, 9000, 9216])),
     ];
     let max_mtu = [
         proptest::option::of(proptest::sample::select(vec![4096u32, 9216, 9978])),
@@ -415,7 +441,7 @@ fn sysctl_value(want: &str, s: Sysctl) -> Option<String> {
     }
 }
 
-fn write_host(root: &Path, h: &HostState) {
+fn write_host(root: &Path, h: &HostState, p: &ProfileSpec) {
     let base = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures");
     testroot::copy_tree(&base.join(TEMPLATE), root);
     testroot::install_daqtune(root);
@@ -437,6 +463,7 @@ fn write_host(root: &Path, h: &HostState) {
                 let _ = std::fs::remove_dir_all(root.join(format!("{d}/cpufreq")));
             }
             CpuFreq::Governor(g, offered) => {
+                let g = g.or(p.governor);
                 put(root, &format!("{d}/cpufreq/scaling_governor"), format!("{g}\n"));
                 let avail = root.join(format!("{d}/cpufreq/scaling_available_governors"));
                 match offered {
@@ -526,6 +553,7 @@ fn write_host(root: &Path, h: &HostState) {
 
     // PCIe: MRRS of the NIC functions, ACS of the ports, the IOMMU's type.
     for ((bdf, _), code) in NICS.iter().zip(h.mrrs_code) {
+        let code = code.or((p.mrrs / 128).trailing_zeros() as u16);
         patch_config(root, bdf, |b| {
             let off = pcie_cap(b).expect("NIC has a PCIe capability") + 8;
             let v = u16::from_le_bytes([b[off], b[off + 1]]);
@@ -544,6 +572,7 @@ fn write_host(root: &Path, h: &HostState) {
 
     // MTUs.
     for (((_, ifname), mtu), max) in NICS.iter().zip(h.mtu).zip(h.max_mtu) {
+        let mtu = mtu.or(p.mtu);
         put(root, &format!("sys/class/net/{ifname}/mtu"), format!("{mtu}\n"));
         if let Some(m) = max {
             put(
@@ -644,10 +673,13 @@ fn plannable(v: &Verdict, id: &str) -> bool {
 }
 
 /// The disagreements on one host state under one profile (empty: they agree).
-fn disagreements(h: &HostState, p: &ProfileSpec) -> Vec<String> {
+/// How often each planning tunable had a plannable finding and a change, over the run.
+type Coverage = Mutex<BTreeMap<&'static str, [u32; 2]>>;
+
+fn disagreements(h: &HostState, p: &ProfileSpec, seen: &Coverage) -> Vec<String> {
     let dir = tempfile::tempdir().expect("tmp");
     let root = dir.path().join("root");
-    write_host(&root, h);
+    write_host(&root, h, p);
     let yaml = dir.path().join("prop.yaml");
     std::fs::write(&yaml, p.yaml()).expect("profile");
     let path = yaml.to_str().expect("utf-8 path").to_string();
@@ -701,6 +733,11 @@ fn disagreements(h: &HostState, p: &ProfileSpec) -> Vec<String> {
         } else {
             !runtime.is_empty()
         };
+        if let Ok(mut s) = seen.lock() {
+            let e = s.entry(id).or_default();
+            e[0] += u32::from(!findings.is_empty());
+            e[1] += u32::from(changed);
+        }
         if !findings.is_empty() && !changed && !noted(&first, id) {
             out.push(format!(
                 "2. {id}: the check says `daqtune apply --only {id}` fixes it, yet the plan neither changes it nor says why:\n    {}",
@@ -811,8 +848,9 @@ fn check_and_plan_agree_on_generated_hosts() {
         ..Config::default()
     };
     let mut runner = TestRunner::new(config);
+    let seen = Coverage::default();
     let result = runner.run(&(host_state(), profile_spec()), |(h, p)| {
-        let d = disagreements(&h, &p);
+        let d = disagreements(&h, &p, &seen);
         if d.is_empty() {
             Ok(())
         } else {
@@ -826,5 +864,17 @@ fn check_and_plan_agree_on_generated_hosts() {
     });
     if let Err(e) = result {
         panic!("{e}");
+    }
+    // The generated states reach every planner both ways: a property that holds because no
+    // case ever planned (or found) anything for a tunable would prove nothing about it.
+    let seen = seen.into_inner().expect("coverage");
+    eprintln!("cases with a plannable finding / a change, per planning tunable: {seen:?}");
+    for t in tunables::planners() {
+        let [found, changed] = seen.get(t.id).copied().unwrap_or_default();
+        assert!(
+            found > 0 && changed > 0,
+            "{}: {found} case(s) with a plannable finding, {changed} with a change: the strategies do not reach it",
+            t.id
+        );
     }
 }
