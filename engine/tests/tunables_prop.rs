@@ -58,8 +58,8 @@ use daqtune_engine::GlobalOptions;
 use daqtune_probe::Host;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngSeed, TestCaseError, TestRunner};
-use std::fmt::Write as _;
 use std::collections::BTreeMap;
+use std::fmt::Write as _;
 use std::path::Path;
 use std::sync::Mutex;
 
@@ -464,7 +464,11 @@ fn write_host(root: &Path, h: &HostState, p: &ProfileSpec) {
             }
             CpuFreq::Governor(g, offered) => {
                 let g = g.or(p.governor);
-                put(root, &format!("{d}/cpufreq/scaling_governor"), format!("{g}\n"));
+                put(
+                    root,
+                    &format!("{d}/cpufreq/scaling_governor"),
+                    format!("{g}\n"),
+                );
                 let avail = root.join(format!("{d}/cpufreq/scaling_available_governors"));
                 match offered {
                     Some(o) => put(
@@ -513,9 +517,8 @@ fn write_host(root: &Path, h: &HostState, p: &ProfileSpec) {
     }
 
     // The command line, and what the kernel made of it.
-    let mut cmdline = String::from(
-        "root=PARTUUID=8c1a7a1e rw rootwait rootfstype=ext4 console=ttyTCU0,115200",
-    );
+    let mut cmdline =
+        String::from("root=PARTUUID=8c1a7a1e rw rootwait rootfstype=ext4 console=ttyTCU0,115200");
     let (mut isolated, mut nohz) = (String::new(), String::from("(null)"));
     if let Some((iso, [irq, nohz_full, nocbs, poll])) = h.cmdline_iso {
         write!(cmdline, " isolcpus={iso}").expect("fmt");
@@ -535,7 +538,11 @@ fn write_host(root: &Path, h: &HostState, p: &ProfileSpec) {
         }
     }
     put(root, "proc/cmdline", format!("{cmdline}\n"));
-    put(root, &format!("{cpu_dir}/isolated"), format!("{isolated}\n"));
+    put(
+        root,
+        &format!("{cpu_dir}/isolated"),
+        format!("{isolated}\n"),
+    );
     put(root, &format!("{cpu_dir}/nohz_full"), format!("{nohz}\n"));
     match h.other_dropin {
         1 => put(
@@ -573,7 +580,11 @@ fn write_host(root: &Path, h: &HostState, p: &ProfileSpec) {
     // MTUs.
     for (((_, ifname), mtu), max) in NICS.iter().zip(h.mtu).zip(h.max_mtu) {
         let mtu = mtu.or(p.mtu);
-        put(root, &format!("sys/class/net/{ifname}/mtu"), format!("{mtu}\n"));
+        put(
+            root,
+            &format!("sys/class/net/{ifname}/mtu"),
+            format!("{mtu}\n"),
+        );
         if let Some(m) = max {
             put(
                 root,
