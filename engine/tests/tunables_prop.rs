@@ -10,7 +10,9 @@
 //! switch ports and the IOMMU group type, each socket-buffer sysctl (missing, below, equal,
 //! above, garbage), nvidia_peermem loaded or not, and the GPU's clocks and persistence in
 //! `daqtune/gpu.json`. A profile ([`ProfileSpec`]) extends a built-in one and draws every
-//! wanted value the planners read, written as YAML into the same temp dir.
+//! wanted value the planners read, written as YAML into the same temp dir. Governors, MRRS and
+//! MTUs are drawn as the profile wants them about half the time (`Val::Wanted`), so that
+//! settings that already pass are as common as wrong ones.
 //!
 //! The relation the engine promises, per planning tunable `ID` (`tunables::planners()`):
 //!
@@ -25,6 +27,9 @@
 //!    `max_mtu`, ACS without `--allow-acs` or under a translating IOMMU, free memory too small
 //!    for the pages). A finding whose fix is not daqtune's (TuneD fighting over the governor, a
 //!    sysctl.d file that wins at boot) is advice, not a plannable finding, and is not held to 2.
+//!
+//!    1 and 2 hold per id, not per subject: a verdict's subject (`cpu0-11`) and a change's
+//!    (`cpu3`) are different units. A plan that leaves one subject out is caught by 4.
 //! 3. **Verify is the plan again (TuneD's rule).** After `apply --yes` of that plan on the
 //!    root, a second plan has no change at all for `ID`.
 //! 4. **The check turns green.** After apply, an `ID` that had a runtime change judges no
@@ -42,7 +47,6 @@
 //! the host does.
 
 #[path = "../src/apply/testroot.rs"]
-#[allow(dead_code)]
 mod testroot;
 
 use daqtune_engine::apply::setters::FsWriter;
