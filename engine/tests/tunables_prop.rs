@@ -84,6 +84,8 @@ const SYSCTLS: [(&str, &str); 6] = [
     ("net.ipv4.tcp_wmem", "4096 65536 268435456"),
     ("net.core.netdev_max_backlog", "250000"),
 ];
+/// The isolated lists hosts and profiles draw from.
+const ISOLATED: [&str; 3] = ["9-11", "10-11", "2-5"];
 const GOVERNORS: [&str; 4] = ["performance", "powersave", "schedutil", "ondemand"];
 
 // ---------------------------------------------------------------------------------------------
@@ -158,7 +160,7 @@ struct HostState {
     pools: [Option<(u64, u64)>; 4],
     /// The isolation arguments on /proc/cmdline (which of `isolcpus`, `irqaffinity`,
     /// `nohz_full`, `rcu_nocbs`, `rcu_nocb_poll`) and the isolated list they name.
-    cmdline_iso: Option<(&'static str, [bool; 4])>,
+    cmdline_iso: Option<(Val<&'static str>, [bool; 4])>,
     /// Another grub drop-in: 0 none, 1 one that appends (`50-vendor.cfg`), 2 one sorted after
     /// daqtune's that overrides (`99-zz-vendor.cfg`).
     other_dropin: u8,
@@ -174,6 +176,15 @@ struct HostState {
     gpu_persistence: bool,
     gpu_sm: Clock,
     gpu_mem: Clock,
+}
+
+/// The other CPUs of the template, for `irqaffinity`.
+fn housekeeping(isolated: &str) -> &'static str {
+    match isolated {
+        "9-11" => "0-8",
+        "10-11" => "0-9",
+        _ => "0-1,6-11",
+    }
 }
 
 fn governors_offered() -> impl Strategy<Value = Option<Vec<&'static str>>> {
@@ -224,8 +235,11 @@ fn host_state() -> impl Strategy<Value = HostState> {
     let cpus = proptest::collection::vec(cpu(), 4..=MAX_CPUS);
     let pools = [pool(), pool(), pool(), pool()];
     let cmdline = proptest::option::of((
-        proptest::sample::select(vec!["9-11", "10-11", "2-5"]),
-        [any::<bool>(), any::<bool>(), any::<bool>(), any::<bool>()],
+        val(1, proptest::sample::select(ISOLATED.to_vec())),
+        prop_oneof![
+            Just([true; 4]),
+            [any::<bool>(), any::<bool>(), any::<bool>(), any::<bool>()],
+        ],
     ));
     let mrrs = [val(2, 0u16..8), val(2, 0u16..8)];
     let mtu = [
@@ -301,7 +315,7 @@ fn profile_spec() -> impl Strategy<Value = ProfileSpec> {
             proptest::sample::select(GOVERNORS.to_vec()),
             proptest::sample::select(vec![0u64, 2, 10, 200]),
             prop_oneof![
-                proptest::sample::select(vec!["9-11", "10-11", "2-5"]).prop_map(Ok),
+                proptest::sample::select(ISOLATED.to_vec()).prop_map(Ok),
                 (1u32..=4).prop_map(Err),
             ],
         ),
@@ -351,10 +365,11 @@ impl ProfileSpec {
         // irqaffinity is the housekeeping CPUs: disjoint from a list (the validator insists);
         // a rule's cores are picked on the host, so a rule extends the profile without a list.
         let (extends, irq) = match self.isolated {
-            Ok("9-11") => (self.extends, "\n  irqaffinity: \"0-8\""),
-            Ok("10-11") => (self.extends, "\n  irqaffinity: \"0-9\""),
-            Ok(_) => (self.extends, "\n  irqaffinity: \"0-1,6-11\""),
-            Err(_) => ("generic-dgpu", ""),
+            Ok(l) => (
+                self.extends,
+                format!("\n  irqaffinity: \"{}\"", housekeeping(l)),
+            ),
+            Err(_) => ("generic-dgpu", String::new()),
         };
         let paths = if self.peermem { "[peermem]" } else { "[]" };
         format!(
@@ -525,10 +540,12 @@ fn write_host(root: &Path, h: &HostState, p: &ProfileSpec) {
         String::from("root=PARTUUID=8c1a7a1e rw rootwait rootfstype=ext4 console=ttyTCU0,115200");
     let (mut isolated, mut nohz) = (String::new(), String::from("(null)"));
     if let Some((iso, [irq, nohz_full, nocbs, poll])) = h.cmdline_iso {
+        // Wanted: the profile's list (a rule's cores are the host's pick: IGX's 9-11).
+        let iso = iso.or(p.isolated.unwrap_or("9-11"));
         write!(cmdline, " isolcpus={iso}").expect("fmt");
         isolated = iso.to_string();
         if irq {
-            cmdline.push_str(" irqaffinity=0-1");
+            write!(cmdline, " irqaffinity={}", housekeeping(iso)).expect("fmt");
         }
         if nohz_full {
             write!(cmdline, " nohz_full={iso}").expect("fmt");
