@@ -160,8 +160,20 @@ fn plan_sysctl(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
             plan.note(ID, NoteLevel::Skip, format!("{k}: not present"));
             continue;
         };
-        // The check's comparison: anything but "every field reaches the profile's" is set.
-        if meets(raw.trim(), v) != Some(true) {
+        // The check's comparison: below the profile's is set; a value it cannot compare
+        // (the check's skip) is left, since after the write it could not be judged either.
+        let below = match meets(raw.trim(), v) {
+            Some(ok) => !ok,
+            None => {
+                plan.note(
+                    ID,
+                    NoteLevel::Skip,
+                    format!("{k} = `{}` is not comparable with `{v}`", raw.trim()),
+                );
+                false
+            }
+        };
+        if below {
             plan.changes.push(Change {
                 check: ID.into(),
                 subject: k.clone(),
