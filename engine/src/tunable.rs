@@ -9,7 +9,9 @@
 //! fixture root to that).
 
 use crate::context::Context;
+use crate::facts::Facts;
 use crate::plan::{Plan, PlanCx, PlanError};
+use crate::profile::LoadedProfile;
 use crate::verdict::{Area, Verdict};
 
 pub struct Tunable {
@@ -46,6 +48,64 @@ pub struct Planner {
     /// data out. Action kinds of its own (MTU, module load, GPU locks) are executed by the
     /// setter hooks in the tunable's module; the rest by the shared writers.
     pub plan: fn(&PlanCx, &mut Plan) -> Result<(), PlanError>,
+    /// What `daqtune generate KIND` prints for this tunable: each artifact its plan writes,
+    /// rendered by the same function the plan renders it with.
+    pub artifacts: &'static [Artifact],
+    /// The fixed host paths of the persistent files this tunable writes under a profile:
+    /// `daqtune.artifacts` looks for daqtune's mark there when no journal names them.
+    pub owned_files: fn(&LoadedProfile) -> Vec<String>,
+}
+
+/// No fixed files ([`Planner::owned_files`] of a tunable with runtime changes only).
+pub fn no_files(_: &LoadedProfile) -> Vec<String> {
+    Vec::new()
+}
+
+/// One persistent artifact, as `daqtune generate` prints it for image builders and
+/// configuration managers.
+pub struct Artifact {
+    /// The command-line name (`udev-mrrs`).
+    pub kind: &'static str,
+    /// Its help line.
+    pub help: &'static str,
+    pub render: fn(&GenerateCx) -> Result<String, ArtifactError>,
+}
+
+/// What an artifact is rendered from in `generate`: the host's facts, the profile and the
+/// command line's choices.
+pub struct GenerateCx<'a> {
+    pub facts: &'a Facts<'a>,
+    pub lp: &'a LoadedProfile,
+    /// The daqtune binary units and rules run (`--exe`, else the installed one).
+    pub exe: Option<&'a str>,
+    /// How units name the profile.
+    pub profile_ref: &'a str,
+    /// `--interface`: ports for network artifacts (empty: the tunable's default).
+    pub interfaces: &'a [String],
+    /// `--device`: PCI functions for device artifacts (empty: the tunable's default).
+    pub devices: &'a [String],
+}
+
+impl GenerateCx<'_> {
+    /// The binary a unit or rule runs: never printed with one that is not there.
+    pub fn exe(&self) -> Result<&str, ArtifactError> {
+        self.exe.ok_or(ArtifactError::NoBinary)
+    }
+}
+
+/// Why an artifact cannot be printed.
+#[derive(Debug, thiserror::Error)]
+pub enum ArtifactError {
+    #[error("no installed daqtune binary (looked for {}): this artifact would run it; {}", daqtune_units::INSTALLED_EXE.join(", "), daqtune_units::INSTALL_ADVICE)]
+    NoBinary,
+    #[error("{0}")]
+    Invalid(#[from] daqtune_units::InvalidValue),
+    /// A host file the artifact is made from cannot be read or used (the message names it).
+    #[error("{0}")]
+    Host(String),
+    /// The profile asks for nothing this artifact would carry.
+    #[error("{0}")]
+    Nothing(&'static str),
 }
 
 impl Tunable {

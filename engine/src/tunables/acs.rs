@@ -28,6 +28,12 @@ pub const ACS: Tunable = Tunable {
         order: 5,
         with: &[],
         plan: plan_acs,
+        artifacts: &[crate::tunable::Artifact {
+            kind: "acs-unit",
+            help: "systemd unit clearing ACS redirection on the data path at boot",
+            render: |g| Ok(unit(g.exe()?, g.profile_ref).render()?),
+        }],
+        owned_files: |_| vec![format!("/etc/systemd/system/{}", systemd::ACS_UNIT)],
     }),
 };
 
@@ -290,7 +296,7 @@ fn plan_acs(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
     if cx.opts.persist && !ports.is_empty() && !by_cmdline {
         let path = format!("/etc/systemd/system/{}", systemd::ACS_UNIT);
         if let Some(exe) = cx.unit_exe(plan, ID, &path) {
-            let u = systemd::acs_unit(&exe, &cx.profile_ref());
+            let u = unit(&exe, &cx.profile_ref());
             let text = u.render()?;
             cx.file_change(plan, ID, &u.name, &path, text, 0o644, false);
             cx.enable(plan, ID, &u.name, "multi-user.target");
@@ -298,3 +304,9 @@ fn plan_acs(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
     }
     Ok(())
 }
+
+/// The boot-time unit of this setting: what the plan writes and `generate acs-unit` prints.
+fn unit(exe: &str, profile_ref: &str) -> systemd::Oneshot {
+    systemd::acs_unit(exe, profile_ref)
+}
+

@@ -25,6 +25,12 @@ pub const GOVERNOR: Tunable = Tunable {
         order: 1,
         with: &[],
         plan: plan_governor,
+        artifacts: &[crate::tunable::Artifact {
+            kind: "governor-unit",
+            help: "systemd unit setting the CPU frequency governor at boot",
+            render: |g| Ok(unit(g.exe()?, g.profile_ref).render()?),
+        }],
+        owned_files: |_| vec![format!("/etc/systemd/system/{}", systemd::GOVERNOR_UNIT)],
     }),
 };
 
@@ -223,7 +229,7 @@ fn plan_governor(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
         let path = format!("/etc/systemd/system/{}", systemd::GOVERNOR_UNIT);
         if !by_cmdline {
             if let Some(exe) = cx.unit_exe(plan, ID, &path) {
-                let u = systemd::governor_unit(&exe, &cx.profile_ref());
+                let u = unit(&exe, &cx.profile_ref());
                 let text = u.render()?;
                 cx.file_change(plan, ID, &u.name, &path, text, 0o644, false);
                 cx.enable(plan, ID, &u.name, "multi-user.target");
@@ -232,3 +238,9 @@ fn plan_governor(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
     }
     Ok(())
 }
+
+/// The boot-time unit of this setting: what the plan writes and `generate governor-unit` prints.
+fn unit(exe: &str, profile_ref: &str) -> systemd::Oneshot {
+    systemd::governor_unit(exe, profile_ref)
+}
+

@@ -32,6 +32,12 @@ pub const CLOCKS: Tunable = Tunable {
         order: 8,
         with: &[],
         plan: plan_gpu_clocks,
+        artifacts: &[crate::tunable::Artifact {
+            kind: "gpu-clocks-unit",
+            help: "systemd unit locking the GPU clocks at boot",
+            render: |g| Ok(unit(g.exe()?, g.profile_ref).render()?),
+        }],
+        owned_files: |_| vec![format!("/etc/systemd/system/{}", systemd::GPU_CLOCKS_UNIT)],
     }),
 };
 
@@ -467,7 +473,7 @@ fn plan_gpu_clocks(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
     if cx.opts.persist {
         let path = format!("/etc/systemd/system/{}", systemd::GPU_CLOCKS_UNIT);
         if let Some(exe) = cx.unit_exe(plan, ID, &path) {
-            let u = systemd::gpu_clocks_unit(&exe, &cx.profile_ref());
+            let u = unit(&exe, &cx.profile_ref());
             let text = u.render()?;
             cx.file_change(plan, ID, &u.name, &path, text, 0o644, false);
             cx.enable(plan, ID, &u.name, "multi-user.target");
@@ -568,6 +574,11 @@ pub(crate) fn persistence_on(
     }
     j.mark_done(w, idx).map_err(jerr)?;
     Ok(format!("persistence mode on for {uuid}"))
+}
+
+/// The boot-time unit of this setting: what the plan writes and `generate gpu-clocks-unit` prints.
+fn unit(exe: &str, profile_ref: &str) -> systemd::Oneshot {
+    systemd::gpu_clocks_unit(exe, profile_ref)
 }
 
 #[cfg(test)]

@@ -33,6 +33,20 @@ pub const HUGEPAGES: Tunable = Tunable {
         order: 3,
         with: &[],
         plan: plan_hugepages,
+        artifacts: &[crate::tunable::Artifact {
+            kind: "mount-unit",
+            help: "hugetlbfs .mount unit",
+            render: generate_mount_units,
+        }],
+        owned_files: |lp| {
+            lp.profile
+                .hugepages
+                .pools()
+                .into_iter()
+                .filter_map(|pool| pool.mount.and_then(|mp| systemd::mount_unit_name(&mp).ok()))
+                .map(|name| format!("/etc/systemd/system/{name}"))
+                .collect()
+        },
     }),
 };
 
@@ -457,7 +471,7 @@ fn plan_mount(
     let Some(mp) = &hp.mount else {
         return Ok(());
     };
-    let (name, text) = systemd::hugetlbfs_mount(mp, &hp.size, &cx.profile_ref())?;
+    let (name, text) = mount_unit(mp, &hp.size, &cx.profile_ref())?;
     if cx.opts.persist {
         cx.file_change(
             plan,
@@ -623,6 +637,38 @@ pub(crate) fn mount_now(
         ));
     }
     Ok(format!("mounted {fstype} at {target} ({options})"))
+}
+
+/// The `.mount` unit of a pool at `mp`: (unit name, text).
+fn mount_unit(
+    mp: &str,
+    size: &str,
+    profile_ref: &str,
+) -> Result<(String, String), daqtune_units::InvalidValue> {
+    systemd::hugetlbfs_mount(mp, size, profile_ref)
+}
+
+/// `generate mount-unit`: every pool's unit (several: each under a comment naming its file).
+fn generate_mount_units(
+    g: &crate::tunable::GenerateCx,
+) -> Result<String, crate::tunable::ArtifactError> {
+    let pools = g.lp.profile.hugepages.pools();
+    let mut units = Vec::new();
+    for pool in &pools {
+        let mp = pool.mount.clone().unwrap_or_else(|| "/mnt/huge".into());
+        let (name, text) = mount_unit(&mp, &pool.size, g.profile_ref)?;
+        units.push(if pools.len() > 1 {
+            format!("# /etc/systemd/system/{name}\n{text}")
+        } else {
+            text
+        });
+    }
+    if units.is_empty() {
+        return Err(crate::tunable::ArtifactError::Nothing(
+            "the profile reserves no hugepages, so there is no mount unit to print",
+        ));
+    }
+    Ok(units.join("\n"))
 }
 
 #[cfg(test)]

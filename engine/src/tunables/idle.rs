@@ -22,6 +22,8 @@ pub const IDLE: Tunable = Tunable {
         order: 2,
         with: &[],
         plan: plan_idle,
+        artifacts: &[],
+        owned_files: crate::tunable::no_files,
     }),
 };
 

@@ -7,7 +7,9 @@ use crate::context::nics::{
 };
 use crate::context::Context;
 use crate::plan::{Action, Change, NoteLevel, Plan, PlanCx, PlanError};
-use crate::tunable::{Planner, Tunable};
+use crate::facts::Facts;
+use crate::profile::LoadedProfile;
+use crate::tunable::{Artifact, ArtifactError, GenerateCx, Planner, Tunable};
 use crate::verdict::{Area, Verdict};
 use daqtune_probe::pci::config::mrrs_code;
 use daqtune_units::udev;
@@ -25,6 +27,12 @@ pub const MRRS: Tunable = Tunable {
         order: 4,
         with: &[],
         plan: plan_mrrs,
+        artifacts: &[Artifact {
+            kind: "udev-mrrs",
+            help: "udev rule restoring MRRS on the data-path PFs",
+            render: generate_rule,
+        }],
+        owned_files: |_| vec![udev::RULE_PATH.to_string()],
     }),
 };
 
@@ -103,12 +111,8 @@ fn plan_mrrs(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
     let want = cx.lp.profile.pcie.mrrs;
     // The functions the check judges: the data-path NICs' physical functions (the profile's
     // interfaces, else every ConnectX PF).
-    let pfs: Vec<String> = match cx.facts.pci() {
-        Ok(f) => data_path_nics(&cx.context(), f)
-            .iter()
-            .filter(|n| !n.is_vf)
-            .map(|n| n.addr.to_string())
-            .collect(),
+    let pfs: Vec<String> = match data_path_pfs(cx.facts, cx.lp) {
+        Ok(p) => p,
         Err(e) => {
             plan.note(ID, NoteLevel::Skip, e);
             return Ok(());
@@ -201,11 +205,45 @@ fn plan_mrrs(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
         let addrs: Vec<daqtune_units::PciAddr> =
             pfs.iter().filter_map(|p| p.parse().ok()).collect();
         if let Some(exe) = cx.unit_exe(plan, ID, udev::RULE_PATH) {
-            let text = udev::mrrs_rule(&exe, &cx.profile_ref(), &addrs)?;
+            let text = rule(&exe, &cx.profile_ref(), &addrs)?;
             cx.file_change(plan, ID, "udev rule", udev::RULE_PATH, text, 0o644, false);
         }
     }
     Ok(())
+}
+
+/// The data-path physical functions (the profile's interfaces, whatever their make, else the
+/// ConnectX PFs): what MRRS is judged and planned for and the udev rule matches.
+fn data_path_pfs(facts: &Facts, lp: &LoadedProfile) -> Result<Vec<String>, String> {
+    let f = facts.pci().map_err(|e| e.to_string())?;
+    Ok(data_path_nics(&Context::with_facts(facts, lp), f)
+        .iter()
+        .filter(|n| !n.is_vf)
+        .map(|n| n.addr.to_string())
+        .collect())
+}
+
+/// The udev rule that sets MRRS again when one of `addrs` is (re-)added.
+fn rule(
+    exe: &str,
+    profile_ref: &str,
+    addrs: &[daqtune_units::PciAddr],
+) -> Result<String, daqtune_units::InvalidValue> {
+    udev::mrrs_rule(exe, profile_ref, addrs)
+}
+
+/// `generate udev-mrrs`: the rule for `--device`, else the data-path PFs.
+fn generate_rule(g: &GenerateCx) -> Result<String, ArtifactError> {
+    let list = if g.devices.is_empty() {
+        data_path_pfs(g.facts, g.lp).unwrap_or_default()
+    } else {
+        g.devices.to_vec()
+    };
+    let addrs = list
+        .iter()
+        .map(|d| d.parse::<daqtune_units::PciAddr>())
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(rule(g.exe()?, g.profile_ref, &addrs)?)
 }
 
 #[cfg(test)]
