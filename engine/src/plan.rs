@@ -36,6 +36,9 @@ pub enum Action {
         from: u16,
         to: u16,
         mask: u16,
+        /// The setting the `mask` bits encode, for the executor's messages (set by the
+        /// tunable's planner; `None`: the register is named as it is).
+        field: Option<RegField>,
     },
     /// modprobe (live hosts).
     Module { name: String },
@@ -63,6 +66,25 @@ pub enum Action {
         target: String,
         options: String,
     },
+}
+
+/// A setting encoded in a register's bits as `base << ((word >> shift) & 7)` (MRRS: 128 bytes
+/// << DevCtl bits 14:12): how the executor names what it wrote and read back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RegField {
+    /// `MRRS`.
+    pub name: &'static str,
+    pub shift: u8,
+    pub base: u32,
+    /// Said when a write does not take (why a device would ignore it).
+    pub ignored: &'static str,
+}
+
+impl RegField {
+    /// The setting's value in `word`.
+    pub fn decode(&self, word: u16) -> u32 {
+        self.base << ((word >> self.shift) & 7)
+    }
 }
 
 impl Action {

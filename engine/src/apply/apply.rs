@@ -290,6 +290,7 @@ fn apply_one(
             from,
             to,
             mask,
+            field,
         } => {
             let real = real_path(host, path, true)?;
             let cur = read_word(&real, *offset).map_err(|e| format!("{bdf}: {e}"))?;
@@ -314,10 +315,9 @@ fn apply_one(
                     },
                 )
                 .map_err(jerr)?;
-            let what = if register == "DevCtl" {
-                format!("MRRS of {bdf}")
-            } else {
-                format!("{register} of {bdf}")
+            let what = match field {
+                Some(f) => format!("{} of {bdf}", f.name),
+                None => format!("{register} of {bdf}"),
             };
             w.pwrite(&real, *offset, &to.to_le_bytes())
                 .map_err(io_err(&what, lockdown))?;
@@ -326,24 +326,21 @@ fn apply_one(
             if back & mask != to & mask {
                 // The entry stays (done): revert writes the original bits back, which on a
                 // device that ignored the write changes nothing.
-                let mrrs = |w: u16| 128u32 << ((w >> 12) & 7);
-                return Err(if register == "DevCtl" {
-                    format!(
-                        "{bdf}: the write did not take: wrote DevCtl 0x{to:04x} (MRRS {}), reads back 0x{back:04x} (MRRS {}); the device ignores MRRS writes (some emulated and older NICs do)",
-                        mrrs(*to),
-                        mrrs(back)
-                    )
-                } else {
-                    format!("{bdf}: the write did not take: wrote {register} 0x{to:04x}, reads back 0x{back:04x}")
+                return Err(match field {
+                    Some(f) => format!(
+                        "{bdf}: the write did not take: wrote {register} 0x{to:04x} ({} {}), reads back 0x{back:04x} ({} {}); {}",
+                        f.name,
+                        f.decode(*to),
+                        f.name,
+                        f.decode(back),
+                        f.ignored
+                    ),
+                    None => format!("{bdf}: the write did not take: wrote {register} 0x{to:04x}, reads back 0x{back:04x}"),
                 });
             }
-            Ok(if register == "DevCtl" {
-                format!(
-                    "{bdf} MRRS = {} (DevCtl 0x{back:04x})",
-                    128u32 << ((back >> 12) & 7)
-                )
-            } else {
-                format!("{bdf} {register} = 0x{back:04x}")
+            Ok(match field {
+                Some(f) => format!("{bdf} {} = {} ({register} 0x{back:04x})", f.name, f.decode(back)),
+                None => format!("{bdf} {register} = 0x{back:04x}"),
             }
             .into())
         }

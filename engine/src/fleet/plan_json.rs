@@ -24,6 +24,7 @@ fn action(a: &Action) -> Value {
             from,
             to,
             mask,
+            ..
         } => json!({
             "kind": "config-word", "device": bdf, "register": register, "path": path,
             "offset": offset, "from": format!("0x{from:04x}"), "to": format!("0x{to:04x}"),

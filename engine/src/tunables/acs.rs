@@ -280,6 +280,7 @@ fn plan_acs(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
                         from: cur,
                         to,
                         mask: ACS_P2P_REDIRECT_MASK,
+                        field: None,
                     },
                     reboot: false,
                     note: Some(format!(

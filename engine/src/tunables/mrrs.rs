@@ -106,6 +106,14 @@ fn run_mrrs(ctx: &Context) -> Vec<Verdict> {
     out
 }
 
+/// MRRS in DevCtl bits 14:12, as the executor reports it.
+const FIELD: crate::plan::RegField = crate::plan::RegField {
+    name: "MRRS",
+    shift: 12,
+    base: 128,
+    ignored: "the device ignores MRRS writes (some emulated and older NICs do)",
+};
+
 fn plan_mrrs(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
     const ID: &str = "pcie.mrrs";
     let want = cx.lp.profile.pcie.mrrs;
@@ -194,6 +202,7 @@ fn plan_mrrs(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
                         from: devctl,
                         to: new,
                         mask: 0x7000,
+                        field: Some(FIELD),
                     },
                     reboot: false,
                     note: Some(format!("MRRS {cur} -> {want} (DevCtl at 0x{off:x}: 0x{devctl:04x} -> 0x{new:04x}, bits 14:12 only)")),

@@ -159,6 +159,7 @@ fn a_config_word_the_device_keeps_keeps_the_run() {
         from: 0x2810,
         to: 0x5810,
         mask: 0x7000,
+        field: None,
     };
     undo_must_read_back(
         d.path(),
