@@ -81,7 +81,15 @@ mod toy {
             plan.note(ID, NoteLevel::Skip, "the knob is persistent only");
             return Ok(());
         }
-        cx.file_change(plan, ID, "knob", PATH, file(&cx.profile_ref()), 0o644, false);
+        cx.file_change(
+            plan,
+            ID,
+            "knob",
+            PATH,
+            file(&cx.profile_ref()),
+            0o644,
+            false,
+        );
         Ok(())
     }
 
@@ -175,10 +183,7 @@ fn a_toy_tunable_is_picked_up_by_every_command() {
     let after = statuses(&reg, &host, toy::ID);
     assert_eq!(after[0].0, Status::Pass, "{after:?}");
     let arts = statuses(&reg, &host, "daqtune.artifacts");
-    assert!(
-        arts.iter().any(|(_, m)| m.contains(toy::PATH)),
-        "{arts:?}"
-    );
+    assert!(arts.iter().any(|(_, m)| m.contains(toy::PATH)), "{arts:?}");
     // plan again: nothing to do.
     let facts = Facts::new(&host);
     let again = tunables::build_plan_in(&reg, &facts, &lp, &opts, None).expect("plan");
@@ -186,11 +191,7 @@ fn a_toy_tunable_is_picked_up_by_every_command() {
 
     // revert: the file is gone and the check fails again.
     let rr = revert_all(&host, state.path(), &mut w);
-    assert!(
-        rr.steps.iter().all(|(_, r)| r.is_ok()),
-        "{:?}",
-        rr.steps
-    );
+    assert!(rr.steps.iter().all(|(_, r)| r.is_ok()), "{:?}", rr.steps);
     assert!(!root.path().join("etc/toy/knob.conf").exists());
     assert_eq!(statuses(&reg, &host, toy::ID)[0].0, Status::Fail);
 }

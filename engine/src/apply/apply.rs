@@ -339,7 +339,11 @@ fn apply_one(
                 });
             }
             Ok(match field {
-                Some(f) => format!("{bdf} {} = {} ({register} 0x{back:04x})", f.name, f.decode(back)),
+                Some(f) => format!(
+                    "{bdf} {} = {} ({register} 0x{back:04x})",
+                    f.name,
+                    f.decode(back)
+                ),
                 None => format!("{bdf} {register} = 0x{back:04x}"),
             }
             .into())

@@ -64,7 +64,6 @@ fn is_config(path: &str) -> bool {
         || path.starts_with("/var/lib/daqtune/"))
 }
 
-
 fn add(out: &mut Vec<Artifact>, path: &str, run: Option<&str>, changed_existing: bool) {
     match out.iter_mut().find(|a| a.path == path) {
         Some(a) => {

@@ -310,4 +310,3 @@ fn plan_acs(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
 fn unit(exe: &str, profile_ref: &str) -> systemd::Oneshot {
     systemd::acs_unit(exe, profile_ref)
 }
-

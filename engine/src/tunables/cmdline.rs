@@ -40,7 +40,8 @@ pub const CMDLINE: Tunable = Tunable {
         artifacts: &[
             Artifact {
                 kind: "kernel-args",
-                help: "The kernel arguments only, one line (for boot managers daqtune does not write)",
+                help:
+                    "The kernel arguments only, one line (for boot managers daqtune does not write)",
                 render: |g| Ok(generate_args(g)?.render_plain()),
             },
             Artifact {
@@ -559,10 +560,7 @@ fn grub_dropin(
 }
 
 /// `conf` (an extlinux.conf) with daqtune's entry carrying `args` as its default.
-fn extlinux_entry(
-    conf: &str,
-    args: &grub::KernelArgs,
-) -> Result<String, extlinux::ExtlinuxError> {
+fn extlinux_entry(conf: &str, args: &grub::KernelArgs) -> Result<String, extlinux::ExtlinuxError> {
     extlinux::add_entry(conf, args)
 }
 

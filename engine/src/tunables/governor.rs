@@ -243,4 +243,3 @@ fn plan_governor(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
 fn unit(exe: &str, profile_ref: &str) -> systemd::Oneshot {
     systemd::governor_unit(exe, profile_ref)
 }
-

@@ -243,11 +243,7 @@ pub fn build_plan_in(
         if !planners.iter().any(|t| t.id == id) {
             return Err(PlanError::UnknownId {
                 id: id.clone(),
-                known: planners
-                    .iter()
-                    .map(|t| t.id)
-                    .collect::<Vec<_>>()
-                    .join(", "),
+                known: planners.iter().map(|t| t.id).collect::<Vec<_>>().join(", "),
             });
         }
     }

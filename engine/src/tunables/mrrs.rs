@@ -6,8 +6,8 @@ use crate::context::nics::{
     cap_visibility_skip, data_path_nics, nic_devices, no_nic_reason, pci_or_skip,
 };
 use crate::context::Context;
-use crate::plan::{Action, Change, NoteLevel, Plan, PlanCx, PlanError};
 use crate::facts::Facts;
+use crate::plan::{Action, Change, NoteLevel, Plan, PlanCx, PlanError};
 use crate::profile::LoadedProfile;
 use crate::tunable::{Artifact, ArtifactError, GenerateCx, Planner, Tunable};
 use crate::verdict::{Area, Verdict};

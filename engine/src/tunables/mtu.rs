@@ -64,7 +64,12 @@ pub const MTU: Tunable = Tunable {
                             .facts
                             .read_attr(&format!("/sys/class/net/{n}/address"))
                             .map_err(|e| ArtifactError::Host(format!("{n}: {e}")))?;
-                        let art = link_file(&n, &network::LinkMatch::Mac(mac), g.lp.profile.nic.mtu, g.profile_ref)?;
+                        let art = link_file(
+                            &n,
+                            &network::LinkMatch::Mac(mac),
+                            g.lp.profile.nic.mtu,
+                            g.profile_ref,
+                        )?;
                         s.push_str(&format!("# --- {}\n{}", art.path, art.text));
                     }
                     Ok(s)

@@ -26,14 +26,13 @@ pub const NET_SYSCTL: Tunable = Tunable {
             kind: "sysctl",
             help: "sysctl.d drop-in with the socket buffer sizes",
             render: |g| {
-                let v: Vec<(&str, &str)> = g
-                    .lp
-                    .profile
-                    .sysctl
-                    .values
-                    .iter()
-                    .map(|(k, v)| (k.as_str(), v.as_str()))
-                    .collect();
+                let v: Vec<(&str, &str)> =
+                    g.lp.profile
+                        .sysctl
+                        .values
+                        .iter()
+                        .map(|(k, v)| (k.as_str(), v.as_str()))
+                        .collect();
                 Ok(dropin(&v, g.profile_ref)?)
             },
         }],
@@ -202,7 +201,10 @@ fn plan_sysctl(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
 }
 
 /// The sysctl.d drop-in carrying `values` across reboots.
-fn dropin(values: &[(&str, &str)], profile_ref: &str) -> Result<String, daqtune_units::InvalidValue> {
+fn dropin(
+    values: &[(&str, &str)],
+    profile_ref: &str,
+) -> Result<String, daqtune_units::InvalidValue> {
     etc::sysctl_conf(values, profile_ref)
 }
 
