@@ -113,3 +113,23 @@ impl Tunable {
         self.planner.is_some()
     }
 }
+
+/// Why a tunable's setter hook (the executor's MTU, module, mount and GPU actions) did not
+/// change the host.
+#[derive(Debug, thiserror::Error)]
+pub enum SetError {
+    /// The journal could not record the change, so it was not made.
+    #[error("journal: {0} (nothing changed)")]
+    Journal(std::io::Error),
+    #[error("no GPU control available")]
+    NoGpu,
+    /// The host refused or did not take the change (the message names what and why).
+    #[error("{0}")]
+    Host(String),
+}
+
+impl From<String> for SetError {
+    fn from(s: String) -> Self {
+        SetError::Host(s)
+    }
+}

@@ -280,7 +280,9 @@ fn apply_one(
             Ok(format!("{path} = {to}").into())
         }
         Action::Mtu { ifname, to, .. } => {
-            crate::tunables::mtu::set_mtu(j, w, lockdown, ifname, *to).map(Done::from)
+            crate::tunables::mtu::set_mtu(j, w, lockdown, ifname, *to)
+                .map(Done::from)
+                .map_err(|e| e.to_string())
         }
         Action::ConfigWord {
             bdf,
@@ -350,19 +352,25 @@ fn apply_one(
         }
         Action::GpuLock { uuid, domain } => {
             crate::tunables::gpu_clocks::lock_clock(j, w, gpu, uuid, *domain)
+                .map_err(|e| e.to_string())
         }
         Action::GpuPersistence { uuid } => {
-            crate::tunables::gpu_clocks::persistence_on(j, w, gpu, uuid).map(Done::from)
+            crate::tunables::gpu_clocks::persistence_on(j, w, gpu, uuid)
+                .map(Done::from)
+                .map_err(|e| e.to_string())
         }
         Action::Module { name } => {
-            crate::tunables::peermem::load_module(host, j, w, lockdown, name).map(Done::from)
+            crate::tunables::peermem::load_module(host, j, w, lockdown, name)
+                .map(Done::from)
+                .map_err(|e| e.to_string())
         }
         Action::Mount {
             fstype,
             target,
             options,
         } => crate::tunables::hugepages::mount_now(host, j, w, fstype, target, options)
-            .map(Done::from),
+            .map(Done::from)
+            .map_err(|e| e.to_string()),
     }
 }
 

@@ -493,9 +493,9 @@ pub(crate) fn lock_clock(
     gpu: Option<&dyn GpuSetters>,
     uuid: &str,
     domain: GpuDomain,
-) -> Result<Done, String> {
-    let jerr = |e: std::io::Error| format!("journal: {e} (nothing changed)");
-    let g = gpu.ok_or("no GPU control available")?;
+) -> Result<Done, crate::tunable::SetError> {
+    let jerr = crate::tunable::SetError::Journal;
+    let g = gpu.ok_or(crate::tunable::SetError::NoGpu)?;
     let idx = j
         .record(
             w,
@@ -512,7 +512,7 @@ pub(crate) fn lock_clock(
         Ok(r) => r,
         Err(e) => {
             j.take_back(w, idx);
-            return Err(e);
+            return Err(e.into());
         }
     };
     if let Some(rec) = j.doc.records.get_mut(idx) {
@@ -541,7 +541,8 @@ pub(crate) fn lock_clock(
         }),
         Some(false) => Err(format!(
             "{message}: the lock did not take (`daqtune revert` resets it)"
-        )),
+        )
+        .into()),
     }
 }
 
@@ -551,9 +552,9 @@ pub(crate) fn persistence_on(
     w: &mut dyn Writer,
     gpu: Option<&dyn GpuSetters>,
     uuid: &str,
-) -> Result<String, String> {
-    let jerr = |e: std::io::Error| format!("journal: {e} (nothing changed)");
-    let g = gpu.ok_or("no GPU control available")?;
+) -> Result<String, crate::tunable::SetError> {
+    let jerr = crate::tunable::SetError::Journal;
+    let g = gpu.ok_or(crate::tunable::SetError::NoGpu)?;
     let before = g
         .gpus()
         .ok()
@@ -570,7 +571,7 @@ pub(crate) fn persistence_on(
         .map_err(jerr)?;
     if let Err(e) = g.set_persistence(uuid, true) {
         j.take_back(w, idx);
-        return Err(e);
+        return Err(e.into());
     }
     j.mark_done(w, idx).map_err(jerr)?;
     Ok(format!("persistence mode on for {uuid}"))

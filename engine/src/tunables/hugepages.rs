@@ -597,9 +597,9 @@ pub(crate) fn mount_now(
     fstype: &str,
     target: &str,
     options: &str,
-) -> Result<String, String> {
+) -> Result<String, crate::tunable::SetError> {
     use crate::apply::journal::Entry;
-    let jerr = |e: std::io::Error| format!("journal: {e} (nothing changed)");
+    let jerr = crate::tunable::SetError::Journal;
     let real = host.resolve(target).map_err(|e| format!("{target}: {e}"))?;
     let created_dir = !real.is_dir();
     let idx = j
@@ -620,13 +620,13 @@ pub(crate) fn mount_now(
     if created_dir {
         if let Err(e) = std::fs::create_dir_all(&real) {
             j.take_back(w, idx);
-            return Err(format!("{target}: cannot make the mount point: {e}"));
+            return Err(format!("{target}: cannot make the mount point: {e}").into());
         }
     }
     if let Err(e) = w.mount(fstype, &real, options) {
         undo_dir(&real);
         j.take_back(w, idx);
-        return Err(format!("mount -t {fstype} -o {options} {target}: {e}"));
+        return Err(format!("mount -t {fstype} -o {options} {target}: {e}").into());
     }
     j.mark_done(w, idx).map_err(jerr)?;
     // mount(2)'s success is read back from the kernel's table (the entry stays: revert
@@ -634,7 +634,8 @@ pub(crate) fn mount_now(
     if !crate::apply::setters::mounted(host, target, fstype) {
         return Err(format!(
             "{target}: mount(2) succeeded, but /proc/self/mounts lists no {fstype} there"
-        ));
+        )
+        .into());
     }
     Ok(format!("mounted {fstype} at {target} ({options})"))
 }

@@ -396,8 +396,8 @@ pub(crate) fn set_mtu(
     lockdown: Option<&str>,
     ifname: &str,
     to: u32,
-) -> Result<String, String> {
-    let jerr = |e: std::io::Error| format!("journal: {e} (nothing changed)");
+) -> Result<String, crate::tunable::SetError> {
+    let jerr = crate::tunable::SetError::Journal;
     let original = w.mtu(ifname).map_err(|e| format!("{ifname}: {e}"))?;
     let idx = j
         .record(
@@ -417,7 +417,7 @@ pub(crate) fn set_mtu(
         .mtu(ifname)
         .map_err(|e| format!("{ifname}: read back: {e}"))?;
     if back != to {
-        return Err(format!("{ifname}: set MTU {to}, reads back {back}"));
+        return Err(format!("{ifname}: set MTU {to}, reads back {back}").into());
     }
     Ok(format!("MTU of {ifname} = {to}"))
 }

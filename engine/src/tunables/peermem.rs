@@ -277,8 +277,8 @@ pub(crate) fn load_module(
     w: &mut dyn Writer,
     lockdown: Option<&str>,
     name: &str,
-) -> Result<String, String> {
-    let jerr = |e: std::io::Error| format!("journal: {e} (nothing changed)");
+) -> Result<String, crate::tunable::SetError> {
+    let jerr = crate::tunable::SetError::Journal;
     let idx = j
         .record(
             w,
@@ -301,7 +301,7 @@ pub(crate) fn load_module(
     if !crate::apply::setters::module_loaded(host, name) {
         return Err(format!(
             "{name}: modprobe succeeded, but the kernel does not list the module (/proc/modules, /sys/module)"
-        ));
+        ).into());
     }
     Ok(format!("loaded {name}"))
 }
