@@ -123,6 +123,12 @@ fn observed_pools(mem: &daqtune_probe::mem::MemFacts) -> String {
 }
 
 /// One pool's verdict: reserved, free, mounted where the profile says, nothing left behind.
+/// The one judgement of a pool's size, which the check turns into a failure and the plan into
+/// a larger reservation: how many pages it lacks for `count`, if any.
+fn short_by(pool: &daqtune_probe::mem::HugePool, count: u64) -> Option<u64> {
+    count.checked_sub(pool.total).filter(|n| *n > 0)
+}
+
 fn judge_pool(ctx: &Context, want: &HugepagePool, observed: &str) -> Verdict {
     const ID: &str = "hugepages";
     let mem = ctx.mem();
@@ -157,7 +163,7 @@ fn judge_pool(ctx: &Context, want: &HugepagePool, observed: &str) -> Verdict {
     let mut warnings: Vec<String> = Vec::new();
     match mem.pool(size_kb) {
         None => problems.push(mem.size_not_offered(&size)),
-        Some(p) if p.total < want.count => problems.push(format!(
+        Some(p) if short_by(p, want.count).is_some() => problems.push(format!(
             "{} x {size} pages reserved, the profile needs {} ({} GiB more)",
             p.total,
             want.count,
@@ -359,7 +365,7 @@ fn plan_pool(
             plan.note(ID, NoteLevel::Skip, format!("the kernel offers no {} page pool (/sys/kernel/mm/hugepages/hugepages-{size_kb}kB is absent)", hp.size));
             return 0;
         }
-        Some(pool) if pool.total >= hp.count => return 0,
+        Some(pool) if short_by(pool, hp.count).is_none() => return 0,
         Some(pool) => pool,
     };
     // On a multi-node host whose data cores sit on one node, the pages go to that node (DPDK

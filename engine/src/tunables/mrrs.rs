@@ -60,7 +60,7 @@ fn run_mrrs(ctx: &Context) -> Vec<Verdict> {
             continue;
         };
         let observed = cap.mrrs;
-        if observed == want {
+        if !wrong(cap, want) {
             out.push(
                 Verdict::pass(
                     ID,
@@ -104,6 +104,12 @@ fn run_mrrs(ctx: &Context) -> Vec<Verdict> {
         ));
     }
     out
+}
+
+/// The one judgement, which the check turns into a failure and the plan into a DevCtl write:
+/// the function's MRRS is not the profile's.
+fn wrong(cap: &daqtune_probe::pci::config::PcieCap, want: u32) -> bool {
+    cap.mrrs != want
 }
 
 /// MRRS in DevCtl bits 14:12, as the executor reports it.
@@ -180,6 +186,9 @@ fn plan_mrrs(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
                 );
                 continue;
             };
+            if !wrong(cap, want) {
+                continue;
+            }
             let off = cap.offset + 8;
             let devctl = cap.devctl;
             let new = match daqtune_probe::pci::config::mrrs_rmw(devctl, want) {
