@@ -22,6 +22,10 @@ pub enum Action {
         path: String,
         from: String,
         to: String,
+        /// The attribute is a count of a pool others draw on too (hugepages): revert gives
+        /// back the units this run added instead of writing `from` back, in case someone
+        /// reserved more since.
+        shared_count: bool,
     },
     /// Set an MTU with SIOCSIFMTU (live hosts; under a root it is an `Attr` on `mtu`).
     Mtu { ifname: String, from: u32, to: u32 },
@@ -426,7 +430,7 @@ impl fmt::Display for Plan {
                     c.subject.clone()
                 };
                 let what = match &c.action {
-                    Action::Attr { path, from, to } => {
+                    Action::Attr { path, from, to, .. } => {
                         let cpu = c.subject.split_whitespace().next().unwrap_or("");
                         let p = if j - i > 1 {
                             path.replacen(&format!("/{cpu}/"), "/cpu*/", 1)

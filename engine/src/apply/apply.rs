@@ -252,7 +252,12 @@ fn apply_one(
             link_reads_back(&real, path, t)?;
             Ok(format!("enabled {path}").into())
         }
-        Action::Attr { path, to, .. } => {
+        Action::Attr {
+            path,
+            to,
+            shared_count,
+            ..
+        } => {
             let real = real_path(host, path, true)?;
             let original = std::fs::read_to_string(&real).map_err(|e| format!("{path}: {e}"))?;
             let idx = j
@@ -263,6 +268,7 @@ fn apply_one(
                         path: path.clone(),
                         original,
                         new: to.clone(),
+                        shared_count: *shared_count,
                     },
                 )
                 .map_err(jerr)?;
@@ -479,7 +485,13 @@ fn apply_attr_batch(
     let mut results: Vec<Option<Result<String, String>>> = vec![None; batch.len()];
     let mut todo = Vec::new();
     for (k, c) in batch.iter().enumerate() {
-        let Action::Attr { path, to, .. } = &c.action else {
+        let Action::Attr {
+            path,
+            to,
+            shared_count,
+            ..
+        } = &c.action
+        else {
             results[k] = Some(Err("internal: not an attribute write".into()));
             continue;
         };
@@ -495,6 +507,7 @@ fn apply_attr_batch(
                     path: path.clone(),
                     original,
                     new: to.clone(),
+                    shared_count: *shared_count,
                 });
                 todo.push((k, idx, real, path, to));
             }

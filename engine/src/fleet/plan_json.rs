@@ -10,7 +10,7 @@ pub const SCHEMA: &str = "daqtune.plan/v1";
 
 fn action(a: &Action) -> Value {
     match a {
-        Action::Attr { path, from, to } => json!({
+        Action::Attr { path, from, to, .. } => json!({
             "kind": "attr", "path": path, "from": from.trim_end(), "to": to.trim_end(),
         }),
         Action::Mtu { ifname, from, to } => json!({
@@ -140,6 +140,7 @@ mod tests {
                         path: "/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor".into(),
                         from: "powersave\n".into(),
                         to: "performance".into(),
+                        shared_count: false,
                     },
                     reboot: false,
                     note: None,

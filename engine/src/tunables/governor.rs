@@ -227,6 +227,7 @@ fn plan_governor(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
                             path,
                             from,
                             to: want.clone(),
+                            shared_count: false,
                         },
                         reboot: false,
                         note: None,

@@ -444,6 +444,8 @@ fn plan_pool(
             path,
             from,
             to: target.to_string(),
+            // Others may reserve pages of this pool too: revert gives back only ours.
+            shared_count: true,
         },
         reboot: false,
         note,
@@ -456,6 +458,7 @@ fn plan_pool(
                 path: free_path,
                 from: format!("{cur_free}\n"),
                 to: (cur_free + (target - cur_total)).to_string(),
+                shared_count: false,
             },
             reboot: false,
             note: None,
@@ -769,12 +772,19 @@ mod tests {
             .find(|c| c.check == "hugepages")
             .expect("change");
         match &c.action {
-            Action::Attr { path, to, .. } => {
+            Action::Attr {
+                path,
+                to,
+                shared_count,
+                ..
+            } => {
                 assert_eq!(
                     path,
                     "/sys/devices/system/node/node1/hugepages/hugepages-1048576kB/nr_hugepages"
                 );
                 assert_eq!(to, "4");
+                // The pool is shared: the plan tells revert to give back only its pages.
+                assert!(shared_count);
             }
             a => panic!("{a:?}"),
         }

@@ -153,6 +153,7 @@ fn plan_idle(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
                 path,
                 from: "0\n".to_string(),
                 to: "1".into(),
+                shared_count: false,
             },
             reboot: false,
             note: Some(format!(

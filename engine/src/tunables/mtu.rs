@@ -219,6 +219,7 @@ fn plan_mtu(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
                     path,
                     from: raw,
                     to: want.to_string(),
+                    shared_count: false,
                 },
             };
             plan.changes.push(Change {

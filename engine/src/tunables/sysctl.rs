@@ -184,6 +184,7 @@ fn plan_sysctl(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
                     path,
                     from: raw,
                     to: v.clone(),
+                    shared_count: false,
                 },
                 reboot: false,
                 note: None,

@@ -124,6 +124,7 @@ fn a_root_attribute_that_does_not_go_back_keeps_the_run() {
         path: format!("/{gov}"),
         from: "powersave\n".into(),
         to: "performance".into(),
+        shared_count: false,
     };
     undo_must_read_back(
         d.path(),
