@@ -1,9 +1,13 @@
 //! What a tunable is: one setting of the host (or one observation of it), owned by one module
-//! under `tunables/`, with everything about it in one place: its stable id and documentation
-//! page, the profile keys it reads, its judgement (verdicts) and, when daqtune can change the
-//! setting, its plan. The registry (`tunables::REGISTRY`) lists them.
+//! under `tunables/`, with everything about it in one place: its stable id, tune_system.py
+//! aliases and documentation page, the profile keys it reads, its judgement (verdicts) and,
+//! when daqtune can change the setting, its plan, the wording of its actions, the persistent
+//! artifacts it renders (what `daqtune generate` prints) and the fixed files it owns. The
+//! registry (`tunables::REGISTRY`) lists them; `generate`'s kinds, the `--only` help, the
+//! legacy aliases and `daqtune.artifacts`' file names are all made from it.
 //!
-//! Verify is the judgement again: `check` and `plan` call the same tunable on the same
+//! Verify is the judgement again: a planning tunable decides what is wrong in one function
+//! that its check turns into verdicts and its plan into changes, on the same
 //! [`Facts`](crate::facts::Facts), so what passes is never planned for, and after `apply` the
 //! same judgement on the changed host turns green (`tests/tunables_agree.rs` holds every
 //! fixture root to that).

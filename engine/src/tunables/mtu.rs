@@ -104,7 +104,7 @@ fn run_mtu(ctx: &Context) -> Vec<Verdict> {
         for nd in &n.netdevs {
             let subject = format!("{} ({})", n.addr, nd.name);
             match nd.mtu {
-                Some(m) if m >= want => out.push(
+                Some(m) if !short(m, want) => out.push(
                     Verdict::pass(ID, subject, format!("MTU {m}")).observed(m).expected(format!(">= {want}")),
                 ),
                 Some(m) => out.push(
@@ -195,7 +195,7 @@ fn plan_mtu(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
                 );
                 continue;
             };
-            if cur >= want {
+            if !short(cur, want) {
                 continue;
             }
             let max = cx
@@ -288,6 +288,12 @@ fn plan_mtu(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
         }
     }
     Ok(())
+}
+
+/// The one judgement, which the check turns into a failure and the plan into an MTU change:
+/// a port's MTU is below the profile's (a larger one carries the profile's frames too).
+fn short(mtu: u32, want: u32) -> bool {
+    mtu < want
 }
 
 /// The netplan file giving `ports` their MTU.
