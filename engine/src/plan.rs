@@ -319,8 +319,8 @@ impl<'a> PlanCx<'a> {
     }
 
     /// The data cores as a CPU list, resolved as the checks resolve them.
-    pub fn data_cores(&self) -> Result<Option<String>, String> {
-        data_core_list(self.facts, self.lp)
+    pub fn data_cores(&self) -> Result<Option<String>, crate::tunable::Unjudged> {
+        Ok(data_core_list(self.facts, self.lp)?)
     }
 
     /// The checks' context on this plan's facts and profile: a tunable plans from the same

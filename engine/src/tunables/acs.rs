@@ -168,9 +168,9 @@ pub struct AcsPort {
 /// Ports on every GPU <-> ConnectX path whose ACS capability offers a P2P redirect control
 /// (whether it is set now or not: the persistent kernel argument must not depend on whether
 /// the runtime change was already made).
-pub fn acs_ports(ctx: &Context) -> Result<Vec<AcsPort>, String> {
+pub fn acs_ports(ctx: &Context) -> Result<Vec<AcsPort>, crate::tunable::Unjudged> {
     use daqtune_probe::pci::config::ACS_P2P_REDIRECT_MASK;
-    let pci = ctx.pci().map_err(str::to_string)?;
+    let pci = ctx.pci()?;
     let tree = &pci.tree;
     // The pairs the check judges: the data-path NICs, and only paths that stay below one
     // host bridge (PIX/PXB/PHB; elsewhere peer traffic crosses the CPU whatever ACS says).
@@ -227,7 +227,7 @@ fn plan_acs(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
     let ports = match acs_ports(&cx.context()) {
         Ok(p) => p,
         Err(e) => {
-            plan.note(ID, NoteLevel::Skip, e);
+            plan.note(ID, NoteLevel::Skip, e.to_string());
             return Ok(());
         }
     };

@@ -80,7 +80,7 @@ pub fn requires_equal_masks(kernel_release: Option<&str>) -> bool {
 
 /// The isolation arguments the profile asks for on this host, in the seed's order:
 /// `isolcpus=9-11 irqaffinity=0-8 nohz_full=9-11 rcu_nocbs=9-11 rcu_nocb_poll`.
-pub fn isolation_args(ctx: &Context) -> Result<Vec<String>, String> {
+pub fn isolation_args(ctx: &Context) -> Result<Vec<String>, crate::tunable::Unjudged> {
     let Some(iso) = ctx.data_cores()? else {
         return Ok(Vec::new());
     };

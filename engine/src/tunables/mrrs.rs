@@ -128,7 +128,7 @@ fn plan_mrrs(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
     let pfs: Vec<String> = match data_path_pfs(cx.facts, cx.lp) {
         Ok(p) => p,
         Err(e) => {
-            plan.note(ID, NoteLevel::Skip, e);
+            plan.note(ID, NoteLevel::Skip, e.to_string());
             return Ok(());
         }
     };
@@ -232,8 +232,11 @@ fn plan_mrrs(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
 
 /// The data-path physical functions (the profile's interfaces, whatever their make, else the
 /// ConnectX PFs): what MRRS is judged and planned for and the udev rule matches.
-fn data_path_pfs(facts: &Facts, lp: &LoadedProfile) -> Result<Vec<String>, String> {
-    let f = facts.pci().map_err(|e| e.to_string())?;
+fn data_path_pfs(
+    facts: &Facts,
+    lp: &LoadedProfile,
+) -> Result<Vec<String>, crate::tunable::Unjudged> {
+    let f = facts.pci()?;
     Ok(data_path_nics(&Context::with_facts(facts, lp), f)
         .iter()
         .filter(|n| !n.is_vf)
