@@ -22,6 +22,10 @@ pub enum Action {
         path: String,
         from: String,
         to: String,
+        /// The attribute is a count of a pool others draw on too (hugepages): revert gives
+        /// back the units this run added instead of writing `from` back, in case someone
+        /// reserved more since.
+        shared_count: bool,
     },
     /// Set an MTU with SIOCSIFMTU (live hosts; under a root it is an `Attr` on `mtu`).
     Mtu { ifname: String, from: u32, to: u32 },
@@ -36,6 +40,9 @@ pub enum Action {
         from: u16,
         to: u16,
         mask: u16,
+        /// The setting the `mask` bits encode, for the executor's messages (set by the
+        /// tunable's planner; `None`: the register is named as it is).
+        field: Option<RegField>,
     },
     /// modprobe (live hosts).
     Module { name: String },
@@ -63,6 +70,25 @@ pub enum Action {
         target: String,
         options: String,
     },
+}
+
+/// A setting encoded in a register's bits as `base << ((word >> shift) & 7)` (MRRS: 128 bytes
+/// << DevCtl bits 14:12): how the executor names what it wrote and read back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RegField {
+    /// `MRRS`.
+    pub name: &'static str,
+    pub shift: u8,
+    pub base: u32,
+    /// Said when a write does not take (why a device would ignore it).
+    pub ignored: &'static str,
+}
+
+impl RegField {
+    /// The setting's value in `word`.
+    pub fn decode(&self, word: u16) -> u32 {
+        self.base << ((word >> self.shift) & 7)
+    }
 }
 
 impl Action {
@@ -293,8 +319,8 @@ impl<'a> PlanCx<'a> {
     }
 
     /// The data cores as a CPU list, resolved as the checks resolve them.
-    pub fn data_cores(&self) -> Result<Option<String>, String> {
-        data_core_list(self.facts, self.lp).map_err(String::from)
+    pub fn data_cores(&self) -> Result<Option<String>, crate::tunable::Unjudged> {
+        Ok(data_core_list(self.facts, self.lp)?)
     }
 
     /// The checks' context on this plan's facts and profile: a tunable plans from the same
@@ -404,7 +430,7 @@ impl fmt::Display for Plan {
                     c.subject.clone()
                 };
                 let what = match &c.action {
-                    Action::Attr { path, from, to } => {
+                    Action::Attr { path, from, to, .. } => {
                         let cpu = c.subject.split_whitespace().next().unwrap_or("");
                         let p = if j - i > 1 {
                             path.replacen(&format!("/{cpu}/"), "/cpu*/", 1)

@@ -1,16 +1,21 @@
 //! What a tunable is: one setting of the host (or one observation of it), owned by one module
-//! under `tunables/`, which holds its stable id and documentation page, the profile keys it
-//! reads, its judgement (verdicts) and, when daqtune can change the setting, its plan. The
-//! registry (`tunables::REGISTRY`) lists them. (`generate`'s artifact kinds and some action
-//! wording still live in `apply` and `exec`: issue 24 item 1 moves them here.)
+//! under `tunables/`, with everything about it in one place: its stable id, tune_system.py
+//! aliases and documentation page, the profile keys it reads, its judgement (verdicts) and,
+//! when daqtune can change the setting, its plan, the wording of its actions, the persistent
+//! artifacts it renders (what `daqtune generate` prints) and the fixed files it owns. The
+//! registry (`tunables::REGISTRY`) lists them; `generate`'s kinds, the `--only` help, the
+//! legacy aliases and `daqtune.artifacts`' file names are all made from it.
 //!
-//! Verify is the judgement again: `check` and `plan` call the same tunable on the same
+//! Verify is the judgement again: a planning tunable decides what is wrong in one function
+//! that its check turns into verdicts and its plan into changes, on the same
 //! [`Facts`](crate::facts::Facts), so what passes is never planned for, and after `apply` the
 //! same judgement on the changed host turns green (`tests/tunables_agree.rs` holds every
 //! fixture root to that).
 
 use crate::context::Context;
+use crate::facts::Facts;
 use crate::plan::{Plan, PlanCx, PlanError};
+use crate::profile::LoadedProfile;
 use crate::verdict::{Area, Verdict};
 
 pub struct Tunable {
@@ -47,10 +52,121 @@ pub struct Planner {
     /// data out. Action kinds of its own (MTU, module load, GPU locks) are executed by the
     /// setter hooks in the tunable's module; the rest by the shared writers.
     pub plan: fn(&PlanCx, &mut Plan) -> Result<(), PlanError>,
+    /// What `daqtune generate KIND` prints for this tunable: each artifact its plan writes,
+    /// rendered by the same function the plan renders it with.
+    pub artifacts: &'static [Artifact],
+    /// The fixed host paths of the persistent files this tunable writes under a profile:
+    /// `daqtune.artifacts` looks for daqtune's mark there when no journal names them.
+    pub owned_files: fn(&LoadedProfile) -> Vec<String>,
+}
+
+/// No fixed files ([`Planner::owned_files`] of a tunable with runtime changes only).
+pub fn no_files(_: &LoadedProfile) -> Vec<String> {
+    Vec::new()
+}
+
+/// One persistent artifact, as `daqtune generate` prints it for image builders and
+/// configuration managers.
+pub struct Artifact {
+    /// The command-line name (`udev-mrrs`).
+    pub kind: &'static str,
+    /// Its help line.
+    pub help: &'static str,
+    pub render: fn(&GenerateCx) -> Result<String, ArtifactError>,
+}
+
+/// What an artifact is rendered from in `generate`: the host's facts, the profile and the
+/// command line's choices.
+pub struct GenerateCx<'a> {
+    pub facts: &'a Facts<'a>,
+    pub lp: &'a LoadedProfile,
+    /// The daqtune binary units and rules run (`--exe`, else the installed one).
+    pub exe: Option<&'a str>,
+    /// How units name the profile.
+    pub profile_ref: &'a str,
+    /// `--interface`: ports for network artifacts (empty: the tunable's default).
+    pub interfaces: &'a [String],
+    /// `--device`: PCI functions for device artifacts (empty: the tunable's default).
+    pub devices: &'a [String],
+}
+
+impl GenerateCx<'_> {
+    /// The binary a unit or rule runs: never printed with one that is not there.
+    pub fn exe(&self) -> Result<&str, ArtifactError> {
+        self.exe.ok_or(ArtifactError::NoBinary)
+    }
+}
+
+/// Why an artifact cannot be printed.
+#[derive(Debug, thiserror::Error)]
+pub enum ArtifactError {
+    #[error("no installed daqtune binary (looked for {}): this artifact would run it; {}", daqtune_units::INSTALLED_EXE.join(", "), daqtune_units::INSTALL_ADVICE)]
+    NoBinary,
+    #[error("{0}")]
+    Invalid(#[from] daqtune_units::InvalidValue),
+    /// A host file the artifact is made from cannot be read or used (the message names it).
+    #[error("{0}")]
+    Host(String),
+    /// The profile asks for nothing this artifact would carry.
+    #[error("{0}")]
+    Nothing(&'static str),
 }
 
 impl Tunable {
     pub fn plans(&self) -> bool {
         self.planner.is_some()
+    }
+}
+
+/// Why a tunable's setter hook (the executor's MTU, module, mount and GPU actions) did not
+/// change the host.
+#[derive(Debug, thiserror::Error)]
+pub enum SetError {
+    /// The journal could not record the change, so it was not made.
+    #[error("journal: {0} (nothing changed)")]
+    Journal(std::io::Error),
+    #[error("no GPU control available")]
+    NoGpu,
+    /// The GPU control (NVML) refused or did not take the change.
+    #[error("{0}")]
+    Gpu(#[from] crate::hostio::gpu::GpuError),
+    /// The host refused or did not take the change (the message names what and why).
+    #[error("{0}")]
+    Host(String),
+}
+
+impl From<String> for SetError {
+    fn from(s: String) -> Self {
+        SetError::Host(s)
+    }
+}
+
+/// Why a tunable cannot judge its setting on this host: what its check reports as `skip` and
+/// its plan as a skip note, in the host's own terms.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Unjudged {
+    /// A fact the judgement needs cannot be read (the message names it and why).
+    #[error("{0}")]
+    Facts(String),
+    /// The profile and the host leave nothing to judge (no data cores, no data-path NIC).
+    #[error("{0}")]
+    Nothing(&'static str),
+}
+
+impl From<String> for Unjudged {
+    fn from(s: String) -> Self {
+        Unjudged::Facts(s)
+    }
+}
+
+impl From<crate::cores::CoresError> for Unjudged {
+    fn from(e: crate::cores::CoresError) -> Self {
+        Unjudged::Facts(e.to_string())
+    }
+}
+
+impl From<&str> for Unjudged {
+    fn from(s: &str) -> Self {
+        Unjudged::Facts(s.to_string())
     }
 }

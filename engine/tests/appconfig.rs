@@ -6,7 +6,8 @@
 mod common;
 
 use common::{copy_tree, fixture};
-use daqtune_engine::appconfig::{derive_loaded, AppConfig};
+use daqtune_engine::app_profile::derive_loaded;
+use daqtune_engine::appconfig::AppConfig;
 use daqtune_engine::context::Context;
 use daqtune_engine::gate::{self, FailOn};
 use daqtune_engine::tunables::{cmdline::isolation_args, hugepages::hugepage_args};

@@ -599,7 +599,7 @@ fn plan_on_the_untuned_fixture_with_a_config_shows_what_apply_would_write() {
 fn generated_artifacts_do_not_claim_revert_removes_them() {
     use daqtune_engine::apply::{run_generate, GenerateOptions, Kind};
     let d = igx();
-    for (kind, _, _) in Kind::ALL {
+    for (kind, _, _) in Kind::all() {
         let mut o = Vec::new();
         let a = GenerateOptions {
             kind,

@@ -49,11 +49,11 @@
 #[path = "../src/apply/testroot.rs"]
 mod testroot;
 
-use daqtune_engine::apply::setters::FsWriter;
 use daqtune_engine::apply::{run_apply_with, ApplyOptions, Selection};
 use daqtune_engine::context::artifacts::profile_copy_path;
 use daqtune_engine::context::Context;
 use daqtune_engine::facts::Facts;
+use daqtune_engine::hostio::setters::FsWriter;
 use daqtune_engine::plan::{NoteLevel, Plan, PlanOptions};
 use daqtune_engine::profile::{self, LoadedProfile};
 use daqtune_engine::tunables::{self, build_plan_with, run_checks, RunOptions};

@@ -330,9 +330,8 @@ pub enum ProfilesAction {
 
 #[derive(Debug, Clone, Default, Args)]
 pub struct Selection {
-    /// Only these ids (comma-separated): kernel.cmdline, cpu.governor, cpu.idle, hugepages,
-    /// pcie.mrrs, pcie.acs, nic.mtu, gpu.peermem, gpu.clocks, net.sysctl.
-    #[arg(long, value_delimiter = ',', value_name = "IDS")]
+    // The ids come from the engine's registry: the planning tunables, in plan order.
+    #[arg(long, value_delimiter = ',', value_name = "IDS", help = daqtune_engine::tunables::only_help())]
     pub only: Vec<String>,
     /// Only the runtime changes (sysfs, MTU, config space, modules); no files.
     #[arg(long, conflicts_with = "persist_only")]
@@ -451,9 +450,9 @@ impl RevertArgs {
 fn kind_parser() -> impl clap::builder::TypedValueParser<Value = apply::Kind> {
     use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
     PossibleValuesParser::new(
-        apply::Kind::ALL
-            .iter()
-            .map(|(_, name, help)| PossibleValue::new(*name).help(*help)),
+        apply::Kind::all()
+            .into_iter()
+            .map(|(_, name, help)| PossibleValue::new(name).help(help)),
     )
     .try_map(|name| {
         apply::Kind::from_name(&name).ok_or_else(|| format!("unknown artifact kind {name}"))
@@ -624,27 +623,6 @@ impl ReportArgs {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// The `--only` help names exactly the ids the engine's registry plans for.
-    #[test]
-    fn only_help_lists_the_planners() {
-        use clap::CommandFactory;
-        let cmd = Cli::command();
-        let apply = cmd.find_subcommand("apply").expect("apply");
-        let only = apply
-            .get_arguments()
-            .find(|a| a.get_id() == "only")
-            .expect("--only");
-        let help = only.get_help().map(|h| h.to_string()).unwrap_or_default();
-        let listed: Vec<&str> = help
-            .trim_start_matches("Only these ids (comma-separated):")
-            .trim_end_matches('.')
-            .split(',')
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-            .collect();
-        assert_eq!(listed, daqtune_engine::tunables::apply_ids(), "{help}");
-    }
 
     #[test]
     fn cli_definition_is_valid() {

@@ -72,18 +72,15 @@ fn translate_first(args: Vec<String>) -> Vec<String> {
     let Some(first) = args.get(1) else {
         return args;
     };
+    // tune_system.py's check names are the registry's aliases (`Tunable::aliases`); a name
+    // it does not know is passed on for `check` to refuse with the list of ids.
     let map_check = |name: &str| -> Vec<String> {
-        match name {
-            "all" => vec![],
-            "mrrs" => vec!["pcie.mrrs".into()],
-            "mps" => vec!["pcie.mps".into()],
-            "topo" | "topology" => vec!["pcie.topology".into()],
-            "mtu" => vec!["nic.mtu".into()],
-            "cmdline" => vec!["kernel.cmdline".into()],
-            "cpu-freq" => vec!["cpu.governor".into()],
-            "gpu-clocks" => vec!["gpu.clocks".into()],
-            "bar1" | "bar1-size" => vec!["gpu.bar1".into()],
-            other => vec![other.to_string()],
+        if name == "all" {
+            return vec![];
+        }
+        match daqtune_engine::tunables::find(name) {
+            Some(t) => vec![t.id.to_string()],
+            None => vec![name.to_string()],
         }
     };
     let mut rest: Vec<String> = args[2..].to_vec();
@@ -213,5 +210,14 @@ mod tests {
             v("daqtune --root X check")
         );
         assert_eq!(translate_legacy(v("daqtune --root")), v("daqtune --root"));
+        // Every alias of the registry, and nothing else, is rewritten.
+        assert_eq!(
+            translate_legacy(v("daqtune --set hugepage")),
+            v("daqtune apply --only hugepages")
+        );
+        assert_eq!(
+            translate_legacy(v("daqtune --check nope")),
+            v("daqtune check nope")
+        );
     }
 }

@@ -11,7 +11,6 @@
 pub(crate) mod testroot;
 
 use crate::commands::{GlobalOptions, UsageError};
-use crate::context::boot::EXTLINUX_CONF;
 use crate::exec::{apply, revert};
 use crate::facts::Facts;
 use crate::hostio::lock::{lock, lock_wait};
@@ -158,97 +157,31 @@ pub struct RevertOptions {
     pub state_dir: Option<String>,
 }
 
-/// The artifacts `generate` prints.
+/// An artifact `generate` prints: the name of one of the registry's artifacts
+/// (`Planner::artifacts`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    KernelArgs,
-    GrubDropin,
-    Extlinux,
-    UdevMrrs,
-    MountUnit,
-    GovernorUnit,
-    GpuClocksUnit,
-    AcsUnit,
-    ModulesLoad,
-    Sysctl,
-    Netplan,
-    Nm,
-    NetworkdLink,
-}
+pub struct Kind(&'static str);
 
 impl Kind {
-    /// Every kind with its command-line name and help line: the one list `daqtune generate`'s
-    /// argument parser and its help are made from.
-    pub const ALL: [(Kind, &'static str, &'static str); 13] = [
-        (
-            Kind::KernelArgs,
-            "kernel-args",
-            "The kernel arguments only, one line (for boot managers daqtune does not write)",
-        ),
-        (
-            Kind::GrubDropin,
-            "grub-dropin",
-            "/etc/default/grub.d drop-in",
-        ),
-        (
-            Kind::Extlinux,
-            "extlinux",
-            "extlinux.conf with a new default LABEL (reads the host's extlinux.conf)",
-        ),
-        (
-            Kind::UdevMrrs,
-            "udev-mrrs",
-            "udev rule restoring MRRS on the data-path PFs",
-        ),
-        (Kind::MountUnit, "mount-unit", "hugetlbfs .mount unit"),
-        (
-            Kind::GovernorUnit,
-            "governor-unit",
-            "systemd unit setting the CPU frequency governor at boot",
-        ),
-        (
-            Kind::GpuClocksUnit,
-            "gpu-clocks-unit",
-            "systemd unit locking the GPU clocks at boot",
-        ),
-        (
-            Kind::AcsUnit,
-            "acs-unit",
-            "systemd unit clearing ACS redirection on the data path at boot",
-        ),
-        (
-            Kind::ModulesLoad,
-            "modules-load",
-            "modules-load.d file loading nvidia-peermem",
-        ),
-        (
-            Kind::Sysctl,
-            "sysctl",
-            "sysctl.d drop-in with the socket buffer sizes",
-        ),
-        (
-            Kind::Netplan,
-            "netplan",
-            "netplan file with the data ports' MTU",
-        ),
-        (
-            Kind::Nm,
-            "nm",
-            "NetworkManager keyfiles for the data ports (MTU; IPv4 as the profile says)",
-        ),
-        (
-            Kind::NetworkdLink,
-            "networkd-link",
-            "systemd .link files with the data ports' MTU",
-        ),
-    ];
+    /// Every kind with its command-line name and help line, from the registry: the one list
+    /// `daqtune generate`'s argument parser and its help are made from.
+    pub fn all() -> Vec<(Kind, &'static str, &'static str)> {
+        crate::tunables::artifacts()
+            .into_iter()
+            .map(|(_, a)| (Kind(a.kind), a.kind, a.help))
+            .collect()
+    }
 
     /// The kind a command-line name stands for.
     pub fn from_name(name: &str) -> Option<Kind> {
-        Kind::ALL
-            .iter()
+        Kind::all()
+            .into_iter()
             .find(|(_, n, _)| *n == name)
-            .map(|(k, _, _)| *k)
+            .map(|(k, _, _)| k)
+    }
+
+    pub fn name(&self) -> &'static str {
+        self.0
     }
 }
 
@@ -337,7 +270,7 @@ fn add_profile_copy(
         })
         .map(|c| c.check.clone())
         .or_else(|| {
-            crate::context::artifacts::daqtune_artifacts(facts, lp)
+            crate::context::artifacts::daqtune_artifacts(facts, &crate::tunables::owned_files(lp))
                 .iter()
                 .any(|a| facts.read_bytes(&a.path).is_ok_and(|b| names(&b)))
                 .then(|| "daqtune.artifacts".to_string())
@@ -1012,7 +945,6 @@ pub fn run_generate(
     a: &GenerateOptions,
     out: &mut dyn Write,
 ) -> Result<u8, UsageError> {
-    use daqtune_units::{etc, extlinux, grub, network, systemd, udev};
     let host = open_host(g)?;
     let facts = g.facts(&host);
     let lp = crate::commands::choose_profile_with(&facts, g)?;
@@ -1025,120 +957,24 @@ pub fn run_generate(
         },
         g.profile.as_deref(),
     )?;
-    let pref = po.profile_ref;
-    // The kinds that run daqtune: never printed with a binary that is not there.
-    let exe = || -> Result<String, UsageError> {
-        po.exe.clone().ok_or_else(|| {
-            UsageError::Other(format!(
-                "no installed daqtune binary (looked for {}): this artifact would run it; {INSTALL_ADVICE}",
-                daqtune_units::INSTALLED_EXE.join(", ")
-            ))
-        })
+    let Some((_, art)) = crate::tunables::artifacts()
+        .into_iter()
+        .find(|(_, art)| art.kind == a.kind.name())
+    else {
+        return Err(UsageError::Other(format!(
+            "unknown artifact kind {}",
+            a.kind.name()
+        )));
     };
-    let inv = |e: daqtune_units::InvalidValue| UsageError::Other(e.to_string());
-    let args = || -> Result<grub::KernelArgs, UsageError> {
-        let (spec, _) =
-            crate::context::boot::kernel_arg_spec(&facts, &lp).map_err(UsageError::Other)?;
-        spec.build().map_err(inv)
+    let cx = crate::tunable::GenerateCx {
+        facts: &facts,
+        lp: &lp,
+        exe: po.exe.as_deref(),
+        profile_ref: &po.profile_ref,
+        interfaces: &a.interfaces,
+        devices: &a.devices,
     };
-    let ifaces = || -> Vec<String> {
-        if !a.interfaces.is_empty() {
-            return a.interfaces.clone();
-        }
-        if !lp.profile.nic.interfaces.is_empty() {
-            return lp.profile.nic.interfaces.clone();
-        }
-        connectx(&facts).1
-    };
-    let mtu = lp.profile.nic.mtu;
-    let text = match a.kind {
-        Kind::KernelArgs => args()?.render_plain(),
-        Kind::GrubDropin => grub::render_dropin(&args()?, &pref).map_err(inv)?,
-        Kind::Extlinux => {
-            let cur = facts
-                .read_string(EXTLINUX_CONF)
-                // The read error names the path already.
-                .map_err(|e| UsageError::Other(e.to_string()))?;
-            extlinux::add_entry(&cur, &args()?).map_err(|e| UsageError::Other(e.to_string()))?
-        }
-        Kind::UdevMrrs => {
-            let list = if a.devices.is_empty() {
-                data_path_pfs(&facts, &lp)
-            } else {
-                a.devices.clone()
-            };
-            let addrs = list
-                .iter()
-                .map(|d| d.parse::<daqtune_units::PciAddr>())
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(inv)?;
-            udev::mrrs_rule(&exe()?, &pref, &addrs).map_err(inv)?
-        }
-        Kind::MountUnit => {
-            let pools = lp.profile.hugepages.pools();
-            let mut units = Vec::new();
-            for pool in &pools {
-                let mp = pool.mount.clone().unwrap_or_else(|| "/mnt/huge".into());
-                let (name, text) = systemd::hugetlbfs_mount(&mp, &pool.size, &pref).map_err(inv)?;
-                // Several pools: each unit under a comment naming its file.
-                units.push(if pools.len() > 1 {
-                    format!("# /etc/systemd/system/{name}\n{text}")
-                } else {
-                    text
-                });
-            }
-            if units.is_empty() {
-                return Err(UsageError::Other(
-                    "the profile reserves no hugepages, so there is no mount unit to print".into(),
-                ));
-            }
-            units.join("\n")
-        }
-        Kind::GovernorUnit => systemd::governor_unit(&exe()?, &pref)
-            .render()
-            .map_err(inv)?,
-        Kind::GpuClocksUnit => systemd::gpu_clocks_unit(&exe()?, &pref)
-            .render()
-            .map_err(inv)?,
-        Kind::AcsUnit => systemd::acs_unit(&exe()?, &pref).render().map_err(inv)?,
-        Kind::ModulesLoad => etc::modules_load(&["nvidia-peermem"], &pref).map_err(inv)?,
-        Kind::Sysctl => {
-            let v: Vec<(&str, &str)> = lp
-                .profile
-                .sysctl
-                .values
-                .iter()
-                .map(|(k, v)| (k.as_str(), v.as_str()))
-                .collect();
-            etc::sysctl_conf(&v, &pref).map_err(inv)?
-        }
-        Kind::Netplan => {
-            let names = ifaces();
-            let ports: Vec<(&str, u32)> = names.iter().map(|n| (n.as_str(), mtu)).collect();
-            network::netplan(&ports, &pref).map_err(inv)?.text
-        }
-        Kind::Nm => {
-            let mut s = String::new();
-            for n in ifaces() {
-                let art = network::nm_keyfile(&lp.profile.persist.nm_prefix, &n, mtu, &[], &pref)
-                    .map_err(inv)?;
-                s.push_str(&format!("# --- {}\n{}", art.path, art.text));
-            }
-            s
-        }
-        Kind::NetworkdLink => {
-            let mut s = String::new();
-            for n in ifaces() {
-                let mac = facts
-                    .read_attr(&format!("/sys/class/net/{n}/address"))
-                    .map_err(|e| UsageError::Other(format!("{n}: {e}")))?;
-                let art = network::networkd_link(&n, &network::LinkMatch::Mac(mac), mtu, &pref)
-                    .map_err(inv)?;
-                s.push_str(&format!("# --- {}\n{}", art.path, art.text));
-            }
-            s
-        }
-    };
+    let text = (art.render)(&cx).map_err(|e| UsageError::Other(e.to_string()))?;
     // What `generate` prints is installed by someone else (an image build, a configuration
     // manager) and journaled by no apply run: revert never removes it, and its header says so.
     let text = text.replace(
@@ -1147,34 +983,6 @@ pub fn run_generate(
     );
     let _ = write!(out, "{text}");
     Ok(0)
-}
-
-/// The data-path physical functions (the profile's interfaces, whatever their make, else the
-/// ConnectX PFs): what MRRS is planned for and the udev rule matches.
-fn data_path_pfs(facts: &Facts, lp: &LoadedProfile) -> Vec<String> {
-    let Ok(pci) = facts.pci() else {
-        return Vec::new();
-    };
-    crate::context::Context::with_facts(facts, lp)
-        .data_path_nics(pci)
-        .iter()
-        .filter(|n| !n.is_vf)
-        .map(|n| n.addr.to_string())
-        .collect()
-}
-
-/// (ConnectX PF addresses, their netdevs).
-fn connectx(facts: &Facts) -> (Vec<String>, Vec<String>) {
-    let Ok(pci) = facts.pci() else {
-        return (Vec::new(), Vec::new());
-    };
-    let pfs: Vec<_> = pci.nics.iter().filter(|n| n.connectx && !n.is_vf).collect();
-    (
-        pfs.iter().map(|n| n.addr.to_string()).collect(),
-        pfs.iter()
-            .flat_map(|n| n.netdevs.iter().map(|d| d.name.clone()))
-            .collect(),
-    )
 }
 
 #[cfg(test)]

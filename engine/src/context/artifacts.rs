@@ -6,8 +6,7 @@
 
 use crate::facts::Facts;
 use crate::hostio::journal::{Entry, RunState};
-use crate::profile::LoadedProfile;
-use daqtune_units::{etc, network, systemd, udev, OWNER_MARK};
+use daqtune_units::OWNER_MARK;
 
 /// What kind of file an artifact is, for what is judged about it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,25 +64,6 @@ fn is_config(path: &str) -> bool {
         || path.starts_with("/var/lib/daqtune/"))
 }
 
-/// The fixed names daqtune writes under this profile.
-fn fixed_names(lp: &LoadedProfile) -> Vec<String> {
-    let mut v: Vec<String> = systemd::ONESHOT_UNITS
-        .iter()
-        .map(|u| format!("/etc/systemd/system/{u}"))
-        .collect();
-    for pool in lp.profile.hugepages.pools() {
-        if let Some(name) = pool.mount.and_then(|mp| systemd::mount_unit_name(&mp).ok()) {
-            v.push(format!("/etc/systemd/system/{name}"));
-        }
-    }
-    v.push(udev::RULE_PATH.to_string());
-    v.push(etc::SYSCTL_PATH.to_string());
-    v.push(etc::MODULES_LOAD_PATH.to_string());
-    v.push(network::NETPLAN_PATH.to_string());
-    v.push(lp.profile.persist.grub_dropin.clone());
-    v
-}
-
 fn add(out: &mut Vec<Artifact>, path: &str, run: Option<&str>, changed_existing: bool) {
     match out.iter_mut().find(|a| a.path == path) {
         Some(a) => {
@@ -103,8 +83,9 @@ fn add(out: &mut Vec<Artifact>, path: &str, run: Option<&str>, changed_existing:
     }
 }
 
-/// daqtune's artifacts on this host, sorted by path.
-pub fn daqtune_artifacts(facts: &Facts, lp: &LoadedProfile) -> Vec<Artifact> {
+/// daqtune's artifacts on this host, sorted by path. `fixed`: the names daqtune writes under
+/// this profile (`tunables::owned_files`: each planning tunable names its own).
+pub fn daqtune_artifacts(facts: &Facts, fixed: &[String]) -> Vec<Artifact> {
     let mut out: Vec<Artifact> = Vec::new();
     for doc in facts
         .journal_runs()
@@ -131,15 +112,15 @@ pub fn daqtune_artifacts(facts: &Facts, lp: &LoadedProfile) -> Vec<Artifact> {
             }
         }
     }
-    for path in fixed_names(lp) {
-        if out.iter().any(|a| a.path == path) {
+    for path in fixed {
+        if out.iter().any(|a| a.path == *path) {
             continue;
         }
         if facts
-            .read_string(&path)
+            .read_string(path)
             .is_ok_and(|t| t.contains(OWNER_MARK))
         {
-            add(&mut out, &path, None, false);
+            add(&mut out, path, None, false);
         }
     }
     out.sort_by(|a, b| a.path.cmp(&b.path));

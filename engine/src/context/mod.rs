@@ -28,6 +28,9 @@ pub struct Context<'a> {
     pub profile: &'a LoadedProfile,
     /// The DAQIRI configuration given with `--config` (the `app.*` checks are n/a without).
     pub app: Option<&'a crate::appconfig::AppConfig>,
+    /// The fixed paths of the files the registry's tunables write under this profile (set by
+    /// the registry for its checks: `daqtune.artifacts` looks for daqtune's mark there).
+    pub owned_files: Vec<String>,
 }
 
 impl<'a> std::ops::Deref for Context<'a> {
@@ -47,6 +50,7 @@ impl<'a> Context<'a> {
             facts: FactsRef::Owned(Box::new(Facts::new(host))),
             profile,
             app: None,
+            owned_files: Vec::new(),
         }
     }
 
@@ -56,6 +60,7 @@ impl<'a> Context<'a> {
             facts: FactsRef::Shared(facts),
             profile,
             app: None,
+            owned_files: Vec::new(),
         }
     }
 

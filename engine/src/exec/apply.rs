@@ -305,7 +305,12 @@ fn apply_one(
             link_reads_back(&real, path, t)?;
             Ok(format!("enabled {path}").into())
         }
-        Action::Attr { path, to, .. } => {
+        Action::Attr {
+            path,
+            to,
+            shared_count,
+            ..
+        } => {
             let real = real_path(host, path, true)?;
             let original = std::fs::read_to_string(&real).map_err(|e| format!("{path}: {e}"))?;
             let idx = j
@@ -316,6 +321,7 @@ fn apply_one(
                         path: path.clone(),
                         original,
                         new: to.clone(),
+                        shared_count: *shared_count,
                     },
                 )
                 .map_err(jerr)?;
@@ -333,7 +339,9 @@ fn apply_one(
             Ok(format!("{path} = {to}").into())
         }
         Action::Mtu { ifname, to, .. } => {
-            crate::tunables::mtu::set_mtu(j, w, lockdown, ifname, *to).map(Done::from)
+            crate::tunables::mtu::set_mtu(j, w, lockdown, ifname, *to)
+                .map(Done::from)
+                .map_err(|e| e.to_string())
         }
         Action::ConfigWord {
             bdf,
@@ -343,6 +351,7 @@ fn apply_one(
             from,
             to,
             mask,
+            field,
         } => {
             let real = real_path(host, path, true)?;
             let cur = read_word(&real, *offset).map_err(|e| format!("{bdf}: {e}"))?;
@@ -367,10 +376,9 @@ fn apply_one(
                     },
                 )
                 .map_err(jerr)?;
-            let what = if register == "DevCtl" {
-                format!("MRRS of {bdf}")
-            } else {
-                format!("{register} of {bdf}")
+            let what = match field {
+                Some(f) => format!("{} of {bdf}", f.name),
+                None => format!("{register} of {bdf}"),
             };
             w.pwrite(&real, *offset, &to.to_le_bytes())
                 .map_err(io_err(&what, lockdown))?;
@@ -379,42 +387,49 @@ fn apply_one(
             if back & mask != to & mask {
                 // The entry stays (done): revert writes the original bits back, which on a
                 // device that ignored the write changes nothing.
-                let mrrs = |w: u16| 128u32 << ((w >> 12) & 7);
-                return Err(if register == "DevCtl" {
-                    format!(
-                        "{bdf}: the write did not take: wrote DevCtl 0x{to:04x} (MRRS {}), reads back 0x{back:04x} (MRRS {}); the device ignores MRRS writes (some emulated and older NICs do)",
-                        mrrs(*to),
-                        mrrs(back)
-                    )
-                } else {
-                    format!("{bdf}: the write did not take: wrote {register} 0x{to:04x}, reads back 0x{back:04x}")
+                return Err(match field {
+                    Some(f) => format!(
+                        "{bdf}: the write did not take: wrote {register} 0x{to:04x} ({} {}), reads back 0x{back:04x} ({} {}); {}",
+                        f.name,
+                        f.decode(*to),
+                        f.name,
+                        f.decode(back),
+                        f.ignored
+                    ),
+                    None => format!("{bdf}: the write did not take: wrote {register} 0x{to:04x}, reads back 0x{back:04x}"),
                 });
             }
-            Ok(if register == "DevCtl" {
-                format!(
-                    "{bdf} MRRS = {} (DevCtl 0x{back:04x})",
-                    128u32 << ((back >> 12) & 7)
-                )
-            } else {
-                format!("{bdf} {register} = 0x{back:04x}")
+            Ok(match field {
+                Some(f) => format!(
+                    "{bdf} {} = {} ({register} 0x{back:04x})",
+                    f.name,
+                    f.decode(back)
+                ),
+                None => format!("{bdf} {register} = 0x{back:04x}"),
             }
             .into())
         }
         Action::GpuLock { uuid, domain } => {
             crate::tunables::gpu_clocks::lock_clock(j, w, gpu, uuid, *domain)
+                .map_err(|e| e.to_string())
         }
         Action::GpuPersistence { uuid } => {
-            crate::tunables::gpu_clocks::persistence_on(j, w, gpu, uuid).map(Done::from)
+            crate::tunables::gpu_clocks::persistence_on(j, w, gpu, uuid)
+                .map(Done::from)
+                .map_err(|e| e.to_string())
         }
         Action::Module { name } => {
-            crate::tunables::peermem::load_module(host, j, w, lockdown, name).map(Done::from)
+            crate::tunables::peermem::load_module(host, j, w, lockdown, name)
+                .map(Done::from)
+                .map_err(|e| e.to_string())
         }
         Action::Mount {
             fstype,
             target,
             options,
         } => crate::tunables::hugepages::mount_now(host, j, w, fstype, target, options)
-            .map(Done::from),
+            .map(Done::from)
+            .map_err(|e| e.to_string()),
     }
 }
 
@@ -526,7 +541,13 @@ fn apply_attr_batch(
     let mut results: Vec<Option<Result<String, String>>> = vec![None; batch.len()];
     let mut todo = Vec::new();
     for (k, c) in batch.iter().enumerate() {
-        let Action::Attr { path, to, .. } = &c.action else {
+        let Action::Attr {
+            path,
+            to,
+            shared_count,
+            ..
+        } = &c.action
+        else {
             results[k] = Some(Err("internal: not an attribute write".into()));
             continue;
         };
@@ -544,6 +565,7 @@ fn apply_attr_batch(
                     path: path.clone(),
                     original,
                     new: to.clone(),
+                    shared_count: *shared_count,
                 });
                 todo.push((k, idx, real, path, to));
             }

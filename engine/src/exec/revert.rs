@@ -421,6 +421,7 @@ fn undo(
             path,
             original,
             new,
+            shared_count,
             ..
         } => {
             let real = real_path(host, path, true)?;
@@ -440,10 +441,10 @@ fn undo(
                 Target::Live => {
                     let owned;
                     let mut value = original.trim();
-                    // A hugepage pool is shared: give back the pages this run added, not
-                    // more, in case someone reserved pages since (when nobody did, this is
+                    // A shared pool (hugepages): give back the units this run added, not
+                    // more, in case someone reserved some since (when nobody did, this is
                     // exactly the prior count).
-                    if path.ends_with("/nr_hugepages") {
+                    if *shared_count {
                         let now = std::fs::read_to_string(&real)
                             .ok()
                             .and_then(|s| s.trim().parse::<u64>().ok());

@@ -10,7 +10,7 @@ pub const SCHEMA: &str = "daqtune.plan/v1";
 
 fn action(a: &Action) -> Value {
     match a {
-        Action::Attr { path, from, to } => json!({
+        Action::Attr { path, from, to, .. } => json!({
             "kind": "attr", "path": path, "from": from.trim_end(), "to": to.trim_end(),
         }),
         Action::Mtu { ifname, from, to } => json!({
@@ -24,6 +24,7 @@ fn action(a: &Action) -> Value {
             from,
             to,
             mask,
+            ..
         } => json!({
             "kind": "config-word", "device": bdf, "register": register, "path": path,
             "offset": offset, "from": format!("0x{from:04x}"), "to": format!("0x{to:04x}"),
@@ -139,6 +140,7 @@ mod tests {
                         path: "/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor".into(),
                         from: "powersave\n".into(),
                         to: "performance".into(),
+                        shared_count: false,
                     },
                     reboot: false,
                     note: None,

@@ -63,6 +63,10 @@ pub enum Entry {
         path: String,
         original: String,
         new: String,
+        /// A count of a shared pool (`Action::Attr::shared_count`): revert gives back what
+        /// the run added. Journals from before this field hold it only for hugepage counts.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        shared_count: bool,
     },
     /// An MTU set through SIOCSIFMTU (live hosts).
     Mtu {

@@ -346,7 +346,9 @@ pub fn record_unit_states(host: &Host, chosen: &profile::LoadedProfile) -> Units
     for p in std::iter::once(chosen.clone())
         .chain(profile::builtin_names().filter_map(|n| profile::load(n).ok()))
     {
-        for a in crate::context::artifacts::daqtune_artifacts(&facts, &p) {
+        for a in
+            crate::context::artifacts::daqtune_artifacts(&facts, &crate::tunables::owned_files(&p))
+        {
             if let Some(n) = a.unit_name() {
                 if !names.iter().any(|x| x == n) {
                     names.push(n.to_string());

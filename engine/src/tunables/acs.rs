@@ -28,6 +28,12 @@ pub const ACS: Tunable = Tunable {
         order: 5,
         with: &[],
         plan: plan_acs,
+        artifacts: &[crate::tunable::Artifact {
+            kind: "acs-unit",
+            help: "systemd unit clearing ACS redirection on the data path at boot",
+            render: |g| Ok(unit(g.exe()?, g.profile_ref).render()?),
+        }],
+        owned_files: |_| vec![format!("/etc/systemd/system/{}", systemd::ACS_UNIT)],
     }),
 };
 
@@ -162,9 +168,9 @@ pub struct AcsPort {
 /// Ports on every GPU <-> ConnectX path whose ACS capability offers a P2P redirect control
 /// (whether it is set now or not: the persistent kernel argument must not depend on whether
 /// the runtime change was already made).
-pub fn acs_ports(ctx: &Context) -> Result<Vec<AcsPort>, String> {
+pub fn acs_ports(ctx: &Context) -> Result<Vec<AcsPort>, crate::tunable::Unjudged> {
     use daqtune_probe::pci::config::ACS_P2P_REDIRECT_MASK;
-    let pci = ctx.pci().map_err(str::to_string)?;
+    let pci = ctx.pci()?;
     let tree = &pci.tree;
     // The pairs the check judges: the data-path NICs, and only paths that stay below one
     // host bridge (PIX/PXB/PHB; elsewhere peer traffic crosses the CPU whatever ACS says).
@@ -221,7 +227,7 @@ fn plan_acs(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
     let ports = match acs_ports(&cx.context()) {
         Ok(p) => p,
         Err(e) => {
-            plan.note(ID, NoteLevel::Skip, e);
+            plan.note(ID, NoteLevel::Skip, e.to_string());
             return Ok(());
         }
     };
@@ -274,6 +280,7 @@ fn plan_acs(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
                         from: cur,
                         to,
                         mask: ACS_P2P_REDIRECT_MASK,
+                        field: None,
                     },
                     reboot: false,
                     note: Some(format!(
@@ -290,11 +297,16 @@ fn plan_acs(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
     if cx.opts.persist && !ports.is_empty() && !by_cmdline {
         let path = format!("/etc/systemd/system/{}", systemd::ACS_UNIT);
         if let Some(exe) = cx.unit_exe(plan, ID, &path) {
-            let u = systemd::acs_unit(&exe, &cx.profile_ref());
+            let u = unit(&exe, &cx.profile_ref());
             let text = u.render()?;
             cx.file_change(plan, ID, &u.name, &path, text, 0o644, false);
             cx.enable(plan, ID, &u.name, "multi-user.target");
         }
     }
     Ok(())
+}
+
+/// The boot-time unit of this setting: what the plan writes and `generate acs-unit` prints.
+fn unit(exe: &str, profile_ref: &str) -> systemd::Oneshot {
+    systemd::acs_unit(exe, profile_ref)
 }

@@ -27,7 +27,7 @@ pub const ARTIFACTS: Tunable = Tunable {
 const ID: &str = "daqtune.artifacts";
 
 fn run(ctx: &Context) -> Vec<Verdict> {
-    let arts = daqtune_artifacts(ctx.facts(), ctx.profile);
+    let arts = daqtune_artifacts(ctx.facts(), &ctx.owned_files);
     if arts.is_empty() {
         return vec![Verdict::na(
             ID,

@@ -9,7 +9,7 @@ use crate::context::boot::{
 use crate::context::Context;
 use crate::hostio::setters::Target;
 use crate::plan::{NoteLevel, Plan, PlanCx, PlanError};
-use crate::tunable::{Planner, Tunable};
+use crate::tunable::{Artifact, ArtifactError, GenerateCx, Planner, Tunable};
 use crate::verdict::Status;
 use crate::verdict::{Area, Verdict};
 use daqtune_probe::cmdline::{parse_isolcpus, parse_list_param, Cmdline};
@@ -37,6 +37,33 @@ pub const CMDLINE: Tunable = Tunable {
         order: 0,
         with: &["hugepages"],
         plan: plan_kernel_args,
+        artifacts: &[
+            Artifact {
+                kind: "kernel-args",
+                help:
+                    "The kernel arguments only, one line (for boot managers daqtune does not write)",
+                render: |g| Ok(generate_args(g)?.render_plain()),
+            },
+            Artifact {
+                kind: "grub-dropin",
+                help: "/etc/default/grub.d drop-in",
+                render: |g| Ok(grub_dropin(&generate_args(g)?, g.profile_ref)?),
+            },
+            Artifact {
+                kind: "extlinux",
+                help: "extlinux.conf with a new default LABEL (reads the host's extlinux.conf)",
+                render: |g| {
+                    let cur = g
+                        .facts
+                        .read_string(EXTLINUX_CONF)
+                        // The read error names the path already.
+                        .map_err(|e| ArtifactError::Host(e.to_string()))?;
+                    extlinux_entry(&cur, &generate_args(g)?)
+                        .map_err(|e| ArtifactError::Host(e.to_string()))
+                },
+            },
+        ],
+        owned_files: |lp| vec![lp.profile.persist.grub_dropin.clone()],
     }),
 };
 
@@ -53,7 +80,7 @@ pub fn requires_equal_masks(kernel_release: Option<&str>) -> bool {
 
 /// The isolation arguments the profile asks for on this host, in the seed's order:
 /// `isolcpus=9-11 irqaffinity=0-8 nohz_full=9-11 rcu_nocbs=9-11 rcu_nocb_poll`.
-pub fn isolation_args(ctx: &Context) -> Result<Vec<String>, String> {
+pub fn isolation_args(ctx: &Context) -> Result<Vec<String>, crate::tunable::Unjudged> {
     let Some(iso) = ctx.data_cores()? else {
         return Ok(Vec::new());
     };
@@ -431,7 +458,7 @@ fn plan_kernel_args(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
     let pref = cx.profile_ref();
     match boot_config(cx.facts, cx.lp) {
         BootConfig::Grub { dropin } => {
-            let text = grub::render_dropin(&args, &pref)?;
+            let text = grub_dropin(&args, &pref)?;
             let files = grub_files(cx.facts, &dropin, Some(&text));
             for f in grub::analyze(&files, &dropin, &args) {
                 let level = if f.is_blocking() { NoteLevel::Warn } else { NoteLevel::Info };
@@ -453,7 +480,7 @@ fn plan_kernel_args(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
                 plan.note(ID, NoteLevel::Skip, format!("cannot read {path}"));
                 return Ok(());
             };
-            match extlinux::add_entry(&cur, &args) {
+            match extlinux_entry(&cur, &args) {
                 Ok(new) => {
                     // add_entry makes its label the DEFAULT; a later ONTIMEOUT still decides
                     // for U-Boot.
@@ -522,6 +549,26 @@ fn plan_kernel_args(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
         }
     }
     Ok(())
+}
+
+/// The grub drop-in carrying `args`.
+fn grub_dropin(
+    args: &grub::KernelArgs,
+    profile_ref: &str,
+) -> Result<String, daqtune_units::InvalidValue> {
+    grub::render_dropin(args, profile_ref)
+}
+
+/// `conf` (an extlinux.conf) with daqtune's entry carrying `args` as its default.
+fn extlinux_entry(conf: &str, args: &grub::KernelArgs) -> Result<String, extlinux::ExtlinuxError> {
+    extlinux::add_entry(conf, args)
+}
+
+/// The kernel arguments `generate` prints: the profile's, as the plan builds them without the
+/// options of a plan (`--allow-acs`).
+fn generate_args(g: &GenerateCx) -> Result<grub::KernelArgs, ArtifactError> {
+    let (spec, _) = kernel_arg_spec(g.facts, g.lp).map_err(ArtifactError::Host)?;
+    Ok(spec.build()?)
 }
 
 #[cfg(test)]

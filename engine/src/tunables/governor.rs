@@ -25,6 +25,12 @@ pub const GOVERNOR: Tunable = Tunable {
         order: 1,
         with: &[],
         plan: plan_governor,
+        artifacts: &[crate::tunable::Artifact {
+            kind: "governor-unit",
+            help: "systemd unit setting the CPU frequency governor at boot",
+            render: |g| Ok(unit(g.exe()?, g.profile_ref).render()?),
+        }],
+        owned_files: |_| vec![format!("/etc/systemd/system/{}", systemd::GOVERNOR_UNIT)],
     }),
 };
 
@@ -56,10 +62,8 @@ fn run_governor(ctx: &Context) -> Vec<Verdict> {
         .map(|(g, set)| format!("{} on {}", g.unwrap_or("no cpufreq"), set))
         .collect::<Vec<_>>()
         .join("; ");
-    let wrong: CpuSet = by_gov
-        .iter()
-        .filter(|(g, _)| g.is_some_and(|g| g != want))
-        .fold(CpuSet::new(), |acc, (_, s)| acc.union(s));
+    let off = judge(&cpus.cpus, want);
+    let wrong: CpuSet = off.iter().map(|o| o.cpu.id).collect();
     let missing = by_gov.get(&None).cloned().unwrap_or_default();
     if wrong.is_empty() {
         let mut v = Verdict::pass(
@@ -76,15 +80,10 @@ fn run_governor(ctx: &Context) -> Vec<Verdict> {
         }
         out.push(v.observed(observed).expected(want));
     } else {
-        let not_offered: Vec<u32> = cpus
-            .cpus
+        let not_offered: Vec<u32> = off
             .iter()
-            .filter(|c| {
-                wrong.contains(c.id)
-                    && !c.available_governors.is_empty()
-                    && !c.available_governors.iter().any(|g| g == want)
-            })
-            .map(|c| c.id)
+            .filter(|o| !o.offered)
+            .map(|o| o.cpu.id)
             .collect();
         let mut msg = format!(
             "{}/{} CPUs are not on `{want}`: {observed}",
@@ -131,6 +130,26 @@ fn run_governor(ctx: &Context) -> Vec<Verdict> {
         );
     }
     out
+}
+
+/// A CPU whose governor is not the profile's (CPUs without cpufreq have none to judge).
+struct Off<'c> {
+    cpu: &'c daqtune_probe::cpu::Cpu,
+    /// The driver offers the wanted governor on it (or does not list what it offers).
+    offered: bool,
+}
+
+/// The one judgement, which the check turns into a failure and the plan into writes: the
+/// CPUs not on `want`, in CPU order.
+fn judge<'c>(cpus: &'c [daqtune_probe::cpu::Cpu], want: &str) -> Vec<Off<'c>> {
+    cpus.iter()
+        .filter(|c| c.governor.as_deref().is_some_and(|g| g != want))
+        .map(|c| Off {
+            cpu: c,
+            offered: c.available_governors.is_empty()
+                || c.available_governors.iter().any(|g| g == want),
+        })
+        .collect()
 }
 
 /// A service that sets the governor too, as the check and the plan name it: its state, and
@@ -180,12 +199,10 @@ fn plan_governor(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
                 if with_freq.is_empty() {
                     plan.note(ID, NoteLevel::Skip, "no cpufreq driver: /sys/devices/system/cpu/cpu*/cpufreq is absent (a VM, a container, or firmware-controlled frequency), so there is no governor to set");
                 }
-                for c in with_freq {
+                for o in judge(&cpus.cpus, &want) {
+                    let c = o.cpu;
                     let cur = c.governor.clone().unwrap_or_default();
-                    if cur == want {
-                        continue;
-                    }
-                    if !c.available_governors.is_empty() && !c.available_governors.contains(&want) {
+                    if !o.offered {
                         plan.note(
                             ID,
                             NoteLevel::Skip,
@@ -210,6 +227,7 @@ fn plan_governor(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
                             path,
                             from,
                             to: want.clone(),
+                            shared_count: false,
                         },
                         reboot: false,
                         note: None,
@@ -223,7 +241,7 @@ fn plan_governor(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
         let path = format!("/etc/systemd/system/{}", systemd::GOVERNOR_UNIT);
         if !by_cmdline {
             if let Some(exe) = cx.unit_exe(plan, ID, &path) {
-                let u = systemd::governor_unit(&exe, &cx.profile_ref());
+                let u = unit(&exe, &cx.profile_ref());
                 let text = u.render()?;
                 cx.file_change(plan, ID, &u.name, &path, text, 0o644, false);
                 cx.enable(plan, ID, &u.name, "multi-user.target");
@@ -231,4 +249,9 @@ fn plan_governor(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
         }
     }
     Ok(())
+}
+
+/// The boot-time unit of this setting: what the plan writes and `generate governor-unit` prints.
+fn unit(exe: &str, profile_ref: &str) -> systemd::Oneshot {
+    systemd::governor_unit(exe, profile_ref)
 }

@@ -32,6 +32,12 @@ pub const CLOCKS: Tunable = Tunable {
         order: 8,
         with: &[],
         plan: plan_gpu_clocks,
+        artifacts: &[crate::tunable::Artifact {
+            kind: "gpu-clocks-unit",
+            help: "systemd unit locking the GPU clocks at boot",
+            render: |g| Ok(unit(g.exe()?, g.profile_ref).render()?),
+        }],
+        owned_files: |_| vec![format!("/etc/systemd/system/{}", systemd::GPU_CLOCKS_UNIT)],
     }),
 };
 
@@ -469,7 +475,7 @@ fn plan_gpu_clocks(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
     if cx.opts.persist {
         let path = format!("/etc/systemd/system/{}", systemd::GPU_CLOCKS_UNIT);
         if let Some(exe) = cx.unit_exe(plan, ID, &path) {
-            let u = systemd::gpu_clocks_unit(&exe, &cx.profile_ref());
+            let u = unit(&exe, &cx.profile_ref());
             let text = u.render()?;
             cx.file_change(plan, ID, &u.name, &path, text, 0o644, false);
             cx.enable(plan, ID, &u.name, "multi-user.target");
@@ -489,9 +495,9 @@ pub(crate) fn lock_clock(
     gpu: Option<&dyn GpuSetters>,
     uuid: &str,
     domain: GpuDomain,
-) -> Result<Done, String> {
-    let jerr = |e: std::io::Error| format!("journal: {e} (nothing changed)");
-    let g = gpu.ok_or("no GPU control available")?;
+) -> Result<Done, crate::tunable::SetError> {
+    let jerr = crate::tunable::SetError::Journal;
+    let g = gpu.ok_or(crate::tunable::SetError::NoGpu)?;
     let idx = j
         .record(
             w,
@@ -508,7 +514,7 @@ pub(crate) fn lock_clock(
         Ok(r) => r,
         Err(e) => {
             j.take_back(w, idx);
-            return Err(e.to_string());
+            return Err(e.into());
         }
     };
     if let Some(rec) = j.doc.records.get_mut(idx) {
@@ -537,7 +543,8 @@ pub(crate) fn lock_clock(
         }),
         Some(false) => Err(format!(
             "{message}: the lock did not take (`daqtune revert` resets it)"
-        )),
+        )
+        .into()),
     }
 }
 
@@ -547,9 +554,9 @@ pub(crate) fn persistence_on(
     w: &mut dyn Writer,
     gpu: Option<&dyn GpuSetters>,
     uuid: &str,
-) -> Result<String, String> {
-    let jerr = |e: std::io::Error| format!("journal: {e} (nothing changed)");
-    let g = gpu.ok_or("no GPU control available")?;
+) -> Result<String, crate::tunable::SetError> {
+    let jerr = crate::tunable::SetError::Journal;
+    let g = gpu.ok_or(crate::tunable::SetError::NoGpu)?;
     let before = g
         .gpus()
         .ok()
@@ -566,10 +573,15 @@ pub(crate) fn persistence_on(
         .map_err(jerr)?;
     if let Err(e) = g.set_persistence(uuid, true) {
         j.take_back(w, idx);
-        return Err(e.to_string());
+        return Err(e.into());
     }
     j.mark_done(w, idx).map_err(jerr)?;
     Ok(format!("persistence mode on for {uuid}"))
+}
+
+/// The boot-time unit of this setting: what the plan writes and `generate gpu-clocks-unit` prints.
+fn unit(exe: &str, profile_ref: &str) -> systemd::Oneshot {
+    systemd::gpu_clocks_unit(exe, profile_ref)
 }
 
 #[cfg(test)]

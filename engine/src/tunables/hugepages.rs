@@ -33,6 +33,20 @@ pub const HUGEPAGES: Tunable = Tunable {
         order: 3,
         with: &[],
         plan: plan_hugepages,
+        artifacts: &[crate::tunable::Artifact {
+            kind: "mount-unit",
+            help: "hugetlbfs .mount unit",
+            render: generate_mount_units,
+        }],
+        owned_files: |lp| {
+            lp.profile
+                .hugepages
+                .pools()
+                .into_iter()
+                .filter_map(|pool| pool.mount.and_then(|mp| systemd::mount_unit_name(&mp).ok()))
+                .map(|name| format!("/etc/systemd/system/{name}"))
+                .collect()
+        },
     }),
 };
 
@@ -109,6 +123,12 @@ fn observed_pools(mem: &daqtune_probe::mem::MemFacts) -> String {
 }
 
 /// One pool's verdict: reserved, free, mounted where the profile says, nothing left behind.
+/// The one judgement of a pool's size, which the check turns into a failure and the plan into
+/// a larger reservation: how many pages it lacks for `count`, if any.
+fn short_by(pool: &daqtune_probe::mem::HugePool, count: u64) -> Option<u64> {
+    count.checked_sub(pool.total).filter(|n| *n > 0)
+}
+
 fn judge_pool(ctx: &Context, want: &HugepagePool, observed: &str) -> Verdict {
     const ID: &str = "hugepages";
     let mem = ctx.mem();
@@ -143,7 +163,7 @@ fn judge_pool(ctx: &Context, want: &HugepagePool, observed: &str) -> Verdict {
     let mut warnings: Vec<String> = Vec::new();
     match mem.pool(size_kb) {
         None => problems.push(mem.size_not_offered(&size)),
-        Some(p) if p.total < want.count => problems.push(format!(
+        Some(p) if short_by(p, want.count).is_some() => problems.push(format!(
             "{} x {size} pages reserved, the profile needs {} ({} GiB more)",
             p.total,
             want.count,
@@ -345,7 +365,7 @@ fn plan_pool(
             plan.note(ID, NoteLevel::Skip, format!("the kernel offers no {} page pool (/sys/kernel/mm/hugepages/hugepages-{size_kb}kB is absent)", hp.size));
             return 0;
         }
-        Some(pool) if pool.total >= hp.count => return 0,
+        Some(pool) if short_by(pool, hp.count).is_none() => return 0,
         Some(pool) => pool,
     };
     // On a multi-node host whose data cores sit on one node, the pages go to that node (DPDK
@@ -424,6 +444,8 @@ fn plan_pool(
             path,
             from,
             to: target.to_string(),
+            // Others may reserve pages of this pool too: revert gives back only ours.
+            shared_count: true,
         },
         reboot: false,
         note,
@@ -436,6 +458,7 @@ fn plan_pool(
                 path: free_path,
                 from: format!("{cur_free}\n"),
                 to: (cur_free + (target - cur_total)).to_string(),
+                shared_count: false,
             },
             reboot: false,
             note: None,
@@ -457,7 +480,7 @@ fn plan_mount(
     let Some(mp) = &hp.mount else {
         return Ok(());
     };
-    let (name, text) = systemd::hugetlbfs_mount(mp, &hp.size, &cx.profile_ref())?;
+    let (name, text) = mount_unit(mp, &hp.size, &cx.profile_ref())?;
     if cx.opts.persist {
         cx.file_change(
             plan,
@@ -583,9 +606,9 @@ pub(crate) fn mount_now(
     fstype: &str,
     target: &str,
     options: &str,
-) -> Result<String, String> {
+) -> Result<String, crate::tunable::SetError> {
     use crate::hostio::journal::Entry;
-    let jerr = |e: std::io::Error| format!("journal: {e} (nothing changed)");
+    let jerr = crate::tunable::SetError::Journal;
     let real = host.resolve(target).map_err(|e| format!("{target}: {e}"))?;
     let created_dir = !real.is_dir();
     let idx = j
@@ -606,13 +629,13 @@ pub(crate) fn mount_now(
     if created_dir {
         if let Err(e) = std::fs::create_dir_all(&real) {
             j.take_back(w, idx);
-            return Err(format!("{target}: cannot make the mount point: {e}"));
+            return Err(format!("{target}: cannot make the mount point: {e}").into());
         }
     }
     if let Err(e) = w.mount(fstype, &real, options) {
         undo_dir(&real);
         j.take_back(w, idx);
-        return Err(format!("mount -t {fstype} -o {options} {target}: {e}"));
+        return Err(format!("mount -t {fstype} -o {options} {target}: {e}").into());
     }
     j.mark_done(w, idx).map_err(jerr)?;
     // mount(2)'s success is read back from the kernel's table (the entry stays: revert
@@ -620,9 +643,42 @@ pub(crate) fn mount_now(
     if !crate::hostio::setters::mounted(host, target, fstype) {
         return Err(format!(
             "{target}: mount(2) succeeded, but /proc/self/mounts lists no {fstype} there"
-        ));
+        )
+        .into());
     }
     Ok(format!("mounted {fstype} at {target} ({options})"))
+}
+
+/// The `.mount` unit of a pool at `mp`: (unit name, text).
+fn mount_unit(
+    mp: &str,
+    size: &str,
+    profile_ref: &str,
+) -> Result<(String, String), daqtune_units::InvalidValue> {
+    systemd::hugetlbfs_mount(mp, size, profile_ref)
+}
+
+/// `generate mount-unit`: every pool's unit (several: each under a comment naming its file).
+fn generate_mount_units(
+    g: &crate::tunable::GenerateCx,
+) -> Result<String, crate::tunable::ArtifactError> {
+    let pools = g.lp.profile.hugepages.pools();
+    let mut units = Vec::new();
+    for pool in &pools {
+        let mp = pool.mount.clone().unwrap_or_else(|| "/mnt/huge".into());
+        let (name, text) = mount_unit(&mp, &pool.size, g.profile_ref)?;
+        units.push(if pools.len() > 1 {
+            format!("# /etc/systemd/system/{name}\n{text}")
+        } else {
+            text
+        });
+    }
+    if units.is_empty() {
+        return Err(crate::tunable::ArtifactError::Nothing(
+            "the profile reserves no hugepages, so there is no mount unit to print",
+        ));
+    }
+    Ok(units.join("\n"))
 }
 
 #[cfg(test)]
@@ -716,12 +772,19 @@ mod tests {
             .find(|c| c.check == "hugepages")
             .expect("change");
         match &c.action {
-            Action::Attr { path, to, .. } => {
+            Action::Attr {
+                path,
+                to,
+                shared_count,
+                ..
+            } => {
                 assert_eq!(
                     path,
                     "/sys/devices/system/node/node1/hugepages/hugepages-1048576kB/nr_hugepages"
                 );
                 assert_eq!(to, "4");
+                // The pool is shared: the plan tells revert to give back only its pages.
+                assert!(shared_count);
             }
             a => panic!("{a:?}"),
         }

@@ -22,6 +22,8 @@ pub const IDLE: Tunable = Tunable {
         order: 2,
         with: &[],
         plan: plan_idle,
+        artifacts: &[],
+        owned_files: crate::tunable::no_files,
     }),
 };
 
@@ -39,13 +41,17 @@ struct Deep<'f> {
 
 /// The data cores are the profile's (resolved on this host), else what the kernel isolated;
 /// `Err` says why there are none.
-fn deep_states<'f>(ctx: &'f Context) -> Result<Deep<'f>, String> {
-    let cpus = ctx.cpus().map_err(str::to_string)?;
+fn deep_states<'f>(ctx: &'f Context) -> Result<Deep<'f>, crate::tunable::Unjudged> {
+    let cpus = ctx.cpus()?;
     let data = match ctx.data_cores()? {
         Some(d) => d,
         None => match &cpus.isolated {
             Some(iso) if !iso.is_empty() => iso.clone(),
-            _ => return Err("no data cores: the profile names none and no CPU is isolated".into()),
+            _ => {
+                return Err(crate::tunable::Unjudged::Nothing(
+                    "no data cores: the profile names none and no CPU is isolated",
+                ))
+            }
         },
     };
     let max_lat = ctx.profile.profile.cpu.max_idle_latency_us;
@@ -71,7 +77,7 @@ fn run_idle(ctx: &Context) -> Vec<Verdict> {
     const ID: &str = "cpu.idle";
     let d = match deep_states(ctx) {
         Ok(d) => d,
-        Err(e) => return vec![Verdict::skip(ID, "host", e)],
+        Err(e) => return vec![Verdict::skip(ID, "host", e.to_string())],
     };
     let data = &d.data;
     if d.no_driver {
@@ -130,7 +136,7 @@ fn plan_idle(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
         Ok(d) => d,
         Err(e) => {
             if !cx.opts.only.is_empty() {
-                plan.note(ID, NoteLevel::Skip, e);
+                plan.note(ID, NoteLevel::Skip, e.to_string());
             }
             return Ok(());
         }
@@ -151,6 +157,7 @@ fn plan_idle(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
                 path,
                 from: "0\n".to_string(),
                 to: "1".into(),
+                shared_count: false,
             },
             reboot: false,
             note: Some(format!(

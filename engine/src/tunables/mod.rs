@@ -13,7 +13,7 @@ use crate::hostio::gpu::GpuSetters;
 use crate::hostio::setters::Target;
 use crate::plan::{NoteLevel, Plan, PlanCx, PlanError, PlanOptions};
 use crate::profile::LoadedProfile;
-use crate::tunable::Tunable;
+use crate::tunable::{Artifact, Tunable};
 use crate::verdict::Verdict;
 use daqtune_probe::Host;
 
@@ -73,11 +73,47 @@ pub static REGISTRY: &[&Tunable] = &[
 
 /// The tunable with this id, or tune_system.py alias.
 pub fn find(id_or_alias: &str) -> Option<&'static Tunable> {
-    REGISTRY
+    find_in(REGISTRY, id_or_alias)
+}
+
+/// [`find`] in a given registry.
+pub fn find_in<'r>(registry: &[&'r Tunable], id_or_alias: &str) -> Option<&'r Tunable> {
+    registry
         .iter()
         .find(|c| c.id == id_or_alias)
-        .or_else(|| REGISTRY.iter().find(|c| c.aliases.contains(&id_or_alias)))
+        .or_else(|| registry.iter().find(|c| c.aliases.contains(&id_or_alias)))
         .copied()
+}
+
+/// Every artifact `daqtune generate` prints, in plan order, with the tunable that owns it.
+pub fn artifacts() -> Vec<(&'static Tunable, &'static Artifact)> {
+    artifacts_in(REGISTRY)
+}
+
+/// [`artifacts`] of a given registry.
+pub fn artifacts_in<'r>(registry: &[&'r Tunable]) -> Vec<(&'r Tunable, &'r Artifact)> {
+    planners_in(registry)
+        .into_iter()
+        .flat_map(|t| {
+            t.planner
+                .iter()
+                .flat_map(move |p| p.artifacts.iter().map(move |a| (t, a)))
+        })
+        .collect()
+}
+
+/// The fixed host paths of the persistent files the tunables write under this profile.
+pub fn owned_files(lp: &LoadedProfile) -> Vec<String> {
+    owned_files_in(REGISTRY, lp)
+}
+
+/// [`owned_files`] of a given registry.
+pub fn owned_files_in(registry: &[&Tunable], lp: &LoadedProfile) -> Vec<String> {
+    planners_in(registry)
+        .iter()
+        .filter_map(|t| t.planner.as_ref())
+        .flat_map(|p| (p.owned_files)(lp))
+        .collect()
 }
 
 /// Every id, in report order.
@@ -87,7 +123,12 @@ pub fn ids() -> impl Iterator<Item = &'static str> {
 
 /// The tunables that plan, in plan order.
 pub fn planners() -> Vec<&'static Tunable> {
-    let mut v: Vec<&'static Tunable> = REGISTRY.iter().copied().filter(|t| t.plans()).collect();
+    planners_in(REGISTRY)
+}
+
+/// [`planners`] of a given registry.
+pub fn planners_in<'r>(registry: &[&'r Tunable]) -> Vec<&'r Tunable> {
+    let mut v: Vec<&'r Tunable> = registry.iter().copied().filter(|t| t.plans()).collect();
     v.sort_by_key(|t| t.planner.as_ref().map_or(u8::MAX, |p| p.order));
     v
 }
@@ -95,6 +136,14 @@ pub fn planners() -> Vec<&'static Tunable> {
 /// The ids `apply --only` understands, in plan order.
 pub fn apply_ids() -> Vec<&'static str> {
     planners().iter().map(|t| t.id).collect()
+}
+
+/// The help of `--only` (plan, apply): the ids it takes.
+pub fn only_help() -> String {
+    format!(
+        "Only these ids (comma-separated): {}",
+        apply_ids().join(", ")
+    )
 }
 
 /// Check a loaded profile's ids (`required:`, `not_applicable:`, `waivers:`) against the
@@ -113,8 +162,17 @@ pub struct RunOptions {
 
 /// Evaluate the selected checks. A check that panics is reported as `error` and the run goes on.
 pub fn run_checks(ctx: &Context, opts: &RunOptions) -> Vec<Verdict> {
+    run_checks_in(REGISTRY, ctx, opts)
+}
+
+/// [`run_checks`] over a given registry (a test's, with a tunable of its own added).
+pub fn run_checks_in(registry: &[&Tunable], ctx: &Context, opts: &RunOptions) -> Vec<Verdict> {
+    // The checks see the files this registry's tunables own.
+    let mut own = Context::with_facts(ctx.facts(), ctx.profile).with_app(ctx.app);
+    own.owned_files = owned_files_in(registry, ctx.profile);
+    let ctx = &own;
     let mut out = Vec::new();
-    for def in REGISTRY {
+    for def in registry {
         if !opts.only.is_empty() && !opts.only.iter().any(|o| o == def.id) {
             continue;
         }
@@ -169,12 +227,23 @@ pub fn build_plan_with(
     opts: &PlanOptions,
     gpu: Option<&dyn GpuSetters>,
 ) -> Result<Plan, PlanError> {
-    let planners = planners();
+    build_plan_in(REGISTRY, facts, lp, opts, gpu)
+}
+
+/// [`build_plan_with`] over a given registry.
+pub fn build_plan_in(
+    registry: &[&Tunable],
+    facts: &Facts,
+    lp: &LoadedProfile,
+    opts: &PlanOptions,
+    gpu: Option<&dyn GpuSetters>,
+) -> Result<Plan, PlanError> {
+    let planners = planners_in(registry);
     for id in &opts.only {
         if !planners.iter().any(|t| t.id == id) {
             return Err(PlanError::UnknownId {
                 id: id.clone(),
-                known: apply_ids().join(", "),
+                known: planners.iter().map(|t| t.id).collect::<Vec<_>>().join(", "),
             });
         }
     }

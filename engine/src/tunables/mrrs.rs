@@ -6,8 +6,10 @@ use crate::context::nics::{
     cap_visibility_skip, data_path_nics, nic_devices, no_nic_reason, pci_or_skip,
 };
 use crate::context::Context;
+use crate::facts::Facts;
 use crate::plan::{Action, Change, NoteLevel, Plan, PlanCx, PlanError};
-use crate::tunable::{Planner, Tunable};
+use crate::profile::LoadedProfile;
+use crate::tunable::{Artifact, ArtifactError, GenerateCx, Planner, Tunable};
 use crate::verdict::{Area, Verdict};
 use daqtune_probe::pci::config::mrrs_code;
 use daqtune_units::udev;
@@ -25,6 +27,12 @@ pub const MRRS: Tunable = Tunable {
         order: 4,
         with: &[],
         plan: plan_mrrs,
+        artifacts: &[Artifact {
+            kind: "udev-mrrs",
+            help: "udev rule restoring MRRS on the data-path PFs",
+            render: generate_rule,
+        }],
+        owned_files: |_| vec![udev::RULE_PATH.to_string()],
     }),
 };
 
@@ -52,7 +60,7 @@ fn run_mrrs(ctx: &Context) -> Vec<Verdict> {
             continue;
         };
         let observed = cap.mrrs;
-        if observed == want {
+        if !wrong(cap, want) {
             out.push(
                 Verdict::pass(
                     ID,
@@ -98,19 +106,29 @@ fn run_mrrs(ctx: &Context) -> Vec<Verdict> {
     out
 }
 
+/// The one judgement, which the check turns into a failure and the plan into a DevCtl write:
+/// the function's MRRS is not the profile's.
+fn wrong(cap: &daqtune_probe::pci::config::PcieCap, want: u32) -> bool {
+    cap.mrrs != want
+}
+
+/// MRRS in DevCtl bits 14:12, as the executor reports it.
+const FIELD: crate::plan::RegField = crate::plan::RegField {
+    name: "MRRS",
+    shift: 12,
+    base: 128,
+    ignored: "the device ignores MRRS writes (some emulated and older NICs do)",
+};
+
 fn plan_mrrs(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
     const ID: &str = "pcie.mrrs";
     let want = cx.lp.profile.pcie.mrrs;
     // The functions the check judges: the data-path NICs' physical functions (the profile's
     // interfaces, else every ConnectX PF).
-    let pfs: Vec<String> = match cx.facts.pci() {
-        Ok(f) => data_path_nics(&cx.context(), f)
-            .iter()
-            .filter(|n| !n.is_vf)
-            .map(|n| n.addr.to_string())
-            .collect(),
+    let pfs: Vec<String> = match data_path_pfs(cx.facts, cx.lp) {
+        Ok(p) => p,
         Err(e) => {
-            plan.note(ID, NoteLevel::Skip, e);
+            plan.note(ID, NoteLevel::Skip, e.to_string());
             return Ok(());
         }
     };
@@ -168,6 +186,9 @@ fn plan_mrrs(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
                 );
                 continue;
             };
+            if !wrong(cap, want) {
+                continue;
+            }
             let off = cap.offset + 8;
             let devctl = cap.devctl;
             let new = match daqtune_probe::pci::config::mrrs_rmw(devctl, want) {
@@ -190,6 +211,7 @@ fn plan_mrrs(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
                         from: devctl,
                         to: new,
                         mask: 0x7000,
+                        field: Some(FIELD),
                     },
                     reboot: false,
                     note: Some(format!("MRRS {cur} -> {want} (DevCtl at 0x{off:x}: 0x{devctl:04x} -> 0x{new:04x}, bits 14:12 only)")),
@@ -201,11 +223,48 @@ fn plan_mrrs(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
         let addrs: Vec<daqtune_units::PciAddr> =
             pfs.iter().filter_map(|p| p.parse().ok()).collect();
         if let Some(exe) = cx.unit_exe(plan, ID, udev::RULE_PATH) {
-            let text = udev::mrrs_rule(&exe, &cx.profile_ref(), &addrs)?;
+            let text = rule(&exe, &cx.profile_ref(), &addrs)?;
             cx.file_change(plan, ID, "udev rule", udev::RULE_PATH, text, 0o644, false);
         }
     }
     Ok(())
+}
+
+/// The data-path physical functions (the profile's interfaces, whatever their make, else the
+/// ConnectX PFs): what MRRS is judged and planned for and the udev rule matches.
+fn data_path_pfs(
+    facts: &Facts,
+    lp: &LoadedProfile,
+) -> Result<Vec<String>, crate::tunable::Unjudged> {
+    let f = facts.pci()?;
+    Ok(data_path_nics(&Context::with_facts(facts, lp), f)
+        .iter()
+        .filter(|n| !n.is_vf)
+        .map(|n| n.addr.to_string())
+        .collect())
+}
+
+/// The udev rule that sets MRRS again when one of `addrs` is (re-)added.
+fn rule(
+    exe: &str,
+    profile_ref: &str,
+    addrs: &[daqtune_units::PciAddr],
+) -> Result<String, daqtune_units::InvalidValue> {
+    udev::mrrs_rule(exe, profile_ref, addrs)
+}
+
+/// `generate udev-mrrs`: the rule for `--device`, else the data-path PFs.
+fn generate_rule(g: &GenerateCx) -> Result<String, ArtifactError> {
+    let list = if g.devices.is_empty() {
+        data_path_pfs(g.facts, g.lp).unwrap_or_default()
+    } else {
+        g.devices.to_vec()
+    };
+    let addrs = list
+        .iter()
+        .map(|d| d.parse::<daqtune_units::PciAddr>())
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(rule(g.exe()?, g.profile_ref, &addrs)?)
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@ use crate::hostio::journal::{Entry, Journal};
 use crate::hostio::setters::{Target, Writer};
 use crate::plan::{Action, Change, NoteLevel, Plan, PlanCx, PlanError};
 use crate::profile::LoadedProfile;
-use crate::tunable::{Planner, Tunable};
+use crate::tunable::{Artifact, ArtifactError, GenerateCx, Planner, Tunable};
 use crate::verdict::{Area, Verdict};
 use daqtune_units::network;
 
@@ -31,6 +31,52 @@ pub const MTU: Tunable = Tunable {
         order: 6,
         with: &[],
         plan: plan_mtu,
+        artifacts: &[
+            Artifact {
+                kind: "netplan",
+                help: "netplan file with the data ports' MTU",
+                render: |g| {
+                    let names = generate_ports(g);
+                    let mtu = g.lp.profile.nic.mtu;
+                    let ports: Vec<(&str, u32)> = names.iter().map(|n| (n.as_str(), mtu)).collect();
+                    Ok(netplan(&ports, g.profile_ref)?.text)
+                },
+            },
+            Artifact {
+                kind: "nm",
+                help: "NetworkManager keyfiles for the data ports (MTU; IPv4 as the profile says)",
+                render: |g| {
+                    let mut s = String::new();
+                    for n in generate_ports(g) {
+                        let art = nm_keyfile(g.lp, &n, g.lp.profile.nic.mtu, g.profile_ref)?;
+                        s.push_str(&format!("# --- {}\n{}", art.path, art.text));
+                    }
+                    Ok(s)
+                },
+            },
+            Artifact {
+                kind: "networkd-link",
+                help: "systemd .link files with the data ports' MTU",
+                render: |g| {
+                    let mut s = String::new();
+                    for n in generate_ports(g) {
+                        let mac = g
+                            .facts
+                            .read_attr(&format!("/sys/class/net/{n}/address"))
+                            .map_err(|e| ArtifactError::Host(format!("{n}: {e}")))?;
+                        let art = link_file(
+                            &n,
+                            &network::LinkMatch::Mac(mac),
+                            g.lp.profile.nic.mtu,
+                            g.profile_ref,
+                        )?;
+                        s.push_str(&format!("# --- {}\n{}", art.path, art.text));
+                    }
+                    Ok(s)
+                },
+            },
+        ],
+        owned_files: |_| vec![network::NETPLAN_PATH.to_string()],
     }),
 };
 
@@ -58,7 +104,7 @@ fn run_mtu(ctx: &Context) -> Vec<Verdict> {
         for nd in &n.netdevs {
             let subject = format!("{} ({})", n.addr, nd.name);
             match nd.mtu {
-                Some(m) if m >= want => out.push(
+                Some(m) if !short(m, want) => out.push(
                     Verdict::pass(ID, subject, format!("MTU {m}")).observed(m).expected(format!(">= {want}")),
                 ),
                 Some(m) => out.push(
@@ -149,7 +195,7 @@ fn plan_mtu(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
                 );
                 continue;
             };
-            if cur >= want {
+            if !short(cur, want) {
                 continue;
             }
             let max = cx
@@ -173,6 +219,7 @@ fn plan_mtu(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
                     path,
                     from: raw,
                     to: want.to_string(),
+                    shared_count: false,
                 },
             };
             plan.changes.push(Change {
@@ -190,14 +237,13 @@ fn plan_mtu(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
             "netplan" => {
                 let ports: Vec<(&str, u32)> =
                     ifaces.iter().map(|(n, _, _)| (n.as_str(), want)).collect();
-                let a = network::netplan(&ports, &pref)?;
+                let a = netplan(&ports, &pref)?;
                 cx.file_change(plan, ID, "netplan", &a.path, a.text, a.mode, false);
             }
             "networkmanager" => {
                 let others = nm_profiles(cx.facts);
                 for (n, _, _) in &ifaces {
-                    let a =
-                        network::nm_keyfile(&cx.lp.profile.persist.nm_prefix, n, want, &[], &pref)?;
+                    let a = nm_keyfile(cx.lp, n, want, &pref)?;
                     // A profile someone else made for this port (the seed's daqiri-tx) is not
                     // ours to rewrite, and a second one would fight it over the port.
                     let theirs: Vec<&NmProfile> = others
@@ -235,13 +281,59 @@ fn plan_mtu(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
                             continue;
                         }
                     };
-                    let a = network::networkd_link(n, &m, want, &pref)?;
+                    let a = link_file(n, &m, want, &pref)?;
                     cx.file_change(plan, ID, n, &a.path, a.text, a.mode, false);
                 }
             }
         }
     }
     Ok(())
+}
+
+/// The one judgement, which the check turns into a failure and the plan into an MTU change:
+/// a port's MTU is below the profile's (a larger one carries the profile's frames too).
+fn short(mtu: u32, want: u32) -> bool {
+    mtu < want
+}
+
+/// The netplan file giving `ports` their MTU.
+fn netplan(
+    ports: &[(&str, u32)],
+    profile_ref: &str,
+) -> Result<network::Artifact, daqtune_units::InvalidValue> {
+    network::netplan(ports, profile_ref)
+}
+
+/// daqtune's NetworkManager keyfile for one port.
+fn nm_keyfile(
+    lp: &LoadedProfile,
+    ifname: &str,
+    mtu: u32,
+    profile_ref: &str,
+) -> Result<network::Artifact, daqtune_units::InvalidValue> {
+    network::nm_keyfile(&lp.profile.persist.nm_prefix, ifname, mtu, &[], profile_ref)
+}
+
+/// The systemd .link file giving one port its MTU.
+fn link_file(
+    ifname: &str,
+    m: &network::LinkMatch,
+    mtu: u32,
+    profile_ref: &str,
+) -> Result<network::Artifact, daqtune_units::InvalidValue> {
+    network::networkd_link(ifname, m, mtu, profile_ref)
+}
+
+/// The ports `generate` writes network files for: `--interface`, else the data-path
+/// interfaces the plan configures (a host whose PCI facts cannot be read: the profile's).
+fn generate_ports(g: &GenerateCx) -> Vec<String> {
+    if !g.interfaces.is_empty() {
+        return g.interfaces.to_vec();
+    }
+    match data_interfaces(g.facts, g.lp) {
+        Ok(ports) => ports.into_iter().map(|(n, _, _)| n).collect(),
+        Err(_) => g.lp.profile.nic.interfaces.clone(),
+    }
 }
 
 /// A NetworkManager keyfile connection, as far as MTU planning needs it.
@@ -311,8 +403,8 @@ pub(crate) fn set_mtu(
     lockdown: Option<&str>,
     ifname: &str,
     to: u32,
-) -> Result<String, String> {
-    let jerr = |e: std::io::Error| format!("journal: {e} (nothing changed)");
+) -> Result<String, crate::tunable::SetError> {
+    let jerr = crate::tunable::SetError::Journal;
     let original = w.mtu(ifname).map_err(|e| format!("{ifname}: {e}"))?;
     let idx = j
         .record(
@@ -332,7 +424,7 @@ pub(crate) fn set_mtu(
         .mtu(ifname)
         .map_err(|e| format!("{ifname}: read back: {e}"))?;
     if back != to {
-        return Err(format!("{ifname}: set MTU {to}, reads back {back}"));
+        return Err(format!("{ifname}: set MTU {to}, reads back {back}").into());
     }
     Ok(format!("MTU of {ifname} = {to}"))
 }

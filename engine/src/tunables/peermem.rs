@@ -23,6 +23,12 @@ pub const PEERMEM: Tunable = Tunable {
         order: 7,
         with: &[],
         plan: plan_peermem,
+        artifacts: &[crate::tunable::Artifact {
+            kind: "modules-load",
+            help: "modules-load.d file loading nvidia-peermem",
+            render: |g| Ok(modules_load(g.profile_ref)?),
+        }],
+        owned_files: |_| vec![etc::MODULES_LOAD_PATH.to_string()],
     }),
 };
 
@@ -249,7 +255,7 @@ fn plan_peermem(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
         }
     }
     if cx.opts.persist {
-        let text = etc::modules_load(&["nvidia-peermem"], &cx.profile_ref())?;
+        let text = modules_load(&cx.profile_ref())?;
         cx.file_change(
             plan,
             ID,
@@ -271,8 +277,8 @@ pub(crate) fn load_module(
     w: &mut dyn Writer,
     lockdown: Option<&str>,
     name: &str,
-) -> Result<String, String> {
-    let jerr = |e: std::io::Error| format!("journal: {e} (nothing changed)");
+) -> Result<String, crate::tunable::SetError> {
+    let jerr = crate::tunable::SetError::Journal;
     let idx = j
         .record(
             w,
@@ -295,9 +301,14 @@ pub(crate) fn load_module(
     if !crate::hostio::setters::module_loaded(host, name) {
         return Err(format!(
             "{name}: modprobe succeeded, but the kernel does not list the module (/proc/modules, /sys/module)"
-        ));
+        ).into());
     }
     Ok(format!("loaded {name}"))
+}
+
+/// The modules-load.d file that loads nvidia-peermem at boot.
+fn modules_load(profile_ref: &str) -> Result<String, daqtune_units::InvalidValue> {
+    etc::modules_load(&["nvidia-peermem"], profile_ref)
 }
 
 #[cfg(test)]

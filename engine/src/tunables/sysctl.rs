@@ -22,6 +22,21 @@ pub const NET_SYSCTL: Tunable = Tunable {
         order: 9,
         with: &[],
         plan: plan_sysctl,
+        artifacts: &[crate::tunable::Artifact {
+            kind: "sysctl",
+            help: "sysctl.d drop-in with the socket buffer sizes",
+            render: |g| {
+                let v: Vec<(&str, &str)> =
+                    g.lp.profile
+                        .sysctl
+                        .values
+                        .iter()
+                        .map(|(k, v)| (k.as_str(), v.as_str()))
+                        .collect();
+                Ok(dropin(&v, g.profile_ref)?)
+            },
+        }],
+        owned_files: |_| vec![etc::SYSCTL_PATH.to_string()],
     }),
 };
 
@@ -181,6 +196,7 @@ fn plan_sysctl(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
                     path,
                     from: raw,
                     to: v.clone(),
+                    shared_count: false,
                 },
                 reboot: false,
                 note: None,
@@ -191,10 +207,18 @@ fn plan_sysctl(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
         plan.note(ID, NoteLevel::Warn, msg);
     }
     if cx.opts.persist && !persist.is_empty() {
-        let text = etc::sysctl_conf(&persist, &cx.profile_ref())?;
+        let text = dropin(&persist, &cx.profile_ref())?;
         cx.file_change(plan, ID, "sysctl.d", etc::SYSCTL_PATH, text, 0o644, false);
     }
     Ok(())
+}
+
+/// The sysctl.d drop-in carrying `values` across reboots.
+fn dropin(
+    values: &[(&str, &str)],
+    profile_ref: &str,
+) -> Result<String, daqtune_units::InvalidValue> {
+    etc::sysctl_conf(values, profile_ref)
 }
 
 #[cfg(test)]

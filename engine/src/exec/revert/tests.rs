@@ -124,6 +124,7 @@ fn a_root_attribute_that_does_not_go_back_keeps_the_run() {
         path: format!("/{gov}"),
         from: "powersave\n".into(),
         to: "performance".into(),
+        shared_count: false,
     };
     undo_must_read_back(
         d.path(),
@@ -159,6 +160,7 @@ fn a_config_word_the_device_keeps_keeps_the_run() {
         from: 0x2810,
         to: 0x5810,
         mask: 0x7000,
+        field: None,
     };
     undo_must_read_back(
         d.path(),

@@ -1,0 +1,300 @@
+//! `app.interfaces`: the configuration's interface addresses on this host.
+
+use super::*;
+
+pub const INTERFACES: Tunable = Tunable {
+    id: "app.interfaces",
+    area: Area::Nic,
+    title: "The configuration's interface addresses exist on this host",
+    aliases: &[],
+    doc: include_str!("../../../../docs/checks/app.interfaces.md"),
+    needs_root: false,
+    profile_keys: &[],
+    check: run_interfaces,
+    planner: None,
+};
+
+// ---------------------------------------------------------------------------------------------
+// app.interfaces
+
+fn run_interfaces(ctx: &Context) -> Vec<Verdict> {
+    const ID: &str = "app.interfaces";
+    let app = match app(ctx, ID) {
+        Ok(a) => a,
+        Err(v) => return v,
+    };
+    if app.interfaces.is_empty() {
+        return vec![Verdict::skip(
+            ID,
+            app.file.clone(),
+            "the configuration defines no interfaces",
+        )];
+    }
+    let facts = ctx.pci();
+    let addrs = ctx.local_addrs();
+    let mut out = Vec::new();
+    for i in &app.interfaces {
+        match i.transport {
+            Transport::Raw => out.push(raw_interface(ctx, app, i, facts)),
+            Transport::Unknown => out.push(Verdict::skip(
+                ID,
+                app.subject(i.line, &i.path),
+                format!(
+                    "`{}`: no tcp://, udp:// or roce:// endpoint tells its transport",
+                    i.name
+                ),
+            )),
+            _ => out.extend(socket_interface(app, i, facts.ok(), &addrs)),
+        }
+    }
+    out
+}
+
+fn raw_interface(
+    _ctx: &Context,
+    app: &AppConfig,
+    i: &Interface,
+    facts: Result<&PciFacts, &str>,
+) -> Verdict {
+    const ID: &str = "app.interfaces";
+    let Some(f) = &i.address else {
+        if app.loopback_sw {
+            return Verdict::na(
+                ID,
+                app.subject(i.line, &i.path),
+                "software loopback (loopback: sw): no NIC is used",
+            );
+        }
+        return Verdict::skip(
+            ID,
+            app.subject(i.line, &i.path),
+            "no address (see app.config)",
+        );
+    };
+    let subject = app.subject(f.line, &f.path);
+    let addr = match &f.value {
+        Ok(a) => a,
+        Err(b) => return bad_field(ID, app, &f.path, f.line, b),
+    };
+    if app.loopback_sw && addr == "loopback" {
+        return Verdict::na(
+            ID,
+            subject,
+            "software loopback (loopback: sw): no NIC is used",
+        );
+    }
+    let facts = match facts {
+        Ok(x) => x,
+        Err(e) => return Verdict::skip(ID, subject, e.to_string()),
+    };
+    let connectx: Vec<String> = facts
+        .nics
+        .iter()
+        .filter(|n| n.connectx)
+        .map(|n| n.label())
+        .collect();
+    let here = if connectx.is_empty() {
+        "this host has no ConnectX function".to_string()
+    } else {
+        format!("ConnectX functions here: {}", connectx.join(", "))
+    };
+    match addr.parse::<PciAddr>() {
+        Ok(pa) => {
+            if let Some(n) = facts.nics.iter().find(|n| n.addr == pa) {
+                if !n.connectx {
+                    return Verdict::fail(
+                        ID,
+                        subject,
+                        format!(
+                            "{addr} is {} ({:04x}:{:04x}), not a ConnectX: DAQIRI's raw engines drive mlx5 NICs; {here}",
+                            n.model, n.vendor, n.device
+                        ),
+                    );
+                }
+                let driver = n.driver.as_deref().unwrap_or("no driver");
+                if driver != "mlx5_core" {
+                    return Verdict::fail(
+                        ID,
+                        subject,
+                        format!(
+                            "{} is bound to {driver}: DPDK's mlx5 driver is bifurcated and needs the function on mlx5_core (not vfio-pci)",
+                            n.label()
+                        ),
+                    )
+                    .fix(format!(
+                        "echo {addr} | sudo tee {}; echo {addr} | sudo tee /sys/bus/pci/drivers/mlx5_core/bind",
+                        daqtune_probe::text::shell_quote(&format!("/sys/bus/pci/drivers/{driver}/unbind"))
+                    ));
+                }
+                let vf = if n.is_vf { " (a virtual function)" } else { "" };
+                return Verdict::pass(
+                    ID,
+                    subject,
+                    format!("{addr} is {}{vf} on mlx5_core", n.label()),
+                )
+                .observed(n.label());
+            }
+            let what = facts
+                .tree
+                .get(pa)
+                .map(|d| format!("{addr} is {} ({}), not a network function", d.display_name(), d.driver.as_deref().unwrap_or("no driver")))
+                .unwrap_or_else(|| format!("no PCI function {addr} on this host"));
+            Verdict::fail(ID, subject, format!("{what}; {here}"))
+                .fix(format!("edit {}:{}: set the address of the ConnectX port to use", app.file, f.line))
+        }
+        Err(_) => match nic_by_netdev(facts, addr) {
+            Some(n) if app.engine == Engine::Dpdk => Verdict::fail(
+                ID,
+                subject,
+                format!(
+                    "`{addr}` is {}, but DAQIRI's DPDK engine takes only a PCI address here",
+                    n.label()
+                ),
+            )
+            .fix(format!("edit {}:{}: address: {}", app.file, f.line, n.addr)),
+            Some(n) => Verdict::pass(ID, subject, format!("`{addr}` is {}", n.label())),
+            None => Verdict::fail(
+                ID,
+                subject,
+                format!("`{addr}` is neither a PCI address nor a ConnectX netdev or RDMA device here; {here}"),
+            ),
+        },
+    }
+}
+
+fn socket_interface(
+    app: &AppConfig,
+    i: &Interface,
+    facts: Option<&PciFacts>,
+    addrs: &Result<&LocalAddrs, &str>,
+) -> Vec<Verdict> {
+    const ID: &str = "app.interfaces";
+    let mut out = Vec::new();
+    let bads = [
+        i.address
+            .as_ref()
+            .and_then(|f| f.value.as_ref().err().map(|b| (&f.path, f.line, b))),
+        i.local_addr
+            .as_ref()
+            .and_then(|f| f.value.as_ref().err().map(|b| (&f.path, f.line, b))),
+    ];
+    for (path, line, b) in bads.into_iter().flatten() {
+        out.push(bad_field(ID, app, path, line, b));
+    }
+    let hosts = socket_hosts(i);
+    if hosts.is_empty() && out.is_empty() {
+        out.push(Verdict::skip(
+            ID,
+            app.subject(i.line, &i.path),
+            format!("`{}` names no local address", i.name),
+        ));
+    }
+    for (path, line, host) in hosts {
+        let subject = app.subject(line, &path);
+        let ip = match host.parse::<IpAddr>() {
+            Ok(ip) => ip,
+            Err(_) => {
+                out.push(Verdict::fail(
+                    ID,
+                    subject,
+                    format!("`{host}` is not an IP address: DAQIRI parses IPv4 literals (inet_pton), never names"),
+                ));
+                continue;
+            }
+        };
+        if ip.is_unspecified() {
+            out.push(Verdict::pass(
+                ID,
+                subject,
+                format!("`{host}` binds every local address"),
+            ));
+            continue;
+        }
+        let a = match addrs {
+            Ok(a) => a,
+            Err(e) => {
+                out.push(Verdict::skip(ID, subject, e.to_string()));
+                continue;
+            }
+        };
+        let v4 = if ip.is_ipv6() {
+            " (DAQIRI's socket engines take IPv4 addresses only)"
+        } else {
+            ""
+        };
+        if !a.is_local(ip) {
+            out.push(
+                Verdict::fail(
+                    ID,
+                    subject,
+                    format!(
+                        "{host} is not configured on any netdev in this network namespace{v4}: {} cannot bind it",
+                        i.name
+                    ),
+                )
+                .fix(format!(
+                    "configure {host} on the data-path port (netplan / nmcli / `ip addr add {host}/24 dev IFACE`), or run the application in the namespace that holds it"
+                )),
+            );
+            continue;
+        }
+        let nd = a.netdev_of(ip);
+        let nic = nd
+            .as_deref()
+            .and_then(|n| facts.and_then(|f| nic_by_netdev(f, n)));
+        let on = nd.clone().unwrap_or_else(|| "a local netdev".into());
+        let v = if i.transport == Transport::Roce {
+            match nic {
+                Some(n) if !n.rdma.is_empty() => Verdict::pass(
+                    ID,
+                    subject,
+                    format!(
+                        "{host} is on {on}, RDMA device {} ({})",
+                        n.rdma_names().join(", "),
+                        n.label()
+                    ),
+                ),
+                Some(n) => Verdict::fail(
+                    ID,
+                    subject,
+                    format!("{host} is on {on} ({}), which has no RDMA device: load mlx5_ib (see nic.driver)", n.label()),
+                )
+                .fix("sudo modprobe mlx5_ib"),
+                None => Verdict::fail(
+                    ID,
+                    subject,
+                    format!("{host} is on {on}, which is not a ConnectX port with an RDMA device: RoCE needs one (roce:// endpoints use ibverbs)"),
+                ),
+            }
+        } else if ip.is_ipv6() {
+            Verdict::warn(ID, subject, format!("{host} is on {on}{v4}"))
+        } else {
+            Verdict::pass(
+                ID,
+                subject,
+                format!(
+                    "{host} is on {on}{}",
+                    nic.map(|n| format!(" ({})", n.label())).unwrap_or_default()
+                ),
+            )
+        };
+        out.push(v);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testkit::{failures, judge};
+    use super::*;
+
+    #[test]
+    fn an_address_not_on_this_host_fails() {
+        let before = failures(&judge(run_interfaces, &|t| t.to_string()));
+        assert!(before.is_empty(), "{before:?}");
+        let after = failures(&judge(run_interfaces, &|t| {
+            t.replace("1.1.1.1", "198.18.9.9")
+        }));
+        assert!(after.iter().any(|f| f.contains("198.18.9.9")), "{after:?}");
+    }
+}
