@@ -237,6 +237,7 @@ const LAYERS: &[&[&str]] = &[
         "hostio::setters",
         "hostio::journal",
         "hostio::gpu",
+        "hostio::lock",
         "apply::testroot",
         "fleet::output",
     ],
