@@ -240,6 +240,7 @@ const LAYERS: &[&[&str]] = &[
         "hostio::setters",
         "hostio::journal",
         "hostio::gpu",
+        "hostio::lock",
         "apply::testroot",
         "fleet::output",
     ],
