@@ -135,13 +135,22 @@ fn run_captured(cmd: &mut Command) -> (i32, Vec<u8>) {
     (code, out)
 }
 
+/// Why a helper's output could not be relayed as an assessed report.
+#[derive(Debug, thiserror::Error)]
+pub enum RelayError {
+    #[error("the helper's report is not JSON: {0}")]
+    NotJson(serde_json::Error),
+    #[error("the helper's report is not daqtune.selftest/v1: {0}")]
+    NotAReport(serde_json::Error),
+    #[error("the assessed report cannot be written as JSON: {0}")]
+    Encode(serde_json::Error),
+}
+
 /// The helper's JSON report with every bandwidth result assessed: the typed report (summary
 /// recounted) and its JSON with the helper's `rdma` section kept, in the helper's order.
-pub fn assess_report(stdout: &[u8], relay: &Relay) -> Result<(Report, String), String> {
-    let full: serde_json::Value = serde_json::from_slice(stdout)
-        .map_err(|e| format!("the helper's report is not JSON: {e}"))?;
-    let given = Report::deserialize(&full)
-        .map_err(|e| format!("the helper's report is not daqtune.selftest/v1: {e}"))?;
+pub fn assess_report(stdout: &[u8], relay: &Relay) -> Result<(Report, String), RelayError> {
+    let full: serde_json::Value = serde_json::from_slice(stdout).map_err(RelayError::NotJson)?;
+    let given = Report::deserialize(&full).map_err(RelayError::NotAReport)?;
     let mut report = Report::new(&given.hostname, &given.topology, &given.cpu_plan);
     let counted = given.results.len() == relay.tests.len();
     for (i, mut r) in given.results.into_iter().enumerate() {
@@ -167,7 +176,7 @@ pub fn assess_report(stdout: &[u8], relay: &Relay) -> Result<(Report, String), S
         report: &report,
         rdma: full.get("rdma"),
     })
-    .map_err(|e| e.to_string())?;
+    .map_err(RelayError::Encode)?;
     Ok((report, json + "\n"))
 }
 
@@ -678,5 +687,13 @@ mod tests {
         assert_eq!(relay_report(2, b"", &r), 2);
         // Output that is not a report is relayed as it came and fails the run.
         assert_eq!(relay_report(0, b"garbage", &r), 2);
+        assert!(matches!(
+            assess_report(b"garbage", &r),
+            Err(RelayError::NotJson(_))
+        ));
+        assert!(matches!(
+            assess_report(b"{\"results\": 3}", &r),
+            Err(RelayError::NotAReport(_))
+        ));
     }
 }
