@@ -166,7 +166,8 @@ pub fn attach_causes(results: &mut [SelftestResult], verdicts: &[Verdict]) {
 }
 
 /// The shape of the profile's references for `engine` as self-test flags: qualify runs the
-/// engine as the reference was measured (seed 002: TCP and UDP with 4 streams of 8 KB).
+/// engine as the reference was measured (seed 002: TCP and UDP with 4 streams of 8 KB, RoCE
+/// SEND with 8 MB messages).
 pub fn shape_args(p: &Profile, engine: &str, gpu_sink: bool) -> Vec<String> {
     let refs: Vec<_> = p
         .selftest
@@ -175,11 +176,14 @@ pub fn shape_args(p: &Profile, engine: &str, gpu_sink: bool) -> Vec<String> {
         .filter(|r| r.path.split('.').next() == Some(engine))
         .collect();
     let mut a = Vec::new();
-    if engine == "rdma" {
-        return a; // the RDMA helper takes its own sizes
-    }
     if let Some(m) = refs.iter().find_map(|r| r.message_size) {
-        a.extend(["--message-size".to_string(), m.to_string()]);
+        // The RDMA helper names its bandwidth runs' size `--size` (pingpong keeps its own).
+        let flag = if engine == "rdma" {
+            "--size"
+        } else {
+            "--message-size"
+        };
+        a.extend([flag.to_string(), m.to_string()]);
     }
     // The GPU sink verifies one stream.
     if engine == "socket" && !gpu_sink {
@@ -611,7 +615,8 @@ mod tests {
             shape_args(&spark, "dpdk", false),
             ["--message-size", "4096"]
         );
-        assert!(shape_args(&spark, "rdma", false).is_empty());
+        // RoCE SEND was measured with 8 MB messages (seed 002).
+        assert_eq!(shape_args(&spark, "rdma", false), ["--size", "8388608"]);
         assert!(shape_args(&crate::profile::Profile::default(), "socket", false).is_empty());
     }
 
@@ -696,5 +701,37 @@ mod tests {
             t.contains("      1. nic.mtu (self-test path) fail: the self-test path has MTU 1500"),
             "{t}"
         );
+    }
+
+    /// The RDMA self-test's results carry the same assessment (the launcher assesses the
+    /// helper's report): one below its floor fails the stage and names the causes a hardware
+    /// port can have; one without a reference does not.
+    #[test]
+    fn an_rdma_shortfall_gates_like_the_others() {
+        let verdicts = vec![
+            Verdict::fail("pcie.mrrs", "0000:01:00.0", "512"),
+            Verdict::warn("cpu.governor", "cpu0-7", "powersave"),
+        ];
+        let below = serde_json::json!({
+            "engine": "rdma", "mode": "write", "status": "fail", "gbps": 41.3,
+            "topology": "ports", "message_size": 8388608,
+            "reference": {"verdict": "below", "mtu": 9000, "of_line_pct": 21.1,
+                          "of_reference_pct": 41.3, "shortfall_gbps": 48.7,
+                          "why": "41.30 Gb/s is 41.3 % of the reference ..."}
+        });
+        let none = serde_json::json!({
+            "engine": "rdma", "mode": "send", "status": "pass", "gbps": 99.6,
+            "topology": "ports", "message_size": 8388608,
+            "reference": {"verdict": "none", "why": "no reference: ..."}
+        });
+        let mut rs = vec![result(below), result(none)];
+        attach_causes(&mut rs, &verdicts);
+        assert_eq!(
+            rs[0].causes.first().map(|c| c.id.as_str()),
+            Some("pcie.mrrs")
+        );
+        assert!(rs[1].causes.is_empty());
+        assert_eq!(rs[0].shares(), " (21.1 % of line, 41.3 % of reference)");
+        assert_eq!(rs[1].shares(), " (no reference)");
     }
 }

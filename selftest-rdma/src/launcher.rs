@@ -1,14 +1,21 @@
 //! For `daqtune selftest rdma`: the verbs engine lives in the `daqtune-rdma` executable (it links
 //! libibverbs; the main binary must start on hosts without it), so the main binary finds and runs
 //! that helper, and reports a skip with the reason when it is not installed.
+//!
+//! A test run's report is not relayed as the helper wrote it: the helper answers in JSON on a
+//! pipe, and each bandwidth result is assessed here against the port's line rate and the
+//! profile's reference (`daqtune_selftest::reference::assess`, as the socket and DPDK engines
+//! are) before the report is printed in the format asked for and written to its files.
 
 use daqtune_selftest::engine::Mode;
+use daqtune_selftest::reference::{self, Link, Reference};
 use daqtune_selftest::report::{EngineResult, Report};
 use daqtune_selftest::signals;
 use daqtune_selftest::sys::hostname;
 use daqtune_selftest::topology::{self, RdmaPortsRequest, Topology};
+use serde::Deserialize;
 use std::ffi::OsString;
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
@@ -67,6 +74,158 @@ pub fn run_helper(args: &[OsString], json: bool) -> i32 {
     run_at_or_skip(&bin, args, json)
 }
 
+/// How a test run's report is judged and where it goes: the helper always answers in JSON on a
+/// pipe (it is given no `--junit`/`--json-out` of its own), and this assesses and writes it.
+#[derive(Debug, Clone)]
+pub struct Relay {
+    /// Print JSON (`daqtune.selftest/v1` with the helper's `rdma` section), else text.
+    pub json: bool,
+    pub json_out: Option<PathBuf>,
+    pub junit: Option<PathBuf>,
+    /// The helper's `--test` list in its order: it makes one result per entry, and a ping-pong
+    /// is a latency run, never held to a bandwidth reference.
+    pub tests: Vec<String>,
+    /// The link the traffic crosses (its speed and MTU give the line rate).
+    pub link: Link,
+    /// The profile's references (`selftest.reference`) and floor.
+    pub references: Vec<Reference>,
+    pub floor: f64,
+}
+
+/// Runs the helper for a test run (`args` without a format: `--format json` is added), assesses
+/// its report and relays it; returns the exit status: 0 pass, 1 a result failed (below its
+/// floor included), 2 could not run, 128+N interrupted by signal N. Without a helper, a skip
+/// report as [`run_helper`] gives.
+pub fn run_assessed(args: &[OsString], relay: &Relay) -> i32 {
+    let Some(bin) = find_helper() else {
+        return run_helper(args, relay.json);
+    };
+    if let Err(e) = signals::install() {
+        eprintln!("daqtune selftest rdma: signal handlers: {e}");
+    }
+    let mut cmd = Command::new(&bin);
+    cmd.args(args).args(["--format", "json"]);
+    let (code, stdout) = run_captured(&mut cmd);
+    if code == LOADER_FAILED {
+        return loader_skip(&bin, relay.json);
+    }
+    relay_report(code, &stdout, relay)
+}
+
+/// Spawns `cmd` with its standard output on a pipe, waits for it as [`wait_interruptible`]
+/// does, and returns its status with what it printed (2 and nothing when it cannot start).
+fn run_captured(cmd: &mut Command) -> (i32, Vec<u8>) {
+    let mut child = match cmd.stdin(Stdio::null()).stdout(Stdio::piped()).spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("daqtune selftest rdma: cannot run the helper: {e}");
+            return (2, Vec::new());
+        }
+    };
+    // Read on a thread: a report larger than the pipe would otherwise block the helper.
+    let reader = child.stdout.take().map(|mut s| {
+        std::thread::spawn(move || {
+            let mut v = Vec::new();
+            let _ = s.read_to_end(&mut v);
+            v
+        })
+    });
+    let code = wait_interruptible(&mut child);
+    let out = reader.and_then(|r| r.join().ok()).unwrap_or_default();
+    (code, out)
+}
+
+/// Why a helper's output could not be relayed as an assessed report.
+#[derive(Debug, thiserror::Error)]
+pub enum RelayError {
+    #[error("the helper's report is not JSON: {0}")]
+    NotJson(serde_json::Error),
+    #[error("the helper's report is not daqtune.selftest/v1: {0}")]
+    NotAReport(serde_json::Error),
+    #[error("the assessed report cannot be written as JSON: {0}")]
+    Encode(serde_json::Error),
+}
+
+/// The helper's JSON report with every bandwidth result assessed: the typed report (summary
+/// recounted) and its JSON with the helper's `rdma` section kept, in the helper's order.
+pub fn assess_report(stdout: &[u8], relay: &Relay) -> Result<(Report, String), RelayError> {
+    let full: serde_json::Value = serde_json::from_slice(stdout).map_err(RelayError::NotJson)?;
+    let given = Report::deserialize(&full).map_err(RelayError::NotAReport)?;
+    let mut report = Report::new(&given.hostname, &given.topology, &given.cpu_plan);
+    let counted = given.results.len() == relay.tests.len();
+    for (i, mut r) in given.results.into_iter().enumerate() {
+        let latency_run = if counted {
+            is_pingpong(&relay.tests[i])
+        } else {
+            r.notes.iter().any(|n| n.starts_with("SEND ping-pong"))
+        };
+        if !latency_run {
+            reference::assess(&mut r, &relay.link, &relay.references, relay.floor);
+        }
+        report.push(r);
+    }
+    /// The helper's report layout: the self-test record plus its `rdma` section.
+    #[derive(serde::Serialize)]
+    struct Relayed<'a> {
+        #[serde(flatten)]
+        report: &'a Report,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        rdma: Option<&'a serde_json::Value>,
+    }
+    let json = serde_json::to_string_pretty(&Relayed {
+        report: &report,
+        rdma: full.get("rdma"),
+    })
+    .map_err(RelayError::Encode)?;
+    Ok((report, json + "\n"))
+}
+
+fn is_pingpong(test: &str) -> bool {
+    matches!(
+        test.trim().to_ascii_lowercase().as_str(),
+        "pingpong" | "ping-pong" | "lat" | "latency"
+    )
+}
+
+/// Assesses and prints the helper's report, writes the files asked for, and gives the exit
+/// status: the helper's when it could not run or was interrupted, else the assessed report's.
+pub fn relay_report(code: i32, stdout: &[u8], relay: &Relay) -> i32 {
+    if stdout.iter().all(u8::is_ascii_whitespace) {
+        // Bad usage or a crash: the helper said why on stderr.
+        return if code == 0 { 2 } else { code };
+    }
+    let (report, json) = match assess_report(stdout, relay) {
+        Ok(v) => v,
+        Err(e) => {
+            // Never lose what the helper said: relay it as it came, and fail the run.
+            daqtune_selftest::report::emit(&String::from_utf8_lossy(stdout));
+            eprintln!("daqtune selftest rdma: {e}");
+            return if code == 0 { 2 } else { code };
+        }
+    };
+    daqtune_selftest::report::emit(&if relay.json {
+        json.clone()
+    } else {
+        report.to_text()
+    });
+    let mut files_ok = true;
+    for (path, text) in [(&relay.json_out, json), (&relay.junit, report.to_junit())] {
+        let Some(p) = path else { continue };
+        // The workspace's one output writer: atomic, a symlink written through (docs/cli.md).
+        if let Err(e) =
+            daqtune_probe::fsutil::write_output(p, 0o644, &mut |f| f.write_all(text.as_bytes()))
+        {
+            eprintln!("daqtune selftest rdma: write {}: {e}", p.display());
+            files_ok = false;
+        }
+    }
+    match code {
+        0 | 1 if !files_ok => 2,
+        0 | 1 => i32::from(!report.passed()),
+        other => other,
+    }
+}
+
 /// Where a namespaced run's RDMA devices come from.
 pub enum NamespacedTopology {
     /// Two cabled ports moved into namespaces with their devices (`--tx-if A --rx-if B`).
@@ -85,7 +244,8 @@ pub struct PortsRun {
     pub receiver_args: Vec<OsString>,
     /// TCP port of the side channel between the two namespaces.
     pub control_port: u16,
-    pub json: bool,
+    /// How the sender's report is assessed and relayed.
+    pub relay: Relay,
 }
 
 /// How long each helper waits for its port to come up with a GID after the move.
@@ -97,7 +257,7 @@ const READY_SECS: &str = "20";
 /// 128+N interrupted by signal N (after restoring).
 pub fn run_ports(run: &PortsRun) -> i32 {
     let Some(bin) = find_helper() else {
-        return run_helper(&run.client_args, run.json);
+        return run_helper(&run.client_args, run.relay.json);
     };
     if !daqtune_selftest::sys::is_root() {
         eprintln!("daqtune selftest rdma: making network namespaces needs root");
@@ -117,7 +277,7 @@ pub fn run_ports(run: &PortsRun) -> i32 {
         Ok(t) => t,
         Err(daqtune_selftest::Error::Unsupported(why)) => {
             let r = skip_report(&hostname(), &why, &[Mode::Write, Mode::Send]);
-            daqtune_selftest::report::emit(&if run.json {
+            daqtune_selftest::report::emit(&if run.relay.json {
                 r.to_json() + "\n"
             } else {
                 r.to_text()
@@ -163,7 +323,7 @@ fn run_in_namespaces(bin: &Path, run: &PortsRun, topo: &Topology) -> i32 {
         .args(["--ipv4", &topology::TX_ADDR.to_string()])
         .args(["--wait-ready", READY_SECS, "--describe", &topo.description])
         .args(&run.client_args)
-        .stdin(Stdio::null());
+        .args(["--format", "json"]);
     if let Err(e) = rxn
         .command_in_with_sysfs(&mut server)
         .and_then(|_| txn.command_in_with_sysfs(&mut client))
@@ -180,13 +340,10 @@ fn run_in_namespaces(bin: &Path, run: &PortsRun, topo: &Topology) -> i32 {
     };
     let server_log = collect_output(&mut server);
     let code = match wait_listening(&mut server, &server_log) {
-        Ok(()) => match client.spawn() {
-            Ok(mut c) => wait_interruptible(&mut c),
-            Err(e) => {
-                eprintln!("daqtune selftest rdma: start the sender: {e}");
-                2
-            }
-        },
+        Ok(()) => {
+            let (code, stdout) = run_captured(&mut client);
+            relay_report(code, &stdout, &run.relay)
+        }
         Err(why) => {
             eprintln!("daqtune selftest rdma: the receiver did not start: {why}");
             2
@@ -320,6 +477,11 @@ fn run_at_or_skip(bin: &Path, args: &[OsString], json: bool) -> i32 {
     if code != LOADER_FAILED {
         return code;
     }
+    loader_skip(bin, json)
+}
+
+/// The skip report for a helper the dynamic loader could not start.
+fn loader_skip(bin: &Path, json: bool) -> i32 {
     let why = format!(
         "{} could not start (exit 127: a shared library it needs is missing, usually \
          libibverbs.so.1: apt-get install libibverbs1 ibverbs-providers)",
@@ -373,5 +535,165 @@ mod tests {
         std::fs::write(&g, "#!/bin/sh\nexit 127\n").expect("write");
         std::fs::set_permissions(&g, std::fs::Permissions::from_mode(0o755)).expect("chmod");
         assert_eq!(run_at_or_skip(&g, &[], true), 0);
+    }
+
+    const RECORDED: &str = include_str!("../tests/fixtures/helper-report.json");
+
+    fn reference(mode: &str, gbps: f64) -> Reference {
+        Reference {
+            engine: "rdma".into(),
+            mode: mode.into(),
+            message_size: Some(8_388_608),
+            streams: None,
+            gbps: Some(gbps),
+            loss_pct: None,
+            floor: None,
+            source: format!("test reference rdma.{mode}"),
+        }
+    }
+
+    /// A 200G port at MTU 9000 (RoCE payload 196 Gb/s) held to 100 Gb/s WRITE and SEND.
+    fn relay(link: Link) -> Relay {
+        Relay {
+            json: true,
+            json_out: None,
+            junit: None,
+            tests: vec!["write".into(), "send".into(), "pingpong".into()],
+            link,
+            references: vec![reference("write", 100.0), reference("send", 100.0)],
+            floor: 0.9,
+        }
+    }
+
+    fn port_200g() -> Link {
+        Link {
+            speed_mbps: Some(200_000),
+            source: "sysfs speed of enp1s0f0np0".into(),
+            mtu: Some(9000),
+            pcie: None,
+        }
+    }
+
+    #[test]
+    fn a_result_below_its_floor_fails_with_the_shortfall() {
+        let (report, json) = assess_report(RECORDED.as_bytes(), &relay(port_200g())).expect("ok");
+        let full: serde_json::Value = serde_json::from_str(&json).expect("json");
+        let write = &report.results[0];
+        assert_eq!(write.status, Status::Fail);
+        let a = write.reference.as_ref().expect("assessed");
+        assert_eq!(a.verdict, "below");
+        // Floor 0.9 x 100 = 90 Gb/s; the recorded WRITE made 41.3.
+        let short = a.shortfall_gbps.expect("shortfall");
+        assert!((short - 48.7).abs() < 1e-9, "{short}");
+        assert!(
+            a.why
+                .contains("below the floor of 90 % = 90.00 Gb/s by 48.70 Gb/s"),
+            "{}",
+            a.why
+        );
+        assert!(a.of_line_pct.is_some_and(|p| p > 20.0 && p < 22.0), "{a:?}");
+        assert!(!report.passed());
+        assert_eq!(report.summary.fail, 1);
+        // The relayed JSON says the same and keeps the helper's own section.
+        assert_eq!(full["summary"]["fail"], 1);
+        assert_eq!(full["results"][0]["reference"]["verdict"], "below");
+        assert_eq!(full["rdma"][0]["transfer"], "write");
+        assert!(
+            json.starts_with("{\n  \"schema\": \"daqtune.selftest/v1\""),
+            "{json}"
+        );
+    }
+
+    #[test]
+    fn a_result_above_its_floor_passes() {
+        let (report, _) = assess_report(RECORDED.as_bytes(), &relay(port_200g())).expect("ok");
+        let send = &report.results[1];
+        assert_eq!(send.status, Status::Pass);
+        let a = send.reference.as_ref().expect("assessed");
+        assert_eq!(a.verdict, "met");
+        assert_eq!(a.reference_gbps, Some(100.0));
+        assert!(a.of_reference_pct.is_some_and(|p| (p - 99.6).abs() < 1e-9));
+    }
+
+    #[test]
+    fn no_link_speed_is_no_reference_and_no_silent_pass() {
+        let link = Link::none("mlx9 has no PCI network device: no link speed");
+        let (report, _) = assess_report(RECORDED.as_bytes(), &relay(link)).expect("ok");
+        for r in &report.results[..2] {
+            let a = r.reference.as_ref().expect("assessed");
+            assert_eq!(a.verdict, "none");
+            assert!(a.why.starts_with("no reference"), "{}", a.why);
+            assert!(
+                r.notes.iter().any(|n| n.contains("no link speed")),
+                "{:?}",
+                r.notes
+            );
+            // Its own checks passed; the missing reference is said, never a verdict.
+            assert_eq!(r.status, Status::Pass);
+        }
+        assert!(report.passed());
+    }
+
+    #[test]
+    fn a_ping_pong_is_not_held_to_a_bandwidth_reference() {
+        for tests in [
+            vec!["write".to_string(), "send".into(), "pingpong".into()],
+            // A list that does not match the results: the helper's note tells.
+            vec!["write".to_string()],
+        ] {
+            let r = Relay {
+                tests,
+                ..relay(port_200g())
+            };
+            let (report, _) = assess_report(RECORDED.as_bytes(), &r).expect("ok");
+            assert_eq!(report.results[2].reference, None);
+            assert_eq!(report.results[2].status, Status::Pass);
+            assert!(report.results[1].reference.is_some());
+        }
+    }
+
+    #[test]
+    fn the_captured_report_is_relayed_assessed_in_its_files() {
+        let d = tempfile::tempdir().expect("tmp");
+        let fixture = d.path().join("report.json");
+        std::fs::write(&fixture, RECORDED).expect("write");
+        // A stand-in helper that prints the recorded report, as daqtune-rdma --format json does.
+        let helper = d.path().join("helper");
+        std::fs::write(
+            &helper,
+            format!("#!/bin/sh\ncat '{}'\nexit 0\n", fixture.display()),
+        )
+        .expect("write");
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&helper, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        let (code, out) = run_captured(&mut Command::new(&helper));
+        assert_eq!(code, 0);
+        let r = Relay {
+            json_out: Some(d.path().join("out.json")),
+            junit: Some(d.path().join("junit.xml")),
+            ..relay(port_200g())
+        };
+        // The helper passed its own checks; the assessment fails the slow WRITE.
+        assert_eq!(relay_report(code, &out, &r), 1);
+        let json: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(d.path().join("out.json")).expect("json out"),
+        )
+        .expect("json");
+        assert_eq!(json["results"][0]["reference"]["verdict"], "below");
+        let junit = std::fs::read_to_string(d.path().join("junit.xml")).expect("junit");
+        assert!(junit.contains("below the floor"), "{junit}");
+        // Could-not-run and interrupted statuses are the helper's, whatever the report says.
+        assert_eq!(relay_report(130, &out, &r), 130);
+        assert_eq!(relay_report(2, b"", &r), 2);
+        // Output that is not a report is relayed as it came and fails the run.
+        assert_eq!(relay_report(0, b"garbage", &r), 2);
+        assert!(matches!(
+            assess_report(b"garbage", &r),
+            Err(RelayError::NotJson(_))
+        ));
+        assert!(matches!(
+            assess_report(b"{\"results\": 3}", &r),
+            Err(RelayError::NotAReport(_))
+        ));
     }
 }

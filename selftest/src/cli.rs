@@ -324,10 +324,12 @@ pub fn run(args: &SelftestArgs, d: &Defaults) -> i32 {
     }
     let mtu = args.mtu.unwrap_or(d.mtu);
     // Read before the ports move into private namespaces, where this sysfs no longer sees them.
-    let port_speed = args
-        .tx_if
-        .as_deref()
-        .map(|i| (i, link_speed_mbps(i).map(|s| (s, pcie_of(i)))));
+    let port_speed = args.tx_if.as_deref().map(|i| {
+        (
+            i,
+            crate::portlink::link_speed_mbps(i).map(|s| (s, crate::portlink::pcie_of(i))),
+        )
+    });
     let topo = if let Some(p) = peer {
         Ok(Topology::peer(p))
     } else if args.loopback {
@@ -469,23 +471,6 @@ fn find_max_params(args: &SelftestArgs) -> crate::findmax::Params {
     }
 }
 
-/// Link speed of `iface` in the host's namespace (sysfs), Mb/s; None for a virtual interface
-/// (veth) or a link that is down.
-fn link_speed_mbps(iface: &str) -> Option<u64> {
-    // An interface name never holds '/', so it cannot leave /sys/class/net.
-    if iface.is_empty() || iface.len() >= 16 || iface.contains('/') || iface.starts_with('.') {
-        return None;
-    }
-    // A virtual interface (veth, bridge, bond's members aside) has no `device`: what its
-    // driver answers (veth: a constant 10000 Mb/s) limits nothing.
-    if std::fs::symlink_metadata(format!("/sys/class/net/{iface}/device")).is_err() {
-        return None;
-    }
-    std::fs::read_to_string(format!("/sys/class/net/{iface}/speed"))
-        .ok()
-        .and_then(|t| crate::findmax::parse_speed_mbps(&t))
-}
-
 /// The sending port's name with its link speed (Mb/s) and its PCIe link (Gb/s, in words),
 /// read before the port moves into a namespace.
 type PortLink<'a> = (&'a str, Option<(u64, Option<(f64, String)>)>);
@@ -573,47 +558,6 @@ fn shape_tx(topo: &Topology, mbit: u64, mtu: u32) -> Result<(), String> {
         &crate::netlink::Tbf::at(mbit.saturating_mul(1_000_000), mtu),
     )
     .map_err(|e| format!("test shaping: {e}"))
-}
-
-/// What the PCIe link of `iface`'s device carries (`current_link_speed` x
-/// `current_link_width`, the link as trained with its upstream port), with the words for it.
-fn pcie_of(iface: &str) -> Option<(f64, String)> {
-    let dev = format!("/sys/class/net/{iface}/device");
-    let gts = crate::reference::parse_pcie_gts(
-        &std::fs::read_to_string(format!("{dev}/current_link_speed")).ok()?,
-    )?;
-    let lanes: u32 = std::fs::read_to_string(format!("{dev}/current_link_width"))
-        .ok()?
-        .trim()
-        .parse()
-        .ok()
-        .filter(|w| (1..=32).contains(w))?;
-    Some((
-        crate::reference::pcie_payload_gbps(gts, lanes),
-        format!("PCIe x{lanes} at {gts} GT/s"),
-    ))
-}
-
-/// Link speed of the network device of PCI function `bdf` (a DPDK port), Mb/s.
-fn pci_link_speed_mbps(bdf: &str) -> Option<(String, u64)> {
-    // A PCI address is hex digits, ':' and '.': it cannot leave /sys/bus/pci/devices.
-    if bdf.is_empty()
-        || bdf.len() > 16
-        || !bdf
-            .chars()
-            .all(|c| c.is_ascii_hexdigit() || c == ':' || c == '.')
-    {
-        return None;
-    }
-    let dir = std::fs::read_dir(format!("/sys/bus/pci/devices/{bdf}/net")).ok()?;
-    let mut names: Vec<String> = dir
-        .filter_map(|e| e.ok())
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    names
-        .into_iter()
-        .find_map(|n| link_speed_mbps(&n).map(|s| (n, s)))
 }
 
 /// Prints each trial of a search on stderr (a terminal only).
@@ -704,13 +648,15 @@ fn run_dpdk(args: &SelftestArgs, d: &Defaults) -> EngineResult {
     let mut r = crate::dpdk_launcher::run_dpdk(&req, None).result;
     let link = match (
         &args.tx_pci,
-        args.tx_pci.as_deref().map(pci_link_speed_mbps),
+        args.tx_pci
+            .as_deref()
+            .map(crate::portlink::pci_link_speed_mbps),
     ) {
         (Some(bdf), Some(Some((netdev, speed)))) => crate::reference::Link {
             speed_mbps: Some(speed),
             source: format!("sysfs speed of {netdev} ({bdf})"),
             mtu: Some(args.mtu.unwrap_or(d.mtu)),
-            pcie: pcie_of(&netdev),
+            pcie: crate::portlink::pcie_of(&netdev),
         },
         (Some(bdf), _) => crate::reference::Link::none(&format!(
             "{bdf} has no network device reporting a link speed"

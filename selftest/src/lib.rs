@@ -17,6 +17,7 @@ pub mod netlink;
 pub mod netns;
 pub mod payload;
 pub mod peer;
+pub mod portlink;
 pub mod rdma_netlink;
 pub mod reference;
 pub mod report;

@@ -4,8 +4,10 @@
 use crate::cli::GlobalArgs;
 use daqtune_engine::commands::choose_profile;
 use daqtune_engine::hostroot::open_host;
+use daqtune_engine::profile::LoadedProfile;
 use daqtune_engine::UsageError;
-use daqtune_rdma::launcher::NamespacedTopology;
+use daqtune_rdma::launcher::{NamespacedTopology, Relay};
+use daqtune_selftest::reference::Link;
 use daqtune_selftest::sys::hostname;
 
 /// `daqtune selftest rdma`: the verbs engine lives in the `daqtune-rdma` executable (it links
@@ -128,7 +130,9 @@ pub struct RdmaProfileDefaults {
     pub mtu: u32,
 }
 
-/// The helper's arguments for a run (pure, so it is tested without the helper).
+/// The helper's arguments for a run (pure, so it is tested without the helper). A test run's
+/// report format and files are not among them: the helper answers in JSON, and the launcher
+/// assesses the report and writes them ([`relay`]).
 pub fn rdma_helper_args(a: &RdmaArgs, d: &RdmaProfileDefaults) -> Vec<std::ffi::OsString> {
     let mut v: Vec<String> = Vec::new();
     let mut opt = |flag: &str, val: Option<String>| {
@@ -185,13 +189,30 @@ pub fn rdma_helper_args(a: &RdmaArgs, d: &RdmaProfileDefaults) -> Vec<std::ffi::
         a.inject_corruption.map(|x| x.to_string()),
     );
     opt("--min-gbps", a.min_gbps.map(|g| g.to_string()));
-    opt("--junit", a.junit.as_ref().map(|j| j.display().to_string()));
-    opt(
-        "--json-out",
-        a.json_out.as_ref().map(|j| j.display().to_string()),
-    );
-    v.extend(["--format".into(), a.format.clone()]);
     v.into_iter().map(Into::into).collect()
+}
+
+/// How a test run's report is assessed and where it goes: the link its traffic crosses (read
+/// before any port moves), the profile's references and floor, and the formats asked for.
+pub fn relay(a: &RdmaArgs, lp: &LoadedProfile, link: Link) -> Relay {
+    Relay {
+        json: a.format == "json",
+        json_out: a.json_out.clone(),
+        junit: a.junit.clone(),
+        tests: a.test.clone(),
+        link,
+        references: crate::selftest_cmd::references(&lp.profile.selftest),
+        floor: lp.profile.selftest.floor,
+    }
+}
+
+/// The link of a run with named devices: the sending device's port, or none across a peer.
+fn device_link(a: &RdmaArgs) -> Link {
+    match (&a.dev, &a.peer) {
+        (_, Some(_)) => Link::none("a --peer run crosses links this host does not see end to end"),
+        (Some(dev), None) => daqtune_selftest::portlink::rdma_device_link(dev),
+        (None, None) => Link::none("no RDMA device named"),
+    }
 }
 
 /// The namespaced modes' receiver (a `--listen` helper) registers the same kind of memory as
@@ -287,12 +308,22 @@ pub fn run_rdma(g: &GlobalArgs, argv: &[String]) -> Result<u8, UsageError> {
                 return Ok(0);
             }
         }
+        // Read before the ports move into private namespaces, where this sysfs loses them.
+        let link = match &topology {
+            NamespacedTopology::Ports(req) => {
+                daqtune_selftest::portlink::port_link(&req.tx_if, req.mtu.unwrap_or(0))
+            }
+            NamespacedTopology::Veth(mtu) => Link {
+                mtu: Some(*mtu),
+                ..Link::none("veth pair with soft-RoCE: no link speed")
+            },
+        };
         let run = daqtune_rdma::launcher::PortsRun {
             topology,
             client_args: rdma_helper_args(&a, &d),
             receiver_args: receiver_args(&a),
             control_port: a.control_port,
-            json,
+            relay: relay(&a, &lp, link),
         };
         let code = daqtune_rdma::launcher::run_ports(&run);
         return Ok(u8::try_from(code).unwrap_or(2));
@@ -337,7 +368,12 @@ pub fn run_rdma(g: &GlobalArgs, argv: &[String]) -> Result<u8, UsageError> {
         ));
     }
     let args = rdma_helper_args(&a, &d);
-    let code = daqtune_rdma::launcher::run_helper(&args, json);
+    let code = if a.listen.is_some() {
+        // A receiver makes no report of its own: the sender's side assesses the run.
+        daqtune_rdma::launcher::run_helper(&args, json)
+    } else {
+        daqtune_rdma::launcher::run_assessed(&args, &relay(&a, &lp, device_link(&a)))
+    };
     Ok(u8::try_from(code).unwrap_or(2))
 }
 
@@ -381,9 +417,7 @@ mod rdma_tests {
                 "--duration",
                 "2",
                 "--size",
-                "8192",
-                "--format",
-                "text"
+                "8192"
             ]
         );
         assert!(RdmaArgs::try_parse_from(["x", "--peer-dev", "a", "--peer", "h:1"]).is_err());
@@ -432,12 +466,14 @@ mod rdma_tests {
             "--wait-ready 5",
             "--inject-corruption 5",
             "--min-gbps 10",
-            "--json-out /o/r.json",
             "--memory device",
             "--gpu 1",
-            "--format json",
         ] {
             assert!(v.contains(want), "{want} missing from {v}");
+        }
+        // The report's format and files are the launcher's: it assesses the report first.
+        for not in ["--format", "--json-out", "--junit"] {
+            assert!(!v.contains(not), "{not} passed to the helper: {v}");
         }
         let a = RdmaArgs::try_parse_from(["x", "--dev", "a", "--peer-dev", "b"]).expect("parse");
         assert!(!strings(rdma_helper_args(&a, &D))

@@ -153,3 +153,61 @@ fn namespaced_runs_check_their_options_first() {
         }
     }
 }
+
+/// A test run's report is assessed before it is relayed (issue 29): a stand-in helper prints a
+/// recorded daqtune-rdma report; the named devices do not exist here, so their link has no
+/// speed and every bandwidth result says "no reference" instead of passing on one.
+#[test]
+fn a_relayed_report_is_assessed() {
+    let d = tempfile::tempdir().expect("tmp");
+    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../selftest-rdma/tests/fixtures/helper-report.json");
+    let args_file = d.path().join("args");
+    let helper = d.path().join("daqtune-rdma");
+    std::fs::write(
+        &helper,
+        format!(
+            "#!/bin/sh\necho \"$@\" > '{}'\ncat '{}'\n",
+            args_file.display(),
+            fixture.display()
+        ),
+    )
+    .expect("write");
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&helper, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let json_out = d.path().join("out.json");
+    let out = rdma(
+        &[
+            "--dev",
+            "dqt-none0",
+            "--peer-dev",
+            "dqt-none1",
+            "--json-out",
+            &json_out.to_string_lossy(),
+        ],
+        Some(&helper.to_string_lossy()),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    // The helper answers in JSON; the files are the launcher's.
+    let args = std::fs::read_to_string(&args_file).expect("helper args");
+    assert!(args.ends_with("--format json\n"), "{args}");
+    assert!(!args.contains("--json-out"), "{args}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("no reference"), "{text}");
+    let v: Value =
+        serde_json::from_str(&std::fs::read_to_string(&json_out).expect("json out")).expect("json");
+    let results = v["results"].as_array().expect("results");
+    for r in &results[..2] {
+        assert_eq!(r["reference"]["verdict"], "none", "{r}");
+        assert!(
+            r["reference"]["link_source"]
+                .as_str()
+                .is_some_and(|s| s.contains("dqt-none0")),
+            "{r}"
+        );
+    }
+    // The ping-pong is a latency run.
+    assert!(results[2].get("reference").is_none(), "{}", results[2]);
+    assert!(v["rdma"].is_array());
+}

@@ -13,7 +13,7 @@
 
 pub mod cache;
 pub mod control;
-mod cuda;
+pub mod cuda;
 mod dl;
 pub mod nvlink;
 mod nvml;

@@ -16,7 +16,8 @@
 //! [`Batcher`] holds the batching and accounting and runs over any [`Backend`]; the tests drive
 //! it with a CPU model of the kernel, the engine with [`CudaBackend`].
 
-pub mod cuda;
+/// The CUDA driver binding, shared with the probe (one binding in the workspace).
+pub use daqtune_probe::gpu::cuda;
 
 use crate::payload::{self, CrcShift, SeqTracker, HEADER_LEN};
 use cuda::{Arg, Context, CudaError, DeviceBuf, Event, Kernel, Stream};
