@@ -319,7 +319,7 @@ impl<'a> PlanCx<'a> {
     }
 
     /// The data cores as a CPU list, resolved as the checks resolve them.
-    pub fn data_cores(&self) -> Result<Option<String>, crate::tunable::Unjudged> {
+    pub fn data_cores(&self) -> Result<Option<String>, crate::verdict::Unjudged> {
         Ok(data_core_list(self.facts, self.lp)?)
     }
 

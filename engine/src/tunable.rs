@@ -141,32 +141,4 @@ impl From<String> for SetError {
     }
 }
 
-/// Why a tunable cannot judge its setting on this host: what its check reports as `skip` and
-/// its plan as a skip note, in the host's own terms.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum Unjudged {
-    /// A fact the judgement needs cannot be read (the message names it and why).
-    #[error("{0}")]
-    Facts(String),
-    /// The profile and the host leave nothing to judge (no data cores, no data-path NIC).
-    #[error("{0}")]
-    Nothing(&'static str),
-}
-
-impl From<String> for Unjudged {
-    fn from(s: String) -> Self {
-        Unjudged::Facts(s)
-    }
-}
-
-impl From<crate::cores::CoresError> for Unjudged {
-    fn from(e: crate::cores::CoresError) -> Self {
-        Unjudged::Facts(e.to_string())
-    }
-}
-
-impl From<&str> for Unjudged {
-    fn from(s: &str) -> Self {
-        Unjudged::Facts(s.to_string())
-    }
-}
+pub use crate::verdict::Unjudged;

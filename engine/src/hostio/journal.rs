@@ -117,6 +117,32 @@ pub enum Entry {
     },
 }
 
+/// Journals written before `Entry::Attr::shared_count` existed (daqtune 0.1.0 up to the
+/// architecture refactor) recorded the flag nowhere: their revert gave back only what a run
+/// added to a `nr_hugepages` count, the one shared pool they wrote. Reading such a journal, an
+/// `attr` entry without the key gets the flag that revert then applied, so an upgrade between
+/// apply and revert undoes the same way. A format migration, kept here with the format; new
+/// journals always carry the flag where it is true.
+fn mark_legacy_shared_counts(doc: &mut serde_json::Value) {
+    let Some(records) = doc.get_mut("records").and_then(|r| r.as_array_mut()) else {
+        return;
+    };
+    for entry in records.iter_mut().filter_map(|r| r.get_mut("entry")) {
+        let Some(obj) = entry.as_object_mut() else {
+            continue;
+        };
+        let legacy_pool = obj.get("kind").and_then(|k| k.as_str()) == Some("attr")
+            && !obj.contains_key("shared_count")
+            && obj
+                .get("path")
+                .and_then(|p| p.as_str())
+                .is_some_and(|p| p.ends_with("/nr_hugepages"));
+        if legacy_pool {
+            obj.insert("shared_count".into(), serde_json::Value::Bool(true));
+        }
+    }
+}
+
 fn mrrs_mask() -> u16 {
     0x7000
 }
@@ -222,12 +248,15 @@ impl Journal {
 
     pub fn open(dir: &Path) -> io::Result<Journal> {
         let text = std::fs::read_to_string(dir.join("journal.json"))?;
-        let doc: JournalDoc = serde_json::from_str(&text).map_err(|e| {
+        let invalid = |e: serde_json::Error| {
             io::Error::new(
                 io::ErrorKind::InvalidData,
                 format!("{}: {e}", dir.display()),
             )
-        })?;
+        };
+        let mut value: serde_json::Value = serde_json::from_str(&text).map_err(invalid)?;
+        mark_legacy_shared_counts(&mut value);
+        let doc: JournalDoc = serde_json::from_value(value).map_err(invalid)?;
         if doc.schema != SCHEMA {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,
@@ -358,5 +387,45 @@ mod tests {
         assert_eq!(j2.doc, j.doc);
         assert_eq!(j2.blob(&blob).expect("blob"), b"GRUB\n");
         assert!(j2.blob("../x").is_err());
+    }
+
+    /// A journal written before `shared_count` existed reverts its hugepage count as it did
+    /// then (giving back what the run added); other attributes are plain writes.
+    #[test]
+    fn a_journal_from_before_shared_count_keeps_its_revert() {
+        let d = tempfile::tempdir().expect("tmp");
+        let mut w = FsWriter::new();
+        let mut j = Journal::create(d.path(), "igx-orin", &mut w).expect("create");
+        for path in [
+            "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages",
+            "/sys/class/net/eth0/mtu",
+        ] {
+            j.record(
+                &mut w,
+                Entry::Attr {
+                    check: "x".into(),
+                    path: path.into(),
+                    original: "0".into(),
+                    new: "1".into(),
+                    shared_count: false,
+                },
+            )
+            .expect("record");
+        }
+        j.finish(&mut w, RunState::Applied).expect("finish");
+        let run = list_runs(d.path()).pop().expect("run");
+        let text = std::fs::read_to_string(run.join("journal.json")).expect("read");
+        assert!(!text.contains("shared_count"), "an old journal has no key");
+        let flags: Vec<bool> = Journal::open(&run)
+            .expect("open")
+            .doc
+            .records
+            .iter()
+            .map(|r| match &r.entry {
+                Entry::Attr { shared_count, .. } => *shared_count,
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(flags, [true, false]);
     }
 }
