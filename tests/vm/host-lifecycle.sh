@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # A host's whole life on a real booted Debian 12 (issue 15, section 3): install the .deb, check,
 # apply, reboot, verify, name a foreign override, revert, reboot, verify byte for byte, and the
-# MRRS write an emulated NIC ignores. Once through GRUB, once through extlinux.
+# MRRS write an emulated NIC ignores. Once through GRUB, once through extlinux; and (issue 25
+# item 5) the MTU once more with netplan owning the data port.
 #
-#   tests/vm/host-lifecycle.sh [--variant grub|extlinux|all] [--deb FILE] [--out DIR] [--keep]
+#   tests/vm/host-lifecycle.sh [--variant grub|extlinux|netplan|all] [--deb FILE] [--out DIR] [--keep]
 #                              [--boots LIST] [--resume DIR] [--rebuild-image]
 #
-#   --variant      which boot loader (default all: grub, then extlinux)
+#   --variant      which variant (default all: grub, extlinux, then netplan)
 #   --deb FILE     the package to install (default: scripts/build-deb.sh builds it)
 #   --out DIR      where the run goes (default: a new directory under target/lifecycle/)
 #   --keep         keep the run's disks (deleted otherwise; logs and outputs are always kept)
@@ -21,6 +22,11 @@
 #                 grub.d override (GRUB only); `revert --yes` (extlinux: then the checksums)
 #   3: steps 6b-7 (GRUB only) /proc/cmdline and checksums as before step 2, `diff` of the
 #                 reports; MRRS on the e1000e
+# The netplan variant (the GRUB disk; netplan.io renders to systemd-networkd):
+#   1: steps 0-2  the site's /etc/netplan/50-data.yaml owns the port (netplan apply), install,
+#                 check, `apply --only nic.mtu` (daqtune's /etc/netplan/90-daqtune.yaml)
+#   2: steps 3-6  MTU 9000 rendered by netplan at boot (networkctl, live MTU, check nic.mtu);
+#                 a later 99-site.yaml setting 1500 is named; revert: /etc byte-identical
 #
 # The guest: q35, -cpu max under TCG, 4 vCPUs in 2 NUMA nodes of 2 and 4 GiB (a 1G page can
 # then be reserved at run time on node 1; a 2 GiB node cannot give one after boot), an e1000e behind a
@@ -39,7 +45,7 @@ repo=$(cd "$here/../.." && pwd)
 export DAQTUNE_VM_CACHE=${DAQTUNE_VM_CACHE:-$repo/target/vm-cache}
 boot_timeout=${DAQTUNE_VM_BOOT_TIMEOUT:-900}
 
-variants=(grub extlinux)
+variants=(grub extlinux netplan)
 deb=""
 out=""
 keep=0
@@ -50,9 +56,9 @@ while (($#)); do
   case "$1" in
     --variant)
       case "$2" in
-        all) variants=(grub extlinux) ;;
-        grub|extlinux) variants=("$2") ;;
-        *) echo "host-lifecycle: --variant takes grub, extlinux or all" >&2; exit 2 ;;
+        all) variants=(grub extlinux netplan) ;;
+        grub|extlinux|netplan) variants=("$2") ;;
+        *) echo "host-lifecycle: --variant takes grub, extlinux, netplan or all" >&2; exit 2 ;;
       esac
       shift 2 ;;
     --deb) deb=$(realpath "$2"); shift 2 ;;
@@ -61,7 +67,7 @@ while (($#)); do
     --boots) boots=$2; shift 2 ;;
     --resume) resume=$(realpath "$2"); keep=1; shift 2 ;;
     --rebuild-image) rebuild=(--rebuild); shift ;;
-    -h|--help) sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,38p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "host-lifecycle: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -186,12 +192,12 @@ for v in "${variants[@]}"; do
   cp "$here/lifecycle-profile.yaml" "$dir/io/profile.yaml"
   # The same profile with pcie.mrrs applicable (step 7; step 1's refusal needs the udev rule).
   sed '/^not_applicable:/,$d' "$here/lifecycle-profile.yaml" >"$dir/io/profile-mrrs.yaml"
-  # extlinux: no third boot (the revert is checked as a file round trip).
+  # extlinux and netplan: no third boot (the revert is checked as a file round trip).
   nboots=(1 2 3)
-  [[ $v == extlinux ]] && nboots=(1 2)
+  [[ $v == extlinux || $v == netplan ]] && nboots=(1 2)
   for n in "${nboots[@]}"; do
     [[ ,$boots, == *,$n,* ]] || continue
-    say "$v boot $n: starting (steps $(case $v-$n in *-1) echo 1-2 ;; grub-2) echo 3-6a ;; extlinux-2) echo 3-4, 6 ;; *-3) echo 6b-7 ;; esac))"
+    say "$v boot $n: starting (steps $(case $v-$n in netplan-1) echo 0-2 ;; *-1) echo 1-2 ;; grub-2) echo 3-6a ;; extlinux-2) echo 3-4, 6 ;; netplan-2) echo 3, 5-6 ;; *-3) echo 6b-7 ;; esac))"
     if ! boot "$v" "$n"; then
       failed_boot=1
       report_new "$v"
