@@ -129,6 +129,8 @@ sums() { # OUT DIR...
 # The trees the revert must restore: /etc and the boot loader's configuration.
 boot_dirs=(/etc /boot/extlinux)
 [ -d /boot/grub ] && boot_dirs=(/etc /boot/grub)
+# The Secure Boot disk: the EFI system partition too (shim, GRUB and its grub.cfg stub).
+mountpoint -q /boot/efi 2>/dev/null && boot_dirs+=(/boot/efi)
 
 # Words of the running kernel's command line, without what the boot loader adds by itself
 # (BOOT_IMAGE=, and initrd= from syslinux).
@@ -580,6 +582,56 @@ netplan_revert() {
     if [ "$v" = null ] || [ -z "$v" ]; then pass "netplan get: no MTU configured any more" "${v:-empty}"; else fail "netplan get: no MTU configured any more" "$v"; fi
 }
 
+# --- the Secure Boot variant (issue 25 item 4) ---------------------------------------------------
+# OVMF with Microsoft's keys, Secure Boot enforced; Debian's signed shim, GRUB and kernel.
+SB_VAR=/sys/firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c
+secure_boot_on() { # the last byte of the SecureBoot variable (4 attribute bytes, then 1 or 0)
+    [ -r "$SB_VAR" ] && [ "$(od -An -tu1 -j4 -N1 "$SB_VAR" | tr -d ' ')" = 1 ]
+}
+live_lockdown() { sed -n 's/.*\[\([a-z]*\)\].*/\1/p' /sys/kernel/security/lockdown 2>/dev/null; }
+secure_boot_live() { # STEP-ID
+    step "$1" "Secure Boot enforced, lockdown from the live kernel"
+    expect "booted through UEFI (/sys/firmware/efi)" test -d /sys/firmware/efi
+    if secure_boot_on; then pass "SecureBoot variable is 1"; else fail "SecureBoot variable is 1" "$(od -An -tx1 "$SB_VAR" 2>&1 | tr -s ' ')"; fi
+    info "lockdown: $(cat /sys/kernel/security/lockdown 2>&1)"
+    local l
+    l=$(live_lockdown)
+    if [ "$l" = integrity ] || [ "$l" = confidentiality ]; then pass "the kernel is locked down" "$l"; else fail "the kernel is locked down" "'${l:-unreadable}'"; fi
+}
+secure_boot_platform_check() {
+    run check-platform dq check platform --format json --json "$st/report-platform.json"
+    run check-platform-text dq check platform
+    local l
+    l=$(live_lockdown)
+    if jq -e --arg l "$l" '[.checks[] | select(.id == "platform" and .subject == "lockdown") | select(.status == "warn") | .message] | any(contains("`" + $l + "`") and contains("Secure Boot on"))' "$st/report-platform.json" >/dev/null; then
+        pass "check platform reports lockdown $l (warn)"
+    else
+        fail "check platform reports lockdown $l (warn)" "$(jq -r '[.checks[] | select(.id == "platform") | "\(.subject): \(.status): \(.message)"] | join(" | ")' "$st/report-platform.json")"
+    fi
+}
+mrrs_refused_by_lockdown() {
+    step S2 "apply --only pcie.mrrs under lockdown: refused, nothing written"
+    local bdf before after jb
+    bdf=$(e1000e_bdf)
+    before=$(devctl "$bdf")
+    sums "$st/sums-s2a" /etc /boot
+    jb=$(journal_runs | awk '$2 != "reverted"' | wc -l)
+    run apply-s2 daqtune --profile "$P7" apply --yes --only pcie.mrrs
+    after=$(devctl "$bdf")
+    if [ "$rc" -ne 0 ]; then pass "apply --only pcie.mrrs exits non-zero" "exit $rc"; else fail "apply --only pcie.mrrs exits non-zero" "exit 0"; fi
+    if grep -q 'refused by kernel lockdown' "$st/apply-s2.txt" && grep -q 'Secure Boot' "$st/apply-s2.txt"; then
+        pass "the refusal names kernel lockdown and Secure Boot"
+    else
+        fail "the refusal names kernel lockdown and Secure Boot" "$(grep -v '^\$' "$st/apply-s2.txt" | head -n 8 | tr '\n' ' ')"
+    fi
+    expect_eq "DevCtl unchanged" "$(printf '0x%04x' "$after")" "$(printf '0x%04x' "$before")"
+    sums "$st/sums-s2b" /etc /boot
+    if cmp -s "$st/sums-s2a" "$st/sums-s2b"; then pass "nothing written under /etc and /boot"; else fail "nothing written under /etc and /boot" "$(diff "$st/sums-s2a" "$st/sums-s2b" | grep '^[<>]' | head -n 6 | tr '\n' ' ')"; fi
+    expect_eq "no journal run left open" "$(journal_runs | awk '$2 != "reverted"' | wc -l)" "$jb"
+    # Whatever the refused run journaled is reverted, so step 2 starts from the baseline.
+    daqtune --profile "$P7" revert --yes >/dev/null 2>&1
+}
+
 # Kernel start to this phase (firmware and boot loader time is in the harness's boot total).
 echo "boot $(cut -d' ' -f1 /proc/uptime)" >>"$io/timings"
 case "$phase" in
@@ -611,6 +663,26 @@ case "$phase" in
         verify_after_reboot extlinux
         do_revert extlinux
         files_restored
+        echo poweroff >"$io/next"
+        ;;
+    secureboot-1)
+        install_and_baseline secureboot
+        secure_boot_live S1
+        secure_boot_platform_check
+        mrrs_refused_by_lockdown
+        do_apply
+        if grep -q isolcpus /boot/grub/grub.cfg; then pass "apply ran update-grub: grub.cfg carries the arguments"; else fail "apply ran update-grub: grub.cfg carries the arguments" "no isolcpus in /boot/grub/grub.cfg"; fi
+        echo reboot >"$io/next"
+        ;;
+    secureboot-2)
+        verify_after_reboot grub
+        secure_boot_live S3
+        do_revert grub
+        echo reboot >"$io/next"
+        ;;
+    secureboot-3)
+        verify_reverted
+        secure_boot_live S6
         echo poweroff >"$io/next"
         ;;
     netplan-1)
