@@ -122,9 +122,11 @@ truncate -s "$DISK_SIZE" "$work/uefi.raw"
 printf 'label: gpt\nstart=%s, size=%s, type=C12A7328-F81F-11D2-BA4B-00A0C93EC93B, name="EFI system"\nstart=%s, type=0FC63DAF-8483-4772-8E79-3D69D8477DE4, name=root\n' \
   "$ESP_START" "$ESP_SECTORS" "$ROOT_START" \
   | sfdisk --quiet --no-reread --no-tell-kernel "$work/uefi.raw" >/dev/null
-bytes=$(stat -c %s "$work/uefi.raw")
-# GPT keeps 33 sectors at the end for its backup.
-blocks=$(((bytes - ROOT_START * 512 - 34 * 512) / 4096))
+# The root partition's size as sfdisk laid it out (GPT's backup at the end, sfdisk's alignment):
+# a file system larger than its partition does not mount.
+root_sectors=$(sfdisk --dump "$work/uefi.raw" | awk -v s="$ROOT_START" '$0 ~ "start= *"s"," {sub(/.*size= */, ""); sub(/,.*/, ""); print; exit}')
+[[ $root_sectors =~ ^[0-9]+$ ]] || die "no root partition at sector $ROOT_START in $(sfdisk --dump "$work/uefi.raw" | tr '\n' ' ')"
+blocks=$((root_sectors * 512 / 4096))
 mkfs.ext4 -q -F -b 4096 -L daqtune-root -U "$uuid" -O '^64bit,^metadata_csum_seed,^orphan_file' \
   -E offset=$((ROOT_START * 512)) -d "$rootfs" "$work/uefi.raw" "$blocks" \
   || die "mkfs.ext4 -d failed"
