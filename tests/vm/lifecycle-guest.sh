@@ -666,6 +666,13 @@ case "$phase" in
         echo poweroff >"$io/next"
         ;;
     secureboot-1)
+        # The image's grub.cfg was made at its provisioning boot, which had no UEFI: under
+        # UEFI update-grub adds the firmware-setup entry (30_uefi-firmware), so daqtune's
+        # update-grub would differ from the baseline by that alone. The host's own update-grub
+        # under UEFI first, as on a host installed through UEFI.
+        step 0 "update-grub under UEFI (before the baseline)"
+        run update-grub-0 update-grub
+        expect_eq "update-grub under UEFI exits 0" "$rc" 0
         install_and_baseline secureboot
         secure_boot_live S1
         secure_boot_platform_check
