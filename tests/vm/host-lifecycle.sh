@@ -80,7 +80,7 @@ while (($#)); do
     --boots) boots=$2; shift 2 ;;
     --resume) resume=$(realpath "$2"); keep=1; shift 2 ;;
     --rebuild-image) rebuild=(--rebuild); shift ;;
-    -h|--help) sed -n '2,50p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,49p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "host-lifecycle: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
