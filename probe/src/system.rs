@@ -58,7 +58,7 @@ fn dt_string(bytes: &[u8]) -> String {
 }
 
 const SECURE_BOOT_VAR: &str =
-    "/sys/firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d2-aa0d-e98c2b4b9439";
+    "/sys/firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c";
 
 pub fn read_platform(host: &Host) -> PlatformFacts {
     let dmi = |a: &str| {

@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # A host's whole life on a real booted Debian 12 (issue 15, section 3): install the .deb, check,
 # apply, reboot, verify, name a foreign override, revert, reboot, verify byte for byte, and the
-# MRRS write an emulated NIC ignores. Once through GRUB, once through extlinux.
+# MRRS write an emulated NIC ignores. Once through GRUB, once through extlinux; and (issue 25
+# item 5) the MTU once more with netplan owning the data port.
 #
-#   tests/vm/host-lifecycle.sh [--variant grub|extlinux|all] [--deb FILE] [--out DIR] [--keep]
+#   tests/vm/host-lifecycle.sh [--variant grub|extlinux|netplan|secureboot|ci|all] [--deb FILE]
+#                              [--out DIR] [--keep]
 #                              [--boots LIST] [--resume DIR] [--rebuild-image]
 #
-#   --variant      which boot loader (default all: grub, then extlinux)
+#   --variant      which variant, or a comma-separated list; ci (the default): grub, extlinux,
+#                  netplan; all: those and secureboot (docs/apply.md says why)
 #   --deb FILE     the package to install (default: scripts/build-deb.sh builds it)
 #   --out DIR      where the run goes (default: a new directory under target/lifecycle/)
 #   --keep         keep the run's disks (deleted otherwise; logs and outputs are always kept)
@@ -21,6 +24,18 @@
 #                 grub.d override (GRUB only); `revert --yes` (extlinux: then the checksums)
 #   3: steps 6b-7 (GRUB only) /proc/cmdline and checksums as before step 2, `diff` of the
 #                 reports; MRRS on the e1000e
+# The netplan variant (the GRUB disk; netplan.io renders to systemd-networkd):
+#   1: steps 0-2  the site's /etc/netplan/50-data.yaml owns the port (netplan apply), install,
+#                 check, `apply --only nic.mtu` (daqtune's /etc/netplan/90-daqtune.yaml)
+#   2: steps 3-6  MTU 9000 rendered by netplan at boot (networkctl, live MTU, check nic.mtu);
+#                 a later 99-site.yaml setting 1500 is named; revert: /etc byte-identical
+# The secureboot variant (tests/vm/lifecycle-image-uefi.sh's disk; OVMF, Secure Boot enforced,
+# Microsoft keys; Debian's signed shim, GRUB and kernel): the grub variant's boots, plus
+#   1: lockdown from the live kernel, `check platform`, `apply --only pcie.mrrs` refused by
+#      lockdown with nothing written; then the full apply (drop-in, update-grub on grub-efi)
+#   2, 3: Secure Boot still enforced after each reboot; the revert byte-identical, the ESP too
+# A variant that cannot be prepared (no firmware, no mirror) is skipped with its reason and the
+# others run; the exit is 125 only when none could.
 #
 # The guest: q35, -cpu max under TCG, 4 vCPUs in 2 NUMA nodes of 2 and 4 GiB (a 1G page can
 # then be reserved at run time on node 1; a 2 GiB node cannot give one after boot), an e1000e behind a
@@ -39,7 +54,7 @@ repo=$(cd "$here/../.." && pwd)
 export DAQTUNE_VM_CACHE=${DAQTUNE_VM_CACHE:-$repo/target/vm-cache}
 boot_timeout=${DAQTUNE_VM_BOOT_TIMEOUT:-900}
 
-variants=(grub extlinux)
+variants=(grub extlinux netplan)
 deb=""
 out=""
 keep=0
@@ -50,9 +65,13 @@ while (($#)); do
   case "$1" in
     --variant)
       case "$2" in
-        all) variants=(grub extlinux) ;;
-        grub|extlinux) variants=("$2") ;;
-        *) echo "host-lifecycle: --variant takes grub, extlinux or all" >&2; exit 2 ;;
+        ci) variants=(grub extlinux netplan) ;;
+        all) variants=(grub extlinux netplan secureboot) ;;
+        *)
+          IFS=, read -r -a variants <<<"$2"
+          for v in "${variants[@]}"; do
+            case $v in grub|extlinux|netplan|secureboot) ;; *) echo "host-lifecycle: --variant takes grub, extlinux, netplan, secureboot (comma-separated), ci or all" >&2; exit 2 ;; esac
+          done ;;
       esac
       shift 2 ;;
     --deb) deb=$(realpath "$2"); shift 2 ;;
@@ -61,7 +80,7 @@ while (($#)); do
     --boots) boots=$2; shift 2 ;;
     --resume) resume=$(realpath "$2"); keep=1; shift 2 ;;
     --rebuild-image) rebuild=(--rebuild); shift ;;
-    -h|--help) sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,49p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "host-lifecycle: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -86,19 +105,35 @@ if [[ -z $deb ]]; then
 fi
 [[ -f $deb ]] || { echo "host-lifecycle: --deb $deb: no such file" >&2; exit 2; }
 
-# --- the image --------------------------------------------------------------------------------
-t=$SECONDS
-say "guest image (tests/vm/lifecycle-image.sh, cache $DAQTUNE_VM_CACHE)"
-set +e
-img=$("$here/lifecycle-image.sh" "${rebuild[@]}")
-rc=$?
-set -e
-case $rc in
-  0) ;;
-  125) skip "$(printf '%s' "$img" | sed -n 's/^lifecycle-image: SKIP: //p')" ;;
-  *) echo "host-lifecycle: FAILED: the guest image could not be built (exit $rc)"; exit 1 ;;
-esac
-say "image $img ready in $((SECONDS - t)) s ($(sed -n 's/^kernel=//p' "$img/info"))"
+# --- the images -------------------------------------------------------------------------------
+# The BIOS disk (grub, extlinux, netplan) and the UEFI disk (secureboot), each built once when a
+# variant needs it. A variant whose image cannot be prepared is skipped with its reason.
+declare -A images=() skipped=()
+image_for() { # VARIANT: sets $img (the image directory), or returns 1 after recording a skip
+  local v=$1 script=lifecycle-image.sh t rc
+  [[ $v == secureboot ]] && script=lifecycle-image-uefi.sh
+  if [[ -z ${images[$script]:-} ]]; then
+    t=$SECONDS
+    say "guest image (tests/vm/$script, cache $DAQTUNE_VM_CACHE)"
+    set +e
+    images[$script]=$("$here/$script" "${rebuild[@]}")
+    rc=$?
+    set -e
+    case $rc in
+      0) say "image ${images[$script]} ready in $((SECONDS - t)) s ($(sed -n 's/^kernel=//p' "${images[$script]}/info"))" ;;
+      125) images[$script]="SKIP: $(printf '%s' "${images[$script]}" | sed -n 's/^lifecycle-image[a-z-]*: SKIP: //p')" ;;
+      *) echo "host-lifecycle: FAILED: the guest image ($script) could not be built (exit $rc)"; exit 1 ;;
+    esac
+  fi
+  img=${images[$script]}
+  if [[ $img == SKIP:* ]]; then
+    skipped[$v]=${img#SKIP: }
+    return 1
+  fi
+}
+# The firmware of the secureboot variant: Debian's ovmf, Secure Boot code and Microsoft's keys.
+OVMF_CODE=/usr/share/OVMF/OVMF_CODE_4M.secboot.fd
+OVMF_VARS=/usr/share/OVMF/OVMF_VARS_4M.ms.fd
 
 # --- the run directory ------------------------------------------------------------------------
 if [[ -n $resume ]]; then
@@ -117,9 +152,17 @@ boot() { # VARIANT N: one boot of the guest from its disk; 0 when the guest ran 
   echo "$v-$n" >"$io/phase"
   echo poweroff >"$io/next"
   local tb=$SECONDS
+  local machine=q35,accel=tcg fw=()
+  if [[ $v == secureboot ]]; then
+    # SMM on, the code flash secure: OVMF then enforces Secure Boot with the enrolled keys.
+    machine=q35,smm=on,accel=tcg
+    fw=(-global driver=cfi.pflash01,property=secure,value=on
+      -drive "if=pflash,format=raw,unit=0,readonly=on,file=$OVMF_CODE"
+      -drive "if=pflash,format=raw,unit=1,file=$dir/OVMF_VARS.fd")
+  fi
   set +e
-  timeout --foreground "$boot_timeout" qemu-system-x86_64 \
-    -machine q35,accel=tcg -cpu max -nodefaults -display none -no-reboot -monitor none \
+  timeout --foreground "$boot_timeout" qemu-system-x86_64 "${fw[@]}" \
+    -machine "$machine" -cpu max -nodefaults -display none -no-reboot -monitor none \
     -smp 4,sockets=2,cores=2,threads=1 -m 6G \
     -object memory-backend-ram,id=mem0,size=2G -object memory-backend-ram,id=mem1,size=4G \
     -numa node,nodeid=0,cpus=0-1,memdev=mem0 -numa node,nodeid=1,cpus=2-3,memdev=mem1 \
@@ -169,15 +212,27 @@ report_new() { # VARIANT: the result and timing lines the last boot added
 }
 
 failed_boot=0
+ran=()
 for v in "${variants[@]}"; do
   dir=$out/$v
+  if [[ $v == secureboot ]] && ! [[ -f $OVMF_CODE && -f $OVMF_VARS ]]; then
+    skipped[$v]="no $OVMF_CODE or $OVMF_VARS (apt-get install ovmf)"
+  fi
+  if [[ -n ${skipped[$v]:-} ]] || ! image_for "$v"; then
+    say "$v: SKIP: ${skipped[$v]}"
+    continue
+  fi
+  ran+=("$v")
   base=$img/grub.raw
   fmt=raw
   if [[ $v == extlinux ]]; then base=$img/extlinux.qcow2; fmt=qcow2; fi
+  if [[ $v == secureboot ]]; then base=$img/uefi.raw; fi
   if [[ ! -f $dir/disk.qcow2 ]]; then
     [[ -z $resume ]] || { echo "host-lifecycle: --resume $out has no $v disk" >&2; exit 2; }
     mkdir -p "$dir/io"
     qemu-img create -q -f qcow2 -b "$base" -F "$fmt" "$dir/disk.qcow2"
+    # The variables (Secure Boot keys, boot entries) are the machine's own, kept across boots.
+    [[ $v != secureboot ]] || cp "$OVMF_VARS" "$dir/OVMF_VARS.fd"
   fi
   # The guest side, the package and the profile travel on the share (not in the image).
   cp "$here/lifecycle-guest.sh" "$dir/io/guest.sh"
@@ -186,12 +241,12 @@ for v in "${variants[@]}"; do
   cp "$here/lifecycle-profile.yaml" "$dir/io/profile.yaml"
   # The same profile with pcie.mrrs applicable (step 7; step 1's refusal needs the udev rule).
   sed '/^not_applicable:/,$d' "$here/lifecycle-profile.yaml" >"$dir/io/profile-mrrs.yaml"
-  # extlinux: no third boot (the revert is checked as a file round trip).
+  # extlinux and netplan: no third boot (the revert is checked as a file round trip).
   nboots=(1 2 3)
-  [[ $v == extlinux ]] && nboots=(1 2)
+  [[ $v == extlinux || $v == netplan ]] && nboots=(1 2)
   for n in "${nboots[@]}"; do
     [[ ,$boots, == *,$n,* ]] || continue
-    say "$v boot $n: starting (steps $(case $v-$n in *-1) echo 1-2 ;; grub-2) echo 3-6a ;; extlinux-2) echo 3-4, 6 ;; *-3) echo 6b-7 ;; esac))"
+    say "$v boot $n: starting (steps $(case $v-$n in netplan-1) echo 0-2 ;; secureboot-1) echo 1, S1-S2, 2 ;; *-1) echo 1-2 ;; secureboot-2) echo 3-4, S3, 6a ;; secureboot-3) echo 6b, S6 ;; grub-2) echo 3-6a ;; extlinux-2) echo 3-4, 6 ;; netplan-2) echo 3, 5-6 ;; *-3) echo 6b-7 ;; esac))"
     if ! boot "$v" "$n"; then
       failed_boot=1
       report_new "$v"
@@ -216,6 +271,9 @@ for v in "${variants[@]}"; do
   nfail=$((nfail + $(grep -c '^FAIL' "$r" || true)))
 done
 say "total $((SECONDS - T0)) s; $npass assertions passed, $nfail failed$( ((failed_boot)) && echo ', a boot did not complete')"
+for v in "${!skipped[@]}"; do
+  echo "host-lifecycle: SKIP: $v: ${skipped[$v]}"
+done
 if ((nfail)); then
   echo "failed assertions:"
   for v in "${variants[@]}"; do
@@ -224,7 +282,9 @@ if ((nfail)); then
 fi
 # The disks (a few hundred MiB each) go unless --keep; logs, reports and outputs stay.
 if ((keep == 0)); then
-  rm -f "$out"/*/disk.qcow2
+  rm -f "$out"/*/disk.qcow2 "$out"/*/OVMF_VARS.fd
 fi
 echo "host-lifecycle: logs, reports and the guest's outputs in $out"
-((nfail == 0 && failed_boot == 0))
+((nfail == 0 && failed_boot == 0)) || exit 1
+# Nothing could be prepared: a skip, not a pass.
+((${#ran[@]})) || exit 125

@@ -3,6 +3,7 @@
 # share the harness mounts at /run/lifecycle-io, once per boot:
 #
 #   lifecycle-guest.sh PHASE      PHASE: grub-1 grub-2 grub-3 extlinux-1 extlinux-2
+#                                        netplan-1 netplan-2
 #
 # Each phase runs some of the issue's steps and writes, on the share:
 #   results         one line per assertion: "PASS|FAIL <step> <what>: <detail>"
@@ -128,6 +129,8 @@ sums() { # OUT DIR...
 # The trees the revert must restore: /etc and the boot loader's configuration.
 boot_dirs=(/etc /boot/extlinux)
 [ -d /boot/grub ] && boot_dirs=(/etc /boot/grub)
+# The Secure Boot disk: the EFI system partition too (shim, GRUB and its grub.cfg stub).
+mountpoint -q /boot/efi 2>/dev/null && boot_dirs+=(/boot/efi)
 
 # Words of the running kernel's command line, without what the boot loader adds by itself
 # (BOOT_IMAGE=, and initrd= from syslinux).
@@ -470,6 +473,165 @@ extlinux_applied() {
     expect_kernel_args_in "extlinux.conf DEFAULT APPEND" "$st/extlinux-2.words"
 }
 
+# --- the netplan variant (issue 25 item 5) ------------------------------------------------------
+# netplan (Debian's netplan.io, rendering to systemd-networkd) owns the data port: the site's
+# own file is written and applied before the baseline, so every later checksum includes it.
+NETPLAN_USER=/etc/netplan/50-data.yaml
+NETPLAN_OURS=/etc/netplan/90-daqtune.yaml
+NETPLAN_LATER=/etc/netplan/99-site.yaml
+# The single value `netplan get KEY` printed into state/NAME.txt.
+netplan_value() { grep -v -e '^\$' -e '^\[exit' "$st/$1.txt" | tail -n 1; }
+netplan_owns_port() {
+    step 0 "netplan owns the data port (the site's $NETPLAN_USER, then netplan apply)"
+    wait_settled
+    rm -f /etc/systemd/network/20-data.network
+    (
+        umask 077
+        printf '%s\n' "# The site's data port: no address (a DPDK/RDMA port), nothing waits for it." \
+            "network:" "  version: 2" "  renderer: networkd" "  ethernets:" "    $DATA_PORT:" \
+            "      dhcp4: false" "      dhcp6: false" "      accept-ra: false" "      link-local: []" \
+            "      optional: true" >"$NETPLAN_USER"
+    )
+    run netplan-apply-0 netplan apply
+    expect_eq "netplan apply exits 0" "$rc" 0
+    run networkctl-0 networkctl status "$DATA_PORT"
+    if grep -qE "Network File: /run/systemd/network/10-netplan-$DATA_PORT\.network" "$st/networkctl-0.txt"; then
+        pass "networkd manages $DATA_PORT through netplan's rendering"
+    else
+        fail "networkd manages $DATA_PORT through netplan's rendering" "$(grep -E 'Network File|State' "$st/networkctl-0.txt" | tr '\n' ' ')"
+    fi
+    expect_eq "MTU of $DATA_PORT before daqtune" "$(cat /sys/class/net/$DATA_PORT/mtu)" 1500
+}
+
+netplan_apply_mtu() {
+    step 2 "apply --yes --only nic.mtu (netplan style)"
+    run plan-2 dq plan --only nic.mtu
+    run apply-2 dq apply --yes --only nic.mtu
+    expect_eq "apply exits 0" "$rc" 0
+    expect_eq "MTU 9000 on $DATA_PORT now" "$(cat /sys/class/net/$DATA_PORT/mtu 2>/dev/null)" 9000
+    expect_eq "daqtune wrote $NETPLAN_OURS (mode 600, as netplan wants)" "$(stat -c %a "$NETPLAN_OURS" 2>/dev/null)" 600
+    expect "$NETPLAN_OURS sets mtu: 9000 for $DATA_PORT" grep -qE '^ +mtu: 9000$' "$NETPLAN_OURS"
+    expect_eq "the files daqtune owns: only its netplan drop-in" "$(owned_files | tr '\n' ' ')" "$NETPLAN_OURS "
+    # netplan itself reads the merged configuration as daqtune meant it.
+    run netplan-get-2 netplan get "ethernets.$DATA_PORT.mtu"
+    expect_eq "netplan get ethernets.$DATA_PORT.mtu" "$(netplan_value netplan-get-2)" 9000
+}
+
+netplan_verify_after_reboot() {
+    step 3 "reboot: netplan renders MTU 9000 for the data port"
+    wait_settled
+    expect_eq "MTU 9000 on $DATA_PORT after the reboot" "$(cat /sys/class/net/$DATA_PORT/mtu 2>/dev/null)" 9000
+    run networkctl-3 networkctl status "$DATA_PORT"
+    if grep -qE "Network File: /run/systemd/network/10-netplan-$DATA_PORT\.network" "$st/networkctl-3.txt" && grep -qE '^ *MTU: 9000' "$st/networkctl-3.txt"; then
+        pass "networkctl status: netplan's .network, MTU 9000"
+    else
+        fail "networkctl status: netplan's .network, MTU 9000" "$(grep -E 'Network File|MTU' "$st/networkctl-3.txt" | tr '\n' ' ')"
+    fi
+    expect "netplan's rendering carries MTUBytes=9000" grep -rqx 'MTUBytes=9000' /run/systemd/network/
+    run check-3 dq check nic.mtu --format json --json "$st/report-3.json"
+    expect_status "$st/report-3.json" nic.mtu pass
+    local pend
+    pend=$(jq -r '[.checks[] | select(.status == "pending-reboot") | "\(.id) \(.subject)"] | join(" | ")' "$st/report-3.json")
+    expect_eq "nothing is pending-reboot" "$pend" ""
+    run check-3-text dq check nic.mtu
+}
+
+netplan_precedence() {
+    step 5 "a later netplan file of the site's that sets MTU 1500 is named"
+    (
+        umask 077
+        printf '%s\n' "# the site tool's own file, later in name order than daqtune's" "network:" \
+            "  version: 2" "  ethernets:" "    $DATA_PORT:" "      mtu: 1500" >"$NETPLAN_LATER"
+    )
+    # netplan's own merge is the reference: the later file wins.
+    run netplan-get-5 netplan get "ethernets.$DATA_PORT.mtu"
+    expect_eq "netplan get says the later file wins" "$(netplan_value netplan-get-5)" 1500
+    run check-5 dq check nic.mtu --format json --json "$st/report-5.json"
+    run check-5-text dq check nic.mtu
+    run plan-5 dq plan --only nic.mtu
+    if jq -e '[.checks[] | select(.id == "nic.mtu") | .message] | any(test("99-site.yaml"))' "$st/report-5.json" >/dev/null; then
+        pass "check names 99-site.yaml"
+    else
+        fail "check names 99-site.yaml" "nic.mtu says: $(jq -r '[.checks[] | select(.id == "nic.mtu") | "\(.subject): \(.status): \(.message)"] | join(" | ")' "$st/report-5.json")"
+    fi
+    local s
+    s=$(statuses "$st/report-5.json" nic.mtu)
+    if [ "$s" != pass ]; then pass "nic.mtu no longer passes" "$s"; else fail "nic.mtu no longer passes" "pass, although the next boot renders MTU 1500"; fi
+    if grep -q '99-site.yaml' "$st/plan-5.txt"; then pass "plan names 99-site.yaml"; else fail "plan names 99-site.yaml" "$(grep -i -m3 -E 'netplan|mtu' "$st/plan-5.txt" | tr '\n' ' ')"; fi
+    rm -f "$NETPLAN_LATER"
+    expect "99-site.yaml removed again" test ! -e "$NETPLAN_LATER"
+}
+
+netplan_revert() {
+    step 6 "revert --yes: the netplan configuration as before"
+    run revert-6 dq revert --yes
+    expect_eq "revert exits 0" "$rc" 0
+    expect_eq "no file of daqtune's left under /etc" "$(owned_files | tr '\n' ' ')" ""
+    expect_eq "MTU of $DATA_PORT back to 1500" "$(cat /sys/class/net/$DATA_PORT/mtu 2>/dev/null)" 1500
+    sums "$st/sums-after" "${boot_dirs[@]}"
+    if cmp -s "$st/sums-before" "$st/sums-after"; then
+        pass "/etc (with /etc/netplan) and /boot/grub byte-identical to before step 2" "$(grep -c . "$st/sums-before") entries"
+    else
+        diff "$st/sums-before" "$st/sums-after" >"$st/sums.diff"
+        fail "/etc (with /etc/netplan) and /boot/grub byte-identical to before step 2" "$(grep '^[<>]' "$st/sums.diff" | head -n 8 | tr '\n' ' ')"
+    fi
+    run netplan-get-6 netplan get "ethernets.$DATA_PORT.mtu"
+    # netplan get prints `null` for a key no file sets (0.106; older ones print nothing).
+    local v
+    v=$(netplan_value netplan-get-6)
+    if [ "$v" = null ] || [ -z "$v" ]; then pass "netplan get: no MTU configured any more" "${v:-empty}"; else fail "netplan get: no MTU configured any more" "$v"; fi
+}
+
+# --- the Secure Boot variant (issue 25 item 4) ---------------------------------------------------
+# OVMF with Microsoft's keys, Secure Boot enforced; Debian's signed shim, GRUB and kernel.
+SB_VAR=/sys/firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c
+secure_boot_on() { # the last byte of the SecureBoot variable (4 attribute bytes, then 1 or 0)
+    [ -r "$SB_VAR" ] && [ "$(od -An -tu1 -j4 -N1 "$SB_VAR" | tr -d ' ')" = 1 ]
+}
+live_lockdown() { sed -n 's/.*\[\([a-z]*\)\].*/\1/p' /sys/kernel/security/lockdown 2>/dev/null; }
+secure_boot_live() { # STEP-ID
+    step "$1" "Secure Boot enforced, lockdown from the live kernel"
+    expect "booted through UEFI (/sys/firmware/efi)" test -d /sys/firmware/efi
+    if secure_boot_on; then pass "SecureBoot variable is 1"; else fail "SecureBoot variable is 1" "$(od -An -tx1 "$SB_VAR" 2>&1 | tr -s ' ')"; fi
+    info "lockdown: $(cat /sys/kernel/security/lockdown 2>&1)"
+    local l
+    l=$(live_lockdown)
+    if [ "$l" = integrity ] || [ "$l" = confidentiality ]; then pass "the kernel is locked down" "$l"; else fail "the kernel is locked down" "'${l:-unreadable}'"; fi
+}
+secure_boot_platform_check() {
+    run check-platform dq check platform --format json --json "$st/report-platform.json"
+    run check-platform-text dq check platform
+    local l
+    l=$(live_lockdown)
+    if jq -e --arg l "$l" '[.checks[] | select(.id == "platform" and .subject == "lockdown") | select(.status == "warn") | .message] | any(contains("`" + $l + "`") and contains("Secure Boot on"))' "$st/report-platform.json" >/dev/null; then
+        pass "check platform reports lockdown $l (warn)"
+    else
+        fail "check platform reports lockdown $l (warn)" "$(jq -r '[.checks[] | select(.id == "platform") | "\(.subject): \(.status): \(.message)"] | join(" | ")' "$st/report-platform.json")"
+    fi
+}
+mrrs_refused_by_lockdown() {
+    step S2 "apply --only pcie.mrrs under lockdown: refused, nothing written"
+    local bdf before after jb
+    bdf=$(e1000e_bdf)
+    before=$(devctl "$bdf")
+    sums "$st/sums-s2a" /etc /boot
+    jb=$(journal_runs | awk '$2 != "reverted"' | wc -l)
+    run apply-s2 daqtune --profile "$P7" apply --yes --only pcie.mrrs
+    after=$(devctl "$bdf")
+    if [ "$rc" -ne 0 ]; then pass "apply --only pcie.mrrs exits non-zero" "exit $rc"; else fail "apply --only pcie.mrrs exits non-zero" "exit 0"; fi
+    if grep -q 'refused by kernel lockdown' "$st/apply-s2.txt" && grep -q 'Secure Boot' "$st/apply-s2.txt"; then
+        pass "the refusal names kernel lockdown and Secure Boot"
+    else
+        fail "the refusal names kernel lockdown and Secure Boot" "$(grep -v '^\$' "$st/apply-s2.txt" | head -n 8 | tr '\n' ' ')"
+    fi
+    expect_eq "DevCtl unchanged" "$(printf '0x%04x' "$after")" "$(printf '0x%04x' "$before")"
+    sums "$st/sums-s2b" /etc /boot
+    if cmp -s "$st/sums-s2a" "$st/sums-s2b"; then pass "nothing written under /etc and /boot"; else fail "nothing written under /etc and /boot" "$(diff "$st/sums-s2a" "$st/sums-s2b" | grep '^[<>]' | head -n 6 | tr '\n' ' ')"; fi
+    expect_eq "no journal run left open" "$(journal_runs | awk '$2 != "reverted"' | wc -l)" "$jb"
+    # Whatever the refused run journaled is reverted, so step 2 starts from the baseline.
+    daqtune --profile "$P7" revert --yes >/dev/null 2>&1
+}
+
 # Kernel start to this phase (firmware and boot loader time is in the harness's boot total).
 echo "boot $(cut -d' ' -f1 /proc/uptime)" >>"$io/timings"
 case "$phase" in
@@ -501,6 +663,45 @@ case "$phase" in
         verify_after_reboot extlinux
         do_revert extlinux
         files_restored
+        echo poweroff >"$io/next"
+        ;;
+    secureboot-1)
+        # The image's grub.cfg was made at its provisioning boot, which had no UEFI: under
+        # UEFI update-grub adds the firmware-setup entry (30_uefi-firmware), so daqtune's
+        # update-grub would differ from the baseline by that alone. The host's own update-grub
+        # under UEFI first, as on a host installed through UEFI.
+        step 0 "update-grub under UEFI (before the baseline)"
+        run update-grub-0 update-grub
+        expect_eq "update-grub under UEFI exits 0" "$rc" 0
+        install_and_baseline secureboot
+        secure_boot_live S1
+        secure_boot_platform_check
+        mrrs_refused_by_lockdown
+        do_apply
+        if grep -q isolcpus /boot/grub/grub.cfg; then pass "apply ran update-grub: grub.cfg carries the arguments"; else fail "apply ran update-grub: grub.cfg carries the arguments" "no isolcpus in /boot/grub/grub.cfg"; fi
+        echo reboot >"$io/next"
+        ;;
+    secureboot-2)
+        verify_after_reboot grub
+        secure_boot_live S3
+        do_revert grub
+        echo reboot >"$io/next"
+        ;;
+    secureboot-3)
+        verify_reverted
+        secure_boot_live S6
+        echo poweroff >"$io/next"
+        ;;
+    netplan-1)
+        netplan_owns_port
+        install_and_baseline netplan
+        netplan_apply_mtu
+        echo reboot >"$io/next"
+        ;;
+    netplan-2)
+        netplan_verify_after_reboot
+        netplan_precedence
+        netplan_revert
         echo poweroff >"$io/next"
         ;;
     *)

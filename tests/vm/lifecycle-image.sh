@@ -31,11 +31,13 @@ rebuild=0
 [[ ${1:-} == --rebuild ]] && rebuild=1
 
 # The guest: what a minimal Debian 12 server installs, plus the two boot loaders under test,
-# jq for the harness's assertions and dbus (systemd talks to it on a real host).
+# jq for the harness's assertions, dbus (systemd talks to it on a real host) and netplan.io
+# (the netplan variant writes its configuration; with no /etc/netplan/*.yaml, as in the grub
+# and extlinux variants, netplan's generator renders nothing and networkd's own files rule).
 PACKAGES=(
   linux-image-amd64 initramfs-tools systemd systemd-sysv udev dbus kmod iproute2
   grub-pc extlinux syslinux-common
-  apt ca-certificates jq
+  apt ca-certificates jq netplan.io
 )
 DISK_SIZE=3G
 PART_START=2048 # sectors: 1 MiB, room for GRUB's core.img after the MBR

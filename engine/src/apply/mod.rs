@@ -627,6 +627,30 @@ fn run_apply_inner(
         );
         return Ok(0);
     }
+    // Under lockdown the kernel refuses every config-space write: refuse before the journal,
+    // the udev rule and the profile copy are written for a setting that cannot be made
+    // (issue 25: the Secure Boot VM found them left behind).
+    if let Some(l) = facts
+        .platform()
+        .lockdown
+        .as_deref()
+        .filter(|l| matches!(*l, "integrity" | "confidentiality"))
+    {
+        let cw: Vec<&str> = plan
+            .changes
+            .iter()
+            .filter(|c| matches!(c.action, plan::Action::ConfigWord { .. }))
+            .map(|c| c.check.as_str())
+            .collect();
+        if plan.target == setters::Target::Live && !cw.is_empty() {
+            let _ = writeln!(
+                err,
+                "{}: refused by kernel lockdown ({l}); Secure Boot locks the kernel down and PCI config-space writes cannot be made: disable Secure Boot in the firmware setup (or `mokutil --disable-validation` and reboot), apply, then re-enable it; or apply without {}. Nothing was changed.",
+                cw[0], cw[0]
+            );
+            return Ok(1);
+        }
+    }
     if !a.yes && !prompt.confirm(&format!("Apply {} change(s)?", plan.changes.len()), err)? {
         let _ = writeln!(out, "not applied");
         return Ok(0);

@@ -120,6 +120,13 @@ fn run_mtu(ctx: &Context) -> Vec<Verdict> {
             }
         }
     }
+    for (subject, msg) in netplan_overrides(ctx.facts(), ctx.profile) {
+        out.push(
+            Verdict::warn(ID, subject, msg)
+                .expected(format!(">= {want}"))
+                .fix(format!("remove `mtu:` from that file's definition of the port, or set it to at least {want} there; then `sudo netplan apply`")),
+        );
+    }
     out
 }
 
@@ -231,6 +238,9 @@ fn plan_mtu(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
             });
         }
     }
+    for (_, msg) in netplan_overrides(cx.facts, cx.lp) {
+        plan.note(ID, NoteLevel::Warn, msg);
+    }
     if cx.opts.persist {
         let pref = cx.profile_ref();
         match network_style(cx.facts, cx.lp) {
@@ -336,6 +346,79 @@ fn generate_ports(g: &GenerateCx) -> Vec<String> {
     }
 }
 
+/// netplan's directories, lowest priority first: a file shadows one of the same name in an
+/// earlier directory, and the files left are merged in name order (the last `mtu:` wins).
+const NETPLAN_DIRS: [&str; 3] = ["/lib/netplan", "/etc/netplan", "/run/netplan"];
+
+/// The `network.ethernets.<id>.mtu` settings of one netplan file, in the file's order.
+pub fn parse_netplan_mtus(text: &str) -> Result<Vec<(String, u64)>, String> {
+    let doc: serde_yaml_ng::Value = serde_yaml_ng::from_str(text).map_err(|e| e.to_string())?;
+    let Some(eths) = doc
+        .get("network")
+        .and_then(|n| n.get("ethernets"))
+        .and_then(|e| e.as_mapping())
+    else {
+        return Ok(Vec::new());
+    };
+    Ok(eths
+        .iter()
+        .filter_map(|(id, def)| Some((id.as_str()?.to_string(), def.get("mtu")?.as_u64()?)))
+        .collect())
+}
+
+/// Where a netplan file of someone else's sets a data port's MTU after daqtune's drop-in, to
+/// less than the profile's: at boot netplan renders that value. (subject, sentence) each; a
+/// file netplan would read but this cannot parse is named too (its precedence is unknown).
+pub fn netplan_overrides(facts: &Facts, lp: &LoadedProfile) -> Vec<(String, String)> {
+    if network_style(facts, lp) != "netplan" {
+        return Vec::new();
+    }
+    let want = u64::from(lp.profile.nic.mtu);
+    let Ok(ifaces) = data_interfaces(facts, lp) else {
+        return Vec::new();
+    };
+    let mut files = std::collections::BTreeMap::new();
+    for d in NETPLAN_DIRS {
+        for n in facts.read_dir(d).unwrap_or_default().iter() {
+            if n.ends_with(".yaml") {
+                files.insert(n.clone(), format!("{d}/{n}"));
+            }
+        }
+    }
+    let mut last: std::collections::BTreeMap<String, (String, u64)> = Default::default();
+    let mut out = Vec::new();
+    for path in files.values() {
+        let parsed = facts
+            .read_string(path)
+            .map_err(|e| e.to_string())
+            .and_then(|t| parse_netplan_mtus(&t));
+        match parsed {
+            Ok(mtus) => {
+                for (id, m) in mtus {
+                    last.insert(id, (path.clone(), m));
+                }
+            }
+            Err(e) => out.push((
+                "netplan".to_string(),
+                format!("{path}: unreadable as netplan YAML ({e}): which MTU netplan renders is unknown"),
+            )),
+        }
+    }
+    for (n, _, _) in &ifaces {
+        match last.get(n) {
+            Some((path, m)) if path != network::NETPLAN_PATH && *m < want => out.push((
+                format!("{n} at boot"),
+                format!(
+                    "{path} sets the MTU of {n} to {m} after daqtune's {} (netplan merges its files in name order and the last setting wins): at boot {n} gets MTU {m}, below {want}",
+                    network::NETPLAN_PATH
+                ),
+            )),
+            _ => {}
+        }
+    }
+    out
+}
+
 /// A NetworkManager keyfile connection, as far as MTU planning needs it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NmProfile {
@@ -432,6 +515,69 @@ pub(crate) fn set_mtu(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn netplan_mtus_parse() {
+        let t = "network:\n  version: 2\n  ethernets:\n    ens1:\n      mtu: 1500\n    ens2:\n      dhcp4: true\n";
+        assert_eq!(parse_netplan_mtus(t), Ok(vec![("ens1".to_string(), 1500)]));
+        assert_eq!(parse_netplan_mtus("network:\n  version: 2\n"), Ok(vec![]));
+        assert!(parse_netplan_mtus("network: [\n").is_err());
+        // daqtune's own drop-in reads back as what it says.
+        let a = network::netplan(&[("ens1", 9000)], "p").unwrap();
+        assert_eq!(
+            parse_netplan_mtus(&a.text),
+            Ok(vec![("ens1".to_string(), 9000)])
+        );
+    }
+
+    #[test]
+    fn a_later_netplan_file_is_named() {
+        let d = tempfile::tempdir().expect("tmp");
+        let r = d.path();
+        let w = |f: &str, t: &str| {
+            let p = r.join(f);
+            std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+            std::fs::write(p, t).expect("write");
+        };
+        std::fs::create_dir_all(r.join("sys/bus/pci/devices")).expect("mkdir");
+        w("sys/class/net/ens1/address", "52:54:00:da:00:01\n");
+        w(
+            "etc/netplan/50-data.yaml",
+            "network:\n  version: 2\n  ethernets:\n    ens1:\n      mtu: 1500\n",
+        );
+        let a = network::netplan(&[("ens1", 9000)], "p").expect("artifact");
+        w("etc/netplan/90-daqtune.yaml", &a.text);
+        let lp = crate::profile::load_source(
+            "t.yaml",
+            "name: t\nextends: generic-dgpu\nnic:\n  mtu: 9000\n  interfaces: [ens1]\n",
+        )
+        .expect("profile");
+        let host = daqtune_probe::Host::at(r).expect("host");
+        // daqtune's drop-in is later than the user's 50-: nothing to say.
+        assert_eq!(netplan_overrides(&Facts::new(&host), &lp), vec![]);
+        // A later file setting less wins at boot, and is named.
+        w(
+            "etc/netplan/99-user.yaml",
+            "network:\n  version: 2\n  ethernets:\n    ens1:\n      mtu: 1500\n",
+        );
+        let o = netplan_overrides(&Facts::new(&host), &lp);
+        assert_eq!(o.len(), 1, "{o:?}");
+        assert_eq!(o[0].0, "ens1 at boot");
+        assert!(o[0].1.starts_with("/etc/netplan/99-user.yaml sets the MTU of ens1 to 1500 after daqtune's /etc/netplan/90-daqtune.yaml"), "{}", o[0].1);
+        // /run/netplan shadows /etc/netplan's file of the same name.
+        w(
+            "run/netplan/99-user.yaml",
+            "network:\n  version: 2\n  ethernets:\n    ens1:\n      mtu: 9000\n",
+        );
+        assert_eq!(netplan_overrides(&Facts::new(&host), &lp), vec![]);
+        // A file netplan reads but this cannot parse is named, not passed over.
+        w("etc/netplan/95-bad.yaml", "network: [\n");
+        let o = netplan_overrides(&Facts::new(&host), &lp);
+        assert!(
+            o.len() == 1 && o[0].1.starts_with("/etc/netplan/95-bad.yaml: unreadable"),
+            "{o:?}"
+        );
+    }
 
     #[test]
     fn nm_keyfiles_parse() {
