@@ -93,7 +93,7 @@ fn run_acs(ctx: &Context) -> Vec<Verdict> {
             Some(c) if c.acs_visibility() == Visibility::Hidden => hidden.push(d.addr),
             Some(c) => {
                 match c.acs {
-                    Some(acs) if !acs.redirects_enabled().is_empty() => {
+                    Some(acs) if redirected(acs.ctrl) => {
                         offenders.push(d.addr);
                         out.push(
                         Verdict::warn(
@@ -231,10 +231,7 @@ fn plan_acs(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
             return Ok(());
         }
     };
-    let set: Vec<&AcsPort> = ports
-        .iter()
-        .filter(|p| p.ctrl & ACS_P2P_REDIRECT_MASK != 0)
-        .collect();
+    let set: Vec<&AcsPort> = ports.iter().filter(|p| redirected(p.ctrl)).collect();
     if !cx.opts.allow_acs {
         if !set.is_empty() {
             let list: Vec<&str> = set.iter().map(|p| p.bdf.as_str()).collect();
@@ -306,7 +303,39 @@ fn plan_acs(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
     Ok(())
 }
 
+/// The one judgement, which the check turns into a warning and the plan into an ACSCtl
+/// change: a port's ACS control has a P2P redirect bit (ReqRedir, CmpltRedir, EgressCtrl) set.
+fn redirected(ctrl: u16) -> bool {
+    ctrl & daqtune_probe::pci::config::ACS_P2P_REDIRECT_MASK != 0
+}
+
 /// The boot-time unit of this setting: what the plan writes and `generate acs-unit` prints.
 fn unit(exe: &str, profile_ref: &str) -> systemd::Oneshot {
     systemd::acs_unit(exe, profile_ref)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use daqtune_probe::pci::config::Acs;
+
+    /// The judgement agrees with the names the check's message lists, on every ACSCtl value:
+    /// a warning always names at least one bit, and the plan clears exactly those.
+    #[test]
+    fn redirected_is_exactly_a_named_redirect_bit() {
+        for ctrl in 0..=u16::MAX {
+            let acs = Acs {
+                offset: 0x100,
+                cap: 0xffff,
+                ctrl,
+            };
+            assert_eq!(
+                redirected(ctrl),
+                !acs.redirects_enabled().is_empty(),
+                "ACSCtl 0x{ctrl:04x}"
+            );
+        }
+        assert!(!redirected(0x0011));
+        assert!(redirected(0x0004));
+    }
 }
