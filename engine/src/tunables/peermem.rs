@@ -106,7 +106,9 @@ fn run_peermem(ctx: &Context) -> Vec<Verdict> {
         }
         let observed = paths.join("; ");
         let expected = ctx.profile.profile.gpu.gpudirect_paths.join(" or ");
-        let v = if let Some(first) = good.first() {
+        // The one judgement, `GpuDirectPath::ready`, which the plan also calls: `good` only
+        // words the ready paths.
+        let v = if let (true, Some(first)) = (path.ready(), good.first()) {
             Verdict::pass(ID, g.subject(), format!("GPUDirect path ready: {first}"))
         } else {
             let mut msg = format!(
@@ -191,8 +193,9 @@ fn plan_peermem(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
             return Ok(());
         }
     }
-    // The check's judgement: only where some discrete GPU has no GPUDirect path is there
-    // anything for nvidia_peermem to do (a dma-buf path that is ready needs no module).
+    // The check's judgement (`GpuDirectPath::ready`, which fails it per GPU): only where some
+    // discrete GPU has no GPUDirect path is there anything for nvidia_peermem to do (a dma-buf
+    // path that is ready needs no module).
     let ctx = cx.context();
     if let Ok(snap) = cx.facts.gpus() {
         let discrete: Vec<_> = snap.gpus.iter().filter(|g| !integrated(g)).collect();
