@@ -128,7 +128,11 @@ fn clock_verdict(ctx: &Context, g: &GpuFacts, d: GpuDomain, note: &str) -> Verdi
             )
             .fix(fix)
         }
-        Held::Unknown { why } => match &journal {
+        // Where NVML cannot tell, a lock of daqtune's vouches for the domain: `lock_needed`,
+        // the plan's judgement (over the same `judge_domain`, as apply's GPU state carries it).
+        Held::Unknown { why } => match journal.as_ref().filter(|_| {
+            !lock_needed(crate::hostio::gpu::held(g, d, tol), journal.is_some())
+        }) {
             Some(run) => Verdict::pass(
                 ID,
                 subject,
@@ -198,10 +202,10 @@ fn persistence_verdict(ctx: &Context, g: &GpuFacts) -> Verdict {
     const ID: &str = "gpu.clocks";
     let subject = format!("{} persistence", g.subject());
     let daemon = persistence_daemon(ctx);
-    match g.persistence_mode {
-        Some(true) => Verdict::pass(ID, subject, "persistence mode is on: the driver keeps the GPU initialised (and its clock locks) with no client").observed("enabled").expected("enabled"),
-        Some(false) if daemon => Verdict::pass(ID, subject, "nvidia-persistenced is running and keeps the GPU initialised").observed("disabled, nvidia-persistenced running").expected("enabled"),
-        Some(false) => Verdict::fail(
+    match (g.persistence_mode, persistence_missing(g.persistence_mode, daemon)) {
+        (Some(true), _) => Verdict::pass(ID, subject, "persistence mode is on: the driver keeps the GPU initialised (and its clock locks) with no client").observed("enabled").expected("enabled"),
+        (Some(false), false) => Verdict::pass(ID, subject, "nvidia-persistenced is running and keeps the GPU initialised").observed("disabled, nvidia-persistenced running").expected("enabled"),
+        (Some(false), true) => Verdict::fail(
             ID,
             subject,
             "persistence mode is off and nvidia-persistenced is not running: the driver tears the GPU down when the last client exits, dropping clock locks and adding hundreds of ms to the next start",
@@ -212,7 +216,7 @@ fn persistence_verdict(ctx: &Context, g: &GpuFacts) -> Verdict {
             "sudo daqtune apply --only gpu.clocks   (or: sudo systemctl enable --now nvidia-persistenced, or sudo nvidia-smi -i {} -pm 1)",
             daqtune_probe::text::shell_quote(&g.uuid)
         )),
-        None if integrated(g) => Verdict::na(
+        (None, _) if integrated(g) => Verdict::na(
             ID,
             subject,
             format!(
@@ -220,12 +224,20 @@ fn persistence_verdict(ctx: &Context, g: &GpuFacts) -> Verdict {
                 why_missing(g, "persistence_mode")
             ),
         ),
-        None => Verdict::skip(
+        (None, _) => Verdict::skip(
             ID,
             subject,
             format!("NVML does not report persistence mode{}", why_missing(g, "persistence_mode")),
         ),
     }
+}
+
+/// The one persistence judgement, which the check turns into a failure (where NVML reports
+/// the mode off; a mode it does not report is n/a or skipped there) and the plan into
+/// `GpuPersistence`: nothing keeps the GPU initialised, neither the driver's persistence
+/// mode nor nvidia-persistenced.
+fn persistence_missing(mode: Option<bool>, daemon: bool) -> bool {
+    mode != Some(true) && !daemon
 }
 
 /// Whether a domain must be locked: it is not held, or whether it is cannot be told and no
@@ -350,7 +362,7 @@ fn plan_gpu_clocks(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
         let mut ops: Vec<(String, Action, Option<String>)> = Vec::new();
         for s in gpus.iter().filter(|s| !unmanaged(&s.uuid)) {
             let subject = format!("{} {}", s.name, s.uuid);
-            if g.persistence && s.persistence != Some(true) && !daemon {
+            if g.persistence && persistence_missing(s.persistence, daemon) {
                 ops.push((
                     subject.clone(),
                     Action::GpuPersistence {
@@ -594,5 +606,16 @@ mod tests {
         assert!(lock_needed(Some(false), true));
         assert!(lock_needed(None, false));
         assert!(!lock_needed(None, true));
+    }
+
+    #[test]
+    fn persistence_is_missing_unless_on_or_kept_by_the_daemon() {
+        assert!(!persistence_missing(Some(true), false));
+        assert!(!persistence_missing(Some(true), true));
+        assert!(persistence_missing(Some(false), false));
+        assert!(!persistence_missing(Some(false), true));
+        // Not reported: the plan sets it (the check says n/a or skip), unless the daemon runs.
+        assert!(persistence_missing(None, false));
+        assert!(!persistence_missing(None, true));
     }
 }
