@@ -6,8 +6,8 @@
 # lintian for the .deb, mmdebstrap and qemu-utils for the lifecycle VM), builds the optional
 # engines once with their cargo features, and runs the whole suite, then builds and inspects the
 # Debian packages, and boots a Debian guest through a host's whole life (tests/vm/host-lifecycle.sh;
-# DAQTUNE_LIFECYCLE=0 leaves that out) while the aarch64 tests run under qemu-user beside it
-# (scripts/test-aarch64.sh; DAQTUNE_AARCH64=0 leaves them out).
+# DAQTUNE_LIFECYCLE=0 leaves that out); DAQTUNE_AARCH64=1 runs the aarch64 tests under qemu-user
+# beside it (scripts/test-aarch64.sh).
 # As a normal user it installs nothing and the tests that need root or a package say why they
 # skip.
 set -euo pipefail
@@ -41,14 +41,14 @@ PACKAGES=(
   # need (its libfdt-dev and its mlx5 drivers' rdma-core are not Multi-Arch: same, so apt
   # removes the amd64 ones or refuses the whole list): on such a machine build-deb.sh builds
   # the arm64 daqtune-dpdk only where libdpdk-dev:arm64 is installed (docs/apply.md).
-  # Installed unless DAQTUNE_AARCH64=0 (below).
+  # Installed only with DAQTUNE_AARCH64=1 (below).
 )
 # The lifecycle VM's longer command (DAQTUNE_VM_ALL=1): the Secure Boot variant boots Debian's
 # OVMF with Microsoft's keys (docs/apply.md says why it is not in every run).
 if [[ ${DAQTUNE_VM_ALL:-0} == 1 ]]; then
   PACKAGES+=(ovmf)
 fi
-if [[ ${DAQTUNE_AARCH64:-1} == 1 ]]; then
+if [[ ${DAQTUNE_AARCH64:-0} == 1 ]]; then
   PACKAGES+=(gcc-aarch64-linux-gnu qemu-user qemu-user-static libc6:arm64)
   if [[ ${DAQTUNE_AARCH64_DEB:-0} == 1 ]]; then
     PACKAGES+=(libibverbs-dev:arm64)
@@ -89,7 +89,7 @@ if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null 2>&1; then
   fi
 fi
 
-if [[ ${DAQTUNE_AARCH64:-1} == 1 ]] && command -v rustup >/dev/null 2>&1 &&
+if [[ ${DAQTUNE_AARCH64:-0} == 1 ]] && command -v rustup >/dev/null 2>&1 &&
   ! rustup target list --installed | grep -qx "$AARCH64"; then
   log "rustup target add $AARCH64"
   rustup target add "$AARCH64" || true
@@ -125,16 +125,18 @@ tests/packaging/test-deb.sh
 # aarch64-unknown-linux-gnu and run under qemu-user (scripts/test-aarch64.sh says what is left
 # out and why), and with DAQTUNE_AARCH64_DEB=1 also the arm64 packages (a release cross build
 # of three binaries: docs/apply.md "Install"). Exit 125 = the cross toolchain is not there
-# (reported as a skip). DAQTUNE_AARCH64=0 leaves it out.
-# It runs beside the lifecycle VM below, not after it: the VM spends most of its time in one
-# TCG thread or waiting on the Debian mirror, so the two share the machine's two cores and the
-# README command stays within its time limit (docs/validation.md, "aarch64"). Its output goes
-# to target/test-aarch64.log and is printed when it ends.
+# (reported as a skip). A longer command for now: `DAQTUNE_AARCH64=1 scripts/test-all.sh`.
+# It runs beside the lifecycle VM below, not after it, its output in target/test-aarch64.log,
+# printed when it ends. Measured 2026-11-26 (docs/validation.md, "aarch64"): the whole command
+# with it took 31 min 43 s with a warm guest image and a warm host build, the aarch64 part
+# 1350 s beside the VM: both keep the two cores busy, so with a cold image and a cold build it
+# would pass the README command's 35-minute limit; until the aarch64 part is trimmed it stays
+# out of the plain command.
 aarch64_pid=
 aarch64_log=target/test-aarch64.log
 aarch64_start() {
-  if [[ ${DAQTUNE_AARCH64:-1} != 1 ]]; then
-    log "aarch64 build and tests left out (DAQTUNE_AARCH64=0)"
+  if [[ ${DAQTUNE_AARCH64:-0} != 1 ]]; then
+    log "aarch64 build and tests left out (DAQTUNE_AARCH64=1 runs them)"
     return 0
   fi
   log "aarch64: tests under qemu-user (scripts/test-aarch64.sh), beside what follows; output in $aarch64_log"

@@ -63,3 +63,34 @@ fn the_cache_file_it_left_matches_its_gpu() {
     assert_eq!(attrs.gpu_direct_rdma_supported, Some(true));
     assert_eq!(attrs.compute_capability.as_deref(), Some("9.0"));
 }
+
+/// After probe and selftest came to share one CUDA driver binding (issue 24), `check
+/// --no-cache` on an H100 (2026-11-26, driver 580, the integration build) read the CUDA
+/// attributes afresh through it and judged GPUDirect from them.
+#[test]
+fn the_shared_cuda_binding_read_the_h100() {
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../docs/validation-data/cuda-binding-h100/check-nocache.json");
+    let text = std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+    let r: Report = serde_json::from_str(&text).expect("a daqtune.report/v1");
+    let facts = r.gpu_facts.as_ref().expect("gpu facts");
+    assert_eq!(
+        facts.cuda_cache.as_ref().map(|c| c.outcome),
+        Some(CacheOutcome::Bypassed)
+    );
+    assert!(
+        facts.timing.cuda_init_ms.is_some_and(|ms| ms > 0.0),
+        "cuInit ran"
+    );
+    let gd: Vec<_> = r
+        .checks
+        .iter()
+        .filter(|v| v.id == "gpu.gpudirect")
+        .collect();
+    assert_eq!(gd.len(), 1);
+    assert_eq!(gd[0].status.to_string(), "pass");
+    assert!(gd[0]
+        .observed
+        .as_deref()
+        .is_some_and(|o| o.contains("GPU_DIRECT_RDMA_SUPPORTED=1") && o.contains("cc 9.0")));
+}
