@@ -89,17 +89,30 @@ fn live_hugepages_2m_reserved_and_released() {
         .trim()
         .parse()
         .expect("n");
-    assert_eq!(code, 0, "apply: {out}");
-    assert_eq!(now, want, "{out}");
-    assert!(out.contains("hugepages-2048kB/nr_hugepages = "), "{out}");
+    let err = String::from_utf8_lossy(&err).to_string();
     assert_eq!(rcode, 0, "revert: {}", String::from_utf8_lossy(&rout));
-    // Revert gives back the pages this run added (the prior count unless someone else
-    // reserved pages on this shared machine in between).
-    assert_eq!(
-        after,
-        now - (want - cur),
-        "revert releases what apply reserved"
-    );
+    if now < want {
+        // The kernel had too little free contiguous memory for all 16 pages (a busy or
+        // fragmented machine): apply says so, and revert gives back what was granted and
+        // nothing that was reserved before.
+        assert_ne!(code, 0, "a short pool is a failure: {out}{err}");
+        assert!(
+            format!("{out}{err}").contains(&format!("wrote `{want}`, reads back `{now}`")),
+            "{out}{err}"
+        );
+        assert_eq!(after, cur, "revert releases what the kernel granted");
+    } else {
+        assert_eq!(code, 0, "apply: {out}");
+        assert_eq!(now, want, "{out}");
+        assert!(out.contains("hugepages-2048kB/nr_hugepages = "), "{out}");
+        // Revert gives back the pages this run added (the prior count unless someone else
+        // reserved pages on this shared machine in between).
+        assert_eq!(
+            after,
+            now - (want - cur),
+            "revert releases what apply reserved"
+        );
+    }
     // --runtime-only: nothing persistent was written on the live host.
     assert!(!out.contains("wrote /"), "{out}");
 }

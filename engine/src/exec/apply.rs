@@ -329,6 +329,16 @@ fn apply_one(
                 .map_err(io_err(path, lockdown))?;
             let back =
                 std::fs::read_to_string(&real).map_err(|e| format!("{path}: read back: {e}"))?;
+            // A shared pool the kernel filled only in part (2M/1G pages need free contiguous
+            // memory): the journal keeps what it granted, so revert gives back this run's
+            // pages and never pages that were there before.
+            if *shared_count && back.trim() != to.trim() && back.trim().parse::<u64>().is_ok() {
+                if let Some(Entry::Attr { new, .. }) =
+                    j.doc.records.get_mut(idx).map(|r| &mut r.entry)
+                {
+                    *new = back.trim().to_string();
+                }
+            }
             j.mark_done(w, idx).map_err(jerr)?;
             if !attr_matches(path, back.trim(), to) {
                 return Err(format!(

@@ -33,6 +33,9 @@ pub(crate) struct Kernel {
     pub modprobe_takes: bool,
     /// Whether a mount(2) shows in the root's `/proc/self/mounts`.
     pub mount_takes: bool,
+    /// A hugepage pool the kernel fills only so far (no more free contiguous memory): a
+    /// larger `nr_hugepages` write stores this many.
+    pub pool_limit: Option<u64>,
     pub calls: Vec<String>,
 }
 
@@ -47,6 +50,7 @@ impl Kernel {
             root: root.to_path_buf(),
             modprobe_takes: true,
             mount_takes: true,
+            pool_limit: None,
             calls: Vec::new(),
         }
     }
@@ -84,6 +88,11 @@ impl Writer for Kernel {
     fn write_attr(&mut self, path: &Path, value: &str, target: Target) -> io::Result<()> {
         if self.dropped("attr", path) {
             return Ok(());
+        }
+        if let (Some(limit), true) = (self.pool_limit, path.ends_with("nr_hugepages")) {
+            if let Ok(n) = value.trim().parse::<u64>() {
+                return self.fs.write_attr(path, &n.min(limit).to_string(), target);
+            }
         }
         self.fs.write_attr(path, value, target)
     }
@@ -718,4 +727,54 @@ fn persistence_the_driver_ignores_is_a_failure_both_ways() {
         s.ctl.nvml.facts("GPU-p").expect("facts").persistence_mode,
         Some(false)
     );
+}
+
+/// A hugepage pool the kernel fills only in part: apply fails with what it read back, and the
+/// journal keeps the count the kernel granted, so revert on a live host gives back this run's
+/// pages (granted - before) and never pages that were reserved before the run.
+#[test]
+fn a_pool_granted_in_part_journals_what_the_kernel_granted() {
+    let d = tempfile::tempdir().expect("tmp");
+    let host = Host::at(d.path()).expect("host");
+    let pool = "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages";
+    std::fs::create_dir_all(
+        d.path()
+            .join(pool.trim_start_matches('/'))
+            .parent()
+            .expect("dir"),
+    )
+    .expect("mkdir");
+    std::fs::write(d.path().join(pool.trim_start_matches('/')), "4\n").expect("seed");
+    let mut k = Kernel::new(d.path());
+    k.pool_limit = Some(10);
+    let attr = Action::Attr {
+        path: pool.into(),
+        from: "4".into(),
+        to: "20".into(),
+        shared_count: true,
+    };
+    let (rep, j) = run(
+        &host,
+        Target::Root,
+        vec![change("hugepages", attr)],
+        &mut k,
+        None,
+    );
+    let e = err(&rep);
+    assert!(e.contains("wrote `20`, reads back `10`"), "{e}");
+    match &j.doc.records[0].entry {
+        Entry::Attr {
+            original,
+            new,
+            shared_count,
+            ..
+        } => {
+            assert_eq!(
+                (original.trim(), new.as_str(), *shared_count),
+                ("4", "10", true)
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(j.doc.records[0].done);
 }
