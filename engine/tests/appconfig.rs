@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{copy_tree, fixture};
+use common::{copy_tree, fixture, msg, status, verdicts};
 use daqtune_engine::app_profile::derive_loaded;
 use daqtune_engine::appconfig::AppConfig;
 use daqtune_engine::context::Context;
@@ -77,23 +77,6 @@ fn at<'a>(rep: &'a Value, id: &str, cfg: &str, line: usize, path: &str) -> &'a V
         .unwrap_or_else(|| panic!("no {id} verdict for {subject} in {rep:#}"))
 }
 
-fn all<'a>(rep: &'a Value, id: &str) -> Vec<&'a Value> {
-    rep["checks"]
-        .as_array()
-        .expect("checks")
-        .iter()
-        .filter(|c| c["id"] == id)
-        .collect()
-}
-
-fn status(v: &Value) -> &str {
-    v["status"].as_str().expect("status")
-}
-
-fn msg(v: &Value) -> &str {
-    v["message"].as_str().expect("message")
-}
-
 #[test]
 fn a_queue_core_that_is_not_isolated_fails() {
     let cfg = "raw_hds_igx.yaml";
@@ -146,7 +129,7 @@ fn a_queue_core_that_is_not_isolated_fails() {
     );
     // Everything else about this configuration fits the tuned IGX.
     for id in ["app.memory", "app.interfaces", "app.sizes"] {
-        for v in all(&rep, id) {
+        for v in verdicts(&rep, id) {
             assert_eq!(status(v), "pass", "{v:#}");
         }
     }
@@ -165,7 +148,7 @@ fn a_queue_core_that_is_not_isolated_fails() {
 fn untuned_igx_fails_cores_hugepages_and_gpudirect() {
     let cfg = "raw_hds_igx.yaml";
     let rep = check("igx-untuned", "igx-orin", cfg);
-    for v in all(&rep, "app.cores") {
+    for v in verdicts(&rep, "app.cores") {
         if v["subject"].as_str().expect("s").ends_with("master_core") {
             assert_eq!(status(v), "pass");
         } else {
@@ -194,7 +177,7 @@ fn untuned_igx_fails_cores_hugepages_and_gpudirect() {
     assert_eq!(status(v), "fail");
     assert!(msg(v).contains("nvidia_peermem is not loaded"), "{v:#}");
     // MTU 1500 on the untuned ports: 1522-byte IP packets do not fit.
-    let v = all(&rep, "app.sizes")
+    let v = verdicts(&rep, "app.sizes")
         .into_iter()
         .find(|v| status(v) == "warn")
         .expect("MTU warning");
@@ -567,7 +550,7 @@ fn device_regions_beyond_bar1_fail() {
     .expect("write");
     let (rep, _) = evaluate(&fixture("igx-tuned"), "igx-orin", &cfg, &["app.memory"]);
     let subject = format!("{}:7 memory_regions[0]", cfg.display());
-    let v = all(&rep, "app.memory")
+    let v = verdicts(&rep, "app.memory")
         .into_iter()
         .find(|v| v["subject"] == subject.as_str())
         .expect("region verdict");
@@ -601,7 +584,7 @@ fn absurd_values_do_not_crash_the_checks() {
             assert_ne!(status(v), "error", "{v:#}");
         }
         // A core number beyond u32 is not silently truncated to another CPU.
-        let v = all(&rep, "app.cores")
+        let v = verdicts(&rep, "app.cores")
             .into_iter()
             .find(|v| {
                 v["subject"]

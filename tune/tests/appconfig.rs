@@ -4,25 +4,8 @@
 
 mod common;
 
-use common::{fixture, run};
+use common::{fixture, msg, run, status, verdicts};
 use serde_json::Value;
-
-fn all<'a>(rep: &'a Value, id: &str) -> Vec<&'a Value> {
-    rep["checks"]
-        .as_array()
-        .expect("checks")
-        .iter()
-        .filter(|c| c["id"] == id)
-        .collect()
-}
-
-fn status(v: &Value) -> &str {
-    v["status"].as_str().expect("status")
-}
-
-fn msg(v: &Value) -> &str {
-    v["message"].as_str().expect("message")
-}
 
 #[test]
 fn without_config_the_app_checks_stay_out_of_the_report_unless_named() {
@@ -46,7 +29,10 @@ fn without_config_the_app_checks_stay_out_of_the_report_unless_named() {
         "app.sizes",
     ];
     for id in ids {
-        assert!(all(&rep, id).is_empty(), "{id} reported without --config");
+        assert!(
+            verdicts(&rep, id).is_empty(),
+            "{id} reported without --config"
+        );
     }
     // Named explicitly, they say why they have nothing to judge.
     let mut args = vec![
@@ -62,7 +48,7 @@ fn without_config_the_app_checks_stay_out_of_the_report_unless_named() {
     let out = run(&args);
     let rep: Value = serde_json::from_slice(&out.stdout).expect("json");
     for id in ids {
-        let vs = all(&rep, id);
+        let vs = verdicts(&rep, id);
         assert_eq!(vs.len(), 1, "{id}");
         assert_eq!(status(vs[0]), "n/a", "{id}");
         assert!(msg(vs[0]).contains("no --config given"), "{id}");

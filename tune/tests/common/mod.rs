@@ -4,6 +4,11 @@
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
+#[path = "../../../tests/support/report_json.rs"]
+mod report_json;
+#[allow(unused_imports)]
+pub use report_json::*;
+
 pub fn bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_daqtune"))
 }
@@ -43,63 +48,6 @@ pub fn check_json_root(root: &std::path::Path, profile: &str) -> serde_json::Val
         String::from_utf8_lossy(&out.stderr)
     );
     serde_json::from_slice(&out.stdout).expect("json report")
-}
-
-/// The statuses of one check id, in report order.
-pub fn statuses(report: &serde_json::Value, id: &str) -> Vec<String> {
-    report["checks"]
-        .as_array()
-        .expect("checks")
-        .iter()
-        .filter(|c| c["id"] == id)
-        .map(|c| c["status"].as_str().expect("status").to_string())
-        .collect()
-}
-
-pub fn verdict<'a>(report: &'a serde_json::Value, id: &str) -> &'a serde_json::Value {
-    report["checks"]
-        .as_array()
-        .expect("checks")
-        .iter()
-        .find(|c| c["id"] == id)
-        .unwrap_or_else(|| panic!("no verdict for {id}"))
-}
-
-/// Validate a report against the documented `daqtune.report/v1` shape.
-pub fn assert_schema(r: &serde_json::Value) {
-    assert_eq!(r["schema"], "daqtune.report/v1");
-    assert!(r["host"].is_object());
-    assert!(r["profile"].is_string());
-    let statuses = [
-        "pass",
-        "warn",
-        "fail",
-        "skip",
-        "n/a",
-        "error",
-        "pending-reboot",
-    ];
-    for c in r["checks"].as_array().expect("checks") {
-        for k in ["id", "subject", "status", "message"] {
-            assert!(c[k].is_string(), "{k} missing in {c}");
-        }
-        assert!(
-            statuses.contains(&c["status"].as_str().unwrap_or("")),
-            "{c}"
-        );
-        for k in ["observed", "expected", "fix"] {
-            assert!(c.get(k).is_none() || c[k].is_string(), "{k} in {c}");
-        }
-    }
-    let summary = r["summary"].as_object().expect("summary");
-    for s in statuses {
-        assert!(summary[s].is_u64(), "summary.{s}");
-    }
-    let total: u64 = summary.values().map(|v| v.as_u64().unwrap_or(0)).sum();
-    assert_eq!(
-        total as usize,
-        r["checks"].as_array().map(|a| a.len()).unwrap_or(0)
-    );
 }
 
 /// Copy a fixture tree, symlinks kept as links (sysfs relies on them).
