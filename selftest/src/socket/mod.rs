@@ -164,6 +164,29 @@ impl Injector {
     }
 }
 
+/// Stamps every message of a send round (its sequence number, time and CRC, before the kernel
+/// sees any of them) and plants the corrupt ones the run asks for; the indexes of those go to
+/// `planted`, so the sender can restore the reused buffer after the send.
+#[inline]
+pub(crate) fn stamp_round(
+    gen: &mut Generator,
+    inject: &mut Injector,
+    ts: u64,
+    buf: &mut [u8],
+    size: usize,
+    planted: &mut Vec<usize>,
+) {
+    for (i, slot) in buf.chunks_mut(size).enumerate() {
+        let seq = gen.next_seq();
+        gen.stamp(ts, slot);
+        if inject.wants(seq) {
+            Injector::flip(slot);
+            inject.planted();
+            planted.push(i);
+        }
+    }
+}
+
 /// The receive side of a GPU run, opened on the receive thread (the CUDA context is made current
 /// there): buffers, kernel, and the pinned-copy calibration.
 pub(crate) struct GpuRx {

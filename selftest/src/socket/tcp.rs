@@ -143,15 +143,7 @@ pub(super) fn tcp_send_zerocopy(mut stream: TcpStream, spec: &RunSpec, ctl: &Run
         pace(start, bytes, spec.rate_gbps);
         let ts = sys::monotonic_ns();
         let buf = &mut bufs[b];
-        for (i, slot) in buf.chunks_mut(size).enumerate() {
-            let seq = gen.next_seq();
-            gen.stamp(ts, slot);
-            if inject.wants(seq) {
-                Injector::flip(slot);
-                inject.planted();
-                planted.push(i);
-            }
-        }
+        stamp_round(&mut gen, &mut inject, ts, buf, size, &mut planted);
         let mut off = 0usize;
         let mut failed = None;
         while off < buf.len() {
@@ -246,15 +238,7 @@ pub(super) fn tcp_send_copy(mut stream: TcpStream, spec: &RunSpec, ctl: &RunCont
         }
         pace(start, bytes, spec.rate_gbps);
         let ts = sys::monotonic_ns();
-        for (i, slot) in batch.chunks_mut(size).enumerate() {
-            let seq = gen.next_seq();
-            gen.stamp(ts, slot);
-            if inject.wants(seq) {
-                Injector::flip(slot);
-                inject.planted();
-                planted.push(i);
-            }
-        }
+        stamp_round(&mut gen, &mut inject, ts, &mut batch, size, &mut planted);
         let sent = stream.write_all(&batch);
         // The batch buffer is reused and only headers are restamped: undo the planted bytes.
         for i in planted.drain(..) {

@@ -153,15 +153,7 @@ pub(crate) fn udp_send(
         let ts = sys::monotonic_ns();
         // Every message of the round carries its own sequence number, stamp and CRC before
         // the kernel sees any of them: GSO only cuts the buffer at message boundaries.
-        for (i, slot) in batch.chunks_mut(size).enumerate() {
-            let seq = gen.next_seq();
-            gen.stamp(ts, slot);
-            if inject.wants(seq) {
-                Injector::flip(slot);
-                inject.planted();
-                planted.push(i);
-            }
-        }
+        stamp_round(&mut gen, &mut inject, ts, &mut batch, size, &mut planted);
         let mut done = 0usize; // messages of this round handed to the kernel
         let mut fatal = false;
         while done < k {
