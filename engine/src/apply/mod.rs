@@ -630,12 +630,7 @@ fn run_apply_inner(
     // Under lockdown the kernel refuses every config-space write: refuse before the journal,
     // the udev rule and the profile copy are written for a setting that cannot be made
     // (issue 25: the Secure Boot VM found them left behind).
-    if let Some(l) = facts
-        .platform()
-        .lockdown
-        .as_deref()
-        .filter(|l| matches!(*l, "integrity" | "confidentiality"))
-    {
+    if let Some(l) = setters::locked_down(facts.platform().lockdown.as_deref()) {
         let cw: Vec<&str> = plan
             .changes
             .iter()
@@ -645,8 +640,9 @@ fn run_apply_inner(
         if plan.target == setters::Target::Live && !cw.is_empty() {
             let _ = writeln!(
                 err,
-                "{}: refused by kernel lockdown ({l}); Secure Boot locks the kernel down and PCI config-space writes cannot be made: disable Secure Boot in the firmware setup (or `mokutil --disable-validation` and reboot), apply, then re-enable it; or apply without {}. Nothing was changed.",
-                cw[0], cw[0]
+                "{}; or apply without {}. Nothing was changed.",
+                setters::lockdown_refusal(cw[0], l),
+                cw[0]
             );
             return Ok(1);
         }

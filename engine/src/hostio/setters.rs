@@ -253,15 +253,28 @@ impl Writer for FsWriter {
     }
 }
 
+/// The kernel lockdown mode that refuses raw hardware writes (PCI config space), if it is on:
+/// `integrity` and `confidentiality` do, `none` does not.
+pub fn locked_down(lockdown: Option<&str>) -> Option<&str> {
+    lockdown.filter(|l| matches!(*l, "integrity" | "confidentiality"))
+}
+
+/// What a write refused by kernel lockdown means and how to get past it.
+pub fn lockdown_refusal(what: &str, mode: &str) -> String {
+    format!(
+        "{what}: refused by kernel lockdown ({mode}); Secure Boot locks the kernel down: disable Secure Boot in the firmware setup (or `mokutil --disable-validation` and reboot), apply, then re-enable it"
+    )
+}
+
 /// Why a write to a kernel interface failed, in words a user can act on.
 pub fn explain_write_error(e: &io::Error, what: &str, lockdown: Option<&str>) -> String {
-    let locked = matches!(lockdown, Some("integrity") | Some("confidentiality"));
     match e.raw_os_error() {
-        Some(libc::EPERM) if locked => format!(
-            "{what}: refused by kernel lockdown ({}); Secure Boot locks the kernel down: disable Secure Boot in the firmware setup (or `mokutil --disable-validation` and reboot), apply, then re-enable it",
-            lockdown.unwrap_or("on")
-        ),
-        Some(libc::EPERM) | Some(libc::EACCES) => format!("{what}: permission denied ({e}); run as root"),
+        Some(libc::EPERM) if locked_down(lockdown).is_some() => {
+            lockdown_refusal(what, lockdown.unwrap_or("on"))
+        }
+        Some(libc::EPERM) | Some(libc::EACCES) => {
+            format!("{what}: permission denied ({e}); run as root")
+        }
         Some(libc::EROFS) => format!("{what}: read-only file system ({e})"),
         Some(libc::ENOSPC) => format!("{what}: no space left on device ({e})"),
         Some(libc::EIO) => format!("{what}: the kernel refused the value ({e})"),
