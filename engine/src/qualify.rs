@@ -34,6 +34,101 @@ pub struct QualifyOptions {
     pub selftest_duration: f64,
     /// Write the text report to this file (atomically, mode 0644) instead of `out`.
     pub output: Option<PathBuf>,
+    /// Only these check ids (empty: every check). Validated by [`Subset::new`].
+    pub only: Vec<String>,
+    /// Only these self-test engines (`None`: every engine at level 2 and 3). Naming engines
+    /// runs the self-test stage even at level 1.
+    pub selftest: Option<Vec<String>>,
+}
+
+/// The self-test engines qualify drives, in the order it runs them.
+pub const ENGINES: &[&str] = &["socket", "dpdk", "rdma"];
+
+/// A named part of the qualification (`--only`, `--selftest`), as the JSON report and the
+/// JUnit's testsuite properties name it, so a CI result says what it did not run.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Subset {
+    /// The check ids run (empty: all).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub checks: Vec<String>,
+    /// The self-test engines run (`None`: all that the level runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selftest: Option<Vec<String>>,
+}
+
+impl Subset {
+    /// The subset the options name: check ids through the registry (a tune_system.py name
+    /// stands for its id), engines among [`ENGINES`]; an unknown name is a usage error (exit
+    /// 2) that lists the known ones.
+    pub fn new(only: &[String], selftest: Option<&[String]>) -> Result<Subset, UsageError> {
+        let mut checks: Vec<String> = Vec::new();
+        for id in only.iter().map(|s| s.trim()).filter(|s| !s.is_empty()) {
+            match crate::tunables::find(id) {
+                Some(c) if !checks.iter().any(|x| x == c.id) => checks.push(c.id.to_string()),
+                Some(_) => {}
+                None => {
+                    let known: Vec<&str> = crate::tunables::REGISTRY.iter().map(|c| c.id).collect();
+                    return Err(UsageError::Other(format!(
+                        "qualify --only: unknown check `{id}`; known: {}",
+                        known.join(", ")
+                    )));
+                }
+            }
+        }
+        let selftest = match selftest {
+            None => None,
+            Some(names) => {
+                let mut v: Vec<String> = Vec::new();
+                for e in names.iter().map(|s| s.trim()).filter(|s| !s.is_empty()) {
+                    if !ENGINES.contains(&e) {
+                        return Err(UsageError::Other(format!(
+                            "qualify --selftest: unknown engine `{e}`; known: {}",
+                            ENGINES.join(", ")
+                        )));
+                    }
+                    if !v.iter().any(|x| x == e) {
+                        v.push(e.to_string());
+                    }
+                }
+                if v.is_empty() {
+                    return Err(UsageError::Other(format!(
+                        "qualify --selftest: no engine named; known: {}",
+                        ENGINES.join(", ")
+                    )));
+                }
+                // Run in the usual order whatever order they were named in.
+                v.sort_by_key(|e| ENGINES.iter().position(|k| k == e));
+                Some(v)
+            }
+        };
+        Ok(Subset { checks, selftest })
+    }
+
+    /// Whether this is the whole qualification of its level.
+    pub fn is_whole(&self) -> bool {
+        self.checks.is_empty() && self.selftest.is_none()
+    }
+
+    /// The engines the self-test stage runs.
+    fn engines(&self) -> Vec<&str> {
+        match &self.selftest {
+            Some(v) => v.iter().map(String::as_str).collect(),
+            None => ENGINES.to_vec(),
+        }
+    }
+
+    /// One line for the text report: `checks pcie.mrrs, hugepages; self-tests socket`.
+    pub fn describe(&self) -> String {
+        let checks = if self.checks.is_empty() {
+            "all checks".to_string()
+        } else {
+            format!("checks {}", self.checks.join(", "))
+        };
+        match &self.selftest {
+            Some(e) => format!("{checks}; self-tests {}", e.join(", ")),
+            None => checks,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -208,6 +303,9 @@ pub struct Qualification {
     pub checks: Report,
     pub selftest: Vec<SelftestResult>,
     pub gate_failures: Vec<String>,
+    /// The part of the qualification run (`--only`, `--selftest`); absent: all of the level.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subset: Option<Subset>,
 }
 
 /// Why a self-test child gave no results.
@@ -276,6 +374,7 @@ fn run_selftest(
 fn selftest_stages(
     g: &GlobalOptions,
     a: &QualifyOptions,
+    engines: &[&str],
     profile: &crate::profile::Profile,
     has_gpu: bool,
     stages: &mut Vec<Stage>,
@@ -288,7 +387,7 @@ fn selftest_stages(
     } else {
         a.selftest_duration
     };
-    for engine in ["socket", "dpdk", "rdma"] {
+    for &engine in engines {
         let t = Instant::now();
         let name = format!("selftest {engine}{}", if soak { " (soak)" } else { "" });
         let shape = shape_args(profile, engine, soak && has_gpu);
@@ -361,9 +460,12 @@ pub fn run(
     a: &QualifyOptions,
     out: &mut dyn std::io::Write,
 ) -> Result<u8, UsageError> {
-    if g.root.is_some() && a.level > 1 {
+    // Named before anything is read: a typo costs nothing.
+    let subset = Subset::new(&a.only, a.selftest.as_deref())?;
+    let runs_selftest = a.level >= 2 || subset.selftest.is_some();
+    if g.root.is_some() && runs_selftest {
         return Err(UsageError::Other(
-            "qualify --level 2 and 3 move real traffic and cannot run against --root".into(),
+            "qualify --level 2 and 3 (and --selftest) move real traffic and cannot run against --root".into(),
         ));
     }
     let host = open_host(g)?;
@@ -372,7 +474,8 @@ pub fn run(
     let mut stages = Vec::new();
 
     let t = Instant::now();
-    let mut checks = crate::commands::evaluate_facts(&facts, &profile, Vec::new(), true, None);
+    let mut checks =
+        crate::commands::evaluate_facts(&facts, &profile, subset.checks.clone(), true, None);
     let check_code = gate::exit_code(&checks.checks, a.fail_on, true, &profile.profile);
     // The gate's failures as `ID (SUBJECT): STATUS: MESSAGE`, for the Ansible role's message.
     checks.run = Some(RunInfo::new(
@@ -395,9 +498,16 @@ pub fn run(
     });
 
     let mut selftest = Vec::new();
-    if a.level >= 2 {
+    if runs_selftest {
         let has_gpu = facts.gpus().is_ok_and(|s| !s.gpus.is_empty());
-        selftest = selftest_stages(g, a, &profile.profile, has_gpu, &mut stages);
+        selftest = selftest_stages(
+            g,
+            a,
+            &subset.engines(),
+            &profile.profile,
+            has_gpu,
+            &mut stages,
+        );
     }
     attach_causes(&mut selftest, &checks.checks);
     let selftest_failed = selftest
@@ -412,6 +522,7 @@ pub fn run(
         gate_failures: checks.gate_failures.clone(),
         checks,
         selftest,
+        subset: (!subset.is_whole()).then_some(subset),
     };
     // Every file asked for is written even when an earlier one fails (a CI job keeps the
     // JUnit when the JSON's directory is missing); the first failure is the error, exit 2.
@@ -448,6 +559,9 @@ pub fn run(
 pub fn text(q: &Qualification) -> String {
     let mut s = report::text(&q.checks, false, false);
     let _ = writeln!(s, "\nqualify level {}:", q.level);
+    if let Some(sub) = &q.subset {
+        let _ = writeln!(s, "  subset: {}", sub.describe());
+    }
     for st in &q.stages {
         let _ = writeln!(
             s,
@@ -489,8 +603,49 @@ fn cause_line(c: &Cause) -> String {
     )
 }
 
-/// JUnit: the check report's testcases, one per self-test result, and the gate.
+/// JUnit: the check report's testcases, one per self-test result, and the gate; a subset
+/// (`--only`, `--selftest`) is named in the testsuite's properties.
 pub fn junit(q: &Qualification) -> String {
+    let xml = junit_cases(q);
+    match &q.subset {
+        Some(sub) => with_subset(&xml, sub),
+        None => xml,
+    }
+}
+
+/// `xml` with a `<properties>` block naming the subset at the top of its testsuite (where
+/// JUnit readers look for it: before the first testcase).
+fn with_subset(xml: &str, sub: &Subset) -> String {
+    let mut props = String::from("    <properties>\n");
+    let mut prop = |name: &str, value: &str| {
+        let _ = writeln!(
+            props,
+            "      <property name=\"{name}\" value=\"{}\"/>",
+            xml_escape(value)
+        );
+    };
+    prop("daqtune.subset", &sub.describe());
+    if !sub.checks.is_empty() {
+        prop("daqtune.subset.checks", &sub.checks.join(","));
+    }
+    if let Some(e) = &sub.selftest {
+        prop("daqtune.subset.selftest", &e.join(","));
+    }
+    props.push_str("    </properties>\n");
+    let mut out = String::with_capacity(xml.len() + props.len());
+    let mut done = false;
+    for line in xml.lines() {
+        out.push_str(line);
+        out.push('\n');
+        if !done && line.trim_start().starts_with("<testsuite ") {
+            out.push_str(&props);
+            done = true;
+        }
+    }
+    out
+}
+
+fn junit_cases(q: &Qualification) -> String {
     let base = report::junit(&q.checks);
     let mut cases = String::new();
     let mut failures = 0usize;
@@ -690,6 +845,7 @@ mod tests {
             },
             selftest: rs,
             gate_failures: Vec::new(),
+            subset: None,
         };
         let j = junit(&q);
         assert!(

@@ -538,6 +538,14 @@ pub struct QualifyArgs {
     /// Write the text report to FILE (atomically, mode 0644) instead of stdout.
     #[arg(long, short = 'o', value_name = "FILE")]
     pub output: Option<PathBuf>,
+    /// Run only these checks (comma-separated ids, as `daqtune explain --list` shows them);
+    /// the JUnit and JSON reports name the subset. An unknown id exits 2 listing the known ones.
+    #[arg(long, value_delimiter = ',', value_name = "IDS")]
+    pub only: Vec<String>,
+    /// Run only these self-test engines (comma-separated: socket, dpdk, rdma), also at
+    /// level 1; the reports name the subset. An unknown engine exits 2.
+    #[arg(long, value_delimiter = ',', value_name = "ENGINES")]
+    pub selftest: Option<Vec<String>>,
 }
 
 impl QualifyArgs {
@@ -549,6 +557,8 @@ impl QualifyArgs {
             fail_on: self.fail_on.into(),
             selftest_duration: self.selftest_duration,
             output: self.output.clone(),
+            only: self.only.clone(),
+            selftest: self.selftest.clone(),
         }
     }
 }
