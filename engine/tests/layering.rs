@@ -281,7 +281,13 @@ const LAYERS: &[&[&str]] = &[
         "topo",
     ],
     &["hostroot"],
-    &["apply", "qualify", "fleet::report_cmd"],
+    &[
+        "apply",
+        "qualify",
+        "fleet::report_cmd",
+        "status",
+        "gpu_view",
+    ],
 ];
 
 fn layer_of(m: &str) -> Option<usize> {

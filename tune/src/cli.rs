@@ -137,10 +137,18 @@ pub enum Command {
     Plan(PlanArgs),
     /// Change the host to its profile (journaled; undo with `revert`).
     Apply(ApplyArgs),
-    /// Undo every `apply` recorded in the journal, newest first.
+    /// Undo every `apply` recorded in the journal, newest first (or one run: --run, or one
+    /// setting's changes: --only).
     Revert(RevertArgs),
     /// Print one persistent artifact (grub drop-in, unit, udev rule, ...) for image builders.
     Generate(GenerateArgs),
+    /// What daqtune has applied and whether it still holds: the profile and apply runs in
+    /// effect, what waits for a reboot, and drift (a setting changed since it was applied).
+    /// Exit 0: no drift; 1: drift; 2: could not run.
+    Status(StatusArgs),
+    /// The GPU facts the checks judge (BAR1, clocks, persistence, GPUDirect and dma-buf,
+    /// NUMA, PCIe link, NVLink), each value with its source (NVML, CUDA, cache, sysfs).
+    Gpu(GpuArgs),
     /// Prove the data path with real traffic (socket: TCP and UDP over a veth pair, two
     /// cabled ports, or loopback; dpdk; and `selftest rdma`, whose own options `daqtune
     /// selftest rdma --help` lists). Needs root for namespaces.
@@ -178,6 +186,12 @@ impl Command {
             Command::Snapshot(a) => a.host.clone(),
             Command::Report(a) => a.host.clone(),
             Command::Revert(a) => (&a.root).into(),
+            Command::Status(a) => a.host.clone(),
+            Command::Gpu(a) => GlobalArgs {
+                root: a.root.root.clone(),
+                no_cache: a.no_cache,
+                ..Default::default()
+            },
             Command::Topo(a) => (&a.root).into(),
             Command::Diff(a) => (&a.profile).into(),
             Command::Selftest(a) => (&a.profile).into(),
@@ -435,6 +449,15 @@ pub struct RevertArgs {
     pub yes: bool,
     #[arg(long, value_name = "DIR", hide = true)]
     pub state_dir: Option<String>,
+    /// Undo only this apply run (its id, as `daqtune status` lists it). Refused, with the
+    /// reason and nothing changed, where a later run changed the same file or setting.
+    #[arg(long, value_name = "ID", conflicts_with = "only")]
+    pub run: Option<String>,
+    /// Undo only these checks' changes (comma-separated ids), in every run in effect; files
+    /// come back byte for byte. Refused where a later run, or another check of the same run,
+    /// changed the same file or setting.
+    #[arg(long, value_delimiter = ',', value_name = "IDS")]
+    pub only: Vec<String>,
 }
 
 impl RevertArgs {
@@ -444,6 +467,45 @@ impl RevertArgs {
             state_dir: self.state_dir.clone(),
         }
     }
+
+    pub fn part(&self) -> apply::RevertPart {
+        apply::RevertPart {
+            run: self.run.clone(),
+            only: self.only.clone(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct StatusArgs {
+    /// --root reads a host root's journal; --profile judges what waits for a reboot with
+    /// this profile instead of the newest run's.
+    #[command(flatten)]
+    pub host: GlobalArgs,
+    /// text, or json (`daqtune.status/v1`).
+    #[arg(long, short = 'f', value_enum, default_value_t = TopoFormat::Text)]
+    pub format: TopoFormat,
+    /// Write the report to FILE (atomically, mode 0644) instead of stdout.
+    #[arg(long, short = 'o', value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    #[arg(long, value_name = "DIR", hide = true)]
+    pub state_dir: Option<String>,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct GpuArgs {
+    #[command(flatten)]
+    pub root: RootArg,
+    /// Read the GPUs' CUDA attributes afresh (cuInit) instead of from this boot's cache in
+    /// /run/daqtune; the fresh result replaces the cache.
+    #[arg(long)]
+    pub no_cache: bool,
+    /// text (a table per GPU), or json (`daqtune.gpu-view/v1`).
+    #[arg(long, short = 'f', value_enum, default_value_t = TopoFormat::Text)]
+    pub format: TopoFormat,
+    /// Write the facts to FILE (atomically, mode 0644) instead of stdout.
+    #[arg(long, short = 'o', value_name = "FILE")]
+    pub output: Option<PathBuf>,
 }
 
 /// `generate`'s KIND argument: the names and help lines of the engine's one list.

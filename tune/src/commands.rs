@@ -1,8 +1,8 @@
 //! Each subcommand: the engine call, then what goes to the terminal and to files.
 
 use crate::cli::{
-    CheckArgs, DiffArgs, ExplainArgs, GlobalArgs, PlanArgs, PlanFormat, ProfilesAction,
-    ProfilesArgs, SnapshotArgs, TopoArgs, TopoFormat,
+    CheckArgs, DiffArgs, ExplainArgs, GlobalArgs, GpuArgs, PlanArgs, PlanFormat, ProfilesAction,
+    ProfilesArgs, SnapshotArgs, StatusArgs, TopoArgs, TopoFormat,
 };
 use crate::out;
 use daqtune_engine::apply::Prompt;
@@ -343,6 +343,31 @@ pub fn topo(g: &GlobalArgs, a: &TopoArgs) -> Result<u8, UsageError> {
     if let Some(path) = a.svg.as_deref().filter(|_| !svg_to_stdout) {
         out::eprint(&format!("daqtune topo: wrote {}\n", path.display()));
     }
+    Ok(0)
+}
+
+/// `daqtune status`: exit 0 no drift, 1 drift (2: could not run).
+pub fn status(g: &GlobalArgs, a: &StatusArgs) -> Result<u8, UsageError> {
+    let opts = daqtune_engine::status::StatusOptions {
+        state_dir: a.state_dir.clone(),
+    };
+    let st = daqtune_engine::status::gather(&g.engine(), &opts)?;
+    let text = match a.format {
+        TopoFormat::Text => text_safe(&daqtune_engine::status::text(&st)),
+        TopoFormat::Json => daqtune_engine::status::json(&st),
+    };
+    write_all(&[(a.output.as_deref(), &text)])?;
+    Ok(st.exit_code())
+}
+
+/// `daqtune gpu`: the GPU facts with their sources.
+pub fn gpu(g: &GlobalArgs, a: &GpuArgs) -> Result<u8, UsageError> {
+    let v = daqtune_engine::gpu_view::gather(&g.engine())?;
+    let text = match a.format {
+        TopoFormat::Text => text_safe(&daqtune_engine::gpu_view::text(&v)),
+        TopoFormat::Json => daqtune_engine::gpu_view::json(&v),
+    };
+    write_all(&[(a.output.as_deref(), &text)])?;
     Ok(0)
 }
 

@@ -88,9 +88,17 @@ fn main() -> ExitCode {
         }
         Command::Revert(a) => {
             let mut o = out::TerminalSafe::new(out::Stdout);
-            apply::run_revert(&g.engine(), &a.engine(), &mut TerminalPrompt, &mut o)
+            apply::run_revert(
+                &g.engine(),
+                &a.engine(),
+                &a.part(),
+                &mut TerminalPrompt,
+                &mut o,
+            )
         }
         Command::Generate(a) => apply::run_generate(&g.engine(), &a.engine(), &mut stdout),
+        Command::Status(a) => commands::status(g, a),
+        Command::Gpu(a) => commands::gpu(g, a),
         Command::Selftest(a) => selftest_cmd::run(g, &a.args),
         Command::Topo(a) => commands::topo(g, a),
         Command::Qualify(a) => daqtune_engine::qualify::run(&g.engine(), &a.engine(), &mut stdout),

@@ -90,9 +90,14 @@ fn clocks_consult_the_apply_journal() {
                     floor_before_mhz: None,
                 },
                 done: true,
+                check: Some("gpu.clocks".into()),
             }],
             pending_reboot: vec![],
             selection: Default::default(),
+            daqtune_version: None,
+            finished_unix: None,
+            options: None,
+            undone: vec![],
         };
         let dir = root.join("var/lib/daqtune/journal/20261122T020000Z-1");
         std::fs::create_dir_all(&dir).expect("mkdir");

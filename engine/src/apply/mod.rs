@@ -157,6 +157,43 @@ pub struct RevertOptions {
     pub state_dir: Option<String>,
 }
 
+/// What part of the journals `revert` undoes: all (the default), one run, or some checks'
+/// changes.
+#[derive(Debug, Clone, Default)]
+pub struct RevertPart {
+    /// Undo this apply run only (`--run ID`).
+    pub run: Option<String>,
+    /// Undo these checks' changes only (`--only IDS`), in every run in effect.
+    pub only: Vec<String>,
+}
+
+impl RevertPart {
+    /// What the revert undoes; an unknown check id is a usage error.
+    pub fn scope(&self) -> Result<revert::Scope, UsageError> {
+        if let Some(id) = &self.run {
+            return Ok(revert::Scope::Run(id.clone()));
+        }
+        let only: Vec<&str> = self
+            .only
+            .iter()
+            .map(|s| s.trim())
+            .filter(|s| !s.is_empty())
+            .collect();
+        if only.is_empty() {
+            return Ok(revert::Scope::All);
+        }
+        let mut ids = Vec::new();
+        for id in only {
+            let c = crate::tunables::find(id)
+                .ok_or_else(|| UsageError::UnknownCheck(id.to_string()))?;
+            if !ids.iter().any(|x| x == c.id) {
+                ids.push(c.id.to_string());
+            }
+        }
+        Ok(revert::Scope::Checks(ids))
+    }
+}
+
 /// An artifact `generate` prints: the name of one of the registry's artifacts
 /// (`Planner::artifacts`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -675,6 +712,14 @@ fn run_apply_inner(
             ))
         })?;
     journal.doc.selection = recorded(&sel);
+    journal.doc.options = Some(journal::RunOptions {
+        profile_origin: lp.origin.clone(),
+        only: opts.only.clone(),
+        runtime_only: sel.runtime_only,
+        persist_only: sel.persist_only,
+        device: sel.device.clone(),
+        fresh: sel.fresh,
+    });
     journal
         .flush(w)
         .map_err(|e| UsageError::Other(format!("journal: {e}")))?;
@@ -863,18 +908,39 @@ pub fn run_revert_gpu(
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> Result<u8, UsageError> {
-    run_revert_inner(g, a, w, gpu, &mut NoTerminal, out, err)
+    run_revert_inner(
+        g,
+        (a, &RevertPart::default()),
+        w,
+        gpu,
+        &mut NoTerminal,
+        out,
+        err,
+    )
+}
+
+/// `daqtune revert --run ID` / `--only IDS`, with a writer that tests can fault.
+pub fn run_revert_part_with(
+    g: &GlobalOptions,
+    a: &RevertOptions,
+    part: &RevertPart,
+    w: &mut dyn Writer,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Result<u8, UsageError> {
+    run_revert_inner(g, (a, part), w, None, &mut NoTerminal, out, err)
 }
 
 fn run_revert_inner(
     g: &GlobalOptions,
-    a: &RevertOptions,
+    (a, part): (&RevertOptions, &RevertPart),
     w: &mut dyn Writer,
     gpu: Option<&dyn gpu::GpuSetters>,
     prompt: &mut dyn Prompt,
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> Result<u8, UsageError> {
+    let scope = part.scope()?;
     let host = open_for_change(g)?;
     let state = state_real(&host, &a.state_dir)?;
     let base = state.join("journal");
@@ -905,11 +971,28 @@ fn run_revert_inner(
             1
         });
     }
-    if !a.yes && !prompt.confirm(&format!("Revert {} apply run(s)?", pending.len()), err)? {
+    let question = match &scope {
+        revert::Scope::All => format!("Revert {} apply run(s)?", pending.len()),
+        revert::Scope::Run(id) => format!("Revert apply run {id}?"),
+        revert::Scope::Checks(ids) => format!(
+            "Revert the changes of {} in every apply run in effect?",
+            ids.join(", ")
+        ),
+    };
+    if !a.yes && !prompt.confirm(&question, err)? {
         return Ok(0);
     }
     let _lock = lock(&state)?;
-    let rep = revert::revert_all_with(&host, &base, w, gpu);
+    let rep = match revert::revert_scope(&host, &base, w, gpu, &scope) {
+        Ok(rep) => rep,
+        Err(e @ (revert::Refusal::NoSuchRun(_) | revert::Refusal::NothingFor(_))) => {
+            return Err(UsageError::Other(format!("revert: {e}")));
+        }
+        Err(e) => {
+            let _ = writeln!(err, "daqtune revert: refused: {e}. Nothing was changed.");
+            return Ok(1);
+        }
+    };
     for (what, r) in &rep.steps {
         let _ = match r {
             Ok(()) => writeln!(out, "  ok    {what}"),
@@ -930,6 +1013,13 @@ fn run_revert_inner(
             rep.runs.join(", ")
         );
     }
+    for (id, checks) in &rep.partial {
+        let _ = writeln!(
+            out,
+            "run {id}: undid the changes of {}; the rest of the run stays in effect",
+            checks.join(", ")
+        );
+    }
     for (id, failed, steps) in &rep.incomplete {
         let _ = writeln!(
             out,
@@ -948,6 +1038,7 @@ fn run_revert_inner(
 pub fn run_revert(
     g: &GlobalOptions,
     a: &RevertOptions,
+    part: &RevertPart,
     prompt: &mut dyn Prompt,
     out: &mut dyn Write,
 ) -> Result<u8, UsageError> {
@@ -956,7 +1047,15 @@ pub fn run_revert(
     // fail with the reason and the rest is reverted.
     let (live, _) = live_gpu(g, &Selection::default(), revert_gpu_tolerance(g));
     let gpu = live.as_ref().map(|l| l as &dyn gpu::GpuSetters);
-    run_revert_inner(g, a, &mut w, gpu, prompt, out, &mut std::io::stderr())
+    run_revert_inner(
+        g,
+        (a, part),
+        &mut w,
+        gpu,
+        prompt,
+        out,
+        &mut std::io::stderr(),
+    )
 }
 
 /// `daqtune generate KIND`: print one artifact for image builders and configuration managers.

@@ -124,6 +124,8 @@ pub fn execute(
     };
     let mut i = 0;
     while i < plan.changes.len() {
+        // Every record made for this change (here or by the tunable's own setter) names it.
+        journal.current_check = Some(plan.changes[i].check.clone());
         // Runs of attribute writes for one check (a governor per CPU) share two journal
         // flushes: all entries before the first write, all done-marks after the last.
         let mut j = i;
@@ -190,6 +192,7 @@ pub fn execute(
                 .map(|(c, _)| c),
         );
     }
+    journal.current_check = None;
     journal.doc.pending_reboot = rep.pending_reboot.clone();
     let state = if rep.failed() == 0 {
         RunState::Applied
@@ -266,6 +269,9 @@ fn apply_one(
                 _ => None,
             };
             let created = first_missing_dir(&real, host.root()).map(|d| d.display().to_string());
+            // What is written is kept too: `status` compares the file with it (drift), and a
+            // partial revert tells a later run's rewrite from this run's file.
+            let written = j.save_written(w, to).map_err(jerr)?;
             let idx = j
                 .record(
                     w,
@@ -274,6 +280,7 @@ fn apply_one(
                         original,
                         created_dir: created.map(|d| host_rel(host, &d)),
                         link,
+                        written: Some(written),
                     },
                 )
                 .map_err(jerr)?;
@@ -297,6 +304,7 @@ fn apply_one(
                         path: path.clone(),
                         original,
                         created_dir: created,
+                        to: Some(t.clone()),
                     },
                 )
                 .map_err(jerr)?;

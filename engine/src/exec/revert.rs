@@ -1,7 +1,7 @@
 //! `daqtune revert`: replay journals backwards, newest run first.
 
 use super::apply::{file_reads_back, link_reads_back, read_word, real_path};
-use crate::hostio::journal::{list_runs, Entry, Journal, RunState};
+use crate::hostio::journal::{list_runs, Entry, Journal, Record, RunState};
 use crate::hostio::setters::{self, Target, Writer};
 use daqtune_probe::Host;
 use std::path::Path;
@@ -15,6 +15,9 @@ pub struct RevertReport {
     /// The runs some step of which failed: (id, failed steps, steps). They stay in effect and
     /// a later revert tries them again.
     pub incomplete: Vec<(String, usize, usize)>,
+    /// The runs some checks of which were undone (`--only`): (id, the checks undone so far).
+    /// They stay in effect with the rest.
+    pub partial: Vec<(String, Vec<String>)>,
     pub commands: Vec<(String, Result<(), String>)>,
 }
 
@@ -52,6 +55,7 @@ fn sweep_temps(host: &Host, j: &Journal, w: &mut dyn Writer, rep: &mut RevertRep
     add(&j.dir.join("journal.json"));
     for (i, rec) in j.doc.records.iter().enumerate() {
         add(&j.dir.join(format!("files/{i:04}")));
+        add(&j.dir.join(format!("files/{i:04}.new")));
         let real = match &rec.entry {
             Entry::File { path, .. } | Entry::Symlink { path, .. } if path_ok(path).is_ok() => {
                 real_path(host, path, false).ok()
@@ -192,6 +196,162 @@ fn once(path: Option<&str>, msg: String) -> String {
     m.to_string()
 }
 
+/// What a revert undoes: every run in effect (`daqtune revert`), one run (`--run ID`), or the
+/// changes of some checks in every run in effect (`--only IDS`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Scope {
+    All,
+    Run(String),
+    Checks(Vec<String>),
+}
+
+/// Why a partial revert was refused before anything changed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    #[error("no apply run {0} in effect (`daqtune status` lists the runs)")]
+    NoSuchRun(String),
+    #[error("nothing of {0} is in effect in any apply run")]
+    NothingFor(String),
+    /// A later run changed the same file, attribute or device on top of this one: undoing
+    /// this one alone would put back what was there before both and lose the later change.
+    #[error("{what} of run {run}{checks} was changed again by the later run {later}{later_checks}; revert that run first (`daqtune revert --run {later}`) or revert both")]
+    LaterRun {
+        run: String,
+        checks: String,
+        what: String,
+        later: String,
+        later_checks: String,
+    },
+    /// Two checks of one run changed the same thing: one cannot be undone without the other.
+    #[error("{what} of run {run} was changed by {a} and by {b} together; revert both (`--only {a},{b}`) or the run (`--run {run}`)")]
+    SharedInRun {
+        run: String,
+        what: String,
+        a: String,
+        b: String,
+    },
+    /// A journal from before the record-level check: its changes other than kernel
+    /// attributes name no check.
+    #[error("run {0} was journaled by a daqtune that did not record which check made each change; revert it whole (`daqtune revert --run {0}`)")]
+    Unattributed(String),
+    #[error("{0}: unreadable journal")]
+    Unreadable(String),
+}
+
+/// What a journal entry changed, as one key: two entries with the same key changed the same
+/// thing (a file, a kernel attribute, a register, an interface's MTU, ...).
+fn entry_key(e: &Entry) -> String {
+    match e {
+        Entry::File { path, .. } | Entry::Symlink { path, .. } => format!("file {path}"),
+        Entry::Attr { path, .. } => format!("attribute {path}"),
+        Entry::ConfigWord { path, offset, .. } => format!("register {path}@{offset:#x}"),
+        Entry::Mtu { ifname, .. } => format!("MTU of {ifname}"),
+        Entry::Module { name } => format!("module {name}"),
+        Entry::Mount { target, .. } => format!("mount {target}"),
+        Entry::GpuLock { uuid, domain, .. } => format!("{} clock of {uuid}", domain.as_str()),
+        Entry::GpuPersistence { uuid, .. } => format!("persistence of {uuid}"),
+    }
+}
+
+/// `check` of a record as printed (`?` for an unattributed one).
+fn check_of(r: &Record) -> &str {
+    r.check.as_deref().unwrap_or("?")
+}
+
+/// The runs in effect (not reverted), oldest first; an unreadable journal is a refusal (a
+/// partial revert must know every later run).
+fn runs_in_effect(base: &Path) -> Result<Vec<Journal>, Refusal> {
+    let mut v = Vec::new();
+    for dir in list_runs(base) {
+        let j = Journal::open(&dir).map_err(|_| Refusal::Unreadable(dir.display().to_string()))?;
+        if j.doc.state != RunState::Reverted {
+            v.push(j);
+        }
+    }
+    Ok(v)
+}
+
+/// The records `scope` undoes in each run in effect (run index, record indexes), checked
+/// against every later run: a partial revert that a later run depends on is refused with the
+/// run that does.
+fn select(runs: &[Journal], scope: &Scope) -> Result<Vec<(usize, Vec<usize>)>, Refusal> {
+    let mut chosen: Vec<(usize, Vec<usize>)> = Vec::new();
+    match scope {
+        Scope::All => {
+            for (i, j) in runs.iter().enumerate() {
+                chosen.push((i, (0..j.doc.records.len()).collect()));
+            }
+            return Ok(chosen);
+        }
+        Scope::Run(id) => {
+            let i = runs
+                .iter()
+                .position(|j| &j.doc.id == id)
+                .ok_or_else(|| Refusal::NoSuchRun(id.clone()))?;
+            chosen.push((i, (0..runs[i].doc.records.len()).collect()));
+        }
+        Scope::Checks(ids) => {
+            for (i, j) in runs.iter().enumerate() {
+                let recs = &j.doc.records;
+                let picked: Vec<usize> = (0..recs.len())
+                    .filter(|&k| recs[k].check.as_ref().is_some_and(|c| ids.contains(c)))
+                    .collect();
+                if recs.iter().any(|r| r.check.is_none()) {
+                    return Err(Refusal::Unattributed(j.doc.id.clone()));
+                }
+                // Another check of the same run changed the same thing.
+                for &k in &picked {
+                    let key = entry_key(&recs[k].entry);
+                    if let Some(o) = recs.iter().find(|r| {
+                        entry_key(&r.entry) == key
+                            && r.check.as_ref().is_some_and(|c| !ids.contains(c))
+                    }) {
+                        return Err(Refusal::SharedInRun {
+                            run: j.doc.id.clone(),
+                            what: key,
+                            a: check_of(&recs[k]).to_string(),
+                            b: check_of(o).to_string(),
+                        });
+                    }
+                }
+                if !picked.is_empty() {
+                    chosen.push((i, picked));
+                }
+            }
+            if chosen.is_empty() {
+                return Err(Refusal::NothingFor(ids.join(",")));
+            }
+        }
+    }
+    // A later run in effect that changed the same thing and is not undone with it.
+    for (i, picked) in &chosen {
+        for &k in picked {
+            let rec = &runs[*i].doc.records[k];
+            let key = entry_key(&rec.entry);
+            for (l, later) in runs.iter().enumerate().skip(i + 1) {
+                let also_undone =
+                    |m: usize| chosen.iter().any(|(ci, ks)| *ci == l && ks.contains(&m));
+                let hit = later
+                    .doc
+                    .records
+                    .iter()
+                    .enumerate()
+                    .find(|(m, r)| entry_key(&r.entry) == key && !also_undone(*m));
+                if let Some((_, r)) = hit {
+                    return Err(Refusal::LaterRun {
+                        run: runs[*i].doc.id.clone(),
+                        checks: format!(" ({})", check_of(rec)),
+                        what: key,
+                        later: later.doc.id.clone(),
+                        later_checks: format!(" ({})", check_of(r)),
+                    });
+                }
+            }
+        }
+    }
+    Ok(chosen)
+}
+
 /// Revert every run under `base` that is not reverted yet.
 pub fn revert_all(host: &Host, base: &Path, w: &mut dyn Writer) -> RevertReport {
     revert_all_with(host, base, w, None)
@@ -205,15 +365,10 @@ pub fn revert_all_with(
     gpu: Option<&dyn crate::hostio::gpu::GpuSetters>,
 ) -> RevertReport {
     let mut rep = RevertReport::default();
-    let target = if host.is_live() {
-        Target::Live
-    } else {
-        Target::Root
-    };
-    let (mut grub, mut units, mut udev) = (false, false, false);
     rep.steps.extend(sweep_unstarted_runs(base, w));
+    let mut touched = Touched::default();
     for dir in list_runs(base).into_iter().rev() {
-        let mut j = match Journal::open(&dir) {
+        let j = match Journal::open(&dir) {
             Ok(j) => j,
             Err(e) => {
                 rep.steps.push((
@@ -226,42 +381,141 @@ pub fn revert_all_with(
         if j.doc.state == RunState::Reverted {
             continue;
         }
-        let first = rep.steps.len();
-        sweep_temps(host, &j, w, &mut rep);
-        for rec in j.doc.records.clone().iter().rev() {
-            if let Entry::File { path, .. } | Entry::Symlink { path, .. } = &rec.entry {
-                grub |= path.starts_with("/etc/default/grub");
-                units |= path.starts_with("/etc/systemd/");
-                udev |= path.starts_with("/etc/udev/");
-            }
-            let p = entry_path(&rec.entry);
-            let r = match p.map(path_ok) {
-                Some(Err(e)) => Err(e),
-                _ => undo(host, target, &j, &rec.entry, w, gpu).map_err(|m| once(p, m)),
-            };
-            rep.steps.push((describe(&rec.entry), r));
-        }
-        let mut failed = rep.steps[first..].iter().filter(|s| s.1.is_err()).count();
-        if failed == 0 {
-            if let Err(e) = j.finish(w, RunState::Reverted) {
-                rep.steps.push((
-                    format!("mark run {} reverted", j.doc.id),
-                    Err(format!("cannot write its journal: {e}")),
-                ));
-                failed = 1;
-            }
-        }
-        if failed == 0 {
-            rep.runs.push(j.doc.id.clone());
-        } else {
-            rep.incomplete
-                .push((j.doc.id.clone(), failed, rep.steps.len() - first));
-        }
+        let all: Vec<usize> = (0..j.doc.records.len()).collect();
+        revert_run(host, j, &all, w, gpu, &mut rep, &mut touched);
     }
-    if target == Target::Live {
-        rep.commands = super::apply::commands_for(grub, units, udev);
-    }
+    finish_commands(host, touched, &mut rep);
     rep
+}
+
+/// Undo what `scope` names: every run (as [`revert_all_with`]), one run, or some checks'
+/// changes. A partial revert is decided before anything changes: refused (nothing done) where
+/// a later run depends on it.
+pub fn revert_scope(
+    host: &Host,
+    base: &Path,
+    w: &mut dyn Writer,
+    gpu: Option<&dyn crate::hostio::gpu::GpuSetters>,
+    scope: &Scope,
+) -> Result<RevertReport, Refusal> {
+    if *scope == Scope::All {
+        return Ok(revert_all_with(host, base, w, gpu));
+    }
+    let runs = runs_in_effect(base)?;
+    let chosen = select(&runs, scope)?;
+    let mut rep = RevertReport::default();
+    let mut touched = Touched::default();
+    let mut runs: Vec<Option<Journal>> = runs.into_iter().map(Some).collect();
+    // Newest first, as the full revert.
+    for (i, picked) in chosen.into_iter().rev() {
+        if let Some(j) = runs.get_mut(i).and_then(Option::take) {
+            revert_run(host, j, &picked, w, gpu, &mut rep, &mut touched);
+        }
+    }
+    finish_commands(host, touched, &mut rep);
+    Ok(rep)
+}
+
+/// Which kinds of boot configuration a revert changed (for the commands run after it).
+#[derive(Debug, Default, Clone, Copy)]
+struct Touched {
+    grub: bool,
+    units: bool,
+    udev: bool,
+}
+
+impl Touched {
+    fn note(&mut self, e: &Entry) {
+        if let Entry::File { path, .. } | Entry::Symlink { path, .. } = e {
+            self.grub |= path.starts_with("/etc/default/grub");
+            self.units |= path.starts_with("/etc/systemd/");
+            self.udev |= path.starts_with("/etc/udev/");
+        }
+    }
+}
+
+/// update-grub, daemon-reload and udev's reload after a live revert that needs them.
+fn finish_commands(host: &Host, t: Touched, rep: &mut RevertReport) {
+    if host.is_live() {
+        rep.commands = super::apply::commands_for(t.grub, t.units, t.udev);
+    }
+}
+
+/// Undoes the records `picked` of run `j`, newest first, then records the result: the run is
+/// reverted when all its records are undone; a partial revert moves the undone records to
+/// `undone` (the run stays in effect with the rest). A failed step leaves the journal as it
+/// was, so a later revert tries again.
+fn revert_run(
+    host: &Host,
+    mut j: Journal,
+    picked: &[usize],
+    w: &mut dyn Writer,
+    gpu: Option<&dyn crate::hostio::gpu::GpuSetters>,
+    rep: &mut RevertReport,
+    touched: &mut Touched,
+) {
+    let target = if host.is_live() {
+        Target::Live
+    } else {
+        Target::Root
+    };
+    let whole = picked.len() == j.doc.records.len();
+    let first = rep.steps.len();
+    if whole {
+        sweep_temps(host, &j, w, rep);
+    }
+    for &k in picked.iter().rev() {
+        let Some(rec) = j.doc.records.get(k) else {
+            continue;
+        };
+        touched.note(&rec.entry);
+        let p = entry_path(&rec.entry);
+        let r = match p.map(path_ok) {
+            Some(Err(e)) => Err(e),
+            _ => undo(host, target, &j, &rec.entry, w, gpu).map_err(|m| once(p, m)),
+        };
+        rep.steps.push((describe(&rec.entry), r));
+    }
+    let mut failed = rep.steps[first..].iter().filter(|s| s.1.is_err()).count();
+    if failed == 0 {
+        let written = if whole {
+            j.finish(w, RunState::Reverted)
+        } else {
+            let mut kept = Vec::new();
+            for (k, rec) in std::mem::take(&mut j.doc.records).into_iter().enumerate() {
+                if picked.contains(&k) {
+                    j.doc.undone.push(rec);
+                } else {
+                    kept.push(rec);
+                }
+            }
+            j.doc.records = kept;
+            j.flush(w)
+        };
+        if let Err(e) = written {
+            rep.steps.push((
+                format!("mark run {} reverted", j.doc.id),
+                Err(format!("cannot write its journal: {e}")),
+            ));
+            failed = 1;
+        }
+    }
+    if failed == 0 && whole {
+        rep.runs.push(j.doc.id.clone());
+    } else if failed == 0 {
+        let mut checks: Vec<String> = j
+            .doc
+            .undone
+            .iter()
+            .map(|r| check_of(r).to_string())
+            .collect();
+        checks.sort();
+        checks.dedup();
+        rep.partial.push((j.doc.id.clone(), checks));
+    } else {
+        rep.incomplete
+            .push((j.doc.id.clone(), failed, rep.steps.len() - first));
+    }
 }
 
 fn describe(e: &Entry) -> String {
@@ -368,6 +622,12 @@ fn remove_created(host: &Host, created: &Option<String>, file: &Path) {
     }
 }
 
+/// `path: err` for an I/O failure of a step.
+fn ioe(what: &str) -> impl Fn(std::io::Error) -> String + '_ {
+    move |err: std::io::Error| format!("{what}: {err}")
+}
+
+/// Undoes one journal entry and reads the result back: one named step per kind of change.
 fn undo(
     host: &Host,
     target: Target,
@@ -376,47 +636,20 @@ fn undo(
     w: &mut dyn Writer,
     gpu: Option<&dyn crate::hostio::gpu::GpuSetters>,
 ) -> Result<(), String> {
-    let ioe = |what: &str| {
-        let what = what.to_string();
-        move |err: std::io::Error| format!("{what}: {err}")
-    };
     match e {
         Entry::File {
             path,
             original,
             created_dir,
             link,
-        } => {
-            let real = real_path(host, path, false)?;
-            if let Some(t) = link {
-                w.symlink(t, &real).map_err(ioe(path))?;
-                return Ok(link_reads_back(&real, path, t)?);
-            }
-            match original {
-                Some(saved) => {
-                    let bytes = j
-                        .blob(&saved.blob)
-                        .map_err(ioe(&format!("journal copy of {path}")))?;
-                    w.write_file(&real, &bytes, saved.mode).map_err(ioe(path))?;
-                    Ok(file_reads_back(&real, path, &bytes)?)
-                }
-                None => remove_new(w, host, &real, path, created_dir),
-            }
-        }
+            ..
+        } => undo_file(host, j, w, path, original.as_ref(), created_dir, link),
         Entry::Symlink {
             path,
             original,
             created_dir,
-        } => {
-            let real = real_path(host, path, false)?;
-            match original {
-                Some(t) => {
-                    w.symlink(t, &real).map_err(ioe(path))?;
-                    Ok(link_reads_back(&real, path, t)?)
-                }
-                None => remove_new(w, host, &real, path, created_dir),
-            }
-        }
+            ..
+        } => undo_symlink(host, w, path, original.as_deref(), created_dir),
         Entry::Attr {
             path,
             original,
@@ -426,65 +659,13 @@ fn undo(
         } => {
             let real = real_path(host, path, true)?;
             match target {
-                // Byte for byte: the root's file gets back exactly what it held.
-                Target::Root => {
-                    let mode = std::fs::metadata(&real)
-                        .map(|m| {
-                            use std::os::unix::fs::PermissionsExt;
-                            m.permissions().mode() & 0o7777
-                        })
-                        .unwrap_or(0o644);
-                    w.write_file(&real, original.as_bytes(), mode)
-                        .map_err(ioe(path))?;
-                    Ok(file_reads_back(&real, path, original.as_bytes())?)
-                }
-                Target::Live => {
-                    let owned;
-                    let mut value = original.trim();
-                    // A shared pool (hugepages): give back the units this run added, not
-                    // more, in case someone reserved some since (when nobody did, this is
-                    // exactly the prior count).
-                    if *shared_count {
-                        let now = std::fs::read_to_string(&real)
-                            .ok()
-                            .and_then(|s| s.trim().parse::<u64>().ok());
-                        if let (Some(now), Ok(orig), Ok(set)) = (
-                            now,
-                            original.trim().parse::<u64>(),
-                            new.trim().parse::<u64>(),
-                        ) {
-                            owned = now.saturating_sub(set.saturating_sub(orig)).to_string();
-                            value = &owned;
-                        }
-                    }
-                    // The selected governor is the only word sysfs shows for scaling_governor;
-                    // nr_hugepages is a count. Both are written back as read.
-                    w.write_attr(&real, value, Target::Live)
-                        .map_err(ioe(path))?;
-                    let back = std::fs::read_to_string(&real).map_err(ioe(path))?;
-                    if back.trim() != value {
-                        return Err(format!(
-                            "{path}: wrote `{value}` back, reads `{}`",
-                            back.trim()
-                        ));
-                    }
-                    Ok(())
-                }
+                Target::Root => restore_root_attr(w, &real, path, original),
+                Target::Live => restore_live_attr(w, &real, path, original, new, *shared_count),
             }
         }
         Entry::Mtu {
             ifname, original, ..
-        } => {
-            w.set_mtu(ifname, *original)
-                .map_err(ioe(&format!("MTU of {ifname}")))?;
-            let back = w.mtu(ifname).map_err(ioe(ifname))?;
-            if back != *original {
-                return Err(format!(
-                    "{ifname}: MTU reads {back} after restoring {original}"
-                ));
-            }
-            Ok(())
-        }
+        } => undo_mtu(w, ifname, *original),
         Entry::ConfigWord {
             bdf,
             path,
@@ -492,27 +673,7 @@ fn undo(
             original,
             mask,
             ..
-        } => {
-            let real = real_path(host, path, true)?;
-            let cur = read_word(&real, *offset).map_err(ioe(bdf))?;
-            if cur == 0xffff {
-                return Err(format!(
-                    "{bdf}: the register reads 0xffff (device gone); not writing"
-                ));
-            }
-            // Only the bits apply changed go back; anything else the register gained since stays.
-            let restored = (cur & !mask) | (original & mask);
-            w.pwrite(&real, *offset, &restored.to_le_bytes())
-                .map_err(ioe(bdf))?;
-            let back = read_word(&real, *offset).map_err(ioe(&format!("{bdf}: read back")))?;
-            if back & mask != original & mask {
-                return Err(format!(
-                    "{bdf}: wrote 0x{restored:04x} back (bits 0x{mask:04x} = 0x{:04x}), reads back 0x{back:04x}",
-                    original & mask
-                ));
-            }
-            Ok(())
-        }
+        } => undo_config_word(host, w, bdf, path, *offset, *original, *mask),
         Entry::GpuLock {
             uuid,
             domain,
@@ -535,51 +696,207 @@ fn undo(
                 .map_err(|e| e.to_string()),
             _ => Ok(()),
         },
-        Entry::Module { name } => match target {
-            // Only what the kernel lists is unloaded (an apply whose modprobe did not take
-            // leaves its entry), and the module must be gone after.
-            Target::Live if !setters::module_loaded(host, name) => Ok(()),
-            Target::Live => {
-                w.modprobe(name, true).map_err(|e| e.to_string())?;
-                if setters::module_loaded(host, name) {
-                    return Err(format!(
-                        "{name}: modprobe -r succeeded, but the kernel still lists the module"
-                    ));
-                }
-                Ok(())
-            }
-            Target::Root => Ok(()),
-        },
-        // Target-independent: the mount table is read through the host root and the unmount
-        // goes through the Writer (only a live apply journals a mount; under a root the mount
-        // is a `File` change of the root's /proc/mounts).
+        Entry::Module { name } => undo_module(host, target, w, name),
         Entry::Mount {
             fstype,
             target: mp,
             created_dir,
-        } => {
-            let real = real_path(host, mp, true)?;
-            // Only a mount the kernel lists is unmounted (an apply whose mount(2) did not
-            // show leaves its entry), and it must be gone after.
-            if setters::mounted(host, mp, fstype) {
-                w.umount(&real).map_err(|e| format!("umount {mp}: {e}"))?;
-                if setters::mounted(host, mp, fstype) {
-                    return Err(format!(
-                        "umount {mp} succeeded, but /proc/self/mounts still lists {fstype} there"
-                    ));
-                }
-            }
-            if *created_dir {
-                // Only an empty directory goes (rmdir): files someone put there stay.
-                match std::fs::remove_dir(&real) {
-                    Ok(()) => {}
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                    Err(e) => return Err(format!("rmdir {mp}: {e}")),
-                }
-            }
-            Ok(())
+        } => undo_mount(host, w, fstype, mp, *created_dir),
+    }
+}
+
+/// A file apply wrote: the saved original back byte for byte (or the link that was there, or
+/// nothing where there was nothing), read back.
+fn undo_file(
+    host: &Host,
+    j: &Journal,
+    w: &mut dyn Writer,
+    path: &str,
+    original: Option<&crate::hostio::journal::Saved>,
+    created_dir: &Option<String>,
+    link: &Option<String>,
+) -> Result<(), String> {
+    let real = real_path(host, path, false)?;
+    if let Some(t) = link {
+        w.symlink(t, &real).map_err(ioe(path))?;
+        return Ok(link_reads_back(&real, path, t)?);
+    }
+    match original {
+        Some(saved) => {
+            let bytes = j
+                .blob(&saved.blob)
+                .map_err(ioe(&format!("journal copy of {path}")))?;
+            w.write_file(&real, &bytes, saved.mode).map_err(ioe(path))?;
+            Ok(file_reads_back(&real, path, &bytes)?)
+        }
+        None => remove_new(w, host, &real, path, created_dir),
+    }
+}
+
+/// A link apply made (enabling a unit): the previous link back, or none.
+fn undo_symlink(
+    host: &Host,
+    w: &mut dyn Writer,
+    path: &str,
+    original: Option<&str>,
+    created_dir: &Option<String>,
+) -> Result<(), String> {
+    let real = real_path(host, path, false)?;
+    match original {
+        Some(t) => {
+            w.symlink(t, &real).map_err(ioe(path))?;
+            Ok(link_reads_back(&real, path, t)?)
+        }
+        None => remove_new(w, host, &real, path, created_dir),
+    }
+}
+
+/// A kernel attribute under a host root: the root's file gets back exactly what it held.
+fn restore_root_attr(
+    w: &mut dyn Writer,
+    real: &Path,
+    path: &str,
+    original: &str,
+) -> Result<(), String> {
+    let mode = std::fs::metadata(real)
+        .map(|m| {
+            use std::os::unix::fs::PermissionsExt;
+            m.permissions().mode() & 0o7777
+        })
+        .unwrap_or(0o644);
+    w.write_file(real, original.as_bytes(), mode)
+        .map_err(ioe(path))?;
+    Ok(file_reads_back(real, path, original.as_bytes())?)
+}
+
+/// A live kernel attribute: the value read before apply back, or for a shared pool
+/// (hugepages) the count less what this run added, read back.
+fn restore_live_attr(
+    w: &mut dyn Writer,
+    real: &Path,
+    path: &str,
+    original: &str,
+    new: &str,
+    shared_count: bool,
+) -> Result<(), String> {
+    let owned;
+    let mut value = original.trim();
+    // A shared pool (hugepages): give back the units this run added, not more, in case
+    // someone reserved some since (when nobody did, this is exactly the prior count).
+    if shared_count {
+        let now = std::fs::read_to_string(real)
+            .ok()
+            .and_then(|s| s.trim().parse::<u64>().ok());
+        if let (Some(now), Ok(orig), Ok(set)) = (
+            now,
+            original.trim().parse::<u64>(),
+            new.trim().parse::<u64>(),
+        ) {
+            owned = now.saturating_sub(set.saturating_sub(orig)).to_string();
+            value = &owned;
         }
     }
+    // The selected governor is the only word sysfs shows for scaling_governor; nr_hugepages
+    // is a count. Both are written back as read.
+    w.write_attr(real, value, Target::Live).map_err(ioe(path))?;
+    let back = std::fs::read_to_string(real).map_err(ioe(path))?;
+    if back.trim() != value {
+        return Err(format!(
+            "{path}: wrote `{value}` back, reads `{}`",
+            back.trim()
+        ));
+    }
+    Ok(())
+}
+
+fn undo_mtu(w: &mut dyn Writer, ifname: &str, original: u32) -> Result<(), String> {
+    w.set_mtu(ifname, original)
+        .map_err(ioe(&format!("MTU of {ifname}")))?;
+    let back = w.mtu(ifname).map_err(ioe(ifname))?;
+    if back != original {
+        return Err(format!(
+            "{ifname}: MTU reads {back} after restoring {original}"
+        ));
+    }
+    Ok(())
+}
+
+/// A config-space register: only the bits apply changed go back; anything else the register
+/// gained since stays.
+fn undo_config_word(
+    host: &Host,
+    w: &mut dyn Writer,
+    bdf: &str,
+    path: &str,
+    offset: u64,
+    original: u16,
+    mask: u16,
+) -> Result<(), String> {
+    let real = real_path(host, path, true)?;
+    let cur = read_word(&real, offset).map_err(ioe(bdf))?;
+    if cur == 0xffff {
+        return Err(format!(
+            "{bdf}: the register reads 0xffff (device gone); not writing"
+        ));
+    }
+    let restored = (cur & !mask) | (original & mask);
+    w.pwrite(&real, offset, &restored.to_le_bytes())
+        .map_err(ioe(bdf))?;
+    let back = read_word(&real, offset).map_err(ioe(&format!("{bdf}: read back")))?;
+    if back & mask != original & mask {
+        return Err(format!(
+            "{bdf}: wrote 0x{restored:04x} back (bits 0x{mask:04x} = 0x{:04x}), reads back 0x{back:04x}",
+            original & mask
+        ));
+    }
+    Ok(())
+}
+
+/// A module apply loaded: unloaded only where the kernel lists it (an apply whose modprobe did
+/// not take leaves its entry), and it must be gone after.
+fn undo_module(host: &Host, target: Target, w: &mut dyn Writer, name: &str) -> Result<(), String> {
+    if target == Target::Root || !setters::module_loaded(host, name) {
+        return Ok(());
+    }
+    w.modprobe(name, true).map_err(|e| e.to_string())?;
+    if setters::module_loaded(host, name) {
+        return Err(format!(
+            "{name}: modprobe -r succeeded, but the kernel still lists the module"
+        ));
+    }
+    Ok(())
+}
+
+/// A mount apply made. Target-independent: the mount table is read through the host root and
+/// the unmount goes through the Writer (only a live apply journals a mount; under a root the
+/// mount is a `File` change of the root's /proc/mounts).
+fn undo_mount(
+    host: &Host,
+    w: &mut dyn Writer,
+    fstype: &str,
+    mp: &str,
+    created_dir: bool,
+) -> Result<(), String> {
+    let real = real_path(host, mp, true)?;
+    // Only a mount the kernel lists is unmounted (an apply whose mount(2) did not show leaves
+    // its entry), and it must be gone after.
+    if setters::mounted(host, mp, fstype) {
+        w.umount(&real).map_err(|e| format!("umount {mp}: {e}"))?;
+        if setters::mounted(host, mp, fstype) {
+            return Err(format!(
+                "umount {mp} succeeded, but /proc/self/mounts still lists {fstype} there"
+            ));
+        }
+    }
+    if created_dir {
+        // Only an empty directory goes (rmdir): files someone put there stay.
+        match std::fs::remove_dir(&real) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(format!("rmdir {mp}: {e}")),
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

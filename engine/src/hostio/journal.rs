@@ -49,6 +49,11 @@ pub enum Entry {
         /// link itself back, not a copy of what it pointed to.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         link: Option<String>,
+        /// The saved copy (`files/NNNN.new`) of what the run wrote, so `status` can tell a
+        /// file changed since and a partial revert a later run's rewrite. `None` in journals
+        /// from before this field.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        written: Option<String>,
     },
     /// A symlink created (enabling a unit). `original`: the previous link target, if any.
     Symlink {
@@ -56,6 +61,9 @@ pub enum Entry {
         original: Option<String>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         created_dir: Option<String>,
+        /// Where the run pointed the link (`None` in journals from before this field).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        to: Option<String>,
     },
     /// A kernel attribute written. `original` is the exact content read before.
     Attr {
@@ -143,6 +151,30 @@ fn mark_legacy_shared_counts(doc: &mut serde_json::Value) {
     }
 }
 
+/// Journals written before the record-level `check` (daqtune up to issue 26) named the setting
+/// only in `attr` entries. Reading one, an `attr` record gets its entry's check, so `revert
+/// --only` and `status` can attribute it; other records stay without one (the run can then
+/// only be reverted whole, and `revert --only` says so). A format migration beside the format.
+fn attribute_legacy_checks(doc: &mut serde_json::Value) {
+    let Some(records) = doc.get_mut("records").and_then(|r| r.as_array_mut()) else {
+        return;
+    };
+    for rec in records.iter_mut().filter_map(|r| r.as_object_mut()) {
+        if rec.contains_key("check") {
+            continue;
+        }
+        let check = rec
+            .get("entry")
+            .filter(|e| e.get("kind").and_then(|k| k.as_str()) == Some("attr"))
+            .and_then(|e| e.get("check"))
+            .and_then(|c| c.as_str())
+            .map(str::to_string);
+        if let Some(c) = check {
+            rec.insert("check".into(), serde_json::Value::String(c));
+        }
+    }
+}
+
 fn mrrs_mask() -> u16 {
     0x7000
 }
@@ -157,6 +189,10 @@ pub struct Saved {
 pub struct Record {
     pub entry: Entry,
     pub done: bool,
+    /// The check (tunable id) whose change this is; `None` only in journals from before
+    /// the field that the migration cannot attribute ([`attribute_legacy_checks`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub check: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -174,6 +210,69 @@ pub struct JournalDoc {
     /// rewrite of the same grub drop-in, say) can keep them instead of silently dropping them.
     #[serde(default, skip_serializing_if = "RecordedSelection::is_empty")]
     pub selection: RecordedSelection,
+    /// The daqtune version that made the run; `None` in journals from before the field.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub daqtune_version: Option<String>,
+    /// When the run finished (applied, partial or reverted last), Unix seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_unix: Option<u64>,
+    /// How the run was asked for (the options `status` shows); `None` in journals from before
+    /// the field.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub options: Option<RunOptions>,
+    /// The records `revert --only` undid, moved out of `records` (which hold what is still in
+    /// effect, as every reader of the journal expects), kept so `status` can say what was
+    /// undone.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub undone: Vec<Record>,
+}
+
+/// The options of an apply run, as `status` shows them (`RecordedSelection` holds those a
+/// later apply keeps).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunOptions {
+    /// Where the profile came from (`--profile igx-orin`, `detected and confirmed: ...`).
+    #[serde(default)]
+    pub profile_origin: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub only: Vec<String>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub runtime_only: bool,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub persist_only: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device: Option<String>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub fresh: bool,
+}
+
+impl RunOptions {
+    /// The options as command-line words (`--only pcie.mrrs --runtime-only`).
+    pub fn words(&self, sel: &RecordedSelection) -> Vec<String> {
+        let mut w = Vec::new();
+        if !self.only.is_empty() {
+            w.push(format!("--only {}", self.only.join(",")));
+        }
+        if self.runtime_only {
+            w.push("--runtime-only".into());
+        }
+        if self.persist_only {
+            w.push("--persist-only".into());
+        }
+        if let Some(d) = &self.device {
+            w.push(format!("--device {d}"));
+        }
+        if let Some(c) = &sel.config {
+            w.push(format!("--config {c}"));
+        }
+        if sel.allow_acs {
+            w.push("--allow-acs".into());
+        }
+        if self.fresh {
+            w.push("--fresh".into());
+        }
+        w
+    }
 }
 
 /// `--config` and `--allow-acs` of an apply run.
@@ -205,6 +304,10 @@ pub struct Journal {
     /// Real path of this run's directory.
     pub dir: PathBuf,
     pub doc: JournalDoc,
+    /// The check whose change is being made: stamped on each record [`Journal::record`] and
+    /// [`Journal::push`] add (the executor sets it per change, so the tunables' own setters
+    /// need not pass it).
+    pub current_check: Option<String>,
 }
 
 fn now_unix() -> u64 {
@@ -240,7 +343,12 @@ impl Journal {
                 records: Vec::new(),
                 pending_reboot: Vec::new(),
                 selection: RecordedSelection::default(),
+                daqtune_version: Some(env!("CARGO_PKG_VERSION").to_string()),
+                finished_unix: None,
+                options: None,
+                undone: Vec::new(),
             },
+            current_check: None,
         };
         j.flush(w)?;
         Ok(j)
@@ -256,6 +364,7 @@ impl Journal {
         };
         let mut value: serde_json::Value = serde_json::from_str(&text).map_err(invalid)?;
         mark_legacy_shared_counts(&mut value);
+        attribute_legacy_checks(&mut value);
         let doc: JournalDoc = serde_json::from_value(value).map_err(invalid)?;
         if doc.schema != SCHEMA {
             return Err(io::Error::new(
@@ -266,6 +375,7 @@ impl Journal {
         Ok(Journal {
             dir: dir.to_path_buf(),
             doc,
+            current_check: None,
         })
     }
 
@@ -282,6 +392,13 @@ impl Journal {
         Ok(name)
     }
 
+    /// Save the bytes a file entry about to be recorded writes (`files/NNNN.new`).
+    pub fn save_written(&self, w: &mut dyn Writer, data: &[u8]) -> io::Result<String> {
+        let name = format!("files/{:04}.new", self.doc.records.len());
+        w.write_file(&self.dir.join(&name), data, 0o600)?;
+        Ok(name)
+    }
+
     pub fn blob(&self, name: &str) -> io::Result<Vec<u8>> {
         if name.contains("..") || name.starts_with('/') {
             return Err(io::Error::new(io::ErrorKind::InvalidData, "bad blob name"));
@@ -291,7 +408,12 @@ impl Journal {
 
     /// Record an entry before making the change; returns its index.
     pub fn record(&mut self, w: &mut dyn Writer, entry: Entry) -> io::Result<usize> {
-        self.doc.records.push(Record { entry, done: false });
+        let check = self.current_check.clone();
+        self.doc.records.push(Record {
+            entry,
+            done: false,
+            check,
+        });
         self.flush(w)?;
         Ok(self.doc.records.len() - 1)
     }
@@ -299,7 +421,12 @@ impl Journal {
     /// Add an entry without writing the journal: the caller flushes before making any of the
     /// changes so recorded (batches of kernel attributes: one flush instead of one per CPU).
     pub fn push(&mut self, entry: Entry) -> usize {
-        self.doc.records.push(Record { entry, done: false });
+        let check = self.current_check.clone();
+        self.doc.records.push(Record {
+            entry,
+            done: false,
+            check,
+        });
         self.doc.records.len() - 1
     }
 
@@ -329,6 +456,7 @@ impl Journal {
 
     pub fn finish(&mut self, w: &mut dyn Writer, state: RunState) -> io::Result<()> {
         self.doc.state = state;
+        self.doc.finished_unix = Some(now_unix());
         self.flush(w)
     }
 }
@@ -376,6 +504,7 @@ mod tests {
                     }),
                     created_dir: None,
                     link: None,
+                    written: None,
                 },
             )
             .expect("record");

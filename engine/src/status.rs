@@ -1,0 +1,597 @@
+//! `daqtune status`: what daqtune has applied and whether it still holds (tuned-adm's
+//! `active` and `verify`): the apply runs in effect from the journals (when, by which version,
+//! with which options), the profile in effect, what waits for a reboot (the checks of the
+//! applied settings, judged as `check` does: [`crate::run_info::pending_reboot`]), and drift:
+//! each value and file a run wrote, read again now and compared with what was written.
+//!
+//! Only the newest write of a thing counts: a file two runs wrote is compared with the later
+//! run's bytes. Records `revert --only` undid are no longer in a run's `records`.
+
+use crate::apply::STATE_DIR;
+use crate::commands::{GlobalOptions, UsageError};
+use crate::exec::apply::{read_word, real_path};
+use crate::hostio::journal::{list_runs, Entry, Journal, JournalDoc, Record, RunState};
+use crate::hostio::setters;
+use crate::hostroot::open_host;
+use crate::run_info::rfc3339;
+use daqtune_probe::Host;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
+use std::path::Path;
+
+pub const SCHEMA: &str = "daqtune.status/v1";
+
+#[derive(Debug, Clone, Default)]
+pub struct StatusOptions {
+    /// Journal directory's parent (host path; default /var/lib/daqtune).
+    pub state_dir: Option<String>,
+}
+
+/// The status report (`daqtune.status/v1`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Status {
+    pub schema: String,
+    pub daqtune_version: String,
+    /// The host root read (`/` on the live host).
+    pub root: String,
+    /// The profile of the newest run in effect; `None`: nothing applied.
+    pub profile: Option<String>,
+    /// The apply runs in effect, oldest first.
+    pub runs: Vec<RunStatus>,
+    /// Check ids whose applied change waits for a reboot (the checks' `pending-reboot`
+    /// verdicts, judged with `judged_with`).
+    pub pending_reboot: Vec<String>,
+    /// The profile the pending-reboot verdicts were judged with, and where it came from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judged_with: Option<String>,
+    /// Every setting the runs in effect wrote, read again now.
+    pub settings: Vec<Setting>,
+    /// Journals that could not be read (path and why): the runs they hold are not shown.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unreadable: Vec<String>,
+    pub summary: Summary,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunStatus {
+    pub id: String,
+    pub profile: String,
+    /// `applied`, `partial` (some changes failed) or `applying` (interrupted).
+    pub state: String,
+    pub started_at: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<String>,
+    /// `None`: the journal is from a daqtune that did not record its version.
+    pub daqtune_version: Option<String>,
+    /// Where the profile came from, as the run said (`None`: not recorded).
+    pub profile_origin: Option<String>,
+    /// The options of the run as command-line words (`--only pcie.mrrs`); `None`: not
+    /// recorded by the daqtune that made it.
+    pub options: Option<Vec<String>>,
+    /// The checks whose changes the run holds.
+    pub checks: Vec<String>,
+    /// How many changes it holds (completed journal records).
+    pub changes: usize,
+    /// What the run said waited for a reboot when it finished.
+    pub pending_reboot_at_apply: Vec<String>,
+    /// Checks of this run undone by `revert --only`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub undone: Vec<String>,
+}
+
+/// One thing a run wrote, read again.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Setting {
+    pub run: String,
+    /// The check whose change it is (`?`: an old journal did not say).
+    pub check: String,
+    /// What was changed: `file /etc/...`, `attribute /sys/...`, `MTU of eth0`, ...
+    pub what: String,
+    /// `held` (reads as written), `drift` (changed since), `unknown` (cannot be read here,
+    /// with `detail` saying why).
+    pub state: SettingState,
+    /// What was written (short form), if it can be said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub applied: Option<String>,
+    /// What is there now (short form), if it can be read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub now: Option<String>,
+    pub detail: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SettingState {
+    Held,
+    Drift,
+    Unknown,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Summary {
+    pub runs: usize,
+    pub held: usize,
+    pub drift: usize,
+    pub unknown: usize,
+}
+
+impl Status {
+    /// 0: no drift; 1: some setting changed behind daqtune's back.
+    pub fn exit_code(&self) -> u8 {
+        u8::from(self.summary.drift > 0)
+    }
+}
+
+/// Reads the journals under the host's state directory and re-reads what they wrote.
+pub fn gather(g: &GlobalOptions, a: &StatusOptions) -> Result<Status, UsageError> {
+    let host = open_host(g)?;
+    let dir = a.state_dir.clone().unwrap_or_else(|| STATE_DIR.to_string());
+    if !dir.starts_with('/') {
+        return Err(UsageError::Other(format!(
+            "--state-dir {dir}: must be absolute"
+        )));
+    }
+    let mut st = Status {
+        schema: SCHEMA.into(),
+        daqtune_version: env!("CARGO_PKG_VERSION").into(),
+        root: host.root().display().to_string(),
+        profile: None,
+        runs: Vec::new(),
+        pending_reboot: Vec::new(),
+        judged_with: None,
+        settings: Vec::new(),
+        unreadable: Vec::new(),
+        summary: Summary::default(),
+    };
+    let base = match real_path(&host, &format!("{dir}/journal"), true) {
+        Ok(b) => b,
+        // No state directory (or one that leads outside the root): nothing applied.
+        Err(_) => return Ok(st),
+    };
+    if let Err(e) = std::fs::read_dir(&base) {
+        if e.kind() != std::io::ErrorKind::NotFound {
+            return Err(UsageError::Other(format!(
+                "cannot read the journal directory {dir}/journal: {e}"
+            )));
+        }
+    }
+    let mut runs: Vec<Journal> = Vec::new();
+    for d in list_runs(&base) {
+        match Journal::open(&d) {
+            Ok(j) if j.doc.state == RunState::Reverted => {}
+            Ok(j) => runs.push(j),
+            Err(e) => st.unreadable.push(format!("{}: {e}", d.display())),
+        }
+    }
+    st.runs = runs.iter().map(|j| run_status(&j.doc)).collect();
+    st.profile = runs.last().map(|j| j.doc.profile.clone());
+    st.settings = settings(&host, &runs);
+    if !runs.is_empty() {
+        judge_pending(&host, g, &runs, &mut st);
+    }
+    st.summary = Summary {
+        runs: st.runs.len(),
+        held: count(&st.settings, SettingState::Held),
+        drift: count(&st.settings, SettingState::Drift),
+        unknown: count(&st.settings, SettingState::Unknown),
+    };
+    Ok(st)
+}
+
+fn count(s: &[Setting], state: SettingState) -> usize {
+    s.iter().filter(|x| x.state == state).count()
+}
+
+fn run_status(doc: &JournalDoc) -> RunStatus {
+    let ids = |recs: &[Record]| -> Vec<String> {
+        let set: BTreeSet<String> = recs
+            .iter()
+            .map(|r| r.check.clone().unwrap_or_else(|| "?".into()))
+            .collect();
+        set.into_iter().collect()
+    };
+    RunStatus {
+        id: doc.id.clone(),
+        profile: doc.profile.clone(),
+        state: match doc.state {
+            RunState::Applying => "applying",
+            RunState::Applied => "applied",
+            RunState::Partial => "partial",
+            RunState::Reverted => "reverted",
+        }
+        .into(),
+        started_at: rfc3339(doc.started_unix),
+        finished_at: doc.finished_unix.map(rfc3339),
+        daqtune_version: doc.daqtune_version.clone(),
+        profile_origin: doc.options.as_ref().map(|o| o.profile_origin.clone()),
+        options: doc.options.as_ref().map(|o| o.words(&doc.selection)),
+        checks: ids(&doc.records),
+        changes: doc.records.iter().filter(|r| r.done).count(),
+        pending_reboot_at_apply: doc.pending_reboot.clone(),
+        undone: ids(&doc.undone),
+    }
+}
+
+/// The key of what an entry changed (two entries with one key wrote the same thing).
+fn key(e: &Entry) -> String {
+    match e {
+        Entry::File { path, .. } | Entry::Symlink { path, .. } => format!("file {path}"),
+        Entry::Attr { path, .. } => format!("attribute {path}"),
+        Entry::ConfigWord {
+            bdf, offset, mask, ..
+        } => format!("{bdf} config 0x{offset:x} bits 0x{mask:04x}"),
+        Entry::Mtu { ifname, .. } => format!("MTU of {ifname}"),
+        Entry::Module { name } => format!("module {name}"),
+        Entry::Mount { target, .. } => format!("mount {target}"),
+        Entry::GpuLock { uuid, domain, .. } => format!("{} clock lock of {uuid}", domain.as_str()),
+        Entry::GpuPersistence { uuid, .. } => format!("persistence mode of {uuid}"),
+    }
+}
+
+/// Every completed record of the runs in effect, newest write of each thing only, re-read.
+fn settings(host: &Host, runs: &[Journal]) -> Vec<Setting> {
+    let mut seen = BTreeSet::new();
+    let mut out = Vec::new();
+    for j in runs.iter().rev() {
+        for rec in j.doc.records.iter().rev().filter(|r| r.done) {
+            let k = key(&rec.entry);
+            if !seen.insert(k.clone()) {
+                continue;
+            }
+            let (state, applied, now, detail) = reread(host, j, &rec.entry);
+            out.push(Setting {
+                run: j.doc.id.clone(),
+                check: rec.check.clone().unwrap_or_else(|| "?".into()),
+                what: k,
+                state,
+                applied,
+                now,
+                detail,
+            });
+        }
+    }
+    out.reverse();
+    out
+}
+
+type Reread = (SettingState, Option<String>, Option<String>, String);
+
+fn unknown(why: impl Into<String>) -> Reread {
+    (SettingState::Unknown, None, None, why.into())
+}
+
+/// A value for a one-line report: trimmed, at most 60 characters.
+fn short(v: &str) -> String {
+    let t = v.trim();
+    if t.chars().count() > 60 {
+        format!("{}...", t.chars().take(57).collect::<String>())
+    } else {
+        t.to_string()
+    }
+}
+
+fn held_or_drift(same: bool, applied: String, now: String, drift: &str) -> Reread {
+    if same {
+        (
+            SettingState::Held,
+            Some(applied),
+            Some(now),
+            "as applied".into(),
+        )
+    } else {
+        (SettingState::Drift, Some(applied), Some(now), drift.into())
+    }
+}
+
+/// One record's thing read again now, against what the run wrote.
+fn reread(host: &Host, j: &Journal, e: &Entry) -> Reread {
+    match e {
+        Entry::File { path, written, .. } => {
+            let Some(blob) = written else {
+                return unknown(
+                    "the journal is from a daqtune that did not keep what it wrote; `daqtune check` judges the file",
+                );
+            };
+            let want = match j.blob(blob) {
+                Ok(b) => b,
+                Err(e) => return unknown(format!("the journal's copy is unreadable: {e}")),
+            };
+            let Ok(real) = real_path(host, path, false) else {
+                return unknown("the path no longer resolves inside the root");
+            };
+            let applied = format!("{} bytes", want.len());
+            match std::fs::read(&real) {
+                Ok(b) => {
+                    let now = format!("{} bytes", b.len());
+                    held_or_drift(
+                        b == want,
+                        applied,
+                        now,
+                        "the file changed since it was written",
+                    )
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => (
+                    SettingState::Drift,
+                    Some(applied),
+                    Some("missing".into()),
+                    "the file was removed".into(),
+                ),
+                Err(e) => unknown(format!("cannot read it: {e}")),
+            }
+        }
+        Entry::Symlink { path, to, .. } => {
+            let Some(t) = to else {
+                return unknown(
+                    "the journal is from a daqtune that did not record the link's target",
+                );
+            };
+            let Ok(real) = real_path(host, path, false) else {
+                return unknown("the path no longer resolves inside the root");
+            };
+            match std::fs::read_link(&real) {
+                Ok(now) => {
+                    let now = now.display().to_string();
+                    held_or_drift(
+                        &now == t,
+                        short(t),
+                        short(&now),
+                        "the link points elsewhere",
+                    )
+                }
+                Err(_) => (
+                    SettingState::Drift,
+                    Some(short(t)),
+                    Some("missing".into()),
+                    "the link was removed".into(),
+                ),
+            }
+        }
+        Entry::Attr {
+            path,
+            new,
+            shared_count,
+            ..
+        } => {
+            let Ok(real) = real_path(host, path, true) else {
+                return unknown("the attribute is gone (device removed?)");
+            };
+            match std::fs::read_to_string(&real) {
+                Ok(now) => {
+                    let same = if *shared_count {
+                        // A shared pool: others may have added to it; less than applied is drift.
+                        match (now.trim().parse::<u64>(), new.trim().parse::<u64>()) {
+                            (Ok(n), Ok(w)) => n >= w,
+                            _ => now.split_whitespace().eq(new.split_whitespace()),
+                        }
+                    } else {
+                        now.split_whitespace().eq(new.split_whitespace())
+                    };
+                    held_or_drift(same, short(new), short(&now), "the value changed")
+                }
+                Err(e) => unknown(format!("cannot read it: {e}")),
+            }
+        }
+        Entry::Mtu { ifname, new, .. } => {
+            match host.read_string(&format!("/sys/class/net/{ifname}/mtu")) {
+                Ok(now) => held_or_drift(
+                    now.trim() == new.to_string(),
+                    new.to_string(),
+                    short(&now),
+                    "the MTU changed",
+                ),
+                Err(e) => unknown(format!("cannot read the MTU: {e}")),
+            }
+        }
+        Entry::ConfigWord {
+            path,
+            offset,
+            new,
+            mask,
+            ..
+        } => {
+            let Ok(real) = real_path(host, path, true) else {
+                return unknown("the device is gone");
+            };
+            match read_word(&real, *offset) {
+                Ok(0xffff) => unknown("the register reads 0xffff (device gone or in reset)"),
+                Ok(now) => held_or_drift(
+                    now & mask == new & mask,
+                    format!("0x{:04x}", new & mask),
+                    format!("0x{:04x}", now & mask),
+                    "the register bits changed (a reset or a hot-plug clears them)",
+                ),
+                // Without CAP_SYS_ADMIN the kernel shows only the first 64 bytes.
+                Err(e) => unknown(format!("cannot read the register (needs root): {e}")),
+            }
+        }
+        Entry::Module { name } => {
+            if host.read_string("/proc/modules").is_err() {
+                return unknown("/proc/modules is unreadable");
+            }
+            let loaded = setters::module_loaded(host, name);
+            held_or_drift(
+                loaded,
+                "loaded".into(),
+                if loaded { "loaded" } else { "not loaded" }.into(),
+                "the module was unloaded",
+            )
+        }
+        Entry::Mount { fstype, target, .. } => {
+            if host.read_string("/proc/self/mounts").is_err() {
+                return unknown("/proc/self/mounts is unreadable");
+            }
+            let m = setters::mounted(host, target, fstype);
+            held_or_drift(
+                m,
+                format!("{fstype} mounted"),
+                if m { "mounted" } else { "not mounted" }.into(),
+                "the file system was unmounted",
+            )
+        }
+        Entry::GpuLock { .. } | Entry::GpuPersistence { .. } => {
+            unknown("GPU state is not re-read here: `daqtune check gpu.clocks` judges it")
+        }
+    }
+}
+
+/// The checks of the settings in effect, judged with the profile of the newest run (or
+/// `--profile`): those in `pending-reboot` wait for a reboot.
+fn judge_pending(host: &Host, g: &GlobalOptions, runs: &[Journal], st: &mut Status) {
+    let mut only: BTreeSet<String> = BTreeSet::new();
+    for j in runs {
+        for r in &j.doc.records {
+            match &r.check {
+                Some(c) if crate::tunables::find(c).is_some() => {
+                    only.insert(c.clone());
+                }
+                _ => {}
+            }
+        }
+        only.extend(
+            j.doc
+                .pending_reboot
+                .iter()
+                .filter(|c| crate::tunables::find(c).is_some())
+                .cloned(),
+        );
+    }
+    if only.is_empty() {
+        return;
+    }
+    let newest = &runs[runs.len() - 1].doc.profile;
+    let lp = match &g.profile {
+        Some(p) => crate::commands::load_profile(p)
+            .ok()
+            .map(|lp| (lp, format!("{p} (--profile)"))),
+        None => crate::profile::builtin_names()
+            .any(|n| n == newest)
+            .then(|| crate::commands::load_profile(newest).ok())
+            .flatten()
+            .map(|lp| (lp, format!("{newest} (the newest run's)"))),
+    };
+    let facts = g.facts(host);
+    let (lp, said) = match lp {
+        Some(x) => x,
+        None => match crate::commands::choose_profile_with(&facts, g) {
+            Ok(lp) => {
+                let s = format!("{} ({})", lp.profile.name, lp.origin);
+                (lp, s)
+            }
+            Err(_) => return,
+        },
+    };
+    let rep = crate::commands::evaluate_facts(&facts, &lp, only.into_iter().collect(), false, None);
+    st.pending_reboot = crate::run_info::pending_reboot(&rep.checks);
+    st.judged_with = Some(said);
+}
+
+/// The text report.
+pub fn text(st: &Status) -> String {
+    let mut s = String::new();
+    if st.runs.is_empty() {
+        let _ = writeln!(
+            s,
+            "nothing applied: no apply run in effect (no journal under {})",
+            journal_dir_shown(st)
+        );
+        for u in &st.unreadable {
+            let _ = writeln!(s, "unreadable journal: {u}");
+        }
+        return s;
+    }
+    let _ = writeln!(
+        s,
+        "profile in effect: {}",
+        st.profile.as_deref().unwrap_or("-")
+    );
+    let _ = writeln!(s, "apply runs in effect ({}), oldest first:", st.runs.len());
+    for r in &st.runs {
+        let when = match &r.finished_at {
+            Some(f) => format!("{} (finished {f})", r.started_at),
+            None => r.started_at.clone(),
+        };
+        let by = r.daqtune_version.as_deref().map_or(
+            "a daqtune that did not record its version".to_string(),
+            |v| format!("daqtune {v}"),
+        );
+        let _ = writeln!(s, "  {}  {}  {when}, by {by}", r.id, r.state);
+        let origin = r.profile_origin.as_deref().unwrap_or("not recorded");
+        let _ = writeln!(s, "      profile {} ({origin})", r.profile);
+        let opts = match &r.options {
+            Some(o) if o.is_empty() => "none".to_string(),
+            Some(o) => o.join(" "),
+            None => "not recorded".to_string(),
+        };
+        let _ = writeln!(s, "      options: {opts}");
+        let _ = writeln!(s, "      {} change(s): {}", r.changes, r.checks.join(", "));
+        if !r.undone.is_empty() {
+            let _ = writeln!(s, "      undone by revert --only: {}", r.undone.join(", "));
+        }
+    }
+    match (&st.pending_reboot[..], &st.judged_with) {
+        ([], Some(_)) => {
+            let _ = writeln!(s, "waiting for a reboot: nothing");
+        }
+        ([], None) => {}
+        (p, _) => {
+            let _ = writeln!(s, "waiting for a reboot: {}", p.join(", "));
+        }
+    }
+    for u in &st.unreadable {
+        let _ = writeln!(s, "unreadable journal: {u}");
+    }
+    let sum = &st.summary;
+    if sum.drift == 0 {
+        let _ = writeln!(
+            s,
+            "no drift: {} setting(s) read as applied{}",
+            sum.held,
+            if sum.unknown > 0 {
+                format!(", {} could not be read (below)", sum.unknown)
+            } else {
+                String::new()
+            }
+        );
+    } else {
+        let _ = writeln!(
+            s,
+            "DRIFT: {} of {} setting(s) changed since they were applied:",
+            sum.drift,
+            st.settings.len()
+        );
+    }
+    for x in st.settings.iter().filter(|x| x.state != SettingState::Held) {
+        let word = match x.state {
+            SettingState::Drift => "DRIFT",
+            _ => "?    ",
+        };
+        let values = match (&x.applied, &x.now) {
+            (Some(a), Some(n)) => format!(": applied `{a}`, now `{n}`"),
+            _ => String::new(),
+        };
+        let _ = writeln!(
+            s,
+            "  {word}  {:<14} {}{values} ({}; run {})",
+            x.check, x.what, x.detail, x.run
+        );
+    }
+    s
+}
+
+fn journal_dir_shown(st: &Status) -> String {
+    let j = format!("{STATE_DIR}/journal");
+    if st.root == "/" {
+        j
+    } else {
+        Path::new(&st.root)
+            .join(j.trim_start_matches('/'))
+            .display()
+            .to_string()
+    }
+}
+
+/// The JSON report.
+pub fn json(st: &Status) -> String {
+    serde_json::to_string_pretty(st).unwrap_or_default() + "\n"
+}
