@@ -952,6 +952,21 @@ fn run_revert_inner(
                 .unwrap_or(true)
         })
         .collect();
+    match (&scope, pending.is_empty()) {
+        (revert::Scope::Run(id), true) => {
+            return Err(UsageError::Other(format!(
+                "revert: {}",
+                revert::Refusal::NoSuchRun(id.clone())
+            )))
+        }
+        (revert::Scope::Checks(ids), true) => {
+            return Err(UsageError::Other(format!(
+                "revert: {}",
+                revert::Refusal::NothingFor(ids.join(","))
+            )))
+        }
+        _ => {}
+    }
     if pending.is_empty() {
         // What a run killed before its journal landed left is still removed.
         let swept = match base.is_dir().then(|| lock(&state)) {

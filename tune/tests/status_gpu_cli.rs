@@ -1,0 +1,105 @@
+//! Issue 26 items 4-6 at the command line: `daqtune status` (text, JSON, exit 0 no drift, 1
+//! drift, 2 usage), `revert --run/--only`, and `daqtune gpu`.
+
+mod common;
+use common::*;
+use std::path::Path;
+
+fn root_copy() -> tempfile::TempDir {
+    let d = tempfile::tempdir().expect("tmp");
+    copy_tree(&fixture("igx-untuned"), d.path());
+    d
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().expect("utf8")
+}
+
+fn out(o: &std::process::Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+#[test]
+fn status_follows_apply_drift_and_revert() {
+    let d = root_copy();
+    let r = s(d.path());
+    let o = run(&["status", "--root", r]);
+    assert_eq!(o.status.code(), Some(0), "{}", out(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).starts_with("nothing applied"));
+    let o = run(&[
+        "apply", "--root", r, "--profile", "igx-orin", "--only", "cpu.governor", "--runtime-only",
+        "--yes",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", out(&o));
+    let o = run(&["status", "--root", r, "--format", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", out(&o));
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    assert_eq!(j["schema"], "daqtune.status/v1");
+    assert_eq!(j["summary"]["drift"], 0);
+    assert_eq!(
+        j["runs"][0]["options"],
+        serde_json::json!(["--only cpu.governor", "--runtime-only"])
+    );
+    let id = j["runs"][0]["id"].as_str().expect("id").to_string();
+    // Behind daqtune's back.
+    std::fs::write(
+        d.path()
+            .join("sys/devices/system/cpu/cpu3/cpufreq/scaling_governor"),
+        "powersave\n",
+    )
+    .expect("write");
+    let o = run(&["status", "--root", r]);
+    assert_eq!(o.status.code(), Some(1), "{}", out(&o));
+    let t = String::from_utf8_lossy(&o.stdout);
+    assert!(t.contains("DRIFT: 1 of 12"), "{t}");
+    assert!(t.contains("cpu3/cpufreq/scaling_governor: applied `performance`, now `powersave`"), "{t}");
+    // Partial revert of the one setting, then nothing is applied.
+    let o = run(&["revert", "--root", r, "--only", "cpu.governor", "--yes"]);
+    assert_eq!(o.status.code(), Some(0), "{}", out(&o));
+    let o = run(&["status", "--root", r]);
+    assert_eq!(o.status.code(), Some(0), "{}", out(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).starts_with("nothing applied"));
+    // The run is gone from what is in effect.
+    let o = run(&["revert", "--root", r, "--run", &id, "--yes"]);
+    assert_eq!(o.status.code(), Some(2), "{}", out(&o));
+    assert!(out(&o).contains(&format!("no apply run {id} in effect")), "{}", out(&o));
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    let d = root_copy();
+    let r = s(d.path());
+    let o = run(&["status", "--root", r, "--format", "yaml"]);
+    assert_eq!(o.status.code(), Some(2));
+    let o = run(&["revert", "--root", r, "--only", "nope", "--yes"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(out(&o).contains("unknown check `nope`"), "{}", out(&o));
+    let o = run(&["revert", "--root", r, "--only", "cpu.governor", "--run", "x", "--yes"]);
+    assert_eq!(o.status.code(), Some(2), "--run and --only exclude each other");
+}
+
+#[test]
+fn gpu_shows_the_facts_with_their_sources() {
+    let root = fixture("gpu-h200");
+    let o = run(&["gpu", "--root", s(&root)]);
+    assert_eq!(o.status.code(), Some(0), "{}", out(&o));
+    let t = String::from_utf8_lossy(&o.stdout);
+    assert!(t.contains("GPU 0: "), "{t}");
+    assert!(t.contains("BAR1") && t.contains("[NVML]"), "{t}");
+    let tmp = tempfile::tempdir().expect("tmp");
+    let f = tmp.path().join("gpu.json");
+    let o = run(&["gpu", "--root", s(&root), "-f", "json", "-o", s(&f)]);
+    assert_eq!(o.status.code(), Some(0), "{}", out(&o));
+    let j: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&f).expect("file")).expect("json");
+    assert_eq!(j["schema"], "daqtune.gpu-view/v1");
+    assert_eq!(j["source"]["kind"], "recorded");
+    let help = run(&["gpu", "--help"]);
+    assert!(String::from_utf8_lossy(&help.stdout).contains("--no-cache"));
+    let help = run(&["status", "--help"]);
+    assert!(String::from_utf8_lossy(&help.stdout).contains("drift"));
+}
