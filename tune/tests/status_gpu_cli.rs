@@ -31,7 +31,14 @@ fn status_follows_apply_drift_and_revert() {
     assert_eq!(o.status.code(), Some(0), "{}", out(&o));
     assert!(String::from_utf8_lossy(&o.stdout).starts_with("nothing applied"));
     let o = run(&[
-        "apply", "--root", r, "--profile", "igx-orin", "--only", "cpu.governor", "--runtime-only",
+        "apply",
+        "--root",
+        r,
+        "--profile",
+        "igx-orin",
+        "--only",
+        "cpu.governor",
+        "--runtime-only",
         "--yes",
     ]);
     assert_eq!(o.status.code(), Some(0), "{}", out(&o));
@@ -56,7 +63,10 @@ fn status_follows_apply_drift_and_revert() {
     assert_eq!(o.status.code(), Some(1), "{}", out(&o));
     let t = String::from_utf8_lossy(&o.stdout);
     assert!(t.contains("DRIFT: 1 of 12"), "{t}");
-    assert!(t.contains("cpu3/cpufreq/scaling_governor: applied `performance`, now `powersave`"), "{t}");
+    assert!(
+        t.contains("cpu3/cpufreq/scaling_governor: applied `performance`, now `powersave`"),
+        "{t}"
+    );
     // Partial revert of the one setting, then nothing is applied.
     let o = run(&["revert", "--root", r, "--only", "cpu.governor", "--yes"]);
     assert_eq!(o.status.code(), Some(0), "{}", out(&o));
@@ -66,7 +76,11 @@ fn status_follows_apply_drift_and_revert() {
     // The run is gone from what is in effect.
     let o = run(&["revert", "--root", r, "--run", &id, "--yes"]);
     assert_eq!(o.status.code(), Some(2), "{}", out(&o));
-    assert!(out(&o).contains(&format!("no apply run {id} in effect")), "{}", out(&o));
+    assert!(
+        out(&o).contains(&format!("no apply run {id} in effect")),
+        "{}",
+        out(&o)
+    );
 }
 
 #[test]
@@ -78,8 +92,21 @@ fn usage_errors_exit_2() {
     let o = run(&["revert", "--root", r, "--only", "nope", "--yes"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(out(&o).contains("unknown check `nope`"), "{}", out(&o));
-    let o = run(&["revert", "--root", r, "--only", "cpu.governor", "--run", "x", "--yes"]);
-    assert_eq!(o.status.code(), Some(2), "--run and --only exclude each other");
+    let o = run(&[
+        "revert",
+        "--root",
+        r,
+        "--only",
+        "cpu.governor",
+        "--run",
+        "x",
+        "--yes",
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "--run and --only exclude each other"
+    );
 }
 
 #[test]

@@ -557,4 +557,47 @@ mod tests {
             .collect();
         assert_eq!(flags, [true, false]);
     }
+
+    /// A journal from before the record-level check and the header fields: the attribute
+    /// records are attributed from their entries, the rest stay unattributed, and the header
+    /// fields read as not recorded. A new journal records them all.
+    #[test]
+    fn an_old_journal_gets_its_attribute_checks_and_no_invented_header() {
+        let old = r#"{"schema":"daqtune.journal/v1","id":"20250101T000000Z-1","profile":"igx-orin",
+            "started_unix":1,"state":"applied","records":[
+            {"entry":{"kind":"attr","check":"cpu.governor","path":"/sys/x","original":"a","new":"b"},"done":true},
+            {"entry":{"kind":"file","path":"/etc/x","original":null},"done":true}]}"#;
+        let d = tempfile::tempdir().expect("tmp");
+        std::fs::write(d.path().join("journal.json"), old).expect("write");
+        let j = Journal::open(d.path()).expect("open");
+        let checks: Vec<Option<&str>> = j.doc.records.iter().map(|r| r.check.as_deref()).collect();
+        assert_eq!(checks, [Some("cpu.governor"), None]);
+        assert_eq!(j.doc.daqtune_version, None);
+        assert_eq!(j.doc.options, None);
+        assert_eq!(j.doc.finished_unix, None);
+        let mut w = FsWriter::new();
+        let mut n = Journal::create(d.path(), "igx-orin", &mut w).expect("create");
+        n.current_check = Some("nic.mtu".into());
+        let blob = n.save_written(&mut w, b"new").expect("written");
+        assert!(blob.ends_with(".new"), "{blob}");
+        n.record(
+            &mut w,
+            Entry::Symlink {
+                path: "/etc/l".into(),
+                original: None,
+                created_dir: None,
+                to: Some("/etc/t".into()),
+            },
+        )
+        .expect("record");
+        n.finish(&mut w, RunState::Applied).expect("finish");
+        let back = Journal::open(&n.dir).expect("reopen");
+        assert_eq!(back.doc.records[0].check.as_deref(), Some("nic.mtu"));
+        assert_eq!(
+            back.doc.daqtune_version.as_deref(),
+            Some(env!("CARGO_PKG_VERSION"))
+        );
+        assert!(back.doc.finished_unix.is_some());
+        assert_eq!(back.blob(&blob).expect("blob"), b"new");
+    }
 }
