@@ -165,7 +165,7 @@ fn clocks(c: &DomainClocks) -> Option<String> {
     if c.current_mhz.is_none() && c.max_mhz.is_none() {
         return None;
     }
-    let mut s = format!("{} of max {}", mhz(c.current_mhz), mhz(c.max_mhz));
+    let mut s = format!("{} (max {}", mhz(c.current_mhz), mhz(c.max_mhz));
     if c.applications_mhz.is_some() {
         let _ = write!(s, ", applications {}", mhz(c.applications_mhz));
     }
@@ -177,6 +177,7 @@ fn clocks(c: &DomainClocks) -> Option<String> {
             mhz(c.pstate_max_mhz)
         );
     }
+    s.push(')');
     Some(s)
 }
 
@@ -302,7 +303,13 @@ fn entry(host: &Host, g: &GpuFacts, cuda_src: &str) -> GpuEntry {
             }),
             NVML,
         ),
-        None => with_note(fact("NVLink", None, NVML), &["nvlink"]),
+        None => {
+            let mut f = with_note(fact("NVLink", None, NVML), &["nvlink"]);
+            if f.note.is_none() {
+                f.note = Some("not read (no NVLink, or facts recorded before NVLink was)".into());
+            }
+            f
+        }
     });
     if let Some(bdf) = &g.pci_bus_id {
         facts.extend(sysfs_facts(host, bdf));
@@ -374,32 +381,51 @@ pub fn text(v: &GpuView) -> String {
     }
     let _ = writeln!(s);
     let _ = writeln!(s, "NVML: {}; CUDA: {}", v.source.nvml, v.source.cuda);
-    if let Some(c) = &v.source.cuda_cache {
+    // The cache says something only where CUDA's attributes were had at all.
+    if let Some(c) = v
+        .source
+        .cuda_cache
+        .as_ref()
+        .filter(|_| v.source.cuda == "ok")
+    {
         let taken = c.taken_unix.map(rfc3339).unwrap_or_else(|| "-".into());
-        let _ = writeln!(
+        let outcome = serde_json::to_value(c.outcome)
+            .ok()
+            .and_then(|o| o.as_str().map(str::to_string))
+            .unwrap_or_default();
+        let _ = write!(
             s,
-            "CUDA attribute cache {}: {:?}, read from CUDA {taken}",
-            c.path, c.outcome
+            "CUDA attribute cache {}: {outcome}, attributes read from CUDA {taken}",
+            c.path
         );
+        match &c.reason {
+            Some(r) => {
+                let _ = writeln!(s, " ({r})");
+            }
+            None => {
+                let _ = writeln!(s);
+            }
+        }
     }
     if let Some(u) = &v.unavailable {
         let _ = writeln!(s, "no GPU facts: {u}");
     }
+    // Field, source, value: the value last, so a long one (a clock line) wraps alone.
     let rows = |facts: &[Fact], s: &mut String| {
         let w = facts.iter().map(|f| f.field.len()).max().unwrap_or(0);
-        let vw = facts
+        let sw = facts
             .iter()
-            .map(|f| f.value.as_deref().unwrap_or("-").chars().count())
+            .map(|f| f.source.chars().count())
             .max()
-            .unwrap_or(0)
-            .min(60);
+            .unwrap_or(0);
         for f in facts {
             let val = f.value.as_deref().unwrap_or("-");
-            let mut src = f.source.clone();
-            if let Some(n) = &f.note {
-                let _ = write!(src, ": {n}");
-            }
-            let _ = writeln!(s, "  {:<w$}  {val:<vw$}  [{src}]", f.field);
+            let note = f
+                .note
+                .as_deref()
+                .map(|n| format!(" ({n})"))
+                .unwrap_or_default();
+            let _ = writeln!(s, "  {:<w$}  {:<sw$}  {val}{note}", f.field, f.source);
         }
     };
     if v.driver.iter().any(|f| f.value.is_some()) {

@@ -45,7 +45,19 @@ fn the_h200_fixture_shows_each_value_with_its_source() {
     assert!(gd.value.is_some());
     assert_eq!(get(&v, 0, "NUMA node").source, SYSFS);
     let t = text(&v);
-    assert!(t.contains("[NVML]") && t.contains("[CUDA"), "{t}");
+    let line = |field: &str| {
+        t.lines()
+            .find(|l| l.trim_start().starts_with(field))
+            .unwrap_or_else(|| panic!("{field}: {t}"))
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    assert!(line("BAR1").starts_with("BAR1 NVML "), "{t}");
+    assert!(
+        line("dma-buf").starts_with("dma-buf supported (attr 124) CUDA "),
+        "{t}"
+    );
     assert!(t.contains("recorded in"), "{t}");
     let j: serde_json::Value = serde_json::from_str(&json(&v)).expect("json");
     assert_eq!(j["schema"], "daqtune.gpu-view/v1");
