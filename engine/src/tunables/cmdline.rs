@@ -81,31 +81,14 @@ pub fn requires_equal_masks(kernel_release: Option<&str>) -> bool {
 /// The isolation arguments the profile asks for on this host, in the seed's order:
 /// `isolcpus=9-11 irqaffinity=0-8 nohz_full=9-11 rcu_nocbs=9-11 rcu_nocb_poll`.
 pub fn isolation_args(ctx: &Context) -> Result<Vec<String>, crate::tunable::Unjudged> {
-    let Some(iso) = ctx.data_cores()? else {
+    let Some(iso) = crate::context::boot::isolation(ctx)? else {
         return Ok(Vec::new());
     };
-    let cpu = &ctx.profile.profile.cpu;
-    let irq = match &cpu.irqaffinity {
-        Some(s) => s.clone(),
-        None => {
-            let online = ctx.cpus().map_err(|e| e.to_string())?.online.clone();
-            online.difference(&iso).to_string()
-        }
+    let spec = grub::KernelArgSpec {
+        isolation: Some(iso),
+        ..Default::default()
     };
-    let mut args = vec![format!("isolcpus={iso}")];
-    if !irq.is_empty() {
-        args.push(format!("irqaffinity={irq}"));
-    }
-    if cpu.nohz_full {
-        args.push(format!("nohz_full={iso}"));
-    }
-    if cpu.rcu_nocbs {
-        args.push(format!("rcu_nocbs={iso}"));
-    }
-    if cpu.rcu_nocb_poll {
-        args.push("rcu_nocb_poll".into());
-    }
-    Ok(args)
+    Ok(spec.build().map_err(|e| e.to_string())?.words().to_vec())
 }
 
 /// What the command line says, parsed: problems (sentences naming the CPUs involved), notes,

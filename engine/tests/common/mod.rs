@@ -6,6 +6,8 @@ use daqtune_engine::gate::{self, FailOn};
 use daqtune_engine::{commands, hostroot, report};
 use std::path::{Path, PathBuf};
 
+pub mod drive;
+
 #[path = "../../../tests/support/report_json.rs"]
 mod report_json;
 #[allow(unused_imports)]
