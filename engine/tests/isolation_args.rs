@@ -6,12 +6,10 @@
 //! `irqaffinity=`, the check expected no such argument).
 
 mod common;
-#[path = "../src/apply/testroot.rs"]
-mod testroot;
 
 use common::drive::{apply, only, plan};
+use common::testroot::*;
 use common::{check_json_root, statuses};
-use testroot::*;
 
 fn igx() -> tempfile::TempDir {
     let d = igx_root_without_pci();
@@ -30,8 +28,8 @@ fn applied_then_pending(yaml: &str, words: &str) {
     assert!(p.contains(words), "{p}");
     let (code, out) = apply(r, profile, &only(&["kernel.cmdline"]));
     assert_eq!(code, 0, "{out}");
-    let dropin = std::fs::read_to_string(r.join("etc/default/grub.d/99-daqtune.cfg"))
-        .expect("the drop-in");
+    let dropin =
+        std::fs::read_to_string(r.join("etc/default/grub.d/99-daqtune.cfg")).expect("the drop-in");
     assert!(dropin.contains(words), "{dropin}");
     let rep = check_json_root(r, profile);
     assert_eq!(

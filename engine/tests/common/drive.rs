@@ -95,19 +95,58 @@ pub fn revert(root: &Path) -> (u8, String) {
     revert_with(root, &mut FsWriter::new())
 }
 
-/// `daqtune generate KIND --root ROOT --profile PROFILE`: what it prints.
-pub fn try_generate(root: &Path, profile: &str, kind: &str) -> Result<String, UsageError> {
-    let a = GenerateOptions {
-        kind: Kind::from_name(kind).unwrap_or_else(|| panic!("no artifact kind {kind}")),
+/// The options of `daqtune generate KIND` with no override.
+pub fn kind(name: &str) -> GenerateOptions {
+    GenerateOptions {
+        kind: Kind::from_name(name).unwrap_or_else(|| panic!("no artifact kind {name}")),
         exe: None,
         interfaces: Vec::new(),
         devices: Vec::new(),
-    };
+    }
+}
+
+/// `daqtune generate KIND --root ROOT --profile PROFILE` with the options `a`: what it
+/// prints, or the usage error (exit 2).
+pub fn try_generate_with(
+    root: &Path,
+    profile: &str,
+    a: &GenerateOptions,
+) -> Result<String, UsageError> {
     let mut out = Vec::new();
-    run_generate(&globals(root, profile), &a, &mut out)?;
+    run_generate(&globals(root, profile), a, &mut out)?;
     Ok(String::from_utf8_lossy(&out).into_owned())
 }
 
-pub fn generate(root: &Path, profile: &str, kind: &str) -> String {
-    try_generate(root, profile, kind).unwrap_or_else(|e| panic!("generate {kind}: {e}"))
+pub fn try_generate(root: &Path, profile: &str, name: &str) -> Result<String, UsageError> {
+    try_generate_with(root, profile, &kind(name))
+}
+
+pub fn generate(root: &Path, profile: &str, name: &str) -> String {
+    try_generate(root, profile, name).unwrap_or_else(|e| panic!("generate {name}: {e}"))
+}
+
+/// A copy of a fixture root with its ConnectX PFs (and GPU) in sysfs, unless the fixture
+/// already has a PCI tree, and an installed daqtune for the units and rules to run.
+pub fn prepared(name: &str, add_pci: fn(&Path)) -> tempfile::TempDir {
+    let d = tempfile::tempdir().expect("tmp");
+    super::copy_tree(&super::fixture(name), d.path());
+    if !d.path().join("sys/bus/pci/devices").exists() {
+        add_pci(d.path());
+    }
+    super::testroot::install_daqtune(d.path());
+    d
+}
+
+/// A file of the root as text.
+pub fn read(root: &Path, rel: &str) -> String {
+    std::fs::read_to_string(root.join(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"))
+}
+
+/// The root's files byte for byte without daqtune's state (`var/`: the journal stays after
+/// revert), to compare a root before apply with the same root after revert.
+pub fn host_files(root: &Path) -> std::collections::BTreeMap<String, String> {
+    super::testroot::snapshot(root, &[])
+        .into_iter()
+        .filter(|(k, _)| !(k == "var" || k.starts_with("var/")))
+        .collect()
 }

@@ -7,6 +7,8 @@ use daqtune_engine::{commands, hostroot, report};
 use std::path::{Path, PathBuf};
 
 pub mod drive;
+#[path = "../../src/apply/testroot.rs"]
+pub mod testroot;
 
 #[path = "../../../tests/support/report_json.rs"]
 mod report_json;
@@ -44,19 +46,4 @@ pub fn check_json_root(root: &Path, profile: &str) -> serde_json::Value {
 }
 
 /// Copy a fixture tree, symlinks kept as links (sysfs relies on them).
-pub fn copy_tree(src: &Path, dst: &Path) {
-    for entry in std::fs::read_dir(src).expect("read_dir") {
-        let entry = entry.expect("entry");
-        let ft = entry.file_type().expect("ft");
-        let to = dst.join(entry.file_name());
-        if ft.is_symlink() {
-            std::os::unix::fs::symlink(std::fs::read_link(entry.path()).expect("link"), &to)
-                .expect("symlink");
-        } else if ft.is_dir() {
-            std::fs::create_dir_all(&to).expect("mkdir");
-            copy_tree(&entry.path(), &to);
-        } else {
-            std::fs::copy(entry.path(), &to).expect("copy");
-        }
-    }
-}
+pub use testroot::copy_tree;
