@@ -73,14 +73,7 @@ fn extlinux_host_gets_a_new_default_label_and_reverts() {
         p.contains("nothing to change") && p.contains("pending-reboot"),
         "{p}"
     );
-    let (code, out) = revert(r);
-    assert_eq!(code, 0, "{out}");
-    let after = host_files(r);
-    assert!(
-        diff_snapshots(&before, &after).is_empty(),
-        "{:#?}",
-        diff_snapshots(&before, &after)
-    );
+    assert_reverted(r, &before);
 }
 
 #[test]

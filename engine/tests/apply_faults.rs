@@ -48,11 +48,7 @@ fn fault_case(fault: Fault, failing_rel: &str) {
         "performance\n"
     );
     // ...and revert undoes them.
-    let (code, out) = revert(r);
-    assert_eq!(code, 0, "{out}");
-    let after = host_files(r);
-    let d = diff_snapshots(&before, &after);
-    assert!(d.is_empty(), "revert after a fault left: {d:#?}");
+    assert_reverted(r, &before);
 }
 
 #[test]

@@ -11,14 +11,37 @@ use daqtune_engine::apply::{run_apply_gpu, run_revert_gpu};
 use daqtune_engine::apply::{ApplyOptions, RevertOptions, Selection};
 use daqtune_engine::hostio::gpu::{GpuState, MockGpus};
 use daqtune_engine::hostio::setters::FsWriter;
+use std::path::Path;
 
-fn apply_args() -> ApplyOptions {
-    ApplyOptions {
-        sel: Selection::default(),
-        dry_run: false,
+/// `apply --yes --only gpu.clocks [--runtime-only]` with the mocked NVML: the exit code and
+/// what it printed.
+fn apply_gpu(r: &Path, profile: &str, runtime_only: bool, mock: &MockGpus) -> (u8, String) {
+    let a = ApplyOptions {
+        sel: Selection {
+            runtime_only,
+            ..only(&["gpu.clocks"])
+        },
+        yes: true,
+        ..Default::default()
+    };
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let g = globals(r, profile);
+    let code =
+        run_apply_gpu(&g, &a, &mut FsWriter::new(), Some(mock), &mut out, &mut err).expect("apply");
+    (code, String::from_utf8_lossy(&out).into_owned())
+}
+
+/// `revert --yes` with the mocked NVML.
+fn revert_gpu(r: &Path, mock: &MockGpus) -> (u8, String) {
+    let a = RevertOptions {
         yes: true,
         state_dir: None,
-    }
+    };
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let g = globals(r, "igx-orin");
+    let code = run_revert_gpu(&g, &a, &mut FsWriter::new(), Some(mock), &mut out, &mut err)
+        .expect("revert");
+    (code, String::from_utf8_lossy(&out).into_owned())
 }
 
 fn gpu(uuid: &str, name: &str, mem: bool) -> GpuState {
@@ -42,20 +65,7 @@ fn gpu_clocks_and_persistence_through_a_mocked_nvml() {
     other.persistence = Some(true);
     let mock = MockGpus::new(vec![gpu("GPU-1", "NVIDIA RTX 6000 Ada", true), other]);
     mock.locked_by_others.borrow_mut().push("GPU-2".into());
-    let g = globals(r, "igx-orin");
-    let mut a = apply_args();
-    a.sel.only = vec!["gpu.clocks".into()];
-    let (mut out, mut err) = (Vec::new(), Vec::new());
-    let code = run_apply_gpu(
-        &g,
-        &a,
-        &mut FsWriter::new(),
-        Some(&mock),
-        &mut out,
-        &mut err,
-    )
-    .expect("apply");
-    let out = String::from_utf8_lossy(&out).to_string();
+    let (code, out) = apply_gpu(r, "igx-orin", false, &mock);
     assert_eq!(code, 0, "{out}");
     assert_eq!(
         *mock.calls.borrow(),
@@ -81,38 +91,16 @@ fn gpu_clocks_and_persistence_through_a_mocked_nvml() {
         .is_symlink());
     // A second apply sees the locks held and changes nothing.
     mock.calls.borrow_mut().clear();
-    let (mut out2, mut err2) = (Vec::new(), Vec::new());
     // GPU-2's SM state stays unknown, so it would be locked again: mark it held as NVML would after a lock.
     mock.state
         .borrow_mut()
         .get_mut("GPU-2")
         .expect("gpu2")
         .sm_held = Some(true);
-    run_apply_gpu(
-        &g,
-        &a,
-        &mut FsWriter::new(),
-        Some(&mock),
-        &mut out2,
-        &mut err2,
-    )
-    .expect("apply again");
+    apply_gpu(r, "igx-orin", false, &mock);
     assert!(mock.calls.borrow().is_empty(), "{:?}", mock.calls.borrow());
     // Revert unlocks what apply locked and restores persistence; someone else's lock stays.
-    let (mut rout, mut rerr) = (Vec::new(), Vec::new());
-    let code = run_revert_gpu(
-        &g,
-        &RevertOptions {
-            yes: true,
-            state_dir: None,
-        },
-        &mut FsWriter::new(),
-        Some(&mock),
-        &mut rout,
-        &mut rerr,
-    )
-    .expect("revert");
-    let rout = String::from_utf8_lossy(&rout).to_string();
+    let (code, rout) = revert_gpu(r, &mock);
     assert_eq!(code, 0, "{rout}");
     assert_eq!(
         *mock.calls.borrow(),
@@ -137,20 +125,8 @@ fn gb10_locks_only_the_sm_clock() {
     let root = prepared("spark", add_spark_pci);
     let r = root.path();
     let mock = MockGpus::new(vec![gpu("GPU-gb10", "NVIDIA GB10", false)]);
-    let mut a = apply_args();
-    a.sel.only = vec!["gpu.clocks".into()];
-    a.sel.runtime_only = true;
-    let (mut out, mut err) = (Vec::new(), Vec::new());
-    let code = run_apply_gpu(
-        &globals(r, "dgx-spark"),
-        &a,
-        &mut FsWriter::new(),
-        Some(&mock),
-        &mut out,
-        &mut err,
-    )
-    .expect("apply");
-    assert_eq!(code, 0, "{}", String::from_utf8_lossy(&out));
+    let (code, out) = apply_gpu(r, "dgx-spark", true, &mock);
+    assert_eq!(code, 0, "{out}");
     assert_eq!(
         *mock.calls.borrow(),
         ["persistence GPU-gb10 true", "lock GPU-gb10 SM"]
@@ -163,37 +139,12 @@ fn refused_lock_is_reported_and_the_rest_reverts() {
     let r = root.path();
     let mock = MockGpus::new(vec![gpu("GPU-1", "NVIDIA RTX 6000 Ada", true)]);
     mock.refuse.borrow_mut().push("lock_max".into());
-    let mut a = apply_args();
-    a.sel.only = vec!["gpu.clocks".into()];
-    a.sel.runtime_only = true;
-    let (mut out, mut err) = (Vec::new(), Vec::new());
-    let code = run_apply_gpu(
-        &globals(r, "igx-orin"),
-        &a,
-        &mut FsWriter::new(),
-        Some(&mock),
-        &mut out,
-        &mut err,
-    )
-    .expect("apply");
-    let out = String::from_utf8_lossy(&out).to_string();
+    let (code, out) = apply_gpu(r, "igx-orin", true, &mock);
     assert_eq!(code, 1, "{out}");
     assert!(out.contains("NVML_ERROR_NO_PERMISSION"), "{out}");
     mock.refuse.borrow_mut().clear();
     mock.calls.borrow_mut().clear();
-    let (mut rout, mut rerr) = (Vec::new(), Vec::new());
-    run_revert_gpu(
-        &globals(r, "igx-orin"),
-        &RevertOptions {
-            yes: true,
-            state_dir: None,
-        },
-        &mut FsWriter::new(),
-        Some(&mock),
-        &mut rout,
-        &mut rerr,
-    )
-    .expect("revert");
+    revert_gpu(r, &mock);
     // The persistence change went through and is undone; the refused locks left no
     // journal entry, so revert unlocks nothing (the clock may be someone else's lock).
     assert!(

@@ -150,3 +150,12 @@ pub fn host_files(root: &Path) -> std::collections::BTreeMap<String, String> {
         .filter(|(k, _)| !(k == "var" || k.starts_with("var/")))
         .collect()
 }
+
+/// `revert` exits 0 and leaves every file of the root as it was in `before` (a snapshot taken
+/// before apply; daqtune's state under `var/` aside: the journal stays).
+pub fn assert_reverted(root: &Path, before: &std::collections::BTreeMap<String, String>) {
+    let (code, out) = revert(root);
+    assert_eq!(code, 0, "revert: {out}");
+    let d = super::testroot::diff_snapshots(before, &host_files(root));
+    assert!(d.is_empty(), "revert left differences: {d:#?}");
+}

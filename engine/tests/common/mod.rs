@@ -7,6 +7,7 @@ use daqtune_engine::gate::{self, FailOn};
 use daqtune_engine::{commands, hostroot, report};
 use std::path::{Path, PathBuf};
 
+pub mod agree;
 pub mod drive;
 #[path = "../../src/apply/testroot.rs"]
 pub mod testroot;
