@@ -5,26 +5,8 @@
 
 mod common;
 
-use common::{fixture, install_daqtune};
+use common::{fixture, install_daqtune, run, stderr, stdout};
 use std::path::Path;
-use std::process::{Command, Output};
-
-fn run(args: &[&str]) -> Output {
-    Command::new(common::bin())
-        .args(args)
-        .env("NO_COLOR", "1")
-        .stdin(std::process::Stdio::null())
-        .output()
-        .expect("run daqtune")
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
 
 /// A copy of the Spark fixture (it has its own PCI tree) with an installed daqtune.
 fn spark() -> tempfile::TempDir {

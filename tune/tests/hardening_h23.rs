@@ -15,14 +15,6 @@ use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
 /// Runs `daqtune ARGS`, which must end in a verdict (exit 0 or 1), not an error or a hang.
 fn judged(args: &[&str]) -> Output {
     let out = run(args);
