@@ -426,7 +426,7 @@ fn write_attr(
                 path: path.to_string(),
                 original,
                 new: to.to_string(),
-                shared_count: shared_count,
+                shared_count,
             },
         )
         .map_err(jerr)?;
@@ -498,10 +498,10 @@ fn write_config_word(cx: Step, c: ConfigWrite) -> Result<Done, String> {
             Entry::ConfigWord {
                 bdf: bdf.to_string(),
                 path: path.to_string(),
-                offset: offset,
+                offset,
                 original: cur,
                 new: to,
-                mask: mask,
+                mask,
             },
         )
         .map_err(jerr)?;

@@ -49,7 +49,7 @@ fn written_by(a: &Artifact) -> String {
 fn judge(ctx: &Context, a: &Artifact) -> Verdict {
     let text = match present(ctx, a) {
         Ok(t) => t,
-        Err(v) => return v,
+        Err(v) => return *v,
     };
     let mut f = Findings {
         good: vec!["present".into()],
@@ -74,11 +74,12 @@ fn judge(ctx: &Context, a: &Artifact) -> Verdict {
     f.verdict(a, unknown)
 }
 
-/// The artifact's text, or the verdict when it is gone or cannot be read.
-fn present(ctx: &Context, a: &Artifact) -> Result<String, Verdict> {
+/// The artifact's text, or the verdict when it is gone or cannot be read (boxed: a verdict is
+/// large beside the text).
+fn present(ctx: &Context, a: &Artifact) -> Result<String, Box<Verdict>> {
     match ctx.read_string(&a.path) {
         Ok(t) => Ok(t),
-        Err(e) if e.not_found && a.changed_existing => Err(Verdict::fail(
+        Err(e) if e.not_found && a.changed_existing => Err(Box::new(Verdict::fail(
             ID,
             a.path.clone(),
             format!(
@@ -87,14 +88,14 @@ fn present(ctx: &Context, a: &Artifact) -> Result<String, Verdict> {
                 written_by(a)
             ),
         )
-        .fix("sudo daqtune revert   (restores the original), then sudo daqtune apply")),
-        Err(e) if e.not_found => Err(Verdict::fail(
+        .fix("sudo daqtune revert   (restores the original), then sudo daqtune apply"))),
+        Err(e) if e.not_found => Err(Box::new(Verdict::fail(
             ID,
             a.path.clone(),
             format!("missing ({}); what it persisted is lost at the next boot", written_by(a)),
         )
-        .fix("sudo daqtune apply   (writes it again; `sudo daqtune revert` first if it was removed on purpose)")),
-        Err(e) => Err(Verdict::skip(ID, a.path.clone(), e.message)),
+        .fix("sudo daqtune apply   (writes it again; `sudo daqtune revert` first if it was removed on purpose)"))),
+        Err(e) => Err(Box::new(Verdict::skip(ID, a.path.clone(), e.message))),
     }
 }
 

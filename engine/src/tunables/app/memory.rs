@@ -249,7 +249,7 @@ fn huge_region(
 ) -> Verdict {
     let node = match huge_node(ctx, app, r, subject) {
         Ok(n) => n,
-        Err(v) => return v,
+        Err(v) => return *v,
     };
     let dpdk = app.engine == Engine::Dpdk;
     let need = est.per_node.get(&node).copied().unwrap_or(bytes);
@@ -306,26 +306,31 @@ fn huge_region(
 }
 
 /// The NUMA node a huge region asks for (its `affinity`), or the verdict when it names none
-/// this host has.
-fn huge_node(ctx: &Context, app: &AppConfig, r: &Region, subject: &str) -> Result<u32, Verdict> {
+/// this host has (boxed: a verdict is large beside a node number).
+fn huge_node(
+    ctx: &Context,
+    app: &AppConfig,
+    r: &Region,
+    subject: &str,
+) -> Result<u32, Box<Verdict>> {
     let Some(aff) = r.affinity() else {
-        return Err(Verdict::skip(
+        return Err(Box::new(Verdict::skip(
             ID,
             subject,
             "affinity (the NUMA node) unusable: see app.config",
-        ));
+        )));
     };
     let Ok(node) = u32::try_from(aff) else {
-        return Err(Verdict::fail(
+        return Err(Box::new(Verdict::fail(
             ID,
             subject,
             format!("`{}`: affinity {aff} is not a NUMA node", r.name),
-        ));
+        )));
     };
     let mem = ctx.mem();
     if !mem.nodes.is_empty() && !mem.nodes.iter().any(|x| x.id == node) {
         let have: Vec<String> = mem.nodes.iter().map(|x| x.id.to_string()).collect();
-        return Err(Verdict::fail(
+        return Err(Box::new(Verdict::fail(
             ID,
             subject,
             format!(
@@ -334,7 +339,7 @@ fn huge_node(ctx: &Context, app: &AppConfig, r: &Region, subject: &str) -> Resul
                 have.join(", ")
             ),
         )
-        .fix(format!("edit {}:{}: set affinity to the NIC's node", app.file, r.line)));
+        .fix(format!("edit {}:{}: set affinity to the NIC's node", app.file, r.line))));
     }
     Ok(node)
 }
