@@ -76,7 +76,7 @@ cargo test --locked --target "$target" --no-fail-fast -p daqtune-dpdk --lib -- -
 if ((cli)); then
   log "cargo test --target $target -p daqtune: the CLI tests on the fixture roots"
   cargo test --locked --target "$target" --no-fail-fast -p daqtune --bins \
-    --test foundation --test appconfig --test apply_acceptance --test pci_checks \
+    --test foundation --test appconfig --test apply_cli --test pci_checks \
     --test snapshot --test gpu -- --test-threads=2 --skip live_host_replays_to_the_same_verdicts
 fi
 echo "test-aarch64: tests under qemu-user in $((SECONDS - t0)) s"

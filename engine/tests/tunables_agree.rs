@@ -11,23 +11,16 @@
 //! (c) a tunable that plans and fails gets a change or a note saying why not (a failing check
 //!     the plan silently ignores is a disagreement too).
 
-#[path = "../src/apply/testroot.rs"]
-mod testroot;
+mod common;
 
-use daqtune_engine::apply::{run_apply_with, ApplyOptions, Selection};
-use daqtune_engine::context::Context;
-use daqtune_engine::facts::Facts;
-use daqtune_engine::hostio::setters::FsWriter;
-use daqtune_engine::plan::{NoteLevel, Plan, PlanOptions};
-use daqtune_engine::profile::{self, LoadedProfile};
-use daqtune_engine::tunables::{self, build_plan_with, run_checks, RunOptions};
+use common::agree;
+use common::testroot;
+use daqtune_engine::plan::NoteLevel;
+use daqtune_engine::profile;
+use daqtune_engine::tunables;
 use daqtune_engine::verdict::{Status, Verdict};
-use daqtune_engine::GlobalOptions;
-use daqtune_probe::Host;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-
-const EXE: &str = "/usr/bin/daqtune";
 
 fn fixture_roots() -> Vec<PathBuf> {
     let base = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures");
@@ -40,24 +33,6 @@ fn fixture_roots() -> Vec<PathBuf> {
     v.sort();
     assert!(v.len() >= 10, "fixture roots: {v:?}");
     v
-}
-
-fn verdicts(root: &Path, lp: &LoadedProfile) -> Vec<Verdict> {
-    let host = Host::at(root).expect("root");
-    let facts = Facts::new(&host);
-    let ctx = Context::with_facts(&facts, lp);
-    run_checks(&ctx, &RunOptions::default())
-}
-
-fn plan(root: &Path, lp: &LoadedProfile, name: &str) -> Plan {
-    let host = Host::at(root).expect("root");
-    let facts = Facts::new(&host);
-    let opts = PlanOptions {
-        exe: Some(EXE.into()),
-        profile_ref: name.into(),
-        ..Default::default()
-    };
-    build_plan_with(&facts, lp, &opts, None).expect("plan")
 }
 
 fn by_id<'v>(vs: &'v [Verdict], id: &str) -> Vec<&'v Verdict> {
@@ -85,8 +60,8 @@ fn disagreements(fixture: &Path, name: &str) -> Vec<String> {
     );
     let mut out = Vec::new();
 
-    let before = verdicts(root, &lp);
-    let first = plan(root, &lp, name);
+    let before = agree::checks(root, &lp);
+    let first = agree::plan(root, &lp, name, false);
     let planned: BTreeSet<&str> = first.changes.iter().map(|c| c.check.as_str()).collect();
     let runtime: BTreeSet<&str> = first
         .changes
@@ -135,27 +110,11 @@ fn disagreements(fixture: &Path, name: &str) -> Vec<String> {
     }
 
     // (b) apply what was planned, judge again, plan again.
-    let g = GlobalOptions {
-        root: Some(root.to_path_buf()),
-        profile: Some(name.into()),
-        ..Default::default()
-    };
-    let a = ApplyOptions {
-        sel: Selection::default(),
-        yes: true,
-        ..Default::default()
-    };
-    let (mut o, mut e) = (Vec::new(), Vec::new());
-    let code = run_apply_with(&g, &a, &mut FsWriter::new(), &mut o, &mut e);
-    if !matches!(code, Ok(0)) {
-        out.push(format!(
-            "{label}: apply exited {code:?}:\n{}{}",
-            String::from_utf8_lossy(&o),
-            String::from_utf8_lossy(&e)
-        ));
+    if let Err(e) = agree::apply(root, name, false) {
+        out.push(format!("{label}: {e}"));
         return out;
     }
-    let after = verdicts(root, &lp);
+    let after = agree::checks(root, &lp);
     for id in &planned {
         // A verdict apply could not change is no disagreement when the plan said so (a warn
         // or skip note for the id) and it is exactly what the check said before.
@@ -175,7 +134,7 @@ fn disagreements(fixture: &Path, name: &str) -> Vec<String> {
             ));
         }
     }
-    let second = plan(root, &lp, name);
+    let second = agree::plan(root, &lp, name, false);
     if !second.changes.is_empty() {
         out.push(format!(
             "{label}: the plan after apply is not empty:\n{second}"

@@ -46,20 +46,15 @@
 //! cases every time; a failure prints the shrunk host state and profile, whose fields read as
 //! the host does.
 
-#[path = "../src/apply/testroot.rs"]
-mod testroot;
+mod common;
 
-use daqtune_engine::apply::{run_apply_with, ApplyOptions, Selection};
+use common::agree;
+use common::testroot;
 use daqtune_engine::context::artifacts::profile_copy_path;
-use daqtune_engine::context::Context;
-use daqtune_engine::facts::Facts;
-use daqtune_engine::hostio::setters::FsWriter;
-use daqtune_engine::plan::{NoteLevel, Plan, PlanOptions};
-use daqtune_engine::profile::{self, LoadedProfile};
-use daqtune_engine::tunables::{self, build_plan_with, run_checks, RunOptions};
+use daqtune_engine::plan::{NoteLevel, Plan};
+use daqtune_engine::profile;
+use daqtune_engine::tunables;
 use daqtune_engine::verdict::{Status, Verdict};
-use daqtune_engine::GlobalOptions;
-use daqtune_probe::Host;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngSeed, TestCaseError, TestRunner};
 use std::collections::BTreeMap;
@@ -67,7 +62,6 @@ use std::fmt::Write as _;
 use std::path::Path;
 use std::sync::Mutex;
 
-const EXE: &str = "/usr/bin/daqtune";
 const TEMPLATE: &str = "igx-untuned";
 /// CPUs of the template (cpu0-11).
 const MAX_CPUS: usize = 12;
@@ -658,25 +652,6 @@ fn write_host(root: &Path, h: &HostState, p: &ProfileSpec) {
 // ---------------------------------------------------------------------------------------------
 // The property
 
-fn verdicts(root: &Path, lp: &LoadedProfile) -> Vec<Verdict> {
-    let host = Host::at(root).expect("root");
-    let facts = Facts::new(&host);
-    let ctx = Context::with_facts(&facts, lp);
-    run_checks(&ctx, &RunOptions::default())
-}
-
-fn plan(root: &Path, lp: &LoadedProfile, profile_ref: &str, allow_acs: bool) -> Plan {
-    let host = Host::at(root).expect("root");
-    let facts = Facts::new(&host);
-    let opts = PlanOptions {
-        exe: Some(EXE.into()),
-        profile_ref: profile_ref.into(),
-        allow_acs,
-        ..Default::default()
-    };
-    build_plan_with(&facts, lp, &opts, None).expect("plan")
-}
-
 fn show(vs: &[&Verdict]) -> String {
     vs.iter()
         .map(|v| {
@@ -720,8 +695,8 @@ fn disagreements(h: &HostState, p: &ProfileSpec, seen: &Coverage) -> Vec<String>
     let pref = profile_copy_path(&lp.profile.name, p.yaml().as_bytes());
 
     let mut out = Vec::new();
-    let before = verdicts(&root, &lp);
-    let first = plan(&root, &lp, &pref, p.allow_acs);
+    let before = agree::checks(&root, &lp);
+    let first = agree::plan(&root, &lp, &pref, p.allow_acs);
     let noted = |plan: &Plan, id: &str| {
         plan.notes
             .iter()
@@ -779,32 +754,13 @@ fn disagreements(h: &HostState, p: &ProfileSpec, seen: &Coverage) -> Vec<String>
     }
 
     // Apply the plan to the root, as `daqtune apply --root ROOT --yes` does.
-    let g = GlobalOptions {
-        root: Some(root.clone()),
-        profile: Some(path.clone()),
-        ..Default::default()
-    };
-    let a = ApplyOptions {
-        sel: Selection {
-            allow_acs: p.allow_acs,
-            ..Default::default()
-        },
-        yes: true,
-        ..Default::default()
-    };
-    let (mut o, mut e) = (Vec::new(), Vec::new());
-    let code = run_apply_with(&g, &a, &mut FsWriter::new(), &mut o, &mut e);
-    if !matches!(code, Ok(0)) {
-        out.push(format!(
-            "apply exited {code:?}:\n{}{}",
-            String::from_utf8_lossy(&o),
-            String::from_utf8_lossy(&e)
-        ));
+    if let Err(e) = agree::apply(&root, &path, p.allow_acs) {
+        out.push(e);
         return out;
     }
 
-    let after = verdicts(&root, &lp);
-    let second = plan(&root, &lp, &pref, p.allow_acs);
+    let after = agree::checks(&root, &lp);
+    let second = agree::plan(&root, &lp, &pref, p.allow_acs);
     for t in tunables::planners() {
         let id = t.id;
         // 3

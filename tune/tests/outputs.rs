@@ -25,14 +25,6 @@ fn daqtune_in(dir: &Path, args: &[&str]) -> Output {
         .expect("run daqtune")
 }
 
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
 /// Row 1: a bare file name (parent "") is written, the exit code is the command's, and the
 /// outputs after it are written too.
 #[test]

@@ -6,7 +6,6 @@
 use super::Context;
 use crate::facts::Facts;
 use crate::profile::{CoreSpec, LoadedProfile};
-use daqtune_probe::CpuSet;
 use daqtune_units::extlinux;
 use daqtune_units::grub::{self, HugepageArgs, IsolationArgs, KernelArgSpec};
 
@@ -23,6 +22,37 @@ pub fn data_core_list(
             .data_cores()
             .map(|o| o.filter(|s| !s.is_empty()).map(|s| s.to_string())),
     }
+}
+
+/// The isolation arguments the profile implies on this host (seed 000 Step 5: `isolcpus=9-11
+/// irqaffinity=0-8 nohz_full=9-11 rcu_nocbs=9-11 rcu_nocb_poll`): the one source of what
+/// `kernel.cmdline` expects and of what its plan writes, so `pending_args` finds the written
+/// words. `None` when the profile isolates no cores.
+///
+/// The data cores as the checks resolve them, in the kernel's canonical spelling (`9,10,11`
+/// in a profile is written `9-11`, as the check compares it). `irqaffinity=` is the profile's
+/// list, else every online CPU outside the data cores; left out when that is empty, or the
+/// online CPUs cannot be read: the kernel parses an empty `irqaffinity=` as the boot CPU alone
+/// (`irq_affinity_setup` always adds it), which no profile means.
+pub fn isolation(ctx: &Context) -> Result<Option<IsolationArgs>, crate::cores::CoresError> {
+    let Some(iso) = ctx.data_cores()?.filter(|s| !s.is_empty()) else {
+        return Ok(None);
+    };
+    let cpu = &ctx.profile.profile.cpu;
+    let irq = match &cpu.irqaffinity {
+        Some(s) => Some(s.clone()),
+        None => ctx
+            .cpus()
+            .ok()
+            .map(|c| c.online.difference(&iso).to_string()),
+    };
+    Ok(Some(IsolationArgs {
+        isolated: iso.to_string(),
+        irqaffinity: irq.filter(|s| !s.trim().is_empty()),
+        nohz_full: cpu.nohz_full,
+        rcu_nocbs: cpu.rcu_nocbs,
+        rcu_nocb_poll: cpu.rcu_nocb_poll,
+    }))
 }
 
 /// The kernel arguments the profile implies on this host.
@@ -54,35 +84,13 @@ pub fn kernel_arg_spec(
             })
             .collect();
     }
-    let iso = match data_core_list(facts, lp) {
-        Ok(v) => v,
+    spec.isolation = match isolation(&Context::with_facts(facts, lp)) {
+        Ok(i) => i,
         Err(e) => {
             notes.push(format!("isolation arguments left out: {e}"));
             None
         }
     };
-    if let Some(iso) = iso {
-        let irq = match &p.cpu.irqaffinity {
-            Some(s) => Some(s.clone()),
-            None => {
-                let iso_set =
-                    daqtune_probe::cpulist::parse_cpulist(&iso, None).map_err(|e| e.to_string())?;
-                facts
-                    .cpus()
-                    .ok()
-                    .map(|c| c.online.difference(&iso_set))
-                    .filter(|s: &CpuSet| !s.is_empty())
-                    .map(|s| s.to_string())
-            }
-        };
-        spec.isolation = Some(IsolationArgs {
-            isolated: iso,
-            irqaffinity: irq,
-            nohz_full: p.cpu.nohz_full,
-            rcu_nocbs: p.cpu.rcu_nocbs,
-            rcu_nocb_poll: p.cpu.rcu_nocb_poll,
-        });
-    }
     // cpufreq.default_governor= exists from 5.9; older kernels get a unit instead.
     let kv = facts.kernel_version();
     if p.cpu.governor == "performance" && kv.is_some_and(|v| (v.0, v.1) >= (5, 9)) {

@@ -223,141 +223,23 @@ fn apply_one(
     lockdown: Option<&str>,
     gpu: Option<&dyn crate::hostio::gpu::GpuSetters>,
 ) -> Result<Done, String> {
-    let jerr = |e: std::io::Error| format!("journal: {e} (nothing changed)");
+    let cx = Step {
+        host,
+        j,
+        w,
+        lockdown,
+    };
     match &c.action {
-        Action::File { path, to, mode, .. } => {
-            let real = real_path(host, path, false)?;
-            // A symlink at the path is journaled as the link itself (revert puts the link back,
-            // byte for byte); what it points to is read inside the host root, never outside.
-            let link = match std::fs::symlink_metadata(&real) {
-                Ok(m) if m.file_type().is_symlink() => Some(
-                    std::fs::read_link(&real)
-                        .map_err(|e| format!("{path}: cannot read the symlink: {e}"))?
-                        .display()
-                        .to_string(),
-                ),
-                _ => None,
-            };
-            let current = match &link {
-                Some(_) => real_path(host, path, true)
-                    .map_err(String::from)
-                    .and_then(|r| match std::fs::read(r) {
-                        Ok(b) => Ok(Some(b)),
-                        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-                        Err(e) => Err(format!("{path}: cannot read what the symlink names: {e}")),
-                    }),
-                None => match std::fs::read(&real) {
-                    Ok(b) => Ok(Some(b)),
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-                    Err(e) => Err(format!("{path}: cannot read the original: {e}")),
-                },
-            }?;
-            refuse_foreign(path, to, link.as_deref(), current.as_deref())?;
-            // The journal keeps what is on disk now, not what the plan saw.
-            let original = match (&link, current) {
-                (None, Some(bytes)) => {
-                    let m = std::fs::metadata(&real).map(|m| {
-                        use std::os::unix::fs::PermissionsExt;
-                        m.permissions().mode() & 0o7777
-                    });
-                    let blob = j.save_blob(w, &bytes).map_err(jerr)?;
-                    Some(Saved {
-                        blob,
-                        mode: m.unwrap_or(*mode),
-                    })
-                }
-                _ => None,
-            };
-            let created = first_missing_dir(&real, host.root()).map(|d| d.display().to_string());
-            // What is written is kept too: `status` compares the file with it (drift), and a
-            // partial revert tells a later run's rewrite from this run's file.
-            let written = j.save_written(w, to).map_err(jerr)?;
-            let idx = j
-                .record(
-                    w,
-                    Entry::File {
-                        path: path.clone(),
-                        original,
-                        created_dir: created.map(|d| host_rel(host, &d)),
-                        link,
-                        written: Some(written),
-                    },
-                )
-                .map_err(jerr)?;
-            w.write_file(&real, to, *mode)
-                .map_err(io_err(path, lockdown))?;
-            j.mark_done(w, idx).map_err(jerr)?;
-            file_reads_back(&real, path, to)?;
-            Ok(format!("wrote {path}").into())
-        }
-        Action::Symlink { path, target: t } => {
-            let real = real_path(host, path, false)?;
-            let original = std::fs::read_link(&real)
-                .ok()
-                .map(|p| p.display().to_string());
-            let created = first_missing_dir(&real, host.root())
-                .map(|d| host_rel(host, &d.display().to_string()));
-            let idx = j
-                .record(
-                    w,
-                    Entry::Symlink {
-                        path: path.clone(),
-                        original,
-                        created_dir: created,
-                        to: Some(t.clone()),
-                    },
-                )
-                .map_err(jerr)?;
-            w.symlink(t, &real).map_err(io_err(path, lockdown))?;
-            j.mark_done(w, idx).map_err(jerr)?;
-            link_reads_back(&real, path, t)?;
-            Ok(format!("enabled {path}").into())
-        }
+        Action::File { path, to, mode, .. } => write_file(cx, path, to, *mode),
+        Action::Symlink { path, target: t } => write_symlink(cx, path, t),
         Action::Attr {
             path,
             to,
             shared_count,
             ..
-        } => {
-            let real = real_path(host, path, true)?;
-            let original = std::fs::read_to_string(&real).map_err(|e| format!("{path}: {e}"))?;
-            let idx = j
-                .record(
-                    w,
-                    Entry::Attr {
-                        check: c.check.clone(),
-                        path: path.clone(),
-                        original,
-                        new: to.clone(),
-                        shared_count: *shared_count,
-                    },
-                )
-                .map_err(jerr)?;
-            w.write_attr(&real, to, target)
-                .map_err(io_err(path, lockdown))?;
-            let back =
-                std::fs::read_to_string(&real).map_err(|e| format!("{path}: read back: {e}"))?;
-            // A shared pool the kernel filled only in part (2M/1G pages need free contiguous
-            // memory): the journal keeps what it granted, so revert gives back this run's
-            // pages and never pages that were there before.
-            if *shared_count && back.trim() != to.trim() && back.trim().parse::<u64>().is_ok() {
-                if let Some(Entry::Attr { new, .. }) =
-                    j.doc.records.get_mut(idx).map(|r| &mut r.entry)
-                {
-                    *new = back.trim().to_string();
-                }
-            }
-            j.mark_done(w, idx).map_err(jerr)?;
-            if !attr_matches(path, back.trim(), to) {
-                return Err(format!(
-                    "{path}: wrote `{to}`, reads back `{}`",
-                    back.trim()
-                ));
-            }
-            Ok(format!("{path} = {to}").into())
-        }
+        } => write_attr(cx, target, &c.check, path, to, *shared_count),
         Action::Mtu { ifname, to, .. } => {
-            crate::tunables::mtu::set_mtu(j, w, lockdown, ifname, *to)
+            crate::tunables::mtu::set_mtu(cx.j, cx.w, lockdown, ifname, *to)
                 .map(Done::from)
                 .map_err(|e| e.to_string())
         }
@@ -370,74 +252,30 @@ fn apply_one(
             to,
             mask,
             field,
-        } => {
-            let real = real_path(host, path, true)?;
-            let cur = read_word(&real, *offset).map_err(|e| format!("{bdf}: {e}"))?;
-            if cur == 0xffff {
-                return Err(format!(
-                    "{bdf}: {register} reads 0xffff (device gone or in reset); not writing"
-                ));
-            }
-            if cur != *from {
-                return Err(format!("{bdf}: {register} changed since planning (0x{from:04x} -> 0x{cur:04x}); run apply again"));
-            }
-            let idx = j
-                .record(
-                    w,
-                    Entry::ConfigWord {
-                        bdf: bdf.clone(),
-                        path: path.clone(),
-                        offset: *offset,
-                        original: cur,
-                        new: *to,
-                        mask: *mask,
-                    },
-                )
-                .map_err(jerr)?;
-            let what = match field {
-                Some(f) => format!("{} of {bdf}", f.name),
-                None => format!("{register} of {bdf}"),
-            };
-            w.pwrite(&real, *offset, &to.to_le_bytes())
-                .map_err(io_err(&what, lockdown))?;
-            j.mark_done(w, idx).map_err(jerr)?;
-            let back = read_word(&real, *offset).map_err(|e| format!("{bdf}: read back: {e}"))?;
-            if back & mask != to & mask {
-                // The entry stays (done): revert writes the original bits back, which on a
-                // device that ignored the write changes nothing.
-                return Err(match field {
-                    Some(f) => format!(
-                        "{bdf}: the write did not take: wrote {register} 0x{to:04x} ({} {}), reads back 0x{back:04x} ({} {}); {}",
-                        f.name,
-                        f.decode(*to),
-                        f.name,
-                        f.decode(back),
-                        f.ignored
-                    ),
-                    None => format!("{bdf}: the write did not take: wrote {register} 0x{to:04x}, reads back 0x{back:04x}"),
-                });
-            }
-            Ok(match field {
-                Some(f) => format!(
-                    "{bdf} {} = {} ({register} 0x{back:04x})",
-                    f.name,
-                    f.decode(back)
-                ),
-                None => format!("{bdf} {register} = 0x{back:04x}"),
-            }
-            .into())
-        }
+        } => write_config_word(
+            cx,
+            ConfigWrite {
+                bdf,
+                register,
+                path,
+                offset: *offset,
+                from: *from,
+                to: *to,
+                mask: *mask,
+                field: field.as_ref(),
+            },
+        ),
         Action::GpuLock { uuid, domain } => {
-            crate::tunables::gpu_clocks::lock_clock(j, w, gpu, uuid, *domain)
+            crate::tunables::gpu_clocks::lock_clock(cx.j, cx.w, gpu, uuid, *domain)
                 .map_err(|e| e.to_string())
         }
         Action::GpuPersistence { uuid } => {
-            crate::tunables::gpu_clocks::persistence_on(j, w, gpu, uuid)
+            crate::tunables::gpu_clocks::persistence_on(cx.j, cx.w, gpu, uuid)
                 .map(Done::from)
                 .map_err(|e| e.to_string())
         }
         Action::Module { name } => {
-            crate::tunables::peermem::load_module(host, j, w, lockdown, name)
+            crate::tunables::peermem::load_module(host, cx.j, cx.w, lockdown, name)
                 .map(Done::from)
                 .map_err(|e| e.to_string())
         }
@@ -445,10 +283,268 @@ fn apply_one(
             fstype,
             target,
             options,
-        } => crate::tunables::hugepages::mount_now(host, j, w, fstype, target, options)
+        } => crate::tunables::hugepages::mount_now(host, cx.j, cx.w, fstype, target, options)
             .map(Done::from)
             .map_err(|e| e.to_string()),
     }
+}
+
+/// What every step writes through: the host, the run's journal and writer, and the lockdown
+/// mode that words a refused write.
+struct Step<'s, 'h> {
+    host: &'h Host,
+    j: &'s mut Journal,
+    w: &'s mut dyn Writer,
+    lockdown: Option<&'s str>,
+}
+
+/// A journal write that failed: the step stops before it changes anything.
+fn jerr(e: std::io::Error) -> String {
+    format!("journal: {e} (nothing changed)")
+}
+
+/// A file: the original journaled as it is on disk now (a symlink as the link itself, revert
+/// puts it back byte for byte), a file daqtune does not own refused, then the write and its
+/// read-back.
+fn write_file(cx: Step, path: &str, to: &[u8], mode: u32) -> Result<Done, String> {
+    let Step {
+        host,
+        j,
+        w,
+        lockdown,
+    } = cx;
+    let real = real_path(host, path, false)?;
+    // A symlink at the path is journaled as the link itself (revert puts the link back,
+    // byte for byte); what it points to is read inside the host root, never outside.
+    let link = match std::fs::symlink_metadata(&real) {
+        Ok(m) if m.file_type().is_symlink() => Some(
+            std::fs::read_link(&real)
+                .map_err(|e| format!("{path}: cannot read the symlink: {e}"))?
+                .display()
+                .to_string(),
+        ),
+        _ => None,
+    };
+    let current = match &link {
+        Some(_) => real_path(host, path, true)
+            .map_err(String::from)
+            .and_then(|r| match std::fs::read(r) {
+                Ok(b) => Ok(Some(b)),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+                Err(e) => Err(format!("{path}: cannot read what the symlink names: {e}")),
+            }),
+        None => match std::fs::read(&real) {
+            Ok(b) => Ok(Some(b)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(format!("{path}: cannot read the original: {e}")),
+        },
+    }?;
+    refuse_foreign(path, to, link.as_deref(), current.as_deref())?;
+    // The journal keeps what is on disk now, not what the plan saw.
+    let original = match (&link, current) {
+        (None, Some(bytes)) => {
+            let m = std::fs::metadata(&real).map(|m| {
+                use std::os::unix::fs::PermissionsExt;
+                m.permissions().mode() & 0o7777
+            });
+            let blob = j.save_blob(w, &bytes).map_err(jerr)?;
+            Some(Saved {
+                blob,
+                mode: m.unwrap_or(mode),
+            })
+        }
+        _ => None,
+    };
+    let created = first_missing_dir(&real, host.root()).map(|d| d.display().to_string());
+    // What is written is kept too: `status` compares the file with it (drift), and a
+    // partial revert tells a later run's rewrite from this run's file.
+    let written = j.save_written(w, to).map_err(jerr)?;
+    let idx = j
+        .record(
+            w,
+            Entry::File {
+                path: path.to_string(),
+                original,
+                created_dir: created.map(|d| host_rel(host, &d)),
+                link,
+                written: Some(written),
+            },
+        )
+        .map_err(jerr)?;
+    w.write_file(&real, to, mode)
+        .map_err(io_err(path, lockdown))?;
+    j.mark_done(w, idx).map_err(jerr)?;
+    file_reads_back(&real, path, to)?;
+    Ok(format!("wrote {path}").into())
+}
+
+/// A symlink (a unit's enablement): the old link journaled, then the link and its read-back.
+fn write_symlink(cx: Step, path: &str, t: &str) -> Result<Done, String> {
+    let Step {
+        host,
+        j,
+        w,
+        lockdown,
+    } = cx;
+    let real = real_path(host, path, false)?;
+    let original = std::fs::read_link(&real)
+        .ok()
+        .map(|p| p.display().to_string());
+    let created =
+        first_missing_dir(&real, host.root()).map(|d| host_rel(host, &d.display().to_string()));
+    let idx = j
+        .record(
+            w,
+            Entry::Symlink {
+                path: path.to_string(),
+                original,
+                created_dir: created,
+                to: Some(t.to_string()),
+            },
+        )
+        .map_err(jerr)?;
+    w.symlink(t, &real).map_err(io_err(path, lockdown))?;
+    j.mark_done(w, idx).map_err(jerr)?;
+    link_reads_back(&real, path, t)?;
+    Ok(format!("enabled {path}").into())
+}
+
+/// A kernel attribute (sysfs, procfs): the original journaled, the write, and its read-back.
+fn write_attr(
+    cx: Step,
+    target: Target,
+    check: &str,
+    path: &str,
+    to: &str,
+    shared_count: bool,
+) -> Result<Done, String> {
+    let Step {
+        host,
+        j,
+        w,
+        lockdown,
+    } = cx;
+    let real = real_path(host, path, true)?;
+    let original = std::fs::read_to_string(&real).map_err(|e| format!("{path}: {e}"))?;
+    let idx = j
+        .record(
+            w,
+            Entry::Attr {
+                check: check.to_string(),
+                path: path.to_string(),
+                original,
+                new: to.to_string(),
+                shared_count,
+            },
+        )
+        .map_err(jerr)?;
+    w.write_attr(&real, to, target)
+        .map_err(io_err(path, lockdown))?;
+    let back = std::fs::read_to_string(&real).map_err(|e| format!("{path}: read back: {e}"))?;
+    // A shared pool the kernel filled only in part (2M/1G pages need free contiguous
+    // memory): the journal keeps what it granted, so revert gives back this run's
+    // pages and never pages that were there before.
+    if shared_count && back.trim() != to.trim() && back.trim().parse::<u64>().is_ok() {
+        if let Some(Entry::Attr { new, .. }) = j.doc.records.get_mut(idx).map(|r| &mut r.entry) {
+            *new = back.trim().to_string();
+        }
+    }
+    j.mark_done(w, idx).map_err(jerr)?;
+    if !attr_matches(path, back.trim(), to) {
+        return Err(format!(
+            "{path}: wrote `{to}`, reads back `{}`",
+            back.trim()
+        ));
+    }
+    Ok(format!("{path} = {to}").into())
+}
+
+/// One 16-bit register of a config space, as the plan decided it.
+struct ConfigWrite<'a> {
+    bdf: &'a str,
+    register: &'a str,
+    path: &'a str,
+    offset: u64,
+    from: u16,
+    to: u16,
+    mask: u16,
+    field: Option<&'a crate::plan::RegField>,
+}
+
+/// A config-space register: refused when it reads 0xffff or moved since planning, the
+/// original journaled, the write and its read-back of the bits the plan changes.
+fn write_config_word(cx: Step, c: ConfigWrite) -> Result<Done, String> {
+    let Step {
+        host,
+        j,
+        w,
+        lockdown,
+    } = cx;
+    let ConfigWrite {
+        bdf,
+        register,
+        path,
+        offset,
+        from,
+        to,
+        mask,
+        field,
+    } = c;
+    let real = real_path(host, path, true)?;
+    let cur = read_word(&real, offset).map_err(|e| format!("{bdf}: {e}"))?;
+    if cur == 0xffff {
+        return Err(format!(
+            "{bdf}: {register} reads 0xffff (device gone or in reset); not writing"
+        ));
+    }
+    if cur != from {
+        return Err(format!("{bdf}: {register} changed since planning (0x{from:04x} -> 0x{cur:04x}); run apply again"));
+    }
+    let idx = j
+        .record(
+            w,
+            Entry::ConfigWord {
+                bdf: bdf.to_string(),
+                path: path.to_string(),
+                offset,
+                original: cur,
+                new: to,
+                mask,
+            },
+        )
+        .map_err(jerr)?;
+    let what = match field {
+        Some(f) => format!("{} of {bdf}", f.name),
+        None => format!("{register} of {bdf}"),
+    };
+    w.pwrite(&real, offset, &to.to_le_bytes())
+        .map_err(io_err(&what, lockdown))?;
+    j.mark_done(w, idx).map_err(jerr)?;
+    let back = read_word(&real, offset).map_err(|e| format!("{bdf}: read back: {e}"))?;
+    if back & mask != to & mask {
+        // The entry stays (done): revert writes the original bits back, which on a
+        // device that ignored the write changes nothing.
+        return Err(match field {
+            Some(f) => format!(
+                "{bdf}: the write did not take: wrote {register} 0x{to:04x} ({} {}), reads back 0x{back:04x} ({} {}); {}",
+                f.name,
+                f.decode(to),
+                f.name,
+                f.decode(back),
+                f.ignored
+            ),
+            None => format!("{bdf}: the write did not take: wrote {register} 0x{to:04x}, reads back 0x{back:04x}"),
+        });
+    }
+    Ok(match field {
+        Some(f) => format!(
+            "{bdf} {} = {} ({register} 0x{back:04x})",
+            f.name,
+            f.decode(back)
+        ),
+        None => format!("{bdf} {register} = 0x{back:04x}"),
+    }
+    .into())
 }
 
 /// daqtune rewrites only files it owns (DESIGN "Apply safety"): a file it writes with its mark

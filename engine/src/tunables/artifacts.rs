@@ -47,52 +47,82 @@ fn written_by(a: &Artifact) -> String {
 }
 
 fn judge(ctx: &Context, a: &Artifact) -> Verdict {
-    let text = match ctx.read_string(&a.path) {
+    let text = match present(ctx, a) {
         Ok(t) => t,
-        Err(e) if e.not_found && a.changed_existing => {
-            return Verdict::fail(
-                ID,
-                a.path.clone(),
-                format!(
-                    "{} is gone ({}; daqtune changed it, the original is in the journal)",
-                    a.path,
-                    written_by(a)
-                ),
-            )
-            .fix("sudo daqtune revert   (restores the original), then sudo daqtune apply");
-        }
-        Err(e) if e.not_found => {
-            return Verdict::fail(
-                ID,
-                a.path.clone(),
-                format!("missing ({}); what it persisted is lost at the next boot", written_by(a)),
-            )
-            .fix("sudo daqtune apply   (writes it again; `sudo daqtune revert` first if it was removed on purpose)");
-        }
-        Err(e) => return Verdict::skip(ID, a.path.clone(), e.message),
+        Err(v) => return *v,
     };
-    let mut problems: Vec<String> = Vec::new();
-    let mut fixes: Vec<String> = Vec::new();
-    let mut good: Vec<String> = vec!["present".into()];
-    let programs = match a.kind {
-        Kind::Unit => systemd::parse_unit(&text).programs,
-        Kind::UdevRule => udev::run_programs(&text),
-        Kind::File => Vec::new(),
+    let mut f = Findings {
+        good: vec!["present".into()],
+        ..Default::default()
     };
-    // Enabled where its [Install] section says.
     if let (Kind::Unit, Some(name)) = (a.kind, a.unit_name()) {
-        let unit = systemd::parse_unit(&text);
+        f.enabled(ctx, &text, name);
+    }
+    f.programs(ctx, a, &text);
+    if matches!(a.kind, Kind::Unit | Kind::UdevRule) {
+        f.profiles(ctx, &text);
+    }
+    if f.problems.iter().any(|p| p.starts_with("runs ")) {
+        f.fixes.push(
+            "install daqtune (`sudo apt install ./target/debian/daqtune_*.deb`, or `cargo install --path tune --root /usr`), or `sudo daqtune apply --exe PATH` to rewrite it for a binary that is there".to_string(),
+        );
+    }
+    let unknown = match a.unit_name() {
+        Some(name) => f.last_run(ctx, name).err(),
+        None => None,
+    };
+    f.verdict(a, unknown)
+}
+
+/// The artifact's text, or the verdict when it is gone or cannot be read (boxed: a verdict is
+/// large beside the text).
+fn present(ctx: &Context, a: &Artifact) -> Result<String, Box<Verdict>> {
+    match ctx.read_string(&a.path) {
+        Ok(t) => Ok(t),
+        Err(e) if e.not_found && a.changed_existing => Err(Box::new(Verdict::fail(
+            ID,
+            a.path.clone(),
+            format!(
+                "{} is gone ({}; daqtune changed it, the original is in the journal)",
+                a.path,
+                written_by(a)
+            ),
+        )
+        .fix("sudo daqtune revert   (restores the original), then sudo daqtune apply"))),
+        Err(e) if e.not_found => Err(Box::new(Verdict::fail(
+            ID,
+            a.path.clone(),
+            format!("missing ({}); what it persisted is lost at the next boot", written_by(a)),
+        )
+        .fix("sudo daqtune apply   (writes it again; `sudo daqtune revert` first if it was removed on purpose)"))),
+        Err(e) => Err(Box::new(Verdict::skip(ID, a.path.clone(), e.message))),
+    }
+}
+
+/// What the checks of one present artifact found: problems with their fixes, and what is
+/// right.
+#[derive(Default)]
+struct Findings {
+    problems: Vec<String>,
+    fixes: Vec<String>,
+    good: Vec<String>,
+}
+
+impl Findings {
+    /// A unit is enabled where its [Install] section says.
+    fn enabled(&mut self, ctx: &Context, text: &str, name: &str) {
+        let unit = systemd::parse_unit(text);
         let mut missing = Vec::new();
         for (_, target) in &unit.installed_by {
             let link = format!("/etc/systemd/system/{target}.wants/{name}");
             if ctx.read_link(&link).is_ok() || ctx.exists(&link) {
-                good.push(format!("enabled in {target}.wants"));
+                self.good.push(format!("enabled in {target}.wants"));
             } else {
                 missing.push(target.clone());
             }
         }
         if !missing.is_empty() {
-            problems.push(format!(
+            self.problems.push(format!(
                 "not enabled: no link in {} (it will not run at boot)",
                 missing
                     .iter()
@@ -100,123 +130,136 @@ fn judge(ctx: &Context, a: &Artifact) -> Verdict {
                     .collect::<Vec<_>>()
                     .join(", ")
             ));
-            fixes.push(format!(
+            self.fixes.push(format!(
                 "sudo systemctl enable {name}   (or sudo daqtune apply)"
             ));
         }
     }
-    // The binary it runs.
-    for p in &programs {
-        if !p.starts_with('/') {
-            // udev looks relative programs up in its own directory; systemd refuses them.
-            problems.push(format!("runs `{p}`, not an absolute path"));
-            continue;
-        }
-        match ctx.stat(p) {
-            Ok(st) if st.is_executable_file() => good.push(format!("{p} executable")),
-            Ok(st) if !st.is_file => {
-                problems.push(format!("runs {p}, which is not a regular file"))
+
+    /// The binary each program line of a unit or rule runs is there and executable.
+    fn programs(&mut self, ctx: &Context, a: &Artifact, text: &str) {
+        let programs = match a.kind {
+            Kind::Unit => systemd::parse_unit(text).programs,
+            Kind::UdevRule => udev::run_programs(text),
+            Kind::File => Vec::new(),
+        };
+        for p in &programs {
+            if !p.starts_with('/') {
+                // udev looks relative programs up in its own directory; systemd refuses them.
+                self.problems
+                    .push(format!("runs `{p}`, not an absolute path"));
+                continue;
             }
-            Ok(st) => problems.push(format!(
-                "runs {p}, which is not executable (mode {:o})",
-                st.mode
-            )),
-            Err(e) if e.not_found => problems.push(format!("runs {p}, which is not installed")),
-            Err(e) => problems.push(format!("runs {p}: {}", e.message)),
+            match ctx.stat(p) {
+                Ok(st) if st.is_executable_file() => self.good.push(format!("{p} executable")),
+                Ok(st) if !st.is_file => self
+                    .problems
+                    .push(format!("runs {p}, which is not a regular file")),
+                Ok(st) => self.problems.push(format!(
+                    "runs {p}, which is not executable (mode {:o})",
+                    st.mode
+                )),
+                Err(e) if e.not_found => self
+                    .problems
+                    .push(format!("runs {p}, which is not installed")),
+                Err(e) => self.problems.push(format!("runs {p}: {}", e.message)),
+            }
         }
     }
-    // The profile file it runs daqtune with: without it every run of the unit or rule fails.
-    if matches!(a.kind, Kind::Unit | Kind::UdevRule) {
-        for f in profile_files(&text) {
+
+    /// The profile file a unit or rule runs daqtune with: without it every run fails.
+    fn profiles(&mut self, ctx: &Context, text: &str) {
+        for f in profile_files(text) {
             match ctx.read_string(&f) {
                 Ok(t) => match profile_copy_intact(&f, t.as_bytes()) {
                     Some(false) => {
-                        problems.push(format!(
+                        self.problems.push(format!(
                             "its profile {f} is not what apply copied there (edited or replaced since)"
                         ));
-                        fixes.push("sudo daqtune apply --profile FILE   (copies the profile again and points the units at it)".into());
+                        self.fixes.push("sudo daqtune apply --profile FILE   (copies the profile again and points the units at it)".into());
                     }
-                    _ => good.push(format!("profile {f} present")),
+                    _ => self.good.push(format!("profile {f} present")),
                 },
                 Err(e) if e.not_found => {
-                    problems.push(format!("its profile {f} is missing: every run of it fails"));
-                    fixes.push("sudo daqtune apply --profile FILE   (keeps a copy of the profile under /etc/daqtune/profiles and points the units at it)".into());
+                    self.problems
+                        .push(format!("its profile {f} is missing: every run of it fails"));
+                    self.fixes.push("sudo daqtune apply --profile FILE   (keeps a copy of the profile under /etc/daqtune/profiles and points the units at it)".into());
                 }
-                Err(e) => problems.push(format!("its profile {f}: {}", e.message)),
+                Err(e) => self
+                    .problems
+                    .push(format!("its profile {f}: {}", e.message)),
             }
         }
     }
-    if problems.iter().any(|p| p.starts_with("runs ")) {
-        fixes.push(
-            "install daqtune (`sudo apt install ./target/debian/daqtune_*.deb`, or `cargo install --path tune --root /usr`), or `sudo daqtune apply --exe PATH` to rewrite it for a binary that is there".to_string(),
+
+    /// systemd's view of the unit's last run; `Err` says why it cannot be told.
+    fn last_run(&mut self, ctx: &Context, name: &str) -> Result<(), String> {
+        let st = ctx.unit_state(name).map_err(|e| e.to_string())?;
+        let desc = format!(
+            "{} ({}{})",
+            st.active_state,
+            st.sub_state,
+            st.result
+                .as_deref()
+                .map(|r| format!(", result {r}"))
+                .unwrap_or_default()
         );
+        if matches!(
+            st.load_state.as_str(),
+            "not-found" | "bad-setting" | "error" | "masked"
+        ) {
+            self.problems
+                .push(format!("systemd reports it {}", st.load_state));
+            self.fixes.push(format!(
+                "sudo systemctl daemon-reload; `systemctl status {name}` says what systemd refuses"
+            ));
+        } else if st.failed() {
+            self.problems.push(format!(
+                "its last run failed: {desc}{}",
+                st.exec_main_status
+                    .filter(|s| *s != 0)
+                    .map(|s| format!(", exit status {s}"))
+                    .unwrap_or_default()
+            ));
+            self.fixes.push(format!(
+                "journalctl -b -u {name} says why; sudo systemctl restart {name} after fixing it"
+            ));
+        } else if st.active_state == "inactive" && st.result.as_deref() == Some("success") {
+            self.good
+                .push("not run since it was written (it runs at the next boot)".into());
+        } else {
+            self.good.push(format!("systemd: {desc}"));
+        }
+        Ok(())
     }
-    // systemd's view of its last run.
-    let mut unknown: Option<String> = None;
-    if let Some(name) = a.unit_name() {
-        match ctx.unit_state(name) {
-            Ok(st) => {
-                let desc = format!(
-                    "{} ({}{})",
-                    st.active_state,
-                    st.sub_state,
-                    st.result
-                        .as_deref()
-                        .map(|r| format!(", result {r}"))
-                        .unwrap_or_default()
-                );
-                if matches!(
-                    st.load_state.as_str(),
-                    "not-found" | "bad-setting" | "error" | "masked"
-                ) {
-                    problems.push(format!("systemd reports it {}", st.load_state));
-                    fixes.push(format!(
-                        "sudo systemctl daemon-reload; `systemctl status {name}` says what systemd refuses"
-                    ));
-                } else if st.failed() {
-                    problems.push(format!(
-                        "its last run failed: {desc}{}",
-                        st.exec_main_status
-                            .filter(|s| *s != 0)
-                            .map(|s| format!(", exit status {s}"))
-                            .unwrap_or_default()
-                    ));
-                    fixes.push(format!(
-                        "journalctl -b -u {name} says why; sudo systemctl restart {name} after fixing it"
-                    ));
-                } else if st.active_state == "inactive" && st.result.as_deref() == Some("success") {
-                    good.push("not run since it was written (it runs at the next boot)".into());
-                } else {
-                    good.push(format!("systemd: {desc}"));
-                }
+
+    /// A problem fails; a run that cannot be told is a skip (everything on disk is right, but
+    /// never a pass); else a pass.
+    fn verdict(self, a: &Artifact, unknown: Option<String>) -> Verdict {
+        let subject = a.path.clone();
+        if !self.problems.is_empty() {
+            let mut v = Verdict::fail(
+                ID,
+                subject,
+                format!("{} ({})", self.problems.join("; "), written_by(a)),
+            )
+            .observed(self.good.join(", "));
+            if !self.fixes.is_empty() {
+                v = v.fix(self.fixes.join("; "));
             }
-            Err(e) => unknown = Some(e.to_string()),
+            return v;
         }
-    }
-    let subject = a.path.clone();
-    if !problems.is_empty() {
-        let mut v = Verdict::fail(
-            ID,
-            subject,
-            format!("{} ({})", problems.join("; "), written_by(a)),
-        )
-        .observed(good.join(", "));
-        if !fixes.is_empty() {
-            v = v.fix(fixes.join("; "));
+        match unknown {
+            Some(why) => Verdict::skip(
+                ID,
+                subject,
+                format!("{}; its last run is unknown: {why}", self.good.join(", ")),
+            ),
+            None => Verdict::pass(
+                ID,
+                subject,
+                format!("{} ({})", self.good.join(", "), written_by(a)),
+            ),
         }
-        return v;
-    }
-    match unknown {
-        // Everything on disk is right, but whether it ran cannot be told: never a pass.
-        Some(why) => Verdict::skip(
-            ID,
-            subject,
-            format!("{}; its last run is unknown: {why}", good.join(", ")),
-        ),
-        None => Verdict::pass(
-            ID,
-            subject,
-            format!("{} ({})", good.join(", "), written_by(a)),
-        ),
     }
 }

@@ -81,35 +81,19 @@ pub fn requires_equal_masks(kernel_release: Option<&str>) -> bool {
 /// The isolation arguments the profile asks for on this host, in the seed's order:
 /// `isolcpus=9-11 irqaffinity=0-8 nohz_full=9-11 rcu_nocbs=9-11 rcu_nocb_poll`.
 pub fn isolation_args(ctx: &Context) -> Result<Vec<String>, crate::tunable::Unjudged> {
-    let Some(iso) = ctx.data_cores()? else {
+    let Some(iso) = crate::context::boot::isolation(ctx)? else {
         return Ok(Vec::new());
     };
-    let cpu = &ctx.profile.profile.cpu;
-    let irq = match &cpu.irqaffinity {
-        Some(s) => s.clone(),
-        None => {
-            let online = ctx.cpus().map_err(|e| e.to_string())?.online.clone();
-            online.difference(&iso).to_string()
-        }
+    let spec = grub::KernelArgSpec {
+        isolation: Some(iso),
+        ..Default::default()
     };
-    let mut args = vec![format!("isolcpus={iso}")];
-    if !irq.is_empty() {
-        args.push(format!("irqaffinity={irq}"));
-    }
-    if cpu.nohz_full {
-        args.push(format!("nohz_full={iso}"));
-    }
-    if cpu.rcu_nocbs {
-        args.push(format!("rcu_nocbs={iso}"));
-    }
-    if cpu.rcu_nocb_poll {
-        args.push("rcu_nocb_poll".into());
-    }
-    Ok(args)
+    Ok(spec.build().map_err(|e| e.to_string())?.words().to_vec())
 }
 
 /// What the command line says, parsed: problems (sentences naming the CPUs involved), notes,
 /// what could not be verified, and the observed parameters.
+#[derive(Default)]
 struct Analysis {
     problems: Vec<String>,
     notes: Vec<String>,
@@ -117,16 +101,30 @@ struct Analysis {
     observed: Vec<String>,
 }
 
+/// The isolation parameters of the command line, each parsed (`None`: absent or unreadable,
+/// which is a problem of its own).
+struct Params {
+    iso: Option<daqtune_probe::cmdline::Isolcpus>,
+    nohz: Option<CpuSet>,
+    nocbs: Option<CpuSet>,
+    irq: Option<CpuSet>,
+}
+
+const PARAMS: [&str; 5] = [
+    "isolcpus",
+    "nohz_full",
+    "rcu_nocbs",
+    "rcu_nocb_poll",
+    "irqaffinity",
+];
+
 fn analyse(ctx: &Context, cmd: &Cmdline) -> Analysis {
-    let mut problems = Vec::new();
-    let mut notes = Vec::new();
-    let mut unverified = Vec::new();
-    let mut observed = Vec::new();
+    let mut a = Analysis::default();
     let cpus = match ctx.cpus() {
         Ok(c) => Some(c),
         Err(e) => {
             // Say what could not be verified instead of passing as if it had been.
-            unverified.push(format!(
+            a.unverified.push(format!(
                 "CPU topology unreadable ({e}): CPU existence, SMT siblings and the kernel's effective isolation not checked"
             ));
             None
@@ -139,129 +137,177 @@ fn analyse(ctx: &Context, cmd: &Cmdline) -> Analysis {
             .unwrap_or_else(|| c.online.clone())
     });
     let nr = existing.as_ref().and_then(|e| e.last()).map(|l| l + 1);
-    for k in [
-        "isolcpus",
-        "nohz_full",
-        "rcu_nocbs",
-        "rcu_nocb_poll",
-        "irqaffinity",
-    ] {
+    for k in PARAMS {
         if let Some(p) = cmd.get(k) {
-            observed.push(match &p.value {
+            a.observed.push(match &p.value {
                 Some(v) => format!("{k}={v}"),
                 None => k.to_string(),
             });
         }
     }
+    let params = a.parse(cmd, nr);
+    let data = ctx.data_cores();
+    let isolated = params.iso.as_ref().map(|i| i.cpus.clone());
+    a.data_cores_isolated(ctx, isolated.as_ref(), &data);
+    if let Some(ex) = &existing {
+        a.cpus_exist(ex, isolated.as_ref(), &params);
+    }
+    if let Some(i) = &isolated {
+        a.interrupts(ctx, i, params.irq.as_ref());
+        if let Some(c) = cpus {
+            a.smt_siblings(c, i);
+        }
+        a.housekeeping(ctx, cmd, i, &params);
+        if let Some(c) = cpus {
+            a.effective(c, i, &params);
+        }
+    } else if data.as_ref().is_ok_and(|d| d.is_none()) && ctx.profile.profile.cpu.isolated.is_none()
+    {
+        a.notes
+            .push("the profile asks for no isolated cores".into());
+    }
+    a
+}
 
-    let iso = match cmd.value("isolcpus") {
-        None => None,
-        Some(v) => match parse_isolcpus(v, nr) {
-            Ok(i) => {
-                if !i.unknown_flags.is_empty() {
-                    problems.push(format!(
-                        "isolcpus has unknown flags {} (the kernel ignores the whole parameter)",
-                        i.unknown_flags.join(",")
-                    ));
+impl Analysis {
+    /// Each isolation parameter parsed; one the kernel ignores or cannot read is a problem.
+    fn parse(&mut self, cmd: &Cmdline, nr: Option<u32>) -> Params {
+        let iso = match cmd.value("isolcpus") {
+            None => None,
+            Some(v) => match parse_isolcpus(v, nr) {
+                Ok(i) => {
+                    if !i.unknown_flags.is_empty() {
+                        self.problems.push(format!(
+                            "isolcpus has unknown flags {} (the kernel ignores the whole parameter)",
+                            i.unknown_flags.join(",")
+                        ));
+                    }
+                    Some(i)
                 }
-                Some(i)
-            }
-            Err(e) => {
-                problems.push(format!("{e}"));
+                Err(e) => {
+                    self.problems.push(format!("{e}"));
+                    None
+                }
+            },
+        };
+        let mut list = |k: &str| match parse_list_param(cmd, k, nr) {
+            None => None,
+            Some(Ok(s)) => Some(s),
+            Some(Err(e)) => {
+                self.problems.push(e.to_string());
                 None
             }
-        },
-    };
-    let list = |k: &str, problems: &mut Vec<String>| match parse_list_param(cmd, k, nr) {
-        None => None,
-        Some(Ok(s)) => Some(s),
-        Some(Err(e)) => {
-            problems.push(e.to_string());
-            None
+        };
+        let nohz = list("nohz_full");
+        let nocbs = list("rcu_nocbs");
+        let irq = list("irqaffinity");
+        Params {
+            iso,
+            nohz,
+            nocbs,
+            irq,
         }
-    };
-    let nohz = list("nohz_full", &mut problems);
-    let nocbs = list("rcu_nocbs", &mut problems);
-    let irq = list("irqaffinity", &mut problems);
-
-    let data = ctx.data_cores();
-    let profile_cpu = &ctx.profile.profile.cpu;
-    let isolated = iso.as_ref().map(|i| i.cpus.clone());
-
-    match (&isolated, &data) {
-        (None, Ok(Some(d))) => problems.push(format!(
-            "isolcpus is not set (the profile's data cores are {d})"
-        )),
-        (Some(i), Ok(Some(d))) if !d.is_subset(i) => problems.push(format!(
-            "the profile's data cores {d} are not all isolated (isolcpus={i}; missing {}){}",
-            d.difference(i),
-            ctx.data_cores_rule_note().unwrap_or_default()
-        )),
-        (None, Err(e)) => problems.push(format!(
-            "isolcpus is not set, and the profile's data cores cannot be picked: {e}"
-        )),
-        (Some(_), Err(e)) => unverified.push(format!("data cores unknown: {e}")),
-        _ => {}
     }
-    if let Some(ex) = &existing {
+
+    /// The profile's data cores are all isolated.
+    fn data_cores_isolated(
+        &mut self,
+        ctx: &Context,
+        isolated: Option<&CpuSet>,
+        data: &Result<Option<CpuSet>, crate::cores::CoresError>,
+    ) {
+        match (isolated, data) {
+            (None, Ok(Some(d))) => self.problems.push(format!(
+                "isolcpus is not set (the profile's data cores are {d})"
+            )),
+            (Some(i), Ok(Some(d))) if !d.is_subset(i) => self.problems.push(format!(
+                "the profile's data cores {d} are not all isolated (isolcpus={i}; missing {}){}",
+                d.difference(i),
+                ctx.data_cores_rule_note().unwrap_or_default()
+            )),
+            (None, Err(e)) => self.problems.push(format!(
+                "isolcpus is not set, and the profile's data cores cannot be picked: {e}"
+            )),
+            (Some(_), Err(e)) => self.unverified.push(format!("data cores unknown: {e}")),
+            _ => {}
+        }
+    }
+
+    /// Every CPU a parameter names exists on this host.
+    fn cpus_exist(&mut self, ex: &CpuSet, isolated: Option<&CpuSet>, p: &Params) {
         for (k, set) in [
-            ("isolcpus", &isolated),
-            ("nohz_full", &nohz),
-            ("rcu_nocbs", &nocbs),
-            ("irqaffinity", &irq),
+            ("isolcpus", isolated),
+            ("nohz_full", p.nohz.as_ref()),
+            ("rcu_nocbs", p.nocbs.as_ref()),
+            ("irqaffinity", p.irq.as_ref()),
         ] {
             if let Some(s) = set {
                 let bad = s.difference(ex);
                 if !bad.is_empty() {
-                    problems.push(format!(
+                    self.problems.push(format!(
                         "{k} names CPUs {bad} that do not exist (the host has {ex})"
                     ));
                 }
             }
         }
     }
-    if let Some(i) = &isolated {
-        match &irq {
+
+    /// Interrupts stay off the isolated CPUs: irqaffinity= does not overlap them, and is set
+    /// when the profile names one.
+    fn interrupts(&mut self, ctx: &Context, i: &CpuSet, irq: Option<&CpuSet>) {
+        match irq {
             Some(q) => {
                 let overlap = q.intersection(i);
                 if !overlap.is_empty() {
-                    problems.push(format!(
+                    self.problems.push(format!(
                         "irqaffinity={q} overlaps the isolated CPUs on {overlap}: interrupts will land on data cores"
                     ));
                 }
             }
-            None if profile_cpu.irqaffinity.is_some() => problems
+            None if ctx.profile.profile.cpu.irqaffinity.is_some() => self
+                .problems
                 .push("irqaffinity is not set: interrupts may land on the isolated cores".into()),
             None => {}
         }
-        if let Some(c) = cpus {
-            let mut orphans = CpuSet::new();
-            for cpu in c.cpus.iter().filter(|x| i.contains(x.id)) {
-                if let Some(sib) = &cpu.siblings {
-                    orphans = orphans.union(&sib.difference(i));
-                }
-            }
-            if !orphans.is_empty() {
-                problems.push(format!(
-                    "SMT siblings {orphans} of isolated CPUs are not isolated: they share a core with the data path"
-                ));
+    }
+
+    /// The SMT siblings of isolated CPUs are isolated too (they share a core with the data
+    /// path).
+    fn smt_siblings(&mut self, c: &daqtune_probe::cpu::CpuFacts, i: &CpuSet) {
+        let mut orphans = CpuSet::new();
+        for cpu in c.cpus.iter().filter(|x| i.contains(x.id)) {
+            if let Some(sib) = &cpu.siblings {
+                orphans = orphans.union(&sib.difference(i));
             }
         }
+        if !orphans.is_empty() {
+            self.problems.push(format!(
+                "SMT siblings {orphans} of isolated CPUs are not isolated: they share a core with the data path"
+            ));
+        }
+    }
+
+    /// nohz_full= and rcu_nocbs= cover the isolated CPUs (equal where the kernel keeps one
+    /// housekeeping mask), and rcu_nocb_poll is there when the profile asks for it.
+    fn housekeeping(&mut self, ctx: &Context, cmd: &Cmdline, i: &CpuSet, p: &Params) {
+        let profile_cpu = &ctx.profile.profile.cpu;
         let kernel = ctx.platform().kernel_release.clone();
         let strict =
-            requires_equal_masks(kernel.as_deref()) || iso.as_ref().is_some_and(|x| x.nohz);
+            requires_equal_masks(kernel.as_deref()) || p.iso.as_ref().is_some_and(|x| x.nohz);
         for (k, set, wanted) in [
-            ("nohz_full", &nohz, profile_cpu.nohz_full),
-            ("rcu_nocbs", &nocbs, profile_cpu.rcu_nocbs),
+            ("nohz_full", &p.nohz, profile_cpu.nohz_full),
+            ("rcu_nocbs", &p.nocbs, profile_cpu.rcu_nocbs),
         ] {
             match set {
-                None if wanted => problems.push(format!("{k} is not set for the isolated CPUs {i}")),
+                None if wanted => self
+                    .problems
+                    .push(format!("{k} is not set for the isolated CPUs {i}")),
                 None => {}
-                Some(s) if strict && k == "nohz_full" && s != i => problems.push(format!(
+                Some(s) if strict && k == "nohz_full" && s != i => self.problems.push(format!(
                     "nohz_full={s} differs from isolcpus={i}; kernel {} requires them to be equal and drops the second",
                     kernel.as_deref().unwrap_or("?")
                 )),
-                Some(s) if !i.is_subset(s) => problems.push(format!(
+                Some(s) if !i.is_subset(s) => self.problems.push(format!(
                     "{k}={s} does not cover the isolated CPUs (missing {})",
                     i.difference(s)
                 )),
@@ -269,36 +315,28 @@ fn analyse(ctx: &Context, cmd: &Cmdline) -> Analysis {
             }
         }
         if profile_cpu.rcu_nocb_poll && !cmd.has("rcu_nocb_poll") {
-            problems.push("rcu_nocb_poll is not set".into());
+            self.problems.push("rcu_nocb_poll is not set".into());
         }
-        // The effective state: what the kernel actually applied.
-        if let Some(c) = cpus {
-            if let Some(eff) = &c.isolated {
-                if iso.as_ref().is_some_and(|x| x.domain) && eff != i {
-                    problems.push(format!(
-                        "the kernel isolated {} (/sys/devices/system/cpu/isolated) instead of isolcpus={i}",
-                        if eff.is_empty() { "nothing".to_string() } else { eff.to_string() }
-                    ));
-                }
-            }
-            if let (Some(eff), Some(n)) = (&c.nohz_full, &nohz) {
-                if eff != n {
-                    problems.push(format!(
-                        "the kernel runs nohz_full on {} instead of {n} (CONFIG_NO_HZ_FULL missing, or the parameter was refused)",
-                        if eff.is_empty() { "no CPU".to_string() } else { eff.to_string() }
-                    ));
-                }
-            }
-        }
-    } else if data.as_ref().is_ok_and(|d| d.is_none()) && ctx.profile.profile.cpu.isolated.is_none()
-    {
-        notes.push("the profile asks for no isolated cores".into());
     }
-    Analysis {
-        problems,
-        notes,
-        unverified,
-        observed,
+
+    /// The effective state: what the kernel actually applied.
+    fn effective(&mut self, c: &daqtune_probe::cpu::CpuFacts, i: &CpuSet, p: &Params) {
+        if let Some(eff) = &c.isolated {
+            if p.iso.as_ref().is_some_and(|x| x.domain) && eff != i {
+                self.problems.push(format!(
+                    "the kernel isolated {} (/sys/devices/system/cpu/isolated) instead of isolcpus={i}",
+                    if eff.is_empty() { "nothing".to_string() } else { eff.to_string() }
+                ));
+            }
+        }
+        if let (Some(eff), Some(n)) = (&c.nohz_full, &p.nohz) {
+            if eff != n {
+                self.problems.push(format!(
+                    "the kernel runs nohz_full on {} instead of {n} (CONFIG_NO_HZ_FULL missing, or the parameter was refused)",
+                    if eff.is_empty() { "no CPU".to_string() } else { eff.to_string() }
+                ));
+            }
+        }
     }
 }
 

@@ -14,8 +14,10 @@ use crate::verdict::{Area, Verdict};
 use daqtune_probe::gpu::{decode_event_reasons, DomainClocks, GpuFacts};
 use daqtune_units::systemd;
 
+const ID: &str = "gpu.clocks";
+
 pub const CLOCKS: Tunable = Tunable {
-    id: "gpu.clocks",
+    id: ID,
     area: Area::Gpu,
     title: "GPU SM and memory clocks held at their maximum; persistence mode",
     aliases: &["gpu-clock", "gpu-clocks", "clocks"],
@@ -42,7 +44,6 @@ pub const CLOCKS: Tunable = Tunable {
 };
 
 fn clock_verdict(ctx: &Context, g: &GpuFacts, d: GpuDomain, note: &str) -> Verdict {
-    const ID: &str = "gpu.clocks";
     let tol = ctx.profile.profile.gpu.clock_tolerance_mhz;
     let domain = d.as_str();
     let c: &DomainClocks = crate::hostio::gpu::clocks(g, d);
@@ -149,7 +150,6 @@ fn clock_verdict(ctx: &Context, g: &GpuFacts, d: GpuDomain, note: &str) -> Verdi
 }
 
 fn run_clocks(ctx: &Context) -> Vec<Verdict> {
-    const ID: &str = "gpu.clocks";
     let snap = match gpus_or_skip(ctx, ID) {
         Ok(s) => s,
         Err(v) => return v,
@@ -199,7 +199,6 @@ fn run_clocks(ctx: &Context) -> Vec<Verdict> {
 }
 
 fn persistence_verdict(ctx: &Context, g: &GpuFacts) -> Verdict {
-    const ID: &str = "gpu.clocks";
     let subject = format!("{} persistence", g.subject());
     let daemon = persistence_daemon(ctx);
     match (g.persistence_mode, persistence_missing(g.persistence_mode, daemon)) {
@@ -277,200 +276,18 @@ fn persistence_daemon(facts: &crate::facts::Facts) -> bool {
 pub const GPU_JSON: &str = daqtune_probe::gpu::FACTS_PATH;
 
 fn plan_gpu_clocks(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
-    let gpu = cx.gpu;
-    use crate::hostio::gpu::{GpuDomain, GpuSetters, NvmlSetters};
-    const ID: &str = "gpu.clocks";
     let g = &cx.lp.profile.gpu;
     if !(g.lock_sm_clock || g.lock_memory_clock || g.persistence) {
         return Ok(());
     }
-    let tol = g.clock_tolerance_mhz;
-    // A host root stands in for NVML with its recorded facts (daqtune/gpu.json): the locks
-    // are made on a mock of those facts and the file is rewritten, so the next check reads
-    // them; revert restores the file.
-    // Explicit GPU control (the live NVML, or a test's mock) wins over recorded facts.
-    let recorded = if cx.target == Target::Root && gpu.is_none() {
-        let Ok(text) = cx.facts.read_string(GPU_JSON) else {
-            if !cx.opts.only.is_empty() {
-                plan.note(
-                    ID,
-                    NoteLevel::Skip,
-                    format!("this root has no recorded GPU facts ({GPU_JSON})"),
-                );
-            }
-            return Ok(());
-        };
-        match daqtune_probe::gpu::GpuSnapshot::from_json(&text) {
-            Ok(snap) => Some(snap),
-            Err(e) => {
-                plan.note(ID, NoteLevel::Skip, format!("{GPU_JSON}: {e}"));
-                return Ok(());
-            }
-        }
-    } else {
-        None
-    };
-    let mock_setters = recorded.as_ref().map(|snap| {
-        NvmlSetters::new(
-            daqtune_probe::gpu::control::MockNvml::new(snap.gpus.clone()),
-            tol,
-            &snap.gpus,
-        )
-    });
-    let setters: &dyn GpuSetters = match (&mock_setters, gpu) {
-        (Some(m), _) => m,
-        (None, Some(s)) => s,
-        (None, None) => {
-            if !cx.opts.only.is_empty() || cx.opts.gpu_unavailable.is_some() {
-                let why = cx
-                    .opts
-                    .gpu_unavailable
-                    .clone()
-                    .unwrap_or_else(|| "no GPU control in this run".into());
-                plan.note(ID, NoteLevel::Skip, why);
-            }
-            return Ok(());
-        }
-    };
-    let gpus = match setters.gpus() {
-        Ok(g) => g,
-        Err(e) => {
-            plan.note(ID, NoteLevel::Skip, e.to_string());
-            return Ok(());
-        }
-    };
-    if gpus.is_empty() {
-        if !cx.opts.only.is_empty() {
-            plan.note(ID, NoteLevel::Skip, "no NVIDIA GPU");
-        }
+    // Without a GPU to control nothing is planned, the boot unit included (the note says why).
+    let Ok(control) = gpu_control(cx, plan) else {
         return Ok(());
-    }
+    };
     if cx.opts.runtime {
-        let facts = cx.facts.gpus().ok();
-        // The judgement of the check: a GPU NVML does not manage is skipped there, and left
-        // alone here; with nvidia-persistenced running, persistence passes there, and is
-        // nothing to set here. (A mode NVML does not report, n/a on an integrated GPU, is set:
-        // where NVML takes it, the check then passes.)
-        let unmanaged = |uuid: &str| {
-            facts.is_some_and(|f| {
-                f.gpus
-                    .iter()
-                    .any(|x| x.uuid == uuid && x.nvml_index.is_none())
-            })
-        };
-        let daemon = persistence_daemon(cx.facts);
-        let mut ops: Vec<(String, Action, Option<String>)> = Vec::new();
-        for s in gpus.iter().filter(|s| !unmanaged(&s.uuid)) {
-            let subject = format!("{} {}", s.name, s.uuid);
-            if g.persistence && persistence_missing(s.persistence, daemon) {
-                ops.push((
-                    subject.clone(),
-                    Action::GpuPersistence {
-                        uuid: s.uuid.clone(),
-                    },
-                    None,
-                ));
-            }
-            let mut lock = |d: GpuDomain, held: Option<bool>| {
-                let mut note = held.is_none().then(|| {
-                    format!(
-                        "whether the {} clock is already held cannot be told; locking it",
-                        d.as_str()
-                    )
-                });
-                if let Some(snap) = &recorded {
-                    if let Some((lo, hi)) = snap
-                        .gpus
-                        .iter()
-                        .find(|f| f.uuid == s.uuid)
-                        .and_then(|f| crate::hostio::gpu::foreign(f, d, tol))
-                    {
-                        note = Some(format!("someone else's lock ({lo}-{hi} MHz) is in place and will be overridden; revert cannot restore it"));
-                    }
-                }
-                ops.push((
-                    subject.clone(),
-                    Action::GpuLock {
-                        uuid: s.uuid.clone(),
-                        domain: d,
-                    },
-                    note,
-                ));
-            };
-            if g.lock_sm_clock
-                && lock_needed(s.sm_held, by_journal(cx.facts, &s.uuid, GpuDomain::Sm))
-            {
-                lock(GpuDomain::Sm, s.sm_held);
-            }
-            if g.lock_memory_clock
-                && s.has_memory_domain
-                && lock_needed(
-                    s.memory_held,
-                    by_journal(cx.facts, &s.uuid, GpuDomain::Memory),
-                )
-            {
-                lock(GpuDomain::Memory, s.memory_held);
-            }
-        }
-        match (&recorded, &mock_setters) {
-            (Some(snap), Some(m)) => {
-                if !ops.is_empty() {
-                    for (subject, op, _) in &ops {
-                        let r = match op {
-                            // The recorded facts are rewritten with what the mock shows after
-                            // the lock; a lock they do not show is said, not assumed.
-                            Action::GpuLock { uuid, domain } => m
-                                .lock_max(uuid, *domain)
-                                .map_err(|e| e.to_string())
-                                .and_then(|l| match l.shown {
-                                    Some(true) => Ok(()),
-                                    _ => Err(l.message),
-                                }),
-                            Action::GpuPersistence { uuid } => m
-                                .set_persistence(uuid, true)
-                                .map(|_| ())
-                                .map_err(|e| e.to_string()),
-                            _ => Ok(()),
-                        };
-                        if let Err(e) = r {
-                            plan.note(ID, NoteLevel::Warn, format!("{subject}: {e}"));
-                        }
-                    }
-                    let mut after = snap.clone();
-                    for f in after.gpus.iter_mut() {
-                        if let Ok(n) =
-                            daqtune_probe::gpu::control::NvmlControl::facts(&m.ctl.nvml, &f.uuid)
-                        {
-                            *f = n;
-                        }
-                    }
-                    let mut text = after.to_json();
-                    text.push('\n');
-                    let subjects: Vec<String> = ops
-                        .iter()
-                        .map(|(_, a, _)| match a {
-                            Action::GpuLock { uuid, domain } => {
-                                format!("{} lock on {uuid}", domain.as_str())
-                            }
-                            Action::GpuPersistence { uuid } => format!("persistence on {uuid}"),
-                            _ => String::new(),
-                        })
-                        .collect();
-                    let from = cx.read(GPU_JSON);
-                    plan.changes.push(Change {
-                        check: ID.into(),
-                        subject: "recorded NVML".into(),
-                        action: Action::File {
-                            path: GPU_JSON.into(),
-                            from,
-                            to: text.into_bytes(),
-                            mode: 0o644,
-                        },
-                        reboot: false,
-                        note: Some(subjects.join(", ")),
-                    });
-                }
-            }
+        let ops = gpu_ops(cx, &control.gpus, control.recorded.as_ref());
+        match (&control.recorded, &control.mock) {
+            (Some(snap), Some(m)) => record_on_root(cx, plan, snap, m, &ops),
             _ => {
                 for (subject, action, note) in ops {
                     plan.changes.push(Change {
@@ -485,13 +302,260 @@ fn plan_gpu_clocks(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
         }
     }
     if cx.opts.persist {
-        let path = format!("/etc/systemd/system/{}", systemd::GPU_CLOCKS_UNIT);
-        if let Some(exe) = cx.unit_exe(plan, ID, &path) {
-            let u = unit(&exe, &cx.profile_ref());
-            let text = u.render()?;
-            cx.file_change(plan, ID, &u.name, &path, text, 0o644, false);
-            cx.enable(plan, ID, &u.name, "multi-user.target");
+        plan_unit(cx, plan)?;
+    }
+    Ok(())
+}
+
+/// The plan of gpu.clocks stops here; its note says why.
+struct Stop;
+
+/// One GPU operation of the plan: its subject, the action, and what the plan says of it.
+type GpuOp = (String, Action, Option<String>);
+
+type MockSetters = crate::hostio::gpu::NvmlSetters<daqtune_probe::gpu::control::MockNvml>;
+
+/// The run's GPU control and the GPUs it shows.
+struct Control {
+    /// A host root's recorded facts, when they stand in for NVML.
+    recorded: Option<daqtune_probe::gpu::GpuSnapshot>,
+    /// The mock of those facts the plan makes its changes on.
+    mock: Option<MockSetters>,
+    gpus: Vec<crate::hostio::gpu::GpuState>,
+}
+
+/// The GPU control of this run: the live NVML or a test's mock, else (a host root) a mock of
+/// the root's recorded facts, whose file the plan then rewrites; and the GPUs it shows.
+fn gpu_control(cx: &PlanCx, plan: &mut Plan) -> Result<Control, Stop> {
+    let tol = cx.lp.profile.gpu.clock_tolerance_mhz;
+    let recorded = recorded_facts(cx, plan)?;
+    let mock = recorded.as_ref().map(|snap| {
+        crate::hostio::gpu::NvmlSetters::new(
+            daqtune_probe::gpu::control::MockNvml::new(snap.gpus.clone()),
+            tol,
+            &snap.gpus,
+        )
+    });
+    let setters: &dyn GpuSetters = match (&mock, cx.gpu) {
+        (Some(m), _) => m,
+        (None, Some(s)) => s,
+        (None, None) => {
+            if !cx.opts.only.is_empty() || cx.opts.gpu_unavailable.is_some() {
+                let why = cx
+                    .opts
+                    .gpu_unavailable
+                    .clone()
+                    .unwrap_or_else(|| "no GPU control in this run".into());
+                plan.note(ID, NoteLevel::Skip, why);
+            }
+            return Err(Stop);
         }
+    };
+    let gpus = match setters.gpus() {
+        Ok(g) => g,
+        Err(e) => {
+            plan.note(ID, NoteLevel::Skip, e.to_string());
+            return Err(Stop);
+        }
+    };
+    if gpus.is_empty() {
+        if !cx.opts.only.is_empty() {
+            plan.note(ID, NoteLevel::Skip, "no NVIDIA GPU");
+        }
+        return Err(Stop);
+    }
+    Ok(Control {
+        recorded,
+        mock,
+        gpus,
+    })
+}
+
+/// A host root stands in for NVML with its recorded facts (daqtune/gpu.json): the locks are
+/// made on a mock of those facts and the file is rewritten, so the next check reads them;
+/// revert restores the file. Explicit GPU control (the live NVML, or a test's mock) wins over
+/// recorded facts: `None` then.
+fn recorded_facts(
+    cx: &PlanCx,
+    plan: &mut Plan,
+) -> Result<Option<daqtune_probe::gpu::GpuSnapshot>, Stop> {
+    if cx.target != Target::Root || cx.gpu.is_some() {
+        return Ok(None);
+    }
+    let Ok(text) = cx.facts.read_string(GPU_JSON) else {
+        if !cx.opts.only.is_empty() {
+            plan.note(
+                ID,
+                NoteLevel::Skip,
+                format!("this root has no recorded GPU facts ({GPU_JSON})"),
+            );
+        }
+        return Err(Stop);
+    };
+    match daqtune_probe::gpu::GpuSnapshot::from_json(&text) {
+        Ok(snap) => Ok(Some(snap)),
+        Err(e) => {
+            plan.note(ID, NoteLevel::Skip, format!("{GPU_JSON}: {e}"));
+            Err(Stop)
+        }
+    }
+}
+
+/// What each GPU needs, by the judgement of the check: a GPU NVML does not manage is skipped
+/// there, and left alone here; with nvidia-persistenced running, persistence passes there,
+/// and is nothing to set here. (A mode NVML does not report, n/a on an integrated GPU, is set:
+/// where NVML takes it, the check then passes.)
+fn gpu_ops(
+    cx: &PlanCx,
+    gpus: &[crate::hostio::gpu::GpuState],
+    recorded: Option<&daqtune_probe::gpu::GpuSnapshot>,
+) -> Vec<GpuOp> {
+    let g = &cx.lp.profile.gpu;
+    let facts = cx.facts.gpus().ok();
+    let unmanaged = |uuid: &str| {
+        facts.is_some_and(|f| {
+            f.gpus
+                .iter()
+                .any(|x| x.uuid == uuid && x.nvml_index.is_none())
+        })
+    };
+    let daemon = persistence_daemon(cx.facts);
+    let mut ops: Vec<GpuOp> = Vec::new();
+    for s in gpus.iter().filter(|s| !unmanaged(&s.uuid)) {
+        let subject = format!("{} {}", s.name, s.uuid);
+        if g.persistence && persistence_missing(s.persistence, daemon) {
+            ops.push((
+                subject.clone(),
+                Action::GpuPersistence {
+                    uuid: s.uuid.clone(),
+                },
+                None,
+            ));
+        }
+        let lock = |d: GpuDomain, held: Option<bool>| -> GpuOp {
+            (
+                subject.clone(),
+                Action::GpuLock {
+                    uuid: s.uuid.clone(),
+                    domain: d,
+                },
+                lock_note(recorded, &s.uuid, d, held, g.clock_tolerance_mhz),
+            )
+        };
+        if g.lock_sm_clock && lock_needed(s.sm_held, by_journal(cx.facts, &s.uuid, GpuDomain::Sm)) {
+            ops.push(lock(GpuDomain::Sm, s.sm_held));
+        }
+        if g.lock_memory_clock
+            && s.has_memory_domain
+            && lock_needed(
+                s.memory_held,
+                by_journal(cx.facts, &s.uuid, GpuDomain::Memory),
+            )
+        {
+            ops.push(lock(GpuDomain::Memory, s.memory_held));
+        }
+    }
+    ops
+}
+
+/// What the plan says of a lock: someone else's lock it overrides (seen in the recorded
+/// facts), or that whether the clock is held cannot be told.
+fn lock_note(
+    recorded: Option<&daqtune_probe::gpu::GpuSnapshot>,
+    uuid: &str,
+    d: GpuDomain,
+    held: Option<bool>,
+    tol: u32,
+) -> Option<String> {
+    let foreign = recorded.and_then(|snap| {
+        snap.gpus
+            .iter()
+            .find(|f| f.uuid == uuid)
+            .and_then(|f| crate::hostio::gpu::foreign(f, d, tol))
+    });
+    if let Some((lo, hi)) = foreign {
+        return Some(format!("someone else's lock ({lo}-{hi} MHz) is in place and will be overridden; revert cannot restore it"));
+    }
+    held.is_none().then(|| {
+        format!(
+            "whether the {} clock is already held cannot be told; locking it",
+            d.as_str()
+        )
+    })
+}
+
+/// On a host root: the operations made on the mock of the recorded facts, and one change that
+/// rewrites the facts file with what the mock shows after them.
+fn record_on_root(
+    cx: &PlanCx,
+    plan: &mut Plan,
+    snap: &daqtune_probe::gpu::GpuSnapshot,
+    m: &MockSetters,
+    ops: &[GpuOp],
+) {
+    if ops.is_empty() {
+        return;
+    }
+    for (subject, op, _) in ops {
+        let r = match op {
+            // The recorded facts are rewritten with what the mock shows after the lock; a lock
+            // they do not show is said, not assumed.
+            Action::GpuLock { uuid, domain } => m
+                .lock_max(uuid, *domain)
+                .map_err(|e| e.to_string())
+                .and_then(|l| match l.shown {
+                    Some(true) => Ok(()),
+                    _ => Err(l.message),
+                }),
+            Action::GpuPersistence { uuid } => m
+                .set_persistence(uuid, true)
+                .map(|_| ())
+                .map_err(|e| e.to_string()),
+            _ => Ok(()),
+        };
+        if let Err(e) = r {
+            plan.note(ID, NoteLevel::Warn, format!("{subject}: {e}"));
+        }
+    }
+    let mut after = snap.clone();
+    for f in after.gpus.iter_mut() {
+        if let Ok(n) = daqtune_probe::gpu::control::NvmlControl::facts(&m.ctl.nvml, &f.uuid) {
+            *f = n;
+        }
+    }
+    let mut text = after.to_json();
+    text.push('\n');
+    let subjects: Vec<String> = ops
+        .iter()
+        .map(|(_, a, _)| match a {
+            Action::GpuLock { uuid, domain } => format!("{} lock on {uuid}", domain.as_str()),
+            Action::GpuPersistence { uuid } => format!("persistence on {uuid}"),
+            _ => String::new(),
+        })
+        .collect();
+    let from = cx.read(GPU_JSON);
+    plan.changes.push(Change {
+        check: ID.into(),
+        subject: "recorded NVML".into(),
+        action: Action::File {
+            path: GPU_JSON.into(),
+            from,
+            to: text.into_bytes(),
+            mode: 0o644,
+        },
+        reboot: false,
+        note: Some(subjects.join(", ")),
+    });
+}
+
+/// The unit that locks the clocks again at boot.
+fn plan_unit(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
+    let path = format!("/etc/systemd/system/{}", systemd::GPU_CLOCKS_UNIT);
+    if let Some(exe) = cx.unit_exe(plan, ID, &path) {
+        let u = unit(&exe, &cx.profile_ref());
+        let text = u.render()?;
+        cx.file_change(plan, ID, &u.name, &path, text, 0o644, false);
+        cx.enable(plan, ID, &u.name, "multi-user.target");
     }
     Ok(())
 }

@@ -2,9 +2,15 @@
 //! --format json` prints, made by the same engine calls (no binary).
 #![allow(dead_code)]
 
+use daqtune_engine::appconfig::AppConfig;
 use daqtune_engine::gate::{self, FailOn};
 use daqtune_engine::{commands, hostroot, report};
 use std::path::{Path, PathBuf};
+
+pub mod agree;
+pub mod drive;
+#[path = "../../src/apply/testroot.rs"]
+pub mod testroot;
 
 #[path = "../../../tests/support/report_json.rs"]
 mod report_json;
@@ -20,10 +26,21 @@ pub fn fixture(name: &str) -> PathBuf {
 /// The JSON report of `daqtune check --root ROOT --profile PROFILE --format json IDS...`
 /// (every check when `ids` is empty), and the exit code its gate gives.
 pub fn evaluate(root: &Path, profile: &str, ids: &[&str]) -> (serde_json::Value, u8) {
+    evaluate_app(root, profile, None, ids)
+}
+
+/// `evaluate` with `--config CFG` (a DAQIRI configuration) when `cfg` is given.
+pub fn evaluate_app(
+    root: &Path,
+    profile: &str,
+    cfg: Option<&Path>,
+    ids: &[&str],
+) -> (serde_json::Value, u8) {
     let host = hostroot::open_root(Some(root)).expect("root");
     let lp = commands::load_profile(profile).expect("profile");
+    let app = cfg.map(|c| AppConfig::load(c).expect("config"));
     let only = ids.iter().map(|s| s.to_string()).collect();
-    let rep = commands::evaluate(&host, &lp, only, false);
+    let rep = commands::evaluate_with_app(&host, &lp, only, false, app.as_ref());
     let code = gate::exit_code(&rep.checks, FailOn::Fail, false, &lp.profile);
     (
         serde_json::from_str(&report::json(&rep)).expect("json report"),
@@ -42,19 +59,4 @@ pub fn check_json_root(root: &Path, profile: &str) -> serde_json::Value {
 }
 
 /// Copy a fixture tree, symlinks kept as links (sysfs relies on them).
-pub fn copy_tree(src: &Path, dst: &Path) {
-    for entry in std::fs::read_dir(src).expect("read_dir") {
-        let entry = entry.expect("entry");
-        let ft = entry.file_type().expect("ft");
-        let to = dst.join(entry.file_name());
-        if ft.is_symlink() {
-            std::os::unix::fs::symlink(std::fs::read_link(entry.path()).expect("link"), &to)
-                .expect("symlink");
-        } else if ft.is_dir() {
-            std::fs::create_dir_all(&to).expect("mkdir");
-            copy_tree(&entry.path(), &to);
-        } else {
-            std::fs::copy(entry.path(), &to).expect("copy");
-        }
-    }
-}
+pub use testroot::copy_tree;

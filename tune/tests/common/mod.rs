@@ -19,12 +19,22 @@ pub fn fixture(name: &str) -> PathBuf {
         .join(name)
 }
 
+/// `daqtune ARGS` with no terminal on standard input (a command that would ask refuses).
 pub fn run(args: &[&str]) -> Output {
     Command::new(bin())
         .args(args)
         .env("NO_COLOR", "1")
+        .stdin(std::process::Stdio::null())
         .output()
         .expect("run daqtune")
+}
+
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 pub fn check_json(fixture_name: &str, profile: &str) -> serde_json::Value {

@@ -1,9 +1,12 @@
 //! `app.memory`: the configuration's memory regions against hugepages, BAR1 and GPUDirect.
 
 use super::*;
+use crate::appconfig::Region;
+
+const ID: &str = "app.memory";
 
 pub const MEMORY: Tunable = Tunable {
-    id: "app.memory",
+    id: ID,
     area: Area::Memory,
     title: "The configuration's memory regions fit the host: hugepages, GPU BAR1, GPUDirect",
     aliases: &[],
@@ -140,7 +143,6 @@ fn gpudirect_path(ctx: &Context, g: &daqtune_probe::gpu::GpuFacts) -> GpuPath {
 const HOST_PINNED_ADVICE: &str = "use `kind: host_pinned` (cudaHostAlloc'd host memory the NIC DMAs into; DAQIRI's configuration reference and seed 000's DGX Spark tab recommend it on integrated GPUs such as GB10)";
 
 fn run_memory(ctx: &Context) -> Vec<Verdict> {
-    const ID: &str = "app.memory";
     let app = match app(ctx, ID) {
         Ok(a) => a,
         Err(v) => return v,
@@ -154,271 +156,326 @@ fn run_memory(ctx: &Context) -> Vec<Verdict> {
     }
     let est = estimate::hugepages(app);
     let dev = estimate::device_bytes(app);
-    let dpdk = app.engine == Engine::Dpdk;
-    let mut out = Vec::new();
-    for r in &app.regions {
-        let subject = app.subject(r.line, &r.path);
-        let kind = match &r.kind {
-            Some(Field { value: Ok(k), .. }) => *k,
-            Some(Field {
-                value: Err(b),
-                path,
-                line,
-            }) => {
-                out.push(bad_field(ID, app, path, *line, b));
-                continue;
-            }
-            None => {
-                out.push(Verdict::skip(
-                    ID,
-                    subject,
-                    "no kind: cannot judge it (see app.config)",
-                ));
-                continue;
-            }
-        };
-        let Some(bytes) = estimate::region_bytes(app, r) else {
-            out.push(Verdict::skip(
-                ID,
-                subject,
-                format!(
-                    "`{}`: num_bufs or buf_size unusable (see app.config)",
-                    r.name
-                ),
-            ));
-            continue;
-        };
-        let n = estimate::effective_num_bufs(app, r).unwrap_or(0);
-        let adj = estimate::adj_size(app.engine, kind, r.buf_size().unwrap_or(0));
-        let bumped = if Some(n) != r.num_bufs() {
+    let mut out: Vec<Verdict> = app
+        .regions
+        .iter()
+        .map(|r| region_verdict(ctx, app, r, &est, &dev))
+        .collect();
+    if app.engine == Engine::Dpdk {
+        out.push(dpdk_preflight(ctx, app, &est));
+    }
+    out
+}
+
+/// One region's verdict: its kind and size read from the configuration (a skip when either
+/// is unusable), then the judgement of that kind.
+fn region_verdict(
+    ctx: &Context,
+    app: &AppConfig,
+    r: &Region,
+    est: &estimate::HugeEstimate,
+    dev: &BTreeMap<i64, u64>,
+) -> Verdict {
+    let subject = app.subject(r.line, &r.path);
+    let kind = match &r.kind {
+        Some(Field { value: Ok(k), .. }) => *k,
+        Some(Field {
+            value: Err(b),
+            path,
+            line,
+        }) => return bad_field(ID, app, path, *line, b),
+        None => {
+            return Verdict::skip(ID, subject, "no kind: cannot judge it (see app.config)");
+        }
+    };
+    let Some(bytes) = estimate::region_bytes(app, r) else {
+        return Verdict::skip(
+            ID,
+            subject,
             format!(
-                " (num_bufs {} is below 1.5 x the {}-descriptor ring: DAQIRI raises it to {n})",
-                r.num_bufs().unwrap_or(0),
-                estimate::NIC_RING
+                "`{}`: num_bufs or buf_size unusable (see app.config)",
+                r.name
+            ),
+        );
+    };
+    let sizing = sizing(app, r, kind, bytes);
+    match kind {
+        MemKind::Huge => huge_region(ctx, app, r, &subject, bytes, &sizing, est),
+        MemKind::Device => device_region(ctx, app, r, &subject, bytes, &sizing, dev),
+        MemKind::HostPinned => host_pinned_region(ctx, app, r, &subject, &sizing),
+        MemKind::Host => host_region(app, r, &subject, &sizing),
+    }
+}
+
+/// How the region's size comes about: `N x SIZE B = M MiB`, with the engine's padding and
+/// DAQIRI's raise of num_bufs to 1.5 rings named where they apply.
+fn sizing(app: &AppConfig, r: &Region, kind: MemKind, bytes: u64) -> String {
+    let n = estimate::effective_num_bufs(app, r).unwrap_or(0);
+    let adj = estimate::adj_size(app.engine, kind, r.buf_size().unwrap_or(0));
+    let bumped = if Some(n) != r.num_bufs() {
+        format!(
+            " (num_bufs {} is below 1.5 x the {}-descriptor ring: DAQIRI raises it to {n})",
+            r.num_bufs().unwrap_or(0),
+            estimate::NIC_RING
+        )
+    } else {
+        String::new()
+    };
+    format!(
+        "{n} x {adj} B{} = {} MiB{bumped}",
+        if adj != r.buf_size().unwrap_or(0) {
+            format!(
+                " ({} engine padding of buf_size {})",
+                app.engine.name(),
+                r.buf_size().unwrap_or(0)
             )
         } else {
             String::new()
-        };
-        let sizing = format!(
-            "{n} x {adj} B{} = {} MiB{bumped}",
-            if adj != r.buf_size().unwrap_or(0) {
-                format!(
-                    " ({} engine padding of buf_size {})",
-                    app.engine.name(),
-                    r.buf_size().unwrap_or(0)
-                )
+        },
+        mib(bytes)
+    )
+}
+
+/// A `kind: huge` region: its NUMA node exists and has the hugepages every huge region on that
+/// node needs free (DPDK fails without them; the other engines fall back to regular pages).
+fn huge_region(
+    ctx: &Context,
+    app: &AppConfig,
+    r: &Region,
+    subject: &str,
+    bytes: u64,
+    sizing: &str,
+    est: &estimate::HugeEstimate,
+) -> Verdict {
+    let node = match huge_node(ctx, app, r, subject) {
+        Ok(n) => n,
+        Err(v) => return *v,
+    };
+    let dpdk = app.engine == Engine::Dpdk;
+    let need = est.per_node.get(&node).copied().unwrap_or(bytes);
+    let over = if dpdk {
+        " with 32 MiB per-pool overhead each"
+    } else {
+        ""
+    };
+    match node_free(ctx, node) {
+        None => Verdict::skip(
+            ID,
+            subject,
+            format!(
+                "`{}` needs {sizing}; cannot read the free hugepages of node {node}",
+                r.name
+            ),
+        ),
+        Some(free) if need > free => {
+            let missing = need - free;
+            let msg = format!(
+                "`{}` needs {sizing}; the kind: huge regions on node {node} need {} MiB{over}, node {node} has {} MiB of hugepages free: {} MiB missing",
+                r.name,
+                mib(need),
+                free / MIB,
+                mib(missing)
+            );
+            if dpdk {
+                Verdict::fail(ID, subject, msg)
             } else {
-                String::new()
-            },
-            mib(bytes)
-        );
-        let v = match kind {
-            MemKind::Huge => {
-                let Some(aff) = r.affinity() else {
-                    out.push(Verdict::skip(
-                        ID,
-                        subject,
-                        "affinity (the NUMA node) unusable: see app.config",
-                    ));
-                    continue;
-                };
-                let Ok(node) = u32::try_from(aff) else {
-                    out.push(Verdict::fail(
-                        ID,
-                        subject,
-                        format!("`{}`: affinity {aff} is not a NUMA node", r.name),
-                    ));
-                    continue;
-                };
-                let mem = ctx.mem();
-                if !mem.nodes.is_empty() && !mem.nodes.iter().any(|x| x.id == node) {
-                    let have: Vec<String> = mem.nodes.iter().map(|x| x.id.to_string()).collect();
-                    out.push(
-                        Verdict::fail(
-                            ID,
-                            subject,
-                            format!(
-                                "`{}` asks for NUMA node {node} (affinity), which this host does not have (nodes {})",
-                                r.name,
-                                have.join(", ")
-                            ),
-                        )
-                        .fix(format!("edit {}:{}: set affinity to the NIC's node", app.file, r.line)),
-                    );
-                    continue;
-                }
-                let need = est.per_node.get(&node).copied().unwrap_or(bytes);
-                let over = if dpdk { " with 32 MiB per-pool overhead each" } else { "" };
-                match node_free(ctx, node) {
-                    None => Verdict::skip(
-                        ID,
-                        subject,
-                        format!(
-                            "`{}` needs {sizing}; cannot read the free hugepages of node {node}",
-                            r.name
-                        ),
-                    ),
-                    Some(free) if need > free => {
-                        let missing = need - free;
-                        let msg = format!(
-                            "`{}` needs {sizing}; the kind: huge regions on node {node} need {} MiB{over}, node {node} has {} MiB of hugepages free: {} MiB missing",
-                            r.name,
-                            mib(need),
-                            free / MIB,
-                            mib(missing)
-                        );
-                        if dpdk {
-                            Verdict::fail(ID, subject, msg)
-                        } else {
-                            Verdict::warn(
-                                ID,
-                                subject,
-                                format!(
-                                    "{msg}; the {} engine then falls back to regular pages (slower, not IOVA-contiguous)",
-                                    app.engine.name()
-                                ),
-                            )
-                        }
-                        .fix(hugepage_fix(ctx, Some(node), missing))
-                        .observed(format!("{} MiB free on node {node}", free / MIB))
-                        .expected(format!(">= {} MiB", mib(need)))
-                    }
-                    Some(free) => Verdict::pass(
-                        ID,
-                        subject,
-                        format!(
-                            "`{}` needs {sizing}; node {node} has {} MiB of hugepages free for the {} MiB its kind: huge regions need{over}",
-                            r.name,
-                            free / MIB,
-                            mib(need)
-                        ),
-                    ),
-                }
-            }
-            MemKind::Device => device_region(ctx, app, r, &subject, bytes, &sizing, &dev),
-            MemKind::HostPinned => match ctx.gpus() {
-                Err(e) => Verdict::skip(
-                    ID,
-                    subject,
-                    format!("host_pinned needs CUDA (cudaHostAlloc); cannot see the GPUs: {e}"),
-                ),
-                Ok(snap) if snap.gpus.is_empty() => Verdict::fail(
+                Verdict::warn(
                     ID,
                     subject,
                     format!(
-                        "`{}` is host_pinned, which DAQIRI allocates with cudaHostAlloc, but no NVIDIA GPU is visible{}",
-                        r.name,
-                        snap.unavailable_reason()
-                            .map(|x| format!(" ({x})"))
-                            .unwrap_or_default()
+                        "{msg}; the {} engine then falls back to regular pages (slower, not IOVA-contiguous)",
+                        app.engine.name()
                     ),
                 )
-                .fix(format!("edit {}:{}: use `kind: huge` on a host without a GPU", app.file, r.line)),
-                // NVML can list GPUs while the CUDA driver cannot be used: cudaHostAlloc
-                // would then fail, so CUDA itself must have been seen.
-                Ok(snap) if snap.cuda.reason().is_some() => Verdict::skip(
-                    ID,
-                    subject,
-                    format!(
-                        "`{}` is host_pinned, which needs the CUDA driver (cudaHostAlloc): {}",
-                        r.name,
-                        snap.cuda.reason().unwrap_or_default()
-                    ),
-                ),
-                Ok(snap) => {
-                    let g = gpu_for(snap, r.affinity());
-                    match g {
-                        Some(g) if g.integrated() == Some(true) => Verdict::pass(
-                            ID,
-                            subject,
-                            format!(
-                                "`{}` is host_pinned ({sizing}): the right kind on the integrated {}",
-                                r.name,
-                                g.display_name()
-                            ),
-                        ),
-                        Some(g) => Verdict::pass(
-                            ID,
-                            subject,
-                            format!(
-                                "`{}` is host_pinned ({sizing}) on the discrete {}: it works; `device` memory avoids the extra PCIe hop on high-rate paths",
-                                r.name,
-                                g.display_name()
-                            ),
-                        ),
-                        None => Verdict::pass(
-                            ID,
-                            subject,
-                            format!("`{}` is host_pinned ({sizing}); CUDA is present", r.name),
-                        ),
-                    }
-                }
-            },
-            MemKind::Host => {
-                if app.engine == Engine::Socket {
-                    Verdict::pass(
-                        ID,
-                        subject,
-                        format!("`{}` is host memory ({sizing}): the kernel socket path copies into it", r.name),
-                    )
-                } else {
-                    Verdict::warn(
-                        ID,
-                        subject,
-                        format!(
-                            "`{}` is `kind: host` ({sizing}): regular pages, which DAQIRI's reference marks not recommended for a {} data path",
-                            r.name,
-                            app.engine.name()
-                        ),
-                    )
-                    .fix(format!("edit {}:{}: use `kind: huge` (CPU) or `device`/`host_pinned` (GPU)", app.file, r.line))
-                }
             }
-        };
-        out.push(v);
+            .fix(hugepage_fix(ctx, Some(node), missing))
+            .observed(format!("{} MiB free on node {node}", free / MIB))
+            .expected(format!(">= {} MiB", mib(need)))
+        }
+        Some(free) => Verdict::pass(
+            ID,
+            subject,
+            format!(
+                "`{}` needs {sizing}; node {node} has {} MiB of hugepages free for the {} MiB its kind: huge regions need{over}",
+                r.name,
+                free / MIB,
+                mib(need)
+            ),
+        ),
     }
-    if dpdk {
-        let subject = app.subject(app.regions_line, "memory_regions");
-        let v = match free_total(ctx) {
-            None => Verdict::skip(
+}
+
+/// The NUMA node a huge region asks for (its `affinity`), or the verdict when it names none
+/// this host has (boxed: a verdict is large beside a node number).
+fn huge_node(
+    ctx: &Context,
+    app: &AppConfig,
+    r: &Region,
+    subject: &str,
+) -> Result<u32, Box<Verdict>> {
+    let Some(aff) = r.affinity() else {
+        return Err(Box::new(Verdict::skip(
+            ID,
+            subject,
+            "affinity (the NUMA node) unusable: see app.config",
+        )));
+    };
+    let Ok(node) = u32::try_from(aff) else {
+        return Err(Box::new(Verdict::fail(
+            ID,
+            subject,
+            format!("`{}`: affinity {aff} is not a NUMA node", r.name),
+        )));
+    };
+    let mem = ctx.mem();
+    if !mem.nodes.is_empty() && !mem.nodes.iter().any(|x| x.id == node) {
+        let have: Vec<String> = mem.nodes.iter().map(|x| x.id.to_string()).collect();
+        return Err(Box::new(Verdict::fail(
+            ID,
+            subject,
+            format!(
+                "`{}` asks for NUMA node {node} (affinity), which this host does not have (nodes {})",
+                r.name,
+                have.join(", ")
+            ),
+        )
+        .fix(format!("edit {}:{}: set affinity to the NIC's node", app.file, r.line))));
+    }
+    Ok(node)
+}
+
+/// A `kind: host_pinned` region: DAQIRI allocates it with cudaHostAlloc, so the CUDA driver
+/// must be usable; the right kind on an integrated GPU, a working one on a discrete GPU.
+fn host_pinned_region(
+    ctx: &Context,
+    app: &AppConfig,
+    r: &Region,
+    subject: &str,
+    sizing: &str,
+) -> Verdict {
+    match ctx.gpus() {
+        Err(e) => Verdict::skip(
+            ID,
+            subject,
+            format!("host_pinned needs CUDA (cudaHostAlloc); cannot see the GPUs: {e}"),
+        ),
+        Ok(snap) if snap.gpus.is_empty() => Verdict::fail(
+            ID,
+            subject,
+            format!(
+                "`{}` is host_pinned, which DAQIRI allocates with cudaHostAlloc, but no NVIDIA GPU is visible{}",
+                r.name,
+                snap.unavailable_reason()
+                    .map(|x| format!(" ({x})"))
+                    .unwrap_or_default()
+            ),
+        )
+        .fix(format!("edit {}:{}: use `kind: huge` on a host without a GPU", app.file, r.line)),
+        // NVML can list GPUs while the CUDA driver cannot be used: cudaHostAlloc
+        // would then fail, so CUDA itself must have been seen.
+        Ok(snap) if snap.cuda.reason().is_some() => Verdict::skip(
+            ID,
+            subject,
+            format!(
+                "`{}` is host_pinned, which needs the CUDA driver (cudaHostAlloc): {}",
+                r.name,
+                snap.cuda.reason().unwrap_or_default()
+            ),
+        ),
+        Ok(snap) => match gpu_for(snap, r.affinity()) {
+            Some(g) if g.integrated() == Some(true) => Verdict::pass(
                 ID,
                 subject,
                 format!(
-                    "DAQIRI's DPDK preflight needs {}; cannot read the hugepage pools",
-                    est.breakdown()
+                    "`{}` is host_pinned ({sizing}): the right kind on the integrated {}",
+                    r.name,
+                    g.display_name()
                 ),
             ),
-            Some(free) if est.total > free => {
-                let missing = est.total - free;
-                Verdict::fail(
-                    ID,
-                    subject,
-                    format!(
-                        "DAQIRI's DPDK hugepage preflight needs {}; the host has {} MiB of hugepages free: {} MiB missing (DAQIRI refuses to start)",
-                        est.breakdown(),
-                        free / MIB,
-                        mib(missing)
-                    ),
-                )
-                .observed(format!("{} MiB free", free / MIB))
-                .expected(format!(">= {} MiB", mib(est.total)))
-                .fix(hugepage_fix(ctx, None, missing))
-            }
-            Some(free) => Verdict::pass(
+            Some(g) => Verdict::pass(
                 ID,
                 subject,
                 format!(
-                    "DAQIRI's DPDK hugepage preflight needs {}; {} MiB free",
+                    "`{}` is host_pinned ({sizing}) on the discrete {}: it works; `device` memory avoids the extra PCIe hop on high-rate paths",
+                    r.name,
+                    g.display_name()
+                ),
+            ),
+            None => Verdict::pass(
+                ID,
+                subject,
+                format!("`{}` is host_pinned ({sizing}); CUDA is present", r.name),
+            ),
+        },
+    }
+}
+
+/// A `kind: host` region: regular pages, right for the kernel socket path only.
+fn host_region(app: &AppConfig, r: &Region, subject: &str, sizing: &str) -> Verdict {
+    if app.engine == Engine::Socket {
+        Verdict::pass(
+            ID,
+            subject,
+            format!(
+                "`{}` is host memory ({sizing}): the kernel socket path copies into it",
+                r.name
+            ),
+        )
+    } else {
+        Verdict::warn(
+            ID,
+            subject,
+            format!(
+                "`{}` is `kind: host` ({sizing}): regular pages, which DAQIRI's reference marks not recommended for a {} data path",
+                r.name,
+                app.engine.name()
+            ),
+        )
+        .fix(format!("edit {}:{}: use `kind: huge` (CPU) or `device`/`host_pinned` (GPU)", app.file, r.line))
+    }
+}
+
+/// DAQIRI's DPDK hugepage preflight: every pool with its overhead against the free hugepages
+/// of the host (DAQIRI refuses to start short of them).
+fn dpdk_preflight(ctx: &Context, app: &AppConfig, est: &estimate::HugeEstimate) -> Verdict {
+    let subject = app.subject(app.regions_line, "memory_regions");
+    match free_total(ctx) {
+        None => Verdict::skip(
+            ID,
+            subject,
+            format!(
+                "DAQIRI's DPDK preflight needs {}; cannot read the hugepage pools",
+                est.breakdown()
+            ),
+        ),
+        Some(free) if est.total > free => {
+            let missing = est.total - free;
+            Verdict::fail(
+                ID,
+                subject,
+                format!(
+                    "DAQIRI's DPDK hugepage preflight needs {}; the host has {} MiB of hugepages free: {} MiB missing (DAQIRI refuses to start)",
                     est.breakdown(),
-                    free / MIB
+                    free / MIB,
+                    mib(missing)
                 ),
             )
             .observed(format!("{} MiB free", free / MIB))
-            .expected(format!(">= {} MiB", mib(est.total))),
-        };
-        out.push(v);
+            .expected(format!(">= {} MiB", mib(est.total)))
+            .fix(hugepage_fix(ctx, None, missing))
+        }
+        Some(free) => Verdict::pass(
+            ID,
+            subject,
+            format!(
+                "DAQIRI's DPDK hugepage preflight needs {}; {} MiB free",
+                est.breakdown(),
+                free / MIB
+            ),
+        )
+        .observed(format!("{} MiB free", free / MIB))
+        .expected(format!(">= {} MiB", mib(est.total))),
     }
-    out
 }
 
 fn gpu_for(
@@ -435,13 +492,12 @@ fn gpu_for(
 fn device_region(
     ctx: &Context,
     app: &AppConfig,
-    r: &crate::appconfig::Region,
+    r: &Region,
     subject: &str,
     _bytes: u64,
     sizing: &str,
     dev: &BTreeMap<i64, u64>,
 ) -> Verdict {
-    const ID: &str = "app.memory";
     let snap = match ctx.gpus() {
         Ok(s) => s,
         Err(e) => {

@@ -3,7 +3,7 @@
 use super::*;
 
 pub const SIZES: Tunable = Tunable {
-    id: "app.sizes",
+    id: ID,
     area: Area::Nic,
     title: "The configuration's packet and message sizes fit its buffers and the MTU",
     aliases: &[],
@@ -62,179 +62,24 @@ fn frame_limits(
     }
 }
 
+const ID: &str = "app.sizes";
+
 fn run_sizes(ctx: &Context) -> Vec<Verdict> {
-    const ID: &str = "app.sizes";
     let app = match app(ctx, ID) {
         Ok(a) => a,
         Err(v) => return v,
     };
-    let facts = ctx.pci().ok();
-    let addrs = ctx.local_addrs().ok();
-    let mtu_of = |i: &Interface| -> Option<(u32, String)> {
-        let r = resolve(i, facts, addrs);
-        let m = netdev_mtu(ctx, &r)?;
-        Some((m, r.netdev.unwrap_or_default()))
-    };
-    let mut out = Vec::new();
-
-    // Raw TX generators: header + payload against the TX queue's segments and the frame limits.
+    let mut out: Vec<Verdict> = Vec::new();
     for w in &app.workers {
-        let (Some(h), Some(p)) = (&w.header_size, &w.payload_size) else {
-            continue;
-        };
-        let (hv, pv) = match (&h.value, &p.value) {
-            (Ok(a), Ok(b)) => (*a, *b),
-            (Err(b), _) => {
-                out.push(bad_field(ID, app, &h.path, h.line, b));
-                continue;
-            }
-            (_, Err(b)) => {
-                out.push(bad_field(ID, app, &p.path, p.line, b));
-                continue;
-            }
-        };
-        let subject = app.subject(p.line, &p.path);
-        let Some(itf) = app.worker_interface(w) else {
-            out.push(Verdict::skip(
-                ID,
-                subject,
-                format!(
-                    "{}: interface `{}` is not in the configuration",
-                    w.path,
-                    w.interface_name.as_deref().unwrap_or("?")
-                ),
-            ));
-            continue;
-        };
-        let q = itf
-            .queues(Dir::Tx)
-            .find(|q| w.queue_id.is_none_or(|id| q.id == Some(id)))
-            .or_else(|| itf.queues(Dir::Tx).next());
-        let Some(q) = q else {
-            out.push(Verdict::skip(
-                ID,
-                subject,
-                format!("interface `{}` has no TX queue", itf.name),
-            ));
-            continue;
-        };
-        let segs = segments(app, q);
-        let l2 = hv.saturating_add(pv);
-        let v = match segs.as_slice() {
-            [] => Verdict::skip(ID, subject.clone(), format!("{} names no usable memory region", q.path)),
-            [(n, b)] if l2 > *b => Verdict::fail(
-                ID,
-                subject.clone(),
-                format!("header_size {hv} + payload_size {pv} = {l2} B does not fit buf_size {b} of `{n}` ({})", q.path),
-            )
-            .fix(format!("raise buf_size of `{n}` to >= {l2}, or use header-data split (two regions)")),
-            [(n, b)] => Verdict::pass(
-                ID,
-                subject.clone(),
-                format!("header_size {hv} + payload_size {pv} = {l2} B fits buf_size {b} of `{n}`"),
-            ),
-            [(hn, hb), (pn, pb), ..] => {
-                let mut bad = Vec::new();
-                if hv > *hb {
-                    bad.push(format!("header_size {hv} > buf_size {hb} of header segment `{hn}`"));
-                }
-                if pv > *pb {
-                    bad.push(format!("payload_size {pv} > buf_size {pb} of payload segment `{pn}`"));
-                }
-                if bad.is_empty() {
-                    Verdict::pass(
-                        ID,
-                        subject.clone(),
-                        format!("header-data split: header {hv} B fits `{hn}` ({hb} B), payload {pv} B fits `{pn}` ({pb} B)"),
-                    )
-                } else {
-                    Verdict::fail(ID, subject.clone(), format!("header-data split: {}", bad.join("; ")))
-                }
-            }
-        };
-        out.push(v.observed(format!("{l2} B frames")));
-        frame_limits(
-            ID,
-            &subject,
-            l2,
-            &format!("{} frames", w.path),
-            mtu_of(itf),
-            &mut out,
-        );
+        out.extend(tx_generator(ctx, app, w));
     }
-
-    // RX flows that state their IPv4 length.
     for itf in &app.interfaces {
         for f in &itf.flows {
-            let len = match &f.ipv4_len.value {
-                Ok(l) => *l,
-                Err(b) => {
-                    out.push(bad_field(ID, app, &f.ipv4_len.path, f.ipv4_len.line, b));
-                    continue;
-                }
-            };
-            let subject = app.subject(f.ipv4_len.line, &f.ipv4_len.path);
-            let l2 = len.saturating_add(estimate::ETH_HDR);
-            for q in itf
-                .queues(Dir::Rx)
-                .filter(|q| q.id.is_some_and(|id| f.queues.contains(&id)))
-            {
-                let segs = segments(app, q);
-                let cap: u64 = segs.iter().fold(0u64, |a, (_, b)| a.saturating_add(*b));
-                if segs.is_empty() {
-                    continue;
-                }
-                let names: Vec<&str> = segs.iter().map(|(n, _)| *n).collect();
-                out.push(if l2 > cap {
-                    Verdict::fail(
-                        ID,
-                        subject.clone(),
-                        format!(
-                            "ipv4_len {len} means {l2}-byte frames; {} holds {cap} B ({}): DAQIRI must scatter or drop them",
-                            q.path,
-                            names.join(" + ")
-                        ),
-                    )
-                } else {
-                    Verdict::pass(
-                        ID,
-                        subject.clone(),
-                        format!("{l2}-byte frames fit {} ({cap} B in {})", q.path, names.join(" + ")),
-                    )
-                });
-            }
-            frame_limits(
-                ID,
-                &subject,
-                l2,
-                &format!("flow {}", f.path),
-                mtu_of(itf),
-                &mut out,
-            );
+            out.extend(rx_flow(ctx, app, itf, f));
         }
     }
-
-    // Socket and RDMA messages. (`socket_config.max_payload_size` is a receive-buffer cap,
-    // not a datagram size: DAQIRI's own UDP sweep sets 65535 for 65507-byte datagrams.)
     for w in &app.workers {
-        let Some(ms) = &w.message_size else { continue };
-        let m = match &ms.value {
-            Ok(m) => *m,
-            Err(b) => {
-                out.push(bad_field(ID, app, &ms.path, ms.line, b));
-                continue;
-            }
-        };
-        let subject = app.subject(ms.line, &ms.path);
-        let itf = app.worker_interface(w);
-        out.extend(message_checks(
-            app,
-            w,
-            itf,
-            m,
-            &subject,
-            itf.and_then(&mtu_of),
-        ));
+        out.extend(messages(ctx, app, w));
     }
     if out.is_empty() {
         out.push(Verdict::na(
@@ -246,6 +91,166 @@ fn run_sizes(ctx: &Context) -> Vec<Verdict> {
     out
 }
 
+/// The MTU of the interface's netdev on this host, with its name.
+fn mtu_of(ctx: &Context, i: &Interface) -> Option<(u32, String)> {
+    let r = resolve(i, ctx.pci().ok(), ctx.local_addrs().ok());
+    let m = netdev_mtu(ctx, &r)?;
+    Some((m, r.netdev.unwrap_or_default()))
+}
+
+/// A raw TX generator: header + payload against the TX queue's segments and the frame limits.
+fn tx_generator(ctx: &Context, app: &AppConfig, w: &Worker) -> Vec<Verdict> {
+    let (Some(h), Some(p)) = (&w.header_size, &w.payload_size) else {
+        return Vec::new();
+    };
+    let (hv, pv) = match (&h.value, &p.value) {
+        (Ok(a), Ok(b)) => (*a, *b),
+        (Err(b), _) => return vec![bad_field(ID, app, &h.path, h.line, b)],
+        (_, Err(b)) => return vec![bad_field(ID, app, &p.path, p.line, b)],
+    };
+    let subject = app.subject(p.line, &p.path);
+    let Some(itf) = app.worker_interface(w) else {
+        return vec![Verdict::skip(
+            ID,
+            subject,
+            format!(
+                "{}: interface `{}` is not in the configuration",
+                w.path,
+                w.interface_name.as_deref().unwrap_or("?")
+            ),
+        )];
+    };
+    let q = itf
+        .queues(Dir::Tx)
+        .find(|q| w.queue_id.is_none_or(|id| q.id == Some(id)))
+        .or_else(|| itf.queues(Dir::Tx).next());
+    let Some(q) = q else {
+        return vec![Verdict::skip(
+            ID,
+            subject,
+            format!("interface `{}` has no TX queue", itf.name),
+        )];
+    };
+    let l2 = hv.saturating_add(pv);
+    let mut out = vec![tx_fit(app, q, hv, pv, &subject).observed(format!("{l2} B frames"))];
+    frame_limits(
+        ID,
+        &subject,
+        l2,
+        &format!("{} frames", w.path),
+        mtu_of(ctx, itf),
+        &mut out,
+    );
+    out
+}
+
+/// Header and payload against the TX queue's buffers: one segment holds both, or a
+/// header-data split holds each in its own.
+fn tx_fit(app: &AppConfig, q: &Queue, hv: u64, pv: u64, subject: &str) -> Verdict {
+    let l2 = hv.saturating_add(pv);
+    match segments(app, q).as_slice() {
+        [] => Verdict::skip(ID, subject, format!("{} names no usable memory region", q.path)),
+        [(n, b)] if l2 > *b => Verdict::fail(
+            ID,
+            subject,
+            format!("header_size {hv} + payload_size {pv} = {l2} B does not fit buf_size {b} of `{n}` ({})", q.path),
+        )
+        .fix(format!("raise buf_size of `{n}` to >= {l2}, or use header-data split (two regions)")),
+        [(n, b)] => Verdict::pass(
+            ID,
+            subject,
+            format!("header_size {hv} + payload_size {pv} = {l2} B fits buf_size {b} of `{n}`"),
+        ),
+        [(hn, hb), (pn, pb), ..] => {
+            let mut bad = Vec::new();
+            if hv > *hb {
+                bad.push(format!("header_size {hv} > buf_size {hb} of header segment `{hn}`"));
+            }
+            if pv > *pb {
+                bad.push(format!("payload_size {pv} > buf_size {pb} of payload segment `{pn}`"));
+            }
+            if bad.is_empty() {
+                Verdict::pass(
+                    ID,
+                    subject,
+                    format!("header-data split: header {hv} B fits `{hn}` ({hb} B), payload {pv} B fits `{pn}` ({pb} B)"),
+                )
+            } else {
+                Verdict::fail(ID, subject, format!("header-data split: {}", bad.join("; ")))
+            }
+        }
+    }
+}
+
+/// An RX flow that states its IPv4 length: its frames against the buffers of each queue it
+/// steers to, and the frame limits.
+fn rx_flow(
+    ctx: &Context,
+    app: &AppConfig,
+    itf: &Interface,
+    f: &crate::appconfig::Flow,
+) -> Vec<Verdict> {
+    let len = match &f.ipv4_len.value {
+        Ok(l) => *l,
+        Err(b) => return vec![bad_field(ID, app, &f.ipv4_len.path, f.ipv4_len.line, b)],
+    };
+    let subject = app.subject(f.ipv4_len.line, &f.ipv4_len.path);
+    let l2 = len.saturating_add(estimate::ETH_HDR);
+    let mut out = Vec::new();
+    for q in itf
+        .queues(Dir::Rx)
+        .filter(|q| q.id.is_some_and(|id| f.queues.contains(&id)))
+    {
+        let segs = segments(app, q);
+        let cap: u64 = segs.iter().fold(0u64, |a, (_, b)| a.saturating_add(*b));
+        if segs.is_empty() {
+            continue;
+        }
+        let names: Vec<&str> = segs.iter().map(|(n, _)| *n).collect();
+        out.push(if l2 > cap {
+            Verdict::fail(
+                ID,
+                subject.clone(),
+                format!(
+                    "ipv4_len {len} means {l2}-byte frames; {} holds {cap} B ({}): DAQIRI must scatter or drop them",
+                    q.path,
+                    names.join(" + ")
+                ),
+            )
+        } else {
+            Verdict::pass(
+                ID,
+                subject.clone(),
+                format!("{l2}-byte frames fit {} ({cap} B in {})", q.path, names.join(" + ")),
+            )
+        });
+    }
+    frame_limits(
+        ID,
+        &subject,
+        l2,
+        &format!("flow {}", f.path),
+        mtu_of(ctx, itf),
+        &mut out,
+    );
+    out
+}
+
+/// Socket and RDMA messages. (`socket_config.max_payload_size` is a receive-buffer cap, not a
+/// datagram size: DAQIRI's own UDP sweep sets 65535 for 65507-byte datagrams.)
+fn messages(ctx: &Context, app: &AppConfig, w: &Worker) -> Vec<Verdict> {
+    let Some(ms) = &w.message_size else {
+        return Vec::new();
+    };
+    let m = match &ms.value {
+        Ok(m) => *m,
+        Err(b) => return vec![bad_field(ID, app, &ms.path, ms.line, b)],
+    };
+    let subject = app.subject(ms.line, &ms.path);
+    let itf = app.worker_interface(w);
+    message_checks(app, w, itf, m, &subject, itf.and_then(|i| mtu_of(ctx, i)))
+}
+
 fn message_checks(
     app: &AppConfig,
     w: &Worker,
@@ -254,7 +259,6 @@ fn message_checks(
     subject: &str,
     mtu: Option<(u32, String)>,
 ) -> Vec<Verdict> {
-    const ID: &str = "app.sizes";
     let mut out = Vec::new();
     let transport = itf.map(|i| i.transport).unwrap_or(Transport::Unknown);
     if transport == Transport::Udp {

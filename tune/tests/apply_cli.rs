@@ -1,0 +1,161 @@
+//! `plan`, `apply`, `revert` and `generate` as commands: what the binary adds to the engine's
+//! behaviour (tested through its API in engine/tests/apply_*.rs). The prompt without a
+//! terminal, exit 2 with the reason on standard error for a usage error, the spellings of the
+//! flags (`--only A,B`), and the exit codes of a run that changes the host and of its revert.
+
+mod common;
+
+use common::{fixture, install_daqtune, run, stderr, stdout};
+use std::path::Path;
+
+/// A copy of the Spark fixture (it has its own PCI tree) with an installed daqtune.
+fn spark() -> tempfile::TempDir {
+    let d = tempfile::tempdir().expect("tmp");
+    common::copy_tree(&fixture("spark"), d.path());
+    install_daqtune(d.path());
+    d
+}
+
+fn files(root: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).expect("read_dir").flatten() {
+            let ft = e.file_type().expect("type");
+            if ft.is_dir() {
+                stack.push(e.path());
+            } else if ft.is_file() {
+                let rel = e
+                    .path()
+                    .strip_prefix(root)
+                    .expect("rel")
+                    .display()
+                    .to_string();
+                out.push((rel, std::fs::read(e.path()).expect("read")));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Without `--yes` and without a terminal, apply and revert refuse with exit 2 and say why
+/// on standard error; nothing changes.
+#[test]
+fn no_terminal_and_no_yes_is_exit_2() {
+    let root = spark();
+    let r = root.path();
+    let rs = r.to_str().expect("utf8");
+    let before = files(r);
+    let o = run(&["apply", "--root", rs, "--profile", "dgx-spark"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("stdin is not a terminal and --yes was not given"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(files(r), before);
+}
+
+/// A full apply exits 0 and prints its journal; revert exits 0; a second revert says there is
+/// nothing to revert. A dry run exits 0.
+#[test]
+fn apply_and_revert_exit_0() {
+    let root = spark();
+    let r = root.path();
+    let rs = r.to_str().expect("utf8");
+    let o = run(&["apply", "--root", rs, "--profile", "dgx-spark", "--dry-run"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("dry run: nothing changed"),
+        "{}",
+        stdout(&o)
+    );
+    let o = run(&["apply", "--root", rs, "--profile", "dgx-spark", "--yes"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("(undo with `daqtune revert`)"),
+        "{}",
+        stdout(&o)
+    );
+    let o = run(&["revert", "--root", rs, "--yes"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = run(&["revert", "--root", rs, "--yes"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).contains("nothing to revert"), "{}", stdout(&o));
+}
+
+/// `--only` takes a comma-separated list as well as the flag repeated.
+#[test]
+fn only_takes_a_comma_list() {
+    let root = spark();
+    let rs = root.path().to_str().expect("utf8");
+    for args in [
+        &["--only", "nic.mtu,kernel.cmdline"][..],
+        &["--only", "nic.mtu", "--only", "kernel.cmdline"][..],
+    ] {
+        let mut a = vec!["plan", "--root", rs, "--profile", "dgx-spark"];
+        a.extend(args);
+        let o = run(&a);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        let t = stdout(&o);
+        assert!(t.contains("nic.mtu") && t.contains("kernel.cmdline"), "{t}");
+        assert!(!t.contains("pcie.mrrs"), "{t}");
+    }
+}
+
+/// What the engine refuses (an unknown id, a device that is no data-path PF or no PCI address,
+/// an `--exe` that is not absolute, an artifact the host has no file for, units without an
+/// installed binary) is exit 2 with the reason on standard error, for every command.
+#[test]
+fn usage_errors_exit_2_with_the_reason() {
+    let root = spark();
+    let r = root.path();
+    let rs = r.to_str().expect("utf8");
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["apply", "--only", "bogus", "--yes"], "bogus"),
+        (
+            vec![
+                "apply",
+                "--only",
+                "pcie.mrrs",
+                "--device",
+                "0000:09:00.0",
+                "--yes",
+            ],
+            "0000:09:00.0",
+        ),
+        (
+            vec!["apply", "--only", "pcie.mrrs", "--device", "%k", "--yes"],
+            "--device",
+        ),
+        (vec!["plan", "--exe", "daqtune"], "absolute"),
+        (vec!["generate", "extlinux"], "extlinux"),
+    ];
+    for (args, why) in cases {
+        let mut a = args.clone();
+        a.extend(["--root", rs, "--profile", "dgx-spark"]);
+        let o = run(&a);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains(why),
+            "{args:?}: `{why}` in {}",
+            stderr(&o)
+        );
+        assert!(stdout(&o).is_empty(), "{args:?}: {}", stdout(&o));
+    }
+    std::fs::remove_file(r.join("usr/bin/daqtune")).expect("rm");
+    let before = files(r);
+    for args in [&["apply", "--yes"][..], &["generate", "udev-mrrs"][..]] {
+        let mut a = args.to_vec();
+        a.extend(["--root", rs, "--profile", "dgx-spark"]);
+        let o = run(&a);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains("no installed daqtune binary"),
+            "{args:?}: {}",
+            stderr(&o)
+        );
+    }
+    assert_eq!(files(r), before);
+}
