@@ -213,29 +213,13 @@ fn run_status(doc: &JournalDoc) -> RunStatus {
     }
 }
 
-/// The key of what an entry changed (two entries with one key wrote the same thing).
-fn key(e: &Entry) -> String {
-    match e {
-        Entry::File { path, .. } | Entry::Symlink { path, .. } => format!("file {path}"),
-        Entry::Attr { path, .. } => format!("attribute {path}"),
-        Entry::ConfigWord {
-            bdf, offset, mask, ..
-        } => format!("{bdf} config 0x{offset:x} bits 0x{mask:04x}"),
-        Entry::Mtu { ifname, .. } => format!("MTU of {ifname}"),
-        Entry::Module { name } => format!("module {name}"),
-        Entry::Mount { target, .. } => format!("mount {target}"),
-        Entry::GpuLock { uuid, domain, .. } => format!("{} clock lock of {uuid}", domain.as_str()),
-        Entry::GpuPersistence { uuid, .. } => format!("persistence mode of {uuid}"),
-    }
-}
-
 /// Every completed record of the runs in effect, newest write of each thing only, re-read.
 fn settings(host: &Host, runs: &[Journal]) -> Vec<Setting> {
     let mut seen = BTreeSet::new();
     let mut out = Vec::new();
     for j in runs.iter().rev() {
         for rec in j.doc.records.iter().rev().filter(|r| r.done) {
-            let k = key(&rec.entry);
+            let k = crate::exec::revert::entry_key(&rec.entry);
             if !seen.insert(k.clone()) {
                 continue;
             }

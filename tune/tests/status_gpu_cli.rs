@@ -134,3 +134,47 @@ fn gpu_shows_the_facts_with_their_sources() {
     let help = run(&["status", "--help"]);
     assert!(String::from_utf8_lossy(&help.stdout).contains("drift"));
 }
+
+/// Outputs like coreutils: a full disk on stdout exits 2 saying so, whatever the command's
+/// own result.
+#[test]
+fn a_full_disk_on_stdout_is_an_error() {
+    use std::process::{Command, Stdio};
+    let full = Path::new("/dev/full");
+    if !full.exists() {
+        eprintln!("skipped: no /dev/full on this machine");
+        return;
+    }
+    let d = root_copy();
+    let r = s(d.path()).to_string();
+    let gpu = fixture("gpu-h200");
+    for args in [
+        vec!["status".to_string(), "--root".into(), r.clone()],
+        vec![
+            "status".into(),
+            "--root".into(),
+            r.clone(),
+            "-f".into(),
+            "json".into(),
+        ],
+        vec!["gpu".into(), "--root".into(), s(&gpu).to_string()],
+    ] {
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(full)
+            .expect("/dev/full");
+        let o = Command::new(bin())
+            .args(&args)
+            .env("NO_COLOR", "1")
+            .stdout(Stdio::from(f))
+            .stderr(Stdio::piped())
+            .output()
+            .expect("run");
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", out(&o));
+        assert!(
+            out(&o).contains("cannot write to standard output"),
+            "{args:?}: {}",
+            out(&o)
+        );
+    }
+}

@@ -239,8 +239,9 @@ pub enum Refusal {
 }
 
 /// What a journal entry changed, as one key: two entries with the same key changed the same
-/// thing (a file, a kernel attribute, a register, an interface's MTU, ...).
-fn entry_key(e: &Entry) -> String {
+/// thing (a file, a kernel attribute, a register, an interface's MTU, ...). `status` names
+/// what it compares by it too.
+pub fn entry_key(e: &Entry) -> String {
     match e {
         Entry::File { path, .. } | Entry::Symlink { path, .. } => format!("file {path}"),
         Entry::Attr { path, .. } => format!("attribute {path}"),

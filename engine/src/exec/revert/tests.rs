@@ -199,3 +199,120 @@ fn a_module_that_stays_loaded_is_a_failure() {
     assert_eq!(undo(&host, Target::Live, &j, &e, &mut k, None), Ok(()));
     assert!(!d.path().join("sys/module/nvidia_peermem").exists());
 }
+
+fn file(check: &str, path: &str, to: &[u8]) -> crate::plan::Change {
+    change(
+        check,
+        Action::File {
+            path: path.into(),
+            from: None,
+            to: to.to_vec(),
+            mode: 0o644,
+        },
+    )
+}
+
+fn checks(ids: &[&str]) -> Scope {
+    Scope::Checks(ids.iter().map(|s| s.to_string()).collect())
+}
+
+/// Two checks of one run that wrote one file: neither is undone without the other.
+#[test]
+fn one_file_of_two_checks_in_a_run_is_undone_with_both_or_not_at_all() {
+    let d = tempfile::tempdir().expect("tmp");
+    std::fs::create_dir_all(d.path().join("etc")).expect("mkdir");
+    let host = Host::at(d.path()).expect("host");
+    let changes = vec![
+        file("a", "/etc/s.conf", b"1\n"),
+        file("b", "/etc/s.conf", b"2\n"),
+    ];
+    let (rep, _) = run(&host, Target::Root, changes, &mut FsWriter::new(), None);
+    assert_eq!(rep.failed(), 0);
+    let base = d.path().join(JOURNAL);
+    let e = revert_scope(&host, &base, &mut FsWriter::new(), None, &checks(&["a"]))
+        .expect_err("refused");
+    assert!(
+        matches!(&e, Refusal::SharedInRun { a, b, .. } if a == "a" && b == "b"),
+        "{e}"
+    );
+    assert!(e.to_string().contains("--only a,b"), "{e}");
+    assert_eq!(
+        std::fs::read(d.path().join("etc/s.conf")).expect("kept"),
+        b"2\n"
+    );
+    let rr = revert_scope(
+        &host,
+        &base,
+        &mut FsWriter::new(),
+        None,
+        &checks(&["a", "b"]),
+    )
+    .expect("both");
+    assert_eq!(rr.failed(), 0, "{:?}", rr.steps);
+    assert!(!d.path().join("etc/s.conf").exists());
+    assert_eq!(state(d.path()), RunState::Reverted);
+}
+
+/// A later run of another check rewrote the file: the earlier check alone is refused, naming
+/// the later run and its check; both together put the file back as before both.
+#[test]
+fn a_later_runs_rewrite_under_another_check_refuses_the_earlier_check_alone() {
+    let d = tempfile::tempdir().expect("tmp");
+    std::fs::create_dir_all(d.path().join("etc")).expect("mkdir");
+    std::fs::write(d.path().join("etc/t.conf"), b"orig\n").expect("seed");
+    let host = Host::at(d.path()).expect("host");
+    let (r1, j1) = run(
+        &host,
+        Target::Root,
+        vec![file("a", "/etc/t.conf", b"1\n")],
+        &mut FsWriter::new(),
+        None,
+    );
+    let (r2, j2) = run(
+        &host,
+        Target::Root,
+        vec![file("c", "/etc/t.conf", b"2\n")],
+        &mut FsWriter::new(),
+        None,
+    );
+    assert_eq!(r1.failed() + r2.failed(), 0);
+    let base = d.path().join(JOURNAL);
+    let e = revert_scope(&host, &base, &mut FsWriter::new(), None, &checks(&["a"]))
+        .expect_err("refused");
+    let msg = e.to_string();
+    assert!(
+        msg.contains(&format!("file /etc/t.conf of run {} (a)", j1.doc.id)),
+        "{msg}"
+    );
+    assert!(
+        msg.contains(&format!("later run {} (c)", j2.doc.id)),
+        "{msg}"
+    );
+    let e = revert_scope(
+        &host,
+        &base,
+        &mut FsWriter::new(),
+        None,
+        &Scope::Run(j1.doc.id.clone()),
+    )
+    .expect_err("refused");
+    assert!(matches!(e, Refusal::LaterRun { .. }), "{e}");
+    let rr = revert_scope(
+        &host,
+        &base,
+        &mut FsWriter::new(),
+        None,
+        &checks(&["c", "a"]),
+    )
+    .expect("both");
+    assert_eq!(rr.failed(), 0, "{:?}", rr.steps);
+    assert_eq!(
+        rr.runs,
+        [j2.doc.id.clone(), j1.doc.id.clone()],
+        "newest first"
+    );
+    assert_eq!(
+        std::fs::read(d.path().join("etc/t.conf")).expect("back"),
+        b"orig\n"
+    );
+}
