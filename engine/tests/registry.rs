@@ -69,6 +69,7 @@ fn profile_keys_have_owners() {
         "nic",
         "gpu",
         "sysctl",
+        "kernel",
         "persist",
     ] {
         let m = v
