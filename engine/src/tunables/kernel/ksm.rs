@@ -29,7 +29,7 @@ pub const KSM: Tunable = Tunable {
     profile_keys: &["kernel.ksm"],
     check: run,
     planner: Some(Planner {
-        order: 10,
+        order: 15,
         with: &[],
         plan: plan_ksm,
         artifacts: &[Artifact {

@@ -34,7 +34,7 @@ pub const NUMA_BALANCING: Tunable = Tunable {
     profile_keys: &["kernel.numa_balancing"],
     check: |ctx| run(ctx, &NUMA_SPEC, numa_items(ctx), "kernel.numa_balancing"),
     planner: Some(Planner {
-        order: 10,
+        order: 11,
         with: &[],
         plan: |cx, plan| plan_with(cx, plan, &NUMA_SPEC, numa_items(&cx.context())),
         artifacts: &[Artifact {
@@ -87,7 +87,7 @@ pub const TIMER_MIGRATION: Tunable = Tunable {
     profile_keys: &["kernel.timer_migration"],
     check: |ctx| run(ctx, &TIMER_SPEC, timer_items(ctx), "kernel.timer_migration"),
     planner: Some(Planner {
-        order: 10,
+        order: 13,
         with: &[],
         plan: |cx, plan| plan_with(cx, plan, &TIMER_SPEC, timer_items(&cx.context())),
         artifacts: &[Artifact {
@@ -140,7 +140,7 @@ pub const STAT_INTERVAL: Tunable = Tunable {
     profile_keys: &["kernel.stat_interval"],
     check: |ctx| run(ctx, &STAT_SPEC, stat_items(ctx), "kernel.stat_interval"),
     planner: Some(Planner {
-        order: 10,
+        order: 14,
         with: &[],
         plan: |cx, plan| plan_with(cx, plan, &STAT_SPEC, stat_items(&cx.context())),
         artifacts: &[Artifact {

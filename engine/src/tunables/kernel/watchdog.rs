@@ -32,7 +32,7 @@ pub const WATCHDOG: Tunable = Tunable {
     profile_keys: &["kernel.watchdog", "kernel.nmi_watchdog", "cpu.isolated"],
     check: run,
     planner: Some(Planner {
-        order: 10,
+        order: 12,
         with: &[],
         plan: plan_watchdog,
         artifacts: &[Artifact {
