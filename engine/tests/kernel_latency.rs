@@ -145,6 +145,10 @@ fn host_files(root: &Path) -> BTreeMap<String, String> {
 const THP: &str = "/sys/kernel/mm/transparent_hugepage/enabled";
 const DEFRAG: &str = "/sys/kernel/mm/transparent_hugepage/defrag";
 const KSM: &str = "/sys/kernel/mm/ksm/run";
+// How the reports name them.
+const THP_S: &str = "transparent_hugepage/enabled";
+const DEFRAG_S: &str = "transparent_hugepage/defrag";
+const KSM_S: &str = "ksm/run";
 
 // ---- pass, warn, skip for each id ----
 
@@ -152,11 +156,11 @@ const KSM: &str = "/sys/kernel/mm/ksm/run";
 fn thp_passes_warns_and_skips_with_the_reason() {
     let d = root("igx-tuned");
     assert_eq!(
-        verdict(d.path(), "igx-orin", "kernel.thp", THP).status,
+        verdict(d.path(), "igx-orin", "kernel.thp", THP_S).status,
         Status::Pass
     );
     let d = root("igx-untuned");
-    let v = verdict(d.path(), "igx-orin", "kernel.thp", THP);
+    let v = verdict(d.path(), "igx-orin", "kernel.thp", THP_S);
     assert_eq!(v.status, Status::Warn, "{v:#?}");
     assert!(v.message.contains("always [madvise] never"), "{v:#?}");
     assert!(
@@ -167,14 +171,14 @@ fn thp_passes_warns_and_skips_with_the_reason() {
     );
     // Spark wants madvise for both files: its fixture has them.
     let d = root("spark");
-    for f in [THP, DEFRAG] {
+    for f in [THP_S, DEFRAG_S] {
         assert_eq!(
             verdict(d.path(), "dgx-spark", "kernel.thp", f).status,
             Status::Pass
         );
     }
     let d = root("grace-64k");
-    let v = verdict(d.path(), "generic-dgpu", "kernel.thp", THP);
+    let v = verdict(d.path(), "generic-dgpu", "kernel.thp", THP_S);
     assert_eq!(v.status, Status::Skip);
     assert!(v.message.contains("CONFIG_TRANSPARENT_HUGEPAGE"), "{v:#?}");
     // A file that shows no selected mode cannot be judged, nor set.
@@ -184,7 +188,7 @@ fn thp_passes_warns_and_skips_with_the_reason() {
         "sys/kernel/mm/transparent_hugepage/enabled",
         "always madvise never\n",
     );
-    let v = verdict(d.path(), "igx-orin", "kernel.thp", THP);
+    let v = verdict(d.path(), "igx-orin", "kernel.thp", THP_S);
     assert_eq!(v.status, Status::Skip, "{v:#?}");
     assert!(v.message.contains("no selected choice"), "{v:#?}");
     let p = plan(d.path(), "igx-orin", &["kernel.thp"]);
@@ -319,22 +323,22 @@ fn stat_interval_passes_warns_and_skips_with_the_reason() {
 fn ksm_passes_warns_and_skips_with_the_reason() {
     let d = root("igx-tuned");
     assert_eq!(
-        verdict(d.path(), "igx-orin", "kernel.ksm", KSM).status,
+        verdict(d.path(), "igx-orin", "kernel.ksm", KSM_S).status,
         Status::Pass
     );
     // 2 (stopped, pages unmerged) is stopped too.
     write(d.path(), "sys/kernel/mm/ksm/run", "2\n");
     assert_eq!(
-        verdict(d.path(), "igx-orin", "kernel.ksm", KSM).status,
+        verdict(d.path(), "igx-orin", "kernel.ksm", KSM_S).status,
         Status::Pass
     );
     write(d.path(), "sys/kernel/mm/ksm/run", "1\n");
     assert_eq!(
-        verdict(d.path(), "igx-orin", "kernel.ksm", KSM).status,
+        verdict(d.path(), "igx-orin", "kernel.ksm", KSM_S).status,
         Status::Warn
     );
     let d = root("x86-2s");
-    let v = verdict(d.path(), "generic-dgpu", "kernel.ksm", KSM);
+    let v = verdict(d.path(), "generic-dgpu", "kernel.ksm", KSM_S);
     assert_eq!(v.status, Status::Skip);
     assert!(v.message.contains("CONFIG_KSM"), "{v:#?}");
 }

@@ -146,7 +146,7 @@ pub enum Persist {
 /// One kernel file a tunable judges.
 #[derive(Debug, Clone)]
 pub struct Item {
-    /// How reports name it: the sysctl key, or the sysfs path.
+    /// How reports name it: the sysctl key, or the sysfs path under /sys/kernel/mm.
     pub subject: String,
     /// The host path.
     pub path: String,
@@ -168,10 +168,13 @@ impl Item {
         }
     }
 
-    /// A sysfs attribute.
+    /// A sysfs attribute, named by its path under /sys/kernel/mm (`transparent_hugepage/enabled`).
     pub fn sysfs(path: &str, want: Want, absent: &'static str) -> Item {
         Item {
-            subject: path.to_string(),
+            subject: path
+                .strip_prefix("/sys/kernel/mm/")
+                .unwrap_or(path)
+                .to_string(),
             path: path.to_string(),
             want,
             persist: Persist::Tmpfiles,
