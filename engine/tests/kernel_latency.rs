@@ -146,9 +146,9 @@ const THP: &str = "/sys/kernel/mm/transparent_hugepage/enabled";
 const DEFRAG: &str = "/sys/kernel/mm/transparent_hugepage/defrag";
 const KSM: &str = "/sys/kernel/mm/ksm/run";
 // How the reports name them.
-const THP_S: &str = "transparent_hugepage/enabled";
-const DEFRAG_S: &str = "transparent_hugepage/defrag";
-const KSM_S: &str = "ksm/run";
+const THP_S: &str = "thp.enabled";
+const DEFRAG_S: &str = "thp.defrag";
+const KSM_S: &str = "ksm.run";
 
 // ---- pass, warn, skip for each id ----
 

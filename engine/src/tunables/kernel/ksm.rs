@@ -50,8 +50,8 @@ pub const KSM: Tunable = Tunable {
 fn items(ctx: &Context) -> Vec<Item> {
     match ctx.profile.profile.kernel.ksm {
         None => Vec::new(),
-        Some(true) => vec![Item::sysfs(RUN, Want::Int(1), ABSENT)],
-        Some(false) => vec![Item::sysfs(RUN, Want::OneOf(&[0, 2]), ABSENT)],
+        Some(true) => vec![Item::sysfs(RUN, "ksm.run", Want::Int(1), ABSENT)],
+        Some(false) => vec![Item::sysfs(RUN, "ksm.run", Want::OneOf(&[0, 2]), ABSENT)],
     }
 }
 

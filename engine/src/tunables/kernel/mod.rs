@@ -146,7 +146,7 @@ pub enum Persist {
 /// One kernel file a tunable judges.
 #[derive(Debug, Clone)]
 pub struct Item {
-    /// How reports name it: the sysctl key, or the sysfs path under /sys/kernel/mm.
+    /// How reports name it: the sysctl key, or a short name of the sysfs file.
     pub subject: String,
     /// The host path.
     pub path: String,
@@ -168,13 +168,11 @@ impl Item {
         }
     }
 
-    /// A sysfs attribute, named by its path under /sys/kernel/mm (`transparent_hugepage/enabled`).
-    pub fn sysfs(path: &str, want: Want, absent: &'static str) -> Item {
+    /// A sysfs attribute, named `subject` in reports (`thp.enabled`: short, as the report's
+    /// subject column is as wide as its longest subject).
+    pub fn sysfs(path: &str, subject: &str, want: Want, absent: &'static str) -> Item {
         Item {
-            subject: path
-                .strip_prefix("/sys/kernel/mm/")
-                .unwrap_or(path)
-                .to_string(),
+            subject: subject.to_string(),
             path: path.to_string(),
             want,
             persist: Persist::Tmpfiles,
@@ -233,18 +231,19 @@ pub fn check(ctx: &Context, spec: &Spec, items: &[Item]) -> Vec<Verdict> {
                 continue;
             }
         };
+        // A sysctl by its key, a sysfs file by its path.
+        let name = match it.persist {
+            Persist::Sysctl => &it.subject,
+            Persist::Tmpfiles => &it.path,
+        };
         let v = match judge(&have, &it.want) {
             Judged::Meets { .. } => {
-                Verdict::pass(id, it.subject.clone(), format!("{} = {have}", it.subject))
+                Verdict::pass(id, it.subject.clone(), format!("{name} = {have}"))
             }
             Judged::Off { to } => Verdict::warn(
                 id,
                 it.subject.clone(),
-                format!(
-                    "{} = {have}, the profile wants {}",
-                    it.subject,
-                    it.want.describe()
-                ),
+                format!("{name} = {have}, the profile wants {}", it.want.describe()),
             )
             .fix(format!(
                 "sudo daqtune apply --only {id}   (or: {})",
@@ -529,7 +528,7 @@ mod tests {
 
     #[test]
     fn tmpfiles_refuses_what_tmpfiles_would_split_or_expand() {
-        let it = Item::sysfs("/sys/kernel/mm/ksm/run", Want::Int(0), "");
+        let it = Item::sysfs("/sys/kernel/mm/ksm/run", "ksm.run", Want::Int(0), "");
         let ok = tmpfiles_text(&[(&it, "0".into())], "igx-orin")
             .expect("ok")
             .expect("text");

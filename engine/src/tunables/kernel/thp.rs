@@ -49,10 +49,20 @@ fn items(ctx: &Context) -> Vec<Item> {
     let k = &ctx.profile.profile.kernel;
     let mut v = Vec::new();
     if let Some(e) = k.thp {
-        v.push(Item::sysfs(ENABLED, Want::Choice(e.as_str()), ABSENT));
+        v.push(Item::sysfs(
+            ENABLED,
+            "thp.enabled",
+            Want::Choice(e.as_str()),
+            ABSENT,
+        ));
     }
     if let Some(d) = k.thp_defrag {
-        v.push(Item::sysfs(DEFRAG, Want::Choice(d.as_str()), ABSENT));
+        v.push(Item::sysfs(
+            DEFRAG,
+            "thp.defrag",
+            Want::Choice(d.as_str()),
+            ABSENT,
+        ));
     }
     v
 }
