@@ -68,6 +68,11 @@ fn generate_every_kind() {
         "netplan",
         "nm",
         "networkd-link",
+        "thp-tmpfiles",
+        "watchdog-sysctl",
+        "timer-migration-sysctl",
+        "stat-interval-sysctl",
+        "ksm-tmpfiles",
     ];
     for (root, profile) in [(igx.path(), "igx-orin"), (spark.path(), "dgx-spark")] {
         for k in kinds {

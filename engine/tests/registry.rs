@@ -42,6 +42,12 @@ fn apply_ids_are_the_planners_in_plan_order() {
             "gpu.peermem",
             "gpu.clocks",
             "net.sysctl",
+            "kernel.thp",
+            "kernel.numa-balancing",
+            "kernel.watchdog",
+            "kernel.timer-migration",
+            "vm.stat-interval",
+            "kernel.ksm",
         ]
     );
     let orders: BTreeSet<u8> = REGISTRY
@@ -69,6 +75,7 @@ fn profile_keys_have_owners() {
         "nic",
         "gpu",
         "sysctl",
+        "kernel",
         "persist",
     ] {
         let m = v

@@ -8,8 +8,10 @@
 //! isolation arguments and what the kernel made of them, another grub drop-in that appends or
 //! overrides, the NIC functions' DevCtl MRRS, the MTUs (and `max_mtu`), the ACS control of the
 //! switch ports and the IOMMU group type, each socket-buffer sysctl (missing, below, equal,
-//! above, garbage), nvidia_peermem loaded or not, and the GPU's clocks and persistence in
-//! `daqtune/gpu.json`. A profile ([`ProfileSpec`]) extends a built-in one and draws every
+//! above, garbage), nvidia_peermem loaded or not, the GPU's clocks and persistence in
+//! `daqtune/gpu.json`, and the kernel latency files (THP `enabled` and `defrag`,
+//! numa_balancing, watchdog_cpumask, nmi_watchdog, timer_migration, stat_interval, KSM's
+//! `run`: as wanted, not, text no kernel writes, or missing). A profile ([`ProfileSpec`]) extends a built-in one and draws every
 //! wanted value the planners read, written as YAML into the same temp dir. Governors, MRRS and
 //! MTUs are drawn as the profile wants them about half the time (`Val::Wanted`), so that
 //! settings that already pass are as common as wrong ones.
@@ -170,7 +172,41 @@ struct HostState {
     gpu_persistence: bool,
     gpu_sm: Clock,
     gpu_mem: Clock,
+    /// The kernel latency files (issue 26 item 3): the index of each one's value in
+    /// [`LATENCY`], one past the last for the file missing.
+    latency: [usize; 8],
 }
+
+/// The kernel latency files and the values drawn for them (as the profiles want, not, and
+/// text no kernel writes there).
+const LATENCY: &[(&str, &[&str])] = &[
+    (
+        "sys/kernel/mm/transparent_hugepage/enabled",
+        &[
+            "always [madvise] never",
+            "[always] madvise never",
+            "always madvise [never]",
+            "always madvise never",
+        ],
+    ),
+    (
+        "sys/kernel/mm/transparent_hugepage/defrag",
+        &[
+            "always defer defer+madvise [madvise] never",
+            "[always] defer defer+madvise madvise never",
+            "always defer defer+madvise madvise [never]",
+        ],
+    ),
+    ("proc/sys/kernel/numa_balancing", &["0", "1", "x"]),
+    (
+        "proc/sys/kernel/watchdog_cpumask",
+        &["0-11", "0-8", "0-1,6-11", "9-11", "garbage"],
+    ),
+    ("proc/sys/kernel/nmi_watchdog", &["0", "1"]),
+    ("proc/sys/kernel/timer_migration", &["0", "1"]),
+    ("proc/sys/vm/stat_interval", &["1", "10", "30", "x"]),
+    ("sys/kernel/mm/ksm/run", &["0", "1", "2"]),
+];
 
 /// The other CPUs of the template, for `irqaffinity`.
 fn housekeeping(isolated: &str) -> &'static str {
@@ -247,11 +283,14 @@ fn host_state() -> impl Strategy<Value = HostState> {
     let acs = [0u16..0x80, 0u16..0x80, 0u16..0x80];
     let iommu = proptest::sample::select(vec!["DMA", "DMA-FQ", "identity", "unmanaged"]);
     let sys = [sysctl(), sysctl(), sysctl(), sysctl(), sysctl(), sysctl()];
+    let latency: [std::ops::RangeInclusive<usize>; 8] =
+        std::array::from_fn(|i| 0..=LATENCY[i].1.len());
     (
         (cpus, proptest::sample::select(vec![1u64, 10, 150, 5000])),
         (pools, cmdline, 0u8..3),
         (mrrs, mtu, max_mtu, acs, iommu),
         (sys, any::<bool>(), any::<bool>(), clock(), clock()),
+        latency,
     )
         .prop_map(
             |(
@@ -259,6 +298,7 @@ fn host_state() -> impl Strategy<Value = HostState> {
                 (pools, cmdline_iso, other_dropin),
                 (mrrs_code, mtu, max_mtu, acs_ctrl, iommu),
                 (sysctl, peermem_loaded, gpu_persistence, gpu_sm, gpu_mem),
+                latency,
             )| HostState {
                 cpus,
                 deep_latency_us,
@@ -275,6 +315,7 @@ fn host_state() -> impl Strategy<Value = HostState> {
                 gpu_persistence,
                 gpu_sm,
                 gpu_mem,
+                latency,
             },
         )
 }
@@ -647,6 +688,15 @@ fn write_host(root: &Path, h: &HostState, p: &ProfileSpec) {
         d["pstate_min_mhz"] = floor.into();
     }
     std::fs::write(&p, serde_json::to_vec_pretty(&j).expect("json")).expect("write gpu.json");
+
+    for ((rel, values), &k) in LATENCY.iter().zip(&h.latency) {
+        match values.get(k) {
+            Some(v) => put(root, rel, format!("{v}\n")),
+            None => {
+                let _ = std::fs::remove_file(root.join(rel));
+            }
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -473,6 +473,28 @@ extlinux_applied() {
     expect_kernel_args_in "extlinux.conf DEFAULT APPEND" "$st/extlinux-2.words"
 }
 
+# --- kernel.thp (issue 26 item 3): a latency setting kept through a reboot, undone by revert ---
+# The profile (generic-dgpu's kernel: block) wants THP `never`; apply writes it now and
+# /etc/tmpfiles.d/daqtune-thp.conf, which systemd-tmpfiles applies at the next boot.
+thp_mode() { sed -n 's/.*\[\([a-z]*\)\].*/\1/p' /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null; }
+thp_baseline() { # before step 2
+    thp_mode >"$st/thp-1"
+    info "kernel.thp: THP mode before apply: $(cat "$st/thp-1")"
+    if [ "$(cat "$st/thp-1")" = never ]; then fail "kernel.thp: THP not already never before apply" "the guest kernel starts at never: the block proves nothing"; fi
+}
+thp_applied() { # after step 2
+    expect_eq "kernel.thp: THP mode never right after apply" "$(thp_mode)" never
+    expect "kernel.thp: /etc/tmpfiles.d/daqtune-thp.conf written" grep -qx 'w /sys/kernel/mm/transparent_hugepage/enabled - - - - never' /etc/tmpfiles.d/daqtune-thp.conf
+}
+thp_after_reboot() { # after step 4's check
+    expect_eq "kernel.thp: THP mode never after the reboot (tmpfiles.d)" "$(thp_mode)" never
+    expect_status "$st/report-4.json" kernel.thp pass
+}
+thp_reverted() { # after step 6b's reboot
+    expect "kernel.thp: tmpfiles.d file gone" test ! -e /etc/tmpfiles.d/daqtune-thp.conf
+    expect_eq "kernel.thp: THP mode as before apply after revert and reboot" "$(thp_mode)" "$(cat "$st/thp-1")"
+}
+
 # --- the netplan variant (issue 25 item 5) ------------------------------------------------------
 # netplan (Debian's netplan.io, rendering to systemd-networkd) owns the data port: the site's
 # own file is written and applied before the baseline, so every later checksum includes it.
@@ -637,18 +659,22 @@ echo "boot $(cut -d' ' -f1 /proc/uptime)" >>"$io/timings"
 case "$phase" in
     grub-1)
         install_and_baseline grub
+        thp_baseline
         do_apply
+        thp_applied
         if grep -q isolcpus /boot/grub/grub.cfg; then pass "apply ran update-grub: grub.cfg carries the arguments"; else fail "apply ran update-grub: grub.cfg carries the arguments" "no isolcpus in /boot/grub/grub.cfg"; fi
         echo reboot >"$io/next"
         ;;
     grub-2)
         verify_after_reboot grub
+        thp_after_reboot
         foreign_override
         do_revert grub
         echo reboot >"$io/next"
         ;;
     grub-3)
         verify_reverted
+        thp_reverted
         mrrs_on_emulated_nic
         echo poweroff >"$io/next"
         ;;

@@ -29,6 +29,12 @@ const KINDS: &[&str] = &[
     "netplan",
     "nm",
     "networkd-link",
+    "thp-tmpfiles",
+    "numa-balancing-sysctl",
+    "watchdog-sysctl",
+    "timer-migration-sysctl",
+    "stat-interval-sysctl",
+    "ksm-tmpfiles",
 ];
 
 fn golden_dir() -> PathBuf {

@@ -739,9 +739,13 @@ fn host_rel(host: &Host, real: &str) -> String {
     }
 }
 
-/// sysfs shows a governor write as the name, nr_hugepages as the count the kernel managed.
+/// sysfs shows a governor write as the name, nr_hugepages as the count the kernel managed,
+/// a choice attribute (THP) as every choice with the written one bracketed.
 fn attr_matches(_path: &str, back: &str, want: &str) -> bool {
-    back == want || back.split_whitespace().eq(want.split_whitespace())
+    back == want
+        || back.split_whitespace().eq(want.split_whitespace())
+        || (back.contains('[')
+            && crate::hostio::setters::selected_choice(back) == Some(want.trim()))
 }
 
 pub fn read_word(path: &Path, offset: u64) -> std::io::Result<u16> {

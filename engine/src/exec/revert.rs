@@ -798,10 +798,22 @@ fn restore_live_attr(
         }
     }
     // The selected governor is the only word sysfs shows for scaling_governor; nr_hugepages
-    // is a count. Both are written back as read.
+    // is a count. Both are written back as read. A choice attribute (THP's
+    // `always [madvise] never`) takes its bracketed word.
+    let choice = value.contains('[');
+    if choice {
+        if let Some(sel) = crate::hostio::setters::selected_choice(value) {
+            value = sel;
+        }
+    }
     w.write_attr(real, value, Target::Live).map_err(ioe(path))?;
     let back = std::fs::read_to_string(real).map_err(ioe(path))?;
-    if back.trim() != value {
+    let back_word = if choice {
+        crate::hostio::setters::selected_choice(&back).unwrap_or(back.trim())
+    } else {
+        back.trim()
+    };
+    if back_word != value {
         return Err(format!(
             "{path}: wrote `{value}` back, reads `{}`",
             back.trim()

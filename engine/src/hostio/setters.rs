@@ -12,6 +12,21 @@ use std::io::{self, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
+/// The selected word of a sysfs choice attribute, which lists every choice and brackets the
+/// one in effect (`always [madvise] never`: THP's `enabled` and `defrag`); a file of one word
+/// is that word. `None` for anything else. Writing takes the bare word, so a read-back and a
+/// revert compare and write this, not the listing.
+pub fn selected_choice(text: &str) -> Option<&str> {
+    let t = text.trim();
+    if let Some(open) = t.find('[') {
+        let rest = &t[open + 1..];
+        let close = rest.find(']')?;
+        let word = &rest[..close];
+        return (!word.is_empty() && !word.contains(char::is_whitespace)).then_some(word);
+    }
+    (!t.is_empty() && !t.contains(char::is_whitespace)).then_some(t)
+}
+
 /// Where a change lands: the running kernel, or a host root directory standing in for it
 /// (`--root DIR`: a sysfs attribute is a plain file, and what is written is what the next
 /// check reads).

@@ -42,6 +42,10 @@ pub struct Profile {
     pub nic: NicProfile,
     pub gpu: GpuProfile,
     pub sysctl: SysctlProfile,
+    /// The kernel's latency settings (TuneD's latency profiles): `kernel.thp`,
+    /// `kernel.numa-balancing`, `kernel.watchdog`, `kernel.timer-migration`,
+    /// `vm.stat-interval`, `kernel.ksm`. A key left out is not judged.
+    pub kernel: KernelProfile,
     pub selftest: SelftestProfile,
     pub persist: PersistProfile,
     /// Checks that do not apply here, with the reason shown as `n/a`.
@@ -310,6 +314,85 @@ impl Default for SysctlProfile {
             values,
         }
     }
+}
+
+/// The kernel's latency settings; `None` (the key left out) = not judged (`n/a`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct KernelProfile {
+    /// /sys/kernel/mm/transparent_hugepage/enabled.
+    pub thp: Option<ThpEnabled>,
+    /// /sys/kernel/mm/transparent_hugepage/defrag.
+    pub thp_defrag: Option<ThpDefrag>,
+    /// kernel.numa_balancing on (true) or off (false).
+    pub numa_balancing: Option<bool>,
+    /// The soft/hard lockup watchdog: off everywhere, or kept off the data cores.
+    pub watchdog: Option<WatchdogMode>,
+    /// kernel.nmi_watchdog on (true) or off (false).
+    pub nmi_watchdog: Option<bool>,
+    /// kernel.timer_migration on (true) or off (false).
+    pub timer_migration: Option<bool>,
+    /// vm.stat_interval at least this many seconds.
+    pub stat_interval: Option<u32>,
+    /// ksmd running (true) or stopped (false).
+    pub ksm: Option<bool>,
+}
+
+/// The values of /sys/kernel/mm/transparent_hugepage/enabled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ThpEnabled {
+    Always,
+    Madvise,
+    Never,
+}
+
+impl ThpEnabled {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ThpEnabled::Always => "always",
+            ThpEnabled::Madvise => "madvise",
+            ThpEnabled::Never => "never",
+        }
+    }
+}
+
+/// The values of /sys/kernel/mm/transparent_hugepage/defrag.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ThpDefrag {
+    #[serde(rename = "always")]
+    Always,
+    #[serde(rename = "defer")]
+    Defer,
+    #[serde(rename = "defer+madvise")]
+    DeferMadvise,
+    #[serde(rename = "madvise")]
+    Madvise,
+    #[serde(rename = "never")]
+    Never,
+}
+
+impl ThpDefrag {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ThpDefrag::Always => "always",
+            ThpDefrag::Defer => "defer",
+            ThpDefrag::DeferMadvise => "defer+madvise",
+            ThpDefrag::Madvise => "madvise",
+            ThpDefrag::Never => "never",
+        }
+    }
+}
+
+/// How `kernel.watchdog` keeps the lockup detectors off the data cores.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WatchdogMode {
+    /// kernel.watchdog = 0: no soft or hard lockup detector on any CPU.
+    Off,
+    /// kernel.watchdog_cpumask without the data cores: the detectors keep watching the
+    /// housekeeping CPUs.
+    Cpumask,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

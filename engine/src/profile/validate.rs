@@ -28,6 +28,7 @@ impl LoadedProfile {
         self.validate_hugepages()?;
         self.validate_devices()?;
         self.validate_persist()?;
+        self.validate_kernel()?;
         self.validate_references()?;
         self.validate_waivers()
     }
@@ -136,6 +137,19 @@ impl LoadedProfile {
     }
 
     /// PCIe, NIC and GPU values the hardware can take.
+    /// vm.stat_interval in seconds: 0 would refresh the per-CPU statistics at every tick.
+    fn validate_kernel(&self) -> Result<(), ProfileError> {
+        if let Some(s) = self.profile.kernel.stat_interval {
+            if !(1..=3600).contains(&s) {
+                return Err(self.err(
+                    &["kernel", "stat_interval"],
+                    format!("stat_interval {s} is impossible (expected 1..3600 seconds)"),
+                ));
+            }
+        }
+        Ok(())
+    }
+
     fn validate_devices(&self) -> Result<(), ProfileError> {
         let p = &self.profile;
         if !p.pcie.mrrs.is_power_of_two() || !(128..=4096).contains(&p.pcie.mrrs) {

@@ -28,6 +28,7 @@ pub mod hugepages;
 pub mod idle;
 pub mod iommu;
 pub mod irq;
+pub mod kernel;
 pub mod mrrs;
 pub mod mtu;
 pub mod nic;
@@ -44,6 +45,12 @@ pub static REGISTRY: &[&Tunable] = &[
     &idle::IDLE,
     &cmdline::CMDLINE,
     &hugepages::HUGEPAGES,
+    &kernel::thp::THP,
+    &kernel::sysctls::NUMA_BALANCING,
+    &kernel::watchdog::WATCHDOG,
+    &kernel::sysctls::TIMER_MIGRATION,
+    &kernel::sysctls::STAT_INTERVAL,
+    &kernel::ksm::KSM,
     &numa::NUMA,
     &pcie::TOPOLOGY,
     &pcie::LINK,

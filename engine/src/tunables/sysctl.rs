@@ -58,7 +58,7 @@ pub fn meets(have: &str, want: &str) -> Option<bool> {
 }
 
 /// The files systemd-sysctl applies at boot, in order, with their text.
-fn boot_files(facts: &Facts) -> Vec<(String, String)> {
+pub(crate) fn boot_files(facts: &Facts) -> Vec<(String, String)> {
     let dirs: Vec<(&str, Vec<String>)> = etc::SYSCTL_DIRS
         .iter()
         .map(|d| {
