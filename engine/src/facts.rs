@@ -448,7 +448,9 @@ impl<'h> Facts<'h> {
         ifname: &str,
         group: daqtune_probe::net::ethtool::Group,
     ) -> Result<Rc<daqtune_probe::net::ethtool::GroupState>, Unreadable> {
-        use daqtune_probe::net::ethtool::{describe_error, recorded_path, Client, GroupState, Recorded};
+        use daqtune_probe::net::ethtool::{
+            describe_error, recorded_path, Client, GroupState, Recorded,
+        };
         let key = format!("{ifname}/{}", group.name());
         if let Some(r) = self.ethtool.groups.borrow().get(&key) {
             return r.clone();
@@ -477,7 +479,10 @@ impl<'h> Facts<'h> {
                 Ok(text) => match GroupState::from_json(group, &text) {
                     Ok(Recorded::Value(v)) => Ok(Rc::new(v)),
                     Ok(Recorded::Error { error }) => Err(why(error)),
-                    Err(e) => Err(why(format!("{path}: not a recorded {} group ({e})", group.name()))),
+                    Err(e) => Err(why(format!(
+                        "{path}: not a recorded {} group ({e})",
+                        group.name()
+                    ))),
                 },
             }
         };

@@ -463,7 +463,7 @@ impl fmt::Display for Plan {
                     } => format!(
                         "{} of {ifname}: {} (ethtool netlink)",
                         group.name(),
-                        crate::tunables::nic_ethtool::shown_change(*group, from, to)
+                        daqtune_probe::net::ethtool::shown_change(*group, from, to)
                     ),
                     Action::ConfigWord { path, offset, .. } => format!("{path} @0x{offset:x}"),
                     Action::Module { name } => format!("modprobe {name}"),

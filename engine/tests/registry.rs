@@ -42,6 +42,12 @@ fn apply_ids_are_the_planners_in_plan_order() {
             "gpu.peermem",
             "gpu.clocks",
             "net.sysctl",
+            "nic.rings",
+            "nic.coalesce",
+            "nic.pause",
+            "nic.offloads",
+            "nic.channels",
+            "irq.affinity",
         ]
     );
     let orders: BTreeSet<u8> = REGISTRY

@@ -178,7 +178,11 @@ pub fn ban_edit(facts: &Facts, isolated: &CpuSet) -> Option<(String, String, Str
         }
         Err(_) => None,
     };
-    Some((file.to_string(), text.clone(), set_list(&text, line, isolated)))
+    Some((
+        file.to_string(),
+        text.clone(),
+        set_list(&text, line, isolated),
+    ))
 }
 
 /// `text` with line `line` (1-based) replaced by the ban of `cpus`, or the ban appended.
@@ -257,13 +261,21 @@ mod tests {
     #[test]
     fn the_ban_is_set_in_place_or_appended() {
         let t = set_list(DEBIAN, Some(5), &set("9-11"));
-        assert!(t.ends_with("IRQBALANCE_BANNED_CPUS=\"00000e00\"\nIRQBALANCE_BANNED_CPULIST=9-11\n"));
+        assert!(
+            t.ends_with("IRQBALANCE_BANNED_CPUS=\"00000e00\"\nIRQBALANCE_BANNED_CPULIST=9-11\n")
+        );
         let b = bans("f", &t).expect("s").expect("p");
         assert!(findings(&b, &set("9-11"), &set("0-11")).is_empty());
         // Only the mask: the list is appended and wins.
         let t = set_list("IRQBALANCE_BANNED_CPUS=1\n", None, &set("9-11"));
         let b = bans("f", &t).expect("s").expect("p");
-        assert_eq!((b.var.as_str(), b.cpus.clone()), ("IRQBALANCE_BANNED_CPULIST", set("9-11")));
-        assert_eq!(set_list("", None, &set("2")).lines().last(), Some("IRQBALANCE_BANNED_CPULIST=2"));
+        assert_eq!(
+            (b.var.as_str(), b.cpus.clone()),
+            ("IRQBALANCE_BANNED_CPULIST", set("9-11"))
+        );
+        assert_eq!(
+            set_list("", None, &set("2")).lines().last(),
+            Some("IRQBALANCE_BANNED_CPULIST=2")
+        );
     }
 }

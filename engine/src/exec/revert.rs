@@ -292,7 +292,7 @@ fn describe(e: &Entry) -> String {
         } => format!(
             "{} of {ifname}: {}",
             group.name(),
-            crate::tunables::nic_ethtool::shown_settings(*group, original)
+            daqtune_probe::net::ethtool::shown_settings(*group, original)
         ),
         Entry::ConfigWord {
             bdf,

@@ -24,7 +24,7 @@ pub const AFFINITY: Tunable = Tunable {
     profile_keys: &["cpu.isolated", "cpu.irqaffinity"],
     check: run_affinity,
     planner: Some(Planner {
-        order: 8,
+        order: 45,
         with: &[],
         plan: plan_affinity,
         artifacts: &[],
@@ -167,9 +167,7 @@ fn plan_affinity(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
         }
     }
     if cx.opts.persist {
-        if let Some((path, from, text)) =
-            crate::context::irqbalance::ban_edit(cx.facts, &iso)
-        {
+        if let Some((path, from, text)) = crate::context::irqbalance::ban_edit(cx.facts, &iso) {
             plan.changes.push(Change {
                 check: ID.into(),
                 subject: "irqbalance".into(),

@@ -36,6 +36,7 @@ pub mod nic_coalesce;
 pub mod nic_ethtool;
 pub mod nic_offloads;
 pub mod nic_pause;
+pub mod nic_persist;
 pub mod nic_rings;
 pub mod numa;
 pub mod pcie;

@@ -48,7 +48,8 @@ pub const MTU: Tunable = Tunable {
                 render: |g| {
                     let mut s = String::new();
                     for n in generate_ports(g) {
-                        let art = nm_keyfile(g.facts, g.lp, &n, g.lp.profile.nic.mtu, g.profile_ref)?;
+                        let art =
+                            nm_keyfile(g.facts, g.lp, &n, g.lp.profile.nic.mtu, g.profile_ref)?;
                         s.push_str(&format!("# --- {}\n{}", art.path, art.text));
                     }
                     Ok(s)
@@ -325,10 +326,9 @@ fn nm_keyfile(
     mtu: u32,
     profile_ref: &str,
 ) -> Result<network::Artifact, daqtune_units::InvalidValue> {
-    let mut a =
-        network::nm_keyfile(&lp.profile.persist.nm_prefix, ifname, mtu, &[], profile_ref)?;
-    let keys = super::nic_ethtool::persist_keys(facts, lp, ifname);
-    a.text.push_str(&super::nic_ethtool::nm_section(&keys));
+    let mut a = network::nm_keyfile(&lp.profile.persist.nm_prefix, ifname, mtu, &[], profile_ref)?;
+    let keys = super::nic_persist::persist_keys(facts, lp, ifname);
+    a.text.push_str(&super::nic_persist::nm_section(&keys));
     Ok(a)
 }
 
@@ -343,8 +343,8 @@ fn link_file(
     profile_ref: &str,
 ) -> Result<network::Artifact, daqtune_units::InvalidValue> {
     let mut a = network::networkd_link(ifname, m, mtu, profile_ref)?;
-    let keys = super::nic_ethtool::persist_keys(facts, lp, ifname);
-    a.text.push_str(&super::nic_ethtool::link_lines(&keys));
+    let keys = super::nic_persist::persist_keys(facts, lp, ifname);
+    a.text.push_str(&super::nic_persist::link_lines(&keys));
     Ok(a)
 }
 

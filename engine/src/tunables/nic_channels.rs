@@ -1,7 +1,8 @@
 //! `nic.channels`: the data ports' queue count against the data cores: at least one queue
 //! (and so one interrupt) per data core, or the profile's count.
 
-use super::nic_ethtool::{channels_target, check, plan, Spec, WantCx, Wants};
+use super::nic_ethtool::{check, plan, Spec, WantCx, Wants};
+use super::nic_persist::channels_target;
 use crate::profile::ChannelCount;
 use crate::tunable::{no_files, Planner, Tunable};
 use crate::verdict::Area;
@@ -17,7 +18,7 @@ pub const CHANNELS: Tunable = Tunable {
     profile_keys: &["nic.channels", "cpu.isolated"],
     check: |ctx| check(ctx, &SPEC),
     planner: Some(Planner {
-        order: 7,
+        order: 44,
         with: &["nic.mtu"],
         plan: |cx, p| plan(cx, p, &SPEC),
         artifacts: &[],
@@ -52,8 +53,7 @@ fn wants(cx: &WantCx) -> Wants {
         },
     };
     let Some((key, target)) = channels_target(c, n) else {
-        w.cannot
-            .push("the driver reports no queue maximum".into());
+        w.cannot.push("the driver reports no queue maximum".into());
         return w;
     };
     if target < n {

@@ -16,7 +16,7 @@ pub const COALESCE: Tunable = Tunable {
     profile_keys: &["nic.coalesce"],
     check: |ctx| check(ctx, &SPEC),
     planner: Some(Planner {
-        order: 7,
+        order: 41,
         with: &["nic.mtu"],
         plan: |cx, p| plan(cx, p, &SPEC),
         artifacts: &[],
@@ -57,7 +57,9 @@ fn shown(s: &GroupState) -> String {
     };
     format!(
         "rx-usecs {}, adaptive RX {} TX {}",
-        c.rx_usecs.map(|v| v.to_string()).unwrap_or_else(|| "?".into()),
+        c.rx_usecs
+            .map(|v| v.to_string())
+            .unwrap_or_else(|| "?".into()),
         flag(c.adaptive_rx),
         flag(c.adaptive_tx)
     )

@@ -26,7 +26,7 @@ pub const OFFLOADS: Tunable = Tunable {
         v
     },
     planner: Some(Planner {
-        order: 7,
+        order: 43,
         with: &["nic.mtu"],
         plan: |cx, p| {
             plan(cx, p, &FEATURES)?;
@@ -76,7 +76,9 @@ fn features(cx: &WantCx) -> Wants {
             Some(_) => {
                 w.set.insert(name.into(), u32::from(want));
             }
-            None => w.cannot.push(format!("{name}: not a feature of this kernel")),
+            None => w
+                .cannot
+                .push(format!("{name}: not a feature of this kernel")),
         }
     }
     w

@@ -17,7 +17,7 @@ pub const PAUSE: Tunable = Tunable {
     profile_keys: &["nic.pause"],
     check: |ctx| check(ctx, &SPEC),
     planner: Some(Planner {
-        order: 7,
+        order: 42,
         with: &["nic.mtu"],
         plan: |cx, p| plan(cx, p, &SPEC),
         artifacts: &[],

@@ -17,7 +17,7 @@ pub const RINGS: Tunable = Tunable {
     profile_keys: &["nic.rings"],
     check: |ctx| check(ctx, &SPEC),
     planner: Some(Planner {
-        order: 7,
+        order: 40,
         with: &["nic.mtu"],
         plan: |cx, p| plan(cx, p, &SPEC),
         artifacts: &[],
@@ -42,8 +42,9 @@ fn wants(cx: &WantCx) -> Wants {
         match (want, max) {
             (None, _) => {}
             (Some(RingSize::Count(n)), Some(m)) if n > m => {
-                w.cannot
-                    .push(format!("{key} {n} is above the device's maximum {m}: {m} is set"));
+                w.cannot.push(format!(
+                    "{key} {n} is above the device's maximum {m}: {m} is set"
+                ));
                 w.set.insert(key.into(), m);
             }
             (Some(RingSize::Count(n)), _) => {
@@ -70,5 +71,9 @@ fn shown(s: &GroupState) -> String {
         (Some(v), None) => v.to_string(),
         (None, _) => "?".into(),
     };
-    format!("RX ring {}, TX ring {}", one(r.rx, r.rx_max), one(r.tx, r.tx_max))
+    format!(
+        "RX ring {}, TX ring {}",
+        one(r.rx, r.rx_max),
+        one(r.tx, r.tx_max)
+    )
 }

@@ -381,6 +381,50 @@ pub fn kernel_feature(name: &str) -> &str {
 /// pause `autoneg`/`rx`/`tx`, features by name; flags are 0/1.
 pub type Settings = BTreeMap<String, u32>;
 
+/// `key value` pairs of `group`, flags as on/off.
+pub fn shown_settings(group: Group, s: &Settings) -> String {
+    s.iter()
+        .map(|(k, v)| format!("{k} {}", shown_value(group, k, *v)))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn is_flag(group: Group, k: &str) -> bool {
+    match group {
+        Group::Pause | Group::Features => true,
+        Group::Coalesce => k.starts_with("adaptive_"),
+        Group::Rings | Group::Channels => false,
+    }
+}
+
+pub fn shown_value(group: Group, k: &str, v: u32) -> String {
+    if k == "tcp_data_split" {
+        return match v {
+            1 => "off".into(),
+            2 => "on".into(),
+            _ => "auto".into(),
+        };
+    }
+    if is_flag(group, k) {
+        return if v != 0 { "on".into() } else { "off".into() };
+    }
+    v.to_string()
+}
+
+/// A change as the plan prints it: `rx 1024 -> 8192, tx 1024 -> 8192`.
+pub fn shown_change(group: Group, from: &Settings, to: &Settings) -> String {
+    to.iter()
+        .map(|(k, v)| {
+            let f = from
+                .get(k)
+                .map(|x| shown_value(group, k, *x))
+                .unwrap_or_else(|| "?".into());
+            format!("{k} {f} -> {}", shown_value(group, k, *v))
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 fn header(r: &mut Request, ifname: &str) {
     r.begin_nest(A_HEADER)
         .string(A_HEADER_DEV_NAME, ifname)
