@@ -29,7 +29,14 @@ pub const MTU: Tunable = Tunable {
     check: run_mtu,
     planner: Some(Planner {
         order: 6,
-        with: &[],
+        // The port's network file carries the NIC settings too (nic_persist).
+        with: &[
+            "nic.rings",
+            "nic.coalesce",
+            "nic.pause",
+            "nic.offloads",
+            "nic.channels",
+        ],
         plan: plan_mtu,
         artifacts: &[
             Artifact {

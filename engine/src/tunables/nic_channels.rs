@@ -19,7 +19,7 @@ pub const CHANNELS: Tunable = Tunable {
     check: |ctx| check(ctx, &SPEC),
     planner: Some(Planner {
         order: 44,
-        with: &["nic.mtu"],
+        with: &[],
         plan: |cx, p| plan(cx, p, &SPEC),
         artifacts: &[],
         owned_files: no_files,

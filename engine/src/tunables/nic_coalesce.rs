@@ -17,7 +17,7 @@ pub const COALESCE: Tunable = Tunable {
     check: |ctx| check(ctx, &SPEC),
     planner: Some(Planner {
         order: 41,
-        with: &["nic.mtu"],
+        with: &[],
         plan: |cx, p| plan(cx, p, &SPEC),
         artifacts: &[],
         owned_files: no_files,

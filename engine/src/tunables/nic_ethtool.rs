@@ -136,18 +136,20 @@ pub fn check(ctx: &Context, spec: &Spec) -> Vec<Verdict> {
             .expected(shown_settings(spec.group, &j.wanted))
             .fix(format!("sudo daqtune apply --only {id}"))
         } else if j.wanted.is_empty() && !j.cannot.is_empty() {
-            Verdict::skip(id, name.as_str(), format!("{now}{cannot}"))
+            Verdict::skip(id, name.as_str(), format!("{now}{cannot}")).observed(now)
         } else if j.wanted.is_empty() {
             Verdict::pass(
                 id,
                 name.as_str(),
                 format!("{now} (the profile asks nothing here: reported only)"),
             )
+            .observed(now)
         } else {
             Verdict::pass(id, name.as_str(), format!("{now}{cannot}"))
                 .expected(shown_settings(spec.group, &j.wanted))
+                .observed(now)
         };
-        out.push(v.observed(now));
+        out.push(v);
     }
     out
 }

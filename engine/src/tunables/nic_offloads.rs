@@ -27,7 +27,7 @@ pub const OFFLOADS: Tunable = Tunable {
     },
     planner: Some(Planner {
         order: 43,
-        with: &["nic.mtu"],
+        with: &[],
         plan: |cx, p| {
             plan(cx, p, &FEATURES)?;
             if cx.lp.profile.nic.offloads.header_split.is_some() {

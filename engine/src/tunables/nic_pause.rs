@@ -18,7 +18,7 @@ pub const PAUSE: Tunable = Tunable {
     check: |ctx| check(ctx, &SPEC),
     planner: Some(Planner {
         order: 42,
-        with: &["nic.mtu"],
+        with: &[],
         plan: |cx, p| plan(cx, p, &SPEC),
         artifacts: &[],
         owned_files: no_files,

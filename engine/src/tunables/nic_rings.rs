@@ -18,7 +18,7 @@ pub const RINGS: Tunable = Tunable {
     check: |ctx| check(ctx, &SPEC),
     planner: Some(Planner {
         order: 40,
-        with: &["nic.mtu"],
+        with: &[],
         plan: |cx, p| plan(cx, p, &SPEC),
         artifacts: &[],
         owned_files: no_files,
