@@ -79,6 +79,14 @@ pub struct Facts<'h> {
     links: Memo<String>,
     stats: RefCell<HashMap<String, Result<FileStat, Unreadable>>>,
     kinds: RefCell<HashMap<String, Option<bool>>>,
+    ethtool: EthtoolMemo,
+}
+
+/// The ethtool netlink client of a live run (opened once) and each port's groups as read.
+#[derive(Default)]
+struct EthtoolMemo {
+    client: RefCell<Option<Result<daqtune_probe::net::ethtool::Client, String>>>,
+    groups: Memo<daqtune_probe::net::ethtool::GroupState>,
 }
 
 impl<'h> Facts<'h> {
@@ -112,6 +120,7 @@ impl<'h> Facts<'h> {
             links: RefCell::default(),
             stats: RefCell::default(),
             kinds: RefCell::default(),
+            ethtool: EthtoolMemo::default(),
         }
     }
 
@@ -429,6 +438,56 @@ impl<'h> Facts<'h> {
                 })
             })
             .collect()
+    }
+
+    /// A port's ethtool group (rings, channels, ...): from the kernel's ethtool netlink on the
+    /// live host, from the recorded `daqtune/ethtool/IF/GROUP.json` under a root. `Err` says
+    /// why there is none (the driver lacks the operation, the root did not record it).
+    pub fn ethtool(
+        &self,
+        ifname: &str,
+        group: daqtune_probe::net::ethtool::Group,
+    ) -> Result<Rc<daqtune_probe::net::ethtool::GroupState>, Unreadable> {
+        use daqtune_probe::net::ethtool::{
+            describe_error, recorded_path, Client, GroupState, Recorded,
+        };
+        let key = format!("{ifname}/{}", group.name());
+        if let Some(r) = self.ethtool.groups.borrow().get(&key) {
+            return r.clone();
+        }
+        let why = |message: String| Unreadable {
+            message,
+            not_found: false,
+        };
+        let r = if self.host.is_live() {
+            let mut c = self.ethtool.client.borrow_mut();
+            match c.get_or_insert_with(|| Client::open().map_err(|e| describe_error(&e))) {
+                Ok(client) => client
+                    .get(group, ifname)
+                    .map(Rc::new)
+                    .map_err(|e| why(describe_error(&e))),
+                Err(e) => Err(why(e.clone())),
+            }
+        } else {
+            let path = recorded_path(ifname, group);
+            match self.read_string(&path) {
+                Err(e) if e.not_found => Err(Unreadable {
+                    message: format!("not recorded in this host root ({path} is absent)"),
+                    not_found: true,
+                }),
+                Err(e) => Err(e),
+                Ok(text) => match GroupState::from_json(group, &text) {
+                    Ok(Recorded::Value(v)) => Ok(Rc::new(v)),
+                    Ok(Recorded::Error { error }) => Err(why(error)),
+                    Err(e) => Err(why(format!(
+                        "{path}: not a recorded {} group ({e})",
+                        group.name()
+                    ))),
+                },
+            }
+        };
+        self.ethtool.groups.borrow_mut().insert(key, r.clone());
+        r
     }
 
     // ---- memoised reads --------------------------------------------------------------

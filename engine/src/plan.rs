@@ -29,6 +29,14 @@ pub enum Action {
     },
     /// Set an MTU with SIOCSIFMTU (live hosts; under a root it is an `Attr` on `mtu`).
     Mtu { ifname: String, from: u32, to: u32 },
+    /// Set a port's ethtool group through ethtool netlink (live hosts; under a root it is an
+    /// `Attr` on the recorded `daqtune/ethtool/IF/GROUP.json`). `from`: the keys' values now.
+    Ethtool {
+        ifname: String,
+        group: daqtune_probe::net::ethtool::Group,
+        from: daqtune_probe::net::ethtool::Settings,
+        to: daqtune_probe::net::ethtool::Settings,
+    },
     /// Read-modify-write of a 16-bit config-space register: DevCtl for MRRS (`mask` 0x7000),
     /// ACS Control for the redirect bits. Only `mask` bits change.
     ConfigWord {
@@ -430,6 +438,11 @@ impl fmt::Display for Plan {
                     c.subject.clone()
                 };
                 let what = match &c.action {
+                    // A host root's stand-in for state the kernel keeps outside files (the
+                    // recorded ethtool groups): the change is the note.
+                    Action::Attr { path, .. } if path.starts_with("/daqtune/") => {
+                        format!("{path} (recorded state)")
+                    }
                     Action::Attr { path, from, to, .. } => {
                         let cpu = c.subject.split_whitespace().next().unwrap_or("");
                         let p = if j - i > 1 {
@@ -442,6 +455,16 @@ impl fmt::Display for Plan {
                     Action::Mtu { ifname, from, to } => {
                         format!("MTU of {ifname}: {from} -> {to} (SIOCSIFMTU)")
                     }
+                    Action::Ethtool {
+                        ifname,
+                        group,
+                        from,
+                        to,
+                    } => format!(
+                        "{} of {ifname}: {} (ethtool netlink)",
+                        group.name(),
+                        daqtune_probe::net::ethtool::shown_change(*group, from, to)
+                    ),
                     Action::ConfigWord { path, offset, .. } => format!("{path} @0x{offset:x}"),
                     Action::Module { name } => format!("modprobe {name}"),
                     Action::GpuLock { uuid, domain } => format!(

@@ -48,6 +48,12 @@ fn apply_ids_are_the_planners_in_plan_order() {
             "kernel.timer-migration",
             "vm.stat-interval",
             "kernel.ksm",
+            "nic.rings",
+            "nic.coalesce",
+            "nic.pause",
+            "nic.offloads",
+            "nic.channels",
+            "irq.affinity",
         ]
     );
     let orders: BTreeSet<u8> = REGISTRY

@@ -24,6 +24,7 @@ pub mod fsutil;
 pub mod gpu;
 pub mod host;
 pub mod mem;
+pub mod net;
 pub mod pci;
 pub mod signals;
 pub mod sys;

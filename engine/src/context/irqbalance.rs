@@ -154,6 +154,63 @@ pub fn host_findings(facts: &Facts, isolated: &CpuSet) -> Vec<String> {
     Vec::new()
 }
 
+/// The edit of irqbalance's environment file that keeps it off `isolated`, where its
+/// configuration decides against the isolation (what [`host_findings`] reports): the
+/// `IRQBALANCE_BANNED_CPULIST` line set to the isolated CPUs (replaced where the file sets it,
+/// else appended: the list wins over the older mask). `(path, text now, text after)`; `None`
+/// when irqbalance is inactive or already keeps off them.
+pub fn ban_edit(facts: &Facts, isolated: &CpuSet) -> Option<(String, String, String)> {
+    if isolated.is_empty() || !active(facts) {
+        return None;
+    }
+    let online = facts
+        .cpus()
+        .map(|c| c.online.clone())
+        .unwrap_or_else(|_| isolated.clone());
+    let (file, text) = FILES
+        .iter()
+        .find_map(|f| facts.read_string(f).ok().map(|t| (*f, t)))?;
+    let line = match bans(file, &text)? {
+        Ok(b) if findings(&b, isolated, &online).is_empty() => return None,
+        Ok(b) => (b.var == "IRQBALANCE_BANNED_CPULIST").then_some(b.line),
+        Err(BansError::At { line, var, .. }) => {
+            (var == "IRQBALANCE_BANNED_CPULIST").then_some(line)
+        }
+        Err(_) => None,
+    };
+    Some((
+        file.to_string(),
+        text.clone(),
+        set_list(&text, line, isolated),
+    ))
+}
+
+/// `text` with line `line` (1-based) replaced by the ban of `cpus`, or the ban appended.
+pub fn set_list(text: &str, line: Option<usize>, cpus: &CpuSet) -> String {
+    let ban = format!("IRQBALANCE_BANNED_CPULIST={cpus}");
+    match line {
+        Some(n) if n >= 1 && n <= text.lines().count() => {
+            let mut out: Vec<String> = text.lines().map(str::to_string).collect();
+            out[n - 1] = ban;
+            let mut s = out.join("\n");
+            if text.ends_with('\n') {
+                s.push('\n');
+            }
+            s
+        }
+        _ => {
+            let mut s = text.to_string();
+            if !s.is_empty() && !s.ends_with('\n') {
+                s.push('\n');
+            }
+            s.push_str("# daqtune (irq.affinity): keep interrupts off the isolated CPUs.\n");
+            s.push_str(&ban);
+            s.push('\n');
+            s
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -199,5 +256,26 @@ mod tests {
         assert!(bans("f", "IRQBALANCE_BANNED_CPUS=zz\n")
             .expect("s")
             .is_err());
+    }
+
+    #[test]
+    fn the_ban_is_set_in_place_or_appended() {
+        let t = set_list(DEBIAN, Some(5), &set("9-11"));
+        assert!(
+            t.ends_with("IRQBALANCE_BANNED_CPUS=\"00000e00\"\nIRQBALANCE_BANNED_CPULIST=9-11\n")
+        );
+        let b = bans("f", &t).expect("s").expect("p");
+        assert!(findings(&b, &set("9-11"), &set("0-11")).is_empty());
+        // Only the mask: the list is appended and wins.
+        let t = set_list("IRQBALANCE_BANNED_CPUS=1\n", None, &set("9-11"));
+        let b = bans("f", &t).expect("s").expect("p");
+        assert_eq!(
+            (b.var.as_str(), b.cpus.clone()),
+            ("IRQBALANCE_BANNED_CPULIST", set("9-11"))
+        );
+        assert_eq!(
+            set_list("", None, &set("2")).lines().last(),
+            Some("IRQBALANCE_BANNED_CPULIST=2")
+        );
     }
 }

@@ -243,6 +243,11 @@ fn apply_one(
                 .map(Done::from)
                 .map_err(|e| e.to_string())
         }
+        Action::Ethtool {
+            ifname, group, to, ..
+        } => crate::tunables::nic_ethtool::set_group(j, w, ifname, *group, to)
+            .map(Done::from)
+            .map_err(|e| e.to_string()),
         Action::ConfigWord {
             bdf,
             register,

@@ -539,6 +539,16 @@ fn describe(e: &Entry) -> String {
         Entry::Mtu {
             ifname, original, ..
         } => format!("MTU of {ifname} = {original}"),
+        Entry::Ethtool {
+            ifname,
+            group,
+            original,
+            ..
+        } => format!(
+            "{} of {ifname}: {}",
+            group.name(),
+            daqtune_probe::net::ethtool::shown_settings(*group, original)
+        ),
         Entry::ConfigWord {
             bdf,
             original,
@@ -578,7 +588,7 @@ fn escaped(e: &Entry) -> Entry {
         | Entry::ConfigWord { path, .. } => *path = shown(path),
         Entry::Mount { target, .. } => *target = shown(target),
         Entry::Module { name } => *name = shown(name),
-        Entry::Mtu { ifname, .. } => *ifname = shown(ifname),
+        Entry::Mtu { ifname, .. } | Entry::Ethtool { ifname, .. } => *ifname = shown(ifname),
         Entry::GpuLock { uuid, .. } | Entry::GpuPersistence { uuid, .. } => *uuid = shown(uuid),
     }
     e
@@ -667,6 +677,12 @@ fn undo(
         Entry::Mtu {
             ifname, original, ..
         } => undo_mtu(w, ifname, *original),
+        Entry::Ethtool {
+            ifname,
+            group,
+            original,
+            ..
+        } => crate::tunables::nic_ethtool::restore_group(ifname, *group, original),
         Entry::ConfigWord {
             bdf,
             path,

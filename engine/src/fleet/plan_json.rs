@@ -16,6 +16,14 @@ fn action(a: &Action) -> Value {
         Action::Mtu { ifname, from, to } => json!({
             "kind": "mtu", "interface": ifname, "from": from, "to": to,
         }),
+        Action::Ethtool {
+            ifname,
+            group,
+            from,
+            to,
+        } => json!({
+            "kind": "ethtool", "interface": ifname, "group": group.name(), "from": from, "to": to,
+        }),
         Action::ConfigWord {
             bdf,
             register,

@@ -82,6 +82,14 @@ pub enum Entry {
         original: u32,
         new: u32,
     },
+    /// A port's ethtool settings set through ethtool netlink (live hosts): revert sets
+    /// `original` back.
+    Ethtool {
+        ifname: String,
+        group: daqtune_probe::net::ethtool::Group,
+        original: daqtune_probe::net::ethtool::Settings,
+        new: daqtune_probe::net::ethtool::Settings,
+    },
     /// A config-space register written (DevCtl for MRRS, ACS Control); only `mask` bits
     /// were changed and only they go back.
     ConfigWord {

@@ -229,6 +229,87 @@ pub struct NicProfile {
     pub cable_preflight: bool,
     /// Number of ConnectX physical functions the platform has (Spark: 4).
     pub expected_pfs: Option<u32>,
+    /// Ring sizes of the data ports (`nic.rings`).
+    pub rings: NicRings,
+    /// Interrupt coalescing of the data ports (`nic.coalesce`).
+    pub coalesce: NicCoalesce,
+    /// Pause frames (flow control) of the data ports (`nic.pause`).
+    pub pause: NicPause,
+    /// Receive offloads and header split (`nic.offloads`).
+    pub offloads: NicOffloads,
+    /// Queue count against the data cores (`nic.channels`).
+    pub channels: NicChannels,
+}
+
+/// A ring size: a count of descriptors, or `max` (the device's maximum).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum RingSize {
+    Count(u32),
+    Word(RingWord),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RingWord {
+    Max,
+}
+
+/// `nic.rings`: `None` leaves that ring as it is (reported only).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct NicRings {
+    pub rx: Option<RingSize>,
+    pub tx: Option<RingSize>,
+}
+
+/// `nic.coalesce`: each `None` is reported, not judged.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct NicCoalesce {
+    pub adaptive_rx: Option<bool>,
+    pub adaptive_tx: Option<bool>,
+    pub rx_usecs: Option<u32>,
+}
+
+/// `nic.pause`: each `None` is reported, not judged.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct NicPause {
+    pub autoneg: Option<bool>,
+    pub rx: Option<bool>,
+    pub tx: Option<bool>,
+}
+
+/// `nic.offloads`: GRO and LRO on or off; `header_split: true` wants TCP header/data split
+/// where the driver has it (TCP zero-copy receive needs it, seed 003).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct NicOffloads {
+    pub gro: Option<bool>,
+    pub lro: Option<bool>,
+    pub header_split: Option<bool>,
+}
+
+/// A queue count: a number, or `data-cores` (at least one queue per data core).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum ChannelCount {
+    Count(u32),
+    Word(ChannelWord),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ChannelWord {
+    DataCores,
+}
+
+/// `nic.channels`: the combined (or RX) queue count wanted.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct NicChannels {
+    pub combined: Option<ChannelCount>,
 }
 
 impl Default for NicProfile {
@@ -239,6 +320,11 @@ impl Default for NicProfile {
             interfaces: vec![],
             cable_preflight: false,
             expected_pfs: None,
+            rings: NicRings::default(),
+            coalesce: NicCoalesce::default(),
+            pause: NicPause::default(),
+            offloads: NicOffloads::default(),
+            channels: NicChannels::default(),
         }
     }
 }

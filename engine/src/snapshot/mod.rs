@@ -321,12 +321,41 @@ fn write_live_facts(
         crate::facts::UNITS_RECORD,
         units.to_json().as_bytes(),
     )?;
+    // The ports' ethtool settings (rings, coalescing, pause, features, channels) come from
+    // ethtool netlink, not files: record each group, or why there is none.
+    write_ethtool(w, host)?;
     let arch = std::env::consts::ARCH;
     w.write_file(
         Path::new("daqtune/arch"),
         "/daqtune/arch",
         format!("{arch}\n").as_bytes(),
     )?;
+    Ok(())
+}
+
+/// Every network interface's ethtool groups as `daqtune/ethtool/IF/GROUP.json` (what
+/// `Facts::ethtool` reads under a root; docs/ethtool-facts.md).
+fn write_ethtool(w: &mut Writer<'_>, host: &Host) -> Result<(), SnapshotError> {
+    use daqtune_probe::net::ethtool::{recorded_json, recorded_path, Client};
+    let Ok(names) = host.read_dir("/sys/class/net") else {
+        return Ok(());
+    };
+    let Ok(mut client) = Client::open() else {
+        return Ok(());
+    };
+    for ifname in names {
+        if daqtune_units::validate::interface_name(&ifname).is_err() {
+            continue;
+        }
+        for (group, r) in client.read_port(&ifname) {
+            let path = recorded_path(&ifname, group);
+            w.write_file(
+                Path::new(path.trim_start_matches('/')),
+                &path,
+                recorded_json(&r).as_bytes(),
+            )?;
+        }
+    }
     Ok(())
 }
 

@@ -1,8 +1,15 @@
-//! `irq.affinity`: NIC interrupts away from the isolated data cores.
+//! `irq.affinity`: NIC interrupts away from the isolated data cores. Plan: the data ports'
+//! queue IRQs pinned to the housekeeping CPUs now (`/proc/irq/N/smp_affinity_list`, read
+//! back; revert writes the old list), and irqbalance told to keep off the isolated CPUs where
+//! its own configuration unbans them (`IRQBALANCE_BANNED_CPULIST` in its environment file,
+//! the file's original kept in the journal). The kernel argument `irqaffinity=` that keeps
+//! new IRQs off them at boot is kernel.cmdline's.
 
 use crate::context::nics::{data_path_nics, no_nic_reason};
 use crate::context::Context;
-use crate::tunable::Tunable;
+use crate::hostio::setters::Target;
+use crate::plan::{Action, Change, NoteLevel, Plan, PlanCx, PlanError};
+use crate::tunable::{no_files, Planner, Tunable};
 use crate::verdict::{Area, Verdict};
 use daqtune_probe::cpulist::parse_cpulist;
 use daqtune_probe::CpuSet;
@@ -14,10 +21,171 @@ pub const AFFINITY: Tunable = Tunable {
     aliases: &["irq", "irqaffinity"],
     doc: include_str!("../../../docs/checks/irq.affinity.md"),
     needs_root: false,
-    profile_keys: &["cpu.isolated"],
+    profile_keys: &["cpu.isolated", "cpu.irqaffinity"],
     check: run_affinity,
-    planner: None,
+    planner: Some(Planner {
+        order: 45,
+        with: &[],
+        plan: plan_affinity,
+        artifacts: &[],
+        owned_files: no_files,
+    }),
 };
+
+/// One IRQ of a data port as read: its affinity (and effective affinity, where the kernel
+/// shows it), raw and parsed.
+#[derive(Debug, Clone)]
+pub struct IrqState {
+    pub irq: u32,
+    pub raw: String,
+    pub aff: CpuSet,
+    pub eff_raw: Option<String>,
+    pub eff: Option<CpuSet>,
+}
+
+impl IrqState {
+    /// The one judgement: the IRQ may run on an isolated CPU (its affinity, or the CPU the
+    /// kernel actually chose, meets the isolated set).
+    pub fn on_isolated(&self, iso: &CpuSet) -> bool {
+        !self.aff.intersection(iso).is_empty()
+            || self
+                .eff
+                .as_ref()
+                .is_some_and(|e| !e.intersection(iso).is_empty())
+    }
+}
+
+/// The IRQs (MSI/MSI-X vectors) of the PCI function at `sysfs`, and how many were
+/// unreadable; `Err` when the function lists none.
+pub fn port_irqs(ctx: &Context, sysfs: &str) -> Result<(Vec<IrqState>, usize), &'static str> {
+    let irqs: Vec<u32> = ctx
+        .read_dir(&format!("{sysfs}/msi_irqs"))
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|s| s.parse().ok())
+        .collect();
+    if irqs.is_empty() {
+        return Err("no MSI/MSI-X vectors listed (driver not bound, or msi_irqs not exposed)");
+    }
+    let mut out = Vec::new();
+    let mut unreadable = 0;
+    for irq in irqs {
+        let read = |file: &str| {
+            ctx.facts()
+                .read_string(&format!("/proc/irq/{irq}/{file}"))
+                .ok()
+                .and_then(|raw| parse_cpulist(raw.trim(), None).ok().map(|s| (raw, s)))
+        };
+        let Some((raw, aff)) = read("smp_affinity_list") else {
+            unreadable += 1;
+            continue;
+        };
+        let (eff_raw, eff) = match read("effective_affinity_list") {
+            Some((r, e)) => (Some(r), Some(e)),
+            None => (None, None),
+        };
+        out.push(IrqState {
+            irq,
+            raw,
+            aff,
+            eff_raw,
+            eff,
+        });
+    }
+    Ok((out, unreadable))
+}
+
+/// The CPUs the data ports' IRQs are pinned to: the profile's `irqaffinity`, else every
+/// online CPU that is not isolated.
+fn housekeeping(ctx: &Context, iso: &CpuSet) -> Option<CpuSet> {
+    if let Some(l) = &ctx.profile.profile.cpu.irqaffinity {
+        if let Ok(s) = parse_cpulist(l, None) {
+            return Some(s.difference(iso)).filter(|s| !s.is_empty());
+        }
+    }
+    let online = ctx.cpus().ok()?.online.clone();
+    Some(online.difference(iso)).filter(|s| !s.is_empty())
+}
+
+fn plan_affinity(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
+    let ctx = cx.context();
+    let Some((iso, _)) = isolated(&ctx) else {
+        return Ok(());
+    };
+    let Ok(f) = ctx.pci() else {
+        return Ok(());
+    };
+    let Some(hk) = housekeeping(&ctx, &iso) else {
+        plan.note(
+            ID,
+            NoteLevel::Skip,
+            "no housekeeping CPU left outside the isolated set to pin the NIC interrupts to",
+        );
+        return Ok(());
+    };
+    let to = hk.to_string();
+    if cx.opts.runtime {
+        for n in data_path_nics(&ctx, f) {
+            let Some(d) = f.tree.get(n.addr) else {
+                continue;
+            };
+            let Ok((irqs, _)) = port_irqs(&ctx, &d.sysfs) else {
+                continue;
+            };
+            for s in irqs.iter().filter(|s| s.on_isolated(&iso)) {
+                plan.changes.push(Change {
+                    check: ID.into(),
+                    subject: format!("{} IRQ {}", n.label(), s.irq),
+                    action: Action::Attr {
+                        path: format!("/proc/irq/{}/smp_affinity_list", s.irq),
+                        from: s.raw.clone(),
+                        to: to.clone(),
+                        shared_count: false,
+                    },
+                    reboot: false,
+                    note: None,
+                });
+                // A host root stands in for the kernel, which moves the effective affinity
+                // itself on a live host.
+                if let (Target::Root, Some(raw)) = (cx.target, &s.eff_raw) {
+                    if s.eff.as_ref().is_some_and(|e| !e.is_subset(&hk)) {
+                        plan.changes.push(Change {
+                            check: ID.into(),
+                            subject: format!("{} IRQ {}", n.label(), s.irq),
+                            action: Action::Attr {
+                                path: format!("/proc/irq/{}/effective_affinity_list", s.irq),
+                                from: raw.clone(),
+                                to: hk.first().map(|c| c.to_string()).unwrap_or_default(),
+                                shared_count: false,
+                            },
+                            reboot: false,
+                            note: None,
+                        });
+                    }
+                }
+            }
+        }
+    }
+    if cx.opts.persist {
+        if let Some((path, from, text)) = crate::context::irqbalance::ban_edit(cx.facts, &iso) {
+            plan.changes.push(Change {
+                check: ID.into(),
+                subject: "irqbalance".into(),
+                action: Action::File {
+                    path,
+                    from: Some(from.into_bytes()),
+                    to: text.into_bytes(),
+                    mode: 0o644,
+                },
+                reboot: false,
+                note: Some(format!(
+                    "IRQBALANCE_BANNED_CPULIST={iso}; takes effect when irqbalance restarts (`sudo systemctl restart irqbalance`)"
+                )),
+            });
+        }
+    }
+    Ok(())
+}
 
 /// The CPUs interrupts must stay off: what the kernel isolated, else what `isolcpus=` names,
 /// else the profile's data cores.
@@ -89,43 +257,14 @@ fn run_affinity(ctx: &Context) -> Vec<Verdict> {
         let Some(d) = f.tree.get(n.addr) else {
             continue;
         };
-        let irqs: Vec<u32> = ctx
-            .read_dir(&format!("{}/msi_irqs", d.sysfs))
-            .unwrap_or_default()
-            .iter()
-            .filter_map(|s| s.parse().ok())
-            .collect();
-        if irqs.is_empty() {
-            out.push(Verdict::skip(
-                ID,
-                n.label(),
-                "no MSI/MSI-X vectors listed (driver not bound, or msi_irqs not exposed)",
-            ));
-            continue;
-        }
-        let mut bad = Vec::new();
-        let mut unreadable = 0;
-        for irq in &irqs {
-            let read = |file: &str| {
-                ctx.read_attr(&format!("/proc/irq/{irq}/{file}"))
-                    .ok()
-                    .and_then(|s| parse_cpulist(&s, None).ok())
-            };
-            let Some(aff) = read("smp_affinity_list") else {
-                unreadable += 1;
+        let (irqs, unreadable) = match port_irqs(ctx, &d.sysfs) {
+            Ok(x) => x,
+            Err(why) => {
+                out.push(Verdict::skip(ID, n.label(), why));
                 continue;
-            };
-            let eff = read("effective_affinity_list");
-            let hit = aff.intersection(&iso);
-            let eff_hit = eff
-                .as_ref()
-                .map(|e| e.intersection(&iso))
-                .filter(|e| !e.is_empty());
-            if !hit.is_empty() || eff_hit.is_some() {
-                bad.push(format!("{irq}->{aff}"));
             }
-        }
-        if unreadable == irqs.len() {
+        };
+        if irqs.is_empty() {
             out.push(Verdict::skip(
                 ID,
                 n.label(),
@@ -133,20 +272,23 @@ fn run_affinity(ctx: &Context) -> Vec<Verdict> {
             ));
             continue;
         }
+        let total = irqs.len() + unreadable;
+        let bad: Vec<String> = irqs
+            .iter()
+            .filter(|s| s.on_isolated(&iso))
+            .map(|s| format!("{}->{}", s.irq, s.aff))
+            .collect();
         if bad.is_empty() {
             out.push(
                 Verdict::pass(
                     ID,
                     n.label(),
-                    format!(
-                        "{} interrupt(s) off the {source} {iso}",
-                        irqs.len() - unreadable
-                    ),
+                    format!("{} interrupt(s) off the {source} {iso}", irqs.len()),
                 )
                 .expected(format!("not on {iso}")),
             );
         } else {
-            let mut fix = "write the housekeeping CPUs to /proc/irq/N/smp_affinity_list for the IRQs in `observed`; persistent: kernel argument irqaffinity= (kernel.cmdline). A write that fails with EIO is a kernel-managed IRQ: use isolcpus=managed_irq,...".to_string();
+            let mut fix = "sudo daqtune apply --only irq.affinity (pins them to the housekeeping CPUs through /proc/irq/N/smp_affinity_list, read back, undone by revert); persistent: kernel argument irqaffinity= (kernel.cmdline). A write that fails with EIO is a kernel-managed IRQ: use isolcpus=managed_irq,...".to_string();
             if irqbalance {
                 fix.push_str(&format!("; irqbalance is running and moves IRQs back: set IRQBALANCE_BANNED_CPULIST={iso} in /etc/default/irqbalance"));
             }
@@ -157,7 +299,7 @@ fn run_affinity(ctx: &Context) -> Vec<Verdict> {
                     format!(
                         "{} of {} interrupt(s) may run on the {source} {iso}",
                         bad.len(),
-                        irqs.len()
+                        total
                     ),
                 )
                 .observed(bad.join(" "))

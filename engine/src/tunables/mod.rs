@@ -32,6 +32,13 @@ pub mod kernel;
 pub mod mrrs;
 pub mod mtu;
 pub mod nic;
+pub mod nic_channels;
+pub mod nic_coalesce;
+pub mod nic_ethtool;
+pub mod nic_offloads;
+pub mod nic_pause;
+pub mod nic_persist;
+pub mod nic_rings;
 pub mod numa;
 pub mod pcie;
 pub mod peermem;
@@ -64,6 +71,11 @@ pub static REGISTRY: &[&Tunable] = &[
     &nic::LINK_LAYER,
     &nic::LINK,
     &mtu::MTU,
+    &nic_rings::RINGS,
+    &nic_coalesce::COALESCE,
+    &nic_pause::PAUSE,
+    &nic_offloads::OFFLOADS,
+    &nic_channels::CHANNELS,
     &sysctl::NET_SYSCTL,
     &gpu_clocks::CLOCKS,
     &gpu::BAR1,

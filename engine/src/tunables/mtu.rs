@@ -29,7 +29,14 @@ pub const MTU: Tunable = Tunable {
     check: run_mtu,
     planner: Some(Planner {
         order: 6,
-        with: &[],
+        // The port's network file carries the NIC settings too (nic_persist).
+        with: &[
+            "nic.rings",
+            "nic.coalesce",
+            "nic.pause",
+            "nic.offloads",
+            "nic.channels",
+        ],
         plan: plan_mtu,
         artifacts: &[
             Artifact {
@@ -48,7 +55,8 @@ pub const MTU: Tunable = Tunable {
                 render: |g| {
                     let mut s = String::new();
                     for n in generate_ports(g) {
-                        let art = nm_keyfile(g.lp, &n, g.lp.profile.nic.mtu, g.profile_ref)?;
+                        let art =
+                            nm_keyfile(g.facts, g.lp, &n, g.lp.profile.nic.mtu, g.profile_ref)?;
                         s.push_str(&format!("# --- {}\n{}", art.path, art.text));
                     }
                     Ok(s)
@@ -65,6 +73,8 @@ pub const MTU: Tunable = Tunable {
                             .read_attr(&format!("/sys/class/net/{n}/address"))
                             .map_err(|e| ArtifactError::Host(format!("{n}: {e}")))?;
                         let art = link_file(
+                            g.facts,
+                            g.lp,
                             &n,
                             &network::LinkMatch::Mac(mac),
                             g.lp.profile.nic.mtu,
@@ -253,7 +263,7 @@ fn plan_mtu(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
             "networkmanager" => {
                 let others = nm_profiles(cx.facts);
                 for (n, _, _) in &ifaces {
-                    let a = nm_keyfile(cx.lp, n, want, &pref)?;
+                    let a = nm_keyfile(cx.facts, cx.lp, n, want, &pref)?;
                     // A profile someone else made for this port (the seed's daqiri-tx) is not
                     // ours to rewrite, and a second one would fight it over the port.
                     let theirs: Vec<&NmProfile> = others
@@ -291,7 +301,7 @@ fn plan_mtu(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
                             continue;
                         }
                     };
-                    let a = link_file(n, &m, want, &pref)?;
+                    let a = link_file(cx.facts, cx.lp, n, &m, want, &pref)?;
                     cx.file_change(plan, ID, n, &a.path, a.text, a.mode, false);
                 }
             }
@@ -314,24 +324,35 @@ fn netplan(
     network::netplan(ports, profile_ref)
 }
 
-/// daqtune's NetworkManager keyfile for one port.
+/// daqtune's NetworkManager keyfile for one port, with the `[ethtool]` keys of the NIC
+/// settings the profile wants (nic.rings, ...: `nic_ethtool::persist_keys`).
 fn nm_keyfile(
+    facts: &Facts,
     lp: &LoadedProfile,
     ifname: &str,
     mtu: u32,
     profile_ref: &str,
 ) -> Result<network::Artifact, daqtune_units::InvalidValue> {
-    network::nm_keyfile(&lp.profile.persist.nm_prefix, ifname, mtu, &[], profile_ref)
+    let mut a = network::nm_keyfile(&lp.profile.persist.nm_prefix, ifname, mtu, &[], profile_ref)?;
+    let keys = super::nic_persist::persist_keys(facts, lp, ifname);
+    a.text.push_str(&super::nic_persist::nm_section(&keys));
+    Ok(a)
 }
 
-/// The systemd .link file giving one port its MTU.
+/// The systemd .link file giving one port its MTU, and the `[Link]` keys of the NIC settings
+/// the profile wants (only the first matching .link file applies, so they share it).
 fn link_file(
+    facts: &Facts,
+    lp: &LoadedProfile,
     ifname: &str,
     m: &network::LinkMatch,
     mtu: u32,
     profile_ref: &str,
 ) -> Result<network::Artifact, daqtune_units::InvalidValue> {
-    network::networkd_link(ifname, m, mtu, profile_ref)
+    let mut a = network::networkd_link(ifname, m, mtu, profile_ref)?;
+    let keys = super::nic_persist::persist_keys(facts, lp, ifname);
+    a.text.push_str(&super::nic_persist::link_lines(&keys));
+    Ok(a)
 }
 
 /// The ports `generate` writes network files for: `--interface`, else the data-path

@@ -1,0 +1,328 @@
+//! What the five NIC-settings tunables (`nic.rings`, `nic.coalesce`, `nic.pause`,
+//! `nic.offloads`, `nic.channels`) share: each reads one ethtool group of each data port
+//! ([`Facts::ethtool`]: ethtool netlink live, `daqtune/ethtool/IF/GROUP.json` under a root),
+//! decides what the profile wants of it (its own `wants` function), and [`judge`] compares;
+//! [`check`] turns that into verdicts and [`plan`] into changes, so a port that passes is never
+//! planned for. The runtime change is an ethtool-netlink SET (this module's setter hook, read
+//! back and journaled) or, under a root, the recorded file rewritten as the kernel would show
+//! it. Persistence is the port's network file (`.link` keys, NetworkManager `[ethtool]`),
+//! which `nic.mtu` writes with [`persist_keys`] added.
+
+use crate::context::nics::data_interfaces;
+use crate::context::Context;
+use crate::hostio::journal::{Entry, Journal};
+use crate::hostio::setters::{Target, Writer};
+use crate::plan::{Action, Change, NoteLevel, Plan, PlanCx, PlanError};
+use crate::profile::LoadedProfile;
+use crate::verdict::Verdict;
+use daqtune_probe::net::ethtool::{
+    recorded_path, shown_change, shown_settings, shown_value, Client, Group, GroupState, Settings,
+};
+
+/// One of the five tunables, as this module drives it.
+pub struct Spec {
+    pub id: &'static str,
+    pub group: Group,
+    /// What the profile wants of a port in this state.
+    pub wants: fn(&WantCx) -> Wants,
+    /// The group's values as a verdict shows them.
+    pub shown: fn(&GroupState) -> String,
+}
+
+/// What a `wants` function decides from.
+pub struct WantCx<'a> {
+    pub lp: &'a LoadedProfile,
+    pub state: &'a GroupState,
+    /// How many data cores the profile's core rule gives on this host (`nic.channels`).
+    pub data_cores: Option<u32>,
+}
+
+/// The values the profile wants (absolute), and what it wants that this port cannot say or do.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Wants {
+    pub set: Settings,
+    pub cannot: Vec<String>,
+}
+
+/// The judgement: the keys whose value differs from the profile's, with both values.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Judged {
+    pub from: Settings,
+    pub to: Settings,
+    pub wanted: Settings,
+    pub cannot: Vec<String>,
+}
+
+/// The one judgement check and plan share.
+pub fn judge(spec: &Spec, cx: &WantCx) -> Judged {
+    let w = (spec.wants)(cx);
+    let mut j = Judged {
+        cannot: w.cannot,
+        wanted: w.set.clone(),
+        ..Default::default()
+    };
+    for (k, v) in &w.set {
+        match cx.state.get(k) {
+            Some(cur) if cur == *v => {}
+            Some(cur) => {
+                j.from.insert(k.clone(), cur);
+                j.to.insert(k.clone(), *v);
+            }
+            None => j.cannot.push(format!("{k}: not reported by the driver")),
+        }
+    }
+    j
+}
+
+/// The data cores' count, when the profile's rule resolves on this host.
+pub fn data_core_count(ctx: &Context) -> Option<u32> {
+    ctx.data_cores()
+        .ok()
+        .flatten()
+        .map(|c| c.len() as u32)
+        .filter(|n| *n > 0)
+}
+
+/// The verdicts of one tunable: one per data port.
+pub fn check(ctx: &Context, spec: &Spec) -> Vec<Verdict> {
+    let id = spec.id;
+    let ports = match data_interfaces(ctx.facts(), ctx.profile) {
+        Ok(p) => p,
+        Err(e) => return vec![Verdict::skip(id, "host", e.to_string())],
+    };
+    if ports.is_empty() {
+        return vec![Verdict::skip(
+            id,
+            "host",
+            "no data-path interface (no ConnectX netdev in this namespace, and the profile names none)",
+        )];
+    }
+    let cores = data_core_count(ctx);
+    let mut out = Vec::new();
+    for (name, _, _) in &ports {
+        let state = match ctx.facts().ethtool(name, spec.group) {
+            Ok(s) => s,
+            Err(e) => {
+                out.push(Verdict::skip(
+                    id,
+                    name.as_str(),
+                    format!("{} unreadable: {}", spec.group.name(), e.message),
+                ));
+                continue;
+            }
+        };
+        let cx = WantCx {
+            lp: ctx.profile,
+            state: &state,
+            data_cores: cores,
+        };
+        let j = judge(spec, &cx);
+        let now = (spec.shown)(&state);
+        let cannot = if j.cannot.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", j.cannot.join("; "))
+        };
+        let v = if !j.to.is_empty() {
+            Verdict::warn(
+                id,
+                name.as_str(),
+                format!(
+                    "{now}; the profile wants {}{cannot}",
+                    shown_settings(spec.group, &j.to)
+                ),
+            )
+            .observed(shown_settings(spec.group, &j.from))
+            .expected(shown_settings(spec.group, &j.wanted))
+            .fix(format!("sudo daqtune apply --only {id}"))
+        } else if j.wanted.is_empty() && !j.cannot.is_empty() {
+            Verdict::skip(id, name.as_str(), format!("{now}{cannot}")).observed(now)
+        } else if j.wanted.is_empty() {
+            Verdict::pass(
+                id,
+                name.as_str(),
+                format!("{now} (the profile asks nothing here: reported only)"),
+            )
+            .observed(now)
+        } else {
+            Verdict::pass(id, name.as_str(), format!("{now}{cannot}"))
+                .expected(shown_settings(spec.group, &j.wanted))
+                .observed(now)
+        };
+        out.push(v);
+    }
+    out
+}
+
+/// The runtime changes of one tunable (persistence is `nic.mtu`'s port file, planned with it).
+pub fn plan(cx: &PlanCx, plan: &mut Plan, spec: &Spec) -> Result<(), PlanError> {
+    let id = spec.id;
+    let ports = match data_interfaces(cx.facts, cx.lp) {
+        Ok(p) => p,
+        Err(e) => {
+            plan.note(id, NoteLevel::Skip, e.to_string());
+            return Ok(());
+        }
+    };
+    let ctx = cx.context();
+    let cores = data_core_count(&ctx);
+    let mut wanted = false;
+    for (name, _, _) in &ports {
+        daqtune_units::validate::interface_name(name)?;
+        let Ok(state) = cx.facts.ethtool(name, spec.group) else {
+            continue; // the check's skip says why
+        };
+        let j = judge(
+            spec,
+            &WantCx {
+                lp: cx.lp,
+                state: &state,
+                data_cores: cores,
+            },
+        );
+        wanted |= !j.wanted.is_empty();
+        for c in &j.cannot {
+            plan.note(id, NoteLevel::Skip, format!("{name}: {c}"));
+        }
+        if j.to.is_empty() || !cx.opts.runtime {
+            continue;
+        }
+        let action = match cx.target {
+            Target::Live => Action::Ethtool {
+                ifname: name.clone(),
+                group: spec.group,
+                from: j.from.clone(),
+                to: j.to.clone(),
+            },
+            Target::Root => {
+                let path = recorded_path(name, spec.group);
+                let (from, after) = match (cx.facts.read_string(&path), state.with(&j.to)) {
+                    (Ok(f), Ok(a)) => (f, a),
+                    (Err(e), _) => {
+                        plan.note(id, NoteLevel::Skip, format!("{path}: {}", e.message));
+                        continue;
+                    }
+                    (_, Err(e)) => {
+                        plan.note(id, NoteLevel::Skip, format!("{name}: {e}"));
+                        continue;
+                    }
+                };
+                Action::Attr {
+                    path,
+                    from,
+                    to: after.to_json(),
+                    shared_count: false,
+                }
+            }
+        };
+        let note = (cx.target == Target::Root).then(|| {
+            format!(
+                "{} {}",
+                spec.group.name(),
+                shown_change(spec.group, &j.from, &j.to)
+            )
+        });
+        plan.changes.push(Change {
+            check: id.into(),
+            subject: name.clone(),
+            action,
+            reboot: false,
+            note,
+        });
+    }
+    if wanted && cx.opts.persist && super::mtu::network_style(cx.facts, cx.lp) == "netplan" {
+        plan.note(
+            id,
+            NoteLevel::Warn,
+            format!("netplan manages the ports and has no key for the {} settings daqtune sets: the runtime change is not kept through a reboot (docs/checks/{id}.md)", spec.group.name()),
+        );
+    }
+    Ok(())
+}
+
+/// The setter hook of `Action::Ethtool`: journal the keys' values now, set, read back.
+pub(crate) fn set_group(
+    j: &mut Journal,
+    w: &mut dyn Writer,
+    ifname: &str,
+    group: Group,
+    to: &Settings,
+) -> Result<String, crate::tunable::SetError> {
+    use daqtune_probe::net::ethtool::describe_error;
+    let jerr = crate::tunable::SetError::Journal;
+    let mut c = Client::open().map_err(|e| format!("ethtool netlink: {}", describe_error(&e)))?;
+    let before = c
+        .get(group, ifname)
+        .map_err(|e| format!("{ifname}: {}: {}", group.name(), describe_error(&e)))?;
+    let original: Settings = to
+        .keys()
+        .filter_map(|k| before.get(k).map(|v| (k.clone(), v)))
+        .collect();
+    let idx = j
+        .record(
+            w,
+            Entry::Ethtool {
+                ifname: ifname.to_string(),
+                group,
+                original,
+                new: to.clone(),
+            },
+        )
+        .map_err(jerr)?;
+    c.set(group, ifname, to).map_err(|e| {
+        format!(
+            "{ifname}: setting {} ({}): {}",
+            group.name(),
+            shown_settings(group, to),
+            describe_error(&e)
+        )
+    })?;
+    j.mark_done(w, idx).map_err(jerr)?;
+    read_back(&mut c, ifname, group, to)?;
+    Ok(format!(
+        "{} of {ifname}: {}",
+        group.name(),
+        shown_settings(group, to)
+    ))
+}
+
+fn read_back(c: &mut Client, ifname: &str, group: Group, to: &Settings) -> Result<(), String> {
+    let after = c
+        .get(group, ifname)
+        .map_err(|e| format!("{ifname}: read back: {e}"))?;
+    let wrong: Vec<String> = to
+        .iter()
+        .filter(|(k, v)| after.get(k) != Some(**v))
+        .map(|(k, v)| {
+            format!(
+                "{k}: set {}, reads back {}",
+                shown_value(group, k, *v),
+                after
+                    .get(k)
+                    .map(|x| shown_value(group, k, x))
+                    .unwrap_or_else(|| "nothing".into())
+            )
+        })
+        .collect();
+    if wrong.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{ifname}: {} did not take: {}",
+            group.name(),
+            wrong.join("; ")
+        ))
+    }
+}
+
+/// Revert of an `Entry::Ethtool`: the original values set back and read back.
+pub(crate) fn restore_group(ifname: &str, group: Group, original: &Settings) -> Result<(), String> {
+    use daqtune_probe::net::ethtool::describe_error;
+    if original.is_empty() {
+        return Ok(());
+    }
+    let mut c = Client::open().map_err(|e| format!("ethtool netlink: {}", describe_error(&e)))?;
+    c.set(group, ifname, original)
+        .map_err(|e| format!("{ifname}: {}: {}", group.name(), describe_error(&e)))?;
+    read_back(&mut c, ifname, group, original)
+}
