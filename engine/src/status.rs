@@ -367,6 +367,37 @@ fn reread(host: &Host, j: &Journal, e: &Entry) -> Reread {
                 Err(e) => unknown(format!("cannot read the MTU: {e}")),
             }
         }
+        Entry::Ethtool {
+            ifname, group, new, ..
+        } => match ethtool_now(host, ifname, *group) {
+            Ok(now) => {
+                let changed: Vec<String> = new
+                    .iter()
+                    .filter(|(k, v)| now.get(k) != Some(**v))
+                    .map(|(k, v)| match now.get(k) {
+                        Some(n) => format!("{k} {v} -> {n}"),
+                        None => format!("{k} {v} -> unknown"),
+                    })
+                    .collect();
+                let applied = new
+                    .iter()
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect::<Vec<_>>()
+                    .join(" ");
+                let shown = if changed.is_empty() {
+                    applied.clone()
+                } else {
+                    changed.join(", ")
+                };
+                held_or_drift(
+                    changed.is_empty(),
+                    applied,
+                    shown,
+                    "the NIC's setting changed",
+                )
+            }
+            Err(why) => unknown(why),
+        },
         Entry::ConfigWord {
             path,
             offset,
@@ -578,4 +609,32 @@ fn journal_dir_shown(st: &Status) -> String {
 /// The JSON report.
 pub fn json(st: &Status) -> String {
     serde_json::to_string_pretty(st).unwrap_or_default() + "\n"
+}
+
+/// A port's ethtool group now: the kernel's ethtool netlink on the live host, the recorded
+/// `daqtune/ethtool/IF/GROUP.json` under a root (as `check` reads it).
+fn ethtool_now(
+    host: &Host,
+    ifname: &str,
+    group: daqtune_probe::net::ethtool::Group,
+) -> Result<daqtune_probe::net::ethtool::GroupState, String> {
+    use daqtune_probe::net::ethtool::{
+        describe_error, recorded_path, Client, GroupState, Recorded,
+    };
+    if host.is_live() {
+        let mut c = Client::open().map_err(|e| describe_error(&e))?;
+        return c.get(group, ifname).map_err(|e| describe_error(&e));
+    }
+    let path = recorded_path(ifname, group);
+    let text = host
+        .read_string(&path)
+        .map_err(|e| format!("{path}: {e}"))?;
+    match GroupState::from_json(group, &text) {
+        Ok(Recorded::Value(v)) => Ok(v),
+        Ok(Recorded::Error { error }) => Err(error),
+        Err(e) => Err(format!(
+            "{path}: not a recorded {} group ({e})",
+            group.name()
+        )),
+    }
 }

@@ -247,6 +247,7 @@ pub fn entry_key(e: &Entry) -> String {
         Entry::Attr { path, .. } => format!("attribute {path}"),
         Entry::ConfigWord { path, offset, .. } => format!("register {path}@{offset:#x}"),
         Entry::Mtu { ifname, .. } => format!("MTU of {ifname}"),
+        Entry::Ethtool { ifname, group, .. } => format!("{} of {ifname}", group.name()),
         Entry::Module { name } => format!("module {name}"),
         Entry::Mount { target, .. } => format!("mount {target}"),
         Entry::GpuLock { uuid, domain, .. } => format!("{} clock of {uuid}", domain.as_str()),
