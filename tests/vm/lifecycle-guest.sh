@@ -205,8 +205,8 @@ install_and_baseline() { # VARIANT
     step 1 "install the .deb, check (kept)"
     wait_settled
     mkdir -p /etc/daqtune
-    cp "$io/profile.yaml" "$P"
-    cp "$io/profile-mrrs.yaml" "$P7"
+    sed "s/^  interfaces: \[ens1\]$/  interfaces: [$DATA_PORT]/" "$io/profile.yaml" >"$P"
+    sed "s/^  interfaces: \[ens1\]$/  interfaces: [$DATA_PORT]/" "$io/profile-mrrs.yaml" >"$P7"
     not_installed_refused
     run apt-install apt-get install -y --no-install-recommends "$io/daqtune.deb"
     expect_eq "apt-get install ./daqtune_*.deb" "$rc" 0
@@ -296,7 +296,7 @@ do_apply() { # [VARIANT]
         expect "2M pool's mount unit enabled" test -L "/etc/systemd/system/local-fs.target.wants/$MOUNT2_UNIT"
     fi
     expect "sysctl drop-in written" test -f /etc/sysctl.d/90-daqtune.conf
-    if [ "$1" = spark ]; then
+    if [ "${1:-}" = spark ]; then
         spark_applied
     else
         expect "MTU .link file for $DATA_PORT written" sh -c "grep -l 'MTUBytes=9000' /etc/systemd/network/*daqtune*.link"
@@ -776,6 +776,11 @@ case "$phase" in
     spark-*)
         # tests/vm/lifecycle-profile-spark.yaml: one pool of one 1G page, Spark's rcu_nocb_poll.
         TWO_POOLS=0
+        # The virt machine's firmware decides the e1000e's name (slot or path): the port is
+        # the e1000e's netdev, and the profile copied in step 1 names it.
+        p=$(ls "/sys/bus/pci/devices/$(e1000e_bdf)/net" 2>/dev/null | head -n 1)
+        [ -z "$p" ] || DATA_PORT=$p
+        NM_OURS=daqiri-$DATA_PORT
         KARGS="isolcpus=2-3 nohz_full=2-3 rcu_nocbs=2-3 rcu_nocb_poll irqaffinity=0-1 hugepagesz=1G hugepages=$HP_COUNT default_hugepagesz=1G"
         ;;
 esac
