@@ -155,8 +155,9 @@ build_deb() { # ARCH: prints the package scripts/build-deb.sh made
   say "package $(basename "${built[0]}") ($(du -k "${built[0]}" | cut -f1) KiB) in $((SECONDS - t)) s" >&2
   echo "${built[0]}"
 }
-if ((x86)) && [[ -z $deb ]]; then deb=$(build_deb amd64); fi
-if ((arm)) && [[ -z $deb_arm64 ]]; then deb_arm64=$(build_deb arm64); fi
+# (build_deb's exit ends only its command substitution: an empty result is the failure.)
+if ((x86)) && [[ -z $deb ]]; then deb=$(build_deb amd64) && [[ -n $deb ]] || exit 1; fi
+if ((arm)) && [[ -z $deb_arm64 ]]; then deb_arm64=$(build_deb arm64) && [[ -n $deb_arm64 ]] || exit 1; fi
 [[ -z $deb || -f $deb ]] || { echo "host-lifecycle: --deb $deb: no such file" >&2; exit 2; }
 [[ -z $deb_arm64 || -f $deb_arm64 ]] || { echo "host-lifecycle: --deb-arm64 $deb_arm64: no such file" >&2; exit 2; }
 
