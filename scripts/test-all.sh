@@ -44,9 +44,14 @@ PACKAGES=(
   # Installed only with DAQTUNE_AARCH64=1 (below).
 )
 # The lifecycle VM's longer command (DAQTUNE_VM_ALL=1): the Secure Boot variant boots Debian's
-# OVMF with Microsoft's keys (docs/apply.md says why it is not in every run).
+# OVMF with Microsoft's keys; the spark variant boots a Debian 13 arm64 guest under
+# qemu-system-aarch64 with Debian's AAVMF, built by mmdebstrap through qemu-user-static's
+# binfmt handler (arch-test checks it), and installs the arm64 .deb, cross-built (docs/apply.md
+# says why neither is in every run).
 if [[ ${DAQTUNE_VM_ALL:-0} == 1 ]]; then
   PACKAGES+=(ovmf)
+  PACKAGES+=(qemu-system-arm qemu-efi-aarch64 qemu-user-static arch-test)
+  PACKAGES+=(gcc-aarch64-linux-gnu qemu-user libc6:arm64)
 fi
 if [[ ${DAQTUNE_AARCH64:-0} == 1 ]]; then
   PACKAGES+=(gcc-aarch64-linux-gnu qemu-user qemu-user-static libc6:arm64)
@@ -89,7 +94,7 @@ if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null 2>&1; then
   fi
 fi
 
-if [[ ${DAQTUNE_AARCH64:-0} == 1 ]] && command -v rustup >/dev/null 2>&1 &&
+if [[ ${DAQTUNE_AARCH64:-0} == 1 || ${DAQTUNE_VM_ALL:-0} == 1 ]] && command -v rustup >/dev/null 2>&1 &&
   ! rustup target list --installed | grep -qx "$AARCH64"; then
   log "rustup target add $AARCH64"
   rustup target add "$AARCH64" || true
@@ -166,7 +171,7 @@ aarch64_start
 # A host's whole life on a booted Debian guest (tests/vm/host-lifecycle.sh): install the .deb,
 # apply, reboot, check, revert, reboot, for GRUB and extlinux, and the MTU with netplan owning
 # the data port (the variants `ci`); DAQTUNE_VM_ALL=1 adds the x86 UEFI Secure Boot variant
-# (variants `all`; docs/apply.md, "Which variants run where"). The guest images are cached in
+# and the arm64 Spark shape (variants `all`; docs/apply.md, "Which variants run where"). The guest images are cached in
 # $DAQTUNE_VM_CACHE (default target/vm-cache) under the hash of its inputs; see docs/apply.md
 # for the durations. Exit 125 means the VM could not be prepared (no qemu, no Debian mirror):
 # that is reported as a skip, any other failure fails the run. DAQTUNE_LIFECYCLE=0 leaves it

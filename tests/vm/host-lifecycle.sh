@@ -2,15 +2,18 @@
 # A host's whole life on a real booted Debian 12 (issue 15, section 3): install the .deb, check,
 # apply, reboot, verify, name a foreign override, revert, reboot, verify byte for byte, and the
 # MRRS write an emulated NIC ignores. Once through GRUB, once through extlinux; and (issue 25
-# item 5) the MTU once more with netplan owning the data port.
+# item 5) the MTU once more with netplan owning the data port; (item 4) x86 UEFI with Secure
+# Boot; (item 3) the DGX Spark shape: arm64, UEFI, grub-efi-arm64, NetworkManager.
 #
-#   tests/vm/host-lifecycle.sh [--variant grub|extlinux|netplan|secureboot|ci|all] [--deb FILE]
-#                              [--out DIR] [--keep]
+#   tests/vm/host-lifecycle.sh [--variant grub|extlinux|netplan|secureboot|spark|ci|all]
+#                              [--deb FILE] [--deb-arm64 FILE] [--out DIR] [--keep]
 #                              [--boots LIST] [--resume DIR] [--rebuild-image]
 #
 #   --variant      which variant, or a comma-separated list; ci (the default): grub, extlinux,
-#                  netplan; all: those and secureboot (docs/apply.md says why)
-#   --deb FILE     the package to install (default: scripts/build-deb.sh builds it)
+#                  netplan; all: those, secureboot and spark (docs/apply.md says why)
+#   --deb FILE     the amd64 package to install (default: scripts/build-deb.sh builds it)
+#   --deb-arm64 FILE  the arm64 package of the spark variant (default: scripts/build-deb.sh
+#                  --arch arm64 builds it)
 #   --out DIR      where the run goes (default: a new directory under target/lifecycle/)
 #   --keep         keep the run's disks (deleted otherwise; logs and outputs are always kept)
 #   --boots LIST   run only these boots of each variant, e.g. `1` (steps 1-2) or `2,3`; with
@@ -34,15 +37,26 @@
 #   1: lockdown from the live kernel, `check platform`, `apply --only pcie.mrrs` refused by
 #      lockdown with nothing written; then the full apply (drop-in, update-grub on grub-efi)
 #   2, 3: Secure Boot still enforced after each reboot; the revert byte-identical, the ESP too
-# A variant that cannot be prepared (no firmware, no mirror) is skipped with its reason and the
-# others run; the exit is 125 only when none could.
+# The spark variant (tests/vm/lifecycle-image-arm64.sh's Debian 13 arm64 disk; qemu-system-aarch64
+# -M virt under TCG, Debian's qemu-efi-aarch64 firmware, grub-efi-arm64; NetworkManager manages
+# the e1000e; tests/vm/lifecycle-profile-spark.yaml extends platforms/dgx-spark.yaml):
+#   1: steps 0-2  booted through UEFI and GRUB, update-grub under UEFI, NM manages the port;
+#                 install the arm64 .deb, check, apply (daqiri-tuning.cfg, daqiri-<port> keyfile)
+#   2: steps 3-6a the kernel line is grub.cfg's, check passes with nothing pending, nmcli says
+#                 MTU 9000 on daqtune's connection and the port; second apply; revert
+#   3: steps 6b, 8 byte-identical /etc, /boot/grub and ESP; a port in someone else's NM
+#                 profile (daqiri-tx): no second profile, the plan's `nmcli connection modify`
+# A variant that cannot be prepared (no firmware, no qemu, no mirror) is skipped with its reason
+# and the others run; the exit is 125 only when none could.
 #
 # The guest: q35, -cpu max under TCG, 4 vCPUs in 2 NUMA nodes of 2 and 4 GiB (a 1G page can
 # then be reserved at run time on node 1; a 2 GiB node cannot give one after boot), an e1000e behind a
 # pcie-root-port of an expander bridge on node 1 (-netdev user,restrict=on: nothing leaves the
 # VM), the root disk on NVMe; commands and results go through a 9p share, the console to a file.
 # The disk image comes from tests/vm/lifecycle-image.sh (cached in $DAQTUNE_VM_CACHE, default
-# target/vm-cache). Per boot limit: $DAQTUNE_VM_BOOT_TIMEOUT seconds (default 900).
+# target/vm-cache). Per boot limit: $DAQTUNE_VM_BOOT_TIMEOUT seconds (default 900). The spark
+# guest: -M virt, $DAQTUNE_VM_ARM_CPU (default cortex-a72; docs/apply.md has the measurement),
+# 4 vCPUs, 4 GiB, the e1000e behind a pcie-root-port, the disk on virtio-blk, the same 9p share.
 #
 # Exit: 0 every assertion passed; 1 an assertion failed or a boot did not complete (the
 # failures are listed); 2 usage; 125 the VM cannot be prepared (no qemu, no package mirror...),
@@ -56,6 +70,8 @@ boot_timeout=${DAQTUNE_VM_BOOT_TIMEOUT:-900}
 
 variants=(grub extlinux netplan)
 deb=""
+deb_arm64=""
+arm_cpu=${DAQTUNE_VM_ARM_CPU:-cortex-a72}
 out=""
 keep=0
 boots="1,2,3"
@@ -66,21 +82,22 @@ while (($#)); do
     --variant)
       case "$2" in
         ci) variants=(grub extlinux netplan) ;;
-        all) variants=(grub extlinux netplan secureboot) ;;
+        all) variants=(grub extlinux netplan secureboot spark) ;;
         *)
           IFS=, read -r -a variants <<<"$2"
           for v in "${variants[@]}"; do
-            case $v in grub|extlinux|netplan|secureboot) ;; *) echo "host-lifecycle: --variant takes grub, extlinux, netplan, secureboot (comma-separated), ci or all" >&2; exit 2 ;; esac
+            case $v in grub|extlinux|netplan|secureboot|spark) ;; *) echo "host-lifecycle: --variant takes grub, extlinux, netplan, secureboot, spark (comma-separated), ci or all" >&2; exit 2 ;; esac
           done ;;
       esac
       shift 2 ;;
     --deb) deb=$(realpath "$2"); shift 2 ;;
+    --deb-arm64) deb_arm64=$(realpath "$2"); shift 2 ;;
     --out) out=$2; shift 2 ;;
     --keep) keep=1; shift ;;
     --boots) boots=$2; shift 2 ;;
     --resume) resume=$(realpath "$2"); keep=1; shift 2 ;;
     --rebuild-image) rebuild=(--rebuild); shift ;;
-    -h|--help) sed -n '2,49p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,63p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "host-lifecycle: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -90,28 +107,68 @@ T0=$SECONDS
 say() { printf '[lifecycle %4ds] %s\n' "$((SECONDS - T0))" "$*"; }
 skip() { echo "host-lifecycle: SKIP: $*"; exit 125; }
 
-for tool in qemu-system-x86_64:qemu-system-x86 qemu-img:qemu-utils timeout:coreutils; do
+for tool in qemu-img:qemu-utils timeout:coreutils; do
   command -v "${tool%%:*}" >/dev/null 2>&1 || skip "${tool%%:*} not found (apt-get install ${tool#*:})"
 done
+declare -A images=() skipped=()
+# The firmware of the secureboot variant: Debian's ovmf, Secure Boot code and Microsoft's keys.
+OVMF_CODE=/usr/share/OVMF/OVMF_CODE_4M.secboot.fd
+OVMF_VARS=/usr/share/OVMF/OVMF_VARS_4M.ms.fd
+# The firmware of the spark variant: Debian's qemu-efi-aarch64 (AAVMF), no Secure Boot keys.
+AAVMF_CODE=/usr/share/AAVMF/AAVMF_CODE.fd
+AAVMF_VARS=/usr/share/AAVMF/AAVMF_VARS.fd
+# What each variant needs on this machine before anything is built: a skip names what is missing.
+x86=0
+arm=0
+for v in "${variants[@]}"; do
+  case $v in
+    spark)
+      if ! command -v qemu-system-aarch64 >/dev/null 2>&1; then
+        skipped[$v]="qemu-system-aarch64 not found (apt-get install qemu-system-arm)"
+      elif ! [[ -f $AAVMF_CODE && -f $AAVMF_VARS ]]; then
+        skipped[$v]="no $AAVMF_CODE or $AAVMF_VARS (apt-get install qemu-efi-aarch64)"
+      elif [[ -z $deb_arm64 ]] && ! command -v aarch64-linux-gnu-gcc >/dev/null 2>&1; then
+        # What scripts/build-deb.sh --arch arm64 needs; it says so itself for the rest.
+        skipped[$v]="no arm64 cross linker to build the arm64 .deb (apt-get install gcc-aarch64-linux-gnu)"
+      elif [[ -z $deb_arm64 ]] && command -v rustup >/dev/null 2>&1 && ! rustup target list --installed | grep -qx aarch64-unknown-linux-gnu; then
+        skipped[$v]="the Rust target aarch64-unknown-linux-gnu is not installed (rustup target add aarch64-unknown-linux-gnu)"
+      else
+        arm=1
+      fi ;;
+    *)
+      if ! command -v qemu-system-x86_64 >/dev/null 2>&1; then
+        skipped[$v]="qemu-system-x86_64 not found (apt-get install qemu-system-x86)"
+      elif [[ $v == secureboot ]] && ! [[ -f $OVMF_CODE && -f $OVMF_VARS ]]; then
+        skipped[$v]="no $OVMF_CODE or $OVMF_VARS (apt-get install ovmf)"
+      else
+        x86=1
+      fi ;;
+  esac
+done
 
-# --- the package ------------------------------------------------------------------------------
-if [[ -z $deb ]]; then
-  t=$SECONDS
-  say "building the .deb (scripts/build-deb.sh)"
-  mapfile -t built < <("$repo/scripts/build-deb.sh" --out "$repo/target/debian")
-  deb=${built[0]:-}
-  [[ -f $deb ]] || { echo "host-lifecycle: FAILED: scripts/build-deb.sh made no package"; exit 1; }
-  say "package $(basename "$deb") ($(du -k "$deb" | cut -f1) KiB) in $((SECONDS - t)) s"
-fi
-[[ -f $deb ]] || { echo "host-lifecycle: --deb $deb: no such file" >&2; exit 2; }
+# --- the packages -----------------------------------------------------------------------------
+build_deb() { # ARCH: prints the package scripts/build-deb.sh made
+  local t=$SECONDS built
+  say "building the $1 .deb (scripts/build-deb.sh --arch $1)" >&2
+  mapfile -t built < <("$repo/scripts/build-deb.sh" --arch "$1" --with none --out "$repo/target/debian")
+  [[ -f ${built[0]:-} ]] || { echo "host-lifecycle: FAILED: scripts/build-deb.sh --arch $1 made no package" >&2; exit 1; }
+  say "package $(basename "${built[0]}") ($(du -k "${built[0]}" | cut -f1) KiB) in $((SECONDS - t)) s" >&2
+  echo "${built[0]}"
+}
+# (build_deb's exit ends only its command substitution: an empty result is the failure.)
+if ((x86)) && [[ -z $deb ]]; then deb=$(build_deb amd64) && [[ -n $deb ]] || exit 1; fi
+if ((arm)) && [[ -z $deb_arm64 ]]; then deb_arm64=$(build_deb arm64) && [[ -n $deb_arm64 ]] || exit 1; fi
+[[ -z $deb || -f $deb ]] || { echo "host-lifecycle: --deb $deb: no such file" >&2; exit 2; }
+[[ -z $deb_arm64 || -f $deb_arm64 ]] || { echo "host-lifecycle: --deb-arm64 $deb_arm64: no such file" >&2; exit 2; }
 
 # --- the images -------------------------------------------------------------------------------
-# The BIOS disk (grub, extlinux, netplan) and the UEFI disk (secureboot), each built once when a
-# variant needs it. A variant whose image cannot be prepared is skipped with its reason.
-declare -A images=() skipped=()
+# The BIOS disk (grub, extlinux, netplan), the UEFI disk (secureboot) and the arm64 disk
+# (spark), each built once when a variant needs it. A variant whose image cannot be prepared
+# is skipped with its reason.
 image_for() { # VARIANT: sets $img (the image directory), or returns 1 after recording a skip
   local v=$1 script=lifecycle-image.sh t rc
   [[ $v == secureboot ]] && script=lifecycle-image-uefi.sh
+  [[ $v == spark ]] && script=lifecycle-image-arm64.sh
   if [[ -z ${images[$script]:-} ]]; then
     t=$SECONDS
     say "guest image (tests/vm/$script, cache $DAQTUNE_VM_CACHE)"
@@ -131,10 +188,6 @@ image_for() { # VARIANT: sets $img (the image directory), or returns 1 after rec
     return 1
   fi
 }
-# The firmware of the secureboot variant: Debian's ovmf, Secure Boot code and Microsoft's keys.
-OVMF_CODE=/usr/share/OVMF/OVMF_CODE_4M.secboot.fd
-OVMF_VARS=/usr/share/OVMF/OVMF_VARS_4M.ms.fd
-
 # --- the run directory ------------------------------------------------------------------------
 if [[ -n $resume ]]; then
   out=$resume
@@ -152,7 +205,25 @@ boot() { # VARIANT N: one boot of the guest from its disk; 0 when the guest ran 
   echo "$v-$n" >"$io/phase"
   echo poweroff >"$io/next"
   local tb=$SECONDS
-  local machine=q35,accel=tcg fw=()
+  local machine=q35,accel=tcg fw=() qrc
+  if [[ $v == spark ]]; then
+    set +e
+    timeout --foreground "$boot_timeout" qemu-system-aarch64 \
+      -machine virt,accel=tcg -cpu "$arm_cpu" -nodefaults -display none -no-reboot -monitor none \
+      -smp 4 -m 4G \
+      -drive "if=pflash,format=raw,unit=0,readonly=on,file=$AAVMF_CODE" \
+      -drive "if=pflash,format=raw,unit=1,file=$dir/AAVMF_VARS.fd" \
+      -device pcie-root-port,id=rp1,bus=pcie.0,chassis=1,slot=1,addr=0x2 \
+      -netdev user,id=net1,restrict=on \
+      -device e1000e,netdev=net1,bus=rp1,mac=52:54:00:da:00:02 \
+      -drive "file=$dir/disk.qcow2,if=none,id=disk0,format=qcow2" \
+      -device virtio-blk-pci,drive=disk0,bootindex=1,bus=pcie.0,addr=0x3 \
+      -fsdev "local,id=fs0,path=$io,security_model=none" \
+      -device virtio-9p-pci,fsdev=fs0,mount_tag=io,bus=pcie.0,addr=0x4 \
+      -serial "file:$dir/console-$n.log" </dev/null >"$dir/qemu-$n.log" 2>&1
+    qrc=$?
+    set -e
+  else
   if [[ $v == secureboot ]]; then
     # SMM on, the code flash secure: OVMF then enforces Secure Boot with the enrolled keys.
     machine=q35,smm=on,accel=tcg
@@ -176,8 +247,9 @@ boot() { # VARIANT N: one boot of the guest from its disk; 0 when the guest ran 
     -fsdev "local,id=fs0,path=$io,security_model=none" \
     -device virtio-9p-pci,fsdev=fs0,mount_tag=io,bus=pcie.0 \
     -serial "file:$dir/console-$n.log" </dev/null >"$dir/qemu-$n.log" 2>&1
-  local qrc=$?
+  qrc=$?
   set -e
+  fi
   local secs=$((SECONDS - tb))
   echo "$v boot$n $secs" >>"$out/timings"
   if [[ $qrc == 124 ]]; then
@@ -215,9 +287,6 @@ failed_boot=0
 ran=()
 for v in "${variants[@]}"; do
   dir=$out/$v
-  if [[ $v == secureboot ]] && ! [[ -f $OVMF_CODE && -f $OVMF_VARS ]]; then
-    skipped[$v]="no $OVMF_CODE or $OVMF_VARS (apt-get install ovmf)"
-  fi
   if [[ -n ${skipped[$v]:-} ]] || ! image_for "$v"; then
     say "$v: SKIP: ${skipped[$v]}"
     continue
@@ -227,26 +296,34 @@ for v in "${variants[@]}"; do
   fmt=raw
   if [[ $v == extlinux ]]; then base=$img/extlinux.qcow2; fmt=qcow2; fi
   if [[ $v == secureboot ]]; then base=$img/uefi.raw; fi
+  if [[ $v == spark ]]; then base=$img/arm64.raw; fi
   if [[ ! -f $dir/disk.qcow2 ]]; then
     [[ -z $resume ]] || { echo "host-lifecycle: --resume $out has no $v disk" >&2; exit 2; }
     mkdir -p "$dir/io"
     qemu-img create -q -f qcow2 -b "$base" -F "$fmt" "$dir/disk.qcow2"
     # The variables (Secure Boot keys, boot entries) are the machine's own, kept across boots.
     [[ $v != secureboot ]] || cp "$OVMF_VARS" "$dir/OVMF_VARS.fd"
+    [[ $v != spark ]] || cp "$AAVMF_VARS" "$dir/AAVMF_VARS.fd"
   fi
   # The guest side, the package and the profile travel on the share (not in the image).
   cp "$here/lifecycle-guest.sh" "$dir/io/guest.sh"
   printf '#!/bin/sh\nexec bash /run/lifecycle-io/guest.sh "$@"\n' >"$dir/io/phase.sh"
-  cp "$deb" "$dir/io/daqtune.deb"
-  cp "$here/lifecycle-profile.yaml" "$dir/io/profile.yaml"
+  profile=$here/lifecycle-profile.yaml
+  if [[ $v == spark ]]; then
+    cp "$deb_arm64" "$dir/io/daqtune.deb"
+    profile=$here/lifecycle-profile-spark.yaml
+  else
+    cp "$deb" "$dir/io/daqtune.deb"
+  fi
+  cp "$profile" "$dir/io/profile.yaml"
   # The same profile with pcie.mrrs applicable (step 7; step 1's refusal needs the udev rule).
-  sed '/^not_applicable:/,$d' "$here/lifecycle-profile.yaml" >"$dir/io/profile-mrrs.yaml"
+  sed '/^not_applicable:/,$d' "$profile" >"$dir/io/profile-mrrs.yaml"
   # extlinux and netplan: no third boot (the revert is checked as a file round trip).
   nboots=(1 2 3)
   [[ $v == extlinux || $v == netplan ]] && nboots=(1 2)
   for n in "${nboots[@]}"; do
     [[ ,$boots, == *,$n,* ]] || continue
-    say "$v boot $n: starting (steps $(case $v-$n in netplan-1) echo 0-2 ;; secureboot-1) echo 1, S1-S2, 2 ;; *-1) echo 1-2 ;; secureboot-2) echo 3-4, S3, 6a ;; secureboot-3) echo 6b, S6 ;; grub-2) echo 3-6a ;; extlinux-2) echo 3-4, 6 ;; netplan-2) echo 3, 5-6 ;; *-3) echo 6b-7 ;; esac))"
+    say "$v boot $n: starting (steps $(case $v-$n in spark-1) echo 0-2 ;; spark-2) echo 3-4, 6a ;; spark-3) echo 6b, 8 ;; netplan-1) echo 0-2 ;; secureboot-1) echo 1, S1-S2, 2 ;; *-1) echo 1-2 ;; secureboot-2) echo 3-4, S3, 6a ;; secureboot-3) echo 6b, S6 ;; grub-2) echo 3-6a ;; extlinux-2) echo 3-4, 6 ;; netplan-2) echo 3, 5-6 ;; *-3) echo 6b-7 ;; esac))"
     if ! boot "$v" "$n"; then
       failed_boot=1
       report_new "$v"
@@ -282,7 +359,7 @@ if ((nfail)); then
 fi
 # The disks (a few hundred MiB each) go unless --keep; logs, reports and outputs stay.
 if ((keep == 0)); then
-  rm -f "$out"/*/disk.qcow2 "$out"/*/OVMF_VARS.fd
+  rm -f "$out"/*/disk.qcow2 "$out"/*/OVMF_VARS.fd "$out"/*/AAVMF_VARS.fd
 fi
 echo "host-lifecycle: logs, reports and the guest's outputs in $out"
 ((nfail == 0 && failed_boot == 0)) || exit 1

@@ -3,7 +3,7 @@
 # share the harness mounts at /run/lifecycle-io, once per boot:
 #
 #   lifecycle-guest.sh PHASE      PHASE: grub-1 grub-2 grub-3 extlinux-1 extlinux-2
-#                                        netplan-1 netplan-2
+#                                        netplan-1 netplan-2 secureboot-1..3 spark-1..3
 #
 # Each phase runs some of the issue's steps and writes, on the share:
 #   results         one line per assertion: "PASS|FAIL <step> <what>: <detail>"
@@ -32,6 +32,9 @@ HP_COUNT=1
 HP2_KB=2048
 HP2_COUNT=64
 MOUNT2_UNIT='mnt-huge\x2d2M.mount'
+# The kernel arguments the profile asks for (one word each; isolcpus may carry flags).
+TWO_POOLS=1
+KARGS="isolcpus=2-3 nohz_full=2-3 rcu_nocbs=2-3 irqaffinity=0-1 hugepagesz=1G hugepages=$HP_COUNT default_hugepagesz=1G hugepagesz=2M hugepages=$HP2_COUNT"
 
 # --- recording -------------------------------------------------------------------------------
 cur=setup
@@ -202,8 +205,8 @@ install_and_baseline() { # VARIANT
     step 1 "install the .deb, check (kept)"
     wait_settled
     mkdir -p /etc/daqtune
-    cp "$io/profile.yaml" "$P"
-    cp "$io/profile-mrrs.yaml" "$P7"
+    sed "s/^  interfaces: \[ens1\]$/  interfaces: [$DATA_PORT]/" "$io/profile.yaml" >"$P"
+    sed "s/^  interfaces: \[ens1\]$/  interfaces: [$DATA_PORT]/" "$io/profile-mrrs.yaml" >"$P7"
     not_installed_refused
     run apt-install apt-get install -y --no-install-recommends "$io/daqtune.deb"
     expect_eq "apt-get install ./daqtune_*.deb" "$rc" 0
@@ -224,8 +227,14 @@ install_and_baseline() { # VARIANT
     bdf=$(e1000e_bdf)
     info "e1000e at ${bdf:-?}, netdev $(ls "/sys/bus/pci/devices/$bdf/net" 2>/dev/null), NUMA node $(cat "/sys/bus/pci/devices/$bdf/numa_node" 2>/dev/null)"
     expect_eq "the e1000e is the profile's data port $DATA_PORT" "$(ls "/sys/bus/pci/devices/$bdf/net" 2>/dev/null)" "$DATA_PORT"
-    expect_eq "the e1000e sits on NUMA node 1" "$(cat "/sys/bus/pci/devices/$bdf/numa_node" 2>/dev/null)" 1
-    expect_eq "the guest has two NUMA nodes" "$(ls -d /sys/devices/system/node/node[0-9]* | wc -l)" 2
+    if [ "$1" = spark ]; then
+        # The Spark shape: one node (as GB10's 20 cores), the data cores named in the profile.
+        expect_eq "the guest is aarch64" "$(uname -m)" aarch64
+        expect_eq "the guest has one NUMA node" "$(ls -d /sys/devices/system/node/node[0-9]* | wc -l)" 1
+    else
+        expect_eq "the e1000e sits on NUMA node 1" "$(cat "/sys/bus/pci/devices/$bdf/numa_node" 2>/dev/null)" 1
+        expect_eq "the guest has two NUMA nodes" "$(ls -d /sys/devices/system/node/node[0-9]* | wc -l)" 2
+    fi
     run check-1-text dq check
     run check-1 dq check --format json --json "$st/report-1.json"
     expect "step 1 report is JSON" jq -e .checks "$st/report-1.json"
@@ -259,7 +268,7 @@ not_installed_refused() {
     rm -rf "$x"
 }
 
-do_apply() {
+do_apply() { # [VARIANT]
     step 2 "apply --yes"
     run plan-2 dq plan
     run apply-2 dq apply --yes
@@ -271,26 +280,32 @@ do_apply() {
     # Runtime effects, right away.
     expect_eq "MTU 9000 on $DATA_PORT now" "$(cat /sys/class/net/$DATA_PORT/mtu 2>/dev/null)" 9000
     expect_eq "1G pages reserved now" "$(cat /sys/kernel/mm/hugepages/hugepages-${HP_KB}kB/nr_hugepages 2>/dev/null)" "$HP_COUNT"
-    expect_eq "2M pages reserved now" "$(cat /sys/kernel/mm/hugepages/hugepages-${HP2_KB}kB/nr_hugepages 2>/dev/null)" "$HP2_COUNT"
+    [ "$TWO_POOLS" = 0 ] || expect_eq "2M pages reserved now" "$(cat /sys/kernel/mm/hugepages/hugepages-${HP2_KB}kB/nr_hugepages 2>/dev/null)" "$HP2_COUNT"
     expect_eq "net.core.rmem_max now" "$(cat /proc/sys/net/core/rmem_max)" 268435456
     expect_eq "net.core.netdev_max_backlog now" "$(cat /proc/sys/net/core/netdev_max_backlog)" 250000
     # The mounts are brought now (mount(2)), not only by their units at the next boot.
     expect_eq "hugetlbfs mounted at /mnt/huge now" "$(findmnt -n -o FSTYPE /mnt/huge)" hugetlbfs
-    expect "hugetlbfs of 2M pages mounted at /mnt/huge-2M now" sh -c "findmnt -n -o FSTYPE,OPTIONS /mnt/huge-2M | grep -q '^hugetlbfs .*pagesize=2M'"
+    [ "$TWO_POOLS" = 0 ] || expect "hugetlbfs of 2M pages mounted at /mnt/huge-2M now" sh -c "findmnt -n -o FSTYPE,OPTIONS /mnt/huge-2M | grep -q '^hugetlbfs .*pagesize=2M'"
     # Persistent files.
     run owned-2 owned_files
     info "files written by daqtune: $(owned_files | tr '\n' ' ')"
     expect "hugetlbfs mount unit written" test -f /etc/systemd/system/mnt-huge.mount
     expect "mount unit enabled (local-fs.target.wants)" test -L /etc/systemd/system/local-fs.target.wants/mnt-huge.mount
-    expect "2M pool's mount unit written" test -f "/etc/systemd/system/$MOUNT2_UNIT"
-    expect "2M pool's mount unit enabled" test -L "/etc/systemd/system/local-fs.target.wants/$MOUNT2_UNIT"
+    if [ "$TWO_POOLS" = 1 ]; then
+        expect "2M pool's mount unit written" test -f "/etc/systemd/system/$MOUNT2_UNIT"
+        expect "2M pool's mount unit enabled" test -L "/etc/systemd/system/local-fs.target.wants/$MOUNT2_UNIT"
+    fi
     expect "sysctl drop-in written" test -f /etc/sysctl.d/90-daqtune.conf
-    expect "MTU .link file for $DATA_PORT written" sh -c "grep -l 'MTUBytes=9000' /etc/systemd/network/*daqtune*.link"
+    if [ "${1:-}" = spark ]; then
+        spark_applied
+    else
+        expect "MTU .link file for $DATA_PORT written" sh -c "grep -l 'MTUBytes=9000' /etc/systemd/network/*daqtune*.link"
+    fi
 }
 
 expect_kernel_args_in() { # WHAT FILE-WITH-ONE-WORD-PER-LINE
     local w missing=""
-    for w in "isolcpus=2-3" "nohz_full=2-3" "rcu_nocbs=2-3" "irqaffinity=0-1" "hugepagesz=1G" "hugepages=$HP_COUNT" "default_hugepagesz=1G" "hugepagesz=2M" "hugepages=$HP2_COUNT"; do
+    for w in $KARGS; do
         grep -qxF -- "$w" "$2" || missing="$missing $w"
     done
     # isolcpus may carry flags (managed_irq,domain,2-3): accept any isolcpus= ending in 2-3.
@@ -305,7 +320,7 @@ verify_after_reboot() { # VARIANT
     wait_settled
     cmdline_words >"$st/cmdline-3.words"
     info "cmdline after reboot: $(cat /proc/cmdline)"
-    if [ "$1" = grub ]; then
+    if [ "$1" != extlinux ]; then
         expect "booted through GRUB (BOOT_IMAGE= on the line)" grep -q '^BOOT_IMAGE=' /proc/cmdline
         grub_default_args >"$st/grub-default.words"
         if cmp -s "$st/grub-default.words" "$st/cmdline-3.words"; then
@@ -349,11 +364,14 @@ verify_after_reboot() { # VARIANT
     expect_eq "1G pages reserved at boot" "$(cat /sys/kernel/mm/hugepages/hugepages-${HP_KB}kB/nr_hugepages 2>/dev/null)" "$HP_COUNT"
     expect_eq "mnt-huge.mount is active" "$(systemctl is-active mnt-huge.mount)" active
     expect_eq "hugetlbfs mounted at /mnt/huge" "$(findmnt -n -o FSTYPE,OPTIONS /mnt/huge | awk '{print $1}')" hugetlbfs
-    expect_eq "2M pages reserved at boot" "$(cat /sys/kernel/mm/hugepages/hugepages-${HP2_KB}kB/nr_hugepages 2>/dev/null)" "$HP2_COUNT"
-    expect_eq "$MOUNT2_UNIT is active" "$(systemctl is-active "$MOUNT2_UNIT")" active
-    expect "hugetlbfs of 2M pages mounted at /mnt/huge-2M" sh -c "findmnt -n -o FSTYPE,OPTIONS /mnt/huge-2M | grep -q '^hugetlbfs .*pagesize=2M'"
+    if [ "$TWO_POOLS" = 1 ]; then
+        expect_eq "2M pages reserved at boot" "$(cat /sys/kernel/mm/hugepages/hugepages-${HP2_KB}kB/nr_hugepages 2>/dev/null)" "$HP2_COUNT"
+        expect_eq "$MOUNT2_UNIT is active" "$(systemctl is-active "$MOUNT2_UNIT")" active
+        expect "hugetlbfs of 2M pages mounted at /mnt/huge-2M" sh -c "findmnt -n -o FSTYPE,OPTIONS /mnt/huge-2M | grep -q '^hugetlbfs .*pagesize=2M'"
+    fi
     expect_eq "MTU 9000 on $DATA_PORT after the reboot" "$(cat /sys/class/net/$DATA_PORT/mtu 2>/dev/null)" 9000
     expect_eq "net.core.rmem_max after the reboot" "$(cat /proc/sys/net/core/rmem_max)" 268435456
+    [ "$1" != spark ] || spark_nm_after_reboot
     # A second apply: nothing to change, no byte written, no journal.
     local jbefore
     jbefore=$(find /var/lib/daqtune/journal -name journal.json | wc -l)
@@ -654,8 +672,140 @@ mrrs_refused_by_lockdown() {
     daqtune --profile "$P7" revert --yes >/dev/null 2>&1
 }
 
+# --- the Spark variant (issue 25 item 3) ---------------------------------------------------------
+# Debian 13 arm64 under qemu-system-aarch64 -M virt, AAVMF (UEFI), grub-efi-arm64, and
+# NetworkManager managing the data port; the profile extends platforms/dgx-spark.yaml.
+NM_DIR=/etc/NetworkManager/system-connections
+NM_OURS=daqiri-$DATA_PORT
+NM_THEIRS=daqiri-tx
+GRUB_DROPIN=/etc/default/grub.d/daqiri-tuning.cfg
+nm_port_connection() { nmcli -g GENERAL.CONNECTION device show "$DATA_PORT" 2>/dev/null; }
+# NetworkManager activates connections after the boot's jobs are done: wait (60 s at most)
+# until the port carries WANT, or any connection when WANT is empty.
+nm_wait_connection() { # [WANT]
+    local _ c
+    for _ in $(seq 1 60); do
+        c=$(nm_port_connection)
+        if [ -n "$1" ] && [ "$c" = "$1" ]; then return 0; fi
+        if [ -z "$1" ] && [ -n "$c" ]; then return 0; fi
+        sleep 1
+    done
+    return 1
+}
+# The files of NetworkManager's connection directory that bind a connection to the data port.
+nm_port_files() { grep -l -x "interface-name=$DATA_PORT" "$NM_DIR"/* 2>/dev/null | LC_ALL=C sort | tr '\n' ' '; }
+
+spark_boot_chain() {
+    step 0 "booted through AAVMF and grub-efi-arm64; update-grub under UEFI (before the baseline)"
+    wait_settled
+    expect "booted through UEFI (/sys/firmware/efi)" test -d /sys/firmware/efi
+    expect "booted through GRUB (BOOT_IMAGE= on the line)" grep -q '^BOOT_IMAGE=' /proc/cmdline
+    expect "the ESP is mounted at /boot/efi" mountpoint -q /boot/efi
+    expect "GRUB for arm64 EFI on the ESP (EFI/debian/grubaa64.efi)" test -s /boot/efi/EFI/debian/grubaa64.efi
+    expect "the removable path EFI/BOOT/BOOTAA64.EFI" test -s /boot/efi/EFI/BOOT/BOOTAA64.EFI
+    info "kernel $(uname -r) $(uname -m), page size $(getconf PAGESIZE), hugepage sizes: $(ls /sys/kernel/mm/hugepages | tr '\n' ' ')"
+    # As in the Secure Boot variant: the image's grub.cfg was made without UEFI; the host's
+    # own update-grub under UEFI first, as on a host installed through UEFI.
+    run update-grub-0 update-grub
+    expect_eq "update-grub under UEFI exits 0" "$rc" 0
+    run nm-device-0 nmcli device show "$DATA_PORT"
+    local s
+    s=$(nmcli -g GENERAL.STATE device show "$DATA_PORT" 2>/dev/null)
+    case "$s" in
+        "" | 10\ * | 20\ *) fail "NetworkManager manages $DATA_PORT" "state '${s:-none}'" ;;
+        *) pass "NetworkManager manages $DATA_PORT" "$s" ;;
+    esac
+    nm_wait_connection "" || true
+    info "connection on $DATA_PORT before daqtune: '$(nm_port_connection)'"
+    expect_eq "no connection file binds $DATA_PORT before daqtune" "$(nm_port_files)" ""
+    expect_eq "MTU of $DATA_PORT before daqtune" "$(cat /sys/class/net/$DATA_PORT/mtu)" 1500
+}
+
+spark_applied() {
+    expect "the grub drop-in named as on Spark ($GRUB_DROPIN)" test -f "$GRUB_DROPIN"
+    local k=$NM_DIR/$NM_OURS.nmconnection
+    expect_eq "daqtune's NetworkManager keyfile $k (mode 600)" "$(stat -c %a "$k" 2>/dev/null)" 600
+    expect "$k sets mtu=9000" grep -qx 'mtu=9000' "$k"
+    expect_eq "no .link file (NetworkManager owns the port)" "$(ls /etc/systemd/network/*daqtune*.link 2>/dev/null)" ""
+}
+
+spark_nm_after_reboot() {
+    if nm_wait_connection "$NM_OURS"; then
+        pass "NetworkManager activated $NM_OURS on $DATA_PORT at boot"
+    else
+        fail "NetworkManager activated $NM_OURS on $DATA_PORT at boot" "the port carries '$(nm_port_connection)'"
+    fi
+    run nmcli-mtu-4 nmcli -g 802-3-ethernet.mtu connection show "$NM_OURS"
+    expect_eq "nmcli -g 802-3-ethernet.mtu connection show $NM_OURS" "$(grep -v -e '^\$' -e '^\[exit' "$st/nmcli-mtu-4.txt" | tail -n 1)" 9000
+    expect_eq "live MTU (nmcli -g GENERAL.MTU device show $DATA_PORT)" "$(nmcli -g GENERAL.MTU device show "$DATA_PORT" 2>/dev/null)" 9000
+    expect_eq "the only connection file for $DATA_PORT is daqtune's" "$(nm_port_files)" "$NM_DIR/$NM_OURS.nmconnection "
+}
+
+spark_nm_reverted() {
+    nm_wait_connection "" || true
+    local c
+    c=$(nm_port_connection)
+    if [ "$c" != "$NM_OURS" ]; then pass "after revert and reboot $DATA_PORT is not on $NM_OURS" "'$c'"; else fail "after revert and reboot $DATA_PORT is not on $NM_OURS" "still $c"; fi
+    expect "NetworkManager knows no $NM_OURS any more" sh -c "! nmcli -g NAME connection show | grep -qx '$NM_OURS'"
+    expect_eq "MTU of $DATA_PORT back to 1500" "$(cat /sys/class/net/$DATA_PORT/mtu)" 1500
+}
+
+# docs/apply.md, "NetworkManager": a port already managed by someone else's profile (the seed's
+# daqiri-tx) gets no second daqtune profile; the plan prints the `nmcli connection modify`
+# command instead, since daqtune does not rewrite files it does not own.
+spark_foreign_profile() {
+    step 8 "a port already in someone else's NetworkManager profile ($NM_THEIRS, as in seed 000)"
+    local theirs=$NM_DIR/$NM_THEIRS.nmconnection advice="nmcli connection modify $NM_THEIRS ethernet.mtu 9000" h0
+    run nm-add-8 nmcli connection add type ethernet ifname "$DATA_PORT" con-name "$NM_THEIRS" \
+        ipv4.method disabled ipv6.method ignore 802-3-ethernet.mtu 1500
+    expect_eq "nmcli connection add $NM_THEIRS exits 0" "$rc" 0
+    run nm-up-8 nmcli connection up "$NM_THEIRS"
+    expect_eq "nmcli connection up $NM_THEIRS exits 0" "$rc" 0
+    expect "NetworkManager wrote $theirs" test -s "$theirs"
+    expect_eq "$DATA_PORT carries $NM_THEIRS" "$(nm_port_connection)" "$NM_THEIRS"
+    h0=$(sha256sum <"$theirs" 2>/dev/null)
+    sums "$st/sums-8a" /etc/NetworkManager
+    run plan-8 dq plan --only nic.mtu
+    if grep -qF "$advice" "$st/plan-8.txt"; then pass "plan prints \`$advice\`"; else fail "plan prints \`$advice\`" "$(grep -v '^\$' "$st/plan-8.txt" | head -n 8 | tr '\n' ' ')"; fi
+    if grep -qF "$NM_OURS.nmconnection" "$st/plan-8.txt"; then fail "plan proposes no second profile" "$(grep -F "$NM_OURS" "$st/plan-8.txt" | head -n 2 | tr '\n' ' ')"; else pass "plan proposes no second profile"; fi
+    run apply-8 dq apply --yes --only nic.mtu
+    expect_eq "apply --only nic.mtu exits 0" "$rc" 0
+    if grep -qF "$advice" "$st/apply-8.txt"; then info "apply repeats the advice"; else info "apply does not repeat the advice (the plan carries it)"; fi
+    expect "no second profile: no $NM_OURS.nmconnection" test ! -e "$NM_DIR/$NM_OURS.nmconnection"
+    expect_eq "the only connection file for $DATA_PORT is $NM_THEIRS's" "$(nm_port_files)" "$theirs "
+    expect_eq "$NM_THEIRS's keyfile untouched by daqtune" "$(sha256sum <"$theirs" 2>/dev/null)" "$h0"
+    sums "$st/sums-8b" /etc/NetworkManager
+    if cmp -s "$st/sums-8a" "$st/sums-8b"; then pass "apply wrote nothing under /etc/NetworkManager"; else fail "apply wrote nothing under /etc/NetworkManager" "$(diff "$st/sums-8a" "$st/sums-8b" | grep '^[<>]' | head -n 6 | tr '\n' ' ')"; fi
+    expect_eq "MTU 9000 on $DATA_PORT now (SIOCSIFMTU)" "$(cat /sys/class/net/$DATA_PORT/mtu)" 9000
+    # The advice, followed: the profile now keeps the MTU, and the plan has nothing to say.
+    run nm-modify-8 nmcli connection modify "$NM_THEIRS" ethernet.mtu 9000
+    expect_eq "\`$advice\` exits 0" "$rc" 0
+    run nmcli-mtu-8 nmcli -g 802-3-ethernet.mtu connection show "$NM_THEIRS"
+    expect_eq "nmcli -g 802-3-ethernet.mtu connection show $NM_THEIRS" "$(grep -v -e '^\$' -e '^\[exit' "$st/nmcli-mtu-8.txt" | tail -n 1)" 9000
+    run plan-8b dq plan --only nic.mtu
+    if grep -q 'nmcli connection modify' "$st/plan-8b.txt"; then fail "with $NM_THEIRS at MTU 9000 the plan gives no advice" "$(grep 'nmcli' "$st/plan-8b.txt" | tr '\n' ' ')"; else pass "with $NM_THEIRS at MTU 9000 the plan gives no advice"; fi
+    run revert-8 dq revert --yes
+    expect_eq "revert exits 0" "$rc" 0
+    run nm-delete-8 nmcli connection delete "$NM_THEIRS"
+    expect_eq "nmcli connection delete $NM_THEIRS exits 0" "$rc" 0
+    sums "$st/sums-8c" "${boot_dirs[@]}"
+    if cmp -s "$st/sums-after" "$st/sums-8c"; then pass "with $NM_THEIRS deleted, /etc and the boot configuration as after the revert"; else fail "with $NM_THEIRS deleted, /etc and the boot configuration as after the revert" "$(diff "$st/sums-after" "$st/sums-8c" | grep '^[<>]' | head -n 6 | tr '\n' ' ')"; fi
+}
+
 # Kernel start to this phase (firmware and boot loader time is in the harness's boot total).
 echo "boot $(cut -d' ' -f1 /proc/uptime)" >>"$io/timings"
+case "$phase" in
+    spark-*)
+        # tests/vm/lifecycle-profile-spark.yaml: one pool of one 1G page, Spark's rcu_nocb_poll.
+        TWO_POOLS=0
+        # The virt machine's firmware decides the e1000e's name (slot or path): the port is
+        # the e1000e's netdev, and the profile copied in step 1 names it.
+        p=$(ls "/sys/bus/pci/devices/$(e1000e_bdf)/net" 2>/dev/null | head -n 1)
+        [ -z "$p" ] || DATA_PORT=$p
+        NM_OURS=daqiri-$DATA_PORT
+        KARGS="isolcpus=2-3 nohz_full=2-3 rcu_nocbs=2-3 rcu_nocb_poll irqaffinity=0-1 hugepagesz=1G hugepages=$HP_COUNT default_hugepagesz=1G"
+        ;;
+esac
 case "$phase" in
     grub-1)
         install_and_baseline grub
@@ -716,6 +866,24 @@ case "$phase" in
     secureboot-3)
         verify_reverted
         secure_boot_live S6
+        echo poweroff >"$io/next"
+        ;;
+    spark-1)
+        spark_boot_chain
+        install_and_baseline spark
+        do_apply spark
+        if grep -q isolcpus /boot/grub/grub.cfg; then pass "apply ran update-grub: grub.cfg carries the arguments"; else fail "apply ran update-grub: grub.cfg carries the arguments" "no isolcpus in /boot/grub/grub.cfg"; fi
+        echo reboot >"$io/next"
+        ;;
+    spark-2)
+        verify_after_reboot spark
+        do_revert grub
+        echo reboot >"$io/next"
+        ;;
+    spark-3)
+        verify_reverted
+        spark_nm_reverted
+        spark_foreign_profile
         echo poweroff >"$io/next"
         ;;
     netplan-1)
