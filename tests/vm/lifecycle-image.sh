@@ -34,10 +34,14 @@ rebuild=0
 # jq for the harness's assertions, dbus (systemd talks to it on a real host) and netplan.io
 # (the netplan variant writes its configuration; with no /etc/netplan/*.yaml, as in the grub
 # and extlinux variants, netplan's generator renders nothing and networkd's own files rule).
+# openssh-server, python3-apt and prometheus-node-exporter are the fleet variant's
+# (tests/vm/fleet-ansible.sh: Ansible over SSH, node_exporter's textfile collector); they are
+# disabled in the image (below) and started only by the fleet boots' agent phase.
 PACKAGES=(
   linux-image-amd64 initramfs-tools systemd systemd-sysv udev dbus kmod iproute2
   grub-pc extlinux syslinux-common
   apt ca-certificates jq netplan.io
+  openssh-server python3-apt prometheus-node-exporter
 )
 DISK_SIZE=3G
 PART_START=2048 # sectors: 1 MiB, room for GRUB's core.img after the MBR
@@ -121,6 +125,9 @@ chroot "$r" systemctl enable systemd-networkd.service >/dev/null 2>&1
 for t in apt-daily.timer apt-daily-upgrade.timer dpkg-db-backup.timer e2scrub_all.timer fstrim.timer man-db.timer; do
   chroot "$r" systemctl mask "$t" >/dev/null 2>&1 || true
 done
+# sshd and node_exporter serve only the fleet variant, whose agent phase starts them at run
+# time (tests/vm/fleet-ansible.sh); the other variants' boots do not run them.
+chroot "$r" systemctl disable ssh.service ssh.socket prometheus-node-exporter.service >/dev/null 2>&1 || true
 
 # The harness's agent: at the end of each boot, mount the 9p share `io` (when the harness gave
 # one) and run its phase script; the script's last word says poweroff or reboot. It is part of
