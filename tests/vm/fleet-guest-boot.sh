@@ -19,6 +19,12 @@ if [ "$(cat /etc/hostname)" != "$name" ]; then
     # The image's host keys are the same in every overlay: each guest gets its own.
     rm -f /etc/ssh/ssh_host_*
     ssh-keygen -q -A
+    # Under TCG on a loaded machine the kernel's IO-APIC timer check can miss its ticks and
+    # panic ("IO-APIC + timer doesn't work!"); cloud images boot with no_timer_check for the
+    # same reason. Before the baseline, so the reboots Ansible makes boot with it.
+    mkdir -p /etc/default/grub.d
+    printf 'GRUB_CMDLINE_LINUX="$GRUB_CMDLINE_LINUX no_timer_check"\n' >/etc/default/grub.d/05-fleet-vm.cfg
+    update-grub
     sync
     echo "identity: $name, machine-id $(cat /etc/machine-id) (in effect for the kernel's hostname now, for systemd from the next boot)"
 fi
