@@ -297,7 +297,7 @@ inventory "$out/inventory" fleet-profile.yaml
 inventory "$out/inventory-gate" fleet-gate-profile.yaml
 
 playbook() { # LOG INVENTORY ARGS...: ansible-playbook, its output in OUT/LOG; sets $prc
-  local log=$out/$1 inv=$2
+  local name=$1 log=$out/$1 inv=$2
   shift 2
   local t=$SECONDS
   set +e
@@ -309,7 +309,7 @@ playbook() { # LOG INVENTORY ARGS...: ansible-playbook, its output in OUT/LOG; s
     "$venv/bin/ansible-playbook" -i "$inv" "$@" </dev/null >"$log" 2>&1
   prc=$?
   set -e
-  timing "ansible-playbook ($1)" $((SECONDS - t))
+  timing "ansible-playbook ($name)" $((SECONDS - t))
 }
 recap() { # LOG HOST: the host's PLAY RECAP line, empty when the host is not in it
   grep -E "^$2 +: ok=" "$out/$1" | tail -n 1 || true
