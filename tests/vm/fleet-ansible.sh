@@ -221,7 +221,8 @@ gssh() { # NAME COMMAND...: run a command in the guest as root over the forwarde
   shift
   ssh -F /dev/null -i "$out/id_ed25519" -p "${port[$g]}" -o BatchMode=yes -o IdentitiesOnly=yes \
     -o UserKnownHostsFile="$out/known_hosts" -o StrictHostKeyChecking=accept-new \
-    -o ConnectTimeout=20 -o LogLevel=ERROR root@127.0.0.1 "$@" </dev/null
+    -o ConnectTimeout=20 -o ServerAliveInterval=15 -o ServerAliveCountMax=4 -o LogLevel=ERROR \
+    root@127.0.0.1 "$@" </dev/null
 }
 
 wait_ssh() { # NAME [RESTARTS]: until the guest answers on SSH (its boot step ran); 1 on timeout
@@ -282,10 +283,13 @@ fleet-a ansible_port=${port[fleet-a]} daqtune_profile=/var/local/daqtune-fleet/$
 fleet-b ansible_port=${port[fleet-b]} daqtune_profile=/var/local/daqtune-fleet/fleet-profile.yaml
 
 [daq:vars]
+# ServerAlive: a guest that reboots under qemu's user-mode forwarding may never close the
+# host side of the connection; without it the reboot module's ssh waited for ever (8 minutes
+# in the first full run, until killed by hand).
 ansible_host=127.0.0.1
 ansible_user=root
 ansible_ssh_private_key_file=$out/id_ed25519
-ansible_ssh_common_args=-F /dev/null -o IdentitiesOnly=yes -o UserKnownHostsFile=$out/known_hosts -o StrictHostKeyChecking=accept-new
+ansible_ssh_common_args=-F /dev/null -o IdentitiesOnly=yes -o UserKnownHostsFile=$out/known_hosts -o StrictHostKeyChecking=accept-new -o ServerAliveInterval=15 -o ServerAliveCountMax=4
 ansible_python_interpreter=/usr/bin/python3
 daqtune_become=false
 daqtune_deb=$deb
