@@ -21,7 +21,9 @@
 # keeps both disabled, so the other variants' boots do not run them).
 #
 # The steps (each asserted; results in OUT/results, durations in OUT/timings):
-#   F1 boot both guests side by side; each answers on SSH with its own hostname
+#   F1 boot both guests side by side; each answers on SSH with its own hostname (a first boot
+#      whose kernel panicked in its IO-APIC timer check under TCG load is started again, at most
+#      twice; later boots carry no_timer_check, which the first boot's step adds to grub)
 #   F2 site.yml --tags install,timer,facts: the role installs the local .deb on both (and enables
 #      daqtune-report.timer on fleet-a); then the baseline: checksums of /etc and /boot/grub (as
 #      tests/vm/lifecycle-guest.sh takes them) and /proc/cmdline of each guest
@@ -37,7 +39,8 @@
 #      guest's own verdicts; the data port's MTU undone by hand shows as nic.mtu fail (gate 0)
 #      after `systemctl start daqtune-report.service`; put back, pass again
 #   F7 site.yml --tags revert -e daqtune_revert_reboot=true: both reverted and rebooted by the
-#      role; /etc, /boot/grub and /proc/cmdline byte-identical to F2's baseline
+#      role; /etc and /boot/grub byte-identical to F2's baseline, /proc/cmdline the default
+#      entry of the baseline grub.cfg
 #   F8 both guests powered off from inside
 #
 # Python and Ansible: ansible-core pinned as in tune/tests/fleet_support (that list is the one
@@ -64,7 +67,7 @@ while (($#)); do
     --out) out=$2; shift 2 ;;
     --keep) keep=1; shift ;;
     --rebuild-image) rebuild=(--rebuild); shift ;;
-    -h|--help) sed -n '2,44p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,51p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "fleet-ansible: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
