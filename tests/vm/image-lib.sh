@@ -132,6 +132,9 @@ fi
 for t in apt-daily.timer apt-daily-upgrade.timer dpkg-db-backup.timer e2scrub_all.timer fstrim.timer man-db.timer; do
   chroot "$r" systemctl mask "$t" >/dev/null 2>&1 || true
 done
+# sshd and node_exporter (in the x86 image for the fleet variant) serve only the fleet boots,
+# whose agent phase starts them (tests/vm/fleet-ansible.sh); no other boot runs them.
+chroot "$r" systemctl disable ssh.service ssh.socket prometheus-node-exporter.service >/dev/null 2>&1 || true
 
 # The harness's agent: at the end of each boot, mount the 9p share `io` (when the harness gave
 # one) and run its phase script; the script's last word says poweroff or reboot. It is part of

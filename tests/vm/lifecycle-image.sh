@@ -37,10 +37,14 @@ rebuild=0
 # jq for the harness's assertions, dbus (systemd talks to it on a real host) and netplan.io
 # (the netplan variant writes its configuration; with no /etc/netplan/*.yaml, as in the grub
 # and extlinux variants, netplan's generator renders nothing and networkd's own files rule).
+# openssh-server, python3-apt and prometheus-node-exporter are the fleet variant's
+# (tests/vm/fleet-ansible.sh: Ansible over SSH, node_exporter's textfile collector); they are
+# disabled in the image (image-lib.sh's customisation) and started only by the fleet boots.
 PACKAGES=(
   linux-image-amd64 initramfs-tools systemd systemd-sysv udev dbus kmod iproute2
   grub-pc extlinux syslinux-common
   apt ca-certificates jq netplan.io
+  openssh-server python3-apt prometheus-node-exporter
 )
 DISK_SIZE=3G
 PART_START=2048 # sectors: 1 MiB, room for GRUB's core.img after the MBR

@@ -1,0 +1,540 @@
+#!/usr/bin/env bash
+# Fleets for real (issue 27): Ansible drives two booted Debian 12 guests over SSH through the
+# role in deploy/ansible, with reboots, a rolling gate and node_exporter serving daqtune's metrics.
+#
+#   tests/vm/fleet-ansible.sh [--deb FILE] [--out DIR] [--keep] [--rebuild-image]
+#
+#   --deb FILE     the package the role installs (default: scripts/build-deb.sh builds it)
+#   --out DIR      where the run goes (default: a new directory under target/fleet/)
+#   --keep         keep the guests' disks (deleted otherwise; logs always stay)
+#   --rebuild-image  rebuild the cached guest image (tests/vm/lifecycle-image.sh --rebuild)
+#
+# The guests: two qcow2 overlays of the lifecycle image's GRUB disk (tests/vm/lifecycle-image.sh,
+# cached by content), booted side by side under TCG in the lifecycle guest's shape (q35, 4 vCPUs
+# in two NUMA nodes, the e1000e data port ens1 on node 1, -netdev user,restrict=on) with 3 GiB and
+# a second, management NIC on its own -netdev user,restrict=on whose only way in is
+# hostfwd=tcp:127.0.0.1:PORT-:22 (and :9100 for node_exporter on the first guest), ports found
+# free at run time. Nothing leaves the VMs. At the end of every boot the image's agent runs
+# tests/vm/fleet-guest-boot.sh from the 9p share: own hostname, machine-id and host keys (first
+# boot), the test's key (ssh-keygen into the run directory) in root's authorized_keys, DHCP on
+# the management port from a .network file in /run, sshd and node_exporter started (the image
+# keeps both disabled, so the other variants' boots do not run them).
+#
+# The steps (each asserted; results in OUT/results, durations in OUT/timings):
+#   F1 boot both guests side by side; each answers on SSH with its own hostname (a first boot
+#      whose kernel panicked in its IO-APIC timer check under TCG load is started again, at most
+#      twice; later boots carry no_timer_check, which the first boot's step adds to grub)
+#   F2 site.yml --tags install,timer,facts: the role installs the local .deb on both (and enables
+#      daqtune-report.timer on fleet-a); then the baseline: checksums of /etc and /boot/grub (as
+#      tests/vm/lifecycle-guest.sh takes them) and /proc/cmdline of each guest
+#   F3 the rolling gate: site.yml, serial 1, fleet-a given a profile it cannot meet (the fleet
+#      profile that also requires gpu.driver: no NVIDIA driver, a skip, so the gate fails).
+#      fleet-a applies, the role reboots it, `qualify --level 1` fails, the playbook fails and
+#      stops: fleet-b is not in the recap, its boot, checksums and cmdline are unchanged and it
+#      has no daqtune journal
+#   F4 site.yml with the fleet profile on both: fleet-b applies and is rebooted by the role, both
+#      qualify; tests/vm/fleet-facts.yml (a later playbook) reads ansible_local.daqtune back
+#   F5 site.yml again: changed=0 on both, no reboot
+#   F6 node_exporter on fleet-a: /metrics (forwarded port) carries daqtune's series with the
+#      guest's own verdicts; the data port's MTU undone by hand shows as nic.mtu fail (gate 0)
+#      after `systemctl start daqtune-report.service`; put back, pass again
+#   F7 site.yml --tags revert -e daqtune_revert_reboot=true: both reverted and rebooted by the
+#      role; /etc and /boot/grub byte-identical to F2's baseline, /proc/cmdline the default
+#      entry of the baseline grub.cfg
+#   F8 both guests powered off from inside
+#
+# Python and Ansible: ansible-core pinned as in tune/tests/fleet_support (that list is the one
+# source), from PyPI into a virtualenv cached in $DAQTUNE_VM_CACHE (or the cargo tests' one).
+#
+# Exit: 0 every assertion passed; 1 an assertion failed or a guest did not boot; 2 usage;
+# 125 it cannot be prepared (no qemu, no ssh, no mirror, no PyPI), the reason on a line
+# "fleet-ansible: SKIP: ...".
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+export DAQTUNE_VM_CACHE=${DAQTUNE_VM_CACHE:-$repo/target/vm-cache}
+cache=$DAQTUNE_VM_CACHE
+boot_timeout=${DAQTUNE_VM_BOOT_TIMEOUT:-900}
+
+deb=""
+out=""
+keep=0
+rebuild=()
+while (($#)); do
+  case "$1" in
+    --deb) deb=$(realpath "$2"); shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    --keep) keep=1; shift ;;
+    --rebuild-image) rebuild=(--rebuild); shift ;;
+    -h|--help) sed -n '2,51p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "fleet-ansible: unknown argument $1 (see --help)" >&2; exit 2 ;;
+  esac
+done
+
+T0=$SECONDS
+say() { printf '[fleet %4ds] %s\n' "$((SECONDS - T0))" "$*"; }
+skip() { echo "fleet-ansible: SKIP: $*"; exit 125; }
+
+for tool in qemu-system-x86_64:qemu-system-x86 qemu-img:qemu-utils ssh:openssh-client \
+  ssh-keygen:openssh-client python3:python3 timeout:coreutils; do
+  command -v "${tool%%:*}" >/dev/null 2>&1 || skip "${tool%%:*} not found (apt-get install ${tool#*:})"
+done
+
+# --- the virtualenv with ansible-core ---------------------------------------------------------
+pin=$(grep -o '"ansible-core==[^"]*"' "$repo/tune/tests/fleet_support/mod.rs" | tr -d '"')
+[[ -n $pin ]] || { echo "fleet-ansible: FAILED: no ansible-core pin in tune/tests/fleet_support/mod.rs"; exit 1; }
+venv=""
+# The cargo tests' virtualenv (same pin) when they made one; else one of our own, built once.
+for d in "$repo"/target/tmp/fleet-venv-*; do
+  if [[ -f $d/.complete && -x $d/bin/ansible-playbook ]] \
+    && "$d/bin/pip" show ansible-core 2>/dev/null | grep -qx "Version: ${pin#ansible-core==}"; then
+    venv=$d
+  fi
+done
+if [[ -z $venv ]]; then
+  venv=$cache/fleet-venv-${pin#ansible-core==}
+  mkdir -p "$cache"
+  exec 8>"$cache/fleet-venv.lock"
+  flock 8
+  if ! [[ -f $venv/.complete ]]; then
+    t=$SECONDS
+    rm -rf "$venv"
+    python3 -m venv "$venv" >"$cache/fleet-venv.log" 2>&1 \
+      || skip "python3 -m venv failed (apt-get install python3-venv): $(tail -n 1 "$cache/fleet-venv.log")"
+    "$venv/bin/pip" install --disable-pip-version-check --quiet --no-input "$pin" >>"$cache/fleet-venv.log" 2>&1 \
+      || { rm -rf "$venv"; skip "pip install $pin failed (no PyPI?): $(tail -n 1 "$cache/fleet-venv.log")"; }
+    touch "$venv/.complete"
+    say "virtualenv with $pin made in $((SECONDS - t)) s"
+  fi
+  exec 8>&-
+fi
+
+# --- the image and the package ----------------------------------------------------------------
+t=$SECONDS
+set +e
+img=$("$here/lifecycle-image.sh" "${rebuild[@]}")
+rc=$?
+set -e
+case $rc in
+  0) say "image $img ready in $((SECONDS - t)) s" ;;
+  125) skip "the guest image: $(printf '%s' "$img" | sed -n 's/^lifecycle-image: SKIP: //p')" ;;
+  *) echo "fleet-ansible: FAILED: the guest image could not be built (exit $rc)"; exit 1 ;;
+esac
+if [[ -z $deb ]]; then
+  t=$SECONDS
+  mapfile -t built < <("$repo/scripts/build-deb.sh" --out "$repo/target/debian")
+  deb=${built[0]:-}
+  [[ -f $deb ]] || { echo "fleet-ansible: FAILED: scripts/build-deb.sh made no package"; exit 1; }
+  say "package $(basename "$deb") in $((SECONDS - t)) s"
+fi
+[[ -f $deb ]] || { echo "fleet-ansible: --deb $deb: no such file" >&2; exit 2; }
+
+# --- the run directory ------------------------------------------------------------------------
+if [[ -z $out ]]; then
+  mkdir -p "$repo/target/fleet"
+  out=$(mktemp -d "$repo/target/fleet/run.XXXXXX")
+fi
+mkdir -p "$out"
+out=$(realpath "$out")
+say "run directory $out"
+: >"$out/results"
+: >"$out/timings"
+nfail=0
+pass() { echo "PASS $*" >>"$out/results"; say "PASS $*"; }
+fail() { echo "FAIL $*" >>"$out/results"; say "FAIL $*"; nfail=$((nfail + 1)); }
+check() { # DESCRIPTION COMMAND...: pass when the command succeeds
+  local what=$1
+  shift
+  if "$@"; then pass "$what"; else fail "$what"; fi
+}
+timing() { echo "$1 $2" >>"$out/timings"; say "$1: $2 s"; }
+
+ssh-keygen -q -t ed25519 -N '' -C daqtune-fleet-test -f "$out/id_ed25519"
+: >"$out/known_hosts"
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+guests=(fleet-a fleet-b)
+declare -A port=() mport=() qpid=() mac=()
+port[fleet-a]=$(free_port)
+port[fleet-b]=$(free_port)
+mport[fleet-a]=$(free_port)
+mac[fleet-a]=52:54:00:fe:00:0a
+mac[fleet-b]=52:54:00:fe:00:0b
+n=0
+for g in "${guests[@]}"; do
+  n=$((n + 1))
+  dir=$out/$g
+  mkdir -p "$dir/io"
+  qemu-img create -q -f qcow2 -b "$img/grub.raw" -F raw "$dir/disk.qcow2"
+  cp "$here/fleet-guest-boot.sh" "$dir/io/phase.sh"
+  echo fleet >"$dir/io/phase"
+  echo stay >"$dir/io/next"
+  echo "$g" >"$dir/io/hostname"
+  tr -d '-' </proc/sys/kernel/random/uuid >"$dir/io/machine-id"
+  echo "${mac[$g]}" >"$dir/io/mgmt-mac"
+  cp "$out/id_ed25519.pub" "$dir/io/authorized_keys"
+  cp "$here/fleet-profile.yaml" "$dir/io/fleet-profile.yaml"
+  # The profile fleet-a cannot meet: the fleet profile that also requires an NVIDIA driver.
+  sed -e 's/^name: fleet-vm$/name: fleet-vm-gpu/' \
+    -e 's/^required: \[\(.*\)\]$/required: [\1, gpu.driver]/' \
+    "$here/fleet-profile.yaml" >"$dir/io/fleet-gate-profile.yaml"
+  grep -q 'gpu.driver\]$' "$dir/io/fleet-gate-profile.yaml" \
+    || { echo "fleet-ansible: FAILED: could not derive the gate profile from fleet-profile.yaml"; exit 1; }
+  [[ $g == fleet-a ]] && touch "$dir/io/node-exporter"
+done
+
+# Every qemu this run started goes when it ends, whatever happened.
+stop_guests() {
+  local g
+  for g in "${!qpid[@]}"; do
+    kill "${qpid[$g]}" 2>/dev/null || true
+  done
+}
+trap stop_guests EXIT
+
+start_guest() { # NAME: qemu in the background, the lifecycle guest's shape plus a management NIC
+  local g=$1 dir=$out/$1 fwd
+  fwd="hostfwd=tcp:127.0.0.1:${port[$g]}-:22"
+  [[ -n ${mport[$g]:-} ]] && fwd+=",hostfwd=tcp:127.0.0.1:${mport[$g]}-:9100"
+  qemu-system-x86_64 \
+    -machine q35,accel=tcg -cpu max -nodefaults -display none -monitor none \
+    -smp 4,sockets=2,cores=2,threads=1 -m 3G \
+    -object memory-backend-ram,id=mem0,size=1G -object memory-backend-ram,id=mem1,size=2G \
+    -numa node,nodeid=0,cpus=0-1,memdev=mem0 -numa node,nodeid=1,cpus=2-3,memdev=mem1 \
+    -device pxb-pcie,id=pxb1,bus_nr=128,numa_node=1,bus=pcie.0 \
+    -device pcie-root-port,id=rp1,bus=pxb1,chassis=1,slot=1 \
+    -netdev user,id=net1,restrict=on \
+    -device e1000e,netdev=net1,bus=rp1,mac=52:54:00:da:00:0${g: -1} \
+    -device pcie-root-port,id=rp0,bus=pcie.0,chassis=2,slot=2 \
+    -drive "file=$dir/disk.qcow2,if=none,id=disk0,format=qcow2" \
+    -device nvme,drive=disk0,serial=daqtune0,bus=rp0,bootindex=1 \
+    -fsdev "local,id=fs0,path=$dir/io,security_model=none" \
+    -device virtio-9p-pci,fsdev=fs0,mount_tag=io,bus=pcie.0 \
+    -netdev "user,id=mgmt,restrict=on,$fwd" \
+    -device "virtio-net-pci,netdev=mgmt,mac=${mac[$g]},bus=pcie.0" \
+    -serial "file:$dir/console.log" </dev/null >"$dir/qemu.log" 2>&1 &
+  qpid[$g]=$!
+}
+
+gssh() { # NAME COMMAND...: run a command in the guest as root over the forwarded port
+  local g=$1
+  shift
+  ssh -F /dev/null -i "$out/id_ed25519" -p "${port[$g]}" -o BatchMode=yes -o IdentitiesOnly=yes \
+    -o UserKnownHostsFile="$out/known_hosts" -o StrictHostKeyChecking=accept-new \
+    -o ConnectTimeout=20 -o ServerAliveInterval=15 -o ServerAliveCountMax=4 -o LogLevel=ERROR \
+    root@127.0.0.1 "$@" </dev/null
+}
+
+wait_ssh() { # NAME [RESTARTS]: until the guest answers on SSH (its boot step ran); 1 on timeout
+  local g=$1 restarts=${2:-0} t=$SECONDS
+  while ((SECONDS - t < boot_timeout)); do
+    kill -0 "${qpid[$g]}" 2>/dev/null || { say "$g: qemu exited (see $out/$g/qemu.log)"; return 1; }
+    # The first boot has no no_timer_check yet (fleet-guest-boot.sh adds it): a kernel that
+    # panicked in its timer check under TCG load is started again, at most RESTARTS times.
+    if ((restarts > 0)) && grep -q 'end Kernel panic' "$out/$g/console.log" 2>/dev/null; then
+      say "$g: kernel panic at boot ($(grep -m1 -o 'Kernel panic - not syncing: .*' "$out/$g/console.log" | cut -c1-80)): qemu started again"
+      echo "$g panic-restart 1" >>"$out/timings"
+      kill "${qpid[$g]}" 2>/dev/null || true
+      wait "${qpid[$g]}" 2>/dev/null || true
+      mv "$out/$g/console.log" "$out/$g/console-panic-$restarts.log"
+      restarts=$((restarts - 1))
+      start_guest "$g"
+      continue
+    fi
+    if gssh "$g" true 2>/dev/null; then return 0; fi
+    sleep 5
+  done
+  say "$g: no SSH after ${boot_timeout}s (console: $out/$g/console.log)"
+  return 1
+}
+
+boot_id() { gssh "$1" cat /proc/sys/kernel/random/boot_id 2>/dev/null || echo none; }
+
+# Checksums as tests/vm/lifecycle-guest.sh takes them (type, mode, owner, link target of every
+# entry; every file's content) of /etc and /boot/grub. The one exception: the content of the
+# role's local facts file, a report the role rewrites on every run (its entry line stays).
+sums() { # NAME OUTFILE
+  gssh "$1" bash -s >"$2" <<'EOF'
+set -o pipefail
+{
+    find /etc /boot/grub -xdev -printf '%y %m %U:%G %p -> %l\n' 2>/dev/null | LC_ALL=C sort
+    find /etc /boot/grub -xdev -type f -print0 2>/dev/null | LC_ALL=C sort -z | xargs -0 -r sha256sum
+} | grep -v '  /etc/ansible/facts.d/daqtune.fact$'
+EOF
+  [[ -s $2 ]] || echo "(no checksums: SSH to $1 failed)" >"$2"
+}
+
+same_sums() { # NAME BASELINE NOW: the trees are byte-identical, else the difference is shown
+  if diff -u "$2" "$3" >"$3.diff"; then return 0; fi
+  head -n 40 "$3.diff" | sed "s/^/    [$1] /"
+  return 1
+}
+
+# --- Ansible --------------------------------------------------------------------------------
+cat >"$out/ansible.cfg" <<EOF
+[defaults]
+host_key_checking = True
+timeout = 60
+EOF
+inventory() { # FILE PROFILE-OF-fleet-a
+  cat >"$1" <<EOF
+[daq]
+fleet-a ansible_port=${port[fleet-a]} daqtune_profile=/var/local/daqtune-fleet/$2 daqtune_report_timer=true
+fleet-b ansible_port=${port[fleet-b]} daqtune_profile=/var/local/daqtune-fleet/fleet-profile.yaml
+
+[daq:vars]
+# ServerAlive: a guest that reboots under qemu's user-mode forwarding may never close the
+# host side of the connection; without it the reboot module's ssh waited for ever (8 minutes
+# in the first full run, until killed by hand).
+ansible_host=127.0.0.1
+ansible_user=root
+ansible_ssh_private_key_file=$out/id_ed25519
+ansible_ssh_common_args=-F /dev/null -o IdentitiesOnly=yes -o UserKnownHostsFile=$out/known_hosts -o StrictHostKeyChecking=accept-new -o ServerAliveInterval=15 -o ServerAliveCountMax=4
+ansible_python_interpreter=/usr/bin/python3
+daqtune_become=false
+daqtune_deb=$deb
+daqtune_junit_dest=$out/junit
+daqtune_reboot_timeout=$boot_timeout
+EOF
+}
+inventory "$out/inventory" fleet-profile.yaml
+inventory "$out/inventory-gate" fleet-gate-profile.yaml
+
+playbook() { # LOG INVENTORY ARGS...: ansible-playbook, its output in OUT/LOG; sets $prc
+  local name=$1 log=$out/$1 inv=$2
+  shift 2
+  local t=$SECONDS
+  set +e
+  ANSIBLE_CONFIG=$out/ansible.cfg ANSIBLE_HOME=$out/ansible-home \
+    ANSIBLE_LOCAL_TEMP=$out/ansible-home/tmp ANSIBLE_ROLES_PATH=$repo/deploy/ansible/roles \
+    ANSIBLE_COLLECTIONS_PATH=$out/ansible-home/collections ANSIBLE_SSH_CONTROL_PATH_DIR=$out/ansible-home/cp \
+    ANSIBLE_NOCOLOR=1 ANSIBLE_FORCE_COLOR=0 ANSIBLE_RETRY_FILES_ENABLED=0 ANSIBLE_PIPELINING=1 \
+    ANSIBLE_DEPRECATION_WARNINGS=0 NO_COLOR=1 \
+    "$venv/bin/ansible-playbook" -i "$inv" "$@" </dev/null >"$log" 2>&1
+  prc=$?
+  set -e
+  timing "ansible-playbook ($name)" $((SECONDS - t))
+}
+recap() { # LOG HOST: the host's PLAY RECAP line, empty when the host is not in it
+  grep -E "^$2 +: ok=" "$out/$1" | tail -n 1 || true
+}
+counter() { # LOG HOST NAME: one counter of the recap (e.g. changed), -1 when absent
+  local r
+  r=$(recap "$1" "$2")
+  [[ -n $r ]] || { echo -1; return; }
+  sed -n "s/.* $3=\([0-9]*\).*/\1/p" <<<"$r"
+}
+# Whether the role's reboot task ran (not skipped) for a host in a playbook log.
+rebooted_by_role() { # LOG HOST
+  awk -v h="$2" '/^TASK \[daqtune : Reboot for the changes/ {t=1; next} /^TASK / {t=0}
+    t && $0 ~ "^changed: \\[" h "\\]" {found=1} END {exit !found}' "$out/$1"
+}
+
+# --- F1: the two guests, side by side -------------------------------------------------------
+say "F1: booting fleet-a (ssh 127.0.0.1:${port[fleet-a]}, node_exporter 127.0.0.1:${mport[fleet-a]}) and fleet-b (ssh 127.0.0.1:${port[fleet-b]})"
+t=$SECONDS
+for g in "${guests[@]}"; do start_guest "$g"; done
+for g in "${guests[@]}"; do
+  if ! wait_ssh "$g" 2; then
+    fail "F1 $g boots and answers on SSH"
+    tail -n 20 "$out/$g/console.log" 2>/dev/null | sed 's/^/    console: /'
+    echo "fleet-ansible: a guest did not boot; logs in $out"
+    exit 1
+  fi
+  timing "F1 boot $g (qemu start to SSH, both booting)" $((SECONDS - t))
+done
+for g in "${guests[@]}"; do
+  check "F1 $g answers on SSH as $g" test "$(gssh "$g" cat /proc/sys/kernel/hostname)" = "$g"
+done
+
+# --- F2: install through the role, then the baseline ----------------------------------------
+playbook install.log "$out/inventory" "$repo/deploy/ansible/playbooks/site.yml" --tags install,timer,facts
+check "F2 site.yml --tags install,timer,facts exits 0 (log: install.log)" test "$prc" = 0
+for g in "${guests[@]}"; do
+  check "F2 $g: the role installed the .deb (dpkg: daqtune install ok installed)" \
+    test "$(gssh "$g" dpkg-query -W -f '\${Status}' daqtune 2>/dev/null)" = "install ok installed"
+  sums "$g" "$out/$g/sums-before"
+  gssh "$g" cat /proc/cmdline >"$out/$g/cmdline-before"
+  # The kernel line the guest's own grub.cfg boots by default (fleet-guest-boot.sh added
+  # no_timer_check at the first boot, so the running one lacks it until a reboot).
+  gssh "$g" cat /boot/grub/grub.cfg | awk '$1 == "linux" { $1 = ""; $2 = ""; sub(/^ +/, ""); print; exit }' \
+    >"$out/$g/cmdline-grub-before"
+  boot_id "$g" >"$out/$g/boot-before"
+done
+check "F2 fleet-a: daqtune-report.timer enabled by the role" \
+  test "$(gssh fleet-a systemctl is-enabled daqtune-report.timer)" = enabled
+check "F2 fleet-b: no daqtune journal before the rollout" \
+  test -z "$(gssh fleet-b 'ls -A /var/lib/daqtune/journal 2>/dev/null')"
+
+# --- F3: the rolling gate -------------------------------------------------------------------
+playbook gate.log "$out/inventory-gate" "$repo/deploy/ansible/playbooks/site.yml"
+check "F3 the rollout fails (ansible-playbook exit $prc)" test "$prc" != 0
+check "F3 fleet-a failed its gate (recap failed=1)" test "$(counter gate.log fleet-a failed)" = 1
+check "F3 the gate names qualify --level 1 and gpu.driver" \
+  grep -q "daqtune qualify --level 1 failed on fleet-a: .*gpu.driver" "$out/gate.log"
+check "F3 fleet-a was rebooted by the role before its gate" rebooted_by_role gate.log fleet-a
+check "F3 fleet-a's boot changed" test "$(boot_id fleet-a)" != "$(cat "$out/fleet-a/boot-before")"
+check "F3 the rollout stopped: fleet-b is not in the recap" test -z "$(recap gate.log fleet-b)"
+check "F3 fleet-b: not rebooted" test "$(boot_id fleet-b)" = "$(cat "$out/fleet-b/boot-before")"
+sums fleet-b "$out/fleet-b/sums-after-gate"
+check "F3 fleet-b: /etc and /boot/grub unchanged" \
+  same_sums fleet-b "$out/fleet-b/sums-before" "$out/fleet-b/sums-after-gate"
+check "F3 fleet-b: /proc/cmdline unchanged" \
+  test "$(gssh fleet-b cat /proc/cmdline)" = "$(cat "$out/fleet-b/cmdline-before")"
+check "F3 fleet-b: no daqtune journal" \
+  test -z "$(gssh fleet-b 'ls -A /var/lib/daqtune/journal 2>/dev/null')"
+check "F3 fleet-a's JUnit report was fetched before the gate failed it" test -s "$out/junit/fleet-a.xml"
+
+# --- F4: the whole rollout ------------------------------------------------------------------
+for g in "${guests[@]}"; do boot_id "$g" >"$out/$g/boot-f4"; done
+playbook site-1.log "$out/inventory" "$repo/deploy/ansible/playbooks/site.yml"
+check "F4 site.yml exits 0 on both (log: site-1.log)" test "$prc" = 0
+for g in "${guests[@]}"; do
+  check "F4 $g: recap failed=0 unreachable=0" \
+    test "$(counter site-1.log "$g" failed)/$(counter site-1.log "$g" unreachable)" = 0/0
+  check "F4 $g: qualify --level 1 passed" grep -q "daqtune qualify --level 1 passed on $g" "$out/site-1.log"
+done
+check "F4 fleet-b was rebooted by the role (kernel arguments pending)" rebooted_by_role site-1.log fleet-b
+check "F4 fleet-b's boot changed" test "$(boot_id fleet-b)" != "$(cat "$out/fleet-b/boot-f4")"
+for g in "${guests[@]}"; do
+  check "F4 $g: the tuned kernel line is live (isolcpus=2-3)" \
+    grep -q 'isolcpus=[^ ]*2-3' <<<"$(gssh "$g" cat /proc/cmdline)"
+  check "F4 $g: MTU 9000 on ens1" test "$(gssh "$g" cat /sys/class/net/ens1/mtu)" = 9000
+done
+playbook facts.log "$out/inventory" "$here/fleet-facts.yml"
+check "F4 a later play reads ansible_local.daqtune back on both (log: facts.log)" test "$prc" = 0
+for g in "${guests[@]}"; do
+  check "F4 $g: the facts play passed" test "$(counter facts.log "$g" failed)" = 0
+done
+
+# --- F5: idempotence ------------------------------------------------------------------------
+for g in "${guests[@]}"; do boot_id "$g" >"$out/$g/boot-f5"; done
+playbook site-2.log "$out/inventory" "$repo/deploy/ansible/playbooks/site.yml"
+check "F5 the second site.yml exits 0 (log: site-2.log)" test "$prc" = 0
+for g in "${guests[@]}"; do
+  check "F5 $g: changed=0 failed=0" \
+    test "$(counter site-2.log "$g" changed)/$(counter site-2.log "$g" failed)" = 0/0
+  check "F5 $g: not rebooted" test "$(boot_id "$g")" = "$(cat "$out/$g/boot-f5")"
+done
+
+# --- F6: node_exporter ------------------------------------------------------------------------
+scrape() { # OUTFILE: GET /metrics from fleet-a's node_exporter through the forwarded port
+  python3 - "http://127.0.0.1:${mport[fleet-a]}/metrics" "$1" <<'EOF'
+import sys, urllib.request
+with urllib.request.urlopen(sys.argv[1], timeout=60) as r:
+    open(sys.argv[2], "wb").write(r.read())
+EOF
+}
+# Every (id, subject, status) of the guest's own `check --format json` is a daqtune_check_status
+# series of the scrape, and the scrape has no other; prints the differences.
+same_verdicts() { # REPORT-JSON SCRAPE
+  python3 - "$1" "$2" <<'EOF'
+import json, re, sys
+rep = json.load(open(sys.argv[1]))
+want = set()
+seen = {}
+for c in rep["checks"]:
+    key = (c["id"], c["subject"])
+    seen[key] = seen.get(key, 0) + 1
+    subj = c["subject"] if seen[key] == 1 else "%s #%d" % (c["subject"], seen[key])
+    want.add((c["id"], subj, c["status"]))
+# The exposition format does not fix the order of labels (node_exporter sorts them by name).
+got = set()
+series = re.compile(r'^daqtune_check_status\{(.*)\} 1$')
+label = re.compile(r'([a-z_]+)="((?:[^"\\]|\\.)*)",?')
+unesc = lambda v: re.sub(r'\\(.)', lambda m: "\n" if m.group(1) == "n" else m.group(1), v)
+for line in open(sys.argv[2]):
+    m = series.match(line.strip())
+    if m:
+        labels = {k: unesc(v) for k, v in label.findall(m.group(1))}
+        got.add((labels.get("id"), labels.get("subject"), labels.get("status")))
+for x in sorted(want - got): print("    missing from /metrics:", x)
+for x in sorted(got - want): print("    only in /metrics:", x)
+print("    %d verdicts, %d series" % (len(want), len(got)))
+sys.exit(0 if want == got and want else 1)
+EOF
+}
+status_of() { # SCRAPE ID: the statuses of a check's series (labels in any order)
+  grep "^daqtune_check_status{.*id=\"$2\"" "$1" | sed -n 's/.*status="\([^"]*\)".*/\1/p' | sort -u | tr '\n' ' '
+}
+t=$SECONDS
+check "F6 node_exporter is active on fleet-a" \
+  test "$(gssh fleet-a systemctl is-active prometheus-node-exporter.service)" = active
+check "F6 daqtune-report.service (the timer's unit) runs and exits 0" \
+  gssh fleet-a systemctl start daqtune-report.service
+gssh fleet-a daqtune --profile /var/local/daqtune-fleet/fleet-profile.yaml check --format json \
+  >"$out/fleet-a/check-f6.json" || true
+if scrape "$out/fleet-a/metrics-1.txt"; then
+  pass "F6 GET /metrics from node_exporter (127.0.0.1:${mport[fleet-a]})"
+  check "F6 the textfile collector read daqtune.prom without error" \
+    grep -q '^node_textfile_scrape_error 0$' "$out/fleet-a/metrics-1.txt"
+  check "F6 node_exporter serves daqtune_gate_passed 1 and the fleet-vm profile" \
+    grep -q '^daqtune_gate_passed 1$' "$out/fleet-a/metrics-1.txt"
+  check "F6 /metrics carries the guest's own verdicts (daqtune_check_status)" \
+    same_verdicts "$out/fleet-a/check-f6.json" "$out/fleet-a/metrics-1.txt"
+  check "F6 nic.mtu passes in /metrics" test "$(status_of "$out/fleet-a/metrics-1.txt" nic.mtu)" = "pass "
+else
+  fail "F6 GET /metrics from node_exporter (127.0.0.1:${mport[fleet-a]})"
+fi
+# A setting undone by hand, then the next run of the timer's unit.
+gssh fleet-a ip link set ens1 mtu 1500 || fail "F6 ip link set ens1 mtu 1500 in fleet-a"
+gssh fleet-a systemctl start daqtune-report.service || true
+if scrape "$out/fleet-a/metrics-2.txt"; then
+  check "F6 after the MTU was undone by hand: nic.mtu fails in /metrics" \
+    test "$(status_of "$out/fleet-a/metrics-2.txt" nic.mtu)" = "fail "
+  check "F6 ... and daqtune_gate_passed is 0" grep -q '^daqtune_gate_passed 0$' "$out/fleet-a/metrics-2.txt"
+else
+  fail "F6 GET /metrics after the change"
+fi
+gssh fleet-a ip link set ens1 mtu 9000 || fail "F6 ip link set ens1 mtu 9000 in fleet-a"
+gssh fleet-a systemctl start daqtune-report.service || true
+if scrape "$out/fleet-a/metrics-3.txt"; then
+  check "F6 MTU put back: nic.mtu passes again, gate 1" \
+    test "$(status_of "$out/fleet-a/metrics-3.txt" nic.mtu)/$(grep -c '^daqtune_gate_passed 1$' "$out/fleet-a/metrics-3.txt")" = "pass /1"
+else
+  fail "F6 GET /metrics after the MTU was put back"
+fi
+timing "F6 node_exporter" $((SECONDS - t))
+
+# --- F7: revert through the role, reboot, byte-identical -----------------------------------
+for g in "${guests[@]}"; do boot_id "$g" >"$out/$g/boot-f7"; done
+playbook revert.log "$out/inventory" "$repo/deploy/ansible/playbooks/site.yml" --tags revert \
+  -e daqtune_revert_reboot=true
+check "F7 site.yml --tags revert exits 0 (log: revert.log)" test "$prc" = 0
+for g in "${guests[@]}"; do
+  check "F7 $g: reverted (changed) and rebooted by the role" \
+    test "$(counter revert.log "$g" changed)" -ge 2
+  check "F7 $g: its boot changed" test "$(boot_id "$g")" != "$(cat "$out/$g/boot-f7")"
+  sums "$g" "$out/$g/sums-after"
+  check "F7 $g: /etc and /boot/grub byte-identical with the state before the rollout" \
+    same_sums "$g" "$out/$g/sums-before" "$out/$g/sums-after"
+  check "F7 $g: /proc/cmdline is the baseline grub.cfg's default kernel line" \
+    test "$(gssh "$g" cat /proc/cmdline | sed 's/^BOOT_IMAGE=[^ ]* //')" = "$(cat "$out/$g/cmdline-grub-before")"
+  check "F7 $g: MTU 1500 on ens1" test "$(gssh "$g" cat /sys/class/net/ens1/mtu)" = 1500
+done
+
+# --- F8: power off ------------------------------------------------------------------------
+for g in "${guests[@]}"; do gssh "$g" systemctl --no-block poweroff || true; done
+for g in "${guests[@]}"; do
+  t=$SECONDS
+  while kill -0 "${qpid[$g]}" 2>/dev/null && ((SECONDS - t < 300)); do sleep 2; done
+  if kill -0 "${qpid[$g]}" 2>/dev/null; then
+    fail "F8 $g powers off within 300 s"
+  else
+    wait "${qpid[$g]}" 2>/dev/null || true
+    unset "qpid[$g]"
+  fi
+done
+
+npass=$(grep -c '^PASS' "$out/results" || true)
+say "total $((SECONDS - T0)) s; $npass assertions passed, $nfail failed"
+if ((nfail)); then
+  echo "failed assertions:"
+  grep '^FAIL' "$out/results" | sed 's/^/  /'
+fi
+((keep)) || rm -f "$out"/*/disk.qcow2
+echo "fleet-ansible: logs, playbook outputs, checksums and scrapes in $out"
+((nfail == 0)) || exit 1
