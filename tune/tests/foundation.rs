@@ -78,9 +78,10 @@ fn x86_text_report_stays_short() {
     ]);
     let text = String::from_utf8_lossy(&out.stdout);
     // 128 CPUs, two GPUs, two NIC functions: the CPU section is a handful of lines (one
-    // governor line for 64 CPUs, not 64), and the whole report fits a screen or two.
+    // governor line for 64 CPUs, not 64), and the whole report fits a screen or two (the five
+    // nic.* settings of issue 26 add a line each, and a fix line where they warn).
     let lines = text.lines().filter(|l| !l.trim().is_empty()).count();
-    assert!(lines <= 60, "{lines} lines:\n{text}");
+    assert!(lines <= 70, "{lines} lines:\n{text}");
     let cpu: Vec<&str> = text
         .split("\nCPU\n")
         .nth(1)
