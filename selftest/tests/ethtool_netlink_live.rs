@@ -25,38 +25,57 @@ fn veth_channels_and_gro_set_and_restored() {
         let mut c = Client::open().map_err(|e| format!("ethtool netlink: {e}"))?;
 
         // Channels: veth reports RX/TX queues up to the CPU count.
-        let GroupState::Channels(ch) = c.get(Group::Channels, "dqt-eth0").map_err(|e| e.to_string())? else {
+        let GroupState::Channels(ch) = c
+            .get(Group::Channels, "dqt-eth0")
+            .map_err(|e| e.to_string())?
+        else {
             return Err("not channels".into());
         };
         let (rx, max) = (ch.rx.ok_or("no rx count")?, ch.rx_max.ok_or("no rx max")?);
         let want = if rx == max { 1 } else { max };
         c.set(Group::Channels, "dqt-eth0", &settings(&[("rx", want)]))
             .map_err(|e| format!("set channels: {e}"))?;
-        let back = c.get(Group::Channels, "dqt-eth0").map_err(|e| e.to_string())?;
+        let back = c
+            .get(Group::Channels, "dqt-eth0")
+            .map_err(|e| e.to_string())?;
         assert_eq!(back.get("rx"), Some(want), "channels read back");
         c.set(Group::Channels, "dqt-eth0", &settings(&[("rx", rx)]))
             .map_err(|e| format!("restore channels: {e}"))?;
         assert_eq!(
-            c.get(Group::Channels, "dqt-eth0").map_err(|e| e.to_string())?.get("rx"),
+            c.get(Group::Channels, "dqt-eth0")
+                .map_err(|e| e.to_string())?
+                .get("rx"),
             Some(rx)
         );
 
         // GRO by the kernel's name.
-        let f = c.get(Group::Features, "dqt-eth0").map_err(|e| e.to_string())?;
+        let f = c
+            .get(Group::Features, "dqt-eth0")
+            .map_err(|e| e.to_string())?;
         let gro = f.get("rx-gro").ok_or("no rx-gro feature")?;
-        c.set(Group::Features, "dqt-eth0", &settings(&[("rx-gro", 1 - gro)]))
-            .map_err(|e| format!("set gro: {e}"))?;
-        let back = c.get(Group::Features, "dqt-eth0").map_err(|e| e.to_string())?;
+        c.set(
+            Group::Features,
+            "dqt-eth0",
+            &settings(&[("rx-gro", 1 - gro)]),
+        )
+        .map_err(|e| format!("set gro: {e}"))?;
+        let back = c
+            .get(Group::Features, "dqt-eth0")
+            .map_err(|e| e.to_string())?;
         assert_eq!(back.get("rx-gro"), Some(1 - gro), "GRO read back");
         c.set(Group::Features, "dqt-eth0", &settings(&[("rx-gro", gro)]))
             .map_err(|e| format!("restore gro: {e}"))?;
         assert_eq!(
-            c.get(Group::Features, "dqt-eth0").map_err(|e| e.to_string())?.get("rx-gro"),
+            c.get(Group::Features, "dqt-eth0")
+                .map_err(|e| e.to_string())?
+                .get("rx-gro"),
             Some(gro)
         );
 
         // veth has no rings or pause: the driver's EOPNOTSUPP, as checks report it.
-        let e = c.get(Group::Pause, "dqt-eth0").expect_err("veth has no pause");
+        let e = c
+            .get(Group::Pause, "dqt-eth0")
+            .expect_err("veth has no pause");
         assert_eq!(e.raw_os_error(), Some(libc::EOPNOTSUPP));
         // An unknown key is refused before anything is sent.
         assert!(c
