@@ -6,7 +6,8 @@
 //! (absent, its governor, the governors offered or not), the deep idle state's latency and
 //! whether it is disabled, each hugepage pool (absent, or nr/free), the kernel command line's
 //! isolation arguments and what the kernel made of them, another grub drop-in that appends or
-//! overrides, the NIC functions' DevCtl MRRS, the MTUs (and `max_mtu`), the ACS control of the
+//! overrides, the NIC functions' DevCtl MRRS, the MTUs (and `max_mtu`), GRO and the queue count in the
+//! recorded ethtool groups (rings, coalescing and pause stay the fixture's), the ACS control of the
 //! switch ports and the IOMMU group type, each socket-buffer sysctl (missing, below, equal,
 //! above, garbage), nvidia_peermem loaded or not, the GPU's clocks and persistence in
 //! `daqtune/gpu.json`, and the kernel latency files (THP `enabled` and `defrag`,
@@ -175,6 +176,8 @@ struct HostState {
     /// The kernel latency files (issue 26 item 3): the index of each one's value in
     /// [`LATENCY`], one past the last for the file missing.
     latency: [usize; 8],
+    /// Per NIC: GRO on, and the combined queue count (of 12), in its recorded ethtool groups.
+    nic_knobs: [(bool, u32); 2],
 }
 
 /// The kernel latency files and the values drawn for them (as the profiles want, not, and
@@ -290,7 +293,7 @@ fn host_state() -> impl Strategy<Value = HostState> {
         (pools, cmdline, 0u8..3),
         (mrrs, mtu, max_mtu, acs, iommu),
         (sys, any::<bool>(), any::<bool>(), clock(), clock()),
-        latency,
+        (latency, [(any::<bool>(), 1u32..=12), (any::<bool>(), 1u32..=12)]),
     )
         .prop_map(
             |(
@@ -298,8 +301,9 @@ fn host_state() -> impl Strategy<Value = HostState> {
                 (pools, cmdline_iso, other_dropin),
                 (mrrs_code, mtu, max_mtu, acs_ctrl, iommu),
                 (sysctl, peermem_loaded, gpu_persistence, gpu_sm, gpu_mem),
-                latency,
+                (latency, nic_knobs),
             )| HostState {
+                nic_knobs,
                 cpus,
                 deep_latency_us,
                 pools,
@@ -648,6 +652,20 @@ fn write_host(root: &Path, h: &HostState, p: &ProfileSpec) {
                 format!("{m}\n"),
             );
         }
+    }
+
+    // The NICs' GRO and queue count (nic.offloads, nic.channels), as a snapshot records them.
+    for ((_, ifname), (gro, combined)) in NICS.iter().zip(h.nic_knobs) {
+        put(
+            root,
+            &format!("daqtune/ethtool/{ifname}/features.json"),
+            format!("{{\"features\": {{\"rx-gro\": {{\"active\": {gro}, \"fixed\": false}}, \"rx-lro\": {{\"active\": false, \"fixed\": false}}}}}}\n"),
+        );
+        put(
+            root,
+            &format!("daqtune/ethtool/{ifname}/channels.json"),
+            format!("{{\"rx\": 0, \"rx_max\": 0, \"tx\": 0, \"tx_max\": 0, \"other\": 0, \"other_max\": 0, \"combined\": {combined}, \"combined_max\": 12}}\n"),
+        );
     }
 
     // Socket buffers.

@@ -18,10 +18,11 @@ fn x86_text_report_stays_short() {
     ]);
     let text = String::from_utf8_lossy(&out.stdout);
     // 128 CPUs, two GPUs, two NIC functions: the CPU section is a handful of lines (one
-    // governor line for 64 CPUs, not 64), and the whole report fits a screen or two. (The
-    // kernel latency settings of issue 26 add 13 lines here: six findings, their fixes, a skip.)
+    // governor line for 64 CPUs, not 64), and the whole report fits a screen or two. (Issue
+    // 26 adds lines here: the kernel latency settings 13 (six findings, their fixes, a skip),
+    // the five nic.* settings a line each and a fix line where they warn.)
     let lines = text.lines().filter(|l| !l.trim().is_empty()).count();
-    assert!(lines <= 75, "{lines} lines:\n{text}");
+    assert!(lines <= 85, "{lines} lines:\n{text}");
     let cpu: Vec<&str> = text
         .split("\nCPU\n")
         .nth(1)
