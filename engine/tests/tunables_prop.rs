@@ -293,7 +293,10 @@ fn host_state() -> impl Strategy<Value = HostState> {
         (pools, cmdline, 0u8..3),
         (mrrs, mtu, max_mtu, acs, iommu),
         (sys, any::<bool>(), any::<bool>(), clock(), clock()),
-        (latency, [(any::<bool>(), 1u32..=12), (any::<bool>(), 1u32..=12)]),
+        (
+            latency,
+            [(any::<bool>(), 1u32..=12), (any::<bool>(), 1u32..=12)],
+        ),
     )
         .prop_map(
             |(
