@@ -4,8 +4,7 @@
 //! fixture root and reverted byte for byte; and `irq.affinity`'s runtime fix.
 
 mod common;
-#[path = "../src/apply/testroot.rs"]
-mod testroot;
+use common::testroot;
 
 use common::*;
 use daqtune_engine::apply::{
