@@ -415,6 +415,19 @@ pub fn gather_live() -> GpuSnapshot {
     )
 }
 
+/// [`gather_live`] with the cache mode given: every fact, the NVLinks included (`daqtune gpu`
+/// shows them; the checks never read them, see [`gather_live_with`]).
+pub fn gather_live_all(mode: CacheMode) -> GpuSnapshot {
+    let live = Host::live();
+    gather_live_at(
+        &live,
+        std::path::Path::new(cache::CACHE_PATH),
+        mode,
+        cuda::gather,
+        true,
+    )
+}
+
 /// The facts the checks judge, with the cache mode given: [`gather_live`] without the
 /// NVLinks, which no check reads (on a 4-GPU HGX host they are 216 NVML calls, served by the
 /// driver one at a time beside the first run's `cuInit`; docs/performance.md).
