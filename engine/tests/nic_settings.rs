@@ -299,3 +299,24 @@ fn irqbalance_is_told_to_keep_off_the_isolated_cpus() {
     let diff = testroot::diff_snapshots(&before, &testroot::snapshot(r, &["var"]));
     assert!(diff.is_empty(), "{diff:#?}");
 }
+
+#[test]
+fn a_wanted_key_the_driver_does_not_report_is_not_a_pass() {
+    // The tuned root passes nic.coalesce; the same root with a driver that reports no
+    // rx-usecs (the key absent from its COALESCE reply) has not shown the profile's 8 us.
+    let d = tempfile::tempdir().expect("tmp");
+    testroot::copy_tree(&fixture("igx-tuned"), d.path());
+    std::fs::write(
+        d.path().join("daqtune/ethtool/cx7_0/coalesce.json"),
+        "{\n  \"tx_usecs\": 16,\n  \"adaptive_rx\": false,\n  \"adaptive_tx\": false\n}\n",
+    )
+    .expect("write");
+    let r = check_json_root(d.path(), "igx-orin");
+    let v = one(&r, "nic.coalesce", "cx7_0");
+    assert_eq!(status(v), "skip", "{v}");
+    assert!(
+        msg(v).contains("rx_usecs: not reported by the driver"),
+        "{v}"
+    );
+    assert_eq!(status(one(&r, "nic.coalesce", "cx7_1")), "pass");
+}

@@ -51,6 +51,9 @@ pub struct Judged {
     pub to: Settings,
     pub wanted: Settings,
     pub cannot: Vec<String>,
+    /// Keys the profile wants that the driver does not report: nothing was read for them, so
+    /// the setting cannot pass.
+    pub unread: Vec<String>,
 }
 
 /// The one judgement check and plan share.
@@ -68,7 +71,7 @@ pub fn judge(spec: &Spec, cx: &WantCx) -> Judged {
                 j.from.insert(k.clone(), cur);
                 j.to.insert(k.clone(), *v);
             }
-            None => j.cannot.push(format!("{k}: not reported by the driver")),
+            None => j.unread.push(format!("{k}: not reported by the driver")),
         }
     }
     j
@@ -118,10 +121,16 @@ pub fn check(ctx: &Context, spec: &Spec) -> Vec<Verdict> {
         };
         let j = judge(spec, &cx);
         let now = (spec.shown)(&state);
-        let cannot = if j.cannot.is_empty() {
+        let cannot = if j.cannot.is_empty() && j.unread.is_empty() {
             String::new()
         } else {
-            format!(" ({})", j.cannot.join("; "))
+            let all: Vec<&str> = j
+                .cannot
+                .iter()
+                .chain(&j.unread)
+                .map(String::as_str)
+                .collect();
+            format!(" ({})", all.join("; "))
         };
         let v = if !j.to.is_empty() {
             Verdict::warn(
@@ -135,6 +144,18 @@ pub fn check(ctx: &Context, spec: &Spec) -> Vec<Verdict> {
             .observed(shown_settings(spec.group, &j.from))
             .expected(shown_settings(spec.group, &j.wanted))
             .fix(format!("sudo daqtune apply --only {id}"))
+        } else if !j.unread.is_empty() {
+            // What was read matches, but a wanted key was not read at all: not a pass.
+            Verdict::skip(
+                id,
+                name.as_str(),
+                format!(
+                    "{now}; cannot confirm the profile's {}{cannot}",
+                    shown_settings(spec.group, &j.wanted)
+                ),
+            )
+            .observed(now)
+            .expected(shown_settings(spec.group, &j.wanted))
         } else if j.wanted.is_empty() && !j.cannot.is_empty() {
             Verdict::skip(id, name.as_str(), format!("{now}{cannot}")).observed(now)
         } else if j.wanted.is_empty() {
@@ -181,7 +202,7 @@ pub fn plan(cx: &PlanCx, plan: &mut Plan, spec: &Spec) -> Result<(), PlanError> 
             },
         );
         wanted |= !j.wanted.is_empty();
-        for c in &j.cannot {
+        for c in j.cannot.iter().chain(&j.unread) {
             plan.note(id, NoteLevel::Skip, format!("{name}: {c}"));
         }
         if j.to.is_empty() || !cx.opts.runtime {
