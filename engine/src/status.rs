@@ -10,6 +10,7 @@
 use crate::apply::STATE_DIR;
 use crate::commands::{GlobalOptions, UsageError};
 use crate::exec::apply::{read_word, real_path};
+use crate::facts::Facts;
 use crate::hostio::journal::{list_runs, Entry, Journal, JournalDoc, Record, RunState};
 use crate::hostio::setters;
 use crate::hostroot::open_host;
@@ -215,6 +216,8 @@ fn run_status(doc: &JournalDoc) -> RunStatus {
 
 /// Every completed record of the runs in effect, newest write of each thing only, re-read.
 fn settings(host: &Host, runs: &[Journal]) -> Vec<Setting> {
+    // One reader for every record, so the ethtool netlink socket is opened once per run.
+    let facts = Facts::new(host);
     let mut seen = BTreeSet::new();
     let mut out = Vec::new();
     for j in runs.iter().rev() {
@@ -223,7 +226,7 @@ fn settings(host: &Host, runs: &[Journal]) -> Vec<Setting> {
             if !seen.insert(k.clone()) {
                 continue;
             }
-            let (state, applied, now, detail) = reread(host, j, &rec.entry);
+            let (state, applied, now, detail) = reread(host, &facts, j, &rec.entry);
             out.push(Setting {
                 run: j.doc.id.clone(),
                 check: rec.check.clone().unwrap_or_else(|| "?".into()),
@@ -269,7 +272,7 @@ fn held_or_drift(same: bool, applied: String, now: String, drift: &str) -> Rerea
 }
 
 /// One record's thing read again now, against what the run wrote.
-fn reread(host: &Host, j: &Journal, e: &Entry) -> Reread {
+fn reread(host: &Host, facts: &Facts, j: &Journal, e: &Entry) -> Reread {
     match e {
         Entry::File { path, written, .. } => {
             let Some(blob) = written else {
@@ -369,7 +372,7 @@ fn reread(host: &Host, j: &Journal, e: &Entry) -> Reread {
         }
         Entry::Ethtool {
             ifname, group, new, ..
-        } => match ethtool_now(host, ifname, *group) {
+        } => match facts.ethtool(ifname, *group) {
             Ok(now) => {
                 let changed: Vec<String> = new
                     .iter()
@@ -396,7 +399,7 @@ fn reread(host: &Host, j: &Journal, e: &Entry) -> Reread {
                     "the NIC's setting changed",
                 )
             }
-            Err(why) => unknown(why),
+            Err(why) => unknown(why.message),
         },
         Entry::ConfigWord {
             path,
@@ -609,32 +612,4 @@ fn journal_dir_shown(st: &Status) -> String {
 /// The JSON report.
 pub fn json(st: &Status) -> String {
     serde_json::to_string_pretty(st).unwrap_or_default() + "\n"
-}
-
-/// A port's ethtool group now: the kernel's ethtool netlink on the live host, the recorded
-/// `daqtune/ethtool/IF/GROUP.json` under a root (as `check` reads it).
-fn ethtool_now(
-    host: &Host,
-    ifname: &str,
-    group: daqtune_probe::net::ethtool::Group,
-) -> Result<daqtune_probe::net::ethtool::GroupState, String> {
-    use daqtune_probe::net::ethtool::{
-        describe_error, recorded_path, Client, GroupState, Recorded,
-    };
-    if host.is_live() {
-        let mut c = Client::open().map_err(|e| describe_error(&e))?;
-        return c.get(group, ifname).map_err(|e| describe_error(&e));
-    }
-    let path = recorded_path(ifname, group);
-    let text = host
-        .read_string(&path)
-        .map_err(|e| format!("{path}: {e}"))?;
-    match GroupState::from_json(group, &text) {
-        Ok(Recorded::Value(v)) => Ok(v),
-        Ok(Recorded::Error { error }) => Err(error),
-        Err(e) => Err(format!(
-            "{path}: not a recorded {} group ({e})",
-            group.name()
-        )),
-    }
 }

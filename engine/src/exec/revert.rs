@@ -683,7 +683,7 @@ fn undo(
             group,
             original,
             ..
-        } => crate::tunables::nic_ethtool::restore_group(ifname, *group, original),
+        } => undo_ethtool(w, ifname, *group, original),
         Entry::ConfigWord {
             bdf,
             path,
@@ -837,6 +837,20 @@ fn restore_live_attr(
         ));
     }
     Ok(())
+}
+
+fn undo_ethtool(
+    w: &mut dyn Writer,
+    ifname: &str,
+    group: daqtune_probe::net::ethtool::Group,
+    original: &daqtune_probe::net::ethtool::Settings,
+) -> Result<(), String> {
+    // Keys the driver did not report before the change were not journaled: nothing to put back.
+    if original.is_empty() {
+        return Ok(());
+    }
+    crate::hostio::setters::set_ethtool_worded(w, ifname, group, original)?;
+    crate::hostio::setters::ethtool_reads_back(w, ifname, group, original)
 }
 
 fn undo_mtu(w: &mut dyn Writer, ifname: &str, original: u32) -> Result<(), String> {

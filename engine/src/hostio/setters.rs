@@ -7,6 +7,9 @@
 //! a disk that fills up half-way through a write) and check that nothing is left half-written.
 //! Paths given to a `Writer` are real paths (already mapped into `--root DIR` by the caller).
 
+use daqtune_probe::net::ethtool::{
+    describe_error, shown_settings, shown_value, Client, Group, GroupState, Settings,
+};
 use std::fs::{self, OpenOptions};
 use std::io::{self, Write};
 use std::os::unix::fs::PermissionsExt;
@@ -57,6 +60,16 @@ pub trait Writer {
     /// [`Writer::set_mtu`], here so that a test double of the kernel answers for both.
     fn mtu(&self, ifname: &str) -> io::Result<u32> {
         get_mtu_live(ifname)
+    }
+    /// An interface's ethtool group (rings, coalescing, ...) as the running kernel reports it
+    /// (ethtool netlink): the read-back of [`Writer::set_ethtool`], here so that a test double
+    /// of the kernel answers for both.
+    fn ethtool(&self, ifname: &str, group: Group) -> io::Result<GroupState> {
+        Client::open()?.get(group, ifname)
+    }
+    /// Set keys of an interface's ethtool group on the running kernel (ethtool netlink).
+    fn set_ethtool(&mut self, ifname: &str, group: Group, to: &Settings) -> io::Result<()> {
+        Client::open()?.set(group, ifname, to)
     }
     /// Load a module, or unload it with `remove` (modprobe).
     fn modprobe(&mut self, name: &str, remove: bool) -> io::Result<()> {
@@ -294,6 +307,59 @@ pub fn explain_write_error(e: &io::Error, what: &str, lockdown: Option<&str>) ->
         Some(libc::ENOSPC) => format!("{what}: no space left on device ({e})"),
         Some(libc::EIO) => format!("{what}: the kernel refused the value ({e})"),
         _ => format!("{what}: {e}"),
+    }
+}
+
+/// Set `to` on an interface's ethtool group (apply and revert of `Entry::Ethtool`), the
+/// kernel's refusal worded with what was asked.
+pub fn set_ethtool_worded(
+    w: &mut dyn Writer,
+    ifname: &str,
+    group: Group,
+    to: &Settings,
+) -> Result<(), String> {
+    w.set_ethtool(ifname, group, to).map_err(|e| {
+        format!(
+            "{ifname}: setting {} ({}): {}",
+            group.name(),
+            shown_settings(group, to),
+            describe_error(&e)
+        )
+    })
+}
+
+/// The read-back after [`set_ethtool_worded`]: each key that did not take, as set and as read.
+pub fn ethtool_reads_back(
+    w: &dyn Writer,
+    ifname: &str,
+    group: Group,
+    to: &Settings,
+) -> Result<(), String> {
+    let after = w
+        .ethtool(ifname, group)
+        .map_err(|e| format!("{ifname}: read back: {}", describe_error(&e)))?;
+    let wrong: Vec<String> = to
+        .iter()
+        .filter(|(k, v)| after.get(k) != Some(**v))
+        .map(|(k, v)| {
+            format!(
+                "{k}: set {}, reads back {}",
+                shown_value(group, k, *v),
+                after
+                    .get(k)
+                    .map(|x| shown_value(group, k, x))
+                    .unwrap_or_else(|| "nothing".into())
+            )
+        })
+        .collect();
+    if wrong.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{ifname}: {} did not take: {}",
+            group.name(),
+            wrong.join("; ")
+        ))
     }
 }
 

@@ -11,12 +11,12 @@
 use crate::context::nics::data_interfaces;
 use crate::context::Context;
 use crate::hostio::journal::{Entry, Journal};
-use crate::hostio::setters::{Target, Writer};
+use crate::hostio::setters::{ethtool_reads_back, set_ethtool_worded, Target, Writer};
 use crate::plan::{Action, Change, NoteLevel, Plan, PlanCx, PlanError};
 use crate::profile::LoadedProfile;
 use crate::verdict::Verdict;
 use daqtune_probe::net::ethtool::{
-    recorded_path, shown_change, shown_settings, shown_value, Client, Group, GroupState, Settings,
+    recorded_path, shown_change, shown_settings, Group, GroupState, Settings,
 };
 
 /// One of the five tunables, as this module drives it.
@@ -271,9 +271,8 @@ pub(crate) fn set_group(
 ) -> Result<String, crate::tunable::SetError> {
     use daqtune_probe::net::ethtool::describe_error;
     let jerr = crate::tunable::SetError::Journal;
-    let mut c = Client::open().map_err(|e| format!("ethtool netlink: {}", describe_error(&e)))?;
-    let before = c
-        .get(group, ifname)
+    let before = w
+        .ethtool(ifname, group)
         .map_err(|e| format!("{ifname}: {}: {}", group.name(), describe_error(&e)))?;
     let original: Settings = to
         .keys()
@@ -290,60 +289,12 @@ pub(crate) fn set_group(
             },
         )
         .map_err(jerr)?;
-    c.set(group, ifname, to).map_err(|e| {
-        format!(
-            "{ifname}: setting {} ({}): {}",
-            group.name(),
-            shown_settings(group, to),
-            describe_error(&e)
-        )
-    })?;
+    set_ethtool_worded(w, ifname, group, to)?;
     j.mark_done(w, idx).map_err(jerr)?;
-    read_back(&mut c, ifname, group, to)?;
+    ethtool_reads_back(w, ifname, group, to)?;
     Ok(format!(
         "{} of {ifname}: {}",
         group.name(),
         shown_settings(group, to)
     ))
-}
-
-fn read_back(c: &mut Client, ifname: &str, group: Group, to: &Settings) -> Result<(), String> {
-    let after = c
-        .get(group, ifname)
-        .map_err(|e| format!("{ifname}: read back: {e}"))?;
-    let wrong: Vec<String> = to
-        .iter()
-        .filter(|(k, v)| after.get(k) != Some(**v))
-        .map(|(k, v)| {
-            format!(
-                "{k}: set {}, reads back {}",
-                shown_value(group, k, *v),
-                after
-                    .get(k)
-                    .map(|x| shown_value(group, k, x))
-                    .unwrap_or_else(|| "nothing".into())
-            )
-        })
-        .collect();
-    if wrong.is_empty() {
-        Ok(())
-    } else {
-        Err(format!(
-            "{ifname}: {} did not take: {}",
-            group.name(),
-            wrong.join("; ")
-        ))
-    }
-}
-
-/// Revert of an `Entry::Ethtool`: the original values set back and read back.
-pub(crate) fn restore_group(ifname: &str, group: Group, original: &Settings) -> Result<(), String> {
-    use daqtune_probe::net::ethtool::describe_error;
-    if original.is_empty() {
-        return Ok(());
-    }
-    let mut c = Client::open().map_err(|e| format!("ethtool netlink: {}", describe_error(&e)))?;
-    c.set(group, ifname, original)
-        .map_err(|e| format!("{ifname}: {}: {}", group.name(), describe_error(&e)))?;
-    read_back(&mut c, ifname, group, original)
 }

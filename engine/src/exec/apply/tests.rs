@@ -11,6 +11,7 @@ use crate::hostio::setters::FsWriter;
 use crate::plan::Plan;
 use daqtune_probe::gpu::control::{ClockDomain, ControlError, LockShows, MockNvml, NvmlControl};
 use daqtune_probe::gpu::{DomainClocks, GpuFacts};
+use daqtune_probe::net::ethtool::{Group, GroupState, Pause, Settings};
 use std::collections::BTreeMap;
 use std::io;
 use std::path::PathBuf;
@@ -37,6 +38,10 @@ pub(crate) struct Kernel {
     /// larger `nr_hugepages` write stores this many.
     pub pool_limit: Option<u64>,
     pub calls: Vec<String>,
+    /// The interfaces' ethtool groups; keys in `ethtool_fixed` keep their value on a set (a
+    /// driver that ignores it, as QEMU's e1000e does with pause).
+    pub ethtool: BTreeMap<(String, Group), GroupState>,
+    pub ethtool_fixed: Vec<String>,
 }
 
 impl Kernel {
@@ -52,6 +57,8 @@ impl Kernel {
             mount_takes: true,
             pool_limit: None,
             calls: Vec::new(),
+            ethtool: BTreeMap::new(),
+            ethtool_fixed: Vec::new(),
         }
     }
     fn dropped(&mut self, what: &str, p: &Path) -> bool {
@@ -117,6 +124,27 @@ impl Writer for Kernel {
         if self.mtu_sticks {
             *cur = mtu;
         }
+        Ok(())
+    }
+    fn ethtool(&self, ifname: &str, group: Group) -> io::Result<GroupState> {
+        self.ethtool
+            .get(&(ifname.to_string(), group))
+            .cloned()
+            .ok_or_else(|| io::Error::from_raw_os_error(libc::ENODEV))
+    }
+    fn set_ethtool(&mut self, ifname: &str, group: Group, to: &Settings) -> io::Result<()> {
+        self.calls
+            .push(format!("set_ethtool {ifname} {}", group.name()));
+        let cur = self
+            .ethtool
+            .get_mut(&(ifname.to_string(), group))
+            .ok_or_else(|| io::Error::from_raw_os_error(libc::ENODEV))?;
+        let taken: Settings = to
+            .iter()
+            .filter(|(k, _)| !self.ethtool_fixed.contains(k))
+            .map(|(k, v)| (k.clone(), *v))
+            .collect();
+        *cur = cur.with(&taken).map_err(io::Error::other)?;
         Ok(())
     }
     fn mtu(&self, ifname: &str) -> io::Result<u32> {
@@ -347,6 +375,62 @@ fn an_mtu_the_driver_keeps_is_a_failure() {
     let rr = crate::exec::revert::revert_all(&host, &base, &mut k);
     assert_eq!(rr.failed(), 0, "{:?}", rr.steps);
     assert_eq!(k.mtus["dqt-rb0"], 1500);
+}
+
+#[test]
+fn an_ethtool_setting_the_driver_keeps_is_a_failure_and_revert_restores_it() {
+    let d = tempfile::tempdir().expect("tmp");
+    let host = Host::at(d.path()).expect("host");
+    let mut k = Kernel::new(d.path());
+    let pause_on = GroupState::Pause(Pause {
+        autoneg: Some(false),
+        rx: Some(true),
+        tx: Some(true),
+    });
+    k.ethtool.insert(("dqt-et0".into(), Group::Pause), pause_on);
+    let off: Settings = [("rx".to_string(), 0), ("tx".to_string(), 0)].into();
+    let set = || Action::Ethtool {
+        ifname: "dqt-et0".into(),
+        group: Group::Pause,
+        from: [("rx".to_string(), 1), ("tx".to_string(), 1)].into(),
+        to: off.clone(),
+    };
+    // A driver that keeps pause on (QEMU's e1000e): the read-back names both keys.
+    k.ethtool_fixed = vec!["rx".into(), "tx".into()];
+    let (rep, j) = run(
+        &host,
+        Target::Live,
+        vec![change("nic.pause", set())],
+        &mut k,
+        None,
+    );
+    let e = err(&rep);
+    assert!(
+        e.contains("pause did not take: rx: set off, reads back on"),
+        "{e}"
+    );
+    assert!(
+        matches!(&j.doc.records[0].entry, Entry::Ethtool { original, .. } if original["rx"] == 1)
+    );
+    // One that takes it: done, and revert sets the original back and reads it back.
+    k.ethtool_fixed.clear();
+    let (rep, _) = run(
+        &host,
+        Target::Live,
+        vec![change("nic.pause", set())],
+        &mut k,
+        None,
+    );
+    assert!(only(&rep).result.is_ok(), "{:?}", rep.outcomes);
+    assert_eq!(
+        k.ethtool[&("dqt-et0".into(), Group::Pause)].get("rx"),
+        Some(0)
+    );
+    let base = d.path().join(JOURNAL);
+    let rr = crate::exec::revert::revert_all(&host, &base, &mut k);
+    assert_eq!(rr.failed(), 0, "{:?}", rr.steps);
+    let now = &k.ethtool[&("dqt-et0".into(), Group::Pause)];
+    assert_eq!((now.get("rx"), now.get("tx")), (Some(1), Some(1)));
 }
 
 #[test]
