@@ -3,16 +3,14 @@
 //! the tunable's own sysctl.d / tmpfiles.d file; revert gives back every byte. Each test works
 //! on its own copy of a fixture.
 
-#[path = "../src/apply/testroot.rs"]
-mod testroot;
+mod common;
+use common::{drive, testroot};
 
-use daqtune_engine::apply::{
-    plan_on, run_apply_with, run_revert_with, ApplyOptions, RevertOptions, Selection,
-};
+use daqtune_engine::apply::{plan_on, Selection};
 use daqtune_engine::commands::load_profile;
 use daqtune_engine::context::Context;
 use daqtune_engine::facts::Facts;
-use daqtune_engine::hostio::setters::{selected_choice, FsWriter};
+use daqtune_engine::hostio::setters::selected_choice;
 use daqtune_engine::tunables::{run_checks, RunOptions};
 use daqtune_engine::verdict::{Status, Verdict};
 use daqtune_engine::GlobalOptions;
@@ -48,11 +46,7 @@ fn write(root: &Path, rel: &str, text: &str) {
 }
 
 fn g(root: &Path, profile: &str) -> GlobalOptions {
-    GlobalOptions {
-        root: Some(root.to_path_buf()),
-        profile: Some(profile.into()),
-        ..Default::default()
-    }
+    drive::globals(root, profile)
 }
 
 fn verdicts(root: &Path, profile: &str, id: &str) -> Vec<Verdict> {
@@ -80,43 +74,14 @@ fn verdict(root: &Path, profile: &str, id: &str, subject: &str) -> Verdict {
 }
 
 fn apply(root: &Path, profile: &str, only: &[&str]) -> String {
-    let a = ApplyOptions {
-        sel: Selection {
-            only: only.iter().map(|s| s.to_string()).collect(),
-            ..Default::default()
-        },
-        yes: true,
-        ..Default::default()
-    };
-    let (mut o, mut e) = (Vec::new(), Vec::new());
-    let code = run_apply_with(&g(root, profile), &a, &mut FsWriter::new(), &mut o, &mut e);
-    let out = format!(
-        "{}{}",
-        String::from_utf8_lossy(&o),
-        String::from_utf8_lossy(&e)
-    );
-    assert!(matches!(code, Ok(0)), "apply: {code:?}\n{out}");
+    let (code, out) = drive::apply(root, profile, &drive::only(only));
+    assert_eq!(code, 0, "apply: {out}");
     out
 }
 
-fn revert(root: &Path, profile: &str) -> String {
-    let (mut o, mut e) = (Vec::new(), Vec::new());
-    let code = run_revert_with(
-        &g(root, profile),
-        &RevertOptions {
-            yes: true,
-            state_dir: None,
-        },
-        &mut FsWriter::new(),
-        &mut o,
-        &mut e,
-    )
-    .expect("revert runs");
-    let out = format!(
-        "{}{}",
-        String::from_utf8_lossy(&o),
-        String::from_utf8_lossy(&e)
-    );
+/// `revert --yes` (the profile does not matter to revert; kept for the call sites' symmetry).
+fn revert(root: &Path, _profile: &str) -> String {
+    let (code, out) = drive::revert(root);
     assert_eq!(code, 0, "revert: {out}");
     out
 }

@@ -2,8 +2,9 @@
 //! setting's changes, byte for byte, refusing (with the run that depends on it) where a later
 //! run changed the same thing; the full revert is unchanged.
 
-#[path = "../src/apply/testroot.rs"]
-mod testroot;
+mod common;
+use common::drive::{globals, prepared};
+use common::testroot;
 
 use daqtune_engine::apply::{
     run_apply_with, run_revert_part_with, ApplyOptions, RevertOptions, RevertPart, Selection,
@@ -19,22 +20,12 @@ const JOURNAL: &str = "var/lib/daqtune/journal";
 const CPU0: &str = "sys/devices/system/cpu/cpu0/cpufreq/scaling_governor";
 
 fn g(root: &Path) -> GlobalOptions {
-    GlobalOptions {
-        root: Some(root.to_path_buf()),
-        profile: Some("igx-orin".into()),
-        ..Default::default()
-    }
+    globals(root, "igx-orin")
 }
 
 /// The IGX fixture with an installed binary, in a temp dir of the test's own.
 fn igx() -> tempfile::TempDir {
-    let d = tempfile::tempdir().expect("tmp");
-    copy_tree(
-        &Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/igx-untuned"),
-        d.path(),
-    );
-    install_daqtune(d.path());
-    d
+    prepared("igx-untuned", |_| {})
 }
 
 fn apply_only(root: &Path, only: &[&str]) -> String {

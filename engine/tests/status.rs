@@ -2,8 +2,8 @@
 //! options), what waits for a reboot, and drift: a value or file daqtune wrote that changed
 //! since.
 
-#[path = "../src/apply/testroot.rs"]
-mod testroot;
+mod common;
+use common::drive::{globals, prepared};
 
 use daqtune_engine::apply::{run_apply_with, ApplyOptions, Selection};
 use daqtune_engine::hostio::journal::list_runs;
@@ -11,27 +11,17 @@ use daqtune_engine::hostio::setters::FsWriter;
 use daqtune_engine::status::{gather, text, SettingState, StatusOptions};
 use daqtune_engine::GlobalOptions;
 use std::path::Path;
-use testroot::*;
 
 const JOURNAL: &str = "var/lib/daqtune/journal";
 const CPU0: &str = "sys/devices/system/cpu/cpu0/cpufreq/scaling_governor";
 
 fn g(root: &Path) -> GlobalOptions {
-    GlobalOptions {
-        root: Some(root.to_path_buf()),
-        profile: Some("igx-orin".into()),
-        ..Default::default()
-    }
+    globals(root, "igx-orin")
 }
 
+/// The IGX fixture with an installed binary, in a temp dir of the test's own.
 fn igx() -> tempfile::TempDir {
-    let d = tempfile::tempdir().expect("tmp");
-    copy_tree(
-        &Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/igx-untuned"),
-        d.path(),
-    );
-    install_daqtune(d.path());
-    d
+    prepared("igx-untuned", |_| {})
 }
 
 fn apply_only(root: &Path, only: &[&str]) {
