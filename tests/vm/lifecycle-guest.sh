@@ -491,6 +491,55 @@ extlinux_applied() {
     expect_kernel_args_in "extlinux.conf DEFAULT APPEND" "$st/extlinux-2.words"
 }
 
+# --- nic.rings (issue 26 item 1): a NIC setting kept through a reboot, undone by revert ---
+# generic-dgpu wants the RX/TX rings at the device maximum (the e1000e: 256 -> 4096). apply sets
+# them now over ethtool netlink and adds RxBufferSize=max/TxBufferSize=max to the port's .link,
+# which udev applies when the port appears at the next boot. Read here through the older
+# SIOCETHTOOL ioctl (ETHTOOL_GRINGPARAM), not through daqtune's netlink client, so the test
+# does not trust the code it tests; "RX TX RX_MAX TX_MAX".
+rings_now() {
+    python3 - "$DATA_PORT" <<'PY' 2>/dev/null
+import array, fcntl, socket, struct, sys
+buf = array.array("I", [0x10] + [0] * 8)  # struct ethtool_ringparam, cmd ETHTOOL_GRINGPARAM
+addr, _ = buf.buffer_info()
+ifr = struct.pack("16sP", sys.argv[1].encode(), addr)
+fcntl.ioctl(socket.socket(socket.AF_INET, socket.SOCK_DGRAM), 0x8946, ifr)  # SIOCETHTOOL
+_, rx_max, _, _, tx_max, rx, _, _, tx = buf
+print(rx, tx, rx_max, tx_max)
+PY
+}
+rings_baseline() { # before step 2
+    rings_now >"$st/rings-1"
+    info "nic.rings: $DATA_PORT rings before apply (rx tx rx_max tx_max): $(cat "$st/rings-1")"
+    local rx tx rxm txm
+    read -r rx tx rxm txm <"$st/rings-1" || true
+    if [ -z "$rx" ]; then
+        fail "nic.rings: rings of $DATA_PORT readable before apply" "SIOCETHTOOL ETHTOOL_GRINGPARAM gave nothing"
+    elif [ "$rx" = "$rxm" ] && [ "$tx" = "$txm" ]; then
+        fail "nic.rings: rings not already at the maximum before apply" "$rx/$tx of $rxm/$txm: the block proves nothing"
+    else
+        pass "nic.rings: rings below the maximum before apply" "$rx/$tx of $rxm/$txm"
+    fi
+}
+rings_at_max() { # WHAT
+    local rx tx rxm txm
+    read -r rx tx rxm txm <<EOF_R || true
+$(rings_now)
+EOF_R
+    if [ -n "$rx" ] && [ "$rx" = "$rxm" ] && [ "$tx" = "$txm" ]; then pass "$1" "$rx/$tx"; else fail "$1" "got rx/tx '$rx/$tx', maximum '$rxm/$txm'"; fi
+}
+rings_applied() { # after step 2
+    rings_at_max "nic.rings: RX/TX rings at the maximum right after apply"
+    expect "nic.rings: the port's .link carries RxBufferSize=max and TxBufferSize=max" sh -c "grep -l '^RxBufferSize=max' /etc/systemd/network/*daqtune*.link | xargs -r grep -l '^TxBufferSize=max' | grep -q ."
+}
+rings_after_reboot() { # after step 4's check
+    rings_at_max "nic.rings: RX/TX rings at the maximum after the reboot (.link through udev)"
+    expect_status "$st/report-4.json" nic.rings pass
+}
+rings_reverted() { # after step 6b's reboot
+    expect_eq "nic.rings: rings as before apply after revert and reboot" "$(rings_now)" "$(cat "$st/rings-1")"
+}
+
 # --- kernel.thp (issue 26 item 3): a latency setting kept through a reboot, undone by revert ---
 # The profile (generic-dgpu's kernel: block) wants THP `never`; apply writes it now and
 # /etc/tmpfiles.d/daqtune-thp.conf, which systemd-tmpfiles applies at the next boot.
@@ -810,14 +859,17 @@ case "$phase" in
     grub-1)
         install_and_baseline grub
         thp_baseline
+        rings_baseline
         do_apply
         thp_applied
+        rings_applied
         if grep -q isolcpus /boot/grub/grub.cfg; then pass "apply ran update-grub: grub.cfg carries the arguments"; else fail "apply ran update-grub: grub.cfg carries the arguments" "no isolcpus in /boot/grub/grub.cfg"; fi
         echo reboot >"$io/next"
         ;;
     grub-2)
         verify_after_reboot grub
         thp_after_reboot
+        rings_after_reboot
         foreign_override
         do_revert grub
         echo reboot >"$io/next"
@@ -825,6 +877,7 @@ case "$phase" in
     grub-3)
         verify_reverted
         thp_reverted
+        rings_reverted
         mrrs_on_emulated_nic
         echo poweroff >"$io/next"
         ;;
