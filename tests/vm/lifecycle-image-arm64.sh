@@ -82,7 +82,12 @@ disk=$(lsblk -ndo PKNAME "$(findmnt -no SOURCE /)" 2>/dev/null || true)
 esp=/dev/${disk}1
 mkfs.vfat -F 32 -n ESP "$esp"
 modprobe vfat || true
-printf 'UUID=%s\t/boot/efi\tvfat\tumask=0077\t0\t1\n' "$(blkid -s UUID -o value "$esp")" >>/etc/fstab
+# Once, even when a provisioning boot is run again on the same disk (an interrupted build).
+sed -i '\|[[:space:]]/boot/efi[[:space:]]|d' /etc/fstab
+# The ESP as Debian's installer mounts it, with a longer wait for its device than systemd's
+# 90 s: under TCG on a loaded 2-core machine udev's coldplug can take longer than that, and
+# the boot would stop in emergency mode for a disk that is there.
+printf 'UUID=%s\t/boot/efi\tvfat\tumask=0077,x-systemd.device-timeout=600\t0\t1\n' "$(blkid -s UUID -o value "$esp")" >>/etc/fstab
 mount /boot/efi
 # An initramfs for this machine only (MODULES=dep, as on a tuned server): GRUB reads it and
 # the kernel unpacks it on every boot under TCG.
