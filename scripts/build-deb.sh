@@ -34,7 +34,7 @@ while (($#)); do
     --with) with=$2; shift 2 ;;
     --with=*) with=${1#--with=}; shift ;;
     --no-build) build=0; shift ;;
-    --out) out=$2; shift 2 ;;
+    --out) out=$(realpath -m -- "$2"); shift 2 ;;
     --arch) arch_opt=$2; shift 2 ;;
     --arch=*) arch_opt=${1#--arch=}; shift ;;
     -h|--help) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
