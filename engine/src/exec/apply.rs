@@ -83,7 +83,9 @@ pub enum StepError {
     },
     #[error("{bdf}: {register} reads 0xffff (device gone or in reset); not writing")]
     DeviceGone { bdf: String, register: String },
-    #[error("{bdf}: {register} changed since planning (0x{from:04x} -> 0x{cur:04x}); run apply again")]
+    #[error(
+        "{bdf}: {register} changed since planning (0x{from:04x} -> 0x{cur:04x}); run apply again"
+    )]
     Moved {
         bdf: String,
         register: String,
@@ -919,7 +921,11 @@ pub fn post_commands<'a>(
     commands_for(grub, units, udev)
 }
 
-pub fn commands_for(grub: bool, units: bool, udev: bool) -> Vec<(String, Result<(), CommandError>)> {
+pub fn commands_for(
+    grub: bool,
+    units: bool,
+    udev: bool,
+) -> Vec<(String, Result<(), CommandError>)> {
     let mut out = Vec::new();
     if grub {
         out.push(run_grub_updater());

@@ -85,17 +85,11 @@ pub enum UndoError {
     #[error("{0}: modprobe -r succeeded, but the kernel still lists the module")]
     ModuleLoaded(String),
     #[error("umount {mp}: {source}")]
-    Umount {
-        mp: String,
-        source: std::io::Error,
-    },
+    Umount { mp: String, source: std::io::Error },
     #[error("umount {mp} succeeded, but /proc/self/mounts still lists {fstype} there")]
     StillMounted { mp: String, fstype: String },
     #[error("rmdir {mp}: {source}")]
-    Rmdir {
-        mp: String,
-        source: std::io::Error,
-    },
+    Rmdir { mp: String, source: std::io::Error },
 }
 
 /// Whether `name` is a temporary name of daqtune's atomic writer
@@ -788,9 +782,11 @@ fn undo(
             if *previously_locked {
                 return Ok(());
             }
-            Ok(gpu
-                .ok_or(UndoError::NoGpu("a clock lock"))?
-                .unlock(uuid, *domain, *floor_before_mhz)?)
+            Ok(gpu.ok_or(UndoError::NoGpu("a clock lock"))?.unlock(
+                uuid,
+                *domain,
+                *floor_before_mhz,
+            )?)
         }
         Entry::GpuPersistence { uuid, original } => match original {
             Some(false) => gpu
