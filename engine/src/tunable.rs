@@ -130,6 +130,9 @@ pub enum SetError {
     /// The GPU control (NVML) refused or did not take the change.
     #[error("{0}")]
     Gpu(#[from] crate::hostio::gpu::GpuError),
+    /// An ethtool group was refused or did not read back as set.
+    #[error(transparent)]
+    Ethtool(#[from] crate::hostio::setters::EthtoolError),
     /// The host refused or did not take the change (the message names what and why).
     #[error("{0}")]
     Host(String),

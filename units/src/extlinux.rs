@@ -16,6 +16,31 @@ pub enum ExtlinuxError {
     MissingDefault(String),
 }
 
+/// Why the entry a boot starts cannot be told from extlinux.conf.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DefaultEntryError {
+    /// No `DEFAULT`/`ONTIMEOUT`/`MENU DEFAULT`: U-Boot tries the labels in turn, from the first.
+    #[error("no DEFAULT or ONTIMEOUT line: which entry boots depends on the boot loader (U-Boot tries the labels in turn, starting with `{0}`)")]
+    NoDefault(String),
+    #[error("no LABEL entry")]
+    NoLabel,
+    /// The default names no label of this file, and an `INCLUDE` may define it.
+    #[error("{via} (line {line}) names `{label}`, which is not in this file; the INCLUDE at line {include} may define it")]
+    MaybeIncluded {
+        via: String,
+        line: usize,
+        label: String,
+        include: usize,
+    },
+    /// The default names a label nothing defines: the boot falls back to another entry.
+    #[error("{via} (line {line}) names `{label}`, which no LABEL defines")]
+    Undefined {
+        via: String,
+        line: usize,
+        label: String,
+    },
+}
+
 fn keyword(line: &str) -> Option<(String, &str)> {
     let t = line.trim_start();
     if t.starts_with('#') || t.is_empty() {
@@ -175,7 +200,7 @@ pub struct DefaultEntry {
 /// Which entry boots. `Err` when none can be told: no `DEFAULT`/`ONTIMEOUT`/`MENU DEFAULT`
 /// (U-Boot then tries the labels in turn), a default naming no `LABEL` of this file, or an
 /// `INCLUDE` that could define it.
-pub fn default_entry(conf: &str) -> Result<DefaultEntry, String> {
+pub fn default_entry(conf: &str) -> Result<DefaultEntry, DefaultEntryError> {
     let mut chosen: Option<(String, String, usize)> = None;
     let mut labels: Vec<(String, Option<Vec<String>>)> = Vec::new();
     let mut in_label = false;
@@ -215,8 +240,8 @@ pub fn default_entry(conf: &str) -> Result<DefaultEntry, String> {
     }
     let Some((label, via, line)) = chosen else {
         return Err(match labels.first() {
-            Some((l, _)) => format!("no DEFAULT or ONTIMEOUT line: which entry boots depends on the boot loader (U-Boot tries the labels in turn, starting with `{l}`)"),
-            None => "no LABEL entry".into(),
+            Some((l, _)) => DefaultEntryError::NoDefault(l.clone()),
+            None => DefaultEntryError::NoLabel,
         });
     };
     match labels.iter().rev().find(|(l, _)| *l == label) {
@@ -226,13 +251,13 @@ pub fn default_entry(conf: &str) -> Result<DefaultEntry, String> {
             line,
             append: append.clone(),
         }),
-        None if !includes.is_empty() => Err(format!(
-            "{via} (line {line}) names `{label}`, which is not in this file; the INCLUDE at line {} may define it",
-            includes[0]
-        )),
-        None => Err(format!(
-            "{via} (line {line}) names `{label}`, which no LABEL defines"
-        )),
+        None if !includes.is_empty() => Err(DefaultEntryError::MaybeIncluded {
+            via,
+            line,
+            label,
+            include: includes[0],
+        }),
+        None => Err(DefaultEntryError::Undefined { via, line, label }),
     }
 }
 
@@ -285,16 +310,22 @@ mod tests {
 
     #[test]
     fn defaults_that_cannot_be_told() {
-        assert!(default_entry("LABEL a\n")
-            .expect_err("none")
-            .contains("U-Boot tries"));
-        assert!(default_entry("DEFAULT z\nLABEL a\n")
-            .expect_err("z")
-            .contains("no LABEL defines"));
-        assert!(default_entry("DEFAULT z\nINCLUDE other.cfg\nLABEL a\n")
-            .expect_err("inc")
-            .contains("INCLUDE"));
-        assert!(default_entry("").is_err());
+        let e = default_entry("LABEL a\n").expect_err("none");
+        assert_eq!(e, DefaultEntryError::NoDefault("a".into()));
+        assert!(e.to_string().contains("U-Boot tries"), "{e}");
+        let e = default_entry("DEFAULT z\nLABEL a\n").expect_err("z");
+        assert!(matches!(&e, DefaultEntryError::Undefined { label, .. } if label == "z"));
+        assert_eq!(
+            e.to_string(),
+            "DEFAULT (line 1) names `z`, which no LABEL defines"
+        );
+        let e = default_entry("DEFAULT z\nINCLUDE other.cfg\nLABEL a\n").expect_err("inc");
+        assert!(matches!(
+            e,
+            DefaultEntryError::MaybeIncluded { include: 2, .. }
+        ));
+        assert!(e.to_string().contains("INCLUDE at line 2"), "{e}");
+        assert_eq!(default_entry(""), Err(DefaultEntryError::NoLabel));
     }
 
     const L4T: &str = "TIMEOUT 30\nDEFAULT primary\n\nMENU TITLE L4T boot options\n\nLABEL primary\n      MENU LABEL primary kernel\n      LINUX /boot/Image\n      INITRD /boot/initrd\n      APPEND ${cbootargs} root=PARTUUID=abc rw rootwait isolcpus=1 console=ttyTCU0,115200\n\n# LABEL backup\n#    MENU LABEL backup kernel\n";

@@ -376,7 +376,8 @@ fn extlinux_outlook(facts: &Facts, lp: &LoadedProfile, path: &str) -> Option<Boo
                 }
             }
         }
-        Err(e) if e.contains("no LABEL defines") => NextBoot::Drops {
+        // A default naming no label: U-Boot falls back to another entry, not daqtune's.
+        Err(e @ extlinux::DefaultEntryError::Undefined { .. }) => NextBoot::Drops {
             reasons: vec![format!("{path}: {e}")],
         },
         Err(e) => NextBoot::Unknown {

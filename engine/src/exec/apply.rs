@@ -33,10 +33,84 @@ impl ApplyReport {
     }
 }
 
-/// Why one step of a change was refused, or its read-back contradicts it. The text is what
-/// apply and revert print for the step.
+/// Why one step of a change was refused, failed, or its read-back contradicts it. The text is
+/// what apply and revert print for the step; it is made only when the report is (`execute`).
 #[derive(Debug, thiserror::Error)]
 pub enum StepError {
+    /// The journal could not record the step, so nothing was changed.
+    #[error("journal: {0} (nothing changed)")]
+    Journal(std::io::Error),
+    /// The host refused the write (`what`: the path or register, worded by
+    /// [`setters::explain_write_error`] with the lockdown mode).
+    #[error("{}", setters::explain_write_error(.source, .what, .lockdown.as_deref()))]
+    Write {
+        what: String,
+        lockdown: Option<String>,
+        source: std::io::Error,
+    },
+    /// Reading what is there before the change (`what`: the path, or the device of a register).
+    #[error("{what}: {source}")]
+    Read {
+        what: String,
+        source: std::io::Error,
+    },
+    #[error("{path}: cannot read the symlink: {source}")]
+    ReadLink {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("{path}: cannot read what the symlink names: {source}")]
+    ReadLinked {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("{path}: cannot read the original: {source}")]
+    ReadOriginal {
+        path: String,
+        source: std::io::Error,
+    },
+    /// The read-back after the write failed (`what`: the path, or the device of a register).
+    #[error("{what}: read back: {source}")]
+    ReadBack {
+        what: String,
+        source: std::io::Error,
+    },
+    #[error("{path}: wrote `{to}`, reads back `{back}`")]
+    AttrDiffers {
+        path: String,
+        to: String,
+        back: String,
+    },
+    #[error("{bdf}: {register} reads 0xffff (device gone or in reset); not writing")]
+    DeviceGone { bdf: String, register: String },
+    #[error(
+        "{bdf}: {register} changed since planning (0x{from:04x} -> 0x{cur:04x}); run apply again"
+    )]
+    Moved {
+        bdf: String,
+        register: String,
+        from: u16,
+        cur: u16,
+    },
+    /// A register write the device did not take; `field` words the bits the plan changes.
+    #[error("{bdf}: the write did not take: wrote {register} 0x{to:04x}{}, reads back 0x{back:04x}{}", field_word(.field, *.to), field_why(.field, *.back))]
+    NotTaken {
+        bdf: String,
+        register: String,
+        to: u16,
+        back: u16,
+        field: Option<crate::plan::RegField>,
+    },
+    /// A unit's link is not made when writing the unit failed.
+    #[error("not enabled: writing {0} failed (see above)")]
+    NotEnabled(String),
+    /// A tunable's own setter (MTU, ethtool, module, mount, GPU) did not change the host.
+    #[error(transparent)]
+    Set(#[from] crate::tunable::SetError),
+    #[error("internal: not an attribute write")]
+    NotAttr,
+    #[error("not run")]
+    NotRun,
     /// The host path cannot be resolved inside the root (a link escaping it, a loop, ...).
     #[error("{path}: {source}")]
     Path {
@@ -74,11 +148,35 @@ pub enum StepError {
     Foreign { path: String, what: String },
 }
 
-/// A step's outcome is printed text (`Outcome::result`).
-impl From<StepError> for String {
-    fn from(e: StepError) -> String {
-        e.to_string()
-    }
+/// ` (MRRS 512)` after a register value, when the plan names the field.
+fn field_word(field: &Option<crate::plan::RegField>, word: u16) -> String {
+    field
+        .as_ref()
+        .map(|f| format!(" ({} {})", f.name, f.decode(word)))
+        .unwrap_or_default()
+}
+
+/// The read-back value's field and why a device would ignore the write.
+fn field_why(field: &Option<crate::plan::RegField>, word: u16) -> String {
+    field
+        .as_ref()
+        .map(|f| format!(" ({} {}); {}", f.name, f.decode(word), f.ignored))
+        .unwrap_or_default()
+}
+
+/// Why a command run after the files changed (update-grub, daemon-reload, udev's reload)
+/// failed. The text is what apply and revert print beside the command.
+#[derive(Debug, thiserror::Error)]
+pub enum CommandError {
+    #[error("{0} is not installed here")]
+    NotInstalled(String),
+    #[error("{0}")]
+    Spawn(std::io::Error),
+    /// It ran and exited non-zero: what it said on stderr.
+    #[error("{stderr}")]
+    Failed { stderr: String },
+    #[error("no grub updater found (update-grub, grub2-mkconfig, grub-mkconfig): regenerate grub.cfg with your distribution's tool")]
+    NoGrubUpdater,
 }
 
 /// The real path of a host path for writing: inside the root, symlinks resolved there, the
@@ -135,7 +233,7 @@ pub fn execute(
         {
             j += 1;
         }
-        let results: Vec<Result<Done, String>> = if j - i > 1 {
+        let results: Vec<Result<Done, StepError>> = if j - i > 1 {
             let batch: Vec<&Change> = plan.changes[i..j].iter().collect();
             apply_attr_batch(host, plan.target, &batch, journal, w, lockdown)
                 .into_iter()
@@ -157,7 +255,7 @@ pub fn execute(
                 _ => None,
             };
             vec![match unwritten {
-                Some(t) => Err(format!("not enabled: writing {t} failed (see above)")),
+                Some(t) => Err(StepError::NotEnabled(t)),
                 None => apply_one(
                     host,
                     plan.target,
@@ -177,7 +275,8 @@ pub fn execute(
             rep.outcomes.push(Outcome {
                 check: c.check.clone(),
                 subject: c.subject.clone(),
-                result: result.map(|d| d.message),
+                // The report edge: the step's error becomes the words printed.
+                result: result.map(|d| d.message).map_err(|e| e.to_string()),
                 unconfirmed,
             });
         }
@@ -190,7 +289,10 @@ pub fn execute(
                 .zip(&rep.outcomes)
                 .filter(|(_, o)| o.result.is_ok())
                 .map(|(c, _)| c),
-        );
+        )
+        .into_iter()
+        .map(|(line, r)| (line, r.map_err(|e| e.to_string())))
+        .collect();
     }
     journal.current_check = None;
     journal.doc.pending_reboot = rep.pending_reboot.clone();
@@ -210,8 +312,16 @@ pub fn execute(
     rep
 }
 
-fn io_err<'a>(what: &'a str, lockdown: Option<&'a str>) -> impl Fn(std::io::Error) -> String + 'a {
-    move |e| setters::explain_write_error(&e, what, lockdown)
+/// A write the host refused, worded with what was written and the lockdown mode.
+fn io_err<'a>(
+    what: &'a str,
+    lockdown: Option<&'a str>,
+) -> impl Fn(std::io::Error) -> StepError + 'a {
+    move |source| StepError::Write {
+        what: what.to_string(),
+        lockdown: lockdown.map(str::to_string),
+        source,
+    }
 }
 
 fn apply_one(
@@ -222,7 +332,7 @@ fn apply_one(
     w: &mut dyn Writer,
     lockdown: Option<&str>,
     gpu: Option<&dyn crate::hostio::gpu::GpuSetters>,
-) -> Result<Done, String> {
+) -> Result<Done, StepError> {
     let cx = Step {
         host,
         j,
@@ -241,13 +351,13 @@ fn apply_one(
         Action::Mtu { ifname, to, .. } => {
             crate::tunables::mtu::set_mtu(cx.j, cx.w, lockdown, ifname, *to)
                 .map(Done::from)
-                .map_err(|e| e.to_string())
+                .map_err(StepError::from)
         }
         Action::Ethtool {
             ifname, group, to, ..
         } => crate::tunables::nic_ethtool::set_group(j, w, ifname, *group, to)
             .map(Done::from)
-            .map_err(|e| e.to_string()),
+            .map_err(StepError::from),
         Action::ConfigWord {
             bdf,
             register,
@@ -272,17 +382,17 @@ fn apply_one(
         ),
         Action::GpuLock { uuid, domain } => {
             crate::tunables::gpu_clocks::lock_clock(cx.j, cx.w, gpu, uuid, *domain)
-                .map_err(|e| e.to_string())
+                .map_err(StepError::from)
         }
         Action::GpuPersistence { uuid } => {
             crate::tunables::gpu_clocks::persistence_on(cx.j, cx.w, gpu, uuid)
                 .map(Done::from)
-                .map_err(|e| e.to_string())
+                .map_err(StepError::from)
         }
         Action::Module { name } => {
             crate::tunables::peermem::load_module(host, cx.j, cx.w, lockdown, name)
                 .map(Done::from)
-                .map_err(|e| e.to_string())
+                .map_err(StepError::from)
         }
         Action::Mount {
             fstype,
@@ -290,7 +400,7 @@ fn apply_one(
             options,
         } => crate::tunables::hugepages::mount_now(host, cx.j, cx.w, fstype, target, options)
             .map(Done::from)
-            .map_err(|e| e.to_string()),
+            .map_err(StepError::from),
     }
 }
 
@@ -304,14 +414,14 @@ struct Step<'s, 'h> {
 }
 
 /// A journal write that failed: the step stops before it changes anything.
-fn jerr(e: std::io::Error) -> String {
-    format!("journal: {e} (nothing changed)")
+fn jerr(e: std::io::Error) -> StepError {
+    StepError::Journal(e)
 }
 
 /// A file: the original journaled as it is on disk now (a symlink as the link itself, revert
 /// puts it back byte for byte), a file daqtune does not own refused, then the write and its
 /// read-back.
-fn write_file(cx: Step, path: &str, to: &[u8], mode: u32) -> Result<Done, String> {
+fn write_file(cx: Step, path: &str, to: &[u8], mode: u32) -> Result<Done, StepError> {
     let Step {
         host,
         j,
@@ -324,24 +434,31 @@ fn write_file(cx: Step, path: &str, to: &[u8], mode: u32) -> Result<Done, String
     let link = match std::fs::symlink_metadata(&real) {
         Ok(m) if m.file_type().is_symlink() => Some(
             std::fs::read_link(&real)
-                .map_err(|e| format!("{path}: cannot read the symlink: {e}"))?
+                .map_err(|source| StepError::ReadLink {
+                    path: path.to_string(),
+                    source,
+                })?
                 .display()
                 .to_string(),
         ),
         _ => None,
     };
     let current = match &link {
-        Some(_) => real_path(host, path, true)
-            .map_err(String::from)
-            .and_then(|r| match std::fs::read(r) {
-                Ok(b) => Ok(Some(b)),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-                Err(e) => Err(format!("{path}: cannot read what the symlink names: {e}")),
+        Some(_) => real_path(host, path, true).and_then(|r| match std::fs::read(r) {
+            Ok(b) => Ok(Some(b)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(source) => Err(StepError::ReadLinked {
+                path: path.to_string(),
+                source,
             }),
+        }),
         None => match std::fs::read(&real) {
             Ok(b) => Ok(Some(b)),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(format!("{path}: cannot read the original: {e}")),
+            Err(source) => Err(StepError::ReadOriginal {
+                path: path.to_string(),
+                source,
+            }),
         },
     }?;
     refuse_foreign(path, to, link.as_deref(), current.as_deref())?;
@@ -384,7 +501,7 @@ fn write_file(cx: Step, path: &str, to: &[u8], mode: u32) -> Result<Done, String
 }
 
 /// A symlink (a unit's enablement): the old link journaled, then the link and its read-back.
-fn write_symlink(cx: Step, path: &str, t: &str) -> Result<Done, String> {
+fn write_symlink(cx: Step, path: &str, t: &str) -> Result<Done, StepError> {
     let Step {
         host,
         j,
@@ -422,7 +539,7 @@ fn write_attr(
     path: &str,
     to: &str,
     shared_count: bool,
-) -> Result<Done, String> {
+) -> Result<Done, StepError> {
     let Step {
         host,
         j,
@@ -430,7 +547,10 @@ fn write_attr(
         lockdown,
     } = cx;
     let real = real_path(host, path, true)?;
-    let original = std::fs::read_to_string(&real).map_err(|e| format!("{path}: {e}"))?;
+    let original = std::fs::read_to_string(&real).map_err(|source| StepError::Read {
+        what: path.to_string(),
+        source,
+    })?;
     let idx = j
         .record(
             w,
@@ -445,7 +565,10 @@ fn write_attr(
         .map_err(jerr)?;
     w.write_attr(&real, to, target)
         .map_err(io_err(path, lockdown))?;
-    let back = std::fs::read_to_string(&real).map_err(|e| format!("{path}: read back: {e}"))?;
+    let back = std::fs::read_to_string(&real).map_err(|source| StepError::ReadBack {
+        what: path.to_string(),
+        source,
+    })?;
     // A shared pool the kernel filled only in part (2M/1G pages need free contiguous
     // memory): the journal keeps what it granted, so revert gives back this run's
     // pages and never pages that were there before.
@@ -456,10 +579,11 @@ fn write_attr(
     }
     j.mark_done(w, idx).map_err(jerr)?;
     if !attr_matches(path, back.trim(), to) {
-        return Err(format!(
-            "{path}: wrote `{to}`, reads back `{}`",
-            back.trim()
-        ));
+        return Err(StepError::AttrDiffers {
+            path: path.to_string(),
+            to: to.to_string(),
+            back: back.trim().to_string(),
+        });
     }
     Ok(format!("{path} = {to}").into())
 }
@@ -478,7 +602,7 @@ struct ConfigWrite<'a> {
 
 /// A config-space register: refused when it reads 0xffff or moved since planning, the
 /// original journaled, the write and its read-back of the bits the plan changes.
-fn write_config_word(cx: Step, c: ConfigWrite) -> Result<Done, String> {
+fn write_config_word(cx: Step, c: ConfigWrite) -> Result<Done, StepError> {
     let Step {
         host,
         j,
@@ -496,14 +620,23 @@ fn write_config_word(cx: Step, c: ConfigWrite) -> Result<Done, String> {
         field,
     } = c;
     let real = real_path(host, path, true)?;
-    let cur = read_word(&real, offset).map_err(|e| format!("{bdf}: {e}"))?;
+    let cur = read_word(&real, offset).map_err(|source| StepError::Read {
+        what: bdf.to_string(),
+        source,
+    })?;
     if cur == 0xffff {
-        return Err(format!(
-            "{bdf}: {register} reads 0xffff (device gone or in reset); not writing"
-        ));
+        return Err(StepError::DeviceGone {
+            bdf: bdf.to_string(),
+            register: register.to_string(),
+        });
     }
     if cur != from {
-        return Err(format!("{bdf}: {register} changed since planning (0x{from:04x} -> 0x{cur:04x}); run apply again"));
+        return Err(StepError::Moved {
+            bdf: bdf.to_string(),
+            register: register.to_string(),
+            from,
+            cur,
+        });
     }
     let idx = j
         .record(
@@ -525,20 +658,19 @@ fn write_config_word(cx: Step, c: ConfigWrite) -> Result<Done, String> {
     w.pwrite(&real, offset, &to.to_le_bytes())
         .map_err(io_err(&what, lockdown))?;
     j.mark_done(w, idx).map_err(jerr)?;
-    let back = read_word(&real, offset).map_err(|e| format!("{bdf}: read back: {e}"))?;
+    let back = read_word(&real, offset).map_err(|source| StepError::ReadBack {
+        what: bdf.to_string(),
+        source,
+    })?;
     if back & mask != to & mask {
         // The entry stays (done): revert writes the original bits back, which on a
         // device that ignored the write changes nothing.
-        return Err(match field {
-            Some(f) => format!(
-                "{bdf}: the write did not take: wrote {register} 0x{to:04x} ({} {}), reads back 0x{back:04x} ({} {}); {}",
-                f.name,
-                f.decode(to),
-                f.name,
-                f.decode(back),
-                f.ignored
-            ),
-            None => format!("{bdf}: the write did not take: wrote {register} 0x{to:04x}, reads back 0x{back:04x}"),
+        return Err(StepError::NotTaken {
+            bdf: bdf.to_string(),
+            register: register.to_string(),
+            to,
+            back,
+            field: field.cloned(),
         });
     }
     Ok(match field {
@@ -656,8 +788,9 @@ fn apply_attr_batch(
     j: &mut Journal,
     w: &mut dyn Writer,
     lockdown: Option<&str>,
-) -> Vec<Result<String, String>> {
-    let mut results: Vec<Option<Result<String, String>>> = vec![None; batch.len()];
+) -> Vec<Result<String, StepError>> {
+    let mut results: Vec<Option<Result<String, StepError>>> =
+        std::iter::repeat_with(|| None).take(batch.len()).collect();
     let mut todo = Vec::new();
     for (k, c) in batch.iter().enumerate() {
         let Action::Attr {
@@ -667,16 +800,17 @@ fn apply_attr_batch(
             ..
         } = &c.action
         else {
-            results[k] = Some(Err("internal: not an attribute write".into()));
+            results[k] = Some(Err(StepError::NotAttr));
             continue;
         };
-        let prepared = real_path(host, path, true)
-            .map_err(String::from)
-            .and_then(|real| {
-                std::fs::read_to_string(&real)
-                    .map(|orig| (real, orig))
-                    .map_err(|e| format!("{path}: {e}"))
-            });
+        let prepared = real_path(host, path, true).and_then(|real| {
+            std::fs::read_to_string(&real)
+                .map(|orig| (real, orig))
+                .map_err(|source| StepError::Read {
+                    what: path.to_string(),
+                    source,
+                })
+        });
         match prepared {
             Ok((real, original)) => {
                 let idx = j.push(Entry::Attr {
@@ -693,11 +827,13 @@ fn apply_attr_batch(
     }
     if let Err(e) = j.flush(w) {
         for (k, ..) in &todo {
-            results[*k] = Some(Err(format!("journal: {e} (nothing changed)")));
+            // One failed flush refuses every step of the batch.
+            let each = std::io::Error::new(e.kind(), e.to_string());
+            results[*k] = Some(Err(StepError::Journal(each)));
         }
         return results
             .into_iter()
-            .map(|r| r.unwrap_or_else(|| Err("not run".into())))
+            .map(|r| r.unwrap_or(Err(StepError::NotRun)))
             .collect();
     }
     for (k, idx, real, path, to) in todo {
@@ -706,16 +842,20 @@ fn apply_attr_batch(
             .map_err(io_err(path, lockdown))
             .and_then(|()| {
                 j.set_done(idx);
-                std::fs::read_to_string(&real).map_err(|e| format!("{path}: read back: {e}"))
+                std::fs::read_to_string(&real).map_err(|source| StepError::ReadBack {
+                    what: path.to_string(),
+                    source,
+                })
             })
             .and_then(|back| {
                 if attr_matches(path, back.trim(), to) {
                     Ok(format!("{path} = {to}"))
                 } else {
-                    Err(format!(
-                        "{path}: wrote `{to}`, reads back `{}`",
-                        back.trim()
-                    ))
+                    Err(StepError::AttrDiffers {
+                        path: path.to_string(),
+                        to: to.to_string(),
+                        back: back.trim().to_string(),
+                    })
                 }
             });
         results[k] = Some(r);
@@ -728,7 +868,7 @@ fn apply_attr_batch(
     }
     results
         .into_iter()
-        .map(|r| r.unwrap_or_else(|| Err("not run".into())))
+        .map(|r| r.unwrap_or(Err(StepError::NotRun)))
         .collect()
 }
 
@@ -764,7 +904,7 @@ pub fn read_word(path: &Path, offset: u64) -> std::io::Result<u16> {
 /// After files change on the live host: regenerate grub.cfg, reload systemd and udev.
 pub fn post_commands<'a>(
     changed: impl Iterator<Item = &'a Change>,
-) -> Vec<(String, Result<(), String>)> {
+) -> Vec<(String, Result<(), CommandError>)> {
     let mut grub = false;
     let mut units = false;
     let mut udev = false;
@@ -781,7 +921,11 @@ pub fn post_commands<'a>(
     commands_for(grub, units, udev)
 }
 
-pub fn commands_for(grub: bool, units: bool, udev: bool) -> Vec<(String, Result<(), String>)> {
+pub fn commands_for(
+    grub: bool,
+    units: bool,
+    udev: bool,
+) -> Vec<(String, Result<(), CommandError>)> {
     let mut out = Vec::new();
     if grub {
         out.push(run_grub_updater());
@@ -802,27 +946,29 @@ fn find_exe(name: &str) -> Option<String> {
         .find(|p| Path::new(p).exists())
 }
 
-fn run_cmd(argv: &[&str]) -> (String, Result<(), String>) {
+fn run_cmd(argv: &[&str]) -> (String, Result<(), CommandError>) {
     let line = argv.join(" ");
     let Some(exe) = find_exe(argv[0]) else {
-        return (line, Err(format!("{} is not installed here", argv[0])));
+        return (line, Err(CommandError::NotInstalled(argv[0].to_string())));
     };
     let r = std::process::Command::new(exe)
         .args(&argv[1..])
         .output()
-        .map_err(|e| e.to_string())
+        .map_err(CommandError::Spawn)
         .and_then(|o| {
             if o.status.success() {
                 Ok(())
             } else {
-                Err(String::from_utf8_lossy(&o.stderr).trim().to_string())
+                Err(CommandError::Failed {
+                    stderr: String::from_utf8_lossy(&o.stderr).trim().to_string(),
+                })
             }
         });
     (line, r)
 }
 
 /// update-grub (Debian/Ubuntu) or grub2-mkconfig (Fedora/RHEL/SUSE); never under --root.
-fn run_grub_updater() -> (String, Result<(), String>) {
+fn run_grub_updater() -> (String, Result<(), CommandError>) {
     if find_exe("update-grub").is_some() {
         return run_cmd(&["update-grub"]);
     }
@@ -837,10 +983,7 @@ fn run_grub_updater() -> (String, Result<(), String>) {
     if find_exe("grub-mkconfig").is_some() {
         return run_cmd(&["grub-mkconfig", "-o", "/boot/grub/grub.cfg"]);
     }
-    (
-        "update-grub".into(),
-        Err("no grub updater found (update-grub, grub2-mkconfig, grub-mkconfig): regenerate grub.cfg with your distribution's tool".into()),
-    )
+    ("update-grub".into(), Err(CommandError::NoGrubUpdater))
 }
 
 #[cfg(test)]

@@ -1,6 +1,6 @@
 //! `daqtune revert`: replay journals backwards, newest run first.
 
-use super::apply::{file_reads_back, link_reads_back, read_word, real_path};
+use super::apply::{file_reads_back, link_reads_back, read_word, real_path, StepError};
 use crate::hostio::journal::{list_runs, Entry, Journal, Record, RunState};
 use crate::hostio::setters::{self, Target, Writer};
 use daqtune_probe::Host;
@@ -25,6 +25,71 @@ impl RevertReport {
     pub fn failed(&self) -> usize {
         self.steps.iter().filter(|s| s.1.is_err()).count()
     }
+}
+
+/// Why one step of a revert failed, or its read-back shows the change is not undone. The text
+/// is what revert prints for the step; it is made only when the report is (`revert_run`).
+#[derive(Debug, thiserror::Error)]
+pub enum UndoError {
+    /// The journal names a path apply never writes: nothing is done for it.
+    #[error("the journal names a path apply never writes ({0}); nothing done")]
+    PathRefused(&'static str),
+    /// Resolving the path inside the root, or a file's or link's read-back (apply's words).
+    #[error(transparent)]
+    Step(#[from] StepError),
+    /// A write, removal or read of the step failed (`what`: the path, device or interface).
+    #[error("{what}: {source}")]
+    Io {
+        what: String,
+        source: std::io::Error,
+    },
+    #[error("{0}: removed, but it is still there")]
+    StillThere(String),
+    #[error("{path}: read back after removing it: {source}")]
+    GoneUnknown {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("{path}: wrote `{value}` back, reads `{back}`")]
+    AttrDiffers {
+        path: String,
+        value: String,
+        back: String,
+    },
+    #[error(transparent)]
+    Ethtool(#[from] setters::EthtoolError),
+    #[error("{ifname}: MTU reads {back} after restoring {original}")]
+    MtuDiffers {
+        ifname: String,
+        back: u32,
+        original: u32,
+    },
+    #[error("{0}: the register reads 0xffff (device gone); not writing")]
+    DeviceGone(String),
+    /// `bits`: the original value of the bits apply changed (`mask`).
+    #[error("{bdf}: wrote 0x{restored:04x} back (bits 0x{mask:04x} = 0x{bits:04x}), reads back 0x{back:04x}")]
+    RegisterDiffers {
+        bdf: String,
+        restored: u16,
+        mask: u16,
+        bits: u16,
+        back: u16,
+    },
+    /// `what`: the change that needs the GPU control (a clock lock, persistence mode).
+    #[error("no GPU control available to undo {0}")]
+    NoGpu(&'static str),
+    #[error(transparent)]
+    Gpu(#[from] crate::hostio::gpu::GpuError),
+    #[error("{0}")]
+    Modprobe(std::io::Error),
+    #[error("{0}: modprobe -r succeeded, but the kernel still lists the module")]
+    ModuleLoaded(String),
+    #[error("umount {mp}: {source}")]
+    Umount { mp: String, source: std::io::Error },
+    #[error("umount {mp} succeeded, but /proc/self/mounts still lists {fstype} there")]
+    StillMounted { mp: String, fstype: String },
+    #[error("rmdir {mp}: {source}")]
+    Rmdir { mp: String, source: std::io::Error },
 }
 
 /// Whether `name` is a temporary name of daqtune's atomic writer
@@ -99,7 +164,10 @@ fn sweep_temps(host: &Host, j: &Journal, w: &mut dyn Writer, rep: &mut RevertRep
 
 /// Run directories a kill left before their first `journal.json` landed (only the writer's
 /// temp file of it, and the empty `files/`): those temp files go, then the directories if empty.
-pub fn sweep_unstarted_runs(base: &Path, w: &mut dyn Writer) -> Vec<(String, Result<(), String>)> {
+pub fn sweep_unstarted_runs(
+    base: &Path,
+    w: &mut dyn Writer,
+) -> Vec<(String, Result<(), std::io::Error>)> {
     let mut steps = Vec::new();
     let Ok(rd) = std::fs::read_dir(base) else {
         return steps;
@@ -123,7 +191,7 @@ pub fn sweep_unstarted_runs(base: &Path, w: &mut dyn Writer) -> Vec<(String, Res
             continue;
         }
         for t in temps {
-            let r = w.remove(&t).map_err(|e| e.to_string());
+            let r = w.remove(&t);
             steps.push((
                 format!(
                     "remove {} (a run killed before its journal was written)",
@@ -141,7 +209,7 @@ pub fn sweep_unstarted_runs(base: &Path, w: &mut dyn Writer) -> Vec<(String, Res
 /// A journal entry's path is what apply writes: absolute, without `.`, `..` or empty
 /// components, without control characters. Anything else was not written by apply, and
 /// revert touches nothing for it.
-fn path_ok(path: &str) -> Result<(), String> {
+fn path_ok(path: &str) -> Result<(), UndoError> {
     let why = if !path.starts_with('/') {
         "not an absolute path"
     } else if path.len() > 4096 {
@@ -157,9 +225,7 @@ fn path_ok(path: &str) -> Result<(), String> {
     } else {
         return Ok(());
     };
-    Err(format!(
-        "the journal names a path apply never writes ({why}); nothing done"
-    ))
+    Err(UndoError::PathRefused(why))
 }
 
 /// A path as printed: control characters escaped, so a hostile journal cannot drive the
@@ -367,7 +433,11 @@ pub fn revert_all_with(
     gpu: Option<&dyn crate::hostio::gpu::GpuSetters>,
 ) -> RevertReport {
     let mut rep = RevertReport::default();
-    rep.steps.extend(sweep_unstarted_runs(base, w));
+    rep.steps.extend(
+        sweep_unstarted_runs(base, w)
+            .into_iter()
+            .map(|(what, r)| (what, r.map_err(|e| e.to_string()))),
+    );
     let mut touched = Touched::default();
     for dir in list_runs(base).into_iter().rev() {
         let j = match Journal::open(&dir) {
@@ -439,7 +509,10 @@ impl Touched {
 /// update-grub, daemon-reload and udev's reload after a live revert that needs them.
 fn finish_commands(host: &Host, t: Touched, rep: &mut RevertReport) {
     if host.is_live() {
-        rep.commands = super::apply::commands_for(t.grub, t.units, t.udev);
+        rep.commands = super::apply::commands_for(t.grub, t.units, t.udev)
+            .into_iter()
+            .map(|(line, r)| (line, r.map_err(|e| e.to_string())))
+            .collect();
     }
 }
 
@@ -472,9 +545,10 @@ fn revert_run(
         };
         touched.note(&rec.entry);
         let p = entry_path(&rec.entry);
+        // The report edge: the step's error becomes the words printed.
         let r = match p.map(path_ok) {
-            Some(Err(e)) => Err(e),
-            _ => undo(host, target, &j, &rec.entry, w, gpu).map_err(|m| once(p, m)),
+            Some(Err(e)) => Err(e.to_string()),
+            _ => undo(host, target, &j, &rec.entry, w, gpu).map_err(|e| once(p, e.to_string())),
         };
         rep.steps.push((describe(&rec.entry), r));
     }
@@ -596,11 +670,14 @@ fn escaped(e: &Entry) -> Entry {
 }
 
 /// The read-back of a removal: nothing is left at the path (not even a dangling link).
-fn gone(real: &Path, path: &str) -> Result<(), String> {
+fn gone(real: &Path, path: &str) -> Result<(), UndoError> {
     match std::fs::symlink_metadata(real) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Ok(_) => Err(format!("{path}: removed, but it is still there")),
-        Err(e) => Err(format!("{path}: read back after removing it: {e}")),
+        Ok(_) => Err(UndoError::StillThere(path.to_string())),
+        Err(source) => Err(UndoError::GoneUnknown {
+            path: path.to_string(),
+            source,
+        }),
     }
 }
 
@@ -612,8 +689,8 @@ fn remove_new(
     real: &Path,
     path: &str,
     created_dir: &Option<String>,
-) -> Result<(), String> {
-    w.remove(real).map_err(|err| format!("{path}: {err}"))?;
+) -> Result<(), UndoError> {
+    w.remove(real).map_err(ioe(path))?;
     gone(real, path)?;
     remove_created(host, created_dir, real);
     Ok(())
@@ -634,9 +711,12 @@ fn remove_created(host: &Host, created: &Option<String>, file: &Path) {
     }
 }
 
-/// `path: err` for an I/O failure of a step.
-fn ioe(what: &str) -> impl Fn(std::io::Error) -> String + '_ {
-    move |err: std::io::Error| format!("{what}: {err}")
+/// `what: err` for an I/O failure of a step.
+fn ioe(what: &str) -> impl Fn(std::io::Error) -> UndoError + '_ {
+    move |source| UndoError::Io {
+        what: what.to_string(),
+        source,
+    }
 }
 
 /// Undoes one journal entry and reads the result back: one named step per kind of change.
@@ -647,7 +727,7 @@ fn undo(
     e: &Entry,
     w: &mut dyn Writer,
     gpu: Option<&dyn crate::hostio::gpu::GpuSetters>,
-) -> Result<(), String> {
+) -> Result<(), UndoError> {
     match e {
         Entry::File {
             path,
@@ -702,16 +782,18 @@ fn undo(
             if *previously_locked {
                 return Ok(());
             }
-            gpu.ok_or("no GPU control available to undo a clock lock")?
-                .unlock(uuid, *domain, *floor_before_mhz)
-                .map_err(|e| e.to_string())
+            Ok(gpu.ok_or(UndoError::NoGpu("a clock lock"))?.unlock(
+                uuid,
+                *domain,
+                *floor_before_mhz,
+            )?)
         }
         Entry::GpuPersistence { uuid, original } => match original {
             Some(false) => gpu
-                .ok_or("no GPU control available to undo persistence mode")?
+                .ok_or(UndoError::NoGpu("persistence mode"))?
                 .set_persistence(uuid, false)
                 .map(|_| ())
-                .map_err(|e| e.to_string()),
+                .map_err(UndoError::from),
             _ => Ok(()),
         },
         Entry::Module { name } => undo_module(host, target, w, name),
@@ -733,7 +815,7 @@ fn undo_file(
     original: Option<&crate::hostio::journal::Saved>,
     created_dir: &Option<String>,
     link: &Option<String>,
-) -> Result<(), String> {
+) -> Result<(), UndoError> {
     let real = real_path(host, path, false)?;
     if let Some(t) = link {
         w.symlink(t, &real).map_err(ioe(path))?;
@@ -758,7 +840,7 @@ fn undo_symlink(
     path: &str,
     original: Option<&str>,
     created_dir: &Option<String>,
-) -> Result<(), String> {
+) -> Result<(), UndoError> {
     let real = real_path(host, path, false)?;
     match original {
         Some(t) => {
@@ -775,7 +857,7 @@ fn restore_root_attr(
     real: &Path,
     path: &str,
     original: &str,
-) -> Result<(), String> {
+) -> Result<(), UndoError> {
     let mode = std::fs::metadata(real)
         .map(|m| {
             use std::os::unix::fs::PermissionsExt;
@@ -796,7 +878,7 @@ fn restore_live_attr(
     original: &str,
     new: &str,
     shared_count: bool,
-) -> Result<(), String> {
+) -> Result<(), UndoError> {
     let owned;
     let mut value = original.trim();
     // A shared pool (hugepages): give back the units this run added, not more, in case
@@ -831,10 +913,11 @@ fn restore_live_attr(
         back.trim()
     };
     if back_word != value {
-        return Err(format!(
-            "{path}: wrote `{value}` back, reads `{}`",
-            back.trim()
-        ));
+        return Err(UndoError::AttrDiffers {
+            path: path.to_string(),
+            value: value.to_string(),
+            back: back.trim().to_string(),
+        });
     }
     Ok(())
 }
@@ -844,23 +927,25 @@ fn undo_ethtool(
     ifname: &str,
     group: daqtune_probe::net::ethtool::Group,
     original: &daqtune_probe::net::ethtool::Settings,
-) -> Result<(), String> {
+) -> Result<(), UndoError> {
     // Keys the driver did not report before the change were not journaled: nothing to put back.
     if original.is_empty() {
         return Ok(());
     }
-    crate::hostio::setters::set_ethtool_worded(w, ifname, group, original)?;
-    crate::hostio::setters::ethtool_reads_back(w, ifname, group, original)
+    setters::set_ethtool_worded(w, ifname, group, original)?;
+    Ok(setters::ethtool_reads_back(w, ifname, group, original)?)
 }
 
-fn undo_mtu(w: &mut dyn Writer, ifname: &str, original: u32) -> Result<(), String> {
+fn undo_mtu(w: &mut dyn Writer, ifname: &str, original: u32) -> Result<(), UndoError> {
     w.set_mtu(ifname, original)
         .map_err(ioe(&format!("MTU of {ifname}")))?;
     let back = w.mtu(ifname).map_err(ioe(ifname))?;
     if back != original {
-        return Err(format!(
-            "{ifname}: MTU reads {back} after restoring {original}"
-        ));
+        return Err(UndoError::MtuDiffers {
+            ifname: ifname.to_string(),
+            back,
+            original,
+        });
     }
     Ok(())
 }
@@ -875,38 +960,42 @@ fn undo_config_word(
     offset: u64,
     original: u16,
     mask: u16,
-) -> Result<(), String> {
+) -> Result<(), UndoError> {
     let real = real_path(host, path, true)?;
     let cur = read_word(&real, offset).map_err(ioe(bdf))?;
     if cur == 0xffff {
-        return Err(format!(
-            "{bdf}: the register reads 0xffff (device gone); not writing"
-        ));
+        return Err(UndoError::DeviceGone(bdf.to_string()));
     }
     let restored = (cur & !mask) | (original & mask);
     w.pwrite(&real, offset, &restored.to_le_bytes())
         .map_err(ioe(bdf))?;
     let back = read_word(&real, offset).map_err(ioe(&format!("{bdf}: read back")))?;
     if back & mask != original & mask {
-        return Err(format!(
-            "{bdf}: wrote 0x{restored:04x} back (bits 0x{mask:04x} = 0x{:04x}), reads back 0x{back:04x}",
-            original & mask
-        ));
+        return Err(UndoError::RegisterDiffers {
+            bdf: bdf.to_string(),
+            restored,
+            mask,
+            bits: original & mask,
+            back,
+        });
     }
     Ok(())
 }
 
 /// A module apply loaded: unloaded only where the kernel lists it (an apply whose modprobe did
 /// not take leaves its entry), and it must be gone after.
-fn undo_module(host: &Host, target: Target, w: &mut dyn Writer, name: &str) -> Result<(), String> {
+fn undo_module(
+    host: &Host,
+    target: Target,
+    w: &mut dyn Writer,
+    name: &str,
+) -> Result<(), UndoError> {
     if target == Target::Root || !setters::module_loaded(host, name) {
         return Ok(());
     }
-    w.modprobe(name, true).map_err(|e| e.to_string())?;
+    w.modprobe(name, true).map_err(UndoError::Modprobe)?;
     if setters::module_loaded(host, name) {
-        return Err(format!(
-            "{name}: modprobe -r succeeded, but the kernel still lists the module"
-        ));
+        return Err(UndoError::ModuleLoaded(name.to_string()));
     }
     Ok(())
 }
@@ -920,16 +1009,20 @@ fn undo_mount(
     fstype: &str,
     mp: &str,
     created_dir: bool,
-) -> Result<(), String> {
+) -> Result<(), UndoError> {
     let real = real_path(host, mp, true)?;
     // Only a mount the kernel lists is unmounted (an apply whose mount(2) did not show leaves
     // its entry), and it must be gone after.
     if setters::mounted(host, mp, fstype) {
-        w.umount(&real).map_err(|e| format!("umount {mp}: {e}"))?;
+        w.umount(&real).map_err(|source| UndoError::Umount {
+            mp: mp.to_string(),
+            source,
+        })?;
         if setters::mounted(host, mp, fstype) {
-            return Err(format!(
-                "umount {mp} succeeded, but /proc/self/mounts still lists {fstype} there"
-            ));
+            return Err(UndoError::StillMounted {
+                mp: mp.to_string(),
+                fstype: fstype.to_string(),
+            });
         }
     }
     if created_dir {
@@ -937,7 +1030,12 @@ fn undo_mount(
         match std::fs::remove_dir(&real) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(format!("rmdir {mp}: {e}")),
+            Err(source) => {
+                return Err(UndoError::Rmdir {
+                    mp: mp.to_string(),
+                    source,
+                })
+            }
         }
     }
     Ok(())

@@ -310,22 +310,43 @@ pub fn explain_write_error(e: &io::Error, what: &str, lockdown: Option<&str>) ->
     }
 }
 
-/// Set `to` on an interface's ethtool group (apply and revert of `Entry::Ethtool`), the
-/// kernel's refusal worded with what was asked.
+/// Why an ethtool group was not set (apply and revert of `Entry::Ethtool`): the kernel's
+/// refusal worded with what was asked, or a read-back that does not show it.
+#[derive(Debug, thiserror::Error)]
+pub enum EthtoolError {
+    /// `shown`: the settings asked for, as [`shown_settings`] words them.
+    #[error("{ifname}: setting {} ({shown}): {}", .group.name(), describe_error(.source))]
+    Set {
+        ifname: String,
+        group: Group,
+        shown: String,
+        source: io::Error,
+    },
+    #[error("{ifname}: read back: {}", describe_error(.source))]
+    ReadBack { ifname: String, source: io::Error },
+    /// `wrong`: each key that did not take, as set and as read.
+    #[error("{ifname}: {} did not take: {}", .group.name(), .wrong.join("; "))]
+    NotTaken {
+        ifname: String,
+        group: Group,
+        wrong: Vec<String>,
+    },
+}
+
+/// Set `to` on an interface's ethtool group (apply and revert of `Entry::Ethtool`).
 pub fn set_ethtool_worded(
     w: &mut dyn Writer,
     ifname: &str,
     group: Group,
     to: &Settings,
-) -> Result<(), String> {
-    w.set_ethtool(ifname, group, to).map_err(|e| {
-        format!(
-            "{ifname}: setting {} ({}): {}",
-            group.name(),
-            shown_settings(group, to),
-            describe_error(&e)
-        )
-    })
+) -> Result<(), EthtoolError> {
+    w.set_ethtool(ifname, group, to)
+        .map_err(|source| EthtoolError::Set {
+            ifname: ifname.to_string(),
+            group,
+            shown: shown_settings(group, to),
+            source,
+        })
 }
 
 /// The read-back after [`set_ethtool_worded`]: each key that did not take, as set and as read.
@@ -334,10 +355,13 @@ pub fn ethtool_reads_back(
     ifname: &str,
     group: Group,
     to: &Settings,
-) -> Result<(), String> {
+) -> Result<(), EthtoolError> {
     let after = w
         .ethtool(ifname, group)
-        .map_err(|e| format!("{ifname}: read back: {}", describe_error(&e)))?;
+        .map_err(|source| EthtoolError::ReadBack {
+            ifname: ifname.to_string(),
+            source,
+        })?;
     let wrong: Vec<String> = to
         .iter()
         .filter(|(k, v)| after.get(k) != Some(**v))
@@ -355,11 +379,11 @@ pub fn ethtool_reads_back(
     if wrong.is_empty() {
         Ok(())
     } else {
-        Err(format!(
-            "{ifname}: {} did not take: {}",
-            group.name(),
-            wrong.join("; ")
-        ))
+        Err(EthtoolError::NotTaken {
+            ifname: ifname.to_string(),
+            group,
+            wrong,
+        })
     }
 }
 
