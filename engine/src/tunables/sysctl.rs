@@ -82,7 +82,7 @@ pub fn boot_overrides(facts: &Facts, lp: &LoadedProfile) -> Vec<(String, String)
         return Vec::new();
     }
     let keys: Vec<&str> = s.values.keys().map(String::as_str).collect();
-    let found = etc::sysctl_overrides(&boot_files(facts), etc::SYSCTL_PATH, &keys);
+    let found = boot_settings(facts, etc::SYSCTL_PATH, &keys);
     let mut out = Vec::new();
     for (key, want) in &s.values {
         // The last setting of the key is its value at boot.
@@ -213,12 +213,19 @@ fn plan_sysctl(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
     Ok(())
 }
 
-/// The sysctl.d drop-in carrying `values` across reboots.
-fn dropin(
+/// The sysctl.d drop-in carrying `values` across reboots: net.sysctl's and each kernel latency
+/// tunable's own file are made here, the one place the engine calls the renderer.
+pub(crate) fn dropin(
     values: &[(&str, &str)],
     profile_ref: &str,
 ) -> Result<String, daqtune_units::InvalidValue> {
     etc::sysctl_conf(values, profile_ref)
+}
+
+/// The settings of `keys` in the files read at boot (`boot_files`), `ours` being the drop-in
+/// whose keys they may override: net.sysctl's and the kernel latency tunables' precedence.
+pub(crate) fn boot_settings(facts: &Facts, ours: &str, keys: &[&str]) -> Vec<etc::SysctlOverride> {
+    etc::sysctl_overrides(&boot_files(facts), ours, keys)
 }
 
 #[cfg(test)]

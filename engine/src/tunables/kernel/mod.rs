@@ -26,7 +26,7 @@ use crate::tunable::{ArtifactError, GenerateCx};
 use crate::verdict::Verdict;
 use daqtune_probe::cpulist::parse_cpulist;
 use daqtune_probe::CpuSet;
-use daqtune_units::{etc, validate, InvalidValue};
+use daqtune_units::{validate, InvalidValue};
 
 /// What the profile wants one kernel file to hold.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -279,7 +279,7 @@ fn boot_overrides(facts: &Facts, spec: &Spec, items: &[Item]) -> Vec<(String, St
     if keys.is_empty() {
         return Vec::new();
     }
-    let found = etc::sysctl_overrides(&crate::tunables::sysctl::boot_files(facts), ours, &keys);
+    let found = crate::tunables::sysctl::boot_settings(facts, ours, &keys);
     let mut out = Vec::new();
     for it in items.iter().filter(|i| i.persist == Persist::Sysctl) {
         let Some(o) = found.iter().rev().find(|o| o.key == it.subject) else {
@@ -381,7 +381,7 @@ fn sysctl_text(
     if v.is_empty() {
         return Ok(None);
     }
-    etc::sysctl_conf(&v, profile_ref).map(Some)
+    crate::tunables::sysctl::dropin(&v, profile_ref).map(Some)
 }
 
 /// The tmpfiles.d file of the sysfs items in `keep` (`w` lines: systemd-tmpfiles-setup writes
