@@ -8,6 +8,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
+#[path = "common/source.rs"]
+mod source;
+use source::code;
+
 /// Module path (`tunables::mrrs`) of a source file under engine/src.
 fn module_of(src: &Path, file: &Path) -> String {
     let rel = file.strip_prefix(src).expect("under src");
@@ -21,49 +25,6 @@ fn module_of(src: &Path, file: &Path) -> String {
     parts.join("::")
 }
 
-fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
-    for e in std::fs::read_dir(dir).expect("read_dir").flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            sources(&p, out);
-        } else if p.extension().is_some_and(|x| x == "rs")
-            && p.file_name().is_some_and(|n| n != "tests.rs")
-        {
-            out.push(p);
-        }
-    }
-}
-
-/// The code of a file without its test modules and comments.
-fn code(text: &str) -> String {
-    let mut out = String::new();
-    let mut skip_depth: Option<i32> = None;
-    let mut depth = 0i32;
-    let mut test_attr = false;
-    for line in text.lines() {
-        let t = line.trim_start();
-        if t.starts_with("//") {
-            continue;
-        }
-        let opens = line.matches('{').count() as i32;
-        let closes = line.matches('}').count() as i32;
-        if skip_depth.is_none() && test_attr && t.starts_with("mod ") {
-            skip_depth = Some(depth);
-        }
-        test_attr = t.starts_with("#[cfg(test)]");
-        depth += opens - closes;
-        match skip_depth {
-            Some(d) if depth <= d => skip_depth = None,
-            Some(_) => {}
-            None => {
-                out.push_str(line);
-                out.push('\n');
-            }
-        }
-    }
-    out
-}
-
 /// The longest known module a path names (`crate::tunables::acs::acs_ports` -> `tunables::acs`).
 fn resolve(path: &[&str], modules: &BTreeSet<String>) -> Option<String> {
     (1..=path.len())
@@ -74,8 +35,7 @@ fn resolve(path: &[&str], modules: &BTreeSet<String>) -> Option<String> {
 
 fn graph() -> BTreeMap<String, BTreeSet<String>> {
     let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut files = Vec::new();
-    sources(&src, &mut files);
+    let files = source::rust_files(&src, false);
     let modules: BTreeSet<String> = files
         .iter()
         .map(|f| module_of(&src, f))

@@ -22,6 +22,14 @@ const IDS: [&str; 5] = [
     "nic.channels",
 ];
 
+/// A copy of the tuned IGX root with one recorded file replaced by `text`.
+fn tuned_with(rel: &str, text: &str) -> tempfile::TempDir {
+    let d = tempfile::tempdir().expect("tmp");
+    copy_tree(&fixture("igx-tuned"), d.path());
+    std::fs::write(d.path().join(rel), text).expect("write");
+    d
+}
+
 fn one<'a>(r: &'a serde_json::Value, id: &str, subject: &str) -> &'a serde_json::Value {
     verdicts(r, id)
         .into_iter()
@@ -103,13 +111,7 @@ fn unreadable_groups_skip_with_the_reason() {
         assert!(msg(v).contains("/daqtune/ethtool/ens3np0/"), "{v}");
     }
     // A recorded file that is not one: skip, never pass.
-    let d = tempfile::tempdir().expect("tmp");
-    copy_tree(&fixture("igx-tuned"), d.path());
-    std::fs::write(
-        d.path().join("daqtune/ethtool/cx7_0/rings.json"),
-        "{\"rx\": \"big\"}\n",
-    )
-    .expect("write");
+    let d = tuned_with("daqtune/ethtool/cx7_0/rings.json", "{\"rx\": \"big\"}\n");
     let r = check_json_root(d.path(), "igx-orin");
     let v = one(&r, "nic.rings", "cx7_0");
     assert_eq!(status(v), "skip");
@@ -304,13 +306,10 @@ fn irqbalance_is_told_to_keep_off_the_isolated_cpus() {
 fn a_wanted_key_the_driver_does_not_report_is_not_a_pass() {
     // The tuned root passes nic.coalesce; the same root with a driver that reports no
     // rx-usecs (the key absent from its COALESCE reply) has not shown the profile's 8 us.
-    let d = tempfile::tempdir().expect("tmp");
-    testroot::copy_tree(&fixture("igx-tuned"), d.path());
-    std::fs::write(
-        d.path().join("daqtune/ethtool/cx7_0/coalesce.json"),
+    let d = tuned_with(
+        "daqtune/ethtool/cx7_0/coalesce.json",
         "{\n  \"tx_usecs\": 16,\n  \"adaptive_rx\": false,\n  \"adaptive_tx\": false\n}\n",
-    )
-    .expect("write");
+    );
     let r = check_json_root(d.path(), "igx-orin");
     let v = one(&r, "nic.coalesce", "cx7_0");
     assert_eq!(status(v), "skip", "{v}");

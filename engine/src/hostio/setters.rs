@@ -322,6 +322,13 @@ pub enum EthtoolError {
         shown: String,
         source: io::Error,
     },
+    /// Reading the group before the change (its original values, for the journal).
+    #[error("{ifname}: {}: {}", .group.name(), describe_error(.source))]
+    Read {
+        ifname: String,
+        group: Group,
+        source: io::Error,
+    },
     #[error("{ifname}: read back: {}", describe_error(.source))]
     ReadBack { ifname: String, source: io::Error },
     /// `wrong`: each key that did not take, as set and as read.

@@ -11,7 +11,9 @@
 use crate::context::nics::data_interfaces;
 use crate::context::Context;
 use crate::hostio::journal::{Entry, Journal};
-use crate::hostio::setters::{ethtool_reads_back, set_ethtool_worded, Target, Writer};
+use crate::hostio::setters::{
+    ethtool_reads_back, set_ethtool_worded, EthtoolError, Target, Writer,
+};
 use crate::plan::{Action, Change, NoteLevel, Plan, PlanCx, PlanError};
 use crate::profile::LoadedProfile;
 use crate::verdict::Verdict;
@@ -269,11 +271,14 @@ pub(crate) fn set_group(
     group: Group,
     to: &Settings,
 ) -> Result<String, crate::tunable::SetError> {
-    use daqtune_probe::net::ethtool::describe_error;
     let jerr = crate::tunable::SetError::Journal;
     let before = w
         .ethtool(ifname, group)
-        .map_err(|e| format!("{ifname}: {}: {}", group.name(), describe_error(&e)))?;
+        .map_err(|source| EthtoolError::Read {
+            ifname: ifname.to_string(),
+            group,
+            source,
+        })?;
     let original: Settings = to
         .keys()
         .filter_map(|k| before.get(k).map(|v| (k.clone(), v)))

@@ -242,6 +242,11 @@ pub(crate) fn run(
     (rep, j)
 }
 
+/// One live change through the mock kernel `k`, no GPU control.
+fn run_live(host: &Host, k: &mut Kernel, c: Change) -> (ApplyReport, Journal) {
+    run(host, Target::Live, vec![c], k, None)
+}
+
 fn only(rep: &ApplyReport) -> &Outcome {
     assert_eq!(rep.outcomes.len(), 1, "{:?}", rep.outcomes);
     &rep.outcomes[0]
@@ -337,13 +342,7 @@ fn an_mtu_the_driver_keeps_is_a_failure() {
         from: 1500,
         to: 9000,
     };
-    let (rep, j) = run(
-        &host,
-        Target::Live,
-        vec![change("nic.mtu", mtu())],
-        &mut k,
-        None,
-    );
+    let (rep, j) = run_live(&host, &mut k, change("nic.mtu", mtu()));
     let e = err(&rep);
     assert!(e.contains("set MTU 9000, reads back 1500"), "{e}");
     assert!(matches!(
@@ -352,13 +351,7 @@ fn an_mtu_the_driver_keeps_is_a_failure() {
     ));
     // A driver that takes it: done; revert reads the restored MTU back too.
     k.mtu_sticks = true;
-    let (rep, _) = run(
-        &host,
-        Target::Live,
-        vec![change("nic.mtu", mtu())],
-        &mut k,
-        None,
-    );
+    let (rep, _) = run_live(&host, &mut k, change("nic.mtu", mtu()));
     assert!(only(&rep).result.is_ok(), "{:?}", rep.outcomes);
     assert_eq!(k.mtus["dqt-rb0"], 9000);
     k.mtu_sticks = false;
@@ -397,13 +390,7 @@ fn an_ethtool_setting_the_driver_keeps_is_a_failure_and_revert_restores_it() {
     };
     // A driver that keeps pause on (QEMU's e1000e): the read-back names both keys.
     k.ethtool_fixed = vec!["rx".into(), "tx".into()];
-    let (rep, j) = run(
-        &host,
-        Target::Live,
-        vec![change("nic.pause", set())],
-        &mut k,
-        None,
-    );
+    let (rep, j) = run_live(&host, &mut k, change("nic.pause", set()));
     let e = err(&rep);
     assert!(
         e.contains("pause did not take: rx: set off, reads back on"),
@@ -414,13 +401,7 @@ fn an_ethtool_setting_the_driver_keeps_is_a_failure_and_revert_restores_it() {
     );
     // One that takes it: done, and revert sets the original back and reads it back.
     k.ethtool_fixed.clear();
-    let (rep, _) = run(
-        &host,
-        Target::Live,
-        vec![change("nic.pause", set())],
-        &mut k,
-        None,
-    );
+    let (rep, _) = run_live(&host, &mut k, change("nic.pause", set()));
     assert!(only(&rep).result.is_ok(), "{:?}", rep.outcomes);
     assert_eq!(
         k.ethtool[&("dqt-et0".into(), Group::Pause)].get("rx"),
@@ -442,25 +423,13 @@ fn a_module_the_kernel_does_not_list_is_a_failure() {
     let module = || Action::Module {
         name: "nvidia_peermem".into(),
     };
-    let (rep, j) = run(
-        &host,
-        Target::Live,
-        vec![change("gpu.peermem", module())],
-        &mut k,
-        None,
-    );
+    let (rep, j) = run_live(&host, &mut k, change("gpu.peermem", module()));
     let e = err(&rep);
     assert!(e.contains("does not list the module"), "{e}");
     // The entry stays: revert unloads only what the kernel lists.
     assert!(matches!(&j.doc.records[0].entry, Entry::Module { .. }));
     k.modprobe_takes = true;
-    let (rep, _) = run(
-        &host,
-        Target::Live,
-        vec![change("gpu.peermem", module())],
-        &mut k,
-        None,
-    );
+    let (rep, _) = run_live(&host, &mut k, change("gpu.peermem", module()));
     assert_eq!(only(&rep).result, Ok("loaded nvidia_peermem".to_string()));
     assert!(d.path().join("sys/module/nvidia_peermem").is_dir());
 }
@@ -476,13 +445,7 @@ fn a_mount_the_kernel_does_not_list_is_a_failure_and_revert_unmounts_what_it_lis
         target: "/mnt/huge".into(),
         options: "pagesize=1G,nosuid,nodev".into(),
     };
-    let (rep, j) = run(
-        &host,
-        Target::Live,
-        vec![change("hugepages", mount())],
-        &mut k,
-        None,
-    );
+    let (rep, j) = run_live(&host, &mut k, change("hugepages", mount()));
     let e = err(&rep);
     assert!(e.contains("lists no hugetlbfs there"), "{e}");
     // The entry stays (revert unmounts only what the kernel lists), with the directory it made.
@@ -505,13 +468,7 @@ fn a_mount_the_kernel_does_not_list_is_a_failure_and_revert_unmounts_what_it_lis
     assert!(!d.path().join("mnt/huge").exists());
 
     k.mount_takes = true;
-    let (rep, _) = run(
-        &host,
-        Target::Live,
-        vec![change("hugepages", mount())],
-        &mut k,
-        None,
-    );
+    let (rep, _) = run_live(&host, &mut k, change("hugepages", mount()));
     assert_eq!(
         only(&rep).result,
         Ok("mounted hugetlbfs at /mnt/huge (pagesize=1G,nosuid,nodev)".to_string())
