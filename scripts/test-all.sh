@@ -6,8 +6,8 @@
 # lintian for the .deb, mmdebstrap and qemu-utils for the lifecycle VM), builds the optional
 # engines once with their cargo features, and runs the whole suite, then builds and inspects the
 # Debian packages, and boots a Debian guest through a host's whole life (tests/vm/host-lifecycle.sh;
-# DAQTUNE_LIFECYCLE=0 leaves that out); DAQTUNE_AARCH64=1 runs the aarch64 tests under qemu-user
-# beside it (scripts/test-aarch64.sh).
+# DAQTUNE_LIFECYCLE=0 leaves that out), and runs the aarch64 tests under qemu-user
+# (scripts/test-aarch64.sh; DAQTUNE_AARCH64=0 leaves them out).
 # As a normal user it installs nothing and the tests that need root or a package say why they
 # skip.
 set -euo pipefail
@@ -43,7 +43,7 @@ PACKAGES=(
   # need (its libfdt-dev and its mlx5 drivers' rdma-core are not Multi-Arch: same, so apt
   # removes the amd64 ones or refuses the whole list): on such a machine build-deb.sh builds
   # the arm64 daqtune-dpdk only where libdpdk-dev:arm64 is installed (docs/apply.md).
-  # Installed only with DAQTUNE_AARCH64=1 (below).
+  # Left out with DAQTUNE_AARCH64=0 (below).
 )
 # The lifecycle VM's longer command (DAQTUNE_VM_ALL=1): the Secure Boot variant boots Debian's
 # OVMF with Microsoft's keys; the spark variant boots a Debian 13 arm64 guest under
@@ -55,7 +55,7 @@ if [[ ${DAQTUNE_VM_ALL:-0} == 1 ]]; then
   PACKAGES+=(qemu-system-arm qemu-efi-aarch64 qemu-user-static arch-test)
   PACKAGES+=(gcc-aarch64-linux-gnu qemu-user libc6:arm64)
 fi
-if [[ ${DAQTUNE_AARCH64:-0} == 1 ]]; then
+if [[ ${DAQTUNE_AARCH64:-1} == 1 ]]; then
   PACKAGES+=(gcc-aarch64-linux-gnu qemu-user qemu-user-static libc6:arm64)
   if [[ ${DAQTUNE_AARCH64_DEB:-0} == 1 ]]; then
     PACKAGES+=(libibverbs-dev:arm64)
@@ -96,7 +96,7 @@ if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null 2>&1; then
   fi
 fi
 
-if [[ ${DAQTUNE_AARCH64:-0} == 1 || ${DAQTUNE_VM_ALL:-0} == 1 ]] && command -v rustup >/dev/null 2>&1 &&
+if [[ ${DAQTUNE_AARCH64:-1} == 1 || ${DAQTUNE_VM_ALL:-0} == 1 ]] && command -v rustup >/dev/null 2>&1 &&
   ! rustup target list --installed | grep -qx "$AARCH64"; then
   log "rustup target add $AARCH64"
   rustup target add "$AARCH64" || true
@@ -132,43 +132,23 @@ tests/packaging/test-deb.sh
 # aarch64-unknown-linux-gnu and run under qemu-user (scripts/test-aarch64.sh says what is left
 # out and why), and with DAQTUNE_AARCH64_DEB=1 also the arm64 packages (a release cross build
 # of three binaries: docs/apply.md "Install"). Exit 125 = the cross toolchain is not there
-# (reported as a skip). A longer command for now: `DAQTUNE_AARCH64=1 scripts/test-all.sh`.
-# It runs beside the lifecycle VM below, not after it, its output in target/test-aarch64.log,
-# printed when it ends. Measured 2026-11-26 (docs/validation.md, "aarch64"): the whole command
-# with it took 31 min 43 s with a warm guest image and a warm host build, the aarch64 part
-# 1350 s beside the VM: both keep the two cores busy, so with a cold image and a cold build it
-# would pass the README command's 35-minute limit; until the aarch64 part is trimmed it stays
-# out of the plain command.
-aarch64_pid=
-aarch64_log=target/test-aarch64.log
-aarch64_start() {
-  if [[ ${DAQTUNE_AARCH64:-0} != 1 ]]; then
-    log "aarch64 build and tests left out (DAQTUNE_AARCH64=1 runs them)"
-    return 0
-  fi
-  log "aarch64: tests under qemu-user (scripts/test-aarch64.sh), beside what follows; output in $aarch64_log"
-  local args=()
+# (reported as a skip). In sequence, not beside the lifecycle VM: both keep the two cores busy
+# (measured: side by side saved nothing), and a loaded TCG boot is what times out.
+# DAQTUNE_AARCH64=0 leaves it out (a quick local run).
+if [[ ${DAQTUNE_AARCH64:-1} == 1 ]]; then
+  log "aarch64: tests under qemu-user (scripts/test-aarch64.sh)"
+  rc=0
+  args=()
   [[ ${DAQTUNE_AARCH64_DEB:-0} == 1 ]] || args=(--no-deb)
-  mkdir -p target
-  scripts/test-aarch64.sh "${args[@]}" >"$aarch64_log" 2>&1 &
-  aarch64_pid=$!
-}
-aarch64_finish() {
-  [[ -n $aarch64_pid ]] || return 0
-  local rc=0
-  wait "$aarch64_pid" || rc=$?
-  aarch64_pid=
-  log "aarch64: scripts/test-aarch64.sh ended (exit $rc); its output:"
-  cat "$aarch64_log"
+  scripts/test-aarch64.sh "${args[@]}" || rc=$?
   if ((rc == 125)); then
     echo "aarch64: skipped (the cross toolchain is not installed; reason above)"
   elif ((rc != 0)); then
     exit "$rc"
   fi
-}
-# A failing step below must not leave the aarch64 run behind.
-trap '[[ -z $aarch64_pid ]] || kill "$aarch64_pid" 2>/dev/null || true' EXIT
-aarch64_start
+else
+  log "aarch64 build and tests left out (DAQTUNE_AARCH64=0)"
+fi
 
 # A host's whole life on a booted Debian guest (tests/vm/host-lifecycle.sh): install the .deb,
 # apply, reboot, check, revert, reboot, for GRUB and extlinux, and the MTU with netplan owning
@@ -211,4 +191,3 @@ else
   log "fleet VM test left out (DAQTUNE_VM_ALL=1 or DAQTUNE_FLEET_VM=1 runs it)"
 fi
 
-aarch64_finish

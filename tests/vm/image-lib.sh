@@ -23,7 +23,8 @@
 #
 # Nothing is mounted on the host (no loop device, no nbd): mkfs.ext4 -d writes the root file
 # system into its partition's offset of a raw file, and everything that needs the guest's
-# devices (boot loaders, the ESP's FAT, the initramfs for this machine) runs inside the guest.
+# devices (boot loaders, the ESP's FAT) runs inside the guest; the initramfs, with only the root's
+# modules, is made in the chroot (il_initramfs_list).
 
 log() { printf '%s: %s\n' "$IL_NAME" "$*" >&2; }
 skip() { printf '%s: SKIP: %s\n' "$IL_NAME" "$*"; exit 125; }
@@ -186,6 +187,27 @@ CUSTOMIZE
   chmod +x "$work/customize.sh"
 }
 
+# The guest's initramfs holds only the modules its root needs on the harness's machine
+# (IL_INITRD_MODULES, set by each builder: the disk's bus, ext4 and its checksum), written
+# before the kernel package is installed so the one mkinitramfs of the build (and
+# initramfs-tools' trigger) makes the small image at once: MODULES=most copies every storage
+# and file-system driver and compresses them, which under qemu-user (the arm64 image) took
+# about 20 minutes per run, and the guest used to make its MODULES=dep image again at its
+# first boot under TCG (5 minutes of the x86 image's cold build on the loaded machine). A name
+# this kernel does not have (crc32c_intel on arm64) is dropped by mkinitramfs; a missing
+# driver shows as a provisioning boot that never finds its root, which fails the build.
+il_initramfs_list() {
+  [[ -n ${IL_INITRD_MODULES:-} ]] || die "IL_INITRD_MODULES is not set (the builder's root device modules)"
+  cat >"$work/initramfs-list.sh" <<EOF
+#!/bin/sh
+set -eu
+mkdir -p "\$1/etc/initramfs-tools/conf.d" "\$1/usr/share/initramfs-tools/modules.d"
+echo MODULES=list >"\$1/etc/initramfs-tools/conf.d/lifecycle-vm.conf"
+printf '%s\n' $IL_INITRD_MODULES >"\$1/usr/share/initramfs-tools/modules.d/lifecycle-vm"
+EOF
+  chmod +x "$work/initramfs-list.sh"
+}
+
 il_mmdebstrap() { # SUITE ARCH MIRROR PACKAGES... [-- EXTRA-ARGS...]
   local suite=$1 arch=$2 mirror=$3 t
   shift 3
@@ -193,6 +215,7 @@ il_mmdebstrap() { # SUITE ARCH MIRROR PACKAGES... [-- EXTRA-ARGS...]
   while (($#)) && [[ $1 != -- ]]; do pkgs+=("$1"); shift; done
   (($#)) && shift && extra=("$@")
   log "mmdebstrap $suite $arch (${pkgs[*]})"
+  il_initramfs_list
   t=$SECONDS
   if ! mmdebstrap --mode=root --variant=minbase --architectures="$arch" \
     --aptopt='APT::Install-Recommends "false"' \
@@ -200,6 +223,7 @@ il_mmdebstrap() { # SUITE ARCH MIRROR PACKAGES... [-- EXTRA-ARGS...]
     --skip=download/empty --skip=essential/unlink \
     --setup-hook='mkdir -p "$1"/var/cache/apt/archives/' \
     --setup-hook="sync-in $debs /var/cache/apt/archives/" \
+    --essential-hook="$work/initramfs-list.sh \"\$1\"" \
     --customize-hook="sync-out /var/cache/apt/archives $debs" \
     --customize-hook="$work/customize.sh \"\$1\" $uuid" \
     "${extra[@]}" \

@@ -37,12 +37,17 @@ rebuild=0
 [[ ${1:-} == --rebuild ]] && rebuild=1
 
 # A minimal Debian 13 arm64 UEFI server: the kernel, GRUB for arm64 EFI, dosfstools for the
-# guest's own mkfs.vfat of the ESP, NetworkManager (as on DGX Spark), jq for the harness.
+# guest's own mkfs.vfat of the ESP, NetworkManager (as on DGX Spark), jq for the harness. No
+# ca-certificates (the x86 images have it): nothing in the guest fetches over TLS, and its
+# update-ca-certificates ran twice under qemu-user, about 3 minutes each.
 PACKAGES=(
   linux-image-arm64 initramfs-tools systemd systemd-sysv udev dbus kmod iproute2
   grub-efi-arm64 dosfstools network-manager
-  apt ca-certificates jq
+  apt jq
 )
+# The root's modules for the guest's initramfs (image-lib.sh, il_initramfs_list): the disk is
+# on virtio-blk-pci in the provisioning boot and in the harness's boots.
+IL_INITRD_MODULES="virtio_pci virtio_blk ext4 crc32c_generic"
 DISK_SIZE=3G
 ESP_START=2048      # sectors
 ESP_SECTORS=131072  # 64 MiB
@@ -73,8 +78,8 @@ il_gpt_esp_root "$work/arm64.raw" "$DISK_SIZE" "$ESP_START" "$ESP_SECTORS"
 il_mkfs_root "$work/arm64.raw" "$root_start" "$root_sectors"
 log "disk image written in $((SECONDS - t)) s"
 
-# The guest formats its ESP, mounts it at /boot/efi (fstab), makes an initramfs for this
-# machine and installs GRUB for arm64 EFI with its own grub-install and update-grub.
+# The guest formats its ESP, mounts it at /boot/efi (fstab) and installs GRUB for arm64 EFI
+# with its own grub-install and update-grub (its initramfs was made small in the chroot).
 cat >"$work/provision-arm64.sh" <<'EOF'
 set -eux
 disk=$(lsblk -ndo PKNAME "$(findmnt -no SOURCE /)" 2>/dev/null || true)
@@ -89,10 +94,6 @@ sed -i '\|[[:space:]]/boot/efi[[:space:]]|d' /etc/fstab
 # the boot would stop in emergency mode for a disk that is there.
 printf 'UUID=%s\t/boot/efi\tvfat\tumask=0077,x-systemd.device-timeout=600\t0\t1\n' "$(blkid -s UUID -o value "$esp")" >>/etc/fstab
 mount /boot/efi
-# An initramfs for this machine only (MODULES=dep, as on a tuned server): GRUB reads it and
-# the kernel unpacks it on every boot under TCG.
-echo MODULES=dep >/etc/initramfs-tools/conf.d/lifecycle-vm.conf
-update-initramfs -u
 # No NVRAM here (the provisioning boot is not UEFI): the removable path EFI/BOOT/BOOTAA64.EFI
 # is what the firmware finds; EFI/debian holds the same GRUB and grub.cfg's stub.
 grub-install --target=arm64-efi --efi-directory=/boot/efi --no-nvram --force-extra-removable

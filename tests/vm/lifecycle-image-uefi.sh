@@ -41,6 +41,9 @@ PACKAGES=(
   grub-efi-amd64 grub-efi-amd64-signed shim-signed dosfstools
   apt ca-certificates jq
 )
+# The root's modules for the guest's initramfs (image-lib.sh, il_initramfs_list): NVMe, as
+# every x86 boot of the harness gives the disk.
+IL_INITRD_MODULES="nvme ext4 crc32c_generic crc32c_intel"
 DISK_SIZE=3G
 ESP_START=2048      # sectors
 ESP_SECTORS=131072  # 64 MiB
@@ -69,8 +72,6 @@ mkfs.vfat -F 32 -n ESP "$esp"
 modprobe vfat || true
 printf 'UUID=%s\t/boot/efi\tvfat\tumask=0077\t0\t1\n' "$(blkid -s UUID -o value "$esp")" >>/etc/fstab
 mount /boot/efi
-echo MODULES=dep >/etc/initramfs-tools/conf.d/lifecycle-vm.conf
-update-initramfs -u
 # No NVRAM here (the provisioning boot is not UEFI): the removable path EFI/BOOT/BOOTX64.EFI
 # (shim) is what the firmware finds; EFI/debian holds the same chain and grub.cfg's stub.
 grub-install --target=x86_64-efi --efi-directory=/boot/efi --uefi-secure-boot --no-nvram --force-extra-removable
