@@ -26,6 +26,9 @@
 #   tune/tests/fleet*.rs         a Python virtualenv with Ansible from PyPI, run natively: the
 #                                code under test is the textfile the native run checks already
 #
+# DAQTUNE_AARCH64_TARGET_DIR puts the test build in its own target directory (scripts/test-all.sh
+# runs it beside the native tests, whose cargo holds target/debug's lock).
+#
 # Exit: 0 passed; 1 a test failed; 125 the cross toolchain is missing (the reason on a line
 # "test-aarch64: SKIP: ..."), which scripts/test-all.sh reports as a skip.
 set -euo pipefail
@@ -95,7 +98,7 @@ log "cargo test --target $target: probe, units, engine, selftest, daqtune-dpdk's
 # code on both architectures. Half of them (the same seed, so the first 32 of the native run's)
 # still reach every planning tunable both ways, which the test itself asserts (16 did not reach
 # kernel.numa-balancing; 24 is the least that does). The native run keeps 64.
-PROPTEST_CASES=${PROPTEST_CASES:-32} \
+PROPTEST_CASES=${PROPTEST_CASES:-32} CARGO_TARGET_DIR=${DAQTUNE_AARCH64_TARGET_DIR:-${CARGO_TARGET_DIR:-target}} \
   cargo test --locked --target "$target" --no-fail-fast \
   "${pkgs[@]}" --lib --bins "${tests[@]}" -- --test-threads=2 "${skips[@]}"
 echo "test-aarch64: tests under qemu-user in $((SECONDS - t0)) s"
