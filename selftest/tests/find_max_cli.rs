@@ -40,15 +40,18 @@ fn loopback_search_reports_every_trial_in_json_and_text() {
     assert_eq!(r["mode"], "udp");
     let trials = r["trials"].as_array().expect("trials");
     assert_eq!(trials[0]["phase"], "probe");
-    assert!(trials.iter().any(|t| t["phase"] == "confirm"), "{r}");
     for t in trials {
         assert_eq!(t["integrity_errors"], 0);
         assert!(t["achieved_gbps"].as_f64().expect("achieved") >= 0.0);
     }
     assert_eq!(r["search"]["loss_allowed_pct"], 0.5);
     assert_eq!(r["search"]["precision_pct"], 10.0);
+    // Which outcome depends on how fast this machine moves loopback datagrams (under qemu-user
+    // on a loaded 2-core machine every rate tried has lost some: seen 2026-11-27), so the test
+    // checks each outcome's own report, not which one came.
     if let Some(found) = r["max_loss_free_gbps"].as_f64() {
         assert!(found > 0.0);
+        assert!(trials.iter().any(|t| t["phase"] == "confirm"), "{r}");
         assert!(r["search"]["fraction_of_limit"].as_f64().expect("fraction") > 0.0);
         assert!(out.status.success(), "{r}");
     } else {
@@ -56,6 +59,18 @@ fn loopback_search_reports_every_trial_in_json_and_text() {
             out.status.code(),
             Some(1),
             "no rate confirmed is a failure: {r}"
+        );
+        // The report says why, in the search's own words.
+        let ended = r["search"]["ended"].as_str().expect("ended");
+        assert!(!ended.is_empty(), "{r}");
+        let why = format!("no loss-free rate confirmed: {ended}");
+        assert!(
+            r["notes"]
+                .as_array()
+                .expect("notes")
+                .iter()
+                .any(|n| n.as_str() == Some(why.as_str())),
+            "{r}"
         );
     }
 
