@@ -84,15 +84,17 @@ for t in find_max_cli gpu_sink_cli gpu_sink_fixture; do tests+=(--test "$t"); do
 pkgs=(-p daqtune-probe -p daqtune-units -p daqtune-engine -p daqtune-selftest -p daqtune-dpdk)
 skips=()
 if ((cli)); then
-  # The binary's tests that share a name with one of the pure crates' (foundation, appconfig,
-  # pci_checks, gpu, golden) run too: --test picks the name in every selected package. But its
-  # golden test: it runs daqtune on every fixture with every profile, 279 s under qemu-user
-  # (2026-11-27), for output the native run compares byte for byte already. Its snapshot
+  # Named here, although foundation, appconfig, pci_checks and gpu are also the names of
+  # engine tests listed above (--test picks a name in every selected package), so that renaming
+  # one of those cannot drop the CLI's. The same rule selects the binary's golden test through
+  # units' golden.rs, hence the --skip: it runs daqtune on every fixture with every profile,
+  # 279 s under qemu-user (2026-11-27), for output the native run compares byte for byte
+  # already. Its snapshot
   # tests (archives, replays, the tar safety checks: 68 s under qemu-user) are left to the
   # native run for the same reason of time; archives are still read here (the engine's
   # hostile_inputs and topo_nvlink_recorded replay .tar.zst fixtures).
   pkgs+=(-p daqtune)
-  tests+=(--test apply_cli)
+  for t in foundation appconfig apply_cli pci_checks gpu; do tests+=(--test "$t"); done
   skips=(--skip outputs_on_every_fixture_and_profile_match_the_recorded_ones)
 fi
 log "cargo test --target $target: probe, units, engine, selftest, daqtune-dpdk's pure code$( ((cli)) && echo ", the CLI tests on the fixture roots")"

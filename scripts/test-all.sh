@@ -50,12 +50,15 @@ PACKAGES=(
 # qemu-system-aarch64 with Debian's AAVMF, built by mmdebstrap through qemu-user-static's
 # binfmt handler (arch-test checks it), and installs the arm64 .deb, cross-built (docs/apply.md
 # says why neither is in every run).
-if [[ ${DAQTUNE_VM_ALL:-0} == 1 ]]; then
-  PACKAGES+=(ovmf)
-  PACKAGES+=(qemu-system-arm qemu-efi-aarch64 qemu-user-static arch-test)
-  PACKAGES+=(gcc-aarch64-linux-gnu qemu-user libc6:arm64)
+vm_all=${DAQTUNE_VM_ALL:-0}
+aarch64_tests=${DAQTUNE_AARCH64:-1}
+# The cross toolchain serves the aarch64 tests and the spark variant's arm64 .deb.
+cross=0
+[[ $aarch64_tests == 1 || $vm_all == 1 ]] && cross=1
+if [[ $vm_all == 1 ]]; then
+  PACKAGES+=(ovmf qemu-system-arm qemu-efi-aarch64 arch-test)
 fi
-if [[ ${DAQTUNE_AARCH64:-1} == 1 ]]; then
+if ((cross)); then
   PACKAGES+=(gcc-aarch64-linux-gnu qemu-user qemu-user-static libc6:arm64)
   if [[ ${DAQTUNE_AARCH64_DEB:-0} == 1 ]]; then
     PACKAGES+=(libibverbs-dev:arm64)
@@ -96,7 +99,7 @@ if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null 2>&1; then
   fi
 fi
 
-if [[ ${DAQTUNE_AARCH64:-1} == 1 || ${DAQTUNE_VM_ALL:-0} == 1 ]] && command -v rustup >/dev/null 2>&1 &&
+if ((cross)) && command -v rustup >/dev/null 2>&1 &&
   ! rustup target list --installed | grep -qx "$AARCH64"; then
   log "rustup target add $AARCH64"
   rustup target add "$AARCH64" || true
@@ -136,7 +139,7 @@ tests/packaging/test-deb.sh
 # beside the native tests and the .deb (2026-11-27, from a fresh clone) the whole command took
 # 40 min 30 s against 38 min 52 s in sequence: each of them keeps the two cores busy.
 # DAQTUNE_AARCH64=0 leaves it out (a quick local run).
-if [[ ${DAQTUNE_AARCH64:-1} == 1 ]]; then
+if [[ $aarch64_tests == 1 ]]; then
   log "aarch64: tests under qemu-user (scripts/test-aarch64.sh)"
   rc=0
   args=()
@@ -163,7 +166,7 @@ if [[ ${DAQTUNE_LIFECYCLE:-1} == 1 ]]; then
   log "host lifecycle on a booted Debian guest (tests/vm/host-lifecycle.sh)"
   rc=0
   vm_variants=ci
-  [[ ${DAQTUNE_VM_ALL:-0} == 1 ]] && vm_variants=all
+  [[ $vm_all == 1 ]] && vm_variants=all
   tests/vm/host-lifecycle.sh --variant "$vm_variants" || rc=$?
   if ((rc == 125)); then
     echo "host lifecycle: skipped (the VM could not be prepared; reason above)"
@@ -179,7 +182,7 @@ fi
 # changed=0, revert byte-identical) and node_exporter serves daqtune's metrics. In the longer
 # command only (DAQTUNE_VM_ALL=1, or DAQTUNE_FLEET_VM=1 alone): docs/fleet.md ("Against booted
 # hosts") has its durations and why it does not fit the plain command's 35 minutes.
-if [[ ${DAQTUNE_VM_ALL:-0} == 1 || ${DAQTUNE_FLEET_VM:-0} == 1 ]]; then
+if [[ $vm_all == 1 || ${DAQTUNE_FLEET_VM:-0} == 1 ]]; then
   log "fleet: Ansible and node_exporter against booted guests (tests/vm/fleet-ansible.sh)"
   rc=0
   tests/vm/fleet-ansible.sh || rc=$?

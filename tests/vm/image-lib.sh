@@ -193,9 +193,10 @@ CUSTOMIZE
 # initramfs-tools' trigger) makes the small image at once: MODULES=most copies every storage
 # and file-system driver and compresses them, which under qemu-user (the arm64 image) took
 # about 20 minutes per run, and the guest used to make its MODULES=dep image again at its
-# first boot under TCG (5 minutes of the x86 image's cold build on the loaded machine). A name
-# this kernel does not have (crc32c_intel on arm64) is dropped by mkinitramfs; a missing
-# driver shows as a provisioning boot that never finds its root, which fails the build.
+# first boot under TCG (5 minutes of the x86 image's cold build on the loaded machine).
+# mkinitramfs drops a name its kernel lacks without a word, and the guest would then wait for
+# its root until the provisioning boot's timeout: il_kernel checks each name against the
+# kernel's modules.dep and modules.builtin first.
 il_initramfs_list() {
   [[ -n ${IL_INITRD_MODULES:-} ]] || die "IL_INITRD_MODULES is not set (the builder's root device modules)"
   cat >"$work/initramfs-list.sh" <<EOF
@@ -243,6 +244,13 @@ il_kernel() {
   kernel=$(cd "$rootfs/boot" && ls vmlinuz-* | sort -V | tail -n1)
   kver=${kernel#vmlinuz-}
   [[ -f $rootfs/boot/initrd.img-$kver ]] || die "no initrd for $kver in the guest (initramfs-tools did not run?)"
+  local m mods=$rootfs/usr/lib/modules/$kver
+  [[ -d $mods ]] || mods=$rootfs/lib/modules/$kver
+  for m in $IL_INITRD_MODULES; do
+    # File names spell some modules with '-' (crc32c-intel.ko); modules may be compressed.
+    grep -qE "(^|/)${m//_/[-_]}\.ko(\.[a-z]+)?(:|$)" "$mods/modules.dep" "$mods/modules.builtin" 2>/dev/null \
+      || die "kernel $kver has no module $m (IL_INITRD_MODULES): its initramfs could not find the root"
+  done
   cp "$rootfs/boot/vmlinuz-$kver" "$rootfs/boot/initrd.img-$kver" "$work/"
 }
 
