@@ -123,6 +123,26 @@ log "cargo fmt --check"
 cargo fmt --all -- --check
 log "cargo clippy -D warnings"
 cargo clippy --workspace --all-targets "${features_arg[@]}" -- -D warnings
+log "cargo test --no-run (workspace${FEATURES:+, features ${FEATURES[*]}})"
+cargo test --workspace "${features_arg[@]}" --no-run
+
+# The lifecycle guest's BIOS image (tests/vm/lifecycle-image.sh, cached by content) is built
+# in the background while the workspace tests, the .deb and the aarch64 tests run: many of
+# them use one core or wait (qemu-user, python, a VM, sleeps), and the image build is half
+# downloads and dpkg's I/O; the lifecycle step then finds it ready, or waits on the builder's
+# lock. Its output goes to target/lifecycle-image-prebuild.log; a failed build is built (and
+# reported) again by the lifecycle step itself.
+image_job=""
+if [[ ${DAQTUNE_LIFECYCLE:-1} == 1 && $(id -u) == 0 ]]; then
+  mkdir -p target
+  log "lifecycle guest image: building in the background (target/lifecycle-image-prebuild.log)"
+  tests/vm/lifecycle-image.sh </dev/null >target/lifecycle-image-prebuild.log 2>&1 &
+  image_job=$!
+  # Never left running behind a failed step: it writes only to its cache, but a CI runner
+  # waits for every process of the job.
+  trap '[[ -z $image_job ]] || wait "$image_job" 2>/dev/null || true' EXIT
+fi
+
 log "cargo test (workspace${FEATURES:+, features ${FEATURES[*]}})"
 cargo test --workspace "${features_arg[@]}" -- --test-threads=2
 
@@ -156,13 +176,21 @@ fi
 
 # A host's whole life on a booted Debian guest (tests/vm/host-lifecycle.sh): install the .deb,
 # apply, reboot, check, revert, reboot, for GRUB and extlinux, and the MTU with netplan owning
-# the data port (the variants `ci`); DAQTUNE_VM_ALL=1 adds the x86 UEFI Secure Boot variant
+# the data port in the extlinux guest (the variants `ci`; their two guests run side by side,
+# one TCG thread each); DAQTUNE_VM_ALL=1 adds the x86 UEFI Secure Boot variant
 # and the arm64 Spark shape (variants `all`; docs/apply.md, "Which variants run where"). The guest images are cached in
 # $DAQTUNE_VM_CACHE (default target/vm-cache) under the hash of its inputs; see docs/apply.md
 # for the durations. Exit 125 means the VM could not be prepared (no qemu, no Debian mirror):
 # that is reported as a skip, any other failure fails the run. DAQTUNE_LIFECYCLE=0 leaves it
 # out (a quick local run); CI runs it.
 if [[ ${DAQTUNE_LIFECYCLE:-1} == 1 ]]; then
+  if [[ -n $image_job ]]; then
+    t=$SECONDS
+    rc=0
+    wait "$image_job" || rc=$?
+    image_job=""
+    echo "lifecycle guest image (background build): exit $rc, waited $((SECONDS - t)) s for it; $(grep -E 'ready|FAILED|SKIP' target/lifecycle-image-prebuild.log | tail -n 1)"
+  fi
   log "host lifecycle on a booted Debian guest (tests/vm/host-lifecycle.sh)"
   rc=0
   vm_variants=ci

@@ -133,6 +133,40 @@ fi
 for t in apt-daily.timer apt-daily-upgrade.timer dpkg-db-backup.timer e2scrub_all.timer fstrim.timer man-db.timer; do
   chroot "$r" systemctl mask "$t" >/dev/null 2>&1 || true
 done
+# Drivers for what QEMU's q35 board has and no test uses (the ICH9 watchdog, SMBus and SATA
+# controller, the PC speaker, KVM and the CPU's crypto helpers, wireless: systemd-networkd's
+# nl80211 query loads cfg80211, which parses its X.509 certificates): under TCG each load costs
+# a few hundred milliseconds of a boot. `blacklist` stops only the loads by alias (udev,
+# request_module); nothing here loads them by name. The modprobe@ units systemd starts at
+# every boot for drm, efi_pstore, loop and dm_mod cost about a second of CPU each; no test
+# uses those either.
+cat >"$r/etc/modprobe.d/lifecycle-vm-blacklist.conf" <<'EOF'
+# tests/vm/image-lib.sh: drivers no test of this guest uses (each load is slow under TCG)
+blacklist kvm
+blacklist kvm_intel
+blacklist kvm_amd
+blacklist cfg80211
+blacklist iTCO_wdt
+blacklist iTCO_vendor_support
+blacklist intel_pmc_bxt
+blacklist lpc_ich
+blacklist i2c_i801
+blacklist ahci
+blacklist pcspkr
+blacklist serio_raw
+blacklist psmouse
+blacklist evdev
+blacklist button
+blacklist aesni_intel
+blacklist ghash_clmulni_intel
+blacklist crc32_pclmul
+blacklist sha1_ssse3
+blacklist sha256_ssse3
+blacklist sha512_ssse3
+EOF
+for u in drm efi_pstore loop dm_mod; do
+  chroot "$r" systemctl mask "modprobe@$u.service" >/dev/null 2>&1 || true
+done
 # sshd and node_exporter (in the x86 image for the fleet variant) serve only the fleet boots,
 # whose agent phase starts them (tests/vm/fleet-ansible.sh); no other boot runs them.
 chroot "$r" systemctl disable ssh.service ssh.socket prometheus-node-exporter.service >/dev/null 2>&1 || true
