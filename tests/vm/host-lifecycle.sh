@@ -72,8 +72,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 export DAQTUNE_VM_CACHE=${DAQTUNE_VM_CACHE:-$repo/target/vm-cache}
 boot_timeout=${DAQTUNE_VM_BOOT_TIMEOUT:-900}
-jobs=${DAQTUNE_VM_JOBS:-2}
-[[ $jobs =~ ^[1-9][0-9]*$ ]] || { echo "host-lifecycle: DAQTUNE_VM_JOBS=$jobs: a number of guests at a time (1 or more) was expected" >&2; exit 2; }
+max_guests=${DAQTUNE_VM_JOBS:-2}
+[[ $max_guests =~ ^[1-9][0-9]*$ ]] || { echo "host-lifecycle: DAQTUNE_VM_JOBS=$max_guests: a number of guests at a time (1 or more) was expected" >&2; exit 2; }
 
 variants=(grub extlinux)
 deb=""
@@ -314,8 +314,8 @@ run_variant() { # VARIANT
   done
 }
 
-# The images first (each once, in order), then the variants' guests side by side, $jobs at a
-# time: each guest is one TCG thread (thread=single, above), so two of them fill two cores where
+# The images first (each once, in order), then the variants' guests side by side,
+# $max_guests at a time: each guest is one TCG thread (thread=single, above), so two of them fill two cores where
 # one left most of the second idle (docs/apply.md has the measurement).
 failed_boot=0
 ran=()
@@ -354,7 +354,7 @@ for v in "${variants[@]}"; do
   sed '/^not_applicable:/,$d' "$profile" >"$dir/io/profile-mrrs.yaml"
 done
 for v in "${ran[@]}"; do
-  while (($(jobs -rp | wc -l) >= jobs)); do wait -n || true; done
+  while (($(jobs -rp | wc -l) >= max_guests)); do wait -n || true; done
   rm -f "$out/$v/.boot-failed"
   (run_variant "$v" || touch "$out/$v/.boot-failed") &
 done
