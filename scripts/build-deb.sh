@@ -1,19 +1,25 @@
 #!/usr/bin/env bash
 # Build the Debian packages of daqtune with dpkg-deb (no debhelper, no cargo-deb):
 #
-#   scripts/build-deb.sh [--arch amd64|arm64] [--with dpdk,rdma|auto|none] [--no-build] [--out DIR]
+#   scripts/build-deb.sh [--arch amd64|arm64] [--with dpdk,rdma|auto|none] [--profile release|dev]
+#                        [--no-build] [--out DIR]
 #
 #   target/debian/daqtune_<version>_<arch>.deb        /usr/bin/daqtune, daqtune(8), completions, docs
 #   target/debian/daqtune-dpdk_<version>_<arch>.deb   with --with dpdk (links the system libdpdk)
 #   target/debian/daqtune-rdma_<version>_<arch>.deb   with --with rdma (links libibverbs)
 #
 # --with auto builds an engine package where its library's headers are installed (as
-# scripts/test-all.sh builds the engines). --no-build packages what target/release already holds.
+# scripts/test-all.sh builds the engines). --no-build packages what target/release (or the profile's directory)
+# already holds.
+# --profile dev (or DAQTUNE_DEB_PROFILE=dev) builds and packages cargo's dev profile instead of
+# release (target/debug): the README's test command packages that for its package and lifecycle
+# tests, where the release build's thin LTO would cost minutes and prove only that it links
+# (docs/apply.md, "Which build the tests package"). Never ship one: the build says so on stderr.
 # --arch arm64 on an amd64 machine cross-builds for aarch64-unknown-linux-gnu (IGX Orin, DGX
 # Spark): rustup's target, Debian's gcc-aarch64-linux-gnu as linker (.cargo/config.toml), the
 # engines against the :arm64 multiarch -dev packages (bindgen parses the arm64 headers), and the
 # binary runs under qemu-user (qemu-aarch64, libc6:arm64) for its man page and completions.
-# The binaries then come from target/aarch64-unknown-linux-gnu/release.
+# The binaries then come from target/aarch64-unknown-linux-gnu/release (or debug).
 # Needs: cargo (unless --no-build), dpkg-deb and dpkg-shlibdeps (dpkg-dev), gzip, strip (binutils):
 # what `apt install build-essential` brings. Runs as any user: ownership in the archives is
 # root:root through dpkg-deb --root-owner-group, no fakeroot.
@@ -27,6 +33,7 @@ repo=$PWD
 with=none
 build=1
 arch_opt=""
+profile=${DAQTUNE_DEB_PROFILE:-release}
 
 out=$repo/target/debian
 while (($#)); do
@@ -37,12 +44,20 @@ while (($#)); do
     --out) out=$(realpath -m -- "$2"); shift 2 ;;
     --arch) arch_opt=$2; shift 2 ;;
     --arch=*) arch_opt=${1#--arch=}; shift ;;
-    -h|--help) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --profile) profile=$2; shift 2 ;;
+    --profile=*) profile=${1#--profile=}; shift ;;
+    -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
     *) echo "build-deb: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
 
 die() { echo "build-deb: $*" >&2; exit 1; }
+# cargo's name for the profile and the directory its binaries land in.
+case $profile in
+  release) profile_dir=release ;;
+  dev) profile_dir=debug ;;
+  *) echo "build-deb: --profile takes release or dev, not '$profile'" >&2; exit 2 ;;
+esac
 for tool in dpkg-deb dpkg-shlibdeps dpkg-architecture gzip strip; do
   command -v "$tool" >/dev/null 2>&1 || die "$tool not found (apt install build-essential dpkg-dev)"
 done
@@ -51,7 +66,7 @@ done
 build_arch=$(dpkg-architecture -qDEB_BUILD_ARCH)
 arch=${arch_opt:-$build_arch}
 cargo_target=()
-rel=$repo/target/release
+rel=$repo/target/$profile_dir
 strip_tool=strip
 objdump_tool=objdump
 run_target=()
@@ -69,7 +84,7 @@ if [[ $arch != "$build_arch" ]]; then
     die "the Rust target $triple is not installed (rustup target add $triple)"
   fi
   cargo_target=(--target "$triple")
-  rel=$repo/target/$triple/release
+  rel=$repo/target/$triple/$profile_dir
   strip_tool=$gnu-strip
   objdump_tool=$gnu-objdump
   run_target=("$qemu")
@@ -103,12 +118,14 @@ fi
 commit=$(git -C "$repo" rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
 maintainer="${DEBFULLNAME:-daqtune developers} <${DEBEMAIL:-daqtune@users.noreply.github.com}>"
 
+[[ $profile == release ]] ||
+  echo "build-deb: profile $profile (from $rel): a package for tests, not for release" >&2
 if ((build)); then
-  echo "build-deb: cargo build --release ${cargo_target[*]} -p daqtune" >&2
-  cargo build --release --locked "${cargo_target[@]}" -p daqtune
+  echo "build-deb: cargo build --profile $profile ${cargo_target[*]} -p daqtune" >&2
+  cargo build --profile "$profile" --locked "${cargo_target[@]}" -p daqtune
   for e in "${engines[@]}"; do
-    echo "build-deb: cargo build --release ${cargo_target[*]} -p daqtune-$e --features $e" >&2
-    cargo build --release --locked "${cargo_target[@]}" -p "daqtune-$e" --features "$e"
+    echo "build-deb: cargo build --profile $profile ${cargo_target[*]} -p daqtune-$e --features $e" >&2
+    cargo build --profile "$profile" --locked "${cargo_target[@]}" -p "daqtune-$e" --features "$e"
   done
 fi
 export SOURCE_DATE_EPOCH
@@ -233,7 +250,7 @@ debs+=("$(build_package daqtune "$(shlibs daqtune "$root/usr/bin/daqtune")")")
 for e in "${engines[@]}"; do
   pkg=daqtune-$e
   ebin=$rel/$pkg
-  [[ -x $ebin ]] || die "$ebin is missing (build it with: cargo build --release ${cargo_target[*]} -p $pkg --features $e)"
+  [[ -x $ebin ]] || die "$ebin is missing (build it with: cargo build --profile $profile ${cargo_target[*]} -p $pkg --features $e)"
   root=$work/debian/$pkg
   install -D -m 0755 "$ebin" "$root/usr/bin/$pkg"
   $strip_tool --strip-unneeded --remove-section=.comment --remove-section=.note "$root/usr/bin/$pkg"

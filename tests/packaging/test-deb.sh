@@ -2,7 +2,8 @@
 # Build the Debian packages with scripts/build-deb.sh and inspect them:
 #
 #   tests/packaging/test-deb.sh [--no-build] [--with dpdk,rdma|auto|none] [--arch arm64]
-#                                                            (default: auto, this machine's arch)
+#                               [--profile release|dev]   (default: auto, this machine's arch,
+#                                                          $DAQTUNE_DEB_PROFILE or release)
 #
 # - every file the package promises is there (binary, man page, completions, docs, profiles,
 #   copyright, changelog.Debian.gz), with root ownership and sane modes;
@@ -21,11 +22,13 @@ cd "$(dirname "$0")/../.."
 
 build_args=(--with auto)
 arch=$(dpkg --print-architecture)
+profile=${DAQTUNE_DEB_PROFILE:-release}
 while (($#)); do
   case "$1" in
     --no-build) build_args+=(--no-build); shift ;;
     --with) build_args+=(--with "$2"); shift 2 ;;
     --arch) arch=$2; build_args+=(--arch "$2"); shift 2 ;;
+    --profile) profile=$2; shift 2 ;;
     *) echo "test-deb: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -37,6 +40,12 @@ ok() { echo "ok:   $*"; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 out=$tmp/debs
+case $profile in
+  release) profile_dir=release ;;
+  dev) profile_dir=debug ;;
+  *) echo "test-deb: --profile takes release or dev, not '$profile'" >&2; exit 2 ;;
+esac
+build_args+=(--profile "$profile")
 mapfile -t debs < <(scripts/build-deb.sh --out "$out" "${build_args[@]}")
 ((${#debs[@]} >= 1)) || { echo "FAIL: build-deb.sh produced no package"; exit 1; }
 
@@ -45,11 +54,11 @@ field() { dpkg-deb -f "$1" "$2"; }
 # Run a binary of the package: natively, or under qemu-user for a cross-built arm64 package.
 # elf_machine: the ELF header's e_machine (62 x86-64, 183 aarch64), read without `file`.
 run_pkg=()
-rel=target/release
+rel=target/$profile_dir
 want_machine=62
 case $arch in
   "$(dpkg --print-architecture)") if [[ $arch == arm64 ]]; then want_machine=183; fi ;;
-  arm64) run_pkg=(qemu-aarch64); rel=target/aarch64-unknown-linux-gnu/release; want_machine=183 ;;
+  arm64) run_pkg=(qemu-aarch64); rel=target/aarch64-unknown-linux-gnu/$profile_dir; want_machine=183 ;;
   *) echo "test-deb: --arch takes arm64 (or this machine's architecture)" >&2; exit 2 ;;
 esac
 elf_machine() { od -An -tu2 -j18 -N2 "$1" | tr -d ' '; }

@@ -158,7 +158,7 @@ done
 # --- the packages -----------------------------------------------------------------------------
 build_deb() { # ARCH: prints the package scripts/build-deb.sh made
   local t=$SECONDS built
-  say "building the $1 .deb (scripts/build-deb.sh --arch $1)" >&2
+  say "building the $1 .deb (scripts/build-deb.sh --arch $1, profile ${DAQTUNE_DEB_PROFILE:-release})" >&2
   mapfile -t built < <("$repo/scripts/build-deb.sh" --arch "$1" --with none --out "$repo/target/debian")
   [[ -f ${built[0]:-} ]] || { echo "host-lifecycle: FAILED: scripts/build-deb.sh --arch $1 made no package" >&2; exit 1; }
   say "package $(basename "${built[0]}") ($(du -k "${built[0]}" | cut -f1) KiB) in $((SECONDS - t)) s" >&2

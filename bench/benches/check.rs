@@ -1,5 +1,5 @@
 //! `check` on fixture host roots: the whole evaluation (facts, verdicts, report) without printing.
-//! Run: cargo bench -p daqtune --bench check
+//! Run: cargo bench -p daqtune-bench --bench check
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use daqtune_engine::commands::evaluate;
