@@ -9,8 +9,8 @@
 #   target/debian/daqtune-rdma_<version>_<arch>.deb   with --with rdma (links libibverbs)
 #
 # --with auto builds an engine package where its library's headers are installed (as
-# scripts/test-all.sh builds the engines). --no-build packages what target/release (or the profile's directory)
-# already holds.
+# scripts/test-all.sh builds the engines). --no-build packages what target/release (or the
+# profile's directory) already holds.
 # --profile dev (or DAQTUNE_DEB_PROFILE=dev) builds and packages cargo's dev profile instead of
 # release (target/debug): the README's test command packages that for its package and lifecycle
 # tests, where the release build's thin LTO would cost minutes and prove only that it links
