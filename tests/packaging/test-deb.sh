@@ -3,7 +3,7 @@
 #
 #   tests/packaging/test-deb.sh [--no-build] [--with dpdk,rdma|auto|none] [--arch arm64]
 #                               [--profile release|dev]   (default: auto, this machine's arch,
-#                                                          $DAQTUNE_DEB_PROFILE or release)
+#                                                          build-deb.sh's profile)
 #
 # - every file the package promises is there (binary, man page, completions, docs, profiles,
 #   copyright, changelog.Debian.gz), with root ownership and sane modes;
@@ -22,13 +22,12 @@ cd "$(dirname "$0")/../.."
 
 build_args=(--with auto)
 arch=$(dpkg --print-architecture)
-profile=${DAQTUNE_DEB_PROFILE:-release}
 while (($#)); do
   case "$1" in
     --no-build) build_args+=(--no-build); shift ;;
     --with) build_args+=(--with "$2"); shift 2 ;;
     --arch) arch=$2; build_args+=(--arch "$2"); shift 2 ;;
-    --profile) profile=$2; shift 2 ;;
+    --profile) build_args+=(--profile "$2"); shift 2 ;;
     *) echo "test-deb: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -40,12 +39,6 @@ ok() { echo "ok:   $*"; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 out=$tmp/debs
-case $profile in
-  release) profile_dir=release ;;
-  dev) profile_dir=debug ;;
-  *) echo "test-deb: --profile takes release or dev, not '$profile'" >&2; exit 2 ;;
-esac
-build_args+=(--profile "$profile")
 mapfile -t debs < <(scripts/build-deb.sh --out "$out" "${build_args[@]}")
 ((${#debs[@]} >= 1)) || { echo "FAIL: build-deb.sh produced no package"; exit 1; }
 
@@ -54,22 +47,26 @@ field() { dpkg-deb -f "$1" "$2"; }
 # Run a binary of the package: natively, or under qemu-user for a cross-built arm64 package.
 # elf_machine: the ELF header's e_machine (62 x86-64, 183 aarch64), read without `file`.
 run_pkg=()
-rel=target/$profile_dir
 want_machine=62
 case $arch in
   "$(dpkg --print-architecture)") if [[ $arch == arm64 ]]; then want_machine=183; fi ;;
-  arm64) run_pkg=(qemu-aarch64); rel=target/aarch64-unknown-linux-gnu/$profile_dir; want_machine=183 ;;
+  arm64) run_pkg=(qemu-aarch64); want_machine=183 ;;
   *) echo "test-deb: --arch takes arm64 (or this machine's architecture)" >&2; exit 2 ;;
 esac
 elf_machine() { od -An -tu2 -j18 -N2 "$1" | tr -d ' '; }
 
 main=${debs[0]}
+# The packages' payload, unpacked once: every check below runs the packaged binaries, never the
+# build tree's (build-deb.sh's --profile, or DAQTUNE_DEB_PROFILE, says which build that was).
+x=$tmp/x
+dpkg-deb -x "$main" "$x"
+for deb in "${debs[@]:1}"; do dpkg-deb -x "$deb" "$x"; done
 [[ $(basename "$main") =~ ^daqtune_[0-9][^_]*-[0-9]+_[a-z0-9]+\.deb$ ]] \
   && ok "name $(basename "$main")" || fail "package file name $(basename "$main") is not daqtune_<version>-<rev>_<arch>.deb"
 [[ $(field "$main" Package) == daqtune ]] || fail "Package: $(field "$main" Package)"
 [[ $(field "$main" Architecture) == "$arch" ]] || fail "Architecture: $(field "$main" Architecture), want $arch"
 version=$(field "$main" Version)
-bin_version=$("${run_pkg[@]}" "$rel/daqtune" --version | awk '{print $2}')
+bin_version=$("${run_pkg[@]}" "$x/usr/bin/daqtune" --version | awk '{print $2}')
 [[ $version == "$bin_version"-* ]] && ok "version $version" || fail "Version $version does not carry the binary's $bin_version"
 
 # --- contents --------------------------------------------------------------------------------
@@ -99,7 +96,7 @@ for f in "${want[@]}"; do
   awk '{print $6}' "$tmp/contents" >"$tmp/paths"
   grep -qxF "$f" "$tmp/paths" || fail "missing $f"
 done
-for id in $("${run_pkg[@]}" "$rel/daqtune" explain --list 2>/dev/null | awk 'NF {print $1}' | grep -E '^[a-z]+(\.[a-z0-9-]+)?$'); do
+for id in $("${run_pkg[@]}" "$x/usr/bin/daqtune" explain --list 2>/dev/null | awk 'NF {print $1}' | grep -E '^[a-z]+(\.[a-z0-9-]+)?$'); do
   [[ -f docs/checks/$id.md ]] || continue
   grep -q " ./usr/share/doc/daqtune/checks/$id.md\(.gz\)\?$" "$tmp/contents" || fail "check page $id.md not packaged"
 done
@@ -155,15 +152,14 @@ for deb in "${debs[@]:1}"; do
 done
 
 # --- the payload works ----------------------------------------------------------------------
-x=$tmp/x
-dpkg-deb -x "$main" "$x"
-for deb in "${debs[@]:1}"; do dpkg-deb -x "$deb" "$x"; done
 for b in "$x"/usr/bin/*; do
   m=$(elf_machine "$b")
   [[ $m == "$want_machine" ]] && ok "$(basename "$b") is an ELF for $arch (e_machine $m)" \
     || fail "$(basename "$b") has e_machine '$m', want $want_machine ($arch)"
 done
-[[ $("${run_pkg[@]}" "$x/usr/bin/daqtune" --version) == "daqtune $bin_version" ]] || fail "packaged daqtune --version: $("${run_pkg[@]}" "$x/usr/bin/daqtune" --version)"
+# The packaged binary is this tree's: its version is the workspace's.
+src_version=$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -n 1)
+[[ $bin_version == "$src_version" ]] || fail "packaged daqtune --version says $bin_version, the workspace is $src_version"
 zcat "$x/usr/share/man/man8/daqtune.8.gz" >"$tmp/man"
 grep -q '^\.TH daqtune 8 ' "$tmp/man" || fail "man page has no '.TH daqtune 8' header"
 # The page is `daqtune man` with the section set to 8 (what the generated units name).
