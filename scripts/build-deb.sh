@@ -78,6 +78,9 @@ if [[ $arch != "$build_arch" ]]; then
   for tool in "$gnu-gcc:gcc-$gnu" "$gnu-strip:binutils-$gnu" "$gnu-objdump:binutils-$gnu" "$qemu:qemu-user"; do
     command -v "${tool%%:*}" >/dev/null 2>&1 || die "${tool%%:*} not found (apt install ${tool#*:})"
   done
+  # The cross compiler's sysroot (a Recommends of gcc-$gnu only): crt files and headers.
+  [[ -e /usr/$gnu/include/stdio.h ]] \
+    || die "the cross compiler has no $arch C library headers (apt install libc6-dev-$arch-cross)"
   [[ -e /usr/lib/$gnu/libc.so.6 || -e /lib/$gnu/libc.so.6 ]] \
     || die "no $arch C library to run the binary with (dpkg --add-architecture $arch; apt install libc6:$arch)"
   if ((build)) && command -v rustup >/dev/null 2>&1 && ! rustup target list --installed | grep -qx "$triple"; then

@@ -41,6 +41,7 @@ skip() { echo "test-aarch64: SKIP: $*"; exit 125; }
 log() { printf '\n== aarch64: %s\n' "$*"; }
 
 command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 || skip "aarch64-linux-gnu-gcc not found (apt-get install gcc-aarch64-linux-gnu)"
+[[ -e /usr/aarch64-linux-gnu/include/stdio.h ]] || skip "the cross compiler has no C library headers (apt-get install libc6-dev-arm64-cross)"
 command -v qemu-aarch64 >/dev/null 2>&1 || skip "qemu-aarch64 not found (apt-get install qemu-user)"
 [[ -e /lib/ld-linux-aarch64.so.1 ]] || skip "no arm64 C library (dpkg --add-architecture arm64; apt-get install libc6:arm64)"
 if command -v rustup >/dev/null 2>&1; then

@@ -59,7 +59,12 @@ if [[ $vm_all == 1 ]]; then
   PACKAGES+=(ovmf qemu-system-arm qemu-efi-aarch64 arch-test)
 fi
 if ((cross)); then
-  PACKAGES+=(gcc-aarch64-linux-gnu qemu-user qemu-user-static libc6:arm64)
+  # libc6-dev-arm64-cross is the cross compiler's own C headers and start files: only a
+  # Recommends of gcc-12-aarch64-linux-gnu, which --no-install-recommends (below) leaves out.
+  # Without it the link of every test binary fails, and before that the C code some crates
+  # build (zstd-sys) stops at `bits/libc-header-start.h: No such file or directory` (seen on a
+  # fresh Debian 12 machine, 2026-11-27).
+  PACKAGES+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user qemu-user-static libc6:arm64)
   if [[ ${DAQTUNE_AARCH64_DEB:-0} == 1 ]]; then
     PACKAGES+=(libibverbs-dev:arm64)
   fi
