@@ -2,7 +2,7 @@
 # Build the Debian packages of daqtune with dpkg-deb (no debhelper, no cargo-deb):
 #
 #   scripts/build-deb.sh [--arch amd64|arm64] [--with dpdk,rdma|auto|none] [--profile release|dev]
-#                        [--no-build] [--out DIR]
+#                        [--no-build] [--out DIR] [--check]
 #
 #   target/debian/daqtune_<version>_<arch>.deb        /usr/bin/daqtune, daqtune(8), completions, docs
 #   target/debian/daqtune-dpdk_<version>_<arch>.deb   with --with dpdk (links the system libdpdk)
@@ -10,7 +10,9 @@
 #
 # --with auto builds an engine package where its library's headers are installed (as
 # scripts/test-all.sh builds the engines). --no-build packages what target/release (or the
-# profile's directory) already holds.
+# profile's directory) already holds. --check only asks whether this machine can build the
+# packages asked for (tools, cross toolchain, target, engine headers): exit 0, or 1 with the
+# reason on stderr, nothing built (tests/vm/host-lifecycle.sh turns that reason into a skip).
 # --profile dev (or DAQTUNE_DEB_PROFILE=dev) builds and packages cargo's dev profile instead of
 # release (target/debug): the README's test command packages that for its package and lifecycle
 # tests, where the release build's thin LTO would cost minutes and prove only that it links
@@ -32,6 +34,7 @@ repo=$PWD
 
 with=none
 build=1
+check=0
 arch_opt=""
 profile=${DAQTUNE_DEB_PROFILE:-release}
 
@@ -41,6 +44,7 @@ while (($#)); do
     --with) with=$2; shift 2 ;;
     --with=*) with=${1#--with=}; shift ;;
     --no-build) build=0; shift ;;
+    --check) check=1; shift ;;
     --out) out=$(realpath -m -- "$2"); shift 2 ;;
     --arch) arch_opt=$2; shift 2 ;;
     --arch=*) arch_opt=${1#--arch=}; shift ;;
@@ -112,6 +116,7 @@ case "$with" in
     done
     ;;
 esac
+((check == 0)) || exit 0
 
 # Reproducible: every timestamp is the last commit's (or now outside a git checkout). Not
 # exported to cargo: zstd-sys's build script reruns whenever it changes.

@@ -159,7 +159,11 @@ for b in "$x"/usr/bin/*; do
 done
 # The packaged binary is this tree's: its version is the workspace's.
 src_version=$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -n 1)
-[[ $bin_version == "$src_version" ]] || fail "packaged daqtune --version says $bin_version, the workspace is $src_version"
+if [[ -z $src_version ]]; then
+  fail "no version = \"...\" line in the workspace's Cargo.toml to compare the package with"
+elif [[ $bin_version != "$src_version" ]]; then
+  fail "packaged daqtune --version says $bin_version, the workspace is $src_version"
+fi
 zcat "$x/usr/share/man/man8/daqtune.8.gz" >"$tmp/man"
 grep -q '^\.TH daqtune 8 ' "$tmp/man" || fail "man page has no '.TH daqtune 8' header"
 # The page is `daqtune man` with the section set to 8 (what the generated units name).

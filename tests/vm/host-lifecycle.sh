@@ -136,13 +136,10 @@ for v in "${variants[@]}"; do
         skipped[$v]="qemu-system-aarch64 not found (apt-get install qemu-system-arm)"
       elif ! [[ -f $AAVMF_CODE && -f $AAVMF_VARS ]]; then
         skipped[$v]="no $AAVMF_CODE or $AAVMF_VARS (apt-get install qemu-efi-aarch64)"
-      elif [[ -z $deb_arm64 ]] && ! command -v aarch64-linux-gnu-gcc >/dev/null 2>&1; then
-        # What scripts/build-deb.sh --arch arm64 needs; it says so itself for the rest.
-        skipped[$v]="no arm64 cross linker to build the arm64 .deb (apt-get install gcc-aarch64-linux-gnu)"
-      elif [[ -z $deb_arm64 ]] && [[ ! -e /usr/aarch64-linux-gnu/include/stdio.h ]]; then
-        skipped[$v]="the arm64 cross compiler has no C library headers to build the arm64 .deb (apt-get install libc6-dev-arm64-cross)"
-      elif [[ -z $deb_arm64 ]] && command -v rustup >/dev/null 2>&1 && ! rustup target list --installed | grep -qx aarch64-unknown-linux-gnu; then
-        skipped[$v]="the Rust target aarch64-unknown-linux-gnu is not installed (rustup target add aarch64-unknown-linux-gnu)"
+      elif [[ -z $deb_arm64 ]] && ! why=$("$repo/scripts/build-deb.sh" --arch arm64 --with none --check 2>&1); then
+        # build-deb.sh's own preflight (cross linker, its C library, qemu-user, the Rust
+        # target): what it could not find is the skip's reason.
+        skipped[$v]="cannot build the arm64 .deb: ${why#build-deb: }"
       else
         arm=1
       fi ;;
