@@ -11,8 +11,9 @@
 # --with auto builds an engine package where its library's headers are installed (as
 # scripts/test-all.sh builds the engines). --no-build packages what target/release (or the
 # profile's directory) already holds. --check only asks whether this machine can build the
-# packages asked for (tools, cross toolchain, target, engine headers): exit 0, or 1 with the
-# reason on stderr, nothing built (tests/vm/host-lifecycle.sh turns that reason into a skip).
+# packages asked for (dpkg tools, cargo, the cross toolchain and its C library, the Rust
+# target; not the engines' headers): exit 0, or 1 with the reason on stderr, nothing built
+# (tests/vm/host-lifecycle.sh turns that reason into a skip).
 # --profile dev (or DAQTUNE_DEB_PROFILE=dev) builds and packages cargo's dev profile instead of
 # release (target/debug): the README's test command packages that for its package and lifecycle
 # tests, where the release build's thin LTO would cost minutes and prove only that it links
