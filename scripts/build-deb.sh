@@ -229,9 +229,11 @@ if command -v cargo >/dev/null 2>&1; then
   {
     echo "# Rust crates linked into /usr/bin/daqtune (cargo tree -e normal,no-proc-macro):"
     echo "# name version licence"
-    cargo tree --locked --offline "${cargo_target[@]}" -p daqtune -e normal,no-proc-macro --prefix none -f '{p}|{l}' 2>/dev/null \
+    # Its error (a Cargo.lock that no longer matches Cargo.toml, say) ends the build with
+    # cargo's own words: set -e alone ended it with none.
+    cargo tree --locked --offline "${cargo_target[@]}" -p daqtune -e normal,no-proc-macro --prefix none -f '{p}|{l}' 2>"$work/cargo-tree.err" \
       | grep -v ' (\*)$' | grep -v '^daqtune' | sed 's/ v\([^ |]*\)[^|]*|/ \1 /' | LC_ALL=C sort -u
-  } >"$doc/rust-crates.txt"
+  } >"$doc/rust-crates.txt" || die "cargo tree (the crate list of the package): $(head -n 1 "$work/cargo-tree.err")"
 fi
 changelog daqtune "$doc"
 compress_docs "$doc"
