@@ -5,9 +5,10 @@
 # (DPDK, rdma-core, iperf3, pciutils, systemd's analyzer, qemu for the soft-RoCE VM, dpkg-dev and
 # lintian for the .deb, mmdebstrap and qemu-utils for the lifecycle VM), builds the optional
 # engines once with their cargo features, and runs the whole suite, then builds and inspects the
-# Debian packages, and boots a Debian guest through a host's whole life (tests/vm/host-lifecycle.sh;
-# DAQTUNE_LIFECYCLE=0 leaves that out), and runs the aarch64 tests under qemu-user
-# (scripts/test-aarch64.sh; DAQTUNE_AARCH64=0 leaves them out).
+# Debian packages, runs the aarch64 tests under qemu-user (scripts/test-aarch64.sh;
+# DAQTUNE_AARCH64=0 leaves them out), and boots two Debian guests through a host's whole life,
+# driven by the Ansible role as a fleet (tests/vm/fleet-ansible.sh; DAQTUNE_LIFECYCLE=0 leaves
+# that out).
 # As a normal user it installs nothing and the tests that need root or a package say why they
 # skip.
 set -euo pipefail
@@ -32,7 +33,7 @@ PACKAGES=(
   dpkg-dev lintian
   # the lifecycle VM (tests/vm/host-lifecycle.sh, DAQTUNE_LIFECYCLE=1): guest image from Debian
   mmdebstrap fdisk e2fsprogs qemu-utils
-  # the fleet VM (tests/vm/fleet-ansible.sh): ssh and ssh-keygen to reach the guests
+  # the lifecycle and fleet guests (tests/vm/fleet-ansible.sh): ssh and ssh-keygen to reach them
   openssh-client
   # arm64 (IGX Orin, DGX Spark; issue 25): the cross linker, the arm64 C library (Debian
   # multiarch) and qemu-user to run the aarch64 tests (qemu-user-static registers the binfmt
@@ -177,13 +178,58 @@ fi
 log "debian packages (tests/packaging/test-deb.sh, profile $DAQTUNE_DEB_PROFILE)"
 tests/packaging/test-deb.sh
 
+# A host's whole life, and a fleet's, on two booted Debian guests (tests/vm/fleet-ansible.sh,
+# issues 15, 25 and 27): Ansible over SSH drives the GRUB guest and the extlinux guest through
+# the role in deploy/ansible (install the .deb, apply, its own reboots, the rolling gate that
+# stops at a failing host, facts read back, changed=0, revert byte-identical), node_exporter
+# serves daqtune's metrics, and between the role's runs the lifecycle's own steps assert each
+# state in the guest (tests/vm/lifecycle-guest.sh fleet-*), netplan owning the data port last
+# in the extlinux guest. It runs in the background beside the aarch64 tests (its output in
+# target/fleet-ansible.log, shown when it ends): for long stretches one guest works while the
+# other waits its turn in the rollout, so alone it leaves a core idle. DAQTUNE_VM_ALL=1 adds
+# tests/vm/host-lifecycle.sh --variant all after it: the same life through the CLI for GRUB and
+# extlinux, the x86 UEFI Secure Boot variant and the arm64 Spark shape (docs/apply.md, "Which
+# variants run where"). The guest images are cached in $DAQTUNE_VM_CACHE (default
+# target/vm-cache) under the hash of their inputs; docs/apply.md and docs/fleet.md have the
+# durations. Exit 125 means the VM could not be prepared (no qemu, no Debian mirror, no PyPI for
+# ansible-core): reported as a skip, any other failure fails the run. DAQTUNE_LIFECYCLE=0 leaves
+# them out (a quick local run); CI runs them.
+vm_verdict() { # NAME RC: 125 is a skip, any other failure ends the run
+  if (($2 == 125)); then
+    echo "$1: skipped (the VM could not be prepared; reason above)"
+  elif (($2 != 0)); then
+    exit "$2"
+  fi
+}
+fleet_job=""
+if [[ ${DAQTUNE_LIFECYCLE:-1} == 1 ]]; then
+  if [[ -n $image_job ]]; then
+    t=$SECONDS
+    rc=0
+    wait "$image_job" || rc=$?
+    image_job=""
+    echo "lifecycle guest image (background build): exit $rc, waited $((SECONDS - t)) s for it; $(grep -E 'ready|FAILED|SKIP' target/lifecycle-image-prebuild.log | tail -n 1)"
+  fi
+  # The package the guests install: the build test-deb.sh just made, packaged without cargo
+  # (a cargo run here would wait on the aarch64 build's lock of the target directory).
+  mapfile -t fleet_deb < <(scripts/build-deb.sh --no-build --with none --out target/debian)
+  [[ -f ${fleet_deb[0]:-} ]] || { echo "FAILED: scripts/build-deb.sh --no-build made no package for the guests"; exit 1; }
+  log "host lifecycle and fleet on two booted Debian guests (tests/vm/fleet-ansible.sh), in the background (target/fleet-ansible.log)"
+  tests/vm/fleet-ansible.sh --deb "${fleet_deb[0]}" </dev/null >target/fleet-ansible.log 2>&1 &
+  fleet_job=$!
+  trap '[[ -z $fleet_job ]] || { kill "$fleet_job" 2>/dev/null; wait "$fleet_job" 2>/dev/null; } || true' EXIT
+else
+  log "host lifecycle and fleet VM tests left out (DAQTUNE_LIFECYCLE=0)"
+fi
+
 # aarch64 (issue 25): the pure crates' tests plus the binary's CLI tests, built for
 # aarch64-unknown-linux-gnu and run under qemu-user (scripts/test-aarch64.sh says what is left
 # out and why), and with DAQTUNE_AARCH64_DEB=1 also the arm64 packages (a release cross build
 # of three binaries: docs/apply.md "Install"). Exit 125 = the cross toolchain is not there
-# (reported as a skip). In sequence: beside the lifecycle VM (2026-11-26) it saved nothing, and
-# beside the native tests and the .deb (2026-11-27, from a fresh clone) the whole command took
-# 40 min 30 s against 38 min 52 s in sequence: each of them keeps the two cores busy.
+# (reported as a skip). Beside the native tests and the .deb (2026-11-27, from a fresh clone)
+# the whole command took 40 min 30 s against 38 min 52 s in sequence: each of them keeps the
+# two cores busy. Beside the CLI lifecycle VM (two guests at once, 2026-11-26) it saved nothing
+# either; the fleet run above is another shape (one guest working at a time for most of it).
 # DAQTUNE_AARCH64=0 leaves it out (a quick local run).
 if [[ $aarch64_tests == 1 ]]; then
   log "aarch64: tests under qemu-user (scripts/test-aarch64.sh)"
@@ -200,53 +246,20 @@ else
   log "aarch64 build and tests left out (DAQTUNE_AARCH64=0)"
 fi
 
-# A host's whole life on a booted Debian guest (tests/vm/host-lifecycle.sh): install the .deb,
-# apply, reboot, check, revert, reboot, for GRUB and extlinux, and the MTU with netplan owning
-# the data port in the extlinux guest (the variants `ci`; their two guests run side by side,
-# one TCG thread each); DAQTUNE_VM_ALL=1 adds the x86 UEFI Secure Boot variant
-# and the arm64 Spark shape (variants `all`; docs/apply.md, "Which variants run where"). The guest images are cached in
-# $DAQTUNE_VM_CACHE (default target/vm-cache) under the hash of its inputs; see docs/apply.md
-# for the durations. Exit 125 means the VM could not be prepared (no qemu, no Debian mirror):
-# that is reported as a skip, any other failure fails the run. DAQTUNE_LIFECYCLE=0 leaves it
-# out (a quick local run); CI runs it.
-if [[ ${DAQTUNE_LIFECYCLE:-1} == 1 ]]; then
-  if [[ -n $image_job ]]; then
-    t=$SECONDS
-    rc=0
-    wait "$image_job" || rc=$?
-    image_job=""
-    echo "lifecycle guest image (background build): exit $rc, waited $((SECONDS - t)) s for it; $(grep -E 'ready|FAILED|SKIP' target/lifecycle-image-prebuild.log | tail -n 1)"
-  fi
-  log "host lifecycle on a booted Debian guest (tests/vm/host-lifecycle.sh)"
+if [[ -n $fleet_job ]]; then
+  t=$SECONDS
   rc=0
-  vm_variants=ci
-  [[ $vm_all == 1 ]] && vm_variants=all
-  tests/vm/host-lifecycle.sh --variant "$vm_variants" || rc=$?
-  if ((rc == 125)); then
-    echo "host lifecycle: skipped (the VM could not be prepared; reason above)"
-  elif ((rc != 0)); then
-    exit "$rc"
-  fi
-else
-  log "host lifecycle VM test left out (DAQTUNE_LIFECYCLE=0)"
+  wait "$fleet_job" || rc=$?
+  fleet_job=""
+  log "host lifecycle and fleet (tests/vm/fleet-ansible.sh): exit $rc, waited $((SECONDS - t)) s for it; its output:"
+  cat target/fleet-ansible.log
+  vm_verdict "fleet and host lifecycle" "$rc"
 fi
-
-# Fleets for real (tests/vm/fleet-ansible.sh, issue 27): Ansible over SSH drives two guests of
-# the lifecycle image through the role (install, apply, reboot, the rolling gate, facts,
-# changed=0, revert byte-identical) and node_exporter serves daqtune's metrics. In the longer
-# command only (DAQTUNE_VM_ALL=1, or DAQTUNE_FLEET_VM=1 alone): docs/fleet.md ("Against booted
-# hosts") has its durations and why it does not fit the plain command's 35 minutes.
-if [[ $vm_all == 1 || ${DAQTUNE_FLEET_VM:-0} == 1 ]]; then
-  log "fleet: Ansible and node_exporter against booted guests (tests/vm/fleet-ansible.sh)"
+if [[ ${DAQTUNE_LIFECYCLE:-1} == 1 && $vm_all == 1 ]]; then
+  log "host lifecycle through the CLI: GRUB, extlinux, Secure Boot, Spark (tests/vm/host-lifecycle.sh --variant all)"
   rc=0
-  tests/vm/fleet-ansible.sh || rc=$?
-  if ((rc == 125)); then
-    echo "fleet VM: skipped (it could not be prepared; reason above)"
-  elif ((rc != 0)); then
-    exit "$rc"
-  fi
-else
-  log "fleet VM test left out (DAQTUNE_VM_ALL=1 or DAQTUNE_FLEET_VM=1 runs it)"
+  tests/vm/host-lifecycle.sh --variant all || rc=$?
+  vm_verdict "host lifecycle" "$rc"
 fi
 
 log "all tests passed"

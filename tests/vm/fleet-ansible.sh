@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# Fleets for real (issue 27): Ansible drives two booted Debian 12 guests over SSH through the
-# role in deploy/ansible, with reboots, a rolling gate and node_exporter serving daqtune's metrics.
+# Fleets for real (issue 27) and a host's whole life (issue 15) on the same two booted Debian 12
+# guests: Ansible drives them over SSH through the role in deploy/ansible (install, apply, its
+# own reboots, the rolling gate, facts, changed=0, revert), node_exporter serves daqtune's
+# metrics, and between the role's runs the lifecycle's own steps (tests/vm/lifecycle-guest.sh
+# fleet-*) assert every state the role leaves, as tests/vm/host-lifecycle.sh does with the CLI.
 #
 #   tests/vm/fleet-ansible.sh [--deb FILE] [--out DIR] [--keep] [--rebuild-image]
 #
@@ -9,38 +12,54 @@
 #   --keep         keep the guests' disks (deleted otherwise; logs always stay)
 #   --rebuild-image  rebuild the cached guest image (tests/vm/lifecycle-image.sh --rebuild)
 #
-# The guests: two qcow2 overlays of the lifecycle image's GRUB disk (tests/vm/lifecycle-image.sh,
-# cached by content), booted side by side under TCG in the lifecycle guest's shape (q35, 4 vCPUs
-# in two NUMA nodes, the e1000e data port ens1 on node 1, -netdev user,restrict=on) with 3 GiB and
-# a second, management NIC on its own -netdev user,restrict=on whose only way in is
-# hostfwd=tcp:127.0.0.1:PORT-:22 (and :9100 for node_exporter on the first guest), ports found
-# free at run time. Nothing leaves the VMs. At the end of every boot the image's agent runs
-# tests/vm/fleet-guest-boot.sh from the 9p share: own hostname, machine-id and host keys (first
-# boot), the test's key (ssh-keygen into the run directory) in root's authorized_keys, DHCP on
-# the management port from a .network file in /run, sshd and node_exporter started (the image
-# keeps both disabled, so the other variants' boots do not run them).
+# The guests are the lifecycle's two BIOS guests (tests/vm/lifecycle-image.sh, cached by
+# content), in its shape (q35, -cpu max under TCG with one thread, 4 vCPUs in two NUMA nodes of
+# 2 and 4 GiB, the e1000e data port ens1 behind a root port on node 1, -netdev
+# user,restrict=on): fleet-a boots the GRUB disk, fleet-b the extlinux disk (an IGX-style boot
+# loader). Each has a second, management NIC on its own -netdev user,restrict=on whose only way
+# in is hostfwd=tcp:127.0.0.1:PORT-:22 (and :9100 for node_exporter on fleet-a), ports found
+# free at run time. Nothing leaves the VMs. qemu runs without -no-reboot: a reboot (the role's,
+# or the test's for netplan) stays in the same qemu. At the end of every boot the image's agent
+# runs tests/vm/fleet-guest-boot.sh from the 9p share: own hostname, machine-id and an ed25519
+# host key made by the test (first boot), the test's key (ssh-keygen into the run directory)
+# in root's authorized_keys, a static address on the management port from a .network file in
+# /run, sshd and node_exporter started (the image keeps both disabled, so the CLI variants never
+# run them).
 #
-# The steps (each asserted; results in OUT/results, durations in OUT/timings):
-#   F1 boot both guests side by side; each answers on SSH with its own hostname (a first boot
-#      whose kernel panicked in its IO-APIC timer check under TCG load is started again, at most
-#      twice; later boots carry no_timer_check, which the first boot's step adds to grub)
+# The steps (F: the fleet's, asserted here; L: the lifecycle's, asserted in the guest by
+# tests/vm/lifecycle-guest.sh PHASE over SSH; all results in OUT/results):
+#   F1 boot both guests side by side; each answers on SSH with its own hostname
+#   L1 (fleet-*-1a) before the package: a daqtune run from the unpacked .deb refuses the udev
+#      rule; THP and ring baselines (fleet-a)
 #   F2 site.yml --tags install,timer,facts: the role installs the local .deb on both (and enables
-#      daqtune-report.timer on fleet-a); then the baseline: checksums of /etc and /boot/grub (as
-#      tests/vm/lifecycle-guest.sh takes them) and /proc/cmdline of each guest
-#   F3 the rolling gate: site.yml, serial 1, fleet-a given a profile it cannot meet (the fleet
+#      daqtune-report.timer on fleet-a)
+#   L2 (fleet-*-1b) the package's files, no maintainer script, no unit enabled but the role's;
+#      check (kept), /proc/cmdline and the checksums of /etc and the boot configuration (the
+#      baseline of every later comparison)
+#   F2b site.yml --limit fleet-a --tags tune with daqtune_reboot=false: the role applies and
+#      only says a reboot is needed; L3 (fleet-grub-1c) the apply's effects right away
+#   F3 the rolling gate: site.yml, serial 1, fleet-a given a profile it cannot meet (the lifecycle
 #      profile that also requires gpu.driver: no NVIDIA driver, a skip, so the gate fails).
-#      fleet-a applies, the role reboots it, `qualify --level 1` fails, the playbook fails and
-#      stops: fleet-b is not in the recap, its boot, checksums and cmdline are unchanged and it
-#      has no daqtune journal
-#   F4 site.yml with the fleet profile on both: fleet-b applies and is rebooted by the role, both
-#      qualify; tests/vm/fleet-facts.yml (a later playbook) reads ansible_local.daqtune back
-#   F5 site.yml again: changed=0 on both, no reboot
+#      The role reboots fleet-a for what apply left pending, `qualify --level 1` fails, the
+#      playbook fails and stops: fleet-b is not in the recap, its boot, checksums and cmdline
+#      are unchanged and it has no daqtune journal
+#   F4 site.yml on both: fleet-b applies and is rebooted by the role, both qualify;
+#      tests/vm/fleet-facts.yml (a later playbook) reads ansible_local.daqtune back
+#   L4 (fleet-*-2) the kernel line is the boot loader's own, check, a second (CLI) apply changes
+#      nothing, units ran; THP, rings, a foreign grub.d override named (fleet-a); extlinux.conf
+#      (fleet-b)
+#   F5 site.yml again (both hosts at once): changed=0 on both, no reboot
 #   F6 node_exporter on fleet-a: /metrics (forwarded port) carries daqtune's series with the
 #      guest's own verdicts; the data port's MTU undone by hand shows as nic.mtu fail (gate 0)
 #      after `systemctl start daqtune-report.service`; put back, pass again
-#   F7 site.yml --tags revert -e daqtune_revert_reboot=true: both reverted and rebooted by the
-#      role; /etc and /boot/grub byte-identical to F2's baseline, /proc/cmdline the default
-#      entry of the baseline grub.cfg
+#   F7 site.yml --tags revert -e daqtune_revert_reboot=true (both at once): both reverted and
+#      rebooted by the role; /etc and the boot configuration byte-identical to L2's baseline,
+#      /proc/cmdline as then, MTU 1500
+#   L5 (fleet-*-3) nothing of daqtune's left, the reports of L2 and now equal (daqtune diff);
+#      THP, rings, and MRRS on the emulated NIC (fleet-a)
+#   L6 netplan on fleet-b (fleet-extlinux-3n, then a reboot, fleet-extlinux-4): the site's
+#      netplan file owns the port, `apply --only nic.mtu` writes daqtune's netplan drop-in,
+#      netplan renders MTU 9000 at boot, a later site file is named, revert byte-identical
 #   F8 both guests powered off from inside
 #
 # Python and Ansible: ansible-core pinned as in tune/tests/fleet_support (that list is the one
@@ -67,7 +86,7 @@ while (($#)); do
     --out) out=$2; shift 2 ;;
     --keep) keep=1; shift ;;
     --rebuild-image) rebuild=(--rebuild); shift ;;
-    -h|--help) sed -n '2,51p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,/^set -euo/{/^set -euo/!p}' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "fleet-ansible: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -157,34 +176,48 @@ free_port() {
 }
 
 guests=(fleet-a fleet-b)
-declare -A port=() mport=() qpid=() mac=()
+declare -A port=() mport=() qpid=() mac=() variant=() base=() fmt=()
+variant[fleet-a]=grub
+variant[fleet-b]=extlinux
+base[fleet-a]=$img/grub.raw
+fmt[fleet-a]=raw
+base[fleet-b]=$img/extlinux.qcow2
+fmt[fleet-b]=qcow2
 port[fleet-a]=$(free_port)
 port[fleet-b]=$(free_port)
 mport[fleet-a]=$(free_port)
 mac[fleet-a]=52:54:00:fe:00:0a
 mac[fleet-b]=52:54:00:fe:00:0b
-n=0
+# The profile fleet-a cannot meet: the lifecycle profile that also requires an NVIDIA driver.
+sed -e 's/^name: lifecycle-vm$/name: lifecycle-vm-gpu/' \
+  -e 's/^required: \[\(.*\)\]$/required: [\1, gpu.driver]/' \
+  "$here/lifecycle-profile.yaml" >"$out/profile-gate.yaml"
+grep -q '^name: lifecycle-vm-gpu$' "$out/profile-gate.yaml" && grep -q 'gpu.driver\]$' "$out/profile-gate.yaml" \
+  || { echo "fleet-ansible: FAILED: could not derive the gate profile from lifecycle-profile.yaml"; exit 1; }
 for g in "${guests[@]}"; do
-  n=$((n + 1))
   dir=$out/$g
-  mkdir -p "$dir/io"
-  qemu-img create -q -f qcow2 -b "$img/grub.raw" -F raw "$dir/disk.qcow2"
+  mkdir -p "$dir/io/state"
+  qemu-img create -q -f qcow2 -b "${base[$g]}" -F "${fmt[$g]}" "$dir/disk.qcow2"
   cp "$here/fleet-guest-boot.sh" "$dir/io/phase.sh"
+  cp "$here/lifecycle-guest.sh" "$dir/io/guest.sh"
+  cp "$deb" "$dir/io/daqtune.deb"
+  cp "$here/lifecycle-profile.yaml" "$dir/io/profile.yaml"
+  # The same profile with pcie.mrrs applicable (L1's refusal, L5's MRRS step).
+  sed '/^not_applicable:/,$d' "$here/lifecycle-profile.yaml" >"$dir/io/profile-mrrs.yaml"
   echo fleet >"$dir/io/phase"
   echo stay >"$dir/io/next"
   echo "$g" >"$dir/io/hostname"
   tr -d '-' </proc/sys/kernel/random/uuid >"$dir/io/machine-id"
   echo "${mac[$g]}" >"$dir/io/mgmt-mac"
   cp "$out/id_ed25519.pub" "$dir/io/authorized_keys"
-  cp "$here/fleet-profile.yaml" "$dir/io/fleet-profile.yaml"
-  # The profile fleet-a cannot meet: the fleet profile that also requires an NVIDIA driver.
-  sed -e 's/^name: fleet-vm$/name: fleet-vm-gpu/' \
-    -e 's/^required: \[\(.*\)\]$/required: [\1, gpu.driver]/' \
-    "$here/fleet-profile.yaml" >"$dir/io/fleet-gate-profile.yaml"
-  grep -q 'gpu.driver\]$' "$dir/io/fleet-gate-profile.yaml" \
-    || { echo "fleet-ansible: FAILED: could not derive the gate profile from fleet-profile.yaml"; exit 1; }
-  [[ $g == fleet-a ]] && touch "$dir/io/node-exporter"
+  ssh-keygen -q -t ed25519 -N '' -C "root@$g" -f "$dir/io/ssh_host_ed25519_key"
+  # The guest's host key, known before it boots: nothing is accepted on first use.
+  echo "[127.0.0.1]:${port[$g]} $(cut -d' ' -f1,2 "$dir/io/ssh_host_ed25519_key.pub")" >>"$out/known_hosts"
+  : >"$dir/io/results"
 done
+cp "$out/profile-gate.yaml" "$out/fleet-a/io/profile-gate.yaml"
+echo daqtune-report.timer >"$out/fleet-a/io/role-units"
+touch "$out/fleet-a/io/node-exporter"
 
 # Every qemu this run started goes when it ends, whatever happened.
 stop_guests() {
@@ -199,10 +232,11 @@ start_guest() { # NAME: qemu in the background, the lifecycle guest's shape plus
   local g=$1 dir=$out/$1 fwd
   fwd="hostfwd=tcp:127.0.0.1:${port[$g]}-:22"
   [[ -n ${mport[$g]:-} ]] && fwd+=",hostfwd=tcp:127.0.0.1:${mport[$g]}-:9100"
+  # One TCG thread per guest, as in tests/vm/host-lifecycle.sh: two guests fill two cores.
   qemu-system-x86_64 \
-    -machine q35,accel=tcg -cpu max -nodefaults -display none -monitor none \
-    -smp 4,sockets=2,cores=2,threads=1 -m 3G \
-    -object memory-backend-ram,id=mem0,size=1G -object memory-backend-ram,id=mem1,size=2G \
+    -machine q35 -accel tcg,thread=single -cpu max -nodefaults -display none -monitor none \
+    -smp 4,sockets=2,cores=2,threads=1 -m 6G \
+    -object memory-backend-ram,id=mem0,size=2G -object memory-backend-ram,id=mem1,size=4G \
     -numa node,nodeid=0,cpus=0-1,memdev=mem0 -numa node,nodeid=1,cpus=2-3,memdev=mem1 \
     -device pxb-pcie,id=pxb1,bus_nr=128,numa_node=1,bus=pcie.0 \
     -device pcie-root-port,id=rp1,bus=pxb1,chassis=1,slot=1 \
@@ -220,12 +254,15 @@ start_guest() { # NAME: qemu in the background, the lifecycle guest's shape plus
 }
 
 gssh() { # NAME COMMAND...: run a command in the guest as root over the forwarded port
+  gssh_stdin "$@" </dev/null
+}
+gssh_stdin() { # NAME COMMAND...: the same, the command reading this shell's stdin
   local g=$1
   shift
   ssh -F /dev/null -i "$out/id_ed25519" -p "${port[$g]}" -o BatchMode=yes -o IdentitiesOnly=yes \
-    -o UserKnownHostsFile="$out/known_hosts" -o StrictHostKeyChecking=accept-new \
+    -o UserKnownHostsFile="$out/known_hosts" -o StrictHostKeyChecking=yes \
     -o ConnectTimeout=20 -o ServerAliveInterval=15 -o ServerAliveCountMax=4 -o LogLevel=ERROR \
-    root@127.0.0.1 "$@" </dev/null
+    root@127.0.0.1 "$@"
 }
 
 wait_ssh() { # NAME [RESTARTS]: until the guest answers on SSH (its boot step ran); 1 on timeout
@@ -254,20 +291,34 @@ wait_ssh() { # NAME [RESTARTS]: until the guest answers on SSH (its boot step ra
 boot_id() { gssh "$1" cat /proc/sys/kernel/random/boot_id 2>/dev/null || echo none; }
 
 # Checksums as tests/vm/lifecycle-guest.sh takes them (type, mode, owner, link target of every
-# entry; every file's content) of /etc and /boot/grub. The one exception: the content of the
-# role's local facts file, a report the role rewrites on every run (its entry line stays).
+# entry; every file's content) of /etc and the boot loader's configuration. The one exception:
+# the content of the role's local facts file, a report the role rewrites on every run (its
+# entry line stays). Taken here too, so the fleet's claims do not rest on the guest script.
 sums() { # NAME OUTFILE
-  gssh "$1" bash -s >"$2" <<'EOF'
+  local boot=/boot/grub
+  [[ ${variant[$1]} == extlinux ]] && boot=/boot/extlinux
+  # (Until 2026-11-27 this script went through gssh, whose stdin is /dev/null: the guest's
+  # bash read no script, every checksum file said "no checksums", and the comparisons compared
+  # that line with itself. same_sums now refuses a file without entries.)
+  gssh_stdin "$1" bash -s "$boot" >"$2" <<'EOF'
 set -o pipefail
 {
-    find /etc /boot/grub -xdev -printf '%y %m %U:%G %p -> %l\n' 2>/dev/null | LC_ALL=C sort
-    find /etc /boot/grub -xdev -type f -print0 2>/dev/null | LC_ALL=C sort -z | xargs -0 -r sha256sum
+    find /etc "$1" -xdev -printf '%y %m %U:%G %p -> %l\n' 2>/dev/null | LC_ALL=C sort
+    find /etc "$1" -xdev -type f -print0 2>/dev/null | LC_ALL=C sort -z | xargs -0 -r sha256sum
 } | grep -v '  /etc/ansible/facts.d/daqtune.fact$'
 EOF
   [[ -s $2 ]] || echo "(no checksums: SSH to $1 failed)" >"$2"
 }
 
 same_sums() { # NAME BASELINE NOW: the trees are byte-identical, else the difference is shown
+  local f
+  for f in "$2" "$3"; do
+    # A few thousand entries in /etc and the boot configuration; a handful is a failed read.
+    if (($(grep -c ' /etc/' "$f") < 500)); then
+      echo "    [$1] $f: $(grep -c . "$f") lines, not the checksums of /etc: $(head -c 200 "$f")"
+      return 1
+    fi
+  done
   if diff -u "$2" "$3" >"$3.diff"; then return 0; fi
   head -n 40 "$3.diff" | sed "s/^/    [$1] /"
   return 1
@@ -279,11 +330,12 @@ cat >"$out/ansible.cfg" <<EOF
 host_key_checking = True
 timeout = 60
 EOF
+# The profiles are the lifecycle's, written under /etc/daqtune by its first phase (L1).
 inventory() { # FILE PROFILE-OF-fleet-a
   cat >"$1" <<EOF
 [daq]
-fleet-a ansible_port=${port[fleet-a]} daqtune_profile=/var/local/daqtune-fleet/$2 daqtune_report_timer=true
-fleet-b ansible_port=${port[fleet-b]} daqtune_profile=/var/local/daqtune-fleet/fleet-profile.yaml
+fleet-a ansible_port=${port[fleet-a]} daqtune_profile=$2 daqtune_report_timer=true
+fleet-b ansible_port=${port[fleet-b]} daqtune_profile=/etc/daqtune/lifecycle-vm.yaml
 
 [daq:vars]
 # ServerAlive: a guest that reboots under qemu's user-mode forwarding may never close the
@@ -292,7 +344,7 @@ fleet-b ansible_port=${port[fleet-b]} daqtune_profile=/var/local/daqtune-fleet/f
 ansible_host=127.0.0.1
 ansible_user=root
 ansible_ssh_private_key_file=$out/id_ed25519
-ansible_ssh_common_args=-F /dev/null -o IdentitiesOnly=yes -o UserKnownHostsFile=$out/known_hosts -o StrictHostKeyChecking=accept-new -o ServerAliveInterval=15 -o ServerAliveCountMax=4
+ansible_ssh_common_args=-F /dev/null -o IdentitiesOnly=yes -o UserKnownHostsFile=$out/known_hosts -o StrictHostKeyChecking=yes -o ServerAliveInterval=15 -o ServerAliveCountMax=4
 ansible_python_interpreter=/usr/bin/python3
 daqtune_become=false
 daqtune_deb=$deb
@@ -300,8 +352,8 @@ daqtune_junit_dest=$out/junit
 daqtune_reboot_timeout=$boot_timeout
 EOF
 }
-inventory "$out/inventory" fleet-profile.yaml
-inventory "$out/inventory-gate" fleet-gate-profile.yaml
+inventory "$out/inventory" /etc/daqtune/lifecycle-vm.yaml
+inventory "$out/inventory-gate" /etc/daqtune/lifecycle-vm-gpu.yaml
 
 playbook() { # LOG INVENTORY ARGS...: ansible-playbook, its output in OUT/LOG; sets $prc
   local name=$1 log=$out/$1 inv=$2
@@ -333,8 +385,36 @@ rebooted_by_role() { # LOG HOST
     t && $0 ~ "^changed: \\[" h "\\]" {found=1} END {exit !found}' "$out/$1"
 }
 
+# The lifecycle's steps in the guests (tests/vm/lifecycle-guest.sh PHASE over SSH, results on
+# the 9p share), one phase per guest at a time, the guests' phases side by side.
+lpids=()
+lguest() { case $1 in fleet-grub-*) echo fleet-a ;; *) echo fleet-b ;; esac; }
+lphase() { # PHASE: in the background, in its guest; its exit code in OUT/GUEST/phase-PHASE.rc
+  local ph=$1 g
+  g=$(lguest "$1")
+  ( set +e
+    gssh "$g" bash /run/lifecycle-io/guest.sh "$ph" >"$out/$g/phase-$ph.log" 2>&1
+    echo $? >"$out/$g/phase-$ph.rc" ) &
+  lpids+=($!)
+}
+lwait() { # PHASE...: wait for the phases started, then show each one's new results
+  local t=$SECONDS g ph seen
+  ((${#lpids[@]} == 0)) || wait "${lpids[@]}" || true
+  lpids=()
+  for ph in "$@"; do
+    g=$(lguest "$ph")
+    seen=$(cat "$out/$g/.seen" 2>/dev/null || echo 0)
+    tail -n +"$((seen + 1))" "$out/$g/io/results" | grep -v '^INFO' | sed "s/^/    [$g $ph] /" || true
+    wc -l <"$out/$g/io/results" >"$out/$g/.seen"
+    if [[ $(cat "$out/$g/phase-$ph.rc" 2>/dev/null) != 0 ]]; then
+      fail "L $g: lifecycle-guest.sh $ph exits 0 (exit $(cat "$out/$g/phase-$ph.rc" 2>/dev/null); $out/$g/phase-$ph.log)"
+    fi
+  done
+  timing "L $*" $((SECONDS - t))
+}
+
 # --- F1: the two guests, side by side -------------------------------------------------------
-say "F1: booting fleet-a (ssh 127.0.0.1:${port[fleet-a]}, node_exporter 127.0.0.1:${mport[fleet-a]}) and fleet-b (ssh 127.0.0.1:${port[fleet-b]})"
+say "F1: booting fleet-a (GRUB; ssh 127.0.0.1:${port[fleet-a]}, node_exporter 127.0.0.1:${mport[fleet-a]}) and fleet-b (extlinux; ssh 127.0.0.1:${port[fleet-b]})"
 t=$SECONDS
 for g in "${guests[@]}"; do start_guest "$g"; done
 for g in "${guests[@]}"; do
@@ -350,24 +430,44 @@ for g in "${guests[@]}"; do
   check "F1 $g answers on SSH as $g" test "$(gssh "$g" cat /proc/sys/kernel/hostname)" = "$g"
 done
 
-# --- F2: install through the role, then the baseline ----------------------------------------
-playbook install.log "$out/inventory" "$repo/deploy/ansible/playbooks/site.yml" --tags install,timer,facts
+# --- L1, F2, L2: before the package, the role installs it, the baseline ----------------------
+lphase fleet-grub-1a
+lphase fleet-extlinux-1a
+lwait fleet-grub-1a fleet-extlinux-1a
+# Both hosts at once (daqtune_serial): nothing here is about the rollout's order.
+playbook install.log "$out/inventory" "$repo/deploy/ansible/playbooks/site.yml" --tags install,timer,facts \
+  -e daqtune_serial=2
 check "F2 site.yml --tags install,timer,facts exits 0 (log: install.log)" test "$prc" = 0
 for g in "${guests[@]}"; do
   check "F2 $g: the role installed the .deb (dpkg: daqtune install ok installed)" \
     test "$(gssh "$g" dpkg-query -W -f '\${Status}' daqtune 2>/dev/null)" = "install ok installed"
-  sums "$g" "$out/$g/sums-before"
-  gssh "$g" cat /proc/cmdline >"$out/$g/cmdline-before"
-  # The kernel line the guest's own grub.cfg boots by default (fleet-guest-boot.sh added
-  # no_timer_check at the first boot, so the running one lacks it until a reboot).
-  gssh "$g" cat /boot/grub/grub.cfg | awk '$1 == "linux" { $1 = ""; $2 = ""; sub(/^ +/, ""); print; exit }' \
-    >"$out/$g/cmdline-grub-before"
-  boot_id "$g" >"$out/$g/boot-before"
 done
 check "F2 fleet-a: daqtune-report.timer enabled by the role" \
   test "$(gssh fleet-a systemctl is-enabled daqtune-report.timer)" = enabled
+lphase fleet-grub-1b
+lphase fleet-extlinux-1b
+lwait fleet-grub-1b fleet-extlinux-1b
+for g in "${guests[@]}"; do
+  sums "$g" "$out/$g/sums-before"
+  gssh "$g" cat /proc/cmdline >"$out/$g/cmdline-before"
+  boot_id "$g" >"$out/$g/boot-before"
+done
 check "F2 fleet-b: no daqtune journal before the rollout" \
   test -z "$(gssh fleet-b 'ls -A /var/lib/daqtune/journal 2>/dev/null')"
+
+# --- F2b, L3: the role applies on fleet-a without rebooting ---------------------------------
+# The lifecycle's "right after apply" assertions need the host between apply and its reboot.
+# Only the role's tune tasks: the package is there (F2), and the gate run qualifies.
+playbook apply-a.log "$out/inventory-gate" "$repo/deploy/ansible/playbooks/site.yml" --limit fleet-a \
+  --tags tune -e daqtune_reboot=false
+check "F2b site.yml --limit fleet-a --tags tune, daqtune_reboot=false exits 0 (log: apply-a.log)" test "$prc" = 0
+check "F2b fleet-a: the role applied" grep -q '^changed: \[fleet-a\]' \
+  <(awk '/^TASK \[daqtune : Apply\]/ {t=1; next} /^TASK / {t=0} t' "$out/apply-a.log")
+check "F2b fleet-a: the role says a reboot is needed and did not reboot" \
+  grep -q 'daqtune: reboot needed for .*daqtune_reboot is false' "$out/apply-a.log"
+check "F2b fleet-a: not rebooted" test "$(boot_id fleet-a)" = "$(cat "$out/fleet-a/boot-before")"
+lphase fleet-grub-1c
+lwait fleet-grub-1c
 
 # --- F3: the rolling gate -------------------------------------------------------------------
 playbook gate.log "$out/inventory-gate" "$repo/deploy/ansible/playbooks/site.yml"
@@ -380,7 +480,7 @@ check "F3 fleet-a's boot changed" test "$(boot_id fleet-a)" != "$(cat "$out/flee
 check "F3 the rollout stopped: fleet-b is not in the recap" test -z "$(recap gate.log fleet-b)"
 check "F3 fleet-b: not rebooted" test "$(boot_id fleet-b)" = "$(cat "$out/fleet-b/boot-before")"
 sums fleet-b "$out/fleet-b/sums-after-gate"
-check "F3 fleet-b: /etc and /boot/grub unchanged" \
+check "F3 fleet-b: /etc and /boot/extlinux unchanged" \
   same_sums fleet-b "$out/fleet-b/sums-before" "$out/fleet-b/sums-after-gate"
 check "F3 fleet-b: /proc/cmdline unchanged" \
   test "$(gssh fleet-b cat /proc/cmdline)" = "$(cat "$out/fleet-b/cmdline-before")"
@@ -388,7 +488,7 @@ check "F3 fleet-b: no daqtune journal" \
   test -z "$(gssh fleet-b 'ls -A /var/lib/daqtune/journal 2>/dev/null')"
 check "F3 fleet-a's JUnit report was fetched before the gate failed it" test -s "$out/junit/fleet-a.xml"
 
-# --- F4: the whole rollout ------------------------------------------------------------------
+# --- F4, L4: the whole rollout --------------------------------------------------------------
 for g in "${guests[@]}"; do boot_id "$g" >"$out/$g/boot-f4"; done
 playbook site-1.log "$out/inventory" "$repo/deploy/ansible/playbooks/site.yml"
 check "F4 site.yml exits 0 on both (log: site-1.log)" test "$prc" = 0
@@ -409,10 +509,13 @@ check "F4 a later play reads ansible_local.daqtune back on both (log: facts.log)
 for g in "${guests[@]}"; do
   check "F4 $g: the facts play passed" test "$(counter facts.log "$g" failed)" = 0
 done
+lphase fleet-grub-2
+lphase fleet-extlinux-2
+lwait fleet-grub-2 fleet-extlinux-2
 
 # --- F5: idempotence ------------------------------------------------------------------------
 for g in "${guests[@]}"; do boot_id "$g" >"$out/$g/boot-f5"; done
-playbook site-2.log "$out/inventory" "$repo/deploy/ansible/playbooks/site.yml"
+playbook site-2.log "$out/inventory" "$repo/deploy/ansible/playbooks/site.yml" -e daqtune_serial=2
 check "F5 the second site.yml exits 0 (log: site-2.log)" test "$prc" = 0
 for g in "${guests[@]}"; do
   check "F5 $g: changed=0 failed=0" \
@@ -465,13 +568,13 @@ check "F6 node_exporter is active on fleet-a" \
   test "$(gssh fleet-a systemctl is-active prometheus-node-exporter.service)" = active
 check "F6 daqtune-report.service (the timer's unit) runs and exits 0" \
   gssh fleet-a systemctl start daqtune-report.service
-gssh fleet-a daqtune --profile /var/local/daqtune-fleet/fleet-profile.yaml check --format json \
+gssh fleet-a daqtune --profile /etc/daqtune/lifecycle-vm.yaml check --format json \
   >"$out/fleet-a/check-f6.json" || true
 if scrape "$out/fleet-a/metrics-1.txt"; then
   pass "F6 GET /metrics from node_exporter (127.0.0.1:${mport[fleet-a]})"
   check "F6 the textfile collector read daqtune.prom without error" \
     grep -q '^node_textfile_scrape_error 0$' "$out/fleet-a/metrics-1.txt"
-  check "F6 node_exporter serves daqtune_gate_passed 1 and the fleet-vm profile" \
+  check "F6 node_exporter serves daqtune_gate_passed 1" \
     grep -q '^daqtune_gate_passed 1$' "$out/fleet-a/metrics-1.txt"
   check "F6 /metrics carries the guest's own verdicts (daqtune_check_status)" \
     same_verdicts "$out/fleet-a/check-f6.json" "$out/fleet-a/metrics-1.txt"
@@ -499,25 +602,47 @@ else
 fi
 timing "F6 node_exporter" $((SECONDS - t))
 
-# --- F7: revert through the role, reboot, byte-identical -----------------------------------
+# --- F7, L5: revert through the role, reboot, byte-identical -------------------------------
+# Both hosts at once, and their reboots too: the rollout's order was F3's and F4's claim.
 for g in "${guests[@]}"; do boot_id "$g" >"$out/$g/boot-f7"; done
 playbook revert.log "$out/inventory" "$repo/deploy/ansible/playbooks/site.yml" --tags revert \
-  -e daqtune_revert_reboot=true
+  -e daqtune_revert_reboot=true -e daqtune_serial=2 -e daqtune_reboot_throttle=2
 check "F7 site.yml --tags revert exits 0 (log: revert.log)" test "$prc" = 0
 for g in "${guests[@]}"; do
   check "F7 $g: reverted (changed) and rebooted by the role" \
     test "$(counter revert.log "$g" changed)" -ge 2
   check "F7 $g: its boot changed" test "$(boot_id "$g")" != "$(cat "$out/$g/boot-f7")"
   sums "$g" "$out/$g/sums-after"
-  check "F7 $g: /etc and /boot/grub byte-identical with the state before the rollout" \
+  check "F7 $g: /etc and the boot configuration byte-identical with the state before the rollout" \
     same_sums "$g" "$out/$g/sums-before" "$out/$g/sums-after"
-  check "F7 $g: /proc/cmdline is the baseline grub.cfg's default kernel line" \
-    test "$(gssh "$g" cat /proc/cmdline | sed 's/^BOOT_IMAGE=[^ ]* //')" = "$(cat "$out/$g/cmdline-grub-before")"
+  check "F7 $g: /proc/cmdline as before the rollout" \
+    test "$(gssh "$g" cat /proc/cmdline)" = "$(cat "$out/$g/cmdline-before")"
   check "F7 $g: MTU 1500 on ens1" test "$(gssh "$g" cat /sys/class/net/ens1/mtu)" = 1500
 done
+lphase fleet-grub-3
+lphase fleet-extlinux-3
+lwait fleet-grub-3 fleet-extlinux-3
+
+# --- L6: netplan on fleet-b; fleet-a powers off ---------------------------------------------
+gssh fleet-a systemctl --no-block poweroff || true
+lphase fleet-extlinux-3n
+lwait fleet-extlinux-3n
+before=$(boot_id fleet-b)
+t=$SECONDS
+gssh fleet-b systemctl --no-block reboot || true
+# The old boot's sshd may still answer for a moment: wait for the new boot id.
+while ((SECONDS - t < boot_timeout)); do
+  sleep 5
+  now=$(boot_id fleet-b)
+  [[ $now == none || $now == "$before" ]] || break
+done
+timing "L6 fleet-b reboot (systemctl reboot to SSH)" $((SECONDS - t))
+check "L6 fleet-b rebooted for netplan's rendering" test "$(boot_id fleet-b)" != "$before"
+lphase fleet-extlinux-4
+lwait fleet-extlinux-4
 
 # --- F8: power off ------------------------------------------------------------------------
-for g in "${guests[@]}"; do gssh "$g" systemctl --no-block poweroff || true; done
+gssh fleet-b systemctl --no-block poweroff || true
 for g in "${guests[@]}"; do
   t=$SECONDS
   while kill -0 "${qpid[$g]}" 2>/dev/null && ((SECONDS - t < 300)); do sleep 2; done
@@ -529,12 +654,19 @@ for g in "${guests[@]}"; do
   fi
 done
 
+# --- verdict --------------------------------------------------------------------------------
+# The fleet's assertions (OUT/results) and the lifecycle's in each guest (OUT/NAME/io/results).
 npass=$(grep -c '^PASS' "$out/results" || true)
+for g in "${guests[@]}"; do
+  npass=$((npass + $(grep -c '^PASS' "$out/$g/io/results" || true)))
+  nfail=$((nfail + $(grep -c '^FAIL' "$out/$g/io/results" || true)))
+done
 say "total $((SECONDS - T0)) s; $npass assertions passed, $nfail failed"
 if ((nfail)); then
   echo "failed assertions:"
   grep '^FAIL' "$out/results" | sed 's/^/  /'
+  for g in "${guests[@]}"; do grep '^FAIL' "$out/$g/io/results" | sed "s/^/  [$g] /"; done
 fi
 ((keep)) || rm -f "$out"/*/disk.qcow2
-echo "fleet-ansible: logs, playbook outputs, checksums and scrapes in $out"
+echo "fleet-ansible: logs, playbook outputs, checksums, scrapes and the guests' state in $out"
 ((nfail == 0)) || exit 1

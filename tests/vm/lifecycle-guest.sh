@@ -4,6 +4,7 @@
 #
 #   lifecycle-guest.sh PHASE      PHASE: grub-1..3 extlinux-1..3 (netplan in 2 and 3)
 #                                        secureboot-1..3 spark-1..3
+#                                        fleet-grub-1a..3 fleet-extlinux-1a..4 (below)
 #
 # Each phase runs some of the issue's steps and writes, on the share:
 #   results         one line per assertion: "PASS|FAIL <step> <what>: <detail>"
@@ -24,6 +25,10 @@ P=/etc/daqtune/lifecycle-vm.yaml
 # pcie.mrrs applicable: step 7 and step 1's refusal (the main profile declares it n/a: QEMU
 # ignores the write, so every full apply would fail on it).
 P7=/etc/daqtune/lifecycle-vm-mrrs.yaml
+# The fleet run only: the profile the role gives fleet-a for the rolling gate (the lifecycle
+# profile that also requires an NVIDIA driver), and the units the role enables on this guest.
+PG=/etc/daqtune/lifecycle-vm-gpu.yaml
+ROLE_UNITS=$(cat "$io/role-units" 2>/dev/null)
 DATA_PORT=ens1
 E1000E_ID=8086:10d3
 # The profile's two pools: one 1G page (mounted at /mnt/huge) and 64 2M pages (/mnt/huge-2M).
@@ -111,9 +116,11 @@ wait_settled() {
 # Checksums of the trees daqtune may write: every file's content, every entry's type, mode,
 # owner and symlink target. The exclusions are what the OS itself rewrites between boots.
 SUM_EXCLUDES=(
-    # systemd-random-seed? No: it lives in /var. Nothing under /etc or /boot changes on a plain
-    # boot of this image; the list stays empty unless a boot proves otherwise (see
-    # docs/apply.md, "What the VM proves").
+    # Nothing under /etc or /boot changes on a plain boot of this image (systemd's random
+    # seed lives in /var; docs/apply.md, "What the VM proves"). The one exclusion is of the
+    # fleet run: the content of the Ansible role's local facts, a report the role rewrites on
+    # every run (its entry line, with mode and owner, stays in).
+    '^[0-9a-f]{64}  /etc/ansible/facts.d/daqtune.fact$'
 )
 sums() { # OUT DIR...
     local out=$1
@@ -204,12 +211,26 @@ expect_units_ok() {
 install_and_baseline() { # VARIANT
     step 1 "install the .deb, check (kept)"
     wait_settled
-    mkdir -p /etc/daqtune
-    sed "s/^  interfaces: \[ens1\]$/  interfaces: [$DATA_PORT]/" "$io/profile.yaml" >"$P"
-    sed "s/^  interfaces: \[ens1\]$/  interfaces: [$DATA_PORT]/" "$io/profile-mrrs.yaml" >"$P7"
+    write_profiles
     not_installed_refused
     run apt-install apt-get install -y --no-install-recommends "$io/daqtune.deb"
     expect_eq "apt-get install ./daqtune_*.deb" "$rc" 0
+    package_installed "$1"
+    baseline
+}
+
+# The lifecycle profile (and its MRRS twin) under /etc/daqtune, the data port named as this
+# guest names it; in the fleet run also the gate's profile the role gives fleet-a.
+write_profiles() {
+    mkdir -p /etc/daqtune
+    sed "s/^  interfaces: \[ens1\]$/  interfaces: [$DATA_PORT]/" "$io/profile.yaml" >"$P"
+    sed "s/^  interfaces: \[ens1\]$/  interfaces: [$DATA_PORT]/" "$io/profile-mrrs.yaml" >"$P7"
+    [ ! -f "$io/profile-gate.yaml" ] || cp "$io/profile-gate.yaml" "$PG"
+}
+
+# What the package put on the host (by apt here, by the role's ansible.builtin.apt in the
+# fleet run), and the data port the profile names.
+package_installed() { # VARIANT
     expect "/usr/bin/daqtune is executable" test -x /usr/bin/daqtune
     run version daqtune --version
     info "$(head -n 2 "$st/version.txt" | tail -n 1)"
@@ -218,10 +239,15 @@ install_and_baseline() { # VARIANT
         /usr/share/doc/daqtune/copyright; do
         expect "package installed $f" test -s "$f"
     done
-    # Installing ran nothing and enabled nothing.
+    # Installing ran nothing and enabled nothing; in the fleet run the role enabled the units
+    # in role-units (daqtune-report.timer on the guest its inventory asks it for).
     local enabled
     enabled=$(systemctl list-unit-files --no-legend 'daqtune*' 2>/dev/null | awk '$2 == "enabled" {print $1}' | tr '\n' ' ')
-    expect_eq "the package enables no unit" "$enabled" ""
+    if [ -n "$ROLE_UNITS" ]; then
+        expect_eq "the package enables no unit; the role enabled $ROLE_UNITS" "$enabled" "$ROLE_UNITS "
+    else
+        expect_eq "the package enables no unit" "$enabled" ""
+    fi
     expect_eq "the package has no maintainer script" "$(ls /var/lib/dpkg/info/daqtune.{preinst,postinst,prerm,postrm} 2>/dev/null)" ""
     local bdf
     bdf=$(e1000e_bdf)
@@ -235,6 +261,10 @@ install_and_baseline() { # VARIANT
         expect_eq "the e1000e sits on NUMA node 1" "$(cat "/sys/bus/pci/devices/$bdf/numa_node" 2>/dev/null)" 1
         expect_eq "the guest has two NUMA nodes" "$(ls -d /sys/devices/system/node/node[0-9]* | wc -l)" 2
     fi
+}
+
+# Step 1's report, kernel line and checksums: what the revert must bring back.
+baseline() {
     run check-1-text dq check
     run check-1 dq check --format json --json "$st/report-1.json"
     expect "step 1 report is JSON" jq -e .checks "$st/report-1.json"
@@ -273,6 +303,11 @@ do_apply() { # [VARIANT]
     run plan-2 dq plan
     run apply-2 dq apply --yes
     expect_eq "apply exits 0" "$rc" 0
+    applied_now "${1:-}"
+}
+
+# What an apply leaves right away (the CLI's, or the role's with daqtune_reboot=false).
+applied_now() { # [VARIANT]
     run journal-2 find /var/lib/daqtune/journal -name journal.json
     local runs
     runs=$(journal_runs | awk '$2 != "reverted"' | wc -l)
@@ -408,6 +443,10 @@ do_revert() { # VARIANT
     step 6a "revert --yes (then reboot)"
     run revert-6 dq revert --yes
     expect_eq "revert exits 0" "$rc" 0
+    reverted_files "$1"
+}
+
+reverted_files() { # VARIANT
     run owned-6 owned_files
     expect_eq "no file of daqtune's left under /etc" "$(owned_files | tr '\n' ' ')" ""
     expect_eq "revert unmounted /mnt/huge and /mnt/huge-2M" "$(findmnt -n /mnt/huge; findmnt -n /mnt/huge-2M)" ""
@@ -854,8 +893,9 @@ spark_foreign_profile() {
     if cmp -s "$st/sums-after" "$st/sums-8c"; then pass "with $NM_THEIRS deleted, /etc and the boot configuration as after the revert"; else fail "with $NM_THEIRS deleted, /etc and the boot configuration as after the revert" "$(diff "$st/sums-after" "$st/sums-8c" | grep '^[<>]' | head -n 6 | tr '\n' ' ')"; fi
 }
 
-# Kernel start to this phase (firmware and boot loader time is in the harness's boot total).
-echo "boot $(cut -d' ' -f1 /proc/uptime)" >>"$io/timings"
+# Kernel start to this phase (firmware and boot loader time is in the harness's boot total);
+# the fleet run's phases are SSH sessions of a booted guest, not boots.
+case "$phase" in fleet-*) ;; *) echo "boot $(cut -d' ' -f1 /proc/uptime)" >>"$io/timings" ;; esac
 case "$phase" in
     spark-*)
         # tests/vm/lifecycle-profile-spark.yaml: one pool of one 1G page, Spark's rcu_nocb_poll.
@@ -960,6 +1000,69 @@ case "$phase" in
         spark_nm_reverted
         spark_foreign_profile
         echo poweroff >"$io/next"
+        ;;
+    # The fleet run (tests/vm/fleet-ansible.sh): the same steps, run over SSH between the
+    # Ansible role's runs; the role installs, applies, reboots and reverts, these phases assert
+    # what the CLI phases above assert about the same states. fleet-a is the GRUB guest,
+    # fleet-b the extlinux guest.
+    fleet-grub-1a|fleet-extlinux-1a)
+        step 1 "before the role installs the .deb"
+        wait_settled
+        write_profiles
+        not_installed_refused
+        if [ "$phase" = fleet-grub-1a ]; then
+            thp_baseline
+            rings_baseline
+        else
+            expect "no GRUB on this disk" test ! -e /etc/default/grub
+        fi
+        ;;
+    fleet-grub-1b|fleet-extlinux-1b)
+        step 1b "the role installed the .deb; check (kept), checksums"
+        v=${phase#fleet-}
+        package_installed "${v%-1b}"
+        baseline
+        ;;
+    fleet-grub-1c)
+        step 2 "the role applied (daqtune_reboot=false): the effects right away"
+        applied_now
+        thp_applied
+        rings_applied
+        if grep -q isolcpus /boot/grub/grub.cfg; then pass "apply ran update-grub: grub.cfg carries the arguments"; else fail "apply ran update-grub: grub.cfg carries the arguments" "no isolcpus in /boot/grub/grub.cfg"; fi
+        ;;
+    fleet-grub-2)
+        verify_after_reboot grub
+        thp_after_reboot
+        rings_after_reboot
+        foreign_override
+        ;;
+    fleet-extlinux-2)
+        verify_after_reboot extlinux
+        extlinux_applied
+        ;;
+    fleet-grub-3|fleet-extlinux-3)
+        step 6a "the role reverted (and rebooted)"
+        v=${phase#fleet-}
+        reverted_files "${v%-3}"
+        verify_reverted
+        if [ "$phase" = fleet-grub-3 ]; then
+            thp_reverted
+            rings_reverted
+            mrrs_on_emulated_nic
+        else
+            expect_eq "extlinux.conf's DEFAULT is the original label again" \
+                "$(awk 'toupper($1)=="DEFAULT" {print $2; exit}' /boot/extlinux/extlinux.conf)" primary
+        fi
+        ;;
+    fleet-extlinux-3n)
+        netplan_owns_port
+        netplan_baseline
+        netplan_apply_mtu
+        ;;
+    fleet-extlinux-4)
+        netplan_verify_after_reboot
+        netplan_precedence
+        netplan_revert
         ;;
     *)
         echo "lifecycle-guest: unknown phase $phase" >&2
