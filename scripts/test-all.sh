@@ -144,56 +144,17 @@ log "cargo test --no-run (workspace${FEATURES:+, features ${FEATURES[*]}})"
 cargo test --workspace --exclude daqtune-bench "${features_arg[@]}" --no-run
 
 # The lifecycle guest's BIOS image (tests/vm/lifecycle-image.sh, cached by content) is built
-# in the background while the workspace tests, the .deb and the aarch64 tests run: many of
-# them use one core or wait (qemu-user, python, a VM, sleeps), and the image build is half
-# downloads and dpkg's I/O; the lifecycle step then finds it ready, or waits on the builder's
-# lock. Its output goes to target/lifecycle-image-prebuild.log; a failed build is built (and
-# reported) again by the lifecycle step itself.
-image_job=""
-if [[ ${DAQTUNE_LIFECYCLE:-1} == 1 && $(id -u) == 0 ]]; then
-  mkdir -p target
-  log "lifecycle guest image: building in the background (target/lifecycle-image-prebuild.log)"
-  tests/vm/lifecycle-image.sh </dev/null >target/lifecycle-image-prebuild.log 2>&1 &
-  image_job=$!
-  # Never left running behind a failed step: it writes only to its cache, but a CI runner
-  # waits for every process of the job.
-  trap '[[ -z $image_job ]] || wait "$image_job" 2>/dev/null || true' EXIT
-fi
-
-log "cargo test (workspace${FEATURES:+, features ${FEATURES[*]}})"
-cargo test --workspace --exclude daqtune-bench "${features_arg[@]}" -- --test-threads=2
-
-# The .deb: built and inspected (files, no maintainer scripts, Depends, install/purge round
-# trip, lintian), then installed by the lifecycle guests. From cargo's dev profile here: the
-# release build (thin LTO) cost 420-480 CPU-seconds, a quarter of the command's limit under
-# load, for a binary whose code the tests have just run; the dev build of the package's three
-# binaries reuses the test build's dependencies (about 140 CPU-seconds). The longer command
-# (DAQTUNE_VM_ALL=1) and DAQTUNE_DEB_PROFILE=release package the release build as shipped
-# (docs/apply.md, "Which build the tests package").
-if [[ $vm_all == 1 ]]; then
-  export DAQTUNE_DEB_PROFILE=${DAQTUNE_DEB_PROFILE:-release}
-else
-  export DAQTUNE_DEB_PROFILE=${DAQTUNE_DEB_PROFILE:-dev}
-fi
-log "debian packages (tests/packaging/test-deb.sh, profile $DAQTUNE_DEB_PROFILE)"
-tests/packaging/test-deb.sh
-
-# A host's whole life, and a fleet's, on two booted Debian guests (tests/vm/fleet-ansible.sh,
-# issues 15, 25 and 27): Ansible over SSH drives the GRUB guest and the extlinux guest through
-# the role in deploy/ansible (install the .deb, apply, its own reboots, the rolling gate that
-# stops at a failing host, facts read back, changed=0, revert byte-identical), node_exporter
-# serves daqtune's metrics, and between the role's runs the lifecycle's own steps assert each
-# state in the guest (tests/vm/lifecycle-guest.sh fleet-*), netplan owning the data port last
-# in the extlinux guest. It runs in the background beside the aarch64 tests (its output in
-# target/fleet-ansible.log, shown when it ends): for long stretches one guest works while the
-# other waits its turn in the rollout, so alone it leaves a core idle. DAQTUNE_VM_ALL=1 adds
-# tests/vm/host-lifecycle.sh --variant all after it: the same life through the CLI for GRUB and
-# extlinux, the x86 UEFI Secure Boot variant and the arm64 Spark shape (docs/apply.md, "Which
-# variants run where"). The guest images are cached in $DAQTUNE_VM_CACHE (default
-# target/vm-cache) under the hash of their inputs; docs/apply.md and docs/fleet.md have the
-# durations. Exit 125 means the VM could not be prepared (no qemu, no Debian mirror, no PyPI for
-# ansible-core): reported as a skip, any other failure fails the run. DAQTUNE_LIFECYCLE=0 leaves
-# them out (a quick local run); CI runs them.
+# in the background while the workspace tests run: many of them use one core or wait
+# (qemu-user, python, a VM, sleeps), and the image build is half downloads and dpkg's I/O; the
+# VM test (below) waits on the builder's lock until it is ready. Its output goes to
+# target/lifecycle-image-prebuild.log; a failed build is built (and reported) again by the VM
+# test itself.
+wait_job() { # PID: a background job's exit code in $rc, the seconds waited for it in $waited
+  local t=$SECONDS
+  rc=0
+  wait "$1" || rc=$?
+  waited=$((SECONDS - t))
+}
 vm_verdict() { # NAME RC: 125 is a skip, any other failure ends the run
   if (($2 == 125)); then
     echo "$1: skipped (the VM could not be prepared; reason above)"
@@ -201,26 +162,73 @@ vm_verdict() { # NAME RC: 125 is a skip, any other failure ends the run
     exit "$2"
   fi
 }
+image_job=""
 fleet_job=""
-if [[ ${DAQTUNE_LIFECYCLE:-1} == 1 ]]; then
-  if [[ -n $image_job ]]; then
-    t=$SECONDS
-    rc=0
-    wait "$image_job" || rc=$?
-    image_job=""
-    echo "lifecycle guest image (background build): exit $rc, waited $((SECONDS - t)) s for it; $(grep -E 'ready|FAILED|SKIP' target/lifecycle-image-prebuild.log | tail -n 1)"
+# Never left running behind a failed step: the image build writes only to its cache and is
+# waited for (a CI runner waits for every process of the job); the VM test is stopped (its
+# own exit stops its guests).
+stop_jobs() {
+  if [[ -n $fleet_job ]]; then
+    kill "$fleet_job" 2>/dev/null || true
+    wait "$fleet_job" 2>/dev/null || true
   fi
-  # The package the guests install: the build test-deb.sh just made, packaged without cargo
-  # (a cargo run here would wait on the aarch64 build's lock of the target directory).
-  mapfile -t fleet_deb < <(scripts/build-deb.sh --no-build --with none --out target/debian)
-  [[ -f ${fleet_deb[0]:-} ]] || { echo "FAILED: scripts/build-deb.sh --no-build made no package for the guests"; exit 1; }
+  [[ -z $image_job ]] || wait "$image_job" 2>/dev/null || true
+}
+trap stop_jobs EXIT
+if [[ ${DAQTUNE_LIFECYCLE:-1} == 1 && $(id -u) == 0 ]]; then
+  mkdir -p target
+  log "lifecycle guest image: building in the background (target/lifecycle-image-prebuild.log)"
+  tests/vm/lifecycle-image.sh </dev/null >target/lifecycle-image-prebuild.log 2>&1 &
+  image_job=$!
+fi
+
+# The .deb: built and inspected (files, no maintainer scripts, Depends, install/purge round
+# trip, lintian; test-deb.sh below), and installed by the guests of the VM test. From cargo's
+# dev profile here: the release build (thin LTO) cost 420-480 CPU-seconds, a quarter of the
+# command's limit under load, for a binary whose code the tests have just run; the dev build of
+# the package's three binaries reuses the test build's dependencies (about 140 CPU-seconds).
+# The longer command (DAQTUNE_VM_ALL=1) and DAQTUNE_DEB_PROFILE=release package the release
+# build as shipped (docs/apply.md, "Which build the tests package").
+if [[ $vm_all == 1 ]]; then
+  export DAQTUNE_DEB_PROFILE=${DAQTUNE_DEB_PROFILE:-release}
+else
+  export DAQTUNE_DEB_PROFILE=${DAQTUNE_DEB_PROFILE:-dev}
+fi
+
+# A host's whole life, and a fleet's, on two booted Debian guests (tests/vm/fleet-ansible.sh,
+# issues 15, 25 and 27): Ansible over SSH drives the GRUB guest and the extlinux guest through
+# the role in deploy/ansible (install the .deb, apply, its own reboots, the rolling gate that
+# stops at a failing host, facts read back, changed=0, revert byte-identical), node_exporter
+# serves daqtune's metrics, and between the role's runs the lifecycle's own steps assert each
+# state in the guest (tests/vm/lifecycle-guest.sh fleet-*), netplan owning the data port last
+# in the extlinux guest. It is the longest step and for most of it one guest works while the
+# other waits its turn in the rollout, so it starts here, in the background, as soon as its
+# package is built: beside the workspace tests, the .deb's checks and the aarch64 tests (it
+# waits on the image builder's lock until the image is ready). Its output goes to
+# target/fleet-ansible.log and is shown when it ends. DAQTUNE_VM_ALL=1 adds
+# tests/vm/host-lifecycle.sh --variant all at the end: the same life through the CLI for GRUB
+# and extlinux, the x86 UEFI Secure Boot variant and the arm64 Spark shape (docs/apply.md,
+# "Which variants run where"). The guest images are cached in $DAQTUNE_VM_CACHE (default
+# target/vm-cache) under the hash of their inputs; docs/apply.md and docs/fleet.md have the
+# durations. Exit 125 means the VM could not be prepared (no qemu, no Debian mirror, no PyPI for
+# ansible-core): reported as a skip, any other failure fails the run. DAQTUNE_LIFECYCLE=0 leaves
+# them out (a quick local run); CI runs them.
+if [[ ${DAQTUNE_LIFECYCLE:-1} == 1 ]]; then
+  log "the package for the guests (scripts/build-deb.sh, profile $DAQTUNE_DEB_PROFILE)"
+  mapfile -t fleet_deb < <(scripts/build-deb.sh --with none --out target/debian)
+  [[ -f ${fleet_deb[0]:-} ]] || { echo "FAILED: scripts/build-deb.sh made no package for the guests"; exit 1; }
   log "host lifecycle and fleet on two booted Debian guests (tests/vm/fleet-ansible.sh), in the background (target/fleet-ansible.log)"
   tests/vm/fleet-ansible.sh --deb "${fleet_deb[0]}" </dev/null >target/fleet-ansible.log 2>&1 &
   fleet_job=$!
-  trap '[[ -z $fleet_job ]] || { kill "$fleet_job" 2>/dev/null; wait "$fleet_job" 2>/dev/null; } || true' EXIT
 else
   log "host lifecycle and fleet VM tests left out (DAQTUNE_LIFECYCLE=0)"
 fi
+
+log "cargo test (workspace${FEATURES:+, features ${FEATURES[*]}})"
+cargo test --workspace --exclude daqtune-bench "${features_arg[@]}" -- --test-threads=2
+
+log "debian packages (tests/packaging/test-deb.sh, profile $DAQTUNE_DEB_PROFILE)"
+tests/packaging/test-deb.sh
 
 # aarch64 (issue 25): the pure crates' tests plus the binary's CLI tests, built for
 # aarch64-unknown-linux-gnu and run under qemu-user (scripts/test-aarch64.sh says what is left
@@ -246,12 +254,15 @@ else
   log "aarch64 build and tests left out (DAQTUNE_AARCH64=0)"
 fi
 
+if [[ -n $image_job ]]; then
+  wait_job "$image_job"
+  image_job=""
+  echo "lifecycle guest image (background build): exit $rc; $(grep -E 'ready|FAILED|SKIP' target/lifecycle-image-prebuild.log | tail -n 1)"
+fi
 if [[ -n $fleet_job ]]; then
-  t=$SECONDS
-  rc=0
-  wait "$fleet_job" || rc=$?
+  wait_job "$fleet_job"
   fleet_job=""
-  log "host lifecycle and fleet (tests/vm/fleet-ansible.sh): exit $rc, waited $((SECONDS - t)) s for it; its output:"
+  log "host lifecycle and fleet (tests/vm/fleet-ansible.sh): exit $rc, waited $waited s for it; its output:"
   cat target/fleet-ansible.log
   vm_verdict "fleet and host lifecycle" "$rc"
 fi

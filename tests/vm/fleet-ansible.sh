@@ -325,10 +325,14 @@ same_sums() { # NAME BASELINE NOW: the trees are byte-identical, else the differ
 }
 
 # --- Ansible --------------------------------------------------------------------------------
+# timeout: ssh's ConnectTimeout, which also bounds the banner exchange. While a guest reboots,
+# qemu's user-mode forwarding accepts the connection on the host side and then has no guest to
+# hand it to: each poll of the reboot module waits this long. 60 s made the two-host revert run
+# 203 s against 99 s (2026-11-27); a loaded guest's handshake takes a few seconds.
 cat >"$out/ansible.cfg" <<EOF
 [defaults]
 host_key_checking = True
-timeout = 60
+timeout = 20
 EOF
 # The profiles are the lifecycle's, written under /etc/daqtune by its first phase (L1).
 inventory() { # FILE PROFILE-OF-fleet-a
