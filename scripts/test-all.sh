@@ -165,10 +165,12 @@ vm_verdict() { # NAME RC: 125 is a skip, any other failure ends the run
 image_job=""
 fleet_job=""
 # Never left running behind a failed step: the image build writes only to its cache and is
-# waited for (a CI runner waits for every process of the job); the VM test is stopped (its
-# own exit stops its guests).
+# waited for (a CI runner waits for every process of the job); the VM test is stopped, its
+# children first (a playbook or a guest: the script's own exit trap runs only once the
+# foreground child is gone, and it stops the guests).
 stop_jobs() {
   if [[ -n $fleet_job ]]; then
+    pkill -TERM -P "$fleet_job" 2>/dev/null || true
     kill "$fleet_job" 2>/dev/null || true
     wait "$fleet_job" 2>/dev/null || true
   fi
@@ -265,6 +267,14 @@ if [[ -n $fleet_job ]]; then
   log "host lifecycle and fleet (tests/vm/fleet-ansible.sh): exit $rc, waited $waited s for it; its output:"
   cat target/fleet-ansible.log
   vm_verdict "fleet and host lifecycle" "$rc"
+  # Prepared without the fleet's own needs (ssh, PyPI for ansible-core), the host's life is
+  # still proven through the CLI (the longer command runs that anyway, below).
+  if ((rc == 125)) && [[ $vm_all != 1 ]]; then
+    log "host lifecycle through the CLI instead (tests/vm/host-lifecycle.sh --variant ci)"
+    rc=0
+    tests/vm/host-lifecycle.sh --variant ci || rc=$?
+    vm_verdict "host lifecycle" "$rc"
+  fi
 fi
 if [[ ${DAQTUNE_LIFECYCLE:-1} == 1 && $vm_all == 1 ]]; then
   log "host lifecycle through the CLI: GRUB, extlinux, Secure Boot, Spark (tests/vm/host-lifecycle.sh --variant all)"
