@@ -135,6 +135,12 @@ sums() { # OUT DIR...
         cp "$out.all" "$out"
     fi
     rm -f "$out.all"
+    # Every comparison of two checksum files is `cmp`: two empty files would be equal. A tree
+    # whose own entry is missing was not read, and that is a failure, not a match.
+    local d
+    for d in "$@"; do
+        grep -q "^d [0-7]* [0-9]*:[0-9]* $d -> \$" "$out" || fail "checksums of $d read (${out##*/})" "find listed nothing for it"
+    done
 }
 # The trees the revert must restore: /etc and the boot loader's configuration.
 boot_dirs=(/etc /boot/extlinux)
