@@ -24,6 +24,7 @@ pub mod cmdline;
 pub mod governor;
 pub mod gpu;
 pub mod gpu_clocks;
+pub mod gpu_health;
 pub mod hugepages;
 pub mod idle;
 pub mod iommu;
@@ -82,6 +83,7 @@ pub static REGISTRY: &[&Tunable] = &[
     &gpu::GPUDIRECT,
     &peermem::PEERMEM,
     &gpu::DRIVER,
+    &gpu_health::HEALTH,
     &artifacts::ARTIFACTS,
     &app::CONFIG,
     &app::CORES,
