@@ -162,7 +162,7 @@ pub fn apply_ids() -> Vec<&'static str> {
 /// The help of `--only` (plan, apply): the ids it takes.
 pub fn only_help() -> String {
     format!(
-        "Only these ids (comma-separated): {}",
+        "Only these ids (comma-separated): {}; or `drifted`: what `daqtune status` shows as drift",
         apply_ids().join(", ")
     )
 }
