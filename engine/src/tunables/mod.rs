@@ -42,6 +42,7 @@ pub mod nic_persist;
 pub mod nic_rings;
 pub mod numa;
 pub mod pcie;
+pub mod pcie_capacity;
 pub mod peermem;
 pub mod platform;
 pub mod sysctl;
@@ -62,6 +63,7 @@ pub static REGISTRY: &[&Tunable] = &[
     &numa::NUMA,
     &pcie::TOPOLOGY,
     &pcie::LINK,
+    &pcie_capacity::CAPACITY,
     &pcie::MPS,
     &mrrs::MRRS,
     &acs::ACS,
