@@ -251,7 +251,10 @@ mod tests {
         assert!(diff(&a, &other).is_empty(), "{:?}", diff(&a, &other));
         let n = notes(&a, &other);
         assert_eq!(n.len(), 1, "{n:?}");
-        assert!(n[0].contains("the GPU at 0000:00:06.0 is GPU-591f9d37"), "{n:?}");
+        assert!(
+            n[0].contains("the GPU at 0000:00:06.0 is GPU-591f9d37"),
+            "{n:?}"
+        );
         // A real difference in that slot still shows.
         let mut worse = side("GPU-11111111-2222-3333-4444-555555555555", "1980 MHz");
         worse.checks[1].status = Status::Warn;
