@@ -229,6 +229,9 @@ fi
 log "cargo test (workspace${FEATURES:+, features ${FEATURES[*]}})"
 cargo test --workspace --exclude daqtune-bench "${features_arg[@]}" -- --test-threads=2
 
+log "VM harness: every skip carries its reason (tests/vm/harness-skips.sh)"
+tests/vm/harness-skips.sh
+
 log "debian packages (tests/packaging/test-deb.sh, profile $DAQTUNE_DEB_PROFILE)"
 tests/packaging/test-deb.sh
 

@@ -84,21 +84,38 @@ fn index(r: &Report, match_gpus_by_bus: bool) -> BTreeMap<Key, (&Verdict, Option
         .collect()
 }
 
-/// Notes on how two reports were compared (printed with the changes).
+/// Notes on how two reports were compared (printed with the changes): a redacted side, and
+/// each PCI bus id whose GPU has another UUID on the other side (a swapped GPU, or simply two
+/// hosts of one build: their GPUs are compared slot by slot, the identity change said here).
 pub fn notes(a: &Report, b: &Report) -> Vec<String> {
-    if gpu_uuids_redacted(a) != gpu_uuids_redacted(b) {
-        vec!["GPU UUIDs are redacted on one side (snapshot --redact): GPUs are matched by PCI bus id".into()]
-    } else {
-        Vec::new()
+    let mut out = Vec::new();
+    let redacted = gpu_uuids_redacted(a) != gpu_uuids_redacted(b);
+    if redacted {
+        out.push("GPU UUIDs are redacted on one side (snapshot --redact): GPUs are matched by PCI bus id".into());
     }
+    let (ba, bb) = (gpu_bus_ids(a), gpu_bus_ids(b));
+    let by_bus = |m: &BTreeMap<String, String>| -> BTreeMap<String, String> {
+        m.iter().map(|(u, b)| (b.clone(), u.clone())).collect()
+    };
+    let (ua, ub) = (by_bus(&ba), by_bus(&bb));
+    if !redacted {
+        for (bus, before) in &ua {
+            if let Some(after) = ub.get(bus).filter(|u| *u != before) {
+                out.push(format!(
+                    "the GPU at {bus} is {before} on the first side and {after} on the second: GPUs are compared by PCI bus id"
+                ));
+            }
+        }
+    }
+    out
 }
 
-/// The changes between two reports. When one side's GPU UUIDs were redacted and the other's
-/// were not (a redacted snapshot compared with the original), UUIDs cannot match, so GPUs are
-/// matched by PCI bus id and shown as `GPU <bus id>`; see [`notes`].
+/// The changes between two reports. GPUs are matched by PCI bus id (shown as `GPU <bus id>`),
+/// so two hosts of one build, or one host before and after a GPU swap, compare slot by slot;
+/// a GPU without a bus id (integrated) is matched by UUID. A UUID that differs for the same
+/// bus id is said in [`notes`], not counted as a difference of every check.
 pub fn diff(a: &Report, b: &Report) -> Vec<Change> {
-    let by_bus = !notes(a, b).is_empty();
-    let (ia, ib) = (index(a, by_bus), index(b, by_bus));
+    let (ia, ib) = (index(a, true), index(b, true));
     let mut keys: Vec<&(String, String)> = ia.keys().chain(ib.keys()).collect();
     keys.sort();
     keys.dedup();
@@ -220,7 +237,7 @@ mod tests {
         };
         let (a, b) = (side(uuid, "1980 MHz"), side(red, "1980 MHz"));
         assert!(diff(&a, &b).is_empty(), "{:?}", diff(&a, &b));
-        assert_eq!(notes(&a, &b).len(), 1);
+        assert_eq!(notes(&a, &b).len(), 1, "{:?}", notes(&a, &b));
         assert!(notes(&a, &a).is_empty());
         // A real change on a redacted side still shows, under the bus id.
         let mut c = side(red, "1980 MHz");
@@ -228,8 +245,19 @@ mod tests {
         let d = diff(&a, &c);
         assert_eq!(d.len(), 1, "{d:?}");
         assert_eq!(d[0].subject, "GPU 0000:00:06.0");
-        // Two unredacted reports keep UUID subjects: a swapped GPU is a difference.
+        // Two unredacted reports (issue 46 item 4: two identical IGX hosts differed in every
+        // GPU verdict): the same slot compares equal, and the identity change is a note.
         let other = side("GPU-11111111-2222-3333-4444-555555555555", "1980 MHz");
-        assert_eq!(diff(&a, &other).len(), 4);
+        assert!(diff(&a, &other).is_empty(), "{:?}", diff(&a, &other));
+        let n = notes(&a, &other);
+        assert_eq!(n.len(), 1, "{n:?}");
+        assert!(
+            n[0].contains("the GPU at 0000:00:06.0 is GPU-591f9d37"),
+            "{n:?}"
+        );
+        // A real difference in that slot still shows.
+        let mut worse = side("GPU-11111111-2222-3333-4444-555555555555", "1980 MHz");
+        worse.checks[1].status = Status::Warn;
+        assert_eq!(diff(&a, &worse).len(), 1);
     }
 }

@@ -128,6 +128,14 @@ fn file(host: &Host) -> Option<String> {
 
 /// The view of a facts snapshot; sysfs values are read through `host`.
 pub fn view(host: &Host, snap: &GpuSnapshot) -> GpuView {
+    // The Xid lines the driver logged since boot: /dev/kmsg live (root only), the snapshot's
+    // copy under a root. `None`: not readable.
+    let xids = if host.is_live() {
+        crate::facts::read_kmsg()
+    } else {
+        host.read_string(crate::facts::KMSG_COPY).ok()
+    }
+    .map(|log| daqtune_probe::gpu::xid::parse_xid_events(&log));
     let status = |s: &daqtune_probe::gpu::LibStatus| s.reason().unwrap_or("ok").to_string();
     let cache = snap.cuda_cache.clone().filter(|_| host.is_live());
     // The CUDA attributes' source: the cache when this run took them from it.
@@ -157,9 +165,45 @@ pub fn view(host: &Host, snap: &GpuSnapshot) -> GpuView {
             cuda_cache: cache,
         },
         driver,
-        gpus: snap.gpus.iter().map(|g| entry(host, g, cuda_src)).collect(),
+        gpus: snap
+            .gpus
+            .iter()
+            .map(|g| entry(host, g, cuda_src, xids.as_deref()))
+            .collect(),
         unavailable: snap.unavailable_reason(),
     }
+}
+
+/// The Xid events of this GPU since boot, each code once with its count and meaning.
+fn xid_fact(g: &GpuFacts, xids: Option<&[daqtune_probe::gpu::xid::XidEvent]>) -> Fact {
+    let src = "kernel log";
+    let (Some(events), Some(bus)) = (xids, g.pci_bus_id.as_deref()) else {
+        let mut f = fact("Xid events since boot", None, src);
+        f.note = Some(if xids.is_none() {
+            "the kernel log could not be read (root needed on a live host)".into()
+        } else {
+            "this GPU has no PCI address to match Xid lines by".into()
+        });
+        return f;
+    };
+    let mine: Vec<_> = events.iter().filter(|e| e.is_for(bus)).collect();
+    let mut codes: Vec<u32> = mine.iter().map(|e| e.code).collect();
+    codes.sort_unstable();
+    codes.dedup();
+    let value = if codes.is_empty() {
+        "none".to_string()
+    } else {
+        codes
+            .iter()
+            .map(|c| {
+                let n = mine.iter().filter(|e| e.code == *c).count();
+                let (_, meaning) = crate::tunables::gpu_health::xid_grade(*c);
+                format!("Xid {c} x{n} ({meaning})")
+            })
+            .collect::<Vec<_>>()
+            .join("; ")
+    };
+    fact("Xid events since boot", Some(value), src)
 }
 
 fn yes_no(b: bool) -> String {
@@ -187,7 +231,12 @@ fn clocks(c: &DomainClocks) -> Option<String> {
     Some(s)
 }
 
-fn entry(host: &Host, g: &GpuFacts, cuda_src: &str) -> GpuEntry {
+fn entry(
+    host: &Host,
+    g: &GpuFacts,
+    cuda_src: &str,
+    xids: Option<&[daqtune_probe::gpu::xid::XidEvent]>,
+) -> GpuEntry {
     let why = |k: &str| g.unavailable.get(k).cloned();
     let with_note = |mut f: Fact, keys: &[&str]| {
         if f.value.is_none() {
@@ -247,6 +296,107 @@ fn entry(host: &Host, g: &GpuFacts, cuda_src: &str) -> GpuEntry {
             ),
             &["clock_event_reasons"],
         ),
+        with_note(
+            fact(
+                "temperature",
+                g.health.temperature_c.map(|t| {
+                    let lim = |v: Option<u32>| v.map_or("-".to_string(), |v| format!("{v} C"));
+                    format!(
+                        "{t} C (slowdown {}, shutdown {})",
+                        lim(g.health.slowdown_temp_c),
+                        lim(g.health.shutdown_temp_c)
+                    )
+                }),
+                NVML,
+            ),
+            &["health.temperature"],
+        ),
+        with_note(
+            fact(
+                "power draw",
+                g.health
+                    .power_draw_mw
+                    .map(|p| match g.health.power_limit_mw {
+                        Some(l) => format!(
+                            "{:.1} W of {:.1} W enforced limit",
+                            p as f64 / 1e3,
+                            l as f64 / 1e3
+                        ),
+                        None => format!("{:.1} W", p as f64 / 1e3),
+                    }),
+                NVML,
+            ),
+            &["health.power_draw"],
+        ),
+        with_note(
+            fact(
+                "ECC",
+                match (
+                    g.health.ecc_enabled,
+                    g.health.ecc_volatile_uncorrected,
+                    g.health.ecc_aggregate_uncorrected,
+                ) {
+                    (None, None, None) => None,
+                    (on, vu, au) => {
+                        let n = |v: Option<u64>| v.map_or("-".to_string(), |v| v.to_string());
+                        Some(format!(
+                            "{}; uncorrectable {} volatile, {} aggregate; correctable {} volatile, {} aggregate",
+                            match on {
+                                Some(true) => "on",
+                                Some(false) => "off",
+                                None => "mode unknown",
+                            },
+                            n(vu),
+                            n(au),
+                            n(g.health.ecc_volatile_corrected),
+                            n(g.health.ecc_aggregate_corrected)
+                        ))
+                    }
+                },
+                NVML,
+            ),
+            &["health.ecc_mode", "health.ecc_volatile_uncorrected"],
+        ),
+        with_note(
+            fact(
+                "remapped rows",
+                g.health.remapped_rows.map(|r| {
+                    format!(
+                        "{} correctable, {} uncorrectable; pending {}; failure {}",
+                        r.correctable,
+                        r.uncorrectable,
+                        yes_no(r.pending),
+                        yes_no(r.failure)
+                    )
+                }),
+                NVML,
+            ),
+            &["health.remapped_rows"],
+        ),
+        with_note(
+            fact(
+                "retired pages",
+                match (
+                    g.health.retired_pages_sbe,
+                    g.health.retired_pages_dbe,
+                    g.health.retired_pages_pending,
+                ) {
+                    (None, None, None) => None,
+                    (s, d, p) => {
+                        let n = |v: Option<u32>| v.map_or("-".to_string(), |v| v.to_string());
+                        Some(format!(
+                            "{} single-bit, {} double-bit; pending {}",
+                            n(s),
+                            n(d),
+                            p.map_or("-".to_string(), yes_no)
+                        ))
+                    }
+                },
+                NVML,
+            ),
+            &["health.retired_pages_pending", "health.retired_pages_sbe"],
+        ),
+        xid_fact(g, xids),
         with_note(
             fact(
                 "BAR1",

@@ -694,6 +694,14 @@ fn junit_cases(q: &Qualification) -> String {
                 skipped += 1;
                 let _ = write!(cases, "<skipped message=\"{}\"/>", xml_escape(&detail));
             }
+            // As the checks' warnings (report::junit): a property and <system-err>.
+            "warn" => {
+                let _ = write!(
+                    cases,
+                    "<properties><property name=\"daqtune.status\" value=\"warn\"/></properties><system-err>warn: {}</system-err>",
+                    xml_escape(&detail)
+                );
+            }
             _ => {
                 let _ = write!(cases, "<system-out>{}</system-out>", xml_escape(&detail));
             }

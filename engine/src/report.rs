@@ -405,6 +405,17 @@ pub fn junit(report: &Report) -> String {
                     xml_escape(&v.message)
                 );
             }
+            // A warning passes the gate but must not vanish in a CI view: JUnit has no warning
+            // element, so it carries a property (`daqtune.status=warn`, which Jenkins and
+            // GitLab list) and its text on <system-err>, which those views show beside the
+            // case, where <system-out> is folded away.
+            Status::Warn => {
+                let _ = write!(
+                    s,
+                    "<properties><property name=\"daqtune.status\" value=\"warn\"/></properties><system-err>warn: {}</system-err>",
+                    xml_escape(&detail)
+                );
+            }
             _ => {
                 let _ = write!(
                     s,
@@ -520,6 +531,40 @@ mod tests {
         assert!(j.contains("<skipped message=\"skip: no\"/>"));
         assert!(j.contains("&lt;b&gt;"));
         assert!(j.contains("tests=\"3\" failures=\"1\""));
+    }
+
+    /// Issue 46 item 4: a warning shows in CI views (a property and <system-err>), not only in
+    /// the folded <system-out>, and still counts as neither failure nor skip.
+    #[test]
+    fn junit_warnings_are_visible() {
+        let mut r = sample();
+        r.checks.push(Verdict::warn(
+            "pcie.link",
+            "0000:01:00.0",
+            "trained at x8 <of x16>",
+        ));
+        r.summary = summarize(&r.checks);
+        let j = junit(&r);
+        let doc = roxmltree::Document::parse(&j).expect("JUnit XML");
+        let case = doc
+            .descendants()
+            .find(|n| {
+                n.has_tag_name("testcase") && n.attribute("classname") == Some("daqtune.pcie.link")
+            })
+            .expect("the warning's testcase");
+        let prop = case
+            .descendants()
+            .find(|n| n.has_tag_name("property"))
+            .expect("a property");
+        assert_eq!(prop.attribute("name"), Some("daqtune.status"));
+        assert_eq!(prop.attribute("value"), Some("warn"));
+        let err = case
+            .descendants()
+            .find(|n| n.has_tag_name("system-err"))
+            .and_then(|n| n.text())
+            .expect("system-err");
+        assert!(err.starts_with("warn: trained at x8 <of x16>"), "{err}");
+        assert!(j.contains("tests=\"4\" failures=\"1\""), "{j}");
     }
 
     #[test]

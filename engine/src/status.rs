@@ -52,6 +52,10 @@ pub struct Status {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unreadable: Vec<String>,
     pub summary: Summary,
+    /// The command that puts the drifted settings back (`apply --only` with their ids);
+    /// `None` when nothing drifted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restore: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -144,6 +148,7 @@ pub fn gather(g: &GlobalOptions, a: &StatusOptions) -> Result<Status, UsageError
         settings: Vec::new(),
         unreadable: Vec::new(),
         summary: Summary::default(),
+        restore: None,
     };
     let base = match real_path(&host, &format!("{dir}/journal"), true) {
         Ok(b) => b,
@@ -177,8 +182,101 @@ pub fn gather(g: &GlobalOptions, a: &StatusOptions) -> Result<Status, UsageError
         drift: count(&st.settings, SettingState::Drift),
         unknown: count(&st.settings, SettingState::Unknown),
     };
+    st.restore = restore_command(&st, a);
     Ok(st)
 }
+
+/// The ids (`apply --only`) of the settings that drifted, in registry order. Settings an old
+/// journal recorded without their check (`?`) have no id to give.
+pub fn drifted_ids(st: &Status) -> Vec<String> {
+    let drifted: BTreeSet<&str> = st
+        .settings
+        .iter()
+        .filter(|x| x.state == SettingState::Drift && x.check != "?")
+        .map(|x| x.check.as_str())
+        .collect();
+    crate::tunables::apply_ids()
+        .into_iter()
+        .filter(|id| drifted.contains(id))
+        .map(str::to_string)
+        .collect()
+}
+
+/// `sudo daqtune apply --profile P --only IDS` for what drifted, with `--root` and
+/// `--state-dir` where they are not the defaults; every host value shell-quoted.
+fn restore_command(st: &Status, a: &StatusOptions) -> Option<String> {
+    if st.summary.drift == 0 {
+        return None;
+    }
+    let ids = drifted_ids(st);
+    let q = daqtune_probe::text::shell_quote;
+    let mut cmd = "sudo daqtune apply".to_string();
+    if st.root != "/" {
+        cmd.push_str(&format!(" --root {}", q(&st.root)));
+    }
+    // The profile as the newest run was given it (`--profile NAME|FILE`); a run that detected
+    // its profile is given the name it used.
+    let profile = st
+        .runs
+        .last()
+        .and_then(|r| r.profile_origin.as_deref())
+        .and_then(|o| o.strip_prefix("--profile "))
+        .map(str::to_string)
+        .or_else(|| st.profile.clone())?;
+    cmd.push_str(&format!(" --profile {}", q(&profile)));
+    if let Some(d) = &a.state_dir {
+        cmd.push_str(&format!(" --state-dir {}", q(d)));
+    }
+    if ids.is_empty() {
+        // Only settings of an old journal that did not name their check drifted.
+        return Some(cmd);
+    }
+    cmd.push_str(&format!(" --only {}", ids.join(",")));
+    Some(cmd)
+}
+
+/// `apply --only drifted` (and `plan --only drifted`): the selection with `drifted` replaced
+/// by the ids of the settings that drifted. `Ok(None)`: `drifted` was asked for and nothing
+/// drifted (the caller says so and changes nothing); a selection without it is returned as is.
+pub fn expand_drifted(
+    g: &GlobalOptions,
+    sel: &crate::apply::Selection,
+    state_dir: &Option<String>,
+) -> Result<Option<crate::apply::Selection>, UsageError> {
+    if !sel.only.iter().any(|o| o == DRIFTED) {
+        return Ok(Some(sel.clone()));
+    }
+    let st = gather(
+        g,
+        &StatusOptions {
+            state_dir: state_dir.clone(),
+        },
+    )?;
+    let ids = drifted_ids(&st);
+    if ids.is_empty() {
+        if st.summary.drift > 0 {
+            return Err(UsageError::Other(format!(
+                "{} setting(s) drifted, but the journal that wrote them names no check: run `daqtune apply` without --only to write every setting again",
+                st.summary.drift
+            )));
+        }
+        return Ok(None);
+    }
+    let mut out = sel.clone();
+    out.only = out
+        .only
+        .iter()
+        .filter(|o| *o != DRIFTED)
+        .cloned()
+        .chain(ids)
+        .collect::<BTreeSet<String>>()
+        .into_iter()
+        .collect();
+    Ok(Some(out))
+}
+
+/// The word `--only` takes for "what `status` shows as drift".
+pub const DRIFTED: &str = "drifted";
 
 fn count(s: &[Setting], state: SettingState) -> usize {
     s.iter().filter(|x| x.state == state).count()
@@ -593,6 +691,9 @@ pub fn text(st: &Status) -> String {
             "  {word}  {:<14} {}{values} ({}; run {})",
             x.check, x.what, x.detail, x.run
         );
+    }
+    if let Some(cmd) = &st.restore {
+        let _ = writeln!(s, "restore what drifted: {cmd}");
     }
     s
 }

@@ -304,3 +304,66 @@ fn unreadable_current_link_is_a_skip() {
     assert_eq!(s(v, "status"), "skip", "{v}");
     assert!(s(v, "message").contains("unreadable"), "{v}");
 }
+
+/// Issue 45 item 3: a port faster than its PCIe link. DGX Spark's ConnectX-7: each 200 Gb/s
+/// port's PCIe functions sit behind Gen5 x4 links (the fixture's sysfs), and
+/// NVIDIA/daqiri PR #108 (873b379) maps 0000:01:00.0 and 0002:01:00.0 to physical port p0,
+/// 0000:01:00.1 and 0002:01:00.1 to p1. NVIDIA/dgx-spark-playbooks #102 / PR #103: one
+/// endpoint carries ~100 Gb/s, both together the port's 200.
+#[test]
+fn spark_ports_are_faster_than_one_gen5_x4_endpoint() {
+    const PORTS: &[(&str, &str)] = &[
+        ("enp1s0f0np0", "p0"),
+        ("enp1s0f1np1", "p1"),
+        ("enP2p1s0f0np0", "p0"),
+        ("enP2p1s0f1np1", "p1"),
+    ];
+    let spark = |phys: bool, narrow: Option<&str>| {
+        let d = tempfile::tempdir().expect("tmp");
+        copy_tree(&fixture("spark"), d.path());
+        if phys {
+            for (n, p) in PORTS {
+                let dir = d.path().join("sys/class/net").join(n);
+                std::fs::write(dir.join("phys_port_name"), format!("{p}\n")).expect("ppn");
+                std::fs::write(dir.join("phys_switch_id"), "30429f0300ea4cfc\n").expect("psid");
+            }
+        }
+        if let Some(bdf) = narrow {
+            let f = d
+                .path()
+                .join("sys/bus/pci/devices")
+                .join(bdf)
+                .join("current_link_width");
+            std::fs::write(f, "2\n").expect("width");
+        }
+        let (r, _) = evaluate(d.path(), "dgx-spark", &["pcie.capacity"]);
+        r
+    };
+    // Without phys_port_name nothing says which endpoints make one port: each warns with the
+    // figures.
+    let r = spark(false, None);
+    let v = subject_has(&r, "pcie.capacity", "0000:01:00.0");
+    assert_eq!(s(v, "status"), "warn", "{v}");
+    assert!(s(v, "message").contains("200 Gb/s port"), "{v}");
+    assert!(s(v, "message").contains("Gen5 x4"), "{v}");
+    assert!(s(v, "message").contains("114.4 Gb/s"), "{v}");
+    // With it, each endpoint names its sibling and the two carry the port.
+    let r = spark(true, None);
+    assert_eq!(of(&r, "pcie.capacity").len(), 4, "{r}");
+    let v = subject_has(&r, "pcie.capacity", "0000:01:00.0");
+    assert_eq!(s(v, "status"), "pass", "{v}");
+    assert!(
+        s(v, "message").contains("0002:01:00.0 (enP2p1s0f0np0)"),
+        "{v}"
+    );
+    assert!(s(v, "message").contains("228.8 Gb/s"), "{v}");
+    assert!(s(v, "message").contains("physical port p0"), "{v}");
+    // One endpoint of p0 trained at x2 (the ASUS GX10 thread in tests/real-hosts): p0 cannot
+    // be carried at 200 any more; p1 still can.
+    let r = spark(true, Some("0002:01:00.0"));
+    let v = subject_has(&r, "pcie.capacity", "0000:01:00.0");
+    assert_eq!(s(v, "status"), "warn", "{v}");
+    assert!(s(v, "message").contains("171.6 Gb/s"), "{v}");
+    let v = subject_has(&r, "pcie.capacity", "0000:01:00.1");
+    assert_eq!(s(v, "status"), "pass", "{v}");
+}

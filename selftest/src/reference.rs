@@ -126,16 +126,8 @@ pub fn parse_pcie_gts(text: &str) -> Option<f64> {
     (v > 0.0 && v <= 256.0).then_some(v)
 }
 
-/// Data Gb/s a PCIe link of `gts` GT/s x `lanes` carries in memory-write TLPs of 256 bytes:
-/// line coding 8b/10b below 8 GT/s, 128b/130b from 8 GT/s (Gen6's FLIT mode is counted the
-/// same), and 26 bytes per TLP (16 of header with 64-bit addresses, 6 of sequence number and
-/// LCRC, 4 of framing). Flow-control and ACK DLLPs are not counted, so the figure is an upper
-/// bound: a Gen5 x4 link gives 114.4 Gb/s, where DGX Spark's ConnectX-7 reaches "slightly over
-/// 100 Gb/s" on a 200G cable (seed 002).
-pub fn pcie_payload_gbps(gts: f64, lanes: u32) -> f64 {
-    let coding = if gts >= 8.0 { 128.0 / 130.0 } else { 0.8 };
-    gts * f64::from(lanes) * coding * 256.0 / 282.0
-}
+/// Data Gb/s a PCIe link carries in 256-byte writes: [`daqtune_probe::pci::payload_gbps`].
+pub use daqtune_probe::pci::payload_gbps as pcie_payload_gbps;
 
 /// The reference that applies to a run of `engine`/`mode` with this shape: the most specific
 /// entry whose stated shape matches.

@@ -186,7 +186,12 @@ image_for() { # VARIANT: sets $img (the image directory), or returns 1 after rec
     set -e
     case $rc in
       0) say "image ${images[$script]} ready in $((SECONDS - t)) s ($(sed -n 's/^kernel=//p' "${images[$script]}/info"))" ;;
-      125) images[$script]="SKIP: $(printf '%s' "${images[$script]}" | sed -n 's/^lifecycle-image[a-z-]*: SKIP: //p')" ;;
+      125)
+        # The image script's own "NAME: SKIP: reason" line (any script name: the arm64 one has
+        # digits in it); never an empty reason.
+        local why
+        why=$(printf '%s\n' "${images[$script]}" | sed -n 's/^[A-Za-z0-9_.-]*: SKIP: //p' | head -n 1)
+        images[$script]="SKIP: ${why:-tests/vm/$script exited 125 (skip) and printed no reason}" ;;
       *) echo "host-lifecycle: FAILED: the guest image ($script) could not be built (exit $rc)"; exit 1 ;;
     esac
   fi

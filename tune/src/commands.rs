@@ -116,7 +116,10 @@ pub fn check(g: &GlobalArgs, a: &CheckArgs) -> Result<u8, UsageError> {
 /// said before the plan; to stdout or, atomically, to `-o FILE`.
 pub fn plan(g: &GlobalArgs, a: &PlanArgs) -> Result<u8, UsageError> {
     let g = g.engine();
-    let sel = a.sel.engine();
+    let Some(sel) = daqtune_engine::status::expand_drifted(&g, &a.sel.engine(), &None)? else {
+        out::print("nothing drifted: every setting daqtune applied reads as applied\n");
+        return Ok(0);
+    };
     if a.format == PlanFormat::Text && a.output.is_none() {
         return daqtune_engine::apply::run_plan(&g, &sel, &mut out::TerminalSafe::new(out::Stdout));
     }

@@ -84,7 +84,18 @@ fn main() -> ExitCode {
             // Apply and revert quote host data (old file contents, paths): escaped for the
             // terminal like every text output without colours of its own (out::TerminalSafe).
             let mut o = out::TerminalSafe::new(out::Stdout);
-            apply::run_apply(&g.engine(), &a.engine(), &mut TerminalPrompt, &mut o)
+            let mut opts = a.engine();
+            match daqtune_engine::status::expand_drifted(&g.engine(), &opts.sel, &opts.state_dir) {
+                Ok(Some(sel)) => {
+                    opts.sel = sel;
+                    apply::run_apply(&g.engine(), &opts, &mut TerminalPrompt, &mut o)
+                }
+                Ok(None) => {
+                    out::print("nothing drifted: every setting daqtune applied reads as applied\n");
+                    Ok(0)
+                }
+                Err(e) => Err(e),
+            }
         }
         Command::Revert(a) => {
             let mut o = out::TerminalSafe::new(out::Stdout);

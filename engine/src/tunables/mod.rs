@@ -24,6 +24,7 @@ pub mod cmdline;
 pub mod governor;
 pub mod gpu;
 pub mod gpu_clocks;
+pub mod gpu_health;
 pub mod hugepages;
 pub mod idle;
 pub mod iommu;
@@ -41,6 +42,7 @@ pub mod nic_persist;
 pub mod nic_rings;
 pub mod numa;
 pub mod pcie;
+pub mod pcie_capacity;
 pub mod peermem;
 pub mod platform;
 pub mod sysctl;
@@ -61,6 +63,7 @@ pub static REGISTRY: &[&Tunable] = &[
     &numa::NUMA,
     &pcie::TOPOLOGY,
     &pcie::LINK,
+    &pcie_capacity::CAPACITY,
     &pcie::MPS,
     &mrrs::MRRS,
     &acs::ACS,
@@ -82,6 +85,7 @@ pub static REGISTRY: &[&Tunable] = &[
     &gpu::GPUDIRECT,
     &peermem::PEERMEM,
     &gpu::DRIVER,
+    &gpu_health::HEALTH,
     &artifacts::ARTIFACTS,
     &app::CONFIG,
     &app::CORES,
@@ -160,7 +164,7 @@ pub fn apply_ids() -> Vec<&'static str> {
 /// The help of `--only` (plan, apply): the ids it takes.
 pub fn only_help() -> String {
     format!(
-        "Only these ids (comma-separated): {}",
+        "Only these ids (comma-separated): {}; or `drifted`: what `daqtune status` shows as drift",
         apply_ids().join(", ")
     )
 }

@@ -18,6 +18,7 @@ mod dl;
 pub mod nvlink;
 mod nvml;
 pub mod subset;
+pub mod xid;
 
 use crate::host::Host;
 use serde::{Deserialize, Serialize};
@@ -154,6 +155,56 @@ pub struct PcieFacts {
     pub current_link_width: Option<u32>,
 }
 
+/// Rows NVML has remapped in HBM/GDDR (Ampere and later; nvmlDeviceGetRemappedRows).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RemappedRows {
+    /// Rows remapped for correctable and for uncorrectable errors.
+    pub correctable: u32,
+    pub uncorrectable: u32,
+    /// A remap is recorded but takes effect only at the next GPU reset.
+    pub pending: bool,
+    /// A remap was needed and could not be made: the GPU needs service.
+    pub failure: bool,
+}
+
+/// What `nvidia-smi -q` shows under Temperature, Power Readings, ECC Errors, Retired Pages and
+/// Remapped Rows, as NVML reports it. `None` = not reported; the reason is in
+/// [`GpuFacts::unavailable`] under `health.*` (most are NOT_SUPPORTED on GeForce parts and on
+/// integrated GPUs; retired pages are replaced by row remapping from Ampere on).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct GpuHealth {
+    /// GPU core temperature (NVML_TEMPERATURE_GPU), degrees C.
+    pub temperature_c: Option<u32>,
+    /// NVML_TEMPERATURE_THRESHOLD_SLOWDOWN: where the hardware starts slowing clocks.
+    pub slowdown_temp_c: Option<u32>,
+    /// NVML_TEMPERATURE_THRESHOLD_SHUTDOWN: where the GPU shuts down.
+    pub shutdown_temp_c: Option<u32>,
+    /// Power draw and the limit the driver enforces, in milliwatts.
+    pub power_draw_mw: Option<u32>,
+    pub power_limit_mw: Option<u32>,
+    /// ECC mode now (a change needs a reset to take effect).
+    pub ecc_enabled: Option<bool>,
+    /// nvmlDeviceGetTotalEccErrors: volatile = since the driver loaded; aggregate = over the
+    /// GPU's life (kept in the InfoROM).
+    pub ecc_volatile_corrected: Option<u64>,
+    pub ecc_volatile_uncorrected: Option<u64>,
+    pub ecc_aggregate_corrected: Option<u64>,
+    pub ecc_aggregate_uncorrected: Option<u64>,
+    /// Retired pages (Kepler to Volta: dynamic page retirement), by cause, and whether a
+    /// retirement waits for the next driver load.
+    pub retired_pages_sbe: Option<u32>,
+    pub retired_pages_dbe: Option<u32>,
+    pub retired_pages_pending: Option<bool>,
+    pub remapped_rows: Option<RemappedRows>,
+}
+
+impl GpuHealth {
+    pub fn is_empty(&self) -> bool {
+        *self == GpuHealth::default()
+    }
+}
+
 /// CUDA driver attributes of one device.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
@@ -207,6 +258,10 @@ pub struct GpuFacts {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub nvlink: Option<Vec<NvLink>>,
     pub cuda: Option<CudaAttrs>,
+    /// Temperature, power, ECC and memory repair state (`gpu.health`). Empty in facts
+    /// recorded before daqtune read them.
+    #[serde(skip_serializing_if = "GpuHealth::is_empty")]
+    pub health: GpuHealth,
     /// Field -> why NVML/CUDA did not report it (e.g. `bar1: Not Supported`).
     pub unavailable: BTreeMap<String, String>,
 }

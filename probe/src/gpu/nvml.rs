@@ -3,7 +3,10 @@
 
 use super::control::{ClockDomain, ControlError, NvmlControl};
 use super::nvlink::{NvLink, NvLinkView, RemoteKind};
-use super::{c_buf_to_string, dl, normalize_bus_id, Bar1, DomainClocks, GpuFacts, LibStatus};
+use super::{
+    c_buf_to_string, dl, normalize_bus_id, Bar1, DomainClocks, GpuFacts, GpuHealth, LibStatus,
+    RemappedRows,
+};
 use std::collections::BTreeMap;
 use std::ffi::{c_char, c_int, c_uint, c_ulonglong, c_void, CStr, CString};
 use std::time::Instant;
@@ -21,6 +24,19 @@ const CLOCK_SM: c_int = 1;
 const CLOCK_MEM: c_int = 2;
 // nvmlPstates_t: 0..=15, 32 = unknown
 const PSTATE_UNKNOWN: c_int = 32;
+// nvmlTemperatureSensors_t, nvmlTemperatureThresholds_t
+const TEMPERATURE_GPU: c_int = 0;
+const TEMPERATURE_THRESHOLD_SHUTDOWN: c_int = 0;
+const TEMPERATURE_THRESHOLD_SLOWDOWN: c_int = 1;
+// nvmlMemoryErrorType_t, nvmlEccCounterType_t
+const MEMORY_ERROR_CORRECTED: c_int = 0;
+const MEMORY_ERROR_UNCORRECTED: c_int = 1;
+const ECC_VOLATILE: c_int = 0;
+const ECC_AGGREGATE: c_int = 1;
+// nvmlPageRetirementCause_t
+const RETIRE_MULTIPLE_SBE: c_int = 0;
+const RETIRE_DBE: c_int = 1;
+const ERROR_INSUFFICIENT_SIZE: Ret = 7;
 
 /// NVML_NVLINK_MAX_LINKS in nvml.h (18 since r450, Hopper's count; the 580 header on the lent
 /// H200 machines says 18).
@@ -79,6 +95,10 @@ type FnSetRange = unsafe extern "C" fn(Dev, c_uint, c_uint) -> Ret;
 type FnDev = unsafe extern "C" fn(Dev) -> Ret;
 type FnLinkUint = unsafe extern "C" fn(Dev, c_uint, *mut c_uint) -> Ret;
 type FnLinkPci = unsafe extern "C" fn(Dev, c_uint, *mut PciInfo) -> Ret;
+type FnTwoUint = unsafe extern "C" fn(Dev, *mut c_uint, *mut c_uint) -> Ret;
+type FnEcc = unsafe extern "C" fn(Dev, c_int, c_int, *mut c_ulonglong) -> Ret;
+type FnRemap = unsafe extern "C" fn(Dev, *mut c_uint, *mut c_uint, *mut c_uint, *mut c_uint) -> Ret;
+type FnRetired = unsafe extern "C" fn(Dev, c_int, *mut c_uint, *mut c_ulonglong) -> Ret;
 
 /// The resolved entry points. Optional ones are absent on older drivers; their facts are then
 /// reported as unavailable with that reason.
@@ -118,6 +138,15 @@ struct Api {
     nvlink_state: Option<FnLinkUint>,
     nvlink_remote_pci: Option<FnLinkPci>,
     nvlink_remote_type: Option<FnLinkUint>,
+    temperature: Option<FnClock>,
+    temperature_threshold: Option<FnClock>,
+    power_usage: Option<FnDevUint>,
+    enforced_power_limit: Option<FnDevUint>,
+    ecc_mode: Option<FnTwoUint>,
+    total_ecc: Option<FnEcc>,
+    remapped_rows: Option<FnRemap>,
+    retired_pages: Option<FnRetired>,
+    retired_pending: Option<FnDevUint>,
 }
 
 impl Api {
@@ -167,6 +196,18 @@ impl Api {
                 nvlink_state: dl::sym(lib, "nvmlDeviceGetNvLinkState").ok(),
                 nvlink_remote_pci: dl::sym(lib, "nvmlDeviceGetNvLinkRemotePciInfo_v2").ok(),
                 nvlink_remote_type: dl::sym(lib, "nvmlDeviceGetNvLinkRemoteDeviceType").ok(),
+                // The sensor/threshold/type arguments are C enums (int-sized); the readings
+                // unsigned ints (degrees C, milliwatts) or unsigned long longs (ECC counts).
+                temperature: dl::sym(lib, "nvmlDeviceGetTemperature").ok(),
+                temperature_threshold: dl::sym(lib, "nvmlDeviceGetTemperatureThreshold").ok(),
+                power_usage: dl::sym(lib, "nvmlDeviceGetPowerUsage").ok(),
+                enforced_power_limit: dl::sym(lib, "nvmlDeviceGetEnforcedPowerLimit").ok(),
+                ecc_mode: dl::sym(lib, "nvmlDeviceGetEccMode").ok(),
+                total_ecc: dl::sym(lib, "nvmlDeviceGetTotalEccErrors").ok(),
+                // r460 and later; absent before Ampere's drivers.
+                remapped_rows: dl::sym(lib, "nvmlDeviceGetRemappedRows").ok(),
+                retired_pages: dl::sym(lib, "nvmlDeviceGetRetiredPages").ok(),
+                retired_pending: dl::sym(lib, "nvmlDeviceGetRetiredPagesPendingStatus").ok(),
             })
         }
     }
@@ -483,6 +524,7 @@ impl Nvml {
         g.pcie.current_link_width = un.take("pcie.current_link_width", || {
             self.dev_uint(self.api.cur_link_width, d, "nvmlDeviceGetCurrPcieLinkWidth")
         });
+        g.health = self.health(d, &mut un);
         if nvlink {
             g.nvlink = un.take("nvlink", || self.nvlinks(d)).flatten();
         }
@@ -584,6 +626,133 @@ impl Nvml {
         self.check(unsafe { f(d, &mut u) })?;
         let _ = u.memory;
         Ok(u.gpu)
+    }
+
+    /// Temperature, power, ECC and memory-repair readings: about a dozen calls, each of
+    /// which may be NOT_SUPPORTED on a given board (the reason is kept under `health.*`).
+    fn health(&self, d: Dev, un: &mut Unavail) -> GpuHealth {
+        let temp = |ty| {
+            self.clock(
+                self.api.temperature_threshold,
+                d,
+                ty,
+                "nvmlDeviceGetTemperatureThreshold",
+            )
+        };
+        let ecc = |err, counter| self.total_ecc(d, err, counter);
+        GpuHealth {
+            temperature_c: un.take("health.temperature", || {
+                self.clock(
+                    self.api.temperature,
+                    d,
+                    TEMPERATURE_GPU,
+                    "nvmlDeviceGetTemperature",
+                )
+            }),
+            slowdown_temp_c: un.take("health.slowdown_temp", || {
+                temp(TEMPERATURE_THRESHOLD_SLOWDOWN)
+            }),
+            shutdown_temp_c: un.take("health.shutdown_temp", || {
+                temp(TEMPERATURE_THRESHOLD_SHUTDOWN)
+            }),
+            power_draw_mw: un.take("health.power_draw", || {
+                self.dev_uint(self.api.power_usage, d, "nvmlDeviceGetPowerUsage")
+            }),
+            power_limit_mw: un.take("health.power_limit", || {
+                self.dev_uint(
+                    self.api.enforced_power_limit,
+                    d,
+                    "nvmlDeviceGetEnforcedPowerLimit",
+                )
+            }),
+            ecc_enabled: un.take("health.ecc_mode", || self.ecc_mode(d)),
+            ecc_volatile_corrected: un.take("health.ecc_volatile_corrected", || {
+                ecc(MEMORY_ERROR_CORRECTED, ECC_VOLATILE)
+            }),
+            ecc_volatile_uncorrected: un.take("health.ecc_volatile_uncorrected", || {
+                ecc(MEMORY_ERROR_UNCORRECTED, ECC_VOLATILE)
+            }),
+            ecc_aggregate_corrected: un.take("health.ecc_aggregate_corrected", || {
+                ecc(MEMORY_ERROR_CORRECTED, ECC_AGGREGATE)
+            }),
+            ecc_aggregate_uncorrected: un.take("health.ecc_aggregate_uncorrected", || {
+                ecc(MEMORY_ERROR_UNCORRECTED, ECC_AGGREGATE)
+            }),
+            retired_pages_sbe: un.take("health.retired_pages_sbe", || {
+                self.retired_count(d, RETIRE_MULTIPLE_SBE)
+            }),
+            retired_pages_dbe: un.take("health.retired_pages_dbe", || {
+                self.retired_count(d, RETIRE_DBE)
+            }),
+            retired_pages_pending: un
+                .take("health.retired_pages_pending", || {
+                    self.dev_uint(
+                        self.api.retired_pending,
+                        d,
+                        "nvmlDeviceGetRetiredPagesPendingStatus",
+                    )
+                })
+                .map(|v| v == FEATURE_ENABLED),
+            remapped_rows: un.take("health.remapped_rows", || self.remapped_rows(d)),
+        }
+    }
+
+    fn ecc_mode(&self, d: Dev) -> Result<bool, NvmlErr> {
+        let f = self
+            .api
+            .ecc_mode
+            .ok_or_else(|| Self::missing("nvmlDeviceGetEccMode"))?;
+        let (mut current, mut pending): (c_uint, c_uint) = (0, 0);
+        // SAFETY: `d` came from NVML; both out pointers are valid for enum-sized ints.
+        self.check(unsafe { f(d, &mut current, &mut pending) })?;
+        Ok(current == FEATURE_ENABLED)
+    }
+
+    fn total_ecc(&self, d: Dev, err: c_int, counter: c_int) -> Result<u64, NvmlErr> {
+        let f = self
+            .api
+            .total_ecc
+            .ok_or_else(|| Self::missing("nvmlDeviceGetTotalEccErrors"))?;
+        let mut v: c_ulonglong = 0;
+        // SAFETY: `d` came from NVML; `err` and `counter` are valid enum values; `v` a valid
+        // out pointer.
+        self.check(unsafe { f(d, err, counter, &mut v) })?;
+        Ok(v)
+    }
+
+    fn remapped_rows(&self, d: Dev) -> Result<RemappedRows, NvmlErr> {
+        let f = self
+            .api
+            .remapped_rows
+            .ok_or_else(|| Self::missing("nvmlDeviceGetRemappedRows"))?;
+        let (mut corr, mut unc, mut pending, mut failure): (c_uint, c_uint, c_uint, c_uint) =
+            (0, 0, 0, 0);
+        // SAFETY: `d` came from NVML; all four out pointers are valid.
+        self.check(unsafe { f(d, &mut corr, &mut unc, &mut pending, &mut failure) })?;
+        Ok(RemappedRows {
+            correctable: corr,
+            uncorrectable: unc,
+            pending: pending != 0,
+            failure: failure != 0,
+        })
+    }
+
+    /// How many pages were retired for `cause`: asked with a zero-sized buffer, which NVML
+    /// answers with the count (INSUFFICIENT_SIZE when there are any).
+    fn retired_count(&self, d: Dev, cause: c_int) -> Result<u32, NvmlErr> {
+        let f = self
+            .api
+            .retired_pages
+            .ok_or_else(|| Self::missing("nvmlDeviceGetRetiredPages"))?;
+        let mut count: c_uint = 0;
+        // SAFETY: `d` came from NVML; with `count` 0 NVML writes no address, so a null
+        // buffer is what the API documents for asking the size.
+        let r = unsafe { f(d, cause, &mut count, std::ptr::null_mut()) };
+        if r == SUCCESS || r == ERROR_INSUFFICIENT_SIZE {
+            Ok(count)
+        } else {
+            Err(self.err(r))
+        }
     }
 
     fn event_reasons(&self, d: Dev) -> Result<u64, NvmlErr> {

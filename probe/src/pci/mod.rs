@@ -132,6 +132,18 @@ pub fn bandwidth_gbs(gts: f32, width: u32) -> f64 {
     gts as f64 * eff / 8.0 * width as f64
 }
 
+/// Data Gb/s a PCIe link of `gts` GT/s x `lanes` carries in memory-write TLPs of 256 bytes:
+/// line coding 8b/10b below 8 GT/s, 128b/130b from 8 GT/s (Gen6's FLIT mode is counted the
+/// same), and 26 bytes per TLP (16 of header with 64-bit addresses, 6 of sequence number and
+/// LCRC, 4 of framing). Flow-control and ACK DLLPs are not counted, so the figure is an upper
+/// bound: a Gen5 x4 link gives 114.4 Gb/s, where DGX Spark's ConnectX-7 reaches "slightly over
+/// 100 Gb/s" on a 200G cable (seed 002). What the NIC can move across its link, whatever its
+/// port's line rate: the self-test's reference and `pcie.capacity` both use it.
+pub fn payload_gbps(gts: f64, lanes: u32) -> f64 {
+    let coding = if gts >= 8.0 { 128.0 / 130.0 } else { 0.8 };
+    gts * f64::from(lanes) * coding * 256.0 / 282.0
+}
+
 /// `Gen4 x16 (31.5 GB/s)`.
 pub fn link_label(gts: Option<f32>, width: Option<u32>) -> String {
     match (gts, width) {

@@ -1,0 +1,362 @@
+//! `gpu.health`: is each GPU healthy enough to run an experiment on? Temperature against its
+//! slowdown threshold, active thermal and power slowdowns, uncorrectable ECC errors, memory
+//! repairs waiting for a reset (row remapping, page retirement) and the Xid events the driver
+//! logged since boot. Readings come from NVML (`GpuFacts::health`) and the kernel log; nothing
+//! here is set by daqtune, so the check plans nothing.
+
+use crate::context::gpus::{gpus_or_skip, why_missing};
+use crate::context::Context;
+use crate::tunable::Tunable;
+use crate::verdict::{Area, Verdict};
+use daqtune_probe::gpu::xid::{parse_xid_events, XidEvent};
+use daqtune_probe::gpu::GpuFacts;
+use daqtune_probe::text::shell_quote;
+
+pub const HEALTH: Tunable = Tunable {
+    id: "gpu.health",
+    area: Area::Gpu,
+    title: "GPU health: temperature, slowdowns, ECC, memory repairs, Xid events",
+    aliases: &["gpu-health"],
+    doc: include_str!("../../../docs/checks/gpu.health.md"),
+    // NVML answers unprivileged; only the kernel log (Xid) needs root, and its absence is
+    // said in the verdict.
+    needs_root: false,
+    profile_keys: &[],
+    check: run,
+    planner: None,
+};
+
+const ID: &str = "gpu.health";
+
+/// Within this many degrees of the slowdown threshold a GPU under load reaches it: warn.
+pub const NEAR_SLOWDOWN_C: u32 = 5;
+
+/// NVML clock event reasons that mean the GPU slows itself for heat or power.
+const SLOWDOWNS: &[(u64, &str)] = &[
+    (0x8, "HW slowdown"),
+    (0x20, "SW thermal slowdown"),
+    (0x40, "HW thermal slowdown"),
+    (0x80, "HW power brake"),
+];
+const SW_POWER_CAP: u64 = 0x4;
+
+/// How an Xid is judged. The meanings and the split follow NVIDIA's Xid catalog
+/// (docs/checks/gpu.health.md lists the sources).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum XidGrade {
+    /// The GPU needs a reset, a reboot or service before it can be trusted.
+    Fail,
+    /// An application fault or a recoverable event: worth knowing before an experiment.
+    Warn,
+}
+
+/// Xid codes daqtune names, with NVIDIA's meaning.
+pub const XIDS: &[(u32, XidGrade, &str)] = &[
+    (
+        13,
+        XidGrade::Warn,
+        "graphics engine exception (usually the application)",
+    ),
+    (
+        31,
+        XidGrade::Warn,
+        "GPU memory page fault (usually the application)",
+    ),
+    (
+        43,
+        XidGrade::Warn,
+        "GPU stopped processing (an application fault)",
+    ),
+    (
+        45,
+        XidGrade::Warn,
+        "preemptive cleanup after an earlier error",
+    ),
+    (48, XidGrade::Fail, "double-bit (uncorrectable) ECC error"),
+    (61, XidGrade::Fail, "internal micro-controller breakpoint"),
+    (62, XidGrade::Fail, "internal micro-controller halt"),
+    (
+        63,
+        XidGrade::Fail,
+        "ECC page retirement or row remap recorded: reset the GPU to activate it",
+    ),
+    (
+        64,
+        XidGrade::Fail,
+        "ECC page retirement or row remap failed",
+    ),
+    (74, XidGrade::Fail, "NVLink error"),
+    (79, XidGrade::Fail, "GPU has fallen off the bus"),
+    (92, XidGrade::Warn, "high single-bit ECC error rate"),
+    (
+        94,
+        XidGrade::Warn,
+        "contained ECC error (the application that met it was stopped)",
+    ),
+    (
+        95,
+        XidGrade::Fail,
+        "uncontained ECC error: every application on the GPU is affected",
+    ),
+    (119, XidGrade::Fail, "GSP RPC timeout"),
+    (120, XidGrade::Fail, "GSP error"),
+    (140, XidGrade::Fail, "unrecovered ECC error"),
+    (
+        154,
+        XidGrade::Fail,
+        "the driver asks for a recovery action (reset or reboot)",
+    ),
+];
+
+/// The grade and meaning of `code`; unknown codes warn with a pointer to the catalog.
+pub fn xid_grade(code: u32) -> (XidGrade, &'static str) {
+    XIDS.iter()
+        .find(|(c, _, _)| *c == code)
+        .map(|(_, g, m)| (*g, *m))
+        .unwrap_or((
+            XidGrade::Warn,
+            "not in daqtune's table: see NVIDIA's Xid catalog",
+        ))
+}
+
+fn run(ctx: &Context) -> Vec<Verdict> {
+    let snap = match gpus_or_skip(ctx, ID) {
+        Ok(s) => s,
+        Err(v) => return v,
+    };
+    let log = ctx.kernel_log();
+    let events = log.map(parse_xid_events).unwrap_or_default();
+    let no_log = if ctx.facts().host.is_live() {
+        "the kernel log could not be read (run as root)"
+    } else {
+        "this host root holds no kernel log (daqtune/kmsg.txt)"
+    };
+    snap.gpus
+        .iter()
+        .map(|g| judge(g, log.is_some().then_some(&events[..]).ok_or(no_log)))
+        .collect()
+}
+
+/// One GPU's verdict. `events`: the kernel log's Xid events, or why there is no kernel log.
+pub fn judge(g: &GpuFacts, events: Result<&[XidEvent], &str>) -> Verdict {
+    let log_read = events.is_ok();
+    let h = &g.health;
+    let mut fails: Vec<String> = Vec::new();
+    let mut warns: Vec<String> = Vec::new();
+    let mut notes: Vec<String> = Vec::new();
+    let mut fixes: Vec<String> = Vec::new();
+    let target = shell_quote(g.pci_bus_id.as_deref().unwrap_or(&g.uuid));
+
+    match (h.temperature_c, h.slowdown_temp_c) {
+        (Some(t), Some(s)) if t >= s => {
+            fails.push(format!("{t} C, at or above its {s} C slowdown threshold"));
+            fixes.push(
+                "improve the GPU's cooling (airflow, fan curve, chassis) before the run".into(),
+            );
+        }
+        (Some(t), Some(s)) if s - t <= NEAR_SLOWDOWN_C => {
+            warns.push(format!(
+                "{t} C, within {NEAR_SLOWDOWN_C} C of its {s} C slowdown threshold"
+            ));
+        }
+        (Some(t), Some(s)) => notes.push(format!("{t} C (slowdown {s} C)")),
+        (Some(t), None) => notes.push(format!("{t} C")),
+        _ => {}
+    }
+
+    let reasons = g.clock_event_reasons.unwrap_or(0);
+    let active: Vec<&str> = SLOWDOWNS
+        .iter()
+        .filter(|(bit, _)| reasons & bit != 0)
+        .map(|(_, n)| *n)
+        .collect();
+    if !active.is_empty() {
+        fails.push(format!("slowing its clocks now: {}", active.join(", ")));
+        fixes.push("find the heat or power limit that trips it (`daqtune gpu` shows temperature and power; check the PSU cables and cooling)".into());
+    }
+    if reasons & SW_POWER_CAP != 0 {
+        warns.push("held at its software power cap".into());
+    }
+    match (h.power_draw_mw, h.power_limit_mw) {
+        (Some(p), Some(l)) => notes.push(format!("{} W of {} W", p / 1000, l / 1000)),
+        (Some(p), None) => notes.push(format!("{} W", p / 1000)),
+        _ => {}
+    }
+
+    if let Some(n) = h.ecc_volatile_uncorrected.filter(|n| *n > 0) {
+        fails.push(format!(
+            "{n} uncorrectable ECC error(s) since the driver loaded"
+        ));
+        fixes.push(format!(
+            "stop the GPU's clients and reset it (`sudo nvidia-smi -r -i {target}`) or reboot; if errors return, the GPU needs service"
+        ));
+    } else if let Some(n) = h.ecc_aggregate_uncorrected.filter(|n| *n > 0) {
+        warns.push(format!(
+            "{n} uncorrectable ECC error(s) over the GPU's life (none since the driver loaded)"
+        ));
+    }
+    if let Some(false) = h.ecc_enabled {
+        notes.push("ECC off".into());
+    }
+    if let Some(r) = h.remapped_rows {
+        if r.failure {
+            fails.push(
+                "a row remap failed: the GPU's memory cannot be repaired in the field".into(),
+            );
+            fixes.push(
+                "the GPU needs service (NVIDIA: a remapping failure is an RMA condition)".into(),
+            );
+        }
+        if r.pending {
+            fails.push(
+                "a row remap waits for a GPU reset; until then the bad row stays in use".into(),
+            );
+            fixes.push(format!(
+                "stop the GPU's clients and reset it (`sudo nvidia-smi -r -i {target}`) or reboot"
+            ));
+        }
+        if r.correctable + r.uncorrectable > 0 {
+            notes.push(format!(
+                "{} row(s) remapped ({} for uncorrectable errors)",
+                r.correctable + r.uncorrectable,
+                r.uncorrectable
+            ));
+        }
+    }
+    if h.retired_pages_pending == Some(true) {
+        fails.push("a page retirement waits for the driver to reload".into());
+        fixes.push("reboot (or reload the nvidia modules) to retire the page".into());
+    }
+    if let (Some(s), Some(d)) = (h.retired_pages_sbe, h.retired_pages_dbe) {
+        if s + d > 0 {
+            notes.push(format!(
+                "{} page(s) retired ({d} for double-bit errors)",
+                s + d
+            ));
+        }
+    }
+
+    let mine: Vec<&XidEvent> = match (&g.pci_bus_id, events) {
+        (Some(b), Ok(events)) => events.iter().filter(|e| e.is_for(b)).collect(),
+        _ => Vec::new(),
+    };
+    let mut seen: Vec<u32> = Vec::new();
+    for e in &mine {
+        if seen.contains(&e.code) {
+            continue;
+        }
+        seen.push(e.code);
+        let n = mine.iter().filter(|x| x.code == e.code).count();
+        let (grade, meaning) = xid_grade(e.code);
+        let line = format!("Xid {} x{n} since boot: {meaning}", e.code);
+        match grade {
+            XidGrade::Fail => fails.push(line),
+            XidGrade::Warn => warns.push(line),
+        }
+    }
+    if !seen.is_empty() {
+        fixes.push("read the Xid lines (`journalctl -k -g Xid`) and NVIDIA's Xid catalog for the action each needs".into());
+    }
+    if let Err(why) = events {
+        notes.push(format!("Xid events not judged: {why}"));
+    } else if g.pci_bus_id.is_none() {
+        notes.push("Xid events not matched: this GPU has no PCI address".into());
+    }
+
+    let observed = observed(g, &seen);
+    // A pass needs the health readings themselves: clock reasons alone (all that facts
+    // recorded before daqtune read GPU health hold) say nothing of ECC or memory repairs.
+    let readings = [
+        h.temperature_c.is_some(),
+        h.ecc_volatile_uncorrected.is_some(),
+        h.remapped_rows.is_some(),
+        h.retired_pages_pending.is_some(),
+    ];
+    if fails.is_empty() && warns.is_empty() && !readings.iter().any(|r| *r) {
+        let why = if g.unavailable.keys().any(|k| k.starts_with("health.")) {
+            format!(
+                "NVML reports none of them{}",
+                why_missing(g, "health.temperature")
+            )
+        } else {
+            "these GPU facts were recorded before daqtune read GPU health".to_string()
+        };
+        return Verdict::skip(
+            ID,
+            g.subject(),
+            format!(
+                "no temperature, ECC or memory-repair reading for {}: {why}",
+                g.display_name()
+            ),
+        );
+    }
+    let tail = if notes.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", notes.join("; "))
+    };
+    let v = if !fails.is_empty() {
+        let mut all = fails;
+        all.extend(warns);
+        Verdict::fail(
+            ID,
+            g.subject(),
+            format!("{}: {}{tail}", g.display_name(), all.join("; ")),
+        )
+    } else if !warns.is_empty() {
+        Verdict::warn(
+            ID,
+            g.subject(),
+            format!("{}: {}{tail}", g.display_name(), warns.join("; ")),
+        )
+    } else {
+        let mut ok = vec!["no slowdown"];
+        if h.ecc_volatile_uncorrected.is_some() {
+            ok.push("no uncorrectable ECC error since the driver loaded");
+        }
+        if h.remapped_rows.is_some() || h.retired_pages_pending.is_some() {
+            ok.push("no memory repair pending");
+        }
+        if log_read && g.pci_bus_id.is_some() {
+            ok.push("no Xid since boot");
+        }
+        Verdict::pass(
+            ID,
+            g.subject(),
+            format!("{}: {}{tail}", g.display_name(), ok.join(", ")),
+        )
+    };
+    let v = v
+        .observed(observed)
+        .expected("no slowdown, no uncorrectable ECC, no pending repair, no fatal Xid");
+    if fixes.is_empty() {
+        v
+    } else {
+        v.fix(fixes.join("; then "))
+    }
+}
+
+/// The stable part of the readings (temperature and power move with every read and stay out
+/// of `observed`, which `diff` compares).
+fn observed(g: &GpuFacts, xids: &[u32]) -> String {
+    let h = &g.health;
+    let opt = |v: Option<u64>| v.map_or("-".to_string(), |n| n.to_string());
+    let yn = |v: Option<bool>| match v {
+        Some(true) => "yes",
+        Some(false) => "no",
+        None => "-",
+    };
+    format!(
+        "ecc_uncorrected_volatile={} ecc_uncorrected_aggregate={} remap_pending={} remap_failure={} retire_pending={} xids={}",
+        opt(h.ecc_volatile_uncorrected),
+        opt(h.ecc_aggregate_uncorrected),
+        yn(h.remapped_rows.map(|r| r.pending)),
+        yn(h.remapped_rows.map(|r| r.failure)),
+        yn(h.retired_pages_pending),
+        if xids.is_empty() {
+            "none".to_string()
+        } else {
+            xids.iter().map(u32::to_string).collect::<Vec<_>>().join(",")
+        }
+    )
+}
