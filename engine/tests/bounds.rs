@@ -197,3 +197,43 @@ fn bom_profile_loads() {
     let e = load_source("bom.yaml", "\u{feff}name: x\nnic:\n  mtu: 9\n").expect_err("mtu");
     assert_eq!((e.line, e.column), (3, 3), "{e}");
 }
+
+/// Row 9: a later netplan file with `mtu: "1500"` (quoted: netplan reads the scalar alike) is
+/// named like the unquoted one.
+#[test]
+fn quoted_netplan_mtu_is_reported() {
+    use daqtune_engine::facts::Facts;
+    use daqtune_engine::tunables::mtu::netplan_overrides;
+    let d = tempfile::tempdir().expect("tmp");
+    let r = d.path();
+    let w = |f: &str, t: &str| {
+        let p = r.join(f);
+        std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+        std::fs::write(p, t).expect("write");
+    };
+    std::fs::create_dir_all(r.join("sys/bus/pci/devices")).expect("mkdir");
+    w("sys/class/net/ens1/address", "52:54:00:da:00:01\n");
+    let a = daqtune_units::network::netplan(&[("ens1", 9000)], "p").expect("artifact");
+    w("etc/netplan/90-daqtune.yaml", &a.text);
+    let lp = load_source(
+        "t.yaml",
+        "name: t\nextends: generic-dgpu\nnic:\n  mtu: 9000\n  interfaces: [ens1]\n",
+    )
+    .expect("profile");
+    let host = daqtune_probe::Host::at(r).expect("host");
+    for quoted in ["\"1500\"", "'1500'"] {
+        w(
+            "etc/netplan/99-user.yaml",
+            &format!("network:\n  version: 2\n  ethernets:\n    ens1:\n      mtu: {quoted}\n"),
+        );
+        let o = netplan_overrides(&Facts::new(&host), &lp);
+        assert_eq!(o.len(), 1, "{quoted}: {o:?}");
+        assert!(
+            o[0].1.starts_with(
+                "/etc/netplan/99-user.yaml sets the MTU of ens1 to 1500 after daqtune's"
+            ),
+            "{}",
+            o[0].1
+        );
+    }
+}

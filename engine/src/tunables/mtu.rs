@@ -381,9 +381,14 @@ pub fn parse_netplan_mtus(text: &str) -> Result<Vec<(String, u64)>, String> {
     else {
         return Ok(Vec::new());
     };
+    // netplan reads `mtu` as a scalar (strtoul): `mtu: "1500"` quoted is the same MTU.
+    let mtu = |v: &serde_yaml_ng::Value| {
+        v.as_u64()
+            .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
+    };
     Ok(eths
         .iter()
-        .filter_map(|(id, def)| Some((id.as_str()?.to_string(), def.get("mtu")?.as_u64()?)))
+        .filter_map(|(id, def)| Some((id.as_str()?.to_string(), mtu(def.get("mtu")?)?)))
         .collect())
 }
 
