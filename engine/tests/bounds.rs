@@ -237,3 +237,260 @@ fn quoted_netplan_mtu_is_reported() {
         );
     }
 }
+
+/// A profile file in `dir` extending `base` with `body`.
+fn profile_file(dir: &std::path::Path, base: &str, body: &str) -> String {
+    let p = dir.join("p.yaml");
+    std::fs::write(&p, format!("name: p\nextends: {base}\n{body}")).expect("profile");
+    p.display().to_string()
+}
+
+/// Row 7: a boot reservation leaves every node max(2 GiB, an eighth) (docs/checks/hugepages.md):
+/// 64 x 1G on the 64 GiB IGX wrote `hugepages=64` (the next boot has no memory); 56 x 1G is
+/// what the rule allows there and is written.
+#[test]
+fn boot_reservation_leaves_the_host_its_minimum() {
+    use common::drive::*;
+    let root = prepared("igx-untuned", common::testroot::add_igx_pci);
+    let r = root.path();
+    let d = tempfile::tempdir().expect("tmp");
+    let p = profile_file(
+        d.path(),
+        "igx-orin",
+        "hugepages:\n  size: 1G\n  count: 64\n",
+    );
+    let out = plan(r, &p, &only(&["kernel.cmdline"]));
+    assert!(!grub_line(&out).contains("hugepages="), "{out}");
+    assert!(
+        out.contains("hugepages=64 of 1G not written")
+            && out.contains("node0 has 64G of which at least 8G stays")
+            && out.contains("at most 56 x 1G fit here"),
+        "{out}"
+    );
+    // The isolation arguments are still written; only the reservation is left out.
+    assert!(grub_line(&out).contains("isolcpus=9-11"), "{out}");
+    let (code, out) = apply(r, &p, &only(&["kernel.cmdline"]));
+    assert_eq!(code, 0, "{out}");
+    let dropin = read(r, "etc/default/grub.d/99-daqtune.cfg");
+    assert!(!dropin.contains("hugepages=64"), "{dropin}");
+    // The check says why instead of "reboot".
+    let lp = daqtune_engine::profile::load(&p).expect("profile");
+    let v = common::agree::checks(r, &lp);
+    let hp: Vec<_> = v.iter().filter(|v| v.id == "hugepages").collect();
+    assert!(
+        hp.iter()
+            .any(|v| v.message.contains("hugepages=64 of 1G not written")),
+        "{hp:?}"
+    );
+
+    let root = prepared("igx-untuned", common::testroot::add_igx_pci);
+    let p = profile_file(
+        d.path(),
+        "igx-orin",
+        "hugepages:\n  size: 1G\n  count: 56\n",
+    );
+    let out = plan(root.path(), &p, &only(&["kernel.cmdline"]));
+    assert!(out.contains("hugepagesz=1G hugepages=56"), "{out}");
+}
+
+/// Row 7 on two nodes: the kernel spreads `hugepages=N` evenly, so each 256 GiB node of
+/// x86-2s keeps 32 GiB: 448 x 1G (224 a node) is written, 450 is not.
+#[test]
+fn boot_reservation_is_bounded_per_node() {
+    use common::drive::*;
+    let root = prepared("x86-2s", common::testroot::add_igx_pci);
+    let d = tempfile::tempdir().expect("tmp");
+    let p = profile_file(
+        d.path(),
+        "generic-dgpu",
+        "hugepages:\n  size: 1G\n  count: 450\n",
+    );
+    let out = plan(root.path(), &p, &only(&["kernel.cmdline"]));
+    assert!(
+        !grub_line(&out).contains("hugepages=")
+            && out.contains("over the 2 node(s) with memory, 225G on each, and node0 has 256G")
+            && out.contains("at most 448 x 1G"),
+        "{out}"
+    );
+    let p = profile_file(
+        d.path(),
+        "generic-dgpu",
+        "hugepages:\n  size: 1G\n  count: 448\n",
+    );
+    let out = plan(root.path(), &p, &only(&["kernel.cmdline"]));
+    assert!(out.contains("hugepages=448"), "{out}");
+}
+
+/// Row 7: a DAQIRI configuration whose regions add up to more than the host holds asked for
+/// `hugepages=17179869184`; the derived reservation meets the same bound.
+#[test]
+fn config_reservation_is_bounded() {
+    use common::drive::*;
+    let root = prepared("igx-untuned", common::testroot::add_igx_pci);
+    let r = root.path();
+    let d = tempfile::tempdir().expect("tmp");
+    let cfg = d.path().join("big.yaml");
+    std::fs::write(
+        &cfg,
+        "daqiri:\n  cfg:\n    version: 1\n    stream_type: raw\n    master_core: 3\n    memory_regions:\n    - name: r\n      kind: huge\n      affinity: 0\n      num_bufs: 17179869184\n      buf_size: 1073741824\n    interfaces:\n    - name: capture\n      address: 0005:03:00.0\n      rx:\n        queues:\n        - name: q\n          id: 0\n          cpu_core: 10\n          batch_size: 8192\n          memory_regions: [r]\n",
+    )
+    .expect("cfg");
+    let sel = daqtune_engine::apply::Selection {
+        config: Some(cfg),
+        ..Default::default()
+    };
+    let out = plan(r, "igx-orin", &sel);
+    assert!(out.contains("not written: the kernel spreads"), "{out}");
+    assert!(!grub_line(&out).contains("hugepages="), "{out}");
+    assert!(grub_line(&out).contains("isolcpus=10"), "{out}");
+}
+
+/// The kernel arguments a plan writes into the grub drop-in.
+fn grub_line(plan: &str) -> String {
+    plan.lines()
+        .find(|l| l.trim_start().starts_with("+GRUB_CMDLINE_LINUX="))
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// What a plan changes that names `port` (its subject or any path or text of its action),
+/// and the notes about it.
+fn touching(plan: &daqtune_engine::plan::Plan, port: &str) -> (Vec<String>, Vec<String>) {
+    let changes = plan
+        .changes
+        .iter()
+        .filter(|c| c.check.starts_with("nic."))
+        .map(|c| format!("{} {} {:?}", c.check, c.subject, c.action))
+        .filter(|s| s.contains(port))
+        .collect();
+    let notes = plan
+        .notes
+        .iter()
+        .filter(|n| n.message.contains(port))
+        .map(|n| format!("{} {}", n.check, n.message))
+        .collect();
+    (changes, notes)
+}
+
+/// Row 7: the port carrying the default route is the host's management port: no MTU, ring,
+/// queue, offload or network-file change for it; the plan and the check say why. x86-2s
+/// routes its default through its ConnectX port ens1f0np0 (the plan changed its channels and
+/// GRO and wrote a .link file for it).
+#[test]
+fn default_route_port_is_never_touched() {
+    let root = common::drive::prepared("x86-2s", common::testroot::add_igx_pci);
+    let lp = daqtune_engine::profile::load("generic-dgpu").expect("profile");
+    let plan = common::agree::plan(root.path(), &lp, "generic-dgpu", false);
+    let (changes, notes) = touching(&plan, "ens1f0np0");
+    assert!(changes.is_empty(), "{changes:#?}");
+    assert!(
+        notes.iter().any(|n| n.starts_with(
+            "nic.mtu ens1f0np0 not changed: it carries the default route (/proc/net/route)"
+        )),
+        "{notes:#?}"
+    );
+    assert!(
+        notes.iter().any(|n| n.starts_with("nic.channels ")),
+        "{notes:#?}"
+    );
+    let v = common::agree::checks(root.path(), &lp);
+    let off = v
+        .iter()
+        .find(|v| v.id == "nic.offloads" && v.subject == "ens1f0np0")
+        .expect("verdict");
+    assert_eq!(off.status, daqtune_engine::verdict::Status::Skip, "{off:?}");
+    assert!(off.message.contains("carries the default route"), "{off:?}");
+}
+
+/// Row 7: the port an SSH session came in on (an established connection to port 22 in
+/// /proc/net/tcp on Spark's data port address 1.1.1.1) is left alone; the other ports are
+/// still planned.
+#[test]
+fn ssh_session_port_is_never_touched() {
+    let root = common::drive::prepared("spark", common::testroot::add_spark_pci);
+    let r = root.path();
+    let lp = daqtune_engine::profile::load("dgx-spark").expect("profile");
+    let before = common::agree::plan(r, &lp, "dgx-spark", false);
+    assert!(
+        !touching(&before, "enp1s0f0np0").0.is_empty(),
+        "planned before"
+    );
+    std::fs::write(
+        r.join("proc/net/tcp"),
+        "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n   0: 01010101:0016 0501010A:D431 01 00000000:00000000 02:000A7214 00000000     0        0 41231 4 0000000000000000 20 4 29 10 -1\n   1: 00000000:0016 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 1234 1 0000000000000000 100 0 0 10 0\n",
+    )
+    .expect("tcp");
+    let plan = common::agree::plan(r, &lp, "dgx-spark", false);
+    let (changes, notes) = touching(&plan, "enp1s0f0np0");
+    assert!(changes.is_empty(), "{changes:#?}");
+    assert!(
+        notes.iter().any(|n| n.contains(
+            "enp1s0f0np0 not changed: an SSH session reaches it (/proc/net/tcp) on 1.1.1.1"
+        )),
+        "{notes:#?}"
+    );
+    assert!(
+        !touching(&plan, "enp1s0f1np1").0.is_empty(),
+        "the other port is planned"
+    );
+}
+
+/// Row 7: a ring above the NIC's reported maximum (8192 on IGX's cx7_0) is not planned, live
+/// or in the port's file; the plan says so. It was capped and set silently.
+#[test]
+fn ring_above_the_nic_maximum_is_not_planned() {
+    use common::drive::*;
+    let root = prepared("igx-untuned", common::testroot::add_igx_pci);
+    let d = tempfile::tempdir().expect("tmp");
+    let p = profile_file(
+        d.path(),
+        "igx-orin",
+        "nic:\n  rings:\n    rx: 16384\n    tx: 4096\n",
+    );
+    let out = plan(root.path(), &p, &only(&["nic.rings", "nic.mtu"]));
+    assert!(
+        out.contains("cx7_0: rx 16384 is above the device's maximum 8192 (ethtool -g): not set"),
+        "{out}"
+    );
+    assert!(
+        !out.contains("RxBufferSize=16384") && !out.contains("rx 1024 -> 16384"),
+        "{out}"
+    );
+    assert!(!out.contains("rx 1024 -> 8192"), "{out}");
+    // The ring within the maximum is still set.
+    assert!(out.contains("tx 1024 -> 4096"), "{out}");
+}
+
+/// Row 10: one data port with a legal but unusual name (Linux's dev_valid_name allows `=`;
+/// networkd, netplan and NetworkManager files do not take it) made the whole plan exit 2.
+/// That port alone is left out with the reason; the others are planned.
+#[test]
+fn unusual_port_name_leaves_out_that_port_alone() {
+    use common::drive::*;
+    let root = prepared("igx-untuned", common::testroot::add_igx_pci);
+    let r = root.path();
+    let dev = r.join("sys/class/net/cx7=1");
+    std::fs::create_dir_all(&dev).expect("mkdir");
+    std::fs::write(dev.join("address"), "48:b0:2d:00:00:99\n").expect("address");
+    std::fs::write(dev.join("mtu"), "1500\n").expect("mtu");
+    let d = tempfile::tempdir().expect("tmp");
+    let p = profile_file(
+        d.path(),
+        "igx-orin",
+        "nic:\n  interfaces: [cx7_0, \"cx7=1\"]\n",
+    );
+    let out = try_plan(r, &p, &only(&["nic.mtu", "nic.rings"]))
+        .unwrap_or_else(|e| panic!("the plan was refused: {e}"));
+    assert!(
+        out.contains("nic.mtu       skip: \"cx7=1\" left out: invalid interface name"),
+        "{out}"
+    );
+    assert!(
+        out.contains("/sys/class/net/cx7_0/mtu: 1500 -> 9000"),
+        "{out}"
+    );
+    assert!(!out.contains("/sys/class/net/cx7=1/mtu"), "{out}");
+    let (code, out) = apply(r, &p, &only(&["nic.mtu"]));
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(read(r, "sys/class/net/cx7=1/mtu"), "1500\n");
+}

@@ -97,6 +97,7 @@ fn run_mtu(ctx: &Context) -> Vec<Verdict> {
         Err(v) => return v,
     };
     let want = ctx.profile.profile.nic.mtu;
+    let mgmt = crate::context::nics::management_ports(ctx.facts());
     let mut out = Vec::new();
     for n in nics {
         if n.netdevs.is_empty() {
@@ -117,6 +118,14 @@ fn run_mtu(ctx: &Context) -> Vec<Verdict> {
                 Some(m) if !short(m, want) => out.push(
                     Verdict::pass(ID, subject, format!("MTU {m}")).observed(m).expected(format!(">= {want}")),
                 ),
+                Some(m) if crate::context::nics::management_port(&mgmt, &nd.name).is_some() => {
+                    let why = crate::context::nics::management_port(&mgmt, &nd.name).unwrap_or_default();
+                    out.push(
+                        Verdict::skip(ID, subject, format!("MTU {m}, the profile's {want}: {}", crate::context::nics::management_note(&nd.name, why)))
+                            .observed(m)
+                            .expected(format!(">= {want}")),
+                    )
+                }
                 Some(m) => out.push(
                     Verdict::fail(ID, subject, format!("MTU {m} is below the profile's {want}: jumbo frames are dropped or fragmented"))
                         .observed(m)
@@ -179,9 +188,25 @@ fn plan_mtu(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
         plan.note(ID, NoteLevel::Skip, "no data-path interface (no ConnectX netdev in this namespace, and the profile names none)");
         return Ok(());
     }
-    for (n, _, _) in &ifaces {
-        daqtune_units::validate::interface_name(n)?;
-    }
+    // The management port is never changed, and a port whose name no file or command can
+    // carry is left out alone: each says why, and the other ports are planned.
+    let mgmt = crate::context::nics::management_ports(cx.facts);
+    let mut ifaces = ifaces;
+    ifaces.retain(|(n, _, _)| {
+        if let Some(why) = crate::context::nics::management_port(&mgmt, n) {
+            plan.note(
+                ID,
+                NoteLevel::Skip,
+                crate::context::nics::management_note(n, why),
+            );
+            return false;
+        }
+        if let Err(e) = daqtune_units::validate::interface_name(n) {
+            plan.note(ID, NoteLevel::Skip, format!("{n:?} left out: {e}"));
+            return false;
+        }
+        true
+    });
     if cx.opts.runtime {
         for (n, _, _) in &ifaces {
             let path = format!("/sys/class/net/{n}/mtu");
