@@ -494,3 +494,54 @@ fn unusual_port_name_leaves_out_that_port_alone() {
     assert_eq!(code, 0, "{out}");
     assert_eq!(read(r, "sys/class/net/cx7=1/mtu"), "1500\n");
 }
+
+/// Row 7: CPU isolation leaves a housekeeping CPU on every node. Isolating all of x86-2s's
+/// node1 (32-63,96-127), or every CPU of the one-node IGX, is refused for the isolation
+/// arguments (the plan says why and writes none); the hugepage and governor arguments stay.
+/// (A core rule already keeps CPU 0; a list did not.)
+#[test]
+fn isolation_leaves_housekeeping_on_every_node() {
+    use common::drive::*;
+    let d = tempfile::tempdir().expect("tmp");
+    let root = prepared("x86-2s", common::testroot::add_igx_pci);
+    let p = profile_file(
+        d.path(),
+        "generic-dgpu",
+        "cpu:\n  isolated: \"32-63,96-127\"\n  irqaffinity: \"0-31,64-95\"\n",
+    );
+    let out = plan(root.path(), &p, &only(&["kernel.cmdline"]));
+    assert!(
+        out.contains("isolating 32-63,96-127 takes every online CPU of node1 (32-63,96-127): leave at least one housekeeping CPU on every node"),
+        "{out}"
+    );
+    let line = grub_line(&out);
+    assert!(
+        !line.contains("isolcpus") && !line.contains("nohz_full"),
+        "{line}"
+    );
+    assert!(line.contains("hugepages="), "{line}");
+    // One CPU of the node left: planned.
+    let p = profile_file(
+        d.path(),
+        "generic-dgpu",
+        "cpu:\n  isolated: \"33-63,96-127\"\n  irqaffinity: \"0-32,64-95\"\n",
+    );
+    let out = plan(root.path(), &p, &only(&["kernel.cmdline"]));
+    assert!(grub_line(&out).contains("isolcpus=33-63,96-127"), "{out}");
+
+    let root = prepared("igx-untuned", common::testroot::add_igx_pci);
+    let p = profile_file(
+        d.path(),
+        "igx-orin",
+        "cpu:\n  isolated: \"0-11\"\n  irqaffinity: null\n",
+    );
+    let out = try_plan(root.path(), &p, &only(&["kernel.cmdline"]));
+    match out {
+        Ok(out) => assert!(
+            !grub_line(&out).contains("isolcpus")
+                && out.contains("takes every online CPU of node0 (0-11)"),
+            "{out}"
+        ),
+        Err(e) => panic!("refused: {e}"),
+    }
+}

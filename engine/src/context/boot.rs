@@ -38,6 +38,32 @@ pub fn isolation(ctx: &Context) -> Result<Option<IsolationArgs>, crate::cores::C
     let Some(iso) = ctx.data_cores()?.filter(|s| !s.is_empty()) else {
         return Ok(None);
     };
+    // A bound: every node keeps a housekeeping CPU (nohz_full and rcu_nocbs need one, and
+    // the node's kernel threads and interrupts run there).
+    if let Ok(cpus) = ctx.cpus() {
+        let nodes: Vec<(String, &daqtune_probe::cpulist::CpuSet)> = ctx
+            .mem()
+            .nodes
+            .iter()
+            .map(|n| (format!("node{}", n.id), &n.cpus))
+            .collect();
+        let whole = [("the host".to_string(), &cpus.online)];
+        let groups = if nodes.is_empty() {
+            &whole[..]
+        } else {
+            &nodes[..]
+        };
+        for (node, set) in groups {
+            let online = set.intersection(&cpus.online);
+            if !online.is_empty() && online.difference(&iso).is_empty() {
+                return Err(crate::cores::CoresError::NoHousekeeping {
+                    isolated: iso.to_string(),
+                    node: node.clone(),
+                    cpus: online.to_string(),
+                });
+            }
+        }
+    }
     let cpu = &ctx.profile.profile.cpu;
     let irq = match &cpu.irqaffinity {
         Some(s) => Some(s.clone()),
