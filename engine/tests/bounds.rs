@@ -545,3 +545,89 @@ fn isolation_leaves_housekeeping_on_every_node() {
         Err(e) => panic!("refused: {e}"),
     }
 }
+
+/// A Spark root with a NetworkManager profile someone else made in system-connections.
+fn spark_with_nm(file: &str, text: &str) -> tempfile::TempDir {
+    let root = common::drive::prepared("spark", common::testroot::add_spark_pci);
+    let dir = root.path().join("etc/NetworkManager/system-connections");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    std::fs::write(dir.join(file), text).expect("write");
+    root
+}
+
+/// Row 8: a foreign profile's id reaches the suggested nmcli command shell-quoted (an id is
+/// any text: `daq tx; reboot` ran a second command when pasted).
+#[test]
+fn foreign_nm_id_is_shell_quoted() {
+    use common::drive::*;
+    let root = spark_with_nm(
+        "x.nmconnection",
+        "[connection]\nid=daq tx; reboot\ntype=ethernet\ninterface-name=enp1s0f0np0\n",
+    );
+    let out = plan(root.path(), "dgx-spark", &only(&["nic.mtu"]));
+    assert!(
+        out.contains("`nmcli connection modify 'daq tx; reboot' ethernet.mtu 9000"),
+        "{out}"
+    );
+    assert!(!out.contains("modify daq tx; reboot"), "{out}");
+}
+
+/// Row 8: a foreign profile that binds the port by `mac-address` (no interface-name) owns
+/// the port: no second autoconnect profile for it.
+#[test]
+fn foreign_nm_profile_by_mac_owns_the_port() {
+    use common::drive::*;
+    // The fixture's ports share one MAC; this one gets its own (NetworkManager writes MACs in
+    // upper case).
+    let root = spark_with_nm(
+        "lab-rx.nmconnection",
+        "[connection]\nid=lab-rx\ntype=ethernet\n\n[ethernet]\nmac-address=48:B0:2D:AA:BB:01\n",
+    );
+    let r = root.path();
+    std::fs::write(
+        r.join("sys/class/net/enp1s0f0np0/address"),
+        "48:b0:2d:aa:bb:01\n",
+    )
+    .expect("mac");
+    let out = plan(r, "dgx-spark", &only(&["nic.mtu"]));
+    assert!(
+        out.contains("enp1s0f0np0 is managed by NetworkManager profile `lab-rx`"),
+        "{out}"
+    );
+    assert!(!out.contains("daqiri-enp1s0f0np0.nmconnection"), "{out}");
+    assert!(out.contains("daqiri-enp1s0f1np1.nmconnection"), "{out}");
+    let (code, out) = apply(r, "dgx-spark", &only(&["nic.mtu"]));
+    assert_eq!(code, 0, "{out}");
+    assert!(!r
+        .join("etc/NetworkManager/system-connections/daqiri-enp1s0f0np0.nmconnection")
+        .exists());
+}
+
+/// Row 8: a foreign profile that already has MTU 9000 needs no MTU change, but the rings,
+/// coalescing and pause daqtune sets live are not kept there: the plan says where and how.
+#[test]
+fn foreign_nm_profile_with_mtu_gets_a_persistence_note() {
+    use common::drive::*;
+    let root = spark_with_nm(
+        "daqiri-tx.nmconnection",
+        "[connection]\nid=daqiri-tx\ntype=ethernet\ninterface-name=enp1s0f0np0\n\n[ethernet]\nmtu=9000\n",
+    );
+    let out = plan(
+        root.path(),
+        "dgx-spark",
+        &daqtune_engine::apply::Selection::default(),
+    );
+    let note = out
+        .lines()
+        .find(|l| l.contains("NetworkManager profile `daqiri-tx`"))
+        .unwrap_or_else(|| panic!("no note:\n{out}"));
+    assert!(
+        note.contains("are not kept across a reboot there") && note.contains("ring-rx"),
+        "{note}"
+    );
+    assert!(
+        note.contains("`nmcli connection modify daqiri-tx ethtool.ring-rx "),
+        "{note}"
+    );
+    assert!(!note.contains("ethernet.mtu"), "{note}");
+}
