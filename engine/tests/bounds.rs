@@ -332,7 +332,7 @@ fn config_reservation_is_bounded() {
     let cfg = d.path().join("big.yaml");
     std::fs::write(
         &cfg,
-        "daqiri:\n  cfg:\n    version: 1\n    stream_type: raw\n    master_core: 3\n    memory_regions:\n    - name: r\n      kind: huge\n      affinity: 0\n      num_bufs: 17179869184\n      buf_size: 1073741824\n    interfaces:\n    - name: capture\n      address: 0005:03:00.0\n      rx:\n        queues:\n        - name: q\n          id: 0\n          cpu_core: 10\n          batch_size: 8192\n          memory_regions: [r]\n",
+        "daqiri:\n  cfg:\n    version: 1\n    stream_type: raw\n    master_core: 3\n    memory_regions:\n    - name: r\n      kind: huge\n      affinity: 0\n      num_bufs: 4294967295\n      buf_size: 1073741824\n    interfaces:\n    - name: capture\n      address: 0005:03:00.0\n      rx:\n        queues:\n        - name: q\n          id: 0\n          cpu_core: 10\n          batch_size: 8192\n          memory_regions: [r]\n",
     )
     .expect("cfg");
     let sel = daqtune_engine::apply::Selection {
@@ -630,4 +630,31 @@ fn foreign_nm_profile_with_mtu_gets_a_persistence_note() {
         "{note}"
     );
     assert!(!note.contains("ethernet.mtu"), "{note}");
+}
+
+/// Row 6 in a DAQIRI configuration: zero buffers, zero-byte buffers, a CPU past NR_CPUS and
+/// an IPv4 length below its header are problems on their lines, and nothing is derived from
+/// them.
+#[test]
+fn config_numbers_are_bounded() {
+    use daqtune_engine::appconfig::AppConfig;
+    let text = "daqiri:\n  cfg:\n    version: 1\n    stream_type: raw\n    master_core: 3\n    memory_regions:\n    - name: r\n      kind: huge\n      affinity: 0\n      num_bufs: 0\n      buf_size: 0\n    interfaces:\n    - name: capture\n      address: 0005:03:00.0\n      rx:\n        queues:\n        - name: q\n          id: 0\n          cpu_core: 100000\n          batch_size: 8192\n          memory_regions: [r]\n        flows:\n        - name: f\n          id: 1\n          action: {type: queue, id: 0}\n          match: {udp_src: 4096, udp_dst: 4096, ipv4_len: 5}\n";
+    let app = AppConfig::parse("app.yaml", text).expect("parse");
+    let found = |line: usize, needle: &str| {
+        assert!(
+            app.problems
+                .iter()
+                .any(|p| p.line == line && p.message.contains(needle)),
+            "line {line} {needle:?}: {:#?}",
+            app.problems
+        )
+    };
+    found(10, "`0` is out of range (expected 1 .. 4294967295");
+    found(11, "`0` is out of range (expected 1 .. 1073741824");
+    found(
+        19,
+        "`100000` is out of range (expected 0 .. 8191 (a CPU number))",
+    );
+    found(26, "`5` is out of range (expected 20 .. 65535");
+    assert!(app.regions[0].num_bufs().is_none() && app.regions[0].buf_size().is_none());
 }
