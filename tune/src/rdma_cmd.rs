@@ -46,7 +46,7 @@ pub struct RdmaArgs {
     #[arg(long)]
     pub soft_roce: bool,
     /// With --tx-if/--rx-if: TCP port of the side channel between the two namespaces.
-    #[arg(long, default_value_t = 18519)]
+    #[arg(long, default_value_t = 18519, value_parser = clap::value_parser!(u16).range(1..))]
     pub control_port: u16,
     /// Sending RDMA device (e.g. mlx5_0, rxe0), or the serving one with --listen.
     #[arg(long, value_name = "DEV")]
@@ -98,7 +98,7 @@ pub struct RdmaArgs {
     #[arg(long, value_name = "FILE")]
     pub json_out: Option<std::path::PathBuf>,
     /// ACK timeout exponent (4.096 µs x 2^N); emulated soft-RoCE needs 18 or more.
-    #[arg(long)]
+    #[arg(long, value_parser = clap::value_parser!(u8).range(0..=31))]
     pub qp_timeout: Option<u8>,
     /// Seconds to wait for the ports to be active with a RoCE v2 GID.
     #[arg(long, value_name = "SECS", value_parser = daqtune_selftest::flagnum::seconds)]
