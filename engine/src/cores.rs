@@ -17,6 +17,14 @@ pub enum CoresError {
         plural(*count as usize)
     )]
     TooFew { usable: usize, count: u32 },
+    /// Isolating these cores leaves a NUMA node (or the host) no housekeeping CPU: the kernel's
+    /// own threads, RCU callbacks and interrupts of that node would have nowhere to run.
+    #[error("isolating {isolated} takes every online CPU of {node} ({cpus}): leave at least one housekeeping CPU on every node")]
+    NoHousekeeping {
+        isolated: String,
+        node: String,
+        cpus: String,
+    },
 }
 
 fn plural(n: usize) -> &'static str {

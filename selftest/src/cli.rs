@@ -94,34 +94,34 @@ pub struct SelftestArgs {
     #[arg(long, value_enum, value_delimiter = ',')]
     pub mode: Vec<ModeArg>,
     /// Seconds per mode.
-    #[arg(long, default_value_t = 3.0)]
+    #[arg(long, default_value_t = 3.0, value_parser = crate::flagnum::seconds)]
     pub duration: f64,
     /// Bytes per message, 32-byte header included (default: the profile's, 8192).
-    #[arg(long, value_name = "BYTES")]
+    #[arg(long, value_name = "BYTES", value_parser = crate::flagnum::message_size)]
     pub message_size: Option<usize>,
     /// Parallel streams, each with its own TX and RX thread and CPUs (seed 002 uses 4).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub streams: u16,
     /// Pacing in Gb/s for every mode (default: TCP unpaced, UDP at the profile's rate).
-    #[arg(long, value_name = "GBPS")]
+    #[arg(long, value_name = "GBPS", value_parser = crate::flagnum::gbps)]
     pub rate: Option<f64>,
     /// MTU of the veth pair / ports (default: the profile's).
-    #[arg(long)]
+    #[arg(long, value_parser = crate::flagnum::mtu)]
     pub mtu: Option<u32>,
     /// CPU of the transmit thread (default: from the profile's isolated CPUs).
-    #[arg(long, value_name = "CPU")]
+    #[arg(long, value_name = "CPU", value_parser = crate::flagnum::cpu)]
     pub tx_cpu: Option<usize>,
     /// CPU of the receive thread.
-    #[arg(long, value_name = "CPU")]
+    #[arg(long, value_name = "CPU", value_parser = crate::flagnum::cpu)]
     pub rx_cpu: Option<usize>,
     /// Do not pin the threads.
     #[arg(long)]
     pub no_pin: bool,
     /// Minimum TCP rate in Gb/s (default: the profile's `selftest.min_tcp_gbps`).
-    #[arg(long, value_name = "GBPS")]
+    #[arg(long, value_name = "GBPS", value_parser = crate::flagnum::gbps)]
     pub min_tcp_gbps: Option<f64>,
     /// UDP loss allowed, percent (default: the profile's `selftest.max_udp_loss_pct`).
-    #[arg(long, value_name = "PCT")]
+    #[arg(long, value_name = "PCT", value_parser = crate::flagnum::percent)]
     pub max_udp_loss: Option<f64>,
 
     /// Land received messages in this GPU's memory and verify them there with a GPU kernel:

@@ -10,6 +10,7 @@ pub mod engine;
 pub mod error;
 pub mod ethtool;
 pub mod findmax;
+pub mod flagnum;
 pub mod gpu_sink;
 pub mod kbatch;
 pub mod metrics;

@@ -246,7 +246,7 @@ pub struct CheckArgs {
     #[command(flatten)]
     pub host: GlobalArgs,
     /// Check ids (or tune_system.py names) to run; all when none. `all` means all.
-    #[arg(value_name = "ID")]
+    #[arg(value_name = "ID", value_parser = listed_id)]
     pub ids: Vec<String>,
     #[arg(long, short = 'f', value_enum, default_value_t = Format::Text)]
     pub format: Format,
@@ -345,7 +345,7 @@ pub enum ProfilesAction {
 #[derive(Debug, Clone, Default, Args)]
 pub struct Selection {
     // The ids come from the engine's registry: the planning tunables, in plan order.
-    #[arg(long, value_delimiter = ',', value_name = "IDS", help = daqtune_engine::tunables::only_help())]
+    #[arg(long, value_delimiter = ',', value_name = "IDS", value_parser = listed_id, help = daqtune_engine::tunables::only_help())]
     pub only: Vec<String>,
     /// Only the runtime changes (sysfs, MTU, config space, modules); no files.
     #[arg(long, conflicts_with = "persist_only")]
@@ -456,7 +456,7 @@ pub struct RevertArgs {
     /// Undo only these checks' changes (comma-separated ids), in every run in effect; files
     /// come back byte for byte. Refused where a later run, or another check of the same run,
     /// changed the same file or setting.
-    #[arg(long, value_delimiter = ',', value_name = "IDS")]
+    #[arg(long, value_delimiter = ',', value_name = "IDS", value_parser = listed_id)]
     pub only: Vec<String>,
 }
 
@@ -595,18 +595,18 @@ pub struct QualifyArgs {
     #[arg(long, value_enum, default_value_t = FailOn::Fail)]
     pub fail_on: FailOn,
     /// Seconds per self-test mode at level 2 (level 3 soaks 20 times as long).
-    #[arg(long, default_value_t = 5.0)]
+    #[arg(long, default_value_t = 5.0, value_parser = daqtune_selftest::flagnum::seconds)]
     pub selftest_duration: f64,
     /// Write the text report to FILE (atomically, mode 0644) instead of stdout.
     #[arg(long, short = 'o', value_name = "FILE")]
     pub output: Option<PathBuf>,
     /// Run only these checks (comma-separated ids, as `daqtune explain --list` shows them);
     /// the JUnit and JSON reports name the subset. An unknown id exits 2 listing the known ones.
-    #[arg(long, value_delimiter = ',', value_name = "IDS")]
+    #[arg(long, value_delimiter = ',', value_name = "IDS", value_parser = listed_id)]
     pub only: Vec<String>,
     /// Run only these self-test engines (comma-separated: socket, dpdk, rdma), also at
     /// level 1; the reports name the subset. An unknown engine exits 2.
-    #[arg(long, value_delimiter = ',', value_name = "ENGINES")]
+    #[arg(long, value_delimiter = ',', value_name = "ENGINES", value_parser = listed_id)]
     pub selftest: Option<Vec<String>>,
 }
 
@@ -664,6 +664,17 @@ pub struct ReportArgs {
     /// writable ROOT/daqtune (see deploy/kubernetes). Needs --root.
     #[arg(long)]
     pub live_gpu_facts: bool,
+}
+
+/// One id of a list (`--only A,B`): an empty one (`--only ""`, `" "`, `","`, `A,`) is a usage
+/// error. It used to drop out of the list, and an empty list means every setting: `apply
+/// --only ""` made all the changes and `revert --only ""` undid every run.
+fn listed_id(s: &str) -> Result<String, String> {
+    let id = s.trim();
+    if id.is_empty() {
+        return Err("an empty id: give at least one id, comma-separated without empty items (e.g. --only hugepages,nic.mtu); leave the option out for all".into());
+    }
+    Ok(id.to_string())
 }
 
 /// A path that may be empty: an environment line `DAQTUNE_REPORT_NFD=` means "not this

@@ -35,7 +35,7 @@ pub struct RdmaArgs {
     #[arg(long, conflicts_with_all = ["dev", "peer_dev", "peer", "listen"])]
     pub veth: bool,
     /// With --tx-if/--rx-if or --veth: MTU during the run (default: the profile's).
-    #[arg(long)]
+    #[arg(long, value_parser = daqtune_selftest::flagnum::mtu)]
     pub mtu: Option<u32>,
     /// With --tx-if/--rx-if: `auto` tries the exclusive RDMA netns mode first (devices move
     /// with their ports); `shared` keeps every device visible everywhere.
@@ -46,7 +46,7 @@ pub struct RdmaArgs {
     #[arg(long)]
     pub soft_roce: bool,
     /// With --tx-if/--rx-if: TCP port of the side channel between the two namespaces.
-    #[arg(long, default_value_t = 18519)]
+    #[arg(long, default_value_t = 18519, value_parser = clap::value_parser!(u16).range(1..))]
     pub control_port: u16,
     /// Sending RDMA device (e.g. mlx5_0, rxe0), or the serving one with --listen.
     #[arg(long, value_name = "DEV")]
@@ -67,26 +67,26 @@ pub struct RdmaArgs {
     #[arg(long, value_delimiter = ',', default_value = "write,send,pingpong")]
     pub test: Vec<String>,
     /// Seconds per run.
-    #[arg(long, default_value_t = 3.0)]
+    #[arg(long, default_value_t = 3.0, value_parser = daqtune_selftest::flagnum::seconds)]
     pub duration: f64,
     /// Message size for the bandwidth runs (default: the profile's message size).
-    #[arg(long, value_name = "BYTES")]
+    #[arg(long, value_name = "BYTES", value_parser = daqtune_selftest::flagnum::rdma_size)]
     pub size: Option<usize>,
     /// Message size of the ping-pong.
-    #[arg(long, value_name = "BYTES")]
+    #[arg(long, value_name = "BYTES", value_parser = daqtune_selftest::flagnum::rdma_size)]
     pub lat_size: Option<usize>,
     /// Receive ring depth (messages in flight).
-    #[arg(long)]
+    #[arg(long, value_parser = daqtune_selftest::flagnum::slots)]
     pub slots: Option<usize>,
     /// Pin the sender's polling thread to this CPU (default: unpinned).
-    #[arg(long, value_name = "CPU")]
+    #[arg(long, value_name = "CPU", value_parser = daqtune_selftest::flagnum::cpu)]
     pub tx_cpu: Option<usize>,
     /// Pin the receiver's polling thread to this CPU.
-    #[arg(long, value_name = "CPU")]
+    #[arg(long, value_name = "CPU", value_parser = daqtune_selftest::flagnum::cpu)]
     pub rx_cpu: Option<usize>,
     /// Fail a bandwidth run below this many Gb/s (the profile's minimum is a TCP-over-veth
     /// figure and does not apply to RDMA).
-    #[arg(long, value_name = "GBPS")]
+    #[arg(long, value_name = "GBPS", value_parser = daqtune_selftest::flagnum::gbps)]
     pub min_gbps: Option<f64>,
     /// text or json (daqtune.selftest/v1 with an `rdma` section per run).
     #[arg(long, default_value = "text", value_parser = ["text", "json"])]
@@ -98,10 +98,10 @@ pub struct RdmaArgs {
     #[arg(long, value_name = "FILE")]
     pub json_out: Option<std::path::PathBuf>,
     /// ACK timeout exponent (4.096 µs x 2^N); emulated soft-RoCE needs 18 or more.
-    #[arg(long)]
+    #[arg(long, value_parser = clap::value_parser!(u8).range(0..=31))]
     pub qp_timeout: Option<u8>,
     /// Seconds to wait for the ports to be active with a RoCE v2 GID.
-    #[arg(long, value_name = "SECS")]
+    #[arg(long, value_name = "SECS", value_parser = daqtune_selftest::flagnum::seconds)]
     pub wait_ready: Option<f64>,
     /// Memory the runs register: host, host_pinned (cuMemHostAlloc) or device (GPU memory,
     /// GPUDirect: dma-buf where the driver exports it, else nvidia-peermem).

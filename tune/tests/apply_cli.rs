@@ -207,6 +207,12 @@ fn status_prints_a_working_restore_and_apply_only_drifted_restores() {
     let root = tempfile::tempdir().expect("tmp");
     common::copy_tree(&fixture("igx-untuned"), root.path());
     install_daqtune(root.path());
+/// Issue 42 row 5: an empty id list (`--only ""`, `" "`, `","`) is a usage error for every
+/// command that takes ids; it meant every setting (apply made all 57 changes, revert undid
+/// every run). Nothing changes.
+#[test]
+fn empty_id_list_is_a_usage_error() {
+    let root = spark();
     let r = root.path();
     let rs = r.to_str().expect("utf8");
     let o = run(&[
@@ -284,4 +290,90 @@ fn status_prints_a_working_restore_and_apply_only_drifted_restores() {
         "performance\n"
     );
     assert_eq!(run(&["status", "--root", rs]).status.code(), Some(0));
+        "dgx-spark",
+        "--yes",
+        "--only",
+        "nic.mtu",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let before = files(r);
+    for empty in ["", " ", ",", "nic.mtu,"] {
+        let mut commands = vec![
+            vec![
+                "plan",
+                "--root",
+                rs,
+                "--profile",
+                "dgx-spark",
+                "--only",
+                empty,
+            ],
+            vec![
+                "apply",
+                "--root",
+                rs,
+                "--profile",
+                "dgx-spark",
+                "--yes",
+                "--only",
+                empty,
+            ],
+            vec!["revert", "--root", rs, "--yes", "--only", empty],
+            vec![
+                "qualify",
+                "--root",
+                rs,
+                "--profile",
+                "dgx-spark",
+                "--only",
+                empty,
+            ],
+        ];
+        // `check` takes its ids as arguments, not split at commas.
+        if !empty.contains(',') {
+            commands.push(vec!["check", "--root", rs, "--profile", "dgx-spark", empty]);
+        }
+        for args in commands {
+            let o = run(&args);
+            assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stdout(&o));
+            assert!(
+                stderr(&o).contains("an empty id"),
+                "{args:?}: {}",
+                stderr(&o)
+            );
+            assert_eq!(files(r), before, "{args:?} changed the root");
+        }
+    }
+}
+
+/// Issue 42 row 6: the self-test thresholds on the command line: NaN, infinity, negatives and
+/// a zero message size exit 2 naming the flag (NaN made 84 % UDP loss a pass).
+#[test]
+fn selftest_flags_are_bounded() {
+    for (flag, v) in [
+        ("--max-udp-loss", "NaN"),
+        ("--max-udp-loss", "inf"),
+        ("--max-udp-loss=-1", ""),
+        ("--min-tcp-gbps", "NaN"),
+        ("--message-size", "0"),
+        ("--rate", "nan"),
+        ("--mtu", "0"),
+        ("--duration", "NaN"),
+    ] {
+        let mut args = vec!["selftest", "--loopback", flag];
+        if !v.is_empty() {
+            args.push(v);
+        }
+        let o = run(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        let name = flag.split('=').next().unwrap_or(flag);
+        assert!(
+            stderr(&o).contains("invalid value") && stderr(&o).contains(name),
+            "{args:?}: {}",
+            stderr(&o)
+        );
+    }
+    let o = run(&["qualify", "--root", ".", "--selftest-duration", "NaN"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--selftest-duration"), "{}", stderr(&o));
 }

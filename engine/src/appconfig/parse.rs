@@ -37,6 +37,11 @@ fn seq(v: Option<&Value>) -> &[Value] {
     }
 }
 
+/// The highest CPU number a kernel can have (NR_CPUS at most 8192).
+const MAX_CPU: i64 = daqtune_probe::cpulist::MAX_CPU as i64;
+/// The largest buffer, payload or message a configuration may name: 1 GiB.
+const MAX_BYTES: u64 = 1 << 30;
+
 /// Nesting depth a DAQIRI configuration may have (its schema is about eight levels deep).
 pub const CONFIG_MAX_DEPTH: usize = 32;
 /// Entries one list of a DAQIRI configuration may have (queues, flows, regions).
@@ -125,6 +130,34 @@ impl Builder<'_> {
         self.field(v, shown, net, "a non-negative integer", |v| {
             as_int(v).and_then(|i| u64::try_from(i).ok())
         })
+    }
+
+    /// A parsed number outside what the key can mean (0 buffers, a CPU past NR_CPUS, an
+    /// IPv4 length below its header) becomes a problem on its line, and its value unusable:
+    /// nothing is derived from it (hugepages, isolated cores, MTU).
+    fn bound<T: PartialOrd + std::fmt::Display + Copy>(
+        &mut self,
+        f: Option<Field<T>>,
+        range: std::ops::RangeInclusive<T>,
+        what: &str,
+    ) -> Option<Field<T>> {
+        let mut f = f?;
+        if let Ok(v) = f.value {
+            if !range.contains(&v) {
+                let expected = format!("{} .. {} ({what})", range.start(), range.end());
+                self.problems.push(Problem {
+                    path: f.path.clone(),
+                    line: f.line,
+                    message: format!("`{v}` is out of range (expected {expected})"),
+                    placeholder: false,
+                });
+                f.value = Err(Bad::Invalid {
+                    raw: v.to_string(),
+                    expected,
+                });
+            }
+        }
+        Some(f)
     }
 
     fn missing(&mut self, shown: String, net: bool, what: &str) {
@@ -356,6 +389,7 @@ impl Builder<'_> {
             .and_then(as_string)
             .is_some_and(|s| s == "sw");
         let master_core = b.int(get(net, "master_core"), "master_core".into(), true);
+        let master_core = b.bound(master_core, 0..=MAX_CPU, "a CPU number");
         if master_core.is_none() {
             b.missing(
                 "master_core".into(),
@@ -398,7 +432,13 @@ impl Builder<'_> {
             }
             let affinity = b.int(get(r, "affinity"), format!("{path}.affinity"), true);
             let num_bufs = b.uint(get(r, "num_bufs"), format!("{path}.num_bufs"), true);
+            let num_bufs = b.bound(
+                num_bufs,
+                1..=u64::from(u32::MAX),
+                "buffers: DPDK's mempool counts them in 32 bits",
+            );
             let buf_size = b.uint(get(r, "buf_size"), format!("{path}.buf_size"), true);
+            let buf_size = b.bound(buf_size, 1..=MAX_BYTES, "bytes a buffer");
             for (key, present) in [
                 ("affinity", affinity.is_some()),
                 ("num_bufs", num_bufs.is_some()),
@@ -460,6 +500,7 @@ impl Builder<'_> {
                 format!("{path}.socket_config.max_payload_size"),
                 true,
             );
+            let max_payload_size = b.bound(max_payload_size, 1..=MAX_BYTES, "bytes");
             let transport = match stream_type.as_ref().and_then(|f| f.ok()) {
                 Some(StreamType::Raw) => Transport::Raw,
                 _ => local_addr
@@ -517,6 +558,7 @@ impl Builder<'_> {
                 .and_then(as_string)
                 .is_some_and(|m| m == "direct");
             let cpu_core = b.int(get(q, "cpu_core"), format!("{qpath}.cpu_core"), true);
+            let cpu_core = b.bound(cpu_core, 0..=MAX_CPU, "a CPU number");
             if cpu_core.is_none() && !direct {
                 b.missing(
                     format!("{qpath}.cpu_core"),
@@ -568,11 +610,14 @@ impl Builder<'_> {
         let mut flows = Vec::new();
         for (j, f) in seq(d.and_then(|d| get(d, "flows"))).iter().enumerate() {
             let fpath = format!("{path}.rx.flows[{j}]");
-            let Some(ipv4_len) = b.uint(
+            let ipv4_len = b.uint(
                 get(f, "match").and_then(|m| get(m, "ipv4_len")),
                 format!("{fpath}.match.ipv4_len"),
                 true,
-            ) else {
+            );
+            // An IPv4 total length: the 20-byte header at least, 65535 at most.
+            let Some(ipv4_len) = b.bound(ipv4_len, 20..=65535, "an IPv4 packet's total length")
+            else {
                 continue;
             };
             let mut targets = Vec::new();
@@ -621,8 +666,8 @@ impl Builder<'_> {
                     let Some(core) = get(item, "cpu_core") else {
                         continue;
                     };
-                    let Some(cpu_core) = b.int(Some(core), format!("{path}.cpu_core"), false)
-                    else {
+                    let cpu_core = b.int(Some(core), format!("{path}.cpu_core"), false);
+                    let Some(cpu_core) = b.bound(cpu_core, 0..=MAX_CPU, "a CPU number") else {
                         continue;
                     };
                     workers.push(Worker {
@@ -633,21 +678,30 @@ impl Builder<'_> {
                         server: as_bool(get(item, "server")),
                         server_address: get(item, "server_address").and_then(as_string),
                         client_address: get(item, "client_address").and_then(as_string),
-                        header_size: b.uint(
-                            get(item, "header_size"),
-                            format!("{path}.header_size"),
-                            false,
-                        ),
-                        payload_size: b.uint(
-                            get(item, "payload_size"),
-                            format!("{path}.payload_size"),
-                            false,
-                        ),
-                        message_size: b.uint(
-                            get(item, "message_size"),
-                            format!("{path}.message_size"),
-                            false,
-                        ),
+                        header_size: {
+                            let f = b.uint(
+                                get(item, "header_size"),
+                                format!("{path}.header_size"),
+                                false,
+                            );
+                            b.bound(f, 0..=65535, "bytes of headers")
+                        },
+                        payload_size: {
+                            let f = b.uint(
+                                get(item, "payload_size"),
+                                format!("{path}.payload_size"),
+                                false,
+                            );
+                            b.bound(f, 1..=MAX_BYTES, "bytes")
+                        },
+                        message_size: {
+                            let f = b.uint(
+                                get(item, "message_size"),
+                                format!("{path}.message_size"),
+                                false,
+                            );
+                            b.bound(f, 1..=MAX_BYTES, "bytes")
+                        },
                         path,
                     });
                 }

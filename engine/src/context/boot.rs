@@ -38,6 +38,32 @@ pub fn isolation(ctx: &Context) -> Result<Option<IsolationArgs>, crate::cores::C
     let Some(iso) = ctx.data_cores()?.filter(|s| !s.is_empty()) else {
         return Ok(None);
     };
+    // A bound: every node keeps a housekeeping CPU (nohz_full and rcu_nocbs need one, and
+    // the node's kernel threads and interrupts run there).
+    if let Ok(cpus) = ctx.cpus() {
+        let nodes: Vec<(String, &daqtune_probe::cpulist::CpuSet)> = ctx
+            .mem()
+            .nodes
+            .iter()
+            .map(|n| (format!("node{}", n.id), &n.cpus))
+            .collect();
+        let whole = [("the host".to_string(), &cpus.online)];
+        let groups = if nodes.is_empty() {
+            &whole[..]
+        } else {
+            &nodes[..]
+        };
+        for (node, set) in groups {
+            let online = set.intersection(&cpus.online);
+            if !online.is_empty() && online.difference(&iso).is_empty() {
+                return Err(crate::cores::CoresError::NoHousekeeping {
+                    isolated: iso.to_string(),
+                    node: node.clone(),
+                    cpus: online.to_string(),
+                });
+            }
+        }
+    }
     let cpu = &ctx.profile.profile.cpu;
     let irq = match &cpu.irqaffinity {
         Some(s) => Some(s.clone()),
@@ -74,6 +100,8 @@ pub fn kernel_arg_spec(
                 facts.mem().size_not_offered(&pool.size)
             ));
         }
+        let (offered, refused) = boot_bounded(facts.mem(), offered);
+        notes.extend(refused);
         spec.hugepages = offered
             .into_iter()
             .enumerate()
@@ -114,6 +142,94 @@ pub fn offered_pools(
         .pools()
         .into_iter()
         .partition(|p| daqtune_probe::mem::parse_size_kb(&p.size).is_none_or(|kb| mem.offers(kb)))
+}
+
+/// What a boot-time reservation leaves every NUMA node at least: 2 GiB, or an eighth of the
+/// node's memory where that is more (docs/checks/hugepages.md says why).
+pub const BOOT_KEEP_MIN_KB: u64 = 2 * 1024 * 1024;
+
+/// The kB a boot reservation must leave a node of `total_kb`.
+pub fn boot_keep_kb(total_kb: u64) -> u64 {
+    (total_kb / 8).max(BOOT_KEEP_MIN_KB)
+}
+
+/// The pools whose boot reservation (`hugepages=N`, which the kernel spreads evenly over the
+/// nodes with memory) leaves every node its minimum ([`boot_keep_kb`]), pools taken in order
+/// and each counted against what the earlier ones took; the others, each with a sentence
+/// saying why it gets no kernel argument. Pages reserved at boot are not memory the kernel or
+/// anything else can use, and a reservation larger than a node leaves the next boot without
+/// memory. Where the host's memory cannot be read (a captured root without /proc/meminfo),
+/// nothing can be bounded and the pools pass.
+pub fn boot_bounded(
+    mem: &daqtune_probe::mem::MemFacts,
+    pools: Vec<crate::profile::HugepagePool>,
+) -> (Vec<crate::profile::HugepagePool>, Vec<String>) {
+    let mut nodes: Vec<(String, u64)> = mem
+        .nodes
+        .iter()
+        .filter_map(|n| Some((format!("node{}", n.id), n.mem_total_kb.filter(|t| *t > 0)?)))
+        .collect();
+    if nodes.is_empty() {
+        if let Some(t) = mem.mem_total_kb.filter(|t| *t > 0) {
+            nodes.push(("the host".into(), t));
+        }
+    }
+    let mut notes = Vec::new();
+    if nodes.is_empty() {
+        // Only a captured root lacks /proc/meminfo; `hugepages` already says its memory is
+        // unreadable (the runtime reservation's note).
+        return (pools, notes);
+    }
+    let n = nodes.len() as u64;
+    // kB each node gives the pools accepted so far.
+    let mut taken = vec![0u64; nodes.len()];
+    let mut ok = Vec::new();
+    for pool in pools {
+        let Some(size_kb) = daqtune_probe::mem::parse_size_kb(&pool.size) else {
+            ok.push(pool);
+            continue;
+        };
+        let per_node = pool.count.div_ceil(n).saturating_mul(size_kb);
+        let short = nodes.iter().zip(&taken).find(|((_, total), t)| {
+            t.saturating_add(per_node) > total.saturating_sub(boot_keep_kb(*total))
+        });
+        // The most pages of this size every node can still give, times the nodes.
+        let most = nodes
+            .iter()
+            .zip(&taken)
+            .map(|((_, total), t)| {
+                total
+                    .saturating_sub(boot_keep_kb(*total))
+                    .saturating_sub(*t)
+                    / size_kb
+            })
+            .min()
+            .unwrap_or(0)
+            .saturating_mul(n);
+        match short {
+            Some(((name, total), t)) => notes.push(format!(
+                "hugepages={} of {} not written: the kernel spreads a boot reservation over the {n} node(s) with memory, {} on each, and {name} has {} of which at least {} stays for the kernel and everything else (max(2G, an eighth)){}; at most {most} x {} fit here (docs/checks/hugepages.md)",
+                pool.count,
+                pool.size,
+                daqtune_probe::mem::format_size_kb(per_node),
+                daqtune_probe::mem::format_size_kb(*total),
+                daqtune_probe::mem::format_size_kb(boot_keep_kb(*total)),
+                if *t > 0 {
+                    format!(", and {} went to the pools before it", daqtune_probe::mem::format_size_kb(*t))
+                } else {
+                    String::new()
+                },
+                pool.size
+            )),
+            None => {
+                for t in taken.iter_mut() {
+                    *t += per_node;
+                }
+                ok.push(pool);
+            }
+        }
+    }
+    (ok, notes)
 }
 
 /// Which boot configuration the host uses.

@@ -292,3 +292,126 @@ pub fn app_netdevs(
     }
     out
 }
+
+// ---------------------------------------------------------------------------------------------
+// The ports daqtune never changes
+
+/// The ports daqtune never changes, each with why: the one carrying the default route, and the
+/// one an SSH session to this host came in on (the server address of `SSH_CONNECTION` on the
+/// live host; an established connection to port 22 in /proc/net/tcp and tcp6 on any root).
+/// A wrong MTU, ring or queue count or a second NetworkManager profile there cuts the operator
+/// off a remote instrument host (issue 42).
+pub fn management_ports(facts: &Facts) -> Vec<(String, String)> {
+    use crate::appconfig::netaddr::parse_route;
+    let mut out: Vec<(String, String)> = Vec::new();
+    let mut add = |name: String, why: String| {
+        if !out.iter().any(|(n, _)| *n == name) {
+            out.push((name, why));
+        }
+    };
+    let routes = facts
+        .read_string("/proc/net/route")
+        .map(|t| parse_route(&t))
+        .unwrap_or_default();
+    for r in routes
+        .iter()
+        .filter(|r| r.dest.is_unspecified() && r.mask.is_unspecified())
+    {
+        add(
+            r.iface.clone(),
+            "it carries the default route (/proc/net/route)".into(),
+        );
+    }
+    let fallback;
+    let addrs = match facts.local_addrs() {
+        Ok(a) => a,
+        Err(_) => {
+            fallback = LocalAddrs {
+                routes,
+                ..Default::default()
+            };
+            &fallback
+        }
+    };
+    let mut sessions: Vec<(IpAddr, String)> = Vec::new();
+    if facts.host.is_live() {
+        // SSH_CONNECTION: client address, client port, server address, server port.
+        if let Some(server) = std::env::var("SSH_CONNECTION")
+            .ok()
+            .and_then(|v| v.split_whitespace().nth(2).and_then(|a| a.parse().ok()))
+        {
+            sessions.push((server, "this SSH session's address (SSH_CONNECTION)".into()));
+        }
+    }
+    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        if let Ok(t) = facts.read_string(table) {
+            for ip in ssh_server_addrs(&t) {
+                sessions.push((ip, format!("an SSH session reaches it ({table})")));
+            }
+        }
+    }
+    for (ip, why) in sessions {
+        if let Some(dev) = addrs.netdev_of(ip).filter(|d| d != "lo") {
+            add(dev, format!("{why} on {ip}"));
+        }
+    }
+    out
+}
+
+/// The local addresses of established TCP connections to port 22 in a /proc/net/tcp{,6}
+/// table (`sl local_address rem_address st ...`, addresses in the kernel's word order).
+fn ssh_server_addrs(table: &str) -> Vec<IpAddr> {
+    let mut out = Vec::new();
+    for l in table.lines().skip(1) {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        if f.len() < 4 || f[3] != "01" {
+            continue;
+        }
+        let Some((addr, port)) = f[1].split_once(':') else {
+            continue;
+        };
+        if u16::from_str_radix(port, 16) != Ok(22) {
+            continue;
+        }
+        let ip = match addr.len() {
+            8 => u32::from_str_radix(addr, 16)
+                .ok()
+                .map(|v| IpAddr::from(v.to_le_bytes())),
+            32 => {
+                // Four 32-bit words, each printed in host (little-endian) order.
+                let mut b = [0u8; 16];
+                let mut ok = true;
+                for w in 0..4 {
+                    match u32::from_str_radix(&addr[w * 8..w * 8 + 8], 16) {
+                        Ok(v) => b[w * 4..w * 4 + 4].copy_from_slice(&v.to_le_bytes()),
+                        Err(_) => ok = false,
+                    }
+                }
+                ok.then(|| {
+                    let v6 = std::net::Ipv6Addr::from(b);
+                    // An IPv4 client on a dual-stack socket: the mapped IPv4 address.
+                    v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4)
+                })
+            }
+            _ => None,
+        };
+        if let Some(ip) = ip {
+            if !out.contains(&ip) {
+                out.push(ip);
+            }
+        }
+    }
+    out
+}
+
+/// Why daqtune leaves this port alone, when it is a management port.
+pub fn management_port<'m>(mgmt: &'m [(String, String)], name: &str) -> Option<&'m str> {
+    mgmt.iter()
+        .find(|(n, _)| n == name)
+        .map(|(_, why)| why.as_str())
+}
+
+/// The sentence a plan note and a verdict say for a management port.
+pub fn management_note(name: &str, why: &str) -> String {
+    format!("{name} not changed: {why}, and daqtune never changes the port that manages the host")
+}

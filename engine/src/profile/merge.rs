@@ -125,6 +125,9 @@ pub fn load(name_or_path: &str) -> Result<LoadedProfile, ProfileError> {
 }
 
 pub fn load_source(file: &str, src: &str) -> Result<LoadedProfile, ProfileError> {
+    // A byte-order mark (editors on Windows save one) is no content: the YAML reader took it
+    // for a document of its own ("more than one document").
+    let src = src.strip_prefix('\u{feff}').unwrap_or(src);
     let mut layers = vec![(file.to_string(), src.to_string())];
     let (typed, value) = parse_layer(file, src)?;
     let mut chain = vec![value];

@@ -1,7 +1,26 @@
 //! The rules no type can express, each error located in the layer that set the key.
 
-use super::{merge::locate, parse_date, CoreSpec, LoadedProfile, ProfileError, REFERENCE_PATHS};
+use super::{
+    merge::locate, parse_date, ChannelCount, CoreSpec, LoadedProfile, ProfileError, RingSize,
+    REFERENCE_PATHS,
+};
 use daqtune_probe::cpulist::parse_cpulist;
+
+/// The most memory one hugepage pool may ask for: 64 TiB, the physical address space of
+/// x86-64 with 4-level paging (46 bits) and more than any host daqtune targets holds. What
+/// this host can hold is bounded again when planning (docs/checks/hugepages.md).
+pub const MAX_POOL_BYTES: u128 = 64 << 40;
+/// The most descriptors a ring may ask for: more than any driver offers (mlx5 8192, ice 8160,
+/// virtio 32768); the port's own maximum (`ethtool -g`) is checked when planning.
+pub const MAX_RING: u32 = 65536;
+/// The longest interrupt moderation a profile may ask for, in µs: 8160 µs is the longest ITR
+/// Intel's drivers accept (i40e/ice `ICE_ITR_MAX`) and within mlx5's CQ period; at 100 Gb/s
+/// an 8192-entry ring of 9000-byte frames fills in 5.9 ms, so longer only drops packets.
+pub const MAX_RX_USECS: u32 = 8160;
+/// The most queues a profile may ask for (ethtool's channel counts are u32; no NIC has more).
+pub const MAX_CHANNELS: u32 = 4096;
+/// A self-test message: the payload header (32 bytes) at least, the peer's 1 MiB at most.
+pub const MESSAGE_SIZE: std::ops::RangeInclusive<u32> = 32..=(1 << 20);
 
 impl LoadedProfile {
     /// The layer (file, source) that sets a key path, most derived first.
@@ -29,8 +48,63 @@ impl LoadedProfile {
         self.validate_devices()?;
         self.validate_persist()?;
         self.validate_kernel()?;
+        self.validate_selftest()?;
         self.validate_references()?;
-        self.validate_waivers()
+        self.validate_waivers()?;
+        self.validate_strings()
+    }
+
+    /// No string of any layer carries a control character or a bidirectional override: they
+    /// reach file names, files and the terminal. Free text (descriptions, reasons, sources)
+    /// may span lines.
+    fn validate_strings(&self) -> Result<(), ProfileError> {
+        for (file, src) in &self.layers {
+            let Ok(v) = serde_yaml_ng::from_str::<serde_yaml_ng::Value>(src) else {
+                continue;
+            };
+            let mut path = Vec::new();
+            if let Some((at, msg)) = bad_string(&v, &mut path) {
+                let keys: Vec<&str> = at.iter().map(String::as_str).collect();
+                return Err(ProfileError::at(file, locate(src, &keys), msg));
+            }
+        }
+        Ok(())
+    }
+
+    /// The `selftest` thresholds: finite, in their range.
+    fn validate_selftest(&self) -> Result<(), ProfileError> {
+        let st = &self.profile.selftest;
+        if !MESSAGE_SIZE.contains(&st.message_size) {
+            return Err(self.err(
+                &["selftest", "message_size"],
+                format!(
+                    "message_size {} (expected {} .. {} bytes: the 32-byte header at least)",
+                    st.message_size,
+                    MESSAGE_SIZE.start(),
+                    MESSAGE_SIZE.end()
+                ),
+            ));
+        }
+        // `contains` is false for NaN, and the upper bounds keep infinity out.
+        if !(0.0..=100.0).contains(&st.max_udp_loss_pct) {
+            return Err(self.err(
+                &["selftest", "max_udp_loss_pct"],
+                format!(
+                    "max_udp_loss_pct {} (expected a percentage 0 .. 100)",
+                    st.max_udp_loss_pct
+                ),
+            ));
+        }
+        if !(0.0..=10_000.0).contains(&st.min_tcp_gbps) {
+            return Err(self.err(
+                &["selftest", "min_tcp_gbps"],
+                format!(
+                    "min_tcp_gbps {} (expected 0 (integrity only) .. 10000 Gb/s)",
+                    st.min_tcp_gbps
+                ),
+            ));
+        }
+        Ok(())
     }
 
     /// The governor's name; isolated and irqaffinity CPU lists, disjoint.
@@ -62,10 +136,29 @@ impl LoadedProfile {
                 if r.count == 0 {
                     return Err(self.err(&["cpu", "isolated", "count"], "count must be at least 1"));
                 }
+                if r.count > daqtune_probe::cpulist::NR_CPUS_MAX {
+                    return Err(self.err(
+                        &["cpu", "isolated", "count"],
+                        format!(
+                            "count {} is more CPUs than a host has (at most {})",
+                            r.count,
+                            daqtune_probe::cpulist::NR_CPUS_MAX
+                        ),
+                    ));
+                }
                 None
             }
             None => None,
         };
+        if p.cpu.max_idle_latency_us > 100_000 {
+            return Err(self.err(
+                &["cpu", "max_idle_latency_us"],
+                format!(
+                    "max_idle_latency_us {} (expected 0 .. 100000 µs: no idle state takes longer to leave)",
+                    p.cpu.max_idle_latency_us
+                ),
+            ));
+        }
         if let Some(irq) = &p.cpu.irqaffinity {
             let irq = parse_cpulist(irq, None).map_err(|e| {
                 self.err(
@@ -96,16 +189,35 @@ impl LoadedProfile {
                 format!("`{size}` is not a page size (expected 2M, 1G, ...)"),
             )),
         };
-        page_size(&p.hugepages.size, &["hugepages", "size"])?;
-        if let Some(m) = &p.hugepages.mount {
-            if !m.starts_with('/') {
-                return Err(self.err(&["hugepages", "mount"], "mount must be an absolute path"));
+        let single_kb = page_size(&p.hugepages.size, &["hugepages", "size"])?;
+        let bounded = |count: u64, kb: u64, size: &str, at: &[&str]| {
+            if u128::from(count) * u128::from(kb) * 1024 > MAX_POOL_BYTES {
+                return Err(self.err(
+                    at,
+                    format!(
+                        "{count} x {size} pages is more memory than a host holds (at most 64 TiB a pool)"
+                    ),
+                ));
             }
+            Ok(())
+        };
+        if p.hugepages.pools.is_empty() {
+            bounded(
+                p.hugepages.count,
+                single_kb,
+                &p.hugepages.size,
+                &["hugepages", "count"],
+            )?;
+        }
+        if let Some(m) = &p.hugepages.mount {
+            mount_point(m).map_err(|why| self.err(&["hugepages", "mount"], why))?;
         }
         let mut sizes = Vec::new();
         let mut mounts = Vec::new();
         for pool in &p.hugepages.pools {
             let kb = page_size(&pool.size, &["hugepages", "pools"])?;
+            bounded(pool.count, kb, &pool.size, &["hugepages", "pools"])
+                .map_err(|e| e.relocate(&self.layers, &format!("count: {}", pool.count)))?;
             if sizes.contains(&kb) {
                 return Err(self.err(
                     &["hugepages", "pools"],
@@ -116,12 +228,11 @@ impl LoadedProfile {
         }
         for pool in p.hugepages.pools() {
             if let Some(m) = &pool.mount {
-                if !m.starts_with('/') {
-                    return Err(self.err(
-                        &["hugepages", "pools"],
-                        format!("mount `{m}` must be an absolute path"),
-                    ));
-                }
+                mount_point(m).map_err(|why| {
+                    self.err(&["hugepages", "pools"], why)
+                        // The text up to an escape is what the source shows.
+                        .relocate(&self.layers, m.split(char::is_control).next().unwrap_or(m))
+                })?;
                 if mounts.contains(m) {
                     return Err(self.err(
                         &["hugepages", "pools"],
@@ -181,6 +292,83 @@ impl LoadedProfile {
                 "link_layer must be ethernet or infiniband",
             ));
         }
+        if let Some(n) = p.nic.expected_pfs.filter(|n| !(1..=256).contains(n)) {
+            return Err(self.err(
+                &["nic", "expected_pfs"],
+                format!("expected_pfs {n} (expected 1 .. 256 physical functions)"),
+            ));
+        }
+        for iface in &p.nic.interfaces {
+            if let Err(why) = interface_ref(iface) {
+                return Err(self
+                    .err(
+                        &["nic", "interfaces"],
+                        format!("interface {iface:?}: {why}"),
+                    )
+                    .relocate(&self.layers, iface));
+            }
+        }
+        for (key, ring) in [("rx", p.nic.rings.rx), ("tx", p.nic.rings.tx)] {
+            if let Some(RingSize::Count(n)) = ring {
+                if !(1..=MAX_RING).contains(&n) {
+                    return Err(self.err(
+                        &["nic", "rings", key],
+                        format!(
+                            "{key} ring of {n} descriptors (expected 1 .. {MAX_RING}, or `max`)"
+                        ),
+                    ));
+                }
+            }
+        }
+        if let Some(u) = p.nic.coalesce.rx_usecs.filter(|u| *u > MAX_RX_USECS) {
+            return Err(self.err(
+                &["nic", "coalesce", "rx_usecs"],
+                format!("rx_usecs {u} (expected 0 .. {MAX_RX_USECS} µs; longer moderation only overruns the ring)"),
+            ));
+        }
+        if let Some(ChannelCount::Count(n)) = p.nic.channels.combined {
+            if !(1..=MAX_CHANNELS).contains(&n) {
+                return Err(self.err(
+                    &["nic", "channels", "combined"],
+                    format!("combined {n} queues (expected 1 .. {MAX_CHANNELS}, or `data-cores`)"),
+                ));
+            }
+        }
+        // 64 TiB in MiB: no BAR maps more than the physical address space.
+        const MAX_BAR_MIB: u64 = 64 << 20;
+        let bars = [
+            ("bar1_min_mib", Some(p.gpu.bar1_min_mib)),
+            ("bar1_recommended_mib", p.gpu.bar1_recommended_mib),
+        ];
+        for (key, v) in bars {
+            if let Some(v) = v.filter(|v| *v > MAX_BAR_MIB) {
+                return Err(self.err(
+                    &["gpu", key],
+                    format!("{key} {v} (expected at most {MAX_BAR_MIB} MiB)"),
+                ));
+            }
+        }
+        for (name, v) in &p.gpu.bar1_min_by_name {
+            if *v > MAX_BAR_MIB {
+                return Err(self
+                    .err(
+                        &["gpu", "bar1_min_by_name"],
+                        format!(
+                            "bar1_min_by_name `{name}: {v}` (expected at most {MAX_BAR_MIB} MiB)"
+                        ),
+                    )
+                    .relocate(&self.layers, name));
+            }
+        }
+        if p.gpu.clock_tolerance_mhz > 5000 {
+            return Err(self.err(
+                &["gpu", "clock_tolerance_mhz"],
+                format!(
+                    "clock_tolerance_mhz {} (expected 0 .. 5000 MHz: no GPU clock is faster)",
+                    p.gpu.clock_tolerance_mhz
+                ),
+            ));
+        }
         for path in &p.gpu.gpudirect_paths {
             if !["peermem", "dmabuf"].contains(&path.as_str()) {
                 return Err(self.err(
@@ -202,13 +390,63 @@ impl LoadedProfile {
                 "network must be auto, netplan, networkmanager or networkd",
             ));
         }
-        if !p.persist.grub_dropin.starts_with("/etc/default/grub.d/")
-            || !p.persist.grub_dropin.ends_with(".cfg")
-        {
+        // One file name directly in grub.d: update-grub sources `grub.d/*.cfg`, and a name with
+        // `/` or `..` would write outside it (and outside --root).
+        let name = p.persist.grub_dropin.strip_prefix("/etc/default/grub.d/");
+        if let Some(why) = match name {
+            None => Some("must be in /etc/default/grub.d/".to_string()),
+            Some(n) if !n.ends_with(".cfg") || n.len() <= 4 => {
+                Some("must be a .cfg file (update-grub sources grub.d/*.cfg)".into())
+            }
+            Some(n) => file_name(n).err(),
+        } {
             return Err(self.err(
                 &["persist", "grub_dropin"],
-                "grub_dropin must be a .cfg file in /etc/default/grub.d/",
+                format!(
+                    "grub_dropin {:?} {why} (expected a file name like /etc/default/grub.d/99-daqtune.cfg)",
+                    p.persist.grub_dropin
+                ),
             ));
+        }
+        // The prefix names NetworkManager connection files (`<prefix>-<port>.nmconnection`).
+        let prefix = &p.persist.nm_prefix;
+        if prefix.is_empty()
+            || prefix.len() > 32
+            || !prefix
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        {
+            return Err(self.err(
+                &["persist", "nm_prefix"],
+                format!("nm_prefix {prefix:?} (expected 1 to 32 letters, digits, `-` and `_`: it names a file)"),
+            ));
+        }
+        for (key, want) in &p.sysctl.values {
+            let at = |why: String| {
+                self.err(&["sysctl", "values"], why)
+                    .relocate(&self.layers, key)
+            };
+            let name_ok = key.split('.').count() >= 2
+                && key.split('.').all(|seg| {
+                    !seg.is_empty()
+                        && seg
+                            .chars()
+                            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+                });
+            if !name_ok {
+                return Err(at(format!(
+                    "sysctl name {key:?} (expected dotted words like net.core.rmem_max: it names a file under /proc/sys)"
+                )));
+            }
+            let fields: Vec<&str> = want.split_whitespace().collect();
+            if fields.is_empty()
+                || fields.len() > 3
+                || fields.iter().any(|f| f.parse::<u64>().is_err())
+            {
+                return Err(at(format!(
+                    "{key}: {want:?} (expected a non-negative integer, or up to three like \"4096 87380 268435456\")"
+                )));
+            }
         }
         Ok(())
     }
@@ -330,5 +568,92 @@ impl LoadedProfile {
             }
         }
         Ok(())
+    }
+}
+
+/// A hugetlbfs mount point: absolute, no `.`/`..`, letters, digits and `_.+-` (what its
+/// `.mount` unit's name can carry).
+fn mount_point(m: &str) -> Result<(), String> {
+    daqtune_units::validate::abs_path(m)
+        .map(|_| ())
+        .map_err(|e| format!("mount {m:?}: {e} (expected an absolute path like /mnt/huge)"))
+}
+
+/// One file name: no directory part, no leading dot, letters, digits and `_.+-`.
+fn file_name(n: &str) -> Result<(), String> {
+    if n.starts_with('.') {
+        return Err("must not start with `.`".into());
+    }
+    if let Some(c) = n
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-' | '+')))
+    {
+        return Err(format!(
+            "has {c:?} (a file name of letters, digits and `_.+-`, in that directory)"
+        ));
+    }
+    Ok(())
+}
+
+/// A data-path interface as a profile names it: an interface name or a PCI address. The host's
+/// own names are judged when found; these only have to be names at all.
+fn interface_ref(s: &str) -> Result<(), String> {
+    if s.is_empty() || s.len() > 64 {
+        return Err("expected an interface name or a PCI address".into());
+    }
+    if s == "." || s == ".." || s.contains('/') {
+        return Err("`.`, `..` and `/` are in no interface name".into());
+    }
+    if s.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err("whitespace and control characters are in no interface name".into());
+    }
+    Ok(())
+}
+
+/// Keys whose text is prose: it may span lines.
+const FREE_TEXT: &[&str] = &["description", "reason", "source"];
+
+/// The first string (key path, message) with a control character or a bidirectional
+/// override. Mapping keys count as strings too.
+fn bad_string(v: &serde_yaml_ng::Value, path: &mut Vec<String>) -> Option<(Vec<String>, String)> {
+    use serde_yaml_ng::Value;
+    let check = |s: &str, prose: bool| {
+        s.chars()
+            .find(|c| {
+                (c.is_control() && !(prose && matches!(c, '\n' | '\t')))
+                    || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+            })
+            .map(|c| format!("{:?} has the control character U+{:04X}", s, c as u32))
+    };
+    match v {
+        Value::String(s) => {
+            let prose = path.last().is_some_and(|k| FREE_TEXT.contains(&k.as_str()))
+                || path.first().is_some_and(|k| k == "not_applicable");
+            check(s, prose).map(|m| (path.clone(), m))
+        }
+        Value::Sequence(items) => items.iter().find_map(|it| bad_string(it, path)),
+        Value::Mapping(m) => {
+            for (k, it) in m {
+                let key = match k {
+                    Value::String(s) => s.clone(),
+                    other => serde_yaml_ng::to_string(other)
+                        .unwrap_or_default()
+                        .trim()
+                        .to_string(),
+                };
+                if let Some(msg) = check(&key, false) {
+                    return Some((path.clone(), format!("key {msg}")));
+                }
+                path.push(key);
+                let found = bad_string(it, path);
+                path.pop();
+                if found.is_some() {
+                    return found;
+                }
+            }
+            None
+        }
+        Value::Tagged(t) => bad_string(&t.value, path),
+        _ => None,
     }
 }

@@ -56,6 +56,8 @@ pub const HUGEPAGES: Tunable = Tunable {
 pub fn hugepage_args(ctx: &Context) -> Vec<String> {
     let h = &ctx.profile.profile.hugepages;
     let (pools, _) = crate::context::boot::offered_pools(ctx.mem(), ctx.profile);
+    // What the plan writes: a reservation past the boot bound is not (kernel.cmdline's note).
+    let (pools, _) = crate::context::boot::boot_bounded(ctx.mem(), pools);
     let mut args = Vec::new();
     if let (true, Some(first)) = (h.default_size, pools.first()) {
         args.push(format!("default_hugepagesz={}", first.size));
@@ -240,6 +242,9 @@ fn judge_pool(ctx: &Context, want: &HugepagePool, observed: &str) -> Verdict {
         hugepage_args(ctx).join(" ")
     );
     if !problems.is_empty() {
+        // A pool past the boot bound gets no kernel argument: say so, not "reboot".
+        let (_, refused) = crate::context::boot::boot_bounded(mem, vec![want.clone()]);
+        problems.extend(refused.into_iter().filter(|r| r.starts_with("hugepages=")));
         problems.extend(warnings);
         let mut v = Verdict::fail(ID, subject, problems.join("; "))
             .observed(observed)

@@ -97,6 +97,7 @@ fn run_mtu(ctx: &Context) -> Vec<Verdict> {
         Err(v) => return v,
     };
     let want = ctx.profile.profile.nic.mtu;
+    let mgmt = crate::context::nics::management_ports(ctx.facts());
     let mut out = Vec::new();
     for n in nics {
         if n.netdevs.is_empty() {
@@ -117,6 +118,14 @@ fn run_mtu(ctx: &Context) -> Vec<Verdict> {
                 Some(m) if !short(m, want) => out.push(
                     Verdict::pass(ID, subject, format!("MTU {m}")).observed(m).expected(format!(">= {want}")),
                 ),
+                Some(m) if crate::context::nics::management_port(&mgmt, &nd.name).is_some() => {
+                    let why = crate::context::nics::management_port(&mgmt, &nd.name).unwrap_or_default();
+                    out.push(
+                        Verdict::skip(ID, subject, format!("MTU {m}, the profile's {want}: {}", crate::context::nics::management_note(&nd.name, why)))
+                            .observed(m)
+                            .expected(format!(">= {want}")),
+                    )
+                }
                 Some(m) => out.push(
                     Verdict::fail(ID, subject, format!("MTU {m} is below the profile's {want}: jumbo frames are dropped or fragmented"))
                         .observed(m)
@@ -179,9 +188,25 @@ fn plan_mtu(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
         plan.note(ID, NoteLevel::Skip, "no data-path interface (no ConnectX netdev in this namespace, and the profile names none)");
         return Ok(());
     }
-    for (n, _, _) in &ifaces {
-        daqtune_units::validate::interface_name(n)?;
-    }
+    // The management port is never changed, and a port whose name no file or command can
+    // carry is left out alone: each says why, and the other ports are planned.
+    let mgmt = crate::context::nics::management_ports(cx.facts);
+    let mut ifaces = ifaces;
+    ifaces.retain(|(n, _, _)| {
+        if let Some(why) = crate::context::nics::management_port(&mgmt, n) {
+            plan.note(
+                ID,
+                NoteLevel::Skip,
+                crate::context::nics::management_note(n, why),
+            );
+            return false;
+        }
+        if let Err(e) = daqtune_units::validate::interface_name(n) {
+            plan.note(ID, NoteLevel::Skip, format!("{n:?} left out: {e}"));
+            return false;
+        }
+        true
+    });
     if cx.opts.runtime {
         for (n, _, _) in &ifaces {
             let path = format!("/sys/class/net/{n}/mtu");
@@ -262,26 +287,52 @@ fn plan_mtu(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
             }
             "networkmanager" => {
                 let others = nm_profiles(cx.facts);
-                for (n, _, _) in &ifaces {
+                for (n, mac, _) in &ifaces {
                     let a = nm_keyfile(cx.facts, cx.lp, n, want, &pref)?;
-                    // A profile someone else made for this port (the seed's daqiri-tx) is not
-                    // ours to rewrite, and a second one would fight it over the port.
+                    // A profile someone else made for this port (the seed's daqiri-tx), by its
+                    // interface name or by its MAC address, is not ours to rewrite, and a
+                    // second one would fight it over the port.
                     let theirs: Vec<&NmProfile> = others
                         .iter()
-                        .filter(|p| p.interface.as_deref() == Some(n.as_str()) && p.file != a.path)
+                        .filter(|p| p.file != a.path && p.owns(n, mac.as_deref()))
                         .collect();
                     if let Some(p) = theirs.first() {
-                        match p.mtu {
-                            Some(m) if m >= want => {}
-                            _ => plan.note(
-                                ID,
-                                NoteLevel::Warn,
-                                format!(
-                                    "{n} is managed by NetworkManager profile `{}` ({}), which daqtune does not rewrite: run `nmcli connection modify {} ethernet.mtu {want}`",
-                                    p.id, p.file, p.id
-                                ),
-                            ),
+                        // What daqtune would have kept in its own keyfile: the MTU where theirs
+                        // is lower, and the NIC settings set live (rings, coalescing, pause,
+                        // offloads, queues), which NetworkManager re-applies from its profile.
+                        let mut props = Vec::new();
+                        if p.mtu.is_none_or(|m| m < want) {
+                            props.push(format!("ethernet.mtu {want}"));
                         }
+                        let keys = super::nic_persist::persist_keys(cx.facts, cx.lp, n);
+                        let ethtool: Vec<String> = keys
+                            .nm
+                            .iter()
+                            .map(|(k, v)| format!("ethtool.{k} {v}"))
+                            .collect();
+                        props.extend(ethtool.iter().cloned());
+                        if props.is_empty() {
+                            continue;
+                        }
+                        let lost = if ethtool.is_empty() {
+                            String::new()
+                        } else {
+                            format!(
+                                "; the NIC settings daqtune sets now ({}) are not kept across a reboot there: NetworkManager re-applies its profile's [ethtool] section",
+                                keys.nm.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>().join(", ")
+                            )
+                        };
+                        plan.note(
+                            ID,
+                            NoteLevel::Warn,
+                            format!(
+                                "{n} is managed by NetworkManager profile `{}` ({}), which daqtune does not rewrite{lost}; to keep them: `nmcli connection modify {} {}`",
+                                p.id,
+                                p.file,
+                                daqtune_probe::text::shell_quote(&p.id),
+                                props.join(" ")
+                            ),
+                        );
                         continue;
                     }
                     cx.file_change(plan, ID, n, &a.path, a.text, a.mode, false);
@@ -381,9 +432,14 @@ pub fn parse_netplan_mtus(text: &str) -> Result<Vec<(String, u64)>, String> {
     else {
         return Ok(Vec::new());
     };
+    // netplan reads `mtu` as a scalar (strtoul): `mtu: "1500"` quoted is the same MTU.
+    let mtu = |v: &serde_yaml_ng::Value| {
+        v.as_u64()
+            .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
+    };
     Ok(eths
         .iter()
-        .filter_map(|(id, def)| Some((id.as_str()?.to_string(), def.get("mtu")?.as_u64()?)))
+        .filter_map(|(id, def)| Some((id.as_str()?.to_string(), mtu(def.get("mtu")?)?)))
         .collect())
 }
 
@@ -446,10 +502,34 @@ pub struct NmProfile {
     pub file: String,
     pub id: String,
     pub interface: Option<String>,
+    /// `[ethernet] mac-address=`: a profile may bind its port by MAC instead of by name.
+    pub mac: Option<String>,
     pub mtu: Option<u32>,
 }
 
-/// Parse a keyfile's `[connection] id=, interface-name=` and `[ethernet] mtu=`.
+impl NmProfile {
+    /// Whether NetworkManager would activate this profile on the port `name` with MAC `mac`:
+    /// its `interface-name` is the port's, or it names none and its `mac-address` is the
+    /// port's (NetworkManager compares MACs whatever their case or separators).
+    pub fn owns(&self, name: &str, mac: Option<&str>) -> bool {
+        let norm = |m: &str| -> String {
+            m.chars()
+                .filter(char::is_ascii_hexdigit)
+                .map(|c| c.to_ascii_lowercase())
+                .collect()
+        };
+        match (&self.interface, &self.mac, mac) {
+            (Some(i), _, _) => i == name,
+            (None, Some(theirs), Some(ours)) => {
+                let t = norm(theirs);
+                t.len() == 12 && t == norm(ours)
+            }
+            _ => false,
+        }
+    }
+}
+
+/// Parse a keyfile's `[connection] id=, interface-name=` and `[ethernet] mtu=, mac-address=`.
 pub fn parse_nm_keyfile(file: &str, text: &str) -> NmProfile {
     let mut section = String::new();
     let mut p = NmProfile {
@@ -461,6 +541,7 @@ pub fn parse_nm_keyfile(file: &str, text: &str) -> NmProfile {
             .trim_end_matches(".nmconnection")
             .into(),
         interface: None,
+        mac: None,
         mtu: None,
     };
     for line in text.lines() {
@@ -479,6 +560,9 @@ pub fn parse_nm_keyfile(file: &str, text: &str) -> NmProfile {
             ("connection", "id") => p.id = v.trim().to_string(),
             ("connection", "interface-name") => p.interface = Some(v.trim().to_string()),
             ("ethernet", "mtu") | ("802-3-ethernet", "mtu") => p.mtu = v.trim().parse().ok(),
+            ("ethernet", "mac-address") | ("802-3-ethernet", "mac-address") => {
+                p.mac = Some(v.trim().trim_end_matches(';').to_string())
+            }
             _ => {}
         }
     }

@@ -8,7 +8,7 @@
 //! it. Persistence is the port's network file (`.link` keys, NetworkManager `[ethtool]`),
 //! which `nic.mtu` writes with [`persist_keys`] added.
 
-use crate::context::nics::data_interfaces;
+use crate::context::nics::{data_interfaces, management_note, management_port, management_ports};
 use crate::context::Context;
 use crate::hostio::journal::{Entry, Journal};
 use crate::hostio::setters::{
@@ -103,6 +103,7 @@ pub fn check(ctx: &Context, spec: &Spec) -> Vec<Verdict> {
         )];
     }
     let cores = data_core_count(ctx);
+    let mgmt_ports = management_ports(ctx.facts());
     let mut out = Vec::new();
     for (name, _, _) in &ports {
         let state = match ctx.facts().ethtool(name, spec.group) {
@@ -134,7 +135,20 @@ pub fn check(ctx: &Context, spec: &Spec) -> Vec<Verdict> {
                 .collect();
             format!(" ({})", all.join("; "))
         };
-        let v = if !j.to.is_empty() {
+        let mgmt = management_port(&mgmt_ports, name);
+        let v = if let (false, Some(why)) = (j.to.is_empty(), mgmt) {
+            Verdict::skip(
+                id,
+                name.as_str(),
+                format!(
+                    "{now}; the profile wants {}: {}",
+                    shown_settings(spec.group, &j.to),
+                    management_note(name, why)
+                ),
+            )
+            .observed(shown_settings(spec.group, &j.from))
+            .expected(shown_settings(spec.group, &j.wanted))
+        } else if !j.to.is_empty() {
             Verdict::warn(
                 id,
                 name.as_str(),
@@ -190,8 +204,13 @@ pub fn plan(cx: &PlanCx, plan: &mut Plan, spec: &Spec) -> Result<(), PlanError> 
     let ctx = cx.context();
     let cores = data_core_count(&ctx);
     let mut wanted = false;
+    let mgmt = management_ports(cx.facts);
     for (name, _, _) in &ports {
-        daqtune_units::validate::interface_name(name)?;
+        // One port whose name no file or command can carry is left out, not the plan.
+        if let Err(e) = daqtune_units::validate::interface_name(name) {
+            plan.note(id, NoteLevel::Skip, format!("{name:?} left out: {e}"));
+            continue;
+        }
         let Ok(state) = cx.facts.ethtool(name, spec.group) else {
             continue; // the check's skip says why
         };
@@ -203,6 +222,12 @@ pub fn plan(cx: &PlanCx, plan: &mut Plan, spec: &Spec) -> Result<(), PlanError> 
                 data_cores: cores,
             },
         );
+        if let Some(why) = management_port(&mgmt, name) {
+            if !j.to.is_empty() {
+                plan.note(id, NoteLevel::Skip, management_note(name, why));
+            }
+            continue;
+        }
         wanted |= !j.wanted.is_empty();
         for c in j.cannot.iter().chain(&j.unread) {
             plan.note(id, NoteLevel::Skip, format!("{name}: {c}"));

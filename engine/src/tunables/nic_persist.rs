@@ -29,6 +29,12 @@ pub fn persist_keys(facts: &Facts, lp: &LoadedProfile, ifname: &str) -> PersistK
         (n.rings.tx, "TxBufferSize", "ring-tx", "tx_max"),
     ] {
         match want {
+            // Above the port's reported maximum: not planned (nic.rings says so), not kept.
+            Some(RingSize::Count(c))
+                if rings
+                    .as_deref()
+                    .and_then(|r| ring_max(r, max_key))
+                    .is_some_and(|m| c > m) => {}
             Some(RingSize::Count(c)) => {
                 k.link.push((link_key.into(), c.to_string()));
                 k.nm.push((nm_key.into(), c.to_string()));

@@ -41,11 +41,12 @@ fn wants(cx: &WantCx) -> Wants {
     for (want, key, max) in [(p.rx, "rx", r.rx_max), (p.tx, "tx", r.tx_max)] {
         match (want, max) {
             (None, _) => {}
+            // A bound crossed: said, and nothing set or kept for that ring (the profile may
+            // say `max`).
             (Some(RingSize::Count(n)), Some(m)) if n > m => {
                 w.cannot.push(format!(
-                    "{key} {n} is above the device's maximum {m}: {m} is set"
+                    "{key} {n} is above the device's maximum {m} (ethtool -g): not set; ask for `max` or at most {m}"
                 ));
-                w.set.insert(key.into(), m);
             }
             (Some(RingSize::Count(n)), _) => {
                 w.set.insert(key.into(), n);
