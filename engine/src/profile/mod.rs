@@ -125,8 +125,13 @@ pub struct HugepageProfile {
     /// Page size (`1G`, `2M`) of the one pool `size`/`count` describe.
     pub size: String,
     pub count: u64,
-    /// hugetlbfs mount point for the first pool (`None`: any mount of the size will do).
+    /// hugetlbfs mount point for the first pool: where `apply` mounts it (`None`: apply mounts
+    /// nothing, any mount of the size will do).
     pub mount: Option<String>,
+    /// The check insists on each pool's `mount` point. Off (the default), any visible
+    /// hugetlbfs mount of the pool's page size serves: DPDK's EAL uses every hugetlbfs mount
+    /// of the page size it wants, whatever its path.
+    pub require_mount: bool,
     /// Set default_hugepagesz= (the first pool's size) on the kernel command line too.
     pub default_size: bool,
     /// Several pools (`[{size: 1G, count: 1}, {size: 2M, count: 512}]`). When a profile layer
@@ -187,6 +192,7 @@ impl Default for HugepageProfile {
             size: "1G".into(),
             count: 4,
             mount: Some("/mnt/huge".into()),
+            require_mount: false,
             default_size: true,
             pools: Vec::new(),
         }
