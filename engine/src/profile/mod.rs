@@ -773,8 +773,9 @@ mod tests {
     #[test]
     fn igx_values() {
         let p = load("igx-orin").expect("igx").profile;
-        assert_eq!(p.cpu.isolated, Some(CoreSpec::List("9-11".into())));
-        assert_eq!(p.cpu.irqaffinity.as_deref(), Some("0-8"));
+        // NVIDIA/daqiri c7ddd12: a core per queue plus one per app worker.
+        assert_eq!(p.cpu.isolated, Some(CoreSpec::List("8-11".into())));
+        assert_eq!(p.cpu.irqaffinity.as_deref(), Some("0-7"));
         assert_eq!(p.hugepages.count, 4);
         assert_eq!(p.hugepages.mount.as_deref(), Some("/mnt/huge"));
     }
@@ -839,7 +840,7 @@ mod tests {
             .profile;
         assert_eq!(p.nic.mtu, 4000);
         assert_eq!(p.hugepages.count, 4);
-        assert_eq!(p.cpu.isolated, Some(CoreSpec::List("9-11".into())));
+        assert_eq!(p.cpu.isolated, Some(CoreSpec::List("8-11".into())));
         let e = load_source("x.yaml", "name: x\nextends: nope\n").unwrap_err();
         assert_eq!(e.line, 2, "{e}");
     }
