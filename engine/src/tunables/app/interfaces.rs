@@ -1,6 +1,7 @@
 //! `app.interfaces`: the configuration's interface addresses on this host.
 
 use super::*;
+use daqtune_probe::pci::nic::NicFunction;
 
 pub const INTERFACES: Tunable = Tunable {
     id: "app.interfaces",
@@ -45,6 +46,91 @@ fn run_interfaces(ctx: &Context) -> Vec<Verdict> {
                 ),
             )),
             _ => out.extend(socket_interface(app, i, facts.ok(), &addrs)),
+        }
+    }
+    if let Ok(f) = facts {
+        out.extend(raw_port_pairs(app, f));
+    }
+    out
+}
+
+/// The ConnectX function a raw interface's `address` names (PCI address, or netdev/RDMA
+/// device for the ibverbs engine).
+fn raw_function<'f>(facts: &'f PciFacts, i: &Interface) -> Option<&'f NicFunction> {
+    let addr = i.address()?;
+    match addr.parse::<PciAddr>() {
+        Ok(pa) => facts.nics.iter().find(|n| n.addr == pa),
+        Err(_) => nic_by_netdev(facts, addr),
+    }
+    .filter(|n| n.connectx)
+}
+
+/// A raw configuration that sends on one interface and receives on another of this host is a
+/// loopback through the NIC: TX and RX must be different physical ports for the frames to cross
+/// the cable (NVIDIA/daqiri PR #108). One verdict per (TX, RX) pair of interfaces.
+fn raw_port_pairs(app: &AppConfig, facts: &PciFacts) -> Vec<Verdict> {
+    use daqtune_probe::pci::ports::{
+        port_pair, same_port_message, wire_partner, PortIdentity, PortPair,
+    };
+    const ID: &str = "app.interfaces";
+    if app.loopback_sw {
+        return Vec::new();
+    }
+    let raw: Vec<(&Interface, &NicFunction)> = app
+        .interfaces
+        .iter()
+        .filter(|i| i.transport == Transport::Raw)
+        .filter_map(|i| raw_function(facts, i).map(|n| (i, n)))
+        .collect();
+    let everyone: Vec<PortIdentity> = facts
+        .nics
+        .iter()
+        .filter(|n| n.connectx)
+        .map(PortIdentity::of_function)
+        .collect();
+    let mut out = Vec::new();
+    for (ti, tn) in raw.iter().filter(|(i, _)| i.queues(Dir::Tx).next().is_some()) {
+        for (ri, rn) in raw.iter().filter(|(i, _)| i.queues(Dir::Rx).next().is_some()) {
+            if std::ptr::eq(*ti, *ri) {
+                continue;
+            }
+            let line = ri.address.as_ref().map_or(ri.line, |f| f.line);
+            let subject = app.subject(line, &format!("{} -> {}", ti.path, ri.path));
+            let (tx, rx) = (PortIdentity::of_function(tn), PortIdentity::of_function(rn));
+            out.push(match port_pair(&tx, &rx) {
+                PortPair::SamePort { port } => {
+                    let partner = wire_partner(&everyone, &tx, &rx);
+                    let mut v = Verdict::fail(
+                        ID,
+                        subject,
+                        format!(
+                            "`{}` sends and `{}` receives on this host: {}",
+                            ti.name,
+                            ri.name,
+                            same_port_message(&tx, &rx, &port, partner)
+                        ),
+                    )
+                    .observed(format!("{} and {}: port {port}", tn.addr, rn.addr))
+                    .expected("TX and RX on different physical ports");
+                    if let Some(p) = partner.and_then(|p| p.pci) {
+                        v = v.fix(format!(
+                            "edit {}:{line}: address: {p} (a two-host setup, where TX leaves through the cable to a peer, pairs ports by its cabling instead)",
+                            app.file
+                        ));
+                    }
+                    v
+                }
+                PortPair::Apart(why) => Verdict::pass(
+                    ID,
+                    subject,
+                    format!("{why}: frames from `{}` to `{}` cross the wire", ti.name, ri.name),
+                ),
+                PortPair::Unknown(why) => Verdict::skip(
+                    ID,
+                    subject,
+                    format!("cannot tell whether `{}` and `{}` are one physical port: {why}", ti.name, ri.name),
+                ),
+            });
         }
     }
     out
