@@ -383,7 +383,7 @@ fn local_addr_only_interfaces_are_data_path_interfaces() {
         .collect();
     assert_eq!(found.len(), 2, "{found:?}");
     assert!(
-        found[0].starts_with("2.2.2.2 is on enp1s0f1np1"),
+        found[0].starts_with("2.2.2.2 is on enP2p1s0f1np1"),
         "{}",
         found[0]
     );
@@ -395,11 +395,11 @@ fn local_addr_only_interfaces_are_data_path_interfaces() {
     // ... and the derived profile's data-path interfaces are those ports, not every ConnectX
     // port of the Spark (four PFs).
     let d = crate::app_profile::derive_profile(&app, &lp.profile, &ctx);
-    assert_eq!(d.profile.nic.interfaces, ["enp1s0f1np1", "enp1s0f0np0"]);
+    assert_eq!(d.profile.nic.interfaces, ["enP2p1s0f1np1", "enp1s0f0np0"]);
     assert!(
         d.notes
             .iter()
-            .any(|n| n.contains("data-path interfaces enp1s0f1np1, enp1s0f0np0")),
+            .any(|n| n.contains("data-path interfaces enP2p1s0f1np1, enp1s0f0np0")),
         "{:?}",
         d.notes
     );
