@@ -147,7 +147,8 @@ pub fn find_library(host: &Host, soname: &str) -> Found {
             }
             Err(e) => Some(format!("/etc/ld.so.cache: {e}")),
         },
-        Err(e) => Some(format!("/etc/ld.so.cache: {e}")),
+        // The read error names the path already.
+        Err(e) => Some(e.to_string()),
     };
     let dirs = search_dirs(host);
     let mut any_dir = false;

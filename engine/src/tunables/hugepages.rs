@@ -295,9 +295,10 @@ fn judge_pool(ctx: &Context, want: &HugepagePool, observed: &str) -> Verdict {
             .expected(expected)
             .fix(fix);
     }
-    let message = match &served_elsewhere {
-        Some(w) => format!("{} x {size} {w}: {observed}", want.count),
-        None => format!("{expected}: {observed}"),
+    let message = match (&served_elsewhere, &want.mount) {
+        (Some(w), _) => format!("{} x {size} {w}: {observed}", want.count),
+        (None, Some(m)) => format!("{} x {size} mounted at {m}: {observed}", want.count),
+        (None, None) => format!("{expected}: {observed}"),
     };
     Verdict::pass(ID, subject, message)
         .observed(observed)
