@@ -121,7 +121,13 @@ fn a_queue_core_that_is_not_isolated_fails() {
         r,
         "igx-orin",
         &config(cfg),
-        &["app.config", "app.cores", "app.memory", "app.interfaces", "app.sizes"],
+        &[
+            "app.config",
+            "app.cores",
+            "app.memory",
+            "app.interfaces",
+            "app.sizes",
+        ],
     );
     assert!(matches!(code, 0 | 1), "exit {code}");
     let v = at(

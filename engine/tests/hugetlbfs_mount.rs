@@ -205,7 +205,8 @@ fn any_hugetlbfs_mount_of_the_page_size_serves_the_built_in_profiles() {
     assert_eq!(v[0].status, Status::Pass, "{v:#?}");
     assert!(v[0].message.contains("/dev/hugepages"), "{v:#?}");
     assert!(
-        v[0].message.contains("the tutorial mounts them at /mnt/huge"),
+        v[0].message
+            .contains("the tutorial mounts them at /mnt/huge"),
         "{v:#?}"
     );
     // The check passes, so the plan adds no second mount (and no unit) at /mnt/huge.
@@ -236,7 +237,11 @@ fn no_mount_of_the_size_anywhere_fails_and_names_the_tutorials_path() {
     let r = d.path();
     // /dev/hugepages at the kernel's default 2M only: nothing serves 1G pages.
     let m = std::fs::read_to_string(r.join("proc/mounts")).expect("m");
-    std::fs::write(r.join("proc/mounts"), m.replace("pagesize=1024M", "pagesize=2M")).expect("w");
+    std::fs::write(
+        r.join("proc/mounts"),
+        m.replace("pagesize=1024M", "pagesize=2M"),
+    )
+    .expect("w");
     let v = verdicts(r, &prof);
     assert_eq!(v[0].status, Status::Fail, "{v:#?}");
     assert!(
@@ -256,7 +261,12 @@ fn files_left_in_a_hugetlbfs_mount_are_named_with_the_pages_they_hold() {
     let hp = r.join("sys/kernel/mm/hugepages/hugepages-1048576kB");
     std::fs::write(hp.join("free_hugepages"), "0\n").expect("w");
     // DPDK's hugepage files: one page each (sparse here: the size is what the check reads).
-    for n in ["xkq3ua9cj2map_0", "xkq3ua9cj2map_1", "xkq3ua9cj2map_2", "xkq3ua9cj2map_3"] {
+    for n in [
+        "xkq3ua9cj2map_0",
+        "xkq3ua9cj2map_1",
+        "xkq3ua9cj2map_2",
+        "xkq3ua9cj2map_3",
+    ] {
         let f = std::fs::File::create(r.join("dev/hugepages").join(n)).expect("create");
         f.set_len(1 << 30).expect("len");
     }

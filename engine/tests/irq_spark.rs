@@ -23,11 +23,20 @@ fn irq_verdicts(rep: &Value) -> Vec<Value> {
 
 #[test]
 fn spark_pfs_in_both_domains_are_judged() {
-    let (rep, _) = evaluate(&fixture("spark"), "dgx-spark", &["irq.affinity", "nic.driver"]);
+    let (rep, _) = evaluate(
+        &fixture("spark"),
+        "dgx-spark",
+        &["irq.affinity", "nic.driver"],
+    );
     let vs = irq_verdicts(&rep);
     let ports: Vec<&str> = vs.iter().filter_map(|v| v["subject"].as_str()).collect();
     assert_eq!(vs.len(), 4, "{vs:#?}");
-    for bdf in ["0000:01:00.0", "0000:01:00.1", "0002:01:00.0", "0002:01:00.1"] {
+    for bdf in [
+        "0000:01:00.0",
+        "0000:01:00.1",
+        "0002:01:00.0",
+        "0002:01:00.1",
+    ] {
         assert!(ports.iter().any(|p| p.starts_with(bdf)), "{bdf}: {ports:?}");
     }
     for v in &vs {
@@ -46,8 +55,17 @@ fn a_bound_driver_without_recorded_vectors_is_not_called_unbound() {
     let d = tempfile::tempdir().expect("tmp");
     copy_tree(&fixture("spark"), d.path());
     let mut removed = 0;
-    for bdf in ["0000:01:00.0", "0000:01:00.1", "0002:01:00.0", "0002:01:00.1"] {
-        let dir = d.path().join("sys/bus/pci/devices").join(bdf).join("msi_irqs");
+    for bdf in [
+        "0000:01:00.0",
+        "0000:01:00.1",
+        "0002:01:00.0",
+        "0002:01:00.1",
+    ] {
+        let dir = d
+            .path()
+            .join("sys/bus/pci/devices")
+            .join(bdf)
+            .join("msi_irqs");
         std::fs::remove_dir_all(&dir).expect("rm msi_irqs");
         removed += 1;
     }
@@ -70,9 +88,9 @@ fn a_bound_driver_without_recorded_vectors_is_not_called_unbound() {
         .filter(|c| c["id"] == "nic.driver")
         .collect();
     assert!(
-        drivers
-            .iter()
-            .any(|v| v["message"].as_str().is_some_and(|m| m.contains("mlx5_core"))),
+        drivers.iter().any(|v| v["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("mlx5_core"))),
         "{drivers:#?}"
     );
 }

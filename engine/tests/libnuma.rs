@@ -76,7 +76,10 @@ fn two_nodes_without_libnuma_warn_with_upstreams_reason() {
     assert_eq!(v.status, Status::Warn, "{v:#?}");
     assert!(v.message.contains("2 NUMA nodes"), "{v:#?}");
     assert!(v.message.contains("first-touch"), "{v:#?}");
-    assert!(v.fix.as_deref().is_some_and(|f| f.contains("libnuma-dev")), "{v:#?}");
+    assert!(
+        v.fix.as_deref().is_some_and(|f| f.contains("libnuma-dev")),
+        "{v:#?}"
+    );
 
     // Listed in the loader's cache: found, with its path.
     std::fs::write(
@@ -101,13 +104,20 @@ fn a_directory_from_ld_so_conf_d_counts_without_a_cache() {
     let d = root("x86-2s");
     let r = d.path();
     std::fs::create_dir_all(r.join("etc/ld.so.conf.d")).expect("mkdir");
-    std::fs::write(r.join("etc/ld.so.conf.d/numa.conf"), "# local build\n/opt/numa/lib\n")
-        .expect("conf");
+    std::fs::write(
+        r.join("etc/ld.so.conf.d/numa.conf"),
+        "# local build\n/opt/numa/lib\n",
+    )
+    .expect("conf");
     std::fs::create_dir_all(r.join("opt/numa/lib")).expect("mkdir");
     std::fs::write(r.join("opt/numa/lib/libnuma.so.1"), b"\x7fELF").expect("lib");
     let v = libnuma(r);
     assert_eq!(v.status, Status::Pass, "{v:#?}");
-    assert!(v.message.contains("/opt/numa/lib/libnuma.so.1 (loader directory)"), "{v:#?}");
+    assert!(
+        v.message
+            .contains("/opt/numa/lib/libnuma.so.1 (loader directory)"),
+        "{v:#?}"
+    );
 }
 
 #[test]

@@ -70,7 +70,8 @@ enp1s0f0np0\t00010101\t00000000\t0001\t0\t0\t0\t00FFFFFF\t0\t0\t0
 /// `ip route replace 2.2.2.2/32 dev enp1s0f0np0 src 1.1.1.1` as /proc/net/route shows it.
 const HOST_ROUTE: &str = "enp1s0f0np0\t02020202\t00000000\t0005\t0\t0\t0\tFFFFFFFF\t0\t0\t0\n";
 /// `ip neigh replace 2.2.2.2 lladdr ... nud permanent`: ATF_COM | ATF_PERM.
-const STATIC_NEIGH: &str = "2.2.2.2          0x1         0x6         4c:bb:47:98:7a:10     *        enp1s0f0np0\n";
+const STATIC_NEIGH: &str =
+    "2.2.2.2          0x1         0x6         4c:bb:47:98:7a:10     *        enp1s0f0np0\n";
 
 fn peer_verdicts(root: &Path) -> Vec<Value> {
     let (rep, _) = evaluate_app(root, "dgx-spark", Some(&config()), &["app.interfaces"]);

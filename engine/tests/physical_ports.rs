@@ -18,7 +18,12 @@ fn config(name: &str) -> PathBuf {
 }
 
 fn pair_verdicts(cfg: &std::path::Path) -> Vec<Value> {
-    let (rep, _) = evaluate_app(&fixture("spark"), "dgx-spark", Some(cfg), &["app.interfaces"]);
+    let (rep, _) = evaluate_app(
+        &fixture("spark"),
+        "dgx-spark",
+        Some(cfg),
+        &["app.interfaces"],
+    );
     rep["checks"]
         .as_array()
         .expect("checks")
@@ -35,8 +40,11 @@ fn the_seeds_spark_pair_is_one_physical_port_and_fails_naming_p1() {
     assert!(text.contains("address: 0002:01:00.1"), "{text}");
     let d = tempfile::tempdir().expect("tmp");
     let cfg = d.path().join("raw_spark_seed_pair.yaml");
-    std::fs::write(&cfg, text.replace("address: 0002:01:00.1", "address: 0002:01:00.0"))
-        .expect("w");
+    std::fs::write(
+        &cfg,
+        text.replace("address: 0002:01:00.1", "address: 0002:01:00.0"),
+    )
+    .expect("w");
     let vs = pair_verdicts(&cfg);
     assert_eq!(vs.len(), 1, "{vs:#?}");
     let v = &vs[0];

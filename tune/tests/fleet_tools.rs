@@ -354,7 +354,7 @@ fn ansible_role_with_a_daqiri_configuration() {
     // region, so the kernel arguments reserve none (the profile alone would reserve 4 x 1G).
     let dropin = read(&root.join("etc/default/grub.d/99-daqtune.cfg"));
     assert!(
-        dropin.contains("isolcpus=8-11") && !dropin.contains("hugepages="),
+        dropin.contains("isolcpus=9-11") && !dropin.contains("hugepages="),
         "{dropin}"
     );
     let o = play(&[]);

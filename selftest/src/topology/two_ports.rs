@@ -341,7 +341,10 @@ pub fn check_port_pair(host: &daqtune_probe::Host, tx_if: &str, rx_if: &str) -> 
     use daqtune_probe::pci::ports::{
         port_pair, same_port_message, wire_partner, PortIdentity, PortPair,
     };
-    let (tx, rx) = (PortIdentity::read(host, tx_if), PortIdentity::read(host, rx_if));
+    let (tx, rx) = (
+        PortIdentity::read(host, tx_if),
+        PortIdentity::read(host, rx_if),
+    );
     if let PortPair::SamePort { port } = port_pair(&tx, &rx) {
         let all = PortIdentity::all(host);
         let partner = wire_partner(&all, &tx, &rx);

@@ -69,14 +69,21 @@ fn peer_reachability(ctx: &Context, app: &AppConfig, addrs: &LocalAddrs) -> Vec<
     const ID: &str = "app.interfaces";
     // (path, line, address, RoCE) of every IPv4 address the configuration names.
     let mut named: Vec<(String, usize, Ipv4Addr, bool)> = Vec::new();
-    for i in app.interfaces.iter().filter(|i| i.transport != Transport::Raw) {
+    for i in app
+        .interfaces
+        .iter()
+        .filter(|i| i.transport != Transport::Raw)
+    {
         for (path, line, host) in socket_hosts(i) {
             if let Ok(ip) = host.parse::<Ipv4Addr>() {
                 named.push((path, line, ip, i.transport == Transport::Roce));
             }
         }
     }
-    let roce = app.interfaces.iter().any(|i| i.transport == Transport::Roce);
+    let roce = app
+        .interfaces
+        .iter()
+        .any(|i| i.transport == Transport::Roce);
     for w in &app.workers {
         for (key, v) in [
             ("client_address", &w.client_address),
@@ -235,8 +242,14 @@ fn raw_port_pairs(app: &AppConfig, facts: &PciFacts) -> Vec<Verdict> {
         .map(PortIdentity::of_function)
         .collect();
     let mut out = Vec::new();
-    for (ti, tn) in raw.iter().filter(|(i, _)| i.queues(Dir::Tx).next().is_some()) {
-        for (ri, rn) in raw.iter().filter(|(i, _)| i.queues(Dir::Rx).next().is_some()) {
+    for (ti, tn) in raw
+        .iter()
+        .filter(|(i, _)| i.queues(Dir::Tx).next().is_some())
+    {
+        for (ri, rn) in raw
+            .iter()
+            .filter(|(i, _)| i.queues(Dir::Rx).next().is_some())
+        {
             if std::ptr::eq(*ti, *ri) {
                 continue;
             }
