@@ -126,6 +126,11 @@ fn one_node_without_libnuma_passes_and_a_root_without_libraries_skips() {
     let d = root("igx-untuned");
     let r = d.path();
     std::fs::create_dir_all(r.join("usr/lib/aarch64-linux-gnu")).expect("mkdir");
+    std::fs::write(
+        r.join("etc/ld.so.cache"),
+        ld_cache(&[("libc.so.6", "/lib/aarch64-linux-gnu/libc.so.6")]),
+    )
+    .expect("cache");
     let v = libnuma(r);
     assert_eq!(v.status, Status::Pass, "{v:#?}");
     assert!(v.message.contains("not found, but 1 NUMA node"), "{v:#?}");
@@ -135,4 +140,9 @@ fn one_node_without_libnuma_passes_and_a_root_without_libraries_skips() {
     let v = libnuma(d.path());
     assert_eq!(v.status, Status::Skip, "{v:#?}");
     assert!(v.message.contains("cannot tell"), "{v:#?}");
+    // Nor can one with library directories but no cache (a snapshot keeps only the files
+    // its run read): absence from a partial directory is no absence.
+    std::fs::create_dir_all(d.path().join("usr/lib/x86_64-linux-gnu")).expect("mkdir");
+    let v = libnuma(d.path());
+    assert_eq!(v.status, Status::Skip, "{v:#?}");
 }

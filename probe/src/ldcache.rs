@@ -125,10 +125,10 @@ pub fn search_dirs(host: &Host) -> Vec<String> {
 pub enum Found {
     /// Listed in the cache (its path), or present in a searched directory.
     At { path: String, from_cache: bool },
-    /// Neither the cache nor any searched directory has it.
+    /// The loader's cache does not list it, nor does any searched directory hold it.
     Absent,
-    /// Nothing to tell by: no readable cache and none of the directories exists (a capture
-    /// that holds no file system).
+    /// Nothing to tell by: no readable cache, and no directory holds it (a capture that holds
+    /// no file system, or only part of one).
     Unknown(String),
 }
 
@@ -165,12 +165,18 @@ pub fn find_library(host: &Host, soname: &str) -> Found {
             };
         }
     }
+    // Without the cache (every glibc host has one, so this is a partial root: a capture, or a
+    // snapshot that recorded other files of those directories) a directory that lacks the
+    // file proves nothing.
     match cache_note {
         Some(why) if !any_dir => Found::Unknown(format!(
             "{why}, and none of the loader's directories ({}) is there",
             dirs.join(", ")
         )),
-        _ => Found::Absent,
+        Some(why) => Found::Unknown(format!(
+            "{why}, and the loader's directories here do not hold {soname} (a root without the cache may not hold every library either)"
+        )),
+        None => Found::Absent,
     }
 }
 
