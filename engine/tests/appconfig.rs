@@ -78,10 +78,58 @@ fn at<'a>(rep: &'a Value, id: &str, cfg: &str, line: usize, path: &str) -> &'a V
 }
 
 #[test]
-fn a_queue_core_that_is_not_isolated_fails() {
+fn the_igx_tuned_by_its_profile_runs_queue_and_worker_cores_apart() {
+    // NVIDIA/daqiri c7ddd12 (PR #157): one isolated core per DAQIRI queue plus one per
+    // application worker thread (raw 2-queue configs: queues 9/11, workers 8/10), with
+    // `isolcpus=8-11 irqaffinity=0-7`. raw_hds_igx uses the same four cores (queues 11 and 8,
+    // workers 9 and 10); the igx-tuned root is a host tuned by the igx-orin profile.
     let cfg = "raw_hds_igx.yaml";
     let rep = check("igx-tuned", "igx-orin", cfg);
-    // isolcpus=9-11 on this root: the RX queue on CPU 8 is not isolated.
+    let cores = verdicts(&rep, "app.cores");
+    assert_eq!(cores.len(), 5, "{cores:#?}");
+    for v in cores {
+        assert_eq!(status(v), "pass", "{v:#}");
+    }
+    // Everything else about this configuration fits the tuned IGX.
+    for id in ["app.memory", "app.interfaces", "app.sizes"] {
+        for v in verdicts(&rep, id) {
+            assert_eq!(status(v), "pass", "{v:#}");
+        }
+    }
+}
+
+#[test]
+fn a_queue_core_that_is_not_isolated_fails() {
+    // The same host booted with the seed's pre-c7ddd12 line (`isolcpus=9-11 irqaffinity=0-8
+    // nohz_full=9-11 rcu_nocbs=9-11`): the RX queue on CPU 8 is not isolated.
+    let cfg = "raw_hds_igx.yaml";
+    let d = tempfile::tempdir().expect("tmp");
+    copy_tree(&fixture("igx-tuned"), d.path());
+    let r = d.path();
+    let cmdline = std::fs::read_to_string(r.join("proc/cmdline")).expect("cmdline");
+    let old = cmdline
+        .replace("isolcpus=8-11", "isolcpus=9-11")
+        .replace("irqaffinity=0-7", "irqaffinity=0-8")
+        .replace("nohz_full=8-11", "nohz_full=9-11")
+        .replace("rcu_nocbs=8-11", "rcu_nocbs=9-11");
+    assert_ne!(old, cmdline, "the fixture's line changed: {cmdline}");
+    std::fs::write(r.join("proc/cmdline"), old).expect("w");
+    for f in ["isolated", "nohz_full"] {
+        std::fs::write(r.join("sys/devices/system/cpu").join(f), "9-11\n").expect("w");
+    }
+    let (rep, code) = evaluate(
+        r,
+        "igx-orin",
+        &config(cfg),
+        &[
+            "app.config",
+            "app.cores",
+            "app.memory",
+            "app.interfaces",
+            "app.sizes",
+        ],
+    );
+    assert!(matches!(code, 0 | 1), "exit {code}");
     let v = at(
         &rep,
         "app.cores",
@@ -127,6 +175,7 @@ fn a_queue_core_that_is_not_isolated_fails() {
         )),
         "pass"
     );
+    let rep = check("igx-tuned", "igx-orin", cfg);
     // Everything else about this configuration fits the tuned IGX.
     for id in ["app.memory", "app.interfaces", "app.sizes"] {
         for v in verdicts(&rep, id) {
@@ -360,7 +409,8 @@ fn socket_udp_addresses_on_spark() {
         line(cfg, "address: 2.2.2.2"),
         "interfaces[0].address",
     );
-    assert!(msg(v).contains("2.2.2.2 is on enp1s0f1np1"), "{v:#}");
+    // daqiri-rx on p1 of domain 0002 since NVIDIA/daqiri PR #108.
+    assert!(msg(v).contains("2.2.2.2 is on enP2p1s0f1np1"), "{v:#}");
     let v = at(
         &rep,
         "app.cores",

@@ -83,7 +83,7 @@ fn no_boot_config_prints_the_arguments() {
     std::fs::remove_file(r.join("etc/default/grub")).expect("rm grub");
     let p = plan(r, "igx-orin", &only(&["kernel.cmdline"]));
     assert!(
-        p.contains("add these kernel arguments to your boot manager: default_hugepagesz=1G hugepagesz=1G hugepages=4 isolcpus=9-11"),
+        p.contains("add these kernel arguments to your boot manager: default_hugepagesz=1G hugepagesz=1G hugepages=4 isolcpus=8-11"),
         "{p}"
     );
 }

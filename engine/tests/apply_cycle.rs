@@ -165,7 +165,7 @@ fn igx_orin_apply_check_reapply_revert() {
             let d = read(r, "etc/default/grub.d/99-daqtune.cfg");
             assert!(
                 d.contains(
-                    "isolcpus=9-11 irqaffinity=0-8 nohz_full=9-11 rcu_nocbs=9-11 rcu_nocb_poll"
+                    "isolcpus=8-11 irqaffinity=0-7 nohz_full=8-11 rcu_nocbs=8-11 rcu_nocb_poll"
                 ),
                 "{d}"
             );
@@ -267,7 +267,7 @@ fn dry_run_and_generate_change_nothing() {
     assert!(out.contains("dry run: nothing changed"), "{out}");
     assert_eq!(
         generate(r, "igx-orin", "kernel-args"),
-        "default_hugepagesz=1G hugepagesz=1G hugepages=4 isolcpus=9-11 irqaffinity=0-8 nohz_full=9-11 rcu_nocbs=9-11 rcu_nocb_poll cpufreq.default_governor=performance\n"
+        "default_hugepagesz=1G hugepagesz=1G hugepages=4 isolcpus=8-11 irqaffinity=0-7 nohz_full=8-11 rcu_nocbs=8-11 rcu_nocb_poll cpufreq.default_governor=performance\n"
     );
     let rule = generate(r, "igx-orin", "udev-mrrs");
     assert!(

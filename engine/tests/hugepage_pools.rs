@@ -15,6 +15,9 @@ const TWO_POOLS: &str = "name: two-pools
 extends: igx-orin
 hugepages:
   mount: /mnt/huge
+  # The IGX root's /dev/hugepages already serves 2M pages, which would do; these tests follow
+  # each pool to its own mount point and unit.
+  require_mount: true
   pools:
     - {size: 1G, count: 1}
     - {size: 2M, count: 512}

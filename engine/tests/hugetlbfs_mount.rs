@@ -169,3 +169,114 @@ fn a_written_unit_with_nothing_mounted_is_mounted_now_and_reverted() {
         diff_snapshots(&before, &after)
     );
 }
+
+/// The IGX root with four 1G pages reserved and 1G hugetlbfs mounted only at `/dev/hugepages`
+/// (what `default_hugepagesz=1G` gives: the tutorial, Step 4, "making them available from the
+/// default mount point, /dev/hugepages"). `extra` is added to the built-in igx-orin profile.
+fn root_served_at_dev_hugepages(extra: &str) -> (tempfile::TempDir, String) {
+    let d = igx_root_without_pci();
+    let r = d.path();
+    let hp = r.join("sys/kernel/mm/hugepages/hugepages-1048576kB");
+    std::fs::write(hp.join("nr_hugepages"), "4\n").expect("w");
+    std::fs::write(hp.join("free_hugepages"), "4\n").expect("w");
+    std::fs::write(
+        r.join("proc/mounts"),
+        "sysfs /sys sysfs rw,nosuid,nodev,noexec,relatime 0 0\n\
+         proc /proc proc rw,nosuid,nodev,noexec,relatime 0 0\n\
+         /dev/nvme0n1p1 / ext4 rw,relatime 0 0\n\
+         hugetlbfs /dev/hugepages hugetlbfs rw,relatime,pagesize=1024M 0 0\n",
+    )
+    .expect("mounts");
+    std::fs::create_dir_all(r.join("dev/hugepages")).expect("mkdir");
+    install_daqtune(r);
+    let prof = r.join("hp.yaml");
+    std::fs::write(&prof, format!("name: hp\nextends: igx-orin\n{extra}")).expect("profile");
+    let p = prof.display().to_string();
+    (d, p)
+}
+
+#[test]
+fn any_hugetlbfs_mount_of_the_page_size_serves_the_built_in_profiles() {
+    // DPDK's EAL takes every hugetlbfs mount of the page size it wants (the tutorial names
+    // /mnt/huge only as its example: "We will name it /mnt/huge here").
+    let (d, prof) = root_served_at_dev_hugepages("");
+    let r = d.path();
+    let v = verdicts(r, &prof);
+    assert_eq!(v[0].status, Status::Pass, "{v:#?}");
+    assert!(v[0].message.contains("/dev/hugepages"), "{v:#?}");
+    assert!(
+        v[0].message
+            .contains("the tutorial mounts them at /mnt/huge"),
+        "{v:#?}"
+    );
+    // The check passes, so the plan adds no second mount (and no unit) at /mnt/huge.
+    let p = plan_text(r, &prof);
+    assert!(!p.contains("hugetlbfs at /mnt/huge"), "{p}");
+    assert!(!p.contains("mnt-huge.mount"), "{p}");
+}
+
+#[test]
+fn a_profile_may_insist_on_its_mount_point() {
+    let (d, prof) = root_served_at_dev_hugepages("hugepages:\n  require_mount: true\n");
+    let r = d.path();
+    let v = verdicts(r, &prof);
+    assert_eq!(v[0].status, Status::Fail, "{v:#?}");
+    assert!(
+        v[0].message
+            .contains("no hugetlbfs is mounted at /mnt/huge for 1G pages"),
+        "{v:#?}"
+    );
+    assert!(v[0].message.contains("require_mount"), "{v:#?}");
+    let p = plan_text(r, &prof);
+    assert!(p.contains("hugetlbfs at /mnt/huge"), "{p}");
+}
+
+#[test]
+fn no_mount_of_the_size_anywhere_fails_and_names_the_tutorials_path() {
+    let (d, prof) = root_served_at_dev_hugepages("");
+    let r = d.path();
+    // /dev/hugepages at the kernel's default 2M only: nothing serves 1G pages.
+    let m = std::fs::read_to_string(r.join("proc/mounts")).expect("m");
+    std::fs::write(
+        r.join("proc/mounts"),
+        m.replace("pagesize=1024M", "pagesize=2M"),
+    )
+    .expect("w");
+    let v = verdicts(r, &prof);
+    assert_eq!(v[0].status, Status::Fail, "{v:#?}");
+    assert!(
+        v[0].message
+            .contains("no hugetlbfs is mounted at /mnt/huge for 1G pages, and no other hugetlbfs mount serves 1G pages"),
+        "{v:#?}"
+    );
+}
+
+#[test]
+fn files_left_in_a_hugetlbfs_mount_are_named_with_the_pages_they_hold() {
+    // DAQIRI issue #56 (fixed by PR #58, upstream 3eb6151): a failed start leaves
+    // `<file-prefix>map_*` files under the mount that pin every page; HugePages_Free stays 0
+    // and every later run fails until `sudo rm -f /dev/hugepages/*map_*`.
+    let (d, prof) = root_served_at_dev_hugepages("");
+    let r = d.path();
+    let hp = r.join("sys/kernel/mm/hugepages/hugepages-1048576kB");
+    std::fs::write(hp.join("free_hugepages"), "0\n").expect("w");
+    // DPDK's hugepage files: one page each (sparse here: the size is what the check reads).
+    for n in [
+        "xkq3ua9cj2map_0",
+        "xkq3ua9cj2map_1",
+        "xkq3ua9cj2map_2",
+        "xkq3ua9cj2map_3",
+    ] {
+        let f = std::fs::File::create(r.join("dev/hugepages").join(n)).expect("create");
+        f.set_len(1 << 30).expect("len");
+    }
+    let v = verdicts(r, &prof);
+    assert_eq!(v[0].status, Status::Warn, "{v:#?}");
+    let msg = &v[0].message;
+    assert!(msg.contains("4 file(s) in /dev/hugepages"), "{msg}");
+    assert!(msg.contains("xkq3ua9cj2map_0 1G"), "{msg}");
+    assert!(msg.contains("hold 4 of the 4 1G pages (0 free)"), "{msg}");
+    assert!(msg.contains("issue #56"), "{msg}");
+    let fix = v[0].fix.as_deref().unwrap_or_default();
+    assert!(fix.contains("sudo rm -f /dev/hugepages/*map_*"), "{fix}");
+}

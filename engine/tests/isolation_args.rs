@@ -42,8 +42,8 @@ fn applied_then_pending(yaml: &str, words: &str) {
 #[test]
 fn a_core_list_in_another_spelling_is_written_as_the_check_reads_it() {
     applied_then_pending(
-        "name: lab\nextends: igx-orin\ncpu:\n  isolated: \"9,10,11\"\n",
-        "isolcpus=9-11 irqaffinity=0-8 nohz_full=9-11 rcu_nocbs=9-11 rcu_nocb_poll",
+        "name: lab\nextends: igx-orin\ncpu:\n  isolated: \"8,9,10,11\"\n",
+        "isolcpus=8-11 irqaffinity=0-7 nohz_full=8-11 rcu_nocbs=8-11 rcu_nocb_poll",
     );
 }
 
@@ -51,6 +51,6 @@ fn a_core_list_in_another_spelling_is_written_as_the_check_reads_it() {
 fn an_empty_irqaffinity_is_left_out_by_check_and_plan() {
     applied_then_pending(
         "name: lab\nextends: igx-orin\ncpu:\n  irqaffinity: \"\"\n",
-        "isolcpus=9-11 nohz_full=9-11 rcu_nocbs=9-11 rcu_nocb_poll",
+        "isolcpus=8-11 nohz_full=8-11 rcu_nocbs=8-11 rcu_nocb_poll",
     );
 }

@@ -190,15 +190,15 @@ fn watchdog_passes_warns_and_skips_with_the_reason() {
             Status::Pass
         );
     }
-    // The untuned IGX watches every core, data cores 9-11 included.
+    // The untuned IGX watches every core, data cores 8-11 included.
     let d = root("igx-untuned");
     let v = verdict(d.path(), "igx-orin", "kernel.watchdog", mask);
     assert_eq!(v.status, Status::Warn);
-    assert!(v.message.contains("9-11"), "{v:#?}");
+    assert!(v.message.contains("8-11"), "{v:#?}");
     assert!(
         v.fix
             .as_deref()
-            .is_some_and(|f| f.contains("watchdog_cpumask=0-8")),
+            .is_some_and(|f| f.contains("watchdog_cpumask=0-7")),
         "{v:#?}"
     );
     let d = root("x86-2s");
@@ -382,7 +382,7 @@ fn apply_sets_and_persists_and_revert_restores_every_byte_on_the_igx() {
     let (out, after) = round_trip("igx-untuned", "igx-orin");
     assert!(out.contains(&format!("{THP} = never")), "{out}");
     assert!(
-        out.contains("/proc/sys/kernel/watchdog_cpumask = 0-8"),
+        out.contains("/proc/sys/kernel/watchdog_cpumask = 0-7"),
         "{out}"
     );
     let f = |k: &str| after.get(k).cloned().unwrap_or_default();
@@ -392,7 +392,7 @@ fn apply_sets_and_persists_and_revert_restores_every_byte_on_the_igx() {
     );
     assert!(
         f("etc/sysctl.d/90-daqtune-watchdog.conf")
-            .ends_with("kernel.watchdog_cpumask = 0-8\nkernel.nmi_watchdog = 0\n"),
+            .ends_with("kernel.watchdog_cpumask = 0-7\nkernel.nmi_watchdog = 0\n"),
         "{after:#?}"
     );
     assert!(f("etc/sysctl.d/90-daqtune-stat-interval.conf").ends_with("vm.stat_interval = 10\n"));

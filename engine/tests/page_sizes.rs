@@ -116,8 +116,10 @@ fn a_64k_page_kernel_has_no_1g_pages_and_gets_no_argument_for_them() {
 #[test]
 fn a_64k_page_kernel_reserves_the_512m_pages_it_offers() {
     let root = fixture("grace-64k");
+    // The root's /dev/hugepages already serves 512M pages (which would do); require_mount
+    // makes the plan mount /mnt/huge, whose /proc/mounts line this test reads.
     let lp = profile(
-        "name: g\nextends: generic-dgpu\nhugepages:\n  mount: /mnt/huge\n  pools:\n    - {size: 512M, count: 8}\n    - {size: 1G, count: 2}\n",
+        "name: g\nextends: generic-dgpu\nhugepages:\n  mount: /mnt/huge\n  require_mount: true\n  pools:\n    - {size: 512M, count: 8}\n    - {size: 1G, count: 2}\n",
     );
     let p = plan(&root, &lp);
     let words = kernel_words(&p);

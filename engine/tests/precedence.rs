@@ -243,8 +243,8 @@ fn a_host_booted_with_the_arguments_still_fails_when_the_next_boot_drops_them() 
     let ours = dropin_words(r).join(" ");
     let cmdline = std::fs::read_to_string(r.join("proc/cmdline")).expect("cmdline");
     write(r, "proc/cmdline", &format!("{} {ours}\n", cmdline.trim()));
-    write(r, "sys/devices/system/cpu/isolated", "9-11\n");
-    write(r, "sys/devices/system/cpu/nohz_full", "9-11\n");
+    write(r, "sys/devices/system/cpu/isolated", "8-11\n");
+    write(r, "sys/devices/system/cpu/nohz_full", "8-11\n");
     let v = one(r, "igx-orin", "kernel.cmdline");
     assert_eq!(v.status, Status::Pass, "{v:#?}");
     write(r, ZZ, "GRUB_CMDLINE_LINUX=\"console=ttyS0\"\n");
@@ -314,7 +314,7 @@ fn extlinux_pending_only_when_its_default_boots_daqtunes_entry() {
     assert!(p.contains("ONTIMEOUT boots `primary`"), "{p}");
 
     // Our entry is the default but its APPEND lost the isolation.
-    write(r, EXTLINUX, &conf.replace(" isolcpus=9-11", ""));
+    write(r, EXTLINUX, &conf.replace(" isolcpus=8-11", ""));
     let v = one(r, "igx-orin", "kernel.cmdline");
     assert_ne!(v.status, Status::PendingReboot, "{v:#?}");
 }
@@ -412,7 +412,7 @@ fn irqbalance_ban_lists_are_named() {
         vs[0]
             .message
             .contains("/etc/default/irqbalance:1 sets IRQBALANCE_BANNED_CPULIST=0-1")
-            && vs[0].message.contains("isolated CPUs 9-11 unbanned"),
+            && vs[0].message.contains("isolated CPUs 8-11 unbanned"),
         "{vs:#?}"
     );
     assert!(vs[1].message.contains("housekeeping CPUs 0-1"), "{vs:#?}");
@@ -422,7 +422,7 @@ fn irqbalance_ban_lists_are_named() {
     write(
         r,
         "etc/default/irqbalance",
-        "IRQBALANCE_BANNED_CPUS=00000e00\n",
+        "IRQBALANCE_BANNED_CPUS=00000f00\n",
     );
     assert!(balance(r).is_empty(), "{:#?}", balance(r));
 }

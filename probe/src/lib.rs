@@ -23,6 +23,7 @@ pub mod dbus;
 pub mod fsutil;
 pub mod gpu;
 pub mod host;
+pub mod ldcache;
 pub mod mem;
 pub mod net;
 pub mod pci;

@@ -63,7 +63,12 @@ fn the_h100_snapshot_replays_to_the_live_verdicts() {
     assert_eq!(live["profile"], "generic-dgpu");
     assert_eq!(replay["profile"], live["profile"]);
     assert_eq!(replay["profile_origin"], live["profile_origin"]);
-    assert_eq!(verdicts(&replay), verdicts(&live));
+    // numa's libnuma verdict (NVIDIA/daqiri b27ff22) came after the recording.
+    let replayed: Vec<_> = verdicts(&replay)
+        .into_iter()
+        .filter(|v| !(v.0 == "numa" && v.1 == "libnuma"))
+        .collect();
+    assert_eq!(replayed, verdicts(&live));
     // The new ids were judged there, not skipped for want of data: the H100 host's kernel
     // (6.18) has every latency file.
     let status_of = |id: &str| -> Vec<String> {

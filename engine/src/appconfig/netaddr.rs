@@ -87,6 +87,48 @@ pub fn parse_route(text: &str) -> Vec<Route> {
         .collect()
 }
 
+/// One IPv4 neighbour of /proc/net/arp.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Neighbour {
+    pub ip: Ipv4Addr,
+    pub mac: String,
+    pub device: String,
+    /// `ATF_COM` (0x2): the hardware address is known.
+    pub complete: bool,
+    /// `ATF_PERM` (0x4): a static entry (`ip neigh ... nud permanent`).
+    pub permanent: bool,
+}
+
+/// /proc/net/arp: `IP address  HW type  Flags  HW address  Mask  Device`.
+pub fn parse_arp(text: &str) -> Vec<Neighbour> {
+    text.lines()
+        .skip(1)
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            if f.len() < 6 {
+                return None;
+            }
+            let flags = u32::from_str_radix(f[2].trim_start_matches("0x"), 16).ok()?;
+            Some(Neighbour {
+                ip: f[0].parse().ok()?,
+                mac: f[3].to_ascii_lowercase(),
+                device: f[5].to_string(),
+                complete: flags & 0x2 != 0 && f[3] != "00:00:00:00:00:00",
+                permanent: flags & 0x4 != 0,
+            })
+        })
+        .collect()
+}
+
+/// The route the kernel's main table takes to `ip`: the most specific prefix that covers it
+/// (a default route covers everything).
+pub fn route_to(routes: &[Route], ip: Ipv4Addr) -> Option<&Route> {
+    routes
+        .iter()
+        .filter(|r| in_prefix(ip, r.dest, u32::from(r.mask).leading_ones() as u8))
+        .max_by_key(|r| u32::from(r.mask).leading_ones())
+}
+
 /// /proc/net/if_inet6: `address ifindex prefixlen scope flags name`.
 pub fn parse_if_inet6(text: &str) -> Vec<(Ipv6Addr, String)> {
     text.lines()
@@ -244,5 +286,32 @@ garbage
             assert!(parse_route(t).is_empty());
             assert!(parse_if_inet6(t).is_empty());
         }
+    }
+
+    #[test]
+    fn arp_flags_and_the_most_specific_route() {
+        // The kernel's arp_seq_show: ATF_COM 0x2, ATF_PERM 0x4; an incomplete entry has 0x0
+        // and a zero address.
+        let arp = "IP address       HW type     Flags       HW address            Mask     Device
+2.2.2.2          0x1         0x6         4C:BB:47:98:7A:10     *        enp1s0f0np0
+10.0.0.9         0x1         0x0         00:00:00:00:00:00     *        eth0
+192.168.1.1      0x1         0x2         00:11:22:33:44:55     *        eth0
+";
+        let n = parse_arp(arp);
+        assert_eq!(n.len(), 3);
+        assert!(n[0].complete && n[0].permanent);
+        assert_eq!(n[0].mac, "4c:bb:47:98:7a:10");
+        assert!(!n[1].complete);
+        assert!(n[2].complete && !n[2].permanent);
+        let routes = parse_route(ROUTE);
+        assert_eq!(
+            route_to(&routes, "10.100.1.7".parse().expect("ip")).map(|r| r.iface.as_str()),
+            Some("cx7_0")
+        );
+        assert_eq!(
+            route_to(&routes, "2.2.2.2".parse().expect("ip")).map(|r| r.iface.as_str()),
+            Some("eth0")
+        );
+        assert!(route_to(&[], "2.2.2.2".parse().expect("ip")).is_none());
     }
 }

@@ -383,7 +383,7 @@ fn local_addr_only_interfaces_are_data_path_interfaces() {
         .collect();
     assert_eq!(found.len(), 2, "{found:?}");
     assert!(
-        found[0].starts_with("2.2.2.2 is on enp1s0f1np1"),
+        found[0].starts_with("2.2.2.2 is on enP2p1s0f1np1"),
         "{}",
         found[0]
     );
@@ -395,11 +395,11 @@ fn local_addr_only_interfaces_are_data_path_interfaces() {
     // ... and the derived profile's data-path interfaces are those ports, not every ConnectX
     // port of the Spark (four PFs).
     let d = crate::app_profile::derive_profile(&app, &lp.profile, &ctx);
-    assert_eq!(d.profile.nic.interfaces, ["enp1s0f1np1", "enp1s0f0np0"]);
+    assert_eq!(d.profile.nic.interfaces, ["enP2p1s0f1np1", "enp1s0f0np0"]);
     assert!(
         d.notes
             .iter()
-            .any(|n| n.contains("data-path interfaces enp1s0f1np1, enp1s0f0np0")),
+            .any(|n| n.contains("data-path interfaces enP2p1s0f1np1, enp1s0f0np0")),
         "{:?}",
         d.notes
     );
@@ -449,4 +449,28 @@ fn integer_out_of_range_is_said() {
         p.message,
         "`18446744073709551615` is out of range (at most 9223372036854775807)"
     );
+}
+
+#[test]
+fn the_spark_example_needs_pr58s_overheads_not_its_buffers() {
+    // DAQIRI issue #56 was hit on the Spark raw example: two host_pinned regions (extbuf pools,
+    // nothing of the buffers in hugepages), a TX-only and an RX-only port. PR #58 (3eb6151)
+    // counts, per `estimate_required_hugepages`: 32 MiB per pool (both regions and both dummy
+    // queues), a 32768 x 9100 B dummy region for each port's missing direction, and EAL's
+    // 64 MiB. Buffer count x size alone gives 0 here.
+    let base = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let app = AppConfig::load(&base.join("tests/configs/raw_spark_pinned.yaml")).expect("config");
+    let e = estimate::hugepages(&app);
+    assert_eq!(e.huge_bytes, 0);
+    assert_eq!((e.pools, e.dummy_queues), (4, 2));
+    assert_eq!(
+        e.total,
+        4 * 32 * MIB + 2 * 32768 * 9100 + 64 * MIB,
+        "{}",
+        e.breakdown()
+    );
+    // ~761 MiB: PR #58's preflight passes the kernel-default 1024 x 2 MiB that issue #56 saw
+    // fail; its own comment says passing "does NOT guarantee init will succeed". The tutorial
+    // since PR #58 reserves 4 x 1 GiB for this example (docs/checks/app.memory.md).
+    assert!(e.total < 1024 * 2 * MIB);
 }

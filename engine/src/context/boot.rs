@@ -24,8 +24,9 @@ pub fn data_core_list(
     }
 }
 
-/// The isolation arguments the profile implies on this host (seed 000 Step 5: `isolcpus=9-11
-/// irqaffinity=0-8 nohz_full=9-11 rcu_nocbs=9-11 rcu_nocb_poll`): the one source of what
+/// The isolation arguments the profile implies on this host (seed 000 Step 5 as NVIDIA/daqiri
+/// c7ddd12 corrected it: `isolcpus=8-11 irqaffinity=0-7 nohz_full=8-11 rcu_nocbs=8-11
+/// rcu_nocb_poll`): the one source of what
 /// `kernel.cmdline` expects and of what its plan writes, so `pending_args` finds the written
 /// words. `None` when the profile isolates no cores.
 ///

@@ -125,8 +125,13 @@ pub struct HugepageProfile {
     /// Page size (`1G`, `2M`) of the one pool `size`/`count` describe.
     pub size: String,
     pub count: u64,
-    /// hugetlbfs mount point for the first pool (`None`: any mount of the size will do).
+    /// hugetlbfs mount point for the first pool: where `apply` mounts it (`None`: apply mounts
+    /// nothing, any mount of the size will do).
     pub mount: Option<String>,
+    /// The check insists on each pool's `mount` point. Off (the default), any visible
+    /// hugetlbfs mount of the pool's page size serves: DPDK's EAL uses every hugetlbfs mount
+    /// of the page size it wants, whatever its path.
+    pub require_mount: bool,
     /// Set default_hugepagesz= (the first pool's size) on the kernel command line too.
     pub default_size: bool,
     /// Several pools (`[{size: 1G, count: 1}, {size: 2M, count: 512}]`). When a profile layer
@@ -187,6 +192,7 @@ impl Default for HugepageProfile {
             size: "1G".into(),
             count: 4,
             mount: Some("/mnt/huge".into()),
+            require_mount: false,
             default_size: true,
             pools: Vec::new(),
         }
@@ -767,8 +773,9 @@ mod tests {
     #[test]
     fn igx_values() {
         let p = load("igx-orin").expect("igx").profile;
-        assert_eq!(p.cpu.isolated, Some(CoreSpec::List("9-11".into())));
-        assert_eq!(p.cpu.irqaffinity.as_deref(), Some("0-8"));
+        // NVIDIA/daqiri c7ddd12: a core per queue plus one per app worker.
+        assert_eq!(p.cpu.isolated, Some(CoreSpec::List("8-11".into())));
+        assert_eq!(p.cpu.irqaffinity.as_deref(), Some("0-7"));
         assert_eq!(p.hugepages.count, 4);
         assert_eq!(p.hugepages.mount.as_deref(), Some("/mnt/huge"));
     }
@@ -833,7 +840,7 @@ mod tests {
             .profile;
         assert_eq!(p.nic.mtu, 4000);
         assert_eq!(p.hugepages.count, 4);
-        assert_eq!(p.cpu.isolated, Some(CoreSpec::List("9-11".into())));
+        assert_eq!(p.cpu.isolated, Some(CoreSpec::List("8-11".into())));
         let e = load_source("x.yaml", "name: x\nextends: nope\n").unwrap_err();
         assert_eq!(e.line, 2, "{e}");
     }

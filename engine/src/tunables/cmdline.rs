@@ -79,7 +79,7 @@ pub fn requires_equal_masks(kernel_release: Option<&str>) -> bool {
 }
 
 /// The isolation arguments the profile asks for on this host, in the seed's order:
-/// `isolcpus=9-11 irqaffinity=0-8 nohz_full=9-11 rcu_nocbs=9-11 rcu_nocb_poll`.
+/// `isolcpus=8-11 irqaffinity=0-7 nohz_full=8-11 rcu_nocbs=8-11 rcu_nocb_poll`.
 pub fn isolation_args(ctx: &Context) -> Result<Vec<String>, crate::tunable::Unjudged> {
     let Some(iso) = crate::context::boot::isolation(ctx)? else {
         return Ok(Vec::new());

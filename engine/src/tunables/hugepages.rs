@@ -24,6 +24,7 @@ pub const HUGEPAGES: Tunable = Tunable {
         "hugepages.size",
         "hugepages.count",
         "hugepages.mount",
+        "hugepages.require_mount",
         "hugepages.pools",
         "hugepages.default_size",
         "persist.grub_dropin",
@@ -142,9 +143,14 @@ fn judge_pool(ctx: &Context, want: &HugepagePool, observed: &str) -> Verdict {
         );
     };
     let size = format_size_kb(size_kb);
-    let expected = match &want.mount {
-        Some(m) => format!("{} x {size} mounted at {m}", want.count),
-        None => format!("{} x {size}", want.count),
+    let strict = ctx.profile.profile.hugepages.require_mount;
+    let expected = match (&want.mount, strict) {
+        (Some(m), true) => format!("{} x {size} mounted at {m}", want.count),
+        (Some(m), false) => format!(
+            "{} x {size} in a hugetlbfs mount (the tutorial's: {m})",
+            want.count
+        ),
+        (None, _) => format!("{} x {size}", want.count),
     };
     let subject = format!("{size} pages");
     if !mem.offers(size_kb) {
@@ -179,6 +185,10 @@ fn judge_pool(ctx: &Context, want: &HugepagePool, observed: &str) -> Verdict {
         )),
         Some(_) => {}
     }
+    // Where the pages are served from, when not from the profile's mount point (the pass
+    // message says so).
+    let mut served_elsewhere: Option<String> = None;
+    let mut leftovers: Vec<Leftover> = Vec::new();
     if let Some(e) = &mem.mounts_error {
         warnings.push(format!("cannot read mounts: {e}"));
     } else {
@@ -190,50 +200,52 @@ fn judge_pool(ctx: &Context, want: &HugepagePool, observed: &str) -> Verdict {
             .copied()
             .filter(|m| m.fstype == "hugetlbfs" && mem.mount_page_kb(m) == Some(size_kb))
             .collect();
-        match &want.mount {
-            Some(target) => {
-                let at_target = visible.iter().find(|m| &m.target == target);
-                let hidden = mem.hugetlbfs_mounts().any(|m| &m.target == target);
-                match at_target {
-                    Some(m) if m.fstype != "hugetlbfs" => problems.push(format!(
-                        "{target} shows a {} mount ({}); the hugetlbfs mounted there before is hidden under it",
-                        m.fstype, m.source
-                    )),
-                    None if hidden => problems.push(format!(
-                        "the hugetlbfs at {target} is hidden by a later mount above it ({})",
-                        hiding_mount(&mem.mounts, target)
-                    )),
-                    None => problems.push(format!(
-                        "no hugetlbfs is mounted at {target} for {size} pages"
-                    )),
-                    Some(m) if mem.mount_page_kb(m) != Some(size_kb) => problems.push(format!(
-                        "{target} is mounted with pagesize={} instead of {size}",
-                        m.option("pagesize").unwrap_or("default")
-                    )),
-                    Some(_) => {}
-                }
+        // What stands at the profile's mount point, when it does not serve this size.
+        let at_target_problem = want.mount.as_ref().and_then(|target| {
+            let at_target = visible.iter().find(|m| &m.target == target);
+            let hidden = mem.hugetlbfs_mounts().any(|m| &m.target == target);
+            match at_target {
+                Some(m) if m.fstype != "hugetlbfs" => Some(format!(
+                    "{target} shows a {} mount ({}); the hugetlbfs mounted there before is hidden under it",
+                    m.fstype, m.source
+                )),
+                None if hidden => Some(format!(
+                    "the hugetlbfs at {target} is hidden by a later mount above it ({})",
+                    hiding_mount(&mem.mounts, target)
+                )),
+                None => Some(format!("no hugetlbfs is mounted at {target} for {size} pages")),
+                Some(m) if mem.mount_page_kb(m) != Some(size_kb) => Some(format!(
+                    "{target} is mounted with pagesize={} instead of {size}",
+                    m.option("pagesize").unwrap_or("default")
+                )),
+                Some(_) => None,
             }
-            None if mounts.is_empty() => {
-                problems.push(format!("no hugetlbfs mount serves {size} pages"))
-            }
-            None => {}
-        }
-        for m in &mounts {
-            let left: Vec<String> = ctx
-                .read_dir(&m.target)
-                .map(|d| d.iter().filter(|n| n.contains("map_")).cloned().collect())
-                .unwrap_or_default();
-            if !left.is_empty() {
-                let shown: Vec<&str> = left.iter().take(4).map(String::as_str).collect();
-                warnings.push(format!(
-                    "{} leftover map files in {} ({}{}) hold pages of a process that died",
-                    left.len(),
-                    m.target,
-                    shown.join(", "),
-                    if left.len() > 4 { ", ..." } else { "" }
+        });
+        match (&want.mount, at_target_problem) {
+            (Some(_), Some(p)) if strict => problems.push(format!(
+                "{p} (the profile's hugepages.require_mount insists on this mount point)"
+            )),
+            (_, Some(p)) if mounts.is_empty() => problems.push(format!(
+                "{p}, and no other hugetlbfs mount serves {size} pages"
+            )),
+            (Some(target), Some(_)) => {
+                let list: Vec<&str> = mounts.iter().map(|m| m.target.as_str()).collect();
+                served_elsewhere = Some(format!(
+                    "mounted at {} (the tutorial mounts them at {target}; DPDK's EAL uses any hugetlbfs mount of the page size)",
+                    list.join(", ")
                 ));
             }
+            (None, _) if mounts.is_empty() => {
+                problems.push(format!("no hugetlbfs mount serves {size} pages"))
+            }
+            _ => {}
         }
+        for m in &mounts {
+            leftovers.extend(leftover_files(ctx, m));
+        }
+    }
+    if !leftovers.is_empty() {
+        warnings.push(describe_leftovers(&leftovers, size_kb, mem.pool(size_kb)));
     }
     let fix = format!(
         "sudo daqtune apply --only hugepages   (reserves {} x {size} now, mounts hugetlbfs{} with an owned .mount unit, and adds `{}` to the kernel command line)",
@@ -272,17 +284,105 @@ fn judge_pool(ctx: &Context, want: &HugepagePool, observed: &str) -> Verdict {
         return v;
     }
     if !warnings.is_empty() {
+        let fix = if leftovers.is_empty() {
+            "stop the application holding the pages".to_string()
+        } else {
+            let mut dirs: Vec<&str> = leftovers.iter().map(|l| l.mount.as_str()).collect();
+            dirs.dedup();
+            let globs: Vec<String> = dirs.iter().map(|d| format!("{d}/*map_*")).collect();
+            format!(
+                "confirm no DAQIRI/DPDK process runs (pgrep -af daqiri), then remove the files left behind: sudo rm -f {} (DAQIRI issue #56: every later start fails to allocate until they are gone)",
+                globs.join(" ")
+            )
+        };
         return Verdict::warn(ID, subject, warnings.join("; "))
             .observed(observed)
             .expected(expected)
-            .fix(format!(
-                "stop the application holding the pages, or remove the leftover files (rm {}/*map_*) when none runs",
-                want.mount.as_deref().unwrap_or("/mnt/huge")
-            ));
+            .fix(fix);
     }
-    Verdict::pass(ID, subject, format!("{expected}: {observed}"))
+    let message = match (&served_elsewhere, &want.mount) {
+        (Some(w), _) => format!("{} x {size} {w}: {observed}", want.count),
+        (None, Some(m)) => format!("{} x {size} mounted at {m}: {observed}", want.count),
+        (None, None) => format!("{expected}: {observed}"),
+    };
+    Verdict::pass(ID, subject, message)
         .observed(observed)
         .expected(expected)
+}
+
+/// A file in a hugetlbfs mount: each holds the pages it maps until it is removed, whether or
+/// not a process still maps it.
+struct Leftover {
+    mount: String,
+    name: String,
+    /// Its size (bytes); `None` when it cannot be read (a snapshot keeps no sizes).
+    len: Option<u64>,
+}
+
+fn leftover_files(ctx: &Context, m: &Mount) -> Vec<Leftover> {
+    let Ok(names) = ctx.read_dir(&m.target) else {
+        return Vec::new();
+    };
+    names
+        .iter()
+        .filter_map(|n| {
+            let path = format!("{}/{n}", m.target.trim_end_matches('/'));
+            let st = ctx.stat(&path).ok();
+            if st.is_some_and(|s| s.is_dir) {
+                return None;
+            }
+            Some(Leftover {
+                mount: m.target.clone(),
+                name: n.clone(),
+                len: st.filter(|s| s.is_file).map(|s| s.len).filter(|l| *l > 0),
+            })
+        })
+        .collect()
+}
+
+/// `4 files left in /dev/hugepages (rtemap_0 1G, ...) hold 4 of the 4 1G pages (0 free)`.
+fn describe_leftovers(
+    files: &[Leftover],
+    size_kb: u64,
+    pool: Option<&daqtune_probe::mem::HugePool>,
+) -> String {
+    let size = format_size_kb(size_kb);
+    let page = size_kb.saturating_mul(1024).max(1);
+    let mut dirs: Vec<&str> = files.iter().map(|l| l.mount.as_str()).collect();
+    dirs.dedup();
+    let shown: Vec<String> = files
+        .iter()
+        .take(4)
+        .map(|l| match l.len {
+            Some(b) => format!("{} {}", l.name, format_size_kb(b.div_ceil(1024))),
+            None => l.name.clone(),
+        })
+        .collect();
+    let more = if files.len() > 4 {
+        format!(", {} more", files.len() - 4)
+    } else {
+        String::new()
+    };
+    // A hugetlbfs file's size is whole pages (DPDK's `rtemap_N` is one page each).
+    let pages: Option<u64> = files.iter().map(|l| l.len.map(|b| b.div_ceil(page))).sum();
+    let held = match (pages, pool) {
+        (Some(n), Some(p)) => format!(
+            " hold {n} of the {} {size} pages ({} free)",
+            p.total, p.free
+        ),
+        (None, Some(p)) => format!(
+            "; {} of the {} {size} pages are in use",
+            p.in_use(),
+            p.total
+        ),
+        (_, None) => String::new(),
+    };
+    format!(
+        "{} file(s) in {} ({}{more}){held}: DPDK's hugepage files, left by a start that failed or a process that was killed, keep their pages until removed (DAQIRI issue #56), and the next start cannot allocate them",
+        files.len(),
+        dirs.join(", "),
+        shown.join(", ")
+    )
 }
 
 /// `target` is `dir` or lies below it. A root file system listed after other mounts (captured
@@ -485,6 +585,28 @@ fn plan_mount(
     let Some(mp) = &hp.mount else {
         return Ok(());
     };
+    let mem = cx.facts.mem();
+    if !cx.lp.profile.hugepages.require_mount && mem.mounts_error.is_none() {
+        // Any visible mount of the size serves DPDK (the check passes on it): a second one at
+        // the tutorial's path would change nothing.
+        let serving: Vec<&str> = visible_mounts(&mem.mounts)
+            .into_iter()
+            .filter(|m| m.fstype == "hugetlbfs" && mem.mount_page_kb(m) == Some(size_kb))
+            .map(|m| m.target.as_str())
+            .collect();
+        if !serving.is_empty() && !serving.contains(&mp.as_str()) {
+            plan.note(
+                ID,
+                NoteLevel::Info,
+                format!(
+                    "{} pages are served by the hugetlbfs at {}: no mount at {mp} is added (hugepages.require_mount: true insists on it)",
+                    hp.size,
+                    serving.join(", ")
+                ),
+            );
+            return Ok(());
+        }
+    }
     let (name, text) = mount_unit(mp, &hp.size, &cx.profile_ref())?;
     if cx.opts.persist {
         cx.file_change(
@@ -498,7 +620,6 @@ fn plan_mount(
         );
         cx.enable(plan, ID, &name, "local-fs.target");
     }
-    let mem = cx.facts.mem();
     if let Some(m) = visible_mounts(&mem.mounts)
         .into_iter()
         .find(|m| m.target == *mp && m.fstype != "hugetlbfs")

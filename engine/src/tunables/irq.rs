@@ -56,16 +56,35 @@ impl IrqState {
 }
 
 /// The IRQs (MSI/MSI-X vectors) of the PCI function at `sysfs`, and how many were
-/// unreadable; `Err` when the function lists none.
-pub fn port_irqs(ctx: &Context, sysfs: &str) -> Result<(Vec<IrqState>, usize), &'static str> {
-    let irqs: Vec<u32> = ctx
-        .read_dir(&format!("{sysfs}/msi_irqs"))
+/// unreadable; `Err` says why there are none, from what the facts know of the function's
+/// driver (`driver`: the bound driver's name, as `nic.driver` reports it).
+pub fn port_irqs(
+    ctx: &Context,
+    sysfs: &str,
+    driver: Option<&str>,
+) -> Result<(Vec<IrqState>, usize), String> {
+    let listed = ctx.read_dir(&format!("{sysfs}/msi_irqs"));
+    let irqs: Vec<u32> = listed
+        .as_deref()
+        .map(|v| v.as_slice())
         .unwrap_or_default()
         .iter()
         .filter_map(|s| s.parse().ok())
         .collect();
     if irqs.is_empty() {
-        return Err("no MSI/MSI-X vectors listed (driver not bound, or msi_irqs not exposed)");
+        // The kernel lists a function's MSI/MSI-X vectors in msi_irqs/ while a driver holds
+        // them (Documentation/ABI/testing/sysfs-bus-pci): a bound driver with none listed is a
+        // root that did not record them, or a driver on legacy INTx; never "not bound".
+        return Err(match (driver, &listed) {
+            (None, _) => "no driver bound: the function has no interrupts to place".to_string(),
+            (Some(d), Err(e)) if e.not_found => format!(
+                "{d} is bound, but {sysfs}/msi_irqs is absent: the vectors were not recorded in this root (a live host lists them while the driver holds them)"
+            ),
+            (Some(d), Err(e)) => format!("{d} is bound, but {sysfs}/msi_irqs cannot be read: {e}"),
+            (Some(d), Ok(_)) => format!(
+                "{d} is bound but holds no MSI/MSI-X vector ({sysfs}/msi_irqs is empty: legacy INTx, or the interface was never brought up)"
+            ),
+        });
     }
     let mut out = Vec::new();
     let mut unreadable = 0;
@@ -129,7 +148,7 @@ fn plan_affinity(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
             let Some(d) = f.tree.get(n.addr) else {
                 continue;
             };
-            let Ok((irqs, _)) = port_irqs(&ctx, &d.sysfs) else {
+            let Ok((irqs, _)) = port_irqs(&ctx, &d.sysfs, d.driver.as_deref()) else {
                 continue;
             };
             for s in irqs.iter().filter(|s| s.on_isolated(&iso)) {
@@ -257,7 +276,7 @@ fn run_affinity(ctx: &Context) -> Vec<Verdict> {
         let Some(d) = f.tree.get(n.addr) else {
             continue;
         };
-        let (irqs, unreadable) = match port_irqs(ctx, &d.sysfs) {
+        let (irqs, unreadable) = match port_irqs(ctx, &d.sysfs, d.driver.as_deref()) {
             Ok(x) => x,
             Err(why) => {
                 out.push(Verdict::skip(ID, n.label(), why));

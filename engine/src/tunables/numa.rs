@@ -1,4 +1,5 @@
-//! `numa`: the NUMA nodes and where the data cores sit relative to the NICs (observation).
+//! `numa`: the NUMA nodes and where the data cores sit relative to the NICs (observation), and
+//! whether the loader finds libnuma, which DAQIRI uses to place its pools on a node.
 
 use crate::context::Context;
 use crate::tunable::Tunable;
@@ -17,6 +18,59 @@ pub const NUMA: Tunable = Tunable {
 };
 
 fn run_numa(ctx: &Context) -> Vec<Verdict> {
+    let mut out = placement(ctx);
+    out.push(libnuma(ctx));
+    out
+}
+
+/// tune_system.py's `--check numa` (NVIDIA/daqiri b27ff22): DAQIRI's own rings, object pools
+/// and `kind: huge` regions are bound to a NUMA node through libnuma when DAQIRI was built
+/// with it; without it they follow the kernel's first-touch placement, which on a host of
+/// several nodes can put them off the node of the NIC and the polling cores.
+fn libnuma(ctx: &Context) -> Verdict {
+    const ID: &str = "numa";
+    const SONAME: &str = "libnuma.so.1";
+    let nodes = ctx.mem().nodes.len();
+    let node_words = match nodes {
+        0 => "no NUMA topology exposed (one memory node)".to_string(),
+        1 => "1 NUMA node".to_string(),
+        n => format!("{n} NUMA nodes"),
+    };
+    match daqtune_probe::ldcache::find_library(ctx.facts().host, SONAME) {
+        daqtune_probe::ldcache::Found::At { path, from_cache } => Verdict::pass(
+            ID,
+            "libnuma",
+            format!(
+                "{SONAME} at {path} ({}); {node_words}: DAQIRI built with it pins its rings, pools and kind: huge regions to a node",
+                if from_cache { "ld.so.cache" } else { "loader directory" }
+            ),
+        )
+        .observed(path),
+        daqtune_probe::ldcache::Found::Absent if nodes <= 1 => Verdict::pass(
+            ID,
+            "libnuma",
+            format!("{SONAME} not found, but {node_words}: first-touch placement puts DAQIRI's pools on the only node"),
+        )
+        .observed("absent"),
+        daqtune_probe::ldcache::Found::Absent => Verdict::warn(
+            ID,
+            "libnuma",
+            format!(
+                "{SONAME} not found (not in /etc/ld.so.cache nor the loader's directories) and this host has {node_words}: DAQIRI's rings, object pools and kind: huge regions follow the kernel's first-touch placement instead of the node chosen for them, which can cost memory bandwidth when the NIC/GPU and the polling cores sit on different nodes"
+            ),
+        )
+        .observed("absent")
+        .expected(format!("{SONAME} in the loader's paths"))
+        .fix("sudo apt-get install libnuma-dev (or your distribution's numactl-devel), then rebuild DAQIRI: its CMake links libnuma only when it finds it at build time"),
+        daqtune_probe::ldcache::Found::Unknown(why) => Verdict::skip(
+            ID,
+            "libnuma",
+            format!("cannot tell whether the loader finds {SONAME}: {why}"),
+        ),
+    }
+}
+
+fn placement(ctx: &Context) -> Vec<Verdict> {
     const ID: &str = "numa";
     let nodes = &ctx.mem().nodes;
     if nodes.is_empty() {

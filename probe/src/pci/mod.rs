@@ -13,6 +13,7 @@ pub mod config;
 pub mod devdir;
 pub mod ids;
 pub mod nic;
+pub mod ports;
 pub mod topo;
 
 use crate::cpulist::{parse_cpulist, CpuSet};

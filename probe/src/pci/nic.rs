@@ -25,6 +25,13 @@ pub struct Netdev {
     /// Mb/s; `None` when unknown (down links report -1).
     pub speed_mbps: Option<u64>,
     pub address: Option<String>,
+    /// The physical port this netdev drives, as the driver names it (`p0`, `p1`); `None` when
+    /// the driver does not say (EOPNOTSUPP).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub phys_port_name: Option<String>,
+    /// The switch (eswitch) the port belongs to; drivers expose it in switchdev mode.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub phys_switch_id: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -45,6 +52,9 @@ pub struct RdmaDevice {
     pub fw_ver: Option<String>,
     pub node_guid: Option<String>,
     pub board_id: Option<String>,
+    /// The GUID of the whole adapter (every function of one ConnectX ASIC shares it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sys_image_guid: Option<String>,
     pub ports: Vec<RdmaPort>,
 }
 
@@ -114,6 +124,8 @@ fn read_netdev_in(d: &DevDir, name: &str) -> Netdev {
         operstate: d.attr("operstate"),
         speed_mbps: d.attr("speed").and_then(|s| parse_speed(&s)),
         address: d.attr("address"),
+        phys_port_name: d.attr("phys_port_name").filter(|s| !s.is_empty()),
+        phys_switch_id: d.attr("phys_switch_id").filter(|s| !s.is_empty()),
     }
 }
 
@@ -149,6 +161,7 @@ fn read_rdma(host: &Host, dir: &str, name: &str) -> RdmaDevice {
         fw_ver: attr("fw_ver"),
         node_guid: attr("node_guid"),
         board_id: attr("board_id"),
+        sys_image_guid: attr("sys_image_guid"),
         ports,
     }
 }

@@ -42,6 +42,8 @@ impl Topology {
                 "--tx-if and --rx-if are both {tx_if}: two distinct ports are needed"
             )));
         }
+        // Before anything moves: sysfs of this namespace still shows both ports.
+        check_port_pair(&daqtune_probe::Host::live(), tx_if, rx_if)?;
         let mut nl = Netlink::open()?;
         let links = nl.links()?;
         let addrs = nl.addrs()?;
@@ -327,5 +329,65 @@ mod tests {
         assert_eq!(rec.addrs, vec![addrs[0].clone()]);
         assert_eq!(rec.routes, vec![stat]);
         assert!(rec.up);
+    }
+}
+
+/// Refuses a TX and an RX netdev that are two PCI functions of one physical port (DGX Spark's
+/// socket-direct CX-7: `enp1s0f0np0` and `enP2p1s0f0np0` are both p0): the frames loop inside
+/// the NIC and the run would report an on-chip rate as the wire's (NVIDIA/daqiri PR #108). The
+/// error names the function that crosses the cable instead. Ports whose driver names no
+/// physical port (veth, most non-ConnectX NICs) are not judged.
+pub fn check_port_pair(host: &daqtune_probe::Host, tx_if: &str, rx_if: &str) -> Result<()> {
+    use daqtune_probe::pci::ports::{
+        port_pair, same_port_message, wire_partner, PortIdentity, PortPair,
+    };
+    let (tx, rx) = (
+        PortIdentity::read(host, tx_if),
+        PortIdentity::read(host, rx_if),
+    );
+    if let PortPair::SamePort { port } = port_pair(&tx, &rx) {
+        let all = PortIdentity::all(host);
+        let partner = wire_partner(&all, &tx, &rx);
+        let mut why = format!(
+            "--tx-if {tx_if} and --rx-if {rx_if}: {}",
+            same_port_message(&tx, &rx, &port, partner)
+        );
+        if let Some(p) = partner {
+            why.push_str(&format!(" (--rx-if {})", p.name));
+        }
+        return Err(Error::Refused(why));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod port_pair_tests {
+    use super::check_port_pair;
+    use daqtune_probe::Host;
+    use std::path::Path;
+
+    fn spark() -> Host {
+        Host::at(Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/spark"))
+            .expect("spark root")
+    }
+
+    #[test]
+    fn two_views_of_p0_are_refused_with_the_port_that_crosses_the_wire() {
+        // The seed's Spark pair (before NVIDIA/daqiri PR #108): both are p0.
+        let e = check_port_pair(&spark(), "enp1s0f0np0", "enP2p1s0f0np0")
+            .expect_err("same physical port");
+        let m = e.to_string();
+        assert!(m.contains("same physical port p0"), "{m}");
+        assert!(m.contains("PR #108"), "{m}");
+        assert!(m.contains("(--rx-if enP2p1s0f1np1)"), "{m}");
+    }
+
+    #[test]
+    fn the_corrected_pair_and_unknown_ports_pass() {
+        let h = spark();
+        check_port_pair(&h, "enp1s0f0np0", "enP2p1s0f1np1").expect("p0 -> p1");
+        check_port_pair(&h, "enp1s0f0np0", "enp1s0f1np1").expect("p0 -> p1, one domain");
+        // The onboard Realtek names no physical port: nothing to judge.
+        check_port_pair(&h, "enP7s7", "enp1s0f0np0").expect("unknown");
     }
 }
