@@ -42,6 +42,76 @@ pub fn integrated(g: &GpuFacts) -> bool {
     g.integrated() == Some(true)
 }
 
+/// Whether the GPU on the PCI bus at `addr` is integrated, by the GPU facts (CUDA attribute
+/// 18, INTEGRATED), with the evidence; `None` when the facts cannot say (no facts, or the
+/// GPU's record lacks the attribute). An integrated GPU's NVML record has no PCI bus id
+/// (GB10 sits on the bus as `000f:01:00.0` all the same), so a bus GPU no record names is
+/// taken for the integrated one only when every record without a bus id is integrated.
+pub fn pci_gpu_integrated(ctx: &Context, addr: &str) -> Option<(bool, String)> {
+    let snap = ctx.gpus().ok()?;
+    // Both in sysfs form (`0000:09:00.0`): the probe normalises NVML's bus id.
+    let same = |b: &str| b.trim().eq_ignore_ascii_case(addr);
+    if let Some(g) = snap
+        .gpus
+        .iter()
+        .find(|g| g.pci_bus_id.as_deref().is_some_and(same))
+    {
+        return g.integrated().map(|i| {
+            (
+                i,
+                format!("{} reports INTEGRATED={}", g.display_name(), flag(Some(i))),
+            )
+        });
+    }
+    let unplaced: Vec<&GpuFacts> = snap
+        .gpus
+        .iter()
+        .filter(|g| g.pci_bus_id.is_none())
+        .collect();
+    if !unplaced.is_empty() && unplaced.iter().all(|g| integrated(g)) {
+        let names: Vec<&str> = unplaced.iter().map(|g| g.display_name()).collect();
+        return Some((
+            true,
+            format!(
+                "{} reports INTEGRATED=1 and no PCI bus id",
+                names.join(", ")
+            ),
+        ));
+    }
+    None
+}
+
+/// A GPU's architecture and where it was read: NVML's nvmlDeviceGetArchitecture where it
+/// answered, else the CUDA compute capability's major version (NVIDIA's CUDA GPU table:
+/// 9.0 Hopper; 10.x B200/B300, 11.0 Thor and 12.x RTX PRO Blackwell / GeForce 50 / GB10 are
+/// Blackwell). `None`: neither library said.
+pub fn architecture(g: &GpuFacts) -> Option<(String, String)> {
+    if let Some(a) = g.architecture.as_deref() {
+        return Some((a.to_string(), "NVML".into()));
+    }
+    let cc = g.cuda.as_ref()?.compute_capability.as_deref()?;
+    architecture_of_cc(cc).map(|a| (a.to_string(), format!("compute capability {cc}")))
+}
+
+/// The architecture of a CUDA compute capability (`8.6`, `12.0`).
+pub fn architecture_of_cc(cc: &str) -> Option<&'static str> {
+    let (major, minor) = cc.trim().split_once('.')?;
+    let major: u32 = major.parse().ok()?;
+    let minor: u32 = minor.parse().ok()?;
+    Some(match (major, minor) {
+        (3, _) => "kepler",
+        (5, _) => "maxwell",
+        (6, _) => "pascal",
+        (7, 0) | (7, 2) => "volta",
+        (7, 5) => "turing",
+        (8, 9) => "ada",
+        (8, _) => "ampere",
+        (9, _) => "hopper",
+        (10..=12, _) => "blackwell",
+        _ => return None,
+    })
+}
+
 // ---------------------------------------------------------------------------------------------
 // gpu.gpudirect
 

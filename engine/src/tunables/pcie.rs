@@ -2,6 +2,7 @@
 //! the data-path NICs (seed 000 Steps 1-3, seed 001). Observations: daqtune never writes MPS,
 //! link settings or ASPM (firmware's); `pcie.mrrs` and `pcie.acs` have modules of their own.
 
+use crate::context::gpus::pci_gpu_integrated;
 use crate::context::nics::{
     cap_visibility_skip, data_path_nics, endpoints_or_skip, gpu_label, nic_devices, no_nic_reason,
     pci_gpus, pci_or_skip, NEEDS_ROOT,
@@ -94,6 +95,17 @@ fn run_topology(ctx: &Context) -> Vec<Verdict> {
     }
     let mut out = Vec::new();
     for g in gs {
+        // The GPU facts decide, not the profile: a profile of the wrong platform must not
+        // turn a discrete GPU's path into "integrated" (or the other way round), and
+        // gpu.peermem / gpu.bar1 read the same attribute.
+        if let Some((true, why)) = pci_gpu_integrated(ctx, &g.addr.to_string()) {
+            out.push(Verdict::na(
+                ID,
+                gpu_label(g),
+                format!("integrated GPU ({why}): there is no separable PCIe path between GPU and NIC to judge (seed 000 Step 1, DGX Spark: N/A)"),
+            ));
+            continue;
+        }
         let mut paths: Vec<(PathClass, String, String)> = nics
             .iter()
             .map(|(d, n)| {
