@@ -206,3 +206,42 @@ fn a_profile_of_another_platform_warns_and_facts_decide_integration() {
         |v| s(v, "subject") == "profile" && s(v, "message").contains("detected as `dgx-spark`")
     ));
 }
+
+#[test]
+fn gpu_link_speed_is_judged_by_capability_and_load() {
+    let gpu_link = |r: &Value| -> Value {
+        of(r, "pcie.link")
+            .into_iter()
+            .find(|v| s(v, "subject").starts_with("0000:17:00.0"))
+            .cloned()
+            .unwrap_or_else(|| panic!("no verdict for the GPU: {r}"))
+    };
+    // x86-2s's H100 at 0000:17:00.0 idles at 2.5 GT/s (LnkSta) with LnkCap 16 GT/s; NVML says
+    // 0 % busy with the GPU-idle reason: idle, downshifted, a pass.
+    let (r, _) = evaluate(&fixture("x86-2s"), "generic-dgpu", &["pcie.link"]);
+    let v = gpu_link(&r);
+    assert_eq!(v["status"], "pass", "{v}");
+    assert!(s(&v, "message").contains("idle, downshifted"), "{v}");
+    assert!(!s(&v, "message").contains("degraded"), "{v}");
+
+    // The same GPU busy (85 %, no idle reason) at 2.5 GT/s is a slow link.
+    let root = root_with_gpu("x86-2s", |g| {
+        assert_eq!(g["pci_bus_id"], "0000:17:00.0");
+        g["utilization_pct"] = 85.into();
+        g["clock_event_reasons"] = 0.into();
+    });
+    let (r, _) = evaluate(root.path(), "generic-dgpu", &["pcie.link"]);
+    let v = gpu_link(&r);
+    assert_eq!(v["status"], "warn", "{v}");
+    assert!(s(&v, "message").contains("under load"), "{v}");
+
+    // Without NVML (a capture with no GPU facts) the current speed is not conclusive: no
+    // failure, and the message says why.
+    let dir = tempfile::tempdir().expect("tempdir");
+    copy_tree(&fixture("x86-2s"), dir.path());
+    std::fs::remove_file(dir.path().join("daqtune/gpu.json")).expect("rm gpu.json");
+    let (r, _) = evaluate(dir.path(), "generic-dgpu", &["pcie.link"]);
+    let v = gpu_link(&r);
+    assert_eq!(v["status"], "pass", "{v}");
+    assert!(s(&v, "message").contains("not conclusive for a GPU"), "{v}");
+}

@@ -81,6 +81,45 @@ pub fn pci_gpu_integrated(ctx: &Context, addr: &str) -> Option<(bool, String)> {
     None
 }
 
+/// Whether a GPU is at rest, from NVML's readings, with the evidence: the GPU-idle clock
+/// event reason or 0 % utilisation. `Err`: NVML says it is busy (the evidence), or cannot
+/// say (`None` inside).
+pub fn at_rest(g: &GpuFacts) -> Result<String, Option<String>> {
+    let pstate = g.pstate.map(|p| format!(", P{p}")).unwrap_or_default();
+    let idle_bit = g
+        .clock_event_reasons
+        .is_some_and(|r| r & daqtune_probe::gpu::REASON_GPU_IDLE != 0);
+    match g.utilization_pct {
+        Some(0) => Ok(format!(
+            "NVML: 0% busy{pstate}{}",
+            if idle_bit {
+                ", clock event gpu_idle"
+            } else {
+                ""
+            }
+        )),
+        Some(u) if !idle_bit => Err(Some(format!("NVML: {u}% busy{pstate}"))),
+        _ if idle_bit => Ok(format!("NVML clock event gpu_idle{pstate}")),
+        _ => Err(None),
+    }
+}
+
+/// The GPU facts of the GPU at PCI address `addr`, or why there are none.
+pub fn facts_at<'c>(ctx: &'c Context, addr: &str) -> Result<&'c GpuFacts, String> {
+    let snap = ctx.gpus().map_err(|e| e.to_string())?;
+    if let Some(r) = snap.unavailable_reason() {
+        return Err(format!("no NVIDIA driver library answered ({r})"));
+    }
+    snap.gpus
+        .iter()
+        .find(|g| {
+            g.pci_bus_id
+                .as_deref()
+                .is_some_and(|b| b.eq_ignore_ascii_case(addr))
+        })
+        .ok_or_else(|| "NVML lists no GPU at this address".to_string())
+}
+
 /// A GPU's architecture and where it was read: NVML's nvmlDeviceGetArchitecture where it
 /// answered, else the CUDA compute capability's major version (NVIDIA's CUDA GPU table:
 /// 9.0 Hopper; 10.x B200/B300, 11.0 Thor and 12.x RTX PRO Blackwell / GeForce 50 / GB10 are
