@@ -245,3 +245,30 @@ fn gpu_link_speed_is_judged_by_capability_and_load() {
     assert_eq!(v["status"], "pass", "{v}");
     assert!(s(&v, "message").contains("not conclusive for a GPU"), "{v}");
 }
+
+#[test]
+fn dmabuf_is_a_gpudirect_path_on_igx() {
+    // DAQIRI's IGX tab since NVIDIA/daqiri 3c87196: "DAQIRI supports GPUDirect setups based
+    // on either nvidia-peermem or dma-buf". The IGX root's RTX A6000 runs the open kernel
+    // module and reports DMA_BUF_SUPPORTED=1 on kernel 5.15: ready without nvidia_peermem.
+    let (r, _) = evaluate(&fixture("igx-untuned"), "igx-orin", &["gpu.peermem"]);
+    let v = of(&r, "gpu.peermem");
+    assert_eq!(v.len(), 1);
+    assert_eq!(v[0]["status"], "pass", "{}", v[0]);
+    assert!(s(v[0], "message").contains("dma-buf"), "{}", v[0]);
+    // tune_system.py's caveat (89eacf7): stock DPDK still needs nvidia_peermem.
+    assert!(s(v[0], "message").contains("stock DPDK"), "{}", v[0]);
+    assert_eq!(s(v[0], "expected"), "peermem or dmabuf");
+
+    // dma-buf export needs kernel 5.12+ (3c87196's concepts page, 7c21e33's error text): on
+    // a 5.10 kernel the same GPU has no path.
+    let dir = tempfile::tempdir().expect("tempdir");
+    copy_tree(&fixture("igx-untuned"), dir.path());
+    let rel = dir.path().join("proc/sys/kernel/osrelease");
+    let _ = std::fs::remove_file(&rel);
+    std::fs::write(&rel, "5.10.120-tegra\n").expect("osrelease");
+    let (r, _) = evaluate(dir.path(), "igx-orin", &["gpu.peermem"]);
+    let v = of(&r, "gpu.peermem");
+    assert_eq!(v[0]["status"], "fail", "{}", v[0]);
+    assert!(s(v[0], "observed").contains("5.12"), "{}", v[0]);
+}

@@ -190,7 +190,15 @@ pub struct GpuDirectPath {
     pub dmabuf_attr: Option<bool>,
     pub peermem_allowed: bool,
     pub dmabuf_allowed: bool,
+    /// The running kernel (major, minor, patch), when its release parses.
+    pub kernel: Option<(u32, u32, u32)>,
 }
+
+/// The oldest kernel that exports CUDA memory as dma-buf: DAQIRI's concepts page ("DMA Buf,
+/// supported on Linux kernels 5.12+ with NVIDIA open-source drivers 515+ and CUDA toolkit
+/// 11.7+", NVIDIA/daqiri 3c87196) and its ibverbs engine's error text ("CUDA DMA-BUF export
+/// requires Linux kernel 5.12 or newer and the NVIDIA open kernel driver", 7c21e33).
+pub const DMABUF_MIN_KERNEL: (u32, u32, u32) = (5, 12, 0);
 
 impl GpuDirectPath {
     /// nvidia_peermem carries GPUDirect RDMA: allowed by the profile, loaded, registered with
@@ -202,9 +210,18 @@ impl GpuDirectPath {
             && self.rdma_attr != Some(false)
     }
 
-    /// dma-buf carries it: allowed, the open kernel module, DMA_BUF_SUPPORTED=1.
+    /// dma-buf carries it: allowed, the open kernel module, DMA_BUF_SUPPORTED=1, and a
+    /// kernel of at least [`DMABUF_MIN_KERNEL`] (an unparsable release is not held against
+    /// it: CUDA's attribute already answers for the driver and kernel it runs on).
     pub fn dmabuf_ready(&self) -> bool {
-        self.dmabuf_allowed && self.open_module == Ok(true) && self.dmabuf_attr == Some(true)
+        self.dmabuf_allowed
+            && self.open_module == Ok(true)
+            && self.dmabuf_attr == Some(true)
+            && !self.kernel_too_old_for_dmabuf()
+    }
+
+    pub fn kernel_too_old_for_dmabuf(&self) -> bool {
+        self.kernel.is_some_and(|k| k < DMABUF_MIN_KERNEL)
     }
 
     pub fn ready(&self) -> bool {
@@ -228,5 +245,6 @@ pub fn gpudirect_path(ctx: &Context, g: &GpuFacts) -> GpuDirectPath {
         dmabuf_attr: c.and_then(|c| c.dma_buf_supported),
         peermem_allowed: allows(ctx, "peermem"),
         dmabuf_allowed: allows(ctx, "dmabuf"),
+        kernel: ctx.facts().kernel_version(),
     }
 }

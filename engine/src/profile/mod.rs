@@ -365,7 +365,9 @@ impl Default for GpuProfile {
             persistence: true,
             bar1_min_mib: 1024,
             bar1_recommended_mib: None,
-            gpudirect_paths: vec!["peermem".into()],
+            // Either path (DAQIRI's tutorial since NVIDIA/daqiri 3c87196; tune_system.py
+            // accepts dma-buf without peermem, 89eacf7).
+            gpudirect_paths: vec!["peermem".into(), "dmabuf".into()],
             clock_tolerance_mhz: 250,
             bar1_min_by_name: BTreeMap::new(),
             // NVIDIA/daqiri 89eacf7 (tune_system.py, BAR1_BLACKWELL_MIN_MIB): 32 GiB is the
