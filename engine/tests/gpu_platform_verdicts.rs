@@ -272,3 +272,41 @@ fn dmabuf_is_a_gpudirect_path_on_igx() {
     assert_eq!(v[0]["status"], "fail", "{}", v[0]);
     assert!(s(v[0], "observed").contains("5.12"), "{}", v[0]);
 }
+
+#[test]
+fn mps_platform_limit_reaches_json_textfile_nfd_and_text() {
+    use daqtune_engine::{commands, fleet, hostroot, report};
+    // The Spark root's CX-7 functions run MPS 128 B where the path supports 512 B: a pass
+    // (seed 000 Step 2: MPS is "not configurable"), but the cap is a fact every output keeps.
+    let host = hostroot::open_root(Some(&fixture("spark"))).expect("root");
+    let lp = commands::load_profile("dgx-spark").expect("profile");
+    let rep = commands::evaluate_with_app(&host, &lp, vec!["pcie.mps".into()], false, None);
+    let limited: Vec<_> = rep.checks.iter().filter(|v| v.limit.is_some()).collect();
+    assert!(!limited.is_empty(), "{:#?}", rep.checks);
+    for v in &limited {
+        assert_eq!(v.status, daqtune_engine::verdict::Status::Pass, "{v:?}");
+        let l = v.limit.as_ref().expect("limit");
+        assert_eq!(l.value, "128");
+        assert!(l.note.contains("512 B"), "{l:?}");
+    }
+    let json: Value = serde_json::from_str(&report::json(&rep)).expect("json");
+    assert!(of(&json, "pcie.mps").iter().any(
+        |v| v["limit"]["value"] == "128" && s(&v["limit"], "note").contains("not configurable")
+    ));
+    let prom = fleet::prometheus::render(&rep);
+    assert!(
+        prom.lines()
+            .any(|l| l.starts_with("daqtune_platform_limit{id=\"pcie.mps\"")
+                && l.contains("limit=\"128\"")
+                && l.ends_with(" 1")),
+        "{prom}"
+    );
+    let nfd = fleet::nfd::render(&rep, std::time::Duration::from_secs(3600));
+    assert!(
+        nfd.lines()
+            .any(|l| l == "daqtune.feature.node.kubernetes.io/limit.pcie.mps=128"),
+        "{nfd}"
+    );
+    let text = report::text(&rep, false, true);
+    assert!(text.contains("platform limit: MPS 128 B"), "{text}");
+}

@@ -24,6 +24,7 @@ pub const BAR1: Tunable = Tunable {
         "gpu.bar1_min_mib",
         "gpu.bar1_recommended_mib",
         "gpu.bar1_min_by_name",
+        "gpu.bar1_min_by_arch",
     ],
     check: run_bar1,
     planner: None,

@@ -404,7 +404,16 @@ fn run_mps(ctx: &Context) -> Vec<Verdict> {
                     "MPS {} B; the path could carry {} B (note: a platform/firmware choice, e.g. BIOS 'PCIe Max Payload Size' or pci=pcie_bus_perf; 128 B can be deliberate for peer-to-peer)",
                     cap.mps, path_cap
                 ))
-                .observed(observed),
+                .observed(observed)
+                // A pass, but the cap is a fact the fleet outputs must carry (seed 000 Step 2:
+                // MPS is "not configurable"; IGX Orin: "Max 512, Current 128").
+                .limit(
+                    cap.mps.to_string(),
+                    format!(
+                        "MPS {} B where the path supports {} B: set by the platform's firmware, not configurable (seed 000 Step 2); every TLP carries at most {} B of payload",
+                        cap.mps, path_cap, cap.mps
+                    ),
+                ),
             );
         } else {
             out.push(
