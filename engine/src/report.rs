@@ -183,6 +183,7 @@ fn fold(verdicts: &[&Verdict]) -> Vec<(Vec<String>, Verdict)> {
                 && f.status == v.status
                 && (f.message == v.message || (v.status.severity() > 0 && v.fix.is_some()))
                 && f.fix == v.fix
+                && f.limit == v.limit
         };
         match out.iter_mut().find(|(_, f)| same(f)) {
             Some((subjects, first)) => {
@@ -310,6 +311,9 @@ pub fn text(report: &Report, color: bool, verbose: bool) -> String {
             if let Some(w) = &v.waived {
                 let _ = writeln!(s, "         waived: {}", esc(w));
             }
+            if let Some(l) = &v.limit {
+                let _ = writeln!(s, "         platform limit: {}", esc(&l.note));
+            }
             if v.status.severity() > 0 {
                 if let Some(fix) = &v.fix {
                     let _ = writeln!(s, "         fix: {}", esc(fix));
@@ -387,6 +391,10 @@ pub fn junit(report: &Report) -> String {
                 .map(|f| format!("\nfix: {f}"))
                 .unwrap_or_default()
         );
+        let detail = match &v.limit {
+            Some(l) => format!("{detail}\nplatform limit: {}", l.note),
+            None => detail,
+        };
         match v.status {
             Status::Fail | Status::Error => {
                 let _ = write!(

@@ -87,6 +87,19 @@ pub struct Verdict {
     /// Set when this verdict was downgraded by a profile waiver (the reason and expiry).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub waived: Option<String>,
+    /// A platform limit the verdict passes under: what the platform caps, as a fact the
+    /// fleet outputs carry (JSON, the textfile's `daqtune_platform_limit`, NFD's
+    /// `limit.<id>` label), so a pass with a note does not hide it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<Limit>,
+}
+
+/// A platform limit: `value` is short and label-safe (`128`), `note` says what it is and why
+/// it is the platform's.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Limit {
+    pub value: String,
+    pub note: String,
 }
 
 impl Verdict {
@@ -105,6 +118,7 @@ impl Verdict {
             message: message.into(),
             fix: None,
             waived: None,
+            limit: None,
         }
     }
     pub fn pass(id: &str, subject: impl Into<String>, message: impl Into<String>) -> Self {
@@ -131,6 +145,13 @@ impl Verdict {
     }
     pub fn expected(mut self, v: impl fmt::Display) -> Self {
         self.expected = Some(v.to_string());
+        self
+    }
+    pub fn limit(mut self, value: impl Into<String>, note: impl Into<String>) -> Self {
+        self.limit = Some(Limit {
+            value: value.into(),
+            note: note.into(),
+        });
         self
     }
     pub fn fix(mut self, v: impl Into<String>) -> Self {

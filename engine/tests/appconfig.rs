@@ -194,7 +194,7 @@ fn a_queue_core_that_is_not_isolated_fails() {
 }
 
 #[test]
-fn untuned_igx_fails_cores_hugepages_and_gpudirect() {
+fn untuned_igx_fails_cores_and_hugepages_gpudirect_by_dmabuf() {
     let cfg = "raw_hds_igx.yaml";
     let rep = check("igx-untuned", "igx-orin", cfg);
     for v in verdicts(&rep, "app.cores") {
@@ -215,7 +215,8 @@ fn untuned_igx_fails_cores_hugepages_and_gpudirect() {
     );
     assert_eq!(status(v), "fail");
     assert!(msg(v).contains("0 MiB of hugepages free"), "{v:#}");
-    // Device memory without nvidia_peermem (the IGX profile allows only that path).
+    // Device memory without nvidia_peermem: igx-orin takes dma-buf too (NVIDIA/daqiri
+    // 3c87196) and this A6000 has it ready (open module, DMA_BUF_SUPPORTED=1, kernel 5.15).
     let v = at(
         &rep,
         "app.memory",
@@ -223,8 +224,8 @@ fn untuned_igx_fails_cores_hugepages_and_gpudirect() {
         line(cfg, "name: \"pay_tx\""),
         "memory_regions[1]",
     );
-    assert_eq!(status(v), "fail");
-    assert!(msg(v).contains("nvidia_peermem is not loaded"), "{v:#}");
+    assert_ne!(status(v), "fail", "{v:#}");
+    assert!(msg(v).contains("dma-buf"), "{v:#}");
     // MTU 1500 on the untuned ports: 1522-byte IP packets do not fit.
     let v = verdicts(&rep, "app.sizes")
         .into_iter()

@@ -108,9 +108,15 @@ fn full_cycle(
     for bdf in pfs {
         assert!(lines[0].contains(bdf), "{bdf} in {rule}");
     }
+    // A profile file is referenced by the copy apply installs under /etc/daqtune/profiles.
+    let profile_ref = if profile.ends_with(".yaml") {
+        "/etc/daqtune/profiles/".to_string()
+    } else {
+        format!("{profile} --only pcie.mrrs")
+    };
     assert!(
         lines[0].contains(&format!(
-            "RUN+=\"/usr/bin/daqtune apply --profile {profile} --only pcie.mrrs"
+            "RUN+=\"/usr/bin/daqtune apply --profile {profile_ref}"
         )),
         "{rule}"
     );
@@ -153,10 +159,21 @@ fn full_cycle(
 
 #[test]
 fn igx_orin_apply_check_reapply_revert() {
+    // igx-orin takes dma-buf too (NVIDIA/daqiri 3c87196), which this root's A6000 (open
+    // module, DMA_BUF_SUPPORTED=1) has ready, so igx-orin itself loads no module. A site
+    // that builds DAQIRI against stock DPDK needs nvidia_peermem (tune_system.py, 89eacf7):
+    // its profile allows peermem only, and the cycle covers loading and persisting it.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let prof = dir.path().join("igx-peermem.yaml");
+    std::fs::write(
+        &prof,
+        "name: igx-peermem\nextends: igx-orin\ngpu:\n  gpudirect_paths: [peermem]\n",
+    )
+    .expect("profile");
     full_cycle(
         "igx-untuned",
         add_igx_pci,
-        "igx-orin",
+        prof.to_str().expect("utf8"),
         "/etc/default/grub.d/99-daqtune.cfg",
         &["cx7_0", "cx7_1"],
         &["0005:03:00.0", "0005:03:00.1"],

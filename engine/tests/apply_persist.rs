@@ -338,7 +338,16 @@ fn what_apply_wrote_and_what_breaks_it() {
     assert_eq!(vs.len(), 1, "{vs:#?}");
     assert_eq!(vs[0].1, "n/a", "{vs:#?}");
 
-    let (code, out) = apply(r, "igx-orin", &Selection::default());
+    // A peermem-only IGX profile (DAQIRI built against stock DPDK, tune_system.py 89eacf7):
+    // igx-orin itself takes this root's ready dma-buf path and writes no modules-load file.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let prof = dir.path().join("igx-peermem.yaml");
+    std::fs::write(
+        &prof,
+        "name: igx-peermem\nextends: igx-orin\ngpu:\n  gpudirect_paths: [peermem]\n",
+    )
+    .expect("profile");
+    let (code, out) = apply(r, prof.to_str().expect("utf8"), &Selection::default());
     assert_eq!(code, 0, "{out}");
     let vs = artifact_verdicts(r);
     // Files on disk are right; the units' last runs are unknown without a record.

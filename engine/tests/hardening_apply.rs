@@ -97,6 +97,19 @@ fn host_files(root: &Path) -> BTreeMap<String, String> {
 }
 
 /// The IGX root with its PCI functions and an installed binary.
+/// igx-orin allowing nvidia_peermem only (a DAQIRI built against stock DPDK, tune_system.py
+/// NVIDIA/daqiri 89eacf7): igx-orin itself takes the root A6000's ready dma-buf path (3c87196)
+/// and writes no modules-load file, which these rows are about. The file lives in `dir`.
+fn igx_peermem_profile(dir: &Path) -> String {
+    let p = dir.join("igx-peermem.yaml");
+    std::fs::write(
+        &p,
+        "name: igx-peermem\nextends: igx-orin\ngpu:\n  gpudirect_paths: [peermem]\n",
+    )
+    .expect("profile");
+    p.to_str().expect("utf8").to_string()
+}
+
 fn igx() -> tempfile::TempDir {
     let d = igx_root_without_pci();
     add_igx_pci(d.path());
@@ -333,7 +346,9 @@ fn a_symlink_at_daqtunes_path_comes_back_as_the_link() {
     std::fs::create_dir_all(link.parent().expect("dir")).expect("mkdir");
     std::os::unix::fs::symlink("/usr/share/daqtune/modules-load.conf", &link).expect("link");
     let before = host_files(r);
-    let (code, out) = apply(r, "igx-orin");
+    let pdir = tempfile::tempdir().expect("tempdir");
+    let prof = igx_peermem_profile(pdir.path());
+    let (code, out) = apply(r, &prof);
     assert_eq!(code, 0, "{out}");
     assert!(
         out.contains("wrote /etc/modules-load.d/daqtune.conf"),
@@ -372,8 +387,10 @@ fn an_unmarked_file_at_daqtunes_path_is_not_overwritten() {
     std::fs::create_dir_all(dangling.parent().expect("dir")).expect("mkdir");
     std::os::unix::fs::symlink("/etc/net-tuning/gone.conf", &dangling).expect("link");
     let before = host_files(r);
+    let pdir = tempfile::tempdir().expect("tempdir");
+    let prof = igx_peermem_profile(pdir.path());
     let mut o = Vec::new();
-    run_plan(&g(r, "igx-orin"), &Selection::default(), &mut o).expect("plan");
+    run_plan(&g(r, &prof), &Selection::default(), &mut o).expect("plan");
     let p = String::from_utf8_lossy(&o);
     assert!(
         p.contains(
@@ -381,7 +398,7 @@ fn an_unmarked_file_at_daqtunes_path_is_not_overwritten() {
         ),
         "{p}"
     );
-    let (code, out) = apply(r, "igx-orin");
+    let (code, out) = apply(r, &prof);
     assert_eq!(code, 1, "{out}");
     assert!(
         out.contains("/etc/modules-load.d/daqtune.conf is a file without daqtune's mark")

@@ -144,7 +144,22 @@ const NFD_KEYS: [&str; 6] = [
 fn assert_nfd_file(text: &str, what: &str, t0: i64, t1: i64, expiry_secs: i64) {
     let labels = parse_nfd(text).unwrap_or_else(|e| panic!("{what}: {e}\n{text}"));
     let keys: Vec<&str> = labels.iter().map(|l| l.key.as_str()).collect();
-    assert_eq!(keys, NFD_KEYS, "{what}: the stable label set\n{text}");
+    assert_eq!(
+        keys[..NFD_KEYS.len().min(keys.len())],
+        NFD_KEYS,
+        "{what}: the stable label set\n{text}"
+    );
+    // After it, only platform limits (`limit.<check id>`, docs/fleet.md), one per check.
+    let limits = &keys[NFD_KEYS.len()..];
+    assert!(
+        limits
+            .iter()
+            .all(|k| k.starts_with("daqtune.feature.node.kubernetes.io/limit.")),
+        "{what}: {limits:?}\n{text}"
+    );
+    let mut unique = limits.to_vec();
+    unique.dedup();
+    assert_eq!(unique.len(), limits.len(), "{what}: {limits:?}");
     for l in &labels {
         assert!(k8s_label_key(&l.key), "{what}: key `{}`", l.key);
         assert!(
@@ -160,8 +175,11 @@ fn assert_nfd_file(text: &str, what: &str, t0: i64, t1: i64, expiry_secs: i64) {
             (t0 + expiry_secs..=t1 + expiry_secs).contains(&e),
             "{what}: expiry {e} not {expiry_secs}s after the run ({t0}..{t1})"
         );
-        let allowed: &[&str] = match l.key.rsplit('/').next().unwrap_or("") {
+        let name = l.key.rsplit('/').next().unwrap_or("");
+        let allowed: &[&str] = match name {
             "profile" => &[],
+            // A platform limit's values (`128`, `128_256`): checked as label values above.
+            _ if name.starts_with("limit.") => &[],
             "gate" => &["pass", "fail"],
             "pending-reboot" => &["true", "false"],
             _ => &["true", "false", "unknown", "na"],

@@ -63,12 +63,35 @@ fn the_h100_snapshot_replays_to_the_live_verdicts() {
     assert_eq!(live["profile"], "generic-dgpu");
     assert_eq!(replay["profile"], live["profile"]);
     assert_eq!(replay["profile_origin"], live["profile_origin"]);
-    // numa's libnuma verdict (NVIDIA/daqiri b27ff22) came after the recording.
+    // Verdicts added after the recording (numa's libnuma one, NVIDIA/daqiri b27ff22;
+    // gpu.health; pcie.capacity) are judged by captures of their own: every (check, subject)
+    // the live run had must replay to its verdict.
+    let live_keys: std::collections::BTreeSet<(String, String)> = verdicts(&live)
+        .into_iter()
+        .map(|v| (v.0, v.1))
+        .collect();
     let replayed: Vec<_> = verdicts(&replay)
         .into_iter()
-        .filter(|v| !(v.0 == "numa" && v.1 == "libnuma"))
+        .filter(|v| live_keys.contains(&(v.0.clone(), v.1.clone())))
         .collect();
-    assert_eq!(replayed, verdicts(&live));
+    // One intended change since the recording: generic-dgpu allowed nvidia_peermem only; it
+    // takes dma-buf too since NVIDIA/daqiri 3c87196 (docs/checks/gpu.peermem.md), and this
+    // H100 runs the open kernel module with DMA_BUF_SUPPORTED=1, so gpu.peermem's live fail
+    // ("nvidia_peermem is not loaded") is a pass through dma-buf now.
+    let mut expected = verdicts(&live);
+    for v in expected.iter_mut().filter(|v| v.0 == "gpu.peermem") {
+        assert_eq!(v.2, "fail", "{v:?}");
+        v.2 = "pass".into();
+    }
+    for v in replay["checks"].as_array().expect("checks") {
+        if v["id"] == "gpu.peermem" {
+            assert!(
+                v["message"].as_str().unwrap_or("").contains("dma-buf"),
+                "{v}"
+            );
+        }
+    }
+    assert_eq!(replayed, expected);
     // The new ids were judged there, not skipped for want of data: the H100 host's kernel
     // (6.18) has every latency file.
     let status_of = |id: &str| -> Vec<String> {

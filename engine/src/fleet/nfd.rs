@@ -176,6 +176,22 @@ pub fn labels(report: &Report, run: &RunInfo) -> Vec<(String, String)> {
             .unwrap_or_else(|| "unknown".into());
         out.push((format!("{PREFIX}/{}", c.name), state));
     }
+    // Platform limits (pcie.mps at 128 B): one label per check, its distinct values joined
+    // with `_` (`limit.pcie.mps=128`, `=128_256`), so a scheduler sees the cap a pass hides.
+    let mut limits: std::collections::BTreeMap<&str, std::collections::BTreeSet<&str>> =
+        Default::default();
+    for v in &report.checks {
+        if let Some(l) = &v.limit {
+            limits.entry(&v.id).or_default().insert(&l.value);
+        }
+    }
+    for (id, values) in limits {
+        let key = format!("{PREFIX}/limit.{id}");
+        let value = sanitize_value(&values.into_iter().collect::<Vec<_>>().join("_"));
+        if validate_key(&key).is_ok() && validate_value(&value).is_ok() {
+            out.push((key, value));
+        }
+    }
     out
 }
 

@@ -85,6 +85,35 @@ pub fn render_with(report: &Report, run: &RunInfo) -> String {
     }
     family(
         &mut s,
+        "daqtune_platform_limit",
+        "One series per verdict that holds under a platform limit (pcie.mps at 128 B on IGX \
+         Orin, say): the check id, its subject, the limit's value and what it means; the \
+         value is always 1.",
+    );
+    let mut seen: HashMap<(&str, &str), usize> = HashMap::new();
+    for v in &report.checks {
+        let Some(l) = &v.limit else { continue };
+        let n = seen.entry((&v.id, &v.subject)).or_insert(0);
+        *n += 1;
+        let subject = if *n == 1 {
+            v.subject.clone()
+        } else {
+            format!("{} #{n}", v.subject)
+        };
+        sample(
+            &mut s,
+            "daqtune_platform_limit",
+            &[
+                ("id", &v.id),
+                ("subject", &subject),
+                ("limit", &l.value),
+                ("note", &l.note),
+            ],
+            1,
+        );
+    }
+    family(
+        &mut s,
         "daqtune_verdicts",
         "Verdicts of the run by status (every status listed, 0 included).",
     );

@@ -350,9 +350,17 @@ pub struct GpuProfile {
     /// How far below the maximum a held clock may read and still pass: seed 000 accepts
     /// 1920 MHz for a 2100 MHz maximum on IGX (boost) and 8000 for 8001 (rounding).
     pub clock_tolerance_mhz: u32,
-    /// Larger BAR1 minimums for GPUs whose name matches a glob (`*B200*: 32768`); the
-    /// largest matching value and `bar1_min_mib` apply.
+    /// Larger BAR1 minimums for GPUs whose name matches a glob (`"*B200*": 32768`); the
+    /// largest matching value of this, `bar1_min_by_arch` and `bar1_min_mib` applies. Empty by
+    /// default: product names do not tell the architecture (an "RTX PRO 6000 Blackwell Server
+    /// Edition" matches no `*B200*`).
     pub bar1_min_by_name: BTreeMap<String, u64>,
+    /// Larger BAR1 minimums by GPU architecture (NVML's, else from CUDA's compute
+    /// capability): `blackwell: 32768`, as DAQIRI's tune_system.py holds Blackwell Server
+    /// Edition GPUs to 32 GiB (NVIDIA/daqiri 89eacf7). A GPU whose framebuffer is smaller is
+    /// held to its framebuffer rounded up to a power of two (what a fully open Resizable BAR
+    /// exposes).
+    pub bar1_min_by_arch: BTreeMap<String, u64>,
 }
 
 impl Default for GpuProfile {
@@ -363,18 +371,14 @@ impl Default for GpuProfile {
             persistence: true,
             bar1_min_mib: 1024,
             bar1_recommended_mib: None,
-            gpudirect_paths: vec!["peermem".into()],
+            // Either path (DAQIRI's tutorial since NVIDIA/daqiri 3c87196; tune_system.py
+            // accepts dma-buf without peermem, 89eacf7).
+            gpudirect_paths: vec!["peermem".into(), "dmabuf".into()],
             clock_tolerance_mhz: 250,
-            // Blackwell server parts map large device memories through BAR1.
-            bar1_min_by_name: [
-                ("*B200*", 32768u64),
-                ("*B300*", 32768),
-                ("*GB200*", 32768),
-                ("*GB300*", 32768),
-            ]
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), v))
-            .collect(),
+            bar1_min_by_name: BTreeMap::new(),
+            // NVIDIA/daqiri 89eacf7 (tune_system.py, BAR1_BLACKWELL_MIN_MIB): 32 GiB is the
+            // floor of a Blackwell GPU with Resizable BAR fully enabled.
+            bar1_min_by_arch: [("blackwell".to_string(), 32768u64)].into_iter().collect(),
         }
     }
 }
@@ -537,6 +541,21 @@ pub struct ReferenceRate {
 }
 
 /// The `engine.mode` pairs a reference may name.
+/// The architecture names `gpu.bar1_min_by_arch` may use: NVML's nvmlDeviceArchitecture_t
+/// names as the probe writes them (`daqtune_probe::gpu` architecture names).
+pub const GPU_ARCHITECTURES: &[&str] = &[
+    "kepler",
+    "maxwell",
+    "pascal",
+    "volta",
+    "turing",
+    "ampere",
+    "ada",
+    "hopper",
+    "blackwell",
+    "orin",
+];
+
 pub const REFERENCE_PATHS: &[&str] = &[
     "socket.tcp",
     "socket.udp",

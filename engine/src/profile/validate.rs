@@ -369,6 +369,17 @@ impl LoadedProfile {
                 ),
             ));
         }
+        for arch in p.gpu.bar1_min_by_arch.keys() {
+            if !crate::profile::GPU_ARCHITECTURES.contains(&arch.as_str()) {
+                return Err(self.err(
+                    &["gpu", "bar1_min_by_arch"],
+                    format!(
+                        "GPU architecture `{arch}` (expected one of {})",
+                        crate::profile::GPU_ARCHITECTURES.join(", ")
+                    ),
+                ));
+            }
+        }
         for path in &p.gpu.gpudirect_paths {
             if !["peermem", "dmabuf"].contains(&path.as_str()) {
                 return Err(self.err(

@@ -4,7 +4,9 @@
 //! `daqtune/gpu.json` under `--root` (see docs/gpu-facts.md). `gpu.clocks` and `gpu.peermem`
 //! have modules of their own.
 
-use crate::context::gpus::{allows, flag, gpus_or_skip, integrated, why_missing, HOST_PINNED};
+use crate::context::gpus::{
+    allows, architecture, flag, gpus_or_skip, integrated, why_missing, HOST_PINNED,
+};
 use crate::context::Context;
 use crate::profile::glob_match;
 use crate::tunable::Tunable;
@@ -22,6 +24,7 @@ pub const BAR1: Tunable = Tunable {
         "gpu.bar1_min_mib",
         "gpu.bar1_recommended_mib",
         "gpu.bar1_min_by_name",
+        "gpu.bar1_min_by_arch",
     ],
     check: run_bar1,
     planner: None,
@@ -54,7 +57,11 @@ pub const DRIVER: Tunable = Tunable {
 // ---------------------------------------------------------------------------------------------
 // gpu.bar1
 
-/// The BAR1 size the profile requires for this GPU, and why.
+/// The BAR1 size the profile requires for this GPU, and why. The largest of `bar1_min_mib`,
+/// a matching `bar1_min_by_name` glob and the GPU's architecture's `bar1_min_by_arch`; an
+/// architecture minimum above the GPU's framebuffer is held to the framebuffer rounded up to a
+/// power of two, the most a fully open Resizable BAR exposes (PCIe Resizable BAR sizes are
+/// powers of two).
 fn bar1_required(ctx: &Context, g: &GpuFacts) -> (u64, String) {
     let p = &ctx.profile.profile.gpu;
     let mut req = (p.bar1_min_mib, "the profile's bar1_min_mib".to_string());
@@ -62,6 +69,23 @@ fn bar1_required(ctx: &Context, g: &GpuFacts) -> (u64, String) {
         for (pat, mib) in &p.bar1_min_by_name {
             if glob_match(pat, name) && *mib > req.0 {
                 req = (*mib, format!("the profile's minimum for `{pat}`"));
+            }
+        }
+    }
+    if let Some((arch, from)) = architecture(g) {
+        if let Some(mib) = p.bar1_min_by_arch.get(&arch) {
+            let (mib, cap) = match g.memory_total_mib {
+                Some(fb) if fb.next_power_of_two() < *mib => (
+                    fb.next_power_of_two(),
+                    format!(", held to its {fb} MiB framebuffer rounded up to a power of two"),
+                ),
+                _ => (*mib, String::new()),
+            };
+            if mib > req.0 {
+                req = (
+                    mib,
+                    format!("the profile's minimum for {arch} GPUs ({arch} by {from}){cap}; DAQIRI's tune_system.py asks 32 GiB of Blackwell GPUs, NVIDIA/daqiri 89eacf7"),
+                );
             }
         }
     }
@@ -97,6 +121,15 @@ fn run_bar1(ctx: &Context) -> Vec<Verdict> {
             continue;
         };
         let (req, why) = bar1_required(ctx, g);
+        // Without an architecture the per-architecture minimum cannot be applied: say so
+        // rather than let the generic minimum read as the whole judgement.
+        let unknown_arch = if architecture(g).is_none()
+            && !ctx.profile.profile.gpu.bar1_min_by_arch.is_empty()
+        {
+            "; the GPU's architecture is unknown (neither NVML nor CUDA said), so the per-architecture minimums (bar1_min_by_arch) were not applied"
+        } else {
+            ""
+        };
         let total = bar1.total_mib();
         // BAR1 use moves with every CUDA context (this run's own included), so it is told in
         // the message but kept out of `observed`, which `diff` compares.
@@ -119,14 +152,21 @@ fn run_bar1(ctx: &Context) -> Vec<Verdict> {
                 ID,
                 g.subject(),
                 format!(
-                    "{total} MiB BAR1 meets the {req} MiB minimum (the profile recommends {r} MiB)"
+                    "{total} MiB BAR1 meets the {req} MiB minimum (the profile recommends {r} MiB){unknown_arch}"
                 ),
             )
         } else {
             Verdict::pass(
                 ID,
                 g.subject(),
-                format!("{total} MiB BAR1 meets the {req} MiB minimum"),
+                format!(
+                    "{total} MiB BAR1 meets the {req} MiB minimum{}{unknown_arch}",
+                    if req > ctx.profile.profile.gpu.bar1_min_mib {
+                        format!(" ({why})")
+                    } else {
+                        String::new()
+                    }
+                ),
             )
         };
         out.push(v.observed(observed).expected(format!(">= {req} MiB")));

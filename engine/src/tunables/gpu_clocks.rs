@@ -149,6 +149,63 @@ fn clock_verdict(ctx: &Context, g: &GpuFacts, d: GpuDomain, note: &str) -> Verdi
     v.observed(observed).expected(expected)
 }
 
+/// The clock event reasons that mean the GPU runs below the clocks asked of it, NVML's
+/// words (nvml.h, nvmlClocksEventReasons), and whether each is a failure. The three hardware
+/// reasons cut the core clocks "by a factor of 2 or more" (over temperature, an external
+/// power-brake assertion, power draw over Fast Trigger protection): no clock lock holds
+/// against them and the cause is cooling or power, so they fail. The two software reasons trim
+/// the clocks to stay under the power limit or the maximum operating temperatures, by steps:
+/// the data path is slower but runs, so they warn. HW slowdown alone warns too: NVML says it
+/// "may be also reported during PState or clock change", so one reading cannot tell a fault
+/// from a transition. GPU idle, applications-clocks, sync-boost and display-clock settings
+/// are not slowdowns.
+const SLOWDOWNS: &[(u64, &str, &str, bool)] = &[
+    (0x40, "hw_thermal_slowdown", "HW thermal slowdown: the GPU is too hot, core clocks cut by 2x or more", true),
+    (0x80, "hw_power_brake_slowdown", "HW power brake: an external power-brake assertion (e.g. the power supply) cuts core clocks by 2x or more", true),
+    (0x8, "hw_slowdown", "HW slowdown: core clocks cut by 2x or more (temperature, power brake or power draw over the Fast Trigger limit; NVML also reports it during a P-state or clock change)", false),
+    (0x20, "sw_thermal_slowdown", "SW thermal slowdown: clocks lowered to keep the GPU or its memory below their maximum operating temperature", false),
+    (0x4, "sw_power_cap", "SW power cap: the power-scaling algorithm holds the clocks below those requested to stay under the power limit", false),
+];
+
+/// A `gpu.clocks` verdict naming the active slowdown reasons, or `None` when NVML reports
+/// none (or was not read: the clock verdicts already say what is unknown).
+fn slowdown_verdict(g: &GpuFacts) -> Option<Verdict> {
+    let mask = g.clock_event_reasons?;
+    let active: Vec<&(u64, &str, &str, bool)> = SLOWDOWNS
+        .iter()
+        .filter(|(bit, ..)| mask & bit != 0)
+        .collect();
+    if active.is_empty() {
+        return None;
+    }
+    // HW slowdown is the umbrella bit of the thermal and power-brake reasons: it fails when
+    // either of them is set with it, and only warns on its own.
+    let hard = active.iter().any(|(.., fail)| *fail);
+    let names: Vec<&str> = active.iter().map(|(_, n, ..)| *n).collect();
+    let words: Vec<&str> = active.iter().map(|(_, _, w, _)| *w).collect();
+    let subject = format!("{} clock events", g.subject());
+    let msg = format!(
+        "{} runs below its clocks: {} (NVML clock event reasons {mask:#x})",
+        g.display_name(),
+        words.join("; ")
+    );
+    let fix = if hard {
+        "hardware: check the GPU's cooling (airflow, fan, chassis temperature: `nvidia-smi -q -d TEMPERATURE,PERFORMANCE`) and its power feed (PSU, power cables, the platform's power-brake signal); a clock lock cannot hold against a hardware slowdown"
+    } else {
+        "check `nvidia-smi -q -d PERFORMANCE,POWER,TEMPERATURE` under the workload: raise the power limit (`nvidia-smi -pl`) within the board's range or improve cooling; read again if it was a P-state change"
+    };
+    let v = if hard {
+        Verdict::fail(ID, subject, msg)
+    } else {
+        Verdict::warn(ID, subject, msg)
+    };
+    Some(
+        v.observed(names.join(","))
+            .expected("no thermal, power or hardware slowdown")
+            .fix(fix),
+    )
+}
+
 fn run_clocks(ctx: &Context) -> Vec<Verdict> {
     let snap = match gpus_or_skip(ctx, ID) {
         Ok(s) => s,
@@ -180,6 +237,9 @@ fn run_clocks(ctx: &Context) -> Vec<Verdict> {
         };
         if p.lock_sm_clock {
             out.push(clock_verdict(ctx, g, GpuDomain::Sm, note));
+        }
+        if let Some(v) = slowdown_verdict(g) {
+            out.push(v);
         }
         if p.lock_memory_clock && !no_mem_domain {
             out.push(clock_verdict(ctx, g, GpuDomain::Memory, ""));

@@ -2,6 +2,7 @@
 //! the data-path NICs (seed 000 Steps 1-3, seed 001). Observations: daqtune never writes MPS,
 //! link settings or ASPM (firmware's); `pcie.mrrs` and `pcie.acs` have modules of their own.
 
+use crate::context::gpus::{at_rest, facts_at, pci_gpu_integrated};
 use crate::context::nics::{
     cap_visibility_skip, data_path_nics, endpoints_or_skip, gpu_label, nic_devices, no_nic_reason,
     pci_gpus, pci_or_skip, NEEDS_ROOT,
@@ -94,6 +95,17 @@ fn run_topology(ctx: &Context) -> Vec<Verdict> {
     }
     let mut out = Vec::new();
     for g in gs {
+        // The GPU facts decide, not the profile: a profile of the wrong platform must not
+        // turn a discrete GPU's path into "integrated" (or the other way round), and
+        // gpu.peermem / gpu.bar1 read the same attribute.
+        if let Some((true, why)) = pci_gpu_integrated(ctx, &g.addr.to_string()) {
+            out.push(Verdict::na(
+                ID,
+                gpu_label(g),
+                format!("integrated GPU ({why}): there is no separable PCIe path between GPU and NIC to judge (seed 000 Step 1, DGX Spark: N/A)"),
+            ));
+            continue;
+        }
         let mut paths: Vec<(PathClass, String, String)> = nics
             .iter()
             .map(|(d, n)| {
@@ -151,6 +163,56 @@ fn min_opt<T: PartialOrd + Copy>(a: Option<T>, b: Option<T>) -> Option<T> {
     }
 }
 
+/// GT/s of a PCIe generation (NVML's max link generation).
+fn gen_speed(gen: u32) -> Option<f32> {
+    Some(match gen {
+        1 => 2.5,
+        2 => 5.0,
+        3 => 8.0,
+        4 => 16.0,
+        5 => 32.0,
+        6 => 64.0,
+        _ => return None,
+    })
+}
+
+/// A GPU's link below its capable speed. NVIDIA GPUs train their link down at rest and back
+/// up under load, so the speed read at rest says nothing about the link: it is judged only
+/// when NVML says the GPU is busy. `Ok`: the note for a pass (idle, downshifted; or not
+/// conclusive without NVML); `Err`: the problem (slow under load). The capability is LnkCap
+/// (with the upstream port's) and, where NVML gives it, the max link generation of GPU and
+/// system together.
+fn gpu_speed(ctx: &Context, d: &PciDevice, cur: f32, cap: f32) -> Result<String, String> {
+    match facts_at(ctx, &d.addr.to_string()) {
+        Ok(g) => {
+            let nvml_cap = g.pcie.max_link_gen.and_then(gen_speed);
+            let cap = nvml_cap.map_or(cap, |n| n.min(cap));
+            let nv = g
+                .pcie
+                .max_link_gen
+                .map(|n| format!(", NVML max link Gen{n}"))
+                .unwrap_or_default();
+            if cur >= cap {
+                return Ok(format!("; {cur} GT/s is the most GPU and slot can do together{nv}"));
+            }
+            match at_rest(g) {
+                Ok(why) => Ok(format!(
+                    "; idle, downshifted: {cur} GT/s at rest ({why}), capable of {cap} GT/s{nv}; NVIDIA GPUs train the link up under load"
+                )),
+                Err(Some(why)) => Err(format!(
+                    "running at {cur} GT/s under load ({why}), the link can do {cap} GT/s{nv}"
+                )),
+                Err(None) => Ok(format!(
+                    "; {cur} GT/s now is not conclusive for a GPU (it trains down at rest and NVML reports neither utilisation nor the idle reason); capable of {cap} GT/s{nv}"
+                )),
+            }
+        }
+        Err(why) => Ok(format!(
+            "; {cur} GT/s now is not conclusive for a GPU: GPUs train the link down at rest, and without NVML ({why}) the load is unknown; capable of {cap} GT/s"
+        )),
+    }
+}
+
 fn run_link(ctx: &Context) -> Vec<Verdict> {
     const ID: &str = "pcie.link";
     let (f, eps) = match endpoints_or_skip(ctx, ID) {
@@ -194,7 +256,10 @@ fn run_link(ctx: &Context) -> Vec<Verdict> {
         if let (Some(c), Some(e)) = (cs, es) {
             if c < e {
                 if is_gpu {
-                    note = format!("; speed {} GT/s now is not judged: GPUs train down when idle (judge the max link generation from NVML under load)", c);
+                    match gpu_speed(ctx, d, c, e) {
+                        Ok(n) => note = n,
+                        Err(p) => problems.push(p),
+                    }
                 } else {
                     problems.push(format!("running at {c} GT/s, the link can do {e} GT/s"));
                 }
@@ -339,7 +404,16 @@ fn run_mps(ctx: &Context) -> Vec<Verdict> {
                     "MPS {} B; the path could carry {} B (note: a platform/firmware choice, e.g. BIOS 'PCIe Max Payload Size' or pci=pcie_bus_perf; 128 B can be deliberate for peer-to-peer)",
                     cap.mps, path_cap
                 ))
-                .observed(observed),
+                .observed(observed)
+                // A pass, but the cap is a fact the fleet outputs must carry (seed 000 Step 2:
+                // MPS is "not configurable"; IGX Orin: "Max 512, Current 128").
+                .limit(
+                    cap.mps.to_string(),
+                    format!(
+                        "MPS {} B where the path supports {} B: set by the platform's firmware, not configurable (seed 000 Step 2); every TLP carries at most {} B of payload",
+                        cap.mps, path_cap, cap.mps
+                    ),
+                ),
             );
         } else {
             out.push(

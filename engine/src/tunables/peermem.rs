@@ -1,7 +1,9 @@
 //! `gpu.peermem`: the GPUDirect kernel path, nvidia_peermem or dma-buf. Plan: load
 //! nvidia_peermem now (this module's setter hook: modprobe) and name it in modules-load.d.
 
-use crate::context::gpus::{allows, gpudirect_path, gpus_or_skip, integrated, HOST_PINNED, NV_MEM};
+use crate::context::gpus::{
+    allows, gpudirect_path, gpus_or_skip, integrated, DMABUF_MIN_KERNEL, HOST_PINNED, NV_MEM,
+};
 use crate::context::Context;
 use crate::hostio::journal::{Entry, Journal};
 use crate::hostio::setters::{Target, Writer};
@@ -86,6 +88,10 @@ fn run_peermem(ctx: &Context) -> Vec<Verdict> {
         }
         if path.dmabuf_allowed {
             let state = match (&path.open_module, path.dmabuf_attr) {
+                (Ok(true), Some(true)) if path.kernel_too_old_for_dmabuf() => format!(
+                    "open kernel module and DMA_BUF_SUPPORTED=1, but dma-buf export needs kernel {}.{} or newer (NVIDIA/daqiri 3c87196, 7c21e33)",
+                    DMABUF_MIN_KERNEL.0, DMABUF_MIN_KERNEL.1
+                ),
                 (Ok(true), Some(true)) => {
                     good.push(format!(
                         "dma-buf (open kernel module, DMA_BUF_SUPPORTED=1, kernel {kernel})"
@@ -102,14 +108,33 @@ fn run_peermem(ctx: &Context) -> Vec<Verdict> {
                     "open kernel module, DMA_BUF_SUPPORTED unknown (CUDA not available)".to_string()
                 }
             };
-            paths.push(format!("dma-buf: {state} (kernel {kernel})"));
+            // tune_system.py (89eacf7) takes /dev/dma_heap/system for the dma-buf path; it
+            // shows the kernel's dma-buf heaps, not that this GPU exports dma-buf, so it is
+            // told, never judged (CUDA's DMA_BUF_SUPPORTED answers for the GPU).
+            let heap = if ctx.exists("/dev/dma_heap/system") {
+                ", /dev/dma_heap/system present"
+            } else {
+                ""
+            };
+            paths.push(format!("dma-buf: {state} (kernel {kernel}{heap})"));
         }
         let observed = paths.join("; ");
         let expected = ctx.profile.profile.gpu.gpudirect_paths.join(" or ");
         // The one judgement, `GpuDirectPath::ready`, which the plan also calls: `good` only
         // words the ready paths.
         let v = if let (true, Some(first)) = (path.ready(), good.first()) {
-            Verdict::pass(ID, g.subject(), format!("GPUDirect path ready: {first}"))
+            // dma-buf alone: DAQIRI's DPDK is patched for it (dpdk_patches/dmabuf.patch), a
+            // build against stock DPDK is not (tune_system.py's words, NVIDIA/daqiri 89eacf7).
+            let stock = if !path.peermem_ready() && path.peermem_allowed {
+                "; nvidia_peermem is not loaded: enough for DAQIRI's DPDK with dpdk_patches/dmabuf.patch and its ibverbs engine, but a DAQIRI built against stock DPDK needs nvidia_peermem (NVIDIA/daqiri 89eacf7)"
+            } else {
+                ""
+            };
+            Verdict::pass(
+                ID,
+                g.subject(),
+                format!("GPUDirect path ready: {first}{stock}"),
+            )
         } else {
             let mut msg = format!(
                 "no GPUDirect kernel path for {}: {observed}",

@@ -1,6 +1,7 @@
 //! `platform`: which profile applies, and what on this host will refuse later writes.
 
 use crate::context::Context;
+use crate::profile::glob_match;
 use crate::tunable::Tunable;
 use crate::verdict::{Area, Verdict};
 
@@ -46,6 +47,14 @@ fn run(ctx: &Context) -> Vec<Verdict> {
         )
     };
     out.push(v.observed(ident).expected(&ctx.profile.profile.name));
+    if let Some(why) = contradiction(ctx, ident, arch) {
+        out.push(
+            Verdict::warn(ID, "profile", why)
+                .observed(ident)
+                .expected(&ctx.profile.profile.name)
+                .fix("run without --profile to use the detected one, or name the profile of this platform: daqtune check --profile igx-orin|dgx-spark|generic-dgpu|FILE (a FILE for this host can `extends:` the detected one)"),
+        );
+    }
 
     let sb = match p.secure_boot {
         Some(true) => "Secure Boot on",
@@ -83,4 +92,62 @@ fn run(ctx: &Context) -> Vec<Verdict> {
         );
     }
     out
+}
+
+/// Why a profile given with `--profile` contradicts this host, if it does: its match rules
+/// (its own or inherited) name hosts this one is not, or the host is detected as a built-in
+/// platform the profile does not extend. A detected or fallback profile cannot contradict
+/// the detection that chose it; any other (`--profile`, a file, a derived one) can.
+fn contradiction(ctx: &Context, ident: &str, arch: &str) -> Option<String> {
+    let origin = &ctx.profile.origin;
+    if origin.starts_with("detected") || origin.starts_with("fallback") {
+        return None;
+    }
+    let p = ctx.platform();
+    let names = ctx.facts().gpu_names();
+    let lp = &ctx.profile;
+    let name = &lp.profile.name;
+    let gpus = if names.is_empty() {
+        "no GPU named".to_string()
+    } else {
+        format!("GPU {}", names.join(", "))
+    };
+    let host = format!("{ident} ({arch}, {gpus})");
+    let m = &lp.profile.matches;
+    let rules: Vec<String> = [
+        ("DMI product", &m.dmi_product),
+        ("device-tree model", &m.dt_model),
+        ("GPU", &m.gpu_name),
+    ]
+    .iter()
+    .filter(|(_, pats)| !pats.is_empty())
+    .map(|(what, pats)| format!("{what} `{}`", pats.join("` or `")))
+    .collect();
+    let any = |pats: &[String], text: Option<&str>| {
+        text.is_some_and(|t| pats.iter().any(|pat| glob_match(pat, t)))
+    };
+    let matched = any(&m.dmi_product, p.dmi_product.as_deref())
+        || any(&m.dt_model, p.dt_model.as_deref())
+        || names.iter().any(|n| any(&m.gpu_name, Some(n)));
+    if !rules.is_empty() && !matched {
+        return Some(format!(
+            "profile `{name}` ({}) is for hosts matching {}; this host is {host}: its values (isolated cores, GPUDirect paths, what does not apply) are another platform's",
+            lp.origin,
+            rules.join(", or ")
+        ));
+    }
+    let (detected, why) = crate::profile::detect(p, names)?;
+    let lineage: Vec<&str> = std::iter::once(name.as_str())
+        .chain(lp.layers.iter().filter_map(|(f, _)| {
+            f.strip_prefix("platforms/")
+                .and_then(|f| f.strip_suffix(".yaml"))
+        }))
+        .collect();
+    if lineage.contains(&detected.as_str()) {
+        return None;
+    }
+    Some(format!(
+        "this host is detected as `{detected}` ({why}), but profile `{name}` ({}) neither is nor extends it: {host}",
+        lp.origin
+    ))
 }

@@ -251,6 +251,13 @@ pub struct GpuFacts {
     pub memory_clock_domain: Option<bool>,
     pub clock_event_reasons: Option<u64>,
     pub bar1: Option<Bar1>,
+    /// NVML's architecture (nvmlDeviceGetArchitecture) as a lower-case name: `hopper`,
+    /// `blackwell`, ...; `nvidia-smi -q`'s "Product Architecture".
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub architecture: Option<String>,
+    /// The framebuffer size in MiB (nvmlDeviceGetMemoryInfo's total).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory_total_mib: Option<u64>,
     pub pcie: PcieFacts,
     /// The active NVLinks (NVML link state and remote PCI info, per link). `None`: not read,
     /// with the reason under `unavailable["nvlink"]` (no NVLink on this GPU or driver, or a

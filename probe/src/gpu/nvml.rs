@@ -68,6 +68,14 @@ struct Bar1Raw {
     used: c_ulonglong,
 }
 
+/// nvmlMemory_t (v1: what nvmlDeviceGetMemoryInfo writes)
+#[repr(C)]
+struct MemoryRaw {
+    total: c_ulonglong,
+    free: c_ulonglong,
+    used: c_ulonglong,
+}
+
 /// nvmlUtilization_t
 #[repr(C)]
 struct Utilization {
@@ -99,6 +107,7 @@ type FnTwoUint = unsafe extern "C" fn(Dev, *mut c_uint, *mut c_uint) -> Ret;
 type FnEcc = unsafe extern "C" fn(Dev, c_int, c_int, *mut c_ulonglong) -> Ret;
 type FnRemap = unsafe extern "C" fn(Dev, *mut c_uint, *mut c_uint, *mut c_uint, *mut c_uint) -> Ret;
 type FnRetired = unsafe extern "C" fn(Dev, c_int, *mut c_uint, *mut c_ulonglong) -> Ret;
+type FnMemory = unsafe extern "C" fn(Dev, *mut MemoryRaw) -> Ret;
 
 /// The resolved entry points. Optional ones are absent on older drivers; their facts are then
 /// reported as unavailable with that reason.
@@ -147,6 +156,8 @@ struct Api {
     remapped_rows: Option<FnRemap>,
     retired_pages: Option<FnRetired>,
     retired_pending: Option<FnDevUint>,
+    architecture: Option<FnDevUint>,
+    memory: Option<FnMemory>,
 }
 
 impl Api {
@@ -208,6 +219,8 @@ impl Api {
                 remapped_rows: dl::sym(lib, "nvmlDeviceGetRemappedRows").ok(),
                 retired_pages: dl::sym(lib, "nvmlDeviceGetRetiredPages").ok(),
                 retired_pending: dl::sym(lib, "nvmlDeviceGetRetiredPagesPendingStatus").ok(),
+                architecture: dl::sym(lib, "nvmlDeviceGetArchitecture").ok(),
+                memory: dl::sym(lib, "nvmlDeviceGetMemoryInfo").ok(),
             })
         }
     }
@@ -497,6 +510,12 @@ impl Nvml {
         };
         g.clock_event_reasons = un.take("clock_event_reasons", || self.event_reasons(d));
         g.bar1 = un.take("bar1", || self.bar1(d));
+        g.architecture = un
+            .take("architecture", || {
+                self.dev_uint(self.api.architecture, d, "nvmlDeviceGetArchitecture")
+            })
+            .and_then(architecture_name);
+        g.memory_total_mib = un.take("memory_total", || self.memory_total_mib(d));
         g.pcie.max_link_gen = un.take("pcie.max_link_gen", || {
             self.dev_uint(
                 self.api.max_link_gen,
@@ -766,6 +785,23 @@ impl Nvml {
         Ok(v)
     }
 
+    fn memory_total_mib(&self, d: Dev) -> Result<u64, NvmlErr> {
+        let f = self
+            .api
+            .memory
+            .ok_or_else(|| Self::missing("nvmlDeviceGetMemoryInfo"))?;
+        let mut m = MemoryRaw {
+            total: 0,
+            free: 0,
+            used: 0,
+        };
+        // SAFETY: `d` came from NVML; `m` matches nvmlMemory_t (the v1 layout this symbol
+        // writes: three unsigned long long).
+        self.check(unsafe { f(d, &mut m) })?;
+        let _ = (m.free, m.used);
+        Ok(m.total / (1024 * 1024))
+    }
+
     fn bar1(&self, d: Dev) -> Result<Bar1, NvmlErr> {
         let f = self
             .api
@@ -818,6 +854,27 @@ impl Unavail {
             }
         }
     }
+}
+
+/// nvmlDeviceArchitecture_t (nvml.h's NVML_DEVICE_ARCH_*) as a lower-case name; `None` for
+/// NVML_DEVICE_ARCH_UNKNOWN. A value newer than this table is kept as `arch-N`, so a newer
+/// driver's architecture is never mistaken for a known one.
+pub fn architecture_name(v: u32) -> Option<String> {
+    let name = match v {
+        2 => "kepler",
+        3 => "maxwell",
+        4 => "pascal",
+        5 => "volta",
+        6 => "turing",
+        7 => "ampere",
+        8 => "ada",
+        9 => "hopper",
+        10 => "blackwell",
+        11 => "orin",
+        0xffff_ffff => return None,
+        n => return Some(format!("arch-{n}")),
+    };
+    Some(name.to_string())
 }
 
 /// nvmlBrandType_t as a lower-case name.

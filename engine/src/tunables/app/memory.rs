@@ -130,6 +130,9 @@ fn gpudirect_path(ctx: &Context, g: &daqtune_probe::gpu::GpuFacts) -> GpuPath {
         (Some(true), Ok(false)) => {
             "DMA_BUF_SUPPORTED=1 but the proprietary kernel module cannot export dma-buf".into()
         }
+        (Some(true), Ok(true)) if p.kernel_too_old_for_dmabuf() => {
+            "DMA_BUF_SUPPORTED=1 but the kernel is older than 5.12 (dma-buf export)".into()
+        }
         (Some(true), _) => "DMA_BUF_SUPPORTED=1, kernel module flavour unknown".into(),
         (Some(false), _) => "DMA_BUF_SUPPORTED=0".into(),
         (None, _) => "dma-buf support unknown (CUDA not available)".into(),
