@@ -160,53 +160,6 @@ fn usage_errors_exit_2_with_the_reason() {
     assert_eq!(files(r), before);
 }
 
-/// The words of a command line as a POSIX shell splits it (single quotes and `\'` only:
-/// what `shell_quote` writes).
-fn shell_words(line: &str) -> Vec<String> {
-    let mut words = Vec::new();
-    let mut cur = String::new();
-    let mut quoted = false;
-    let mut chars = line.chars().peekable();
-    let mut any = false;
-    while let Some(c) = chars.next() {
-        match c {
-            '\'' => {
-                quoted = !quoted;
-                any = true;
-            }
-            '\\' if !quoted => {
-                if let Some(n) = chars.next() {
-                    cur.push(n);
-                    any = true;
-                }
-            }
-            c if c.is_whitespace() && !quoted => {
-                if any {
-                    words.push(std::mem::take(&mut cur));
-                    any = false;
-                }
-            }
-            c => {
-                cur.push(c);
-                any = true;
-            }
-        }
-    }
-    if any {
-        words.push(cur);
-    }
-    words
-}
-
-/// Issue 45 item 5: `status` on a drifted host ends with the `apply --only` that restores
-/// what drifted, and that command (and `apply --only drifted`) works.
-#[test]
-fn status_prints_a_working_restore_and_apply_only_drifted_restores() {
-    const GOV: &str = "sys/devices/system/cpu/cpu0/cpufreq/scaling_governor";
-    // The untuned IGX root: its governors are not `performance`, so apply writes cpu0's.
-    let root = tempfile::tempdir().expect("tmp");
-    common::copy_tree(&fixture("igx-untuned"), root.path());
-    install_daqtune(root.path());
 /// Issue 42 row 5: an empty id list (`--only ""`, `" "`, `","`) is a usage error for every
 /// command that takes ids; it meant every setting (apply made all 57 changes, revert undid
 /// every run). Nothing changes.
@@ -220,76 +173,6 @@ fn empty_id_list_is_a_usage_error() {
         "--root",
         rs,
         "--profile",
-        "igx-orin",
-        "--only",
-        "cpu.governor,nic.mtu",
-        "--yes",
-    ]);
-    assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
-    // Nothing drifted yet: `--only drifted` changes nothing and says so.
-    let o = run(&[
-        "apply",
-        "--root",
-        rs,
-        "--profile",
-        "igx-orin",
-        "--only",
-        "drifted",
-        "--yes",
-    ]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    assert!(stdout(&o).contains("nothing drifted"), "{}", stdout(&o));
-
-    std::fs::write(r.join(GOV), "powersave\n").expect("drift");
-    let o = run(&["status", "--root", rs]);
-    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
-    let line = stdout(&o)
-        .lines()
-        .find_map(|l| l.strip_prefix("restore what drifted: ").map(str::to_string))
-        .unwrap_or_else(|| panic!("no restore line:\n{}", stdout(&o)));
-    let words = shell_words(&line);
-    assert_eq!(&words[..2], ["sudo", "daqtune"], "{line}");
-    assert!(line.ends_with("--only cpu.governor"), "{line}");
-    let mut args: Vec<&str> = words[2..].iter().map(String::as_str).collect();
-    args.push("--yes");
-    let o = run(&args);
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{line}: {}{}",
-        stdout(&o),
-        stderr(&o)
-    );
-    assert_eq!(
-        std::fs::read_to_string(r.join(GOV)).expect("gov"),
-        "performance\n"
-    );
-    let o = run(&["status", "--root", rs]);
-    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
-    assert!(
-        !stdout(&o).contains("restore what drifted"),
-        "{}",
-        stdout(&o)
-    );
-
-    // The same through `--only drifted`.
-    std::fs::write(r.join(GOV), "powersave\n").expect("drift");
-    let o = run(&[
-        "apply",
-        "--root",
-        rs,
-        "--profile",
-        "igx-orin",
-        "--only",
-        "drifted",
-        "--yes",
-    ]);
-    assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
-    assert_eq!(
-        std::fs::read_to_string(r.join(GOV)).expect("gov"),
-        "performance\n"
-    );
-    assert_eq!(run(&["status", "--root", rs]).status.code(), Some(0));
         "dgx-spark",
         "--yes",
         "--only",
@@ -376,4 +259,130 @@ fn selftest_flags_are_bounded() {
     let o = run(&["qualify", "--root", ".", "--selftest-duration", "NaN"]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("--selftest-duration"), "{}", stderr(&o));
+}
+
+/// The words of a command line as a POSIX shell splits it (single quotes and `\'` only:
+/// what `shell_quote` writes).
+fn shell_words(line: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut cur = String::new();
+    let mut quoted = false;
+    let mut chars = line.chars().peekable();
+    let mut any = false;
+    while let Some(c) = chars.next() {
+        match c {
+            '\'' => {
+                quoted = !quoted;
+                any = true;
+            }
+            '\\' if !quoted => {
+                if let Some(n) = chars.next() {
+                    cur.push(n);
+                    any = true;
+                }
+            }
+            c if c.is_whitespace() && !quoted => {
+                if any {
+                    words.push(std::mem::take(&mut cur));
+                    any = false;
+                }
+            }
+            c => {
+                cur.push(c);
+                any = true;
+            }
+        }
+    }
+    if any {
+        words.push(cur);
+    }
+    words
+}
+
+/// Issue 45 item 5: `status` on a drifted host ends with the `apply --only` that restores
+/// what drifted, and that command (and `apply --only drifted`) works.
+#[test]
+fn status_prints_a_working_restore_and_apply_only_drifted_restores() {
+    const GOV: &str = "sys/devices/system/cpu/cpu0/cpufreq/scaling_governor";
+    // The untuned IGX root: its governors are not `performance`, so apply writes cpu0's.
+    let root = tempfile::tempdir().expect("tmp");
+    common::copy_tree(&fixture("igx-untuned"), root.path());
+    install_daqtune(root.path());
+    let r = root.path();
+    let rs = r.to_str().expect("utf8");
+    let o = run(&[
+        "apply",
+        "--root",
+        rs,
+        "--profile",
+        "igx-orin",
+        "--only",
+        "cpu.governor,nic.mtu",
+        "--yes",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+    // Nothing drifted yet: `--only drifted` changes nothing and says so.
+    let o = run(&[
+        "apply",
+        "--root",
+        rs,
+        "--profile",
+        "igx-orin",
+        "--only",
+        "drifted",
+        "--yes",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).contains("nothing drifted"), "{}", stdout(&o));
+
+    std::fs::write(r.join(GOV), "powersave\n").expect("drift");
+    let o = run(&["status", "--root", rs]);
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+    let line = stdout(&o)
+        .lines()
+        .find_map(|l| l.strip_prefix("restore what drifted: ").map(str::to_string))
+        .unwrap_or_else(|| panic!("no restore line:\n{}", stdout(&o)));
+    let words = shell_words(&line);
+    assert_eq!(&words[..2], ["sudo", "daqtune"], "{line}");
+    assert!(line.ends_with("--only cpu.governor"), "{line}");
+    let mut args: Vec<&str> = words[2..].iter().map(String::as_str).collect();
+    args.push("--yes");
+    let o = run(&args);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{line}: {}{}",
+        stdout(&o),
+        stderr(&o)
+    );
+    assert_eq!(
+        std::fs::read_to_string(r.join(GOV)).expect("gov"),
+        "performance\n"
+    );
+    let o = run(&["status", "--root", rs]);
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+    assert!(
+        !stdout(&o).contains("restore what drifted"),
+        "{}",
+        stdout(&o)
+    );
+
+    // The same through `--only drifted`.
+    std::fs::write(r.join(GOV), "powersave\n").expect("drift");
+    let o = run(&[
+        "apply",
+        "--root",
+        rs,
+        "--profile",
+        "igx-orin",
+        "--only",
+        "drifted",
+        "--yes",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+    assert_eq!(
+        std::fs::read_to_string(r.join(GOV)).expect("gov"),
+        "performance\n"
+    );
+    assert_eq!(run(&["status", "--root", rs]).status.code(), Some(0));
 }
