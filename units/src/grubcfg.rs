@@ -451,7 +451,10 @@ pub fn grubenv_vars(block: &[u8]) -> Result<Vec<(String, String)>, GrubenvError>
     Ok(body
         .lines()
         .filter(|l| !l.starts_with('#') && !l.is_empty())
-        .filter_map(|l| l.split_once('=').map(|(k, v)| (k.to_string(), v.to_string())))
+        .filter_map(|l| {
+            l.split_once('=')
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+        })
         .collect())
 }
 
@@ -630,7 +633,10 @@ menuentry 'UEFI Firmware Settings' $menuentry_id_option 'uefi-firmware' {
         let b = entry_block(DEBIAN, e.line).expect("block");
         assert!(b[0].starts_with("menuentry 'Debian GNU/Linux' "), "{b:?}");
         assert_eq!(b.last().map(String::as_str), Some("}"));
-        assert!(b.iter().any(|l| l.trim_start().starts_with("initrd")), "{b:?}");
+        assert!(
+            b.iter().any(|l| l.trim_start().starts_with("initrd")),
+            "{b:?}"
+        );
         // The `if ...; fi` inside the entry does not end it early.
         assert_eq!(b.len(), 10, "{b:?}");
         let nested = DEBIAN
@@ -649,7 +655,9 @@ menuentry 'UEFI Firmware Settings' $menuentry_id_option 'uefi-firmware' {
         // A header without save_env (a block grub cannot write: btrfs, LVM, RAID).
         let no_save = DEBIAN.replace("   save_env next_entry\n", "");
         assert!(!clears_next_entry(&no_save));
-        assert!(!clears_next_entry("set default=\"0\"\nmenuentry 'x' {\nlinux /v\n}\n"));
+        assert!(!clears_next_entry(
+            "set default=\"0\"\nmenuentry 'x' {\nlinux /v\n}\n"
+        ));
     }
 
     #[test]

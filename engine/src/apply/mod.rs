@@ -1081,11 +1081,7 @@ fn run_revert_inner(
         );
     }
     // A trial armed by a run now reverted (or its kernel.cmdline part) is over.
-    crate::exec::trial::forget_reverted(
-        &host,
-        a.state_dir.as_deref().unwrap_or(STATE_DIR),
-        w,
-    );
+    crate::exec::trial::forget_reverted(&host, a.state_dir.as_deref().unwrap_or(STATE_DIR), w);
     let failed = rep.failed();
     if failed > 0 {
         let _ = writeln!(err, "daqtune revert: {failed} step(s) failed");
@@ -1219,7 +1215,13 @@ pub fn run_trial_verify(
     let dir = state_dir.unwrap_or(STATE_DIR);
     let state = state_real(&host, &Some(dir.to_string()))?;
     let _lock = lock_wait(&state, std::time::Duration::from_secs(60)).map_err(UsageError::from)?;
-    trial_verify_on(&host, dir, &mut FsWriter::new(), &crate::exec::trial::Systemctl, out)
+    trial_verify_on(
+        &host,
+        dir,
+        &mut FsWriter::new(),
+        &crate::exec::trial::Systemctl,
+        out,
+    )
 }
 
 /// [`run_trial_verify`] on any host, with the writer and systemd view given (tests).

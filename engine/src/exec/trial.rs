@@ -186,7 +186,14 @@ pub struct Armed {
 /// Whether a plan's kernel arguments boot once before they become the default: on a GRUB host
 /// whose grub.cfg boots a `next_entry` once and clears it. Where the trial is not possible the
 /// plan says why and keeps writing the drop-in directly (as `--no-trial`).
-pub fn arm(facts: &Facts, lp: &LoadedProfile, plan: &mut Plan, exe: Option<&str>, profile_ref: &str, no_trial: bool) -> Option<Armed> {
+pub fn arm(
+    facts: &Facts,
+    lp: &LoadedProfile,
+    plan: &mut Plan,
+    exe: Option<&str>,
+    profile_ref: &str,
+    no_trial: bool,
+) -> Option<Armed> {
     let BootConfig::Grub { dropin } = boot_config(facts, lp) else {
         return None;
     };
@@ -277,7 +284,9 @@ fn prepare(
     let dir = cfg_path.rsplit_once('/').map_or("/boot/grub", |(d, _)| d);
     let env_path = format!("{dir}/grubenv");
     if facts.read_link(&env_path).is_ok() {
-        return Err(format!("{env_path} is a symlink; daqtune writes only a block it can replace"));
+        return Err(format!(
+            "{env_path} is a symlink; daqtune writes only a block it can replace"
+        ));
     }
     let env_now = match facts.read_bytes(&env_path) {
         Ok(b) => Some(b.to_vec()),
@@ -300,7 +309,8 @@ fn prepare(
         .ok_or_else(|| format!("{cfg_path}: the entry `{}` cannot be copied", entry.title()))?;
     // The new line: the words the defaults files gave the entry, replaced by those they give
     // with the new drop-in (daqtune's words go where update-grub will put them).
-    let old_line = kernel_words(&grub::evaluate(&grub_files(facts, dropin, None)).default_entry_line());
+    let old_line =
+        kernel_words(&grub::evaluate(&grub_files(facts, dropin, None)).default_entry_line());
     let new_line = kernel_words(
         &grub::evaluate(&grub_files(facts, dropin, Some(new_text))).default_entry_line(),
     );
@@ -364,7 +374,13 @@ fn prepare(
         file("grub next_entry", &env_path, env_new, 0o644),
         file("trial verification", UNIT_PATH, unit.into_bytes(), 0o644),
     ];
-    if facts.read_link(UNIT_LINK).ok().as_deref().map(String::as_str) != Some(UNIT_PATH) {
+    if facts
+        .read_link(UNIT_LINK)
+        .ok()
+        .as_deref()
+        .map(String::as_str)
+        != Some(UNIT_PATH)
+    {
         changes.push(Change {
             check: ID.into(),
             subject: UNIT.into(),
@@ -601,7 +617,7 @@ pub fn verify(
             commands: Vec::new(),
         });
     }
-    let problems = judge(host, &facts, &rec, sys);
+    let problems = judge(host, &facts, state_dir, &rec, sys);
     let state = crate::exec::apply::real_path(host, state_dir, true).map_err(|e| e.to_string())?;
     let commit = problems.is_empty();
     let mut done = settle(host, &state, &rec, w, commit)?;
@@ -636,7 +652,13 @@ pub fn verify(
 }
 
 /// Why the trial boot does not verify (empty: it does).
-fn judge(host: &Host, facts: &Facts, rec: &TrialRecord, sys: &dyn SystemView) -> Vec<String> {
+fn judge(
+    host: &Host,
+    facts: &Facts,
+    state_dir: &str,
+    rec: &TrialRecord,
+    sys: &dyn SystemView,
+) -> Vec<String> {
     let mut problems = Vec::new();
     let cmd = match facts.cmdline() {
         Ok(c) => c,
@@ -682,19 +704,38 @@ fn judge(host: &Host, facts: &Facts, rec: &TrialRecord, sys: &dyn SystemView) ->
             return problems;
         }
     };
-    for (role, ifname) in ports(facts, &lp) {
-        if let Err(e) = port_up(facts, &ifname) {
-            problems.push(format!("{role} {ifname} is not up: {e}"));
+    match ports(facts, &lp) {
+        Ok(ports) => {
+            for (role, ifname) in ports {
+                if let Err(e) = port_up(facts, &ifname) {
+                    problems.push(format!("{role} {ifname} is not up: {e}"));
+                }
+            }
         }
+        Err(e) => problems.push(e),
     }
+    // The checks of the settings this run changed among those carried by kernel arguments
+    // (`--only kernel.cmdline` leaves the hugepage mount to another run: not judged here).
+    let in_run: Vec<String> = facts
+        .read_string(&format!("{}/journal/{}/journal.json", state_dir, rec.run))
+        .ok()
+        .and_then(|t| serde_json::from_str::<crate::hostio::journal::JournalDoc>(&t).ok())
+        .map(|d| d.records.into_iter().filter_map(|r| r.check).collect())
+        .unwrap_or_default();
     let ctx = crate::context::Context::with_facts(facts, &lp);
-    for id in CHECKS {
+    for id in CHECKS
+        .iter()
+        .filter(|c| **c == ID || in_run.iter().any(|r| r == *c))
+    {
         let Some(t) = crate::tunables::find(id) else {
             continue;
         };
         for v in (t.check)(&ctx) {
             if v.status == Status::Fail {
-                problems.push(format!("check {} fails on {}: {}", v.id, v.subject, v.message));
+                problems.push(format!(
+                    "check {} fails on {}: {}",
+                    v.id, v.subject, v.message
+                ));
             }
         }
     }
@@ -705,21 +746,19 @@ fn judge(host: &Host, facts: &Facts, rec: &TrialRecord, sys: &dyn SystemView) ->
 fn load_profile(host: &Host, p: &str) -> Result<LoadedProfile, String> {
     if p.starts_with('/') && !host.is_live() {
         let real = crate::exec::apply::real_path(host, p, true).map_err(|e| e.to_string())?;
-        return crate::commands::load_profile(&real.display().to_string()).map_err(|e| e.to_string());
+        return crate::commands::load_profile(&real.display().to_string())
+            .map_err(|e| e.to_string());
     }
     crate::commands::load_profile(p).map_err(|e| e.to_string())
 }
 
-/// The ports that must be up: the profile's data ports (by name), and the port of the IPv4
-/// default route (the management port), when there is one.
-fn ports(facts: &Facts, lp: &LoadedProfile) -> Vec<(&'static str, String)> {
-    let mut v: Vec<(&'static str, String)> = lp
-        .profile
-        .nic
-        .interfaces
-        .iter()
-        .filter(|i| facts.exists(&format!("/sys/class/net/{i}")) || !i.contains(':'))
-        .map(|i| ("data port", i.clone()))
+/// The ports that must be up: the data ports (the profile's, else every ConnectX port), and
+/// the port of the IPv4 default route (the management port), when there is one.
+fn ports(facts: &Facts, lp: &LoadedProfile) -> Result<Vec<(&'static str, String)>, String> {
+    let mut v: Vec<(&'static str, String)> = crate::context::nics::data_interfaces(facts, lp)
+        .map_err(|e| format!("the data ports cannot be told: {e}"))?
+        .into_iter()
+        .map(|(i, _, _)| ("data port", i))
         .collect();
     if let Ok(route) = facts.read_string("/proc/net/route") {
         for l in route.lines().skip(1) {
@@ -730,7 +769,7 @@ fn ports(facts: &Facts, lp: &LoadedProfile) -> Vec<(&'static str, String)> {
             }
         }
     }
-    v
+    Ok(v)
 }
 
 /// A port is up: operstate `up`, or `unknown` (drivers that do not report it) with IFF_UP.
@@ -774,11 +813,19 @@ fn settle(
     let real = |p: &str| crate::exec::apply::real_path(host, p, false).map_err(|e| e.to_string());
     for (k, r) in j.doc.records.clone().into_iter().enumerate() {
         match &r.entry {
-            Entry::File { path, original: None, .. } if path == ENTRY_SCRIPT || path == UNIT_PATH => {
+            Entry::File {
+                path,
+                original: None,
+                ..
+            } if path == ENTRY_SCRIPT || path == UNIT_PATH => {
                 w.remove(&real(path)?).map_err(|e| format!("{path}: {e}"))?;
                 done.push(format!("removed {path}"));
             }
-            Entry::Symlink { path, original: None, .. } if path == UNIT_LINK => {
+            Entry::Symlink {
+                path,
+                original: None,
+                ..
+            } if path == UNIT_LINK => {
                 w.remove(&real(path)?).map_err(|e| format!("{path}: {e}"))?;
                 done.push(format!("removed {path}"));
             }
@@ -788,14 +835,24 @@ fn settle(
                 written,
                 ..
             } if *path == rec.grubenv => {
-                done.push(restore_grubenv(&j, w, &real(path)?, path, original, written)?);
+                done.push(restore_grubenv(
+                    &j,
+                    w,
+                    &real(path)?,
+                    path,
+                    original,
+                    written,
+                )?);
             }
             Entry::File { path, written, .. } if *path == rec.dropin => {
                 if commit {
                     let bytes = written
                         .as_ref()
                         .ok_or("the journal kept no copy of the drop-in")
-                        .and_then(|b| j.blob(b).map_err(|_| "the journal's copy of the drop-in is unreadable"))
+                        .and_then(|b| {
+                            j.blob(b)
+                                .map_err(|_| "the journal's copy of the drop-in is unreadable")
+                        })
                         .map_err(|e| format!("{path}: {e}"))?;
                     let p = real(path)?;
                     w.write_file(&p, &bytes, 0o644)
@@ -813,7 +870,8 @@ fn settle(
         // replays every record, finds nothing left to do).
         j.doc.records[k].done = false;
     }
-    j.flush(w).map_err(|e| format!("journal of run {}: {e}", rec.run))?;
+    j.flush(w)
+        .map_err(|e| format!("journal of run {}: {e}", rec.run))?;
     Ok(done)
 }
 
@@ -848,8 +906,11 @@ fn restore_grubenv(
     if untouched {
         match original {
             Some(s) => {
-                let b = j.blob(&s.blob).map_err(|e| format!("{path}: journal copy: {e}"))?;
-                w.write_file(real, &b, s.mode).map_err(|e| format!("{path}: {e}"))?;
+                let b = j
+                    .blob(&s.blob)
+                    .map_err(|e| format!("{path}: journal copy: {e}"))?;
+                w.write_file(real, &b, s.mode)
+                    .map_err(|e| format!("{path}: {e}"))?;
                 Ok(format!("restored {path} as it was before apply"))
             }
             None => {
@@ -859,7 +920,9 @@ fn restore_grubenv(
         }
     } else if let Some(n) = now {
         let Ok(mut vars) = grubcfg::grubenv_vars(&n) else {
-            return Ok(format!("{path} is no longer an environment block; left as it is"));
+            return Ok(format!(
+                "{path} is no longer an environment block; left as it is"
+            ));
         };
         let before = vars.len();
         vars.retain(|(k, v)| !(k == "next_entry" && v == ENTRY_ID));
@@ -867,12 +930,10 @@ fn restore_grubenv(
             return Ok(format!("{path} changed since apply; left as it is"));
         }
         let b = grubcfg::grubenv_block(&vars).map_err(|e| format!("{path}: {e}"))?;
-        w.write_file(real, &b, 0o644).map_err(|e| format!("{path}: {e}"))?;
+        w.write_file(real, &b, 0o644)
+            .map_err(|e| format!("{path}: {e}"))?;
         Ok(format!("removed next_entry={ENTRY_ID} from {path} (its other variables changed since apply and are kept)"))
     } else {
         Ok(format!("{path} is gone; nothing to restore"))
     }
 }
-
-#[cfg(test)]
-mod tests;
