@@ -651,6 +651,27 @@ pub fn verify(
     })
 }
 
+/// The words of `rec.args` missing from the running kernel's command line (all of them when
+/// it cannot be read).
+fn missing_args<'r>(facts: &Facts, rec: &'r TrialRecord) -> Vec<&'r String> {
+    let Ok(cmd) = facts.cmdline() else {
+        return rec.args.iter().collect();
+    };
+    let has = |w: &str| {
+        let (k, v) = w.split_once('=').map_or((w, None), |(k, v)| (k, Some(v)));
+        let k = k.replace('-', "_");
+        cmd.params
+            .iter()
+            .any(|p| p.key == k && p.value.as_deref() == v)
+    };
+    rec.args.iter().filter(|w| !has(w)).collect()
+}
+
+/// Whether the running kernel got the trial's arguments (this is the trial boot).
+pub fn booted_with(facts: &Facts, rec: &TrialRecord) -> bool {
+    missing_args(facts, rec).is_empty()
+}
+
 /// Why the trial boot does not verify (empty: it does).
 fn judge(
     host: &Host,
@@ -660,18 +681,10 @@ fn judge(
     sys: &dyn SystemView,
 ) -> Vec<String> {
     let mut problems = Vec::new();
-    let cmd = match facts.cmdline() {
-        Ok(c) => c,
-        Err(e) => return vec![format!("cannot read /proc/cmdline: {e}")],
-    };
-    let has = |w: &str| {
-        let (k, v) = w.split_once('=').map_or((w, None), |(k, v)| (k, Some(v)));
-        let k = k.replace('-', "_");
-        cmd.params
-            .iter()
-            .any(|p| p.key == k && p.value.as_deref() == v)
-    };
-    let missing: Vec<&String> = rec.args.iter().filter(|w| !has(w)).collect();
+    if let Err(e) = facts.cmdline() {
+        return vec![format!("cannot read /proc/cmdline: {e}")];
+    }
+    let missing = missing_args(facts, rec);
     if !missing.is_empty() {
         // Not the trial boot: grub cleared next_entry when it chose the trial entry, so this is
         // the boot after a trial that panicked, hung or lost power, or grub never found the

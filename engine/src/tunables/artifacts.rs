@@ -29,7 +29,7 @@ const ID: &str = "daqtune.artifacts";
 fn run(ctx: &Context) -> Vec<Verdict> {
     let arts = daqtune_artifacts(ctx.facts(), &ctx.owned_files);
     let trial = crate::exec::trial::current(ctx.facts(), crate::apply::STATE_DIR)
-        .map(|t| trial_verdict(&t));
+        .map(|t| trial_verdict(ctx, &t));
     if arts.is_empty() && trial.is_none() {
         return vec![Verdict::na(
             ID,
@@ -44,7 +44,7 @@ fn run(ctx: &Context) -> Vec<Verdict> {
 
 /// The kernel-argument trial of a run in effect: which run's trial failed and why, one that
 /// waits for its boot, or one that committed.
-fn trial_verdict(t: &crate::exec::trial::TrialRecord) -> Verdict {
+fn trial_verdict(ctx: &Context, t: &crate::exec::trial::TrialRecord) -> Verdict {
     use crate::exec::trial::TrialState;
     let subject = "kernel-argument trial";
     match t.state {
@@ -52,6 +52,17 @@ fn trial_verdict(t: &crate::exec::trial::TrialRecord) -> Verdict {
             "find why the trial boot failed (`journalctl -b -1`, the reason above), fix the profile, then `sudo daqtune apply --only kernel.cmdline` tries again; `sudo daqtune revert --run {}` undoes the run",
             t.run
         )),
+        // This is the trial boot: its unit decides it once multi-user.target is reached.
+        TrialState::Pending if crate::exec::trial::booted_with(ctx.facts(), t) => Verdict::warn(
+            ID,
+            subject,
+            format!(
+                "{}; this boot carries them: {} decides it after {}",
+                t.describe(),
+                crate::exec::trial::UNIT,
+                crate::exec::trial::TARGET
+            ),
+        ),
         TrialState::Pending => {
             let mut v = Verdict::warn(ID, subject, t.describe()).fix("sudo reboot");
             v.status = crate::verdict::Status::PendingReboot;
