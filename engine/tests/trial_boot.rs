@@ -327,6 +327,16 @@ fn apply_arms_a_one_time_entry_and_leaves_the_default() {
     );
     let (rep, _) = common::evaluate(r, "igx-orin", &["kernel.cmdline"]);
     assert_eq!(rep["checks"][0]["status"], "pending-reboot", "{rep:#?}");
+    // Applying again before the trial is decided arms no second trial over it.
+    let journals = std::fs::read_dir(r.join("var/lib/daqtune/journal")).expect("j").count();
+    let (code, again) = apply(r, "igx-orin", &only(&["kernel.cmdline"]));
+    assert_eq!(code, 0, "{again}");
+    assert!(again.contains("nothing to change"), "{again}");
+    assert!(again.contains("is armed"), "{again}");
+    assert_eq!(
+        std::fs::read_dir(r.join("var/lib/daqtune/journal")).expect("j").count(),
+        journals
+    );
     revert_is_identical(r, &before);
 }
 

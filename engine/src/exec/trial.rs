@@ -200,6 +200,23 @@ pub fn arm(
     let at = plan.changes.iter().position(|c| {
         c.check == ID && matches!(&c.action, Action::File { path, .. } if *path == dropin)
     })?;
+    // The same arguments already wait for their trial boot (or it is running and its unit has
+    // not decided yet): planning them again would arm a second trial over the first.
+    if let Some(t) = current(facts, crate::apply::STATE_DIR) {
+        let same = plan
+            .kernel_args
+            .as_ref()
+            .is_some_and(|a| a.words() == t.args.as_slice());
+        if t.state == TrialState::Pending && same {
+            plan.changes.remove(at);
+            plan.note(
+                ID,
+                NoteLevel::PendingReboot,
+                format!("{} (nothing to write until it is decided)", t.describe()),
+            );
+            return None;
+        }
+    }
     if no_trial {
         plan.note(
             ID,
