@@ -4,7 +4,7 @@
 #
 #   lifecycle-guest.sh PHASE      PHASE: grub-1..5 extlinux-1..3 (netplan in 2 and 3)
 #                                        secureboot-1..3 spark-1..3
-#                                        fleet-grub-1a..3 fleet-extlinux-1a..4 (below)
+#                                        fleet-grub-1a..3, T1..T3 fleet-extlinux-1a..4 (below)
 #
 # Each phase runs some of the issue's steps and writes, on the share:
 #   results         one line per assertion: "PASS|FAIL <step> <what>: <detail>"
@@ -1206,6 +1206,17 @@ case "$phase" in
             expect_eq "extlinux.conf's DEFAULT is the original label again" \
                 "$(awk 'toupper($1)=="DEFAULT" {print $2; exit}' /boot/extlinux/extlinux.conf)" primary
         fi
+        ;;
+    # The failing trial (issue 42) on fleet-a, beside fleet-b's netplan steps: armed through
+    # the CLI, its trial boot, the boot back on the previous default.
+    fleet-grub-T1)
+        trial_breaker_arm
+        ;;
+    fleet-grub-T2)
+        trial_failed_boot
+        ;;
+    fleet-grub-T3)
+        trial_back_on_default
         ;;
     fleet-extlinux-3n)
         netplan_owns_port
