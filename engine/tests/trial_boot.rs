@@ -12,6 +12,7 @@ use common::drive::*;
 use common::testroot::*;
 use daqtune_engine::apply::{trial_verify_on, Selection};
 use daqtune_engine::exec::trial::SystemView;
+use daqtune_engine::facts::Facts;
 use daqtune_engine::hostio::setters::FsWriter;
 use daqtune_engine::status::{self, StatusOptions};
 use daqtune_engine::GlobalOptions;
@@ -119,15 +120,15 @@ struct Booted {
 }
 
 impl SystemView for Booted {
-    fn target_state(&self, _target: &str) -> Result<String, String> {
+    fn target_state(&self, _facts: &Facts, _target: &str) -> Result<String, String> {
         Ok(self.target.to_string())
     }
-    fn failed_units(&self) -> Result<Vec<String>, String> {
-        Ok(if self.target == "active" {
+    fn failed_units(&self, _facts: &Facts) -> Vec<String> {
+        if self.target == "active" {
             vec![]
         } else {
             vec!["breaker.service".into()]
-        })
+        }
     }
 }
 
@@ -328,13 +329,17 @@ fn apply_arms_a_one_time_entry_and_leaves_the_default() {
     let (rep, _) = common::evaluate(r, "igx-orin", &["kernel.cmdline"]);
     assert_eq!(rep["checks"][0]["status"], "pending-reboot", "{rep:#?}");
     // Applying again before the trial is decided arms no second trial over it.
-    let journals = std::fs::read_dir(r.join("var/lib/daqtune/journal")).expect("j").count();
+    let journals = std::fs::read_dir(r.join("var/lib/daqtune/journal"))
+        .expect("j")
+        .count();
     let (code, again) = apply(r, "igx-orin", &only(&["kernel.cmdline"]));
     assert_eq!(code, 0, "{again}");
     assert!(again.contains("nothing to change"), "{again}");
     assert!(again.contains("is armed"), "{again}");
     assert_eq!(
-        std::fs::read_dir(r.join("var/lib/daqtune/journal")).expect("j").count(),
+        std::fs::read_dir(r.join("var/lib/daqtune/journal"))
+            .expect("j")
+            .count(),
         journals
     );
     revert_is_identical(r, &before);

@@ -1219,7 +1219,7 @@ pub fn run_trial_verify(
         &host,
         dir,
         &mut FsWriter::new(),
-        &crate::exec::trial::Systemctl,
+        &crate::exec::trial::Systemd,
         out,
     )
 }

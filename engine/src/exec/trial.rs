@@ -554,42 +554,29 @@ pub fn forget_reverted(host: &Host, state_dir: &str, w: &mut dyn Writer) {
     }
 }
 
-/// What systemd says about the boot (the live host asks systemctl; tests answer themselves).
+/// What systemd says about the boot (the live host: systemd over D-Bus, as
+/// `daqtune.artifacts` asks it; tests answer themselves).
 pub trait SystemView {
-    /// `systemctl is-active TARGET`'s word.
-    fn target_state(&self, target: &str) -> Result<String, String>;
-    /// The units in the failed state.
-    fn failed_units(&self) -> Result<Vec<String>, String>;
+    /// The target's `ActiveState` (`active`, `inactive`, `failed`, ...).
+    fn target_state(&self, facts: &Facts, target: &str) -> Result<String, String>;
+    /// The units in the failed state, where they can be listed (for the message only).
+    fn failed_units(&self, facts: &Facts) -> Vec<String>;
 }
 
-/// The live host's systemd, through `systemctl` with fixed arguments.
-pub struct Systemctl;
+/// The live host's systemd, through [`Facts::unit_state`] (D-Bus; never `systemctl`).
+pub struct Systemd;
 
-impl Systemctl {
-    fn run(args: &[&str]) -> Result<String, String> {
-        let exe = ["/usr/bin/systemctl", "/bin/systemctl"]
-            .iter()
-            .find(|p| Path::new(p).exists())
-            .ok_or("systemctl is not installed")?;
-        let o = std::process::Command::new(exe)
-            .args(args)
-            .output()
-            .map_err(|e| format!("systemctl: {e}"))?;
-        Ok(String::from_utf8_lossy(&o.stdout).trim().to_string())
+impl SystemView for Systemd {
+    fn target_state(&self, facts: &Facts, target: &str) -> Result<String, String> {
+        facts
+            .unit_state(target)
+            .map(|u| u.active_state)
+            .map_err(|e| e.to_string())
     }
-}
-
-impl SystemView for Systemctl {
-    fn target_state(&self, target: &str) -> Result<String, String> {
-        Systemctl::run(&["is-active", target])
-    }
-    fn failed_units(&self) -> Result<Vec<String>, String> {
-        Ok(
-            Systemctl::run(&["list-units", "--state=failed", "--plain", "--no-legend"])?
-                .lines()
-                .filter_map(|l| l.split_whitespace().next().map(String::from))
-                .collect(),
-        )
+    fn failed_units(&self, _facts: &Facts) -> Vec<String> {
+        // Listing every unit is not asked of systemd here: the target's state decides, and
+        // `systemctl --failed` names the culprits.
+        Vec::new()
     }
 }
 
@@ -711,10 +698,10 @@ fn judge(
             missing.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(" ")
         )];
     }
-    match sys.target_state(TARGET) {
+    match sys.target_state(facts, TARGET) {
         Ok(s) if s == "active" => {}
         Ok(s) => {
-            let failed = sys.failed_units().unwrap_or_default();
+            let failed = sys.failed_units(facts);
             problems.push(format!(
                 "{TARGET} was not reached ({s}){}",
                 if failed.is_empty() {
