@@ -225,6 +225,13 @@ pub fn arm(
         );
         return None;
     }
+    // A root with no grub.cfg is an image being built (or a fixture): its first boot takes the
+    // drop-in as update-grub renders it there; there is no boot of this tree to try.
+    if plan.target == crate::hostio::setters::Target::Root
+        && GRUB_CFGS.iter().all(|p| !facts.exists(p))
+    {
+        return None;
+    }
     let args = plan.kernel_args.clone()?;
     let new_text = match &plan.changes[at].action {
         Action::File { to, .. } => String::from_utf8_lossy(to).into_owned(),
