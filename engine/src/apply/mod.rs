@@ -1160,43 +1160,6 @@ pub fn run_generate(
     Ok(0)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use daqtune_probe::gpu::control::MockNvml;
-
-    /// The GPU control of `apply` judges locks by the profile the run chose. It used to read
-    /// `--profile` again, so a detected (or derived) profile's `clock_tolerance_mhz` was
-    /// replaced by 250 whenever `--profile` was not given.
-    #[test]
-    fn apply_gpu_control_takes_the_chosen_profiles_tolerance() {
-        let g = GlobalOptions::default();
-        assert!(g.profile.is_none(), "as after detection: no --profile");
-        let mut lp = crate::commands::load_profile("generic-dgpu").expect("built-in");
-        lp.profile.gpu.clock_tolerance_mhz = 40;
-        let (setters, why) = gpu_control(
-            Ok::<_, String>(MockNvml::new(Vec::new())),
-            gpu_tolerance(&lp),
-            &[],
-        );
-        assert!(why.is_none());
-        assert_eq!(setters.expect("setters").ctl.tolerance_mhz, 40);
-        // Revert has no chosen profile: `--profile`'s, else the schema's default.
-        assert_eq!(revert_gpu_tolerance(&g), 250);
-    }
-
-    #[test]
-    fn no_nvml_is_said_with_its_reason() {
-        let (setters, why) =
-            gpu_control::<MockNvml>(Err("libnvidia-ml.so.1: not found".into()), 250, &[]);
-        assert!(setters.is_none());
-        assert_eq!(
-            why.as_deref(),
-            Some("no GPU control: libnvidia-ml.so.1: not found")
-        );
-    }
-}
-
 /// `daqtune trial-verify` (daqtune-trial.service, late in the boot): decide the pending
 /// kernel-argument trial of this boot on the live host. Exit 0 when it was decided either way
 /// (a failed trial is recorded for `status` and `check`, and the previous default stays), 1
@@ -1254,4 +1217,41 @@ pub fn trial_verify_on(
         Decision::Failed(why) => writeln!(out, "trial: FAILED: {why}"),
     };
     Ok(u8::from(failed > 0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use daqtune_probe::gpu::control::MockNvml;
+
+    /// The GPU control of `apply` judges locks by the profile the run chose. It used to read
+    /// `--profile` again, so a detected (or derived) profile's `clock_tolerance_mhz` was
+    /// replaced by 250 whenever `--profile` was not given.
+    #[test]
+    fn apply_gpu_control_takes_the_chosen_profiles_tolerance() {
+        let g = GlobalOptions::default();
+        assert!(g.profile.is_none(), "as after detection: no --profile");
+        let mut lp = crate::commands::load_profile("generic-dgpu").expect("built-in");
+        lp.profile.gpu.clock_tolerance_mhz = 40;
+        let (setters, why) = gpu_control(
+            Ok::<_, String>(MockNvml::new(Vec::new())),
+            gpu_tolerance(&lp),
+            &[],
+        );
+        assert!(why.is_none());
+        assert_eq!(setters.expect("setters").ctl.tolerance_mhz, 40);
+        // Revert has no chosen profile: `--profile`'s, else the schema's default.
+        assert_eq!(revert_gpu_tolerance(&g), 250);
+    }
+
+    #[test]
+    fn no_nvml_is_said_with_its_reason() {
+        let (setters, why) =
+            gpu_control::<MockNvml>(Err("libnvidia-ml.so.1: not found".into()), 250, &[]);
+        assert!(setters.is_none());
+        assert_eq!(
+            why.as_deref(),
+            Some("no GPU control: libnvidia-ml.so.1: not found")
+        );
+    }
 }
