@@ -120,7 +120,11 @@ struct Booted {
 }
 
 impl SystemView for Booted {
-    fn target_state(&self, _facts: &Facts, _target: &str) -> Result<String, String> {
+    fn target_state(
+        &self,
+        _facts: &Facts,
+        _target: &str,
+    ) -> Result<String, daqtune_engine::facts::UnitStateError> {
         Ok(self.target.to_string())
     }
     fn failed_units(&self, _facts: &Facts) -> Vec<String> {

@@ -25,7 +25,7 @@ use std::io::Write;
 use std::path::PathBuf;
 
 /// Host path of daqtune's state (journal, lock).
-pub const STATE_DIR: &str = "/var/lib/daqtune";
+pub const STATE_DIR: &str = crate::context::trial::STATE_DIR;
 
 /// What to plan and apply (the flags `plan` and `apply` share; the binary's `cli` documents
 /// each one).

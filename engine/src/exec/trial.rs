@@ -26,151 +26,19 @@
 //! marked not in effect, so `revert` stays byte-identical and `status` shows no drift for them.
 
 use crate::context::boot::{boot_config, grub_files, BootConfig, GRUB_CFGS};
-use crate::facts::Facts;
-use crate::hostio::journal::{Entry, Journal, RunState, Saved};
+use crate::facts::{Facts, UnitStateError};
+use crate::hostio::journal::{Entry, Journal, Saved};
 use crate::hostio::setters::Writer;
 use crate::plan::{Action, Change, NoteLevel, Plan};
 use crate::profile::LoadedProfile;
 use crate::verdict::Status;
 use daqtune_probe::Host;
 use daqtune_units::{grub, grubcfg};
-use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
-/// The trial entry's generator in /etc/grub.d: after 10_linux and 40/41_custom, so the
-/// distribution's entries keep their indexes and the default.
-pub const ENTRY_SCRIPT: &str = "/etc/grub.d/42_daqtune_trial";
-/// The menuentry id `next_entry` names.
-pub const ENTRY_ID: &str = "daqtune-trial";
-pub const UNIT: &str = "daqtune-trial.service";
-pub const UNIT_PATH: &str = "/etc/systemd/system/daqtune-trial.service";
-pub const UNIT_LINK: &str = "/etc/systemd/system/multi-user.target.wants/daqtune-trial.service";
-/// The trial's record, under the state directory.
-pub const RECORD: &str = "trial.json";
-pub const SCHEMA: &str = "daqtune.trial/v1";
-/// `panic=` on the trial entry: a kernel panic reboots after this many seconds, into the old
-/// default (next_entry is already cleared).
-pub const PANIC_SECS: u32 = 10;
-/// The target the verification waits for (the unit is ordered after it).
-pub const TARGET: &str = "multi-user.target";
-/// The settings whose checks the verification runs: those whose values are kernel arguments.
-pub const CHECKS: &[&str] = &["kernel.cmdline", "hugepages"];
+pub use crate::context::trial::*;
 
 const ID: &str = "kernel.cmdline";
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum TrialState {
-    /// Armed: the next boot tries the arguments.
-    Pending,
-    /// The trial boot verified; the arguments are the default.
-    Committed,
-    /// The trial boot did not verify (or did not happen); the previous default stays.
-    Failed,
-}
-
-impl TrialState {
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            TrialState::Pending => "pending",
-            TrialState::Committed => "committed",
-            TrialState::Failed => "failed",
-        }
-    }
-}
-
-/// What `/var/lib/daqtune/trial.json` holds.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TrialRecord {
-    pub schema: String,
-    /// The apply run that armed it.
-    pub run: String,
-    pub state: TrialState,
-    /// Why it failed (or what went wrong committing).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-    /// daqtune's arguments: each must be on /proc/cmdline of the trial boot.
-    pub args: Vec<String>,
-    /// The whole `linux` line of the trial entry after the kernel image.
-    pub entry_args: Vec<String>,
-    /// The grub drop-in written at commit.
-    pub dropin: String,
-    /// The environment block holding `next_entry`.
-    pub grubenv: String,
-    /// How the verification loads the profile (a built-in name or daqtune's copy of it).
-    pub profile: String,
-    pub armed_unix: u64,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub decided_unix: Option<u64>,
-}
-
-impl TrialRecord {
-    /// One line for `status` and the checks.
-    pub fn describe(&self) -> String {
-        let when = |t: Option<u64>| {
-            t.map(daqtune_probe::text::rfc3339_utc)
-                .unwrap_or_else(|| "?".into())
-        };
-        match self.state {
-            TrialState::Pending => format!(
-                "the kernel-argument trial of apply run {} is armed: the next boot tries `{}` once (grub next_entry={ENTRY_ID}); {} is written only when that boot verifies",
-                self.run,
-                self.args.join(" "),
-                self.dropin
-            ),
-            TrialState::Committed => format!(
-                "the kernel-argument trial of apply run {} verified at {} and was committed to {}",
-                self.run,
-                when(self.decided_unix),
-                self.dropin
-            ),
-            TrialState::Failed => format!(
-                "the kernel-argument trial of apply run {} FAILED at {}: {}; the previous default entry boots and {} was not written",
-                self.run,
-                when(self.decided_unix),
-                self.reason.as_deref().unwrap_or("no reason recorded"),
-                self.dropin
-            ),
-        }
-    }
-}
-
-fn now_unix() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
-}
-
-/// The record of the trial, with the state of its run: `None` when there is none, it cannot
-/// be read, or its run was reverted (or its kernel.cmdline part was).
-pub fn current(facts: &Facts, state_dir: &str) -> Option<TrialRecord> {
-    let text = facts.read_string(&format!("{state_dir}/{RECORD}")).ok()?;
-    let rec: TrialRecord = serde_json::from_str(&text).ok()?;
-    if rec.schema != SCHEMA || !run_holds_trial(facts, state_dir, &rec) {
-        return None;
-    }
-    Some(rec)
-}
-
-/// Whether the run that armed `rec` is in effect and still holds the drop-in's record.
-fn run_holds_trial(facts: &Facts, state_dir: &str, rec: &TrialRecord) -> bool {
-    if rec.run.contains('/') || rec.run.contains("..") {
-        return false;
-    }
-    let Ok(text) = facts.read_string(&format!("{state_dir}/journal/{}/journal.json", rec.run))
-    else {
-        return false;
-    };
-    let Ok(doc) = serde_json::from_str::<crate::hostio::journal::JournalDoc>(&text) else {
-        return false;
-    };
-    doc.state != RunState::Reverted
-        && doc
-            .records
-            .iter()
-            .any(|r| matches!(&r.entry, Entry::File { path, .. } if *path == rec.dropin))
-}
 
 /// The trial an apply arms: the drop-in change taken out of the plan (journaled by [`record`]
 /// without being written) and what the record will say.
@@ -202,7 +70,7 @@ pub fn arm(
     })?;
     // The same arguments already wait for their trial boot (or it is running and its unit has
     // not decided yet): planning them again would arm a second trial over the first.
-    if let Some(t) = current(facts, crate::apply::STATE_DIR) {
+    if let Some(t) = current(facts, crate::context::trial::STATE_DIR) {
         let same = plan
             .kernel_args
             .as_ref()
@@ -361,7 +229,8 @@ fn prepare(
     if !entry_args.iter().any(|w| key(w) == "panic") {
         entry_args.push(format!("panic={PANIC_SECS}"));
     }
-    let script = entry_script(&block, &entry_args, &entry.title())?;
+    let script = entry_script(&block, &entry_args, &entry.title())
+        .ok_or("the default entry has no linux line")?;
     if let Ok(cur) = facts.read_bytes(ENTRY_SCRIPT) {
         if !String::from_utf8_lossy(&cur).contains(daqtune_units::OWNER_MARK) {
             return Err(format!("{ENTRY_SCRIPT} exists and is not daqtune's"));
@@ -422,7 +291,7 @@ fn prepare(
 
 /// The /etc/grub.d script printing the trial entry: the default entry's block with its own
 /// title and id, and `args` on its `linux` line.
-fn entry_script(block: &[String], args: &[String], title: &str) -> Result<String, String> {
+fn entry_script(block: &[String], args: &[String], title: &str) -> Option<String> {
     let mut body = Vec::new();
     let mut linux_done = false;
     for l in &block[1..] {
@@ -440,10 +309,10 @@ fn entry_script(block: &[String], args: &[String], title: &str) -> Result<String
         }
     }
     if !linux_done {
-        return Err("the default entry has no linux line".into());
+        return None;
     }
     let title = format!("daqtune trial of {}", title.replace(['\'', '\n'], ""));
-    Ok(format!(
+    Some(format!(
         "#!/bin/sh\n# {} for a one-time trial boot (grub next_entry={ENTRY_ID}); daqtune removes it when the trial is decided, `daqtune revert` too.\nexec tail -n +4 \"$0\"\nmenuentry '{title}' $menuentry_id_option '{ENTRY_ID}' {{\n{}\n",
         daqtune_units::OWNER_MARK,
         body.join("\n")
@@ -565,7 +434,7 @@ pub fn forget_reverted(host: &Host, state_dir: &str, w: &mut dyn Writer) {
 /// `daqtune.artifacts` asks it; tests answer themselves).
 pub trait SystemView {
     /// The target's `ActiveState` (`active`, `inactive`, `failed`, ...).
-    fn target_state(&self, facts: &Facts, target: &str) -> Result<String, String>;
+    fn target_state(&self, facts: &Facts, target: &str) -> Result<String, UnitStateError>;
     /// The units in the failed state, where they can be listed (for the message only).
     fn failed_units(&self, facts: &Facts) -> Vec<String>;
 }
@@ -574,11 +443,8 @@ pub trait SystemView {
 pub struct Systemd;
 
 impl SystemView for Systemd {
-    fn target_state(&self, facts: &Facts, target: &str) -> Result<String, String> {
-        facts
-            .unit_state(target)
-            .map(|u| u.active_state)
-            .map_err(|e| e.to_string())
+    fn target_state(&self, facts: &Facts, target: &str) -> Result<String, UnitStateError> {
+        facts.unit_state(target).map(|u| u.active_state)
     }
     fn failed_units(&self, _facts: &Facts) -> Vec<String> {
         // Listing every unit is not asked of systemd here: the target's state decides, and
@@ -662,27 +528,6 @@ pub fn verify(
     })
 }
 
-/// The words of `rec.args` missing from the running kernel's command line (all of them when
-/// it cannot be read).
-fn missing_args<'r>(facts: &Facts, rec: &'r TrialRecord) -> Vec<&'r String> {
-    let Ok(cmd) = facts.cmdline() else {
-        return rec.args.iter().collect();
-    };
-    let has = |w: &str| {
-        let (k, v) = w.split_once('=').map_or((w, None), |(k, v)| (k, Some(v)));
-        let k = k.replace('-', "_");
-        cmd.params
-            .iter()
-            .any(|p| p.key == k && p.value.as_deref() == v)
-    };
-    rec.args.iter().filter(|w| !has(w)).collect()
-}
-
-/// Whether the running kernel got the trial's arguments (this is the trial boot).
-pub fn booted_with(facts: &Facts, rec: &TrialRecord) -> bool {
-    missing_args(facts, rec).is_empty()
-}
-
 /// Why the trial boot does not verify (empty: it does).
 fn judge(
     host: &Host,
@@ -731,12 +576,12 @@ fn judge(
     match ports(facts, &lp) {
         Ok(ports) => {
             for (role, ifname) in ports {
-                if let Err(e) = port_up(facts, &ifname) {
+                if let Some(e) = port_down(facts, &ifname) {
                     problems.push(format!("{role} {ifname} is not up: {e}"));
                 }
             }
         }
-        Err(e) => problems.push(e),
+        Err(e) => problems.push(format!("the data ports cannot be told: {e}")),
     }
     // The checks of the settings this run changed among those carried by kernel arguments
     // (`--only kernel.cmdline` leaves the hugepage mount to another run: not judged here).
@@ -767,20 +612,22 @@ fn judge(
 }
 
 /// The profile by built-in name, or a file inside the host root.
-fn load_profile(host: &Host, p: &str) -> Result<LoadedProfile, String> {
+fn load_profile(host: &Host, p: &str) -> Result<LoadedProfile, crate::commands::UsageError> {
     if p.starts_with('/') && !host.is_live() {
-        let real = crate::exec::apply::real_path(host, p, true).map_err(|e| e.to_string())?;
-        return crate::commands::load_profile(&real.display().to_string())
-            .map_err(|e| e.to_string());
+        let real = crate::exec::apply::real_path(host, p, true)
+            .map_err(|e| crate::commands::UsageError::Other(e.to_string()))?;
+        return crate::commands::load_profile(&real.display().to_string());
     }
-    crate::commands::load_profile(p).map_err(|e| e.to_string())
+    crate::commands::load_profile(p)
 }
 
 /// The ports that must be up: the data ports (the profile's, else every ConnectX port), and
 /// the port of the IPv4 default route (the management port), when there is one.
-fn ports(facts: &Facts, lp: &LoadedProfile) -> Result<Vec<(&'static str, String)>, String> {
-    let mut v: Vec<(&'static str, String)> = crate::context::nics::data_interfaces(facts, lp)
-        .map_err(|e| format!("the data ports cannot be told: {e}"))?
+fn ports(
+    facts: &Facts,
+    lp: &LoadedProfile,
+) -> Result<Vec<(&'static str, String)>, crate::context::nics::PortsError> {
+    let mut v: Vec<(&'static str, String)> = crate::context::nics::data_interfaces(facts, lp)?
         .into_iter()
         .map(|(i, _, _)| ("data port", i))
         .collect();
@@ -796,28 +643,30 @@ fn ports(facts: &Facts, lp: &LoadedProfile) -> Result<Vec<(&'static str, String)
     Ok(v)
 }
 
-/// A port is up: operstate `up`, or `unknown` (drivers that do not report it) with IFF_UP.
-fn port_up(facts: &Facts, ifname: &str) -> Result<(), String> {
+/// Why a port is not up (`None`: it is): operstate `up`, or `unknown` (drivers that do not
+/// report it) with IFF_UP, is up.
+fn port_down(facts: &Facts, ifname: &str) -> Option<String> {
     if ifname.contains('/') || ifname.starts_with('.') {
-        return Err("not an interface name".into());
+        return Some("not an interface name".into());
     }
-    let state = facts
-        .read_attr(&format!("/sys/class/net/{ifname}/operstate"))
-        .map_err(|e| e.message)?;
+    let state = match facts.read_attr(&format!("/sys/class/net/{ifname}/operstate")) {
+        Ok(s) => s,
+        Err(e) => return Some(e.message),
+    };
     match state.as_str() {
-        "up" => Ok(()),
+        "up" => None,
         "unknown" => {
             let flags = facts
                 .read_attr(&format!("/sys/class/net/{ifname}/flags"))
                 .ok()
                 .and_then(|f| u32::from_str_radix(f.trim_start_matches("0x"), 16).ok());
             if flags.is_some_and(|f| f & 1 == 1) {
-                Ok(())
+                None
             } else {
-                Err("operstate unknown and not administratively up".into())
+                Some("operstate unknown and not administratively up".into())
             }
         }
-        s => Err(format!("operstate {s}")),
+        s => Some(format!("operstate {s}")),
     }
 }
 

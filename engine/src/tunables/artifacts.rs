@@ -28,7 +28,7 @@ const ID: &str = "daqtune.artifacts";
 
 fn run(ctx: &Context) -> Vec<Verdict> {
     let arts = daqtune_artifacts(ctx.facts(), &ctx.owned_files);
-    let trial = crate::exec::trial::current(ctx.facts(), crate::apply::STATE_DIR)
+    let trial = crate::context::trial::current(ctx.facts(), crate::context::trial::STATE_DIR)
         .map(|t| trial_verdict(ctx, &t));
     if arts.is_empty() && trial.is_none() {
         return vec![Verdict::na(
@@ -44,8 +44,8 @@ fn run(ctx: &Context) -> Vec<Verdict> {
 
 /// The kernel-argument trial of a run in effect: which run's trial failed and why, one that
 /// waits for its boot, or one that committed.
-fn trial_verdict(ctx: &Context, t: &crate::exec::trial::TrialRecord) -> Verdict {
-    use crate::exec::trial::TrialState;
+fn trial_verdict(ctx: &Context, t: &crate::context::trial::TrialRecord) -> Verdict {
+    use crate::context::trial::TrialState;
     let subject = "kernel-argument trial";
     match t.state {
         TrialState::Failed => Verdict::fail(ID, subject, t.describe()).fix(format!(
@@ -53,14 +53,14 @@ fn trial_verdict(ctx: &Context, t: &crate::exec::trial::TrialRecord) -> Verdict 
             t.run
         )),
         // This is the trial boot: its unit decides it once multi-user.target is reached.
-        TrialState::Pending if crate::exec::trial::booted_with(ctx.facts(), t) => Verdict::warn(
+        TrialState::Pending if crate::context::trial::booted_with(ctx.facts(), t) => Verdict::warn(
             ID,
             subject,
             format!(
                 "{}; this boot carries them: {} decides it after {}",
                 t.describe(),
-                crate::exec::trial::UNIT,
-                crate::exec::trial::TARGET
+                crate::context::trial::UNIT,
+                crate::context::trial::TARGET
             ),
         ),
         TrialState::Pending => {

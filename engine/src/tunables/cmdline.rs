@@ -436,8 +436,8 @@ fn run(ctx: &Context) -> Vec<Verdict> {
         Pending::NotWritten => {}
     }
     // A trial boot armed, or one that failed (issue 42): say so instead of asking for apply.
-    if let Some(t) = crate::exec::trial::current(ctx.facts(), crate::apply::STATE_DIR) {
-        use crate::exec::trial::TrialState;
+    if let Some(t) = crate::context::trial::current(ctx.facts(), crate::context::trial::STATE_DIR) {
+        use crate::context::trial::TrialState;
         match t.state {
             TrialState::Pending if expected.iter().all(|w| t.args.contains(w)) => {
                 v.status = Status::PendingReboot;
