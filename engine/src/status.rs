@@ -51,6 +51,10 @@ pub struct Status {
     /// Journals that could not be read (path and why): the runs they hold are not shown.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unreadable: Vec<String>,
+    /// The kernel-argument trial of a run in effect (`/var/lib/daqtune/trial.json`): pending,
+    /// committed, or failed and why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trial: Option<crate::exec::trial::TrialRecord>,
     pub summary: Summary,
     /// The command that puts the drifted settings back (`apply --only` with their ids);
     /// `None` when nothing drifted.
@@ -147,6 +151,7 @@ pub fn gather(g: &GlobalOptions, a: &StatusOptions) -> Result<Status, UsageError
         judged_with: None,
         settings: Vec::new(),
         unreadable: Vec::new(),
+        trial: None,
         summary: Summary::default(),
         restore: None,
     };
@@ -173,6 +178,7 @@ pub fn gather(g: &GlobalOptions, a: &StatusOptions) -> Result<Status, UsageError
     st.runs = runs.iter().map(|j| run_status(&j.doc)).collect();
     st.profile = runs.last().map(|j| j.doc.profile.clone());
     st.settings = settings(&host, &runs);
+    st.trial = crate::exec::trial::current(&g.facts(&host), &dir);
     if !runs.is_empty() {
         judge_pending(&host, g, &runs, &mut st);
     }
@@ -644,6 +650,9 @@ pub fn text(st: &Status) -> String {
         if !r.undone.is_empty() {
             let _ = writeln!(s, "      undone by revert --only: {}", r.undone.join(", "));
         }
+    }
+    if let Some(t) = &st.trial {
+        let _ = writeln!(s, "trial boot: {}", t.describe());
     }
     match (&st.pending_reboot[..], &st.judged_with) {
         ([], Some(_)) => {

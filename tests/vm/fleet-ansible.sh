@@ -60,6 +60,11 @@
 #   L6 netplan on fleet-b (fleet-extlinux-3n, then a reboot, fleet-extlinux-4): the site's
 #      netplan file owns the port, `apply --only nic.mtu` writes daqtune's netplan drop-in,
 #      netplan renders MTU 9000 at boot, a later site file is named, revert byte-identical
+#   LT a failing kernel-argument trial on fleet-a beside L6 (issue 42; fleet-grub-T1..T3): a
+#      unit that fails when isolcpus is on the line, `apply --only kernel.cmdline` arms the
+#      trial, reboot: the trial boot misses multi-user.target, daqtune-trial.service fails the
+#      trial (status and check daqtune.artifacts say which run and why), reboot: the previous
+#      default entry, revert byte-identical
 #   F8 both guests powered off from inside
 #
 # Python and Ansible: ansible-core pinned as in tune/tests/fleet_support (that list is the one
@@ -627,23 +632,42 @@ lphase fleet-grub-3
 lphase fleet-extlinux-3
 lwait fleet-grub-3 fleet-extlinux-3
 
-# --- L6: netplan on fleet-b; fleet-a powers off ---------------------------------------------
-gssh fleet-a systemctl --no-block poweroff || true
+# --- L6, LT: netplan on fleet-b; a failing kernel-argument trial on fleet-a (issue 42) ------
+# fleet-a: a unit that fails when isolcpus is on the line, `apply --only kernel.cmdline` arms
+# the trial (T1); its trial boot misses multi-user.target and the trial fails (T2); the next
+# boot is the previous default's, and revert is byte-identical (T3).
+declare -A rb_before=() rb_t=()
+reboot_start() { # GUEST: reboot it over SSH
+  rb_before[$1]=$(boot_id "$1")
+  rb_t[$1]=$SECONDS
+  gssh "$1" systemctl --no-block reboot || true
+}
+reboot_wait() { # GUEST STEP WHY: wait for the new boot's SSH
+  local g=$1 now
+  # The old boot's sshd may still answer for a moment: wait for the new boot id.
+  while ((SECONDS - rb_t[$g] < boot_timeout)); do
+    sleep 5
+    now=$(boot_id "$g")
+    [[ $now == none || $now == "${rb_before[$g]}" ]] || break
+  done
+  timing "$2 $g reboot (systemctl reboot to SSH)" $((SECONDS - rb_t[$g]))
+  check "$2 $g rebooted $3" test "$(boot_id "$g")" != "${rb_before[$g]}"
+}
+lphase fleet-grub-T1
 lphase fleet-extlinux-3n
-lwait fleet-extlinux-3n
-before=$(boot_id fleet-b)
-t=$SECONDS
-gssh fleet-b systemctl --no-block reboot || true
-# The old boot's sshd may still answer for a moment: wait for the new boot id.
-while ((SECONDS - t < boot_timeout)); do
-  sleep 5
-  now=$(boot_id fleet-b)
-  [[ $now == none || $now == "$before" ]] || break
-done
-timing "L6 fleet-b reboot (systemctl reboot to SSH)" $((SECONDS - t))
-check "L6 fleet-b rebooted for netplan's rendering" test "$(boot_id fleet-b)" != "$before"
+lwait fleet-grub-T1 fleet-extlinux-3n
+reboot_start fleet-a
+reboot_start fleet-b
+reboot_wait fleet-a LT "into the trial entry"
+reboot_wait fleet-b L6 "for netplan's rendering"
+lphase fleet-grub-T2
 lphase fleet-extlinux-4
-lwait fleet-extlinux-4
+lwait fleet-grub-T2 fleet-extlinux-4
+reboot_start fleet-a
+reboot_wait fleet-a LT "back to the previous default"
+lphase fleet-grub-T3
+lwait fleet-grub-T3
+gssh fleet-a systemctl --no-block poweroff || true
 
 # --- F8: power off ------------------------------------------------------------------------
 gssh fleet-b systemctl --no-block poweroff || true

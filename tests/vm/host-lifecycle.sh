@@ -17,7 +17,8 @@
 #                  --arch arm64 builds it)
 #   --out DIR      where the run goes (default: a new directory under target/lifecycle/)
 #   --keep         keep the run's disks (deleted otherwise; logs and outputs are always kept)
-#   --boots LIST   run only these boots of each variant, e.g. `1` (steps 1-2) or `2,3`; with
+#   --boots LIST   run only these boots of each variant, e.g. `1` (steps 1-2) or `2,3` (grub
+#                  has 5: 4 and 5 are its failing trial); with
 #                  --resume the later boots continue a kept run (its disk and state)
 #   --resume DIR   continue the kept run in DIR (implies --keep)
 #   --rebuild-image  rebuild the cached guest image even when its inputs did not change
@@ -27,7 +28,15 @@
 #   2: steps 3-6a the kernel line is the boot loader's own; check; second apply; foreign
 #                 grub.d override (GRUB only); `revert --yes` (extlinux: then the checksums)
 #   3: steps 6b-7 (GRUB) /proc/cmdline and checksums as before step 2, `diff` of the
-#                 reports; MRRS on the e1000e
+#                 reports; MRRS on the e1000e; T1: a failing trial armed (issue 42)
+# The kernel arguments of step 2 boot once through grub's one-time entry daqtune-trial (step 2t
+# checks it armed, the default entry untouched); boot 2 is that trial, committed by
+# daqtune-trial.service (step 3 checks it). The grub variant then proves a failing trial:
+#   4: step T2    the trial boot of `apply --only kernel.cmdline` with a unit that fails when
+#                 isolcpus is on the line (required by multi-user.target): the target is not
+#                 reached, the trial fails, the drop-in is not written, status and
+#                 `check daqtune.artifacts` name the run and why
+#   5: step T3    back on the previous default entry; revert byte-identical
 # netplan (issue 25 item 5), in the extlinux guest once its own revert is checked (a guest of
 # its own cost two more boots and a second install on the same BIOS image); netplan.io renders
 # to systemd-networkd:
@@ -81,7 +90,7 @@ deb_arm64=""
 arm_cpu=${DAQTUNE_VM_ARM_CPU:-cortex-a72}
 out=""
 keep=0
-boots="1,2,3"
+boots="1,2,3,4,5"
 resume=""
 rebuild=()
 while (($#)); do
@@ -110,7 +119,7 @@ while (($#)); do
     *) echo "host-lifecycle: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
-[[ $boots =~ ^[1-3](,[1-3])*$ ]] || { echo "host-lifecycle: --boots takes a list of 1, 2, 3" >&2; exit 2; }
+[[ $boots =~ ^[1-5](,[1-5])*$ ]] || { echo "host-lifecycle: --boots takes a list of 1, 2, 3 (and 4, 5 for grub)" >&2; exit 2; }
 
 T0=$SECONDS
 say() { printf '[lifecycle %4ds] %s\n' "$((SECONDS - T0))" "$*"; }
@@ -303,9 +312,11 @@ report_new() { # VARIANT: the result and timing lines the last boot added
 run_variant() { # VARIANT
   local v=$1 n
   local dir=$out/$v
-  for n in 1 2 3; do
+  local last=3
+  [[ $v != grub ]] || last=5
+  for n in $(seq 1 "$last"); do
     [[ ,$boots, == *,$n,* ]] || continue
-    say "$v boot $n: starting (steps $(case $v-$n in spark-1) echo 0-2 ;; spark-2) echo 3-4, 6a ;; spark-3) echo 6b, 8 ;; secureboot-1) echo 1, S1-S2, 2 ;; *-1) echo 1-2 ;; secureboot-2) echo 3-4, S3, 6a ;; secureboot-3) echo 6b, S6 ;; grub-2) echo 3-6a ;; extlinux-2) echo 3-4, 6a, N0-N2 ;; extlinux-3) echo N3-N6 ;; *-3) echo 6b-7 ;; esac))"
+    say "$v boot $n: starting (steps $(case $v-$n in spark-1) echo 0-2 ;; spark-2) echo 3-4, 6a ;; spark-3) echo 6b, 8 ;; secureboot-1) echo 1, S1-S2, 2 ;; *-1) echo 1-2 ;; secureboot-2) echo 3-4, S3, 6a ;; secureboot-3) echo 6b, S6 ;; grub-2) echo 3-6a ;; grub-3) echo 6b-7, T1 ;; grub-4) echo T2 ;; grub-5) echo T3 ;; extlinux-2) echo 3-4, 6a, N0-N2 ;; extlinux-3) echo N3-N6 ;; *-3) echo 6b-7 ;; esac))"
     if ! boot "$v" "$n"; then
       report_new "$v"
       return 1

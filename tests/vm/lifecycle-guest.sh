@@ -2,9 +2,9 @@
 # Guest side of tests/vm/host-lifecycle.sh. Runs as root inside the Debian guest, from the 9p
 # share the harness mounts at /run/lifecycle-io, once per boot:
 #
-#   lifecycle-guest.sh PHASE      PHASE: grub-1..3 extlinux-1..3 (netplan in 2 and 3)
+#   lifecycle-guest.sh PHASE      PHASE: grub-1..5 extlinux-1..3 (netplan in 2 and 3)
 #                                        secureboot-1..3 spark-1..3
-#                                        fleet-grub-1a..3 fleet-extlinux-1a..4 (below)
+#                                        fleet-grub-1a..3, T1..T3 fleet-extlinux-1a..4 (below)
 #
 # Each phase runs some of the issue's steps and writes, on the share:
 #   results         one line per assertion: "PASS|FAIL <step> <what>: <detail>"
@@ -363,6 +363,7 @@ verify_after_reboot() { # VARIANT
     info "cmdline after reboot: $(cat /proc/cmdline)"
     if [ "$1" != extlinux ]; then
         expect "booted through GRUB (BOOT_IMAGE= on the line)" grep -q '^BOOT_IMAGE=' /proc/cmdline
+        [ ! -f "$TRIAL" ] || trial_committed
         grub_default_args >"$st/grub-default.words"
         if cmp -s "$st/grub-default.words" "$st/cmdline-3.words"; then
             pass "/proc/cmdline = default entry of /boot/grub/grub.cfg (guest's update-grub)"
@@ -423,6 +424,143 @@ verify_after_reboot() { # VARIANT
     if cmp -s "$st/sums-4a" "$st/sums-4b"; then pass "second apply changes no file under /etc and /boot"; else fail "second apply changes no file under /etc and /boot" "$(diff "$st/sums-4a" "$st/sums-4b" | grep '^[<>]' | head -n 6 | tr '\n' ' ')"; fi
     expect_eq "second apply writes no journal" "$(find /var/lib/daqtune/journal -name journal.json | wc -l)" "$jbefore"
     if grep -q 'nothing to change' "$st/apply-4.txt"; then pass "second apply says nothing to change"; else fail "second apply says nothing to change" "$(tail -n 5 "$st/apply-4.txt" | tr '\n' ' ')"; fi
+}
+
+# --- the trial boot (issue 42 item 3) ----------------------------------------------------------
+# On GRUB, apply arms a one-time entry (grub.cfg's `daqtune-trial`, grubenv next_entry) and
+# daqtune-trial.service decides it late in that boot: commit (the drop-in, update-grub) or fail
+# (the previous default stays). docs/apply.md, "Trial boot".
+TRIAL=/var/lib/daqtune/trial.json
+trial_state() { jq -r .state "$TRIAL" 2>/dev/null; }
+# The words after the kernel image on the `linux` line of grub.cfg's entry daqtune-trial.
+trial_entry_args() {
+    awk -v q="'" '/^menuentry / {t = index($0, q "daqtune-trial" q) > 0} t && $1 == "linux" {for (i=3; i<=NF; i++) print $i; exit}' /boot/grub/grub.cfg
+}
+# daqtune's grub drop-ins (files of /etc/default/grub.d with its mark).
+our_dropins() { grep -l 'Written by daqtune' /etc/default/grub.d/* 2>/dev/null; }
+has_trial_entry() { grep -q "'daqtune-trial'" /boot/grub/grub.cfg; }
+grubenv_trials() { grub-editenv /boot/grub/grubenv list 2>/dev/null | grep -c '^next_entry=daqtune-trial$'; }
+
+# Right after an apply on GRUB: the one-time entry is armed and the default is untouched.
+trial_armed() { # STEP
+    step "$1" "apply armed a trial boot: a one-time entry, the default untouched"
+    expect_eq "trial record: pending" "$(trial_state)" pending
+    if has_trial_entry; then pass "apply ran update-grub: grub.cfg has the entry daqtune-trial"; else fail "apply ran update-grub: grub.cfg has the entry daqtune-trial" "$(grep -c '^menuentry' /boot/grub/grub.cfg) menuentries, none daqtune-trial"; fi
+    trial_entry_args >"$st/trial-entry-$1.words"
+    expect_kernel_args_in "the trial entry" "$st/trial-entry-$1.words"
+    expect "the trial entry has panic=10 (a panic reboots into the old default)" grep -qx 'panic=10' "$st/trial-entry-$1.words"
+    grub_default_args >"$st/grub-default-$1.words"
+    if grep -q '^isolcpus=' "$st/grub-default-$1.words"; then fail "the default entry is unchanged until the trial verifies" "$(tr '\n' ' ' <"$st/grub-default-$1.words")"; else pass "the default entry is unchanged until the trial verifies"; fi
+    expect_eq "grubenv: next_entry=daqtune-trial (grub-editenv list)" "$(grubenv_trials)" 1
+    expect_eq "no daqtune grub drop-in yet" "$(our_dropins)" ""
+    expect_eq "daqtune-trial.service is enabled" "$(systemctl is-enabled daqtune-trial.service 2>/dev/null)" enabled
+    run "status-$1" dq status
+    if grep -q 'trial boot: .* is armed' "$st/status-$1.txt"; then pass "status says the trial is armed"; else fail "status says the trial is armed" "$(grep -i trial "$st/status-$1.txt" | head -n 3 | tr '\n' ' ')"; fi
+}
+
+# The boot after a good trial: the trial entry booted, its unit verified and committed.
+trial_committed() {
+    expect "the trial entry booted (panic=10 on /proc/cmdline)" grep -qx 'panic=10' "$st/cmdline-3.words"
+    expect_eq "trial record: committed" "$(trial_state)" committed
+    journalctl -b -u daqtune-trial.service --no-pager -q >"$st/trial-unit-3.txt" 2>&1
+    if grep -q 'trial: committed' "$st/trial-unit-3.txt"; then pass "daqtune-trial.service said: committed"; else fail "daqtune-trial.service said: committed" "$(tail -n 4 "$st/trial-unit-3.txt" | tr '\n' ' ')"; fi
+    expect_eq "daqtune-trial.service succeeded" "$(systemctl show -p Result --value daqtune-trial.service)" success
+    if [ -n "$(our_dropins)" ]; then pass "the commit wrote the drop-in" "$(our_dropins)"; else fail "the commit wrote the drop-in" "none in /etc/default/grub.d"; fi
+    if has_trial_entry; then fail "the commit removed the trial entry (update-grub)" "still in grub.cfg"; else pass "the commit removed the trial entry (update-grub)"; fi
+    expect "the trial's entry script and unit are gone" sh -c '! test -e /etc/grub.d/42_daqtune_trial && ! test -e /etc/systemd/system/daqtune-trial.service && ! test -L /etc/systemd/system/multi-user.target.wants/daqtune-trial.service'
+    expect_eq "grubenv holds no next_entry=daqtune-trial" "$(grubenv_trials)" 0
+    run status-3t dq status
+    if grep -q 'trial boot: .* verified at .* committed to' "$st/status-3t.txt"; then pass "status says the trial committed"; else fail "status says the trial committed" "$(grep -i trial "$st/status-3t.txt" | head -n 3 | tr '\n' ' ')"; fi
+    # The rest of step 3 compares the kernel line with the new default entry: the trial
+    # entry's own panic=10 aside.
+    grep -vx 'panic=10' "$st/cmdline-3.words" >"$st/cmdline-3.cmp"
+    mv "$st/cmdline-3.cmp" "$st/cmdline-3.words"
+}
+
+# A unit the trial's arguments make fail: required by multi-user.target and ordered before it,
+# it runs only when isolcpus is on the kernel line (ConditionKernelCommandLine), so the trial
+# boot misses its target while the previous default (no isolcpus) reaches it. Harmless under
+# TCG: the boot goes on (no emergency shell, no console needed), only the target is not
+# reached; the agent and daqtune-trial.service, wanted by the target and ordered after it,
+# still run.
+BREAKER=/etc/systemd/system/lifecycle-trial-breaker.service
+BREAKER_LINK=/etc/systemd/system/multi-user.target.requires/lifecycle-trial-breaker.service
+trial_breaker_arm() {
+    step T1 "a failing trial: a unit that fails when isolcpus is on the line; apply --only kernel.cmdline"
+    printf '%s\n' '[Unit]' \
+        'Description=lifecycle test: fails when isolcpus is on the kernel line (the failing trial of issue 42)' \
+        'ConditionKernelCommandLine=isolcpus' 'Before=multi-user.target' '' \
+        '[Service]' 'Type=oneshot' 'RemainAfterExit=yes' 'ExecStart=/bin/false' >"$BREAKER"
+    mkdir -p "${BREAKER_LINK%/*}"
+    ln -sf "$BREAKER" "$BREAKER_LINK"
+    systemctl daemon-reload
+    # The baseline of this trial's revert: the breaker is part of it.
+    sums "$st/sums-T0" "${boot_dirs[@]}"
+    cp /proc/cmdline "$st/cmdline-T0"
+    run apply-T1 dq apply --yes --only kernel.cmdline
+    expect_eq "apply --only kernel.cmdline exits 0" "$rc" 0
+    trial_armed T1b
+}
+
+# The trial boot: the breaker failed, multi-user.target was not reached, the unit failed the
+# trial and put the previous default back in grub.cfg.
+trial_failed_boot() {
+    step T2 "the failing trial boot: verification fails, the previous default stays"
+    wait_settled
+    cmdline_words >"$st/cmdline-T2.words"
+    info "cmdline of the trial boot: $(cat /proc/cmdline)"
+    expect "the trial entry booted (panic=10 on /proc/cmdline)" grep -qx 'panic=10' "$st/cmdline-T2.words"
+    expect_eq "the breaker failed" "$(systemctl show -p Result --value lifecycle-trial-breaker.service)" exit-code
+    expect_eq "multi-user.target not reached" "$(systemctl is-active multi-user.target)" inactive
+    expect_eq "trial record: failed" "$(trial_state)" failed
+    local reason
+    reason=$(jq -r .reason "$TRIAL" 2>/dev/null)
+    info "recorded reason: $reason"
+    case $reason in *"multi-user.target was not reached"*) pass "the reason names the target" ;; *) fail "the reason names the target" "$reason" ;; esac
+    expect_eq "no daqtune grub drop-in" "$(our_dropins)" ""
+    if has_trial_entry; then fail "the trial entry is gone from grub.cfg (update-grub)" "still there"; else pass "the trial entry is gone from grub.cfg (update-grub)"; fi
+    grub_default_args >"$st/grub-default-T2.words"
+    if grep -q '^isolcpus=' "$st/grub-default-T2.words"; then fail "the default entry has no isolcpus" "$(tr '\n' ' ' <"$st/grub-default-T2.words")"; else pass "the default entry has no isolcpus"; fi
+    expect_eq "grubenv holds no next_entry=daqtune-trial" "$(grubenv_trials)" 0
+    trial_reports_failure T2
+}
+
+# status and check daqtune.artifacts name the run whose trial failed, and why.
+trial_reports_failure() { # STEP
+    local runid msg
+    runid=$(jq -r .run "$TRIAL" 2>/dev/null)
+    run "status-$1" dq status
+    if grep -q "trial of apply run $runid FAILED at .*multi-user.target was not reached" "$st/status-$1.txt"; then pass "status names run $runid's failed trial and why"; else fail "status names run $runid's failed trial and why" "$(grep -i trial "$st/status-$1.txt" | head -n 3 | tr '\n' ' ')"; fi
+    run "check-$1" dq check daqtune.artifacts --format json --json "$st/report-$1.json"
+    msg=$(jq -r '[.checks[] | select(.id == "daqtune.artifacts" and .subject == "kernel-argument trial") | "\(.status): \(.message)"] | join(" | ")' "$st/report-$1.json" 2>/dev/null)
+    case $msg in "fail: "*"$runid"*"multi-user.target was not reached"*) pass "check daqtune.artifacts fails naming run $runid and why" ;; *) fail "check daqtune.artifacts fails naming run $runid and why" "${msg:-no verdict about the trial}" ;; esac
+}
+
+# The boot after the failed trial: the previous default, the failure still reported; revert
+# is byte-identical to before the trial's apply.
+trial_back_on_default() {
+    step T3 "back on the previous default entry; revert byte-identical"
+    wait_settled
+    info "cmdline: $(cat /proc/cmdline)"
+    expect_eq "/proc/cmdline is the one before the trial" "$(cat /proc/cmdline)" "$(cat "$st/cmdline-T0")"
+    expect_eq "multi-user.target reached (the breaker's condition is false)" "$(systemctl is-active multi-user.target)" active
+    expect_eq "trial record: still failed" "$(trial_state)" failed
+    trial_reports_failure T3
+    run revert-T3 dq revert --yes
+    expect_eq "revert exits 0" "$rc" 0
+    expect "the trial's record goes with the run" test ! -e "$TRIAL"
+    sums "$st/sums-T3" "${boot_dirs[@]}"
+    if cmp -s "$st/sums-T0" "$st/sums-T3"; then
+        pass "/etc and /boot/grub byte-identical to before the trial's apply" "$(grep -c . "$st/sums-T0") entries"
+    else
+        diff "$st/sums-T0" "$st/sums-T3" >"$st/sums-T.diff"
+        fail "/etc and /boot/grub byte-identical to before the trial's apply" "$(grep '^[<>]' "$st/sums-T.diff" | head -n 8 | tr '\n' ' ')"
+    fi
+    rm -f "$BREAKER_LINK" "$BREAKER"
+    rmdir "${BREAKER_LINK%/*}" 2>/dev/null
+    systemctl daemon-reload
+    sums "$st/sums-T4" "${boot_dirs[@]}"
+    if cmp -s "$st/sums-before" "$st/sums-T4"; then pass "without the breaker: byte-identical to before step 2"; else fail "without the breaker: byte-identical to before step 2" "$(diff "$st/sums-before" "$st/sums-T4" | grep '^[<>]' | head -n 6 | tr '\n' ' ')"; fi
 }
 
 foreign_override() {
@@ -922,7 +1060,7 @@ case "$phase" in
         do_apply
         thp_applied
         rings_applied
-        if grep -q isolcpus /boot/grub/grub.cfg; then pass "apply ran update-grub: grub.cfg carries the arguments"; else fail "apply ran update-grub: grub.cfg carries the arguments" "no isolcpus in /boot/grub/grub.cfg"; fi
+        trial_armed 2t
         echo reboot >"$io/next"
         ;;
     grub-2)
@@ -938,6 +1076,15 @@ case "$phase" in
         thp_reverted
         rings_reverted
         mrrs_on_emulated_nic
+        trial_breaker_arm
+        echo reboot >"$io/next"
+        ;;
+    grub-4)
+        trial_failed_boot
+        echo reboot >"$io/next"
+        ;;
+    grub-5)
+        trial_back_on_default
         echo poweroff >"$io/next"
         ;;
     extlinux-1)
@@ -1034,7 +1181,7 @@ case "$phase" in
         applied_now
         thp_applied
         rings_applied
-        if grep -q isolcpus /boot/grub/grub.cfg; then pass "apply ran update-grub: grub.cfg carries the arguments"; else fail "apply ran update-grub: grub.cfg carries the arguments" "no isolcpus in /boot/grub/grub.cfg"; fi
+        trial_armed 2t
         ;;
     fleet-grub-2)
         verify_after_reboot grub
@@ -1059,6 +1206,17 @@ case "$phase" in
             expect_eq "extlinux.conf's DEFAULT is the original label again" \
                 "$(awk 'toupper($1)=="DEFAULT" {print $2; exit}' /boot/extlinux/extlinux.conf)" primary
         fi
+        ;;
+    # The failing trial (issue 42) on fleet-a, beside fleet-b's netplan steps: armed through
+    # the CLI, its trial boot, the boot back on the previous default.
+    fleet-grub-T1)
+        trial_breaker_arm
+        ;;
+    fleet-grub-T2)
+        trial_failed_boot
+        ;;
+    fleet-grub-T3)
+        trial_back_on_default
         ;;
     fleet-extlinux-3n)
         netplan_owns_port

@@ -171,6 +171,18 @@ pub enum Command {
     },
     /// Print the man page, daqtune(8), as roff: every subcommand with its options.
     Man,
+    /// Decide a pending kernel-argument trial on this boot (run by daqtune-trial.service):
+    /// commit the arguments when the boot verifies, else keep the previous default.
+    #[command(hide = true)]
+    TrialVerify(TrialVerifyArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct TrialVerifyArgs {
+    #[command(flatten)]
+    pub root: RootArg,
+    #[arg(long, value_name = "DIR", hide = true)]
+    pub state_dir: Option<String>,
 }
 
 impl Command {
@@ -193,6 +205,7 @@ impl Command {
                 ..Default::default()
             },
             Command::Topo(a) => (&a.root).into(),
+            Command::TrialVerify(a) => (&a.root).into(),
             Command::Diff(a) => (&a.profile).into(),
             Command::Selftest(a) => (&a.profile).into(),
             Command::Explain(_)
@@ -373,6 +386,11 @@ pub struct Selection {
     /// that is still in effect.
     #[arg(long)]
     pub fresh: bool,
+    /// Make kernel arguments the default at once. Without it, on GRUB they boot once through
+    /// a one-time entry and become the default only when that boot verifies (docs/apply.md,
+    /// "Trial boot").
+    #[arg(long)]
+    pub no_trial: bool,
 }
 
 impl Selection {
@@ -386,6 +404,7 @@ impl Selection {
             exe: self.exe.clone(),
             config: self.config.clone(),
             fresh: self.fresh,
+            no_trial: self.no_trial,
         }
     }
 }

@@ -109,6 +109,10 @@ fn main() -> ExitCode {
         }
         Command::Generate(a) => apply::run_generate(&g.engine(), &a.engine(), &mut stdout),
         Command::Status(a) => commands::status(g, a),
+        Command::TrialVerify(a) => {
+            let mut o = out::TerminalSafe::new(out::Stdout);
+            apply::run_trial_verify(&g.engine(), a.state_dir.as_deref(), &mut o)
+        }
         Command::Gpu(a) => commands::gpu(g, a),
         Command::Selftest(a) => selftest_cmd::run(g, &a.args),
         Command::Topo(a) => commands::topo(g, a),

@@ -368,6 +368,115 @@ pub fn default_entry(cfg: &str, grubenv: Option<&str>) -> Result<BootEntry, Stri
     }
 }
 
+/// The raw lines of the `menuentry` block whose `linux` line is line `linux_line` (1-based):
+/// from its `menuentry ... {` line to its closing `}`. `None` when that line is not inside a
+/// menuentry. The trial boot's entry is made from these lines (the same `insmod`, `search` and
+/// `initrd` as the entry that boots now), so BIOS, UEFI and arm64 entries need no model here.
+pub fn entry_block(cfg: &str, linux_line: usize) -> Option<Vec<String>> {
+    let lines: Vec<&str> = cfg.lines().collect();
+    // Open blocks: (line index, is a menuentry).
+    let mut stack: Vec<(usize, bool)> = Vec::new();
+    let mut target: Option<(usize, usize)> = None;
+    for (i, raw) in lines.iter().enumerate() {
+        let w = words(raw);
+        if let Some(first) = w.first() {
+            if first == "}" {
+                let closed = stack.pop();
+                if let (Some((start, true)), Some((t, depth))) = (closed, target) {
+                    if start == t && stack.len() == depth {
+                        return Some(lines[start..=i].iter().map(|l| l.to_string()).collect());
+                    }
+                }
+                continue;
+            }
+            if w.last().is_some_and(|l| l == "{") {
+                stack.push((i, first == "menuentry"));
+                continue;
+            }
+        }
+        if i + 1 == linux_line {
+            let (start, _) = *stack.iter().rev().find(|(_, m)| *m)?;
+            let depth = stack.iter().position(|(s, _)| *s == start)?;
+            target = Some((start, depth));
+        }
+    }
+    None
+}
+
+/// Whether grub.cfg's header clears a one-time `next_entry` at the boot that uses it
+/// (`set next_entry=` and `save_env next_entry` in the `if [ "${next_entry}" ]` branch, as
+/// grub-mkconfig's 00_header writes it where the environment block can be written). Without
+/// that a one-time entry would boot every time.
+pub fn clears_next_entry(cfg: &str) -> bool {
+    let p = parse(cfg);
+    let one_shot = p
+        .defaults
+        .iter()
+        .any(|(_, v, one_shot)| *one_shot && v.contains("next_entry"));
+    let saves = cfg.lines().any(|l| {
+        let w = words(l);
+        w.len() == 2 && w[0] == "save_env" && w[1] == "next_entry"
+    });
+    one_shot && saves
+}
+
+/// The size of a GRUB environment block (grub-editenv's `GRUB_ENVBLK_DEFCFG` is 1024 bytes:
+/// GRUB rewrites the block in place at boot and never changes its size).
+pub const GRUBENV_SIZE: usize = 1024;
+const GRUBENV_HEADER: &str = "# GRUB Environment Block\n";
+
+/// Why an environment block cannot be read or made.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GrubenvError {
+    #[error("not a GRUB environment block (no `# GRUB Environment Block` header)")]
+    NoHeader,
+    #[error("{0} bytes, not the {GRUBENV_SIZE} of a GRUB environment block")]
+    Size(usize),
+    #[error("the variables need {0} bytes, more than a {GRUBENV_SIZE}-byte block holds")]
+    TooLong(usize),
+    #[error("variable `{0}`: a name of letters, digits and `_` without a newline in its value is needed")]
+    Invalid(String),
+}
+
+/// The variables of an environment block, in order (`name=value` lines after the header; the
+/// `#` padding ends them).
+pub fn grubenv_vars(block: &[u8]) -> Result<Vec<(String, String)>, GrubenvError> {
+    if block.len() != GRUBENV_SIZE {
+        return Err(GrubenvError::Size(block.len()));
+    }
+    let text = String::from_utf8_lossy(block);
+    let body = text
+        .strip_prefix(GRUBENV_HEADER)
+        .ok_or(GrubenvError::NoHeader)?;
+    Ok(body
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .filter_map(|l| {
+            l.split_once('=')
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+        })
+        .collect())
+}
+
+/// An environment block holding `vars`, padded with `#` to [`GRUBENV_SIZE`] bytes as
+/// grub-editenv writes it.
+pub fn grubenv_block(vars: &[(String, String)]) -> Result<Vec<u8>, GrubenvError> {
+    let mut s = String::from(GRUBENV_HEADER);
+    for (k, v) in vars {
+        let name_ok = !k.is_empty() && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !name_ok || v.contains(['\n', '\\']) {
+            return Err(GrubenvError::Invalid(k.clone()));
+        }
+        s.push_str(&format!("{k}={v}\n"));
+    }
+    if s.len() > GRUBENV_SIZE {
+        return Err(GrubenvError::TooLong(s.len()));
+    }
+    let mut b = s.into_bytes();
+    b.resize(GRUBENV_SIZE, b'#');
+    Ok(b)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -516,6 +625,58 @@ menuentry 'UEFI Firmware Settings' $menuentry_id_option 'uefi-firmware' {
         ] {
             let _ = default_entry(t, None);
         }
+    }
+
+    #[test]
+    fn entry_block_of_the_default_and_of_a_nested_entry() {
+        let e = default_entry(DEBIAN, None).expect("entry");
+        let b = entry_block(DEBIAN, e.line).expect("block");
+        assert!(b[0].starts_with("menuentry 'Debian GNU/Linux' "), "{b:?}");
+        assert_eq!(b.last().map(String::as_str), Some("}"));
+        assert!(
+            b.iter().any(|l| l.trim_start().starts_with("initrd")),
+            "{b:?}"
+        );
+        // The `if ...; fi` inside the entry does not end it early.
+        assert_eq!(b.len(), 10, "{b:?}");
+        let nested = DEBIAN
+            .lines()
+            .position(|l| l.contains("root=UUID=1b2c ro single"))
+            .expect("recovery line");
+        let b = entry_block(DEBIAN, nested + 1).expect("nested");
+        assert!(b[0].contains("(recovery mode)"), "{b:?}");
+        assert_eq!(b.len(), 3);
+        assert_eq!(entry_block(DEBIAN, 1), None);
+    }
+
+    #[test]
+    fn debian_header_clears_next_entry() {
+        assert!(clears_next_entry(DEBIAN));
+        // A header without save_env (a block grub cannot write: btrfs, LVM, RAID).
+        let no_save = DEBIAN.replace("   save_env next_entry\n", "");
+        assert!(!clears_next_entry(&no_save));
+        assert!(!clears_next_entry(
+            "set default=\"0\"\nmenuentry 'x' {\nlinux /v\n}\n"
+        ));
+    }
+
+    #[test]
+    fn grubenv_blocks_as_grub_editenv_writes_them() {
+        // `grub-editenv grubenv create` then `set next_entry=daqtune-trial`: the header, one
+        // line per variable, `#` up to 1024 bytes.
+        let b = grubenv_block(&[("next_entry".into(), "daqtune-trial".into())]).expect("block");
+        assert_eq!(b.len(), 1024);
+        assert!(b.starts_with(b"# GRUB Environment Block\nnext_entry=daqtune-trial\n#"));
+        assert!(b[50..].iter().all(|c| *c == b'#'));
+        assert_eq!(
+            grubenv_vars(&b).expect("vars"),
+            [("next_entry".to_string(), "daqtune-trial".to_string())]
+        );
+        let empty = grubenv_block(&[]).expect("empty");
+        assert_eq!(grubenv_vars(&empty).expect("vars"), []);
+        assert_eq!(grubenv_vars(b"x"), Err(GrubenvError::Size(1)));
+        assert!(grubenv_block(&[("a b".into(), "c".into())]).is_err());
+        assert!(grubenv_block(&[("a".into(), "x".repeat(1100))]).is_err());
     }
 
     #[test]

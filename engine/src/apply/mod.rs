@@ -25,7 +25,7 @@ use std::io::Write;
 use std::path::PathBuf;
 
 /// Host path of daqtune's state (journal, lock).
-pub const STATE_DIR: &str = "/var/lib/daqtune";
+pub const STATE_DIR: &str = crate::context::trial::STATE_DIR;
 
 /// What to plan and apply (the flags `plan` and `apply` share; the binary's `cli` documents
 /// each one).
@@ -50,6 +50,9 @@ pub struct Selection {
     /// Plan the profile alone: do not keep the `config` and `allow_acs` of the last apply
     /// that is still in effect.
     pub fresh: bool,
+    /// Kernel arguments become the default at once, without the trial boot
+    /// ([`crate::exec::trial`]).
+    pub no_trial: bool,
 }
 
 /// The selection a plan uses: what the user gave, plus the `--config` and `--allow-acs` of the
@@ -562,6 +565,14 @@ pub fn plan_for(
     let mut plan = crate::tunables::build_plan_with(&facts, &lp, &opts, None)
         .map_err(|e| UsageError::Other(e.to_string()))?;
     add_profile_copy(&facts, &lp, &mut plan, &copy, opts.persist);
+    crate::exec::trial::arm(
+        &facts,
+        &lp,
+        &mut plan,
+        opts.exe.as_deref(),
+        &opts.profile_ref,
+        sel.no_trial,
+    );
     note_foreign(&mut plan);
     if let Some(exe) = placeholder {
         let runs = format!("{exe} ");
@@ -649,6 +660,14 @@ fn run_apply_inner(
     let mut plan = crate::tunables::build_plan_with(&facts, &lp, &opts, gpu)
         .map_err(|e| UsageError::Other(e.to_string()))?;
     add_profile_copy(&facts, &lp, &mut plan, &copy, opts.persist);
+    crate::exec::trial::arm(
+        &facts,
+        &lp,
+        &mut plan,
+        opts.exe.as_deref(),
+        &opts.profile_ref,
+        sel.no_trial,
+    );
     note_foreign(&mut plan);
     refuse_without_binary(&plan, &sel)?;
     let _ = write!(out, "{plan}");
@@ -703,6 +722,14 @@ fn run_apply_inner(
     let mut plan = crate::tunables::build_plan_with(&facts, &lp, &opts, gpu)
         .map_err(|e| UsageError::Other(e.to_string()))?;
     add_profile_copy(&facts, &lp, &mut plan, &copy, opts.persist);
+    let armed = crate::exec::trial::arm(
+        &facts,
+        &lp,
+        &mut plan,
+        opts.exe.as_deref(),
+        &opts.profile_ref,
+        sel.no_trial,
+    );
     refuse_without_binary(&plan, &sel)?;
     let mut journal = journal::Journal::create(&state.join("journal"), &lp.profile.name, w)
         .map_err(|e| {
@@ -726,7 +753,19 @@ fn run_apply_inner(
     let lockdown = facts.platform().lockdown.clone();
     let rep = apply::execute(&host, &plan, &mut journal, w, lockdown.as_deref(), gpu);
     print_apply(&plan, &rep, out);
-    Ok(if rep.failed() == 0 { 0 } else { 1 })
+    let mut failed = rep.failed();
+    if let Some(armed) = &armed {
+        match crate::exec::trial::record(&host, &state, &mut journal, w, armed, &rep) {
+            Ok(line) => {
+                let _ = writeln!(out, "trial: {line}");
+            }
+            Err(e) => {
+                failed += 1;
+                let _ = writeln!(out, "  FAIL  kernel.cmdline trial not recorded: {e}");
+            }
+        }
+    }
+    Ok(if failed == 0 { 0 } else { 1 })
 }
 
 fn print_apply(plan: &Plan, rep: &apply::ApplyReport, out: &mut dyn Write) {
@@ -1041,6 +1080,8 @@ fn run_revert_inner(
             "run {id} NOT reverted: {failed} of {steps} step(s) failed; it stays in effect, and `daqtune revert` tries it again"
         );
     }
+    // A trial armed by a run now reverted (or its kernel.cmdline part) is over.
+    crate::exec::trial::forget_reverted(&host, a.state_dir.as_deref().unwrap_or(STATE_DIR), w);
     let failed = rep.failed();
     if failed > 0 {
         let _ = writeln!(err, "daqtune revert: {failed} step(s) failed");
@@ -1117,6 +1158,65 @@ pub fn run_generate(
     );
     let _ = write!(out, "{text}");
     Ok(0)
+}
+
+/// `daqtune trial-verify` (daqtune-trial.service, late in the boot): decide the pending
+/// kernel-argument trial of this boot on the live host. Exit 0 when it was decided either way
+/// (a failed trial is recorded for `status` and `check`, and the previous default stays), 1
+/// when the decision could not be carried out.
+pub fn run_trial_verify(
+    g: &GlobalOptions,
+    state_dir: Option<&str>,
+    out: &mut dyn Write,
+) -> Result<u8, UsageError> {
+    if g.root.is_some() {
+        return Err(UsageError::Other(
+            "trial-verify decides the boot of the live host; it does not run under --root".into(),
+        ));
+    }
+    let host = Host::live();
+    let dir = state_dir.unwrap_or(STATE_DIR);
+    let state = state_real(&host, &Some(dir.to_string()))?;
+    let _lock = lock_wait(&state, std::time::Duration::from_secs(60)).map_err(UsageError::from)?;
+    trial_verify_on(
+        &host,
+        dir,
+        &mut FsWriter::new(),
+        &crate::exec::trial::Systemd,
+        out,
+    )
+}
+
+/// [`run_trial_verify`] on any host, with the writer and systemd view given (tests).
+pub fn trial_verify_on(
+    host: &Host,
+    state_dir: &str,
+    w: &mut dyn Writer,
+    sys: &dyn crate::exec::trial::SystemView,
+    out: &mut dyn Write,
+) -> Result<u8, UsageError> {
+    use crate::exec::trial::{verify, Decision};
+    let rep = verify(host, state_dir, w, sys).map_err(UsageError::Other)?;
+    for d in &rep.done {
+        let _ = writeln!(out, "  ok    {d}");
+    }
+    let mut failed = 0;
+    for (cmd, r) in &rep.commands {
+        let _ = match r {
+            Ok(()) => writeln!(out, "  ran   {cmd}"),
+            Err(e) if !host.is_live() => writeln!(out, "  note  {cmd}: {e}"),
+            Err(e) => {
+                failed += 1;
+                writeln!(out, "  FAIL  {cmd}: {e}")
+            }
+        };
+    }
+    let _ = match &rep.decision {
+        Decision::Nothing(why) => writeln!(out, "trial: nothing to decide: {why}"),
+        Decision::Committed => writeln!(out, "trial: committed"),
+        Decision::Failed(why) => writeln!(out, "trial: FAILED: {why}"),
+    };
+    Ok(u8::from(failed > 0))
 }
 
 #[cfg(test)]

@@ -13,6 +13,7 @@ pub mod boot;
 pub mod gpus;
 pub mod irqbalance;
 pub mod nics;
+pub mod trial;
 
 /// The run's facts, owned by a context made for one evaluation or borrowed from the command
 /// that shares them between its steps (detection, derivation, checks, plan).

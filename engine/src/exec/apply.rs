@@ -911,7 +911,8 @@ pub fn post_commands<'a>(
     for c in changed {
         match &c.action {
             Action::File { path, .. } | Action::Symlink { path, .. } => {
-                grub |= path.starts_with("/etc/default/grub");
+                // The trial boot's entry script is read by update-grub too.
+                grub |= path.starts_with("/etc/default/grub") || path.starts_with("/etc/grub.d/");
                 units |= path.starts_with("/etc/systemd/");
                 udev |= path.starts_with("/etc/udev/");
             }

@@ -5,3 +5,4 @@
 
 pub mod apply;
 pub mod revert;
+pub mod trial;

@@ -499,7 +499,7 @@ struct Touched {
 impl Touched {
     fn note(&mut self, e: &Entry) {
         if let Entry::File { path, .. } | Entry::Symlink { path, .. } = e {
-            self.grub |= path.starts_with("/etc/default/grub");
+            self.grub |= path.starts_with("/etc/default/grub") || path.starts_with("/etc/grub.d/");
             self.units |= path.starts_with("/etc/systemd/");
             self.udev |= path.starts_with("/etc/udev/");
         }

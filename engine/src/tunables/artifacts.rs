@@ -28,14 +28,48 @@ const ID: &str = "daqtune.artifacts";
 
 fn run(ctx: &Context) -> Vec<Verdict> {
     let arts = daqtune_artifacts(ctx.facts(), &ctx.owned_files);
-    if arts.is_empty() {
+    let trial = crate::context::trial::current(ctx.facts(), crate::context::trial::STATE_DIR)
+        .map(|t| trial_verdict(ctx, &t));
+    if arts.is_empty() && trial.is_none() {
         return vec![Verdict::na(
             ID,
             "host",
             "daqtune has written no unit, rule or drop-in here (no apply run in effect in /var/lib/daqtune/journal, and none of its files carries its mark)",
         )];
     }
-    arts.iter().map(|a| judge(ctx, a)).collect()
+    let mut v: Vec<Verdict> = arts.iter().map(|a| judge(ctx, a)).collect();
+    v.extend(trial);
+    v
+}
+
+/// The kernel-argument trial of a run in effect: which run's trial failed and why, one that
+/// waits for its boot, or one that committed.
+fn trial_verdict(ctx: &Context, t: &crate::context::trial::TrialRecord) -> Verdict {
+    use crate::context::trial::TrialState;
+    let subject = "kernel-argument trial";
+    match t.state {
+        TrialState::Failed => Verdict::fail(ID, subject, t.describe()).fix(format!(
+            "find why the trial boot failed (`journalctl -b -1`, the reason above), fix the profile, then `sudo daqtune apply --only kernel.cmdline` tries again; `sudo daqtune revert --run {}` undoes the run",
+            t.run
+        )),
+        // This is the trial boot: its unit decides it once multi-user.target is reached.
+        TrialState::Pending if crate::context::trial::booted_with(ctx.facts(), t) => Verdict::warn(
+            ID,
+            subject,
+            format!(
+                "{}; this boot carries them: {} decides it after {}",
+                t.describe(),
+                crate::context::trial::UNIT,
+                crate::context::trial::TARGET
+            ),
+        ),
+        TrialState::Pending => {
+            let mut v = Verdict::warn(ID, subject, t.describe()).fix("sudo reboot");
+            v.status = crate::verdict::Status::PendingReboot;
+            v
+        }
+        TrialState::Committed => Verdict::pass(ID, subject, t.describe()),
+    }
 }
 
 fn written_by(a: &Artifact) -> String {

@@ -435,6 +435,20 @@ fn run(ctx: &Context) -> Vec<Verdict> {
         }
         Pending::NotWritten => {}
     }
+    // A trial boot armed, or one that failed (issue 42): say so instead of asking for apply.
+    if let Some(t) = crate::context::trial::current(ctx.facts(), crate::context::trial::STATE_DIR) {
+        use crate::context::trial::TrialState;
+        match t.state {
+            TrialState::Pending if expected.iter().all(|w| t.args.contains(w)) => {
+                v.status = Status::PendingReboot;
+                v.message = format!("{} (now: {})", t.describe(), v.message);
+                v.fix = Some("sudo reboot".into());
+                return vec![v];
+            }
+            TrialState::Failed => v.message = format!("{}; {}", v.message, t.describe()),
+            _ => {}
+        }
+    }
     if expected.is_empty() {
         v.fix = Some("name data cores this host has: a profile with `cpu: {isolated: \"LIST\"}` (see `daqtune profiles show generic-dgpu`)".into());
     } else {
