@@ -407,6 +407,14 @@ pub fn parse(text: &str) -> Result<LspciCapture, LspciError> {
     let mut reg = Reg::None;
     let mut in_express = false;
     let all: Vec<&str> = text.lines().collect();
+    // Pasted captures come indented by tabs or, through markdown and mail, by spaces: the
+    // smallest indent of the capture is one level.
+    let unit = all
+        .iter()
+        .map(|l| indent_cols(l))
+        .filter(|c| *c > 0)
+        .min()
+        .unwrap_or(8);
     for (i, raw) in all.iter().enumerate() {
         let n = i + 1;
         let line = raw.trim_end_matches('\r');
@@ -450,7 +458,7 @@ pub fn parse(text: &str) -> Result<LspciCapture, LspciError> {
         };
         let t = line.trim();
         // A line with one leading tab starts a new property; two or more continue one.
-        let depth = line.len() - line.trim_start_matches('\t').len();
+        let depth = indent_cols(line) / unit;
         if depth <= 1 {
             reg = Reg::None;
             in_express = false;
@@ -514,6 +522,19 @@ pub fn parse(text: &str) -> Result<LspciCapture, LspciError> {
         });
     }
     Ok(cap)
+}
+
+/// Columns of leading whitespace, a tab counting 8.
+fn indent_cols(l: &str) -> usize {
+    let mut c = 0;
+    for ch in l.chars() {
+        match ch {
+            '\t' => c += 8,
+            ' ' => c += 1,
+            _ => break,
+        }
+    }
+    c
 }
 
 /// The last non-empty line before line `next` (1-based), not before `start`.
@@ -888,6 +909,138 @@ fn acs_line(d: &mut LspciDevice, t: &str) {
     }
 }
 
+/// One function of an `lspci -t` tree, with the bridge it sits behind.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TreeEntry {
+    pub addr: PciAddr,
+    pub parent: Option<PciAddr>,
+    /// `-[01]` / `-[01-05]` after a bridge: its secondary bus.
+    pub secondary: Option<u8>,
+    /// The name `-tv` printed after the address, if any.
+    pub name: String,
+    pub line: usize,
+}
+
+/// Whether `text` is an `lspci -t` tree: its first line opens a root bus `-[DDDD:BB]-`.
+pub fn looks_like_tree(text: &str) -> bool {
+    text.lines()
+        .find(|l| !l.trim().is_empty())
+        .is_some_and(|l| l.trim_start().starts_with("-[") || l.trim_start().starts_with("-+-["))
+}
+
+/// Parse an `lspci -t` / `-tv` tree. A child's bus is the secondary bus of the bridge whose
+/// branch it hangs from (or the root bus), found by the column the branch is drawn at.
+pub fn parse_tree(text: &str) -> Result<Vec<TreeEntry>, LspciError> {
+    if text.len() > MAX_TEXT {
+        return Err(LspciError {
+            line: 1,
+            message: format!("more than {MAX_TEXT} bytes"),
+        });
+    }
+    // (column of the children, domain, bus, parent bridge)
+    let mut levels: Vec<(usize, u32, u8, Option<PciAddr>)> = Vec::new();
+    let mut out: Vec<TreeEntry> = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let n = i + 1;
+        let b = line.as_bytes();
+        let mut pending: Option<(u32, u8, Option<PciAddr>)> = None;
+        let mut j = 0;
+        while j < b.len() {
+            if b[j] == b'[' {
+                let Some(end) = line[j..].find(']').map(|e| j + e) else {
+                    break;
+                };
+                let inside = &line[j + 1..end];
+                if let Some((d, bus)) = inside.split_once(':') {
+                    let (Ok(dom), Ok(bus)) = (u32::from_str_radix(d, 16), u8::from_str_radix(bus, 16))
+                    else {
+                        return Err(LspciError {
+                            line: n,
+                            message: format!("`[{inside}]`: expected a root bus [DDDD:BB]"),
+                        });
+                    };
+                    pending = Some((dom, bus, None));
+                }
+                j = end + 1;
+                continue;
+            }
+            let is_dev = j > 0
+                && b[j - 1] == b'-'
+                && j + 4 <= b.len()
+                && b[j].is_ascii_hexdigit()
+                && b[j + 1].is_ascii_hexdigit()
+                && b[j + 2] == b'.'
+                && (b'0'..=b'7').contains(&b[j + 3])
+                && (j + 4 == b.len() || b[j + 4] == b' ' || b[j + 4] == b'-');
+            if !is_dev {
+                j += 1;
+                continue;
+            }
+            let col = line[..j].chars().count();
+            let dev = u8::from_str_radix(&line[j..j + 2], 16).unwrap_or(0);
+            let func = b[j + 3] - b'0';
+            while levels.last().is_some_and(|l| l.0 > col) {
+                levels.pop();
+            }
+            let (dom, bus, parent) = match (levels.last(), pending.take()) {
+                (_, Some(p)) => {
+                    levels.push((col, p.0, p.1, p.2));
+                    p
+                }
+                (Some(l), None) if l.0 == col => (l.1, l.2, l.3),
+                _ => {
+                    return Err(LspciError {
+                        line: n,
+                        message: format!(
+                            "function at column {col} hangs from no bridge or root bus above it: not an `lspci -t` tree"
+                        ),
+                    })
+                }
+            };
+            if dev > 0x1f {
+                return Err(LspciError {
+                    line: n,
+                    message: format!("device number {dev:02x} above 1f"),
+                });
+            }
+            let addr = PciAddr { domain: dom, bus, dev, func };
+            let mut k = j + 4;
+            let mut secondary = None;
+            if line[k..].starts_with("-[") {
+                let rest = &line[k + 2..];
+                if let Some(e) = rest.find(']') {
+                    let sec = rest[..e].split('-').next().unwrap_or("");
+                    secondary = u8::from_str_radix(sec, 16).ok();
+                    k += 2 + e + 1;
+                    if let Some(s) = secondary {
+                        pending = Some((dom, s, Some(addr)));
+                    }
+                }
+            }
+            let name = line[k..]
+                .trim_start_matches('-')
+                .trim()
+                .split("  ")
+                .next()
+                .unwrap_or("")
+                .to_string();
+            let name = if name.starts_with(['+', '\\']) { String::new() } else { name };
+            if out.len() >= MAX_DEVICES {
+                return Err(LspciError { line: n, message: format!("more than {MAX_DEVICES} functions") });
+            }
+            out.push(TreeEntry { addr, parent, secondary, name, line: n });
+            j = k;
+        }
+    }
+    if out.is_empty() {
+        return Err(LspciError {
+            line: 1,
+            message: "no function in the tree (`-[DDDD:BB]-+-DD.F`): not `lspci -t` output".into(),
+        });
+    }
+    Ok(out)
+}
+
 impl LspciDevice {
     /// The 24-bit class code (base, subclass, programming interface).
     pub fn class24(&self) -> Option<u32> {
@@ -1240,5 +1393,45 @@ mod tests {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tree_tests {
+    use super::*;
+
+    /// The head of `lspci -tv` on the ASUS ESC8000A-E12 (luigifcruz/stelline,
+    /// hardware/asus-esc8000a-e12.md at 383e3167).
+    const TREE: &str = r"-+-[0000:00]-+-00.0  Advanced Micro Devices, Inc. [AMD] Device 14a4
+ |           +-01.1-[01]--+-00.0  NVIDIA Corporation AD102GL [RTX 6000 Ada Generation]
+ |           |            \-00.1  NVIDIA Corporation AD102 High Definition Audio Controller
+ |           +-05.1-[02]----00.0  Samsung Electronics Co Ltd NVMe SSD Controller SM981/PM981/PM983
+ |           \-19.7  Advanced Micro Devices, Inc. [AMD] Device 14b4
+ +-[0000:20]-+-00.0  Advanced Micro Devices, Inc. [AMD] Device 14a4
+ |           +-03.1-[21]--+-00.0  Mellanox Technologies MT2910 Family [ConnectX-7]
+ |           |            \-00.1  Mellanox Technologies MT2910 Family [ConnectX-7]
+ \-[0002:00]---00.0-[01-03]----00.0-[02-03]--+-00.0-[03]----00.0  Ampere
+";
+
+    #[test]
+    fn tree_parents() {
+        assert!(looks_like_tree(TREE));
+        let t = parse_tree(TREE).expect("tree");
+        let get = |a: &str| {
+            t.iter()
+                .find(|e| e.addr.to_string() == a)
+                .unwrap_or_else(|| panic!("{a} in {t:?}"))
+        };
+        assert_eq!(get("0000:00:00.0").parent, None);
+        assert_eq!(get("0000:00:01.1").secondary, Some(1));
+        assert_eq!(get("0000:01:00.0").parent.map(|p| p.to_string()).as_deref(), Some("0000:00:01.1"));
+        assert_eq!(get("0000:01:00.1").parent.map(|p| p.to_string()).as_deref(), Some("0000:00:01.1"));
+        assert_eq!(get("0000:02:00.0").parent.map(|p| p.to_string()).as_deref(), Some("0000:00:05.1"));
+        assert_eq!(get("0000:00:19.7").parent, None);
+        assert_eq!(get("0000:21:00.1").parent.map(|p| p.to_string()).as_deref(), Some("0000:20:03.1"));
+        assert_eq!(get("0002:03:00.0").parent.map(|p| p.to_string()).as_deref(), Some("0002:02:00.0"));
+        assert_eq!(get("0000:01:00.0").name, "NVIDIA Corporation AD102GL [RTX 6000 Ada Generation]");
+        assert!(parse_tree("-[zz:00]-+-00.0\n").is_err());
+        assert!(parse_tree("hello\n").is_err());
     }
 }
