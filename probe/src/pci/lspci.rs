@@ -131,7 +131,7 @@ pub fn looks_like(text: &str) -> bool {
         return false;
     }
     match lines.next() {
-        Some(second) => second.starts_with('\t') || second.starts_with("00: "),
+        Some(second) => second.starts_with(char::is_whitespace) || second.starts_with("00: "),
         None => false,
     }
 }
@@ -952,7 +952,8 @@ pub fn parse_tree(text: &str) -> Result<Vec<TreeEntry>, LspciError> {
                 };
                 let inside = &line[j + 1..end];
                 if let Some((d, bus)) = inside.split_once(':') {
-                    let (Ok(dom), Ok(bus)) = (u32::from_str_radix(d, 16), u8::from_str_radix(bus, 16))
+                    let (Ok(dom), Ok(bus)) =
+                        (u32::from_str_radix(d, 16), u8::from_str_radix(bus, 16))
                     else {
                         return Err(LspciError {
                             line: n,
@@ -1003,7 +1004,12 @@ pub fn parse_tree(text: &str) -> Result<Vec<TreeEntry>, LspciError> {
                     message: format!("device number {dev:02x} above 1f"),
                 });
             }
-            let addr = PciAddr { domain: dom, bus, dev, func };
+            let addr = PciAddr {
+                domain: dom,
+                bus,
+                dev,
+                func,
+            };
             let mut k = j + 4;
             let mut secondary = None;
             if line[k..].starts_with("-[") {
@@ -1024,11 +1030,24 @@ pub fn parse_tree(text: &str) -> Result<Vec<TreeEntry>, LspciError> {
                 .next()
                 .unwrap_or("")
                 .to_string();
-            let name = if name.starts_with(['+', '\\']) { String::new() } else { name };
+            let name = if name.starts_with(['+', '\\']) {
+                String::new()
+            } else {
+                name
+            };
             if out.len() >= MAX_DEVICES {
-                return Err(LspciError { line: n, message: format!("more than {MAX_DEVICES} functions") });
+                return Err(LspciError {
+                    line: n,
+                    message: format!("more than {MAX_DEVICES} functions"),
+                });
             }
-            out.push(TreeEntry { addr, parent, secondary, name, line: n });
+            out.push(TreeEntry {
+                addr,
+                parent,
+                secondary,
+                name,
+                line: n,
+            });
             j = k;
         }
     }
@@ -1424,13 +1443,31 @@ mod tree_tests {
         };
         assert_eq!(get("0000:00:00.0").parent, None);
         assert_eq!(get("0000:00:01.1").secondary, Some(1));
-        assert_eq!(get("0000:01:00.0").parent.map(|p| p.to_string()).as_deref(), Some("0000:00:01.1"));
-        assert_eq!(get("0000:01:00.1").parent.map(|p| p.to_string()).as_deref(), Some("0000:00:01.1"));
-        assert_eq!(get("0000:02:00.0").parent.map(|p| p.to_string()).as_deref(), Some("0000:00:05.1"));
+        assert_eq!(
+            get("0000:01:00.0").parent.map(|p| p.to_string()).as_deref(),
+            Some("0000:00:01.1")
+        );
+        assert_eq!(
+            get("0000:01:00.1").parent.map(|p| p.to_string()).as_deref(),
+            Some("0000:00:01.1")
+        );
+        assert_eq!(
+            get("0000:02:00.0").parent.map(|p| p.to_string()).as_deref(),
+            Some("0000:00:05.1")
+        );
         assert_eq!(get("0000:00:19.7").parent, None);
-        assert_eq!(get("0000:21:00.1").parent.map(|p| p.to_string()).as_deref(), Some("0000:20:03.1"));
-        assert_eq!(get("0002:03:00.0").parent.map(|p| p.to_string()).as_deref(), Some("0002:02:00.0"));
-        assert_eq!(get("0000:01:00.0").name, "NVIDIA Corporation AD102GL [RTX 6000 Ada Generation]");
+        assert_eq!(
+            get("0000:21:00.1").parent.map(|p| p.to_string()).as_deref(),
+            Some("0000:20:03.1")
+        );
+        assert_eq!(
+            get("0002:03:00.0").parent.map(|p| p.to_string()).as_deref(),
+            Some("0002:02:00.0")
+        );
+        assert_eq!(
+            get("0000:01:00.0").name,
+            "NVIDIA Corporation AD102GL [RTX 6000 Ada Generation]"
+        );
         assert!(parse_tree("-[zz:00]-+-00.0\n").is_err());
         assert!(parse_tree("hello\n").is_err());
     }
