@@ -1102,8 +1102,8 @@ impl LspciDevice {
                 b[off..off + 4].copy_from_slice(&v.to_le_bytes());
             }
         };
-        put16(&mut b, 0, self.vendor.unwrap_or(0xffff));
-        put16(&mut b, 2, self.device.unwrap_or(0xffff));
+        put16(&mut b, 0, self.vendor.unwrap_or(0));
+        put16(&mut b, 2, self.device.unwrap_or(0));
         b[0x08] = self.rev.unwrap_or(0);
         let class = self.class24().unwrap_or(0xff0000);
         b[0x09] = (class & 0xff) as u8;
