@@ -300,7 +300,6 @@ struct Node {
 
 fn sysfs_speed(code: Option<u8>) -> String {
     match code.and_then(daqtune_probe::pci::config::speed_gts) {
-        Some(s) if s == 2.5 => "2.5 GT/s PCIe".into(),
         Some(s) => format!("{s:.1} GT/s PCIe"),
         None => "Unknown".into(),
     }

@@ -119,7 +119,7 @@ fn every_lspci_capture_reads_back_as_lspci_printed_it() {
             captures += 1;
             let out = tempfile::tempdir().unwrap();
             // The directory: its -t tree (if any) gives the parents.
-            daqtune_engine::import::import(&[dir.clone()], out.path())
+            daqtune_engine::import::import(std::slice::from_ref(dir), out.path())
                 .unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
             let host = Host::at(out.path()).unwrap();
             let tree = read_pci(&host, ReadOptions { detail_all: true }).unwrap();

@@ -540,7 +540,7 @@ fn indent_cols(l: &str) -> usize {
 /// The last non-empty line before line `next` (1-based), not before `start`.
 fn last_nonempty(lines: &[&str], start: usize, next: usize) -> usize {
     let mut end = next.saturating_sub(1).max(start);
-    while end > start && lines.get(end - 1).map_or(true, |l| l.trim().is_empty()) {
+    while end > start && lines.get(end - 1).is_none_or(|l| l.trim().is_empty()) {
         end -= 1;
     }
     end
