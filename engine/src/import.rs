@@ -9,6 +9,7 @@
 //! `/sys/bus/pci/devices/<bdf>` linking to it.
 
 use crate::capture::{DeviceRecord, InputRecord, Manifest, Source, SCHEMA};
+use daqtune_probe::gpu::{smi, GpuSnapshot};
 use daqtune_probe::pci::lspci::{self, LspciDevice, TreeEntry};
 use daqtune_probe::pci::PciAddr;
 use std::collections::{BTreeMap, BTreeSet};
@@ -32,7 +33,7 @@ pub enum ImportError {
         path: String,
         source: std::io::Error,
     },
-    #[error("{0}: no capture daqtune reads in it (lspci -vv text, an lspci -t tree)")]
+    #[error("{0}: no capture daqtune reads in it (lspci -vv text, an lspci -t tree, nvidia-smi -q or -q -x)")]
     Nothing(String),
 }
 
@@ -48,6 +49,8 @@ fn io(path: &Path, source: std::io::Error) -> ImportError {
 pub enum Kind {
     Lspci,
     LspciTree,
+    NvidiaSmiXml,
+    NvidiaSmiText,
 }
 
 impl Kind {
@@ -55,6 +58,8 @@ impl Kind {
         match self {
             Kind::Lspci => "lspci -vv",
             Kind::LspciTree => "lspci -t",
+            Kind::NvidiaSmiXml => "nvidia-smi -q -x",
+            Kind::NvidiaSmiText => "nvidia-smi -q",
         }
     }
 }
@@ -65,6 +70,10 @@ pub fn detect(text: &str) -> Option<Kind> {
         Some(Kind::Lspci)
     } else if lspci::looks_like_tree(text) {
         Some(Kind::LspciTree)
+    } else if smi::looks_like_xml(text) {
+        Some(Kind::NvidiaSmiXml)
+    } else if smi::looks_like_text(text) {
+        Some(Kind::NvidiaSmiText)
     } else {
         None
     }
@@ -157,6 +166,8 @@ struct Gathered {
     /// Devices from `lspci -vv`, first capture wins; with the file they came from.
     devices: BTreeMap<PciAddr, (LspciDevice, String)>,
     tree: BTreeMap<PciAddr, (TreeEntry, String)>,
+    /// GPU facts from nvidia-smi, the GPUs of later captures added by UUID.
+    gpus: Option<GpuSnapshot>,
     inputs: Vec<InputRecord>,
 }
 
@@ -227,13 +238,50 @@ impl Gathered {
                     notes: Vec::new(),
                 });
             }
+            Some(k @ (Kind::NvidiaSmiXml | Kind::NvidiaSmiText)) => {
+                let snap = smi::parse(&text).map_err(|e| ImportError::Bad {
+                    file: file.clone(),
+                    line: e.line,
+                    message: e.message,
+                })?;
+                let mut produced = Vec::new();
+                let mut notes = Vec::new();
+                let all = self.gpus.get_or_insert_with(|| {
+                    let mut s = snap.clone();
+                    s.gpus.clear();
+                    s
+                });
+                for g in snap.gpus {
+                    if all
+                        .gpus
+                        .iter()
+                        .any(|x| x.uuid == g.uuid && x.pci_bus_id == g.pci_bus_id)
+                    {
+                        notes.push(format!(
+                            "{}: also in an earlier capture, which is kept",
+                            g.uuid
+                        ));
+                        continue;
+                    }
+                    produced.push(format!("daqtune/gpu.json: {}", g.subject()));
+                    all.gpus.push(g);
+                }
+                self.inputs.push(InputRecord {
+                    file,
+                    kind: k.as_str().into(),
+                    lines: Some((1, last)),
+                    produced,
+                    notes,
+                });
+            }
             None if explicit => {
                 return Err(ImportError::Bad {
                     file,
                     line: 1,
                     message: "not a capture daqtune reads: expected `lspci -vv` text \
-                              (`BB:DD.F Class: Vendor Device` then indented details) or an \
-                              `lspci -t` tree (`-[DDDD:BB]-+-DD.F`)"
+                              (`BB:DD.F Class: Vendor Device` then indented details), an \
+                              `lspci -t` tree (`-[DDDD:BB]-+-DD.F`), or `nvidia-smi -q` / \
+                              `-q -x` output"
                         .into(),
                 })
             }
@@ -260,7 +308,7 @@ pub fn import(inputs: &[PathBuf], out: &Path) -> Result<Manifest, ImportError> {
             g.add_file(p, true)?;
         }
     }
-    if g.devices.is_empty() && g.tree.is_empty() {
+    if g.devices.is_empty() && g.tree.is_empty() && g.gpus.is_none() {
         let names: Vec<String> = inputs.iter().map(|p| p.display().to_string()).collect();
         return Err(ImportError::Nothing(names.join(", ")));
     }
@@ -269,6 +317,14 @@ pub fn import(inputs: &[PathBuf], out: &Path) -> Result<Manifest, ImportError> {
     let mut covers = BTreeSet::new();
     if !g.devices.is_empty() {
         covers.insert(Source::Pci);
+    }
+    if let Some(snap) = &g.gpus {
+        let p = out.join("daqtune/gpu.json");
+        if let Some(d) = p.parent() {
+            std::fs::create_dir_all(d).map_err(|e| io(d, e))?;
+        }
+        std::fs::write(&p, snap.to_json()).map_err(|e| io(&p, e))?;
+        covers.insert(Source::Gpu);
     }
     let m = Manifest {
         schema: SCHEMA.into(),

@@ -209,3 +209,125 @@ fn every_lspci_capture_reads_back_as_lspci_printed_it() {
     );
     eprintln!("{captures} lspci captures, {functions} functions agree");
 }
+
+/// Every `nvidia-smi -q -x` capture of the corpus, imported, gives the GPU facts the XML
+/// states: UUID, bus id, persistence mode, P-state, BAR1 total, PCIe max/current generation
+/// and width. The expected side is read by regexes on each `<gpu>` block (its MIG devices'
+/// blocks cut out first: they repeat BAR1).
+#[test]
+fn every_nvidia_smi_xml_capture_reads_back_as_printed() {
+    let root = corpus();
+    let gpu_block = Regex::new(r#"(?s)<gpu id="([^"]+)">(.*?)</gpu>"#).unwrap();
+    let mig = Regex::new(r"(?s)<mig_devices>.*?</mig_devices>").unwrap();
+    let one = |re: &str, s: &str| {
+        Regex::new(re)
+            .unwrap()
+            .captures(s)
+            .map(|c| c[1].to_string())
+    };
+    let mut captures = 0;
+    let mut gpus = 0;
+    let mut wrong = Vec::new();
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(&root)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| p.is_dir())
+        .collect();
+    dirs.sort();
+    for dir in dirs {
+        let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .map(|e| e.path())
+            .collect();
+        files.sort();
+        for f in files {
+            let Ok(text) = std::fs::read_to_string(&f) else {
+                continue;
+            };
+            if !text.contains("<nvidia_smi_log") {
+                continue;
+            }
+            captures += 1;
+            let out = tempfile::tempdir().unwrap();
+            daqtune_engine::import::import(std::slice::from_ref(&f), out.path())
+                .unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+            let snap = daqtune_probe::gpu::GpuSnapshot::from_json(
+                &std::fs::read_to_string(out.path().join("daqtune/gpu.json")).unwrap(),
+            )
+            .unwrap();
+            for (i, c) in gpu_block.captures_iter(&text).enumerate() {
+                gpus += 1;
+                let block = mig.replace_all(&c[2], "").into_owned();
+                let uuid = one(r"<uuid>([^<]+)</uuid>", &block).unwrap();
+                // In nvidia-smi's order (redacted captures repeat one UUID).
+                let Some(g) = snap.gpus.get(i).filter(|g| g.uuid == uuid) else {
+                    wrong.push(format!("{}: GPU {i} {uuid} not imported", f.display()));
+                    continue;
+                };
+                let mut diff = |what: &str, want: Option<String>, got: Option<String>| {
+                    if want != got {
+                        wrong.push(format!(
+                            "{} {uuid}: {what}: nvidia-smi printed {want:?}, daqtune reads {got:?}",
+                            f.display()
+                        ));
+                    }
+                };
+                let bus = c[1].to_lowercase();
+                diff("bus id", Some(bus[4..].to_string()), g.pci_bus_id.clone());
+                diff(
+                    "persistence",
+                    one(r"<persistence_mode>(\w+)</persistence_mode>", &block)
+                        .map(|v| (v == "Enabled").to_string()),
+                    g.persistence_mode.map(|v| v.to_string()),
+                );
+                diff(
+                    "P-state",
+                    one(r"<performance_state>P(\d+)</performance_state>", &block),
+                    g.pstate.map(|v| v.to_string()),
+                );
+                diff(
+                    "BAR1 MiB",
+                    one(
+                        r"(?s)<bar1_memory_usage>\s*<total>(\d+) MiB</total>",
+                        &block,
+                    ),
+                    g.bar1.map(|b| b.total_mib().to_string()),
+                );
+                diff(
+                    "max link gen",
+                    one(r"<max_link_gen>(\d+)</max_link_gen>", &block),
+                    g.pcie.max_link_gen.map(|v| v.to_string()),
+                );
+                diff(
+                    "current link gen",
+                    one(r"<current_link_gen>(\d+)</current_link_gen>", &block),
+                    g.pcie.current_link_gen.map(|v| v.to_string()),
+                );
+                diff(
+                    "max link width",
+                    one(r"<max_link_width>(\d+)x</max_link_width>", &block),
+                    g.pcie.max_link_width.map(|v| v.to_string()),
+                );
+                diff(
+                    "current link width",
+                    one(r"<current_link_width>(\d+)x</current_link_width>", &block),
+                    g.pcie.current_link_width.map(|v| v.to_string()),
+                );
+            }
+        }
+    }
+    assert!(
+        captures > 0,
+        "no nvidia-smi -q -x capture under {}",
+        root.display()
+    );
+    assert!(
+        wrong.is_empty(),
+        "{} differ:\n{}",
+        wrong.len(),
+        wrong.join("\n")
+    );
+    eprintln!("{captures} nvidia-smi -q -x captures, {gpus} GPUs agree");
+}

@@ -164,3 +164,82 @@ fn bad_captures_say_file_and_line_and_exit_2() {
         text(&o)
     );
 }
+
+/// The A100's `nvidia-smi -q -x` (telegraf's test data): BAR1 131072 MiB passes the tutorial's
+/// 1 GiB minimum (seed 000 Step 8), persistence mode Disabled fails `gpu.clocks`; the PCIe
+/// checks have no PCI functions in this capture.
+#[test]
+fn check_root_on_an_nvidia_smi_xml_file() {
+    let f = corpus("nvsmi-xml-a100-sxm4-80gb-telegraf/nvidia-smi-q.xml");
+    let o = daqtune(&["check", "--root", f.to_str().unwrap()]);
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}\n{err}");
+    assert!(
+        out.contains("pass   gpu.bar1               GPU-513536b6-7d19-9063-b049-1e69664bb298 0000:01:00.0 131072 MiB BAR1"),
+        "{out}"
+    );
+    assert!(out.contains("persistence mode is off"), "{out}");
+    assert!(
+        out.contains("skip   pcie.mrrs              host                   not in this capture (PCI devices missing; it holds GPU facts (NVML))"),
+        "{out}"
+    );
+    assert!(
+        err.contains("capture: 3 of 36 checks judged from") && err.contains("(nvidia-smi -q -x)"),
+        "{err}"
+    );
+    // Broken XML: the line of the break, exit 2.
+    let tmp = tempfile::tempdir().unwrap();
+    let cut = tmp.path().join("cut.xml");
+    let full = std::fs::read_to_string(&f).unwrap();
+    std::fs::write(&cut, &full[..full.len() / 2]).unwrap();
+    let o = daqtune(&["check", "--root", cut.to_str().unwrap()]);
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&format!("{}:", cut.display())) && err.contains("not well-formed XML"),
+        "{err}"
+    );
+}
+
+/// One directory holding an lspci capture, its tree and an nvidia-smi capture: every kind is
+/// imported and the coverage is their union.
+#[test]
+fn a_directory_of_several_kinds() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path().join("case");
+    std::fs::create_dir(&d).unwrap();
+    for (src, dst) in [
+        ("lspci-asus-esc8000a-e12-stelline/lspci-vvv.txt", "a.txt"),
+        ("lspci-asus-esc8000a-e12-stelline/lspci-tv.txt", "b.txt"),
+        (
+            "nvsmi-xml-a100-sxm4-80gb-telegraf/nvidia-smi-q.xml",
+            "c.out",
+        ),
+        (
+            "lspci-asus-esc8000a-e12-stelline/origin.yaml",
+            "origin.yaml",
+        ),
+    ] {
+        std::fs::copy(corpus(src), d.join(dst)).unwrap();
+    }
+    let out = tmp.path().join("root");
+    let o = daqtune(&["import", d.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{:?}", text(&o));
+    let m: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("daqtune/import.json")).unwrap())
+            .unwrap();
+    assert_eq!(m["covers"], serde_json::json!(["pci", "gpu"]));
+    let kinds: Vec<&str> = m["inputs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        kinds,
+        vec!["lspci -vv", "lspci -t", "nvidia-smi -q -x", "none"]
+    );
+    let o = daqtune(&["check", "--root", d.to_str().unwrap()]);
+    let (_, err) = text(&o);
+    assert!(err.contains("capture: 8 of 36 checks judged"), "{err}");
+}
