@@ -51,6 +51,7 @@ pub enum Kind {
     LspciTree,
     NvidiaSmiXml,
     NvidiaSmiText,
+    BugReport,
 }
 
 impl Kind {
@@ -60,13 +61,16 @@ impl Kind {
             Kind::LspciTree => "lspci -t",
             Kind::NvidiaSmiXml => "nvidia-smi -q -x",
             Kind::NvidiaSmiText => "nvidia-smi -q",
+            Kind::BugReport => "nvidia-bug-report.log",
         }
     }
 }
 
 /// The kind of a capture's text, `None` for anything else.
 pub fn detect(text: &str) -> Option<Kind> {
-    if lspci::looks_like(text) {
+    if looks_like_bug_report(text) {
+        Some(Kind::BugReport)
+    } else if lspci::looks_like(text) {
         Some(Kind::Lspci)
     } else if lspci::looks_like_tree(text) {
         Some(Kind::LspciTree)
@@ -97,6 +101,28 @@ fn read_text(path: &Path) -> Result<String, ImportError> {
         }
         Err(FileReadError::Io(e)) => return Err(io(path, e)),
         Err(e) => return Err(io(path, std::io::Error::other(e.to_string()))),
+    };
+    // gzip (nvidia-bug-report.log.gz is one gzip member per section: all are read), bounded
+    // like the text itself.
+    let bytes = if bytes.starts_with(&[0x1f, 0x8b]) {
+        use std::io::Read;
+        let mut out = Vec::new();
+        flate2::read::MultiGzDecoder::new(&bytes[..])
+            .take(lspci::MAX_TEXT as u64 + 1)
+            .read_to_end(&mut out)
+            .map_err(|e| bad(1, format!("gzip data that does not decompress: {e}")))?;
+        if out.len() > lspci::MAX_TEXT {
+            return Err(bad(
+                1,
+                format!(
+                    "decompresses to more than {} bytes, the most a capture is read to",
+                    lspci::MAX_TEXT
+                ),
+            ));
+        }
+        out
+    } else {
+        bytes
     };
     String::from_utf8(bytes).map_err(|e| {
         let upto = &e.as_bytes()[..e.utf8_error().valid_up_to()];
@@ -168,6 +194,9 @@ struct Gathered {
     tree: BTreeMap<PciAddr, (TreeEntry, String)>,
     /// GPU facts from nvidia-smi, the GPUs of later captures added by UUID.
     gpus: Option<GpuSnapshot>,
+    /// Host files copied from a bug report (host path, content), and the sources they cover.
+    files: BTreeMap<String, String>,
+    covers: BTreeSet<Source>,
     inputs: Vec<InputRecord>,
 }
 
@@ -187,18 +216,49 @@ impl Gathered {
             }
             Err(e) => return Err(e),
         };
+        if looks_like_bug_report(&text) {
+            return self.add_bug_report(&file, &text);
+        }
+        self.add_text(&file, &text, explicit, 0, None)
+    }
+
+    /// One capture's text; `off` lines before it in its file (a section of a bug report),
+    /// `section` the bug report section's header.
+    fn add_text(
+        &mut self,
+        file: &str,
+        text: &str,
+        explicit: bool,
+        off: usize,
+        section: Option<&str>,
+    ) -> Result<(), ImportError> {
+        let file = file.to_string();
         let bad = |e: lspci::LspciError| ImportError::Bad {
             file: file.clone(),
-            line: e.line,
+            line: e.line + off,
             message: e.message,
         };
-        let last = text.lines().count();
-        match detect(&text) {
+        let last = text.lines().count() + off;
+        let first = off + 1;
+        let kind_of = |k: Kind| match section {
+            Some(h) => format!("{} (bug report section `{h}`)", k.as_str()),
+            None => k.as_str().to_string(),
+        };
+        match detect(text) {
+            // A bug report inside a bug report's section is not read again (no nesting).
+            Some(Kind::BugReport) => self.inputs.push(InputRecord {
+                file,
+                kind: "none".into(),
+                lines: Some((first, last)),
+                notes: vec!["a bug report inside a bug report: left out".into()],
+                ..Default::default()
+            }),
             Some(Kind::Lspci) => {
-                let cap = lspci::parse(&text).map_err(bad)?;
+                let cap = lspci::parse(text).map_err(bad)?;
                 let mut produced = Vec::new();
                 let mut notes = Vec::new();
-                for d in cap.devices {
+                for mut d in cap.devices {
+                    d.lines = (d.lines.0 + off, d.lines.1 + off);
                     let Some(a) = d.addr else { continue };
                     produced.push(format!("sys/bus/pci/devices/{a}"));
                     if self.devices.contains_key(&a) {
@@ -211,27 +271,28 @@ impl Gathered {
                     notes.push(format!(
                         "{} line(s) outside any device block ignored (first: line {})",
                         cap.ignored.len(),
-                        cap.ignored[0]
+                        cap.ignored[0] + off
                     ));
                 }
                 self.inputs.push(InputRecord {
                     file,
-                    kind: Kind::Lspci.as_str().into(),
-                    lines: Some((1, last)),
+                    kind: kind_of(Kind::Lspci),
+                    lines: Some((first, last)),
                     produced,
                     notes,
                 });
             }
             Some(Kind::LspciTree) => {
-                let entries = lspci::parse_tree(&text).map_err(bad)?;
+                let entries = lspci::parse_tree(text).map_err(bad)?;
                 let n = entries.len();
-                for e in entries {
+                for mut e in entries {
+                    e.line += off;
                     self.tree.entry(e.addr).or_insert((e, file.clone()));
                 }
                 self.inputs.push(InputRecord {
                     file,
-                    kind: Kind::LspciTree.as_str().into(),
-                    lines: Some((1, last)),
+                    kind: kind_of(Kind::LspciTree),
+                    lines: Some((first, last)),
                     produced: vec![format!(
                         "the parents of {n} functions; bridges not in an lspci -vv capture"
                     )],
@@ -239,9 +300,9 @@ impl Gathered {
                 });
             }
             Some(k @ (Kind::NvidiaSmiXml | Kind::NvidiaSmiText)) => {
-                let snap = smi::parse(&text).map_err(|e| ImportError::Bad {
+                let snap = smi::parse(text).map_err(|e| ImportError::Bad {
                     file: file.clone(),
-                    line: e.line,
+                    line: e.line + off,
                     message: e.message,
                 })?;
                 let mut produced = Vec::new();
@@ -268,8 +329,8 @@ impl Gathered {
                 }
                 self.inputs.push(InputRecord {
                     file,
-                    kind: k.as_str().into(),
-                    lines: Some((1, last)),
+                    kind: kind_of(k),
+                    lines: Some((first, last)),
                     produced,
                     notes,
                 });
@@ -277,7 +338,7 @@ impl Gathered {
             None if explicit => {
                 return Err(ImportError::Bad {
                     file,
-                    line: 1,
+                    line: first,
                     message: "not a capture daqtune reads: expected `lspci -vv` text \
                               (`BB:DD.F Class: Vendor Device` then indented details), an \
                               `lspci -t` tree (`-[DDDD:BB]-+-DD.F`), or `nvidia-smi -q` / \
@@ -296,6 +357,107 @@ impl Gathered {
     }
 }
 
+/// nvidia-bug-report.sh's log (after gunzip): its prologue line.
+pub fn looks_like_bug_report(text: &str) -> bool {
+    let head: String = text.chars().take(4096).collect();
+    head.contains("Start of NVIDIA bug report log file")
+}
+
+/// The host files of a bug report's `*** PATH` sections that are copied into the root, and the
+/// fact source each one is the whole of.
+fn bug_report_file(path: &str) -> Option<Option<Source>> {
+    let p = path.replace("/./", "/");
+    match p.as_str() {
+        "/proc/cmdline" => Some(Some(Source::Cmdline)),
+        "/proc/driver/nvidia/version" => Some(Some(Source::NvidiaDriver)),
+        _ if p.starts_with("/proc/driver/nvidia/gpus/")
+            && p.ends_with("/information")
+            && p.split('/').count() == 7 =>
+        {
+            Some(None)
+        }
+        _ => None,
+    }
+}
+
+impl Gathered {
+    /// Split a bug report at its section rules and import each section: captures by their
+    /// content (lspci, nvidia-smi), host files by the path in their `*** PATH` header.
+    fn add_bug_report(&mut self, file: &str, text: &str) -> Result<(), ImportError> {
+        let lines: Vec<&str> = text.lines().collect();
+        let rule = |l: &str| l.len() >= 20 && l.trim_end().bytes().all(|b| b == b'_');
+        let mut starts = vec![0usize];
+        for (i, l) in lines.iter().enumerate() {
+            if rule(l) {
+                starts.push(i + 1);
+            }
+        }
+        let mut used = Vec::new();
+        let mut copied = Vec::new();
+        for (k, &start) in starts.iter().enumerate() {
+            let end = starts.get(k + 1).map_or(lines.len(), |n| n - 1);
+            let mut i = start;
+            while i < end && lines[i].trim().is_empty() {
+                i += 1;
+            }
+            if i >= end {
+                continue;
+            }
+            let header = lines[i].trim();
+            let mut body = i + 1;
+            if let Some(path) = header.strip_prefix("*** ") {
+                if path.ends_with(" does not exist") {
+                    continue;
+                }
+                while body < end && lines[body].starts_with("*** ") {
+                    body += 1;
+                }
+                if let Some(cover) = bug_report_file(path.trim()) {
+                    let content: String = lines[body..end]
+                        .iter()
+                        .map(|l| format!("{l}\n"))
+                        .collect::<String>()
+                        .trim_end()
+                        .to_string()
+                        + "\n";
+                    let p = path.trim().replace("/./", "/");
+                    copied.push(format!("{p} (lines {}-{})", body + 1, end));
+                    self.files.insert(p, content);
+                    if let Some(c) = cover {
+                        self.covers.insert(c);
+                    }
+                    continue;
+                }
+            }
+            let section: String = lines[body..end].iter().map(|l| format!("{l}\n")).collect();
+            if detect(&section).is_some_and(|k| k != Kind::BugReport) {
+                used.push(header.to_string());
+                self.add_text(file, &section, false, body, Some(header))?;
+                // The record add_text pushed for a section that is no capture is noise.
+                if self.inputs.last().is_some_and(|r| r.kind == "none") {
+                    self.inputs.pop();
+                }
+            }
+        }
+        self.inputs.push(InputRecord {
+            file: file.to_string(),
+            kind: "nvidia-bug-report.log".into(),
+            lines: Some((1, lines.len())),
+            produced: copied,
+            notes: vec![format!(
+                "{} sections; captures read from: {}",
+                starts.len(),
+                if used.is_empty() {
+                    "none".to_string()
+                } else {
+                    used.join("; ")
+                }
+            )],
+        });
+        Ok(())
+    }
+}
+
 /// Import `inputs` (files, or directories of files) into the empty or new directory `out`.
 pub fn import(inputs: &[PathBuf], out: &Path) -> Result<Manifest, ImportError> {
     let mut g = Gathered::default();
@@ -308,13 +470,20 @@ pub fn import(inputs: &[PathBuf], out: &Path) -> Result<Manifest, ImportError> {
             g.add_file(p, true)?;
         }
     }
-    if g.devices.is_empty() && g.tree.is_empty() && g.gpus.is_none() {
+    if g.devices.is_empty() && g.tree.is_empty() && g.gpus.is_none() && g.files.is_empty() {
         let names: Vec<String> = inputs.iter().map(|p| p.display().to_string()).collect();
         return Err(ImportError::Nothing(names.join(", ")));
     }
     std::fs::create_dir_all(out).map_err(|e| io(out, e))?;
     let devices = write_pci(&g, out)?;
-    let mut covers = BTreeSet::new();
+    let mut covers = g.covers.clone();
+    for (host_path, content) in &g.files {
+        let p = out.join(host_path.trim_start_matches('/'));
+        if let Some(d) = p.parent() {
+            std::fs::create_dir_all(d).map_err(|e| io(d, e))?;
+        }
+        std::fs::write(&p, content).map_err(|e| io(&p, e))?;
+    }
     if !g.devices.is_empty() {
         covers.insert(Source::Pci);
     }

@@ -243,3 +243,120 @@ fn a_directory_of_several_kinds() {
     let (_, err) = text(&o);
     assert!(err.contains("capture: 8 of 36 checks judged"), "{err}");
 }
+
+/// An nvidia-bug-report.log.gz in the layout nvidia-bug-report.sh writes (one gzip member per
+/// section, each opened by a rule of underscores; `*** PATH` + `*** ls:` headers for files,
+/// the command line for commands: `lspci -d "10de:*" -v -xxx`, `lspci -t`), holding the
+/// ESC8000A's GPU block and tree from the corpus and a kernel command line.
+fn bug_report(dir: &Path) -> (PathBuf, String) {
+    use std::io::Write;
+    let vvv =
+        std::fs::read_to_string(corpus("lspci-asus-esc8000a-e12-stelline/lspci-vvv.txt")).unwrap();
+    let gpu: String = vvv.split("\n\n").next().unwrap().to_string();
+    let tree =
+        std::fs::read_to_string(corpus("lspci-asus-esc8000a-e12-stelline/lspci-tv.txt")).unwrap();
+    let rule = "____________________________________________\n\n";
+    let sections = [
+        format!("{rule}Start of NVIDIA bug report log file.  Please include this file, along\nwith a detailed description of your problem, when reporting a graphics\ndriver bug via the NVIDIA Linux forum (see forums.developer.nvidia.com)\nor by sending email to 'linux-bugs@nvidia.com'.\n\nnvidia-bug-report.sh Version: 31831145\n\nDate: Thu Oct 27 08:50:11 PM -03 2022\nuname: Linux host 6.0.1 #1 SMP x86_64 GNU/Linux\ncommand line flags: \n\n"),
+        format!("{rule}*** /var/log/nvidia-installer.log does not exist\n\n"),
+        format!("{rule}*** /proc/cmdline\n*** ls: -r--r--r-- 1 root root 0 2022-10-27 20:48:33.974169298 -0300 /proc/cmdline\nBOOT_IMAGE=/boot/vmlinuz root=/dev/nvme0n1p2 isolcpus=8-11 hugepages=1024\n\n"),
+        format!("{rule}/usr/bin/lspci -d \"10de:*\" -v -xxx\n\n{gpu}\n\n"),
+        format!("{rule}/usr/bin/lspci -t\n\n{tree}\n"),
+    ];
+    let text: String = sections.concat();
+    let path = dir.join("nvidia-bug-report.log.gz");
+    let mut f = std::fs::File::create(&path).unwrap();
+    for s in &sections {
+        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        e.write_all(s.as_bytes()).unwrap();
+        f.write_all(&e.finish().unwrap()).unwrap();
+    }
+    (path, text)
+}
+
+#[test]
+fn check_root_on_a_bug_report_gz() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (gz, text) = bug_report(tmp.path());
+    let o = daqtune(&["check", "--root", gz.to_str().unwrap(), "--verbose"]);
+    let (out, err) = text(&o);
+    assert!(err.contains("capture: 5 of 36 checks judged"), "{err}");
+    assert!(out.contains("pass   pcie.link"), "{out}");
+    assert!(out.contains("not in this capture (CPUs, /etc configuration missing; it holds PCI devices, /proc/cmdline)"), "{out}");
+    let root = tmp.path().join("root");
+    let o = daqtune(&["import", gz.to_str().unwrap(), "-o", root.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{:?}", text(&o));
+    assert_eq!(
+        std::fs::read_to_string(root.join("proc/cmdline")).unwrap(),
+        "BOOT_IMAGE=/boot/vmlinuz root=/dev/nvme0n1p2 isolcpus=8-11 hugepages=1024\n"
+    );
+    let m: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(root.join("daqtune/import.json")).unwrap())
+            .unwrap();
+    assert_eq!(m["covers"], serde_json::json!(["pci", "cmdline"]));
+    // The GPU's lines are the report's lines (after gunzip), not its section's.
+    let want = text
+        .lines()
+        .position(|l| l.starts_with("01:00.0 VGA"))
+        .unwrap()
+        + 1;
+    let dev = m["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["bdf"] == "0000:01:00.0")
+        .unwrap();
+    assert_eq!(dev["lines"][0].as_u64(), Some(want as u64), "{dev}");
+    let kinds: Vec<String> = m["inputs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["kind"].as_str().unwrap().to_string())
+        .collect();
+    assert!(
+        kinds.contains(
+            &"lspci -vv (bug report section `/usr/bin/lspci -d \"10de:*\" -v -xxx`)".to_string()
+        ),
+        "{kinds:?}"
+    );
+    assert!(
+        kinds.contains(&"nvidia-bug-report.log".to_string()),
+        "{kinds:?}"
+    );
+}
+
+#[test]
+fn hostile_gzip_is_refused() {
+    use std::io::Write;
+    let tmp = tempfile::tempdir().unwrap();
+    let (gz, _) = bug_report(tmp.path());
+    // Cut in the middle of a member.
+    let bytes = std::fs::read(&gz).unwrap();
+    let cut = tmp.path().join("cut.log.gz");
+    std::fs::write(&cut, &bytes[..bytes.len() - 20]).unwrap();
+    let o = daqtune(&["check", "--root", cut.to_str().unwrap()]);
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&format!(
+            "{}:1: gzip data that does not decompress",
+            cut.display()
+        )),
+        "{err}"
+    );
+    // 17 MiB of zeros in a few KB: refused at the bound, not inflated whole.
+    let bomb = tmp.path().join("bomb.gz");
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    let zeros = vec![0u8; 1 << 20];
+    for _ in 0..17 {
+        e.write_all(&zeros).unwrap();
+    }
+    std::fs::write(&bomb, e.finish().unwrap()).unwrap();
+    let o = daqtune(&["check", "--root", bomb.to_str().unwrap()]);
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("decompresses to more than 16777216 bytes"),
+        "{err}"
+    );
+}

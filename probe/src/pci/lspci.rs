@@ -513,6 +513,9 @@ pub fn parse(text: &str) -> Result<LspciCapture, LspciError> {
         d.lines.1 = last_nonempty(&all, d.lines.0, all.len() + 1);
         cap.devices.push(d);
     }
+    for d in &mut cap.devices {
+        ids_from_hex(d);
+    }
     if cap.devices.is_empty() {
         return Err(LspciError {
             line: 1,
@@ -522,6 +525,26 @@ pub fn parse(text: &str) -> Result<LspciCapture, LspciError> {
         });
     }
     Ok(cap)
+}
+
+/// A hex dump is the device's own header: ids, class and revision lspci printed without
+/// `-nn` are taken from it.
+fn ids_from_hex(d: &mut LspciDevice) {
+    let h = &d.hex;
+    if h.len() < 64 {
+        return;
+    }
+    let r16 = |o: usize| u16::from_le_bytes([h[o], h[o + 1]]);
+    d.vendor = Some(r16(0));
+    d.device = Some(r16(2));
+    d.rev = Some(h[8]);
+    d.prog_if = h[9];
+    d.class16 = Some(u16::from_le_bytes([h[0x0a], h[0x0b]]));
+    match h[0x0e] & 0x7f {
+        0 => d.subsys = Some((r16(0x2c), r16(0x2e))),
+        1 => d.bus = Some((h[0x18], h[0x19], h[0x1a])),
+        _ => {}
+    }
 }
 
 /// Columns of leading whitespace, a tab counting 8.
