@@ -141,6 +141,9 @@ pub fn is_capture(path: &Path) -> bool {
     if path.is_file() {
         return !is_zstd(path);
     }
+    if path.is_dir() && sos_root(path).is_some() {
+        return true;
+    }
     if path.is_dir() && !path.join("proc").is_dir() && !path.join("sys").is_dir() {
         return capture_files(path)
             .map(|v| v.iter().any(|(_, k)| k.is_some()))
@@ -157,6 +160,156 @@ fn is_zstd(path: &Path) -> bool {
         .map(|_| magic == [0x28, 0xb5, 0x2f, 0xfd])
         .unwrap_or(false)
 }
+
+/// An unpacked sosreport: the directory holding `sos_commands/` (the one given, or its only
+/// subdirectory: `sosreport-HOST-DATE/` as the archive unpacks).
+pub fn sos_root(dir: &Path) -> Option<PathBuf> {
+    if dir.join("sos_commands").is_dir() {
+        return Some(dir.to_path_buf());
+    }
+    let subs: Vec<PathBuf> = std::fs::read_dir(dir)
+        .ok()?
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .map(|e| e.path())
+        .take(2)
+        .collect();
+    match subs.as_slice() {
+        [one] if one.join("sos_commands").is_dir() => Some(one.clone()),
+        _ => None,
+    }
+}
+
+/// A sosreport archive (`.tar`, `.tar.gz`; by content): only what the import reads is
+/// unpacked (`*/sos_commands/**` and `*/proc/cmdline`), into `dest`, bounded like snapshot
+/// archives (entries, bytes written) and refused whole at a path that is absolute or climbs
+/// with `..`. Links, devices and FIFOs are never written. Returns the sos root under `dest`.
+fn unpack_sos(archive: &Path, dest: &Path) -> Result<PathBuf, ImportError> {
+    use crate::snapshot::{MAX_ENTRIES, MAX_UNPACKED_BYTES};
+    use std::io::Read;
+    let refuse = |m: String| ImportError::Bad {
+        file: archive.display().to_string(),
+        line: 0,
+        message: m,
+    };
+    let f = std::fs::File::open(archive).map_err(|e| io(archive, e))?;
+    let mut head = [0u8; 2];
+    let gz = {
+        let mut f2 = std::fs::File::open(archive).map_err(|e| io(archive, e))?;
+        f2.read_exact(&mut head).is_ok() && head == [0x1f, 0x8b]
+    };
+    // The tar stream a sosreport unpacks from is far larger than what is kept: bounded
+    // separately (a sosreport of a large host is a few GB unpacked).
+    const MAX_STREAM: u64 = 8 * 1024 * 1024 * 1024;
+    let reader: Box<dyn Read> = if gz {
+        Box::new(flate2::read::MultiGzDecoder::new(std::io::BufReader::new(f)).take(MAX_STREAM))
+    } else {
+        Box::new(std::io::BufReader::new(f).take(MAX_STREAM))
+    };
+    let mut tar = tar::Archive::new(reader);
+    let entries = tar
+        .entries()
+        .map_err(|e| refuse(format!("not a tar archive: {e}")))?;
+    let mut count = 0u64;
+    let mut budget = MAX_UNPACKED_BYTES;
+    let mut root: Option<PathBuf> = None;
+    for e in entries {
+        let mut e = e.map_err(|e| refuse(format!("broken tar archive: {e}")))?;
+        count += 1;
+        if count > MAX_ENTRIES {
+            return Err(refuse(format!("more than {MAX_ENTRIES} entries")));
+        }
+        let raw = e.path_bytes().into_owned();
+        let shown = String::from_utf8_lossy(&raw).into_owned();
+        let path = PathBuf::from(&shown);
+        if path.is_absolute()
+            || path
+                .components()
+                .any(|c| matches!(c, std::path::Component::ParentDir))
+        {
+            return Err(refuse(format!(
+                "entry `{shown}`: an absolute path or one that climbs with `..`: refused"
+            )));
+        }
+        if e.header().entry_type() != tar::EntryType::Regular {
+            continue;
+        }
+        let comps: Vec<String> = path
+            .components()
+            .filter_map(|c| match c {
+                std::path::Component::Normal(n) => Some(n.to_string_lossy().into_owned()),
+                _ => None,
+            })
+            .collect();
+        let Some(i) = comps
+            .iter()
+            .position(|c| c == "sos_commands" || c == "proc")
+        else {
+            continue;
+        };
+        let wanted = comps[i] == "sos_commands" || comps[i..] == ["proc", "cmdline"];
+        if !wanted || comps.len() > 8 {
+            continue;
+        }
+        let size = e.header().size().unwrap_or(u64::MAX);
+        if size > lspci::MAX_TEXT as u64 {
+            continue;
+        }
+        if size > budget {
+            return Err(refuse(format!(
+                "what the import reads unpacks to more than {MAX_UNPACKED_BYTES} bytes"
+            )));
+        }
+        let rel: PathBuf = comps.iter().collect();
+        let target = dest.join(&rel);
+        if let Some(d) = target.parent() {
+            std::fs::create_dir_all(d).map_err(|e| io(d, e))?;
+        }
+        let mut data = Vec::new();
+        (&mut e)
+            .take(size.min(budget) + 1)
+            .read_to_end(&mut data)
+            .map_err(|x| refuse(format!("entry `{shown}`: {x}")))?;
+        if data.len() as u64 > budget {
+            return Err(refuse(format!(
+                "what the import reads unpacks to more than {MAX_UNPACKED_BYTES} bytes"
+            )));
+        }
+        budget -= data.len() as u64;
+        std::fs::write(&target, data).map_err(|x| io(&target, x))?;
+        if root.is_none() {
+            root = Some(dest.join(comps[..i].iter().collect::<PathBuf>()));
+        }
+    }
+    root.filter(|r| r.join("sos_commands").is_dir())
+        .ok_or_else(|| refuse("a tar archive with no sos_commands/: not a sosreport".into()))
+}
+
+/// Whether a file is a tar archive (plain or gzip): `ustar` at offset 257 of the (first
+/// decompressed) block.
+fn is_tar(path: &Path) -> bool {
+    use std::io::Read;
+    let Ok(f) = std::fs::File::open(path) else {
+        return false;
+    };
+    let mut head = [0u8; 2];
+    let Ok(mut f2) = std::fs::File::open(path) else {
+        return false;
+    };
+    let gz = f2.read_exact(&mut head).is_ok() && head == [0x1f, 0x8b];
+    let mut block = [0u8; 512];
+    let ok = if gz {
+        flate2::read::MultiGzDecoder::new(f)
+            .read_exact(&mut block)
+            .is_ok()
+    } else {
+        (&f).read_exact(&mut block).is_ok()
+    };
+    ok && &block[257..262] == b"ustar"
+}
+
+/// Files read from a sosreport's `sos_commands/` (a full report has a few thousand).
+const MAX_SOS_FILES: usize = 20_000;
 
 /// The regular files of a directory (sorted, at most [`MAX_FILES`]) and their kinds.
 fn capture_files(dir: &Path) -> Result<Vec<(PathBuf, Option<Kind>)>, ImportError> {
@@ -458,11 +611,107 @@ impl Gathered {
     }
 }
 
+impl Gathered {
+    /// A sosreport directory: its `sos_commands/` outputs read by content (lspci, nvidia-smi),
+    /// and its copy of `/proc/cmdline`.
+    fn add_sos(&mut self, root: &Path) -> Result<(), ImportError> {
+        let mut todo = vec![(root.join("sos_commands"), 0usize)];
+        let mut files = Vec::new();
+        while let Some((d, depth)) = todo.pop() {
+            let Ok(rd) = std::fs::read_dir(&d) else {
+                continue;
+            };
+            for e in rd.filter_map(|e| e.ok()) {
+                let Ok(t) = e.file_type() else { continue };
+                if t.is_dir() && depth < 3 {
+                    todo.push((e.path(), depth + 1));
+                } else if t.is_file() {
+                    files.push(e.path());
+                }
+                if files.len() > MAX_SOS_FILES {
+                    return Err(ImportError::Bad {
+                        file: root.display().to_string(),
+                        line: 0,
+                        message: format!("more than {MAX_SOS_FILES} files under sos_commands/"),
+                    });
+                }
+            }
+        }
+        files.sort();
+        let mut used = Vec::new();
+        for f in files {
+            let before = self.inputs.len();
+            // Outputs too large or not text are no capture here: left out, not fatal.
+            let Ok(text) = read_text(&f) else { continue };
+            if detect(&text).is_none_or(|k| k == Kind::BugReport) {
+                continue;
+            }
+            self.add_text(&f.display().to_string(), &text, false, 0, None)?;
+            if self.inputs.len() > before {
+                used.push(f.strip_prefix(root).unwrap_or(&f).display().to_string());
+            }
+        }
+        let mut produced = Vec::new();
+        let cmdline = root.join("proc/cmdline");
+        if cmdline.is_file() {
+            let t = read_text(&cmdline)?;
+            if !t.trim().is_empty() {
+                self.files
+                    .insert("/proc/cmdline".into(), format!("{}\n", t.trim_end()));
+                self.covers.insert(Source::Cmdline);
+                produced.push("/proc/cmdline".to_string());
+            }
+        }
+        self.inputs.push(InputRecord {
+            file: root.display().to_string(),
+            kind: "sosreport".into(),
+            lines: None,
+            produced,
+            notes: vec![format!(
+                "captures read from sos_commands: {}",
+                if used.is_empty() {
+                    "none".to_string()
+                } else {
+                    used.join(", ")
+                }
+            )],
+        });
+        Ok(())
+    }
+}
+
 /// Import `inputs` (files, or directories of files) into the empty or new directory `out`.
 pub fn import(inputs: &[PathBuf], out: &Path) -> Result<Manifest, ImportError> {
     let mut g = Gathered::default();
     for p in inputs {
-        if p.is_dir() {
+        if let Some(sos) = p.is_dir().then(|| sos_root(p)).flatten() {
+            g.add_sos(&sos)?;
+        } else if p.is_file() && is_tar(p) {
+            let tmp = crate::snapshot::TempRoot::new("daqtune-sos-").map_err(|e| io(p, e))?;
+            let root = unpack_sos(p, tmp.path())?;
+            let before = g.inputs.len();
+            g.add_sos(&root)?;
+            // The manifest names the archive (`ARCHIVE!/PATH`), not the temporary directory.
+            let prefix = format!("{}/", tmp.path().display());
+            let name = |f: &mut String| {
+                if let Some(rest) = f.strip_prefix(&prefix) {
+                    *f = format!("{}!/{rest}", p.display());
+                } else if *f == tmp.path().display().to_string()
+                    || f.starts_with(&prefix[..prefix.len() - 1])
+                {
+                    *f = p.display().to_string();
+                }
+            };
+            for r in &mut g.inputs[before..] {
+                name(&mut r.file);
+            }
+            for (_, f) in g.devices.values_mut() {
+                name(f);
+            }
+            for (_, f) in g.tree.values_mut() {
+                name(f);
+            }
+        } else if p.is_dir() {
             for (f, _) in capture_files(p)? {
                 g.add_file(&f, false)?;
             }

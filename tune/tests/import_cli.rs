@@ -277,7 +277,7 @@ fn bug_report(dir: &Path) -> (PathBuf, String) {
 #[test]
 fn check_root_on_a_bug_report_gz() {
     let tmp = tempfile::tempdir().unwrap();
-    let (gz, text) = bug_report(tmp.path());
+    let (gz, report) = bug_report(tmp.path());
     let o = daqtune(&["check", "--root", gz.to_str().unwrap(), "--verbose"]);
     let (out, err) = text(&o);
     assert!(err.contains("capture: 5 of 36 checks judged"), "{err}");
@@ -295,7 +295,7 @@ fn check_root_on_a_bug_report_gz() {
             .unwrap();
     assert_eq!(m["covers"], serde_json::json!(["pci", "cmdline"]));
     // The GPU's lines are the report's lines (after gunzip), not its section's.
-    let want = text
+    let want = report
         .lines()
         .position(|l| l.starts_with("01:00.0 VGA"))
         .unwrap()
@@ -359,4 +359,108 @@ fn hostile_gzip_is_refused() {
         err.contains("decompresses to more than 16777216 bytes"),
         "{err}"
     );
+}
+
+/// A sosreport as sos lays it out (`sosreport-HOST-DATE/` with `sos_commands/pci/lspci_-nnvv`
+/// and `lspci_-tv` from its pci plugin, and its copy of `/proc/cmdline`), holding the
+/// ESC8000A's lspci captures from the corpus; unpacked, and as the .tar.gz sos writes.
+fn sosreport(dir: &Path) -> PathBuf {
+    let top = dir.join("sosreport-esc8000-2025-07-22-abcdef");
+    let pci = top.join("sos_commands/pci");
+    std::fs::create_dir_all(&pci).unwrap();
+    std::fs::create_dir_all(top.join("proc")).unwrap();
+    std::fs::create_dir_all(top.join("sos_logs")).unwrap();
+    std::fs::copy(
+        corpus("lspci-asus-esc8000a-e12-stelline/lspci-vvv.txt"),
+        pci.join("lspci_-nnvv"),
+    )
+    .unwrap();
+    std::fs::copy(
+        corpus("lspci-asus-esc8000a-e12-stelline/lspci-tv.txt"),
+        pci.join("lspci_-tv"),
+    )
+    .unwrap();
+    std::fs::write(
+        top.join("proc/cmdline"),
+        "BOOT_IMAGE=/vmlinuz root=/dev/sda2 iommu=pt\n",
+    )
+    .unwrap();
+    std::fs::write(top.join("sos_logs/sos.log"), "2025-07-22 sos report\n").unwrap();
+    top
+}
+
+#[test]
+fn check_root_on_a_sosreport_dir_and_archive() {
+    let tmp = tempfile::tempdir().unwrap();
+    let top = sosreport(tmp.path());
+    for root in [top.clone(), tmp.path().to_path_buf()] {
+        let o = daqtune(&["check", "--root", root.to_str().unwrap()]);
+        let (out, err) = text(&o);
+        assert_eq!(o.status.code(), Some(1), "{out}\n{err}");
+        assert!(
+            out.contains("fail   pcie.mrrs              0000:21:00.0           MRRS 512"),
+            "{out}"
+        );
+        assert!(err.contains("capture: 5 of 36 checks judged"), "{err}");
+    }
+    // The .tar.gz sos writes.
+    let ar = tmp.path().join("sosreport.tar.gz");
+    {
+        let f = std::fs::File::create(&ar).unwrap();
+        let gz = flate2::write::GzEncoder::new(f, flate2::Compression::default());
+        let mut t = tar::Builder::new(gz);
+        t.append_dir_all("sosreport-esc8000-2025-07-22-abcdef", &top)
+            .unwrap();
+        t.into_inner().unwrap().finish().unwrap();
+    }
+    let out = tmp.path().join("imported");
+    let o = daqtune(&["import", ar.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{:?}", text(&o));
+    let m: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("daqtune/import.json")).unwrap())
+            .unwrap();
+    assert_eq!(m["covers"], serde_json::json!(["pci", "cmdline"]));
+    let files: Vec<&str> = m["inputs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["file"].as_str().unwrap())
+        .collect();
+    assert!(
+        files.iter().any(|f| f.ends_with(
+            "sosreport.tar.gz!/sosreport-esc8000-2025-07-22-abcdef/sos_commands/pci/lspci_-nnvv"
+        )),
+        "{files:?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(out.join("proc/cmdline")).unwrap(),
+        "BOOT_IMAGE=/vmlinuz root=/dev/sda2 iommu=pt\n"
+    );
+}
+
+/// A tar whose entry climbs out with `..`: refused whole, nothing written outside.
+#[test]
+fn a_tar_with_dotdot_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ar = tmp.path().join("evil.tar");
+    {
+        let f = std::fs::File::create(&ar).unwrap();
+        let mut t = tar::Builder::new(f);
+        let data = b"00:01.0 PCI bridge [0604]: X [1234:5678]\n\tNUMA node: 0\n";
+        let mut h = tar::Header::new_gnu();
+        h.set_size(data.len() as u64);
+        h.set_mode(0o644);
+        h.set_entry_type(tar::EntryType::Regular);
+        // Written raw: the tar crate refuses to build `..` paths itself.
+        let name = b"sos/sos_commands/../../../escaped";
+        h.as_old_mut().name[..name.len()].copy_from_slice(name);
+        h.set_cksum();
+        t.append(&h, &data[..]).unwrap();
+        t.finish().unwrap();
+    }
+    let o = daqtune(&["check", "--root", ar.to_str().unwrap()]);
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("climbs with `..`: refused"), "{err}");
+    assert!(!tmp.path().join("escaped").exists());
 }
