@@ -180,7 +180,7 @@ pub fn sos_root(dir: &Path) -> Option<PathBuf> {
     }
 }
 
-/// A sosreport archive (`.tar`, `.tar.gz`; by content): only what the import reads is
+/// A sosreport archive (`.tar`, `.tar.gz`, `.tar.xz`; by content): only what the import reads is
 /// unpacked (`*/sos_commands/**` and `*/proc/cmdline`), into `dest`, bounded like snapshot
 /// archives (entries, bytes written) and refused whole at a path that is absolute or climbs
 /// with `..`. Links, devices and FIFOs are never written. Returns the sos root under `dest`.
@@ -193,18 +193,17 @@ fn unpack_sos(archive: &Path, dest: &Path) -> Result<PathBuf, ImportError> {
         message: m,
     };
     let f = std::fs::File::open(archive).map_err(|e| io(archive, e))?;
-    let mut head = [0u8; 2];
-    let gz = {
-        let mut f2 = std::fs::File::open(archive).map_err(|e| io(archive, e))?;
-        f2.read_exact(&mut head).is_ok() && head == [0x1f, 0x8b]
-    };
     // The tar stream a sosreport unpacks from is far larger than what is kept: bounded
-    // separately (a sosreport of a large host is a few GB unpacked).
+    // separately (a sosreport of a large host is a few GB unpacked). An xz stream's decoder
+    // holds up to its dictionary (8 MiB for sos's preset), at most what it decoded: 1 GiB.
     const MAX_STREAM: u64 = 8 * 1024 * 1024 * 1024;
-    let reader: Box<dyn Read> = if gz {
-        Box::new(flate2::read::MultiGzDecoder::new(std::io::BufReader::new(f)).take(MAX_STREAM))
-    } else {
-        Box::new(std::io::BufReader::new(f).take(MAX_STREAM))
+    const MAX_XZ_STREAM: u64 = 1024 * 1024 * 1024;
+    let reader: Box<dyn Read> = match compression(archive) {
+        Compression::Gzip => {
+            Box::new(flate2::read::MultiGzDecoder::new(std::io::BufReader::new(f)).take(MAX_STREAM))
+        }
+        Compression::Xz => Box::new(XzReader::spawn(f).take(MAX_XZ_STREAM)),
+        Compression::None => Box::new(std::io::BufReader::new(f).take(MAX_STREAM)),
     };
     let mut tar = tar::Archive::new(reader);
     let entries = tar
@@ -285,25 +284,106 @@ fn unpack_sos(archive: &Path, dest: &Path) -> Result<PathBuf, ImportError> {
         .ok_or_else(|| refuse("a tar archive with no sos_commands/: not a sosreport".into()))
 }
 
-/// Whether a file is a tar archive (plain or gzip): `ustar` at offset 257 of the (first
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Compression {
+    None,
+    Gzip,
+    Xz,
+}
+
+/// By magic: gzip `1f 8b`, xz `fd 37 7a 58 5a 00`.
+fn compression(path: &Path) -> Compression {
+    use std::io::Read;
+    let mut head = [0u8; 6];
+    let n = std::fs::File::open(path)
+        .and_then(|mut f| f.read(&mut head))
+        .unwrap_or(0);
+    if n >= 2 && head[..2] == [0x1f, 0x8b] {
+        Compression::Gzip
+    } else if n == 6 && head == [0xfd, b'7', b'z', b'X', b'Z', 0] {
+        Compression::Xz
+    } else {
+        Compression::None
+    }
+}
+
+/// An xz stream decoded on a thread of its own into a bounded channel (lzma-rs decodes into
+/// a writer): the tar reader pulls from it as from any reader, so nothing is held whole.
+struct XzReader {
+    rx: std::sync::mpsc::Receiver<std::io::Result<Vec<u8>>>,
+    buf: Vec<u8>,
+    pos: usize,
+}
+
+struct ChannelWriter(std::sync::mpsc::SyncSender<std::io::Result<Vec<u8>>>);
+
+impl std::io::Write for ChannelWriter {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        // The reader gone (the tar was refused or done): stop decoding.
+        self.0
+            .send(Ok(b.to_vec()))
+            .map_err(|_| std::io::Error::other("reader closed"))?;
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl XzReader {
+    fn spawn(f: std::fs::File) -> XzReader {
+        let (tx, rx) = std::sync::mpsc::sync_channel(16);
+        std::thread::spawn(move || {
+            let mut input = std::io::BufReader::new(f);
+            let mut w = std::io::BufWriter::with_capacity(64 * 1024, ChannelWriter(tx.clone()));
+            let r = lzma_rs::xz_decompress(&mut input, &mut w)
+                .map_err(|e| std::io::Error::other(format!("xz: {e}")))
+                .and_then(|_| std::io::Write::flush(&mut w));
+            if let Err(e) = r {
+                let _ = tx.send(Err(e));
+            }
+        });
+        XzReader {
+            rx,
+            buf: Vec::new(),
+            pos: 0,
+        }
+    }
+}
+
+impl std::io::Read for XzReader {
+    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        while self.pos >= self.buf.len() {
+            match self.rx.recv() {
+                Ok(Ok(b)) => {
+                    self.buf = b;
+                    self.pos = 0;
+                }
+                Ok(Err(e)) => return Err(e),
+                Err(_) => return Ok(0),
+            }
+        }
+        let n = out.len().min(self.buf.len() - self.pos);
+        out[..n].copy_from_slice(&self.buf[self.pos..self.pos + n]);
+        self.pos += n;
+        Ok(n)
+    }
+}
+
+/// Whether a file is a tar archive (plain, gzip or xz): `ustar` at offset 257 of the (first
 /// decompressed) block.
 fn is_tar(path: &Path) -> bool {
     use std::io::Read;
     let Ok(f) = std::fs::File::open(path) else {
         return false;
     };
-    let mut head = [0u8; 2];
-    let Ok(mut f2) = std::fs::File::open(path) else {
-        return false;
-    };
-    let gz = f2.read_exact(&mut head).is_ok() && head == [0x1f, 0x8b];
     let mut block = [0u8; 512];
-    let ok = if gz {
-        flate2::read::MultiGzDecoder::new(f)
+    let ok = match compression(path) {
+        Compression::Gzip => flate2::read::MultiGzDecoder::new(f)
             .read_exact(&mut block)
-            .is_ok()
-    } else {
-        (&f).read_exact(&mut block).is_ok()
+            .is_ok(),
+        Compression::Xz => XzReader::spawn(f).read_exact(&mut block).is_ok(),
+        Compression::None => (&f).read_exact(&mut block).is_ok(),
     };
     ok && &block[257..262] == b"ustar"
 }
