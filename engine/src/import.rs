@@ -52,6 +52,7 @@ pub enum Kind {
     NvidiaSmiXml,
     NvidiaSmiText,
     BugReport,
+    Cmdline,
 }
 
 impl Kind {
@@ -62,6 +63,7 @@ impl Kind {
             Kind::NvidiaSmiXml => "nvidia-smi -q -x",
             Kind::NvidiaSmiText => "nvidia-smi -q",
             Kind::BugReport => "nvidia-bug-report.log",
+            Kind::Cmdline => "/proc/cmdline",
         }
     }
 }
@@ -78,6 +80,8 @@ pub fn detect(text: &str) -> Option<Kind> {
         Some(Kind::NvidiaSmiXml)
     } else if smi::looks_like_text(text) {
         Some(Kind::NvidiaSmiText)
+    } else if looks_like_cmdline(text) {
+        Some(Kind::Cmdline)
     } else {
         None
     }
@@ -486,6 +490,18 @@ impl Gathered {
                 notes: vec!["a bug report inside a bug report: left out".into()],
                 ..Default::default()
             }),
+            Some(Kind::Cmdline) => {
+                self.files
+                    .insert("/proc/cmdline".into(), format!("{}\n", text.trim()));
+                self.covers.insert(Source::Cmdline);
+                self.inputs.push(InputRecord {
+                    file,
+                    kind: kind_of(Kind::Cmdline),
+                    lines: Some((first, last)),
+                    produced: vec!["/proc/cmdline".into()],
+                    notes: Vec::new(),
+                });
+            }
             Some(Kind::Lspci) => {
                 let cap = lspci::parse(text).map_err(bad)?;
                 let mut produced = Vec::new();
@@ -588,6 +604,18 @@ impl Gathered {
         }
         Ok(())
     }
+}
+
+/// A pasted `/proc/cmdline`: one line (at most the kernel's 40 KiB, `caps::CMDLINE`) naming
+/// the boot image or the root device, as every booted kernel's command line does.
+pub fn looks_like_cmdline(text: &str) -> bool {
+    let mut lines = text.lines().filter(|l| !l.trim().is_empty());
+    let (Some(l), None) = (lines.next(), lines.next()) else {
+        return false;
+    };
+    l.len() <= daqtune_probe::host::caps::CMDLINE
+        && l.split_whitespace()
+            .any(|w| w.starts_with("BOOT_IMAGE=") || w.starts_with("root="))
 }
 
 /// nvidia-bug-report.sh's log (after gunzip): its prologue line.

@@ -159,8 +159,8 @@ pub enum Command {
     Qualify(QualifyArgs),
     /// Capture what the checks read as a host root (a directory or a .tar.zst).
     Snapshot(SnapshotArgs),
-    /// Turn captures (lspci -vv text, lspci -t trees, nvidia-smi -q / -q -x) into a host root
-    /// that `--root` reads;
+    /// Turn captures (lspci -vv text, lspci -t trees, nvidia-smi -q / -q -x, an
+    /// nvidia-bug-report.log(.gz), a sosreport) into a host root that `--root` reads;
     /// `--root` also takes a capture file or a directory of them directly.
     Import(ImportArgs),
     /// Compare two reports (JSON) or snapshots, check by check.
@@ -300,8 +300,9 @@ pub struct SnapshotArgs {
 #[derive(Debug, Clone, Args)]
 pub struct ImportArgs {
     /// Capture files (kinds told by content: `lspci -vvnn`/`-vvv`/`-nnDvvv` text with or
-    /// without `-xxx` dumps, `lspci -t`/`-tv` trees, `nvidia-smi -q` and `-q -x`) or
-    /// directories of them.
+    /// without `-xxx` dumps, `lspci -t`/`-tv` trees, `nvidia-smi -q` and `-q -x`,
+    /// nvidia-bug-report.log(.gz), a pasted /proc/cmdline), directories of them, or a
+    /// sosreport (directory, .tar, .tar.gz, .tar.xz).
     #[arg(value_name = "CAPTURE", required = true)]
     pub captures: Vec<PathBuf>,
     /// Output: FILE.tar.zst for an archive, any other name a new or empty directory.

@@ -222,13 +222,23 @@ fn a_directory_of_several_kinds() {
     ] {
         std::fs::copy(corpus(src), d.join(dst)).unwrap();
     }
+    // A pasted /proc/cmdline (one line naming the boot image).
+    std::fs::write(
+        d.join("cmdline.txt"),
+        "BOOT_IMAGE=/boot/vmlinuz-6.8.0-60-generic root=UUID=0c1f ro quiet isolcpus=8-11\n",
+    )
+    .unwrap();
     let out = tmp.path().join("root");
     let o = daqtune(&["import", d.to_str().unwrap(), "-o", out.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(0), "{:?}", text(&o));
     let m: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("daqtune/import.json")).unwrap())
             .unwrap();
-    assert_eq!(m["covers"], serde_json::json!(["pci", "gpu"]));
+    assert_eq!(m["covers"], serde_json::json!(["pci", "cmdline", "gpu"]));
+    assert_eq!(
+        std::fs::read_to_string(out.join("proc/cmdline")).unwrap(),
+        "BOOT_IMAGE=/boot/vmlinuz-6.8.0-60-generic root=UUID=0c1f ro quiet isolcpus=8-11\n"
+    );
     let kinds: Vec<&str> = m["inputs"]
         .as_array()
         .unwrap()
@@ -237,7 +247,13 @@ fn a_directory_of_several_kinds() {
         .collect();
     assert_eq!(
         kinds,
-        vec!["lspci -vv", "lspci -t", "nvidia-smi -q -x", "none"]
+        vec![
+            "lspci -vv",
+            "lspci -t",
+            "nvidia-smi -q -x",
+            "/proc/cmdline",
+            "none"
+        ]
     );
     let o = daqtune(&["check", "--root", d.to_str().unwrap()]);
     let (_, err) = text(&o);
