@@ -74,7 +74,15 @@ pub fn open_root(path: Option<&std::path::Path>) -> Result<OpenedHost, RootError
     };
     // A capture (a file that is no .tar.zst, or a directory of captures): imported into a
     // private temporary root first.
-    if crate::import::is_capture(p) {
+    // A directory of files but neither proc/ nor sys/ was meant as captures: the import says
+    // which files it read and why none is a capture.
+    let files_only = p.is_dir()
+        && !p.join("proc").is_dir()
+        && !p.join("sys").is_dir()
+        && std::fs::read_dir(p).is_ok_and(|mut d| {
+            d.any(|e| e.is_ok_and(|e| e.file_type().is_ok_and(|t| t.is_file())))
+        });
+    if files_only || crate::import::is_capture(p) {
         let tmp = crate::import::import_temp(p)?;
         let host = Host::at(tmp.path()).map_err(root_err)?;
         return Ok(OpenedHost {

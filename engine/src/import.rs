@@ -33,7 +33,7 @@ pub enum ImportError {
         path: String,
         source: std::io::Error,
     },
-    #[error("{0}: no capture daqtune reads in it (lspci -vv text, an lspci -t tree, nvidia-smi -q or -q -x)")]
+    #[error("{0}: no capture daqtune reads in it (lspci -vv text or -xxx dumps, an lspci -t tree, nvidia-smi -q or -q -x, an nvidia-bug-report.log(.gz), a sosreport, a pasted /proc/cmdline)")]
     Nothing(String),
 }
 

@@ -120,6 +120,14 @@ fn bad_captures_say_file_and_line_and_exit_2() {
         "{err}"
     );
 
+    // A directory of files none of which is a capture (the corpus's grep fragments of
+    // `lspci -vvv | grep ACSCtl`: no function address, nothing to place).
+    let d = corpus("field-acs-redirect-nccl-523");
+    let o = daqtune(&["check", "--root", d.to_str().unwrap()]);
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("no capture daqtune reads in it"), "{err}");
+
     // A hex dump whose lines skip an offset.
     let hex = tmp.path().join("hex.txt");
     std::fs::write(
