@@ -95,31 +95,35 @@ impl Source {
 
 /// The fact sources each check reads. Every registered check has a row (a test holds the
 /// registry to it), so a new check cannot run on a capture without saying what it needs.
+/// Sources a check reads only to refine (NUMA node count, interface names for the PCIe
+/// checks, the ASPM policy of `pcie.aer`) are left out; what decides a verdict is in (the
+/// data-path cores some checks derive from the NICs' locality and the command line, the
+/// persisted configuration under /etc that a check judges).
 pub fn needs(id: &str) -> Option<&'static [Source]> {
     use Source::*;
     Some(match id {
         "platform" => &[Platform],
         "cpu.governor" => &[Cpus, Etc],
-        "cpu.idle" => &[Cpus, Cmdline],
-        "kernel.cmdline" => &[Cmdline, Cpus, Etc],
-        "hugepages" => &[Memory, Cmdline],
+        "cpu.idle" => &[Cpus, Cmdline, Pci, Memory],
+        "kernel.cmdline" => &[Cmdline, Cpus, Etc, Pci, Memory],
+        "hugepages" => &[Memory, Cmdline, Etc],
         "kernel.thp" | "kernel.ksm" => &[KernelMm],
-        "kernel.numa-balancing" | "kernel.timer-migration" | "vm.stat-interval" => &[Sysctl],
-        "kernel.watchdog" => &[Sysctl, Cmdline, Cpus],
-        "numa" => &[Pci, Memory, Cpus],
+        "kernel.numa-balancing" | "kernel.timer-migration" | "vm.stat-interval" => &[Sysctl, Etc],
+        "kernel.watchdog" => &[Sysctl, Cmdline, Cpus, Pci, Etc],
+        "numa" => &[Pci, Memory, Cpus, Cmdline],
         "pcie.topology" | "pcie.link" | "pcie.mps" | "pcie.mrrs" | "pcie.acs" => &[Pci],
         "pcie.aer" => &[Pci, PciAer],
-        "iommu" => &[Cmdline, Iommu, Platform],
-        "irq.affinity" => &[Pci, Irq, Cpus, Cmdline, Processes],
-        "nic.driver" => &[Pci, Modules, Rdma],
+        "iommu" => &[Cmdline, Iommu, Platform, Pci],
+        "irq.affinity" => &[Pci, Irq, Cpus, Cmdline, Processes, Etc, Memory],
+        "nic.driver" => &[Pci, Modules, Rdma, Etc],
         "nic.link-layer" | "nic.link" => &[Pci, Net, Rdma],
-        "nic.mtu" => &[Pci, Net],
+        "nic.mtu" => &[Pci, Net, Etc],
         "nic.rings" | "nic.coalesce" | "nic.pause" | "nic.offloads" | "nic.channels" => {
-            &[Pci, Net, Ethtool]
+            &[Pci, Net, Ethtool, Cmdline, Cpus]
         }
         "net.sysctl" => &[Sysctl],
         "gpu.clocks" | "gpu.bar1" | "gpu.gpudirect" => &[Gpu],
-        "gpu.peermem" => &[Gpu, Modules, Platform],
+        "gpu.peermem" => &[Gpu, Modules, Platform, NvidiaDriver, KernelLog, KernelMm],
         "gpu.driver" => &[Gpu, NvidiaDriver],
         "daqtune.artifacts" => &[Etc, Units],
         "app.config" => &[Cmdline, Cpus],

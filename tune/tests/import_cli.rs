@@ -39,7 +39,7 @@ fn check_root_on_an_lspci_file() {
         "{out}"
     );
     assert!(
-        out.contains("skip   hugepages              host                   not in this capture (memory and hugepages, /proc/cmdline missing; it holds PCI devices)"),
+        out.contains("skip   hugepages              host                   not in this capture (memory and hugepages, /proc/cmdline, /etc configuration missing; it holds PCI devices)"),
         "{out}"
     );
     assert!(out.contains("skip   gpu.bar1               host                   not in this capture (GPU facts (NVML) missing"), "{out}");
@@ -306,7 +306,7 @@ fn check_root_on_a_bug_report_gz() {
     let (out, err) = text(&o);
     assert!(err.contains("capture: 5 of 36 checks judged"), "{err}");
     assert!(out.contains("pass   pcie.link"), "{out}");
-    assert!(out.contains("not in this capture (CPUs, /etc configuration missing; it holds PCI devices, /proc/cmdline)"), "{out}");
+    assert!(out.contains("not in this capture (CPUs, /etc configuration, memory and hugepages missing; it holds PCI devices, /proc/cmdline)"), "{out}");
     let root = tmp.path().join("root");
     let o = daqtune(&["import", gz.to_str().unwrap(), "-o", root.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(0), "{:?}", text(&o));
