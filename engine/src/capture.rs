@@ -109,7 +109,7 @@ pub fn needs(id: &str) -> Option<&'static [Source]> {
         "hugepages" => &[Memory, Cmdline, Etc],
         "kernel.thp" | "kernel.ksm" => &[KernelMm],
         "kernel.numa-balancing" | "kernel.timer-migration" | "vm.stat-interval" => &[Sysctl, Etc],
-        "kernel.watchdog" => &[Sysctl, Cmdline, Cpus, Pci, Etc],
+        "kernel.watchdog" => &[Sysctl, Cmdline, Cpus, Pci, Etc, Memory],
         "numa" => &[Pci, Memory, Cpus, Cmdline],
         "pcie.topology" | "pcie.link" | "pcie.mps" | "pcie.mrrs" | "pcie.acs" => &[Pci],
         "pcie.aer" => &[Pci, PciAer],
@@ -119,7 +119,7 @@ pub fn needs(id: &str) -> Option<&'static [Source]> {
         "nic.link-layer" | "nic.link" => &[Pci, Net, Rdma],
         "nic.mtu" => &[Pci, Net, Etc],
         "nic.rings" | "nic.coalesce" | "nic.pause" | "nic.offloads" | "nic.channels" => {
-            &[Pci, Net, Ethtool, Cmdline, Cpus]
+            &[Pci, Net, Ethtool, Cmdline, Cpus, Memory]
         }
         "net.sysctl" => &[Sysctl],
         "gpu.clocks" | "gpu.bar1" | "gpu.gpudirect" => &[Gpu],
