@@ -17,6 +17,7 @@ pub mod cuda;
 mod dl;
 pub mod nvlink;
 mod nvml;
+pub mod smi;
 pub mod subset;
 pub mod xid;
 
