@@ -352,14 +352,23 @@ fn h200_health_readings_equal_nvidia_smi_of_the_same_run() {
     let lv = verdict(&live, "gpu.health");
     let rv = verdict(&replay, "gpu.health");
     assert_eq!(text(lv, "status"), "pass", "{lv}");
+    // The live run judged the Xid events inside gpu.health (` xids=none` at the end of its
+    // observed value); they are gpu.xid's since.
+    let live_observed = text(lv, "observed");
     assert_eq!(
         (text(rv, "status"), text(rv, "observed")),
-        (text(lv, "status"), text(lv, "observed"))
+        (
+            text(lv, "status"),
+            live_observed.trim_end_matches(" xids=none").to_string()
+        )
     );
-    assert!(text(rv, "message").contains("no Xid since boot"), "{rv}");
+    let xid = verdict(&replay, "gpu.xid");
+    assert_eq!(text(xid, "status"), "pass", "{xid}");
+    assert!(text(xid, "message").contains("no Xid since boot"), "{xid}");
 }
 
-/// The H200 capture with its facts and kernel log edited.
+/// The H200 capture with its facts and kernel log edited: the verdict of `gpu.health`, or of
+/// `gpu.xid` when a kernel log line is added.
 fn health_case(edit: impl FnOnce(&mut serde_json::Value), kmsg: &str) -> serde_json::Value {
     let d = tempfile::tempdir().expect("tempdir");
     copy_tree(&fixture("gpu-h200-health"), d.path());
@@ -372,8 +381,13 @@ fn health_case(edit: impl FnOnce(&mut serde_json::Value), kmsg: &str) -> serde_j
     let mut text = std::fs::read_to_string(&log).expect("kmsg");
     text.push_str(kmsg);
     std::fs::write(&log, text).expect("write");
-    let (r, _) = evaluate(d.path(), "generic-dgpu", &["gpu.health"]);
-    verdict(&r, "gpu.health").clone()
+    let id = if kmsg.is_empty() {
+        "gpu.health"
+    } else {
+        "gpu.xid"
+    };
+    let (r, _) = evaluate(d.path(), "generic-dgpu", &[id]);
+    verdict(&r, id).clone()
 }
 
 #[test]

@@ -73,7 +73,10 @@ mod tests {
         let page = String::from_utf8(page).expect("utf-8");
         assert!(page.contains("\n.TH daqtune 8 "), "{}", &page[..200]);
         // Hidden subcommands (trial-verify, run by its unit) are left out, as render does.
-        for sub in Cli::command().get_subcommands().filter(|s| !s.is_hide_set()) {
+        for sub in Cli::command()
+            .get_subcommands()
+            .filter(|s| !s.is_hide_set())
+        {
             let want = format!(".SS \"daqtune {}\"", sub.get_name());
             assert!(page.contains(&want), "{want} missing");
         }

@@ -66,10 +66,8 @@ fn the_h100_snapshot_replays_to_the_live_verdicts() {
     // Verdicts added after the recording (numa's libnuma one, NVIDIA/daqiri b27ff22;
     // gpu.health; pcie.capacity) are judged by captures of their own: every (check, subject)
     // the live run had must replay to its verdict.
-    let live_keys: std::collections::BTreeSet<(String, String)> = verdicts(&live)
-        .into_iter()
-        .map(|v| (v.0, v.1))
-        .collect();
+    let live_keys: std::collections::BTreeSet<(String, String)> =
+        verdicts(&live).into_iter().map(|v| (v.0, v.1)).collect();
     let replayed: Vec<_> = verdicts(&replay)
         .into_iter()
         .filter(|v| live_keys.contains(&(v.0.clone(), v.1.clone())))

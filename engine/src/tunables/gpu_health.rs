@@ -1,8 +1,11 @@
-//! `gpu.health`: is each GPU healthy enough to run an experiment on? Temperature against its
+//! `gpu.health` and `gpu.xid`: is each GPU healthy enough to run an experiment on?
+//! `gpu.health` judges what NVML reports (`GpuFacts::health`): temperature against its
 //! slowdown threshold, active thermal and power slowdowns, uncorrectable ECC errors, memory
-//! repairs waiting for a reset (row remapping, page retirement) and the Xid events the driver
-//! logged since boot. Readings come from NVML (`GpuFacts::health`) and the kernel log; nothing
-//! here is set by daqtune, so the check plans nothing.
+//! repairs waiting for a reset (row remapping, page retirement). `gpu.xid` judges the Xid
+//! events the driver logged since boot (the kernel log). Two checks because they read two
+//! sources: an `nvidia-smi -q` capture holds the first and not the second, and a check runs
+//! only where its sources are (engine/src/capture.rs). Nothing here is set by daqtune, so
+//! neither check plans anything.
 
 use crate::context::gpus::{gpus_or_skip, why_missing};
 use crate::context::Context;
@@ -15,16 +18,29 @@ use daqtune_probe::text::shell_quote;
 pub const HEALTH: Tunable = Tunable {
     id: "gpu.health",
     area: Area::Gpu,
-    title: "GPU health: temperature, slowdowns, ECC, memory repairs, Xid events",
+    title: "GPU health: temperature, slowdowns, ECC, memory repairs (NVML)",
     aliases: &["gpu-health"],
     doc: include_str!("../../../docs/checks/gpu.health.md"),
-    // NVML answers unprivileged; only the kernel log (Xid) needs root, and its absence is
-    // said in the verdict.
     needs_root: false,
     profile_keys: &[],
     check: run,
     planner: None,
 };
+
+pub const XID: Tunable = Tunable {
+    id: "gpu.xid",
+    area: Area::Gpu,
+    title: "NVIDIA Xid events of each GPU since boot (kernel log)",
+    aliases: &["xid"],
+    doc: include_str!("../../../docs/checks/gpu.xid.md"),
+    // /dev/kmsg is root's on most hosts.
+    needs_root: true,
+    profile_keys: &[],
+    check: run_xid,
+    planner: None,
+};
+
+const XID_ID: &str = "gpu.xid";
 
 const ID: &str = "gpu.health";
 
@@ -124,22 +140,90 @@ fn run(ctx: &Context) -> Vec<Verdict> {
         Ok(s) => s,
         Err(v) => return v,
     };
-    let log = ctx.kernel_log();
-    let events = log.map(parse_xid_events).unwrap_or_default();
-    let no_log = if ctx.facts().host.is_live() {
-        "the kernel log could not be read (run as root)"
-    } else {
-        "this host root holds no kernel log (daqtune/kmsg.txt)"
-    };
-    snap.gpus
-        .iter()
-        .map(|g| judge(g, log.is_some().then_some(&events[..]).ok_or(no_log)))
-        .collect()
+    snap.gpus.iter().map(judge).collect()
 }
 
-/// One GPU's verdict. `events`: the kernel log's Xid events, or why there is no kernel log.
-pub fn judge(g: &GpuFacts, events: Result<&[XidEvent], &str>) -> Verdict {
-    let log_read = events.is_ok();
+fn run_xid(ctx: &Context) -> Vec<Verdict> {
+    let snap = match gpus_or_skip(ctx, XID_ID) {
+        Ok(s) => s,
+        Err(v) => return v,
+    };
+    let Some(log) = ctx.kernel_log() else {
+        let why = if ctx.facts().host.is_live() {
+            "the kernel log could not be read (run as root)"
+        } else {
+            "this host root holds no kernel log (daqtune/kmsg.txt)"
+        };
+        return vec![Verdict::skip(XID_ID, "host", why)];
+    };
+    let events = parse_xid_events(log);
+    snap.gpus.iter().map(|g| judge_xids(g, &events)).collect()
+}
+
+/// One GPU's Xid verdict: each code once, with its count and NVIDIA's meaning.
+pub fn judge_xids(g: &GpuFacts, events: &[XidEvent]) -> Verdict {
+    let Some(bus) = &g.pci_bus_id else {
+        return Verdict::na(
+            XID_ID,
+            g.subject(),
+            format!(
+                "{} has no PCI address, which Xid lines name GPUs by",
+                g.display_name()
+            ),
+        );
+    };
+    let mine: Vec<&XidEvent> = events.iter().filter(|e| e.is_for(bus)).collect();
+    let mut codes: Vec<u32> = mine.iter().map(|e| e.code).collect();
+    codes.sort_unstable();
+    codes.dedup();
+    let (mut fails, mut warns) = (Vec::new(), Vec::new());
+    for c in &codes {
+        let n = mine.iter().filter(|e| e.code == *c).count();
+        let (grade, meaning) = xid_grade(*c);
+        let line = format!("Xid {c} x{n} since boot: {meaning}");
+        match grade {
+            XidGrade::Fail => fails.push(line),
+            XidGrade::Warn => warns.push(line),
+        }
+    }
+    let observed = if codes.is_empty() {
+        "none".to_string()
+    } else {
+        codes
+            .iter()
+            .map(u32::to_string)
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    let fix = "read the Xid lines (`journalctl -k -g Xid`) and NVIDIA's Xid catalog for the action each needs; a GPU that fell off the bus or needs a reset: stop its clients and reset it, or reboot";
+    let v = if !fails.is_empty() {
+        fails.extend(warns);
+        Verdict::fail(
+            XID_ID,
+            g.subject(),
+            format!("{}: {}", g.display_name(), fails.join("; ")),
+        )
+        .fix(fix)
+    } else if !warns.is_empty() {
+        Verdict::warn(
+            XID_ID,
+            g.subject(),
+            format!("{}: {}", g.display_name(), warns.join("; ")),
+        )
+        .fix(fix)
+    } else {
+        Verdict::pass(
+            XID_ID,
+            g.subject(),
+            format!("{}: no Xid since boot", g.display_name()),
+        )
+    };
+    v.observed(observed)
+        .expected("no Xid that needs a reset or service")
+}
+
+/// One GPU's health verdict from NVML's readings.
+pub fn judge(g: &GpuFacts) -> Verdict {
     let h = &g.health;
     let mut fails: Vec<String> = Vec::new();
     let mut warns: Vec<String> = Vec::new();
@@ -236,34 +320,7 @@ pub fn judge(g: &GpuFacts, events: Result<&[XidEvent], &str>) -> Verdict {
         }
     }
 
-    let mine: Vec<&XidEvent> = match (&g.pci_bus_id, events) {
-        (Some(b), Ok(events)) => events.iter().filter(|e| e.is_for(b)).collect(),
-        _ => Vec::new(),
-    };
-    let mut seen: Vec<u32> = Vec::new();
-    for e in &mine {
-        if seen.contains(&e.code) {
-            continue;
-        }
-        seen.push(e.code);
-        let n = mine.iter().filter(|x| x.code == e.code).count();
-        let (grade, meaning) = xid_grade(e.code);
-        let line = format!("Xid {} x{n} since boot: {meaning}", e.code);
-        match grade {
-            XidGrade::Fail => fails.push(line),
-            XidGrade::Warn => warns.push(line),
-        }
-    }
-    if !seen.is_empty() {
-        fixes.push("read the Xid lines (`journalctl -k -g Xid`) and NVIDIA's Xid catalog for the action each needs".into());
-    }
-    if let Err(why) = events {
-        notes.push(format!("Xid events not judged: {why}"));
-    } else if g.pci_bus_id.is_none() {
-        notes.push("Xid events not matched: this GPU has no PCI address".into());
-    }
-
-    let observed = observed(g, &seen);
+    let observed = observed(g);
     // A pass needs the health readings themselves: clock reasons alone (all that facts
     // recorded before daqtune read GPU health hold) say nothing of ECC or memory repairs.
     let readings = [
@@ -317,9 +374,6 @@ pub fn judge(g: &GpuFacts, events: Result<&[XidEvent], &str>) -> Verdict {
         if h.remapped_rows.is_some() || h.retired_pages_pending.is_some() {
             ok.push("no memory repair pending");
         }
-        if log_read && g.pci_bus_id.is_some() {
-            ok.push("no Xid since boot");
-        }
         Verdict::pass(
             ID,
             g.subject(),
@@ -328,7 +382,7 @@ pub fn judge(g: &GpuFacts, events: Result<&[XidEvent], &str>) -> Verdict {
     };
     let v = v
         .observed(observed)
-        .expected("no slowdown, no uncorrectable ECC, no pending repair, no fatal Xid");
+        .expected("no slowdown, no uncorrectable ECC, no pending repair");
     if fixes.is_empty() {
         v
     } else {
@@ -338,7 +392,7 @@ pub fn judge(g: &GpuFacts, events: Result<&[XidEvent], &str>) -> Verdict {
 
 /// The stable part of the readings (temperature and power move with every read and stay out
 /// of `observed`, which `diff` compares).
-fn observed(g: &GpuFacts, xids: &[u32]) -> String {
+fn observed(g: &GpuFacts) -> String {
     let h = &g.health;
     let opt = |v: Option<u64>| v.map_or("-".to_string(), |n| n.to_string());
     let yn = |v: Option<bool>| match v {
@@ -347,16 +401,11 @@ fn observed(g: &GpuFacts, xids: &[u32]) -> String {
         None => "-",
     };
     format!(
-        "ecc_uncorrected_volatile={} ecc_uncorrected_aggregate={} remap_pending={} remap_failure={} retire_pending={} xids={}",
+        "ecc_uncorrected_volatile={} ecc_uncorrected_aggregate={} remap_pending={} remap_failure={} retire_pending={}",
         opt(h.ecc_volatile_uncorrected),
         opt(h.ecc_aggregate_uncorrected),
         yn(h.remapped_rows.map(|r| r.pending)),
         yn(h.remapped_rows.map(|r| r.failure)),
         yn(h.retired_pages_pending),
-        if xids.is_empty() {
-            "none".to_string()
-        } else {
-            xids.iter().map(u32::to_string).collect::<Vec<_>>().join(",")
-        }
     )
 }

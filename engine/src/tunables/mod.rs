@@ -86,6 +86,7 @@ pub static REGISTRY: &[&Tunable] = &[
     &peermem::PEERMEM,
     &gpu::DRIVER,
     &gpu_health::HEALTH,
+    &gpu_health::XID,
     &artifacts::ARTIFACTS,
     &app::CONFIG,
     &app::CORES,

@@ -7,7 +7,10 @@
 //! (GPUDirect RDMA and dma-buf support, integrated, compute capability) nor the P-state's
 //! clock range, so those stay unknown: CUDA is recorded as unavailable with the reason.
 
-use super::{Bar1, DomainClocks, GpuFacts, GpuSnapshot, LibStatus, PcieFacts, SCHEMA};
+use super::{
+    Bar1, DomainClocks, GpuFacts, GpuHealth, GpuSnapshot, LibStatus, PcieFacts, RemappedRows,
+    SCHEMA,
+};
 use crate::pci::PciAddr;
 use std::collections::BTreeMap;
 use std::fmt;
@@ -285,6 +288,93 @@ const WIDTH_NOW: Field = Field {
     text: &["PCI/GPU Link Info/Link Width/Current"],
 };
 
+const ARCH: Field = Field {
+    xml: &["product_architecture"],
+    text: &["Product Architecture"],
+};
+const FB_TOTAL: Field = Field {
+    xml: &["fb_memory_usage/total"],
+    text: &["FB Memory Usage/Total"],
+};
+const TEMP: Field = Field {
+    xml: &["temperature/gpu_temp"],
+    text: &["Temperature/GPU Current Temp"],
+};
+// Absolute thresholds (drivers before 550 or so), and the T.Limit form of newer ones: the
+// headroom to the max operating temperature and each threshold's offset from it.
+const TEMP_SLOW: Field = Field {
+    xml: &["temperature/gpu_temp_slow_threshold"],
+    text: &["Temperature/GPU Slowdown Temp"],
+};
+const TEMP_SHUT: Field = Field {
+    xml: &["temperature/gpu_temp_max_threshold"],
+    text: &["Temperature/GPU Shutdown Temp"],
+};
+const TLIMIT: Field = Field {
+    xml: &["temperature/gpu_temp_tlimit"],
+    text: &["Temperature/GPU T.Limit Temp"],
+};
+const TLIMIT_SLOW: Field = Field {
+    xml: &["temperature/gpu_temp_slow_tlimit_threshold"],
+    text: &["Temperature/GPU Slowdown T.Limit Temp"],
+};
+const TLIMIT_SHUT: Field = Field {
+    xml: &["temperature/gpu_temp_max_tlimit_threshold"],
+    text: &["Temperature/GPU Shutdown T.Limit Temp"],
+};
+const POWER_DRAW: Field = Field {
+    xml: &[
+        "gpu_power_readings/instant_power_draw",
+        "gpu_power_readings/power_draw",
+        "power_readings/power_draw",
+    ],
+    text: &[
+        "GPU Power Readings/Instantaneous Power Draw",
+        "GPU Power Readings/Power Draw",
+        "Power Readings/Power Draw",
+    ],
+};
+const POWER_LIMIT: Field = Field {
+    xml: &[
+        "gpu_power_readings/current_power_limit",
+        "power_readings/enforced_power_limit",
+    ],
+    text: &[
+        "GPU Power Readings/Current Power Limit",
+        "Power Readings/Enforced Power Limit",
+    ],
+};
+const ECC_MODE: Field = Field {
+    xml: &["ecc_mode/current_ecc"],
+    text: &["ECC Mode/Current"],
+};
+const REMAP_CORR: Field = Field {
+    xml: &["remapped_rows/remapped_row_corr"],
+    text: &["Remapped Rows/Correctable Error"],
+};
+const REMAP_UNC: Field = Field {
+    xml: &["remapped_rows/remapped_row_unc"],
+    text: &["Remapped Rows/Uncorrectable Error"],
+};
+const REMAP_PENDING: Field = Field {
+    xml: &["remapped_rows/remapped_row_pending"],
+    text: &["Remapped Rows/Pending"],
+};
+const REMAP_FAILURE: Field = Field {
+    xml: &["remapped_rows/remapped_row_failure"],
+    text: &["Remapped Rows/Remapping Failure Occurred"],
+};
+const RETIRE_PENDING: Field = Field {
+    xml: &[
+        "retired_pages/pending_retirement",
+        "retired_pages/pending_blacklist",
+    ],
+    text: &[
+        "Retired Pages/Pending Page Blacklist",
+        "Retired Pages/Pending Page Retirement",
+    ],
+};
+
 /// Clock event reasons: XML element suffix, text label, NVML bit.
 const REASONS: &[(&str, &str, u64)] = &[
     ("gpu_idle", "Idle", 0x1),
@@ -479,6 +569,11 @@ fn gpu_facts(line: usize, f: &Fields, xml: bool) -> Result<GpuFacts, SmiError> {
         .text(&PERSISTENCE, "persistence_mode")
         .map(|v| v == "Enabled");
     let memory_clock_domain = memory_clock.current_mhz.map(|_| true);
+    let architecture = g
+        .text(&ARCH, "architecture")
+        .map(|a| a.to_ascii_lowercase());
+    let memory_total_mib = g.num(&FB_TOTAL, "memory_total", 1 << 30)?;
+    let health = health(&mut g)?;
     Ok(GpuFacts {
         uuid,
         name: g.text(&NAME, "name"),
@@ -496,7 +591,121 @@ fn gpu_facts(line: usize, f: &Fields, xml: bool) -> Result<GpuFacts, SmiError> {
         pcie,
         nvlink: None,
         cuda: None,
+        architecture,
+        memory_total_mib,
+        health,
         unavailable: g.unavailable,
+    })
+}
+
+/// Degrees C of `38 C` / `-2 C` (T.Limit offsets are negative).
+fn celsius(v: &str) -> Option<i64> {
+    v.trim().trim_end_matches('C').trim().parse().ok()
+}
+
+/// Milliwatts of `78.45 W`.
+fn milliwatts(v: &str) -> Option<u32> {
+    let w: f64 = v.trim().trim_end_matches('W').trim().parse().ok()?;
+    (w.is_finite() && (0.0..=1.0e6).contains(&w)).then(|| (w * 1000.0).round() as u32)
+}
+
+/// `Yes`/`No` (and `Enabled`/`Disabled`).
+fn yes(v: &str) -> Option<bool> {
+    match v.trim() {
+        "Yes" | "Enabled" => Some(true),
+        "No" | "Disabled" => Some(false),
+        _ => None,
+    }
+}
+
+/// What `gpu.health` reads (NVML's readings as nvidia-smi prints them). The thresholds come
+/// from the absolute fields where the capture has them, else from the T.Limit form: on the
+/// lent H200 NVML's slowdown threshold equals temperature + headroom - offset
+/// (engine/tests/gpu.rs checks it against both).
+fn health(g: &mut Gpu) -> Result<GpuHealth, SmiError> {
+    let deg = |g: &Gpu, f: &Field| g.get(f).and_then(|(v, _)| celsius(v));
+    let temp = deg(g, &TEMP);
+    let from_tlimit = |g: &Gpu, off: &Field| -> Option<i64> {
+        let (t, head, o) = (temp?, deg(g, &TLIMIT)?, deg(g, off)?);
+        Some(t + head - o)
+    };
+    let threshold = |g: &Gpu, abs: &Field, off: &Field| -> Option<u32> {
+        deg(g, abs)
+            .or_else(|| from_tlimit(g, off))
+            .and_then(|c| u32::try_from(c).ok())
+    };
+    let uncorrected = |prefix: &str| -> Option<u64> {
+        // Every uncorrectable counter of the block (DRAM, SRAM parity and SEC-DED; older
+        // drivers' double-bit total), summed: any of them above zero is what the check judges.
+        let mut total: Option<u64> = None;
+        for (p, v, _) in g.f.iter() {
+            let Some(rest) = p.strip_prefix(prefix) else {
+                continue;
+            };
+            let r = rest.to_ascii_lowercase();
+            let counts = (r.contains("uncorrectable") && !r.contains("sources"))
+                || r == "double_bit/total"
+                || r == "double bit/total";
+            if counts {
+                if let Some(n) = number(v) {
+                    total = Some(total.unwrap_or(0).saturating_add(n));
+                }
+            }
+        }
+        total
+    };
+    let corrected = |prefix: &str| -> Option<u64> {
+        let mut total: Option<u64> = None;
+        for (p, v, _) in g.f.iter() {
+            let Some(rest) = p.strip_prefix(prefix) else {
+                continue;
+            };
+            let r = rest.to_ascii_lowercase();
+            if r.contains("correctable") && !r.contains("uncorrectable") || r == "single_bit/total"
+            {
+                if let Some(n) = number(v) {
+                    total = Some(total.unwrap_or(0).saturating_add(n));
+                }
+            }
+        }
+        total
+    };
+    let (vol, agg) = if g.xml {
+        ("ecc_errors/volatile/", "ecc_errors/aggregate/")
+    } else {
+        ("ECC Errors/Volatile/", "ECC Errors/Aggregate/")
+    };
+    let flag = |g: &Gpu, f: &Field| g.get(f).and_then(|(v, _)| yes(v));
+    let remapped_rows = match (
+        g.u32(&REMAP_CORR, "remapped_rows", 1 << 20)?,
+        g.u32(&REMAP_UNC, "remapped_rows_unc", 1 << 20)?,
+        flag(g, &REMAP_PENDING),
+        flag(g, &REMAP_FAILURE),
+    ) {
+        (Some(c), Some(u), Some(p), Some(f)) => Some(RemappedRows {
+            correctable: c,
+            uncorrectable: u,
+            pending: p,
+            failure: f,
+        }),
+        _ => None,
+    };
+    Ok(GpuHealth {
+        temperature_c: temp.and_then(|t| u32::try_from(t).ok()),
+        slowdown_temp_c: threshold(g, &TEMP_SLOW, &TLIMIT_SLOW),
+        shutdown_temp_c: threshold(g, &TEMP_SHUT, &TLIMIT_SHUT),
+        power_draw_mw: g.get(&POWER_DRAW).and_then(|(v, _)| milliwatts(v)),
+        power_limit_mw: g.get(&POWER_LIMIT).and_then(|(v, _)| milliwatts(v)),
+        ecc_enabled: flag(g, &ECC_MODE),
+        ecc_volatile_corrected: corrected(vol),
+        ecc_volatile_uncorrected: uncorrected(vol),
+        ecc_aggregate_corrected: corrected(agg),
+        ecc_aggregate_uncorrected: uncorrected(agg),
+        // nvidia-smi prints counts of retired pages per cause, not NVML's; left unread.
+        retired_pages_sbe: None,
+        retired_pages_dbe: None,
+        retired_pages_pending: flag(g, &RETIRE_PENDING),
+        remapped_rows,
     })
 }
 
