@@ -13,6 +13,13 @@ pub struct OpenedHost {
     _unpacked: Option<crate::snapshot::TempRoot>,
 }
 
+impl OpenedHost {
+    /// Whether the root was imported from captures (`daqtune/import.json`).
+    pub fn is_import(&self) -> bool {
+        !self.host.is_live() && self.host.root().join("daqtune/import.json").is_file()
+    }
+}
+
 impl std::ops::Deref for OpenedHost {
     type Target = Host;
     fn deref(&self) -> &Host {
@@ -36,6 +43,9 @@ pub enum RootError {
         path: String,
         source: crate::snapshot::SnapshotError,
     },
+    /// A capture (lspci text, ...) that could not be imported.
+    #[error("{0}")]
+    Import(#[from] crate::import::ImportError),
     /// Neither `proc/` nor `sys/`: an empty or mistyped directory, every check would skip.
     #[error("{}: holds no host (no proc/ and no sys/); give a host root directory or a snapshot from `daqtune snapshot`", daqtune_probe::text::shell_quote(.0))]
     NoHost(String),
@@ -62,6 +72,16 @@ pub fn open_root(path: Option<&std::path::Path>) -> Result<OpenedHost, RootError
         path: p.display().to_string(),
         source,
     };
+    // A capture (a file that is no .tar.zst, or a directory of captures): imported into a
+    // private temporary root first.
+    if crate::import::is_capture(p) {
+        let tmp = crate::import::import_temp(p)?;
+        let host = Host::at(tmp.path()).map_err(root_err)?;
+        return Ok(OpenedHost {
+            host,
+            _unpacked: Some(tmp),
+        });
+    }
     if p.is_file() {
         let tmp = crate::snapshot::TempRoot::new("daqtune-snapshot-").map_err(root_err)?;
         crate::snapshot::unpack(p, tmp.path()).map_err(|source| RootError::Unpack {

@@ -11,6 +11,7 @@
 pub mod app_profile;
 pub mod appconfig;
 pub mod apply;
+pub mod capture;
 pub mod causes;
 pub mod commands;
 pub mod context;
@@ -23,6 +24,7 @@ pub mod gate;
 pub mod gpu_view;
 pub mod hostio;
 pub mod hostroot;
+pub mod import;
 pub mod plan;
 pub mod profile;
 pub mod qualify;

@@ -204,7 +204,7 @@ const LAYERS: &[&[&str]] = &[
         "apply::testroot",
         "fleet::output",
     ],
-    &["facts"],
+    &["facts", "capture"],
     &[
         "context",
         "context::nics",
@@ -235,6 +235,7 @@ const LAYERS: &[&[&str]] = &[
     ],
     &[
         "snapshot",
+        "import",
         "snapshot::archive",
         "snapshot::redact",
         "snapshot::tempdir",

@@ -159,6 +159,9 @@ pub enum Command {
     Qualify(QualifyArgs),
     /// Capture what the checks read as a host root (a directory or a .tar.zst).
     Snapshot(SnapshotArgs),
+    /// Turn captures (lspci -vv text, lspci -t trees) into a host root that `--root` reads;
+    /// `--root` also takes a capture file or a directory of them directly.
+    Import(ImportArgs),
     /// Compare two reports (JSON) or snapshots, check by check.
     Diff(DiffArgs),
     /// Write the fleet outputs (node_exporter textfile, NFD feature file, JSON facts, JUnit)
@@ -196,6 +199,7 @@ impl Command {
             Command::Diff(a) => (&a.profile).into(),
             Command::Selftest(a) => (&a.profile).into(),
             Command::Explain(_)
+            | Command::Import(_)
             | Command::Profiles(_)
             | Command::Completions { .. }
             | Command::Man => GlobalArgs::default(),
@@ -290,6 +294,17 @@ pub struct SnapshotArgs {
     /// Replace serial numbers, MACs, GUIDs and the hostname, consistently.
     #[arg(long)]
     pub redact: bool,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ImportArgs {
+    /// Capture files (kinds told by content: `lspci -vvnn`/`-vvv`/`-nnDvvv` text with or
+    /// without `-xxx` dumps, `lspci -t`/`-tv` trees) or directories of them.
+    #[arg(value_name = "CAPTURE", required = true)]
+    pub captures: Vec<PathBuf>,
+    /// Output: FILE.tar.zst for an archive, any other name a new or empty directory.
+    #[arg(short = 'o', long, value_name = "DIR|FILE.tar.zst")]
+    pub output: PathBuf,
 }
 
 #[derive(Debug, Clone, Args)]

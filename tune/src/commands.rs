@@ -1,8 +1,8 @@
 //! Each subcommand: the engine call, then what goes to the terminal and to files.
 
 use crate::cli::{
-    CheckArgs, DiffArgs, ExplainArgs, GlobalArgs, GpuArgs, PlanArgs, PlanFormat, ProfilesAction,
-    ProfilesArgs, SnapshotArgs, StatusArgs, TopoArgs, TopoFormat,
+    CheckArgs, DiffArgs, ExplainArgs, GlobalArgs, GpuArgs, ImportArgs, PlanArgs, PlanFormat,
+    ProfilesAction, ProfilesArgs, SnapshotArgs, StatusArgs, TopoArgs, TopoFormat,
 };
 use crate::out;
 use daqtune_engine::apply::Prompt;
@@ -80,6 +80,12 @@ pub fn check(g: &GlobalArgs, a: &CheckArgs) -> Result<u8, UsageError> {
         None => None,
     };
     let mut rep = evaluate_facts(&facts, &profile, only, a.gate, app.as_ref());
+    // A root imported from captures judges only what they hold: say which checks that is.
+    let mut ids: Vec<&str> = rep.checks.iter().map(|v| v.id.as_str()).collect();
+    ids.dedup();
+    if let Some(line) = daqtune_engine::capture::coverage_line(&facts, &ids) {
+        out::eprint(&format!("daqtune: {line}\n"));
+    }
     drop(facts);
     drop(host);
     // The gate's result is part of the outputs (JSON `run`, NFD and Prometheus), so the exit
@@ -282,6 +288,38 @@ pub fn snapshot(g: &GlobalArgs, a: &SnapshotArgs) -> Result<u8, UsageError> {
         meta.files,
         meta.links,
         if meta.redacted { ", redacted" } else { "" },
+        out.display()
+    ));
+    Ok(0)
+}
+
+/// `daqtune import`: captures into a host root (a directory, or a .tar.zst like a snapshot).
+pub fn import(a: &ImportArgs) -> Result<u8, UsageError> {
+    use daqtune_engine::import;
+    let out = &a.output;
+    let target = snapshot_target(out)?;
+    if target == SnapshotTarget::Directory {
+        check_snapshot_dir(out)?;
+    }
+    let fail = |e: import::ImportError| UsageError::Other(format!("import: {e}"));
+    let m = match target {
+        SnapshotTarget::Archive => {
+            let tmp = snapshot::TempRoot::new("daqtune-import-")
+                .map_err(|e| UsageError::Other(e.to_string()))?;
+            let m = import::import(&a.captures, tmp.path()).map_err(fail)?;
+            snapshot::pack(tmp.path(), out)
+                .map_err(|e| UsageError::Other(format!("import: {e}")))?;
+            m
+        }
+        SnapshotTarget::Directory => import::import(&a.captures, out).map_err(fail)?,
+    };
+    let covers: Vec<&str> = m.covers.iter().map(|s| s.as_str()).collect();
+    out::eprint(&format!(
+        "daqtune: import {}: {} PCI functions from {}; holds {}; manifest daqtune/import.json; check it with: daqtune check --root {}\n",
+        out.display(),
+        m.devices.len(),
+        m.captures().join(", "),
+        if covers.is_empty() { "nothing daqtune reads".to_string() } else { covers.join(", ") },
         out.display()
     ));
     Ok(0)

@@ -104,6 +104,7 @@ fn main() -> ExitCode {
         Command::Qualify(a) => daqtune_engine::qualify::run(&g.engine(), &a.engine(), &mut stdout),
         Command::Snapshot(a) => commands::snapshot(g, a),
         Command::Diff(a) => commands::diff(g, a),
+        Command::Import(a) => commands::import(a),
         Command::Report(a) => report_cmd::run(g, a),
         Command::Completions { shell } => {
             clap_complete::generate(*shell, &mut Cli::command(), "daqtune", &mut stdout);

@@ -204,6 +204,11 @@ pub fn run_checks_in(registry: &[&Tunable], ctx: &Context, opts: &RunOptions) ->
             out.push(v);
             continue;
         }
+        // An imported capture without the check's facts: skip, never judge absence.
+        if let Some(v) = crate::capture::not_in_capture(ctx.facts(), def.id) {
+            out.push(v);
+            continue;
+        }
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (def.check)(ctx)));
         match result {
             Ok(mut vs) => {

@@ -12,6 +12,7 @@
 pub mod config;
 pub mod devdir;
 pub mod ids;
+pub mod lspci;
 pub mod nic;
 pub mod topo;
 

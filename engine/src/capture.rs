@@ -1,0 +1,287 @@
+//! What a root imported from captures (`daqtune import`, or a capture given to `--root`)
+//! holds, and which checks it can judge.
+//!
+//! A capture is partial by nature: an `lspci -vv` paste says nothing of the kernel command
+//! line, an `nvidia-smi -q` nothing of PCIe registers. A check run on a root that lacks its
+//! facts would read "absent" as the host's state (no hugetlbfs mount, no module loaded) and
+//! judge it: so every check declares the fact sources it reads ([`needs`]), the import's
+//! manifest says which sources the capture covers, and a check with a source missing says
+//! `skip` "not in this capture (...)" instead of running. Roots that are no import (a
+//! snapshot, a fixture, the live host) cover every source.
+
+use crate::facts::Facts;
+use crate::verdict::Verdict;
+use serde::{Deserialize, Serialize};
+
+/// Where the import writes its manifest (host path under the root).
+pub const MANIFEST_PATH: &str = "/daqtune/import.json";
+pub const SCHEMA: &str = "daqtune.import/v1";
+
+/// A fact source: a family of host files one importer writes whole.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Source {
+    /// PCI functions: identity, driver, NUMA node, IOMMU group, link attributes, config space.
+    Pci,
+    /// The AER counters of `aer_dev_*` (lspci prints status bits, not counts).
+    PciAer,
+    /// CPUs: /proc/cpuinfo, /sys/devices/system/cpu (governors, idle states, online).
+    Cpus,
+    /// /proc/cmdline.
+    Cmdline,
+    /// /proc/meminfo, hugepage pools, /proc/mounts.
+    Memory,
+    /// /proc/modules, /sys/module.
+    Modules,
+    /// /proc/sys.
+    Sysctl,
+    /// /sys/kernel/mm (THP, KSM).
+    KernelMm,
+    /// /proc/irq and /proc/interrupts.
+    Irq,
+    /// Running processes (/proc/PID).
+    Processes,
+    /// /sys/class/net: interfaces, MTU, link state.
+    Net,
+    /// The ports' ethtool settings (daqtune/ethtool/).
+    Ethtool,
+    /// RDMA devices: /sys/class/infiniband, /dev/infiniband.
+    Rdma,
+    /// /proc/net: addresses and routes.
+    Addresses,
+    /// The GPU facts (NVML/CUDA, daqtune/gpu.json).
+    Gpu,
+    /// The NVIDIA kernel driver's /proc/driver/nvidia.
+    NvidiaDriver,
+    /// Kernel messages.
+    KernelLog,
+    /// Platform identity: DMI, device tree, os-release, kernel version.
+    Platform,
+    /// Configuration under /etc (boot loader, units, udev rules, persisted settings).
+    Etc,
+    /// systemd's state of daqtune's units.
+    Units,
+    /// IOMMU groups and the IOMMU's sysfs.
+    Iommu,
+}
+
+impl Source {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Source::Pci => "PCI devices",
+            Source::PciAer => "PCIe AER counters",
+            Source::Cpus => "CPUs",
+            Source::Cmdline => "/proc/cmdline",
+            Source::Memory => "memory and hugepages",
+            Source::Modules => "kernel modules",
+            Source::Sysctl => "sysctls",
+            Source::KernelMm => "/sys/kernel/mm",
+            Source::Irq => "IRQ affinities",
+            Source::Processes => "processes",
+            Source::Net => "network interfaces",
+            Source::Ethtool => "ethtool settings",
+            Source::Rdma => "RDMA devices",
+            Source::Addresses => "addresses and routes",
+            Source::Gpu => "GPU facts (NVML)",
+            Source::NvidiaDriver => "/proc/driver/nvidia",
+            Source::KernelLog => "kernel log",
+            Source::Platform => "platform identity",
+            Source::Etc => "/etc configuration",
+            Source::Units => "systemd units",
+            Source::Iommu => "IOMMU",
+        }
+    }
+}
+
+/// The fact sources each check reads. Every registered check has a row (a test holds the
+/// registry to it), so a new check cannot run on a capture without saying what it needs.
+pub fn needs(id: &str) -> Option<&'static [Source]> {
+    use Source::*;
+    Some(match id {
+        "platform" => &[Platform],
+        "cpu.governor" => &[Cpus, Etc],
+        "cpu.idle" => &[Cpus, Cmdline],
+        "kernel.cmdline" => &[Cmdline, Cpus, Etc],
+        "hugepages" => &[Memory, Cmdline],
+        "kernel.thp" | "kernel.ksm" => &[KernelMm],
+        "kernel.numa-balancing" | "kernel.timer-migration" | "vm.stat-interval" => &[Sysctl],
+        "kernel.watchdog" => &[Sysctl, Cmdline, Cpus],
+        "numa" => &[Pci, Memory, Cpus],
+        "pcie.topology" | "pcie.link" | "pcie.mps" | "pcie.mrrs" | "pcie.acs" => &[Pci],
+        "pcie.aer" => &[Pci, PciAer],
+        "iommu" => &[Cmdline, Iommu, Platform],
+        "irq.affinity" => &[Pci, Irq, Cpus, Cmdline, Processes],
+        "nic.driver" => &[Pci, Modules, Rdma],
+        "nic.link-layer" | "nic.link" => &[Pci, Net, Rdma],
+        "nic.mtu" => &[Pci, Net],
+        "nic.rings" | "nic.coalesce" | "nic.pause" | "nic.offloads" | "nic.channels" => {
+            &[Pci, Net, Ethtool]
+        }
+        "net.sysctl" => &[Sysctl],
+        "gpu.clocks" | "gpu.bar1" | "gpu.gpudirect" => &[Gpu],
+        "gpu.peermem" => &[Gpu, Modules, Platform],
+        "gpu.driver" => &[Gpu, NvidiaDriver],
+        "daqtune.artifacts" => &[Etc, Units],
+        "app.config" => &[Cmdline, Cpus],
+        "app.cores" => &[Pci, Cpus, Cmdline, Memory, Addresses],
+        "app.memory" => &[Memory, Gpu],
+        "app.interfaces" | "app.sizes" => &[Pci, Net, Addresses],
+        _ => return None,
+    })
+}
+
+/// One input of an import and what it gave.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct InputRecord {
+    pub file: String,
+    /// `lspci -vv`, `lspci -t`, ...; `none` for a file of a directory that is no capture.
+    pub kind: String,
+    /// 1-based first and last line read.
+    pub lines: Option<(usize, usize)>,
+    /// What it produced (root paths or a summary).
+    pub produced: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+}
+
+/// One PCI function written into the root and where it came from.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct DeviceRecord {
+    pub bdf: String,
+    pub file: String,
+    pub lines: (usize, usize),
+    /// `exact` (a hex dump), `reconstructed` (decoded registers written at their offsets),
+    /// `unknown` (a bridge known only from a `-t` tree: 64 bytes, capabilities not visible).
+    pub config: String,
+    /// `lspci -t tree`, `bridge bus numbers`, or `none` (a root bus).
+    pub parent_from: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+}
+
+/// `daqtune/import.json`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Manifest {
+    pub schema: String,
+    pub daqtune_version: String,
+    pub created: u64,
+    /// The fact sources the capture holds; every other source is "not in this capture".
+    pub covers: Vec<Source>,
+    pub inputs: Vec<InputRecord>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub devices: Vec<DeviceRecord>,
+}
+
+impl Manifest {
+    pub fn from_json(text: &str) -> Result<Manifest, String> {
+        let m: Manifest = serde_json::from_str(text).map_err(|e| e.to_string())?;
+        if m.schema != SCHEMA {
+            return Err(format!("schema `{}`, expected {SCHEMA}", m.schema));
+        }
+        Ok(m)
+    }
+
+    /// The inputs that were captures, as `file (kind)`.
+    pub fn captures(&self) -> Vec<String> {
+        self.inputs
+            .iter()
+            .filter(|i| i.kind != "none")
+            .map(|i| format!("{} ({})", i.file, i.kind))
+            .collect()
+    }
+}
+
+/// The root's import manifest, when it is an import. `Err` when the manifest is there but
+/// unreadable: then nothing is covered (a check must not pass on a root it cannot vouch for).
+pub fn manifest(facts: &Facts) -> Option<Result<Manifest, String>> {
+    if facts.host.is_live() {
+        return None;
+    }
+    match facts.read_string(MANIFEST_PATH) {
+        Ok(t) => Some(Manifest::from_json(&t).map_err(|e| format!("{MANIFEST_PATH}: {e}"))),
+        Err(e) if e.not_found => None,
+        Err(e) => Some(Err(e.message)),
+    }
+}
+
+/// The verdict of check `id` on a capture that lacks its facts; `None` when the check can run.
+pub fn not_in_capture(facts: &Facts, id: &str) -> Option<Verdict> {
+    let m = manifest(facts)?;
+    let m = match m {
+        Ok(m) => m,
+        Err(e) => {
+            return Some(Verdict::skip(
+                id,
+                "host",
+                format!("not in this capture (its manifest is unreadable: {e})"),
+            ))
+        }
+    };
+    let Some(needed) = needs(id) else {
+        return Some(Verdict::skip(
+            id,
+            "host",
+            "not in this capture (the check declares no fact sources)",
+        ));
+    };
+    let missing: Vec<&str> = needed
+        .iter()
+        .filter(|s| !m.covers.contains(s))
+        .map(|s| s.as_str())
+        .collect();
+    if missing.is_empty() {
+        return None;
+    }
+    let held: Vec<&str> = m.covers.iter().map(|s| s.as_str()).collect();
+    Some(Verdict::skip(
+        id,
+        "host",
+        format!(
+            "not in this capture ({} missing; it holds {})",
+            missing.join(", "),
+            if held.is_empty() {
+                "nothing daqtune reads".to_string()
+            } else {
+                held.join(", ")
+            }
+        ),
+    ))
+}
+
+/// `check`'s coverage line for an imported root: which checks it can judge, out of which
+/// ran; `None` for a root that is no import.
+pub fn coverage_line(facts: &Facts, ids: &[&str]) -> Option<String> {
+    let m = manifest(facts)?;
+    let Ok(m) = m else {
+        return Some("capture: manifest unreadable; no check judged".into());
+    };
+    let judged: Vec<&str> = ids
+        .iter()
+        .copied()
+        .filter(|id| needs(id).is_some_and(|n| n.iter().all(|s| m.covers.contains(s))))
+        .collect();
+    Some(format!(
+        "capture: {} of {} checks judged from {} ({}); the rest say \"not in this capture\"",
+        judged.len(),
+        ids.len(),
+        m.captures().join(", "),
+        if judged.is_empty() {
+            "none".to_string()
+        } else {
+            judged.join(", ")
+        }
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_registered_check_declares_its_sources() {
+        let missing: Vec<&str> = crate::tunables::ids()
+            .filter(|id| needs(id).is_none())
+            .collect();
+        assert!(missing.is_empty(), "add to capture::needs: {missing:?}");
+    }
+}
