@@ -20,6 +20,10 @@ use std::path::{Path, PathBuf};
 struct Expected {
     #[serde(default)]
     profile: Option<String>,
+    /// A profile written beside the capture (e.g. one naming a non-ConnectX data port, as a
+    /// user of that host would): used instead of `profile`.
+    #[serde(default)]
+    profile_yaml: Option<String>,
     #[serde(default)]
     fragment: Option<Fragment>,
     /// Why no entry of this capture can be judged (the importer reads none of its kinds yet):
@@ -243,7 +247,12 @@ fn every_expected_verdict_of_the_real_host_corpus() {
         }
         let out = tempfile::tempdir().unwrap();
         let imported = daqtune_engine::import::import(&[input.path().to_path_buf()], out.path());
-        let profile = profile_for(&exp, &origin);
+        let mut profile = profile_for(&exp, &origin);
+        if let Some(y) = &exp.profile_yaml {
+            let p = input.path().join("profile.yaml");
+            std::fs::write(&p, y).unwrap();
+            profile = p.display().to_string();
+        }
         let ids: Vec<&str> = exp.expect.iter().map(|e| e.check.as_str()).collect();
         let report = match &imported {
             Ok(_) => Some(evaluate(out.path(), &profile, &ids).0),
