@@ -244,12 +244,23 @@ fn run_link(ctx: &Context) -> Vec<Verdict> {
             ));
             return false;
         }
-        let expected = link_label(es, ew);
         let observed = link_label(cs, cw);
         let mut problems = Vec::new();
+        // A port narrower than the card is the cause the field threads name (a x4 ConnectX in
+        // a Pi's x1 slot, geerlingguy/raspberry-pi-pcie-devices#143; the ASUS GX10's CX-7 behind
+        // a port wired x2, NVIDIA forum 367853): min(card, port) would call it "expected".
+        let slot_limit = match (mw, pw, cw) {
+            (Some(m), Some(p), Some(c)) if p < m && c <= p => Some((m, p)),
+            _ => None,
+        };
+        let expected = link_label(es, slot_limit.map(|(m, _)| m).or(ew));
         if let (Some(c), Some(e)) = (cw, ew) {
             if c < e {
                 problems.push(format!("trained at x{c}, the link can do x{e}"));
+            } else if let Some((m, p)) = slot_limit {
+                problems.push(format!(
+                    "trained at x{c}: the slot limits it (its port can do x{p}, the card x{m}): move the card to a x{m} slot"
+                ));
             }
         }
         let mut note = String::new();
