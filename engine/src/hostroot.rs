@@ -112,9 +112,12 @@ pub fn open_root(path: Option<&std::path::Path>) -> Result<OpenedHost, RootError
 }
 
 /// A root with neither `proc/` nor `sys/` holds no host at all (an empty or mistyped
-/// directory): every check would skip and the run would pass on nothing.
+/// directory): every check would skip and the run would pass on nothing. A root `daqtune
+/// import` wrote (its manifest says what it holds: an `nvidia-smi -q` capture has no proc/ or
+/// sys/) is a host whose missing sources its checks say "not in this capture" for.
 fn holds_a_host(given: &std::path::Path, dir: &std::path::Path) -> Result<(), RootError> {
-    if dir.join("proc").is_dir() || dir.join("sys").is_dir() {
+    let manifest = dir.join(crate::capture::MANIFEST_PATH.trim_start_matches('/'));
+    if dir.join("proc").is_dir() || dir.join("sys").is_dir() || manifest.is_file() {
         return Ok(());
     }
     Err(RootError::NoHost(given.display().to_string()))
