@@ -362,13 +362,18 @@ fn select(runs: &[Journal], scope: &Scope) -> Result<Vec<(usize, Vec<usize>)>, R
             for (i, j) in runs.iter().enumerate() {
                 let recs = &j.doc.records;
                 let picked: Vec<usize> = (0..recs.len())
-                    .filter(|&k| recs[k].check.as_ref().is_some_and(|c| ids.contains(c)))
+                    .filter(|&k| recs[k].checks().iter().any(|c| ids.iter().any(|i| i == c)))
                     .collect();
                 if recs.iter().any(|r| r.check.is_none()) {
                     return Err(Refusal::Unattributed(j.doc.id.clone()));
                 }
                 // Another check of the same run changed the same thing.
                 for &k in &picked {
+                    // A file of several settings is taken apart by setting: its other
+                    // settings' parts stay.
+                    if is_parted(&recs[k].entry) {
+                        continue;
+                    }
                     let key = entry_key(&recs[k].entry);
                     if let Some(o) = recs.iter().find(|r| {
                         entry_key(&r.entry) == key
@@ -454,9 +459,9 @@ pub fn revert_all_with(
             continue;
         }
         let all: Vec<usize> = (0..j.doc.records.len()).collect();
-        revert_run(host, j, &all, w, gpu, &mut rep, &mut touched);
+        revert_run(host, j, &all, None, w, gpu, &mut rep, &mut touched);
     }
-    finish_commands(host, touched, &mut rep);
+    finish_commands(host, &touched, &mut rep);
     rep
 }
 
@@ -481,19 +486,26 @@ pub fn revert_scope(
     // Newest first, as the full revert.
     for (i, picked) in chosen.into_iter().rev() {
         if let Some(j) = runs.get_mut(i).and_then(Option::take) {
-            revert_run(host, j, &picked, w, gpu, &mut rep, &mut touched);
+            let ids = match scope {
+                Scope::Checks(ids) => Some(ids.as_slice()),
+                _ => None,
+            };
+            revert_run(host, j, &picked, ids, w, gpu, &mut rep, &mut touched);
         }
     }
-    finish_commands(host, touched, &mut rep);
+    finish_commands(host, &touched, &mut rep);
     Ok(rep)
 }
 
 /// Which kinds of boot configuration a revert changed (for the commands run after it).
-#[derive(Debug, Default, Clone, Copy)]
+#[derive(Debug, Default, Clone)]
 struct Touched {
     grub: bool,
     units: bool,
     udev: bool,
+    /// What this revert left at each file it changed (`None`: removed): an earlier run's
+    /// record of the same file finds it there, which is no edit of the user's.
+    left: std::collections::BTreeMap<String, Option<Vec<u8>>>,
 }
 
 impl Touched {
@@ -507,7 +519,7 @@ impl Touched {
 }
 
 /// update-grub, daemon-reload and udev's reload after a live revert that needs them.
-fn finish_commands(host: &Host, t: Touched, rep: &mut RevertReport) {
+fn finish_commands(host: &Host, t: &Touched, rep: &mut RevertReport) {
     if host.is_live() {
         rep.commands = super::apply::commands_for(t.grub, t.units, t.udev)
             .into_iter()
@@ -520,10 +532,12 @@ fn finish_commands(host: &Host, t: Touched, rep: &mut RevertReport) {
 /// reverted when all its records are undone; a partial revert moves the undone records to
 /// `undone` (the run stays in effect with the rest). A failed step leaves the journal as it
 /// was, so a later revert tries again.
+#[allow(clippy::too_many_arguments)]
 fn revert_run(
     host: &Host,
     mut j: Journal,
     picked: &[usize],
+    ids: Option<&[String]>,
     w: &mut dyn Writer,
     gpu: Option<&dyn crate::hostio::gpu::GpuSetters>,
     rep: &mut RevertReport,
@@ -534,7 +548,29 @@ fn revert_run(
     } else {
         Target::Root
     };
-    let whole = picked.len() == j.doc.records.len();
+    // The settings of a multi-setting file this revert takes out: those asked for, or all.
+    let undoing = |rec: &Record| -> Vec<String> {
+        match (&rec.entry, ids) {
+            (Entry::File { parts: Some(p), .. }, Some(ids)) => p
+                .owners
+                .iter()
+                .filter(|o| ids.contains(o))
+                .cloned()
+                .collect(),
+            (Entry::File { parts: Some(p), .. }, None) => p.owners.clone(),
+            _ => Vec::new(),
+        }
+    };
+    // Records a partial revert leaves in effect with some of their settings (k -> the bytes
+    // left in the file and the settings undone).
+    let mut split: Vec<(usize, Option<Vec<u8>>, Vec<String>)> = Vec::new();
+    let whole = picked.len() == j.doc.records.len()
+        && picked.iter().all(|&k| {
+            j.doc.records.get(k).is_none_or(|r| match &r.entry {
+                Entry::File { parts: Some(p), .. } => undoing(r).len() == p.owners.len(),
+                _ => true,
+            })
+        });
     let first = rep.steps.len();
     if whole {
         sweep_temps(host, &j, w, rep);
@@ -545,12 +581,38 @@ fn revert_run(
         };
         touched.note(&rec.entry);
         let p = entry_path(&rec.entry);
+        let mut what = describe(&rec.entry);
         // The report edge: the step's error becomes the words printed.
-        let r = match p.map(path_ok) {
-            Some(Err(e)) => Err(e.to_string()),
+        let r = match (p.map(path_ok), &rec.entry) {
+            (Some(Err(e)), _) => Err(e.to_string()),
+            (_, Entry::File { .. }) => {
+                let owners = undoing(rec);
+                match undo_file_entry(host, &j, rec, &owners, w, touched) {
+                    Ok(done) => {
+                        if let Some(kept) = &done.kept {
+                            what.push_str(&format!(
+                                " (it was changed since apply; that version is kept as {})",
+                                shown(kept)
+                            ));
+                        }
+                        if let Some(p) = &rec_parts(rec) {
+                            if owners.len() < p.owners.len() {
+                                what = format!(
+                                    "take the parts of {} out of {}",
+                                    owners.join(", "),
+                                    shown(entry_path(&rec.entry).unwrap_or(""))
+                                );
+                                split.push((k, done.left.clone(), owners.clone()));
+                            }
+                        }
+                        Ok(())
+                    }
+                    Err(e) => Err(once(p, e.to_string())),
+                }
+            }
             _ => undo(host, target, &j, &rec.entry, w, gpu).map_err(|e| once(p, e.to_string())),
         };
-        rep.steps.push((describe(&rec.entry), r));
+        rep.steps.push((what, r));
     }
     let mut failed = rep.steps[first..].iter().filter(|s| s.1.is_err()).count();
     if failed == 0 {
@@ -558,15 +620,45 @@ fn revert_run(
             j.finish(w, RunState::Reverted)
         } else {
             let mut kept = Vec::new();
-            for (k, rec) in std::mem::take(&mut j.doc.records).into_iter().enumerate() {
-                if picked.contains(&k) {
+            let mut saved = Ok(());
+            for (k, mut rec) in std::mem::take(&mut j.doc.records).into_iter().enumerate() {
+                if let Some((_, left, owners)) = split.iter().find(|(s, _, _)| *s == k) {
+                    // Some of the file's settings undone: they go to `undone`; the record stays
+                    // with the rest, and what the file holds now is what `status` compares.
+                    let mut gone = rec.clone();
+                    if let Entry::File { parts: Some(p), .. } = &mut gone.entry {
+                        p.owners = owners.clone();
+                    }
+                    gone.check = owners.first().cloned().or(gone.check);
+                    j.doc.undone.push(gone);
+                    let n = j.doc.undone.len();
+                    if let Entry::File {
+                        parts: Some(p),
+                        written,
+                        ..
+                    } = &mut rec.entry
+                    {
+                        p.owners.retain(|o| !owners.contains(o));
+                        if let Some(bytes) = left {
+                            let name = format!("files/{k:04}.new.{n}");
+                            match w.write_file(&j.dir.join(&name), bytes, 0o600) {
+                                Ok(()) => *written = Some(name),
+                                Err(e) => saved = Err(e),
+                            }
+                        }
+                        if let Some(o) = p.owners.first() {
+                            rec.check = Some(o.clone());
+                        }
+                    }
+                    kept.push(rec);
+                } else if picked.contains(&k) {
                     j.doc.undone.push(rec);
                 } else {
                     kept.push(rec);
                 }
             }
             j.doc.records = kept;
-            j.flush(w)
+            saved.and_then(|()| j.flush(w))
         };
         if let Err(e) = written {
             rep.steps.push((
@@ -667,6 +759,150 @@ fn escaped(e: &Entry) -> Entry {
         Entry::GpuLock { uuid, .. } | Entry::GpuPersistence { uuid, .. } => *uuid = shown(uuid),
     }
     e
+}
+
+/// Whether a record is of a file that carries several settings.
+fn is_parted(e: &Entry) -> bool {
+    matches!(e, Entry::File { parts: Some(_), .. })
+}
+
+fn rec_parts(r: &Record) -> Option<crate::hostio::parts::FileParts> {
+    match &r.entry {
+        Entry::File { parts, .. } => parts.clone(),
+        _ => None,
+    }
+}
+
+/// What undoing a file record did.
+struct FileUndone {
+    /// Where the version of the file someone changed after apply was kept.
+    kept: Option<String>,
+    /// The bytes left in the file (`None`: removed).
+    left: Option<Vec<u8>>,
+}
+
+/// Undoes a file record: the file as before the run (a multi-setting file: the parts of
+/// `owners` as before, the other settings' parts as they are now). A file changed since the
+/// run wrote it (the drift `status` reports) is kept aside first, never silently lost.
+fn undo_file_entry(
+    host: &Host,
+    j: &Journal,
+    rec: &Record,
+    owners: &[String],
+    w: &mut dyn Writer,
+    touched: &mut Touched,
+) -> Result<FileUndone, UndoError> {
+    let Entry::File {
+        path,
+        original,
+        created_dir,
+        link,
+        written,
+        parts,
+    } = &rec.entry
+    else {
+        return Err(UndoError::PathRefused("not a file record"));
+    };
+    let real = real_path(host, path, false)?;
+    let now = match std::fs::symlink_metadata(&real) {
+        Ok(m) if m.file_type().is_file() => Some(std::fs::read(&real).map_err(ioe(path))?),
+        _ => None,
+    };
+    let mut kept = None;
+    if let (Some(now), Some(blob)) = (&now, written) {
+        let ours = j.blob(blob).ok();
+        let left_here = touched.left.get(path).cloned().flatten();
+        if ours.as_ref() != Some(now) && left_here.as_ref() != Some(now) {
+            kept = Some(keep_aside(host, j, w, path, now)?);
+        }
+    }
+    let left = match parts {
+        Some(p) if owners.len() < p.owners.len() || link.is_none() => {
+            let orig = match original {
+                Some(saved) => Some(
+                    j.blob(&saved.blob)
+                        .map_err(ioe(&format!("journal copy of {path}")))?,
+                ),
+                None => None,
+            };
+            let text =
+                |b: &Option<Vec<u8>>| b.as_ref().map(|b| String::from_utf8_lossy(b).into_owned());
+            let (now_t, orig_t) = (text(&now), text(&orig));
+            let asked: Vec<&str> = owners.iter().map(String::as_str).collect();
+            let merged =
+                crate::hostio::parts::merge(p.format, now_t.as_deref(), orig_t.as_deref(), &asked);
+            let parts_of = |t: &Option<String>| {
+                t.as_deref()
+                    .map(|t| crate::hostio::parts::parts(p.format, t))
+                    .unwrap_or_default()
+            };
+            if parts_of(&merged) == parts_of(&orig_t) && link.is_none() {
+                // Every part as before the run: the file as before, byte for byte.
+                undo_file(host, j, w, path, original.as_ref(), created_dir, link)?;
+                orig
+            } else if parts_of(&merged) == parts_of(&orig_t) {
+                undo_file(host, j, w, path, None, created_dir, link)?;
+                None
+            } else {
+                let bytes = merged.unwrap_or_default().into_bytes();
+                let mode = std::fs::metadata(&real)
+                    .map(|m| {
+                        use std::os::unix::fs::PermissionsExt;
+                        m.permissions().mode() & 0o7777
+                    })
+                    .ok()
+                    .or(original.as_ref().map(|s| s.mode))
+                    .unwrap_or(0o644);
+                w.write_file(&real, &bytes, mode).map_err(ioe(path))?;
+                file_reads_back(&real, path, &bytes)?;
+                Some(bytes)
+            }
+        }
+        _ => {
+            undo_file(host, j, w, path, original.as_ref(), created_dir, link)?;
+            match original {
+                Some(saved) => j.blob(&saved.blob).ok(),
+                None => None,
+            }
+        }
+    };
+    touched.left.insert(path.clone(), left.clone());
+    Ok(FileUndone { kept, left })
+}
+
+/// Keeps the version of `path` someone changed after apply (`status` showed the drift) in
+/// the run's journal directory, `edited/NAME.daqtune-edited-STAMP`, where no program that reads
+/// the original's directory (grub-mkconfig's `*.cfg`, systemd-sysctl's `*.conf`, udev's
+/// `*.rules`, NetworkManager's keyfiles, which takes files of any name) can take it for
+/// configuration. Returns where it went, as a host path.
+fn keep_aside(
+    host: &Host,
+    j: &Journal,
+    w: &mut dyn Writer,
+    path: &str,
+    bytes: &[u8],
+) -> Result<String, UndoError> {
+    let name = path.rsplit('/').next().unwrap_or("file");
+    let stamp = crate::hostio::journal::stamp(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0),
+    );
+    let dir = j.dir.join("edited");
+    let mut dest = dir.join(format!("{name}.daqtune-edited-{stamp}"));
+    let mut n = 1;
+    while dest.exists() {
+        dest = dir.join(format!("{name}.daqtune-edited-{stamp}.{n}"));
+        n += 1;
+    }
+    std::fs::create_dir_all(&dir).map_err(ioe(&dir.display().to_string()))?;
+    w.write_file(&dest, bytes, 0o600)
+        .map_err(ioe(&dest.display().to_string()))?;
+    Ok(dest
+        .strip_prefix(host.root())
+        .map(|r| format!("/{}", r.display()))
+        .unwrap_or_else(|_| dest.display().to_string()))
 }
 
 /// The read-back of a removal: nothing is left at the path (not even a dangling link).

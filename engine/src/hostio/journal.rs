@@ -54,6 +54,11 @@ pub enum Entry {
         /// from before this field.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         written: Option<String>,
+        /// A file that carries several settings (`super::parts`): which of them this write
+        /// changed, so `revert --only` takes out exactly their parts. `None`: the file is one
+        /// setting's (the record's check).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        parts: Option<super::parts::FileParts>,
     },
     /// A symlink created (enabling a unit). `original`: the previous link target, if any.
     Symlink {
@@ -201,6 +206,17 @@ pub struct Record {
     /// the field that the migration cannot attribute ([`attribute_legacy_checks`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub check: Option<String>,
+}
+
+impl Record {
+    /// The settings whose change this record holds: a multi-setting file's owners, else its
+    /// check (none for an unattributed record of an old journal).
+    pub fn checks(&self) -> Vec<&str> {
+        match &self.entry {
+            Entry::File { parts: Some(p), .. } => p.owners.iter().map(String::as_str).collect(),
+            _ => self.check.as_deref().into_iter().collect(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -513,6 +529,7 @@ mod tests {
                     created_dir: None,
                     link: None,
                     written: None,
+                    parts: None,
                 },
             )
             .expect("record");
