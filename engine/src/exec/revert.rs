@@ -132,13 +132,19 @@ fn sweep_temps(host: &Host, j: &Journal, w: &mut dyn Writer, rep: &mut RevertRep
             add(&r);
         }
     }
+    // The run's own `files/` holds only its saved copies: a temp file of any copy's name is
+    // the writer's, also of a record the kill kept from being added (its copy is saved
+    // before the record) and of what a partial revert keeps (`NNNN.new.K`).
+    let blobs = j.dir.join("files");
+    wrote.entry(blobs.clone()).or_default();
     for (dir, names) in wrote {
         let Ok(rd) = std::fs::read_dir(&dir) else {
             continue;
         };
         for e in rd.flatten() {
             let name = e.file_name().to_string_lossy().into_owned();
-            let ours = tmp_base(&name).is_some_and(|b| names.contains(b));
+            let ours = tmp_base(&name)
+                .is_some_and(|b| names.contains(b) || (dir == blobs && is_blob_name(b)));
             // A directory of that name is not the writer's (it makes files and links only).
             if !ours || e.file_type().is_ok_and(|t| t.is_dir()) {
                 continue;
@@ -160,6 +166,22 @@ fn sweep_temps(host: &Host, j: &Journal, w: &mut dyn Writer, rep: &mut RevertRep
             ));
         }
     }
+}
+
+/// `NNNN`, `NNNN.new` or `NNNN.new.K`: the names of a run's saved copies.
+fn is_blob_name(b: &str) -> bool {
+    let digits = |t: &str| !t.is_empty() && t.bytes().all(|c| c.is_ascii_digit());
+    let mut it = b.splitn(3, '.');
+    let n = it.next().unwrap_or("");
+    let rest: Vec<&str> = it.collect();
+    n.len() == 4
+        && digits(n)
+        && match rest.as_slice() {
+            [] => true,
+            ["new"] => true,
+            ["new", k] => digits(k),
+            _ => false,
+        }
 }
 
 /// Run directories a kill left before their first `journal.json` landed (only the writer's
@@ -425,6 +447,111 @@ fn select(runs: &[Journal], scope: &Scope) -> Result<Vec<(usize, Vec<usize>)>, R
     Ok(chosen)
 }
 
+/// Whether `path` is one of the profile copies units and rules run (`/etc/daqtune/profiles/`).
+fn is_profile_copy(path: &str) -> bool {
+    path.strip_prefix(crate::context::artifacts::PROFILE_COPIES)
+        .is_some_and(|r| r.starts_with('/') && !r[1..].contains('/'))
+}
+
+/// A profile copy is a support file: it stays while a file still in effect after this revert
+/// names it (a unit, the udev rule, the drop-in's header), and goes with the last of them,
+/// whichever setting's run wrote it. Adjusts `chosen` so; returns a line for each copy kept.
+fn keep_used_profile_copies(
+    host: &Host,
+    runs: &[Journal],
+    chosen: &mut Vec<(usize, Vec<usize>)>,
+    scope: &Scope,
+) -> Vec<String> {
+    let picked = |chosen: &[(usize, Vec<usize>)], i: usize, k: usize| {
+        chosen.iter().any(|(ci, ks)| *ci == i && ks.contains(&k))
+    };
+    // A record whose file stays after this revert: not picked, or a multi-setting file of
+    // which only some settings go.
+    let stays = |chosen: &[(usize, Vec<usize>)], i: usize, k: usize| {
+        let r = &runs[i].doc.records[k];
+        !picked(chosen, i, k)
+            || match (&r.entry, scope) {
+                (Entry::File { parts: Some(p), .. }, Scope::Checks(ids)) => {
+                    p.owners.iter().any(|o| !ids.contains(o))
+                }
+                _ => false,
+            }
+    };
+    let mut lines = Vec::new();
+    for (i, j) in runs.iter().enumerate() {
+        for (k, rec) in j.doc.records.iter().enumerate() {
+            let Entry::File { path: copy, .. } = &rec.entry else {
+                continue;
+            };
+            if !is_profile_copy(copy) {
+                continue;
+            }
+            // The files of the runs in effect that name the copy: (stays, path).
+            let naming: Vec<(bool, String)> = runs
+                .iter()
+                .enumerate()
+                .flat_map(|(i2, j2)| {
+                    j2.doc
+                        .records
+                        .iter()
+                        .enumerate()
+                        .filter_map(move |(k2, r)| match &r.entry {
+                            Entry::File { path, .. } if path != copy => {
+                                Some((i2, k2, path.clone()))
+                            }
+                            _ => None,
+                        })
+                })
+                // A unit or rule that runs daqtune with it (every file's header names the
+                // profile too, which is no use of the file).
+                .filter(|(_, _, path)| {
+                    real_path(host, path, true)
+                        .ok()
+                        .and_then(|r| std::fs::read(r).ok())
+                        .is_some_and(|b| {
+                            crate::context::artifacts::profile_files(&String::from_utf8_lossy(&b))
+                                .contains(copy)
+                        })
+                })
+                .map(|(i2, k2, p)| (stays(chosen, i2, k2), p))
+                .collect();
+            let users: Vec<&String> = naming.iter().filter(|n| n.0).map(|n| &n.1).collect();
+            let last_users_go = users.is_empty() && !naming.is_empty();
+            let is_picked = picked(chosen, i, k);
+            if !users.is_empty() && is_picked {
+                for (ci, ks) in chosen.iter_mut() {
+                    if *ci == i {
+                        ks.retain(|x| *x != k);
+                    }
+                }
+                chosen.retain(|(_, ks)| !ks.is_empty());
+                lines.push(format!(
+                    "keep {} (still run by {})",
+                    shown(copy),
+                    users
+                        .iter()
+                        .map(|u| shown(u))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ));
+            } else if last_users_go && !is_picked {
+                // Its last user goes now: so does the copy.
+                match chosen.iter_mut().find(|(ci, _)| *ci == i) {
+                    Some((_, ks)) => {
+                        ks.push(k);
+                        ks.sort_unstable();
+                    }
+                    None => {
+                        chosen.push((i, vec![k]));
+                        chosen.sort_by_key(|(ci, _)| *ci);
+                    }
+                }
+            }
+        }
+    }
+    lines
+}
+
 /// Revert every run under `base` that is not reverted yet.
 pub fn revert_all(host: &Host, base: &Path, w: &mut dyn Writer) -> RevertReport {
     revert_all_with(host, base, w, None)
@@ -443,7 +570,12 @@ pub fn revert_all_with(
             .into_iter()
             .map(|(what, r)| (what, r.map_err(|e| e.to_string()))),
     );
-    let mut touched = Touched::default();
+    let in_effect: Vec<Journal> = list_runs(base)
+        .iter()
+        .filter_map(|d| Journal::open(d).ok())
+        .filter(|j| j.doc.state != RunState::Reverted)
+        .collect();
+    let mut touched = Touched::for_runs(in_effect.iter());
     for dir in list_runs(base).into_iter().rev() {
         let j = match Journal::open(&dir) {
             Ok(j) => j,
@@ -479,9 +611,14 @@ pub fn revert_scope(
         return Ok(revert_all_with(host, base, w, gpu));
     }
     let runs = runs_in_effect(base)?;
-    let chosen = select(&runs, scope)?;
+    let mut chosen = select(&runs, scope)?;
+    let kept = keep_used_profile_copies(host, &runs, &mut chosen, scope);
     let mut rep = RevertReport::default();
-    let mut touched = Touched::default();
+    rep.steps.extend(kept.into_iter().map(|k| (k, Ok(()))));
+    if chosen.is_empty() {
+        return Ok(rep);
+    }
+    let mut touched = Touched::for_runs(runs.iter());
     let mut runs: Vec<Option<Journal>> = runs.into_iter().map(Some).collect();
     // Newest first, as the full revert.
     for (i, picked) in chosen.into_iter().rev() {
@@ -506,6 +643,35 @@ struct Touched {
     /// What this revert left at each file it changed (`None`: removed): an earlier run's
     /// record of the same file finds it there, which is no edit of the user's.
     left: std::collections::BTreeMap<String, Option<Vec<u8>>>,
+    /// The directories the runs in effect created (each record's `created_dir`, undone ones
+    /// included): a file removed from one of them (or below) takes the directories with it
+    /// once they are empty, whichever record made them, so partial and interrupted sequences
+    /// leave no directory apply made.
+    created: std::collections::BTreeSet<String>,
+}
+
+impl Touched {
+    fn for_runs<'a>(runs: impl Iterator<Item = &'a Journal>) -> Touched {
+        let mut t = Touched::default();
+        for j in runs {
+            for r in j.doc.records.iter().chain(&j.doc.undone) {
+                match &r.entry {
+                    Entry::File {
+                        created_dir: Some(d),
+                        ..
+                    }
+                    | Entry::Symlink {
+                        created_dir: Some(d),
+                        ..
+                    } => {
+                        t.created.insert(d.clone());
+                    }
+                    _ => {}
+                }
+            }
+        }
+        t
+    }
 }
 
 impl Touched {
@@ -610,7 +776,8 @@ fn revert_run(
                     Err(e) => Err(once(p, e.to_string())),
                 }
             }
-            _ => undo(host, target, &j, &rec.entry, w, gpu).map_err(|e| once(p, e.to_string())),
+            _ => undo(host, target, &j, &rec.entry, w, gpu, &touched.created)
+                .map_err(|e| once(p, e.to_string())),
         };
         rep.steps.push((what, r));
     }
@@ -838,10 +1005,19 @@ fn undo_file_entry(
             };
             if parts_of(&merged) == parts_of(&orig_t) && link.is_none() {
                 // Every part as before the run: the file as before, byte for byte.
-                undo_file(host, j, w, path, original.as_ref(), created_dir, link)?;
+                undo_file(
+                    host,
+                    j,
+                    w,
+                    path,
+                    original.as_ref(),
+                    created_dir,
+                    link,
+                    &touched.created,
+                )?;
                 orig
             } else if parts_of(&merged) == parts_of(&orig_t) {
-                undo_file(host, j, w, path, None, created_dir, link)?;
+                undo_file(host, j, w, path, None, created_dir, link, &touched.created)?;
                 None
             } else {
                 let bytes = merged.unwrap_or_default().into_bytes();
@@ -859,7 +1035,16 @@ fn undo_file_entry(
             }
         }
         _ => {
-            undo_file(host, j, w, path, original.as_ref(), created_dir, link)?;
+            undo_file(
+                host,
+                j,
+                w,
+                path,
+                original.as_ref(),
+                created_dir,
+                link,
+                &touched.created,
+            )?;
             match original {
                 Some(saved) => j.blob(&saved.blob).ok(),
                 None => None,
@@ -925,22 +1110,32 @@ fn remove_new(
     real: &Path,
     path: &str,
     created_dir: &Option<String>,
+    made: &std::collections::BTreeSet<String>,
 ) -> Result<(), UndoError> {
     w.remove(real).map_err(ioe(path))?;
     gone(real, path)?;
-    remove_created(host, created_dir, real);
+    remove_created(host, created_dir, real, made);
     Ok(())
 }
 
-fn remove_created(host: &Host, created: &Option<String>, file: &Path) {
-    let Some(top) = created else { return };
-    let Ok(top_real) = real_path(host, top, false) else {
-        return;
-    };
-    // Remove the now-empty directories from the file's parent up to the one apply created.
+/// Removes the now-empty directories from the file's parent upwards while they lie in one
+/// that apply created: this record's (`created`), or another record's of the runs in effect
+/// (`made`; the file that made `/etc/systemd` may have been reverted before the last file
+/// in it). A directory with anything left in it stays.
+fn remove_created(
+    host: &Host,
+    created: &Option<String>,
+    file: &Path,
+    made: &std::collections::BTreeSet<String>,
+) {
+    let tops: Vec<std::path::PathBuf> = created
+        .iter()
+        .chain(made.iter())
+        .filter_map(|t| real_path(host, t, false).ok())
+        .collect();
     let mut cur = file.parent();
     while let Some(d) = cur {
-        if std::fs::remove_dir(d).is_err() || d == top_real {
+        if !tops.iter().any(|t| d.starts_with(t)) || std::fs::remove_dir(d).is_err() {
             break;
         }
         cur = d.parent();
@@ -963,6 +1158,7 @@ fn undo(
     e: &Entry,
     w: &mut dyn Writer,
     gpu: Option<&dyn crate::hostio::gpu::GpuSetters>,
+    made: &std::collections::BTreeSet<String>,
 ) -> Result<(), UndoError> {
     match e {
         Entry::File {
@@ -971,13 +1167,13 @@ fn undo(
             created_dir,
             link,
             ..
-        } => undo_file(host, j, w, path, original.as_ref(), created_dir, link),
+        } => undo_file(host, j, w, path, original.as_ref(), created_dir, link, made),
         Entry::Symlink {
             path,
             original,
             created_dir,
             ..
-        } => undo_symlink(host, w, path, original.as_deref(), created_dir),
+        } => undo_symlink(host, w, path, original.as_deref(), created_dir, made),
         Entry::Attr {
             path,
             original,
@@ -1043,6 +1239,7 @@ fn undo(
 
 /// A file apply wrote: the saved original back byte for byte (or the link that was there, or
 /// nothing where there was nothing), read back.
+#[allow(clippy::too_many_arguments)]
 fn undo_file(
     host: &Host,
     j: &Journal,
@@ -1051,6 +1248,7 @@ fn undo_file(
     original: Option<&crate::hostio::journal::Saved>,
     created_dir: &Option<String>,
     link: &Option<String>,
+    made: &std::collections::BTreeSet<String>,
 ) -> Result<(), UndoError> {
     let real = real_path(host, path, false)?;
     if let Some(t) = link {
@@ -1065,7 +1263,7 @@ fn undo_file(
             w.write_file(&real, &bytes, saved.mode).map_err(ioe(path))?;
             Ok(file_reads_back(&real, path, &bytes)?)
         }
-        None => remove_new(w, host, &real, path, created_dir),
+        None => remove_new(w, host, &real, path, created_dir, made),
     }
 }
 
@@ -1076,6 +1274,7 @@ fn undo_symlink(
     path: &str,
     original: Option<&str>,
     created_dir: &Option<String>,
+    made: &std::collections::BTreeSet<String>,
 ) -> Result<(), UndoError> {
     let real = real_path(host, path, false)?;
     match original {
@@ -1083,7 +1282,7 @@ fn undo_symlink(
             w.symlink(t, &real).map_err(ioe(path))?;
             Ok(link_reads_back(&real, path, t)?)
         }
-        None => remove_new(w, host, &real, path, created_dir),
+        None => remove_new(w, host, &real, path, created_dir, made),
     }
 }
 
