@@ -285,6 +285,10 @@ fn revert_only_takes_the_settings_boot_parts_out() {
     assert!(diff.is_empty(), "{diff:#?}");
 }
 
+fn copies_name(p: &Path) -> String {
+    p.file_name().expect("name").to_string_lossy().into_owned()
+}
+
 /// Row 2: the profile copy under /etc/daqtune/profiles stays while a unit or rule that runs
 /// it stays: `revert --only kernel.cmdline` (whose drop-in names it too) keeps it for the GPU
 /// clock unit and the MRRS rule; it goes with the last of them.
@@ -325,6 +329,19 @@ fn the_profile_copy_stays_while_a_unit_runs_it() {
         );
     }
     assert!(r.join(unit).is_file());
+    // Missing while a unit runs it: `status` says so (drift), and the copy names it.
+    let copy = r.join("etc/daqtune/profiles").join(&copies()[0]);
+    let bytes = std::fs::read(&copy).expect("copy");
+    std::fs::remove_file(&copy).expect("rm copy");
+    let st = daqtune_engine::status::gather(
+        &globals(r, &labs),
+        &daqtune_engine::status::StatusOptions { state_dir: None },
+    )
+    .expect("status");
+    assert!(st.summary.drift >= 1, "no drift with the copy missing");
+    let text = daqtune_engine::status::text(&st);
+    assert!(text.contains(&copies_name(&copy)), "{text}");
+    std::fs::write(&copy, bytes).expect("put back");
     // The last user goes: so does the copy (and its directories).
     let (res, out) = revert_only(r, &labs, &["gpu.clocks"]);
     assert_eq!(res, Ok(0), "{out}");

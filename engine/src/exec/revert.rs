@@ -250,14 +250,11 @@ fn path_ok(path: &str) -> Result<(), UndoError> {
     Err(UndoError::PathRefused(why))
 }
 
-/// A path as printed: control characters escaped, so a hostile journal cannot drive the
-/// terminal.
+/// A path as printed: control characters and directional overrides escaped
+/// (`daqtune_probe::text::printable`), so a hostile journal cannot drive the terminal or
+/// reorder what it shows, whatever stream the line goes to.
 fn shown(path: &str) -> String {
-    if path.chars().any(char::is_control) {
-        format!("{path:?}")
-    } else {
-        path.to_string()
-    }
+    daqtune_probe::text::printable(path).into_owned()
 }
 
 /// The path an entry names, if any.
