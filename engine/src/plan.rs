@@ -273,12 +273,14 @@ impl<'a> PlanCx<'a> {
     /// A file that carries several settings (`hostio::parts`): `wanted` is the whole file as
     /// the profile wants it; the plan writes the parts of the settings this run is asked for
     /// (`--only`) and keeps every other part as the file has it now, so `apply --only X`
-    /// changes X's parts only. The change is named after the first setting it changes.
+    /// changes X's parts only. The change is named after `check` (the planner's own setting)
+    /// when that is among those it changes, else after the first setting it changes.
     /// `owners`: the settings the file can carry (in their order).
     #[allow(clippy::too_many_arguments)]
     pub fn parted_file_change(
         &self,
         plan: &mut Plan,
+        check: &str,
         format: crate::hostio::parts::Format,
         owners: &[&str],
         subject: &str,
@@ -308,7 +310,9 @@ impl<'a> PlanCx<'a> {
         };
         let changed = parts::changed_owners(format, ours, Some(&to));
         let check = changed
-            .first()
+            .iter()
+            .find(|c| *c == check)
+            .or(changed.first())
             .cloned()
             .or_else(|| asked.first().map(|s| s.to_string()))
             .unwrap_or_else(|| owners.first().copied().unwrap_or("").to_string());

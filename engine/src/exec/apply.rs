@@ -465,13 +465,17 @@ fn write_file(
     refuse_foreign(path, to, link.as_deref(), current.as_deref())?;
     // A file of several settings: which of them this write changes, from what is on disk
     // now (a link's target as read through it).
-    let parts = format.map(|format| crate::hostio::parts::FileParts {
-        format,
-        owners: crate::hostio::parts::changed_owners(
+    let parts = format.map(|format| {
+        let mut owners = crate::hostio::parts::changed_owners(
             format,
             current.as_deref().map(String::from_utf8_lossy).as_deref(),
             Some(&String::from_utf8_lossy(to)),
-        ),
+        );
+        // Only the skeleton changed (the header's profile): the write is the planned check's.
+        if owners.is_empty() {
+            owners.extend(j.current_check.clone());
+        }
+        crate::hostio::parts::FileParts { format, owners }
     });
     // The journal keeps what is on disk now, not what the plan saw.
     let original = match (&link, current) {

@@ -469,14 +469,23 @@ fn plan_kernel_args(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
             }
         }
     }
+    // What was left out, said for the setting asked for (a page size: hugepages').
     for n in notes {
-        plan.note(ID, NoteLevel::Warn, n);
+        let of = if n.starts_with("hugepagesz") {
+            "hugepages"
+        } else {
+            ID
+        };
+        if cx.opts.wants(of) {
+            plan.note(ID, NoteLevel::Warn, n);
+        }
     }
     // irqbalance decides where interrupts go too: a ban list of its own replaces its
     // detection of the isolated CPUs.
     if let Some(iso) = spec
         .isolation
         .as_ref()
+        .filter(|_| cx.opts.wants(ID))
         .and_then(|i| daqtune_probe::cpulist::parse_cpulist(&i.isolated, None).ok())
     {
         for f in crate::context::irqbalance::host_findings(cx.facts, &iso) {
@@ -515,6 +524,7 @@ fn plan_kernel_args(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
             }
             let wrote = cx.parted_file_change(
                 plan,
+                ID,
                 parts::Format::GrubDropin,
                 &parts::KERNEL_OWNERS,
                 "grub",
@@ -556,6 +566,7 @@ fn plan_kernel_args(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
                     }
                     written |= cx.parted_file_change(
                         plan,
+                        ID,
                         parts::Format::Extlinux,
                         &parts::KERNEL_OWNERS,
                         "extlinux",

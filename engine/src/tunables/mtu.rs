@@ -292,6 +292,7 @@ fn plan_mtu(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
                     }
                     cx.parted_file_change(
                         plan,
+                        ID,
                         Format::NmKeyfile,
                         &NIC_OWNERS,
                         n,
@@ -319,6 +320,7 @@ fn plan_mtu(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
                     let a = link_file(cx.facts, cx.lp, n, &m, want, &pref)?;
                     cx.parted_file_change(
                         plan,
+                        ID,
                         Format::NetworkdLink,
                         &NIC_OWNERS,
                         n,
