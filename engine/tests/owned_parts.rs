@@ -19,7 +19,10 @@ const JOURNAL: &str = "var/lib/daqtune/journal";
 
 /// The fixture roots the sweep runs on, with the profile each is tuned for and how its PCI
 /// tree is made.
-const ROOTS: &[(&str, &str, fn(&Path))] = &[
+/// (fixture, profile, what adds its PCI tree)
+type Root = (&'static str, &'static str, fn(&Path));
+
+const ROOTS: &[Root] = &[
     ("igx-untuned", "igx-orin", add_igx_pci),
     ("spark", "dgx-spark", add_spark_pci),
     ("x86-2s", "generic-dgpu", |_| {}),
