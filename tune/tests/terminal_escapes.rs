@@ -104,5 +104,7 @@ fn diff_escapes_host_strings() {
         String::from_utf8_lossy(&o.stderr)
     );
     assert_safe("diff", &o.stdout);
+    // The hostile value is shown, escaped.
+    assert!(text.contains("isolcpus=1\\u{202e}2\\x1b[2J"), "{text}");
     assert_safe("diff (stderr)", &o.stderr);
 }
