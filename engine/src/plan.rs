@@ -156,6 +156,9 @@ pub struct Plan {
     /// (`PlanOptions::exe` is `None`), as (check, path): `plan` and `apply` refuse such a plan
     /// (see `apply::refuse_without_binary`).
     pub needs_binary: Vec<(String, String)>,
+    /// The files of the plan that carry several settings, with how they are made of parts
+    /// (`hostio::parts`): the executor journals which settings each write changed.
+    pub parted: std::collections::BTreeMap<String, crate::hostio::parts::Format>,
 }
 
 impl Plan {
@@ -267,6 +270,61 @@ impl<'a> PlanCx<'a> {
             note: None,
         });
     }
+    /// A file that carries several settings (`hostio::parts`): `wanted` is the whole file as
+    /// the profile wants it; the plan writes the parts of the settings this run is asked for
+    /// (`--only`) and keeps every other part as the file has it now, so `apply --only X`
+    /// changes X's parts only. The change is named after `check` (the planner's own setting)
+    /// when that is among those it changes, else after the first setting it changes.
+    /// `owners`: the settings the file can carry (in their order).
+    #[allow(clippy::too_many_arguments)]
+    pub fn parted_file_change(
+        &self,
+        plan: &mut Plan,
+        check: &str,
+        format: crate::hostio::parts::Format,
+        owners: &[&str],
+        subject: &str,
+        path: &str,
+        wanted: &str,
+        mode: u32,
+        reboot: bool,
+    ) -> bool {
+        use crate::hostio::parts;
+        let current = self
+            .read(path)
+            .map(|b| String::from_utf8_lossy(&b).into_owned());
+        let mark = format!("# {}", daqtune_units::OWNER_MARK);
+        // A file someone else wrote is never taken apart: the write is planned as the profile
+        // wants it (restricted to the asked settings) and apply refuses it as foreign.
+        let ours = current.as_deref().filter(|c| match format {
+            parts::Format::Extlinux => true,
+            _ => c.starts_with(&mark),
+        });
+        let asked: Vec<&str> = owners
+            .iter()
+            .copied()
+            .filter(|o| self.opts.wants(o))
+            .collect();
+        let Some(to) = parts::merge(format, ours, Some(wanted), &asked) else {
+            return false;
+        };
+        let changed = parts::changed_owners(format, ours, Some(&to));
+        let check = changed
+            .iter()
+            .find(|c| *c == check)
+            .or(changed.first())
+            .cloned()
+            .or_else(|| asked.first().map(|s| s.to_string()))
+            .unwrap_or_else(|| owners.first().copied().unwrap_or("").to_string());
+        let before = plan.changes.len();
+        self.file_change(plan, &check, subject, path, to, mode, reboot);
+        if plan.changes.len() > before {
+            plan.parted.insert(path.to_string(), format);
+            true
+        } else {
+            false
+        }
+    }
     /// Enable `unit` for `wanted_by` (its `.wants` symlink) unless it is.
     pub fn enable(&self, plan: &mut Plan, check: &str, unit: &str, wanted_by: &str) {
         let link = format!("/etc/systemd/system/{wanted_by}.wants/{unit}");
@@ -312,12 +370,12 @@ impl<'a> PlanCx<'a> {
     }
 
     /// Whether this run's kernel-argument drop-in carries a setting that needs kernel `min`:
-    /// the kernel has it, daqtune writes this host's boot configuration, and the run writes the
-    /// drop-in (`--only cpu.governor` does not, nor a profile with `kernel.cmdline` n/a): else a
-    /// unit must make the setting persistent, or it would be lost at the next boot.
+    /// the kernel has it, daqtune writes this host's boot configuration (not for a profile with
+    /// `kernel.cmdline` n/a); the drop-in is planned with the setting and carries its words
+    /// (`hostio::parts`). Else a unit must make the setting persistent, or it would be lost at
+    /// the next boot.
     pub fn cmdline_carries(&self, min: (u32, u32)) -> bool {
-        self.opts.wants("kernel.cmdline")
-            && self.kernel_version().is_some_and(|v| (v.0, v.1) >= min)
+        self.kernel_version().is_some_and(|v| (v.0, v.1) >= min)
             && boot_config(self.facts, self.lp) != BootConfig::Unknown
             && !self
                 .lp

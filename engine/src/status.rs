@@ -292,7 +292,10 @@ fn run_status(doc: &JournalDoc) -> RunStatus {
     let ids = |recs: &[Record]| -> Vec<String> {
         let set: BTreeSet<String> = recs
             .iter()
-            .map(|r| r.check.clone().unwrap_or_else(|| "?".into()))
+            .flat_map(|r| match r.checks() {
+                c if c.is_empty() => vec!["?".to_string()],
+                c => c.into_iter().map(str::to_string).collect(),
+            })
             .collect();
         set.into_iter().collect()
     };

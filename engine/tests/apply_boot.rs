@@ -57,12 +57,12 @@ fn extlinux_host_gets_a_new_default_label_and_reverts() {
         new.contains("LABEL primary\n      MENU LABEL primary kernel\n"),
         "the old entry is kept: {new}"
     );
+    // kernel.cmdline's words only: the hugepage reservation is hugepages' part (issue 42).
     assert!(
-        new.contains(
-            "APPEND ${cbootargs} root=PARTUUID=8c1a7a1e rw rootwait default_hugepagesz=1G"
-        ),
+        new.contains("APPEND ${cbootargs} root=PARTUUID=8c1a7a1e rw rootwait isolcpus=9-11 "),
         "{new}"
     );
+    assert!(!new.contains("hugepages="), "{new}");
     // No grub drop-in on an extlinux host (an empty grub.d directory may exist).
     let dropins = std::fs::read_dir(r.join("etc/default/grub.d"))
         .map(|d| d.count())
@@ -81,21 +81,34 @@ fn no_boot_config_prints_the_arguments() {
     let root = prepared("igx-untuned", add_igx_pci);
     let r = root.path();
     std::fs::remove_file(r.join("etc/default/grub")).expect("rm grub");
-    let p = plan(r, "igx-orin", &only(&["kernel.cmdline"]));
+    let p = plan(r, "igx-orin", &only(&["kernel.cmdline", "hugepages"]));
     assert!(
         p.contains("add these kernel arguments to your boot manager: default_hugepagesz=1G hugepagesz=1G hugepages=4 isolcpus=8-11"),
         "{p}"
     );
+    // Each setting its own words (issue 42).
+    let p = plan(r, "igx-orin", &only(&["kernel.cmdline"]));
+    assert!(
+        p.contains("add these kernel arguments to your boot manager: isolcpus=9-11 "),
+        "{p}"
+    );
 }
 
-/// `--only cpu.governor` writes no kernel-argument drop-in, so the governor must persist through
-/// its unit (a full apply puts `cpufreq.default_governor=performance` in the drop-in instead).
+/// `--only cpu.governor` persists the governor through its own part of the kernel-argument
+/// drop-in (`cpufreq.default_governor=performance`, the kernel >= 5.9 way) and nothing else of
+/// it; no unit (issue 42: each setting owns its words of the shared file).
 #[test]
 fn only_governor_still_persists() {
     let root = prepared("igx-untuned", add_igx_pci);
     let r = root.path();
     let p = plan(r, "igx-orin", &only(&["cpu.governor"]));
-    assert!(p.contains("daqtune-governor.service"), "{p}");
+    assert!(!p.contains("daqtune-governor.service"), "{p}");
+    assert!(
+        p.contains(
+            "GRUB_CMDLINE_LINUX=\"$GRUB_CMDLINE_LINUX cpufreq.default_governor=performance\"\n"
+        ),
+        "{p}"
+    );
     let p = plan(r, "igx-orin", &Selection::default());
     assert!(!p.contains("daqtune-governor.service"), "{p}");
     assert!(p.contains("cpufreq.default_governor=performance"), "{p}");

@@ -320,7 +320,7 @@ fn a_journal_with_hostile_paths_fails_every_step_says_so_and_prints_each_path_on
         assert_eq!(line.matches(p).count(), 1, "{p} more than once: {line}");
         assert!(line.contains("FAIL"), "{line}");
     }
-    assert!(out.contains(r#"\u{1b}[31mred"#), "{out}");
+    assert!(out.contains(r#"\x1b[31mred"#), "{out}");
     assert_eq!(
         std::fs::read(d.path().join("victim")).expect("victim"),
         b"keep\n"

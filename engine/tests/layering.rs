@@ -201,6 +201,7 @@ const LAYERS: &[&[&str]] = &[
         "hostio::journal",
         "hostio::gpu",
         "hostio::lock",
+        "hostio::parts",
         "apply::testroot",
         "fleet::output",
     ],

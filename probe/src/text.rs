@@ -24,7 +24,7 @@ pub fn xml_escape(s: &str) -> String {
 /// and a backslash as `\\`, so a hostile string prints as text and cannot move the cursor,
 /// retitle the terminal or hide a line. Machine outputs (JSON) keep the exact bytes.
 pub fn printable(s: &str) -> std::borrow::Cow<'_, str> {
-    let bad = |c: char| c.is_control() || c == '\\';
+    let bad = |c: char| c.is_control() || c == '\\' || is_bidi_control(c);
     if !s.chars().any(bad) {
         return std::borrow::Cow::Borrowed(s);
     }
@@ -35,11 +35,112 @@ pub fn printable(s: &str) -> std::borrow::Cow<'_, str> {
             c if (c as u32) < 0x100 && c.is_control() => {
                 o.push_str(&format!("\\x{:02x}", c as u32))
             }
-            c if c.is_control() => o.push_str(&format!("\\u{{{:04x}}}", c as u32)),
+            c if c.is_control() || is_bidi_control(c) => {
+                o.push_str(&format!("\\u{{{:04x}}}", c as u32))
+            }
             c => o.push(c),
         }
     }
     std::borrow::Cow::Owned(o)
+}
+
+/// The directional formatting characters (Unicode's bidi embeddings, overrides and isolates,
+/// and the LRM/RLM marks): not control characters, but a terminal that honours them shows the
+/// text after them reordered (`U+202E` makes `evil.cfg\u{202e}gfc.txt` read as a `.txt`), so
+/// host data prints them escaped like the controls.
+pub fn is_bidi_control(c: char) -> bool {
+    matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
+/// A text stream made safe for a terminal on the way out: every control character but newline
+/// and tab, and every directional override ([`is_bidi_control`]), is written as [`printable`]
+/// writes it (`\x1b`, `\u{009b}`, `\u{202e}`), so host data that a plan, an apply, a revert,
+/// `status` or a matrix quotes (a file's old contents, a path from a journal, a netdev or DMI
+/// name from a snapshot) cannot move the cursor, retitle the terminal or reorder a line. For
+/// the text outputs that draw no colours of their own; the check report escapes its fields
+/// itself (it paints status words). A C1 control is two bytes in UTF-8 (`0xC2 0x80..=0x9F`)
+/// and a directional override three (`0xE2 0x80|0x81 ..`), which one write may split: the
+/// lead bytes wait for the next write.
+pub struct TerminalSafe<W: std::io::Write> {
+    inner: W,
+    pending: Vec<u8>,
+}
+
+impl<W: std::io::Write> TerminalSafe<W> {
+    pub fn new(inner: W) -> Self {
+        TerminalSafe {
+            inner,
+            pending: Vec::new(),
+        }
+    }
+}
+
+/// One byte that starts nothing: written as it is, or escaped when it is a C0 control or DEL.
+fn plain_byte(o: &mut Vec<u8>, b: u8) {
+    match b {
+        b'\n' | b'\t' => o.push(b),
+        0x00..=0x1f | 0x7f => o.extend_from_slice(format!("\\x{b:02x}").as_bytes()),
+        _ => o.push(b),
+    }
+}
+
+impl<W: std::io::Write> std::io::Write for TerminalSafe<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let mut o = Vec::with_capacity(buf.len());
+        for &b in buf {
+            match self.pending.as_slice() {
+                [0xc2] => {
+                    self.pending.clear();
+                    if (0x80..=0x9f).contains(&b) {
+                        o.extend_from_slice(format!("\\u{{{b:04x}}}").as_bytes());
+                        continue;
+                    }
+                    o.push(0xc2);
+                }
+                [0xe2] if b == 0x80 || b == 0x81 => {
+                    self.pending.push(b);
+                    continue;
+                }
+                [0xe2] => {
+                    self.pending.clear();
+                    o.push(0xe2);
+                }
+                [0xe2, x] => {
+                    let x = *x;
+                    self.pending.clear();
+                    let cp = 0x2000 | (u32::from(x & 0x3f) << 6) | u32::from(b & 0x3f);
+                    if (0x80..=0xbf).contains(&b) && char::from_u32(cp).is_some_and(is_bidi_control)
+                    {
+                        o.extend_from_slice(format!("\\u{{{cp:04x}}}").as_bytes());
+                        continue;
+                    }
+                    o.extend_from_slice(&[0xe2, x]);
+                }
+                _ => {}
+            }
+            if b == 0xc2 || b == 0xe2 {
+                self.pending.push(b);
+            } else {
+                plain_byte(&mut o, b);
+            }
+        }
+        self.inner.write_all(&o)?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        let rest = std::mem::take(&mut self.pending);
+        if !rest.is_empty() {
+            self.inner.write_all(&rest)?;
+        }
+        self.inner.flush()
+    }
+}
+
+impl<W: std::io::Write> Drop for TerminalSafe<W> {
+    fn drop(&mut self) {
+        let _ = std::io::Write::flush(self);
+    }
 }
 
 /// One word of a shell command, quoted so that pasting the command runs exactly that word:

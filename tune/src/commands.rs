@@ -334,14 +334,14 @@ pub fn diff(g: &GlobalArgs, a: &DiffArgs) -> Result<u8, UsageError> {
     let right = load_side(&g, &a.after, "AFTER")?;
     let changes = daqtune_engine::diff::diff(&left, &right);
     for n in daqtune_engine::diff::notes(&left, &right) {
-        eprintln!("daqtune diff: {n}");
+        out::eprint(&format!("daqtune diff: {n}\n"));
     }
     let text = if a.json || a.format == TopoFormat::Json {
         let j = serde_json::to_string_pretty(&changes)
             .map_err(|e| UsageError::Other(format!("cannot render JSON: {e}")))?;
         j + "\n"
     } else {
-        daqtune_engine::diff::render(&changes)
+        text_safe(&daqtune_engine::diff::render(&changes))
     };
     write_all(&[(a.output.as_deref(), &text)])?;
     Ok(u8::from(!changes.is_empty()))

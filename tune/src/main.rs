@@ -59,7 +59,7 @@ fn main() -> ExitCode {
             // other output (a help piped into `head` or written to a full disk).
             if e.use_stderr() {
                 if std::io::stderr().is_terminal() {
-                    out::eprint(&e.render().ansi().to_string());
+                    out::eprint_raw(&e.render().ansi().to_string());
                 } else {
                     out::eprint(&e.render().to_string());
                 }

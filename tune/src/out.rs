@@ -63,7 +63,17 @@ pub fn print(text: &str) {
 }
 
 /// Writes `text` to standard error; a failure is not reported (there is nowhere to).
+/// Messages quote host data (a path from a journal, a profile name, an interface): escaped
+/// for the terminal like standard output ([`TerminalSafe`]).
 pub fn eprint(text: &str) {
+    let mut e = TerminalSafe::new(io::stderr().lock());
+    let _ = e.write_all(text.as_bytes());
+    let _ = e.flush();
+}
+
+/// [`eprint`] without the escaping, for text daqtune paints itself (clap's coloured usage
+/// errors).
+pub fn eprint_raw(text: &str) {
     let mut e = io::stderr().lock();
     let _ = e.write_all(text.as_bytes());
     let _ = e.flush();
@@ -86,63 +96,9 @@ pub fn finish(code: u8) -> ExitCode {
     }
 }
 
-/// A text stream made safe for a terminal on the way out: every control character but newline
-/// and tab is written as [`daqtune_probe::text::printable`] writes it (`\x1b`, `\u{009b}`), so
-/// host data that a plan, an apply or a matrix quotes (a file's old contents, a netdev or DMI
-/// name from a snapshot) cannot move the cursor or retitle the terminal. For the text outputs
-/// that draw no colours of their own; the check report escapes its fields itself (it paints
-/// status words). A C1 control is two bytes in UTF-8 (`0xC2 0x80..=0x9F`), which one write may
-/// split: the lead byte waits for the next write.
-pub struct TerminalSafe<W: Write> {
-    inner: W,
-    pending_c2: bool,
-}
-
-impl<W: Write> TerminalSafe<W> {
-    pub fn new(inner: W) -> Self {
-        TerminalSafe {
-            inner,
-            pending_c2: false,
-        }
-    }
-}
-
-impl<W: Write> Write for TerminalSafe<W> {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        let mut o = Vec::with_capacity(buf.len());
-        for &b in buf {
-            if self.pending_c2 {
-                self.pending_c2 = false;
-                if (0x80..=0x9f).contains(&b) {
-                    o.extend_from_slice(format!("\\u{{{:04x}}}", b).as_bytes());
-                    continue;
-                }
-                o.push(0xc2);
-            }
-            match b {
-                b'\n' | b'\t' => o.push(b),
-                0x00..=0x1f | 0x7f => o.extend_from_slice(format!("\\x{b:02x}").as_bytes()),
-                0xc2 => self.pending_c2 = true,
-                _ => o.push(b),
-            }
-        }
-        self.inner.write_all(&o)?;
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        if std::mem::take(&mut self.pending_c2) {
-            self.inner.write_all(&[0xc2])?;
-        }
-        self.inner.flush()
-    }
-}
-
-impl<W: Write> Drop for TerminalSafe<W> {
-    fn drop(&mut self) {
-        let _ = self.flush();
-    }
-}
+/// A text stream made safe for a terminal on the way out (control characters and bidi
+/// overrides escaped): the one the engine writes its standard error through too.
+pub use daqtune_probe::text::TerminalSafe;
 
 #[cfg(test)]
 mod tests {
@@ -158,6 +114,19 @@ mod tests {
             }
         }
         String::from_utf8(v).expect("utf8")
+    }
+
+    #[test]
+    fn bidi_overrides_are_escaped_even_split_across_writes() {
+        // U+202E (RIGHT-TO-LEFT OVERRIDE) and U+2066 (LEFT-TO-RIGHT ISOLATE) reorder what a
+        // terminal shows; other three-byte characters (U+2014, U+20AC) pass.
+        assert_eq!(
+            through(&[
+                b"a\xe2\x80\xaeb \xe2",
+                b"\x81\xa6c \xe2\x80\x94 \xe2\x82\xac"
+            ]),
+            "a\\u{202e}b \\u{2066}c \u{2014} \u{20ac}"
+        );
     }
 
     #[test]

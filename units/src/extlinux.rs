@@ -183,6 +183,37 @@ pub fn add_entry(conf: &str, args: &KernelArgs) -> Result<String, ExtlinuxError>
     Ok(out)
 }
 
+/// The kernel arguments daqtune's entry adds to the entry it copies: the words of its last
+/// `APPEND` that the copied entry's `APPEND` does not have, in order. `None` when the file has
+/// no daqtune entry. (What `add_entry` put there, so a setting's words can be taken out again.)
+pub fn entry_words(conf: &str) -> Option<Vec<String>> {
+    let p = parse(conf);
+    let (_, lines) = p.blocks.iter().find(|(l, _)| l == LABEL)?;
+    let append = |lines: &[&str]| -> Vec<String> {
+        lines
+            .iter()
+            .filter_map(|l| keyword(l).filter(|(k, _)| k == "APPEND").map(|(_, v)| v))
+            .next_back()
+            .map(|v| v.split_whitespace().map(str::to_string).collect())
+            .unwrap_or_default()
+    };
+    let base_name = lines.iter().find_map(|l| {
+        l.trim()
+            .strip_prefix(BASE_MARK)
+            .map(|s| s.trim().to_string())
+    });
+    let base = base_name
+        .and_then(|b| p.blocks.iter().find(|(l, _)| *l == b))
+        .map(|(_, lines)| append(lines))
+        .unwrap_or_default();
+    Some(
+        append(lines)
+            .into_iter()
+            .filter(|w| !base.contains(w))
+            .collect(),
+    )
+}
+
 /// The entry a boot of `extlinux.conf` starts, as U-Boot's parser decides it (the superset of
 /// what L4TLauncher reads): `DEFAULT` and `ONTIMEOUT` name it, the last one in the file wins;
 /// `MENU DEFAULT` inside a `LABEL` names its label only when nothing named one before it.

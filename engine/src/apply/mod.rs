@@ -923,7 +923,8 @@ pub fn run_apply(
         GpuSource::Live,
         prompt,
         out,
-        &mut std::io::stderr(),
+        // Refusals and failures quote journal paths and host names: escaped for the terminal.
+        &mut daqtune_probe::text::TerminalSafe::new(std::io::stderr()),
     )
 }
 
@@ -1110,7 +1111,8 @@ pub fn run_revert(
         gpu,
         prompt,
         out,
-        &mut std::io::stderr(),
+        // Refusals and failures quote journal paths and host names: escaped for the terminal.
+        &mut daqtune_probe::text::TerminalSafe::new(std::io::stderr()),
     )
 }
 

@@ -256,15 +256,7 @@ pub fn execute(
             };
             vec![match unwritten {
                 Some(t) => Err(StepError::NotEnabled(t)),
-                None => apply_one(
-                    host,
-                    plan.target,
-                    &plan.changes[i],
-                    journal,
-                    w,
-                    lockdown,
-                    gpu,
-                ),
+                None => apply_one(host, plan, &plan.changes[i], journal, w, lockdown, gpu),
             }]
         };
         for (c, result) in plan.changes[i..j].iter().zip(results) {
@@ -326,13 +318,14 @@ fn io_err<'a>(
 
 fn apply_one(
     host: &Host,
-    target: Target,
+    plan: &Plan,
     c: &Change,
     j: &mut Journal,
     w: &mut dyn Writer,
     lockdown: Option<&str>,
     gpu: Option<&dyn crate::hostio::gpu::GpuSetters>,
 ) -> Result<Done, StepError> {
+    let target = plan.target;
     let cx = Step {
         host,
         j,
@@ -340,7 +333,9 @@ fn apply_one(
         lockdown,
     };
     match &c.action {
-        Action::File { path, to, mode, .. } => write_file(cx, path, to, *mode),
+        Action::File { path, to, mode, .. } => {
+            write_file(cx, path, to, *mode, plan.parted.get(path).copied())
+        }
         Action::Symlink { path, target: t } => write_symlink(cx, path, t),
         Action::Attr {
             path,
@@ -421,7 +416,13 @@ fn jerr(e: std::io::Error) -> StepError {
 /// A file: the original journaled as it is on disk now (a symlink as the link itself, revert
 /// puts it back byte for byte), a file daqtune does not own refused, then the write and its
 /// read-back.
-fn write_file(cx: Step, path: &str, to: &[u8], mode: u32) -> Result<Done, StepError> {
+fn write_file(
+    cx: Step,
+    path: &str,
+    to: &[u8],
+    mode: u32,
+    format: Option<crate::hostio::parts::Format>,
+) -> Result<Done, StepError> {
     let Step {
         host,
         j,
@@ -462,6 +463,20 @@ fn write_file(cx: Step, path: &str, to: &[u8], mode: u32) -> Result<Done, StepEr
         },
     }?;
     refuse_foreign(path, to, link.as_deref(), current.as_deref())?;
+    // A file of several settings: which of them this write changes, from what is on disk
+    // now (a link's target as read through it).
+    let parts = format.map(|format| {
+        let mut owners = crate::hostio::parts::changed_owners(
+            format,
+            current.as_deref().map(String::from_utf8_lossy).as_deref(),
+            Some(&String::from_utf8_lossy(to)),
+        );
+        // Only the skeleton changed (the header's profile): the write is the planned check's.
+        if owners.is_empty() {
+            owners.extend(j.current_check.clone());
+        }
+        crate::hostio::parts::FileParts { format, owners }
+    });
     // The journal keeps what is on disk now, not what the plan saw.
     let original = match (&link, current) {
         (None, Some(bytes)) => {
@@ -490,6 +505,7 @@ fn write_file(cx: Step, path: &str, to: &[u8], mode: u32) -> Result<Done, StepEr
                 created_dir: created.map(|d| host_rel(host, &d)),
                 link,
                 written: Some(written),
+                parts,
             },
         )
         .map_err(jerr)?;

@@ -132,13 +132,19 @@ fn sweep_temps(host: &Host, j: &Journal, w: &mut dyn Writer, rep: &mut RevertRep
             add(&r);
         }
     }
+    // The run's own `files/` holds only its saved copies: a temp file of any copy's name is
+    // the writer's, also of a record the kill kept from being added (its copy is saved
+    // before the record) and of what a partial revert keeps (`NNNN.new.K`).
+    let blobs = j.dir.join("files");
+    wrote.entry(blobs.clone()).or_default();
     for (dir, names) in wrote {
         let Ok(rd) = std::fs::read_dir(&dir) else {
             continue;
         };
         for e in rd.flatten() {
             let name = e.file_name().to_string_lossy().into_owned();
-            let ours = tmp_base(&name).is_some_and(|b| names.contains(b));
+            let ours = tmp_base(&name)
+                .is_some_and(|b| names.contains(b) || (dir == blobs && is_blob_name(b)));
             // A directory of that name is not the writer's (it makes files and links only).
             if !ours || e.file_type().is_ok_and(|t| t.is_dir()) {
                 continue;
@@ -160,6 +166,22 @@ fn sweep_temps(host: &Host, j: &Journal, w: &mut dyn Writer, rep: &mut RevertRep
             ));
         }
     }
+}
+
+/// `NNNN`, `NNNN.new` or `NNNN.new.K`: the names of a run's saved copies.
+fn is_blob_name(b: &str) -> bool {
+    let digits = |t: &str| !t.is_empty() && t.bytes().all(|c| c.is_ascii_digit());
+    let mut it = b.splitn(3, '.');
+    let n = it.next().unwrap_or("");
+    let rest: Vec<&str> = it.collect();
+    n.len() == 4
+        && digits(n)
+        && match rest.as_slice() {
+            [] => true,
+            ["new"] => true,
+            ["new", k] => digits(k),
+            _ => false,
+        }
 }
 
 /// Run directories a kill left before their first `journal.json` landed (only the writer's
@@ -228,14 +250,11 @@ fn path_ok(path: &str) -> Result<(), UndoError> {
     Err(UndoError::PathRefused(why))
 }
 
-/// A path as printed: control characters escaped, so a hostile journal cannot drive the
-/// terminal.
+/// A path as printed: control characters and directional overrides escaped
+/// (`daqtune_probe::text::printable`), so a hostile journal cannot drive the terminal or
+/// reorder what it shows, whatever stream the line goes to.
 fn shown(path: &str) -> String {
-    if path.chars().any(char::is_control) {
-        format!("{path:?}")
-    } else {
-        path.to_string()
-    }
+    daqtune_probe::text::printable(path).into_owned()
 }
 
 /// The path an entry names, if any.
@@ -362,13 +381,18 @@ fn select(runs: &[Journal], scope: &Scope) -> Result<Vec<(usize, Vec<usize>)>, R
             for (i, j) in runs.iter().enumerate() {
                 let recs = &j.doc.records;
                 let picked: Vec<usize> = (0..recs.len())
-                    .filter(|&k| recs[k].check.as_ref().is_some_and(|c| ids.contains(c)))
+                    .filter(|&k| recs[k].checks().iter().any(|c| ids.iter().any(|i| i == c)))
                     .collect();
                 if recs.iter().any(|r| r.check.is_none()) {
                     return Err(Refusal::Unattributed(j.doc.id.clone()));
                 }
                 // Another check of the same run changed the same thing.
                 for &k in &picked {
+                    // A file of several settings is taken apart by setting: its other
+                    // settings' parts stay.
+                    if is_parted(&recs[k].entry) {
+                        continue;
+                    }
                     let key = entry_key(&recs[k].entry);
                     if let Some(o) = recs.iter().find(|r| {
                         entry_key(&r.entry) == key
@@ -420,6 +444,111 @@ fn select(runs: &[Journal], scope: &Scope) -> Result<Vec<(usize, Vec<usize>)>, R
     Ok(chosen)
 }
 
+/// Whether `path` is one of the profile copies units and rules run (`/etc/daqtune/profiles/`).
+fn is_profile_copy(path: &str) -> bool {
+    path.strip_prefix(crate::context::artifacts::PROFILE_COPIES)
+        .is_some_and(|r| r.starts_with('/') && !r[1..].contains('/'))
+}
+
+/// A profile copy is a support file: it stays while a file still in effect after this revert
+/// names it (a unit, the udev rule, the drop-in's header), and goes with the last of them,
+/// whichever setting's run wrote it. Adjusts `chosen` so; returns a line for each copy kept.
+fn keep_used_profile_copies(
+    host: &Host,
+    runs: &[Journal],
+    chosen: &mut Vec<(usize, Vec<usize>)>,
+    scope: &Scope,
+) -> Vec<String> {
+    let picked = |chosen: &[(usize, Vec<usize>)], i: usize, k: usize| {
+        chosen.iter().any(|(ci, ks)| *ci == i && ks.contains(&k))
+    };
+    // A record whose file stays after this revert: not picked, or a multi-setting file of
+    // which only some settings go.
+    let stays = |chosen: &[(usize, Vec<usize>)], i: usize, k: usize| {
+        let r = &runs[i].doc.records[k];
+        !picked(chosen, i, k)
+            || match (&r.entry, scope) {
+                (Entry::File { parts: Some(p), .. }, Scope::Checks(ids)) => {
+                    p.owners.iter().any(|o| !ids.contains(o))
+                }
+                _ => false,
+            }
+    };
+    let mut lines = Vec::new();
+    for (i, j) in runs.iter().enumerate() {
+        for (k, rec) in j.doc.records.iter().enumerate() {
+            let Entry::File { path: copy, .. } = &rec.entry else {
+                continue;
+            };
+            if !is_profile_copy(copy) {
+                continue;
+            }
+            // The files of the runs in effect that name the copy: (stays, path).
+            let naming: Vec<(bool, String)> = runs
+                .iter()
+                .enumerate()
+                .flat_map(|(i2, j2)| {
+                    j2.doc
+                        .records
+                        .iter()
+                        .enumerate()
+                        .filter_map(move |(k2, r)| match &r.entry {
+                            Entry::File { path, .. } if path != copy => {
+                                Some((i2, k2, path.clone()))
+                            }
+                            _ => None,
+                        })
+                })
+                // A unit or rule that runs daqtune with it (every file's header names the
+                // profile too, which is no use of the file).
+                .filter(|(_, _, path)| {
+                    real_path(host, path, true)
+                        .ok()
+                        .and_then(|r| std::fs::read(r).ok())
+                        .is_some_and(|b| {
+                            crate::context::artifacts::profile_files(&String::from_utf8_lossy(&b))
+                                .contains(copy)
+                        })
+                })
+                .map(|(i2, k2, p)| (stays(chosen, i2, k2), p))
+                .collect();
+            let users: Vec<&String> = naming.iter().filter(|n| n.0).map(|n| &n.1).collect();
+            let last_users_go = users.is_empty() && !naming.is_empty();
+            let is_picked = picked(chosen, i, k);
+            if !users.is_empty() && is_picked {
+                for (ci, ks) in chosen.iter_mut() {
+                    if *ci == i {
+                        ks.retain(|x| *x != k);
+                    }
+                }
+                chosen.retain(|(_, ks)| !ks.is_empty());
+                lines.push(format!(
+                    "keep {} (still run by {})",
+                    shown(copy),
+                    users
+                        .iter()
+                        .map(|u| shown(u))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ));
+            } else if last_users_go && !is_picked {
+                // Its last user goes now: so does the copy.
+                match chosen.iter_mut().find(|(ci, _)| *ci == i) {
+                    Some((_, ks)) => {
+                        ks.push(k);
+                        ks.sort_unstable();
+                    }
+                    None => {
+                        chosen.push((i, vec![k]));
+                        chosen.sort_by_key(|(ci, _)| *ci);
+                    }
+                }
+            }
+        }
+    }
+    lines
+}
+
 /// Revert every run under `base` that is not reverted yet.
 pub fn revert_all(host: &Host, base: &Path, w: &mut dyn Writer) -> RevertReport {
     revert_all_with(host, base, w, None)
@@ -438,7 +567,12 @@ pub fn revert_all_with(
             .into_iter()
             .map(|(what, r)| (what, r.map_err(|e| e.to_string()))),
     );
-    let mut touched = Touched::default();
+    let in_effect: Vec<Journal> = list_runs(base)
+        .iter()
+        .filter_map(|d| Journal::open(d).ok())
+        .filter(|j| j.doc.state != RunState::Reverted)
+        .collect();
+    let mut touched = Touched::for_runs(in_effect.iter());
     for dir in list_runs(base).into_iter().rev() {
         let j = match Journal::open(&dir) {
             Ok(j) => j,
@@ -454,9 +588,9 @@ pub fn revert_all_with(
             continue;
         }
         let all: Vec<usize> = (0..j.doc.records.len()).collect();
-        revert_run(host, j, &all, w, gpu, &mut rep, &mut touched);
+        revert_run(host, j, &all, None, w, gpu, &mut rep, &mut touched);
     }
-    finish_commands(host, touched, &mut rep);
+    finish_commands(host, &touched, &mut rep);
     rep
 }
 
@@ -474,26 +608,67 @@ pub fn revert_scope(
         return Ok(revert_all_with(host, base, w, gpu));
     }
     let runs = runs_in_effect(base)?;
-    let chosen = select(&runs, scope)?;
+    let mut chosen = select(&runs, scope)?;
+    let kept = keep_used_profile_copies(host, &runs, &mut chosen, scope);
     let mut rep = RevertReport::default();
-    let mut touched = Touched::default();
+    rep.steps.extend(kept.into_iter().map(|k| (k, Ok(()))));
+    if chosen.is_empty() {
+        return Ok(rep);
+    }
+    let mut touched = Touched::for_runs(runs.iter());
     let mut runs: Vec<Option<Journal>> = runs.into_iter().map(Some).collect();
     // Newest first, as the full revert.
     for (i, picked) in chosen.into_iter().rev() {
         if let Some(j) = runs.get_mut(i).and_then(Option::take) {
-            revert_run(host, j, &picked, w, gpu, &mut rep, &mut touched);
+            let ids = match scope {
+                Scope::Checks(ids) => Some(ids.as_slice()),
+                _ => None,
+            };
+            revert_run(host, j, &picked, ids, w, gpu, &mut rep, &mut touched);
         }
     }
-    finish_commands(host, touched, &mut rep);
+    finish_commands(host, &touched, &mut rep);
     Ok(rep)
 }
 
 /// Which kinds of boot configuration a revert changed (for the commands run after it).
-#[derive(Debug, Default, Clone, Copy)]
+#[derive(Debug, Default, Clone)]
 struct Touched {
     grub: bool,
     units: bool,
     udev: bool,
+    /// What this revert left at each file it changed (`None`: removed): an earlier run's
+    /// record of the same file finds it there, which is no edit of the user's.
+    left: std::collections::BTreeMap<String, Option<Vec<u8>>>,
+    /// The directories the runs in effect created (each record's `created_dir`, undone ones
+    /// included): a file removed from one of them (or below) takes the directories with it
+    /// once they are empty, whichever record made them, so partial and interrupted sequences
+    /// leave no directory apply made.
+    created: std::collections::BTreeSet<String>,
+}
+
+impl Touched {
+    fn for_runs<'a>(runs: impl Iterator<Item = &'a Journal>) -> Touched {
+        let mut t = Touched::default();
+        for j in runs {
+            for r in j.doc.records.iter().chain(&j.doc.undone) {
+                match &r.entry {
+                    Entry::File {
+                        created_dir: Some(d),
+                        ..
+                    }
+                    | Entry::Symlink {
+                        created_dir: Some(d),
+                        ..
+                    } => {
+                        t.created.insert(d.clone());
+                    }
+                    _ => {}
+                }
+            }
+        }
+        t
+    }
 }
 
 impl Touched {
@@ -507,7 +682,7 @@ impl Touched {
 }
 
 /// update-grub, daemon-reload and udev's reload after a live revert that needs them.
-fn finish_commands(host: &Host, t: Touched, rep: &mut RevertReport) {
+fn finish_commands(host: &Host, t: &Touched, rep: &mut RevertReport) {
     if host.is_live() {
         rep.commands = super::apply::commands_for(t.grub, t.units, t.udev)
             .into_iter()
@@ -520,10 +695,12 @@ fn finish_commands(host: &Host, t: Touched, rep: &mut RevertReport) {
 /// reverted when all its records are undone; a partial revert moves the undone records to
 /// `undone` (the run stays in effect with the rest). A failed step leaves the journal as it
 /// was, so a later revert tries again.
+#[allow(clippy::too_many_arguments)]
 fn revert_run(
     host: &Host,
     mut j: Journal,
     picked: &[usize],
+    ids: Option<&[String]>,
     w: &mut dyn Writer,
     gpu: Option<&dyn crate::hostio::gpu::GpuSetters>,
     rep: &mut RevertReport,
@@ -534,7 +711,29 @@ fn revert_run(
     } else {
         Target::Root
     };
-    let whole = picked.len() == j.doc.records.len();
+    // The settings of a multi-setting file this revert takes out: those asked for, or all.
+    let undoing = |rec: &Record| -> Vec<String> {
+        match (&rec.entry, ids) {
+            (Entry::File { parts: Some(p), .. }, Some(ids)) => p
+                .owners
+                .iter()
+                .filter(|o| ids.contains(o))
+                .cloned()
+                .collect(),
+            (Entry::File { parts: Some(p), .. }, None) => p.owners.clone(),
+            _ => Vec::new(),
+        }
+    };
+    // Records a partial revert leaves in effect with some of their settings (k -> the bytes
+    // left in the file and the settings undone).
+    let mut split: Vec<(usize, Option<Vec<u8>>, Vec<String>)> = Vec::new();
+    let whole = picked.len() == j.doc.records.len()
+        && picked.iter().all(|&k| {
+            j.doc.records.get(k).is_none_or(|r| match &r.entry {
+                Entry::File { parts: Some(p), .. } => undoing(r).len() == p.owners.len(),
+                _ => true,
+            })
+        });
     let first = rep.steps.len();
     if whole {
         sweep_temps(host, &j, w, rep);
@@ -545,12 +744,39 @@ fn revert_run(
         };
         touched.note(&rec.entry);
         let p = entry_path(&rec.entry);
+        let mut what = describe(&rec.entry);
         // The report edge: the step's error becomes the words printed.
-        let r = match p.map(path_ok) {
-            Some(Err(e)) => Err(e.to_string()),
-            _ => undo(host, target, &j, &rec.entry, w, gpu).map_err(|e| once(p, e.to_string())),
+        let r = match (p.map(path_ok), &rec.entry) {
+            (Some(Err(e)), _) => Err(e.to_string()),
+            (_, Entry::File { .. }) => {
+                let owners = undoing(rec);
+                match undo_file_entry(host, &j, rec, &owners, w, touched) {
+                    Ok(done) => {
+                        if let Some(kept) = &done.kept {
+                            what.push_str(&format!(
+                                " (it was changed since apply; that version is kept as {})",
+                                shown(kept)
+                            ));
+                        }
+                        if let Some(p) = &rec_parts(rec) {
+                            if owners.len() < p.owners.len() {
+                                what = format!(
+                                    "take the parts of {} out of {}",
+                                    owners.join(", "),
+                                    shown(entry_path(&rec.entry).unwrap_or(""))
+                                );
+                                split.push((k, done.left.clone(), owners.clone()));
+                            }
+                        }
+                        Ok(())
+                    }
+                    Err(e) => Err(once(p, e.to_string())),
+                }
+            }
+            _ => undo(host, target, &j, &rec.entry, w, gpu, &touched.created)
+                .map_err(|e| once(p, e.to_string())),
         };
-        rep.steps.push((describe(&rec.entry), r));
+        rep.steps.push((what, r));
     }
     let mut failed = rep.steps[first..].iter().filter(|s| s.1.is_err()).count();
     if failed == 0 {
@@ -558,15 +784,45 @@ fn revert_run(
             j.finish(w, RunState::Reverted)
         } else {
             let mut kept = Vec::new();
-            for (k, rec) in std::mem::take(&mut j.doc.records).into_iter().enumerate() {
-                if picked.contains(&k) {
+            let mut saved = Ok(());
+            for (k, mut rec) in std::mem::take(&mut j.doc.records).into_iter().enumerate() {
+                if let Some((_, left, owners)) = split.iter().find(|(s, _, _)| *s == k) {
+                    // Some of the file's settings undone: they go to `undone`; the record stays
+                    // with the rest, and what the file holds now is what `status` compares.
+                    let mut gone = rec.clone();
+                    if let Entry::File { parts: Some(p), .. } = &mut gone.entry {
+                        p.owners = owners.clone();
+                    }
+                    gone.check = owners.first().cloned().or(gone.check);
+                    j.doc.undone.push(gone);
+                    let n = j.doc.undone.len();
+                    if let Entry::File {
+                        parts: Some(p),
+                        written,
+                        ..
+                    } = &mut rec.entry
+                    {
+                        p.owners.retain(|o| !owners.contains(o));
+                        if let Some(bytes) = left {
+                            let name = format!("files/{k:04}.new.{n}");
+                            match w.write_file(&j.dir.join(&name), bytes, 0o600) {
+                                Ok(()) => *written = Some(name),
+                                Err(e) => saved = Err(e),
+                            }
+                        }
+                        if let Some(o) = p.owners.first() {
+                            rec.check = Some(o.clone());
+                        }
+                    }
+                    kept.push(rec);
+                } else if picked.contains(&k) {
                     j.doc.undone.push(rec);
                 } else {
                     kept.push(rec);
                 }
             }
             j.doc.records = kept;
-            j.flush(w)
+            saved.and_then(|()| j.flush(w))
         };
         if let Err(e) = written {
             rep.steps.push((
@@ -669,6 +925,168 @@ fn escaped(e: &Entry) -> Entry {
     e
 }
 
+/// Whether a record is of a file that carries several settings.
+fn is_parted(e: &Entry) -> bool {
+    matches!(e, Entry::File { parts: Some(_), .. })
+}
+
+fn rec_parts(r: &Record) -> Option<crate::hostio::parts::FileParts> {
+    match &r.entry {
+        Entry::File { parts, .. } => parts.clone(),
+        _ => None,
+    }
+}
+
+/// What undoing a file record did.
+struct FileUndone {
+    /// Where the version of the file someone changed after apply was kept.
+    kept: Option<String>,
+    /// The bytes left in the file (`None`: removed).
+    left: Option<Vec<u8>>,
+}
+
+/// Undoes a file record: the file as before the run (a multi-setting file: the parts of
+/// `owners` as before, the other settings' parts as they are now). A file changed since the
+/// run wrote it (the drift `status` reports) is kept aside first, never silently lost.
+fn undo_file_entry(
+    host: &Host,
+    j: &Journal,
+    rec: &Record,
+    owners: &[String],
+    w: &mut dyn Writer,
+    touched: &mut Touched,
+) -> Result<FileUndone, UndoError> {
+    let Entry::File {
+        path,
+        original,
+        created_dir,
+        link,
+        written,
+        parts,
+    } = &rec.entry
+    else {
+        return Err(UndoError::PathRefused("not a file record"));
+    };
+    let real = real_path(host, path, false)?;
+    let now = match std::fs::symlink_metadata(&real) {
+        Ok(m) if m.file_type().is_file() => Some(std::fs::read(&real).map_err(ioe(path))?),
+        _ => None,
+    };
+    let mut kept = None;
+    if let (Some(now), Some(blob)) = (&now, written) {
+        let ours = j.blob(blob).ok();
+        let left_here = touched.left.get(path).cloned().flatten();
+        if ours.as_ref() != Some(now) && left_here.as_ref() != Some(now) {
+            kept = Some(keep_aside(host, j, w, path, now)?);
+        }
+    }
+    let left = match parts {
+        Some(p) if owners.len() < p.owners.len() || link.is_none() => {
+            let orig = match original {
+                Some(saved) => Some(
+                    j.blob(&saved.blob)
+                        .map_err(ioe(&format!("journal copy of {path}")))?,
+                ),
+                None => None,
+            };
+            let text =
+                |b: &Option<Vec<u8>>| b.as_ref().map(|b| String::from_utf8_lossy(b).into_owned());
+            let (now_t, orig_t) = (text(&now), text(&orig));
+            let asked: Vec<&str> = owners.iter().map(String::as_str).collect();
+            let merged =
+                crate::hostio::parts::merge(p.format, now_t.as_deref(), orig_t.as_deref(), &asked);
+            let parts_of = |t: &Option<String>| {
+                t.as_deref()
+                    .map(|t| crate::hostio::parts::parts(p.format, t))
+                    .unwrap_or_default()
+            };
+            if parts_of(&merged) == parts_of(&orig_t) && link.is_none() {
+                // Every part as before the run: the file as before, byte for byte.
+                undo_file(
+                    host,
+                    j,
+                    w,
+                    path,
+                    original.as_ref(),
+                    created_dir,
+                    link,
+                    &touched.created,
+                )?;
+                orig
+            } else if parts_of(&merged) == parts_of(&orig_t) {
+                undo_file(host, j, w, path, None, created_dir, link, &touched.created)?;
+                None
+            } else {
+                let bytes = merged.unwrap_or_default().into_bytes();
+                let mode = std::fs::metadata(&real)
+                    .map(|m| {
+                        use std::os::unix::fs::PermissionsExt;
+                        m.permissions().mode() & 0o7777
+                    })
+                    .ok()
+                    .or(original.as_ref().map(|s| s.mode))
+                    .unwrap_or(0o644);
+                w.write_file(&real, &bytes, mode).map_err(ioe(path))?;
+                file_reads_back(&real, path, &bytes)?;
+                Some(bytes)
+            }
+        }
+        _ => {
+            undo_file(
+                host,
+                j,
+                w,
+                path,
+                original.as_ref(),
+                created_dir,
+                link,
+                &touched.created,
+            )?;
+            match original {
+                Some(saved) => j.blob(&saved.blob).ok(),
+                None => None,
+            }
+        }
+    };
+    touched.left.insert(path.clone(), left.clone());
+    Ok(FileUndone { kept, left })
+}
+
+/// Keeps the version of `path` someone changed after apply (`status` showed the drift) in
+/// the run's journal directory, `edited/NAME.daqtune-edited-STAMP`, where no program that reads
+/// the original's directory (grub-mkconfig's `*.cfg`, systemd-sysctl's `*.conf`, udev's
+/// `*.rules`, NetworkManager's keyfiles, which takes files of any name) can take it for
+/// configuration. Returns where it went, as a host path.
+fn keep_aside(
+    host: &Host,
+    j: &Journal,
+    w: &mut dyn Writer,
+    path: &str,
+    bytes: &[u8],
+) -> Result<String, UndoError> {
+    let name = path.rsplit('/').next().unwrap_or("file");
+    let stamp = crate::hostio::journal::stamp(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0),
+    );
+    let dir = j.dir.join("edited");
+    let mut dest = dir.join(format!("{name}.daqtune-edited-{stamp}"));
+    let mut n = 1;
+    while dest.exists() {
+        dest = dir.join(format!("{name}.daqtune-edited-{stamp}.{n}"));
+        n += 1;
+    }
+    std::fs::create_dir_all(&dir).map_err(ioe(&dir.display().to_string()))?;
+    w.write_file(&dest, bytes, 0o600)
+        .map_err(ioe(&dest.display().to_string()))?;
+    Ok(dest
+        .strip_prefix(host.root())
+        .map(|r| format!("/{}", r.display()))
+        .unwrap_or_else(|_| dest.display().to_string()))
+}
+
 /// The read-back of a removal: nothing is left at the path (not even a dangling link).
 fn gone(real: &Path, path: &str) -> Result<(), UndoError> {
     match std::fs::symlink_metadata(real) {
@@ -689,22 +1107,32 @@ fn remove_new(
     real: &Path,
     path: &str,
     created_dir: &Option<String>,
+    made: &std::collections::BTreeSet<String>,
 ) -> Result<(), UndoError> {
     w.remove(real).map_err(ioe(path))?;
     gone(real, path)?;
-    remove_created(host, created_dir, real);
+    remove_created(host, created_dir, real, made);
     Ok(())
 }
 
-fn remove_created(host: &Host, created: &Option<String>, file: &Path) {
-    let Some(top) = created else { return };
-    let Ok(top_real) = real_path(host, top, false) else {
-        return;
-    };
-    // Remove the now-empty directories from the file's parent up to the one apply created.
+/// Removes the now-empty directories from the file's parent upwards while they lie in one
+/// that apply created: this record's (`created`), or another record's of the runs in effect
+/// (`made`; the file that made `/etc/systemd` may have been reverted before the last file
+/// in it). A directory with anything left in it stays.
+fn remove_created(
+    host: &Host,
+    created: &Option<String>,
+    file: &Path,
+    made: &std::collections::BTreeSet<String>,
+) {
+    let tops: Vec<std::path::PathBuf> = created
+        .iter()
+        .chain(made.iter())
+        .filter_map(|t| real_path(host, t, false).ok())
+        .collect();
     let mut cur = file.parent();
     while let Some(d) = cur {
-        if std::fs::remove_dir(d).is_err() || d == top_real {
+        if !tops.iter().any(|t| d.starts_with(t)) || std::fs::remove_dir(d).is_err() {
             break;
         }
         cur = d.parent();
@@ -727,6 +1155,7 @@ fn undo(
     e: &Entry,
     w: &mut dyn Writer,
     gpu: Option<&dyn crate::hostio::gpu::GpuSetters>,
+    made: &std::collections::BTreeSet<String>,
 ) -> Result<(), UndoError> {
     match e {
         Entry::File {
@@ -735,13 +1164,13 @@ fn undo(
             created_dir,
             link,
             ..
-        } => undo_file(host, j, w, path, original.as_ref(), created_dir, link),
+        } => undo_file(host, j, w, path, original.as_ref(), created_dir, link, made),
         Entry::Symlink {
             path,
             original,
             created_dir,
             ..
-        } => undo_symlink(host, w, path, original.as_deref(), created_dir),
+        } => undo_symlink(host, w, path, original.as_deref(), created_dir, made),
         Entry::Attr {
             path,
             original,
@@ -807,6 +1236,7 @@ fn undo(
 
 /// A file apply wrote: the saved original back byte for byte (or the link that was there, or
 /// nothing where there was nothing), read back.
+#[allow(clippy::too_many_arguments)]
 fn undo_file(
     host: &Host,
     j: &Journal,
@@ -815,6 +1245,7 @@ fn undo_file(
     original: Option<&crate::hostio::journal::Saved>,
     created_dir: &Option<String>,
     link: &Option<String>,
+    made: &std::collections::BTreeSet<String>,
 ) -> Result<(), UndoError> {
     let real = real_path(host, path, false)?;
     if let Some(t) = link {
@@ -829,7 +1260,7 @@ fn undo_file(
             w.write_file(&real, &bytes, saved.mode).map_err(ioe(path))?;
             Ok(file_reads_back(&real, path, &bytes)?)
         }
-        None => remove_new(w, host, &real, path, created_dir),
+        None => remove_new(w, host, &real, path, created_dir, made),
     }
 }
 
@@ -840,6 +1271,7 @@ fn undo_symlink(
     path: &str,
     original: Option<&str>,
     created_dir: &Option<String>,
+    made: &std::collections::BTreeSet<String>,
 ) -> Result<(), UndoError> {
     let real = real_path(host, path, false)?;
     match original {
@@ -847,7 +1279,7 @@ fn undo_symlink(
             w.symlink(t, &real).map_err(ioe(path))?;
             Ok(link_reads_back(&real, path, t)?)
         }
-        None => remove_new(w, host, &real, path, created_dir),
+        None => remove_new(w, host, &real, path, created_dir, made),
     }
 }
 

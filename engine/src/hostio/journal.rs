@@ -54,6 +54,11 @@ pub enum Entry {
         /// from before this field.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         written: Option<String>,
+        /// A file that carries several settings (`super::parts`): which of them this write
+        /// changed, so `revert --only` takes out exactly their parts. `None`: the file is one
+        /// setting's (the record's check).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        parts: Option<super::parts::FileParts>,
     },
     /// A symlink created (enabling a unit). `original`: the previous link target, if any.
     Symlink {
@@ -201,6 +206,17 @@ pub struct Record {
     /// the field that the migration cannot attribute ([`attribute_legacy_checks`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub check: Option<String>,
+}
+
+impl Record {
+    /// The settings whose change this record holds: a multi-setting file's owners, else its
+    /// check (none for an unattributed record of an old journal).
+    pub fn checks(&self) -> Vec<&str> {
+        match &self.entry {
+            Entry::File { parts: Some(p), .. } => p.owners.iter().map(String::as_str).collect(),
+            _ => self.check.as_deref().into_iter().collect(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -407,11 +423,46 @@ impl Journal {
         Ok(name)
     }
 
+    /// A saved copy's bytes. Never through a symlink: a journal under a hostile `--root` could
+    /// point `files/NNNN` (or `files/`) at any file of the machine, and revert would copy it
+    /// into the root. Such a copy is refused with what it is.
     pub fn blob(&self, name: &str) -> io::Result<Vec<u8>> {
+        use std::io::Read;
+        use std::os::unix::fs::OpenOptionsExt;
         if name.contains("..") || name.starts_with('/') {
             return Err(io::Error::new(io::ErrorKind::InvalidData, "bad blob name"));
         }
-        std::fs::read(self.dir.join(name))
+        let refused = |what: String| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("{what}; a journal's saved copies are plain files (refusing to follow it)"),
+            )
+        };
+        // Every directory between the run and the copy is a real directory.
+        let mut dir = self.dir.clone();
+        let parts: Vec<&str> = name.split('/').collect();
+        for d in &parts[..parts.len().saturating_sub(1)] {
+            dir.push(d);
+            let m = std::fs::symlink_metadata(&dir)?;
+            if !m.file_type().is_dir() {
+                return Err(refused(format!("{} is a symlink", dir.display())));
+            }
+        }
+        let path = self.dir.join(name);
+        let mut f = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+            .open(&path)
+            .map_err(|e| match e.raw_os_error() {
+                Some(libc::ELOOP) => refused(format!("{} is a symlink", path.display())),
+                _ => e,
+            })?;
+        if !f.metadata()?.file_type().is_file() {
+            return Err(refused(format!("{} is not a plain file", path.display())));
+        }
+        let mut out = Vec::new();
+        f.read_to_end(&mut out)?;
+        Ok(out)
     }
 
     /// Record an entry before making the change; returns its index.
@@ -513,6 +564,7 @@ mod tests {
                     created_dir: None,
                     link: None,
                     written: None,
+                    parts: None,
                 },
             )
             .expect("record");

@@ -7,4 +7,5 @@
 pub mod gpu;
 pub mod journal;
 pub mod lock;
+pub mod parts;
 pub mod setters;

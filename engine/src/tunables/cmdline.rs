@@ -7,6 +7,7 @@ use crate::context::boot::{
     BootConfig, NextBoot, Pending, EXTLINUX_CONF,
 };
 use crate::context::Context;
+use crate::hostio::parts;
 use crate::hostio::setters::Target;
 use crate::plan::{NoteLevel, Plan, PlanCx, PlanError};
 use crate::tunable::{Artifact, ArtifactError, GenerateCx, Planner, Tunable};
@@ -35,7 +36,9 @@ pub const CMDLINE: Tunable = Tunable {
     check: run,
     planner: Some(Planner {
         order: 0,
-        with: &["hugepages"],
+        // The drop-in carries the boot side of these settings too, each its own words
+        // (`hostio::parts`): planned with any of them, writing the words of those asked for.
+        with: &["hugepages", "cpu.governor", "pcie.acs"],
         plan: plan_kernel_args,
         artifacts: &[
             Artifact {
@@ -480,21 +483,37 @@ fn plan_kernel_args(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
             }
         }
     }
+    // What was left out, said for the setting asked for (a page size: hugepages').
     for n in notes {
-        plan.note(ID, NoteLevel::Warn, n);
+        let of = if n.starts_with("hugepagesz") {
+            "hugepages"
+        } else {
+            ID
+        };
+        if cx.opts.wants(of) {
+            plan.note(ID, NoteLevel::Warn, n);
+        }
     }
     // irqbalance decides where interrupts go too: a ban list of its own replaces its
     // detection of the isolated CPUs.
     if let Some(iso) = spec
         .isolation
         .as_ref()
+        .filter(|_| cx.opts.wants(ID))
         .and_then(|i| daqtune_probe::cpulist::parse_cpulist(&i.isolated, None).ok())
     {
         for f in crate::context::irqbalance::host_findings(cx.facts, &iso) {
             plan.note(ID, NoteLevel::Warn, f);
         }
     }
-    let args = spec.build()?;
+    let full = spec.build()?;
+    // The words of the settings this run is asked for (`--only hugepages`: the reservation's
+    // alone); the file keeps every other setting's words as they are.
+    let args = grub::KernelArgs::from_words(
+        full.words()
+            .iter()
+            .filter(|w| cx.opts.wants(parts::kernel_word_owner(w))),
+    )?;
     plan.kernel_args = Some(args.clone());
     if args.is_empty() {
         return Ok(());
@@ -508,17 +527,28 @@ fn plan_kernel_args(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
         return Ok(());
     }
     let pref = cx.profile_ref();
+    let mut written = false;
     match boot_config(cx.facts, cx.lp) {
         BootConfig::Grub { dropin } => {
-            let text = grub_dropin(&args, &pref)?;
+            let text = grub_dropin(&full, &pref)?;
             let files = grub_files(cx.facts, &dropin, Some(&text));
             for f in grub::analyze(&files, &dropin, &args) {
                 let level = if f.is_blocking() { NoteLevel::Warn } else { NoteLevel::Info };
                 plan.note(ID, level, f.to_string());
             }
-            let before = plan.changes.len();
-            cx.file_change(plan, ID, "grub", &dropin, text, 0o644, true);
-            if plan.changes.len() > before {
+            let wrote = cx.parted_file_change(
+                plan,
+                ID,
+                parts::Format::GrubDropin,
+                &parts::KERNEL_OWNERS,
+                "grub",
+                &dropin,
+                &text,
+                0o644,
+                true,
+            );
+            written |= wrote;
+            if wrote {
                 if let Some(c) = plan.changes.last_mut() {
                     c.note = Some(match cx.target {
                         Target::Live => "then update-grub (or grub2-mkconfig) and a reboot".into(),
@@ -532,7 +562,7 @@ fn plan_kernel_args(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
                 plan.note(ID, NoteLevel::Skip, format!("cannot read {path}"));
                 return Ok(());
             };
-            match extlinux_entry(&cur, &args) {
+            match extlinux_entry(&cur, &full) {
                 Ok(new) => {
                     // add_entry makes its label the DEFAULT; a later ONTIMEOUT still decides
                     // for U-Boot.
@@ -548,7 +578,17 @@ fn plan_kernel_args(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
                         Ok(_) => {}
                         Err(e) => plan.note(ID, NoteLevel::Warn, format!("{path}: {e}")),
                     }
-                    cx.file_change(plan, ID, "extlinux", &path, new, 0o644, true)
+                    written |= cx.parted_file_change(
+                        plan,
+                        ID,
+                        parts::Format::Extlinux,
+                        &parts::KERNEL_OWNERS,
+                        "extlinux",
+                        &path,
+                        &new,
+                        0o644,
+                        true,
+                    );
                 }
                 Err(e) => plan.note(ID, NoteLevel::Skip, format!("{path}: {e}")),
             }
@@ -563,7 +603,7 @@ fn plan_kernel_args(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
         ),
     }
     // Already written: waiting for a boot, or decided otherwise by another file?
-    if !plan.changes.iter().any(|c| c.check == ID) {
+    if !written {
         match boot_outlook(cx.facts, cx.lp).map(|o| o.next) {
             Some(NextBoot::Drops { reasons }) => {
                 // Findings of the grub defaults are noted above already.

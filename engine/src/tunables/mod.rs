@@ -295,6 +295,7 @@ pub fn build_plan_in(
         notes: Vec::new(),
         kernel_args: None,
         needs_binary: Vec::new(),
+        parted: Default::default(),
     };
     for t in planners {
         let Some(p) = &t.planner else { continue };

@@ -6,6 +6,7 @@ use crate::context::nics::{data_interfaces, data_path_nics_or_skip};
 use crate::context::Context;
 use crate::facts::Facts;
 use crate::hostio::journal::{Entry, Journal};
+use crate::hostio::parts::{Format, NIC_OWNERS};
 use crate::hostio::setters::{Target, Writer};
 use crate::plan::{Action, Change, NoteLevel, Plan, PlanCx, PlanError};
 use crate::profile::LoadedProfile;
@@ -207,7 +208,10 @@ fn plan_mtu(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
         }
         true
     });
-    if cx.opts.runtime {
+    // Planned with the nic.* settings for their keys in the port's file; the MTU itself only
+    // when it is asked for (`--only nic.rings` leaves the MTU as it is, live and at boot).
+    let mtu_asked = cx.opts.wants(ID);
+    if cx.opts.runtime && mtu_asked {
         for (n, _, _) in &ifaces {
             let path = format!("/sys/class/net/{n}/mtu");
             // A ConnectX port's MTU is in the PCI facts (what nic.mtu judges); another
@@ -279,6 +283,8 @@ fn plan_mtu(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
     if cx.opts.persist {
         let pref = cx.profile_ref();
         match network_style(cx.facts, cx.lp) {
+            // netplan's file carries the MTU alone.
+            "netplan" if !mtu_asked => {}
             "netplan" => {
                 let ports: Vec<(&str, u32)> =
                     ifaces.iter().map(|(n, _, _)| (n.as_str(), want)).collect();
@@ -335,7 +341,17 @@ fn plan_mtu(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
                         );
                         continue;
                     }
-                    cx.file_change(plan, ID, n, &a.path, a.text, a.mode, false);
+                    cx.parted_file_change(
+                        plan,
+                        ID,
+                        Format::NmKeyfile,
+                        &NIC_OWNERS,
+                        n,
+                        &a.path,
+                        &a.text,
+                        a.mode,
+                        false,
+                    );
                 }
             }
             _ => {
@@ -353,7 +369,17 @@ fn plan_mtu(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
                         }
                     };
                     let a = link_file(cx.facts, cx.lp, n, &m, want, &pref)?;
-                    cx.file_change(plan, ID, n, &a.path, a.text, a.mode, false);
+                    cx.parted_file_change(
+                        plan,
+                        ID,
+                        Format::NetworkdLink,
+                        &NIC_OWNERS,
+                        n,
+                        &a.path,
+                        &a.text,
+                        a.mode,
+                        false,
+                    );
                 }
             }
         }

@@ -234,6 +234,7 @@ pub(crate) fn run(
         notes: Vec::new(),
         kernel_args: None,
         needs_binary: Vec::new(),
+        parted: Default::default(),
     };
     let base = host.root().join(JOURNAL);
     let mut j = Journal::create(&base, "test", &mut FsWriter::new()).expect("journal");

@@ -186,11 +186,28 @@ fn a_module_that_stays_loaded_is_a_failure() {
     };
     // Not loaded (an apply whose modprobe did not take): nothing to unload, nothing called.
     let mut k = Kernel::new(d.path());
-    assert!(undo(&host, Target::Live, &j, &e, &mut k, None).is_ok());
+    assert!(undo(
+        &host,
+        Target::Live,
+        &j,
+        &e,
+        &mut k,
+        None,
+        &Default::default()
+    )
+    .is_ok());
     assert!(k.calls.is_empty(), "{:?}", k.calls);
     std::fs::create_dir_all(d.path().join("sys/module/nvidia_peermem")).expect("mkdir");
     k.modprobe_takes = false;
-    let r = undo(&host, Target::Live, &j, &e, &mut k, None);
+    let r = undo(
+        &host,
+        Target::Live,
+        &j,
+        &e,
+        &mut k,
+        None,
+        &Default::default(),
+    );
     let Err(err) = r else {
         panic!("a module the kernel still lists is not undone");
     };
@@ -200,7 +217,16 @@ fn a_module_that_stays_loaded_is_a_failure() {
         "nvidia_peermem: modprobe -r succeeded, but the kernel still lists the module"
     );
     k.modprobe_takes = true;
-    assert!(undo(&host, Target::Live, &j, &e, &mut k, None).is_ok());
+    assert!(undo(
+        &host,
+        Target::Live,
+        &j,
+        &e,
+        &mut k,
+        None,
+        &Default::default()
+    )
+    .is_ok());
     assert!(!d.path().join("sys/module/nvidia_peermem").exists());
 }
 
