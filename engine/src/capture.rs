@@ -137,6 +137,26 @@ pub fn needs(id: &str) -> Option<&'static [Source]> {
     })
 }
 
+/// Sources a check also reads where they are, and does without where they are not (saying
+/// so in its verdict): they refine a verdict its needed sources decide, so a capture without
+/// them still gets the check. `pcie.link` and `pcie.topology` read the GPU facts for a GPU's
+/// load and integration (without them: "not conclusive for a GPU", the PCI facts decide);
+/// `platform` reads them and the NVIDIA driver to find a profile of another platform; the NIC
+/// settings read the addresses and routes to leave the management port alone (a capture is
+/// never applied); `numa` reads the loader's configuration for its libnuma verdict, which skips
+/// without it.
+pub fn refines(id: &str) -> &'static [Source] {
+    use Source::*;
+    match id {
+        "pcie.link" | "pcie.topology" => &[Gpu],
+        "platform" => &[Gpu, NvidiaDriver],
+        "nic.mtu" | "nic.rings" | "nic.coalesce" | "nic.pause" | "nic.offloads"
+        | "nic.channels" => &[Addresses],
+        "numa" => &[Etc],
+        _ => &[],
+    }
+}
+
 /// One input of an import and what it gave.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct InputRecord {

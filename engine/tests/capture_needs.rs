@@ -5,7 +5,7 @@
 //! that read more than it declares would run on a capture lacking part of its facts and judge
 //! the absence (issue 41).
 
-use daqtune_engine::capture::{needs, Source};
+use daqtune_engine::capture::{needs, refines, Source};
 use daqtune_probe::Host;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -111,6 +111,7 @@ fn each_check_reads_only_the_sources_it_declares() {
                 for path in paths.difference(&common) {
                     let Some(s) = source_of(path) else { continue };
                     if declared.contains(&s)
+                        || refines(id).contains(&s)
                         || (declared.contains(&Source::Pci) && refines_pci(path))
                     {
                         continue;

@@ -350,6 +350,22 @@ pub fn record(
     };
     let written = journal.save_written(w, to).map_err(|e| e.to_string())?;
     let created_dir = first_missing_dir(&real, host.root()).map(|d| host_rel(host, &d));
+    // The drop-in is built from per-setting words (hostio::parts): journal which settings this
+    // write changes, as exec::apply does for a drop-in it writes at once, so a partial revert
+    // after the commit takes out exactly those words.
+    let before = std::fs::read(&real).ok();
+    let mut owners = crate::hostio::parts::changed_owners(
+        crate::hostio::parts::Format::GrubDropin,
+        before.as_deref().map(String::from_utf8_lossy).as_deref(),
+        Some(&String::from_utf8_lossy(to)),
+    );
+    if owners.is_empty() {
+        owners.push(ID.to_string());
+    }
+    let parts = Some(crate::hostio::parts::FileParts {
+        format: crate::hostio::parts::Format::GrubDropin,
+        owners,
+    });
     journal.current_check = Some(ID.into());
     journal
         .record(
@@ -360,6 +376,7 @@ pub fn record(
                 created_dir,
                 link: None,
                 written: Some(written),
+                parts,
             },
         )
         .map_err(|e| e.to_string())?;

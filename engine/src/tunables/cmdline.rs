@@ -485,13 +485,16 @@ fn plan_kernel_args(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
     }
     // What was left out, said for the setting asked for (a page size: hugepages').
     for n in notes {
-        let of = if n.starts_with("hugepagesz") {
+        // A page size left out (`hugepagesz=...`) or a reservation over the host's bound
+        // (`hugepages=N of SIZE not written`) is the hugepages setting's: said when it is asked
+        // for, under its id (`apply --only hugepages` must say why nothing was reserved).
+        let of = if n.starts_with("hugepagesz") || n.starts_with("hugepages=") {
             "hugepages"
         } else {
             ID
         };
         if cx.opts.wants(of) {
-            plan.note(ID, NoteLevel::Warn, n);
+            plan.note(of, NoteLevel::Warn, n);
         }
     }
     // irqbalance decides where interrupts go too: a ban list of its own replaces its
