@@ -59,7 +59,7 @@ fn extlinux_host_gets_a_new_default_label_and_reverts() {
     );
     // kernel.cmdline's words only: the hugepage reservation is hugepages' part (issue 42).
     assert!(
-        new.contains("APPEND ${cbootargs} root=PARTUUID=8c1a7a1e rw rootwait isolcpus=9-11 "),
+        new.contains("APPEND ${cbootargs} root=PARTUUID=8c1a7a1e rw rootwait isolcpus=8-11 "),
         "{new}"
     );
     assert!(!new.contains("hugepages="), "{new}");
@@ -89,7 +89,7 @@ fn no_boot_config_prints_the_arguments() {
     // Each setting its own words (issue 42).
     let p = plan(r, "igx-orin", &only(&["kernel.cmdline"]));
     assert!(
-        p.contains("add these kernel arguments to your boot manager: isolcpus=9-11 "),
+        p.contains("add these kernel arguments to your boot manager: isolcpus=8-11 "),
         "{p}"
     );
 }
