@@ -199,11 +199,32 @@ pub struct Manifest {
     pub devices: Vec<DeviceRecord>,
 }
 
+/// Why a root's import manifest cannot be taken: then nothing in it is covered. The text is
+/// what a check's skip says (`its manifest is unreadable: ...`).
+#[derive(Debug, thiserror::Error)]
+pub enum ManifestError {
+    /// The manifest is there but cannot be read.
+    #[error("{0}")]
+    Unreadable(crate::facts::Unreadable),
+    /// Not JSON, or not a manifest's fields.
+    #[error("{0}")]
+    Json(#[from] serde_json::Error),
+    /// A manifest of another schema (version) than this daqtune reads.
+    #[error("schema `{found}`, expected {SCHEMA}")]
+    Schema { found: String },
+    /// The manifest file at `path` holds no manifest this daqtune reads.
+    #[error("{path}: {source}")]
+    At {
+        path: &'static str,
+        source: Box<ManifestError>,
+    },
+}
+
 impl Manifest {
-    pub fn from_json(text: &str) -> Result<Manifest, String> {
-        let m: Manifest = serde_json::from_str(text).map_err(|e| e.to_string())?;
+    pub fn from_json(text: &str) -> Result<Manifest, ManifestError> {
+        let m: Manifest = serde_json::from_str(text)?;
         if m.schema != SCHEMA {
-            return Err(format!("schema `{}`, expected {SCHEMA}", m.schema));
+            return Err(ManifestError::Schema { found: m.schema });
         }
         Ok(m)
     }
@@ -220,14 +241,17 @@ impl Manifest {
 
 /// The root's import manifest, when it is an import. `Err` when the manifest is there but
 /// unreadable: then nothing is covered (a check must not pass on a root it cannot vouch for).
-pub fn manifest(facts: &Facts) -> Option<Result<Manifest, String>> {
+pub fn manifest(facts: &Facts) -> Option<Result<Manifest, ManifestError>> {
     if facts.host.is_live() {
         return None;
     }
     match facts.read_string(MANIFEST_PATH) {
-        Ok(t) => Some(Manifest::from_json(&t).map_err(|e| format!("{MANIFEST_PATH}: {e}"))),
+        Ok(t) => Some(Manifest::from_json(&t).map_err(|e| ManifestError::At {
+            path: MANIFEST_PATH,
+            source: Box::new(e),
+        })),
         Err(e) if e.not_found => None,
-        Err(e) => Some(Err(e.message)),
+        Err(e) => Some(Err(ManifestError::Unreadable(e))),
     }
 }
 

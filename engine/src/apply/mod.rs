@@ -1198,7 +1198,7 @@ pub fn trial_verify_on(
     out: &mut dyn Write,
 ) -> Result<u8, UsageError> {
     use crate::exec::trial::{verify, Decision};
-    let rep = verify(host, state_dir, w, sys).map_err(UsageError::Other)?;
+    let rep = verify(host, state_dir, w, sys).map_err(|e| UsageError::Other(e.to_string()))?;
     for d in &rep.done {
         let _ = writeln!(out, "  ok    {d}");
     }

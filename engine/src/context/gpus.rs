@@ -104,11 +104,26 @@ pub fn at_rest(g: &GpuFacts) -> Result<String, Option<String>> {
     }
 }
 
+/// Why there are no GPU facts for a PCI address ([`facts_at`]); the text is what a verdict says.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GpuFactsError {
+    /// The GPU facts could not be read at all (the reader's reason).
+    #[error("{0}")]
+    Unread(String),
+    /// Neither NVML nor CUDA answered (`reason`: what each said).
+    #[error("no NVIDIA driver library answered ({reason})")]
+    NoDriver { reason: String },
+    #[error("NVML lists no GPU at this address")]
+    NotListed,
+}
+
 /// The GPU facts of the GPU at PCI address `addr`, or why there are none.
-pub fn facts_at<'c>(ctx: &'c Context, addr: &str) -> Result<&'c GpuFacts, String> {
-    let snap = ctx.gpus().map_err(|e| e.to_string())?;
-    if let Some(r) = snap.unavailable_reason() {
-        return Err(format!("no NVIDIA driver library answered ({r})"));
+pub fn facts_at<'c>(ctx: &'c Context, addr: &str) -> Result<&'c GpuFacts, GpuFactsError> {
+    let snap = ctx
+        .gpus()
+        .map_err(|e| GpuFactsError::Unread(e.to_string()))?;
+    if let Some(reason) = snap.unavailable_reason() {
+        return Err(GpuFactsError::NoDriver { reason });
     }
     snap.gpus
         .iter()
@@ -117,7 +132,7 @@ pub fn facts_at<'c>(ctx: &'c Context, addr: &str) -> Result<&'c GpuFacts, String
                 .as_deref()
                 .is_some_and(|b| b.eq_ignore_ascii_case(addr))
         })
-        .ok_or_else(|| "NVML lists no GPU at this address".to_string())
+        .ok_or(GpuFactsError::NotListed)
 }
 
 /// A GPU's architecture and where it was read: NVML's nvmlDeviceGetArchitecture where it

@@ -26,19 +26,95 @@
 //! marked not in effect, so `revert` stays byte-identical and `status` shows no drift for them.
 
 use crate::context::boot::{boot_config, grub_files, BootConfig, GRUB_CFGS};
-use crate::facts::{Facts, UnitStateError};
+use crate::exec::apply::StepError;
+use crate::facts::{Facts, UnitStateError, Unreadable};
 use crate::hostio::journal::{Entry, Journal, Saved};
 use crate::hostio::setters::Writer;
 use crate::plan::{Action, Change, NoteLevel, Plan};
 use crate::profile::LoadedProfile;
 use crate::verdict::Status;
 use daqtune_probe::Host;
+use daqtune_units::grubcfg::GrubenvError;
 use daqtune_units::{grub, grubcfg};
+use std::io;
 use std::path::{Path, PathBuf};
 
 pub use crate::context::trial::*;
 
 const ID: &str = "kernel.cmdline";
+
+/// Why a trial cannot be armed ([`prepare`]: the plan's `no trial boot: ...` note), recorded
+/// ([`record`]: apply's `trial not recorded` line) or carried out ([`verify`]). Each variant's
+/// text is the message a user reads; it is made only where the note or line is.
+#[derive(Debug, thiserror::Error)]
+pub enum TrialError {
+    #[error("no installed daqtune binary for the verification unit")]
+    NoBinary,
+    #[error("no {} to take the default entry from", GRUB_CFGS[0])]
+    NoGrubCfg,
+    #[error("{cfg} does not clear a one-time next_entry (no `save_env next_entry` in its header: an environment block grub cannot write), so a trial entry would boot every time")]
+    NoOneTimeBoot { cfg: String },
+    #[error("{path} is a symlink; daqtune writes only a block it can replace")]
+    GrubenvSymlink { path: String },
+    /// A host file the trial is planned from that cannot be read (through the facts).
+    #[error("cannot read {path}: {source}")]
+    Unreadable { path: String, source: Unreadable },
+    /// The grubenv is not an environment block, or the variables do not fit one.
+    #[error("{path}: {source}")]
+    Grubenv { path: String, source: GrubenvError },
+    /// grub.cfg names no default entry that can be found (`reason`: the grub.cfg reader's).
+    #[error("{cfg}: {reason}")]
+    NoDefaultEntry { cfg: String, reason: String },
+    #[error("{cfg}'s next boot is already daqtune's trial entry (a trial is pending): reboot first, or revert")]
+    AlreadyPending { cfg: String },
+    #[error("{cfg}: the entry `{title}` cannot be copied")]
+    EntryNotCopied { cfg: String, title: String },
+    #[error("the default entry has no linux line")]
+    NoLinuxLine,
+    #[error("{ENTRY_SCRIPT} exists and is not daqtune's")]
+    ScriptNotOurs,
+    /// The verification unit cannot be rendered from the values given.
+    #[error(transparent)]
+    Unit(#[from] daqtune_units::validate::InvalidValue),
+    #[error("internal: the drop-in is not a file change")]
+    DropinNotAFile,
+    /// A path that cannot be resolved in the root, or a write that does not read back.
+    #[error(transparent)]
+    Step(#[from] StepError),
+    /// The run's journal could not keep a copy or a record of the drop-in.
+    #[error("{0}")]
+    Journal(io::Error),
+    /// The run's journal could not be opened or written back when deciding.
+    #[error("journal of run {run}: {source}")]
+    RunJournal { run: String, source: io::Error },
+    #[error("{path}: the journal kept no copy of the drop-in")]
+    NoDropinCopy { path: String },
+    #[error("{path}: the journal's copy of the drop-in is unreadable")]
+    DropinCopyUnreadable { path: String, source: io::Error },
+    #[error("{path}: journal copy: {source}")]
+    JournalCopy { path: String, source: io::Error },
+    /// Reading, writing or removing a host file (or the trial record) failed.
+    #[error("{path}: {source}")]
+    Host { path: String, source: io::Error },
+    #[error("{0}")]
+    Encode(serde_json::Error),
+}
+
+/// A host read, write or removal of `path` that failed.
+fn host_err(path: impl std::fmt::Display) -> impl FnOnce(io::Error) -> TrialError {
+    move |source| TrialError::Host {
+        path: path.to_string(),
+        source,
+    }
+}
+
+/// The grubenv at `path` is not a block, or cannot hold the variables.
+fn grubenv_err(path: &str) -> impl FnOnce(GrubenvError) -> TrialError + '_ {
+    move |source| TrialError::Grubenv {
+        path: path.to_string(),
+        source,
+    }
+}
 
 /// The trial an apply arms: the drop-in change taken out of the plan (journaled by [`record`]
 /// without being written) and what the record will say.
@@ -164,41 +240,51 @@ fn prepare(
     args: &grub::KernelArgs,
     exe: Option<&str>,
     profile_ref: &str,
-) -> Result<(Vec<Change>, Vec<String>, String), String> {
-    let exe = exe.ok_or("no installed daqtune binary for the verification unit")?;
+) -> Result<(Vec<Change>, Vec<String>, String), TrialError> {
+    let exe = exe.ok_or(TrialError::NoBinary)?;
     let (cfg_path, cfg) = GRUB_CFGS
         .iter()
         .find_map(|p| facts.read_string(p).ok().map(|t| (p.to_string(), t)))
-        .ok_or_else(|| format!("no {} to take the default entry from", GRUB_CFGS[0]))?;
+        .ok_or(TrialError::NoGrubCfg)?;
     if !grubcfg::clears_next_entry(&cfg) {
-        return Err(format!("{cfg_path} does not clear a one-time next_entry (no `save_env next_entry` in its header: an environment block grub cannot write), so a trial entry would boot every time"));
+        return Err(TrialError::NoOneTimeBoot { cfg: cfg_path });
     }
     let dir = cfg_path.rsplit_once('/').map_or("/boot/grub", |(d, _)| d);
     let env_path = format!("{dir}/grubenv");
     if facts.read_link(&env_path).is_ok() {
-        return Err(format!(
-            "{env_path} is a symlink; daqtune writes only a block it can replace"
-        ));
+        return Err(TrialError::GrubenvSymlink { path: env_path });
     }
     let env_now = match facts.read_bytes(&env_path) {
         Ok(b) => Some(b.to_vec()),
         Err(e) if e.not_found => None,
-        Err(e) => return Err(format!("cannot read {env_path}: {}", e.message)),
+        Err(source) => {
+            return Err(TrialError::Unreadable {
+                path: env_path,
+                source,
+            })
+        }
     };
     let mut vars = match &env_now {
-        Some(b) => grubcfg::grubenv_vars(b).map_err(|e| format!("{env_path}: {e}"))?,
+        Some(b) => grubcfg::grubenv_vars(b).map_err(grubenv_err(&env_path))?,
         None => Vec::new(),
     };
     let env_text = env_now
         .as_ref()
         .map(|b| String::from_utf8_lossy(b).into_owned());
-    let entry = grubcfg::default_entry(&cfg, env_text.as_deref())
-        .map_err(|e| format!("{cfg_path}: {e}"))?;
+    let entry = grubcfg::default_entry(&cfg, env_text.as_deref()).map_err(|reason| {
+        TrialError::NoDefaultEntry {
+            cfg: cfg_path.clone(),
+            reason,
+        }
+    })?;
     if entry.id.as_deref() == Some(ENTRY_ID) {
-        return Err(format!("{cfg_path}'s next boot is already daqtune's trial entry (a trial is pending): reboot first, or revert"));
+        return Err(TrialError::AlreadyPending { cfg: cfg_path });
     }
-    let block = grubcfg::entry_block(&cfg, entry.line)
-        .ok_or_else(|| format!("{cfg_path}: the entry `{}` cannot be copied", entry.title()))?;
+    let block =
+        grubcfg::entry_block(&cfg, entry.line).ok_or_else(|| TrialError::EntryNotCopied {
+            cfg: cfg_path.clone(),
+            title: entry.title(),
+        })?;
     // The new line: the words the defaults files gave the entry, replaced by those they give
     // with the new drop-in (daqtune's words go where update-grub will put them).
     let old_line =
@@ -229,16 +315,16 @@ fn prepare(
     if !entry_args.iter().any(|w| key(w) == "panic") {
         entry_args.push(format!("panic={PANIC_SECS}"));
     }
-    let script = entry_script(&block, &entry_args, &entry.title())
-        .ok_or("the default entry has no linux line")?;
+    let script =
+        entry_script(&block, &entry_args, &entry.title()).ok_or(TrialError::NoLinuxLine)?;
     if let Ok(cur) = facts.read_bytes(ENTRY_SCRIPT) {
         if !String::from_utf8_lossy(&cur).contains(daqtune_units::OWNER_MARK) {
-            return Err(format!("{ENTRY_SCRIPT} exists and is not daqtune's"));
+            return Err(TrialError::ScriptNotOurs);
         }
     }
     vars.retain(|(k, _)| k != "next_entry");
     vars.push(("next_entry".into(), ENTRY_ID.into()));
-    let env_new = grubcfg::grubenv_block(&vars).map_err(|e| format!("{env_path}: {e}"))?;
+    let env_new = grubcfg::grubenv_block(&vars).map_err(grubenv_err(&env_path))?;
     let unit = daqtune_units::systemd::Oneshot {
         name: UNIT.into(),
         description: "Verify daqtune's kernel-argument trial boot and commit it (daqtune)".into(),
@@ -248,8 +334,7 @@ fn prepare(
         args: vec!["trial-verify".into()],
         profile: profile_ref.into(),
     }
-    .render()
-    .map_err(|e| e.to_string())?;
+    .render()?;
     let file = |subject: &str, path: &str, to: Vec<u8>, mode: u32| Change {
         check: ID.into(),
         subject: subject.into(),
@@ -329,9 +414,9 @@ pub fn record(
     w: &mut dyn Writer,
     armed: &Armed,
     rep: &crate::exec::apply::ApplyReport,
-) -> Result<String, String> {
+) -> Result<String, TrialError> {
     let Action::File { path, to, .. } = &armed.dropin.action else {
-        return Err("internal: the drop-in is not a file change".into());
+        return Err(TrialError::DropinNotAFile);
     };
     let trial_failed: Vec<String> = rep
         .outcomes
@@ -339,16 +424,16 @@ pub fn record(
         .filter(|o| o.check == ID)
         .filter_map(|o| o.result.as_ref().err().cloned())
         .collect();
-    let real = crate::exec::apply::real_path(host, path, false).map_err(|e| e.to_string())?;
+    let real = crate::exec::apply::real_path(host, path, false)?;
     let original = match std::fs::read(&real) {
         Ok(b) => Some(Saved {
-            blob: journal.save_blob(w, &b).map_err(|e| e.to_string())?,
+            blob: journal.save_blob(w, &b).map_err(TrialError::Journal)?,
             mode: 0o644,
         }),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => return Err(format!("{path}: {e}")),
+        Err(e) => return Err(host_err(path)(e)),
     };
-    let written = journal.save_written(w, to).map_err(|e| e.to_string())?;
+    let written = journal.save_written(w, to).map_err(TrialError::Journal)?;
     let created_dir = first_missing_dir(&real, host.root()).map(|d| host_rel(host, &d));
     // The drop-in is built from per-setting words (hostio::parts): journal which settings this
     // write changes, as exec::apply does for a drop-in it writes at once, so a partial revert
@@ -379,7 +464,7 @@ pub fn record(
                 parts,
             },
         )
-        .map_err(|e| e.to_string())?;
+        .map_err(TrialError::Journal)?;
     journal.current_check = None;
     let mut rec = TrialRecord {
         schema: SCHEMA.into(),
@@ -406,10 +491,11 @@ pub fn record(
     Ok(rec.describe())
 }
 
-fn write_record(state: &Path, w: &mut dyn Writer, rec: &TrialRecord) -> Result<(), String> {
-    let text = serde_json::to_vec_pretty(rec).map_err(|e| e.to_string())?;
-    w.write_file(&state.join(RECORD), &text, 0o644)
-        .map_err(|e| format!("{}: {e}", state.join(RECORD).display()))
+fn write_record(state: &Path, w: &mut dyn Writer, rec: &TrialRecord) -> Result<(), TrialError> {
+    let text = serde_json::to_vec_pretty(rec).map_err(TrialError::Encode)?;
+    let path = state.join(RECORD);
+    w.write_file(&path, &text, 0o644)
+        .map_err(host_err(path.display()))
 }
 
 /// The first ancestor of `p` (up to `stop`) that does not exist: what creating `p` adds.
@@ -495,7 +581,7 @@ pub fn verify(
     state_dir: &str,
     w: &mut dyn Writer,
     sys: &dyn SystemView,
-) -> Result<VerifyReport, String> {
+) -> Result<VerifyReport, TrialError> {
     let facts = Facts::new(host);
     let Some(rec) = current(&facts, state_dir) else {
         return Ok(VerifyReport {
@@ -512,7 +598,7 @@ pub fn verify(
         });
     }
     let problems = judge(host, &facts, state_dir, &rec, sys);
-    let state = crate::exec::apply::real_path(host, state_dir, true).map_err(|e| e.to_string())?;
+    let state = crate::exec::apply::real_path(host, state_dir, true)?;
     let commit = problems.is_empty();
     let mut done = settle(host, &state, &rec, w, commit)?;
     let mut rec = rec;
@@ -696,11 +782,14 @@ fn settle(
     rec: &TrialRecord,
     w: &mut dyn Writer,
     commit: bool,
-) -> Result<Vec<String>, String> {
-    let mut j = Journal::open(&state.join("journal").join(&rec.run))
-        .map_err(|e| format!("journal of run {}: {e}", rec.run))?;
+) -> Result<Vec<String>, TrialError> {
+    let run_journal = |source| TrialError::RunJournal {
+        run: rec.run.clone(),
+        source,
+    };
+    let mut j = Journal::open(&state.join("journal").join(&rec.run)).map_err(run_journal)?;
     let mut done = Vec::new();
-    let real = |p: &str| crate::exec::apply::real_path(host, p, false).map_err(|e| e.to_string());
+    let real = |p: &str| crate::exec::apply::real_path(host, p, false);
     for (k, r) in j.doc.records.clone().into_iter().enumerate() {
         match &r.entry {
             Entry::File {
@@ -708,7 +797,7 @@ fn settle(
                 original: None,
                 ..
             } if path == ENTRY_SCRIPT || path == UNIT_PATH => {
-                w.remove(&real(path)?).map_err(|e| format!("{path}: {e}"))?;
+                w.remove(&real(path)?).map_err(host_err(path))?;
                 done.push(format!("removed {path}"));
             }
             Entry::Symlink {
@@ -716,7 +805,7 @@ fn settle(
                 original: None,
                 ..
             } if path == UNIT_LINK => {
-                w.remove(&real(path)?).map_err(|e| format!("{path}: {e}"))?;
+                w.remove(&real(path)?).map_err(host_err(path))?;
                 done.push(format!("removed {path}"));
             }
             Entry::File {
@@ -736,19 +825,18 @@ fn settle(
             }
             Entry::File { path, written, .. } if *path == rec.dropin => {
                 if commit {
-                    let bytes = written
+                    let copy = written
                         .as_ref()
-                        .ok_or("the journal kept no copy of the drop-in")
-                        .and_then(|b| {
-                            j.blob(b)
-                                .map_err(|_| "the journal's copy of the drop-in is unreadable")
-                        })
-                        .map_err(|e| format!("{path}: {e}"))?;
+                        .ok_or_else(|| TrialError::NoDropinCopy { path: path.clone() })?;
+                    let bytes =
+                        j.blob(copy)
+                            .map_err(|source| TrialError::DropinCopyUnreadable {
+                                path: path.clone(),
+                                source,
+                            })?;
                     let p = real(path)?;
-                    w.write_file(&p, &bytes, 0o644)
-                        .map_err(|e| format!("{path}: {e}"))?;
-                    crate::exec::apply::file_reads_back(&p, path, &bytes)
-                        .map_err(|e| e.to_string())?;
+                    w.write_file(&p, &bytes, 0o644).map_err(host_err(path))?;
+                    crate::exec::apply::file_reads_back(&p, path, &bytes)?;
                     done.push(format!("wrote {path}"));
                     j.doc.records[k].done = true;
                 }
@@ -760,8 +848,7 @@ fn settle(
         // replays every record, finds nothing left to do).
         j.doc.records[k].done = false;
     }
-    j.flush(w)
-        .map_err(|e| format!("journal of run {}: {e}", rec.run))?;
+    j.flush(w).map_err(run_journal)?;
     Ok(done)
 }
 
@@ -775,11 +862,11 @@ fn restore_grubenv(
     path: &str,
     original: &Option<Saved>,
     written: &Option<String>,
-) -> Result<String, String> {
+) -> Result<String, TrialError> {
     let now = match std::fs::read(real) {
         Ok(b) => Some(b),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => return Err(format!("{path}: {e}")),
+        Err(e) => return Err(host_err(path)(e)),
     };
     let others = |b: &[u8]| {
         grubcfg::grubenv_vars(b).ok().map(|v| {
@@ -796,15 +883,15 @@ fn restore_grubenv(
     if untouched {
         match original {
             Some(s) => {
-                let b = j
-                    .blob(&s.blob)
-                    .map_err(|e| format!("{path}: journal copy: {e}"))?;
-                w.write_file(real, &b, s.mode)
-                    .map_err(|e| format!("{path}: {e}"))?;
+                let b = j.blob(&s.blob).map_err(|source| TrialError::JournalCopy {
+                    path: path.to_string(),
+                    source,
+                })?;
+                w.write_file(real, &b, s.mode).map_err(host_err(path))?;
                 Ok(format!("restored {path} as it was before apply"))
             }
             None => {
-                w.remove(real).map_err(|e| format!("{path}: {e}"))?;
+                w.remove(real).map_err(host_err(path))?;
                 Ok(format!("removed {path} (apply created it)"))
             }
         }
@@ -819,9 +906,8 @@ fn restore_grubenv(
         if vars.len() == before {
             return Ok(format!("{path} changed since apply; left as it is"));
         }
-        let b = grubcfg::grubenv_block(&vars).map_err(|e| format!("{path}: {e}"))?;
-        w.write_file(real, &b, 0o644)
-            .map_err(|e| format!("{path}: {e}"))?;
+        let b = grubcfg::grubenv_block(&vars).map_err(grubenv_err(path))?;
+        w.write_file(real, &b, 0o644).map_err(host_err(path))?;
         Ok(format!("removed next_entry={ENTRY_ID} from {path} (its other variables changed since apply and are kept)"))
     } else {
         Ok(format!("{path} is gone; nothing to restore"))

@@ -210,7 +210,7 @@ impl LoadedProfile {
             )?;
         }
         if let Some(m) = &p.hugepages.mount {
-            mount_point(m).map_err(|why| self.err(&["hugepages", "mount"], why))?;
+            mount_point(m).map_err(|why| self.err(&["hugepages", "mount"], why.to_string()))?;
         }
         let mut sizes = Vec::new();
         let mut mounts = Vec::new();
@@ -229,7 +229,7 @@ impl LoadedProfile {
         for pool in p.hugepages.pools() {
             if let Some(m) = &pool.mount {
                 mount_point(m).map_err(|why| {
-                    self.err(&["hugepages", "pools"], why)
+                    self.err(&["hugepages", "pools"], why.to_string())
                         // The text up to an escape is what the source shows.
                         .relocate(&self.layers, m.split(char::is_control).next().unwrap_or(m))
                 })?;
@@ -582,12 +582,23 @@ impl LoadedProfile {
     }
 }
 
+/// A hugetlbfs mount point that is not one ([`mount_point`]).
+#[derive(Debug, thiserror::Error)]
+#[error("mount {mount:?}: {source} (expected an absolute path like /mnt/huge)")]
+struct MountPointError {
+    mount: String,
+    source: daqtune_units::validate::InvalidValue,
+}
+
 /// A hugetlbfs mount point: absolute, no `.`/`..`, letters, digits and `_.+-` (what its
 /// `.mount` unit's name can carry).
-fn mount_point(m: &str) -> Result<(), String> {
+fn mount_point(m: &str) -> Result<(), MountPointError> {
     daqtune_units::validate::abs_path(m)
         .map(|_| ())
-        .map_err(|e| format!("mount {m:?}: {e} (expected an absolute path like /mnt/huge)"))
+        .map_err(|source| MountPointError {
+            mount: m.to_string(),
+            source,
+        })
 }
 
 /// One file name: no directory part, no leading dot, letters, digits and `_.+-`.
