@@ -365,6 +365,14 @@ fn short(v: &str) -> String {
     }
 }
 
+/// The selected word of a kernel choice file (`always madvise [never]` -> `never`: THP's
+/// `enabled` and `defrag` show every mode and bracket the one in effect, while a write is the
+/// bare word).
+fn selected(text: &str) -> Option<&str> {
+    text.split_whitespace()
+        .find_map(|w| w.strip_prefix('[').and_then(|w| w.strip_suffix(']')))
+}
+
 fn held_or_drift(same: bool, applied: String, now: String, drift: &str) -> Reread {
     if same {
         (
@@ -460,6 +468,7 @@ fn reread(host: &Host, facts: &Facts, j: &Journal, e: &Entry) -> Reread {
                         }
                     } else {
                         now.split_whitespace().eq(new.split_whitespace())
+                            || selected(&now).is_some_and(|s| s == new.trim())
                     };
                     held_or_drift(same, short(new), short(&now), "the value changed")
                 }

@@ -165,3 +165,20 @@ fn an_old_journal_is_read_through_the_migration() {
     // The governor unit and the two .link files.
     assert_eq!(st.summary.unknown, 3, "{t}");
 }
+
+/// A kernel choice file reads back with every mode and the one in effect bracketed
+/// (`always madvise [never]`, the THP files): what apply wrote (`never`) holds, another
+/// selection is drift. (The lifecycle guest's status showed THP as drifted right after apply.)
+#[test]
+fn a_bracketed_choice_file_holds_when_its_selection_is_the_applied_word() {
+    const THP: &str = "sys/kernel/mm/transparent_hugepage/enabled";
+    let d = igx();
+    let r = d.path();
+    apply_only(r, &["kernel.thp"]);
+    std::fs::write(r.join(THP), "always madvise [never]\n").expect("thp");
+    let st = gather(&g(r), &StatusOptions::default()).expect("status");
+    assert_eq!(st.summary.drift, 0, "{}", text(&st));
+    std::fs::write(r.join(THP), "always [madvise] never\n").expect("thp");
+    let st = gather(&g(r), &StatusOptions::default()).expect("status");
+    assert_eq!(st.summary.drift, 1, "{}", text(&st));
+}

@@ -39,7 +39,7 @@ HP2_COUNT=64
 MOUNT2_UNIT='mnt-huge\x2d2M.mount'
 # The kernel arguments the profile asks for (one word each; isolcpus may carry flags).
 TWO_POOLS=1
-KARGS="isolcpus=2-3 nohz_full=2-3 rcu_nocbs=2-3 irqaffinity=0-1 hugepagesz=1G hugepages=$HP_COUNT default_hugepagesz=1G hugepagesz=2M hugepages=$HP2_COUNT"
+KARGS="isolcpus=3 nohz_full=3 rcu_nocbs=3 irqaffinity=0-2 hugepagesz=1G hugepages=$HP_COUNT default_hugepagesz=1G hugepagesz=2M hugepages=$HP2_COUNT"
 
 # --- recording -------------------------------------------------------------------------------
 cur=setup
@@ -349,9 +349,9 @@ expect_kernel_args_in() { # WHAT FILE-WITH-ONE-WORD-PER-LINE
     for w in $KARGS; do
         grep -qxF -- "$w" "$2" || missing="$missing $w"
     done
-    # isolcpus may carry flags (managed_irq,domain,2-3): accept any isolcpus= ending in 2-3.
-    if [ -n "$missing" ] && echo "$missing" | grep -q isolcpus && grep -qE '^isolcpus=([a-z_]+,)*2-3$' "$2"; then
-        missing=$(echo "$missing" | sed 's/ isolcpus=2-3//')
+    # isolcpus may carry flags (managed_irq,domain,3): accept any isolcpus= ending in 3.
+    if [ -n "$missing" ] && echo "$missing" | grep -q isolcpus && grep -qE '^isolcpus=([a-z_]+,)*3$' "$2"; then
+        missing=$(echo "$missing" | sed 's/ isolcpus=3//')
     fi
     if [ -z "$missing" ]; then pass "$1 carries the isolation and hugepage arguments"; else fail "$1 carries the isolation and hugepage arguments" "missing:$missing ($(tr '\n' ' ' <"$2"))"; fi
 }
@@ -401,8 +401,8 @@ verify_after_reboot() { # VARIANT
     pend=$(jq -r '[.checks[] | select(.status == "pending-reboot") | "\(.id) \(.subject): \(.message)"] | join(" | ")' "$r")
     expect_eq "nothing is pending-reboot" "$pend" ""
     expect_units_ok
-    expect_eq "/sys/devices/system/cpu/isolated" "$(cat /sys/devices/system/cpu/isolated)" 2-3
-    expect_eq "/sys/devices/system/cpu/nohz_full" "$(cat /sys/devices/system/cpu/nohz_full)" 2-3
+    expect_eq "/sys/devices/system/cpu/isolated" "$(cat /sys/devices/system/cpu/isolated)" 3
+    expect_eq "/sys/devices/system/cpu/nohz_full" "$(cat /sys/devices/system/cpu/nohz_full)" 3
     expect_eq "1G pages reserved at boot" "$(cat /sys/kernel/mm/hugepages/hugepages-${HP_KB}kB/nr_hugepages 2>/dev/null)" "$HP_COUNT"
     expect_eq "mnt-huge.mount is active" "$(systemctl is-active mnt-huge.mount)" active
     expect_eq "hugetlbfs mounted at /mnt/huge" "$(findmnt -n -o FSTYPE,OPTIONS /mnt/huge | awk '{print $1}')" hugetlbfs
@@ -1049,7 +1049,7 @@ case "$phase" in
         p=$(ls "/sys/bus/pci/devices/$(e1000e_bdf)/net" 2>/dev/null | head -n 1)
         [ -z "$p" ] || DATA_PORT=$p
         NM_OURS=daqiri-$DATA_PORT
-        KARGS="isolcpus=2-3 nohz_full=2-3 rcu_nocbs=2-3 rcu_nocb_poll irqaffinity=0-1 hugepagesz=1G hugepages=$HP_COUNT default_hugepagesz=1G"
+        KARGS="isolcpus=3 nohz_full=3 rcu_nocbs=3 rcu_nocb_poll irqaffinity=0-2 hugepagesz=1G hugepages=$HP_COUNT default_hugepagesz=1G"
         ;;
 esac
 case "$phase" in
