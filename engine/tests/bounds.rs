@@ -245,7 +245,7 @@ fn profile_file(dir: &std::path::Path, base: &str, body: &str) -> String {
     p.display().to_string()
 }
 
-/// Row 7: a boot reservation leaves every node max(1 GiB, an eighth) (docs/checks/hugepages.md):
+/// Row 7: a boot reservation leaves every node max(512 MiB, an eighth) (docs/checks/hugepages.md):
 /// 64 x 1G on the 64 GiB IGX wrote `hugepages=64` (the next boot has no memory); 56 x 1G is
 /// what the rule allows there and is written.
 #[test]

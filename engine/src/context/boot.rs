@@ -145,9 +145,9 @@ pub fn offered_pools(
         .partition(|p| daqtune_probe::mem::parse_size_kb(&p.size).is_none_or(|kb| mem.offers(kb)))
 }
 
-/// What a boot-time reservation leaves every NUMA node at least: 1 GiB, or an eighth of the
+/// What a boot-time reservation leaves every NUMA node at least: 512 MiB, or an eighth of the
 /// node's memory where that is more (docs/checks/hugepages.md says why).
-pub const BOOT_KEEP_MIN_KB: u64 = 1024 * 1024;
+pub const BOOT_KEEP_MIN_KB: u64 = 512 * 1024;
 
 /// The kB a boot reservation must leave a node of `total_kb`.
 pub fn boot_keep_kb(total_kb: u64) -> u64 {
@@ -209,7 +209,7 @@ pub fn boot_bounded(
             .saturating_mul(n);
         match short {
             Some(((name, total), t)) => notes.push(format!(
-                "hugepages={} of {} not written: the kernel spreads a boot reservation over the {n} node(s) with memory, {} on each, and {name} has {} of which at least {} stays for the kernel and everything else (max(1G, an eighth)){}; at most {most} x {} fit here (docs/checks/hugepages.md)",
+                "hugepages={} of {} not written: the kernel spreads a boot reservation over the {n} node(s) with memory, {} on each, and {name} has {} of which at least {} stays for the kernel and everything else (max(512M, an eighth)){}; at most {most} x {} fit here (docs/checks/hugepages.md)",
                 pool.count,
                 pool.size,
                 daqtune_probe::mem::format_size_kb(per_node),
