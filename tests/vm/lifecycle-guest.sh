@@ -499,6 +499,9 @@ trial_breaker_arm() {
     cp /proc/cmdline "$st/cmdline-T0"
     run apply-T1 dq apply --yes --only kernel.cmdline
     expect_eq "apply --only kernel.cmdline exits 0" "$rc" 0
+    # `--only kernel.cmdline` writes the isolation words alone (issue 42: each setting its own
+    # parts of the drop-in; the hugepage reservation is `--only hugepages`).
+    KARGS="isolcpus=3 nohz_full=3 rcu_nocbs=3 irqaffinity=0-2"
     trial_armed T1b
 }
 
