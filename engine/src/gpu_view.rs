@@ -186,17 +186,13 @@ fn xid_fact(g: &GpuFacts, xids: Option<&[daqtune_probe::gpu::xid::XidEvent]>) ->
         });
         return f;
     };
-    let mine: Vec<_> = events.iter().filter(|e| e.is_for(bus)).collect();
-    let mut codes: Vec<u32> = mine.iter().map(|e| e.code).collect();
-    codes.sort_unstable();
-    codes.dedup();
-    let value = if codes.is_empty() {
+    let counts = crate::tunables::gpu_health::xid_counts(events, bus);
+    let value = if counts.is_empty() {
         "none".to_string()
     } else {
-        codes
+        counts
             .iter()
-            .map(|c| {
-                let n = mine.iter().filter(|e| e.code == *c).count();
+            .map(|(c, n)| {
                 let (_, meaning) = crate::tunables::gpu_health::xid_grade(*c);
                 format!("Xid {c} x{n} ({meaning})")
             })

@@ -286,6 +286,31 @@ fn profile_copy(g: &GlobalOptions, lp: &LoadedProfile) -> Option<(String, Vec<u8
     ))
 }
 
+/// The plan `plan` shows and `apply` executes: the tunables' plan, the profile copy the units
+/// run, and the kernel-argument trial armed where the boot loader allows one. One function for
+/// the plan printed and the plan made again under the lock, so the two cannot drift apart.
+fn complete_plan(
+    facts: &Facts,
+    lp: &LoadedProfile,
+    opts: &crate::plan::PlanOptions,
+    gpu: Option<&dyn gpu::GpuSetters>,
+    copy: &Option<(String, Vec<u8>)>,
+    no_trial: bool,
+) -> Result<(Plan, Option<crate::exec::trial::Armed>), UsageError> {
+    let mut plan = crate::tunables::build_plan_with(facts, lp, opts, gpu)
+        .map_err(|e| UsageError::Other(e.to_string()))?;
+    add_profile_copy(facts, lp, &mut plan, copy, opts.persist);
+    let armed = crate::exec::trial::arm(
+        facts,
+        lp,
+        &mut plan,
+        opts.exe.as_deref(),
+        &opts.profile_ref,
+        no_trial,
+    );
+    Ok((plan, armed))
+}
+
 /// Puts the profile copy into `plan`, first (a unit never names a copy not yet written), when
 /// a file the plan writes names it, or a file daqtune wrote earlier does, and it is not
 /// already there with these bytes. Revert removes it with the rest of the run.
@@ -562,17 +587,7 @@ pub fn plan_for(
     if let Some(exe) = placeholder {
         opts.exe = Some(exe.to_string());
     }
-    let mut plan = crate::tunables::build_plan_with(&facts, &lp, &opts, None)
-        .map_err(|e| UsageError::Other(e.to_string()))?;
-    add_profile_copy(&facts, &lp, &mut plan, &copy, opts.persist);
-    crate::exec::trial::arm(
-        &facts,
-        &lp,
-        &mut plan,
-        opts.exe.as_deref(),
-        &opts.profile_ref,
-        sel.no_trial,
-    );
+    let (mut plan, _) = complete_plan(&facts, &lp, &opts, None, &copy, sel.no_trial)?;
     note_foreign(&mut plan);
     if let Some(exe) = placeholder {
         let runs = format!("{exe} ");
@@ -657,17 +672,7 @@ fn run_apply_inner(
     if let Some((p, _)) = &copy {
         opts.profile_ref = p.clone();
     }
-    let mut plan = crate::tunables::build_plan_with(&facts, &lp, &opts, gpu)
-        .map_err(|e| UsageError::Other(e.to_string()))?;
-    add_profile_copy(&facts, &lp, &mut plan, &copy, opts.persist);
-    crate::exec::trial::arm(
-        &facts,
-        &lp,
-        &mut plan,
-        opts.exe.as_deref(),
-        &opts.profile_ref,
-        sel.no_trial,
-    );
+    let (mut plan, _) = complete_plan(&facts, &lp, &opts, gpu, &copy, sel.no_trial)?;
     note_foreign(&mut plan);
     refuse_without_binary(&plan, &sel)?;
     let _ = write!(out, "{plan}");
@@ -719,17 +724,7 @@ fn run_apply_inner(
     // The host may have changed while the user read the plan (or another apply ran): plan
     // again under the lock, on facts read afresh.
     let facts = g.facts(&host);
-    let mut plan = crate::tunables::build_plan_with(&facts, &lp, &opts, gpu)
-        .map_err(|e| UsageError::Other(e.to_string()))?;
-    add_profile_copy(&facts, &lp, &mut plan, &copy, opts.persist);
-    let armed = crate::exec::trial::arm(
-        &facts,
-        &lp,
-        &mut plan,
-        opts.exe.as_deref(),
-        &opts.profile_ref,
-        sel.no_trial,
-    );
+    let (plan, armed) = complete_plan(&facts, &lp, &opts, gpu, &copy, sel.no_trial)?;
     refuse_without_binary(&plan, &sel)?;
     let mut journal = journal::Journal::create(&state.join("journal"), &lp.profile.name, w)
         .map_err(|e| {

@@ -61,17 +61,7 @@ pub fn render_with(report: &Report, run: &RunInfo) -> String {
         "One series per verdict: the check id, its subject and the status it ended in \
          (pass, warn, fail, skip, n/a, error, pending-reboot); the value is always 1.",
     );
-    // Two verdicts of one check on one subject would be one series twice, which the
-    // collector rejects with the whole file: the later ones get " #2", " #3".
-    let mut seen: HashMap<(&str, &str), usize> = HashMap::new();
-    for v in &report.checks {
-        let n = seen.entry((&v.id, &v.subject)).or_insert(0);
-        *n += 1;
-        let subject = if *n == 1 {
-            v.subject.clone()
-        } else {
-            format!("{} #{n}", v.subject)
-        };
+    for (v, subject) in numbered(report.checks.iter()) {
         sample(
             &mut s,
             "daqtune_check_status",
@@ -90,16 +80,8 @@ pub fn render_with(report: &Report, run: &RunInfo) -> String {
          Orin, say): the check id, its subject, the limit's value and what it means; the \
          value is always 1.",
     );
-    let mut seen: HashMap<(&str, &str), usize> = HashMap::new();
-    for v in &report.checks {
+    for (v, subject) in numbered(report.checks.iter().filter(|v| v.limit.is_some())) {
         let Some(l) = &v.limit else { continue };
-        let n = seen.entry((&v.id, &v.subject)).or_insert(0);
-        *n += 1;
-        let subject = if *n == 1 {
-            v.subject.clone()
-        } else {
-            format!("{} #{n}", v.subject)
-        };
         sample(
             &mut s,
             "daqtune_platform_limit",
@@ -225,6 +207,27 @@ pub fn render_with(report: &Report, run: &RunInfo) -> String {
         run.finished_unix,
     );
     s
+}
+
+/// Each verdict with the subject its series carries. Two verdicts of one check on one subject
+/// would be one series twice, which the collector rejects with the whole file: the later ones
+/// get " #2", " #3".
+fn numbered<'a>(
+    verdicts: impl Iterator<Item = &'a crate::verdict::Verdict>,
+) -> Vec<(&'a crate::verdict::Verdict, String)> {
+    let mut seen: HashMap<(&str, &str), usize> = HashMap::new();
+    verdicts
+        .map(|v| {
+            let n = seen.entry((&v.id, &v.subject)).or_insert(0);
+            *n += 1;
+            let subject = if *n == 1 {
+                v.subject.clone()
+            } else {
+                format!("{} #{n}", v.subject)
+            };
+            (v, subject)
+        })
+        .collect()
 }
 
 #[cfg(test)]

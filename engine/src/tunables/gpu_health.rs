@@ -160,6 +160,16 @@ fn run_xid(ctx: &Context) -> Vec<Verdict> {
     snap.gpus.iter().map(|g| judge_xids(g, &events)).collect()
 }
 
+/// The Xid codes logged for the GPU at `bus` (`0000:2b:00.0`), each once with how often, in
+/// code order: what `gpu.xid` judges and `daqtune gpu` shows.
+pub fn xid_counts(events: &[XidEvent], bus: &str) -> Vec<(u32, usize)> {
+    let mut counts: std::collections::BTreeMap<u32, usize> = std::collections::BTreeMap::new();
+    for e in events.iter().filter(|e| e.is_for(bus)) {
+        *counts.entry(e.code).or_insert(0) += 1;
+    }
+    counts.into_iter().collect()
+}
+
 /// One GPU's Xid verdict: each code once, with its count and NVIDIA's meaning.
 pub fn judge_xids(g: &GpuFacts, events: &[XidEvent]) -> Verdict {
     let Some(bus) = &g.pci_bus_id else {
@@ -172,13 +182,10 @@ pub fn judge_xids(g: &GpuFacts, events: &[XidEvent]) -> Verdict {
             ),
         );
     };
-    let mine: Vec<&XidEvent> = events.iter().filter(|e| e.is_for(bus)).collect();
-    let mut codes: Vec<u32> = mine.iter().map(|e| e.code).collect();
-    codes.sort_unstable();
-    codes.dedup();
+    let counts = xid_counts(events, bus);
+    let codes: Vec<u32> = counts.iter().map(|(c, _)| *c).collect();
     let (mut fails, mut warns) = (Vec::new(), Vec::new());
-    for c in &codes {
-        let n = mine.iter().filter(|e| e.code == *c).count();
+    for (c, n) in &counts {
         let (grade, meaning) = xid_grade(*c);
         let line = format!("Xid {c} x{n} since boot: {meaning}");
         match grade {
