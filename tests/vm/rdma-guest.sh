@@ -168,7 +168,9 @@ echo $? >"$out/daqtune-rdma-pinned.rc"
 state() {
     {
         rdma system show 2>&1 | sed 's/ copy-on-fork.*//'
-        rdma link show 2>&1 | sed 's/ state.*netdev / netdev /'
+        # Sorted: a device made again by --recover gets a new index, and the list is in
+        # index order, so the same set of links may print in another order.
+        rdma link show 2>&1 | sed 's/ state.*netdev / netdev /' | sort
         for i in dqa dqb dqc dqd; do
             echo "$i $(ip -o -4 addr show dev "$i" 2>&1 | awk '{print $4}' | sort | tr '\n' ' ')"
         done
