@@ -1039,7 +1039,7 @@ pub fn rate_from_probe(probe: &EngineResult) -> Result<(f64, f64), String> {
             probe.integrity_errors
         ));
     }
-    if probe.packets == 0 || !(probe.gbps > 0.0) || !probe.gbps.is_finite() {
+    if probe.packets == 0 || !probe.gbps.is_finite() || probe.gbps <= 0.0 {
         return Err("nothing arrived in the probe".into());
     }
     Ok((probe.gbps, probe.gbps * PROBE_SHARE))

@@ -970,6 +970,9 @@ pub(crate) struct NvmlPart {
     pub calls: u32,
 }
 
+/// One GPU's facts and the NVML calls they took, or why NVML could not open it.
+type DeviceRead = Result<(GpuFacts, u32), NvmlErr>;
+
 /// NVML's facts of every GPU; a GPU whose static answers are in `cached` is asked only what
 /// can move.
 pub(crate) fn gather(nvlink: bool, cached: &[NvmlStatic]) -> (LibStatus, NvmlPart) {
@@ -998,7 +1001,7 @@ pub(crate) fn gather(nvlink: bool, cached: &[NvmlStatic]) -> (LibStatus, NvmlPar
         }
     };
     // NVML is thread-safe; querying GPUs in parallel keeps an 8-GPU host near the cost of one.
-    let results: Vec<(u32, Result<(GpuFacts, u32), NvmlErr>)> = if count > 1 {
+    let results: Vec<(u32, DeviceRead)> = if count > 1 {
         std::thread::scope(|s| {
             let nvml = &nvml;
             let handles: Vec<_> = (0..count)
