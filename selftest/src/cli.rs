@@ -868,12 +868,22 @@ fn run_on(
             },
             (None, _) => None,
         };
-        let probe_rate = mode == Mode::Udp
+        let no_speed = mode == Mode::Udp
             && spec.rate_gbps.is_none()
             && args.rate.is_none()
             && d.udp_rate_gbps.is_none()
             && line.is_none()
             && !args.find_max;
+        // A peer's server may serve one session (`--serve --once`): a probe would take it. The
+        // run is unpaced there, judged as unpaced (loss warns): a pass says the path carried
+        // all the sender offered, a figure about the path, not a rate picked for it.
+        let probe_rate = no_speed && topo.kind != topology::Kind::Peer;
+        if no_speed && !probe_rate {
+            rate_note = Some(format!(
+                "unpaced: the path has no link speed ({}) and a --peer server may serve one session, which a probe for a rate would take; --rate sets one",
+                link.source
+            ));
+        }
         spec.tx_cpu = plan.tx;
         spec.rx_cpu = plan.rx;
         spec.streams = args.streams as usize;
