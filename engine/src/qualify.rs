@@ -306,6 +306,10 @@ pub struct Qualification {
     /// The part of the qualification run (`--only`, `--selftest`); absent: all of the level.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub subset: Option<Subset>,
+    /// Wall time of the whole qualification, seconds (a CI job budgets for it; level 2 with
+    /// the default durations is meant to stay under 30 s, docs/ci-gate.md).
+    #[serde(default)]
+    pub wall_s: f64,
 }
 
 /// Why a self-test child gave no results.
@@ -460,6 +464,7 @@ pub fn run(
     a: &QualifyOptions,
     out: &mut dyn std::io::Write,
 ) -> Result<u8, UsageError> {
+    let started = Instant::now();
     // Named before anything is read: a typo costs nothing.
     let subset = Subset::new(&a.only, a.selftest.as_deref())?;
     let runs_selftest = a.level >= 2 || subset.selftest.is_some();
@@ -523,6 +528,7 @@ pub fn run(
         checks,
         selftest,
         subset: (!subset.is_whole()).then_some(subset),
+        wall_s: started.elapsed().as_secs_f64(),
     };
     // Every file asked for is written even when an earlier one fails (a CI job keeps the
     // JUnit when the JSON's directory is missing); the first failure is the error, exit 2.
@@ -592,7 +598,12 @@ pub fn text(q: &Qualification) -> String {
             );
         }
     }
-    let _ = writeln!(s, "result: {}", if q.passed { "PASS" } else { "FAIL" });
+    let _ = writeln!(
+        s,
+        "result: {} ({:.1} s wall time)",
+        if q.passed { "PASS" } else { "FAIL" },
+        q.wall_s
+    );
     s
 }
 
@@ -854,6 +865,7 @@ mod tests {
             selftest: rs,
             gate_failures: Vec::new(),
             subset: None,
+            wall_s: 12.25,
         };
         let j = junit(&q);
         assert!(
@@ -865,6 +877,7 @@ mod tests {
             t.contains("      1. nic.mtu (self-test path) fail: the self-test path has MTU 1500"),
             "{t}"
         );
+        assert!(t.ends_with("result: FAIL (12.2 s wall time)\n"), "{t}");
     }
 
     /// The RDMA self-test's results carry the same assessment (the launcher assesses the

@@ -101,7 +101,7 @@ impl GpuFactsSource {
             .unwrap_or_default();
         Some(match c.outcome {
             CacheOutcome::Hit => format!(
-                "GPU facts: NVML live; CUDA attributes from this boot's cache {} (read from CUDA{when}); --no-cache reads them afresh",
+                "GPU facts: NVML live for what moves (names, maxima and thresholds from the cache); CUDA attributes from this boot's cache {} (read from CUDA{when}); --no-cache reads both afresh",
                 c.path
             ),
             CacheOutcome::Stored => format!(

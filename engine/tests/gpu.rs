@@ -482,3 +482,124 @@ fn health_without_readings_is_a_skip_not_a_pass() {
     assert_eq!(text(v, "status"), "skip", "{v}");
     assert!(text(v, "message").contains("recorded before"), "{v}");
 }
+
+// ---------------------------------------------------------------------------------------------
+// Issue 43: NVML's static answers from the per-boot cache. A warm run asks NVML only what can
+// move and takes the rest from the cache file; every recorded GPU host must then be judged
+// exactly as when NVML answered everything.
+
+/// A record as a warm run builds it: the live answers NVML gave, the static ones cleared (a
+/// warm run does not ask for them), then the cached ones put back from the cache file's JSON.
+fn through_the_cache(g: &serde_json::Value) -> serde_json::Value {
+    use daqtune_probe::gpu::cache::{NvmlStatic, NVML_STATIC_KEYS};
+    use daqtune_probe::gpu::GpuFacts;
+    let facts: GpuFacts = serde_json::from_value(g.clone()).expect("gpu facts");
+    let Some(stat) = NvmlStatic::from_facts(&facts) else {
+        // Not NVML's whole record (a CUDA-only GPU, a failed static call): a warm run asks
+        // NVML for all of it, as the cold one did.
+        return g.clone();
+    };
+    let stored: NvmlStatic =
+        serde_json::from_str(&serde_json::to_string(&stat).expect("json")).expect("parse");
+    let mut warm = facts.clone();
+    warm.name = None;
+    warm.pci_bus_id = None;
+    warm.brand = None;
+    warm.architecture = None;
+    warm.memory_total_mib = None;
+    warm.sm_clock.max_mhz = None;
+    warm.sm_clock.default_applications_mhz = None;
+    warm.memory_clock.max_mhz = None;
+    warm.memory_clock.default_applications_mhz = None;
+    warm.memory_clock_domain = None;
+    warm.pcie.max_link_gen = None;
+    warm.pcie.max_link_width = None;
+    warm.pcie.gpu_max_link_gen = None;
+    warm.health.slowdown_temp_c = None;
+    warm.health.shutdown_temp_c = None;
+    warm.unavailable
+        .retain(|k, _| !NVML_STATIC_KEYS.contains(&k.as_str()));
+    stored.apply(&mut warm);
+    assert_eq!(warm, facts, "the cache gives back what NVML said");
+    serde_json::to_value(&warm).expect("json")
+}
+
+fn gpu_triples(r: &serde_json::Value) -> Vec<(String, String, String, String, String)> {
+    r["checks"]
+        .as_array()
+        .expect("checks")
+        .iter()
+        .filter(|c| c["id"].as_str().unwrap_or("").starts_with("gpu."))
+        .map(|c| {
+            (
+                text(c, "id"),
+                text(c, "subject"),
+                text(c, "status"),
+                text(c, "observed"),
+                text(c, "message"),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn warm_nvml_cache_gives_the_same_verdicts_on_every_recorded_gpu_host() {
+    let hosts = [
+        ("gpu-h200", "generic-dgpu"),
+        ("gpu-h200-live", "generic-dgpu"),
+        ("gpu-h200-health", "generic-dgpu"),
+        ("gpu-hybrid", "generic-dgpu"),
+        ("gpu-igx-bar256", "igx-orin"),
+        ("gpu-igx-bar8g", "igx-orin"),
+        ("gpu-spark", "dgx-spark"),
+    ];
+    let mut cached_gpus = 0;
+    for (name, profile) in hosts {
+        let (cold, _) = evaluate(&fixture(name), profile, &[]);
+        let d = tempfile::tempdir().expect("tempdir");
+        copy_tree(&fixture(name), d.path());
+        let path = d.path().join("daqtune/gpu.json");
+        let mut facts: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).expect("facts")).expect("json");
+        for g in facts["gpus"].as_array_mut().expect("gpus") {
+            let warm = through_the_cache(g);
+            if g["nvml_index"].is_u64() {
+                cached_gpus += 1;
+            }
+            *g = warm;
+        }
+        std::fs::write(&path, serde_json::to_string(&facts).expect("json")).expect("write");
+        let (warm, _) = evaluate(d.path(), profile, &[]);
+        let (c, w) = (gpu_triples(&cold), gpu_triples(&warm));
+        assert!(!c.is_empty(), "{name}: no GPU verdicts");
+        assert_eq!(c, w, "{name}");
+    }
+    assert!(
+        cached_gpus >= 5,
+        "{cached_gpus} GPUs went through the cache"
+    );
+}
+
+/// A static call that failed in a way that may not last (a timeout, a GPU in reset) is not
+/// cached: the next run asks NVML again instead of carrying the failure for the whole boot.
+#[test]
+fn a_passing_nvml_failure_is_never_cached() {
+    use daqtune_probe::gpu::cache::NvmlStatic;
+    use daqtune_probe::gpu::GpuFacts;
+    let text = std::fs::read_to_string(fixture("gpu-h200-health/daqtune/gpu.json")).expect("f");
+    let v: serde_json::Value = serde_json::from_str(&text).expect("json");
+    let mut g: GpuFacts = serde_json::from_value(v["gpus"][0].clone()).expect("facts");
+    assert!(NvmlStatic::from_facts(&g).is_some());
+    g.health.slowdown_temp_c = None;
+    g.unavailable.insert(
+        "health.slowdown_temp".into(),
+        "Timeout (NVML_ERROR_TIMEOUT)".into(),
+    );
+    assert_eq!(NvmlStatic::from_facts(&g), None);
+    g.unavailable.insert(
+        "health.slowdown_temp".into(),
+        "Not Supported (NVML_ERROR_NOT_SUPPORTED)".into(),
+    );
+    let s = NvmlStatic::from_facts(&g).expect("NOT_SUPPORTED holds for the load");
+    assert!(s.unavailable.contains_key("health.slowdown_temp"));
+}

@@ -48,20 +48,26 @@ fn the_h100_runs_show_store_hit_and_bypass() {
     assert_eq!(gd(&first), gd(&second));
 }
 
+/// The file is a v1 cache (before the module's load identity and NVML's static answers were
+/// part of it): its contents still describe the H100, and this build does not trust it, so the
+/// first run after an upgrade reads CUDA and NVML afresh.
 #[test]
 fn the_cache_file_it_left_matches_its_gpu() {
-    let f = CacheFile::parse(&data("cuda-attrs.json")).expect("cache file");
-    assert!(f.key.driver.contains("580.159.04"), "{:?}", f.key);
-    assert_eq!(f.key.gpus.len(), 1);
-    assert!(
-        f.key.gpus[0].starts_with("0000:00:06.0 GPU-"),
-        "{:?}",
-        f.key.gpus
-    );
-    let (uuid, attrs) = (&f.devices[0].uuid, &f.devices[0].attrs);
-    assert!(f.key.gpus[0].ends_with(uuid.as_str()));
-    assert_eq!(attrs.gpu_direct_rdma_supported, Some(true));
-    assert_eq!(attrs.compute_capability.as_deref(), Some("9.0"));
+    let text = data("cuda-attrs.json");
+    let v: serde_json::Value = serde_json::from_str(&text).expect("JSON");
+    assert_eq!(v["schema"], "daqtune.cuda-cache/v1");
+    let driver = v["key"]["driver"].as_str().unwrap_or_default();
+    assert!(driver.contains("580.159.04"), "{driver}");
+    let gpus = v["key"]["gpus"].as_array().cloned().unwrap_or_default();
+    assert_eq!(gpus.len(), 1);
+    let key_gpu = gpus[0].as_str().unwrap_or_default();
+    assert!(key_gpu.starts_with("0000:00:06.0 GPU-"), "{key_gpu}");
+    let dev = &v["devices"][0];
+    assert!(key_gpu.ends_with(dev["uuid"].as_str().unwrap_or("-")));
+    assert_eq!(dev["attrs"]["gpu_direct_rdma_supported"], true);
+    assert_eq!(dev["attrs"]["compute_capability"], "9.0");
+    let refused = CacheFile::parse(&text).expect_err("a v1 file is not trusted");
+    assert!(refused.contains("daqtune.cuda-cache/v2"), "{refused}");
 }
 
 /// After probe and selftest came to share one CUDA driver binding (issue 24), `check

@@ -180,6 +180,9 @@ pub struct FileStat {
     /// Permission bits (`mode & 0o7777`).
     pub mode: u32,
     pub len: u64,
+    /// The inode number: on sysfs (kernfs) a node's id, new whenever the node is made again
+    /// (a module's `/sys/module/NAME` after a reload).
+    pub ino: u64,
 }
 
 impl FileStat {
@@ -611,7 +614,7 @@ impl Host {
 
     /// Type, permission bits and size of a path (symlinks followed, inside the root).
     pub fn stat(&self, host_path: &str) -> ReadResult<FileStat> {
-        use std::os::unix::fs::PermissionsExt;
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
         self.record(host_path, Access::Stat);
         let p = self.open_path(host_path)?;
         let m = std::fs::metadata(&p).map_err(|e| ReadError::from_io(host_path, e))?;
@@ -620,6 +623,7 @@ impl Host {
             is_dir: m.is_dir(),
             mode: m.permissions().mode() & 0o7777,
             len: m.len(),
+            ino: m.ino(),
         })
     }
 

@@ -204,6 +204,65 @@ fn veth_tcp_and_udp_pass_and_leave_nothing() {
     no_veth_here();
 }
 
+/// Issue 43: a veth pair has no link speed, so a default UDP run takes its rate from the path
+/// (a short unpaced probe) and says so, or judges no rate; it never passes at a rate it did
+/// not choose (1 Gb/s, which any machine carries, passed before).
+#[test]
+fn veth_default_udp_is_paced_from_its_probe_not_a_fixed_rate() {
+    let _g = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    if !root() {
+        return;
+    }
+    let out = bin()
+        // Loss is the host's here (other builds share the CPUs); the rate's origin is the test.
+        .args([
+            "socket",
+            "--veth",
+            "--mode",
+            "udp",
+            "--duration",
+            "2",
+            "--format",
+            "json",
+            "--max-udp-loss",
+            "100",
+        ])
+        .output()
+        .expect("run");
+    let v = json(&out);
+    let r = &v["results"][0];
+    assert_eq!(r["mode"], "udp", "{v}");
+    let notes: Vec<&str> = r["notes"]
+        .as_array()
+        .expect("notes")
+        .iter()
+        .filter_map(|n| n.as_str())
+        .collect();
+    if r["status"] == "skip" {
+        assert!(notes.iter().any(|n| n.starts_with("no rate judged")), "{r}");
+        return;
+    }
+    let rate = r["rate_gbps"].as_f64().expect("a paced run");
+    // "paced at R Gb/s: 75 % of the D Gb/s an unpaced 0.5-s probe delivered over this path"
+    let probe = notes
+        .iter()
+        .find_map(|n| {
+            let rest = n.strip_prefix("paced at ")?;
+            let (_, d) = rest.split_once("% of the ")?;
+            let (d, tail) = d.split_once(" Gb/s an unpaced ")?;
+            tail.contains("probe delivered")
+                .then(|| d.parse::<f64>().ok())?
+        })
+        .unwrap_or_else(|| panic!("no probe named for the rate {rate}: {r}"));
+    assert!(probe > 0.0, "{r}");
+    assert!(
+        (rate - probe * 0.75).abs() <= probe * 0.001 + 0.001,
+        "paced at {rate}, probe {probe}: {r}"
+    );
+    assert_eq!(r["integrity_errors"], 0, "{r}");
+    no_veth_here();
+}
+
 #[test]
 fn veth_four_streams() {
     let _g = LOCK.lock().unwrap_or_else(|e| e.into_inner());

@@ -500,8 +500,8 @@ pub struct SelftestProfile {
     pub max_udp_loss_pct: f64,
     /// Minimum TCP rate over a veth pair, Gb/s (0 = integrity only).
     pub min_tcp_gbps: f64,
-    /// UDP pacing in Gb/s; unset = the payload rate of the port's link at the MTU (1 Gb/s
-    /// where the link has no speed: veth, loopback).
+    /// UDP pacing in Gb/s; unset = the payload rate of the port's link at the MTU (where the
+    /// link has no speed, veth and loopback: a share of what a short unpaced probe delivered).
     pub udp_rate_gbps: Option<f64>,
     /// Reference rates by `engine.mode` without a message shape (`rdma.send: 97.6`); prefer
     /// `reference`, which states the shape and the source.

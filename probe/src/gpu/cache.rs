@@ -1,12 +1,21 @@
-//! A per-boot cache of the CUDA driver attributes daqtune reads.
+//! A per-boot cache of what the CUDA driver and NVML say that cannot change while the same
+//! driver load serves the same GPUs.
 //!
 //! `cuInit` costs about 200 ms on a datacenter GPU, most of a `check`. The attributes read
 //! through CUDA (GPUDirect RDMA, dma-buf, integrated, compute capability, ordinal, bus id) are
 //! properties of the GPU and the loaded driver: they cannot change while the same driver serves
 //! the same GPUs within one boot. So the first run of a boot keeps them in
 //! [`CACHE_PATH`] (`/run` is a tmpfs, emptied at every boot) and later runs read them back
-//! instead of initialising CUDA. NVML facts (clocks, persistence, BAR1 use) move and are
-//! always queried afresh.
+//! instead of initialising CUDA.
+//!
+//! The same file keeps NVML's static answers per GPU ([`NvmlStatic`]: name, bus id, brand,
+//! architecture, framebuffer size, maximum and default application clocks, PCIe maximum link,
+//! slowdown and shutdown temperatures), so a warm run asks NVML only what moves: clocks now,
+//! application clocks (`nvidia-smi -ac`), persistence, P-state, clock event reasons, BAR1 use,
+//! utilisation, temperature, power draw and the enforced power limit (`nvidia-smi -pl` changes
+//! it), ECC mode (a pending mode becomes current at the next GPU reset, which nothing here
+//! can see) and counts, remapped rows and retired pages. NVLink is not cached: a link that
+//! goes down after an error is what `topo` must show.
 //!
 //! The cache is trusted only when its key matches what the kernel says now, read without any
 //! driver library:
@@ -14,17 +23,26 @@
 //!   never carries attributes over;
 //! - the driver (`/proc/driver/nvidia/version`, its NVRM line: version and open/proprietary
 //!   flavour; reloading another module changes it);
+//! - the module's load: the inode number of `/sys/module/nvidia`. sysfs numbers its nodes
+//!   from a cyclic id allocator, so unloading and loading the module again (the same version
+//!   included) makes a directory with a new number;
 //! - the GPUs the driver serves (`/proc/driver/nvidia/gpus/*/information`: bus id and UUID);
 //! - `CUDA_VISIBLE_DEVICES`, which changes what CUDA enumerates.
 //!
-//! Without a key (no NVIDIA kernel module, a container without those procfs files) nothing is
-//! cached. A file that is not a regular file, is writable by others than its root owner, or is
-//! larger than [`MAX_CACHE_BYTES`] is ignored. Failures to read CUDA are never cached. A host
-//! root (`--root`) never uses the cache: it replays its recorded facts.
+//! A GPU reset (`nvidia-smi -r`) leaves every cached value as it was (none is a setting a reset
+//! applies), so it need not be in the key: what a reset changes (ECC mode, volatile ECC counts,
+//! pending remaps) is read live.
+//!
+//! Without a key (no NVIDIA kernel module, a container without those procfs/sysfs files)
+//! nothing is cached. A file that is not a regular file, is writable by others than its root
+//! owner, or is larger than [`MAX_CACHE_BYTES`] is ignored. Failures to read CUDA are never
+//! cached, nor NVML answers other than a value or NOT_SUPPORTED. A host root (`--root`) never
+//! uses the cache: it replays its recorded facts.
 
-use super::{CudaAttrs, LibStatus};
+use super::{CudaAttrs, GpuFacts, LibStatus};
 use crate::host::Host;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::io::Read;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
@@ -32,7 +50,10 @@ use std::path::Path;
 /// Host path of the cache file.
 pub const CACHE_PATH: &str = "/run/daqtune/cuda-attrs.json";
 /// Schema tag of the cache file.
-pub const CACHE_SCHEMA: &str = "daqtune.cuda-cache/v1";
+///
+/// v2 added the module's load and NVML's static answers; a v1 file is not trusted (its key
+/// cannot tell a reloaded module) and is overwritten by the next run.
+pub const CACHE_SCHEMA: &str = "daqtune.cuda-cache/v2";
 /// A cache for 64 GPUs is about 30 KiB; anything much larger is not ours.
 pub const MAX_CACHE_BYTES: u64 = 1 << 20;
 
@@ -42,6 +63,8 @@ pub struct CacheKey {
     pub boot_id: String,
     /// The NVRM line of /proc/driver/nvidia/version.
     pub driver: String,
+    /// The inode number of `/sys/module/nvidia`: new at every load of the module.
+    pub module_ino: u64,
     /// `<bus id> <uuid>` per GPU the driver serves, sorted.
     pub gpus: Vec<String>,
     /// `CUDA_VISIBLE_DEVICES` as this process sees it.
@@ -108,6 +131,11 @@ pub fn cache_key(host: &Host, cuda_visible_devices: Option<String>) -> Result<Ca
     let driver = super::parse_driver_version(&version)
         .map(|d| d.nvrm_line)
         .ok_or("/proc/driver/nvidia/version has no NVRM line")?;
+    // Without the load identity a reload of the same version could not be told.
+    let module_ino = host
+        .stat("/sys/module/nvidia")
+        .map_err(|e| format!("no module identity: {e}"))?
+        .ino;
     let mut gpus = Vec::new();
     for g in proc_gpus(host) {
         match (g.bus_id, g.uuid) {
@@ -120,6 +148,7 @@ pub fn cache_key(host: &Host, cuda_visible_devices: Option<String>) -> Result<Ca
     Ok(CacheKey {
         boot_id,
         driver,
+        module_ino,
         gpus,
         cuda_visible_devices,
     })
@@ -142,18 +171,132 @@ pub struct CacheFile {
     pub cuda_driver_version: Option<i32>,
     pub cuda_device_order: Option<String>,
     pub devices: Vec<CachedDevice>,
+    /// NVML's static answers per GPU; empty where NVML did not answer when stored.
+    #[serde(default)]
+    pub nvml: Vec<NvmlStatic>,
+}
+
+/// The keys of [`GpuFacts::unavailable`] whose NVML calls [`NvmlStatic`] answers.
+pub const NVML_STATIC_KEYS: &[&str] = &[
+    "name",
+    "pci",
+    "brand",
+    "architecture",
+    "memory_total",
+    "sm_clock.max",
+    "sm_clock.default_applications",
+    "memory_clock.max",
+    "memory_clock.default_applications",
+    "pcie.max_link_gen",
+    "pcie.max_link_width",
+    "pcie.gpu_max_link_gen",
+    "health.slowdown_temp",
+    "health.shutdown_temp",
+];
+
+/// What NVML says about one GPU that the GPU, its VBIOS and the loaded driver fix: it cannot
+/// change while the same driver load serves the GPU (see the module text for what stays live).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct NvmlStatic {
+    pub uuid: String,
+    pub name: Option<String>,
+    pub pci_bus_id: Option<String>,
+    pub brand: Option<String>,
+    pub architecture: Option<String>,
+    pub memory_total_mib: Option<u64>,
+    pub sm_max_mhz: Option<u32>,
+    pub sm_default_applications_mhz: Option<u32>,
+    pub memory_max_mhz: Option<u32>,
+    pub memory_default_applications_mhz: Option<u32>,
+    pub memory_clock_domain: Option<bool>,
+    pub pcie_max_link_gen: Option<u32>,
+    pub pcie_max_link_width: Option<u32>,
+    pub pcie_gpu_max_link_gen: Option<u32>,
+    pub slowdown_temp_c: Option<u32>,
+    pub shutdown_temp_c: Option<u32>,
+    /// Why a static fact is missing, under its [`NVML_STATIC_KEYS`] key (only NOT_SUPPORTED
+    /// and entry points the driver's NVML lacks: both hold for the whole load).
+    pub unavailable: BTreeMap<String, String>,
+}
+
+/// NVML answers that hold for the driver load, unlike a timeout or a lost GPU.
+fn is_lasting(reason: &str) -> bool {
+    reason.contains("NVML_ERROR_NOT_SUPPORTED") || reason.contains("NVML_ERROR_FUNCTION_NOT_FOUND")
+}
+
+impl NvmlStatic {
+    /// The static part of a GPU's facts as NVML reported them; `None` when a static call
+    /// failed in a way that may not last (the GPU is then asked afresh next time), or the
+    /// record is not a whole NVML device.
+    pub fn from_facts(g: &GpuFacts) -> Option<NvmlStatic> {
+        if g.nvml_index.is_none() || g.unavailable.contains_key("device") {
+            return None;
+        }
+        let mut unavailable = BTreeMap::new();
+        for k in NVML_STATIC_KEYS {
+            if let Some(r) = g.unavailable.get(*k) {
+                if !is_lasting(r) {
+                    return None;
+                }
+                unavailable.insert((*k).to_string(), r.clone());
+            }
+        }
+        Some(NvmlStatic {
+            uuid: g.uuid.clone(),
+            name: g.name.clone(),
+            pci_bus_id: g.pci_bus_id.clone(),
+            brand: g.brand.clone(),
+            architecture: g.architecture.clone(),
+            memory_total_mib: g.memory_total_mib,
+            sm_max_mhz: g.sm_clock.max_mhz,
+            sm_default_applications_mhz: g.sm_clock.default_applications_mhz,
+            memory_max_mhz: g.memory_clock.max_mhz,
+            memory_default_applications_mhz: g.memory_clock.default_applications_mhz,
+            memory_clock_domain: g.memory_clock_domain,
+            pcie_max_link_gen: g.pcie.max_link_gen,
+            pcie_max_link_width: g.pcie.max_link_width,
+            pcie_gpu_max_link_gen: g.pcie.gpu_max_link_gen,
+            slowdown_temp_c: g.health.slowdown_temp_c,
+            shutdown_temp_c: g.health.shutdown_temp_c,
+            unavailable,
+        })
+    }
+
+    /// Put the static facts into a record whose live facts were just read: the record then
+    /// equals what a full read would have given.
+    pub fn apply(&self, g: &mut GpuFacts) {
+        g.name.clone_from(&self.name);
+        g.pci_bus_id.clone_from(&self.pci_bus_id);
+        g.brand.clone_from(&self.brand);
+        g.architecture.clone_from(&self.architecture);
+        g.memory_total_mib = self.memory_total_mib;
+        g.sm_clock.max_mhz = self.sm_max_mhz;
+        g.sm_clock.default_applications_mhz = self.sm_default_applications_mhz;
+        g.memory_clock.max_mhz = self.memory_max_mhz;
+        g.memory_clock.default_applications_mhz = self.memory_default_applications_mhz;
+        g.memory_clock_domain = self.memory_clock_domain;
+        g.pcie.max_link_gen = self.pcie_max_link_gen;
+        g.pcie.max_link_width = self.pcie_max_link_width;
+        g.pcie.gpu_max_link_gen = self.pcie_gpu_max_link_gen;
+        g.health.slowdown_temp_c = self.slowdown_temp_c;
+        g.health.shutdown_temp_c = self.shutdown_temp_c;
+        for (k, v) in &self.unavailable {
+            g.unavailable.insert(k.clone(), v.clone());
+        }
+    }
 }
 
 impl CacheFile {
     pub fn parse(text: &str) -> Result<CacheFile, String> {
-        let f: CacheFile = serde_json::from_str(text).map_err(|e| e.to_string())?;
-        if f.schema != CACHE_SCHEMA {
-            return Err(format!(
-                "schema is {:?}, expected {CACHE_SCHEMA:?}",
-                f.schema
-            ));
+        // The schema first: an older layout is refused for what it is, not for a field it
+        // lacks.
+        let v: serde_json::Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
+        let schema = v.get("schema").and_then(|s| s.as_str()).unwrap_or("");
+        if schema != CACHE_SCHEMA {
+            return Err(format!("schema is {schema:?}, expected {CACHE_SCHEMA:?}"));
         }
-        Ok(f)
+        serde_json::from_value(v).map_err(|e| e.to_string())
     }
 }
 
@@ -236,6 +379,7 @@ pub(crate) struct Cached {
     pub driver_version: Option<i32>,
     pub device_order: Option<String>,
     pub devices: Vec<(String, CudaAttrs)>,
+    pub nvml: Vec<NvmlStatic>,
 }
 
 /// The cache lookup of one run: the key of the moment, and the cached attributes when they
@@ -281,6 +425,7 @@ pub(crate) fn lookup(key_host: &Host, path: &Path, mode: CacheMode) -> Lookup {
                     .into_iter()
                     .map(|d| (d.uuid, d.attrs))
                     .collect(),
+                nvml: file.nvml,
             };
             l.hit = Some((cached, use_));
         }
@@ -295,6 +440,8 @@ fn stale_reason(old: &CacheKey, now: &CacheKey) -> String {
         "taken in another boot"
     } else if old.driver != now.driver {
         "taken with another NVIDIA driver"
+    } else if old.module_ino != now.module_ino {
+        "taken before the NVIDIA module was loaded again"
     } else if old.gpus != now.gpus {
         "taken with other GPUs"
     } else {
@@ -312,6 +459,7 @@ impl Lookup {
         driver_version: Option<i32>,
         device_order: Option<String>,
         devices: &[(String, CudaAttrs)],
+        nvml: &[NvmlStatic],
     ) -> CacheUse {
         let taken = now_unix();
         let mut use_ = CacheUse {
@@ -348,6 +496,7 @@ impl Lookup {
                     attrs: attrs.clone(),
                 })
                 .collect(),
+            nvml: nvml.to_vec(),
         };
         let text = match serde_json::to_string_pretty(&file) {
             Ok(t) => t,
@@ -391,6 +540,7 @@ mod tests {
         )
         .expect("w");
         fs::create_dir_all(p.join("proc/driver/nvidia/gpus/0000:c8:00.0")).expect("mkdir");
+        fs::create_dir_all(p.join("sys/module/nvidia")).expect("mkdir");
         fs::write(p.join("proc/driver/nvidia/version"), nvrm).expect("w");
         fs::write(
             p.join("proc/driver/nvidia/gpus/0000:c8:00.0/information"),
@@ -425,7 +575,7 @@ mod tests {
             return u;
         }
         *cuda_reads += 1;
-        l.store(mode, &LibStatus::Ok, Some(13000), None, &attrs())
+        l.store(mode, &LibStatus::Ok, Some(13000), None, &attrs(), &[])
     }
 
     #[test]
@@ -535,7 +685,7 @@ mod tests {
         let cache = d.path().join("run/daqtune/cuda-attrs.json");
         let l = lookup(&host, &cache, CacheMode::Use);
         assert!(l.hit.is_none());
-        let u = l.store(CacheMode::Use, &LibStatus::Ok, None, None, &[]);
+        let u = l.store(CacheMode::Use, &LibStatus::Ok, None, None, &[], &[]);
         assert_eq!(u.outcome, CacheOutcome::Miss);
         assert!(u
             .reason
@@ -548,8 +698,14 @@ mod tests {
         let failed = LibStatus::Unavailable {
             reason: "cuInit failed: CUDA_ERROR_NO_DEVICE".into(),
         };
-        let u =
-            lookup(&host, &cache, CacheMode::Use).store(CacheMode::Use, &failed, None, None, &[]);
+        let u = lookup(&host, &cache, CacheMode::Use).store(
+            CacheMode::Use,
+            &failed,
+            None,
+            None,
+            &[],
+            &[],
+        );
         assert_eq!(u.outcome, CacheOutcome::Miss);
         assert!(!cache.exists(), "a failed CUDA read is never cached");
     }
@@ -577,7 +733,7 @@ mod tests {
         fs::create_dir(&cache).expect("a directory where the file should be");
         let l = lookup(&host, &cache, CacheMode::Use);
         assert!(l.hit.is_none());
-        let u = l.store(CacheMode::Use, &LibStatus::Ok, None, None, &attrs());
+        let u = l.store(CacheMode::Use, &LibStatus::Ok, None, None, &attrs(), &[]);
         assert_eq!(u.outcome, CacheOutcome::NotStored);
     }
 
@@ -592,6 +748,79 @@ mod tests {
             stale_reason(&a, &b),
             "the cache was taken with another CUDA_VISIBLE_DEVICES"
         );
+    }
+
+    /// The NVIDIA module unloaded and loaded again within the boot, the same version: the
+    /// NVRM line is unchanged, /sys/module/nvidia is a new directory.
+    #[test]
+    fn a_module_reload_of_the_same_version_misses() {
+        let (d, cache) = fake_host("aaaa-1", NVRM);
+        let host = Host::at(d.path()).expect("root");
+        let mut reads = 0;
+        run(&host, &cache, CacheMode::Use, &mut reads);
+        assert_eq!(
+            run(&host, &cache, CacheMode::Use, &mut reads).outcome,
+            CacheOutcome::Hit
+        );
+        // Made before the old one goes, so the two cannot share an inode number.
+        let module = d.path().join("sys/module/nvidia");
+        let again = d.path().join("sys/module/nvidia.new");
+        fs::create_dir(&again).expect("mkdir");
+        fs::remove_dir(&module).expect("rmdir");
+        fs::rename(&again, &module).expect("rename");
+        let u = run(&host, &cache, CacheMode::Use, &mut reads);
+        assert_eq!(reads, 2, "a reloaded module's GPUs are read afresh");
+        assert!(
+            u.reason
+                .as_deref()
+                .is_some_and(|r| r.contains("loaded again")),
+            "{u:?}"
+        );
+        // No module directory (a container without /sys/module): no key, nothing cached.
+        fs::remove_dir(&module).expect("rmdir");
+        let l = lookup(&host, &cache, CacheMode::Use);
+        assert!(l.hit.is_none());
+        assert!(l
+            .miss_reason
+            .as_deref()
+            .is_some_and(|r| r.contains("no module identity")));
+    }
+
+    /// NVML's static answers are stored beside the CUDA attributes and come back on a hit.
+    #[test]
+    fn nvml_statics_are_stored_and_read_back() {
+        let (d, cache) = fake_host("aaaa-1", NVRM);
+        let host = Host::at(d.path()).expect("root");
+        let mut unavailable = BTreeMap::new();
+        unavailable.insert(
+            "sm_clock.default_applications".to_string(),
+            "Not Supported (NVML_ERROR_NOT_SUPPORTED)".to_string(),
+        );
+        let stat = NvmlStatic {
+            uuid: "GPU-e7d5a1c2-1111-2222-3333-444455556666".into(),
+            name: Some("NVIDIA H100 80GB HBM3".into()),
+            sm_max_mhz: Some(1980),
+            slowdown_temp_c: Some(87),
+            unavailable,
+            ..NvmlStatic::default()
+        };
+        let l = lookup(&host, &cache, CacheMode::Use);
+        assert!(l.hit.is_none());
+        l.store(
+            CacheMode::Use,
+            &LibStatus::Ok,
+            None,
+            None,
+            &attrs(),
+            std::slice::from_ref(&stat),
+        );
+        let (c, _) = lookup(&host, &cache, CacheMode::Use).hit.expect("hit");
+        assert_eq!(c.nvml, vec![stat.clone()]);
+        let mut g = GpuFacts::default();
+        stat.apply(&mut g);
+        assert_eq!(g.sm_clock.max_mhz, Some(1980));
+        assert_eq!(g.health.slowdown_temp_c, Some(87));
+        assert!(g.unavailable.contains_key("sm_clock.default_applications"));
     }
 
     proptest::proptest! {

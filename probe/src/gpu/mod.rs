@@ -304,9 +304,14 @@ pub struct Timing {
     pub nvml_query_ms: Option<f64>,
     pub cuda_init_ms: Option<f64>,
     pub cuda_query_ms: Option<f64>,
-    /// Looking up (and on a hit, reading) the CUDA attribute cache.
+    /// Looking up (and on a hit, reading) the per-boot cache (CUDA attributes and NVML's
+    /// static answers).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cuda_cache_ms: Option<f64>,
+    /// NVML calls after init, all GPUs together: fewer on a cache hit, where only what can
+    /// move is asked. `None` where NVML did not answer and in older recorded facts.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nvml_calls: Option<u32>,
 }
 
 /// The facts file (`daqtune/gpu.json`) and the result of a live probe: one type for both, so a
@@ -526,7 +531,7 @@ fn gather_live_at(
     let cache_ms = t_cache.elapsed().as_secs_f64() * 1e3;
     let (nvml_status, mut nvml_part, cuda_status, cuda_part, cache_use) = match lookup.hit {
         Some((cached, use_)) => {
-            let (nvml_status, nvml_part) = nvml::gather(nvlink);
+            let (nvml_status, nvml_part) = nvml::gather(nvlink, &cached.nvml);
             let part = cuda::CudaPart {
                 driver_version: cached.driver_version,
                 device_order: cached.device_order,
@@ -552,7 +557,7 @@ fn gather_live_at(
             let order = std::env::var(ORDER_ENV).unwrap_or_default();
             let ((nvml_status, nvml_part), (cuda_status, cuda_part)) = match order.as_str() {
                 "nvml-first" => {
-                    let nvml = nvml::gather(nvlink);
+                    let nvml = nvml::gather(nvlink, &[]);
                     (
                         nvml,
                         read_cuda_scoped(subset.as_deref(), &procfs, read_cuda),
@@ -560,11 +565,11 @@ fn gather_live_at(
                 }
                 "cuda-first" => {
                     let cuda = read_cuda_scoped(subset.as_deref(), &procfs, read_cuda);
-                    (nvml::gather(nvlink), cuda)
+                    (nvml::gather(nvlink, &[]), cuda)
                 }
                 _ => std::thread::scope(|s| {
                     let cuda = s.spawn(|| read_cuda_scoped(subset.as_deref(), &procfs, read_cuda));
-                    let nvml = nvml::gather(nvlink);
+                    let nvml = nvml::gather(nvlink, &[]);
                     let cuda = cuda.join().unwrap_or_else(|_| {
                         (
                             LibStatus::Unavailable {
@@ -576,12 +581,24 @@ fn gather_live_at(
                     (nvml, cuda)
                 }),
             };
+            // NVML's static answers only from a whole NVML read (a failed one stores none, and
+            // the GPUs are asked in full next time).
+            let statics: Vec<cache::NvmlStatic> = if nvml_status.is_ok() {
+                nvml_part
+                    .gpus
+                    .iter()
+                    .filter_map(cache::NvmlStatic::from_facts)
+                    .collect()
+            } else {
+                Vec::new()
+            };
             let use_ = lookup.store(
                 mode,
                 &cuda_status,
                 cuda_part.driver_version,
                 cuda_part.device_order.clone(),
                 &cuda_part.devices,
+                &statics,
             );
             (nvml_status, nvml_part, cuda_status, cuda_part, use_)
         }
@@ -601,6 +618,7 @@ fn gather_live_at(
         cuda_init_ms: cuda_part.init_ms,
         cuda_query_ms: cuda_part.query_ms,
         cuda_cache_ms: Some(cache_ms),
+        nvml_calls: snap.nvml.is_ok().then_some(nvml_part.calls),
     };
     snap.cuda_cache = Some(cache_use);
     snap.gpus = join_by_uuid(nvml_part.gpus, cuda_part.devices);
@@ -1053,6 +1071,7 @@ mod cache_tests {
         std::fs::create_dir_all(p.join("proc/sys/kernel/random")).expect("mkdir");
         std::fs::write(p.join("proc/sys/kernel/random/boot_id"), "boot-1\n").expect("w");
         std::fs::create_dir_all(p.join("proc/driver/nvidia/gpus")).expect("mkdir");
+        std::fs::create_dir_all(p.join("sys/module/nvidia")).expect("mkdir");
         std::fs::write(
             p.join("proc/driver/nvidia/version"),
             "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build\n",

@@ -1,6 +1,7 @@
 //! NVML through its C ABI, loaded at run time. Only the calls daqtune needs; every `unsafe`
 //! is here, behind [`Nvml`]'s safe methods.
 
+use super::cache::NvmlStatic;
 use super::control::{ClockDomain, ControlError, NvmlControl};
 use super::nvlink::{NvLink, NvLinkView, RemoteKind};
 use super::{
@@ -84,6 +85,7 @@ struct Utilization {
 }
 
 type FnVoid = unsafe extern "C" fn() -> Ret;
+type FnInitFlags = unsafe extern "C" fn(c_uint) -> Ret;
 type FnErrStr = unsafe extern "C" fn(Ret) -> *const c_char;
 type FnSysStr = unsafe extern "C" fn(*mut c_char, c_uint) -> Ret;
 type FnCount = unsafe extern "C" fn(*mut c_uint) -> Ret;
@@ -113,6 +115,7 @@ type FnMemory = unsafe extern "C" fn(Dev, *mut MemoryRaw) -> Ret;
 /// reported as unavailable with that reason.
 struct Api {
     init: FnVoid,
+    init_with_flags: Option<FnInitFlags>,
     shutdown: FnVoid,
     error_string: Option<FnErrStr>,
     driver_version: Option<FnSysStr>,
@@ -168,6 +171,7 @@ impl Api {
         unsafe {
             Ok(Api {
                 init: dl::sym(lib, "nvmlInit_v2")?,
+                init_with_flags: dl::sym(lib, "nvmlInitWithFlags").ok(),
                 shutdown: dl::sym(lib, "nvmlShutdown")?,
                 error_string: dl::sym(lib, "nvmlErrorString").ok(),
                 driver_version: dl::sym(lib, "nvmlSystemGetDriverVersion").ok(),
@@ -273,17 +277,30 @@ pub struct Nvml {
     api: Api,
 }
 
+/// `no-attach`: initialise NVML with nvmlInitWithFlags(NVML_INIT_FLAG_NO_ATTACH), which does
+/// not attach the GPUs at init, instead of nvmlInit_v2 (to measure what attaching costs and
+/// which queries still answer; docs/performance.md). Anything else: nvmlInit_v2.
+pub const INIT_ENV: &str = "DAQTUNE_NVML_INIT";
+/// nvml.h's NVML_INIT_FLAG_NO_ATTACH.
+const INIT_FLAG_NO_ATTACH: c_uint = 2;
+
 impl Nvml {
     pub fn open() -> Result<Nvml, String> {
         let api = Api::load()?;
-        // SAFETY: nvmlInit_v2 takes no arguments and may be called from any thread.
-        let r = unsafe { (api.init)() };
+        let no_attach = std::env::var(INIT_ENV).as_deref() == Ok("no-attach");
+        let (r, call) = match (no_attach, api.init_with_flags) {
+            // SAFETY: nvmlInitWithFlags takes a flag word and may be called from any thread;
+            // it pairs with nvmlShutdown as nvmlInit_v2 does.
+            (true, Some(f)) => (unsafe { f(INIT_FLAG_NO_ATTACH) }, "nvmlInitWithFlags"),
+            // SAFETY: nvmlInit_v2 takes no arguments and may be called from any thread.
+            _ => (unsafe { (api.init)() }, "nvmlInit_v2"),
+        };
         let nvml = Nvml { api };
         if r != SUCCESS {
             let e = nvml.err(r);
             // Init failed: there is no matching shutdown to make.
             std::mem::forget(nvml);
-            return Err(format!("nvmlInit_v2 failed: {e}"));
+            return Err(format!("{call} failed: {e}"));
         }
         Ok(nvml)
     }
@@ -429,29 +446,31 @@ impl Nvml {
         ty: c_int,
         pstate: Option<i32>,
         key: &str,
+        statics: bool,
         un: &mut Unavail,
     ) -> DomainClocks {
         let mut c = DomainClocks {
             current_mhz: un.take(&format!("{key}.current"), || {
                 self.clock(self.api.clock, d, ty, "nvmlDeviceGetClockInfo")
             }),
-            max_mhz: un.take(&format!("{key}.max"), || {
-                self.clock(self.api.max_clock, d, ty, "nvmlDeviceGetMaxClockInfo")
-            }),
             applications_mhz: un.take(&format!("{key}.applications"), || {
                 self.clock(self.api.app_clock, d, ty, "nvmlDeviceGetApplicationsClock")
             }),
-            default_applications_mhz: un.take(&format!("{key}.default_applications"), || {
+            ..DomainClocks::default()
+        };
+        if statics {
+            c.max_mhz = un.take(&format!("{key}.max"), || {
+                self.clock(self.api.max_clock, d, ty, "nvmlDeviceGetMaxClockInfo")
+            });
+            c.default_applications_mhz = un.take(&format!("{key}.default_applications"), || {
                 self.clock(
                     self.api.default_app_clock,
                     d,
                     ty,
                     "nvmlDeviceGetDefaultApplicationsClock",
                 )
-            }),
-            pstate_min_mhz: None,
-            pstate_max_mhz: None,
-        };
+            });
+        }
         if let Some(p) = pstate.filter(|p| *p != PSTATE_UNKNOWN) {
             if let Some((lo, hi)) = un.take(&format!("{key}.pstate_range"), || {
                 self.pstate_range(d, ty, p)
@@ -465,27 +484,47 @@ impl Nvml {
 
     /// Everything NVML says about device `index`; its NVLinks only with `nvlink` (up to 54
     /// calls a GPU that no check needs: `topo` and `snapshot` ask for them, `check` does not).
-    pub fn device_facts(&self, index: u32, nvlink: bool) -> Result<GpuFacts, NvmlErr> {
+    /// Where `cached` holds this GPU's static answers (the per-boot cache), only what can move
+    /// is asked. Also returns how many NVML calls it made.
+    pub fn device_facts(
+        &self,
+        index: u32,
+        nvlink: bool,
+        cached: &[NvmlStatic],
+    ) -> Result<(GpuFacts, u32), NvmlErr> {
+        let trace = std::env::var_os("DAQTUNE_GPU_TRACE").is_some();
+        let t = trace.then(Instant::now);
         let d = self.handle(index)?;
         let uuid = self.dev_string(Some(self.api.uuid), d, UUID_LEN, "nvmlDeviceGetUUID")?;
-        let mut un = Unavail(
-            BTreeMap::new(),
-            std::env::var_os("DAQTUNE_GPU_TRACE").is_some(),
-        );
+        if let Some(t) = t {
+            eprintln!(
+                "daqtune gpu trace: gpu {index}: handle+uuid: {:.3} ms",
+                t.elapsed().as_secs_f64() * 1e3
+            );
+        }
+        let stat = cached.iter().find(|s| s.uuid.eq_ignore_ascii_case(&uuid));
+        let statics = stat.is_none();
+        let mut un = Unavail {
+            why: BTreeMap::new(),
+            trace: trace.then_some(index),
+            calls: 2,
+        };
         let mut g = GpuFacts {
             uuid,
             nvml_index: Some(index),
             ..GpuFacts::default()
         };
-        g.name = un.take("name", || {
-            self.dev_string(self.api.name, d, NAME_LEN, "nvmlDeviceGetName")
-        });
-        g.pci_bus_id = un.take("pci", || self.pci_bus_id(d)).flatten();
-        g.brand = un
-            .take("brand", || {
-                self.dev_int(self.api.brand, d, "nvmlDeviceGetBrand")
-            })
-            .map(brand_name);
+        if statics {
+            g.name = un.take("name", || {
+                self.dev_string(self.api.name, d, NAME_LEN, "nvmlDeviceGetName")
+            });
+            g.pci_bus_id = un.take("pci", || self.pci_bus_id(d)).flatten();
+            g.brand = un
+                .take("brand", || {
+                    self.dev_int(self.api.brand, d, "nvmlDeviceGetBrand")
+                })
+                .map(brand_name);
+        }
         g.persistence_mode = un
             .take("persistence_mode", || {
                 self.dev_int(self.api.persistence, d, "nvmlDeviceGetPersistenceMode")
@@ -496,43 +535,44 @@ impl Nvml {
         });
         g.pstate = pstate.filter(|p| *p != PSTATE_UNKNOWN).map(|p| p as u32);
         g.utilization_pct = un.take("utilization", || self.utilization(d));
-        g.sm_clock = self.domain(d, CLOCK_SM, pstate, "sm_clock", &mut un);
-        g.memory_clock = self.domain(d, CLOCK_MEM, pstate, "memory_clock", &mut un);
-        g.memory_clock_domain = match self.clock(
-            self.api.max_clock,
-            d,
-            CLOCK_MEM,
-            "nvmlDeviceGetMaxClockInfo",
-        ) {
-            Ok(v) => Some(v > 0),
-            Err(e) if e.code == ERROR_NOT_SUPPORTED => Some(false),
-            Err(_) => None,
-        };
+        g.sm_clock = self.domain(d, CLOCK_SM, pstate, "sm_clock", statics, &mut un);
+        g.memory_clock = self.domain(d, CLOCK_MEM, pstate, "memory_clock", statics, &mut un);
+        if statics {
+            // The memory domain's maximum answered above: a GPU without its own memory clock
+            // (GB10's unified memory) says 0 or NOT_SUPPORTED.
+            g.memory_clock_domain = match (g.memory_clock.max_mhz, un.why.get("memory_clock.max")) {
+                (Some(v), _) => Some(v > 0),
+                (None, Some(r)) if r.contains(error_name(ERROR_NOT_SUPPORTED)) => Some(false),
+                _ => None,
+            };
+        }
         g.clock_event_reasons = un.take("clock_event_reasons", || self.event_reasons(d));
         g.bar1 = un.take("bar1", || self.bar1(d));
-        g.architecture = un
-            .take("architecture", || {
-                self.dev_uint(self.api.architecture, d, "nvmlDeviceGetArchitecture")
-            })
-            .and_then(architecture_name);
-        g.memory_total_mib = un.take("memory_total", || self.memory_total_mib(d));
-        g.pcie.max_link_gen = un.take("pcie.max_link_gen", || {
-            self.dev_uint(
-                self.api.max_link_gen,
-                d,
-                "nvmlDeviceGetMaxPcieLinkGeneration",
-            )
-        });
-        g.pcie.max_link_width = un.take("pcie.max_link_width", || {
-            self.dev_uint(self.api.max_link_width, d, "nvmlDeviceGetMaxPcieLinkWidth")
-        });
-        g.pcie.gpu_max_link_gen = un.take("pcie.gpu_max_link_gen", || {
-            self.dev_uint(
-                self.api.gpu_max_link_gen,
-                d,
-                "nvmlDeviceGetGpuMaxPcieLinkGeneration",
-            )
-        });
+        if statics {
+            g.architecture = un
+                .take("architecture", || {
+                    self.dev_uint(self.api.architecture, d, "nvmlDeviceGetArchitecture")
+                })
+                .and_then(architecture_name);
+            g.memory_total_mib = un.take("memory_total", || self.memory_total_mib(d));
+            g.pcie.max_link_gen = un.take("pcie.max_link_gen", || {
+                self.dev_uint(
+                    self.api.max_link_gen,
+                    d,
+                    "nvmlDeviceGetMaxPcieLinkGeneration",
+                )
+            });
+            g.pcie.max_link_width = un.take("pcie.max_link_width", || {
+                self.dev_uint(self.api.max_link_width, d, "nvmlDeviceGetMaxPcieLinkWidth")
+            });
+            g.pcie.gpu_max_link_gen = un.take("pcie.gpu_max_link_gen", || {
+                self.dev_uint(
+                    self.api.gpu_max_link_gen,
+                    d,
+                    "nvmlDeviceGetGpuMaxPcieLinkGeneration",
+                )
+            });
+        }
         g.pcie.current_link_gen = un.take("pcie.current_link_gen", || {
             self.dev_uint(
                 self.api.cur_link_gen,
@@ -543,18 +583,21 @@ impl Nvml {
         g.pcie.current_link_width = un.take("pcie.current_link_width", || {
             self.dev_uint(self.api.cur_link_width, d, "nvmlDeviceGetCurrPcieLinkWidth")
         });
-        g.health = self.health(d, &mut un);
+        g.health = self.health(d, statics, &mut un);
         if nvlink {
             g.nvlink = un.take("nvlink", || self.nvlinks(d)).flatten();
         }
-        if nvlink && g.nvlink.is_none() && !un.0.contains_key("nvlink") {
-            un.0.insert(
+        if nvlink && g.nvlink.is_none() && !un.why.contains_key("nvlink") {
+            un.why.insert(
                 "nvlink".into(),
                 "no NVLink on this GPU (NVML_ERROR_NOT_SUPPORTED)".into(),
             );
         }
-        g.unavailable = un.0;
-        Ok(g)
+        g.unavailable = un.why;
+        if let Some(s) = stat {
+            s.apply(&mut g);
+        }
+        Ok((g, un.calls))
     }
 
     /// The active links of `d`. `Ok(None)`: the GPU has no NVLink (NOT_SUPPORTED on link 0,
@@ -649,7 +692,7 @@ impl Nvml {
 
     /// Temperature, power, ECC and memory-repair readings: about a dozen calls, each of
     /// which may be NOT_SUPPORTED on a given board (the reason is kept under `health.*`).
-    fn health(&self, d: Dev, un: &mut Unavail) -> GpuHealth {
+    fn health(&self, d: Dev, statics: bool, un: &mut Unavail) -> GpuHealth {
         let temp = |ty| {
             self.clock(
                 self.api.temperature_threshold,
@@ -668,12 +711,20 @@ impl Nvml {
                     "nvmlDeviceGetTemperature",
                 )
             }),
-            slowdown_temp_c: un.take("health.slowdown_temp", || {
-                temp(TEMPERATURE_THRESHOLD_SLOWDOWN)
-            }),
-            shutdown_temp_c: un.take("health.shutdown_temp", || {
-                temp(TEMPERATURE_THRESHOLD_SHUTDOWN)
-            }),
+            slowdown_temp_c: if statics {
+                un.take("health.slowdown_temp", || {
+                    temp(TEMPERATURE_THRESHOLD_SLOWDOWN)
+                })
+            } else {
+                None
+            },
+            shutdown_temp_c: if statics {
+                un.take("health.shutdown_temp", || {
+                    temp(TEMPERATURE_THRESHOLD_SHUTDOWN)
+                })
+            } else {
+                None
+            },
             power_draw_mw: un.take("health.power_draw", || {
                 self.dev_uint(self.api.power_usage, d, "nvmlDeviceGetPowerUsage")
             }),
@@ -831,25 +882,31 @@ impl Drop for Nvml {
     }
 }
 
-/// Collects why individual facts are missing; with `DAQTUNE_GPU_TRACE` set, prints how long
-/// each NVML call took (to find the slow one on a given driver).
-#[derive(Default)]
-struct Unavail(BTreeMap<String, String>, bool);
+/// Collects why individual facts are missing and counts the calls made; with
+/// `DAQTUNE_GPU_TRACE` set, prints how long each NVML call took (to find the slow one on a
+/// given driver).
+struct Unavail {
+    why: BTreeMap<String, String>,
+    /// The GPU's NVML index, when tracing.
+    trace: Option<u32>,
+    calls: u32,
+}
 
 impl Unavail {
     fn take<T>(&mut self, key: &str, call: impl FnOnce() -> Result<T, NvmlErr>) -> Option<T> {
-        let t = self.1.then(Instant::now);
+        let t = self.trace.map(|i| (i, Instant::now()));
         let r = call();
-        if let Some(t) = t {
+        self.calls += 1;
+        if let Some((i, t)) = t {
             eprintln!(
-                "daqtune gpu trace: {key}: {:.3} ms",
+                "daqtune gpu trace: gpu {i}: {key}: {:.3} ms",
                 t.elapsed().as_secs_f64() * 1e3
             );
         }
         match r {
             Ok(v) => Some(v),
             Err(e) => {
-                self.0.insert(key.to_string(), e.to_string());
+                self.why.insert(key.to_string(), e.to_string());
                 None
             }
         }
@@ -909,9 +966,16 @@ pub(crate) struct NvmlPart {
     pub gpus: Vec<GpuFacts>,
     pub init_ms: Option<f64>,
     pub query_ms: Option<f64>,
+    /// NVML calls made after init (the NVLink scan of a GPU counted as one).
+    pub calls: u32,
 }
 
-pub(crate) fn gather(nvlink: bool) -> (LibStatus, NvmlPart) {
+/// One GPU's facts and the NVML calls they took, or why NVML could not open it.
+type DeviceRead = Result<(GpuFacts, u32), NvmlErr>;
+
+/// NVML's facts of every GPU; a GPU whose static answers are in `cached` is asked only what
+/// can move.
+pub(crate) fn gather(nvlink: bool, cached: &[NvmlStatic]) -> (LibStatus, NvmlPart) {
     let t0 = Instant::now();
     let nvml = match Nvml::open() {
         Ok(n) => n,
@@ -924,6 +988,7 @@ pub(crate) fn gather(nvlink: bool) -> (LibStatus, NvmlPart) {
     let t1 = Instant::now();
     part.driver_version = nvml.driver_version().ok();
     part.nvml_version = nvml.nvml_version().ok();
+    part.calls = 3;
     let count = match nvml.count() {
         Ok(n) => n,
         Err(e) => {
@@ -936,11 +1001,11 @@ pub(crate) fn gather(nvlink: bool) -> (LibStatus, NvmlPart) {
         }
     };
     // NVML is thread-safe; querying GPUs in parallel keeps an 8-GPU host near the cost of one.
-    let results: Vec<(u32, Result<GpuFacts, NvmlErr>)> = if count > 1 {
+    let results: Vec<(u32, DeviceRead)> = if count > 1 {
         std::thread::scope(|s| {
             let nvml = &nvml;
             let handles: Vec<_> = (0..count)
-                .map(|i| (i, s.spawn(move || nvml.device_facts(i, nvlink))))
+                .map(|i| (i, s.spawn(move || nvml.device_facts(i, nvlink, cached))))
                 .collect();
             handles
                 .into_iter()
@@ -957,12 +1022,15 @@ pub(crate) fn gather(nvlink: bool) -> (LibStatus, NvmlPart) {
         })
     } else {
         (0..count)
-            .map(|i| (i, nvml.device_facts(i, nvlink)))
+            .map(|i| (i, nvml.device_facts(i, nvlink, cached)))
             .collect()
     };
     for (i, r) in results {
         match r {
-            Ok(g) => part.gpus.push(g),
+            Ok((g, calls)) => {
+                part.calls += calls;
+                part.gpus.push(g);
+            }
             // A GPU NVML cannot open (lost, in reset) is still a GPU: record it by index so
             // the report names it instead of silently dropping it.
             Err(e) => {
@@ -1071,7 +1139,7 @@ impl NvmlControl for LiveNvml {
             .count()
             .map_err(|e| to_control("nvmlDeviceGetCount_v2", uuid, e))?;
         for i in 0..count {
-            if let Ok(g) = self.nvml.device_facts(i, false) {
+            if let Ok((g, _)) = self.nvml.device_facts(i, false, &[]) {
                 if g.uuid.eq_ignore_ascii_case(uuid) {
                     return Ok(g);
                 }
