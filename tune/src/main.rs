@@ -52,7 +52,7 @@ fn main() -> ExitCode {
     if let Some((g, args)) = legacy::split_rdma_invocation(&argv) {
         return rdma(g, args);
     }
-    let cli = match Cli::try_parse_from(argv) {
+    let mut cli = match Cli::try_parse_from(argv) {
         Ok(c) => c,
         Err(e) => {
             // clap's --help/--version are not errors; they go to stdout, checked like any
@@ -73,6 +73,7 @@ fn main() -> ExitCode {
             return out::finish(0);
         }
     };
+    cli.normalize();
     let g = &cli.command.globals().over(&cli.global);
     let mut stdout = out::Stdout;
     let result: Result<u8, UsageError> = match &cli.command {
@@ -85,6 +86,22 @@ fn main() -> ExitCode {
             // terminal like every text output without colours of its own (out::TerminalSafe).
             let mut o = out::TerminalSafe::new(out::Stdout);
             let mut opts = a.engine();
+            if a.tune_system_set && opts.sel.exe.is_none() && !opts.sel.persist_only {
+                match apply::installed_exe(&g.engine()) {
+                    Ok(None) => {
+                        opts.sel.runtime_only = true;
+                        out::eprint(&format!(
+                            "daqtune: {}\n",
+                            apply::runtime_only_note(&opts.sel.only.join(","))
+                        ));
+                    }
+                    Ok(Some(_)) => {}
+                    Err(e) => {
+                        out::eprint(&format!("daqtune: {e}\n"));
+                        return out::finish(2);
+                    }
+                }
+            }
             match daqtune_engine::status::expand_drifted(&g.engine(), &opts.sel, &opts.state_dir) {
                 Ok(Some(sel)) => {
                     opts.sel = sel;
