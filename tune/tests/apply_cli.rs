@@ -440,6 +440,14 @@ fn set_mrrs_runs_as_boot_scripts_ran_it() {
     assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
     assert!(!stderr(&o).contains("will not survive"), "{}", stderr(&o));
     assert!(!udev_rules(root.path()).is_empty(), "{}", stdout(&o));
+
+    // On a server no built-in profile names, as tune_system.py did on any host: the profile
+    // `check` falls back to, said so.
+    let root = copy_of("x86-2s");
+    let rs = root.path().to_str().expect("utf8");
+    let o = run(&["--root", rs, "--set", "mrrs"]);
+    assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+    assert!(stderr(&o).contains("using generic-dgpu"), "{}", stderr(&o));
 }
 
 /// Issue 46, item 2: `revert` without --yes and without a terminal said to run `daqtune

@@ -381,6 +381,21 @@ fn did_you_mean_for_ids_profiles_and_subcommands() {
         "{}",
         stderr(&o)
     );
+    let o = run(&[
+        "qualify",
+        "--root",
+        rs,
+        "-p",
+        "igx-orin",
+        "--only",
+        "mtu,pcie.mrs",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("unknown check `pcie.mrs`; did you mean `pcie.mrrs`?"),
+        "{}",
+        stderr(&o)
+    );
     let o = run(&["chek", "--root", rs]);
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("'check'"), "{}", stderr(&o));
@@ -506,4 +521,28 @@ fn non_root_check_says_what_it_did_not_judge() {
         "igx-orin",
     ]);
     assert!(!stderr(&o).contains("not judged"), "{}", stderr(&o));
+}
+
+/// Issue 46, item 2 (verified, it landed in the session before): a profile of another
+/// platform is a warning in `check`'s text output, under Platform, with the profile to use.
+#[test]
+fn wrong_platform_profile_warns_in_the_text_report() {
+    let root = fixture("igx-tuned");
+    let o = run(&[
+        "check",
+        "--root",
+        root.to_str().expect("utf8"),
+        "-p",
+        "dgx-spark",
+    ]);
+    let t = stdout(&o);
+    let line = t
+        .lines()
+        .find(|l| l.trim_start().starts_with("warn") && l.contains(" platform "))
+        .unwrap_or_else(|| panic!("no platform warning:\n{t}"));
+    assert!(
+        line.contains("profile `dgx-spark`") && line.contains("this host is NVIDIA IGX Orin"),
+        "{line}"
+    );
+    assert!(t.contains("--profile igx-orin"), "{t}");
 }

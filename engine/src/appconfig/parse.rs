@@ -310,7 +310,11 @@ impl AppConfig {
         };
         // The order of the parts is the order problems on one line are reported in.
         b.placeholders(&root);
-        b.unknown_keys(net, "", NODE_KEYS);
+        // Without `daqiri: cfg:` the application sections sit beside the node's keys, so
+        // only the wrapped node is held to DAQIRI's list.
+        if !b.prefix.is_empty() {
+            b.unknown_keys(net, "", NODE_KEYS);
+        }
         for (i, r) in seq(get(net, "memory_regions")).iter().enumerate() {
             b.unknown_keys(r, &format!("memory_regions[{i}]"), REGION_KEYS);
         }

@@ -278,6 +278,14 @@ pub fn installed_exe(g: &GlobalOptions) -> Result<Option<String>, UsageError> {
     resolve_exe(&g.facts(&host), None)
 }
 
+/// Whether a built-in profile matches the host `g` names (as `check` detects it).
+/// tune_system.py's `--set` ran on any host: where none matches it uses `generic-dgpu`,
+/// the profile `check` falls back to.
+pub fn detects_profile(g: &GlobalOptions) -> Result<bool, UsageError> {
+    let host = open_for_change(g)?;
+    Ok(crate::commands::detect_profile_with(&g.facts(&host)).is_some())
+}
+
 /// The note of a change made at runtime alone because no daqtune binary is installed to
 /// make it again at boot: what is lost at a reboot and how to keep it.
 pub fn runtime_only_note(ids: &str) -> String {
