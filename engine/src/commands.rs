@@ -52,10 +52,18 @@ pub enum UsageError {
     /// Another run holds daqtune's state directory, or it cannot be locked.
     #[error(transparent)]
     Lock(#[from] crate::hostio::lock::LockError),
-    #[error("unknown check `{0}` (see `daqtune explain --list`)")]
+    #[error("unknown check `{0}`{hint} (see `daqtune explain --list`)", hint = check_hint(.0))]
     UnknownCheck(String),
+    /// A change asked for without a terminal to confirm it and without `--yes`.
+    #[error("stdin is not a terminal and --yes was not given: refusing to change the host (run `daqtune plan` to see what would change)")]
+    NoTerminal,
     #[error("{0}")]
     Other(String),
+}
+
+/// `; did you mean `ID`?` for a mistyped check id (ids and tune_system.py names).
+fn check_hint(id: &str) -> String {
+    crate::suggest::hint(id, tunables::names())
 }
 
 /// A profile by built-in name or file, its check ids validated against the tunables'

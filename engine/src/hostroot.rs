@@ -46,6 +46,13 @@ pub enum RootError {
     /// A capture (lspci text, ...) that could not be imported.
     #[error("{0}")]
     Import(#[from] crate::import::ImportError),
+    /// A file that is none of the kinds `--root` reads (a JUnit report, a PDF, a JSON
+    /// report): named as such with the kinds it does read, not as a failed import or unpack.
+    #[error(
+        "{}: not a capture daqtune knows (it holds {holds}); kinds it reads: {KINDS_READ}",
+        daqtune_probe::text::shell_quote(path)
+    )]
+    UnknownKind { path: String, holds: String },
     /// Neither `proc/` nor `sys/`: an empty or mistyped directory, every check would skip.
     #[error("{}: holds no host (no proc/ and no sys/); give a host root directory or a snapshot from `daqtune snapshot`", daqtune_probe::text::shell_quote(.0))]
     NoHost(String),
@@ -59,6 +66,69 @@ impl RootError {
             other => UsageError::Other(format!("--root {other}")),
         }
     }
+}
+
+/// What `--root` (and a side of `diff`) reads.
+const KINDS_READ: &str = "a host root directory, a snapshot from `daqtune snapshot` (.tar.zst), lspci -vv text or -xxx dumps, an lspci -t tree, nvidia-smi -q or -q -x, an nvidia-bug-report.log(.gz), a sosreport (directory, .tar, .tar.gz, .tar.xz), a pasted /proc/cmdline";
+
+/// What a file holds when its first bytes say it is a kind `--root` cannot read: a
+/// document, image, program or archive format known by its signature, or XML / JSON that
+/// is no nvidia-smi capture. `None` for anything else (text, a compressed or tar stream,
+/// which the import and the snapshot reader judge).
+fn foreign_kind(path: &std::path::Path) -> Option<String> {
+    use std::io::Read;
+    let mut head = Vec::new();
+    std::fs::File::open(path)
+        .ok()?
+        .take(1 << 20)
+        .read_to_end(&mut head)
+        .ok()?;
+    let sig: [(&[u8], &str); 6] = [
+        (b"%PDF", "a PDF document"),
+        (b"\x89PNG", "a PNG image"),
+        (b"\xff\xd8\xff", "a JPEG image"),
+        (b"PK\x03\x04", "a zip archive"),
+        (b"\x7fELF", "a program (ELF)"),
+        (b"BZh", "a bzip2 stream"),
+    ];
+    if let Some((_, what)) = sig.iter().find(|(m, _)| head.starts_with(m)) {
+        return Some((*what).to_string());
+    }
+    let text = String::from_utf8_lossy(&head);
+    let t = text.trim_start_matches('\u{feff}').trim_start();
+    if crate::import::detect(&text).is_some() {
+        return None;
+    }
+    if t.starts_with('<') {
+        // The root element: the first tag that is no declaration, comment or DOCTYPE.
+        let root = t
+            .split('<')
+            .skip(1)
+            .find(|tag| !tag.starts_with(['?', '!']))
+            .map(|tag| {
+                tag.split(|c: char| c.is_whitespace() || c == '>' || c == '/')
+                    .next()
+                    .unwrap_or("")
+                    .to_string()
+            })
+            .unwrap_or_default();
+        let what = match root.as_str() {
+            "testsuites" | "testsuite" => ": a JUnit report",
+            "svg" => ": an SVG drawing",
+            "html" => ": an HTML page",
+            _ => "",
+        };
+        return Some(format!("XML, root element <{root}>{what}"));
+    }
+    if t.starts_with('{') || t.starts_with('[') {
+        let what = if t.contains("\"daqtune.report/v1\"") {
+            ": a daqtune report, which `daqtune diff` compares but `--root` cannot read"
+        } else {
+            ""
+        };
+        return Some(format!("JSON{what}"));
+    }
+    None
 }
 
 pub fn open_root(path: Option<&std::path::Path>) -> Result<OpenedHost, RootError> {
@@ -82,6 +152,14 @@ pub fn open_root(path: Option<&std::path::Path>) -> Result<OpenedHost, RootError
         && std::fs::read_dir(p).is_ok_and(|mut d| {
             d.any(|e| e.is_ok_and(|e| e.file_type().is_ok_and(|t| t.is_file())))
         });
+    if p.is_file() {
+        if let Some(holds) = foreign_kind(p) {
+            return Err(RootError::UnknownKind {
+                path: p.display().to_string(),
+                holds,
+            });
+        }
+    }
     if files_only || crate::import::is_capture(p) {
         let tmp = crate::import::import_temp(p)?;
         let host = Host::at(tmp.path()).map_err(root_err)?;

@@ -32,6 +32,7 @@ pub mod report;
 pub mod run_info;
 pub mod snapshot;
 pub mod status;
+pub mod suggest;
 pub mod topo;
 pub mod tunable;
 pub mod tunables;

@@ -218,7 +218,7 @@ impl PlanOptions {
 /// Errors that stop planning altogether (bad options, not host state).
 #[derive(Debug, thiserror::Error)]
 pub enum PlanError {
-    #[error("unknown id `{id}` for --only (expected one of: {known})")]
+    #[error("unknown id `{id}` for --only{hint} (expected one of: {known})", hint = crate::suggest::hint(id, known.split(", ")))]
     UnknownId { id: String, known: String },
     #[error("{0}")]
     Invalid(#[from] daqtune_units::InvalidValue),

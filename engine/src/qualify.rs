@@ -69,7 +69,8 @@ impl Subset {
                 None => {
                     let known: Vec<&str> = crate::tunables::REGISTRY.iter().map(|c| c.id).collect();
                     return Err(UsageError::Other(format!(
-                        "qualify --only: unknown check `{id}`; known: {}",
+                        "qualify --only: unknown check `{id}`{}; known: {}",
+                        crate::suggest::hint(id, crate::tunables::names()),
                         known.join(", ")
                     )));
                 }

@@ -466,6 +466,47 @@ pub fn catalogue_markdown() -> String {
     s
 }
 
+/// The closing line of a `check` run by a user who is not root, when it skipped what only
+/// root may read: the checks not judged, and that root is the reason. `None` for root, or
+/// when nothing was skipped for want of it. (docs/cli.md, "Not root": the exit code stays
+/// the verdicts'; this line says what the run could not judge.)
+pub fn not_root_line(checks: &[Verdict], is_root: bool) -> Option<String> {
+    if is_root {
+        return None;
+    }
+    // The skips' own words: every reader that is refused for want of root says so
+    // ("permission denied (run as root)", "(not root)", "(needs root)", CAP_NET_ADMIN).
+    // ("a host root" is no such reason).
+    let for_root = |m: &str| {
+        let m = m.to_ascii_lowercase();
+        [
+            "permission denied",
+            "not permitted",
+            "not root",
+            "needs root",
+            "need root",
+            "as root",
+        ]
+        .iter()
+        .any(|w| m.contains(w))
+    };
+    let mut ids: Vec<&str> = checks
+        .iter()
+        .filter(|v| v.status == Status::Skip && for_root(&v.message))
+        .map(|v| v.id.as_str())
+        .collect();
+    let n = ids.len();
+    ids.dedup();
+    if ids.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "not judged: {n} verdict(s) of {} check(s) skipped because this user is not root ({}); run `sudo daqtune check` to judge them",
+        ids.len(),
+        ids.join(", ")
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -204,6 +204,7 @@ const LAYERS: &[&[&str]] = &[
         "hostio::parts",
         "apply::testroot",
         "fleet::output",
+        "suggest",
     ],
     &["facts", "capture"],
     &[

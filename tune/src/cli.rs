@@ -18,7 +18,11 @@ use std::time::Duration;
 --json/--junit/--prometheus/--nfd/--svg FILE add files. Every file is replaced atomically (mode\n\
 0644); a symlink (/dev/stdout) is written through, never replaced. A closed pipe ends a command\n\
 quietly; a failed write to stdout exits 2. Empty DAQTUNE_* variables count as unset.\n\n\
-tune_system.py habits work too: `daqtune --check all`, `--check mrrs`, `--set mrrs`,\n`--check schematic --schematic-output x.svg`."
+Options go before or after the subcommand (`daqtune -f json check`). Lists of check ids take\n\
+commas, spaces or both (`check nic.mtu,pcie.mrrs`, `--only \"hugepages nic.mtu\"`).\n\n\
+tune_system.py habits work too: `daqtune --check all`, `--check mrrs`, `--set mrrs` (asks\n\
+nothing; runtime only where no daqtune is installed), `--check schematic` (pcie_schematic.svg;\n\
+--schematic-output x.svg)."
 )]
 pub struct Cli {
     #[command(flatten)]
@@ -263,8 +267,9 @@ impl From<FailOn> for gate::FailOn {
 pub struct CheckArgs {
     #[command(flatten)]
     pub host: GlobalArgs,
-    /// Check ids (or tune_system.py names) to run; all when none. `all` means all.
-    #[arg(value_name = "ID", value_parser = listed_id)]
+    /// Check ids (or tune_system.py names) to run, separated by spaces or commas; all when
+    /// none. `all` means all.
+    #[arg(value_name = "ID", value_delimiter = ',', value_parser = listed_id)]
     pub ids: Vec<String>,
     #[arg(long, short = 'f', value_enum, default_value_t = Format::Text)]
     pub format: Format,
@@ -464,6 +469,10 @@ pub struct ApplyArgs {
     /// Journal and lock directory (host path; default /var/lib/daqtune).
     #[arg(long, value_name = "DIR", hide = true)]
     pub state_dir: Option<String>,
+    /// tune_system.py's `--set NAME` (see `legacy`): asks nothing, and with no installed
+    /// daqtune binary makes the runtime change alone, with a note.
+    #[arg(long, hide = true)]
+    pub tune_system_set: bool,
 }
 
 impl ApplyArgs {
@@ -471,7 +480,7 @@ impl ApplyArgs {
         apply::ApplyOptions {
             sel: self.sel.engine(),
             dry_run: self.dry_run,
-            yes: self.yes,
+            yes: self.yes || self.tune_system_set,
             state_dir: self.state_dir.clone(),
         }
     }
@@ -701,6 +710,47 @@ pub struct ReportArgs {
     /// writable ROOT/daqtune (see deploy/kubernetes). Needs --root.
     #[arg(long)]
     pub live_gpu_facts: bool,
+}
+
+/// One list syntax for ids everywhere: commas (`A,B`, split by clap), spaces (`"A B"`, one
+/// shell word) or both. Each word is trimmed and already known not to be empty.
+fn split_words(ids: &mut Vec<String>) {
+    *ids = ids
+        .iter()
+        .flat_map(|s| s.split_whitespace().map(String::from).collect::<Vec<_>>())
+        .collect();
+}
+
+/// `--only`'s ids as `apply` and `plan` plan them: tune_system.py's names (`mrrs`) become
+/// the registry's ids, as `check` and `revert` take them; an unknown word is left for the
+/// plan to refuse with the nearest id.
+fn canonical_ids(ids: &mut [String]) {
+    for id in ids.iter_mut() {
+        if let Some(t) = daqtune_engine::tunables::find(id) {
+            *id = t.id.to_string();
+        }
+    }
+}
+
+impl Cli {
+    /// The lists of ids in the one syntax (see [`split_words`]).
+    pub fn normalize(&mut self) {
+        match &mut self.command {
+            Command::Check(a) => split_words(&mut a.ids),
+            Command::Plan(PlanArgs { sel, .. }) | Command::Apply(ApplyArgs { sel, .. }) => {
+                split_words(&mut sel.only);
+                canonical_ids(&mut sel.only);
+            }
+            Command::Revert(a) => split_words(&mut a.only),
+            Command::Qualify(a) => {
+                split_words(&mut a.only);
+                if let Some(s) = &mut a.selftest {
+                    split_words(s);
+                }
+            }
+            _ => {}
+        }
+    }
 }
 
 /// One id of a list (`--only A,B`): an empty one (`--only ""`, `" "`, `","`, `A,`) is a usage

@@ -86,6 +86,9 @@ pub fn check(g: &GlobalArgs, a: &CheckArgs) -> Result<u8, UsageError> {
     if let Some(line) = daqtune_engine::capture::coverage_line(&facts, &ids) {
         out::eprint(&format!("daqtune: {line}\n"));
     }
+    // What a user who is not root could not judge, after the report (stderr: the report on
+    // stdout stays one document); the exit code stays the verdicts' (docs/cli.md).
+    let not_root = report::not_root_line(&rep.checks, daqtune_probe::sys::is_root());
     drop(facts);
     drop(host);
     // The gate's result is part of the outputs (JSON `run`, NFD and Prometheus), so the exit
@@ -115,6 +118,9 @@ pub fn check(g: &GlobalArgs, a: &CheckArgs) -> Result<u8, UsageError> {
     let outputs: Vec<(Option<&Path>, &str)> =
         outputs.iter().map(|(p, t)| (*p, t.as_str())).collect();
     write_all(&outputs)?;
+    if let Some(line) = not_root {
+        out::eprint(&format!("daqtune: {line}\n"));
+    }
     Ok(code)
 }
 
@@ -347,8 +353,44 @@ pub fn diff(g: &GlobalArgs, a: &DiffArgs) -> Result<u8, UsageError> {
     Ok(u8::from(!changes.is_empty()))
 }
 
+/// Picture formats that `--svg` cannot write: daqtune draws SVG alone, and a file with one
+/// of these names would hold SVG bytes its viewers refuse (tune_system.py wrote PNG with
+/// Pillow; issue 46 found `x.png` receiving SVG). A name without one of them (`.svg`, no
+/// extension, /dev/stdout) is written.
+const NOT_SVG: [&str; 12] = [
+    "png", "pdf", "jpg", "jpeg", "gif", "bmp", "tif", "tiff", "webp", "eps", "ps", "emf",
+];
+
+fn refuse_picture_format(path: &Path) -> Result<(), UsageError> {
+    let Some(ext) = path.extension().and_then(|e| e.to_str()) else {
+        return Ok(());
+    };
+    let ext = ext.to_ascii_lowercase();
+    if !NOT_SVG.contains(&ext.as_str()) {
+        return Ok(());
+    }
+    let svg = path.with_extension("svg");
+    // rsvg-convert (librsvg) writes these four formats from an SVG.
+    let convert = if ["png", "pdf", "ps", "eps"].contains(&ext.as_str()) {
+        format!(
+            ", e.g. `rsvg-convert -f {ext} {} -o {}`",
+            svg.display(),
+            path.display()
+        )
+    } else {
+        String::new()
+    };
+    Err(UsageError::Other(format!(
+        "--svg {}: daqtune draws the PCIe tree as SVG only, so a .{ext} file would hold SVG; formats that work: .svg (or no extension, or - for stdout); convert the SVG if you need .{ext}{convert}",
+        path.display(),
+    )))
+}
+
 pub fn topo(g: &GlobalArgs, a: &TopoArgs) -> Result<u8, UsageError> {
     let svg_to_stdout = a.svg.as_deref() == Some(Path::new("-"));
+    if let Some(p) = a.svg.as_deref().filter(|_| !svg_to_stdout) {
+        refuse_picture_format(p)?;
+    }
     // One stream, one document: with the SVG on stdout the matrix goes to -o or nowhere.
     if svg_to_stdout && a.output.is_none() && a.format.is_some() {
         return Err(UsageError::Other(

@@ -30,6 +30,28 @@ fn rdma(g: cli::GlobalArgs, args: Vec<String>) -> ExitCode {
     }
 }
 
+/// tune_system.py's `--set NAME` as its users' boot scripts ran it: on any host (where no
+/// built-in profile matches, `generic-dgpu`, as `check` falls back to), and with no
+/// installed daqtune binary to set it again at boot, the runtime change alone, said on
+/// stderr with how to make it persistent.
+fn tune_system_set(
+    g: &mut daqtune_engine::GlobalOptions,
+    opts: &mut apply::ApplyOptions,
+) -> Result<(), UsageError> {
+    if g.profile.is_none() && !apply::detects_profile(g)? {
+        out::eprint("daqtune: no built-in profile matches this host: using generic-dgpu, as `daqtune check` does (pass --profile to choose)\n");
+        g.profile = Some("generic-dgpu".into());
+    }
+    if opts.sel.exe.is_none() && !opts.sel.persist_only && apply::installed_exe(g)?.is_none() {
+        opts.sel.runtime_only = true;
+        out::eprint(&format!(
+            "daqtune: {}\n",
+            apply::runtime_only_note(&opts.sel.only.join(","))
+        ));
+    }
+    Ok(())
+}
+
 /// The environment variables clap reads (`DAQTUNE_REPORT_*`): one set but empty, as
 /// /etc/default/daqtune writes them, means unset (docs/fleet.md), not "a value is required".
 fn drop_empty_settings() {
@@ -52,7 +74,7 @@ fn main() -> ExitCode {
     if let Some((g, args)) = legacy::split_rdma_invocation(&argv) {
         return rdma(g, args);
     }
-    let cli = match Cli::try_parse_from(argv) {
+    let mut cli = match Cli::try_parse_from(argv) {
         Ok(c) => c,
         Err(e) => {
             // clap's --help/--version are not errors; they go to stdout, checked like any
@@ -73,6 +95,7 @@ fn main() -> ExitCode {
             return out::finish(0);
         }
     };
+    cli.normalize();
     let g = &cli.command.globals().over(&cli.global);
     let mut stdout = out::Stdout;
     let result: Result<u8, UsageError> = match &cli.command {
@@ -85,10 +108,17 @@ fn main() -> ExitCode {
             // terminal like every text output without colours of its own (out::TerminalSafe).
             let mut o = out::TerminalSafe::new(out::Stdout);
             let mut opts = a.engine();
-            match daqtune_engine::status::expand_drifted(&g.engine(), &opts.sel, &opts.state_dir) {
+            let mut ge = g.engine();
+            if a.tune_system_set {
+                if let Err(e) = tune_system_set(&mut ge, &mut opts) {
+                    out::eprint(&format!("daqtune: {e}\n"));
+                    return out::finish(2);
+                }
+            }
+            match daqtune_engine::status::expand_drifted(&ge, &opts.sel, &opts.state_dir) {
                 Ok(Some(sel)) => {
                     opts.sel = sel;
-                    apply::run_apply(&g.engine(), &opts, &mut TerminalPrompt, &mut o)
+                    apply::run_apply(&ge, &opts, &mut TerminalPrompt, &mut o)
                 }
                 Ok(None) => {
                     out::print("nothing drifted: every setting daqtune applied reads as applied\n");

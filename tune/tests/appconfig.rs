@@ -74,3 +74,83 @@ fn unreadable_config_is_a_usage_error() {
     let out = run(&["check", "--config", "/nonexistent/app.yaml"]);
     assert_eq!(out.status.code(), Some(2));
 }
+
+/// Issue 46: a misspelt key in a DAQIRI configuration (`log_levl:`, `adress:`) was ignored
+/// silently, as DAQIRI itself ignores it (the engine then runs at its default log level, and
+/// an interface without `address` fails at start). Each is a warning with file:line and the
+/// key DAQIRI reads there (include/daqiri/common.h's decoder).
+#[test]
+fn misspelt_config_keys_warn_with_line_and_nearest_key() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let src = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/configs/raw_hds_igx.yaml"),
+    )
+    .expect("config");
+    let text = src
+        .replace("    log_level: \"info\"", "    log_levl: \"info\"")
+        .replacen(
+            "      address: 0005:03:00.0",
+            "      adress: 0005:03:00.0",
+            1,
+        );
+    assert_ne!(text, src);
+    let cfg = dir.path().join("app.yaml");
+    std::fs::write(&cfg, &text).expect("write");
+    let line_of = |needle: &str| {
+        text.lines()
+            .position(|l| l.trim_start().starts_with(needle))
+            .expect("line")
+            + 1
+    };
+    let root = fixture("igx-tuned");
+    let out = run(&[
+        "check",
+        "app.config",
+        "--root",
+        root.to_str().expect("utf8"),
+        "--profile",
+        "igx-orin",
+        "--config",
+        cfg.to_str().expect("utf8"),
+        "--format",
+        "json",
+    ]);
+    let rep: Value = serde_json::from_slice(&out.stdout).expect("json");
+    let vs = verdicts(&rep, "app.config");
+    let warned = |key: &str, near: &str, line: usize| {
+        vs.iter().any(|v| {
+            status(v) == "warn"
+                && msg(v).contains(&format!("unknown key `{key}`"))
+                && msg(v).contains(&format!("did you mean `{near}`?"))
+                && v["subject"]
+                    .as_str()
+                    .is_some_and(|s| s.contains(&format!("app.yaml:{line}")))
+        })
+    };
+    assert!(
+        warned("log_levl", "log_level", line_of("log_levl:")),
+        "{vs:#?}"
+    );
+    assert!(warned("adress", "address", line_of("adress:")), "{vs:#?}");
+    // The keys DAQIRI reads draw no warning.
+    let clean = dir.path().join("clean.yaml");
+    std::fs::write(&clean, &src).expect("write");
+    let out = run(&[
+        "check",
+        "app.config",
+        "--root",
+        root.to_str().expect("utf8"),
+        "--profile",
+        "igx-orin",
+        "--config",
+        clean.to_str().expect("utf8"),
+        "--format",
+        "json",
+    ]);
+    let rep: Value = serde_json::from_slice(&out.stdout).expect("json");
+    let vs = verdicts(&rep, "app.config");
+    assert!(
+        vs.iter().all(|v| !msg(v).contains("unknown key")),
+        "{vs:#?}"
+    );
+}

@@ -386,3 +386,162 @@ fn status_prints_a_working_restore_and_apply_only_drifted_restores() {
     );
     assert_eq!(run(&["status", "--root", rs]).status.code(), Some(0));
 }
+
+/// A copy of a fixture root, without an installed daqtune.
+fn copy_of(name: &str) -> tempfile::TempDir {
+    let d = tempfile::tempdir().expect("tmp");
+    common::copy_tree(&fixture(name), d.path());
+    d
+}
+
+/// The udev rules daqtune wrote into a root.
+fn udev_rules(root: &Path) -> Vec<String> {
+    files(root)
+        .into_iter()
+        .map(|(p, _)| p)
+        .filter(|p| p.starts_with("etc/udev/rules.d/") && p.contains("daqtune"))
+        .collect()
+}
+
+/// Issue 46, item 1: tune_system.py's `--set mrrs` as boot scripts ran it (no terminal, no
+/// --yes, no profile). tune_system.py asked nothing and wrote the register at runtime
+/// (DAQIRI python/tune_system.py `update_mrrs_for_nvidia_devices`); daqtune exited 2 for want
+/// of --yes, then refused for want of an installed binary. Without one it now makes the
+/// runtime change alone and says it will not survive a reboot and how to keep it; with one
+/// it also writes the udev rule that keeps it.
+#[test]
+fn set_mrrs_runs_as_boot_scripts_ran_it() {
+    let root = copy_of("igx-untuned");
+    let rs = root.path().to_str().expect("utf8");
+    let o = run(&["--root", rs, "--set", "mrrs"]);
+    assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+    let (out, err) = (stdout(&o), stderr(&o));
+    assert!(out.contains("pcie.mrrs"), "{out}");
+    assert!(!out.contains("FAIL"), "{out}");
+    assert!(
+        err.contains("will not survive a reboot") && err.contains("install daqtune"),
+        "{err}"
+    );
+    assert!(
+        udev_rules(root.path()).is_empty(),
+        "{:?}",
+        udev_rules(root.path())
+    );
+    // Done: a second run has nothing to change.
+    let o = run(&["--root", rs, "--set", "mrrs"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).contains("nothing to change"), "{}", stdout(&o));
+
+    // With daqtune installed the setting is kept across boots, and nothing is said about it.
+    let root = copy_of("igx-untuned");
+    install_daqtune(root.path());
+    let rs = root.path().to_str().expect("utf8");
+    let o = run(&["--root", rs, "--set=mrrs"]);
+    assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+    assert!(!stderr(&o).contains("will not survive"), "{}", stderr(&o));
+    assert!(!udev_rules(root.path()).is_empty(), "{}", stdout(&o));
+
+    // On a server no built-in profile names, as tune_system.py did on any host: the profile
+    // `check` falls back to, said so.
+    let root = copy_of("x86-2s");
+    let rs = root.path().to_str().expect("utf8");
+    let o = run(&["--root", rs, "--set", "mrrs"]);
+    assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+    assert!(stderr(&o).contains("using generic-dgpu"), "{}", stderr(&o));
+}
+
+/// Issue 46, item 2: `revert` without --yes and without a terminal said to run `daqtune
+/// plan` (which shows what apply would do). It now says what revert would undo and the
+/// command that confirms it; nothing changes.
+#[test]
+fn revert_without_yes_says_what_it_would_undo() {
+    let root = spark();
+    let r = root.path();
+    let rs = r.to_str().expect("utf8");
+    let o = run(&[
+        "apply",
+        "--root",
+        rs,
+        "--profile",
+        "dgx-spark",
+        "--only",
+        "nic.mtu",
+        "--yes",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let before = files(r);
+    let o = run(&["revert", "--root", rs]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(!e.contains("daqtune plan"), "{e}");
+    assert!(
+        e.contains("revert would undo")
+            && e.contains("nic.mtu")
+            && e.contains("daqtune revert --yes"),
+        "{e}"
+    );
+    let o = run(&["revert", "--root", rs, "--only", "nic.mtu"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("daqtune revert --only nic.mtu --yes"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(files(r), before);
+}
+
+/// `daqtune ARGS` as the user nobody (the test runs as root), or `None` where that cannot be
+/// done (no setpriv, no nobody, not root); as a user who is not root, directly.
+fn as_nobody(args: &[&str]) -> Option<std::process::Output> {
+    let is_root = std::process::Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| o.stdout.starts_with(b"0\n"));
+    if !is_root {
+        return Some(run(args));
+    }
+    let o = std::process::Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(common::bin())
+        .args(args)
+        .env("NO_COLOR", "1")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    // setpriv could not switch (no such user, no capability): nothing ran.
+    (!String::from_utf8_lossy(&o.stderr).starts_with("setpriv:")).then_some(o)
+}
+
+/// Issue 46, item 2: apply by a user who is not root ended in a bare EACCES on the journal
+/// directory. It now says that root is the reason.
+#[test]
+fn apply_as_non_root_says_run_as_root() {
+    use std::os::unix::fs::PermissionsExt;
+    let root = copy_of("igx-untuned");
+    // Readable by everyone, writable by root alone, as / is.
+    for d in [root.path().to_path_buf(), root.path().join("var")] {
+        std::fs::create_dir_all(&d).expect("mkdir");
+        std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    }
+    let rs = root.path().to_str().expect("utf8");
+    let Some(o) = as_nobody(&[
+        "apply",
+        "--root",
+        rs,
+        "-p",
+        "igx-orin",
+        "--only",
+        "pcie.mrrs",
+        "--runtime-only",
+        "--yes",
+    ]) else {
+        eprintln!("skipping: cannot run as a user who is not root here");
+        return;
+    };
+    assert_eq!(o.status.code(), Some(2), "{}{}", stdout(&o), stderr(&o));
+    let e = stderr(&o);
+    assert!(
+        e.contains("ermission denied") && e.contains("run as root (sudo daqtune"),
+        "{e}"
+    );
+}

@@ -338,6 +338,9 @@ pub struct AppConfig {
     pub interfaces: Vec<Interface>,
     pub workers: Vec<Worker>,
     pub problems: Vec<Problem>,
+    /// Keys DAQIRI does not read (a typo such as `log_levl:`), each with its line and the
+    /// nearest key it reads there: `app.config` warns about them.
+    pub unknown_keys: Vec<Problem>,
     /// Line of `memory_regions:` (for verdicts about all regions together).
     pub regions_line: usize,
     index: LineIndex,

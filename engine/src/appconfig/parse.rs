@@ -37,6 +37,39 @@ fn seq(v: Option<&Value>) -> &[Value] {
     }
 }
 
+/// The keys DAQIRI reads from the network node (`daqiri.cfg`), from each of its
+/// `memory_regions[]` and from each of its `interfaces[]`: DAQIRI's YAML decoder
+/// (include/daqiri/common.h `convert<NetworkConfig>::decode`, src/common.cpp
+/// `parse_memory_region_config`) and docs/api-reference/configuration.md. Any other key at
+/// these places is ignored by DAQIRI, so a misspelt one silently keeps its default.
+const NODE_KEYS: &[&str] = &[
+    "version",
+    "master_core",
+    "stream_type",
+    "engine",
+    "protocol",
+    "manager",
+    "loopback",
+    "debug",
+    "log_level",
+    "tx_meta_buffers",
+    "rx_meta_buffers",
+    "memory_regions",
+    "interfaces",
+];
+const REGION_KEYS: &[&str] = &[
+    "name", "kind", "buf_size", "num_bufs", "affinity", "access", "owned",
+];
+const INTERFACE_KEYS: &[&str] = &[
+    "name",
+    "address",
+    "rdma_config",
+    "socket_config",
+    "roce_config",
+    "rx",
+    "tx",
+];
+
 /// The highest CPU number a kernel can have (NR_CPUS at most 8192).
 const MAX_CPU: i64 = daqtune_probe::cpulist::MAX_CPU as i64;
 /// The largest buffer, payload or message a configuration may name: 1 GiB.
@@ -52,9 +85,40 @@ struct Builder<'a> {
     /// YAML path prefix of the network node (`daqiri.cfg.` or empty).
     prefix: String,
     problems: Vec<Problem>,
+    unknown: Vec<Problem>,
 }
 
 impl Builder<'_> {
+    /// The keys of the mapping at `path` (network-node relative) that DAQIRI does not read
+    /// there, with the nearest it does.
+    fn unknown_keys(&mut self, v: &Value, path: &str, known: &[&str]) {
+        let Value::Mapping(m) = untag(v) else {
+            return;
+        };
+        for k in m.keys() {
+            let Some(key) = scalar_text(k) else { continue };
+            // `<<:` merges are resolved before this; anything else unknown is reported.
+            if known.contains(&key.as_str()) || key == "<<" {
+                continue;
+            }
+            let shown = if path.is_empty() {
+                key.clone()
+            } else {
+                format!("{path}.{key}")
+            };
+            let line = self.line(&shown, true);
+            let near = crate::suggest::nearest(&key, known.iter().copied())
+                .map(|n| format!("; did you mean `{n}`?"))
+                .unwrap_or_else(|| format!(" (keys read here: {})", known.join(", ")));
+            self.unknown.push(Problem {
+                path: shown,
+                line,
+                message: format!("unknown key `{key}`: DAQIRI does not read it{near}"),
+                placeholder: false,
+            });
+        }
+    }
+
     fn full(&self, shown: &str, net: bool) -> String {
         if net {
             format!("{}{}", self.prefix, shown)
@@ -242,9 +306,21 @@ impl AppConfig {
             index: &index,
             prefix,
             problems: Vec::new(),
+            unknown: Vec::new(),
         };
         // The order of the parts is the order problems on one line are reported in.
         b.placeholders(&root);
+        // Without `daqiri: cfg:` the application sections sit beside the node's keys, so
+        // only the wrapped node is held to DAQIRI's list.
+        if !b.prefix.is_empty() {
+            b.unknown_keys(net, "", NODE_KEYS);
+        }
+        for (i, r) in seq(get(net, "memory_regions")).iter().enumerate() {
+            b.unknown_keys(r, &format!("memory_regions[{i}]"), REGION_KEYS);
+        }
+        for (i, it) in seq(get(net, "interfaces")).iter().enumerate() {
+            b.unknown_keys(it, &format!("interfaces[{i}]"), INTERFACE_KEYS);
+        }
         let head = b.head(net);
         let regions = b.regions(net);
         let regions_line = b.line("memory_regions", true);
@@ -260,6 +336,8 @@ impl AppConfig {
         let mut problems = b.problems;
         problems.sort_by_key(|p| p.line);
         problems.dedup();
+        let mut unknown_keys = b.unknown;
+        unknown_keys.sort_by_key(|p| p.line);
         Ok(AppConfig {
             file: file.to_string(),
             stream_type: head.stream_type,
@@ -270,6 +348,7 @@ impl AppConfig {
             interfaces,
             workers,
             problems,
+            unknown_keys,
             regions_line,
             index,
         })

@@ -271,6 +271,30 @@ pub fn resolve_exe(facts: &Facts, given: Option<&str>) -> Result<Option<String>,
         .map(|p| p.to_string()))
 }
 
+/// The installed daqtune binary of the host `g` names (as [`resolve_exe`] finds it without
+/// `--exe`), or `None`: tune_system.py's `--set mrrs` then changes the running host alone.
+pub fn installed_exe(g: &GlobalOptions) -> Result<Option<String>, UsageError> {
+    let host = open_for_change(g)?;
+    resolve_exe(&g.facts(&host), None)
+}
+
+/// Whether a built-in profile matches the host `g` names (as `check` detects it).
+/// tune_system.py's `--set` ran on any host: where none matches it uses `generic-dgpu`,
+/// the profile `check` falls back to.
+pub fn detects_profile(g: &GlobalOptions) -> Result<bool, UsageError> {
+    let host = open_for_change(g)?;
+    Ok(crate::commands::detect_profile_with(&g.facts(&host)).is_some())
+}
+
+/// The note of a change made at runtime alone because no daqtune binary is installed to
+/// make it again at boot: what is lost at a reboot and how to keep it.
+pub fn runtime_only_note(ids: &str) -> String {
+    format!(
+        "note: no installed daqtune binary (looked for {}): {ids} is changed on the running host only, as tune_system.py did; it will not survive a reboot or a device reset. To make it persistent: {INSTALL_ADVICE}; then run `sudo daqtune apply --only {ids}` (it also writes the udev rule that sets it again at boot and after a reset)",
+        daqtune_units::INSTALLED_EXE.join(", ")
+    )
+}
+
 /// apply's copy of the user's profile file (`--profile FILE`): its host path under
 /// [`PROFILE_COPIES`](crate::context::artifacts::PROFILE_COPIES) and its bytes; `None` for a
 /// built-in profile (or a file that cannot be read again: the units then name the file given).
@@ -507,9 +531,7 @@ pub struct NoTerminal;
 
 impl Prompt for NoTerminal {
     fn confirm(&mut self, _question: &str, _err: &mut dyn Write) -> Result<bool, UsageError> {
-        Err(UsageError::Other(
-            "stdin is not a terminal and --yes was not given: refusing to change the host (run `daqtune plan` to see what would change)".into(),
-        ))
+        Err(UsageError::NoTerminal)
     }
 }
 
@@ -729,8 +751,9 @@ fn run_apply_inner(
     let mut journal = journal::Journal::create(&state.join("journal"), &lp.profile.name, w)
         .map_err(|e| {
             UsageError::Other(format!(
-                "cannot start the journal in {}: {e}",
-                state.display()
+                "cannot start the journal in {}: {e}{}",
+                state.display(),
+                crate::hostio::root_hint(&e)
             ))
         })?;
     journal.doc.selection = recorded(&sel);
@@ -923,6 +946,54 @@ pub fn run_apply(
     )
 }
 
+/// Revert's refusal without a terminal and without `--yes`: what it would undo (the runs in
+/// effect, each with its id, profile and checks) and the command that confirms it.
+fn revert_unconfirmed(scope: &revert::Scope, pending: &[PathBuf]) -> String {
+    let runs: Vec<String> = pending
+        .iter()
+        .map(|d| match journal::Journal::open(d) {
+            Ok(j) => {
+                let mut checks: Vec<&str> = j
+                    .doc
+                    .records
+                    .iter()
+                    .filter_map(|r| r.check.as_deref())
+                    .collect();
+                checks.sort_unstable();
+                checks.dedup();
+                let what = if checks.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {}", checks.join(", "))
+                };
+                format!("  run {} (profile {}){what}", j.doc.id, j.doc.profile)
+            }
+            Err(_) => format!("  {} (journal unreadable)", d.display()),
+        })
+        .collect();
+    let (what, confirm) = match scope {
+        revert::Scope::All => (
+            format!("every apply run in effect, newest first ({})", runs.len()),
+            "daqtune revert --yes".to_string(),
+        ),
+        revert::Scope::Run(id) => (
+            format!("apply run {id}"),
+            format!("daqtune revert --run {id} --yes"),
+        ),
+        revert::Scope::Checks(ids) => (
+            format!(
+                "the changes of {} in every apply run in effect",
+                ids.join(", ")
+            ),
+            format!("daqtune revert --only {} --yes", ids.join(",")),
+        ),
+    };
+    format!(
+        "stdin is not a terminal and --yes was not given: nothing was reverted. revert would undo {what}; the runs in effect:\n{}\nconfirm with `{confirm}` (`daqtune status` shows each run and whether it still holds)",
+        runs.join("\n")
+    )
+}
+
 /// `daqtune revert`, with a writer that tests can fault.
 pub fn run_revert_with(
     g: &GlobalOptions,
@@ -1029,8 +1100,16 @@ fn run_revert_inner(
             ids.join(", ")
         ),
     };
-    if !a.yes && !prompt.confirm(&question, err)? {
-        return Ok(0);
+    if !a.yes {
+        match prompt.confirm(&question, err) {
+            Ok(true) => {}
+            Ok(false) => return Ok(0),
+            // `plan` shows what apply would do, not what revert undoes: say that here.
+            Err(UsageError::NoTerminal) => {
+                return Err(UsageError::Other(revert_unconfirmed(&scope, &pending)))
+            }
+            Err(e) => return Err(e),
+        }
     }
     let _lock = lock(&state)?;
     let rep = match revert::revert_scope(&host, &base, w, gpu, &scope) {

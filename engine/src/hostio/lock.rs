@@ -17,7 +17,7 @@ pub enum LockError {
     #[error("another daqtune apply or revert is running ({} is locked)", .0.display())]
     Held(PathBuf),
     /// The directory or the lock file could not be made or opened, or flock failed.
-    #[error("{}: {source}", path.display())]
+    #[error("{}: {source}{}", path.display(), crate::hostio::root_hint(source))]
     Io {
         path: PathBuf,
         source: std::io::Error,

@@ -20,7 +20,25 @@ fn yaml_error(file: &str, e: serde_yaml_ng::Error) -> ProfileError {
         Some((head, _)) => head.to_string(),
         None => msg,
     };
-    ProfileError::at(file, pos, msg)
+    let hint = unknown_field_hint(&msg);
+    ProfileError::at(file, pos, format!("{msg}{hint}"))
+}
+
+/// serde's "unknown field `adress`, expected one of `a`, `b`" (or "expected `a`") names the
+/// keys the schema knows at that place: the nearest of them, as "; did you mean `address`?".
+fn unknown_field_hint(msg: &str) -> String {
+    let Some(rest) = msg
+        .split_once("unknown field `")
+        .map(|(_, r)| r)
+        .or_else(|| msg.split_once("unknown variant `").map(|(_, r)| r))
+    else {
+        return String::new();
+    };
+    let Some((word, expected)) = rest.split_once('`') else {
+        return String::new();
+    };
+    let known: Vec<&str> = expected.split('`').skip(1).step_by(2).collect();
+    crate::suggest::hint(word, known)
 }
 
 /// Nesting depth a profile may have (block levels plus flow brackets).
@@ -114,8 +132,9 @@ pub fn load(name_or_path: &str) -> Result<LoadedProfile, ProfileError> {
                 line: 0,
                 column: 0,
                 message: format!(
-                    "cannot read profile ({e}); built-in profiles are: {}",
-                    known.join(", ")
+                    "cannot read profile ({e}); built-in profiles are: {}{}",
+                    known.join(", "),
+                    crate::suggest::hint(name_or_path, known.iter().copied())
                 ),
             }
         })?;

@@ -145,6 +145,13 @@ pub fn ids() -> impl Iterator<Item = &'static str> {
     REGISTRY.iter().map(|t| t.id)
 }
 
+/// Every id and tune_system.py alias: the words `check` and `--only` take.
+pub fn names() -> impl Iterator<Item = &'static str> {
+    REGISTRY
+        .iter()
+        .flat_map(|t| std::iter::once(t.id).chain(t.aliases.iter().copied()))
+}
+
 /// The tunables that plan, in plan order.
 pub fn planners() -> Vec<&'static Tunable> {
     planners_in(REGISTRY)

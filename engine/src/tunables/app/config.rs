@@ -67,13 +67,20 @@ fn run_config(ctx: &Context) -> Vec<Verdict> {
         Ok(a) => a,
         Err(v) => return v,
     };
+    // A key DAQIRI does not read keeps its default silently there: a warning with its line.
+    let unknown = app.unknown_keys.iter().map(|p| {
+        Verdict::warn(ID, app.subject(p.line, &p.path), p.message.clone()).fix(format!(
+            "edit {}:{}: DAQIRI ignores this key (DAQIRI's configuration reference: docs/api-reference/configuration.md)",
+            app.file, p.line
+        ))
+    });
     if app.problems.is_empty() {
         let queues: usize = app.interfaces.iter().map(|i| i.queues.len()).sum();
         let st = match app.stream_type.as_ref().and_then(|f| f.ok()) {
             Some(crate::appconfig::StreamType::Raw) => "raw",
             _ => "socket",
         };
-        return vec![Verdict::pass(
+        let mut out = vec![Verdict::pass(
             ID,
             app.file.clone(),
             format!(
@@ -84,6 +91,8 @@ fn run_config(ctx: &Context) -> Vec<Verdict> {
                 app.workers.len()
             ),
         )];
+        out.extend(unknown);
+        return out;
     }
     app.problems
         .iter()
@@ -103,6 +112,7 @@ fn run_config(ctx: &Context) -> Vec<Verdict> {
                 ))
             }
         })
+        .chain(unknown)
         .collect()
 }
 
