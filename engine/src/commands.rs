@@ -71,7 +71,25 @@ fn check_hint(id: &str) -> String {
 pub fn load_profile(name_or_path: &str) -> Result<LoadedProfile, UsageError> {
     let lp = profile::load(name_or_path)?;
     tunables::validate_profile(&lp)?;
+    say_deprecations(&lp);
     Ok(lp)
+}
+
+/// Each deprecated key a profile uses is said on stderr, once per process: apply loads its
+/// profile for the plan and again under the lock, status the run's profile beside the chosen
+/// one. Built-in profiles use none.
+fn say_deprecations(lp: &LoadedProfile) {
+    use std::io::Write;
+    static SAID: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    let Ok(mut said) = SAID.lock() else { return };
+    let mut err = daqtune_probe::text::TerminalSafe::new(std::io::stderr());
+    for n in &lp.deprecations {
+        if !said.contains(n) {
+            // A closed stderr loses only the note.
+            let _ = writeln!(err, "daqtune: {n}");
+            said.push(n.clone());
+        }
+    }
 }
 
 /// The profile given with --profile, else the detected one, else generic-dgpu (said so).

@@ -507,6 +507,209 @@ pub fn not_root_line(checks: &[Verdict], is_root: bool) -> Option<String> {
     ))
 }
 
+/// The checks whose registry entry names `key` or a section above it (`nic.rings` covers
+/// `nic.rings.rx`).
+fn checks_reading(key: &str) -> Vec<&'static str> {
+    let bare = key.replace("[]", "");
+    REGISTRY
+        .iter()
+        .filter(|t| {
+            t.profile_keys.iter().any(|k| {
+                bare == *k
+                    || bare.starts_with(&format!("{k}."))
+                    || k.starts_with(&format!("{bare}."))
+            })
+        })
+        .map(|t| t.id)
+        .collect()
+}
+
+/// A default as YAML would write it, on one line.
+fn flow(v: &serde_yaml_ng::Value) -> String {
+    use serde_yaml_ng::Value;
+    match v {
+        Value::Null => "unset".into(),
+        Value::Bool(b) => b.to_string(),
+        Value::Number(n) => n.to_string(),
+        Value::String(s) if s.is_empty() => "\"\"".into(),
+        Value::String(s) => s.clone(),
+        Value::Sequence(q) => format!("[{}]", q.iter().map(flow).collect::<Vec<_>>().join(", ")),
+        Value::Mapping(m) => format!(
+            "{{{}}}",
+            m.iter()
+                .map(|(k, v)| format!("{}: {}", flow(k), flow(v)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        Value::Tagged(t) => flow(&t.value),
+    }
+}
+
+/// The default of a key: what a profile that neither sets it nor extends one that does gets.
+fn default_of(doc: &crate::profile::keys::KeyDoc, defaults: &serde_yaml_ng::Value) -> String {
+    if let Some(d) = doc.default {
+        return d.to_string();
+    }
+    let mut v = Some(defaults);
+    for seg in doc.key.split('.') {
+        v = v.and_then(|x| x.get(seg));
+    }
+    v.map(flow).unwrap_or_else(|| "unset".into())
+}
+
+/// A table cell: pipes escaped, one line.
+fn cell(s: &str) -> String {
+    s.replace('|', "\\|").replace('\n', " ")
+}
+
+/// docs/profiles.md: every profile key with its type, default, unit, an example, what reads
+/// it and what it means (`daqtune profiles keys --markdown`; a test keeps the page in step).
+pub fn profile_keys_markdown() -> String {
+    let defaults = serde_yaml_ng::to_value(crate::profile::Profile::default())
+        .unwrap_or(serde_yaml_ng::Value::Null);
+    let mut s = String::from(PROFILE_PAGE_INTRO);
+    let mut section = "";
+    for d in crate::profile::keys::KEYS {
+        let this = match d.key.split(['.', '[']).next().unwrap_or(d.key) {
+            "name" | "description" | "extends" => "The profile",
+            "not_applicable" | "required" | "waivers" => "Checks and the gate",
+            top => top,
+        };
+        if this != section {
+            section = this;
+            let title = if this.starts_with(char::is_uppercase) {
+                this.to_string()
+            } else {
+                format!("`{this}`")
+            };
+            let _ = write!(
+                s,
+                "\n## {title}\n\n| key | type | default | unit | example | read by | meaning |\n| --- | --- | --- | --- | --- | --- | --- |\n"
+            );
+        }
+        let mut readers: Vec<String> = checks_reading(d.key)
+            .into_iter()
+            .map(|id| format!("[{id}](checks/{id}.md)"))
+            .collect();
+        if !d.used_by.is_empty() {
+            readers.push(d.used_by.to_string());
+        }
+        let _ = writeln!(
+            s,
+            "| `{}` | {} | {} | {} | `{}` | {} | {} |",
+            d.key,
+            cell(d.ty),
+            cell(&default_of(d, &defaults)),
+            cell(d.unit),
+            cell(d.example),
+            cell(&readers.join(", ")),
+            cell(d.what)
+        );
+    }
+    s
+}
+
+/// `daqtune profiles keys`: one line a key (key, type, default, unit, what reads it); the
+/// meanings are on the Markdown page.
+pub fn profile_keys_text() -> String {
+    let defaults = serde_yaml_ng::to_value(crate::profile::Profile::default())
+        .unwrap_or(serde_yaml_ng::Value::Null);
+    let rows: Vec<[String; 4]> = crate::profile::keys::KEYS
+        .iter()
+        .map(|d| {
+            let mut readers: Vec<String> = checks_reading(d.key)
+                .into_iter()
+                .map(String::from)
+                .collect();
+            if !d.used_by.is_empty() {
+                readers.push(d.used_by.replace('`', ""));
+            }
+            let unit = if d.unit.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", d.unit)
+            };
+            [
+                d.key.to_string(),
+                format!("{}{unit}", d.ty),
+                {
+                    // A long default (the sysctl minimums) is on the page.
+                    let v = default_of(d, &defaults).replace('`', "");
+                    if v.chars().count() > 40 {
+                        format!("{}...", v.chars().take(37).collect::<String>())
+                    } else {
+                        v
+                    }
+                },
+                readers.join(", "),
+            ]
+        })
+        .collect();
+    let w: Vec<usize> = (0..3)
+        .map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0))
+        .collect();
+    let mut s = String::new();
+    for r in rows {
+        let line = format!(
+            "{:<w0$}  {:<w1$}  {:<w2$}  {}",
+            r[0],
+            r[1],
+            r[2],
+            r[3],
+            w0 = w[0],
+            w1 = w[1],
+            w2 = w[2]
+        );
+        s.push_str(line.trim_end());
+        s.push('\n');
+    }
+    s.push_str("(meanings and examples: daqtune profiles keys --markdown, docs/profiles.md)\n");
+    s
+}
+
+const PROFILE_PAGE_INTRO: &str = "# Profile keys
+
+Generated by `daqtune profiles keys --markdown` from the profile schema (`engine/src/profile/`)
+and the checks' registry: a key added to the schema without its entry in
+`engine/src/profile/keys.rs` fails the engine's tests, and this page out of step with the
+binary fails `tune/tests/foundation.rs`.
+
+A profile is a YAML file given with `--profile FILE` (or a built-in name: `igx-orin`,
+`dgx-spark`, `generic-dgpu`; `daqtune profiles show NAME` prints one whole). Every key is
+optional but `name`. With `extends: NAME` the file builds on a built-in profile: mappings merge
+key by key and this file's values win; a list (and `hugepages.pools` against `size`/`count`)
+replaces what the profile below gave. An unknown key or a value of the wrong type is refused with
+`file:line:column`, and so is a value out of range (an MRRS that is not a power of two,
+isolated CPUs that overlap `irqaffinity`), located in the layer that set it.
+
+\"default\" is what a profile gets when neither it nor a profile it extends sets the key;
+the built-in profiles set many keys (`daqtune profiles show NAME`). \"read by\" names the checks
+that judge with the key (their pages say how) and the commands that use it otherwise.
+
+```yaml
+name: lab-dgx
+extends: generic-dgpu
+cpu:
+  isolated: \"4-7\"
+nic:
+  interfaces: [enp1s0f0np0, enp1s0f1np1]
+required: [kernel.cmdline, cpu.governor, hugepages, pcie.mrrs, nic.mtu, gpu.clocks]
+selftest:
+  floor: 0.9
+  reference:
+    - path: socket.tcp
+      message_size: 8192
+      streams: 4
+      gbps: 90
+      source: \"our lab, 2026-11: 8 KB x 4 streams\"
+```
+
+One floor mechanism holds self-test results: `selftest.floor` x `selftest.reference`
+(docs/ci-gate.md). The older `selftest.min_tcp_gbps` and `selftest.reference_gbps` are still
+read, each with a note naming its file:line and what to write instead, and are mapped onto
+`selftest.reference`; `profiles show` prints what they became, never the old keys.
+";
+
 #[cfg(test)]
 mod tests {
     use super::*;

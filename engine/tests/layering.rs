@@ -190,6 +190,7 @@ const LAYERS: &[&[&str]] = &[
         "profile",
         "profile::merge",
         "profile::validate",
+        "profile::keys",
         "cores",
         "appconfig",
         "appconfig::locate",

@@ -117,7 +117,8 @@ pub struct SelftestArgs {
     /// Do not pin the threads.
     #[arg(long)]
     pub no_pin: bool,
-    /// Minimum TCP rate in Gb/s (default: the profile's `selftest.min_tcp_gbps`).
+    /// Minimum TCP rate of this run in Gb/s (default: none; the profile's `selftest.floor` x
+    /// `selftest.reference` judge the rate where the link has a speed).
     #[arg(long, value_name = "GBPS", value_parser = crate::flagnum::gbps)]
     pub min_tcp_gbps: Option<f64>,
     /// UDP loss allowed, percent (default: the profile's `selftest.max_udp_loss_pct`).

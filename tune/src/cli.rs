@@ -376,6 +376,12 @@ pub enum ProfilesAction {
     List,
     /// Print a profile after `extends:` is merged (YAML).
     Show { name: String },
+    /// Every profile key: type, default, unit and the checks that read it.
+    Keys {
+        /// The reference page as Markdown (docs/profiles.md is generated from it).
+        #[arg(long)]
+        markdown: bool,
+    },
 }
 
 #[derive(Debug, Clone, Default, Args)]

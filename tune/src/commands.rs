@@ -210,6 +210,12 @@ pub fn profiles(a: &ProfilesArgs) -> Result<u8, UsageError> {
                 .map_err(|e| UsageError::Other(e.to_string()))?;
             out::print(&y);
         }
+        Some(ProfilesAction::Keys { markdown: true }) => {
+            out::print(&daqtune_engine::report::profile_keys_markdown());
+        }
+        Some(ProfilesAction::Keys { markdown: false }) => {
+            out::print(&daqtune_engine::report::profile_keys_text());
+        }
     }
     Ok(0)
 }

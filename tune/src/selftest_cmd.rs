@@ -28,7 +28,6 @@ pub fn defaults(ctx: &Context<'_>, lp: &LoadedProfile) -> (Defaults, Option<Stri
         mtu: p.nic.mtu,
         udp_rate_gbps: p.selftest.udp_rate_gbps,
         thresholds: Thresholds {
-            min_tcp_gbps: p.selftest.min_tcp_gbps,
             max_udp_loss_pct: p.selftest.max_udp_loss_pct,
             ..Thresholds::default()
         },
@@ -39,15 +38,14 @@ pub fn defaults(ctx: &Context<'_>, lp: &LoadedProfile) -> (Defaults, Option<Stri
     (d, note)
 }
 
-/// The profile's reference figures for the self-test: `selftest.reference` with its shapes,
-/// then the shapeless `reference_gbps` entries.
+/// The profile's reference figures for the self-test: `selftest.reference` with its shapes
+/// (the loader has mapped the deprecated `min_tcp_gbps` / `reference_gbps` onto it).
 pub fn references(st: &daqtune_engine::profile::SelftestProfile) -> Vec<Reference> {
     let split = |path: &str| {
         let (e, m) = path.split_once('.').unwrap_or((path, ""));
         (e.to_string(), m.to_string())
     };
-    let mut out: Vec<Reference> = st
-        .reference
+    st.reference
         .iter()
         .map(|r| {
             let (engine, mode) = split(&r.path);
@@ -62,21 +60,7 @@ pub fn references(st: &daqtune_engine::profile::SelftestProfile) -> Vec<Referenc
                 source: r.source.clone(),
             }
         })
-        .collect();
-    for (path, gbps) in &st.reference_gbps {
-        let (engine, mode) = split(path);
-        out.push(Reference {
-            engine,
-            mode,
-            message_size: None,
-            streams: None,
-            gbps: Some(*gbps),
-            loss_pct: None,
-            floor: None,
-            source: format!("profile selftest.reference_gbps {path}"),
-        });
-    }
-    out
+        .collect()
 }
 
 /// Runs the self-test; the exit code is the self-test's (0 pass, 1 fail, 2 could not run,
@@ -110,7 +94,6 @@ mod tests {
         let mut lp = profile::load("dgx-spark").expect("built-in profile");
         lp.profile.selftest.message_size = 4096;
         lp.profile.selftest.max_udp_loss_pct = 0.5;
-        lp.profile.selftest.min_tcp_gbps = 40.0;
         lp.profile.selftest.floor = 0.8;
         let host = Host::live();
         let ctx = Context::new(&host, &lp);
@@ -121,7 +104,8 @@ mod tests {
         assert_eq!(d.message_size, 4096);
         assert_eq!(d.mtu, 9000);
         assert_eq!(d.thresholds.max_udp_loss_pct, 0.5);
-        assert_eq!(d.thresholds.min_tcp_gbps, 40.0);
+        // No absolute TCP minimum besides the references (one floor mechanism).
+        assert_eq!(d.thresholds.min_tcp_gbps, 0.0);
         assert_eq!(d.floor, 0.8);
         // The Spark's figures (seed 002) reach the self-test with their shapes.
         let tcp = d
@@ -136,6 +120,63 @@ mod tests {
         assert!(tcp.source.contains("seed 002"), "{}", tcp.source);
         // UDP is paced at the link's payload rate unless the profile names a rate.
         assert_eq!(d.udp_rate_gbps, None);
+    }
+
+    /// Issue 46: one floor mechanism. A profile's legacy `min_tcp_gbps: 40` still holds a TCP
+    /// run to 40 Gb/s, through the references: 30 Gb/s on a 100 Gb/s port fails, 50 passes;
+    /// `reference_gbps` keeps its shapeless figure. Each is said with file:line.
+    #[test]
+    fn legacy_floor_keys_become_references() {
+        use daqtune_selftest::engine::Mode;
+        use daqtune_selftest::reference::{assess, Link};
+        use daqtune_selftest::report::{EngineResult, Status};
+        let lp = profile::load_source(
+            "lab.yaml",
+            "name: lab\nextends: generic-dgpu\nselftest:\n  min_tcp_gbps: 40\n  reference_gbps:\n    rdma.write: 95\n",
+        )
+        .expect("legacy keys still load");
+        let refs = references(&lp.profile.selftest);
+        let tcp = refs
+            .iter()
+            .find(|r| r.engine == "socket" && r.mode == "tcp" && r.message_size.is_none())
+            .expect("min_tcp_gbps as a socket.tcp reference");
+        assert_eq!((tcp.gbps, tcp.floor), (Some(40.0), Some(1.0)));
+        let w = refs
+            .iter()
+            .find(|r| r.engine == "rdma" && r.mode == "write" && r.gbps == Some(95.0))
+            .expect("reference_gbps as a reference");
+        assert_eq!((w.message_size, w.streams, w.floor), (None, None, None));
+        // generic-dgpu's own references stay beside them.
+        assert!(refs.iter().any(|r| r.engine == "dpdk"), "{refs:?}");
+        let link = Link {
+            speed_mbps: Some(100_000),
+            source: "test".into(),
+            mtu: Some(9000),
+            pcie: None,
+        };
+        for (gbps, want) in [(30.0, Status::Fail), (50.0, Status::Pass)] {
+            let mut r = EngineResult::new("socket", Mode::Tcp, "ports");
+            r.message_size = 8192;
+            r.gbps = gbps;
+            r.packets = 1000;
+            r.status = Status::Pass;
+            assess(&mut r, &link, &refs, lp.profile.selftest.floor);
+            assert_eq!(r.status, want, "{gbps} Gb/s: {:?}", r.reference);
+        }
+        assert_eq!(lp.deprecations.len(), 2, "{:?}", lp.deprecations);
+        assert!(
+            lp.deprecations[0]
+                .starts_with("lab.yaml:4:3: `selftest.min_tcp_gbps: 40` is deprecated")
+                && lp.deprecations[0].contains("write instead"),
+            "{}",
+            lp.deprecations[0]
+        );
+        assert!(
+            lp.deprecations[1].starts_with("lab.yaml:5:3: `selftest.reference_gbps` is deprecated")
+                && lp.deprecations[1].contains("{path: rdma.write, gbps: 95"),
+            "{}",
+            lp.deprecations[1]
+        );
     }
 
     #[test]

@@ -545,4 +545,454 @@ fn wrong_platform_profile_warns_in_the_text_report() {
         "{line}"
     );
     assert!(t.contains("--profile igx-orin"), "{t}");
+/// Issue 46: one floor mechanism (`selftest.floor` x `selftest.reference`). The built-in
+/// profiles neither use nor print the legacy `min_tcp_gbps` / `reference_gbps` (printed as
+/// `min_tcp_gbps: 0.0` and `reference_gbps: {}` they read as "no floor"); a profile that still
+/// writes them loads, is told where and what to write instead, and shows the references they
+/// became.
+#[test]
+fn profiles_carry_one_floor_mechanism() {
+    let top = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    for name in ["dgx-spark", "igx-orin", "generic-dgpu"] {
+        let src = std::fs::read_to_string(top.join(format!("platforms/{name}.yaml")))
+            .expect("built-in profile");
+        assert!(
+            !src.contains("min_tcp_gbps") && !src.contains("reference_gbps"),
+            "platforms/{name}.yaml uses a legacy floor key"
+        );
+        let out = run(&["profiles", "show", name]);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        let y = stdout(&out);
+        assert!(
+            !y.contains("min_tcp_gbps") && !y.contains("reference_gbps"),
+            "{name}:\n{y}"
+        );
+        assert!(y.contains("floor: 0.9") && y.contains("reference:"), "{y}");
+        assert_eq!(stderr(&out), "", "{name}");
+    }
+    let d = tempfile::tempdir().expect("tmp");
+    let lab = d.path().join("lab.yaml");
+    std::fs::write(
+        &lab,
+        "name: lab\nextends: dgx-spark\nselftest:\n  min_tcp_gbps: 40\n  reference_gbps: {rdma.write: 95}\n",
+    )
+    .expect("write");
+    let lab = lab.to_str().expect("utf8");
+    let out = run(&["profiles", "show", lab]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let (y, e) = (stdout(&out), stderr(&out));
+    assert!(
+        !y.contains("min_tcp_gbps:") && !y.contains("reference_gbps:"),
+        "{y}"
+    );
+    assert!(
+        e.contains(&format!(
+            "{lab}:4:3: `selftest.min_tcp_gbps: 40` is deprecated"
+        )) && e.contains("write instead `selftest: {reference: [{path: socket.tcp, gbps: 40"),
+        "{e}"
+    );
+    assert!(
+        e.contains(&format!(
+            "{lab}:5:3: `selftest.reference_gbps` is deprecated"
+        )),
+        "{e}"
+    );
+    // What they became: the Spark's five references and the two mapped ones.
+    let p: serde_yaml_ng::Value = serde_yaml_ng::from_str(&y).expect("yaml");
+    let refs = p["selftest"]["reference"]
+        .as_sequence()
+        .expect("reference list");
+    assert_eq!(refs.len(), 7, "{y}");
+    assert!(
+        refs.iter().any(|r| r["path"] == "socket.tcp"
+            && r["gbps"].as_f64() == Some(40.0)
+            && r["floor"].as_f64() == Some(1.0)),
+        "{y}"
+    );
+    assert!(
+        refs.iter()
+            .any(|r| r["path"] == "rdma.write" && r["gbps"].as_f64() == Some(95.0)),
+        "{y}"
+    );
+}
+
+/// docs/profiles.md is generated from the profile schema and the checks' registry; a key
+/// added without regenerating it (daqtune profiles keys --markdown > docs/profiles.md) fails
+/// here (engine/src/profile/keys.rs fails first when the key has no entry at all).
+#[test]
+fn profile_keys_doc_is_generated_from_the_schema() {
+    let out = run(&["profiles", "keys", "--markdown"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let want = stdout(&out);
+    let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../docs/profiles.md");
+    let have = std::fs::read_to_string(path).expect("docs/profiles.md");
+    assert_eq!(
+        have, want,
+        "regenerate with: daqtune profiles keys --markdown > docs/profiles.md"
+    );
+    // The keys the issue asked for, each with a row.
+    for key in [
+        "`cpu.isolated`",
+        "`selftest.floor`",
+        "`selftest.reference[].gbps`",
+        "`waivers[].until`",
+    ] {
+        assert!(want.contains(&format!("| {key} |")), "{key}");
+    }
+    let text = stdout(&run(&["profiles", "keys"]));
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("pcie.mrrs ") && l.contains("4096") && l.contains("pcie.mrrs")),
+        "{text}"
+    );
+}
+
+/// The repository's Markdown pages: README.md, docs/*.md, docs/checks/*.md.
+fn doc_pages() -> Vec<(String, String)> {
+    let top = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut files = vec![top.join("README.md")];
+    for dir in ["docs", "docs/checks"] {
+        let mut v: Vec<_> = std::fs::read_dir(top.join(dir))
+            .expect("docs")
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "md"))
+            .collect();
+        v.sort();
+        files.extend(v);
+    }
+    files
+        .into_iter()
+        .map(|p| {
+            let rel = p
+                .strip_prefix(&top)
+                .expect("under the repository")
+                .display()
+                .to_string();
+            (rel, std::fs::read_to_string(&p).expect("page"))
+        })
+        .collect()
+}
+
+/// An example of output in a page: in a fenced block, a line `$ COMMAND` and the lines shown
+/// after it (up to the next `$ ` line or the end of the block).
+struct Example {
+    at: String,
+    command: String,
+    shown: Vec<String>,
+}
+
+fn examples() -> Vec<Example> {
+    let mut out = Vec::new();
+    for (file, text) in doc_pages() {
+        let mut fenced = false;
+        let mut cur: Option<Example> = None;
+        let mut continued = false;
+        for (i, line) in text.lines().enumerate() {
+            if line.trim_start().starts_with("```") {
+                fenced = !fenced;
+                out.extend(cur.take());
+                continue;
+            }
+            if !fenced {
+                continue;
+            }
+            if continued {
+                if let Some(c) = cur.as_mut() {
+                    c.command = format!(
+                        "{} {}",
+                        c.command.trim_end_matches('\\').trim(),
+                        line.trim()
+                    );
+                }
+                continued = line.trim_end().ends_with('\\');
+                continue;
+            }
+            if let Some(cmd) = line.strip_prefix("$ ") {
+                out.extend(cur.take());
+                cur = Some(Example {
+                    at: format!("{file}:{}", i + 1),
+                    command: cmd.trim().to_string(),
+                    shown: Vec::new(),
+                });
+                continued = cmd.trim_end().ends_with('\\');
+            } else if let Some(c) = cur.as_mut() {
+                c.shown.push(line.to_string());
+            }
+        }
+    }
+    out
+}
+
+/// Examples that cannot run on a fixture root, each with why.
+const NOT_RUN: &[(&str, &str)] = &[
+    (
+        "sudo daqtune status",
+        "the live host after an apply (docs/status.md)",
+    ),
+    (
+        "sudo DAQTUNE_TEST_VETH_SPEED_MBPS=",
+        "a self-test over a veth pair as root (docs/ci-gate.md)",
+    ),
+    ("echo $?", "the exit status of the command before"),
+];
+
+/// A shown line as compared: spaces collapsed, durations as `N ms`.
+fn norm(line: &str) -> String {
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let mut s = words.join(" ");
+    // "(219 ms)": the run's own duration.
+    while let Some(at) = s.find(" ms)") {
+        let start = s[..at].rfind('(').unwrap_or(at);
+        if s[start + 1..at].chars().all(|c| c.is_ascii_digit()) && start < at {
+            s.replace_range(start..at + 4, "(N ms)");
+        } else {
+            break;
+        }
+    }
+    s
+}
+
+/// Issue 46: the examples of output in README.md and docs/*.md are what the binary prints
+/// on the fixture root they name (stdout, then stderr; spaces collapsed, durations aside,
+/// blank lines left out). An example without `...` is the whole output; otherwise every
+/// shown line is a line of the output, in order, a line ending in `...` cut there and a `...`
+/// line standing for lines left out. A stale example fails here.
+#[test]
+fn doc_examples_are_what_the_binary_prints() {
+    let top = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let all = examples();
+    assert!(all.len() >= 3, "examples found: {}", all.len());
+    let mut ran = 0;
+    for ex in &all {
+        if let Some((_, why)) = NOT_RUN.iter().find(|(p, _)| ex.command.starts_with(p)) {
+            eprintln!("{}: not run ({why})", ex.at);
+            continue;
+        }
+        let args: Vec<&str> = ex.command.split_whitespace().collect();
+        assert!(
+            args.first() == Some(&"daqtune")
+                && ex.command.contains(" --root tests/")
+                && !ex.command.contains(['"', '\'', '|', '>', '<', '$']),
+            "{}: `$ {}` runs nothing this test can repeat: name a fixture root (--root tests/...), or list it in NOT_RUN with the reason",
+            ex.at,
+            ex.command
+        );
+        let out = std::process::Command::new(bin())
+            .args(&args[1..])
+            .current_dir(&top)
+            .env("NO_COLOR", "1")
+            .env_remove("DAQTUNE_ROOT")
+            .env_remove("DAQTUNE_PROFILE")
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("run daqtune");
+        let printed = format!("{}{}", stdout(&out), stderr(&out));
+        let lines: Vec<String> = printed
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(norm)
+            .collect();
+        // Nothing cut: the example is the whole output.
+        let whole = !ex.shown.iter().any(|l| l.trim_end().ends_with("..."));
+        if whole {
+            let shown: Vec<String> = ex
+                .shown
+                .iter()
+                .filter(|l| !l.trim().is_empty())
+                .map(|l| norm(l))
+                .collect();
+            assert_eq!(
+                shown, lines,
+                "{}: `$ {}` prints otherwise (the example shows no `...`, so all of it):\n{printed}",
+                ex.at, ex.command
+            );
+            ran += 1;
+            continue;
+        }
+        let mut from = 0;
+        for shown in ex.shown.iter().filter(|l| !l.trim().is_empty()) {
+            if shown.trim() == "..." {
+                continue;
+            }
+            let want = norm(shown);
+            let cut = want.strip_suffix("...").map(str::trim_end);
+            let hit = lines[from..].iter().position(|l| match cut {
+                Some(prefix) => l.starts_with(prefix),
+                None => *l == want,
+            });
+            match hit {
+                Some(k) => from += k + 1,
+                None => panic!(
+                    "{}: `$ {}` does not print\n  {shown}\n(after line {from} of what it printed):\n{printed}",
+                    ex.at, ex.command
+                ),
+            }
+        }
+        ran += 1;
+    }
+    assert!(ran >= 3, "examples run: {ran}");
+}
+
+/// Issue 46: the repository paths and pages README.md and docs/*.md name exist (a page that
+/// does not, a design file outside the repository, a moved source file). Placeholders and
+/// paths of other repositories are listed with why.
+#[test]
+fn doc_pages_name_files_that_exist() {
+    const ELSEWHERE: &[(&str, &str)] = &[
+        ("docs/checks/ID.md", "a placeholder for a check id"),
+        (
+            "docs/tutorials/system_configuration.md",
+            "NVIDIA/daqiri's page",
+        ),
+        (
+            "docs/api-reference/configuration.md",
+            "NVIDIA/daqiri's page",
+        ),
+        ("docs/concepts.md", "NVIDIA/daqiri's page"),
+        ("scripts/setup_spark_xhost_net.sh", "NVIDIA/daqiri's script"),
+        (
+            "deploy/kubernetes/daqtune.deb",
+            "the package the reader copies there",
+        ),
+        ("engine/binary", "prose: the engine/binary split"),
+        ("probe/pci-facts/bench-large", "a criterion benchmark id"),
+        (
+            "selftest/src/socket.rs",
+            "the file's old name, said as such",
+        ),
+    ];
+    let top = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let roots = [
+        "docs/",
+        "engine/",
+        "tune/",
+        "probe/",
+        "units/",
+        "selftest/",
+        "selftest-dpdk/",
+        "selftest-rdma/",
+        "tests/",
+        "scripts/",
+        "platforms/",
+        "deploy/",
+        "bench/",
+        "packaging/",
+        ".ci/",
+    ];
+    let mut bad = Vec::new();
+    for (file, text) in doc_pages() {
+        let dir = std::path::Path::new(&file)
+            .parent()
+            .map(|p| p.to_path_buf())
+            .unwrap_or_default();
+        for (i, line) in text.lines().enumerate() {
+            // Every word that starts like a repository path, or names a Markdown page.
+            for (at, _) in line.char_indices() {
+                let before = line[..at].chars().last();
+                if before.is_some_and(|c| c.is_alphanumeric() || "._/-".contains(c)) {
+                    continue;
+                }
+                let rest = &line[at..];
+                let end = rest
+                    .find(|c: char| !(c.is_alphanumeric() || "._/+-".contains(c)))
+                    .unwrap_or(rest.len());
+                let word = rest[..end].trim_end_matches(['.', ',', ':', ';']);
+                let path_like = roots.iter().any(|r| word.starts_with(r)) && word.len() > 4;
+                let page = word.ends_with(".md") && !word.starts_with('.') && word.len() > 3;
+                if !(path_like || page) {
+                    continue;
+                }
+                if ELSEWHERE.iter().any(|(p, _)| *p == word) {
+                    continue;
+                }
+                // A glob or a brace list: something with that beginning exists.
+                let glob = rest[end..].starts_with(['*', '{']);
+                let exists = |base: &std::path::Path| {
+                    let p = base.join(word);
+                    if glob {
+                        let (d, stem) = match word.rfind('/') {
+                            Some(k) => (base.join(&word[..k]), &word[k + 1..]),
+                            None => (base.to_path_buf(), word),
+                        };
+                        std::fs::read_dir(d).is_ok_and(|mut it| {
+                            it.any(|e| {
+                                e.is_ok_and(|e| e.file_name().to_string_lossy().starts_with(stem))
+                            })
+                        })
+                    } else {
+                        p.exists()
+                    }
+                };
+                if !(exists(&top) || exists(&top.join(&dir))) {
+                    bad.push(format!("{file}:{}: {word}", i + 1));
+                }
+            }
+        }
+    }
+    assert!(
+        bad.is_empty(),
+        "pages name paths that do not exist:\n{}",
+        bad.join("\n")
+    );
+}
+
+/// Issue 46: docs/cli.md's table of host and profile options says which subcommands take each
+/// (`--no-cache` lacked `status`): every subcommand's `--help` is asked.
+#[test]
+fn cli_doc_names_the_subcommands_that_take_each_option() {
+    let page = std::fs::read_to_string(
+        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../docs/cli.md"),
+    )
+    .expect("docs/cli.md");
+    let help = stdout(&run(&["--help"]));
+    let subs: Vec<String> = help
+        .split("Commands:")
+        .nth(1)
+        .expect("a command list")
+        .lines()
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|s| *s != "help")
+        .map(String::from)
+        .collect();
+    assert!(subs.len() > 10, "{subs:?}");
+    let takes = |sub: &str, opt: &str| {
+        stdout(&run(&[sub, "--help"])).lines().any(|l| {
+            let l = l.trim_start();
+            l.starts_with(&format!("{opt} "))
+                || l.starts_with(&format!("{opt}\t"))
+                || l == opt
+                || l.contains(&format!(", {opt} "))
+                || l.ends_with(&format!(", {opt}"))
+        })
+    };
+    let mut rows = 0;
+    for line in page.lines().filter(|l| l.starts_with("| `--")) {
+        let cells: Vec<&str> = line.split(" | ").collect();
+        let opt = cells[0]
+            .trim_start_matches("| `")
+            .split([' ', '`'])
+            .next()
+            .unwrap_or("");
+        if !["--root", "--profile", "--no-cache"].contains(&opt) {
+            continue;
+        }
+        rows += 1;
+        let listed: Vec<&str> = cells
+            .last()
+            .expect("taken by")
+            .trim_end_matches(" |")
+            .split(", ")
+            .map(str::trim)
+            .collect();
+        for sub in &subs {
+            assert_eq!(
+                takes(sub, opt),
+                listed.contains(&sub.as_str()),
+                "docs/cli.md: `{opt}` taken by {listed:?}; `daqtune {sub} --help` says otherwise"
+            );
+        }
+    }
+    assert_eq!(rows, 3, "the three rows of docs/cli.md's option table");
 }

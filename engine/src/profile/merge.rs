@@ -189,12 +189,14 @@ pub fn load_source(file: &str, src: &str) -> Result<LoadedProfile, ProfileError>
         merge(&mut merged, v);
     }
     let profile: Profile = serde_yaml_ng::from_value(merged).map_err(|e| yaml_error(file, e))?;
-    let loaded = LoadedProfile {
+    let mut loaded = LoadedProfile {
         profile,
         layers,
         origin: format!("given as {file}"),
+        deprecations: Vec::new(),
     };
     loaded.validate()?;
+    loaded.map_legacy_floor();
     Ok(loaded)
 }
 /// Find the line and column of a nested mapping key in block-style YAML.

@@ -6,6 +6,7 @@
 //! Semantic rules (an impossible MTU, isolated CPUs overlapping irqaffinity) are checked after
 //! the merge and located in the file that set the offending key.
 
+pub mod keys;
 mod merge;
 mod validate;
 
@@ -498,14 +499,20 @@ pub struct SelftestProfile {
     pub message_size: u32,
     /// UDP loss tolerated at the paced rate, in percent.
     pub max_udp_loss_pct: f64,
-    /// Minimum TCP rate over a veth pair, Gb/s (0 = integrity only).
-    pub min_tcp_gbps: f64,
+    /// Deprecated (a second floor beside `floor` x `reference`): the loader reads it, says so
+    /// with its file:line, and maps a rate above 0 onto a `socket.tcp` reference of that rate
+    /// with floor 1.0 ([`LoadedProfile::deprecations`]). Always `None` after loading, and
+    /// never printed.
+    #[serde(skip_serializing)]
+    pub min_tcp_gbps: Option<f64>,
     /// UDP pacing in Gb/s; unset = the payload rate of the port's link at the MTU (where the
     /// link has no speed, veth and loopback: a share of what a short unpaced probe delivered).
     pub udp_rate_gbps: Option<f64>,
-    /// Reference rates by `engine.mode` without a message shape (`rdma.send: 97.6`); prefer
-    /// `reference`, which states the shape and the source.
-    pub reference_gbps: BTreeMap<String, f64>,
+    /// Deprecated: reference rates by `engine.mode` without a message shape (`rdma.send:
+    /// 97.6`). The loader maps each onto a shapeless `reference` entry and says so; always
+    /// `None` after loading, and never printed.
+    #[serde(skip_serializing)]
+    pub reference_gbps: Option<BTreeMap<String, f64>>,
     /// Share of its reference a self-test result must reach; `qualify --level 2|3` fails a
     /// result below it.
     pub floor: f64,
@@ -569,9 +576,9 @@ impl Default for SelftestProfile {
         SelftestProfile {
             message_size: 8192,
             max_udp_loss_pct: 0.1,
-            min_tcp_gbps: 0.0,
+            min_tcp_gbps: None,
             udp_rate_gbps: None,
-            reference_gbps: BTreeMap::new(),
+            reference_gbps: None,
             floor: 0.9,
             reference: Vec::new(),
         }
@@ -650,6 +657,9 @@ pub struct LoadedProfile {
     pub layers: Vec<(String, String)>,
     /// How this profile was chosen (`--profile igx-orin`, `detected: ...`, `fallback: ...`).
     pub origin: String,
+    /// Deprecated keys the layers used, each `file:line:column: what it was read as and what
+    /// to write instead` (the binary prints them on stderr).
+    pub deprecations: Vec<String>,
 }
 
 impl LoadedProfile {

@@ -1,8 +1,8 @@
 //! The rules no type can express, each error located in the layer that set the key.
 
 use super::{
-    merge::locate, parse_date, ChannelCount, CoreSpec, LoadedProfile, ProfileError, RingSize,
-    REFERENCE_PATHS,
+    merge::locate, parse_date, ChannelCount, CoreSpec, LoadedProfile, ProfileError, ReferenceRate,
+    RingSize, REFERENCE_PATHS,
 };
 use daqtune_probe::cpulist::parse_cpulist;
 
@@ -95,16 +95,77 @@ impl LoadedProfile {
                 ),
             ));
         }
-        if !(0.0..=10_000.0).contains(&st.min_tcp_gbps) {
+        if let Some(m) = st.min_tcp_gbps.filter(|m| !(0.0..=10_000.0).contains(m)) {
             return Err(self.err(
                 &["selftest", "min_tcp_gbps"],
-                format!(
-                    "min_tcp_gbps {} (expected 0 (integrity only) .. 10000 Gb/s)",
-                    st.min_tcp_gbps
-                ),
+                format!("min_tcp_gbps {m} (expected 0 (no minimum) .. 10000 Gb/s)"),
             ));
         }
         Ok(())
+    }
+
+    /// One floor mechanism (issue 46): the legacy `selftest.min_tcp_gbps` and
+    /// `selftest.reference_gbps` become `selftest.reference` entries, each said in
+    /// [`LoadedProfile::deprecations`] with where it was written and what to write instead.
+    /// `reference_gbps` entries were always appended as shapeless references, so that mapping
+    /// is exact; `min_tcp_gbps: X` becomes a socket.tcp reference of X Gb/s with floor 1.0,
+    /// which, like every reference, is compared only where the link has a speed. Called after
+    /// [`LoadedProfile::validate`], which checked the legacy values' ranges.
+    pub(super) fn map_legacy_floor(&mut self) {
+        let st = &mut self.profile.selftest;
+        let min_tcp = st.min_tcp_gbps.take();
+        let by_path = st.reference_gbps.take();
+        if let Some(x) = min_tcp {
+            let (file, at) = self.where_is(&["selftest", "min_tcp_gbps"]);
+            if x > 0.0 {
+                self.profile.selftest.reference.push(ReferenceRate {
+                    path: "socket.tcp".into(),
+                    message_size: None,
+                    streams: None,
+                    gbps: Some(x),
+                    loss_pct: None,
+                    floor: Some(1.0),
+                    source: format!("selftest.min_tcp_gbps {x} ({file}, deprecated)"),
+                });
+                self.deprecations.push(format!(
+                    "{at}: `selftest.min_tcp_gbps: {x}` is deprecated (one floor mechanism: `selftest.floor` x `selftest.reference`); read as a socket.tcp reference of {x} Gb/s with floor 1.0, compared where the link has a speed like every reference; write instead `selftest: {{reference: [{{path: socket.tcp, gbps: {x}, floor: 1.0, source: \"...\"}}]}}`"
+                ));
+            } else {
+                self.deprecations.push(format!(
+                    "{at}: `selftest.min_tcp_gbps: {x}` is deprecated and set no minimum: remove it (`selftest.floor` x `selftest.reference` judge the rate)"
+                ));
+            }
+        }
+        if let Some(map) = by_path.filter(|m| !m.is_empty()) {
+            let (file, at) = self.where_is(&["selftest", "reference_gbps"]);
+            let mut written = Vec::new();
+            for (path, gbps) in map {
+                written.push(format!("{{path: {path}, gbps: {gbps}, source: \"...\"}}"));
+                self.profile.selftest.reference.push(ReferenceRate {
+                    path: path.clone(),
+                    message_size: None,
+                    streams: None,
+                    gbps: Some(gbps),
+                    loss_pct: None,
+                    floor: None,
+                    source: format!("selftest.reference_gbps {path} ({file}, deprecated)"),
+                });
+            }
+            self.deprecations.push(format!(
+                "{at}: `selftest.reference_gbps` is deprecated (one floor mechanism: `selftest.floor` x `selftest.reference`); read as shapeless references; write instead `selftest: {{reference: [{}]}}`",
+                written.join(", ")
+            ));
+        }
+    }
+
+    /// The layer that sets a key, and `file:line:column` (or `file` where no line is found).
+    fn where_is(&self, path: &[&str]) -> (String, String) {
+        let (f, pos) = self.locate_key(path);
+        let at = match pos {
+            Some((l, c)) => format!("{f}:{l}:{c}"),
+            None => f.clone(),
+        };
+        (f, at)
     }
 
     /// The governor's name; isolated and irqaffinity CPU lists, disjoint.
@@ -502,7 +563,7 @@ impl LoadedProfile {
                 ));
             }
         }
-        for (k, g) in &st.reference_gbps {
+        for (k, g) in st.reference_gbps.iter().flatten() {
             if !(REFERENCE_PATHS.contains(&k.as_str()) && *g > 0.0 && *g <= 10_000.0) {
                 return Err(self.err(
                     &["selftest", "reference_gbps"],
