@@ -545,6 +545,8 @@ fn wrong_platform_profile_warns_in_the_text_report() {
         "{line}"
     );
     assert!(t.contains("--profile igx-orin"), "{t}");
+}
+
 /// Issue 46: one floor mechanism (`selftest.floor` x `selftest.reference`). The built-in
 /// profiles neither use nor print the legacy `min_tcp_gbps` / `reference_gbps` (printed as
 /// `min_tcp_gbps: 0.0` and `reference_gbps: {}` they read as "no floor"); a profile that still
