@@ -205,7 +205,7 @@ const LAYERS: &[&[&str]] = &[
         "apply::testroot",
         "fleet::output",
     ],
-    &["facts", "capture"],
+    &["facts", "capture", "known_states"],
     &[
         "context",
         "context::nics",
