@@ -365,6 +365,19 @@ fn plan_mtu(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
                         );
                         continue;
                     }
+                    let (now, from) = port_addresses(cx.facts, cx.lp, n);
+                    if from == AddrSource::Current {
+                        // fib_trie does not say whether DHCP gave the address: the keyfile
+                        // pins it either way rather than take it away.
+                        plan.note(
+                            ID,
+                            NoteLevel::Info,
+                            format!(
+                                "{n}: daqtune's keyfile keeps its current address {} (ipv4.method=manual; an address DHCP gave becomes static); name the port in the profile's nic.addresses to choose",
+                                now.join(", ")
+                            ),
+                        );
+                    }
                     cx.parted_file_change(
                         plan,
                         ID,
@@ -429,14 +442,6 @@ fn plan_mtu(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
 /// a port's MTU is below the profile's (a larger one carries the profile's frames too).
 fn short(mtu: u32, want: u32) -> bool {
     mtu < want
-}
-
-/// The netplan file giving `ports` their MTU.
-fn netplan(
-    ports: &[(&str, u32)],
-    profile_ref: &str,
-) -> Result<network::Artifact, daqtune_units::InvalidValue> {
-    network::netplan(ports, profile_ref)
 }
 
 /// The IPv4 addresses a port's network file gives it: the profile's `nic.addresses` for the
