@@ -171,6 +171,18 @@ pub const TABLE: &[Rule] = &[
     },
 ];
 
+/// `known` (the documented field failures a result fits, `crate::known_states`) ahead of
+/// `ranked`: a state that fits explains the result whatever the settings are, and a setting
+/// cannot fix it. Ranks are renumbered.
+pub fn with_known(known: Vec<Cause>, ranked: Vec<Cause>) -> Vec<Cause> {
+    let mut out = known;
+    out.extend(ranked);
+    for (i, c) in out.iter_mut().enumerate() {
+        c.rank = i + 1;
+    }
+    out
+}
+
 /// The id under which a result's own path evidence is reported (the MTU the self-test set).
 pub const PATH_SUBJECT: &str = "self-test path";
 
@@ -184,6 +196,13 @@ pub struct Cause {
     pub status: String,
     pub message: String,
     pub reason: String,
+    /// A known bad state's documented recovery (`crate::known_states`); checks have their
+    /// verdict's fix instead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recovery: Option<String>,
+    /// Where a known bad state is documented (URLs, commits).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
 }
 
 /// What a run was, as far as the table cares.
@@ -244,6 +263,8 @@ pub fn rank(
                 status: v.status.as_str().into(),
                 message: v.message.clone(),
                 reason: rule.reason.into(),
+                recovery: None,
+                source: None,
             });
         }
     }

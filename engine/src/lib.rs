@@ -25,6 +25,7 @@ pub mod gpu_view;
 pub mod hostio;
 pub mod hostroot;
 pub mod import;
+pub mod known_states;
 pub mod plan;
 pub mod profile;
 pub mod qualify;

@@ -11,6 +11,7 @@ use crate::commands::{GlobalOptions, UsageError};
 use crate::fleet::output;
 use crate::gate::{self, FailOn};
 use crate::hostroot::open_host;
+use crate::known_states;
 use crate::profile::Profile;
 use crate::report::{self, xml_escape, Report};
 use crate::run_info::{now_unix, RunInfo};
@@ -258,6 +259,31 @@ pub fn attach_causes(results: &mut [SelftestResult], verdicts: &[Verdict]) {
             gpu_sink: r.gpu.is_some(),
         };
         r.causes = causes::rank(verdicts, &path, run, &symptoms);
+    }
+}
+
+/// Names the documented field failures (`crate::known_states`) each result and the host fit,
+/// ahead of its other likely causes.
+pub fn attach_known_states(results: &mut [SelftestResult], host: &known_states::HostView) {
+    for r in results.iter_mut() {
+        let a = r.reference.as_ref();
+        let run = known_states::RunResult {
+            engine: &r.engine,
+            mode: &r.mode,
+            status: &r.status,
+            topology: &r.topology,
+            gbps: r.gbps,
+            link_mbps: a.and_then(|a| a.link_mbps),
+            link_source: a.map(|a| a.link_source.as_str()),
+            pcie_gbps: a.and_then(|a| a.pcie_gbps),
+        };
+        let known: Vec<Cause> = known_states::matches(host, &run)
+            .iter()
+            .map(|m| m.cause(0))
+            .collect();
+        if !known.is_empty() {
+            r.causes = causes::with_known(known, std::mem::take(&mut r.causes));
+        }
     }
 }
 
@@ -516,6 +542,7 @@ pub fn run(
         );
     }
     attach_causes(&mut selftest, &checks.checks);
+    attach_known_states(&mut selftest, &known_states::HostView::read(&facts));
     let selftest_failed = selftest
         .iter()
         .any(|r| matches!(r.status.as_str(), "fail" | "error"));
@@ -591,6 +618,12 @@ pub fn text(q: &Qualification) -> String {
             let _ = writeln!(s, "    likely causes, most likely first:");
             for c in &r.causes {
                 let _ = writeln!(s, "      {}", cause_line(c));
+                if let Some(rec) = &c.recovery {
+                    let _ = writeln!(s, "         recovery: {rec}");
+                }
+                if let Some(src) = &c.source {
+                    let _ = writeln!(s, "         source: {src}");
+                }
             }
         } else if !r.symptoms().is_empty() {
             let _ = writeln!(
@@ -613,6 +646,14 @@ fn cause_line(c: &Cause) -> String {
         "{}. {} ({}) {}: {} - {}",
         c.rank, c.id, c.subject, c.status, c.message, c.reason
     )
+}
+
+/// [`cause_line`] with a known state's recovery, for JUnit's one-line failure message.
+fn cause_line_full(c: &Cause) -> String {
+    match &c.recovery {
+        Some(rec) => format!("{}; recovery: {rec}", cause_line(c)),
+        None => cause_line(c),
+    }
 }
 
 /// JUnit: the check report's testcases, one per self-test result, and the gate; a subset
@@ -682,7 +723,7 @@ fn junit_cases(q: &Qualification) -> String {
                 "; likely causes, most likely first: {}",
                 r.causes
                     .iter()
-                    .map(cause_line)
+                    .map(cause_line_full)
                     .collect::<Vec<_>>()
                     .join("; ")
             );
@@ -879,6 +920,93 @@ mod tests {
             "{t}"
         );
         assert!(t.ends_with("result: FAIL (12.2 s wall time)\n"), "{t}");
+    }
+
+    /// Issue 45 item 4: the Spark fixture in the degraded ConnectX-7 state. A TCP rail at
+    /// 12.86 Gb/s (NVIDIA/dgx-spark-playbooks PR #108's measurement) through a 200G port behind
+    /// Gen5 x4 names the documented state first, with its recovery and source, in the JSON, the
+    /// text and the JUnit; the guide's healthy 92.57 Gb/s does not.
+    #[test]
+    fn a_spark_rail_near_13_gbps_names_the_degraded_connectx_state() {
+        let host = daqtune_probe::Host::at(format!(
+            "{}/../tests/fixtures/spark",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .expect("fixture");
+        let facts = crate::facts::Facts::new(&host);
+        let view = known_states::HostView::read(&facts);
+        let pcie = daqtune_probe::pci::payload_gbps(32.0, 4);
+        let at = |gbps: f64, verdict: &str| {
+            result(serde_json::json!({
+                "engine": "socket", "mode": "tcp",
+                "status": if verdict == "below" { "fail" } else { "pass" },
+                "gbps": gbps, "topology": "ports", "message_size": 8192,
+                "reference": {"verdict": verdict, "mtu": 9000, "link_mbps": 200000,
+                              "link_source": "sysfs speed of enp1s0f1np1",
+                              "pcie_gbps": pcie, "why": "..."}
+            }))
+        };
+        let verdicts = vec![Verdict::warn("cpu.governor", "cpu0-19", "powersave")];
+        let mut rs = vec![at(12.86, "below"), at(92.57, "met")];
+        attach_causes(&mut rs, &verdicts);
+        attach_known_states(&mut rs, &view);
+        let first = rs[0].causes.first().expect("a cause");
+        assert_eq!(first.id, "known-state:spark-cx7-degraded-init");
+        assert_eq!(first.rank, 1);
+        assert_eq!(first.subject, "0000:01:00.1 (enp1s0f1np1)");
+        let rec = first.recovery.as_deref().expect("recovery");
+        assert!(rec.contains("reboot both endpoints"), "{rec}");
+        assert!(rec.contains("at least 60 seconds"), "{rec}");
+        let src = first.source.as_deref().expect("source");
+        assert!(src.contains("dgx-spark-playbooks/pull/108"), "{src}");
+        // The settings' causes follow, renumbered.
+        assert_eq!(rs[0].causes[1].id, "cpu.governor");
+        assert_eq!(rs[0].causes[1].rank, 2);
+        assert!(rs[1].causes.is_empty(), "{:?}", rs[1].causes);
+        let j = serde_json::to_value(&rs[0]).expect("json");
+        assert_eq!(j["causes"][0]["recovery"].as_str(), Some(rec));
+        assert!(j["causes"][1].get("recovery").is_none(), "{j}");
+        let q = Qualification {
+            schema: "daqtune.qualify/v1".into(),
+            level: 2,
+            passed: false,
+            stages: Vec::new(),
+            checks: Report {
+                schema: report::SCHEMA.into(),
+                daqtune_version: "0".into(),
+                host: report::HostInfo {
+                    hostname: None,
+                    kernel: None,
+                    arch: None,
+                    product: None,
+                    root: "/".into(),
+                },
+                profile: "dgx-spark".into(),
+                profile_origin: "given".into(),
+                checks: Vec::new(),
+                summary: Default::default(),
+                gate_failures: Vec::new(),
+                elapsed_ms: 0,
+                run: None,
+                gpu_facts: None,
+            },
+            selftest: rs,
+            gate_failures: Vec::new(),
+            subset: None,
+        };
+        let t = text(&q);
+        assert!(
+            t.contains(
+                "1. known-state:spark-cx7-degraded-init (0000:01:00.1 (enp1s0f1np1)) matches"
+            ),
+            "{t}"
+        );
+        assert!(
+            t.contains("         recovery: keep the final QSFP cabling"),
+            "{t}"
+        );
+        let x = junit(&q);
+        assert!(x.contains("recovery: keep the final QSFP cabling"), "{x}");
     }
 
     /// The RDMA self-test's results carry the same assessment (the launcher assesses the

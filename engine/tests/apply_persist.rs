@@ -51,6 +51,57 @@ fn existing_networkmanager_profile_is_not_fought() {
     assert!(dir.join("daqiri-enp1s0f1np1.nmconnection").exists());
 }
 
+/// Issue 45 item 6: a keyfile that owns a port keeps the port's address. The Spark fixture's
+/// enp1s0f1np1 holds 10.100.3.1/24 (its /proc/net/fib_trie and connected route): before,
+/// daqtune's keyfile for it said `method=disabled`, and NetworkManager took the address away.
+/// A profile's `nic.addresses` are written as the seed's `ipv4.method manual` profile; revert
+/// removes the keyfile again.
+#[test]
+fn networkmanager_keyfiles_keep_or_set_static_addresses() {
+    let root = prepared("spark", add_spark_pci);
+    let r = root.path();
+    std::fs::create_dir_all(r.join("etc/NetworkManager/system-connections")).expect("mkdir");
+    let profile = r.join("static.yaml");
+    std::fs::write(
+        &profile,
+        "name: static\nextends: dgx-spark\nnic:\n  addresses:\n    enP2p1s0f1np1: [192.168.101.10/24]\n",
+    )
+    .expect("profile");
+    let (code, out) = apply(r, &profile.display().to_string(), &only(&["nic.mtu"]));
+    assert_eq!(code, 0, "{out}");
+    let kept = read(
+        r,
+        "etc/NetworkManager/system-connections/daqiri-enp1s0f1np1.nmconnection",
+    );
+    assert!(
+        kept.contains("[ipv4]\nmethod=manual\naddress1=10.100.3.1/24\n"),
+        "{kept}"
+    );
+    assert!(!kept.contains("method=disabled"), "{kept}");
+    let given = read(
+        r,
+        "etc/NetworkManager/system-connections/daqiri-enP2p1s0f1np1.nmconnection",
+    );
+    assert!(
+        given.contains("[ipv4]\nmethod=manual\naddress1=192.168.101.10/24\n"),
+        "{given}"
+    );
+    let (code, out) = revert(r);
+    assert_eq!(code, 0, "{out}");
+    assert!(!r
+        .join("etc/NetworkManager/system-connections/daqiri-enp1s0f1np1.nmconnection")
+        .exists());
+    // A bad address is the profile's error (exit 2), with where it is.
+    std::fs::write(
+        &profile,
+        "name: static\nextends: dgx-spark\nnic:\n  addresses:\n    enP2p1s0f1np1: [192.168.101.10]\n",
+    )
+    .expect("profile");
+    let e = try_apply(r, &profile.display().to_string(), &only(&["nic.mtu"]))
+        .expect_err("bad address refused");
+    assert!(e.to_string().contains("192.168.101.10"), "{e}");
+}
+
 #[test]
 fn generate_every_kind() {
     let igx = prepared("igx-untuned", add_igx_pci);

@@ -207,7 +207,7 @@ const LAYERS: &[&[&str]] = &[
         "fleet::output",
         "suggest",
     ],
-    &["facts", "capture"],
+    &["facts", "capture", "known_states"],
     &[
         "context",
         "context::nics",

@@ -926,6 +926,8 @@ mrrs_refused_by_lockdown() {
 NM_DIR=/etc/NetworkManager/system-connections
 NM_OURS=daqiri-$DATA_PORT
 NM_THEIRS=daqiri-tx
+# tests/vm/lifecycle-profile-spark.yaml's nic.addresses for the data port.
+SPARK_ADDR=192.0.2.10/24
 GRUB_DROPIN=/etc/default/grub.d/daqiri-tuning.cfg
 nm_port_connection() { nmcli -g GENERAL.CONNECTION device show "$DATA_PORT" 2>/dev/null; }
 # NetworkManager activates connections after the boot's jobs are done: wait (60 s at most)
@@ -974,6 +976,10 @@ spark_applied() {
     local k=$NM_DIR/$NM_OURS.nmconnection
     expect_eq "daqtune's NetworkManager keyfile $k (mode 600)" "$(stat -c %a "$k" 2>/dev/null)" 600
     expect "$k sets mtu=9000" grep -qx 'mtu=9000' "$k"
+    # Issue 45 item 6: the profile's static address, not ipv4.method=disabled.
+    expect "$k sets method=manual (the profile's nic.addresses)" grep -qx 'method=manual' "$k"
+    expect "$k gives $DATA_PORT address1=$SPARK_ADDR" grep -qx "address1=$SPARK_ADDR" "$k"
+    expect "$k does not disable IPv4" sh -c "! grep -qx 'method=disabled' '$k'"
     expect_eq "no .link file (NetworkManager owns the port)" "$(ls /etc/systemd/network/*daqtune*.link 2>/dev/null)" ""
 }
 
@@ -987,6 +993,9 @@ spark_nm_after_reboot() {
     expect_eq "nmcli -g 802-3-ethernet.mtu connection show $NM_OURS" "$(grep -v -e '^\$' -e '^\[exit' "$st/nmcli-mtu-4.txt" | tail -n 1)" 9000
     expect_eq "live MTU (nmcli -g GENERAL.MTU device show $DATA_PORT)" "$(nmcli -g GENERAL.MTU device show "$DATA_PORT" 2>/dev/null)" 9000
     expect_eq "the only connection file for $DATA_PORT is daqtune's" "$(nm_port_files)" "$NM_DIR/$NM_OURS.nmconnection "
+    # The static address came back with the boot, from daqtune's keyfile.
+    run ip-addr-4 ip -4 -o addr show dev "$DATA_PORT"
+    expect "static address $SPARK_ADDR on $DATA_PORT after the reboot" grep -q "inet $SPARK_ADDR " "$st/ip-addr-4.txt"
 }
 
 spark_nm_reverted() {
@@ -996,6 +1005,8 @@ spark_nm_reverted() {
     if [ "$c" != "$NM_OURS" ]; then pass "after revert and reboot $DATA_PORT is not on $NM_OURS" "'$c'"; else fail "after revert and reboot $DATA_PORT is not on $NM_OURS" "still $c"; fi
     expect "NetworkManager knows no $NM_OURS any more" sh -c "! nmcli -g NAME connection show | grep -qx '$NM_OURS'"
     expect_eq "MTU of $DATA_PORT back to 1500" "$(cat /sys/class/net/$DATA_PORT/mtu)" 1500
+    # revert took daqtune's keyfile, and with it the address only the profile gave.
+    expect "after revert and reboot $DATA_PORT has no $SPARK_ADDR" sh -c "! ip -4 -o addr show dev '$DATA_PORT' | grep -q 'inet $SPARK_ADDR '"
 }
 
 # docs/apply.md, "NetworkManager": a port already managed by someone else's profile (the seed's

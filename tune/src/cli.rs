@@ -353,7 +353,8 @@ pub struct DiffArgs {
 
 #[derive(Debug, Clone, Args)]
 pub struct ExplainArgs {
-    /// Check id or tune_system.py name.
+    /// Check id or tune_system.py name; `known-states` for the table of documented field
+    /// failures.
     #[arg(required_unless_present = "list")]
     pub id: Option<String>,
     /// List every check id with its title.

@@ -159,6 +159,20 @@ fn explain_prints_the_doc_page() {
     assert_eq!(run(&["explain", "nope"]).status.code(), Some(2));
 }
 
+/// Issue 45 item 4: the known bad states table, with each entry's source and recovery.
+#[test]
+fn explain_lists_the_known_bad_states() {
+    let out = run(&["explain", "known-states"]);
+    assert_eq!(out.status.code(), Some(0));
+    let t = String::from_utf8_lossy(&out.stdout);
+    assert!(t.contains("spark-cx7-degraded-init"), "{t}");
+    assert!(
+        t.contains("https://github.com/NVIDIA/dgx-spark-playbooks/pull/108"),
+        "{t}"
+    );
+    assert!(t.contains("recovery: keep the final QSFP cabling"), "{t}");
+}
+
 #[test]
 fn man_and_completions_generate() {
     let m = run(&["man"]);

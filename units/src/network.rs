@@ -26,6 +26,17 @@ pub const NETPLAN_PATH: &str = "/etc/netplan/90-daqtune.yaml";
 
 /// The netplan drop-in for `ports` (interface, MTU).
 pub fn netplan(ports: &[(&str, u32)], profile: &str) -> Result<Artifact, InvalidValue> {
+    netplan_with_addresses(ports, &[], profile)
+}
+
+/// The netplan drop-in for `ports` (interface, MTU), with static IPv4 `addresses` (interface,
+/// CIDRs) for the ports that have them. netplan appends a later file's `addresses:` to the
+/// port's existing ones, so an address the host's own file gives stays.
+pub fn netplan_with_addresses(
+    ports: &[(&str, u32)],
+    addresses: &[(&str, Vec<&str>)],
+    profile: &str,
+) -> Result<Artifact, InvalidValue> {
     let profile = validate::profile_ref(profile)?;
     let mut s = format!(
         "# {} (profile {profile}); `daqtune revert` removes it.\n# Merged by netplan with the ports' existing definitions (same IDs).\nnetwork:\n  version: 2\n  ethernets:\n",
@@ -40,6 +51,17 @@ pub fn netplan(ports: &[(&str, u32)], profile: &str) -> Result<Artifact, Invalid
             validate::interface_name(ifname)?,
             mtu_value(mtu)?
         ));
+        let mine: Vec<&str> = addresses
+            .iter()
+            .filter(|(n, _)| *n == ifname)
+            .flat_map(|(_, a)| a.iter().copied())
+            .collect();
+        if !mine.is_empty() {
+            s.push_str("      addresses:\n");
+            for a in mine {
+                s.push_str(&format!("        - \"{}\"\n", ipv4_cidr(a)?));
+            }
+        }
     }
     Ok(Artifact {
         path: NETPLAN_PATH.into(),
@@ -61,8 +83,9 @@ fn mtu_value(mtu: u32) -> Result<u32, InvalidValue> {
 }
 
 /// A NetworkManager keyfile for one port. `addresses` (CIDR) pin IPv4 like the seed's
-/// profiles; without them IPv4 and IPv6 are off, which suits DPDK and RDMA ports that carry
-/// no IP traffic.
+/// profiles (`ipv4.method manual`); without them IPv4 and IPv6 are off, which suits DPDK and
+/// RDMA ports that carry no IP traffic. The caller passes the port's current addresses when
+/// the profile names none, so a keyfile never takes a working address away.
 pub fn nm_keyfile(
     prefix: &str,
     ifname: &str,
@@ -95,7 +118,7 @@ pub fn nm_keyfile(
     } else {
         s.push_str("[ipv4]\nmethod=manual\n");
         for (i, a) in addresses.iter().enumerate() {
-            s.push_str(&format!("address{}={}\n", i + 1, cidr(a)?));
+            s.push_str(&format!("address{}={}\n", i + 1, ipv4_cidr(a)?));
         }
         s.push_str("\n[ipv6]\nmethod=ignore\n");
     }
@@ -106,12 +129,18 @@ pub fn nm_keyfile(
     })
 }
 
-fn cidr(a: &str) -> Result<&str, InvalidValue> {
-    let bad = || InvalidValue::new("IPv4 address", a, "expected a.b.c.d/len");
+/// An IPv4 address with its prefix length, `a.b.c.d/len` with len 1..32: the only form that
+/// reaches a network file (netplan and NetworkManager read the same text).
+pub fn ipv4_cidr(a: &str) -> Result<&str, InvalidValue> {
+    let bad = || InvalidValue::new("IPv4 address", a, "expected a.b.c.d/len, len 1..32");
     let (ip, len) = a.split_once('/').ok_or_else(bad)?;
-    ip.parse::<std::net::Ipv4Addr>().map_err(|_| bad())?;
+    let ip: std::net::Ipv4Addr = ip.parse().map_err(|_| bad())?;
+    // Digits only: `+24` parses as a number too.
+    if len.is_empty() || len.len() > 2 || !len.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(bad());
+    }
     let l: u8 = len.parse().map_err(|_| bad())?;
-    if l > 32 {
+    if l == 0 || l > 32 || ip.is_unspecified() || ip.is_multicast() || ip.is_broadcast() {
         return Err(bad());
     }
     Ok(a)
@@ -168,5 +197,54 @@ mod tests {
             "/etc/NetworkManager/system-connections/daqiri-enp1s0f0np0.nmconnection"
         );
         assert!(a.text.contains("address1=1.1.1.1/24\n"));
+    }
+
+    /// Issue 45 item 6: the seed's static addresses (`nmcli ... ipv4.addresses 1.1.1.1/24
+    /// ipv4.method manual ethernet.mtu 9000`) as a keyfile, and in netplan the playbook's form
+    /// (`addresses: [192.168.100.10/24]` under the port, NVIDIA/dgx-spark-playbooks
+    /// connect-two-sparks).
+    #[test]
+    fn static_addresses_in_keyfiles_and_netplan() {
+        let a =
+            nm_keyfile("daqiri", "eth0", 9000, &["1.1.1.1/24", "10.0.0.2/16"], "p").expect("nm");
+        assert!(
+            a.text
+                .contains("[ipv4]\nmethod=manual\naddress1=1.1.1.1/24\naddress2=10.0.0.2/16\n"),
+            "{}",
+            a.text
+        );
+        assert!(!a.text.contains("method=disabled"), "{}", a.text);
+        let n = netplan_with_addresses(
+            &[("enp1s0f1np1", 9000), ("enP2p1s0f1np1", 9000)],
+            &[("enp1s0f1np1", vec!["192.168.100.10/24"])],
+            "dgx-spark",
+        )
+        .expect("netplan");
+        assert!(
+            n.text.contains("    enp1s0f1np1:\n      mtu: 9000\n      addresses:\n        - \"192.168.100.10/24\"\n"),
+            "{}",
+            n.text
+        );
+        assert!(
+            n.text
+                .contains("    enP2p1s0f1np1:\n      mtu: 9000\n    enp1s0f1np1:\n"),
+            "{}",
+            n.text
+        );
+        // Bounded: only a.b.c.d/len reaches a file.
+        for bad in [
+            "1.1.1.1",
+            "1.1.1.1/0",
+            "1.1.1.1/+4",
+            "0.0.0.0/8",
+            "224.0.0.1/4",
+            "1.1.1.1/24\nx",
+        ] {
+            assert!(ipv4_cidr(bad).is_err(), "{bad}");
+            assert!(
+                netplan_with_addresses(&[("eth0", 9000)], &[("eth0", vec![bad])], "p").is_err(),
+                "{bad}"
+            );
+        }
     }
 }

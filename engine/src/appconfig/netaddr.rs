@@ -176,6 +176,38 @@ impl LocalAddrs {
         })
     }
 
+    /// The IPv4 addresses on `iface` as `a.b.c.d/len`, the length that of the connected route
+    /// the kernel made for the address (what `ip addr` prints), most specific route first.
+    /// An address without such a route (a /32 point-to-point one) is given as /32.
+    pub fn v4_cidrs_on(&self, iface: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        for (ip, len) in &self.v4 {
+            // The host entries are /32; 127.0.0.0/8 and broadcast entries are not addresses.
+            if *len != 32 || ip.is_loopback() {
+                continue;
+            }
+            let covering = self
+                .routes
+                .iter()
+                .filter(|r| {
+                    r.gateway.is_unspecified()
+                        && u32::from(r.mask).leading_ones() == u32::from(r.mask).count_ones()
+                })
+                .filter(|r| in_prefix(*ip, r.dest, u32::from(r.mask).count_ones() as u8))
+                .max_by_key(|r| u32::from(r.mask).count_ones());
+            match covering {
+                Some(r) if r.iface == iface => {
+                    out.push(format!("{ip}/{}", u32::from(r.mask).count_ones()));
+                }
+                None if self.netdev_of(IpAddr::V4(*ip)).as_deref() == Some(iface) => {
+                    out.push(format!("{ip}/32"));
+                }
+                _ => {}
+            }
+        }
+        out
+    }
+
     pub fn is_local(&self, ip: IpAddr) -> bool {
         match ip {
             IpAddr::V4(a) => self.v4.iter().any(|(n, l)| in_prefix(a, *n, *l)),
@@ -264,6 +296,10 @@ garbage
         );
         // The default route has a gateway: it never claims an address.
         assert_eq!(a.netdev_of(ip("8.8.8.8")), None);
+        // As `ip addr` gives it: the address with its connected route's length.
+        assert_eq!(a.v4_cidrs_on("cx7_0"), ["10.100.1.1/24"]);
+        assert!(a.v4_cidrs_on("eth0").is_empty());
+        assert!(a.v4_cidrs_on("lo").is_empty());
     }
 
     proptest::proptest! {

@@ -232,6 +232,11 @@ pub struct NicProfile {
     pub link_layer: String,
     /// Interfaces of the data path; empty = every ConnectX port.
     pub interfaces: Vec<String>,
+    /// Static IPv4 addresses (`a.b.c.d/len`) of data ports, by interface name: written into
+    /// the port's network file (NetworkManager `ipv4.method=manual`, netplan `addresses:`).
+    /// A port not named here keeps the addresses it has (seed 000, "Configure the IP
+    /// addresses of the NIC ports").
+    pub addresses: std::collections::BTreeMap<String, Vec<String>>,
     /// DGX Spark: CX-7 PFs vanish without a cable, so a missing PF is a cabling problem.
     pub cable_preflight: bool,
     /// Number of ConnectX physical functions the platform has (Spark: 4).
@@ -325,6 +330,7 @@ impl Default for NicProfile {
             mtu: 9000,
             link_layer: "ethernet".into(),
             interfaces: vec![],
+            addresses: Default::default(),
             cable_preflight: false,
             expected_pfs: None,
             rings: NicRings::default(),

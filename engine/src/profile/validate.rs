@@ -353,6 +353,28 @@ impl LoadedProfile {
                 "link_layer must be ethernet or infiniband",
             ));
         }
+        for (port, addrs) in &p.nic.addresses {
+            if daqtune_units::validate::interface_name(port).is_err() {
+                return Err(self.err(
+                    &["nic", "addresses"],
+                    format!("`{port}` is not an interface name (1-15 characters, no `/` or space)"),
+                ));
+            }
+            if addrs.len() > 16 {
+                return Err(self.err(
+                    &["nic", "addresses", port],
+                    format!("{} addresses for {port} (at most 16)", addrs.len()),
+                ));
+            }
+            for a in addrs {
+                if daqtune_units::network::ipv4_cidr(a).is_err() {
+                    return Err(self.err(
+                        &["nic", "addresses", port],
+                        format!("`{a}` is not an IPv4 address with its prefix length (expected a.b.c.d/len, len 1..32)"),
+                    ));
+                }
+            }
+        }
         if let Some(n) = p.nic.expected_pfs.filter(|n| !(1..=256).contains(n)) {
             return Err(self.err(
                 &["nic", "expected_pfs"],

@@ -24,6 +24,7 @@ pub const MTU: Tunable = Tunable {
     profile_keys: &[
         "nic.mtu",
         "nic.interfaces",
+        "nic.addresses",
         "persist.network",
         "persist.nm_prefix",
     ],
@@ -47,7 +48,17 @@ pub const MTU: Tunable = Tunable {
                     let names = generate_ports(g);
                     let mtu = g.lp.profile.nic.mtu;
                     let ports: Vec<(&str, u32)> = names.iter().map(|n| (n.as_str(), mtu)).collect();
-                    Ok(netplan(&ports, g.profile_ref)?.text)
+                    let addrs: Vec<(&str, Vec<&str>)> = names
+                        .iter()
+                        .filter_map(|n| {
+                            g.lp.profile
+                                .nic
+                                .addresses
+                                .get(n)
+                                .map(|a| (n.as_str(), a.iter().map(String::as_str).collect()))
+                        })
+                        .collect();
+                    Ok(network::netplan_with_addresses(&ports, &addrs, g.profile_ref)?.text)
                 },
             },
             Artifact {
@@ -288,7 +299,20 @@ fn plan_mtu(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
             "netplan" => {
                 let ports: Vec<(&str, u32)> =
                     ifaces.iter().map(|(n, _, _)| (n.as_str(), want)).collect();
-                let a = netplan(&ports, &pref)?;
+                // The profile's addresses only: an address the host's own netplan file gives
+                // stays there (netplan merges the definitions of one port).
+                let addrs: Vec<(&str, Vec<&str>)> = ifaces
+                    .iter()
+                    .filter_map(|(n, _, _)| {
+                        cx.lp
+                            .profile
+                            .nic
+                            .addresses
+                            .get(n)
+                            .map(|a| (n.as_str(), a.iter().map(String::as_str).collect()))
+                    })
+                    .collect();
+                let a = network::netplan_with_addresses(&ports, &addrs, &pref)?;
                 cx.file_change(plan, ID, "netplan", &a.path, a.text, a.mode, false);
             }
             "networkmanager" => {
@@ -341,6 +365,19 @@ fn plan_mtu(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
                         );
                         continue;
                     }
+                    let (now, from) = port_addresses(cx.facts, cx.lp, n);
+                    if from == AddrSource::Current {
+                        // fib_trie does not say whether DHCP gave the address: the keyfile
+                        // pins it either way rather than take it away.
+                        plan.note(
+                            ID,
+                            NoteLevel::Info,
+                            format!(
+                                "{n}: daqtune's keyfile keeps its current address {} (ipv4.method=manual; an address DHCP gave becomes static); name the port in the profile's nic.addresses to choose",
+                                now.join(", ")
+                            ),
+                        );
+                    }
                     cx.parted_file_change(
                         plan,
                         ID,
@@ -356,6 +393,20 @@ fn plan_mtu(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
             }
             _ => {
                 for (n, mac, bdf) in &ifaces {
+                    if cx
+                        .lp
+                        .profile
+                        .nic
+                        .addresses
+                        .get(n)
+                        .is_some_and(|a| !a.is_empty())
+                    {
+                        plan.note(
+                            ID,
+                            NoteLevel::Warn,
+                            format!("{n}: the profile's nic.addresses are not written on a systemd-networkd host (a .link file carries no address, and a .network file of daqtune's would replace the one that configures the port); give them in that .network file's [Network] Address="),
+                        );
+                    }
                     let m = match (
                         mac.as_deref()
                             .and_then(|m| daqtune_units::validate::mac_address(m).ok()),
@@ -393,16 +444,45 @@ fn short(mtu: u32, want: u32) -> bool {
     mtu < want
 }
 
-/// The netplan file giving `ports` their MTU.
-fn netplan(
-    ports: &[(&str, u32)],
-    profile_ref: &str,
-) -> Result<network::Artifact, daqtune_units::InvalidValue> {
-    network::netplan(ports, profile_ref)
+/// The IPv4 addresses a port's network file gives it: the profile's `nic.addresses` for the
+/// port, else the addresses the port has now (a keyfile that owns the port must not take a
+/// working address away: `ipv4.method=disabled` would), else none.
+pub fn port_addresses(
+    facts: &Facts,
+    lp: &LoadedProfile,
+    ifname: &str,
+) -> (Vec<String>, AddrSource) {
+    if let Some(a) = lp
+        .profile
+        .nic
+        .addresses
+        .get(ifname)
+        .filter(|a| !a.is_empty())
+    {
+        return (a.clone(), AddrSource::Profile);
+    }
+    let now = facts
+        .local_addrs()
+        .map(|l| l.v4_cidrs_on(ifname))
+        .unwrap_or_default();
+    if now.is_empty() {
+        (now, AddrSource::None)
+    } else {
+        (now, AddrSource::Current)
+    }
 }
 
-/// daqtune's NetworkManager keyfile for one port, with the `[ethtool]` keys of the NIC
-/// settings the profile wants (nic.rings, ...: `nic_ethtool::persist_keys`).
+/// Where [`port_addresses`] took a port's addresses from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AddrSource {
+    Profile,
+    Current,
+    None,
+}
+
+/// daqtune's NetworkManager keyfile for one port, with its IPv4 addresses
+/// ([`port_addresses`]) and the `[ethtool]` keys of the NIC settings the profile wants
+/// (nic.rings, ...: `nic_ethtool::persist_keys`).
 fn nm_keyfile(
     facts: &Facts,
     lp: &LoadedProfile,
@@ -410,7 +490,15 @@ fn nm_keyfile(
     mtu: u32,
     profile_ref: &str,
 ) -> Result<network::Artifact, daqtune_units::InvalidValue> {
-    let mut a = network::nm_keyfile(&lp.profile.persist.nm_prefix, ifname, mtu, &[], profile_ref)?;
+    let (addrs, _) = port_addresses(facts, lp, ifname);
+    let addrs: Vec<&str> = addrs.iter().map(String::as_str).collect();
+    let mut a = network::nm_keyfile(
+        &lp.profile.persist.nm_prefix,
+        ifname,
+        mtu,
+        &addrs,
+        profile_ref,
+    )?;
     let keys = super::nic_persist::persist_keys(facts, lp, ifname);
     a.text.push_str(&super::nic_persist::nm_section(&keys));
     Ok(a)
