@@ -993,6 +993,7 @@ mod tests {
             selftest: rs,
             gate_failures: Vec::new(),
             subset: None,
+            wall_s: 1.0,
         };
         let t = text(&q);
         assert!(
