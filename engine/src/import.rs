@@ -1011,7 +1011,7 @@ fn write_pci(g: &Gathered, out: &Path) -> Result<Vec<DeviceRecord>, ImportError>
         let dir = out.join(&rel);
         std::fs::create_dir_all(&dir).map_err(|e| io(&dir, e))?;
         let d = &n.dev;
-        let mut notes = Vec::new();
+        let mut notes = d.notes.clone();
         let w = |name: &str, v: String| {
             let p = dir.join(name);
             std::fs::write(&p, v).map_err(|e| io(&p, e))
