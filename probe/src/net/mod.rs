@@ -5,3 +5,4 @@
 
 pub mod ethtool;
 pub mod genl;
+pub mod rdma_text;
