@@ -66,6 +66,9 @@ pub enum Source {
     /// nvidia-smi's GPU <-> NIC path matrix (`topo -m`, daqtune/gpu-topo.json): classes and
     /// affinities without the PCI tree they were computed from.
     GpuTopology,
+    /// A pasted /proc/meminfo alone: the default page size's pool, not the other sizes, the
+    /// per-node split or the mounts that [`Source::Memory`] also holds.
+    Meminfo,
 }
 
 impl Source {
@@ -93,6 +96,7 @@ impl Source {
             Source::Units => "systemd units",
             Source::Iommu => "IOMMU",
             Source::GpuTopology => "nvidia-smi topo -m matrix",
+            Source::Meminfo => "/proc/meminfo",
         }
     }
 }
@@ -144,13 +148,19 @@ pub fn needs(id: &str) -> Option<&'static [Source]> {
 /// Other sets of sources that let a check judge a narrower part of what it judges on a host,
 /// where the capture lacks one of [`needs`]: `pcie.topology` takes nvidia-smi's own path
 /// classes from a `topo -m` matrix (no PCI tree to compute them from), `nic.link-layer` the
-/// RDMA ports of an `ibstat` / `ibv_devinfo` (no PCI functions or interfaces to tie them to).
+/// RDMA ports of an `ibstat` / `ibv_devinfo` (no PCI functions or interfaces to tie them to),
+/// `hugepages` the default size's pool of a pasted /proc/meminfo (no mounts), the NIC settings
+/// the ports of pasted `ethtool -g/-l/-c/-a/-k` output.
 /// The check itself tells which it has ([`holds_needs`]) and says so in its verdicts.
 pub fn alternatives(id: &str) -> &'static [&'static [Source]] {
     use Source::*;
     match id {
         "pcie.topology" => &[&[GpuTopology]],
         "nic.link-layer" => &[&[Rdma]],
+        "hugepages" => &[&[Meminfo]],
+        "nic.rings" | "nic.coalesce" | "nic.pause" | "nic.offloads" | "nic.channels" => {
+            &[&[Ethtool]]
+        }
         _ => &[],
     }
 }

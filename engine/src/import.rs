@@ -11,6 +11,8 @@
 use crate::capture::{DeviceRecord, InputRecord, Manifest, Source, SCHEMA};
 use daqtune_probe::gpu::topo_text::{self, TopoMatrix};
 use daqtune_probe::gpu::{smi, GpuSnapshot};
+use daqtune_probe::net::ethtool::{recorded_path, Group, GroupState};
+use daqtune_probe::net::ethtool_text::{self, Section};
 use daqtune_probe::net::rdma_text::{self, DeviceText};
 use daqtune_probe::pci::lspci::{self, LspciDevice, TreeEntry};
 use daqtune_probe::pci::PciAddr;
@@ -58,6 +60,8 @@ pub enum Kind {
     NvidiaSmiTopo,
     Ibstat,
     IbvDevinfo,
+    Ethtool,
+    Meminfo,
 }
 
 impl Kind {
@@ -72,6 +76,8 @@ impl Kind {
             Kind::NvidiaSmiTopo => "nvidia-smi topo -m",
             Kind::Ibstat => "ibstat",
             Kind::IbvDevinfo => "ibv_devinfo",
+            Kind::Ethtool => "ethtool",
+            Kind::Meminfo => "/proc/meminfo",
         }
     }
 }
@@ -90,6 +96,10 @@ pub fn detect(text: &str) -> Option<Kind> {
         Some(Kind::Ibstat)
     } else if rdma_text::looks_like_ibv_devinfo(text) {
         Some(Kind::IbvDevinfo)
+    } else if ethtool_text::looks_like(text) {
+        Some(Kind::Ethtool)
+    } else if daqtune_probe::mem::looks_like_meminfo(text) {
+        Some(Kind::Meminfo)
     } else if smi::looks_like_xml(text) {
         Some(Kind::NvidiaSmiXml)
     } else if smi::looks_like_text(text) {
@@ -454,6 +464,8 @@ struct Gathered {
     rdma: BTreeMap<String, (DeviceText, String)>,
     /// The `nvidia-smi topo -m` matrix, first capture wins.
     topo: Option<(TopoMatrix, String)>,
+    /// Ports' ethtool groups by (interface, group), first capture wins.
+    ethtool: BTreeMap<(String, Group), GroupState>,
 }
 
 impl Gathered {
@@ -644,6 +656,77 @@ impl Gathered {
                 self.inputs.push(InputRecord {
                     file,
                     kind: kind_of(k),
+                    lines: Some((first, last)),
+                    produced,
+                    notes,
+                });
+            }
+            Some(Kind::Meminfo) => {
+                daqtune_probe::mem::validate_meminfo(text).map_err(|(line, message)| {
+                    ImportError::Bad {
+                        file: file.clone(),
+                        line: line + off,
+                        message,
+                    }
+                })?;
+                let mut notes = Vec::new();
+                if self.files.contains_key("/proc/meminfo") {
+                    notes.push("/proc/meminfo also in an earlier capture, which is kept".into());
+                } else {
+                    self.files
+                        .insert("/proc/meminfo".into(), format!("{}\n", text.trim_end()));
+                    self.covers.insert(Source::Meminfo);
+                }
+                self.inputs.push(InputRecord {
+                    file,
+                    kind: kind_of(Kind::Meminfo),
+                    lines: Some((first, last)),
+                    produced: vec!["/proc/meminfo".into()],
+                    notes,
+                });
+            }
+            Some(Kind::Ethtool) => {
+                let sections = ethtool_text::parse(text).map_err(|e| ImportError::Bad {
+                    file: file.clone(),
+                    line: e.line + off,
+                    message: e.message,
+                })?;
+                let mut produced = Vec::new();
+                let mut notes = Vec::new();
+                for s in sections {
+                    match s {
+                        Section::Group { ifname, state, .. } => {
+                            let group = group_of(&state);
+                            let path = recorded_path(&ifname, group);
+                            if self.ethtool.contains_key(&(ifname.clone(), group)) {
+                                notes.push(format!(
+                                    "{path}: also in an earlier capture, which is kept"
+                                ));
+                                continue;
+                            }
+                            produced.push(path);
+                            self.ethtool.insert((ifname, group), state);
+                        }
+                        // The port `-i` names is not in its own output: what it says is kept
+                        // in the manifest, for people.
+                        Section::Info {
+                            driver,
+                            firmware,
+                            bus_info,
+                            lines,
+                        } => notes.push(format!(
+                            "ethtool -i (lines {}-{}): driver {}, firmware {}, bus-info {}",
+                            lines.0 + off,
+                            lines.1 + off,
+                            driver.as_deref().unwrap_or("?"),
+                            firmware.as_deref().unwrap_or("?"),
+                            bus_info.as_deref().unwrap_or("?")
+                        )),
+                    }
+                }
+                self.inputs.push(InputRecord {
+                    file,
+                    kind: kind_of(Kind::Ethtool),
                     lines: Some((first, last)),
                     produced,
                     notes,
@@ -923,6 +1006,7 @@ pub fn import(inputs: &[PathBuf], out: &Path) -> Result<Manifest, ImportError> {
         && g.files.is_empty()
         && g.rdma.is_empty()
         && g.topo.is_none()
+        && g.ethtool.is_empty()
     {
         let names: Vec<String> = inputs.iter().map(|p| p.display().to_string()).collect();
         return Err(ImportError::Nothing(names.join(", ")));
@@ -939,6 +1023,14 @@ pub fn import(inputs: &[PathBuf], out: &Path) -> Result<Manifest, ImportError> {
     }
     if !g.devices.is_empty() {
         covers.insert(Source::Pci);
+    }
+    for ((ifname, group), state) in &g.ethtool {
+        let p = out.join(recorded_path(ifname, *group).trim_start_matches('/'));
+        if let Some(d) = p.parent() {
+            std::fs::create_dir_all(d).map_err(|e| io(d, e))?;
+        }
+        std::fs::write(&p, state.to_json()).map_err(|e| io(&p, e))?;
+        covers.insert(Source::Ethtool);
     }
     if !g.rdma.is_empty() {
         write_rdma(&g, out)?;
@@ -1242,6 +1334,16 @@ fn write_pci(g: &Gathered, out: &Path) -> Result<Vec<DeviceRecord>, ImportError>
         std::fs::create_dir_all(&p).map_err(|e| io(&p, e))?;
     }
     Ok(records)
+}
+
+fn group_of(s: &GroupState) -> Group {
+    match s {
+        GroupState::Rings(_) => Group::Rings,
+        GroupState::Channels(_) => Group::Channels,
+        GroupState::Coalesce(_) => Group::Coalesce,
+        GroupState::Pause(_) => Group::Pause,
+        GroupState::Features(_) => Group::Features,
+    }
 }
 
 /// Where an imported `nvidia-smi topo -m` matrix is recorded (host path under the root).
