@@ -83,7 +83,8 @@ fn import_writes_a_root_and_an_archive() {
         serde_json::from_str(&std::fs::read_to_string(dir.join("daqtune/import.json")).unwrap())
             .unwrap();
     assert_eq!(m["schema"], "daqtune.import/v1");
-    assert_eq!(m["covers"], serde_json::json!(["pci"]));
+    // The report's `nvidia-smi topo -m` (nvidia-smi-topo.txt) is read beside the lspci text.
+    assert_eq!(m["covers"], serde_json::json!(["pci", "gpu-topology"]));
     let devs = m["devices"].as_array().unwrap();
     assert!(devs
         .iter()
@@ -511,7 +512,9 @@ fn check_root_on_topo_and_ibstat_captures() {
         .find(|l| l.contains("pcie.topology"))
         .unwrap_or_else(|| panic!("{out}"));
     assert!(
-        line.starts_with("pass") && line.contains("GPU0") && line.contains("PXB to NIC0 mlx5_0"),
+        line.trim_start().starts_with("pass")
+            && line.contains("GPU0")
+            && line.contains("PXB to NIC0 mlx5_0"),
         "{line}"
     );
     assert!(err.contains("nvidia-smi topo -m"), "{err}");
@@ -531,7 +534,7 @@ fn check_root_on_topo_and_ibstat_captures() {
     }
     assert!(
         !out.lines()
-            .any(|l| l.starts_with("pass") && l.contains("nic.link ")),
+            .any(|l| l.trim_start().starts_with("pass") && l.contains("nic.link ")),
         "{out}"
     );
 }
