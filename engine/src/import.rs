@@ -37,7 +37,7 @@ pub enum ImportError {
         path: String,
         source: std::io::Error,
     },
-    #[error("{0}: no capture daqtune reads in it (lspci -vv text or -xxx dumps, an lspci -t tree, nvidia-smi -q, -q -x or topo -m, ibstat, ibv_devinfo, an nvidia-bug-report.log(.gz), a sosreport, a pasted /proc/cmdline)")]
+    #[error("{0}: no capture daqtune reads in it (lspci -vv text or -xxx dumps, an lspci -t tree, nvidia-smi -q, -q -x or topo -m, ibstat, ibv_devinfo, ethtool -g/-l/-c/-a/-k, an nvidia-bug-report.log(.gz), a sosreport, a pasted /proc/cmdline or /proc/meminfo)")]
     Nothing(String),
 }
 
