@@ -63,6 +63,12 @@ pub enum Source {
     Units,
     /// IOMMU groups and the IOMMU's sysfs.
     Iommu,
+    /// nvidia-smi's GPU <-> NIC path matrix (`topo -m`, daqtune/gpu-topo.json): classes and
+    /// affinities without the PCI tree they were computed from.
+    GpuTopology,
+    /// A pasted /proc/meminfo alone: the default page size's pool, not the other sizes, the
+    /// per-node split or the mounts that [`Source::Memory`] also holds.
+    Meminfo,
 }
 
 impl Source {
@@ -89,6 +95,8 @@ impl Source {
             Source::Etc => "/etc configuration",
             Source::Units => "systemd units",
             Source::Iommu => "IOMMU",
+            Source::GpuTopology => "nvidia-smi topo -m matrix",
+            Source::Meminfo => "/proc/meminfo",
         }
     }
 }
@@ -135,6 +143,37 @@ pub fn needs(id: &str) -> Option<&'static [Source]> {
         "app.interfaces" | "app.sizes" => &[Pci, Net, Addresses],
         _ => return None,
     })
+}
+
+/// Other sets of sources that let a check judge a narrower part of what it judges on a host,
+/// where the capture lacks one of [`needs`]: `pcie.topology` takes nvidia-smi's own path
+/// classes from a `topo -m` matrix (no PCI tree to compute them from), `nic.link-layer` the
+/// RDMA ports of an `ibstat` / `ibv_devinfo` (no PCI functions or interfaces to tie them to),
+/// `hugepages` the default size's pool of a pasted /proc/meminfo (no mounts), the NIC settings
+/// the ports of pasted `ethtool -g/-l/-c/-a/-k` output.
+/// The check itself tells which it has ([`holds_needs`]) and says so in its verdicts.
+pub fn alternatives(id: &str) -> &'static [&'static [Source]] {
+    use Source::*;
+    match id {
+        "pcie.topology" => &[&[GpuTopology]],
+        "nic.link-layer" => &[&[Rdma]],
+        "hugepages" => &[&[Meminfo]],
+        "nic.rings" | "nic.coalesce" | "nic.pause" | "nic.offloads" | "nic.channels" => {
+            &[&[Ethtool]]
+        }
+        _ => &[],
+    }
+}
+
+/// Whether the root holds every source of [`needs`] (a host, a snapshot, a fixture, or an
+/// import that covers them all): the check judges as on a host. `false` only for an import
+/// lacking one, where the check may judge from an [`alternatives`] set.
+pub fn holds_needs(facts: &Facts, id: &str) -> bool {
+    match manifest(facts) {
+        None => true,
+        Some(Err(_)) => false,
+        Some(Ok(m)) => needs(id).is_some_and(|n| n.iter().all(|s| m.covers.contains(s))),
+    }
 }
 
 /// Sources a check also reads where they are, and does without where they are not (saying
@@ -280,7 +319,11 @@ pub fn not_in_capture(facts: &Facts, id: &str) -> Option<Verdict> {
         .filter(|s| !m.covers.contains(s))
         .map(|s| s.as_str())
         .collect();
-    if missing.is_empty() {
+    if missing.is_empty()
+        || alternatives(id)
+            .iter()
+            .any(|alt| alt.iter().all(|s| m.covers.contains(s)))
+    {
         return None;
     }
     let held: Vec<&str> = m.covers.iter().map(|s| s.as_str()).collect();
@@ -309,7 +352,12 @@ pub fn coverage_line(facts: &Facts, ids: &[&str]) -> Option<String> {
     let judged: Vec<&str> = ids
         .iter()
         .copied()
-        .filter(|id| needs(id).is_some_and(|n| n.iter().all(|s| m.covers.contains(s))))
+        .filter(|id| {
+            needs(id).is_some_and(|n| n.iter().all(|s| m.covers.contains(s)))
+                || alternatives(id)
+                    .iter()
+                    .any(|alt| alt.iter().all(|s| m.covers.contains(s)))
+        })
         .collect();
     Some(format!(
         "capture: {} of {} checks judged from {} ({}); the rest say \"not in this capture\"",

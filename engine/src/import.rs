@@ -9,7 +9,11 @@
 //! `/sys/bus/pci/devices/<bdf>` linking to it.
 
 use crate::capture::{DeviceRecord, InputRecord, Manifest, Source, SCHEMA};
+use daqtune_probe::gpu::topo_text::{self, TopoMatrix};
 use daqtune_probe::gpu::{smi, GpuSnapshot};
+use daqtune_probe::net::ethtool::{recorded_path, Group, GroupState};
+use daqtune_probe::net::ethtool_text::{self, Section};
+use daqtune_probe::net::rdma_text::{self, DeviceText};
 use daqtune_probe::pci::lspci::{self, LspciDevice, TreeEntry};
 use daqtune_probe::pci::PciAddr;
 use std::collections::{BTreeMap, BTreeSet};
@@ -33,7 +37,7 @@ pub enum ImportError {
         path: String,
         source: std::io::Error,
     },
-    #[error("{0}: no capture daqtune reads in it (lspci -vv text or -xxx dumps, an lspci -t tree, nvidia-smi -q or -q -x, an nvidia-bug-report.log(.gz), a sosreport, a pasted /proc/cmdline)")]
+    #[error("{0}: no capture daqtune reads in it (lspci -vv text or -xxx dumps, an lspci -t tree, nvidia-smi -q, -q -x or topo -m, ibstat, ibv_devinfo, ethtool -g/-l/-c/-a/-k, an nvidia-bug-report.log(.gz), a sosreport, a pasted /proc/cmdline or /proc/meminfo)")]
     Nothing(String),
 }
 
@@ -53,6 +57,11 @@ pub enum Kind {
     NvidiaSmiText,
     BugReport,
     Cmdline,
+    NvidiaSmiTopo,
+    Ibstat,
+    IbvDevinfo,
+    Ethtool,
+    Meminfo,
 }
 
 impl Kind {
@@ -64,6 +73,11 @@ impl Kind {
             Kind::NvidiaSmiText => "nvidia-smi -q",
             Kind::BugReport => "nvidia-bug-report.log",
             Kind::Cmdline => "/proc/cmdline",
+            Kind::NvidiaSmiTopo => "nvidia-smi topo -m",
+            Kind::Ibstat => "ibstat",
+            Kind::IbvDevinfo => "ibv_devinfo",
+            Kind::Ethtool => "ethtool",
+            Kind::Meminfo => "/proc/meminfo",
         }
     }
 }
@@ -76,6 +90,16 @@ pub fn detect(text: &str) -> Option<Kind> {
         Some(Kind::Lspci)
     } else if lspci::looks_like_tree(text) {
         Some(Kind::LspciTree)
+    } else if topo_text::looks_like(text) {
+        Some(Kind::NvidiaSmiTopo)
+    } else if rdma_text::looks_like_ibstat(text) {
+        Some(Kind::Ibstat)
+    } else if rdma_text::looks_like_ibv_devinfo(text) {
+        Some(Kind::IbvDevinfo)
+    } else if ethtool_text::looks_like(text) {
+        Some(Kind::Ethtool)
+    } else if daqtune_probe::mem::looks_like_meminfo(text) {
+        Some(Kind::Meminfo)
     } else if smi::looks_like_xml(text) {
         Some(Kind::NvidiaSmiXml)
     } else if smi::looks_like_text(text) {
@@ -435,6 +459,13 @@ struct Gathered {
     files: BTreeMap<String, String>,
     covers: BTreeSet<Source>,
     inputs: Vec<InputRecord>,
+    /// RDMA devices from ibstat / ibv_devinfo by name, first capture wins per port; with the
+    /// file they came from.
+    rdma: BTreeMap<String, (DeviceText, String)>,
+    /// The `nvidia-smi topo -m` matrix, first capture wins.
+    topo: Option<(TopoMatrix, String)>,
+    /// Ports' ethtool groups by (interface, group), first capture wins.
+    ethtool: BTreeMap<(String, Group), GroupState>,
 }
 
 impl Gathered {
@@ -584,14 +615,156 @@ impl Gathered {
                     notes,
                 });
             }
+            Some(k @ (Kind::Ibstat | Kind::IbvDevinfo)) => {
+                let parsed = if k == Kind::Ibstat {
+                    rdma_text::parse_ibstat(text)
+                } else {
+                    rdma_text::parse_ibv_devinfo(text)
+                }
+                .map_err(|e| ImportError::Bad {
+                    file: file.clone(),
+                    line: e.line + off,
+                    message: e.message,
+                })?;
+                let mut produced = Vec::new();
+                let mut notes = Vec::new();
+                for mut d in parsed {
+                    d.lines = (d.lines.0 + off, d.lines.1 + off);
+                    let name = d.dev.name.clone();
+                    produced.push(format!("sys/class/infiniband/{name}"));
+                    match self.rdma.get_mut(&name) {
+                        None => {
+                            self.rdma.insert(name, (d, file.clone()));
+                        }
+                        Some((have, _)) => {
+                            // Another capture of the same device (`ibv_devinfo -v -i 2` beside
+                            // `ibv_devinfo`): its ports not yet known are added.
+                            for p in d.ports {
+                                if have.ports.iter().any(|x| x.port.port == p.port.port) {
+                                    notes.push(format!(
+                                        "{name} port {}: also in an earlier capture, which is kept",
+                                        p.port.port
+                                    ));
+                                } else {
+                                    have.ports.push(p);
+                                }
+                            }
+                            have.ports.sort_by_key(|p| p.port.port);
+                        }
+                    }
+                }
+                self.inputs.push(InputRecord {
+                    file,
+                    kind: kind_of(k),
+                    lines: Some((first, last)),
+                    produced,
+                    notes,
+                });
+            }
+            Some(Kind::Meminfo) => {
+                daqtune_probe::mem::validate_meminfo(text).map_err(|(line, message)| {
+                    ImportError::Bad {
+                        file: file.clone(),
+                        line: line + off,
+                        message,
+                    }
+                })?;
+                let mut notes = Vec::new();
+                if self.files.contains_key("/proc/meminfo") {
+                    notes.push("/proc/meminfo also in an earlier capture, which is kept".into());
+                } else {
+                    self.files
+                        .insert("/proc/meminfo".into(), format!("{}\n", text.trim_end()));
+                    self.covers.insert(Source::Meminfo);
+                }
+                self.inputs.push(InputRecord {
+                    file,
+                    kind: kind_of(Kind::Meminfo),
+                    lines: Some((first, last)),
+                    produced: vec!["/proc/meminfo".into()],
+                    notes,
+                });
+            }
+            Some(Kind::Ethtool) => {
+                let sections = ethtool_text::parse(text).map_err(|e| ImportError::Bad {
+                    file: file.clone(),
+                    line: e.line + off,
+                    message: e.message,
+                })?;
+                let mut produced = Vec::new();
+                let mut notes = Vec::new();
+                for s in sections {
+                    match s {
+                        Section::Group { ifname, state, .. } => {
+                            let group = group_of(&state);
+                            let path = recorded_path(&ifname, group);
+                            if self.ethtool.contains_key(&(ifname.clone(), group)) {
+                                notes.push(format!(
+                                    "{path}: also in an earlier capture, which is kept"
+                                ));
+                                continue;
+                            }
+                            produced.push(path);
+                            self.ethtool.insert((ifname, group), state);
+                        }
+                        // The port `-i` names is not in its own output: what it says is kept
+                        // in the manifest, for people.
+                        Section::Info {
+                            driver,
+                            firmware,
+                            bus_info,
+                            lines,
+                        } => notes.push(format!(
+                            "ethtool -i (lines {}-{}): driver {}, firmware {}, bus-info {}",
+                            lines.0 + off,
+                            lines.1 + off,
+                            driver.as_deref().unwrap_or("?"),
+                            firmware.as_deref().unwrap_or("?"),
+                            bus_info.as_deref().unwrap_or("?")
+                        )),
+                    }
+                }
+                self.inputs.push(InputRecord {
+                    file,
+                    kind: kind_of(Kind::Ethtool),
+                    lines: Some((first, last)),
+                    produced,
+                    notes,
+                });
+            }
+            Some(Kind::NvidiaSmiTopo) => {
+                let m = topo_text::parse(text).map_err(|e| ImportError::Bad {
+                    file: file.clone(),
+                    line: e.line + off,
+                    message: e.message,
+                })?;
+                let mut notes = Vec::new();
+                let gpus = m.rows.iter().filter(|r| r.is_gpu()).count();
+                let nics = m.nics().len();
+                if self.topo.is_some() {
+                    notes.push("a second topo -m matrix: the earlier one is kept".into());
+                } else {
+                    self.topo = Some((m, file.clone()));
+                }
+                self.inputs.push(InputRecord {
+                    file,
+                    kind: kind_of(Kind::NvidiaSmiTopo),
+                    lines: Some((first, last)),
+                    produced: vec![format!(
+                        "daqtune/gpu-topo.json: {gpus} GPU(s) x {nics} NIC(s), path classes and affinities"
+                    )],
+                    notes,
+                });
+            }
             None if explicit => {
                 return Err(ImportError::Bad {
                     file,
                     line: first,
                     message: "not a capture daqtune reads: expected `lspci -vv` text \
                               (`BB:DD.F Class: Vendor Device` then indented details), an \
-                              `lspci -t` tree (`-[DDDD:BB]-+-DD.F`), or `nvidia-smi -q` / \
-                              `-q -x` output"
+                              `lspci -t` tree (`-[DDDD:BB]-+-DD.F`), `nvidia-smi -q` / \
+                              `-q -x` / `topo -m` output, `ibstat` (`CA 'NAME'`) or \
+                              `ibv_devinfo` (`hca_id:`)"
                         .into(),
                 })
             }
@@ -827,7 +1000,14 @@ pub fn import(inputs: &[PathBuf], out: &Path) -> Result<Manifest, ImportError> {
             g.add_file(p, true)?;
         }
     }
-    if g.devices.is_empty() && g.tree.is_empty() && g.gpus.is_none() && g.files.is_empty() {
+    if g.devices.is_empty()
+        && g.tree.is_empty()
+        && g.gpus.is_none()
+        && g.files.is_empty()
+        && g.rdma.is_empty()
+        && g.topo.is_none()
+        && g.ethtool.is_empty()
+    {
         let names: Vec<String> = inputs.iter().map(|p| p.display().to_string()).collect();
         return Err(ImportError::Nothing(names.join(", ")));
     }
@@ -843,6 +1023,26 @@ pub fn import(inputs: &[PathBuf], out: &Path) -> Result<Manifest, ImportError> {
     }
     if !g.devices.is_empty() {
         covers.insert(Source::Pci);
+    }
+    for ((ifname, group), state) in &g.ethtool {
+        let p = out.join(recorded_path(ifname, *group).trim_start_matches('/'));
+        if let Some(d) = p.parent() {
+            std::fs::create_dir_all(d).map_err(|e| io(d, e))?;
+        }
+        std::fs::write(&p, state.to_json()).map_err(|e| io(&p, e))?;
+        covers.insert(Source::Ethtool);
+    }
+    if !g.rdma.is_empty() {
+        write_rdma(&g, out)?;
+        covers.insert(Source::Rdma);
+    }
+    if let Some((m, _)) = &g.topo {
+        let p = out.join(TOPO_PATH.trim_start_matches('/'));
+        if let Some(d) = p.parent() {
+            std::fs::create_dir_all(d).map_err(|e| io(d, e))?;
+        }
+        std::fs::write(&p, m.to_json()).map_err(|e| io(&p, e))?;
+        covers.insert(Source::GpuTopology);
     }
     if let Some(snap) = &g.gpus {
         let p = out.join("daqtune/gpu.json");
@@ -1011,7 +1211,7 @@ fn write_pci(g: &Gathered, out: &Path) -> Result<Vec<DeviceRecord>, ImportError>
         let dir = out.join(&rel);
         std::fs::create_dir_all(&dir).map_err(|e| io(&dir, e))?;
         let d = &n.dev;
-        let mut notes = Vec::new();
+        let mut notes = d.notes.clone();
         let w = |name: &str, v: String| {
             let p = dir.join(name);
             std::fs::write(&p, v).map_err(|e| io(&p, e))
@@ -1134,6 +1334,76 @@ fn write_pci(g: &Gathered, out: &Path) -> Result<Vec<DeviceRecord>, ImportError>
         std::fs::create_dir_all(&p).map_err(|e| io(&p, e))?;
     }
     Ok(records)
+}
+
+fn group_of(s: &GroupState) -> Group {
+    match s {
+        GroupState::Rings(_) => Group::Rings,
+        GroupState::Channels(_) => Group::Channels,
+        GroupState::Coalesce(_) => Group::Coalesce,
+        GroupState::Pause(_) => Group::Pause,
+        GroupState::Features(_) => Group::Features,
+    }
+}
+
+/// Where an imported `nvidia-smi topo -m` matrix is recorded (host path under the root).
+pub const TOPO_PATH: &str = "/daqtune/gpu-topo.json";
+
+/// The RDMA devices of ibstat / ibv_devinfo where sysfs has them:
+/// `/sys/class/infiniband/<dev>/` with `fw_ver`, GUIDs, `hca_type` and `ports/N/{link_layer,
+/// state,phys_state,rate}`. A device whose name is its PCI path (`rocep1s0f0`, rdma-core's
+/// NAME_PCI scheme) sits under that function when an lspci capture holds it, as on a host
+/// (`<bdf>/infiniband/<dev>`, the class entry a link to it); any other is a device of its own,
+/// tied to no function.
+fn write_rdma(g: &Gathered, out: &Path) -> Result<(), ImportError> {
+    let class = out.join("sys/class/infiniband");
+    std::fs::create_dir_all(&class).map_err(|e| io(&class, e))?;
+    for (name, (d, _)) in &g.rdma {
+        let under = rdma_text::pci_of_name(name).filter(|a| g.devices.contains_key(a));
+        let dir = match under {
+            Some(a) => {
+                let rel = format!("sys/bus/pci/devices/{a}/infiniband/{name}");
+                let link = class.join(name);
+                let _ = std::fs::remove_file(&link);
+                symlink(
+                    format!("../../bus/pci/devices/{a}/infiniband/{name}"),
+                    &link,
+                )
+                .map_err(|e| io(&link, e))?;
+                out.join(rel)
+            }
+            None => class.join(name),
+        };
+        std::fs::create_dir_all(&dir).map_err(|e| io(&dir, e))?;
+        let w = |p: PathBuf, v: &str| std::fs::write(&p, format!("{v}\n")).map_err(|e| io(&p, e));
+        let dev = &d.dev;
+        for (attr, v) in [
+            ("fw_ver", &dev.fw_ver),
+            ("node_guid", &dev.node_guid),
+            ("sys_image_guid", &dev.sys_image_guid),
+            ("board_id", &dev.board_id),
+            ("hca_type", &d.hca_type),
+        ] {
+            if let Some(v) = v {
+                w(dir.join(attr), v)?;
+            }
+        }
+        for p in &d.ports {
+            let pd = dir.join(format!("ports/{}", p.port.port));
+            std::fs::create_dir_all(&pd).map_err(|e| io(&pd, e))?;
+            for (attr, v) in [
+                ("link_layer", &p.port.link_layer),
+                ("state", &p.port.state),
+                ("phys_state", &p.phys_state),
+                ("rate", &p.port.rate),
+            ] {
+                if let Some(v) = v {
+                    w(pd.join(attr), v)?;
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// A capture imported into a temporary directory for `--root`.

@@ -358,3 +358,37 @@ fn every_nvidia_smi_xml_capture_reads_back_as_printed() {
     );
     eprintln!("{captures} nvidia-smi -q -x captures, {gpus} GPUs agree");
 }
+
+/// A hex dump's ids win over its text header, and a `-nn` header that disagrees is said in
+/// the manifest. The GT218 of pciutils' X58 dump (`tests/tree-asus-p6t6`): its config bytes
+/// start `de 10 65 0a` (10de:0a65); its header is given `-nn` ids that say otherwise, as a
+/// capture pasted from two runs would.
+#[test]
+fn hex_dump_ids_win_over_a_disagreeing_header_and_the_manifest_says_so() {
+    let src = corpus().join("lspci-xxxx-asus-p6t6-x58-geforce-pciutils/lspci-xxxx.txt");
+    let text = std::fs::read_to_string(&src).unwrap();
+    let head = "06:00.0 VGA compatible controller: NVIDIA Corporation GT218 [GeForce 210] (rev a2)";
+    let at = text.find(head).expect("the GT218 block");
+    let end = text[at..].find("\n\n").map_or(text.len(), |e| at + e);
+    let block = text[at..end].replacen(
+        head,
+        "06:00.0 VGA compatible controller [0300]: NVIDIA Corporation GT218 [GeForce 210] [10de:0000] (rev a2)",
+        1,
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let cap = dir.path().join("lspci.txt");
+    std::fs::write(&cap, format!("{block}\n")).unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let m = daqtune_engine::import::import(&[cap], out.path()).unwrap();
+    let dev = std::fs::read_to_string(out.path().join("sys/bus/pci/devices/0000:06:00.0/device"))
+        .unwrap();
+    assert_eq!(dev.trim(), "0x0a65", "the config bytes' device id");
+    let rec = m.devices.iter().find(|d| d.bdf == "0000:06:00.0").unwrap();
+    assert!(
+        rec.notes
+            .iter()
+            .any(|n| n.contains("[10de:0000]") && n.contains("10de:0a65")),
+        "the manifest says the header disagrees: {:?}",
+        rec.notes
+    );
+}

@@ -213,6 +213,8 @@ fn every_expected_verdict_of_the_real_host_corpus() {
     dirs.sort();
     assert!(!dirs.is_empty(), "{}: no capture", root.display());
     let (mut judged, mut unjudged, mut field) = (0, 0, 0);
+    // Field cases where daqtune is held to the thread's cause (at least one judged entry).
+    let mut field_judged = Vec::new();
     let mut wrong = Vec::new();
     for dir in &dirs {
         let name = dir.file_name().unwrap().to_string_lossy().to_string();
@@ -230,6 +232,9 @@ fn every_expected_verdict_of_the_real_host_corpus() {
         }
         if text.contains("field_case: true") {
             field += 1;
+            if exp.not_judged.is_none() && exp.expect.iter().any(|e| e.judged) {
+                field_judged.push(name.clone());
+            }
         }
         // The capture as the importer gets it: its files (expected/origin left out), or the
         // fragment assembled into lspci text.
@@ -366,6 +371,13 @@ fn every_expected_verdict_of_the_real_host_corpus() {
     assert!(
         field >= 6,
         "{field} field cases with expectations, issue 41 wants 6"
+    );
+    // Issue 41 wants 6 judged; the corpus has 4 (INDEX.md says which are missing and why):
+    // this holds the ones there, so a judged field case cannot quietly become unjudged.
+    assert!(
+        field_judged.len() >= 4,
+        "{} field cases judged ({field_judged:?}), the corpus holds 4",
+        field_judged.len()
     );
     assert!(
         wrong.is_empty(),

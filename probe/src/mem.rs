@@ -170,6 +170,47 @@ pub fn parse_meminfo(text: &str) -> Vec<(String, u64)> {
         .collect()
 }
 
+/// A pasted `/proc/meminfo`: `MemTotal:` first, as the kernel prints it, or the
+/// `grep Huge /proc/meminfo` excerpt people paste (only `Key: N [kB]` lines, `HugePages_Total`
+/// among them).
+pub fn looks_like_meminfo(text: &str) -> bool {
+    let first = text.lines().find(|l| !l.trim().is_empty());
+    if first.is_some_and(|l| l.trim_start().starts_with("MemTotal:")) {
+        return true;
+    }
+    validate_meminfo(text).is_ok()
+        && text
+            .lines()
+            .any(|l| l.trim_start().starts_with("HugePages_Total:"))
+}
+
+/// Every line of a pasted `/proc/meminfo` is `Key: N` or `Key: N kB` (the kernel's
+/// `meminfo_proc_show` format): `Err((line, what))` at the first that is not, so an edited or
+/// cut paste is refused where it breaks instead of read as zeros.
+pub fn validate_meminfo(text: &str) -> Result<(), (usize, String)> {
+    for (i, l) in text.lines().enumerate() {
+        if l.trim().is_empty() {
+            continue;
+        }
+        let ok = l.split_once(':').is_some_and(|(k, v)| {
+            let mut w = v.split_whitespace();
+            !k.trim().is_empty()
+                && !k.trim().contains(char::is_whitespace)
+                && w.next().is_some_and(|n| n.parse::<u64>().is_ok())
+                && matches!(w.next(), None | Some("kB"))
+                && w.next().is_none()
+        });
+        if !ok {
+            let shown: String = l.chars().take(60).collect();
+            return Err((
+                i + 1,
+                format!("`{shown}`: expected `Key:  N` or `Key:  N kB`, as /proc/meminfo prints"),
+            ));
+        }
+    }
+    Ok(())
+}
+
 pub fn meminfo_get(mi: &[(String, u64)], key: &str) -> Option<u64> {
     mi.iter().find(|(k, _)| k == key).map(|(_, v)| *v)
 }

@@ -318,8 +318,9 @@ pub struct SnapshotArgs {
 #[derive(Debug, Clone, Args)]
 pub struct ImportArgs {
     /// Capture files (kinds told by content: `lspci -vvnn`/`-vvv`/`-nnDvvv` text with or
-    /// without `-xxx` dumps, `lspci -t`/`-tv` trees, `nvidia-smi -q` and `-q -x`,
-    /// nvidia-bug-report.log(.gz), a pasted /proc/cmdline), directories of them, or a
+    /// without `-xxx` dumps, `lspci -t`/`-tv` trees, `nvidia-smi -q`, `-q -x` and `topo -m`,
+    /// `ibstat`, `ibv_devinfo`, `ethtool -g/-l/-c/-a/-k/-i`, nvidia-bug-report.log(.gz), a
+    /// pasted /proc/cmdline or /proc/meminfo), directories of them, or a
     /// sosreport (directory, .tar, .tar.gz, .tar.xz).
     #[arg(value_name = "CAPTURE", required = true)]
     pub captures: Vec<PathBuf>,

@@ -83,7 +83,8 @@ fn import_writes_a_root_and_an_archive() {
         serde_json::from_str(&std::fs::read_to_string(dir.join("daqtune/import.json")).unwrap())
             .unwrap();
     assert_eq!(m["schema"], "daqtune.import/v1");
-    assert_eq!(m["covers"], serde_json::json!(["pci"]));
+    // The report's `nvidia-smi topo -m` (nvidia-smi-topo.txt) is read beside the lspci text.
+    assert_eq!(m["covers"], serde_json::json!(["pci", "gpu-topology"]));
     let devs = m["devices"].as_array().unwrap();
     assert!(devs
         .iter()
@@ -487,4 +488,95 @@ fn a_tar_with_dotdot_is_refused() {
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(err.contains("climbs with `..`: refused"), "{err}");
     assert!(!tmp.path().join("escaped").exists());
+}
+
+/// NVIDIA's own `nvidia-smi topo -mp` of an IGX devkit (DAQIRI tutorial, Step 1): GPU0 to both
+/// on-board CX-7 ports is PXB, which the tutorial calls the IGX design ("connect the GPU to the
+/// NIC interfaces with a PXB connection"); `pcie.topology` judges the matrix without a PCI tree.
+/// An `ibstat` of two ConnectX-3 HCAs in InfiniBand mode: `nic.link-layer` fails each port
+/// (seed 000: "For DAQIRI, we want the NIC to use the ETH link layer"), exit 1.
+#[test]
+fn check_root_on_topo_and_ibstat_captures() {
+    let f = corpus("topo-igx-orin-devkit-daqiri-tutorial/nvidia-smi-topo.txt");
+    let o = daqtune(&[
+        "check",
+        "--root",
+        f.to_str().unwrap(),
+        "--profile",
+        "igx-orin",
+    ]);
+    let (out, err) = text(&o);
+    assert!(matches!(o.status.code(), Some(0) | Some(1)), "{out}\n{err}");
+    let line = out
+        .lines()
+        .find(|l| l.contains("pcie.topology"))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(
+        line.trim_start().starts_with("pass")
+            && line.contains("GPU0")
+            && line.contains("PXB to NIC0 mlx5_0"),
+        "{line}"
+    );
+    assert!(err.contains("nvidia-smi topo -m"), "{err}");
+
+    let f = corpus("ibstat-connectx3-fdr-heioy-books/ibstat.txt");
+    let o = daqtune(&["check", "--root", f.to_str().unwrap()]);
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}\n{err}");
+    for port in ["mlx4_0/1", "mlx4_0/2", "mlx4_1/1", "mlx4_1/2"] {
+        assert!(
+            out.lines().any(|l| l.trim_start().starts_with("fail")
+                && l.contains("nic.link-layer")
+                && l.contains(port)
+                && l.contains("InfiniBand")),
+            "{port}: {out}"
+        );
+    }
+    assert!(
+        !out.lines()
+            .any(|l| l.trim_start().starts_with("pass") && l.contains("nic.link ")),
+        "{out}"
+    );
+}
+
+/// An ibstat whose port line is broken and a topo -m row with a cell nvidia-smi never prints:
+/// the file, the line and what was expected, exit 2.
+#[test]
+fn bad_ibstat_and_topo_say_file_and_line_and_exit_2() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ib = tmp.path().join("ibstat.txt");
+    std::fs::write(
+        &ib,
+        "CA 'mlx5_0'\n\tCA type: MT4129\n\tPort one:\n\t\tState: Active\n",
+    )
+    .unwrap();
+    let o = daqtune(&["check", "--root", ib.to_str().unwrap()]);
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&format!(
+            "{}:3: `Port one:`: expected `Port N:`",
+            ib.display()
+        )),
+        "{err}"
+    );
+
+    let topo = tmp.path().join("topo.txt");
+    std::fs::write(
+        &topo,
+        "\tGPU0\tNIC0\tCPU Affinity\tNUMA Affinity\nGPU0\t X \tFAST\t0-11\t0\nNIC0\tPXB\t X \n",
+    )
+    .unwrap();
+    let o = daqtune(&[
+        "import",
+        topo.to_str().unwrap(),
+        "-o",
+        tmp.path().join("out").to_str().unwrap(),
+    ]);
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&format!("{}:2: `FAST`: expected X, PIX", topo.display())),
+        "{err}"
+    );
 }

@@ -201,8 +201,59 @@ fn run_driver(ctx: &Context) -> Vec<Verdict> {
     out
 }
 
+/// The link layer of every RDMA port of a capture that holds RDMA devices but not the PCI
+/// functions and interfaces they belong to (an `ibstat` / `ibv_devinfo` paste): which are data
+/// ports is not in the capture, so each is judged, and the verdict says where it came from.
+fn rdma_only_link_layer(ctx: &Context, want_label: &str, want_mlx: &str) -> Vec<Verdict> {
+    const ID: &str = "nic.link-layer";
+    let devs = daqtune_probe::pci::nic::read_class_rdma(ctx.facts().host);
+    let mut out = Vec::new();
+    for r in &devs {
+        for p in &r.ports {
+            let subject = format!("{}/{}", r.name, p.port);
+            let from = "(RDMA port of the capture; its PCI function and interfaces are not in it)";
+            match p.link_layer.as_deref() {
+                Some(ll) if ll.eq_ignore_ascii_case(want_label) => out.push(
+                    Verdict::pass(ID, subject, format!("link layer {ll} {from}")).observed(ll),
+                ),
+                Some(ll) => out.push(
+                    Verdict::fail(
+                        ID,
+                        subject,
+                        format!("port runs {ll}; the data path needs {want_label} {from}"),
+                    )
+                    .observed(ll)
+                    .expected(want_label)
+                    .fix(format!(
+                        "sudo mlxconfig -d {} set LINK_TYPE_P{}={want_mlx}   # then reboot",
+                        daqtune_probe::text::shell_quote(&r.name),
+                        p.port
+                    )),
+                ),
+                None => out.push(Verdict::skip(ID, subject, "link_layer not in this capture")),
+            }
+        }
+    }
+    if out.is_empty() {
+        out.push(Verdict::skip(
+            ID,
+            "host",
+            "not in this capture (no RDMA port in it)",
+        ));
+    }
+    out
+}
+
 fn run_link_layer(ctx: &Context) -> Vec<Verdict> {
     const ID: &str = "nic.link-layer";
+    if !crate::capture::holds_needs(ctx.facts(), ID) {
+        let want = ctx.profile.profile.nic.link_layer.to_ascii_lowercase();
+        return if want == "infiniband" {
+            rdma_only_link_layer(ctx, "InfiniBand", "IB")
+        } else {
+            rdma_only_link_layer(ctx, "Ethernet", "ETH")
+        };
+    }
     let nics = match data_path_nics_or_skip(ctx, ID) {
         Ok(n) => n,
         Err(v) => return v,

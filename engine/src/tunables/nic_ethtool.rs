@@ -91,9 +91,37 @@ pub fn data_core_count(ctx: &Context) -> Option<u32> {
 /// The verdicts of one tunable: one per data port.
 pub fn check(ctx: &Context, spec: &Spec) -> Vec<Verdict> {
     let id = spec.id;
-    let ports = match data_interfaces(ctx.facts(), ctx.profile) {
-        Ok(p) => p,
-        Err(e) => return vec![Verdict::skip(id, "host", e.to_string())],
+    // A capture of `ethtool -g/-l/-c/-a/-k` without the PCI functions and interfaces: every
+    // port it recorded is judged (which are data ports is not in it, and each verdict says so).
+    let captured = !crate::capture::holds_needs(ctx.facts(), id);
+    let ports: Vec<String> = if captured {
+        let mut names: Vec<String> = ctx
+            .facts()
+            .read_dir("/daqtune/ethtool")
+            .map(|v| v.iter().cloned().collect())
+            .unwrap_or_default();
+        names.retain(|n| {
+            ctx.facts()
+                .read_string(&recorded_path(n, spec.group))
+                .is_ok()
+        });
+        names.sort();
+        if names.is_empty() {
+            return vec![Verdict::skip(
+                id,
+                "host",
+                format!(
+                    "not in this capture (no port's {} in it)",
+                    spec.group.name()
+                ),
+            )];
+        }
+        names
+    } else {
+        match data_interfaces(ctx.facts(), ctx.profile) {
+            Ok(p) => p.into_iter().map(|(n, _, _)| n).collect(),
+            Err(e) => return vec![Verdict::skip(id, "host", e.to_string())],
+        }
     };
     if ports.is_empty() {
         return vec![Verdict::skip(
@@ -105,7 +133,7 @@ pub fn check(ctx: &Context, spec: &Spec) -> Vec<Verdict> {
     let cores = data_core_count(ctx);
     let mgmt_ports = management_ports(ctx.facts());
     let mut out = Vec::new();
-    for (name, _, _) in &ports {
+    for name in &ports {
         let state = match ctx.facts().ethtool(name, spec.group) {
             Ok(s) => s,
             Err(e) => {
@@ -123,7 +151,14 @@ pub fn check(ctx: &Context, spec: &Spec) -> Vec<Verdict> {
             data_cores: cores,
         };
         let j = judge(spec, &cx);
-        let now = (spec.shown)(&state);
+        let now = if captured {
+            format!(
+                "{} (ethtool output of the capture; its PCI function and addresses are not in it)",
+                (spec.shown)(&state)
+            )
+        } else {
+            (spec.shown)(&state)
+        };
         let cannot = if j.cannot.is_empty() && j.unread.is_empty() {
             String::new()
         } else {

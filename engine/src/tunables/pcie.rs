@@ -75,8 +75,103 @@ fn class_status(ctx: &Context, c: PathClass) -> Status {
     }
 }
 
+/// The path classes nvidia-smi printed (`topo -m`), for a capture without the PCI tree they
+/// come from: each GPU's best class to a NIC of the matrix, judged as the tree's would be.
+/// nvidia-smi computes the classes from the same tree by the same rules (docs/checks/
+/// pcie.topology.md), so they are taken as printed; GPU <-> GPU cells (NV#) are not a path to
+/// a NIC.
+fn topology_from_matrix(ctx: &Context) -> Vec<Verdict> {
+    const ID: &str = "pcie.topology";
+    let text = match ctx.facts().read_string(crate::import::TOPO_PATH) {
+        Ok(t) => t,
+        Err(e) => {
+            return vec![Verdict::skip(
+                ID,
+                "host",
+                format!("not in this capture ({e})"),
+            )]
+        }
+    };
+    let m: daqtune_probe::gpu::topo_text::TopoMatrix = match serde_json::from_str(&text) {
+        Ok(m) => m,
+        Err(e) => {
+            return vec![Verdict::skip(
+                ID,
+                "host",
+                format!("{}: unreadable ({e})", crate::import::TOPO_PATH),
+            )]
+        }
+    };
+    let nics = m.nics();
+    if nics.is_empty() {
+        return vec![Verdict::skip(
+            ID,
+            "host",
+            "the topo -m matrix names no NIC (nvidia-smi lists only NICs with an RDMA device)",
+        )];
+    }
+    let pass = ctx.profile.profile.pcie.topology_pass.join("/");
+    let mut out = Vec::new();
+    for g in m.rows.iter().filter(|r| r.is_gpu()) {
+        let mut paths: Vec<(PathClass, String)> = nics
+            .iter()
+            .filter_map(|(i, label, name)| {
+                let c = PathClass::parse(g.cells.get(*i)?)?;
+                Some((
+                    c,
+                    name.map_or(label.to_string(), |n| format!("{label} {n}")),
+                ))
+            })
+            .collect();
+        if paths.is_empty() {
+            out.push(Verdict::skip(
+                ID,
+                g.label.as_str(),
+                "no PCIe path class to a NIC in its row",
+            ));
+            continue;
+        }
+        paths.sort_by_key(|p| p.0);
+        let observed = paths
+            .iter()
+            .map(|(c, l)| format!("{c} {l}"))
+            .collect::<Vec<_>>()
+            .join("; ");
+        let (best, nic) = paths[0].clone();
+        let status = class_status(ctx, best);
+        let affinity = match (&g.cpu_affinity, &g.numa_affinity) {
+            (Some(c), Some(n)) => format!("; CPU affinity {c}, NUMA node {n}"),
+            (Some(c), None) => format!("; CPU affinity {c}"),
+            _ => String::new(),
+        };
+        let msg = match status {
+            Status::Pass => format!("{best} to {nic} (nvidia-smi topo -m{affinity})"),
+            _ => format!(
+                "best path is {best} to {nic} (nvidia-smi topo -m{affinity}): {}; GPUDirect traffic crosses the {}",
+                best.legend(),
+                match best {
+                    PathClass::Phb => "host bridge (CPU)",
+                    PathClass::Node => "interconnect between host bridges",
+                    _ => "inter-socket link",
+                }
+            ),
+        };
+        let mut v = Verdict::new(ID, g.label.as_str(), status, msg)
+            .observed(observed)
+            .expected(pass.clone());
+        if status != Status::Pass {
+            v = v.fix("hardware: move the NIC or the GPU into slots below one PCIe switch (or at least one socket); the GPU's row in `nvidia-smi topo -m` shows the class to each NIC");
+        }
+        out.push(v);
+    }
+    out
+}
+
 fn run_topology(ctx: &Context) -> Vec<Verdict> {
     const ID: &str = "pcie.topology";
+    if !crate::capture::holds_needs(ctx.facts(), ID) {
+        return topology_from_matrix(ctx);
+    }
     let f = match pci_or_skip(ctx, ID) {
         Ok(f) => f,
         Err(v) => return v,

@@ -19,6 +19,7 @@ pub mod nvlink;
 mod nvml;
 pub mod smi;
 pub mod subset;
+pub mod topo_text;
 pub mod xid;
 
 use crate::host::Host;

@@ -4,4 +4,6 @@
 //! socket is `nix`'s safe wrapper.
 
 pub mod ethtool;
+pub mod ethtool_text;
 pub mod genl;
+pub mod rdma_text;

@@ -110,6 +110,12 @@ pub struct LspciDevice {
     pub sriov_num: Option<u32>,
     /// Bytes of a `-x`/`-xxx`/`-xxxx` hex dump, in order (offset checked on every line).
     pub hex: Vec<u8>,
+    /// Vendor and device as the `-nn` header printed them (`[10de:0a65]`), kept beside the ids
+    /// a hex dump gives so a disagreement can be said.
+    pub header_ids: Option<(u16, u16)>,
+    /// What the import should say about this function (a header that disagrees with its
+    /// own config bytes).
+    pub notes: Vec<String>,
 }
 
 /// What a capture holds.
@@ -527,16 +533,25 @@ pub fn parse(text: &str) -> Result<LspciCapture, LspciError> {
     Ok(cap)
 }
 
-/// A hex dump is the device's own header: ids, class and revision lspci printed without
-/// `-nn` are taken from it.
+/// A hex dump is the device's own header: ids, class and revision are taken from it, over
+/// what the text header printed (a name lspci resolved from pci.ids, or `-nn` ids of a capture
+/// pasted together from two runs). A `-nn` header that disagrees with the bytes is noted: the
+/// bytes are what the device answered, the header is text.
 fn ids_from_hex(d: &mut LspciDevice) {
     let h = &d.hex;
     if h.len() < 64 {
         return;
     }
     let r16 = |o: usize| u16::from_le_bytes([h[o], h[o + 1]]);
-    d.vendor = Some(r16(0));
-    d.device = Some(r16(2));
+    let bytes = (r16(0), r16(2));
+    if let Some(head) = d.header_ids.filter(|x| *x != bytes) {
+        d.notes.push(format!(
+            "header says [{:04x}:{:04x}], config bytes say {:04x}:{:04x}: the config bytes are kept",
+            head.0, head.1, bytes.0, bytes.1
+        ));
+    }
+    d.vendor = Some(bytes.0);
+    d.device = Some(bytes.1);
     d.rev = Some(h[8]);
     d.prog_if = h[9];
     d.class16 = Some(u16::from_le_bytes([h[0x0a], h[0x0b]]));
@@ -652,6 +667,7 @@ fn header(rest: &str, n: usize) -> Result<LspciDevice, LspciError> {
             if let (Some(v), Some(dv)) = (hex16(v), hex16(dv)) {
                 d.vendor = Some(v);
                 d.device = Some(dv);
+                d.header_ids = Some((v, dv));
                 desc = &desc[..start];
             }
         }

@@ -166,6 +166,17 @@ fn read_rdma(host: &Host, dir: &str, name: &str) -> RdmaDevice {
     }
 }
 
+/// The RDMA devices of `/sys/class/infiniband`, by name: what a root without PCI functions
+/// (an imported `ibstat`) still says of each device and its ports.
+pub fn read_class_rdma(host: &Host) -> Vec<RdmaDevice> {
+    let mut names = host.read_dir("/sys/class/infiniband").unwrap_or_default();
+    names.sort();
+    names
+        .into_iter()
+        .map(|n| read_rdma(host, &format!("/sys/class/infiniband/{n}"), &n))
+        .collect()
+}
+
 /// Netdev directories of a PCI function: `<dev>/net/*` and virtio's `<dev>/virtio*/net/*`.
 fn netdev_dirs(host: &Host, d: &PciDevice) -> Vec<(String, String)> {
     let mut out = Vec::new();
