@@ -52,6 +52,11 @@
 #   F6 node_exporter on fleet-a: /metrics (forwarded port) carries daqtune's series with the
 #      guest's own verdicts; the data port's MTU undone by hand shows as nic.mtu fail (gate 0)
 #      after `systemctl start daqtune-report.service`; put back, pass again
+#   LP partial reverts after the full apply (issue 42; fleet-*-P1, P2): fleet-a reverts
+#      hugepages (its grub drop-in words and mount units), nic.rings (its .link keys) and
+#      net.sysctl (its sysctl.d drop-in); fleet-b kernel.cmdline (its extlinux words), nic.mtu
+#      and vm.stat-interval; both reboot once, and the kernel line, the live settings and the
+#      files are exactly what stayed (the reverted ones gone, the others kept)
 #   F7 site.yml --tags revert -e daqtune_revert_reboot=true (both at once): both reverted and
 #      rebooted by the role; /etc and the boot configuration byte-identical to L2's baseline,
 #      /proc/cmdline as then, MTU 1500
@@ -611,6 +616,39 @@ else
 fi
 timing "F6 node_exporter" $((SECONDS - t))
 
+# --- LP: partial reverts, one boot with what stays (issue 42 deliverable 4) ----------------
+# Each guest reverts some settings of each kind that shares a file or the boot with others
+# (fleet-a: hugepages, nic.rings, net.sysctl; fleet-b: kernel.cmdline, nic.mtu,
+# vm.stat-interval: P1), both reboot at once, and P2 checks that the kernel line, the live
+# settings and the files are exactly what stayed. F7's revert then undoes the rest.
+declare -A rb_before=() rb_t=()
+reboot_start() { # GUEST: reboot it over SSH
+  rb_before[$1]=$(boot_id "$1")
+  rb_t[$1]=$SECONDS
+  gssh "$1" systemctl --no-block reboot || true
+}
+reboot_wait() { # GUEST STEP WHY: wait for the new boot's SSH
+  local g=$1 now
+  # The old boot's sshd may still answer for a moment: wait for the new boot id.
+  while ((SECONDS - rb_t[$g] < boot_timeout)); do
+    sleep 5
+    now=$(boot_id "$g")
+    [[ $now == none || $now == "${rb_before[$g]}" ]] || break
+  done
+  timing "$2 $g reboot (systemctl reboot to SSH)" $((SECONDS - rb_t[$g]))
+  check "$2 $g rebooted $3" test "$(boot_id "$g")" != "${rb_before[$g]}"
+}
+lphase fleet-grub-P1
+lphase fleet-extlinux-P1
+lwait fleet-grub-P1 fleet-extlinux-P1
+reboot_start fleet-a
+reboot_start fleet-b
+reboot_wait fleet-a LP "with the settings the partial reverts left"
+reboot_wait fleet-b LP "with the settings the partial reverts left"
+lphase fleet-grub-P2
+lphase fleet-extlinux-P2
+lwait fleet-grub-P2 fleet-extlinux-P2
+
 # --- F7, L5: revert through the role, reboot, byte-identical -------------------------------
 # Both hosts at once, and their reboots too: the rollout's order was F3's and F4's claim.
 for g in "${guests[@]}"; do boot_id "$g" >"$out/$g/boot-f7"; done
@@ -636,23 +674,6 @@ lwait fleet-grub-3 fleet-extlinux-3
 # fleet-a: a unit that fails when isolcpus is on the line, `apply --only kernel.cmdline` arms
 # the trial (T1); its trial boot misses multi-user.target and the trial fails (T2); the next
 # boot is the previous default's, and revert is byte-identical (T3).
-declare -A rb_before=() rb_t=()
-reboot_start() { # GUEST: reboot it over SSH
-  rb_before[$1]=$(boot_id "$1")
-  rb_t[$1]=$SECONDS
-  gssh "$1" systemctl --no-block reboot || true
-}
-reboot_wait() { # GUEST STEP WHY: wait for the new boot's SSH
-  local g=$1 now
-  # The old boot's sshd may still answer for a moment: wait for the new boot id.
-  while ((SECONDS - rb_t[$g] < boot_timeout)); do
-    sleep 5
-    now=$(boot_id "$g")
-    [[ $now == none || $now == "${rb_before[$g]}" ]] || break
-  done
-  timing "$2 $g reboot (systemctl reboot to SSH)" $((SECONDS - rb_t[$g]))
-  check "$2 $g rebooted $3" test "$(boot_id "$g")" != "${rb_before[$g]}"
-}
 lphase fleet-grub-T1
 lphase fleet-extlinux-3n
 lwait fleet-grub-T1 fleet-extlinux-3n

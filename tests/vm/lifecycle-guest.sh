@@ -566,6 +566,253 @@ trial_back_on_default() {
     if cmp -s "$st/sums-before" "$st/sums-T4"; then pass "without the breaker: byte-identical to before step 2"; else fail "without the breaker: byte-identical to before step 2" "$(diff "$st/sums-before" "$st/sums-T4" | grep '^[<>]' | head -n 6 | tr '\n' ' ')"; fi
 }
 
+# --- partial reverts (issue 42 deliverable 4), in the fleet guests ------------------------------
+# After the full apply (the role's, its reboot included), `revert --only X` for each kind of
+# setting that shares a file, a boot or a directory with others, then one reboot (the kinds are
+# independent, so one boot proves them all): the host boots with exactly the remaining settings.
+#   fleet-a (GRUB)      hugepages         its words of the grub drop-in (the isolation words
+#                                         stay) and its hugetlbfs mount units (systemd units)
+#                       nic.rings         its keys of the port's .link (the MTU and the rest stay)
+#                       net.sysctl        its sysctl.d drop-in (the kernel.* drop-ins stay)
+#   fleet-b (extlinux)  kernel.cmdline    its words of extlinux's daqtune entry (the hugepage
+#                                         reservation and its mount units stay)
+#                       nic.mtu           its key of the .link (the rings stay at the maximum)
+#                       vm.stat-interval  its sysctl.d drop-in
+# What goes and what stays is worked out from the host as the full apply left it and from the
+# interfaces' own documentation (the kernel's hugepage parameters, systemd.link(5)'s keys,
+# sysctl.d's key = value lines), not from what daqtune prints. The final full revert (the role's,
+# F7 and L5) is then byte-identical with the baseline taken before the first apply.
+PR_HUGE='^(hugepagesz|hugepages|default_hugepagesz)='
+# The other settings' kernel arguments (docs/apply.md): the governor's and the ACS one.
+PR_OTHER_WORDS='^(hugepagesz|hugepages|default_hugepagesz|cpufreq\.default_governor)=|^pci=.*disable_acs_redir'
+PR_SYSCTL_DIRS="/proc/sys/net /proc/sys/vm /proc/sys/kernel"
+
+# Before the package (fleet-*-1a): what the partial reverts must bring back.
+partial_baseline() {
+    grep -r -s . $PR_SYSCTL_DIRS 2>/dev/null >"$st/sysctl-1a"
+    cat "/sys/kernel/mm/hugepages/hugepages-${HP_KB}kB/nr_hugepages" >"$st/hp1g-1a" 2>/dev/null
+    cat "/sys/kernel/mm/hugepages/hugepages-${HP2_KB}kB/nr_hugepages" >"$st/hp2m-1a" 2>/dev/null
+    cat "/sys/class/net/$DATA_PORT/mtu" >"$st/mtu-1a" 2>/dev/null
+    info "partial-revert baseline: 1G pool $(cat "$st/hp1g-1a"), 2M pool $(cat "$st/hp2m-1a"), MTU $(cat "$st/mtu-1a"), $(wc -l <"$st/sysctl-1a") sysctl values"
+}
+# A sysctl.d file's settings, "key value" (the value's white space squeezed), in file order.
+sysctl_file_values() {
+    sed -n 's/^[[:space:]]*\([A-Za-z0-9_.-][A-Za-z0-9_./-]*\)[[:space:]]*=[[:space:]]*\(.*\)$/\1 \2/p' "$1" \
+        | tr -s ' \t' '  ' | sed -e 's/ *$//' -e 's/^-//'
+}
+sysctl_now() { tr -s ' \t\n' '   ' <"/proc/sys/$(echo "$1" | tr . /)" 2>/dev/null | sed 's/ *$//'; }
+sysctl_at_1a() {
+    grep -m1 -F "/proc/sys/$(echo "$1" | tr . /):" "$st/sysctl-1a" | cut -d: -f2- | tr -s ' \t' '  ' | sed 's/ *$//'
+}
+# Each key of a sysctl.d file: live as WANT (file: the file's value; 1a: before the package).
+expect_sysctls() { # WHAT FILE file|1a
+    local k v now want bad="" n=0
+    while read -r k v; do
+        [ -n "$k" ] || continue
+        n=$((n + 1))
+        now=$(sysctl_now "$k")
+        if [ "$3" = file ]; then want=$v; else want=$(sysctl_at_1a "$k"); fi
+        [ "$now" = "$want" ] || bad="$bad $k=$now (want $want)"
+    done <"$st/${2##*/}.values"
+    if [ "$n" -eq 0 ]; then fail "$1" "no setting read from ${2##*/}"; elif [ -z "$bad" ]; then pass "$1" "$n keys"; else fail "$1" "$bad"; fi
+}
+# The port's .link daqtune wrote, and its settings: every line but comments and blank lines.
+pr_link() { ls /etc/systemd/network/*daqtune*.link 2>/dev/null | head -n 1; }
+link_settings() { grep -v -e '^[[:space:]]*#' -e '^[[:space:]]*$' "$1" | LC_ALL=C sort; }
+sorted_words() { LC_ALL=C sort "$1"; }
+expect_same_words() { # WHAT GOT-FILE WANT-FILE (one word a line, any order)
+    if [ "$(sorted_words "$2")" = "$(sorted_words "$3")" ]; then
+        pass "$1" "$(tr '\n' ' ' <"$3")"
+    else
+        fail "$1" "got: $(sorted_words "$2" | tr '\n' ' '); want: $(sorted_words "$3" | tr '\n' ' ')"
+    fi
+}
+# The words of the kernel line before the first apply (step 1b), as cmdline_words gives them.
+baseline_words() { tr ' ' '\n' <"$st/cmdline-1" | grep -v -e '^BOOT_IMAGE=' -e '^initrd=' -e '^$'; }
+
+# The state the full apply left, before any partial revert: owned files, the .link, the sysctl
+# drop-ins, the checksums.
+partial_snapshot() {
+    owned_files >"$st/P-owned-before"
+    info "files of daqtune's before the partial reverts: $(tr '\n' ' ' <"$st/P-owned-before")"
+    info "runs in effect: $(journal_runs | awk '$2 != "reverted"' | tr '\n' ' ')"
+    PR_LINK=$(pr_link)
+    if [ -n "$PR_LINK" ]; then
+        link_settings "$PR_LINK" >"$st/P-link-before"
+        pass "the port's .link of the full apply" "$PR_LINK: $(tr '\n' ' ' <"$st/P-link-before")"
+    else
+        fail "the port's .link of the full apply" "no /etc/systemd/network/*daqtune*.link"
+    fi
+    local f
+    for f in $(grep '^/etc/sysctl.d/' "$st/P-owned-before"); do
+        sysctl_file_values "$f" >"$st/${f##*/}.values"
+    done
+}
+# What the reverts left: the files of daqtune's are those before less the ones that went.
+partial_files_left() { # GONE-PATH...
+    local g
+    cp "$st/P-owned-before" "$st/P-owned-want"
+    for g in "$@"; do
+        grep -qxF "$g" "$st/P-owned-want" || fail "$g was daqtune's before the partial reverts" "not in the list"
+        grep -vxF "$g" "$st/P-owned-want" >"$st/P-owned-want.t"
+        mv "$st/P-owned-want.t" "$st/P-owned-want"
+    done
+    owned_files >"$st/P-owned-after"
+    expect_eq "the files of daqtune's: those of the full apply less $*" "$(tr '\n' ' ' <"$st/P-owned-after")" "$(tr '\n' ' ' <"$st/P-owned-want")"
+    run status-P1 dq status
+    expect_eq "status exits 0 (no drift: what stays reads as journaled)" "$rc" 0
+    sums "$st/sums-P1" "${boot_dirs[@]}"
+}
+partial_sysctl_reverted() { # ID FILE
+    run "revert-P1-$1" dq revert --yes --only "$1"
+    expect_eq "revert --only $1 exits 0" "$rc" 0
+    expect "$1: $2 removed" test ! -e "$2"
+    expect_sysctls "$1: its keys back to their values before the package, now" "$2" 1a
+}
+# Every sysctl.d drop-in of daqtune's left: unchanged, and its settings live.
+partial_sysctls_kept() { # WHEN
+    local f any=0
+    for f in $(grep '^/etc/sysctl.d/' "$st/P-owned-want"); do
+        any=1
+        expect_sysctls "$f stays: its keys live $1" "$f" file
+    done
+    [ $any = 1 ] || info "no other sysctl.d drop-in of daqtune's"
+}
+
+partial_revert_grub() {
+    step P1 "partial reverts: hugepages (drop-in words, mount units), nic.rings (.link keys), net.sysctl (its drop-in)"
+    wait_settled
+    partial_snapshot
+    grub_default_args >"$st/P-full.words"
+    expect "the full apply's default entry reserves hugepages" grep -qE "$PR_HUGE" "$st/P-full.words"
+    expect "the full apply's default entry isolates CPU 3" grep -qE '^isolcpus=([a-z_]+,)*3$' "$st/P-full.words"
+    grep -vE "$PR_HUGE" "$st/P-full.words" >"$st/P-want.words"
+    local units u
+    units=$(grep -E '^/etc/systemd/system/[^/]+\.mount$' "$st/P-owned-before" | tr '\n' ' ')
+    expect_eq "the full apply's mount units" "$units" "/etc/systemd/system/mnt-huge.mount /etc/systemd/system/$MOUNT2_UNIT "
+
+    run revert-P1-hugepages dq revert --yes --only hugepages
+    expect_eq "revert --only hugepages exits 0" "$rc" 0
+    grub_default_args >"$st/P-grub.words"
+    expect_same_words "hugepages: grub.cfg's default entry is the full apply's without the reservation words" "$st/P-grub.words" "$st/P-want.words"
+    if grep -qE '^isolcpus=' "$st/P-grub.words"; then pass "hugepages: the isolation words stay in the default entry"; else fail "hugepages: the isolation words stay in the default entry" "$(tr '\n' ' ' <"$st/P-grub.words")"; fi
+    for u in $units; do
+        expect "hugepages: $u removed" test ! -e "$u"
+        expect "hugepages: ${u##*/} no longer wanted by local-fs.target" test ! -e "/etc/systemd/system/local-fs.target.wants/${u##*/}"
+    done
+    expect_eq "hugepages: nothing mounted at /mnt/huge and /mnt/huge-2M now" "$(findmnt -n /mnt/huge; findmnt -n /mnt/huge-2M)" ""
+    expect_eq "hugepages: 1G pool as before the package, now" "$(cat /sys/kernel/mm/hugepages/hugepages-${HP_KB}kB/nr_hugepages)" "$(cat "$st/hp1g-1a")"
+    expect_eq "hugepages: 2M pool as before the package, now" "$(cat /sys/kernel/mm/hugepages/hugepages-${HP2_KB}kB/nr_hugepages)" "$(cat "$st/hp2m-1a")"
+
+    run revert-P1-rings dq revert --yes --only nic.rings
+    expect_eq "revert --only nic.rings exits 0" "$rc" 0
+    expect_eq "nic.rings: rings as before apply, now" "$(rings_now)" "$(cat "$st/rings-1")"
+    expect_eq "nic.rings: MTU 9000 stays, now" "$(cat /sys/class/net/$DATA_PORT/mtu)" 9000
+    # systemd.link(5): RxBufferSize= and TxBufferSize= are the ring sizes.
+    grep -vE '^(RxBufferSize|TxBufferSize)=' "$st/P-link-before" >"$st/P-link-want"
+    if [ -n "$PR_LINK" ]; then
+        link_settings "$PR_LINK" >"$st/P-link-after"
+        expect_eq "nic.rings: the .link's settings are the full apply's without RxBufferSize/TxBufferSize" "$(tr '\n' ' ' <"$st/P-link-after")" "$(tr '\n' ' ' <"$st/P-link-want")"
+    fi
+    expect "nic.rings: the .link keeps MTUBytes=9000" grep -qx 'MTUBytes=9000' "$st/P-link-want"
+
+    partial_sysctl_reverted net.sysctl /etc/sysctl.d/90-daqtune.conf
+    partial_files_left /etc/sysctl.d/90-daqtune.conf /etc/systemd/system/mnt-huge.mount "/etc/systemd/system/$MOUNT2_UNIT"
+    partial_sysctls_kept now
+}
+
+partial_revert_extlinux() {
+    step P1 "partial reverts: kernel.cmdline (extlinux words), nic.mtu (.link key), vm.stat-interval (its drop-in)"
+    wait_settled
+    partial_snapshot
+    extlinux_default_args >"$st/P-full.words"
+    expect "the full apply's DEFAULT entry reserves hugepages" grep -qE "$PR_HUGE" "$st/P-full.words"
+    expect "the full apply's DEFAULT entry isolates CPU 3" grep -qE '^isolcpus=([a-z_]+,)*3$' "$st/P-full.words"
+    # What stays: the line before the first apply, and the words of the other settings.
+    baseline_words >"$st/P-base.words"
+    { cat "$st/P-base.words"; grep -vxF -f "$st/P-base.words" "$st/P-full.words" | grep -E "$PR_OTHER_WORDS"; } >"$st/P-want.words"
+
+    run revert-P1-cmdline dq revert --yes --only kernel.cmdline
+    expect_eq "revert --only kernel.cmdline exits 0" "$rc" 0
+    extlinux_default_args >"$st/P-ext.words"
+    expect_same_words "kernel.cmdline: extlinux.conf's DEFAULT APPEND is the line before apply with the reservation words" "$st/P-ext.words" "$st/P-want.words"
+    expect "kernel.cmdline: the daqtune label stays DEFAULT (the reservation is still in it)" grep -qE '^[[:space:]]*DEFAULT[[:space:]]+daqtune' /boot/extlinux/extlinux.conf
+
+    run revert-P1-mtu dq revert --yes --only nic.mtu
+    expect_eq "revert --only nic.mtu exits 0" "$rc" 0
+    expect_eq "nic.mtu: MTU as before the package, now" "$(cat /sys/class/net/$DATA_PORT/mtu)" "$(cat "$st/mtu-1a")"
+    rings_at_max "nic.mtu: the rings stay at the maximum, now"
+    # systemd.link(5): MTUBytes= is the MTU.
+    grep -vE '^MTUBytes=' "$st/P-link-before" >"$st/P-link-want"
+    if [ -n "$PR_LINK" ]; then
+        link_settings "$PR_LINK" >"$st/P-link-after"
+        expect_eq "nic.mtu: the .link's settings are the full apply's without MTUBytes" "$(tr '\n' ' ' <"$st/P-link-after")" "$(tr '\n' ' ' <"$st/P-link-want")"
+    fi
+    expect "nic.mtu: the .link keeps RxBufferSize=max" grep -qx 'RxBufferSize=max' "$st/P-link-want"
+
+    partial_sysctl_reverted vm.stat-interval /etc/sysctl.d/90-daqtune-stat-interval.conf
+    partial_files_left /etc/sysctl.d/90-daqtune-stat-interval.conf
+    partial_sysctls_kept now
+}
+
+# A reverted setting's check is judged and does not pass (an absent verdict proves nothing).
+expect_not_pass() { # REPORT ID
+    local got
+    got=$(statuses "$1" "$2")
+    case $got in
+        "" ) fail "$2 (reverted) no longer passes" "no verdict of $2 in the report" ;;
+        pass ) fail "$2 (reverted) no longer passes" "it passes" ;;
+        * ) pass "$2 (reverted) no longer passes" "$got" ;;
+    esac
+}
+
+# The boot after the partial reverts: the kernel line, the live settings and the files are
+# exactly what stayed.
+partial_booted() { # grub|extlinux
+    step P2 "the boot after the partial reverts: exactly the remaining settings"
+    wait_settled
+    cmdline_words >"$st/cmdline-P2.words"
+    info "cmdline: $(cat /proc/cmdline)"
+    expect_same_words "/proc/cmdline is the words the partial revert left" "$st/cmdline-P2.words" "$st/P-want.words"
+    sums "$st/sums-P2" "${boot_dirs[@]}"
+    if cmp -s "$st/sums-P1" "$st/sums-P2"; then pass "the boot changed no file under /etc and the boot configuration"; else fail "the boot changed no file under /etc and the boot configuration" "$(diff "$st/sums-P1" "$st/sums-P2" | grep '^[<>]' | head -n 6 | tr '\n' ' ')"; fi
+    run check-P2 dq check --format json --json "$st/report-P2.json"
+    local r=$st/report-P2.json pend id
+    pend=$(jq -r '[.checks[] | select(.status == "pending-reboot") | "\(.id) \(.subject): \(.message)"] | join(" | ")' "$r")
+    expect_eq "nothing is pending-reboot" "$pend" ""
+    expect_units_ok
+    partial_sysctls_kept "after the reboot"
+    if [ "$1" = grub ]; then
+        expect_eq "kernel.cmdline stays: /sys/devices/system/cpu/isolated" "$(cat /sys/devices/system/cpu/isolated)" 3
+        expect_eq "hugepages went: 1G pool as before the package" "$(cat /sys/kernel/mm/hugepages/hugepages-${HP_KB}kB/nr_hugepages)" "$(cat "$st/hp1g-1a")"
+        expect_eq "hugepages went: 2M pool as before the package" "$(cat /sys/kernel/mm/hugepages/hugepages-${HP2_KB}kB/nr_hugepages)" "$(cat "$st/hp2m-1a")"
+        expect_eq "hugepages went: no mnt-huge.mount" "$(systemctl is-active mnt-huge.mount)" inactive
+        expect_eq "hugepages went: nothing mounted at /mnt/huge" "$(findmnt -n /mnt/huge | wc -l)" 0
+        expect_eq "nic.rings went: rings as before apply" "$(rings_now)" "$(cat "$st/rings-1")"
+        expect_eq "nic.mtu stays: MTU 9000" "$(cat /sys/class/net/$DATA_PORT/mtu)" 9000
+        expect_sysctls "net.sysctl went: its keys as before the package" /etc/sysctl.d/90-daqtune.conf 1a
+        expect_eq "kernel.thp stays: THP never" "$(thp_mode)" never
+        for id in kernel.cmdline nic.mtu kernel.thp; do expect_status "$r" "$id" pass; done
+        for id in hugepages nic.rings net.sysctl; do
+            expect_not_pass "$r" "$id"
+        done
+    else
+        expect_eq "kernel.cmdline went: /sys/devices/system/cpu/isolated empty" "$(cat /sys/devices/system/cpu/isolated)" ""
+        expect_eq "hugepages stays: 1G pages reserved at boot" "$(cat /sys/kernel/mm/hugepages/hugepages-${HP_KB}kB/nr_hugepages)" "$HP_COUNT"
+        expect_eq "hugepages stays: 2M pages reserved at boot" "$(cat /sys/kernel/mm/hugepages/hugepages-${HP2_KB}kB/nr_hugepages)" "$HP2_COUNT"
+        expect_eq "hugepages stays: mnt-huge.mount active" "$(systemctl is-active mnt-huge.mount)" active
+        expect_eq "nic.mtu went: MTU as before the package" "$(cat /sys/class/net/$DATA_PORT/mtu)" "$(cat "$st/mtu-1a")"
+        rings_at_max "nic.rings stays: RX/TX rings at the maximum (.link through udev)"
+        expect_sysctls "vm.stat-interval went: its key as before the package" /etc/sysctl.d/90-daqtune-stat-interval.conf 1a
+        for id in hugepages nic.rings; do expect_status "$r" "$id" pass; done
+        for id in kernel.cmdline nic.mtu vm.stat-interval; do
+            expect_not_pass "$r" "$id"
+        done
+    fi
+    run status-P2 dq status
+    expect_eq "status exits 0 (no drift)" "$rc" 0
+}
+
 foreign_override() {
     step 5 "a foreign grub.d file that resets GRUB_CMDLINE_LINUX is named"
     local f=/etc/default/grub.d/zz-override.cfg
@@ -1177,6 +1424,7 @@ case "$phase" in
         wait_settled
         write_profiles
         not_installed_refused
+        partial_baseline
         if [ "$phase" = fleet-grub-1a ]; then
             thp_baseline
             rings_baseline
@@ -1220,6 +1468,20 @@ case "$phase" in
             expect_eq "extlinux.conf's DEFAULT is the original label again" \
                 "$(awk 'toupper($1)=="DEFAULT" {print $2; exit}' /boot/extlinux/extlinux.conf)" primary
         fi
+        ;;
+    # Partial reverts (issue 42 deliverable 4) after the full apply, before the role's revert:
+    # P1 reverts some settings of each kind, the harness reboots, P2 checks the boot.
+    fleet-grub-P1)
+        partial_revert_grub
+        ;;
+    fleet-extlinux-P1)
+        partial_revert_extlinux
+        ;;
+    fleet-grub-P2)
+        partial_booted grub
+        ;;
+    fleet-extlinux-P2)
+        partial_booted extlinux
         ;;
     # The failing trial (issue 42) on fleet-a, beside fleet-b's netplan steps: armed through
     # the CLI, its trial boot, the boot back on the previous default.
