@@ -103,6 +103,12 @@ pub fn check(g: &GlobalArgs, a: &CheckArgs) -> Result<u8, UsageError> {
         color: a.output.is_none() && report::want_color(std::io::stdout().is_terminal()),
         verbose: a.verbose,
         nfd_expiry: a.nfd_expiry,
+        // Fitted to the terminal on stdout only: a file gets every line whole.
+        width: if a.output.is_none() {
+            out::width()
+        } else {
+            None
+        },
     };
     let text = fleet::render(&rep, a.format.into(), &opts);
     let mut outputs = vec![(a.output.as_deref(), text)];
@@ -127,7 +133,11 @@ pub fn plan(g: &GlobalArgs, a: &PlanArgs) -> Result<u8, UsageError> {
         return Ok(0);
     };
     if a.format == PlanFormat::Text && a.output.is_none() {
-        return daqtune_engine::apply::run_plan(&g, &sel, &mut out::TerminalSafe::new(out::Stdout));
+        return daqtune_engine::apply::run_plan(
+            &g,
+            &sel,
+            &mut out::FitLines::new(out::TerminalSafe::new(out::Stdout), out::width()),
+        );
     }
     let host = open_host(&g)?;
     let mut head: Vec<u8> = Vec::new();
@@ -394,6 +404,11 @@ pub fn status(g: &GlobalArgs, a: &StatusArgs) -> Result<u8, UsageError> {
     };
     let st = daqtune_engine::status::gather(&g.engine(), &opts)?;
     let text = match a.format {
+        TopoFormat::Text if a.output.is_none() => out::fit(
+            &text_safe(&daqtune_engine::status::text(&st)),
+            out::width(),
+            false,
+        ),
         TopoFormat::Text => text_safe(&daqtune_engine::status::text(&st)),
         TopoFormat::Json => daqtune_engine::status::json(&st),
     };
