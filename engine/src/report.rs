@@ -282,10 +282,18 @@ impl Fit {
             let _ = writeln!(s, "{head}{body}");
             return;
         };
-        let hang = if w >= hang + MIN_COLUMN { hang } else { SUB_INDENT.min(w / 2) };
+        let hang = if w >= hang + MIN_COLUMN {
+            hang
+        } else {
+            SUB_INDENT.min(w / 2)
+        };
         let first = w.saturating_sub(head_cols);
         // A subject that ran far right leaves a sliver: start the text below instead.
-        let first = if first < 12 && first < w - hang { 0 } else { first };
+        let first = if first < 12 && first < w - hang {
+            0
+        } else {
+            first
+        };
         let room = w - hang;
         let lines = match self.max_lines {
             Some(n) => daqtune_probe::text::wrap_at_most(body, first, room, n, "… (-v: all of it)"),
@@ -293,7 +301,11 @@ impl Fit {
         };
         for (i, l) in lines.iter().enumerate() {
             if i == 0 {
-                let _ = writeln!(s, "{}{l}", if l.is_empty() { head.trim_end() } else { head });
+                let _ = writeln!(
+                    s,
+                    "{}{l}",
+                    if l.is_empty() { head.trim_end() } else { head }
+                );
             } else {
                 let _ = writeln!(s, "{:hang$}{l}", "");
             }
@@ -364,7 +376,12 @@ pub fn text_fit(report: &Report, color: bool, verbose: bool, width: Option<usize
         .unwrap_or(0)
         .max(22);
     let msg_col = 2 + 6 + 1 + idw + 1 + subw + 1;
-    let sub_head = |label: &str| (format!("{:SUB_INDENT$}{label}: ", ""), SUB_INDENT + label.len() + 2);
+    let sub_head = |label: &str| {
+        (
+            format!("{:SUB_INDENT$}{label}: ", ""),
+            SUB_INDENT + label.len() + 2,
+        )
+    };
     for (area, lines) in &sections {
         let _ = writeln!(s, "\n{}", area.title());
         for (subjects, subject, v) in lines {

@@ -410,7 +410,13 @@ pub fn wrap(text: &str, first: usize, rest: usize) -> Vec<String> {
 
 /// [`wrap`], then at most `max` lines: the last one kept ends with `marker` (which says where
 /// the whole text is), words dropped from its end to make room.
-pub fn wrap_at_most(text: &str, first: usize, rest: usize, max: usize, marker: &str) -> Vec<String> {
+pub fn wrap_at_most(
+    text: &str,
+    first: usize,
+    rest: usize,
+    max: usize,
+    marker: &str,
+) -> Vec<String> {
     let mut lines = wrap(text, first, rest);
     if lines.len() <= max.max(1) {
         return lines;
@@ -441,7 +447,10 @@ pub fn wrap_at_most(text: &str, first: usize, rest: usize, max: usize, marker: &
 
 #[cfg(test)]
 mod tests {
-    use super::{display_width, printable, wrap, wrap_at_most, rfc3339_utc, shell_quote, xml_escape, yaml_shape};
+    use super::{
+        display_width, printable, rfc3339_utc, shell_quote, wrap, wrap_at_most, xml_escape,
+        yaml_shape,
+    };
 
     #[test]
     fn rfc3339_instants() {
@@ -517,7 +526,11 @@ mod tests {
         let lines = wrap(text, 20, 30);
         assert_eq!(
             lines,
-            ["isolcpus is not set", "(the profile's data cores are", "8-11)"]
+            [
+                "isolcpus is not set",
+                "(the profile's data cores are",
+                "8-11)"
+            ]
         );
         assert_eq!(lines.join(" "), text);
         // A word wider than any line is cut, nothing dropped.
@@ -531,7 +544,10 @@ mod tests {
         assert_eq!(wrap("a   (b)", 10, 10), ["a   (b)"]);
         // East Asian wide characters take two columns (Unicode East Asian Width: W).
         assert_eq!(display_width("\u{65e5}\u{672c}"), 4);
-        assert_eq!(wrap("\u{65e5}\u{672c} \u{65e5}", 4, 4), ["\u{65e5}\u{672c}", "\u{65e5}"]);
+        assert_eq!(
+            wrap("\u{65e5}\u{672c} \u{65e5}", 4, 4),
+            ["\u{65e5}\u{672c}", "\u{65e5}"]
+        );
     }
 
     #[test]
@@ -539,7 +555,10 @@ mod tests {
         let text = "one two three four five six seven eight nine ten";
         let l = wrap_at_most(text, 10, 10, 2, "(-v)");
         assert_eq!(l.len(), 2, "{l:?}");
-        assert!(l[1].ends_with("(-v)") && display_width(&l[1]) <= 10, "{l:?}");
+        assert!(
+            l[1].ends_with("(-v)") && display_width(&l[1]) <= 10,
+            "{l:?}"
+        );
         assert_eq!(wrap_at_most(text, 100, 100, 2, "(-v)"), [text]);
     }
 }

@@ -176,7 +176,8 @@ impl<W: Write> Write for FitLines<W> {
         if let Some(end) = self.pending.iter().rposition(|b| *b == b'\n') {
             let done: Vec<u8> = self.pending.drain(..=end).collect();
             let text = String::from_utf8_lossy(&done);
-            self.inner.write_all(fit(&text, self.width, true).as_bytes())?;
+            self.inner
+                .write_all(fit(&text, self.width, true).as_bytes())?;
         }
         Ok(buf.len())
     }
@@ -185,7 +186,8 @@ impl<W: Write> Write for FitLines<W> {
         if !self.pending.is_empty() {
             let rest = std::mem::take(&mut self.pending);
             let text = String::from_utf8_lossy(&rest).into_owned();
-            self.inner.write_all(fit(&text, self.width, true).as_bytes())?;
+            self.inner
+                .write_all(fit(&text, self.width, true).as_bytes())?;
         }
         self.inner.flush()
     }
@@ -252,12 +254,18 @@ mod tests {
             assert!(l.chars().count() <= 40, "{l:?} in\n{out}");
         }
         assert!(out.contains("\n  ↪ "), "{out}");
-        assert!(out.lines().filter(|l| l.starts_with("  +")).count() == 1, "{out}");
+        assert!(
+            out.lines().filter(|l| l.starts_with("  +")).count() == 1,
+            "{out}"
+        );
         // Without a width every line stays whole.
         assert_eq!(fit(text, None, true), text);
         // Nothing is lost: the words come back in order.
         let words = |t: &str| -> Vec<String> {
-            t.split_whitespace().filter(|w| *w != "↪").map(String::from).collect()
+            t.split_whitespace()
+                .filter(|w| *w != "↪")
+                .map(String::from)
+                .collect()
         };
         assert_eq!(words(&out).concat(), words(text).concat());
     }

@@ -769,7 +769,10 @@ fn check_fits_the_terminal_width_and_verbose_keeps_every_word() {
             }
             let problem = matches!(v["status"].as_str(), Some("warn" | "fail" | "error"));
             if let (true, Some(fix)) = (problem, v["fix"].as_str()) {
-                assert!(flat.contains(&words(fix)), "{name}: -v lacks the fix {fix:?}");
+                assert!(
+                    flat.contains(&words(fix)),
+                    "{name}: -v lacks the fix {fix:?}"
+                );
             }
         }
         // A folded line names the way to its other subjects.
