@@ -365,7 +365,8 @@ pub fn topo(g: &GlobalArgs, a: &TopoArgs) -> Result<u8, UsageError> {
             "topo: --svg - puts the SVG on stdout; write the matrix to a file with -o FILE".into(),
         ));
     }
-    let host = open_host(&g.engine())?;
+    let g = g.engine();
+    let host = open_host(&g)?;
     let (tree, nics) = match topo::gather(&host, a.all) {
         Ok(x) => x,
         Err(e) => {
@@ -386,7 +387,11 @@ pub fn topo(g: &GlobalArgs, a: &TopoArgs) -> Result<u8, UsageError> {
         outputs.push((a.output.as_deref(), matrix));
     }
     if let Some(path) = &a.svg {
-        let svg = topo::render_svg(&tree, &nics, &t, a.all);
+        // The paths take the colour of pcie.topology's verdict under the run's profile.
+        let facts = g.facts(&host);
+        let lp = choose_profile_with(&facts, &g)?;
+        let policy = topo::path_policy(&facts, &lp);
+        let svg = topo::render_svg(&tree, &nics, &t, a.all, &policy);
         outputs.push(((!svg_to_stdout).then_some(path.as_path()), svg));
     }
     let list: Vec<(Option<&Path>, &str)> = outputs.iter().map(|(p, t)| (*p, t.as_str())).collect();
