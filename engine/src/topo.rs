@@ -997,6 +997,9 @@ fn node_of_roots(tree: &PciTree, roots: &[PciAddr]) -> Option<i32> {
     known.or((tree.numa_nodes <= 1).then_some(0))
 }
 
+/// A host bridge and its drawn root devices.
+type HostBridgeRoots<'a> = (&'a str, Vec<PciAddr>);
+
 /// Nodes left to right (unknown last), their host bridges, then leaves in successive x slots
 /// with parents centred over their children.
 fn layout(tree: &PciTree, shown: &BTreeSet<PciAddr>, box_h: f64) -> Layout {
@@ -1011,7 +1014,8 @@ fn layout(tree: &PciTree, shown: &BTreeSet<PciAddr>, box_h: f64) -> Layout {
             .or_default()
             .push(d.addr);
     }
-    let mut by_node: BTreeMap<(bool, Option<i32>), Vec<(&str, Vec<PciAddr>)>> = BTreeMap::new();
+    // Known nodes in order, the unknown one last.
+    let mut by_node: BTreeMap<(bool, Option<i32>), Vec<HostBridgeRoots>> = BTreeMap::new();
     for (hb, roots) in bridges {
         let node = node_of_roots(tree, &roots);
         by_node
