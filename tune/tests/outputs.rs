@@ -797,3 +797,45 @@ fn check_fits_the_terminal_width_and_verbose_keeps_every_word() {
         );
     }
 }
+
+/// Issue 46 item 4 for `plan`: with COLUMNS=100 no line of the IGX plan is wider than 100
+/// columns (its GRUB line is ~200), a file's long line continues on `  ↪ ` lines, and the
+/// words are all there; through a pipe without COLUMNS the lines stay whole.
+#[test]
+fn plan_fits_the_terminal_width() {
+    let root = fixture("igx-untuned").to_string_lossy().into_owned();
+    let plan = |cols: Option<&str>| {
+        let mut c = Command::new(bin());
+        c.args(["plan", "--root", &root])
+            .env("NO_COLOR", "1")
+            .env_remove("DAQTUNE_ROOT")
+            .env_remove("DAQTUNE_PROFILE")
+            .stdin(Stdio::null());
+        match cols {
+            Some(n) => c.env("COLUMNS", n),
+            None => c.env_remove("COLUMNS"),
+        };
+        let o = c.output().expect("run daqtune");
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        stdout(&o)
+    };
+    let whole = plan(None);
+    let fitted = plan(Some("100"));
+    assert!(whole.lines().any(|l| l.chars().count() > 100));
+    for l in fitted.lines() {
+        assert!(l.chars().count() <= 100, "{l:?}");
+    }
+    let grub = whole
+        .lines()
+        .find(|l| l.starts_with("  +GRUB_CMDLINE_LINUX="))
+        .expect("the drop-in's line");
+    assert!(fitted.contains("\n  ↪ "), "{fitted}");
+    let unmarked = |t: &str| words(&t.replace("  ↪ ", " "));
+    assert!(unmarked(&fitted).contains(&words(grub)), "{fitted}");
+    // A word wider than a line (the plan's --only list) is cut where the line ends: nothing
+    // lost, one space more.
+    assert_eq!(
+        unmarked(&fitted).replace(' ', ""),
+        words(&whole).replace(' ', "")
+    );
+}
