@@ -749,9 +749,8 @@ pub fn render_svg(
     }
     svg_edges(&mut s, tree, &shown, &lay, box_h);
     for n in &lay.nodes {
-        let key = n
-            .node
-            .map_or_else(|| "unknown".to_string(), |v| v.to_string());
+        // As the matrix's NUMA column says it.
+        let key = n.node.map_or_else(|| "N/A".to_string(), |v| v.to_string());
         let _ = write!(s, r#"<g class="numa" data-numa="{key}">"#);
         let title = match (n.node, &n.cpus) {
             (Some(v), Some(c)) => format!("NUMA node {v} · CPUs {c}"),
