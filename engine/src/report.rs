@@ -173,15 +173,17 @@ fn area_of(id: &str) -> Area {
 
 /// Fold verdicts of one check that agree in status, message and fix into one line listing
 /// their subjects, so a 256-CPU or 16-port host stays readable.
-fn fold(verdicts: &[&Verdict]) -> Vec<(Vec<String>, Verdict)> {
+fn fold(verdicts: &[&Verdict], verbose: bool) -> Vec<(Vec<String>, Verdict)> {
     let mut out: Vec<(Vec<String>, Verdict)> = Vec::new();
     for v in verdicts {
         // Problems with the same fix are one problem on several subjects (three NIC functions
-        // whose IOMMU groups translate, say); the JSON keeps each verdict.
+        // whose IOMMU groups translate, say); the JSON keeps each verdict, and so does
+        // --verbose where their messages differ.
         let same = |f: &Verdict| {
             f.id == v.id
                 && f.status == v.status
-                && (f.message == v.message || (v.status.severity() > 0 && v.fix.is_some()))
+                && (f.message == v.message
+                    || (!verbose && v.status.severity() > 0 && v.fix.is_some()))
                 && f.fix == v.fix
                 && f.limit == v.limit
         };
@@ -201,8 +203,8 @@ fn fold(verdicts: &[&Verdict]) -> Vec<(Vec<String>, Verdict)> {
 /// Passing (and skipped / n/a) verdicts of one check are folded into one line unless
 /// `verbose`: a healthy 16-port host prints one `nic.mtu` line, while every problem keeps
 /// its own line with its fix.
-fn condense(folded: Vec<(Vec<String>, Verdict)>, verbose: bool) -> Vec<(String, Verdict)> {
-    let mut out: Vec<(String, Verdict)> = Vec::new();
+fn condense(folded: Vec<(Vec<String>, Verdict)>, verbose: bool) -> Vec<(Vec<String>, Verdict)> {
+    let mut out: Vec<(Vec<String>, Verdict)> = Vec::new();
     let mut quiet: Vec<(Vec<String>, Verdict)> = Vec::new();
     for (subjects, v) in folded {
         let foldable = !verbose
@@ -220,17 +222,17 @@ fn condense(folded: Vec<(Vec<String>, Verdict)>, verbose: bool) -> Vec<(String, 
             }
             quiet.push((subjects, v));
         } else {
-            out.push((subject_label(&subjects), v));
+            out.push((subjects, v));
         }
     }
-    let mut merged: Vec<(String, Verdict)> = quiet
+    let mut merged: Vec<(Vec<String>, Verdict)> = quiet
         .into_iter()
         .map(|(subjects, mut v)| {
             if subjects.len() > 1 && !v.message.starts_with("all ") {
                 let distinct = subjects.len();
-                v.message = format!("{} (and {} more)", v.message, distinct - 1);
+                v.message = format!("{} (and {} more; -v shows each)", v.message, distinct - 1);
             }
-            (subject_label(&subjects), v)
+            (subjects, v)
         })
         .collect();
     merged.append(&mut out);
@@ -254,9 +256,73 @@ const SUBJECT_MAX: usize = 32;
 use daqtune_probe::text::printable as esc;
 
 pub fn text(report: &Report, color: bool, verbose: bool) -> String {
+    text_fit(report, color, verbose, None)
+}
+
+/// A text line broken for a terminal of `width` columns.
+struct Fit {
+    width: Option<usize>,
+    /// Without --verbose a message or fix is cut after this many lines (the marker says
+    /// where the whole text is); --verbose and JSON keep every word.
+    max_lines: Option<usize>,
+}
+
+/// Lines of a message or fix shown before `… (-v: all of it)` when a width is known.
+const MAX_LINES: usize = 4;
+/// The least room a wrapped column keeps; narrower, its lines hang at [`SUB_INDENT`].
+const MIN_COLUMN: usize = 40;
+/// Where the lines under a verdict (fix, platform limit, subjects) start.
+const SUB_INDENT: usize = 9;
+
+impl Fit {
+    /// `head` (already on the line, `head_cols` columns wide) followed by `body`, continued
+    /// at column `hang` (or [`SUB_INDENT`] where that leaves too little room).
+    fn emit(&self, s: &mut String, head: &str, head_cols: usize, body: &str, hang: usize) {
+        let Some(w) = self.width else {
+            let _ = writeln!(s, "{head}{body}");
+            return;
+        };
+        let hang = if w >= hang + MIN_COLUMN {
+            hang
+        } else {
+            SUB_INDENT.min(w / 2)
+        };
+        let first = w.saturating_sub(head_cols);
+        // A subject that ran far right leaves a sliver: start the text below instead.
+        let first = if first < 12 && first < w - hang {
+            0
+        } else {
+            first
+        };
+        let room = w - hang;
+        let lines = match self.max_lines {
+            Some(n) => daqtune_probe::text::wrap_at_most(body, first, room, n, "… (-v: all of it)"),
+            None => daqtune_probe::text::wrap(body, first, room),
+        };
+        for (i, l) in lines.iter().enumerate() {
+            if i == 0 {
+                let _ = writeln!(
+                    s,
+                    "{}{l}",
+                    if l.is_empty() { head.trim_end() } else { head }
+                );
+            } else {
+                let _ = writeln!(s, "{:hang$}{l}", "");
+            }
+        }
+    }
+}
+
+/// The text report for a terminal `width` columns wide (`None`: every line whole, as for a
+/// pipe or a file). Messages and fixes wrap at spaces under their column; without `verbose`
+/// one longer than [`MAX_LINES`] is cut with a marker, `verbose` and JSON keep all of it.
+pub fn text_fit(report: &Report, color: bool, verbose: bool, width: Option<usize>) -> String {
+    let fit = Fit {
+        width: width.map(|w| w.max(20)),
+        max_lines: (!verbose).then_some(MAX_LINES),
+    };
     let mut s = String::new();
-    let _ = writeln!(
-        s,
+    let head = format!(
         "daqtune {} — {} ({}), profile {} ({})",
         report.daqtune_version,
         esc(report.host.hostname.as_deref().unwrap_or("host")),
@@ -264,13 +330,18 @@ pub fn text(report: &Report, color: bool, verbose: bool) -> String {
         esc(&report.profile),
         esc(&report.profile_origin)
     );
+    let whole = Fit {
+        width: fit.width,
+        max_lines: None,
+    };
+    whole.emit(&mut s, "", 0, &head, 2);
     let mut areas: BTreeMap<Area, Vec<&Verdict>> = BTreeMap::new();
     for v in &report.checks {
         areas.entry(area_of(&v.id)).or_default().push(v);
     }
     let mut sections = Vec::new();
     for (area, vs) in areas {
-        let mut lines = condense(fold(&vs), verbose);
+        let mut lines = condense(fold(&vs, verbose), verbose);
         // Keep catalogue order inside an area.
         let order = |id: &str| {
             REGISTRY
@@ -279,6 +350,13 @@ pub fn text(report: &Report, color: bool, verbose: bool) -> String {
                 .unwrap_or(usize::MAX)
         };
         lines.sort_by_key(|(_, v)| order(&v.id));
+        let lines: Vec<(Vec<String>, String, Verdict)> = lines
+            .into_iter()
+            .map(|(subs, v)| {
+                let label = subject_label(&subs);
+                (subs, label, v)
+            })
+            .collect();
         sections.push((area, lines));
     }
     // One id and one subject column for the whole report, as wide as their longest entry
@@ -287,43 +365,69 @@ pub fn text(report: &Report, color: bool, verbose: bool) -> String {
     // every message to the right.
     let rows = || sections.iter().flat_map(|(_, lines)| lines.iter());
     let idw = rows()
-        .map(|(_, v)| v.id.chars().count())
+        .map(|(_, _, v)| v.id.chars().count())
         .max()
         .unwrap_or(0)
         .max(15);
     let subw = rows()
-        .map(|(sub, _)| sub.chars().count())
+        .map(|(_, sub, _)| sub.chars().count())
         .filter(|n| *n <= SUBJECT_MAX)
         .max()
         .unwrap_or(0)
         .max(22);
+    let msg_col = 2 + 6 + 1 + idw + 1 + subw + 1;
+    let sub_head = |label: &str| {
+        (
+            format!("{:SUB_INDENT$}{label}: ", ""),
+            SUB_INDENT + label.len() + 2,
+        )
+    };
     for (area, lines) in &sections {
         let _ = writeln!(s, "\n{}", area.title());
-        for (subject, v) in lines {
-            let _ = writeln!(
-                s,
-                "  {} {:<idw$} {:<subw$} {}",
+        for (subjects, subject, v) in lines {
+            let plain = format!(
+                "  {:<6} {:<idw$} {:<subw$} ",
+                v.status.as_str(),
+                esc(&v.id),
+                esc(subject)
+            );
+            let cols = daqtune_probe::text::display_width(&plain);
+            let head = format!(
+                "  {} {:<idw$} {:<subw$} ",
                 paint(v.status.as_str(), v.status, color),
                 esc(&v.id),
-                esc(subject),
-                esc(&v.message)
+                esc(subject)
             );
+            fit.emit(&mut s, &head, cols, &esc(&v.message), msg_col);
+            // Subjects the row's label only counts: --verbose lists them, and so does every
+            // problem (which subjects to fix is the point of the line).
+            if subjects.len() > 1
+                && *subject != subjects.join(", ")
+                && (verbose || v.status.severity() > 0)
+            {
+                let (h, c) = sub_head("subjects");
+                let list: Vec<String> = subjects.iter().map(|x| esc(x).into_owned()).collect();
+                whole.emit(&mut s, &h, c, &list.join(", "), c);
+            }
             if let Some(w) = &v.waived {
-                let _ = writeln!(s, "         waived: {}", esc(w));
+                let (h, c) = sub_head("waived");
+                fit.emit(&mut s, &h, c, &esc(w), c);
             }
             if let Some(l) = &v.limit {
-                let _ = writeln!(s, "         platform limit: {}", esc(&l.note));
+                let (h, c) = sub_head("platform limit");
+                fit.emit(&mut s, &h, c, &esc(&l.note), c);
             }
             if v.status.severity() > 0 {
                 if let Some(fix) = &v.fix {
-                    let _ = writeln!(s, "         fix: {}", esc(fix));
+                    let (h, c) = sub_head("fix");
+                    fit.emit(&mut s, &h, c, &esc(fix), c);
                 }
             }
         }
     }
     let _ = writeln!(s);
     for g in &report.gate_failures {
-        let _ = writeln!(s, "gate: {}", esc(g));
+        whole.emit(&mut s, "gate: ", 6, &esc(g), 6);
     }
     let parts: Vec<String> = Status::ALL
         .iter()
@@ -333,13 +437,14 @@ pub fn text(report: &Report, color: bool, verbose: bool) -> String {
         })
         .collect();
     if let Some(line) = report.gpu_facts.as_ref().and_then(GpuFactsSource::describe) {
-        let _ = writeln!(s, "{}", esc(&line));
+        whole.emit(&mut s, "", 0, &esc(&line), 2);
     }
-    let _ = writeln!(
-        s,
-        "summary: {} ({} ms)",
-        parts.join(", "),
-        report.elapsed_ms
+    whole.emit(
+        &mut s,
+        "summary: ",
+        9,
+        &format!("{} ({} ms)", parts.join(", "), report.elapsed_ms),
+        9,
     );
     s
 }

@@ -348,9 +348,109 @@ pub fn yaml_shape(src: &str, max_depth: usize, max_items: usize) -> Result<(), Y
     Ok(())
 }
 
+/// Columns a terminal gives `s` (East Asian wide characters take two, combining marks none).
+pub fn display_width(s: &str) -> usize {
+    unicode_width::UnicodeWidthStr::width(s)
+}
+
+/// Breaks `text` into lines for a terminal: the first at most `first` columns wide, the
+/// others at most `rest`. Breaks go at spaces (the spaces at a break are dropped; runs of
+/// spaces inside a line are kept); a word wider than a whole line is cut where the line ends.
+/// A first word that fits only the wider later lines leaves the first line empty, so a caller
+/// whose first line starts far right (a message after a long subject) gets the text below.
+pub fn wrap(text: &str, first: usize, rest: usize) -> Vec<String> {
+    let rest = rest.max(1);
+    let mut lines: Vec<String> = Vec::new();
+    let mut line = String::new();
+    let mut used = 0usize;
+    let room = |lines: &Vec<String>| if lines.is_empty() { first } else { rest };
+    let mut rest_text = text;
+    while !rest_text.is_empty() {
+        let gap_len = rest_text.len() - rest_text.trim_start_matches(' ').len();
+        let after = &rest_text[gap_len..];
+        let word_len = after.find(' ').unwrap_or(after.len());
+        let word = &after[..word_len];
+        rest_text = &after[word_len..];
+        if word.is_empty() {
+            break;
+        }
+        let gap = if line.is_empty() { 0 } else { gap_len };
+        let w = display_width(word);
+        if used + gap + w <= room(&lines) {
+            line.push_str(&" ".repeat(gap));
+            line.push_str(word);
+            used += gap + w;
+            continue;
+        }
+        if !line.is_empty() || (lines.is_empty() && w <= rest && first < rest) {
+            lines.push(std::mem::take(&mut line));
+            used = 0;
+            if w <= rest {
+                line.push_str(word);
+                used = w;
+                continue;
+            }
+        }
+        // Wider than a line: cut it where each line ends.
+        for c in word.chars() {
+            let cw = unicode_width::UnicodeWidthChar::width(c).unwrap_or(0);
+            if used + cw > room(&lines) && (used > 0 || room(&lines) == 0) {
+                lines.push(std::mem::take(&mut line));
+                used = 0;
+            }
+            line.push(c);
+            used += cw;
+        }
+    }
+    if !line.is_empty() || lines.is_empty() {
+        lines.push(line);
+    }
+    lines
+}
+
+/// [`wrap`], then at most `max` lines: the last one kept ends with `marker` (which says where
+/// the whole text is), words dropped from its end to make room.
+pub fn wrap_at_most(
+    text: &str,
+    first: usize,
+    rest: usize,
+    max: usize,
+    marker: &str,
+) -> Vec<String> {
+    let mut lines = wrap(text, first, rest);
+    if lines.len() <= max.max(1) {
+        return lines;
+    }
+    lines.truncate(max.max(1));
+    let room = if lines.len() == 1 { first } else { rest };
+    let mw = display_width(marker);
+    let last = lines.pop().unwrap_or_default();
+    let mut kept = String::new();
+    for (i, word) in last.split(' ').enumerate() {
+        let sep = usize::from(i > 0);
+        if display_width(&kept) + sep + display_width(word) + 1 + mw > room {
+            break;
+        }
+        if i > 0 {
+            kept.push(' ');
+        }
+        kept.push_str(word);
+    }
+    let kept = kept.trim_end();
+    lines.push(if kept.is_empty() {
+        marker.to_string()
+    } else {
+        format!("{kept} {marker}")
+    });
+    lines
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{printable, rfc3339_utc, shell_quote, xml_escape, yaml_shape};
+    use super::{
+        display_width, printable, rfc3339_utc, shell_quote, wrap, wrap_at_most, xml_escape,
+        yaml_shape,
+    };
 
     #[test]
     fn rfc3339_instants() {
@@ -416,5 +516,49 @@ mod tests {
         assert_eq!(printable("igx-01"), "igx-01");
         assert_eq!(printable("a\x1b[2Jb"), "a\\x1b[2Jb");
         assert_eq!(printable("x\ny\u{9b}z\\"), "x\\x0ay\\x9bz\\\\");
+    }
+
+    /// Breaks at spaces, first line narrower, a long word cut, nothing lost: joining the
+    /// pieces gives the words back.
+    #[test]
+    fn wrap_breaks_at_spaces_within_the_width() {
+        let text = "isolcpus is not set (the profile's data cores are 8-11)";
+        let lines = wrap(text, 20, 30);
+        assert_eq!(
+            lines,
+            [
+                "isolcpus is not set",
+                "(the profile's data cores are",
+                "8-11)"
+            ]
+        );
+        assert_eq!(lines.join(" "), text);
+        // A word wider than any line is cut, nothing dropped.
+        let long = "/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor";
+        let cut = wrap(long, 20, 20);
+        assert!(cut.iter().all(|l| display_width(l) <= 20), "{cut:?}");
+        assert_eq!(cut.concat(), long);
+        // A first line with no room for the first word starts the text below.
+        assert_eq!(wrap("abcdef ghi", 3, 10), ["", "abcdef ghi"]);
+        // Runs of spaces inside a line are kept.
+        assert_eq!(wrap("a   (b)", 10, 10), ["a   (b)"]);
+        // East Asian wide characters take two columns (Unicode East Asian Width: W).
+        assert_eq!(display_width("\u{65e5}\u{672c}"), 4);
+        assert_eq!(
+            wrap("\u{65e5}\u{672c} \u{65e5}", 4, 4),
+            ["\u{65e5}\u{672c}", "\u{65e5}"]
+        );
+    }
+
+    #[test]
+    fn wrap_at_most_ends_with_the_marker() {
+        let text = "one two three four five six seven eight nine ten";
+        let l = wrap_at_most(text, 10, 10, 2, "(-v)");
+        assert_eq!(l.len(), 2, "{l:?}");
+        assert!(
+            l[1].ends_with("(-v)") && display_width(&l[1]) <= 10,
+            "{l:?}"
+        );
+        assert_eq!(wrap_at_most(text, 100, 100, 2, "(-v)"), [text]);
     }
 }

@@ -106,6 +106,12 @@ pub fn check(g: &GlobalArgs, a: &CheckArgs) -> Result<u8, UsageError> {
         color: a.output.is_none() && report::want_color(std::io::stdout().is_terminal()),
         verbose: a.verbose,
         nfd_expiry: a.nfd_expiry,
+        // Fitted to the terminal on stdout only: a file gets every line whole.
+        width: if a.output.is_none() {
+            out::width()
+        } else {
+            None
+        },
     };
     let text = fleet::render(&rep, a.format.into(), &opts);
     let mut outputs = vec![(a.output.as_deref(), text)];
@@ -133,7 +139,11 @@ pub fn plan(g: &GlobalArgs, a: &PlanArgs) -> Result<u8, UsageError> {
         return Ok(0);
     };
     if a.format == PlanFormat::Text && a.output.is_none() {
-        return daqtune_engine::apply::run_plan(&g, &sel, &mut out::TerminalSafe::new(out::Stdout));
+        return daqtune_engine::apply::run_plan(
+            &g,
+            &sel,
+            &mut out::FitLines::new(out::TerminalSafe::new(out::Stdout), out::width()),
+        );
     }
     let host = open_host(&g)?;
     let mut head: Vec<u8> = Vec::new();
@@ -408,7 +418,8 @@ pub fn topo(g: &GlobalArgs, a: &TopoArgs) -> Result<u8, UsageError> {
             "topo: --svg - puts the SVG on stdout; write the matrix to a file with -o FILE".into(),
         ));
     }
-    let host = open_host(&g.engine())?;
+    let g = g.engine();
+    let host = open_host(&g)?;
     let (tree, nics) = match topo::gather(&host, a.all) {
         Ok(x) => x,
         Err(e) => {
@@ -429,7 +440,11 @@ pub fn topo(g: &GlobalArgs, a: &TopoArgs) -> Result<u8, UsageError> {
         outputs.push((a.output.as_deref(), matrix));
     }
     if let Some(path) = &a.svg {
-        let svg = topo::render_svg(&tree, &nics, &t, a.all);
+        // The paths take the colour of pcie.topology's verdict under the run's profile.
+        let facts = g.facts(&host);
+        let lp = choose_profile_with(&facts, &g)?;
+        let policy = topo::path_policy(&facts, &lp);
+        let svg = topo::render_svg(&tree, &nics, &t, a.all, &policy);
         outputs.push(((!svg_to_stdout).then_some(path.as_path()), svg));
     }
     let list: Vec<(Option<&Path>, &str)> = outputs.iter().map(|(p, t)| (*p, t.as_str())).collect();
@@ -447,6 +462,11 @@ pub fn status(g: &GlobalArgs, a: &StatusArgs) -> Result<u8, UsageError> {
     };
     let st = daqtune_engine::status::gather(&g.engine(), &opts)?;
     let text = match a.format {
+        TopoFormat::Text if a.output.is_none() => out::fit(
+            &text_safe(&daqtune_engine::status::text(&st)),
+            out::width(),
+            false,
+        ),
         TopoFormat::Text => text_safe(&daqtune_engine::status::text(&st)),
         TopoFormat::Json => daqtune_engine::status::json(&st),
     };

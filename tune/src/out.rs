@@ -96,13 +96,116 @@ pub fn finish(code: u8) -> ExitCode {
     }
 }
 
+/// The width standard output's text is fitted to, in columns: `COLUMNS` when it is set to a
+/// number (the user's or a script's choice, kept through a pipe; `0` turns fitting off), else
+/// the terminal's width (TIOCGWINSZ) when standard output is one; `None` for a pipe or a file,
+/// where every line stays whole, as `ls` and `git` print them (docs/cli.md).
+pub fn width() -> Option<usize> {
+    if let Some(c) = std::env::var_os("COLUMNS") {
+        if let Some(n) = c.to_str().and_then(|c| c.trim().parse::<usize>().ok()) {
+            return (n > 0).then_some(n);
+        }
+    }
+    terminal_size::terminal_size_of(io::stdout()).map(|(w, _)| usize::from(w.0))
+}
+
+/// `text` with each line wider than `width` broken at spaces, its continuation indented four
+/// columns past the line's own indent. With `diff_lines`, a file line of a plan (`  +text`,
+/// `  -text`) continues on lines marked `  ↪ `, so no piece of it reads as a line of its own.
+pub fn fit(text: &str, width: Option<usize>, diff_lines: bool) -> String {
+    let Some(w) = width.map(|w| w.max(20)) else {
+        return text.to_string();
+    };
+    let mut o = String::with_capacity(text.len());
+    for line in text.split_inclusive('\n') {
+        let (body, nl) = match line.strip_suffix('\n') {
+            Some(b) => (b, "\n"),
+            None => (line, ""),
+        };
+        if daqtune_probe::text::display_width(body) <= w {
+            o.push_str(line);
+            continue;
+        }
+        let lead = body.len() - body.trim_start_matches(' ').len();
+        let rest = &body[lead..];
+        let diff = diff_lines && (rest.starts_with('+') || rest.starts_with('-'));
+        let cont = if diff {
+            format!("{:lead$}↪ ", "")
+        } else {
+            " ".repeat((lead + 4).min(w / 2))
+        };
+        let cw = daqtune_probe::text::display_width(&cont);
+        let pieces = daqtune_probe::text::wrap(rest, w - lead, w - cw);
+        for (i, p) in pieces.iter().enumerate() {
+            if i == 0 {
+                o.push_str(&body[..lead]);
+            } else {
+                o.push('\n');
+                o.push_str(&cont);
+            }
+            o.push_str(p);
+        }
+        o.push_str(nl);
+    }
+    o
+}
+
+/// A writer that passes whole lines through [`fit`] (a plan printed as it is made).
+pub struct FitLines<W: Write> {
+    inner: W,
+    width: Option<usize>,
+    pending: Vec<u8>,
+}
+
+impl<W: Write> FitLines<W> {
+    pub fn new(inner: W, width: Option<usize>) -> Self {
+        FitLines {
+            inner,
+            width,
+            pending: Vec::new(),
+        }
+    }
+}
+
+impl<W: Write> Write for FitLines<W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        if self.width.is_none() {
+            return self.inner.write(buf);
+        }
+        self.pending.extend_from_slice(buf);
+        if let Some(end) = self.pending.iter().rposition(|b| *b == b'\n') {
+            let done: Vec<u8> = self.pending.drain(..=end).collect();
+            let text = String::from_utf8_lossy(&done);
+            self.inner
+                .write_all(fit(&text, self.width, true).as_bytes())?;
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        if !self.pending.is_empty() {
+            let rest = std::mem::take(&mut self.pending);
+            let text = String::from_utf8_lossy(&rest).into_owned();
+            self.inner
+                .write_all(fit(&text, self.width, true).as_bytes())?;
+        }
+        self.inner.flush()
+    }
+}
+
+impl<W: Write> Drop for FitLines<W> {
+    fn drop(&mut self) {
+        let _ = self.flush();
+    }
+}
+
 /// A text stream made safe for a terminal on the way out (control characters and bidi
 /// overrides escaped): the one the engine writes its standard error through too.
 pub use daqtune_probe::text::TerminalSafe;
 
 #[cfg(test)]
 mod tests {
-    use super::TerminalSafe;
+    use super::{fit, TerminalSafe};
     use std::io::Write;
 
     fn through(parts: &[&[u8]]) -> String {
@@ -141,5 +244,29 @@ mod tests {
             "a\\u{009b}2J b\u{a9}"
         );
         assert_eq!(through(&[b"\r\x7f"]), "\\x0d\\x7f");
+    }
+
+    #[test]
+    fn fit_breaks_long_lines_and_marks_file_lines() {
+        let text = "short\n  cpu.governor  cpu0 .. cpu11 (12 CPUs)  /sys/devices/system/cpu/cpu*/cpufreq/scaling_governor: powersave -> performance\n  +GRUB_CMDLINE_LINUX=\"$GRUB_CMDLINE_LINUX isolcpus=8-11 irqaffinity=0-7 nohz_full=8-11\"\n";
+        let out = fit(text, Some(40), true);
+        for l in out.lines() {
+            assert!(l.chars().count() <= 40, "{l:?} in\n{out}");
+        }
+        assert!(out.contains("\n  ↪ "), "{out}");
+        assert!(
+            out.lines().filter(|l| l.starts_with("  +")).count() == 1,
+            "{out}"
+        );
+        // Without a width every line stays whole.
+        assert_eq!(fit(text, None, true), text);
+        // Nothing is lost: the words come back in order.
+        let words = |t: &str| -> Vec<String> {
+            t.split_whitespace()
+                .filter(|w| *w != "↪")
+                .map(String::from)
+                .collect()
+        };
+        assert_eq!(words(&out).concat(), words(text).concat());
     }
 }

@@ -1079,3 +1079,50 @@ fn report_interval_runs_children_and_stops_on_a_usage_error() {
     assert_eq!(o.status.code(), Some(2));
     assert!(text(&o).contains("needs --root"), "{}", text(&o));
 }
+
+/// Issue 46 item 4 (verified again this session): `report`'s cores-isolated label follows
+/// the kernel command line's verdict on the Spark and IGX roots: `true` where kernel.cmdline
+/// passes (and no NIC interrupt may land on a data core), `false` where it fails. The Spark
+/// root once read `unknown` while kernel.cmdline passed (irq.affinity skipped there).
+#[test]
+fn report_cores_isolated_follows_the_cmdline_verdict() {
+    for (name, want) in [
+        ("spark", "true"),
+        ("igx-tuned", "true"),
+        ("igx-untuned", "false"),
+    ] {
+        let root = fixtures().join(name);
+        let d = tempfile::tempdir().expect("tmp");
+        let (nfd, json) = (d.path().join("nfd"), d.path().join("r.json"));
+        let o = daqtune(&[
+            "report",
+            "--root",
+            root.to_str().expect("utf8"),
+            "--nfd",
+            nfd.to_str().expect("utf8"),
+            "--json",
+            json.to_str().expect("utf8"),
+        ]);
+        assert!(
+            matches!(o.status.code(), Some(0 | 1)),
+            "{name}: {}",
+            text(&o)
+        );
+        let r: serde_json::Value = serde_json::from_str(&read(&json)).expect("json");
+        let cmdline: Vec<&str> = r["checks"]
+            .as_array()
+            .expect("checks")
+            .iter()
+            .filter(|v| v["id"] == "kernel.cmdline")
+            .filter_map(|v| v["status"].as_str())
+            .collect();
+        let expect_cmdline = if want == "true" { "pass" } else { "fail" };
+        assert_eq!(cmdline, [expect_cmdline], "{name}");
+        assert!(
+            read(&nfd).contains(&format!("kubernetes.io/cores-isolated={want}\n")),
+            "{name}: {}",
+            read(&nfd)
+        );
+        assert_eq!(r["run"]["capabilities"]["cores-isolated"], want, "{name}");
+    }
+}

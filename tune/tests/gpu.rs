@@ -58,7 +58,12 @@ fn topo_replays_nvlink_from_a_snapshot() {
         body.starts_with("<?xml") || body.starts_with("<svg"),
         "{body}"
     );
-    assert_eq!(body.matches(">NV18</text>").count(), 6, "six bonds drawn");
+    assert_eq!(body.matches(" NV18</text>").count(), 6, "six bonds drawn");
+    assert_eq!(
+        body.matches(r#"data-class="NV18""#).count(),
+        6,
+        "six bond paths"
+    );
 }
 
 /// The CUDA probe child is wired into `main`: started with its variable set, the binary prints

@@ -701,3 +701,141 @@ fn a_failed_output_does_not_stop_the_later_ones() {
         assert!(d.path().join(&json).is_file(), "{cmd}: {json} not written");
     }
 }
+
+/// `daqtune check` with `COLUMNS` set, stdout a pipe (so the width comes from COLUMNS alone).
+fn check_at(root: &str, columns: Option<&str>, extra: &[&str]) -> String {
+    let mut c = Command::new(bin());
+    c.args(["check", "--root", root])
+        .args(extra)
+        .env("NO_COLOR", "1")
+        .env_remove("DAQTUNE_ROOT")
+        .env_remove("DAQTUNE_PROFILE")
+        .stdin(Stdio::null());
+    match columns {
+        Some(n) => c.env("COLUMNS", n),
+        None => c.env_remove("COLUMNS"),
+    };
+    let o = c.output().expect("run daqtune");
+    assert!(
+        matches!(o.status.code(), Some(0) | Some(1)),
+        "{:?}: {}",
+        o.status,
+        stderr(&o)
+    );
+    stdout(&o)
+}
+
+/// Every run of whitespace as one space: wrapped text read back as the words it holds.
+fn words(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// Issue 46 item 4: `check` reads in a terminal. With COLUMNS=100 no line of the report on
+/// the fixture roots is wider than 100 columns (it had lines of 300-600), without and with
+/// -v; -v still holds every verdict's whole message, fix and subject as JSON has them (the
+/// wrapping only moves words to the next line), and a folded line says how to see the rest.
+/// Through a pipe without COLUMNS every line stays whole, as before.
+#[test]
+fn check_fits_the_terminal_width_and_verbose_keeps_every_word() {
+    for name in ["spark", "igx-tuned", "igx-untuned", "x86-2s", "server-pix"] {
+        let root = fixture(name).to_string_lossy().into_owned();
+        let plain = check_at(&root, Some("100"), &[]);
+        let verbose = check_at(&root, Some("100"), &["-v"]);
+        for (mode, text) in [("default", &plain), ("-v", &verbose)] {
+            for l in text.lines() {
+                assert!(
+                    l.chars().count() <= 100,
+                    "{name} {mode}: {} columns: {l:?}",
+                    l.chars().count()
+                );
+            }
+        }
+        let whole = check_at(&root, None, &[]);
+        assert!(
+            whole.lines().any(|l| l.chars().count() > 100),
+            "{name}: a pipe without COLUMNS keeps lines whole"
+        );
+        let json = check_at(&root, Some("100"), &["--format", "json"]);
+        let j: serde_json::Value = serde_json::from_str(&json).expect("json");
+        let flat = words(&verbose);
+        for v in j["checks"].as_array().expect("checks") {
+            for key in ["message", "subject"] {
+                let t = v[key].as_str().expect(key);
+                assert!(
+                    flat.contains(&words(t)),
+                    "{name}: -v lacks the {key} {t:?} of {}",
+                    v["id"]
+                );
+            }
+            let problem = matches!(v["status"].as_str(), Some("warn" | "fail" | "error"));
+            if let (true, Some(fix)) = (problem, v["fix"].as_str()) {
+                assert!(
+                    flat.contains(&words(fix)),
+                    "{name}: -v lacks the fix {fix:?}"
+                );
+            }
+        }
+        // A folded line names the way to its other subjects.
+        let pw = words(&plain);
+        let mut folded = 0;
+        for (at, _) in pw.match_indices("(and ") {
+            let tail = &pw[at + 5..];
+            let digits = tail.chars().take_while(char::is_ascii_digit).count();
+            if digits > 0 && tail[digits..].starts_with(" more") {
+                folded += 1;
+                assert!(
+                    tail[digits..].starts_with(" more; -v shows each)"),
+                    "{name}: {}",
+                    &pw[at..(at + 60).min(pw.len())]
+                );
+            }
+        }
+        assert!(folded > 0, "{name}: no folded line to judge");
+        assert!(
+            !flat.contains("more like it"),
+            "{name}: -v shows each message"
+        );
+    }
+}
+
+/// Issue 46 item 4 for `plan`: with COLUMNS=100 no line of the IGX plan is wider than 100
+/// columns (its GRUB line is ~200), a file's long line continues on `  ↪ ` lines, and the
+/// words are all there; through a pipe without COLUMNS the lines stay whole.
+#[test]
+fn plan_fits_the_terminal_width() {
+    let root = fixture("igx-untuned").to_string_lossy().into_owned();
+    let plan = |cols: Option<&str>| {
+        let mut c = Command::new(bin());
+        c.args(["plan", "--root", &root])
+            .env("NO_COLOR", "1")
+            .env_remove("DAQTUNE_ROOT")
+            .env_remove("DAQTUNE_PROFILE")
+            .stdin(Stdio::null());
+        match cols {
+            Some(n) => c.env("COLUMNS", n),
+            None => c.env_remove("COLUMNS"),
+        };
+        let o = c.output().expect("run daqtune");
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        stdout(&o)
+    };
+    let whole = plan(None);
+    let fitted = plan(Some("100"));
+    assert!(whole.lines().any(|l| l.chars().count() > 100));
+    for l in fitted.lines() {
+        assert!(l.chars().count() <= 100, "{l:?}");
+    }
+    let grub = whole
+        .lines()
+        .find(|l| l.starts_with("  +GRUB_CMDLINE_LINUX="))
+        .expect("the drop-in's line");
+    assert!(fitted.contains("\n  ↪ "), "{fitted}");
+    let unmarked = |t: &str| words(&t.replace("  ↪ ", " "));
+    assert!(unmarked(&fitted).contains(&words(grub)), "{fitted}");
+    // A word wider than a line (the plan's --only list) is cut where the line ends: nothing
+    // lost, one space more.
+    assert_eq!(
+        unmarked(&fitted).replace(' ', ""),
+        words(&whole).replace(' ', "")
+    );
+}

@@ -103,7 +103,7 @@ fn topo_command() {
         String::from_utf8_lossy(&out.stderr)
     );
     let body = std::fs::read_to_string(&svg).expect("svg written");
-    assert!(body.contains("<svg") && body.contains("switch: GPU0-NIC"));
+    assert!(body.contains("<svg") && body.contains("switch of GPU0-NIC"));
     // On this machine too (whatever it has), no crash.
     let out = run(&["topo", "--format", "json"]);
     assert_eq!(

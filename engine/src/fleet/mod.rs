@@ -27,6 +27,8 @@ pub struct RenderOptions {
     pub verbose: bool,
     /// NFD: how long the labels stay valid after the run.
     pub nfd_expiry: Duration,
+    /// Text: the terminal's width in columns, to wrap and shorten to (`None`: lines whole).
+    pub width: Option<usize>,
 }
 
 impl Default for RenderOptions {
@@ -35,6 +37,7 @@ impl Default for RenderOptions {
             color: false,
             verbose: false,
             nfd_expiry: crate::fleet::nfd::DEFAULT_EXPIRY,
+            width: None,
         }
     }
 }
@@ -42,7 +45,7 @@ impl Default for RenderOptions {
 /// The report in one of `check`'s formats.
 pub fn render(report: &Report, format: Format, o: &RenderOptions) -> String {
     match format {
-        Format::Text => crate::report::text(report, o.color, o.verbose),
+        Format::Text => crate::report::text_fit(report, o.color, o.verbose, o.width),
         Format::Json => crate::report::json(report),
         Format::Junit => crate::report::junit(report),
         Format::Prometheus => crate::fleet::prometheus::render(report),

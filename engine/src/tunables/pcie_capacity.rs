@@ -7,7 +7,9 @@ use crate::context::nics::{data_path_nics_or_skip, pci_or_skip};
 use crate::context::Context;
 use crate::tunable::Tunable;
 use crate::verdict::{Area, Verdict};
-use daqtune_probe::pci::payload_gbps;
+use daqtune_probe::pci::nic::NicFunction;
+use daqtune_probe::pci::ports::{port_pair, PortIdentity, PortPair};
+use daqtune_probe::pci::{payload_gbps, PciTree};
 
 pub const CAPACITY: Tunable = Tunable {
     id: "pcie.capacity",
@@ -23,16 +25,74 @@ pub const CAPACITY: Tunable = Tunable {
 
 const ID: &str = "pcie.capacity";
 
-/// One data port: its netdev, line rate, PCIe function and what that function's link carries.
-struct PortLink {
-    netdev: String,
-    bdf: String,
-    line_gbps: f64,
-    link: String,
-    carries_gbps: f64,
-    /// `phys_switch_id` + `phys_port_name`: the same pair on two PCIe functions is one
-    /// physical port reached through two endpoints (socket-direct / multi-host).
-    physical: Option<(String, String)>,
+/// One data port: its netdev, line rate, PCIe function and what that function's link carries
+/// (`topo` shows the same figures).
+#[derive(Debug, Clone)]
+pub struct PortLink {
+    pub netdev: String,
+    pub bdf: String,
+    pub line_gbps: f64,
+    pub link: String,
+    pub carries_gbps: f64,
+    /// Which physical port it drives: two PCIe functions of one port (socket-direct, DGX
+    /// Spark) carry it together. Judged by `ports::port_pair`, the one rule of the workspace
+    /// (phys_port_name on one adapter: phys_switch_id, else the RDMA sys_image_guid).
+    pub id: PortIdentity,
+}
+
+/// The data ports of `nics` with a known line rate and PCIe link; the others as (subject,
+/// why) pairs a check reports as skipped.
+pub fn port_links(tree: &PciTree, nics: &[&NicFunction]) -> (Vec<PortLink>, Vec<(String, String)>) {
+    let mut ports = Vec::new();
+    let mut unknown = Vec::new();
+    for n in nics {
+        let Some(dev) = tree.get(n.addr) else {
+            continue;
+        };
+        for nd in &n.netdevs {
+            let subject = format!("{} ({})", n.addr, nd.name);
+            let Some(mbps) = nd.speed_mbps.filter(|s| *s > 0) else {
+                unknown.push((
+                    subject,
+                    format!("{} reports no link speed (link down or no cable)", nd.name),
+                ));
+                continue;
+            };
+            let (Some(gts), Some(width)) = (dev.link.cur_speed_gts, dev.link.cur_width) else {
+                unknown.push((
+                    subject,
+                    format!("{}: no current PCIe link speed or width in sysfs", n.addr),
+                ));
+                continue;
+            };
+            if width == 0 {
+                unknown.push((subject, format!("{}: link width x0", n.addr)));
+                continue;
+            }
+            ports.push(PortLink {
+                netdev: nd.name.clone(),
+                bdf: n.addr.to_string(),
+                line_gbps: mbps as f64 / 1000.0,
+                link: daqtune_probe::pci::link_label(Some(gts), Some(width)),
+                carries_gbps: payload_gbps(f64::from(gts), width),
+                id: PortIdentity {
+                    name: nd.name.clone(),
+                    pci: Some(n.addr),
+                    port: nd.phys_port_name.clone(),
+                    switch_id: nd.phys_switch_id.clone(),
+                    image_guid: n.rdma.iter().find_map(|r| r.sys_image_guid.clone()),
+                },
+            });
+        }
+    }
+    (ports, unknown)
+}
+
+/// The other PCIe endpoints of `p`'s physical port among `all`.
+pub fn same_port<'a>(p: &PortLink, all: &'a [PortLink]) -> Vec<&'a PortLink> {
+    all.iter()
+        .filter(|o| o.bdf != p.bdf && matches!(port_pair(&p.id, &o.id), PortPair::SamePort { .. }))
+        .collect()
 }
 
 fn run(ctx: &Context) -> Vec<Verdict> {
@@ -44,56 +104,11 @@ fn run(ctx: &Context) -> Vec<Verdict> {
         Ok(p) => p,
         Err(v) => return v,
     };
-    let facts = ctx.facts();
-    let mut ports: Vec<PortLink> = Vec::new();
-    let mut out = Vec::new();
-    for n in nics {
-        let Some(dev) = pci.tree.get(n.addr) else {
-            continue;
-        };
-        for nd in &n.netdevs {
-            let subject = format!("{} ({})", n.addr, nd.name);
-            let Some(mbps) = nd.speed_mbps.filter(|s| *s > 0) else {
-                out.push(Verdict::skip(
-                    ID,
-                    subject,
-                    format!("{} reports no link speed (link down or no cable)", nd.name),
-                ));
-                continue;
-            };
-            let (Some(gts), Some(width)) = (dev.link.cur_speed_gts, dev.link.cur_width) else {
-                out.push(Verdict::skip(
-                    ID,
-                    subject,
-                    format!("{}: no current PCIe link speed or width in sysfs", n.addr),
-                ));
-                continue;
-            };
-            if width == 0 {
-                out.push(Verdict::skip(
-                    ID,
-                    subject,
-                    format!("{}: link width x0", n.addr),
-                ));
-                continue;
-            }
-            let attr = |a: &str| {
-                facts
-                    .read_attr(&format!("/sys/class/net/{}/{a}", nd.name))
-                    .ok()
-                    .map(|s| s.trim().to_string())
-                    .filter(|s| !s.is_empty())
-            };
-            ports.push(PortLink {
-                netdev: nd.name.clone(),
-                bdf: n.addr.to_string(),
-                line_gbps: mbps as f64 / 1000.0,
-                link: daqtune_probe::pci::link_label(Some(gts), Some(width)),
-                carries_gbps: payload_gbps(f64::from(gts), width),
-                physical: attr("phys_switch_id").zip(attr("phys_port_name")),
-            });
-        }
-    }
+    let (ports, unknown) = port_links(&pci.tree, &nics);
+    let mut out: Vec<Verdict> = unknown
+        .into_iter()
+        .map(|(subject, why)| Verdict::skip(ID, subject, why))
+        .collect();
     for p in &ports {
         out.push(judge(p, &ports));
     }
@@ -117,13 +132,7 @@ fn judge(p: &PortLink, all: &[PortLink]) -> Verdict {
         )
         .observed(observed);
     }
-    let siblings: Vec<&PortLink> = match &p.physical {
-        Some(phys) => all
-            .iter()
-            .filter(|o| o.bdf != p.bdf && o.physical.as_ref() == Some(phys))
-            .collect(),
-        None => Vec::new(),
-    };
+    let siblings = same_port(p, all);
     let together = p.carries_gbps + siblings.iter().map(|o| o.carries_gbps).sum::<f64>();
     let head = format!(
         "the {:.0} Gb/s port is faster than this function's PCIe link: {} carries at most {:.1} Gb/s of 256-byte writes, so traffic through {} alone stays below the line rate",
@@ -142,13 +151,13 @@ fn judge(p: &PortLink, all: &[PortLink]) -> Verdict {
             format!(
                 "{head}; with {} (the same physical port {}, another PCIe endpoint of it) they carry {together:.1} Gb/s: drive both to reach the line rate (DGX Spark: NCCL_IB_HCA with both RDMA devices, NVIDIA/dgx-spark-playbooks #102 / PR #103)",
                 names.join(", "),
-                p.physical.as_ref().map_or("", |x| x.1.as_str())
+                p.id.port.as_deref().unwrap_or("")
             ),
         )
         .observed(observed)
         .expected(format!(">= {:.0} Gb/s through the port's PCIe endpoints", p.line_gbps));
     }
-    let why_alone = if p.physical.is_none() {
+    let why_alone = if p.id.port.is_none() {
         " (this port names no physical port, phys_port_name, to find other PCIe endpoints of it by)"
     } else if siblings.is_empty() {
         " (no other data-path function reaches the same physical port)"
