@@ -688,5 +688,69 @@ pub fn loss_causes(ports: &[PortDelta]) -> Vec<(String, Kind, String)> {
         .collect()
 }
 
+// ---- the per-boot record of the last check ------------------------------------------------
+
+/// Where `check` keeps the counters it read, for the next run of the same boot to compare
+/// with (`/run` is a tmpfs emptied at every boot, beside the CUDA attribute cache).
+pub const CACHE_PATH: &str = "/run/daqtune/nic-counters.json";
+pub const CACHE_SCHEMA: &str = "daqtune.nic-counters/v1";
+/// A record for a few hundred ports is well under this.
+pub const MAX_CACHE_BYTES: usize = 4 << 20;
+
+/// One port as the record keeps it: its interface index tells a port made again under the
+/// same name (a driver reload, a VF re-created) from the one read before.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CachedPort {
+    pub ifindex: Option<u32>,
+    pub counters: PortCounters,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CacheFile {
+    pub schema: String,
+    /// `/proc/sys/kernel/random/boot_id` of the boot the counters were read in.
+    pub boot_id: String,
+    /// Seconds since the Unix epoch of the read.
+    pub taken_unix: u64,
+    pub ports: std::collections::BTreeMap<String, CachedPort>,
+}
+
+/// The record at `path` (a real path on this machine) if it can be trusted: a regular file of
+/// root's (or this user's), not writable by others, of this boot.
+pub fn load_cache(path: &std::path::Path, boot_id: &str) -> Result<CacheFile, String> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::symlink_metadata(path).map_err(|e| e.to_string())?;
+    if !meta.is_file() {
+        return Err("not a regular file".into());
+    }
+    if meta.uid() != 0 && meta.uid() != crate::sys::euid() {
+        return Err(format!("owned by uid {}, not root", meta.uid()));
+    }
+    if meta.mode() & 0o022 != 0 {
+        return Err(format!(
+            "writable by group or others (mode {:o})",
+            meta.mode() & 0o7777
+        ));
+    }
+    let bytes = crate::fsutil::read_regular(path, MAX_CACHE_BYTES).map_err(|e| e.to_string())?;
+    let f: CacheFile = serde_json::from_slice(&bytes).map_err(|e| e.to_string())?;
+    if f.schema != CACHE_SCHEMA {
+        return Err(format!("schema is {:?}, expected {CACHE_SCHEMA:?}", f.schema));
+    }
+    if f.boot_id != boot_id {
+        return Err("taken in another boot".into());
+    }
+    Ok(f)
+}
+
+/// Writes the record (atomically: a reader never sees half of it).
+pub fn store_cache(path: &std::path::Path, f: &CacheFile) -> io::Result<()> {
+    let text = serde_json::to_string(f).map_err(io::Error::other)?;
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    crate::fsutil::write_atomic(path, format!("{text}\n").as_bytes(), 0o644)
+}
+
 #[cfg(test)]
 mod tests;
