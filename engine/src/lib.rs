@@ -22,6 +22,7 @@ pub mod facts;
 pub mod fleet;
 pub mod gate;
 pub mod gpu_view;
+pub mod nic_view;
 pub mod hostio;
 pub mod hostroot;
 pub mod import;

@@ -251,6 +251,7 @@ const LAYERS: &[&[&str]] = &[
         "fleet::report_cmd",
         "status",
         "gpu_view",
+        "nic_view",
     ],
 ];
 
