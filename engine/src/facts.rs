@@ -19,6 +19,7 @@ use daqtune_probe::cpu::{read_cpus, CpuFacts};
 use daqtune_probe::gpu::{DriverProc, GpuError, GpuSnapshot};
 use daqtune_probe::host::FileStat;
 use daqtune_probe::mem::{read_mem_with_mounts, MemFacts};
+use daqtune_probe::net::counters::PortCounters;
 use daqtune_probe::pci::PciFacts;
 use daqtune_probe::system::{
     parse_kernel_version, read_platform, running_processes, Modules, PlatformFacts, ServiceState,
@@ -26,7 +27,6 @@ use daqtune_probe::system::{
 };
 use daqtune_probe::systemd::{Systemd, UnitState};
 use daqtune_probe::Host;
-use daqtune_probe::net::counters::PortCounters;
 use std::cell::{OnceCell, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;

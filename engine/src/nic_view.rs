@@ -81,9 +81,7 @@ pub fn gather(g: &GlobalOptions, o: &NicOptions) -> Result<NicView, UsageError> 
             ));
         }
         if !(s > 0.0 && s <= 3600.0) {
-            return Err(UsageError::Other(
-                "--interval: seconds in (0, 3600]".into(),
-            ));
+            return Err(UsageError::Other("--interval: seconds in (0, 3600]".into()));
         }
     }
     let names = if o.interfaces.is_empty() {

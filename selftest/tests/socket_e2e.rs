@@ -203,7 +203,10 @@ fn veth_tcp_and_udp_pass_and_leave_nothing() {
             .find(|d| d["source"] == "statistics" && d["name"] == "rx_packets")
             .and_then(|d| d["delta"].as_u64())
             .expect("rx_packets delta");
-        assert!(rx_packets >= r["packets"].as_u64().expect("packets") / 64, "{r}");
+        assert!(
+            rx_packets >= r["packets"].as_u64().expect("packets") / 64,
+            "{r}"
+        );
     }
     assert_eq!(results[0]["mode"], "tcp");
     assert_eq!(results[0]["status"], "pass");
@@ -265,7 +268,10 @@ fn veth_planted_drop_is_named_in_the_causes() {
             nl.set_mtu(l.index, 1500).ok()
         });
     let out = child.wait_with_output().expect("wait");
-    assert!(planted.is_some(), "the run ended before the drop was planted");
+    assert!(
+        planted.is_some(),
+        "the run ended before the drop was planted"
+    );
     let v = json(&out);
     let r = &v["results"][0];
     assert_eq!(r["mode"], "udp");
@@ -288,15 +294,15 @@ fn veth_planted_drop_is_named_in_the_causes() {
         causes
             .iter()
             .any(|c| c["port"] == daqtune_selftest::topology::VETH_TX
-                && c["message"].as_str().is_some_and(|m| m.contains("tx_dropped"))),
+                && c["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("tx_dropped"))),
         "{r}"
     );
     assert!(
-        r["notes"]
-            .as_array()
-            .expect("notes")
-            .iter()
-            .any(|n| n.as_str().is_some_and(|n| n.starts_with("the ports counted frames lost: the receiving port"))),
+        r["notes"].as_array().expect("notes").iter().any(|n| n
+            .as_str()
+            .is_some_and(|n| n.starts_with("the ports counted frames lost: the receiving port"))),
         "{r}"
     );
     assert!(leftovers(pid).is_empty(), "{:?}", leftovers(pid));

@@ -1,8 +1,8 @@
 //! Each subcommand: the engine call, then what goes to the terminal and to files.
 
 use crate::cli::{
-    CheckArgs, DiffArgs, ExplainArgs, GlobalArgs, GpuArgs, ImportArgs, NicArgs, PlanArgs, PlanFormat,
-    ProfilesAction, ProfilesArgs, SnapshotArgs, StatusArgs, TopoArgs, TopoFormat,
+    CheckArgs, DiffArgs, ExplainArgs, GlobalArgs, GpuArgs, ImportArgs, NicArgs, PlanArgs,
+    PlanFormat, ProfilesAction, ProfilesArgs, SnapshotArgs, StatusArgs, TopoArgs, TopoFormat,
 };
 use crate::out;
 use daqtune_engine::apply::Prompt;

@@ -57,7 +57,10 @@ fn selftest_socket_veth_passes_and_cleans_up() {
                 })
             };
             assert_eq!(ports.len(), 2, "{r}");
-            assert_eq!((&ports[0]["role"], &ports[1]["role"]), (&"tx".into(), &"rx".into()));
+            assert_eq!(
+                (&ports[0]["role"], &ports[1]["role"]),
+                (&"tx".into(), &"rx".into())
+            );
             assert!(rose(0, "tx_packets") && rose(1, "rx_packets"), "{r}");
             r["mode"].as_str().expect("mode")
         })

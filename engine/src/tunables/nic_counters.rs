@@ -115,13 +115,9 @@ pub fn judge(subject: &str, now: &PortCounters, base: Option<&Baseline>) -> Verd
         n if n > 3 => format!(" (and {} more)", n - 3),
         _ => String::new(),
     };
-    Verdict::warn(
-        ID,
-        subject,
-        format!("{first}{more} {span}; {since_boot}"),
-    )
-    .observed(format!("{} rose by {}", rose[0].name, rose[0].delta))
-    .expected("no drop or error counter rising")
+    Verdict::warn(ID, subject, format!("{first}{more} {span}; {since_boot}"))
+        .observed(format!("{} rose by {}", rose[0].name, rose[0].delta))
+        .expected("no drop or error counter rising")
 }
 
 fn join_some(v: &[String], n: usize) -> String {
@@ -289,7 +285,8 @@ mod tests {
             v.message
         );
         assert!(
-            v.message.contains("in the 41 s since the last check; since boot: rx_out_of_buffer 12,445"),
+            v.message
+                .contains("in the 41 s since the last check; since boot: rx_out_of_buffer 12,445"),
             "{}",
             v.message
         );
@@ -322,7 +319,11 @@ mod tests {
         let now = port(&[(Source::Statistics, "rx_dropped", 17)]);
         let v = judge("eth2", &now, None);
         assert_eq!(v.status, crate::verdict::Status::Skip);
-        assert!(v.message.contains("since boot: rx_dropped 17"), "{}", v.message);
+        assert!(
+            v.message.contains("since boot: rx_dropped 17"),
+            "{}",
+            v.message
+        );
         let mut empty = port(&[]);
         empty.unavailable.push(counters::Unavailable {
             source: "interface statistics".into(),

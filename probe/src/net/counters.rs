@@ -200,7 +200,9 @@ pub fn kind_of(source: Source, name: &str) -> Option<Kind> {
         },
         Source::EthPhy => (name == "SymbolErrorDuringCarrier").then_some(Kind::Link),
         Source::EthMac => match name {
-            "FrameCheckSequenceErrors" | "AlignmentErrors" | "InRangeLengthErrors"
+            "FrameCheckSequenceErrors"
+            | "AlignmentErrors"
+            | "InRangeLengthErrors"
             | "FrameTooLongErrors" => Some(Kind::Link),
             "FramesLostDueToIntMACRcvError" => Some(Kind::NicBuffer),
             "FramesLostDueToIntMACXmitError" => Some(Kind::TxDrop),
@@ -208,7 +210,9 @@ pub fn kind_of(source: Source, name: &str) -> Option<Kind> {
         },
         Source::EthCtrl => None,
         Source::Rmon => match name {
-            "etherStatsUndersizePkts" | "etherStatsOversizePkts" | "etherStatsFragments"
+            "etherStatsUndersizePkts"
+            | "etherStatsOversizePkts"
+            | "etherStatsFragments"
             | "etherStatsJabbers" => Some(Kind::Link),
             _ => None,
         },
@@ -223,9 +227,15 @@ fn driver_kind(name: &str) -> Option<Kind> {
     match name {
         "rx_out_of_buffer" => return Some(Kind::RxBuffer),
         "rx_discards_phy" => return Some(Kind::NicBuffer),
-        "rx_crc_errors_phy" | "rx_symbol_err_phy" | "rx_pcs_symbol_err_phy"
-        | "rx_in_range_len_errors_phy" | "rx_out_of_range_len_phy" | "rx_oversize_pkts_phy"
-        | "rx_undersize_pkts_phy" | "rx_fragments_phy" | "rx_jabbers_phy"
+        "rx_crc_errors_phy"
+        | "rx_symbol_err_phy"
+        | "rx_pcs_symbol_err_phy"
+        | "rx_in_range_len_errors_phy"
+        | "rx_out_of_range_len_phy"
+        | "rx_oversize_pkts_phy"
+        | "rx_undersize_pkts_phy"
+        | "rx_fragments_phy"
+        | "rx_jabbers_phy"
         | "link_down_events_phy" => return Some(Kind::Link),
         "tx_discards_phy" | "tx_errors_phy" => return Some(Kind::TxDrop),
         _ => {}
@@ -256,7 +266,11 @@ fn driver_kind(name: &str) -> Option<Kind> {
         });
     }
     if n.contains("err") {
-        return Some(if tx && !rx { Kind::TxDrop } else { Kind::Errors });
+        return Some(if tx && !rx {
+            Kind::TxDrop
+        } else {
+            Kind::Errors
+        });
     }
     None
 }
@@ -378,7 +392,13 @@ fn group_names(id: u32) -> Option<(Source, &'static [&'static str])> {
 /// `ETHTOOL_MSG_STATS_GET` for every standard group of `ifname` (the groups as a verbose
 /// bitset of their names, without a mask: the listed groups are the ones asked for).
 pub fn stats_request(family: u16, ifname: &str, seq: u32) -> Vec<u8> {
-    let mut r = Request::new(family, MSG_STATS_GET, super::ethtool::VERSION, NLM_F_ACK, seq);
+    let mut r = Request::new(
+        family,
+        MSG_STATS_GET,
+        super::ethtool::VERSION,
+        NLM_F_ACK,
+        seq,
+    );
     r.begin_nest(A_STATS_HEADER)
         .string(A_HEADER_DEV_NAME, ifname)
         .end_nest();
@@ -396,7 +416,13 @@ pub fn stats_request(family: u16, ifname: &str, seq: u32) -> Vec<u8> {
 
 /// `ETHTOOL_MSG_PAUSE_GET` asking for the pause-frame counts (`ETHTOOL_FLAG_STATS`).
 pub fn pause_stats_request(family: u16, ifname: &str, seq: u32) -> Vec<u8> {
-    let mut r = Request::new(family, MSG_PAUSE_GET, super::ethtool::VERSION, NLM_F_ACK, seq);
+    let mut r = Request::new(
+        family,
+        MSG_PAUSE_GET,
+        super::ethtool::VERSION,
+        NLM_F_ACK,
+        seq,
+    );
     r.begin_nest(A_PAUSE_HEADER)
         .string(A_HEADER_DEV_NAME, ifname)
         .u32(A_HEADER_FLAGS, FLAG_STATS)
@@ -481,15 +507,16 @@ pub fn read_kernel(ifname: &str, into: &mut PortCounters) {
             Source::Driver.label(),
             "the driver has no counters of its own (ETH_SS_STATS is empty)",
         ),
-        Ok(v) => into.counters.extend(v.into_iter().map(|(name, value)| Counter {
-            source: Source::Driver,
-            name,
-            value,
-        })),
+        Ok(v) => into
+            .counters
+            .extend(v.into_iter().map(|(name, value)| Counter {
+                source: Source::Driver,
+                name,
+                value,
+            })),
         Err(e) => into.missing(Source::Driver.label(), describe(&e)),
     }
-    let mut sock = match genl::Socket::open().and_then(|mut s| s.family(FAMILY).map(|f| (s, f)))
-    {
+    let mut sock = match genl::Socket::open().and_then(|mut s| s.family(FAMILY).map(|f| (s, f))) {
         Ok(s) => s,
         Err(e) => {
             into.missing("ethtool netlink", super::ethtool::describe_error(&e));
@@ -508,10 +535,7 @@ pub fn read_kernel(ifname: &str, into: &mut PortCounters) {
             }
             into.counters.extend(c);
         }
-        Err(e) => into.missing(
-            "ethtool netlink stats",
-            super::ethtool::describe_error(&e),
-        ),
+        Err(e) => into.missing("ethtool netlink stats", super::ethtool::describe_error(&e)),
     }
     match s.transact(|seq| pause_stats_request(family, ifname, seq)) {
         Ok(replies) => {
@@ -735,7 +759,10 @@ pub fn load_cache(path: &std::path::Path, boot_id: &str) -> Result<CacheFile, St
     let bytes = crate::fsutil::read_regular(path, MAX_CACHE_BYTES).map_err(|e| e.to_string())?;
     let f: CacheFile = serde_json::from_slice(&bytes).map_err(|e| e.to_string())?;
     if f.schema != CACHE_SCHEMA {
-        return Err(format!("schema is {:?}, expected {CACHE_SCHEMA:?}", f.schema));
+        return Err(format!(
+            "schema is {:?}, expected {CACHE_SCHEMA:?}",
+            f.schema
+        ));
     }
     if f.boot_id != boot_id {
         return Err("taken in another boot".into());

@@ -74,7 +74,10 @@ fn stats_reply_names_counters_by_group_and_index() {
             (Source::Rmon, "etherStatsJabbers", 5),
         ]
     );
-    assert_eq!(kind_of(Source::EthMac, "FrameCheckSequenceErrors"), Some(Kind::Link));
+    assert_eq!(
+        kind_of(Source::EthMac, "FrameCheckSequenceErrors"),
+        Some(Kind::Link)
+    );
     assert_eq!(
         kind_of(Source::EthMac, "FramesLostDueToIntMACRcvError"),
         Some(Kind::NicBuffer)
@@ -140,7 +143,10 @@ fn stats64_in_struct_order() {
     let c = parse_stats64(&b);
     assert_eq!(c.len(), 24);
     assert_eq!((c[6].name.as_str(), c[6].value), ("rx_dropped", 60));
-    assert_eq!((c[15].name.as_str(), c[15].value), ("rx_missed_errors", 150));
+    assert_eq!(
+        (c[15].name.as_str(), c[15].value),
+        ("rx_missed_errors", 150)
+    );
     assert_eq!(c[23].name, "rx_nohandler");
     // An older kernel's shorter struct: what it holds.
     assert_eq!(parse_stats64(&b[..8 * 23 + 3]).len(), 23);
@@ -217,7 +223,12 @@ fn deltas_rank_losses_and_ignore_resets() {
     let names: Vec<&str> = d.iter().map(|d| d.name.as_str()).collect();
     assert_eq!(
         names,
-        ["rx_out_of_buffer", "rx_dropped", "tx_pause_ctrl_phy", "rx_packets"]
+        [
+            "rx_out_of_buffer",
+            "rx_dropped",
+            "tx_pause_ctrl_phy",
+            "rx_packets"
+        ]
     );
     assert_eq!(d[0].delta, 12_345);
     let loss: Vec<&str> = losses(&d).map(|d| d.name.as_str()).collect();
