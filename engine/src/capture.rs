@@ -136,6 +136,7 @@ pub fn needs(id: &str) -> Option<&'static [Source]> {
         "gpu.health" => &[Gpu],
         "gpu.xid" => &[Gpu, KernelLog],
         "pcie.capacity" => &[Pci, Net],
+        "nic.counters" => &[Pci, Net],
         "daqtune.artifacts" => &[Etc, Units],
         "app.config" => &[Cmdline, Cpus],
         "app.cores" => &[Pci, Cpus, Cmdline, Memory, Addresses],

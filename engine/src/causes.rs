@@ -50,6 +50,14 @@ const BOTH: &[Symptom] = &[Symptom::Shortfall, Symptom::Loss];
 
 /// The table, most likely first.
 pub const TABLE: &[Rule] = &[
+    // Measured, not inferred: a port's own counters that rose say where frames went.
+    Rule {
+        id: "nic.counters",
+        scope: Scope::Hardware,
+        engines: &[],
+        symptoms: BOTH,
+        reason: "a port's own drop or error counters rose: they say where the frames were lost (the NIC's buffer, the receive ring, the kernel, the wire)",
+    },
     Rule {
         id: "pcie.link",
         scope: Scope::Hardware,
@@ -271,6 +279,22 @@ pub fn rank(
     out
 }
 
+/// The losses the ports of a self-test run counted (`results[].port_counters`), as the run's
+/// own `nic.counters` evidence: one verdict per counter that rose, most telling first.
+pub fn path_counters(ports: &[daqtune_probe::net::counters::PortDelta]) -> Vec<Verdict> {
+    daqtune_probe::net::counters::loss_causes(ports)
+        .into_iter()
+        .map(|(port, _, message)| {
+            Verdict::new(
+                "nic.counters",
+                format!("self-test port {port}"),
+                Status::Warn,
+                message,
+            )
+        })
+        .collect()
+}
+
 /// The run's own MTU as a verdict, when it is below the frame of its messages: `mtu` of the
 /// self-test's path, `message` bytes per message, `mode` tcp/udp/raw.
 pub fn path_mtu(mtu: u32, message: usize, mode: &str) -> Option<Verdict> {
@@ -374,6 +398,44 @@ mod tests {
         };
         let c = rank(&fixture_verdicts(), &[], dpdk, &[Symptom::Shortfall]);
         assert!(c.iter().any(|c| c.id == "hugepages"));
+    }
+
+    /// A veth run whose receiving port counted drops: that counter is the first cause, before
+    /// any inferred one, though the NIC checks are not blamed for a veth pair.
+    #[test]
+    fn a_runs_own_counters_rank_first() {
+        use daqtune_probe::net::counters::{Counter, PortCounters, PortDelta, Source};
+        let port = |name: &str, v: u64| PortCounters {
+            ifname: name.into(),
+            counters: vec![Counter {
+                source: Source::Statistics,
+                name: "rx_dropped".into(),
+                value: v,
+            }],
+            unavailable: Vec::new(),
+        };
+        let ports = [
+            PortDelta::new("tx", &port("dqt-tx", 0), &port("dqt-tx", 0), 3.0),
+            PortDelta::new("rx", &port("dqt-rx", 5), &port("dqt-rx", 12_350), 3.0),
+        ];
+        let path = path_counters(&ports);
+        assert_eq!(path.len(), 1);
+        let run = Run {
+            engine: "socket",
+            hardware: false,
+            gpu_sink: false,
+        };
+        let c = rank(&fixture_verdicts(), &path, run, &[Symptom::Loss]);
+        assert_eq!(c[0].id, "nic.counters");
+        assert_eq!(c[0].subject, "self-test port dqt-rx");
+        assert!(
+            c[0].message.starts_with(
+                "the receiving port dqt-rx: rx_dropped (interface statistics) rose by 12,345: dropped by the kernel"
+            ),
+            "{}",
+            c[0].message
+        );
+        assert_eq!(c[1].id, "kernel.cmdline");
     }
 
     #[test]

@@ -19,6 +19,7 @@ use daqtune_probe::cpu::{read_cpus, CpuFacts};
 use daqtune_probe::gpu::{DriverProc, GpuError, GpuSnapshot};
 use daqtune_probe::host::FileStat;
 use daqtune_probe::mem::{read_mem_with_mounts, MemFacts};
+use daqtune_probe::net::counters::PortCounters;
 use daqtune_probe::pci::PciFacts;
 use daqtune_probe::system::{
     parse_kernel_version, read_platform, running_processes, Modules, PlatformFacts, ServiceState,
@@ -68,6 +69,9 @@ pub struct Facts<'h> {
     gpu_names: OnceCell<Vec<String>>,
     driver: OnceCell<Result<DriverProc, String>>,
     kmsg: OnceCell<Option<String>>,
+    /// Each port's first counter read of this run and when (`nic.counters` compares a later
+    /// read with it when no earlier run of this boot left one).
+    port_counters: RefCell<HashMap<String, (std::time::Instant, Rc<PortCounters>)>>,
     gpu_locks: OnceCell<Vec<(String, GpuDomain, String)>>,
     journal: OnceCell<Vec<journal::JournalDoc>>,
     systemd: RefCell<Option<Result<Systemd, UnitStateError>>>,
@@ -109,6 +113,7 @@ impl<'h> Facts<'h> {
             gpu_names: OnceCell::new(),
             driver: OnceCell::new(),
             kmsg: OnceCell::new(),
+            port_counters: RefCell::default(),
             gpu_locks: OnceCell::new(),
             journal: OnceCell::new(),
             systemd: RefCell::new(None),
@@ -488,6 +493,22 @@ impl<'h> Facts<'h> {
         };
         self.ethtool.groups.borrow_mut().insert(key, r.clone());
         r
+    }
+
+    /// A port's drop and error counters now (never memoised: they move), and the first read
+    /// of this run with its time (taken by this call when it is the first).
+    pub fn port_counters(
+        &self,
+        ifname: &str,
+    ) -> (PortCounters, (std::time::Instant, Rc<PortCounters>)) {
+        let now = daqtune_probe::net::counters::read_port(self.host, ifname);
+        let first = self
+            .port_counters
+            .borrow_mut()
+            .entry(ifname.to_string())
+            .or_insert_with(|| (std::time::Instant::now(), Rc::new(now.clone())))
+            .clone();
+        (now, first)
     }
 
     // ---- memoised reads --------------------------------------------------------------

@@ -26,6 +26,7 @@ pub mod hostio;
 pub mod hostroot;
 pub mod import;
 pub mod known_states;
+pub mod nic_view;
 pub mod plan;
 pub mod profile;
 pub mod qualify;

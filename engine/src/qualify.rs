@@ -177,6 +177,9 @@ pub struct SelftestResult {
     /// explain it, most likely first (`crate::causes`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub causes: Vec<Cause>,
+    /// The ports' counter deltas of the run (the self-test's `results[].port_counters`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub port_counters: Vec<daqtune_probe::net::counters::PortDelta>,
 }
 
 /// `results[].reference` of a self-test report (daqtune_selftest::reference::Assessment; the
@@ -246,13 +249,13 @@ pub fn attach_causes(results: &mut [SelftestResult], verdicts: &[Verdict]) {
         if symptoms.is_empty() {
             continue;
         }
-        let path: Vec<Verdict> = r
-            .reference
-            .as_ref()
-            .and_then(|a| a.mtu)
-            .and_then(|mtu| causes::path_mtu(mtu, r.message_size, &r.mode))
-            .into_iter()
-            .collect();
+        let mut path: Vec<Verdict> = causes::path_counters(&r.port_counters);
+        path.extend(
+            r.reference
+                .as_ref()
+                .and_then(|a| a.mtu)
+                .and_then(|mtu| causes::path_mtu(mtu, r.message_size, &r.mode)),
+        );
         let run = causes::Run {
             engine: &r.engine,
             hardware: !matches!(r.topology.as_str(), "veth" | "loopback" | ""),
@@ -478,6 +481,7 @@ fn selftest_stages(
                     gpu: None,
                     reference: None,
                     causes: Vec::new(),
+                    port_counters: Vec::new(),
                 });
             }
         }

@@ -253,6 +253,7 @@ const LAYERS: &[&[&str]] = &[
         "fleet::report_cmd",
         "status",
         "gpu_view",
+        "nic_view",
     ],
 ];
 

@@ -128,6 +128,51 @@ pub struct EngineResult {
     /// (`crate::reference`); absent where no assessment ran (an older report, RDMA).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reference: Option<crate::reference::Assessment>,
+    /// The drop and error counters of the ports the run used: what rose between a read just
+    /// before and one just after it, per port (`daqtune_probe::net::counters`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub port_counters: Vec<daqtune_probe::net::counters::PortDelta>,
+    /// Where the ports counted frames lost or damaged during the run, most telling first
+    /// (from `port_counters`): the self-test's own causes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub causes: Vec<CounterCause>,
+}
+
+/// One port counter that rose during a run and what it says.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CounterCause {
+    /// 1 = most telling.
+    pub rank: usize,
+    pub port: String,
+    pub kind: daqtune_probe::net::counters::Kind,
+    pub message: String,
+}
+
+impl EngineResult {
+    /// Records the ports' counters read before and after the run (`interval_s` apart) and
+    /// the losses they counted as this result's causes.
+    pub fn set_port_counters(
+        &mut self,
+        before: &[daqtune_probe::net::counters::PortCounters; 2],
+        after: &[daqtune_probe::net::counters::PortCounters; 2],
+        interval_s: f64,
+    ) {
+        use daqtune_probe::net::counters::{loss_causes, PortDelta};
+        self.port_counters = vec![
+            PortDelta::new("tx", &before[0], &after[0], interval_s),
+            PortDelta::new("rx", &before[1], &after[1], interval_s),
+        ];
+        self.causes = loss_causes(&self.port_counters)
+            .into_iter()
+            .enumerate()
+            .map(|(i, (port, kind, message))| CounterCause {
+                rank: i + 1,
+                port,
+                kind,
+                message,
+            })
+            .collect();
+    }
 }
 
 /// Defective messages listed by name in a record (the count is always complete).
@@ -244,6 +289,8 @@ impl EngineResult {
             gbps_per_core: None,
             gbps_per_tx_core: None,
             reference: None,
+            port_counters: Vec::new(),
+            causes: Vec::new(),
         }
     }
 
@@ -389,6 +436,17 @@ pub fn judge(r: &mut EngineResult, t: &Thresholds) {
             ));
         }
     }
+    if let Some(c) = r.causes.first() {
+        // Where the frames went: the ports' own counts, not a figure of the run.
+        r.notes.push(format!(
+            "the ports counted frames lost: {}{}",
+            c.message,
+            match r.causes.len() {
+                1 => String::new(),
+                n => format!(" (and {} more counter(s), see causes)", n - 1),
+            }
+        ));
+    }
     if r.mode.reliable() {
         // A planted corrupt message is never accepted, so it also shows as one lost.
         let lost = r.lost.saturating_sub(r.injected_corruptions);
@@ -530,6 +588,9 @@ impl Report {
                     "      ports: {} B out, {} B in{phy}",
                     p.tx_port_tx, p.rx_port_rx
                 );
+            }
+            for c in &r.causes {
+                let _ = writeln!(s, "      cause {}: {}", c.rank, c.message);
             }
             if let Some(g) = &r.gpu {
                 let _ = writeln!(

@@ -189,6 +189,24 @@ fn veth_tcp_and_udp_pass_and_leave_nothing() {
         );
         assert!(r["packets"].as_u64().expect("packets") > 0);
         assert!(r["gbps"].as_f64().expect("gbps") > 0.0);
+        // Per-port counter deltas: the receiving veth end counted at least the frames that
+        // carried the messages (its interface statistics, read in its namespace).
+        let ports = r["port_counters"].as_array().expect("port_counters");
+        assert_eq!(ports.len(), 2, "{r}");
+        assert_eq!(ports[0]["role"], "tx");
+        assert_eq!(ports[1]["role"], "rx");
+        assert_eq!(ports[1]["port"], daqtune_selftest::topology::VETH_RX);
+        let rx_packets = ports[1]["deltas"]
+            .as_array()
+            .expect("deltas")
+            .iter()
+            .find(|d| d["source"] == "statistics" && d["name"] == "rx_packets")
+            .and_then(|d| d["delta"].as_u64())
+            .expect("rx_packets delta");
+        assert!(
+            rx_packets >= r["packets"].as_u64().expect("packets") / 64,
+            "{r}"
+        );
     }
     assert_eq!(results[0]["mode"], "tcp");
     assert_eq!(results[0]["status"], "pass");
@@ -261,6 +279,96 @@ fn veth_default_udp_is_paced_from_its_probe_not_a_fixed_rate() {
     );
     assert_eq!(r["integrity_errors"], 0, "{r}");
     no_veth_here();
+}
+
+/// A planted drop: mid-run the receiving veth end's MTU falls to 1500 under 8000-byte
+/// datagrams sent whole (MTU 9000, no GSO), so the kernel refuses every frame at that end
+/// (`__dev_forward_skb`: not forwardable, counted in its `rx_dropped`; the sending end counts
+/// it in `tx_dropped`). The self-test's causes must name the receiving port's counter.
+#[test]
+fn veth_planted_drop_is_named_in_the_causes() {
+    let _g = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    if !root() {
+        return;
+    }
+    let mut child = bin()
+        .args([
+            "socket",
+            "--veth",
+            "--mode",
+            "udp",
+            "--mtu",
+            "9000",
+            "--message-size",
+            "8000",
+            "--no-gso",
+            // A fixed pace: the rate the run would take from its own probe (a veth pair has no
+            // link speed) could be probed while the drop is being planted.
+            "--rate",
+            "1",
+            "--duration",
+            "3",
+            "--format",
+            "json",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let pid = child.id();
+    assert!(wait_for_traffic(&mut child), "no traffic crossed the pair");
+    let planted = netns::list_named()
+        .into_iter()
+        .find(|n| n.starts_with(&format!("daqtune-{pid}-")) && n.ends_with("-rx"))
+        .and_then(|name| {
+            let ns = NetNs::open_named(&name).ok()?;
+            let mut nl = Netlink::open_in(&ns).ok()?;
+            let l = nl
+                .links()
+                .ok()?
+                .into_iter()
+                .find(|l| l.name == daqtune_selftest::topology::VETH_RX)?;
+            nl.set_mtu(l.index, 1500).ok()
+        });
+    let out = child.wait_with_output().expect("wait");
+    assert!(
+        planted.is_some(),
+        "the run ended before the drop was planted"
+    );
+    let v = json(&out);
+    let r = &v["results"][0];
+    assert_eq!(r["mode"], "udp");
+    assert!(r["lost"].as_u64().expect("lost") > 0, "{r}");
+    let causes = r["causes"].as_array().expect("causes");
+    let first = &causes[0];
+    assert_eq!(first["rank"], 1);
+    assert_eq!(first["port"], daqtune_selftest::topology::VETH_RX, "{r}");
+    assert_eq!(first["kind"], "kernel-drop");
+    let msg = first["message"].as_str().expect("message");
+    assert!(
+        msg.starts_with(&format!(
+            "the receiving port {}: rx_dropped (interface statistics) rose by ",
+            daqtune_selftest::topology::VETH_RX
+        )),
+        "{msg}"
+    );
+    // The sender's end counted the same frames as not delivered.
+    assert!(
+        causes
+            .iter()
+            .any(|c| c["port"] == daqtune_selftest::topology::VETH_TX
+                && c["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("tx_dropped"))),
+        "{r}"
+    );
+    assert!(
+        r["notes"].as_array().expect("notes").iter().any(|n| n
+            .as_str()
+            .is_some_and(|n| n.starts_with("the ports counted frames lost: the receiving port"))),
+        "{r}"
+    );
+    assert!(leftovers(pid).is_empty(), "{:?}", leftovers(pid));
 }
 
 #[test]

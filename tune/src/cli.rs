@@ -153,6 +153,10 @@ pub enum Command {
     /// The GPU facts the checks judge (BAR1, clocks, persistence, GPUDirect and dma-buf,
     /// NUMA, PCIe link, NVLink), each value with its source (NVML, CUDA, cache, sysfs).
     Gpu(GpuArgs),
+    /// Each port's drop and error counters with their source (interface statistics, the
+    /// driver's `ethtool -S` counters, ethtool netlink), without the ethtool tool; with
+    /// --interval, what rose between two reads.
+    Nic(NicArgs),
     /// Prove the data path with real traffic (socket: TCP and UDP over a veth pair, two
     /// cabled ports, or loopback; dpdk; and `selftest rdma`, whose own options `daqtune
     /// selftest rdma --help` lists). Needs root for namespaces.
@@ -212,6 +216,7 @@ impl Command {
                 no_cache: a.no_cache,
                 ..Default::default()
             },
+            Command::Nic(a) => (&a.root).into(),
             Command::Topo(a) => (&a.root).into(),
             Command::TrialVerify(a) => (&a.root).into(),
             Command::Diff(a) => (&a.profile).into(),
@@ -544,6 +549,27 @@ pub struct StatusArgs {
     pub output: Option<PathBuf>,
     #[arg(long, value_name = "DIR", hide = true)]
     pub state_dir: Option<String>,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct NicArgs {
+    #[command(flatten)]
+    pub root: RootArg,
+    /// Only these interfaces (default: every interface but lo).
+    #[arg(value_name = "IF")]
+    pub interfaces: Vec<String>,
+    /// Read the counters twice, SECONDS apart, and show what rose in between (live only).
+    #[arg(long, value_name = "SECONDS")]
+    pub interval: Option<f64>,
+    /// Every counter, not only the drop and error counters that are not zero.
+    #[arg(long)]
+    pub all: bool,
+    /// text (a list per port), or json (`daqtune.nic-view/v1`).
+    #[arg(long, short = 'f', value_enum, default_value_t = TopoFormat::Text)]
+    pub format: TopoFormat,
+    /// Write the view to FILE (atomically, mode 0644) instead of stdout.
+    #[arg(long, short = 'o', value_name = "FILE")]
+    pub output: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -1,8 +1,8 @@
 //! Each subcommand: the engine call, then what goes to the terminal and to files.
 
 use crate::cli::{
-    CheckArgs, DiffArgs, ExplainArgs, GlobalArgs, GpuArgs, ImportArgs, PlanArgs, PlanFormat,
-    ProfilesAction, ProfilesArgs, SnapshotArgs, StatusArgs, TopoArgs, TopoFormat,
+    CheckArgs, DiffArgs, ExplainArgs, GlobalArgs, GpuArgs, ImportArgs, NicArgs, PlanArgs,
+    PlanFormat, ProfilesAction, ProfilesArgs, SnapshotArgs, StatusArgs, TopoArgs, TopoFormat,
 };
 use crate::out;
 use daqtune_engine::apply::Prompt;
@@ -480,6 +480,22 @@ pub fn gpu(g: &GlobalArgs, a: &GpuArgs) -> Result<u8, UsageError> {
     let text = match a.format {
         TopoFormat::Text => text_safe(&daqtune_engine::gpu_view::text(&v)),
         TopoFormat::Json => daqtune_engine::gpu_view::json(&v),
+    };
+    write_all(&[(a.output.as_deref(), &text)])?;
+    Ok(0)
+}
+
+/// `daqtune nic`: every port's drop and error counters with their source.
+pub fn nic(g: &GlobalArgs, a: &NicArgs) -> Result<u8, UsageError> {
+    let o = daqtune_engine::nic_view::NicOptions {
+        interfaces: a.interfaces.clone(),
+        interval_s: a.interval,
+        all: a.all,
+    };
+    let v = daqtune_engine::nic_view::gather(&g.engine(), &o)?;
+    let text = match a.format {
+        TopoFormat::Text => text_safe(&daqtune_engine::nic_view::text(&v)),
+        TopoFormat::Json => daqtune_engine::nic_view::json(&v),
     };
     write_all(&[(a.output.as_deref(), &text)])?;
     Ok(0)

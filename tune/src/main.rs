@@ -144,6 +144,7 @@ fn main() -> ExitCode {
             apply::run_trial_verify(&g.engine(), a.state_dir.as_deref(), &mut o)
         }
         Command::Gpu(a) => commands::gpu(g, a),
+        Command::Nic(a) => commands::nic(g, a),
         Command::Selftest(a) => selftest_cmd::run(g, &a.args),
         Command::Topo(a) => commands::topo(g, a),
         Command::Qualify(a) => daqtune_engine::qualify::run(&g.engine(), &a.engine(), &mut stdout),

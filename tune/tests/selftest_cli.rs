@@ -43,6 +43,25 @@ fn selftest_socket_veth_passes_and_cleans_up() {
             // warn = a paced UDP sender starved of CPU on a loaded host fell short of its rate.
             assert!(r["status"] == "pass" || r["status"] == "warn", "{r}");
             assert_eq!(r["integrity_errors"], 0, "{r}");
+            // Per-port counter deltas of the veth ends it used (issue 45 item 2): the sending
+            // end's tx_packets and the receiving end's rx_packets rose, from the interface
+            // statistics read in their namespaces.
+            let ports = r["port_counters"].as_array().expect("port_counters");
+            let rose = |i: usize, name: &str| {
+                ports[i]["deltas"].as_array().is_some_and(|d| {
+                    d.iter().any(|d| {
+                        d["source"] == "statistics"
+                            && d["name"] == name
+                            && d["delta"].as_u64().is_some_and(|x| x > 0)
+                    })
+                })
+            };
+            assert_eq!(ports.len(), 2, "{r}");
+            assert_eq!(
+                (&ports[0]["role"], &ports[1]["role"]),
+                (&"tx".into(), &"rx".into())
+            );
+            assert!(rose(0, "tx_packets") && rose(1, "rx_packets"), "{r}");
             r["mode"].as_str().expect("mode")
         })
         .collect();

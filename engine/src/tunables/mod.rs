@@ -35,6 +35,7 @@ pub mod mtu;
 pub mod nic;
 pub mod nic_channels;
 pub mod nic_coalesce;
+pub mod nic_counters;
 pub mod nic_ethtool;
 pub mod nic_offloads;
 pub mod nic_pause;
@@ -79,6 +80,7 @@ pub static REGISTRY: &[&Tunable] = &[
     &nic_pause::PAUSE,
     &nic_offloads::OFFLOADS,
     &nic_channels::CHANNELS,
+    &nic_counters::COUNTERS,
     &sysctl::NET_SYSCTL,
     &gpu_clocks::CLOCKS,
     &gpu::BAR1,
@@ -202,6 +204,12 @@ pub fn run_checks_in(registry: &[&Tunable], ctx: &Context, opts: &RunOptions) ->
     let mut own = Context::with_facts(ctx.facts(), ctx.profile).with_app(ctx.app);
     own.owned_files = owned_files_in(registry, ctx.profile);
     let ctx = &own;
+    if registry.iter().any(|d| d.id == nic_counters::ID)
+        && (opts.only.is_empty() || opts.only.iter().any(|o| o == nic_counters::ID))
+    {
+        // Its first read, so that the check has an interval within the run to compare over.
+        nic_counters::start(ctx);
+    }
     let mut out = Vec::new();
     for def in registry {
         if !opts.only.is_empty() && !opts.only.iter().any(|o| o == def.id) {

@@ -1,9 +1,12 @@
-//! The NIC's own settings, read from the kernel's ethtool netlink interface (no `ethtool`
-//! binary): a small generic-netlink codec ([`genl`]) and the ethtool client and parsers
-//! ([`ethtool`]). Building and parsing messages is byte code tested on captured replies; the
-//! socket is `nix`'s safe wrapper.
+//! The NIC's own settings and counters, read from the kernel's ethtool interfaces (no
+//! `ethtool` binary): a small generic-netlink codec ([`genl`]), the ethtool-netlink client and
+//! parsers ([`ethtool`]), the `SIOCETHTOOL` statistics ioctl ([`ethtool_ioctl`], the one
+//! `unsafe` call of this module) and a port's drop and error counters from all of them
+//! ([`counters`]). Building and parsing messages is byte code tested on captured replies.
 
+pub mod counters;
 pub mod ethtool;
 pub mod ethtool_text;
+pub mod ethtool_ioctl;
 pub mod genl;
 pub mod rdma_text;

@@ -100,6 +100,9 @@ pub struct Link {
     pub mac: Vec<u8>,
     /// Interface counters (IFLA_STATS64), when the kernel sent them.
     pub stats: Option<LinkStats>,
+    /// Every field of IFLA_STATS64, named like the sysfs statistics files (the drop and
+    /// error counters the self-test records per port).
+    pub counters: Vec<daqtune_probe::net::counters::Counter>,
 }
 
 /// The first fields of `struct rtnl_link_stats64`.
@@ -549,13 +552,17 @@ pub fn parse_link(p: &[u8]) -> Option<Link> {
         flags,
         mac: Vec::new(),
         stats: None,
+        counters: Vec::new(),
     };
     for (k, d) in attrs(p.get(16..)?) {
         match k {
             IFLA_IFNAME => l.name = cstr(d),
             IFLA_MTU => l.mtu = ne_u32(d, 0).unwrap_or(0),
             IFLA_ADDRESS => l.mac = d.to_vec(),
-            IFLA_STATS64 => l.stats = parse_stats64(d),
+            IFLA_STATS64 => {
+                l.stats = parse_stats64(d);
+                l.counters = daqtune_probe::net::counters::parse_stats64(d);
+            }
             _ => {}
         }
     }

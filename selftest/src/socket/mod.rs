@@ -333,6 +333,7 @@ impl Engine for SocketEngine<'_> {
             ));
         }
         let ports_before = t.port_sample();
+        let counters_before = t.counter_sample().map(|c| (c, std::time::Instant::now()));
         let tcp = spec.mode == Mode::Tcp;
         let retrans_before = if tcp { retrans_of(t) } else { None };
         let one = |spec: &RunSpec| -> Result<(TxOut, RxOut)> {
@@ -357,6 +358,11 @@ impl Engine for SocketEngine<'_> {
         let mut r = assemble(t, spec, pairs);
         if let (Some(b), Some(a)) = (retrans_before, if tcp { retrans_of(t) } else { None }) {
             r.retransmits = Some(a.saturating_sub(b));
+        }
+        if let Some((b, at)) = counters_before {
+            if let Some(a) = t.counter_sample() {
+                r.set_port_counters(&b, &a, at.elapsed().as_secs_f64());
+            }
         }
         if let (Some(b), Some(a)) = (ports_before, t.port_sample()) {
             let d = |a: Option<u64>, b: Option<u64>| Some(a?.saturating_sub(b?));

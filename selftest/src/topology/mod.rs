@@ -293,6 +293,48 @@ impl Topology {
         })
     }
 
+    /// Every drop and error counter of the sending and the receiving port, read inside each
+    /// port's namespace: the interface statistics (IFLA_STATS64), the driver's own counters
+    /// (SIOCETHTOOL) and the ethtool-netlink groups. `None` without private ports (loopback,
+    /// a `--serve` peer's far end).
+    pub fn counter_sample(&self) -> Option<[daqtune_probe::net::counters::PortCounters; 2]> {
+        use daqtune_probe::net::counters::{read_kernel, PortCounters, Source};
+        let (txn, rxn) = self.namespaces().ok()?;
+        let read = |ns: &NetNs, name: &str| -> PortCounters {
+            let mut p = PortCounters {
+                ifname: name.into(),
+                ..PortCounters::default()
+            };
+            match Netlink::open_in(ns).and_then(|mut nl| nl.link_by_name(name)) {
+                Ok(Some(l)) if !l.counters.is_empty() => p.counters = l.counters,
+                Ok(_) => p
+                    .unavailable
+                    .push(daqtune_probe::net::counters::Unavailable {
+                        source: Source::Statistics.label().into(),
+                        reason: format!("the kernel sent no IFLA_STATS64 for {name}"),
+                    }),
+                Err(e) => p
+                    .unavailable
+                    .push(daqtune_probe::net::counters::Unavailable {
+                        source: Source::Statistics.label().into(),
+                        reason: e.to_string(),
+                    }),
+            }
+            if let Err(e) = netns::run_in(ns, || read_kernel(name, &mut p)) {
+                p.unavailable
+                    .push(daqtune_probe::net::counters::Unavailable {
+                        source: "ethtool".into(),
+                        reason: format!("cannot enter the port's namespace: {e}"),
+                    });
+            }
+            p
+        };
+        Some([
+            read(txn, self.tx_port.as_deref()?),
+            read(rxn, self.rx_port.as_deref()?),
+        ])
+    }
+
     fn namespaces(&self) -> Result<(&NetNs, &NetNs)> {
         match (&self.tx_ns, &self.rx_ns) {
             (Some(a), Some(b)) => Ok((a, b)),

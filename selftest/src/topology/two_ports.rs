@@ -230,6 +230,7 @@ mod tests {
             flags: 1,
             mac: vec![2, 0, 0, 0, 0, 1],
             stats: None,
+            counters: Vec::new(),
         }
     }
 
