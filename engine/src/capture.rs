@@ -177,6 +177,10 @@ pub fn holds_needs(facts: &Facts, id: &str) -> bool {
     }
 }
 
+/// Where an import writes an `nvidia-smi topo -m` matrix (path classes, affinities), for
+/// `pcie.topology` to read; here, below the checks, so they need not know the importer.
+pub const GPU_TOPO_PATH: &str = "/daqtune/gpu-topo.json";
+
 /// Sources a check also reads where they are, and does without where they are not (saying
 /// so in its verdict): they refine a verdict its needed sources decide, so a capture without
 /// them still gets the check. `pcie.link` and `pcie.topology` read the GPU facts for a GPU's
@@ -193,6 +197,9 @@ pub fn refines(id: &str) -> &'static [Source] {
         "nic.mtu" | "nic.rings" | "nic.coalesce" | "nic.pause" | "nic.offloads"
         | "nic.channels" => &[Addresses],
         "numa" => &[Etc],
+        // The boot id keys the previous run's counters (a record of another boot is not a
+        // baseline).
+        "nic.counters" => &[Sysctl],
         _ => &[],
     }
 }

@@ -1347,7 +1347,7 @@ fn group_of(s: &GroupState) -> Group {
 }
 
 /// Where an imported `nvidia-smi topo -m` matrix is recorded (host path under the root).
-pub const TOPO_PATH: &str = "/daqtune/gpu-topo.json";
+pub const TOPO_PATH: &str = crate::capture::GPU_TOPO_PATH;
 
 /// The RDMA devices of ibstat / ibv_devinfo where sysfs has them:
 /// `/sys/class/infiniband/<dev>/` with `fw_ver`, GUIDs, `hca_type` and `ports/N/{link_layer,

@@ -14,7 +14,7 @@ mod source;
 const RENDERERS: &[&str] = &[
     "etc::modules_load",
     "etc::sysctl_conf",
-    "network::netplan",
+    "network::netplan_with_addresses",
     "network::nm_keyfile",
     "network::networkd_link",
     "systemd::hugetlbfs_mount",

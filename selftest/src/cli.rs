@@ -913,6 +913,9 @@ fn run_on(
             );
         }
         let mut no_rate: Option<String> = None;
+        // A probe that delivered corrupted data is itself the verdict: a corruption is never
+        // hidden behind "no rate judged".
+        let mut corrupt_probe = None;
         if probe_rate {
             let probe_s = probe_seconds(args.duration);
             let mut probe = spec.clone();
@@ -920,6 +923,14 @@ fn run_on(
             probe.duration = Duration::from_secs_f64(probe_s);
             let delivered = engine.run(&probe, &ctl);
             ctl.reset_counters();
+            if let Some(p) = delivered.as_ref().ok().filter(|p| p.integrity_errors > 0) {
+                let mut p = p.clone();
+                p.notes.push(format!(
+                    "judged on the unpaced {probe_s:.1}-s probe that was to choose the rate (the path has no link speed: {}): it found {} integrity error(s)",
+                    link.source, p.integrity_errors
+                ));
+                corrupt_probe = Some(p);
+            }
             match delivered
                 .as_ref()
                 .map_err(|e| e.to_string())
@@ -941,7 +952,7 @@ fn run_on(
                 }
             }
         }
-        if let Some(why) = no_rate {
+        if let Some(why) = no_rate.filter(|_| corrupt_probe.is_none()) {
             report.push(EngineResult::skipped(
                 engine.name(),
                 mode,
@@ -950,7 +961,9 @@ fn run_on(
             ));
             continue;
         }
-        let result = if args.find_max {
+        let result = if let Some(p) = corrupt_probe {
+            Ok(p)
+        } else if args.find_max {
             let limit = line.map(|(mbps, gbps)| crate::findmax::Limit {
                 gbps,
                 source: format!(

@@ -45,7 +45,7 @@ fn check_root_on_an_lspci_file() {
     assert!(out.contains("skip   gpu.bar1               host                   not in this capture (GPU facts (NVML) missing"), "{out}");
     assert!(!out.contains("pass   hugepages"), "{out}");
     assert!(
-        err.contains("daqtune: capture: 5 of 39 checks judged from")
+        err.contains("daqtune: capture: 5 of 40 checks judged from")
             && err.contains("(pcie.topology, pcie.link, pcie.mps, pcie.mrrs, pcie.acs)"),
         "{err}"
     );
@@ -193,7 +193,7 @@ fn check_root_on_an_nvidia_smi_xml_file() {
         "{out}"
     );
     assert!(
-        err.contains("capture: 4 of 39 checks judged from") && err.contains("(nvidia-smi -q -x)"),
+        err.contains("capture: 4 of 40 checks judged from") && err.contains("(nvidia-smi -q -x)"),
         "{err}"
     );
     // Broken XML: the line of the break, exit 2.
@@ -266,7 +266,7 @@ fn a_directory_of_several_kinds() {
     );
     let o = daqtune(&["check", "--root", d.to_str().unwrap()]);
     let (_, err) = text(&o);
-    assert!(err.contains("capture: 9 of 39 checks judged"), "{err}");
+    assert!(err.contains("capture: 9 of 40 checks judged"), "{err}");
 }
 
 /// An nvidia-bug-report.log.gz in the layout nvidia-bug-report.sh writes (one gzip member per
@@ -305,7 +305,7 @@ fn check_root_on_a_bug_report_gz() {
     let (gz, report) = bug_report(tmp.path());
     let o = daqtune(&["check", "--root", gz.to_str().unwrap(), "--verbose"]);
     let (out, err) = text(&o);
-    assert!(err.contains("capture: 5 of 39 checks judged"), "{err}");
+    assert!(err.contains("capture: 5 of 40 checks judged"), "{err}");
     assert!(out.contains("pass   pcie.link"), "{out}");
     assert!(out.contains("not in this capture (CPUs, /etc configuration, memory and hugepages missing; it holds PCI devices, /proc/cmdline)"), "{out}");
     let root = tmp.path().join("root");
@@ -426,7 +426,7 @@ fn check_root_on_a_sosreport_dir_and_archive() {
             out.contains("fail   pcie.mrrs              0000:21:00.0           MRRS 512"),
             "{out}"
         );
-        assert!(err.contains("capture: 5 of 39 checks judged"), "{err}");
+        assert!(err.contains("capture: 5 of 40 checks judged"), "{err}");
     }
     // The .tar.gz sos writes.
     let ar = tmp.path().join("sosreport.tar.gz");

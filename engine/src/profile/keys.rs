@@ -97,6 +97,7 @@ pub const KEYS: &[KeyDoc] = &[
     k("nic.mtu", "integer", "bytes", "9000", "`selftest` (its MTU)", "The data ports' MTU (68 .. 65535)."),
     k("nic.link_layer", "string", "", "ethernet", "", "The link layer the data ports must run (`ethernet`, `infiniband`)."),
     k("nic.interfaces", "list of names or PCI addresses", "", "[enp1s0f0np0, 0000:01:00.1]", "`selftest`, `check --config`", "The data-path ports by netdev, RDMA device or PCI address, any make; empty: every ConnectX physical function."),
+    k("nic.addresses", "map of interface to list of a.b.c.d/len", "", "{enp1s0f0np0: [192.168.100.1/24]}", "", "Static IPv4 addresses of data ports, written into the port's network file (NetworkManager `ipv4.method=manual`, netplan `addresses:`; systemd-networkd: a warning, not written). A port not named keeps the addresses it has. Prefix 1..32, no 0.0.0.0, multicast or broadcast, at most 16 per port."),
     k("nic.cable_preflight", "bool", "", "true", "", "A missing ConnectX function is a cabling problem (DGX Spark removes its CX-7 PFs without a cable)."),
     k("nic.expected_pfs", "integer", "functions", "4", "", "How many ConnectX physical functions the platform has; fewer is reported."),
     k("nic.rings.rx", "integer or max", "descriptors", "max", "", "RX ring size of the data ports; unset: reported, not judged."),

@@ -82,7 +82,7 @@ fn class_status(ctx: &Context, c: PathClass) -> Status {
 /// a NIC.
 fn topology_from_matrix(ctx: &Context) -> Vec<Verdict> {
     const ID: &str = "pcie.topology";
-    let text = match ctx.facts().read_string(crate::import::TOPO_PATH) {
+    let text = match ctx.facts().read_string(crate::capture::GPU_TOPO_PATH) {
         Ok(t) => t,
         Err(e) => {
             return vec![Verdict::skip(
@@ -98,7 +98,7 @@ fn topology_from_matrix(ctx: &Context) -> Vec<Verdict> {
             return vec![Verdict::skip(
                 ID,
                 "host",
-                format!("{}: unreadable ({e})", crate::import::TOPO_PATH),
+                format!("{}: unreadable ({e})", crate::capture::GPU_TOPO_PATH),
             )]
         }
     };

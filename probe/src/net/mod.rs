@@ -6,7 +6,7 @@
 
 pub mod counters;
 pub mod ethtool;
-pub mod ethtool_text;
 pub mod ethtool_ioctl;
+pub mod ethtool_text;
 pub mod genl;
 pub mod rdma_text;
