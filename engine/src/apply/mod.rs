@@ -176,12 +176,7 @@ impl RevertPart {
         if let Some(id) = &self.run {
             return Ok(revert::Scope::Run(id.clone()));
         }
-        let only: Vec<&str> = self
-            .only
-            .iter()
-            .map(|s| s.trim())
-            .filter(|s| !s.is_empty())
-            .collect();
+        let only = selected_ids(&self.only)?;
         if only.is_empty() {
             return Ok(revert::Scope::All);
         }
@@ -454,6 +449,24 @@ pub fn refuse_without_binary(plan: &Plan, sel: &Selection) -> Result<(), UsageEr
     )))
 }
 
+/// The ids of a selection (`Selection::only`, `RevertPart::only`), trimmed. A blank item is a
+/// usage error, never dropped: dropping it turned `[""]` from a library caller into "every
+/// setting" (the command line refuses it the same way, `tune/src/cli.rs`).
+fn selected_ids(only: &[String]) -> Result<Vec<&str>, UsageError> {
+    only.iter()
+        .map(|s| {
+            let id = s.trim();
+            if id.is_empty() {
+                Err(UsageError::Other(
+                    "an empty check id in the selection: name at least one id (e.g. hugepages), or select nothing for every setting".into(),
+                ))
+            } else {
+                Ok(id)
+            }
+        })
+        .collect()
+}
+
 fn options(
     facts: &Facts,
     lp: &LoadedProfile,
@@ -473,8 +486,10 @@ fn options(
             .unwrap_or_else(|_| p.to_string()),
         None => lp.profile.name.clone(),
     };
-    let mut only = sel.only.clone();
-    only.retain(|s| !s.trim().is_empty());
+    let only = selected_ids(&sel.only)?
+        .into_iter()
+        .map(str::to_string)
+        .collect();
     Ok(PlanOptions {
         only,
         runtime: !sel.persist_only,
@@ -1318,6 +1333,34 @@ mod tests {
         assert_eq!(setters.expect("setters").ctl.tolerance_mhz, 40);
         // Revert has no chosen profile: `--profile`'s, else the schema's default.
         assert_eq!(revert_gpu_tolerance(&g), 250);
+    }
+
+    /// Issue 42: a blank id from a library caller was dropped, and a selection of only blank
+    /// ids became "every setting" (a whole revert, a whole apply).
+    #[test]
+    fn a_blank_id_in_a_selection_is_a_usage_error_not_everything() {
+        for only in [
+            vec![String::new()],
+            vec![" ".into()],
+            vec!["hugepages".into(), "".into()],
+        ] {
+            let part = RevertPart {
+                run: None,
+                only: only.clone(),
+            };
+            let e = part.scope().expect_err("a blank id is refused");
+            assert!(e.to_string().contains("an empty check id"), "{e}");
+            assert!(selected_ids(&only).is_err(), "{only:?}");
+        }
+        let part = RevertPart {
+            run: None,
+            only: vec![" hugepages ".into()],
+        };
+        assert!(matches!(part.scope(), Ok(revert::Scope::Checks(ids)) if ids == ["hugepages"]));
+        assert!(matches!(
+            RevertPart::default().scope(),
+            Ok(revert::Scope::All)
+        ));
     }
 
     #[test]
