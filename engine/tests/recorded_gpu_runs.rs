@@ -100,3 +100,57 @@ fn the_shared_cuda_binding_read_the_h100() {
         .as_deref()
         .is_some_and(|o| o.contains("GPU_DIRECT_RDMA_SUPPORTED=1") && o.contains("cc 9.0")));
 }
+
+/// The v2 cache a release build left on the lent H200 (2026-11-28, docs/validation-data/
+/// check-h200-nvml-cache-2026-11-28, bench/check-gpu.sh's run) is trusted, and the static
+/// NVML answers it keeps are what `nvidia-smi -q` printed for that GPU on the same lent machine
+/// (tests/real-hosts/nvsmi-q-h200-lent-vm-daqtune): the cache may only hold what the driver says.
+#[test]
+fn the_h200_v2_cache_holds_what_nvidia_smi_printed() {
+    let top = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let text = std::fs::read_to_string(
+        top.join("docs/validation-data/check-h200-nvml-cache-2026-11-28/cache.json"),
+    )
+    .expect("cache file");
+    let c = CacheFile::parse(&text).expect("a v2 cache is read");
+    let smi = std::fs::read_to_string(
+        top.join("tests/real-hosts/nvsmi-q-h200-lent-vm-daqtune/nvidia-smi-q.txt"),
+    )
+    .expect("nvidia-smi -q");
+    // "        SM    : 1980 MHz" under the given section header of nvidia-smi -q.
+    let under = |section: &str, field: &str| -> String {
+        let mut lines = smi.lines().skip_while(|l| l.trim() != section).skip(1);
+        lines
+            .find(|l| l.trim_start().starts_with(field) && l.contains(':'))
+            .and_then(|l| l.split_once(':'))
+            .map(|(_, v)| v.trim().to_string())
+            .unwrap_or_else(|| panic!("{section}/{field} not in nvidia-smi -q"))
+    };
+    let mhz = |v: String| -> u32 { v.trim_end_matches(" MHz").parse().expect("MHz") };
+    assert_eq!(c.nvml.len(), 1, "one GPU");
+    let n = &c.nvml[0];
+    assert_eq!(n.sm_max_mhz, Some(mhz(under("Max Clocks", "SM"))));
+    assert_eq!(n.memory_max_mhz, Some(mhz(under("Max Clocks", "Memory"))));
+    assert_eq!(
+        n.sm_default_applications_mhz,
+        Some(mhz(under("Default Applications Clocks", "Graphics")))
+    );
+    assert_eq!(
+        n.memory_default_applications_mhz,
+        Some(mhz(under("Default Applications Clocks", "Memory")))
+    );
+    assert_eq!(
+        n.memory_total_mib.map(|m| format!("{m} MiB")),
+        Some(under("FB Memory Usage", "Total"))
+    );
+    let arch = smi
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("Product Architecture"))
+        .and_then(|l| l.split_once(':'))
+        .map(|(_, v)| v.trim().to_ascii_lowercase());
+    assert_eq!(n.architecture, arch);
+    assert_eq!(
+        n.pcie_gpu_max_link_gen.map(|g| g.to_string()),
+        Some(under("GPU Link Info", "Device Max"))
+    );
+}
