@@ -501,7 +501,8 @@ impl Gathered {
         section: Option<&str>,
     ) -> Result<(), ImportError> {
         let file = file.to_string();
-        let bad = |e: lspci::LspciError| ImportError::Bad {
+        // Every text parser's error (probe::text::LineError), at its line in this file.
+        let bad = |e: daqtune_probe::text::LineError| ImportError::Bad {
             file: file.clone(),
             line: e.line + off,
             message: e.message,
@@ -580,11 +581,7 @@ impl Gathered {
                 });
             }
             Some(k @ (Kind::NvidiaSmiXml | Kind::NvidiaSmiText)) => {
-                let snap = smi::parse(text).map_err(|e| ImportError::Bad {
-                    file: file.clone(),
-                    line: e.line + off,
-                    message: e.message,
-                })?;
+                let snap = smi::parse(text).map_err(bad)?;
                 let mut produced = Vec::new();
                 let mut notes = Vec::new();
                 let all = self.gpus.get_or_insert_with(|| {
@@ -621,11 +618,7 @@ impl Gathered {
                 } else {
                     rdma_text::parse_ibv_devinfo(text)
                 }
-                .map_err(|e| ImportError::Bad {
-                    file: file.clone(),
-                    line: e.line + off,
-                    message: e.message,
-                })?;
+                .map_err(bad)?;
                 let mut produced = Vec::new();
                 let mut notes = Vec::new();
                 for mut d in parsed {
@@ -686,11 +679,7 @@ impl Gathered {
                 });
             }
             Some(Kind::Ethtool) => {
-                let sections = ethtool_text::parse(text).map_err(|e| ImportError::Bad {
-                    file: file.clone(),
-                    line: e.line + off,
-                    message: e.message,
-                })?;
+                let sections = ethtool_text::parse(text).map_err(bad)?;
                 let mut produced = Vec::new();
                 let mut notes = Vec::new();
                 for s in sections {
@@ -733,11 +722,7 @@ impl Gathered {
                 });
             }
             Some(Kind::NvidiaSmiTopo) => {
-                let m = topo_text::parse(text).map_err(|e| ImportError::Bad {
-                    file: file.clone(),
-                    line: e.line + off,
-                    message: e.message,
-                })?;
+                let m = topo_text::parse(text).map_err(bad)?;
                 let mut notes = Vec::new();
                 let gpus = m.rows.iter().filter(|r| r.is_gpu()).count();
                 let nics = m.nics().len();

@@ -884,35 +884,7 @@ mod tests {
             ["nic.mtu self-test path", "cpu.governor cpu0-7"]
         );
         // JUnit's failure message carries them, ranked.
-        let q = Qualification {
-            schema: "daqtune.qualify/v1".into(),
-            level: 2,
-            passed: false,
-            stages: Vec::new(),
-            checks: Report {
-                schema: report::SCHEMA.into(),
-                daqtune_version: "0".into(),
-                host: report::HostInfo {
-                    hostname: None,
-                    kernel: None,
-                    arch: None,
-                    product: None,
-                    root: "/".into(),
-                },
-                profile: "generic-dgpu".into(),
-                profile_origin: "given".into(),
-                checks: Vec::new(),
-                summary: Default::default(),
-                gate_failures: Vec::new(),
-                elapsed_ms: 0,
-                run: None,
-                gpu_facts: None,
-            },
-            selftest: rs,
-            gate_failures: Vec::new(),
-            subset: None,
-            wall_s: 12.25,
-        };
+        let q = failed_qualification("generic-dgpu", rs, 12.25);
         let j = junit(&q);
         assert!(
             j.contains("likely causes, most likely first: 1. pcie.mrrs (0000:01:00.0) fail: 512"),
@@ -970,35 +942,7 @@ mod tests {
         let j = serde_json::to_value(&rs[0]).expect("json");
         assert_eq!(j["causes"][0]["recovery"].as_str(), Some(rec));
         assert!(j["causes"][1].get("recovery").is_none(), "{j}");
-        let q = Qualification {
-            schema: "daqtune.qualify/v1".into(),
-            level: 2,
-            passed: false,
-            stages: Vec::new(),
-            checks: Report {
-                schema: report::SCHEMA.into(),
-                daqtune_version: "0".into(),
-                host: report::HostInfo {
-                    hostname: None,
-                    kernel: None,
-                    arch: None,
-                    product: None,
-                    root: "/".into(),
-                },
-                profile: "dgx-spark".into(),
-                profile_origin: "given".into(),
-                checks: Vec::new(),
-                summary: Default::default(),
-                gate_failures: Vec::new(),
-                elapsed_ms: 0,
-                run: None,
-                gpu_facts: None,
-            },
-            selftest: rs,
-            gate_failures: Vec::new(),
-            subset: None,
-            wall_s: 1.0,
-        };
+        let q = failed_qualification("dgx-spark", rs, 1.0);
         let t = text(&q);
         assert!(
             t.contains(
@@ -1044,5 +988,39 @@ mod tests {
         assert!(rs[1].causes.is_empty());
         assert_eq!(rs[0].shares(), " (21.1 % of line, 41.3 % of reference)");
         assert_eq!(rs[1].shares(), " (no reference)");
+    }
+
+    /// A level-2 run that failed, with no checks of its own: the self-test results `rs` and
+    /// their causes are what the renderers are asked about.
+    fn failed_qualification(profile: &str, rs: Vec<SelftestResult>, wall_s: f64) -> Qualification {
+        Qualification {
+            schema: "daqtune.qualify/v1".into(),
+            level: 2,
+            passed: false,
+            stages: Vec::new(),
+            checks: Report {
+                schema: report::SCHEMA.into(),
+                daqtune_version: "0".into(),
+                host: report::HostInfo {
+                    hostname: None,
+                    kernel: None,
+                    arch: None,
+                    product: None,
+                    root: "/".into(),
+                },
+                profile: profile.into(),
+                profile_origin: "given".into(),
+                checks: Vec::new(),
+                summary: Default::default(),
+                gate_failures: Vec::new(),
+                elapsed_ms: 0,
+                run: None,
+                gpu_facts: None,
+            },
+            selftest: rs,
+            gate_failures: Vec::new(),
+            subset: None,
+            wall_s,
+        }
     }
 }

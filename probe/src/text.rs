@@ -562,3 +562,13 @@ mod tests {
         assert_eq!(wrap_at_most(text, 100, 100, 2, "(-v)"), [text]);
     }
 }
+
+/// Why pasted text is not the capture a parser reads (lspci, nvidia-smi, ibstat, ethtool,
+/// topo -m), with the 1-based line: one type, so the importer maps every parser's error the
+/// same way.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("line {line}: {message}")]
+pub struct LineError {
+    pub line: usize,
+    pub message: String,
+}

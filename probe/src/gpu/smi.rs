@@ -13,7 +13,6 @@ use super::{
 };
 use crate::pci::PciAddr;
 use std::collections::BTreeMap;
-use std::fmt;
 
 /// A capture is read whole up to this: one GPU's `-q -x` is ~20 KB, a 16-GPU host's ~400 KB.
 pub const MAX_TEXT: usize = 16 * 1024 * 1024;
@@ -21,19 +20,7 @@ pub const MAX_TEXT: usize = 16 * 1024 * 1024;
 const MAX_GPUS: usize = 1024;
 
 /// Why text is not an nvidia-smi capture, with the 1-based line.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SmiError {
-    pub line: usize,
-    pub message: String,
-}
-
-impl fmt::Display for SmiError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "line {}: {}", self.line, self.message)
-    }
-}
-
-impl std::error::Error for SmiError {}
+pub use crate::text::LineError as SmiError;
 
 /// Whether `text` is `nvidia-smi -q -x` output (its root element).
 pub fn looks_like_xml(text: &str) -> bool {

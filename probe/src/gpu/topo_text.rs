@@ -6,12 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("line {line}: {message}")]
-pub struct TopoTextError {
-    pub line: usize,
-    pub message: String,
-}
+pub use crate::text::LineError as TopoTextError;
 
 /// Devices (rows, columns) of one matrix.
 pub const MAX_DEVICES: usize = 512;

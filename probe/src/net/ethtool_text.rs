@@ -11,12 +11,7 @@ use super::ethtool::{
     kernel_feature, Channels, Coalesce, DataSplit, Feature, Features, GroupState, Pause, Rings,
 };
 
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("line {line}: {message}")]
-pub struct EthtoolTextError {
-    pub line: usize,
-    pub message: String,
-}
+pub use crate::text::LineError as EthtoolTextError;
 
 /// One section: the port, and its group's values (or `-i`'s driver information).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -10,12 +10,7 @@
 use crate::pci::nic::{RdmaDevice, RdmaPort};
 
 /// A line that is not what the format has there.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("line {line}: {message}")]
-pub struct RdmaTextError {
-    pub line: usize,
-    pub message: String,
-}
+pub use crate::text::LineError as RdmaTextError;
 
 /// Devices of one capture; more are refused (a host has tens, not thousands).
 pub const MAX_DEVICES: usize = 1024;

@@ -10,7 +10,6 @@
 //! Every device keeps the lines it came from, so an importer can say where each fact was read.
 
 use super::PciAddr;
-use std::fmt;
 
 /// The largest capture accepted: a 4-socket server's `lspci -vvvxxxx` is ~2 MB.
 pub const MAX_TEXT: usize = 16 * 1024 * 1024;
@@ -19,19 +18,7 @@ pub const MAX_TEXT: usize = 16 * 1024 * 1024;
 pub const MAX_DEVICES: usize = 65_536;
 
 /// Why text is not an `lspci -vv` capture, with the 1-based line.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LspciError {
-    pub line: usize,
-    pub message: String,
-}
-
-impl fmt::Display for LspciError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "line {}: {}", self.line, self.message)
-    }
-}
-
-impl std::error::Error for LspciError {}
+pub use crate::text::LineError as LspciError;
 
 /// The PCI Express capability's registers as lspci decoded them.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
