@@ -757,29 +757,126 @@ pub fn read_kmsg() -> Option<String> {
     Some(out)
 }
 
+/// The one in-process read of the GPU facts of a root: a slot every caller of
+/// [`read_gpus_once`] and [`prefetch_gpus`] shares, so a read the prefetch started is waited
+/// for, never started a second time.
+type GpuSlot = std::sync::Arc<std::sync::OnceLock<Result<GpuSnapshot, Arc<GpuError>>>>;
+
+fn gpu_slot(root: &std::path::Path) -> Option<GpuSlot> {
+    use std::path::PathBuf;
+    use std::sync::{Mutex, OnceLock};
+    static SLOTS: OnceLock<Mutex<HashMap<PathBuf, GpuSlot>>> = OnceLock::new();
+    let mut slots = SLOTS.get_or_init(Default::default).lock().ok()?;
+    Some(slots.entry(root.to_path_buf()).or_default().clone())
+}
+
 /// GPU facts once per process and root: loading NVML and cuInit costs hundreds of ms, and
-/// profile detection by GPU name and the GPU checks both need them.
+/// profile detection by GPU name and the GPU checks both need them. A read already under way
+/// (a [`prefetch_gpus`] thread) is waited for.
 pub fn read_gpus_once(
     host: &Host,
     cache: daqtune_probe::gpu::CacheMode,
 ) -> Result<GpuSnapshot, Arc<GpuError>> {
-    use std::path::PathBuf;
-    use std::sync::{Mutex, OnceLock};
-    type Cache = Mutex<HashMap<PathBuf, Result<GpuSnapshot, Arc<GpuError>>>>;
-    static CACHE: OnceLock<Cache> = OnceLock::new();
     if host.is_recording() {
         // A snapshot must see the read of the facts file.
         return daqtune_probe::gpu::read_gpus_with(host, cache).map_err(Arc::new);
     }
-    let memo = CACHE.get_or_init(Default::default);
-    if let Ok(c) = memo.lock() {
-        if let Some(r) = c.get(host.root()) {
-            return r.clone();
-        }
+    shared_read(host.root(), || {
+        daqtune_probe::gpu::read_gpus_with(host, cache).map_err(Arc::new)
+    })
+}
+
+/// `read` once per root for every caller, concurrent ones included (they wait for it).
+fn shared_read(
+    root: &std::path::Path,
+    read: impl FnOnce() -> Result<GpuSnapshot, Arc<GpuError>>,
+) -> Result<GpuSnapshot, Arc<GpuError>> {
+    match gpu_slot(root) {
+        Some(slot) => slot.get_or_init(read).clone(),
+        None => read(),
     }
-    let r = daqtune_probe::gpu::read_gpus_with(host, cache).map_err(Arc::new);
-    if let Ok(mut c) = memo.lock() {
-        c.insert(host.root().to_path_buf(), r.clone());
+}
+
+/// Starts reading the live host's GPU facts on a thread of its own, so NVML's start-up and
+/// queries (tens of ms warm, docs/performance.md) run while the checks that need no GPU read
+/// sysfs and procfs; the first check that asks for the facts waits for that read instead of
+/// starting its own. Only where the facts will be asked for: the live host (a root's facts
+/// are a recorded file), not a recording run (a snapshot must see every read on its own
+/// thread), and a driver that lists at least one GPU in `/proc/driver/nvidia/gpus` (a host
+/// without one must not pay for loading NVML). The caller joins the handle before it exits:
+/// a process must not end while a thread is inside the driver's libraries.
+pub fn prefetch_gpus(
+    host: &Host,
+    cache: daqtune_probe::gpu::CacheMode,
+) -> Option<std::thread::JoinHandle<()>> {
+    if !host.is_live() || host.is_recording() {
+        return None;
     }
-    r
+    let listed = host
+        .read_dir("/proc/driver/nvidia/gpus")
+        .map(|entries| entries.into_iter().next().is_some())
+        .unwrap_or(false);
+    if !listed {
+        return None;
+    }
+    let host = host.clone();
+    std::thread::Builder::new()
+        .name("daqtune-gpu-facts".into())
+        .spawn(move || {
+            let _ = read_gpus_once(&host, cache);
+        })
+        .ok()
+}
+
+#[cfg(test)]
+mod gpu_prefetch_tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Barrier;
+
+    fn not_available(n: usize) -> Result<GpuSnapshot, Arc<GpuError>> {
+        Err(Arc::new(GpuError::NotAvailable {
+            library: "libnvidia-ml.so.1".into(),
+            reason: format!("read {n}"),
+        }))
+    }
+
+    /// The prefetch thread and the first GPU check ask at the same moment: the driver is
+    /// loaded once and both get that one answer (two reads would double NVML's cost).
+    #[test]
+    fn concurrent_readers_of_a_root_share_one_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let reads = AtomicUsize::new(0);
+        let gate = Barrier::new(4);
+        let answers: Vec<String> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..4)
+                .map(|_| {
+                    s.spawn(|| {
+                        gate.wait();
+                        let r = shared_read(dir.path(), || {
+                            let n = reads.fetch_add(1, Ordering::SeqCst);
+                            not_available(n)
+                        });
+                        r.unwrap_err().to_string()
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        assert_eq!(reads.load(Ordering::SeqCst), 1);
+        assert!(answers.iter().all(|a| a == &answers[0]), "{answers:?}");
+        // Another root is another host: read on its own.
+        let other = tempfile::tempdir().unwrap();
+        let r = shared_read(other.path(), || not_available(7));
+        assert!(r.unwrap_err().to_string().ends_with("read 7"));
+    }
+
+    /// A fixture root's GPU facts are its recorded file: nothing to load, no thread.
+    #[test]
+    fn no_prefetch_under_a_root() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("proc/driver/nvidia/gpus/0000:01:00.0")).unwrap();
+        let host = Host::at(dir.path()).unwrap();
+        assert!(prefetch_gpus(&host, daqtune_probe::gpu::CacheMode::Use).is_none());
+    }
 }

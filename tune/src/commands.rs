@@ -69,6 +69,12 @@ pub fn check(g: &GlobalArgs, a: &CheckArgs) -> Result<u8, UsageError> {
     let g = g.engine();
     let host = open_host(&g)?;
     let only = resolve_ids(&a.ids)?;
+    // A whole check judges the GPUs: their facts are read beside the checks that need none.
+    let gpu_prefetch = if only.is_empty() {
+        daqtune_engine::facts::prefetch_gpus(&host, g.gpu_cache_mode())
+    } else {
+        None
+    };
     // One set of facts for detection and every check.
     let facts = g.facts(&host);
     let profile = choose_profile_with(&facts, &g)?;
@@ -89,6 +95,10 @@ pub fn check(g: &GlobalArgs, a: &CheckArgs) -> Result<u8, UsageError> {
     // What a user who is not root could not judge, after the report (stderr: the report on
     // stdout stays one document); the exit code stays the verdicts' (docs/cli.md).
     let not_root = report::not_root_line(&rep.checks, daqtune_probe::sys::is_root());
+    if let Some(read) = gpu_prefetch {
+        // Normally long done (a GPU check waited for it); never leave it inside the driver.
+        let _ = read.join();
+    }
     drop(facts);
     drop(host);
     // The gate's result is part of the outputs (JSON `run`, NFD and Prometheus), so the exit
