@@ -33,8 +33,9 @@ command -v "$TESTPMD" >/dev/null || { echo "$TESTPMD not found (apt-get install 
 
 CPUS=$("$BIN" --dry-run --veth --message-size "$MSG" ${MAIN_CPU:+--main-cpu $MAIN_CPU} ${TX_CPU:+--tx-cpu $TX_CPU} ${RX_CPU:+--rx-cpu $RX_CPU})
 LCORES=$(printf '%s' "$CPUS" | sed 's/.*--lcores=0@\([0-9]*\),1@\([0-9]*\),2@\([0-9]*\).*/\1 \2 \3/')
-set -- $LCORES
-M=$1 T=$2 R=$3
+read -r M T R <<EOF
+$LCORES
+EOF
 VDEV0=$(printf '%s' "$CPUS" | sed 's/.*"\(--vdev=net_af_packet0[^"]*\)".*/\1/')
 VDEV1=$(printf '%s' "$CPUS" | sed 's/.*"\(--vdev=net_af_packet1[^"]*\)".*/\1/')
 MTU=$(printf '%s' "$CPUS" | sed 's/.*"mtu":\([0-9]*\).*/\1/')
@@ -46,11 +47,11 @@ NEED=512
 if [ "$(cat /sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages)" -lt $NEED ]; then
   echo $((HP_BEFORE + NEED)) > $HP
 fi
-RUNDIR_EXISTED=$([ -d /var/run/dpdk ] && echo yes || true)
+RUNDIR_EXISTED=$(if [ -d /var/run/dpdk ]; then echo yes; fi)
 TMP=$(mktemp -d)
 cleanup() {
   echo "$HP_BEFORE" > $HP
-  [ -n "${KEEP_LOGS:-}" ] && echo "logs kept in $TMP" || rm -rf "$TMP"
+  if [ -n "${KEEP_LOGS:-}" ]; then echo "logs kept in $TMP"; else rm -rf "$TMP"; fi
   # testpmd leaves its runtime directories behind; remove ours (and the parent if we made it).
   rm -rf /var/run/dpdk/tp-rx-* /var/run/dpdk/tp-tx-*
   [ -n "$RUNDIR_EXISTED" ] || rmdir /var/run/dpdk 2>/dev/null || true
@@ -93,8 +94,8 @@ run_daqtune() {
 
 # run_engine EXE ARGS...: one daqtune-dpdk run; prints "pps sent received lost integrity status"
 run_engine() {
-  local exe=$1; shift
-  "$exe" --veth --duration "$DURATION" --message-size "$MSG" ${MAIN_CPU:+--main-cpu $MAIN_CPU} ${TX_CPU:+--tx-cpu $TX_CPU} ${RX_CPU:+--rx-cpu $RX_CPU} $DQ_RPS "$@" 2>"$TMP/dq.err" \
+  exe=$1; shift
+  "$exe" --veth --duration "$DURATION" --message-size "$MSG" ${MAIN_CPU:+--main-cpu $MAIN_CPU} ${TX_CPU:+--tx-cpu $TX_CPU} ${RX_CPU:+--rx-cpu $RX_CPU} ${DQ_RPS:+"$DQ_RPS"} "$@" 2>"$TMP/dq.err" \
     | python3 -c 'import json,sys; r=json.load(sys.stdin)["result"]; print(int(r["packets_per_s"]), r["sent"], r["packets"], r["lost"], r["integrity_errors"], r["status"])'
 }
 
@@ -122,6 +123,7 @@ while [ $i -le "$ROUNDS" ]; do
     echo "${DB%% *}" >> "$TMP/before"
   fi
   echo "${TP%% *}" >> "$TMP/tp"; echo "${DQ%% *}" >> "$TMP/dq"
+  # shellcheck disable=SC2086 # the fields of run_engine's line, as $1..$6
   set -- $DQ
   [ "${4:-1}" = 0 ] && [ "${5:-1}" = 0 ] || LOSSY=$((LOSSY + 1))
   i=$((i + 1))

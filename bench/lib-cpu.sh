@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Shared helpers of the bench scripts (sourced).
 #
 # busy_jiffies CPUS: busy jiffies (user, nice, system, irq, softirq, steal) summed over the

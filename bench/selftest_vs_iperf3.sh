@@ -39,6 +39,8 @@ MSG=${MSG:-8192}
 STREAMS=${STREAMS:-1}
 IPERF3=${IPERF3:-iperf3}
 EXTRA=${EXTRA:-}
+# The extra flags as words (EXTRA="--zerocopy --no-gso" is two flags).
+read -ra extra_args <<<"$EXTRA"
 cd "$(dirname "$0")/.."
 . bench/lib-cpu.sh
 
@@ -101,7 +103,7 @@ iperf_run() {
 # daqtune_run [EXE]: prints "Gb/s cores integrity_errors status"
 daqtune_run() {
   "${1:-$BIN}" socket --veth --mode tcp --duration "$SECS" --message-size "$MSG" --streams "$STREAMS" \
-    --tx-cpu "$TX_CPU" --rx-cpu "$RX_CPU" $EXTRA --no-progress --format json 2>/dev/null \
+    --tx-cpu "$TX_CPU" --rx-cpu "$RX_CPU" "${extra_args[@]}" --no-progress --format json 2>/dev/null \
     | jq -r '.results[0] | "\(.gbps) \(.cpu_cores) \(.integrity_errors) \(.status)"' \
     || echo "0 0 -1 error"
 }
@@ -133,24 +135,25 @@ for i in $(seq 1 "$RUNS"); do
 done < /dev/null
 if [ -n "${KEEP:-}" ]; then cp "$ROWS" "$KEEP"; fi
 echo "columns: tool gbps tool_cores busy_cores(/proc/stat) load1"
-summary() { # TAG NAME -> one line; sets M_TAG (median Gb/s) and P_TAG (median Gb/s per core)
+declare -A M P # by tag: median Gb/s, median Gb/s per core
+summary() { # TAG NAME -> one line; sets M[TAG] and P[TAG]
   local m l h mc mp lp hp mb
   read -r m l h < <(awk -v t="$1" '$1==t{print $2}' "$ROWS" | stats)
   read -r mc _ _ < <(awk -v t="$1" '$1==t{print $3}' "$ROWS" | stats)
   read -r mp lp hp < <(awk -v t="$1" '$1==t && $3 > 0 {print $2 / $3}' "$ROWS" | stats)
   read -r mb _ _ < <(awk -v t="$1" '$1==t && $4 > 0 {print $2 / $4}' "$ROWS" | stats)
   printf '%-13s %7.2f Gb/s (%.2f-%.2f) on %.2f cores: %.2f Gb/s per core (%.2f-%.2f), %.2f per busy core\n' "$2" "$m" "$l" "$h" "$mc" "$mp" "$lp" "$hp" "$mb"
-  eval "M_$1=$m; P_$1=$mp"
+  M[$1]=$m P[$1]=$mp
 }
 summary iperf iperf3
 summary iperf512 "iperf3 -l 512K"
 summary daq daqtune
-awk -v d="$M_daq" -v i="$M_iperf" -v l="$M_iperf512" -v pd="$P_daq" -v pi="$P_iperf" -v pl="$P_iperf512" 'BEGIN {
+awk -v d="${M[daq]}" -v i="${M[iperf]}" -v l="${M[iperf512]}" -v pd="${P[daq]}" -v pi="${P[iperf]}" -v pl="${P[iperf512]}" 'BEGIN {
   printf "daqtune / iperf3 = %.3f, daqtune / iperf3 -l 512K = %.3f; per core: %.3f and %.3f\n",
     (i > 0 ? d / i : 0), (l > 0 ? d / l : 0), (pi > 0 ? pd / pi : 0), (pl > 0 ? pd / pl : 0) }'
 if [ -n "${BEFORE:-}" ]; then
   summary before BEFORE
-  awk -v b="$M_before" -v i="$M_iperf" -v l="$M_iperf512" 'BEGIN { printf "before / iperf3 = %.3f, before / iperf3 -l 512K = %.3f\n", (i > 0 ? b / i : 0), (l > 0 ? b / l : 0) }'
+  awk -v b="${M[before]}" -v i="${M[iperf]}" -v l="${M[iperf512]}" 'BEGIN { printf "before / iperf3 = %.3f, before / iperf3 -l 512K = %.3f\n", (i > 0 ? b / i : 0), (l > 0 ? b / l : 0) }'
 fi
 if [ "$BAD" -gt 0 ]; then echo "FAIL: $BAD daqtune run(s) did not pass verification"; exit 1; fi
 echo "every daqtune run verified every byte (0 integrity errors, pass)"

@@ -33,6 +33,8 @@ SECS=${2:-5}
 MSG=${MSG:-8192}
 IPERF3=${IPERF3:-iperf3}
 EXTRA=${EXTRA:-}
+# The extra flags as words (EXTRA="--no-gso --no-gro" is two flags).
+read -ra extra_args <<<"$EXTRA"
 cd "$(dirname "$0")/.."
 . bench/lib-cpu.sh
 
@@ -52,7 +54,7 @@ fi
 echo "host: $NCPU cpus, $(uname -r); tx cpu $TX_CPU, rx cpu $RX_CPU; $MSG-byte datagrams; $RUNS rounds x ${SECS}s; daqtune flags: ${EXTRA:-(defaults)}; $(date -u +%FT%TZ)"
 if [ -z "${FOUND:-}" ]; then
   L=$(load1)
-  R=$("$BIN" socket --veth --find-max --message-size "$MSG" --tx-cpu "$TX_CPU" --rx-cpu "$RX_CPU" $EXTRA \
+  R=$("$BIN" socket --veth --find-max --message-size "$MSG" --tx-cpu "$TX_CPU" --rx-cpu "$RX_CPU" "${extra_args[@]}" \
       --no-progress --format json 2>/dev/null | jq '.results[0]' || true)
   FOUND=$(printf '%s' "$R" | jq -r '.max_loss_free_gbps // empty' 2>/dev/null || true)
   printf '%s' "$R" | jq -r --arg l "$L" '"find-max (load \($l)): \(.max_loss_free_gbps // "none") Gb/s, \(.trials | length) trials; \(.search.ended // "")\n  receive buffer: \(.rx_buffer_sizing // "?")\n  batching: \([.batching[]? | "\(.name) \(if .used then "used" else "not used" end)"] | join(", "))"' 2>/dev/null || true
@@ -86,7 +88,7 @@ daq_udp() {
   local max=()
   [ "$1" = 0 ] || max=(--max-udp-loss 0)
   "$BIN" socket --veth --mode udp --rate "$1" "${max[@]}" "${@:2}" --duration "$SECS" --message-size "$MSG" \
-    --tx-cpu "$TX_CPU" --rx-cpu "$RX_CPU" $EXTRA --no-progress --format json 2>/dev/null \
+    --tx-cpu "$TX_CPU" --rx-cpu "$RX_CPU" "${extra_args[@]}" --no-progress --format json 2>/dev/null \
     | jq -r '.results[0] | "\(.gbps) \(if (.packets + .lost) > 0 then .lost * 100 / (.packets + .lost) else 0 end) \([.threads[] | select(.role | startswith("tx")) | .utilization] | add) \([.threads[] | select(.role | startswith("rx")) | .utilization] | add) \(.sent * .message_size * 8 / .duration_s / 1e9) \(.integrity_errors) \(.status) \(.lost)"' \
     || echo "0 100 0 0 0 -1 error 0"
 }
@@ -114,19 +116,19 @@ for i in $(seq 1 "$RUNS"); do
 done < /dev/null
 if [ -n "${KEEP:-}" ]; then cp "$ROWS" "$KEEP"; fi
 echo "columns: name gbps loss% tx_cores rx_cores busy_cores(/proc/stat) sent_gbps load1 integrity_errors status"
+declare -A PSC G # by name: median Gb/s per sender core, median Gb/s
 for n in daq-paced daq-paced-32M daq-flood iperf-flood iperf-paced; do
-  read -r mg lg hg < <(awk -v n=$n '$1==n{print $2}' "$ROWS" | stats)
-  read -r ml _ hl < <(awk -v n=$n '$1==n{print $3}' "$ROWS" | stats)
-  read -r mt _ _ < <(awk -v n=$n '$1==n{print $4}' "$ROWS" | stats)
-  read -r mr _ _ < <(awk -v n=$n '$1==n{print $5}' "$ROWS" | stats)
-  read -r mb _ _ < <(awk -v n=$n '$1==n{print $6}' "$ROWS" | stats)
-  read -r mp lp hp < <(awk -v n=$n '$1==n && $4 > 0 {print $2 / $4}' "$ROWS" | stats)
-  read -r mq _ _ < <(awk -v n=$n '$1==n && $6 > 0 {print $2 / $6}' "$ROWS" | stats)
+  read -r mg lg hg < <(awk -v n="$n" '$1==n{print $2}' "$ROWS" | stats)
+  read -r ml _ hl < <(awk -v n="$n" '$1==n{print $3}' "$ROWS" | stats)
+  read -r mt _ _ < <(awk -v n="$n" '$1==n{print $4}' "$ROWS" | stats)
+  read -r mr _ _ < <(awk -v n="$n" '$1==n{print $5}' "$ROWS" | stats)
+  read -r mp lp hp < <(awk -v n="$n" '$1==n && $4 > 0 {print $2 / $4}' "$ROWS" | stats)
+  read -r mq _ _ < <(awk -v n="$n" '$1==n && $6 > 0 {print $2 / $6}' "$ROWS" | stats)
   printf '%-11s median %7.3f Gb/s (%.3f-%.3f), loss %.4f %% (max %.4f), tx %.3f rx %.3f cores, per sender core %.2f Gb/s (%.2f-%.2f), per busy core %.2f\n' \
     "$n" "$mg" "$lg" "$hg" "$ml" "$hl" "$mt" "$mr" "$mp" "$lp" "$hp" "$mq"
-  eval "PSC_${n//-/_}=$mp; G_${n//-/_}=$mg"
+  PSC[$n]=$mp G[$n]=$mg
 done
-awk -v f="$FOUND" -v i="$G_iperf_flood" -v a="$PSC_daq_paced" -v b="$PSC_iperf_flood" 'BEGIN {
+awk -v f="$FOUND" -v i="${G[iperf-flood]}" -v a="${PSC[daq-paced]}" -v b="${PSC[iperf-flood]}" 'BEGIN {
   printf "loss-free max %.3f Gb/s / iperf3 unpaced %.3f = %.2fx; per sender core: daqtune at R %.2f / iperf3 unpaced %.2f = %.2fx (goal 2x)\n",
     f, i, (i > 0 ? f / i : 0), a, b, (b > 0 ? a / b : 0) }'
 if [ "$BAD" -gt 0 ]; then echo "FAIL: $BAD daqtune run(s) lost messages at R or failed verification"; exit 1; fi

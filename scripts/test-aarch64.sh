@@ -37,7 +37,10 @@ cd "$(dirname "$0")/.."
 deb=1
 [[ ${1:-} == --no-deb ]] && deb=0
 target=aarch64-unknown-linux-gnu
-skip() { echo "test-aarch64: SKIP: $*"; exit 125; }
+VM_NAME=test-aarch64
+# shellcheck source=tests/vm/lib.sh
+. tests/vm/lib.sh # skip, vm_require
+# This script's log is a section header of the cargo run's output, not lib.sh's prefixed line.
 log() { printf '\n== aarch64: %s\n' "$*"; }
 
 command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 || skip "aarch64-linux-gnu-gcc not found (apt-get install gcc-aarch64-linux-gnu)"

@@ -16,6 +16,7 @@ cd "$(dirname "$0")/.."
 
 PACKAGES=(
   build-essential pkg-config libclang-dev clang
+  shellcheck        # every shell script of the repository (.shellcheckrc), before the build
   pciutils          # pcie tests compare our config-space decoder with lspci -F
   iperf3            # socket self-test reference
   systemd           # systemd-analyze verify on generated units
@@ -131,6 +132,20 @@ fi
 features_arg=()
 if ((${#FEATURES[@]})); then
   features_arg=(--features "$(IFS=,; echo "${FEATURES[*]}")")
+fi
+
+# The shell scripts first: a finding ends the run before the long build. .shellcheckrc holds
+# the project-wide settings; -x follows the libraries the scripts source.
+shell_scripts=(.ci/run)
+while IFS= read -r f; do shell_scripts+=("$f"); done < <(find scripts tests bench packaging deploy -type f -name '*.sh' | LC_ALL=C sort)
+if command -v shellcheck >/dev/null 2>&1; then
+  log "shellcheck (${#shell_scripts[@]} scripts)"
+  shellcheck -x "${shell_scripts[@]}"
+elif [[ $(id -u) == 0 || ${DAQTUNE_REQUIRE_ROOT:-0} == 1 ]]; then
+  echo "shellcheck not found after the install above (apt-get install shellcheck)" >&2
+  exit 1
+else
+  log "shellcheck: skipped, not installed (apt-get install shellcheck)"
 fi
 
 log "cargo fmt --check"

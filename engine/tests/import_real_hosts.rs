@@ -32,18 +32,27 @@ fn corpus() -> PathBuf {
 
 /// The function blocks of an lspci capture, by a header regex.
 fn expected(text: &str) -> Vec<Expected> {
-    let head = Regex::new(r"(?m)^((?:[0-9a-f]{4,8}:)?[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]) ").unwrap();
-    let devctl = Regex::new(r"MaxPayload (\d+) bytes, MaxReadReq (\d+) bytes").unwrap();
-    let lnksta = Regex::new(r"LnkSta:\s+Speed ([0-9.]+)GT/s[^,]*, Width x(\d+)").unwrap();
-    let lnkcap = Regex::new(r"LnkCap:\s+Port #\d+, Speed ([0-9.]+)GT/s, Width x(\d+)").unwrap();
-    let acs = Regex::new(r"ACSCtl:\s+(.*)").unwrap();
-    let numa = Regex::new(r"NUMA node: (\d+)").unwrap();
-    let drv = Regex::new(r"Kernel driver in use: (\S+)").unwrap();
-    let hex0 =
-        Regex::new(r"(?m)^00: ([0-9a-f]{2}) ([0-9a-f]{2}) ([0-9a-f]{2}) ([0-9a-f]{2})").unwrap();
+    let head = Regex::new(r"(?m)^((?:[0-9a-f]{4,8}:)?[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]) ")
+        .expect("the pattern is a valid regex");
+    let devctl = Regex::new(r"MaxPayload (\d+) bytes, MaxReadReq (\d+) bytes")
+        .expect("the pattern is a valid regex");
+    let lnksta = Regex::new(r"LnkSta:\s+Speed ([0-9.]+)GT/s[^,]*, Width x(\d+)")
+        .expect("the pattern is a valid regex");
+    let lnkcap = Regex::new(r"LnkCap:\s+Port #\d+, Speed ([0-9.]+)GT/s, Width x(\d+)")
+        .expect("the pattern is a valid regex");
+    let acs = Regex::new(r"ACSCtl:\s+(.*)").expect("the pattern is a valid regex");
+    let numa = Regex::new(r"NUMA node: (\d+)").expect("the pattern is a valid regex");
+    let drv = Regex::new(r"Kernel driver in use: (\S+)").expect("the pattern is a valid regex");
+    let hex0 = Regex::new(r"(?m)^00: ([0-9a-f]{2}) ([0-9a-f]{2}) ([0-9a-f]{2}) ([0-9a-f]{2})")
+        .expect("the pattern is a valid regex");
     let starts: Vec<(usize, String)> = head
         .captures_iter(text)
-        .map(|c| (c.get(0).unwrap().start(), c[1].to_string()))
+        .map(|c| {
+            (
+                c.get(0).expect("group 0 is the whole match").start(),
+                c[1].to_string(),
+            )
+        })
         .collect();
     let mut out = Vec::new();
     for (i, (at, bdf)) in starts.iter().enumerate() {
@@ -57,15 +66,32 @@ fn expected(text: &str) -> Vec<Expected> {
         let f = |r: &Regex| r.captures(block);
         out.push(Expected {
             bdf,
-            mps_mrrs: f(&devctl).map(|c| (c[1].parse().unwrap(), c[2].parse().unwrap())),
-            cur: f(&lnksta).map(|c| (c[1].parse().unwrap(), c[2].parse().unwrap())),
-            max: f(&lnkcap).map(|c| (c[1].parse().unwrap(), c[2].parse().unwrap())),
+            mps_mrrs: f(&devctl).map(|c| {
+                (
+                    c[1].parse().expect("the regex matched a number"),
+                    c[2].parse().expect("the regex matched a number"),
+                )
+            }),
+            cur: f(&lnksta).map(|c| {
+                (
+                    c[1].parse().expect("the regex matched a number"),
+                    c[2].parse().expect("the regex matched a number"),
+                )
+            }),
+            max: f(&lnkcap).map(|c| {
+                (
+                    c[1].parse().expect("the regex matched a number"),
+                    c[2].parse().expect("the regex matched a number"),
+                )
+            }),
             acs_ctl: f(&acs).map(|c| c[1].trim().to_string()),
-            numa: f(&numa).map(|c| c[1].parse().unwrap()),
+            numa: f(&numa).map(|c| c[1].parse().expect("the regex matched digits")),
             driver: f(&drv).map(|c| c[1].to_string()),
             decoded: block.contains("Capabilities: ["),
             ids: f(&hex0).map(|c| {
-                let b = |i: usize| u16::from_str_radix(&c[i], 16).unwrap();
+                let b = |i: usize| {
+                    u16::from_str_radix(&c[i], 16).expect("the regex matched two hex digits")
+                };
                 (b(2) << 8 | b(1), b(4) << 8 | b(3))
             }),
         });
@@ -94,9 +120,10 @@ fn acs_bits(s: &str) -> u16 {
 }
 
 fn is_lspci(text: &str) -> bool {
-    let head = Regex::new(r"^((?:[0-9a-f]{4,8}:)?[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]) ").unwrap();
+    let head = Regex::new(r"^((?:[0-9a-f]{4,8}:)?[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]) ")
+        .expect("the pattern is a valid regex");
     let mut lines = text.lines().filter(|l| !l.trim().is_empty());
-    let hex = Regex::new(r"^[0-9a-f]{2,3}: [0-9a-f]{2} ").unwrap();
+    let hex = Regex::new(r"^[0-9a-f]{2,3}: [0-9a-f]{2} ").expect("the pattern is a valid regex");
     matches!((lines.next(), lines.next()), (Some(a), Some(b)) if head.is_match(a) && (b.starts_with(char::is_whitespace) || hex.is_match(b)))
 }
 

@@ -11,7 +11,7 @@ log() { echo "== $*" | tee -a "$O/run.log"; }
 {
     date -u +%Y-%m-%dT%H:%M:%SZ
     uname -a
-    cat /etc/os-release 2>/dev/null | grep PRETTY
+    grep PRETTY /etc/os-release 2>/dev/null
     cat /proc/driver/nvidia/version 2>/dev/null
     nvidia-smi -L 2>&1
     nvidia-smi --query-gpu=name,pci.bus_id,pcie.link.gen.current,pcie.link.width.current,pcie.link.gen.max,pcie.link.width.max --format=csv 2>&1
@@ -21,10 +21,11 @@ run() {
     local name=$1
     shift
     log "$name: $*"
-    local t0=$(date +%s.%N)
+    local t0 t1 rc
+    t0=$(date +%s.%N)
     "$B" selftest socket "$@" --no-progress --format json >"$O/$name.json" 2>"$O/$name.stderr"
-    local rc=$?
-    local t1=$(date +%s.%N)
+    rc=$?
+    t1=$(date +%s.%N)
     echo "$name rc=$rc wall=$(awk "BEGIN{print $t1 - $t0}")s" | tee -a "$O/run.log"
 }
 run loopback-host_pinned --loopback --gpu 0 --gpu-memory host_pinned --duration 5
@@ -41,4 +42,4 @@ BUS=$(grep -o '"pci_bus_id": "[^"]*"' "$O/loopback-copy.json" | head -1 | cut -d
 run veth-copy --veth --gpu 0 --gpu-memory copy --duration 3
 run veth-host_pinned --veth --gpu 0 --gpu-memory host_pinned --duration 3
 run copy-16m --loopback --gpu 0 --gpu-memory copy --gpu-batch 16777216 --mode tcp --duration 3
-log done
+log "done"

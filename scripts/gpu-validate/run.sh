@@ -14,7 +14,7 @@ nvidia-smi -q > "$OUT/nvidia-smi-q.txt" 2>&1
 cat /proc/driver/nvidia/version > "$OUT/proc-driver-nvidia-version.txt" 2>&1
 grep -E '^(nvidia|nv_peer|ib_|mlx)' /proc/modules > "$OUT/proc-modules-nvidia.txt" 2>&1
 ls -la /sys/kernel/mm/memory_peers > "$OUT/memory_peers.txt" 2>&1
-ps -eo comm | grep -c persistenced > "$OUT/persistenced.txt" 2>&1
+pgrep -c persistenced > "$OUT/persistenced.txt" 2>&1
 
 # Start-up cost: each run is a fresh process (dlopen + nvmlInit_v2 / cuInit measured inside).
 for i in 1 2 3 4 5; do
@@ -29,7 +29,7 @@ cp /proc/modules "$ROOT/proc/modules" 2>/dev/null
 [ -d /sys/kernel/mm/memory_peers ] && cp -r /sys/kernel/mm/memory_peers "$ROOT/sys/kernel/mm/" 2>/dev/null
 
 if [ -x "$BIN/daqtune" ]; then
-  GPU_IDS="gpu.clocks gpu.bar1 gpu.gpudirect gpu.peermem gpu.driver"
+  GPU_IDS=(gpu.clocks gpu.bar1 gpu.gpudirect gpu.peermem gpu.driver)
   # Whole-report wall time, three fresh processes; then only the non-GPU checks, so the
   # difference is the GPU checks' cost (NVML + CUDA start-up included).
   for i in 1 2 3; do
@@ -41,10 +41,10 @@ if [ -x "$BIN/daqtune" ]; then
     echo "check non-GPU: rc=$? wall_ms=$(( ($(date +%s%N) - s) / 1000000 ))" >> "$OUT/timing.txt"
   done
   "$BIN/daqtune" check > "$OUT/check.txt" 2>&1
-  "$BIN/daqtune" check $GPU_IDS --format json > "$OUT/check-gpu.json" 2> "$OUT/check-gpu.err"
+  "$BIN/daqtune" check "${GPU_IDS[@]}" --format json > "$OUT/check-gpu.json" 2> "$OUT/check-gpu.err"
   # Non-root: NVML and CUDA reads need no privilege (/dev/nvidia* are world-usable).
   chmod -R a+rX "$BIN" 2>/dev/null
-  setpriv --reuid=65534 --regid=65534 --clear-groups "$BIN/daqtune" check $GPU_IDS --format json > "$OUT/check-gpu-nonroot.json" 2> "$OUT/check-gpu-nonroot.err"
+  setpriv --reuid=65534 --regid=65534 --clear-groups "$BIN/daqtune" check "${GPU_IDS[@]}" --format json > "$OUT/check-gpu-nonroot.json" 2> "$OUT/check-gpu-nonroot.err"
   echo "nonroot rc=$?" >> "$OUT/check-gpu-nonroot.err"
   "$BIN/daqtune" check --root "$ROOT" --format json > "$OUT/check-replay.json" 2> "$OUT/check-replay.err"
   python3 "$HERE/compare.py" "$OUT/facts-1.json" "$OUT/check-1.json" > "$OUT/compare.txt" 2>&1

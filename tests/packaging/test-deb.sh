@@ -61,13 +61,20 @@ main=${debs[0]}
 x=$tmp/x
 dpkg-deb -x "$main" "$x"
 for deb in "${debs[@]:1}"; do dpkg-deb -x "$deb" "$x"; done
-[[ $(basename "$main") =~ ^daqtune_[0-9][^_]*-[0-9]+_[a-z0-9]+\.deb$ ]] \
-  && ok "name $(basename "$main")" || fail "package file name $(basename "$main") is not daqtune_<version>-<rev>_<arch>.deb"
+if [[ $(basename "$main") =~ ^daqtune_[0-9][^_]*-[0-9]+_[a-z0-9]+\.deb$ ]]; then
+  ok "name $(basename "$main")"
+else
+  fail "package file name $(basename "$main") is not daqtune_<version>-<rev>_<arch>.deb"
+fi
 [[ $(field "$main" Package) == daqtune ]] || fail "Package: $(field "$main" Package)"
 [[ $(field "$main" Architecture) == "$arch" ]] || fail "Architecture: $(field "$main" Architecture), want $arch"
 version=$(field "$main" Version)
 bin_version=$("${run_pkg[@]}" "$x/usr/bin/daqtune" --version | awk '{print $2}')
-[[ $version == "$bin_version"-* ]] && ok "version $version" || fail "Version $version does not carry the binary's $bin_version"
+if [[ $version == "$bin_version"-* ]]; then
+  ok "version $version"
+else
+  fail "Version $version does not carry the binary's $bin_version"
+fi
 
 # --- contents --------------------------------------------------------------------------------
 dpkg-deb -c "$main" >"$tmp/contents"
@@ -139,7 +146,7 @@ for deb in "${debs[@]}"; do
 done
 
 deps=$(field "$main" Depends)
-[[ $deps == *libc6* ]] && ok "daqtune Depends: $deps" || fail "daqtune Depends lacks libc6: $deps"
+if [[ $deps == *libc6* ]]; then ok "daqtune Depends: $deps"; else fail "daqtune Depends lacks libc6: $deps"; fi
 if [[ $deps =~ (librte|libdpdk|libibverbs|librdmacm) ]]; then
   fail "daqtune depends on an engine library ($deps): daqtune must start without them"
 fi
@@ -161,8 +168,11 @@ done
 # --- the payload works ----------------------------------------------------------------------
 for b in "$x"/usr/bin/*; do
   m=$(elf_machine "$b")
-  [[ $m == "$want_machine" ]] && ok "$(basename "$b") is an ELF for $arch (e_machine $m)" \
-    || fail "$(basename "$b") has e_machine '$m', want $want_machine ($arch)"
+  if [[ $m == "$want_machine" ]]; then
+    ok "$(basename "$b") is an ELF for $arch (e_machine $m)"
+  else
+    fail "$(basename "$b") has e_machine '$m', want $want_machine ($arch)"
+  fi
 done
 # The packaged binary is this tree's: its version is the workspace's.
 src_version=$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -n 1)
@@ -207,9 +217,11 @@ if command -v dpkg >/dev/null && [[ $(id -u) == 0 ]]; then
     find "$r/etc" "$r/usr/lib/systemd/system" -name '*.wants' 2>/dev/null | grep . && fail "install created a .wants directory"
     dpkg --root="$r" --log=/dev/null --purge daqtune >"$tmp/dpkg-p.log" 2>&1 || fail "dpkg --purge failed: $(cat "$tmp/dpkg-p.log")"
     (cd "$r" && find . | sort) | grep -v '^\./var/lib/dpkg/' >"$tmp/after"
-    grep -v '^\./var/lib/dpkg/' "$tmp/before" | diff - "$tmp/after" >"$tmp/left" \
-      && ok "dpkg -i then --purge into an empty root leaves it as it was" \
-      || fail "purge left files behind: $(cat "$tmp/left")"
+    if grep -v '^\./var/lib/dpkg/' "$tmp/before" | diff - "$tmp/after" >"$tmp/left"; then
+      ok "dpkg -i then --purge into an empty root leaves it as it was"
+    else
+      fail "purge left files behind: $(cat "$tmp/left")"
+    fi
   else
     fail "dpkg --root -i failed: $(cat "$tmp/dpkg-i.log")"
   fi

@@ -101,14 +101,12 @@ while (($#)); do
   esac
 done
 
-T0=$SECONDS
-say() { printf '[fleet %4ds] %s\n' "$((SECONDS - T0))" "$*"; }
-skip() { echo "fleet-ansible: SKIP: $*"; exit 125; }
+VM_NAME=fleet-ansible VM_TAG=fleet
+# shellcheck source=tests/vm/lib.sh
+. "$here/lib.sh"
 
-for tool in qemu-system-x86_64:qemu-system-x86 qemu-img:qemu-utils ssh:openssh-client \
-  ssh-keygen:openssh-client python3:python3 timeout:coreutils; do
-  command -v "${tool%%:*}" >/dev/null 2>&1 || skip "${tool%%:*} not found (apt-get install ${tool#*:})"
-done
+vm_require qemu-system-x86_64:qemu-system-x86 qemu-img:qemu-utils ssh:openssh-client \
+  ssh-keygen:openssh-client python3:python3 timeout:coreutils
 
 # --- the virtualenv with ansible-core ---------------------------------------------------------
 pin=$(grep -o '"ansible-core==[^"]*"' "$repo/tune/tests/fleet_support/mod.rs" | tr -d '"')
@@ -169,9 +167,7 @@ out=$(realpath "$out")
 say "run directory $out"
 : >"$out/results"
 : >"$out/timings"
-nfail=0
-pass() { echo "PASS $*" >>"$out/results"; say "PASS $*"; }
-fail() { echo "FAIL $*" >>"$out/results"; say "FAIL $*"; nfail=$((nfail + 1)); }
+VM_RESULTS=$out/results # pass and fail (tests/vm/lib.sh) write here; nfail counts
 check() { # DESCRIPTION COMMAND...: pass when the command succeeds
   local what=$1
   shift
@@ -202,8 +198,10 @@ mac[fleet-b]=52:54:00:fe:00:0b
 sed -e 's/^name: lifecycle-vm$/name: lifecycle-vm-gpu/' \
   -e 's/^required: \[\(.*\)\]$/required: [\1, gpu.driver]/' \
   "$here/lifecycle-profile.yaml" >"$out/profile-gate.yaml"
-grep -q '^name: lifecycle-vm-gpu$' "$out/profile-gate.yaml" && grep -q 'gpu.driver\]$' "$out/profile-gate.yaml" \
-  || { echo "fleet-ansible: FAILED: could not derive the gate profile from lifecycle-profile.yaml"; exit 1; }
+if ! { grep -q '^name: lifecycle-vm-gpu$' "$out/profile-gate.yaml" && grep -q 'gpu.driver\]$' "$out/profile-gate.yaml"; }; then
+  echo "fleet-ansible: FAILED: could not derive the gate profile from lifecycle-profile.yaml"
+  exit 1
+fi
 for g in "${guests[@]}"; do
   dir=$out/$g
   mkdir -p "$dir/io/state"
@@ -242,21 +240,11 @@ start_guest() { # NAME: qemu in the background, the lifecycle guest's shape plus
   local g=$1 dir=$out/$1 fwd
   fwd="hostfwd=tcp:127.0.0.1:${port[$g]}-:22"
   [[ -n ${mport[$g]:-} ]] && fwd+=",hostfwd=tcp:127.0.0.1:${mport[$g]}-:9100"
-  # One TCG thread per guest, as in tests/vm/host-lifecycle.sh: two guests fill two cores.
-  qemu-system-x86_64 \
-    -machine q35 -accel tcg,thread=single -cpu max -nodefaults -display none -monitor none \
-    -smp 4,sockets=2,cores=2,threads=1 -m 6G \
-    -object memory-backend-ram,id=mem0,size=2G -object memory-backend-ram,id=mem1,size=4G \
-    -numa node,nodeid=0,cpus=0-1,memdev=mem0 -numa node,nodeid=1,cpus=2-3,memdev=mem1 \
-    -device pxb-pcie,id=pxb1,bus_nr=128,numa_node=1,bus=pcie.0 \
-    -device pcie-root-port,id=rp1,bus=pxb1,chassis=1,slot=1 \
-    -netdev user,id=net1,restrict=on \
-    -device e1000e,netdev=net1,bus=rp1,mac=52:54:00:da:00:0${g: -1} \
-    -device pcie-root-port,id=rp0,bus=pcie.0,chassis=2,slot=2 \
-    -drive "file=$dir/disk.qcow2,if=none,id=disk0,format=qcow2" \
-    -device nvme,drive=disk0,serial=daqtune0,bus=rp0,bootindex=1 \
-    -fsdev "local,id=fs0,path=$dir/io,security_model=none" \
-    -device virtio-9p-pci,fsdev=fs0,mount_tag=io,bus=pcie.0 \
+  # The lifecycle guest's shape (tests/vm/lib.sh), its data NIC's MAC ending in the guest's
+  # number, plus the management NIC.
+  local vm_qemu
+  vm_qemu_lifecycle_x86 q35 "$dir/disk.qcow2" "$dir/io" "52:54:00:da:00:0${g: -1}"
+  "${vm_qemu[@]}" \
     -netdev "user,id=mgmt,restrict=on,$fwd" \
     -device "virtio-net-pci,netdev=mgmt,mac=${mac[$g]},bus=pcie.0" \
     -serial "file:$dir/console.log" </dev/null >"$dir/qemu.log" 2>&1 &
@@ -453,6 +441,7 @@ playbook install.log "$out/inventory" "$repo/deploy/ansible/playbooks/site.yml" 
   -e daqtune_serial=2
 check "F2 site.yml --tags install,timer,facts exits 0 (log: install.log)" test "$prc" = 0
 for g in "${guests[@]}"; do
+  # shellcheck disable=SC2016 # ssh joins its words for the guest's shell, which must see ${Status}
   check "F2 $g: the role installed the .deb (dpkg: daqtune install ok installed)" \
     test "$(gssh "$g" dpkg-query -W -f '\${Status}' daqtune 2>/dev/null)" = "install ok installed"
 done

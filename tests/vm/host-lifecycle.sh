@@ -121,13 +121,11 @@ while (($#)); do
 done
 [[ $boots =~ ^[1-5](,[1-5])*$ ]] || { echo "host-lifecycle: --boots takes a list of 1, 2, 3 (and 4, 5 for grub)" >&2; exit 2; }
 
-T0=$SECONDS
-say() { printf '[lifecycle %4ds] %s\n' "$((SECONDS - T0))" "$*"; }
-skip() { echo "host-lifecycle: SKIP: $*"; exit 125; }
+VM_NAME=host-lifecycle VM_TAG=lifecycle
+# shellcheck source=tests/vm/lib.sh
+. "$here/lib.sh"
 
-for tool in qemu-img:qemu-utils timeout:coreutils; do
-  command -v "${tool%%:*}" >/dev/null 2>&1 || skip "${tool%%:*} not found (apt-get install ${tool#*:})"
-done
+vm_require qemu-img:qemu-utils timeout:coreutils
 declare -A images=() skipped=()
 # The firmware of the secureboot variant: Debian's ovmf, Secure Boot code and Microsoft's keys.
 OVMF_CODE=/usr/share/OVMF/OVMF_CODE_4M.secboot.fd
@@ -227,21 +225,11 @@ boot() { # VARIANT N: one boot of the guest from its disk; 0 when the guest ran 
   echo "$v-$n" >"$io/phase"
   echo poweroff >"$io/next"
   local tb=$SECONDS
-  local machine=q35 fw=() qrc
+  local machine=q35 fw=() qrc vm_qemu
   if [[ $v == spark ]]; then
     set +e
-    timeout --foreground "$boot_timeout" qemu-system-aarch64 \
-      -machine virt,accel=tcg -cpu "$arm_cpu" -nodefaults -display none -no-reboot -monitor none \
-      -smp 4 -m 4G \
-      -drive "if=pflash,format=raw,unit=0,readonly=on,file=$AAVMF_CODE" \
-      -drive "if=pflash,format=raw,unit=1,file=$dir/AAVMF_VARS.fd" \
-      -device pcie-root-port,id=rp1,bus=pcie.0,chassis=1,slot=1,addr=0x2 \
-      -netdev user,id=net1,restrict=on \
-      -device e1000e,netdev=net1,bus=rp1,mac=52:54:00:da:00:02 \
-      -drive "file=$dir/disk.qcow2,if=none,id=disk0,format=qcow2" \
-      -device virtio-blk-pci,drive=disk0,bootindex=1,bus=pcie.0,addr=0x3 \
-      -fsdev "local,id=fs0,path=$io,security_model=none" \
-      -device virtio-9p-pci,fsdev=fs0,mount_tag=io,bus=pcie.0,addr=0x4 \
+    vm_qemu_spark "$arm_cpu" "$AAVMF_CODE" "$dir/AAVMF_VARS.fd" "$dir/disk.qcow2" "$io"
+    timeout --foreground "$boot_timeout" "${vm_qemu[@]}" \
       -serial "file:$dir/console-$n.log" </dev/null >"$dir/qemu-$n.log" 2>&1
     qrc=$?
     set -e
@@ -254,23 +242,8 @@ boot() { # VARIANT N: one boot of the guest from its disk; 0 when the guest ran 
       -drive "if=pflash,format=raw,unit=1,file=$dir/OVMF_VARS.fd")
   fi
   set +e
-  # One TCG thread for the four vCPUs (thread=single): as fast as a thread per vCPU for this
-  # guest (a boot of steps 1-2: 134 s against 138-157 s), and one core per guest, so two guests
-  # run side by side without their vCPUs fighting over the same two cores.
-  timeout --foreground "$boot_timeout" qemu-system-x86_64 "${fw[@]}" \
-    -machine "$machine" -accel tcg,thread=single -cpu max -nodefaults -display none -no-reboot -monitor none \
-    -smp 4,sockets=2,cores=2,threads=1 -m 6G \
-    -object memory-backend-ram,id=mem0,size=2G -object memory-backend-ram,id=mem1,size=4G \
-    -numa node,nodeid=0,cpus=0-1,memdev=mem0 -numa node,nodeid=1,cpus=2-3,memdev=mem1 \
-    -device pxb-pcie,id=pxb1,bus_nr=128,numa_node=1,bus=pcie.0 \
-    -device pcie-root-port,id=rp1,bus=pxb1,chassis=1,slot=1 \
-    -netdev user,id=net1,restrict=on \
-    -device e1000e,netdev=net1,bus=rp1,mac=52:54:00:da:00:01 \
-    -device pcie-root-port,id=rp0,bus=pcie.0,chassis=2,slot=2 \
-    -drive "file=$dir/disk.qcow2,if=none,id=disk0,format=qcow2" \
-    -device nvme,drive=disk0,serial=daqtune0,bus=rp0,bootindex=1 \
-    -fsdev "local,id=fs0,path=$io,security_model=none" \
-    -device virtio-9p-pci,fsdev=fs0,mount_tag=io,bus=pcie.0 \
+  vm_qemu_lifecycle_x86 "$machine" "$dir/disk.qcow2" "$io" 52:54:00:da:00:01 "${fw[@]}"
+  timeout --foreground "$boot_timeout" "${vm_qemu[@]}" -no-reboot \
     -serial "file:$dir/console-$n.log" </dev/null >"$dir/qemu-$n.log" 2>&1
   qrc=$?
   set -e

@@ -26,21 +26,27 @@
 # devices (boot loaders, the ESP's FAT) runs inside the guest; the initramfs, with only the root's
 # modules, is made in the chroot (il_initramfs_list).
 
-log() { printf '%s: %s\n' "$IL_NAME" "$*" >&2; }
-skip() { printf '%s: SKIP: %s\n' "$IL_NAME" "$*"; exit 125; }
-die() { printf '%s: FAILED: %s\n' "$IL_NAME" "$*" >&2; exit 1; }
+# log, skip and die come from lib.sh (VM_NAME is their prefix).
+VM_NAME=$IL_NAME
+# shellcheck source=tests/vm/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+# The provisioning boots (il_provision adds the 9p share): TCG, two vCPUs, the serial console
+# on stdio. Here rather than in lib.sh: they shape the images, and this file is in the key.
+# shellcheck disable=SC2034 # used by the builders that source this file
+VM_QEMU_PROVISION_X86=(qemu-system-x86_64 -machine q35,accel=tcg -cpu max -smp 2 -m 1536 -nographic)
+# shellcheck disable=SC2034 # used by the builders that source this file
+VM_QEMU_PROVISION_ARM64=(qemu-system-aarch64 -machine virt,accel=tcg -cpu cortex-a72 -smp 2 -m 1536 -nographic)
 
 il_lib=${BASH_SOURCE[0]}
 cache=${DAQTUNE_VM_CACHE:-$repo/target/vm-cache}
 
 il_require() { # TOOL:PACKAGE...
-  local tool
-  for tool in "$@" sha256sum:coreutils flock:util-linux sfdisk:fdisk mkfs.ext4:e2fsprogs qemu-img:qemu-utils mmdebstrap:mmdebstrap; do
-    command -v "${tool%%:*}" >/dev/null 2>&1 || skip "${tool%%:*} not found (apt-get install ${tool#*:})"
-  done
+  vm_require "$@" sha256sum:coreutils flock:util-linux sfdisk:fdisk mkfs.ext4:e2fsprogs qemu-img:qemu-utils mmdebstrap:mmdebstrap
   [[ $(id -u) == 0 ]] || skip "building the guest image needs root (mmdebstrap chroot mode, device nodes in the image)"
 }
 
+# shellcheck disable=SC2154 # rebuild (0 or 1) is the builder's --rebuild, set after it sources this
 il_cache_or_lock() { # SUITE ARCH MIRROR PACKAGES...
   local key
   key=$( { cat "$0" "$il_lib"; printf '%s\n' "$@"; } | sha256sum | cut -c1-16)
@@ -252,6 +258,7 @@ il_mmdebstrap() { # SUITE ARCH MIRROR PACKAGES... [-- EXTRA-ARGS...]
   log "mmdebstrap $suite $arch (${pkgs[*]})"
   il_initramfs_list
   t=$SECONDS
+  # shellcheck disable=SC2016 # mmdebstrap's hooks run in its own shell, $1 the chroot
   if ! mmdebstrap --mode=root --variant=minbase --architectures="$arch" \
     --aptopt='APT::Install-Recommends "false"' \
     --include="$(IFS=,; echo "${pkgs[*]}")" \
@@ -275,7 +282,7 @@ il_mmdebstrap() { # SUITE ARCH MIRROR PACKAGES... [-- EXTRA-ARGS...]
 
 il_kernel() {
   local kernel
-  kernel=$(cd "$rootfs/boot" && ls vmlinuz-* | sort -V | tail -n1)
+  kernel=$(cd "$rootfs/boot" && vm_newest vmlinuz-*)
   kver=${kernel#vmlinuz-}
   [[ -f $rootfs/boot/initrd.img-$kver ]] || die "no initrd for $kver in the guest (initramfs-tools did not run?)"
   local m mods=$rootfs/usr/lib/modules/$kver

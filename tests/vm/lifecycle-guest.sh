@@ -79,6 +79,7 @@ run() { # NAME COMMAND...
     echo "[exit $rc]" >>"$st/$name.txt"
     echo "   $* -> exit $rc in $(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.1f", b - a}') s (output: state/$name.txt)"
 }
+# shellcheck disable=SC2317 # called through run and the phases, which shellcheck cannot follow
 dq() { daqtune --profile "$P" "$@"; }
 # "<run id> <state>" of every journal run.
 journal_runs() {
@@ -262,10 +263,10 @@ package_installed() { # VARIANT
     if [ "$1" = spark ]; then
         # The Spark shape: one node (as GB10's 20 cores), the data cores named in the profile.
         expect_eq "the guest is aarch64" "$(uname -m)" aarch64
-        expect_eq "the guest has one NUMA node" "$(ls -d /sys/devices/system/node/node[0-9]* | wc -l)" 1
+        expect_eq "the guest has one NUMA node" "$(find /sys/devices/system/node -maxdepth 1 -name 'node[0-9]*' | wc -l)" 1
     else
         expect_eq "the e1000e sits on NUMA node 1" "$(cat "/sys/bus/pci/devices/$bdf/numa_node" 2>/dev/null)" 1
-        expect_eq "the guest has two NUMA nodes" "$(ls -d /sys/devices/system/node/node[0-9]* | wc -l)" 2
+        expect_eq "the guest has two NUMA nodes" "$(find /sys/devices/system/node -maxdepth 1 -name 'node[0-9]*' | wc -l)" 2
     fi
 }
 
@@ -319,7 +320,7 @@ applied_now() { # [VARIANT]
     runs=$(journal_runs | awk '$2 != "reverted"' | wc -l)
     expect_eq "apply journaled one run" "$runs" 1
     # Runtime effects, right away.
-    expect_eq "MTU 9000 on $DATA_PORT now" "$(cat /sys/class/net/$DATA_PORT/mtu 2>/dev/null)" 9000
+    expect_eq "MTU 9000 on $DATA_PORT now" "$(cat "/sys/class/net/$DATA_PORT/mtu" 2>/dev/null)" 9000
     expect_eq "1G pages reserved now" "$(cat /sys/kernel/mm/hugepages/hugepages-${HP_KB}kB/nr_hugepages 2>/dev/null)" "$HP_COUNT"
     [ "$TWO_POOLS" = 0 ] || expect_eq "2M pages reserved now" "$(cat /sys/kernel/mm/hugepages/hugepages-${HP2_KB}kB/nr_hugepages 2>/dev/null)" "$HP2_COUNT"
     expect_eq "net.core.rmem_max now" "$(cat /proc/sys/net/core/rmem_max)" 268435456
@@ -351,7 +352,7 @@ expect_kernel_args_in() { # WHAT FILE-WITH-ONE-WORD-PER-LINE
     done
     # isolcpus may carry flags (managed_irq,domain,3): accept any isolcpus= ending in 3.
     if [ -n "$missing" ] && echo "$missing" | grep -q isolcpus && grep -qE '^isolcpus=([a-z_]+,)*3$' "$2"; then
-        missing=$(echo "$missing" | sed 's/ isolcpus=3//')
+        missing=${missing/ isolcpus=3/}
     fi
     if [ -z "$missing" ]; then pass "$1 carries the isolation and hugepage arguments"; else fail "$1 carries the isolation and hugepage arguments" "missing:$missing ($(tr '\n' ' ' <"$2"))"; fi
 }
@@ -411,7 +412,7 @@ verify_after_reboot() { # VARIANT
         expect_eq "$MOUNT2_UNIT is active" "$(systemctl is-active "$MOUNT2_UNIT")" active
         expect "hugetlbfs of 2M pages mounted at /mnt/huge-2M" sh -c "findmnt -n -o FSTYPE,OPTIONS /mnt/huge-2M | grep -q '^hugetlbfs .*pagesize=2M'"
     fi
-    expect_eq "MTU 9000 on $DATA_PORT after the reboot" "$(cat /sys/class/net/$DATA_PORT/mtu 2>/dev/null)" 9000
+    expect_eq "MTU 9000 on $DATA_PORT after the reboot" "$(cat "/sys/class/net/$DATA_PORT/mtu" 2>/dev/null)" 9000
     expect_eq "net.core.rmem_max after the reboot" "$(cat /proc/sys/net/core/rmem_max)" 268435456
     [ "$1" != spark ] || spark_nm_after_reboot
     # A second apply: nothing to change, no byte written, no journal.
@@ -585,11 +586,11 @@ trial_back_on_default() {
 PR_HUGE='^(hugepagesz|hugepages|default_hugepagesz)='
 # The other settings' kernel arguments (docs/apply.md): the governor's and the ACS one.
 PR_OTHER_WORDS='^(hugepagesz|hugepages|default_hugepagesz|cpufreq\.default_governor)=|^pci=.*disable_acs_redir'
-PR_SYSCTL_DIRS="/proc/sys/net /proc/sys/vm /proc/sys/kernel"
+PR_SYSCTL_DIRS=(/proc/sys/net /proc/sys/vm /proc/sys/kernel)
 
 # Before the package (fleet-*-1a): what the partial reverts must bring back.
 partial_baseline() {
-    grep -r -s . $PR_SYSCTL_DIRS 2>/dev/null >"$st/sysctl-1a"
+    grep -r -s . "${PR_SYSCTL_DIRS[@]}" 2>/dev/null >"$st/sysctl-1a"
     cat "/sys/kernel/mm/hugepages/hugepages-${HP_KB}kB/nr_hugepages" >"$st/hp1g-1a" 2>/dev/null
     cat "/sys/kernel/mm/hugepages/hugepages-${HP2_KB}kB/nr_hugepages" >"$st/hp2m-1a" 2>/dev/null
     cat "/sys/class/net/$DATA_PORT/mtu" >"$st/mtu-1a" 2>/dev/null
@@ -617,7 +618,12 @@ expect_sysctls() { # WHAT FILE file|1a
     if [ "$n" -eq 0 ]; then fail "$1" "no setting read from ${2##*/}"; elif [ -z "$bad" ]; then pass "$1" "$n keys"; else fail "$1" "$bad"; fi
 }
 # The port's .link daqtune wrote, and its settings: every line but comments and blank lines.
-pr_link() { ls /etc/systemd/network/*daqtune*.link 2>/dev/null | head -n 1; }
+pr_link() {
+    local f
+    for f in /etc/systemd/network/*daqtune*.link; do
+        if [ -e "$f" ]; then echo "$f"; break; fi
+    done
+}
 link_settings() { grep -v -e '^[[:space:]]*#' -e '^[[:space:]]*$' "$1" | LC_ALL=C sort; }
 sorted_words() { LC_ALL=C sort "$1"; }
 expect_same_words() { # WHAT GOT-FILE WANT-FILE (one word a line, any order)
@@ -643,8 +649,9 @@ partial_snapshot() {
     else
         fail "the port's .link of the full apply" "no /etc/systemd/network/*daqtune*.link"
     fi
-    local f
-    for f in $(grep '^/etc/sysctl.d/' "$st/P-owned-before"); do
+    local f files
+    mapfile -t files < <(grep '^/etc/sysctl.d/' "$st/P-owned-before")
+    for f in "${files[@]}"; do
         sysctl_file_values "$f" >"$st/${f##*/}.values"
     done
 }
@@ -671,8 +678,9 @@ partial_sysctl_reverted() { # ID FILE
 }
 # Every sysctl.d drop-in of daqtune's left: unchanged, and its settings live.
 partial_sysctls_kept() { # WHEN
-    local f any=0
-    for f in $(grep '^/etc/sysctl.d/' "$st/P-owned-want"); do
+    local f any=0 files
+    mapfile -t files < <(grep '^/etc/sysctl.d/' "$st/P-owned-want")
+    for f in "${files[@]}"; do
         any=1
         expect_sysctls "$f stays: its keys live $1" "$f" file
     done
@@ -707,7 +715,7 @@ partial_revert_grub() {
     run revert-P1-rings dq revert --yes --only nic.rings
     expect_eq "revert --only nic.rings exits 0" "$rc" 0
     expect_eq "nic.rings: rings as before apply, now" "$(rings_now)" "$(cat "$st/rings-1")"
-    expect_eq "nic.rings: MTU 9000 stays, now" "$(cat /sys/class/net/$DATA_PORT/mtu)" 9000
+    expect_eq "nic.rings: MTU 9000 stays, now" "$(cat "/sys/class/net/$DATA_PORT/mtu")" 9000
     # systemd.link(5): RxBufferSize= and TxBufferSize= are the ring sizes.
     grep -vE '^(RxBufferSize|TxBufferSize)=' "$st/P-link-before" >"$st/P-link-want"
     if [ -n "$PR_LINK" ]; then
@@ -740,7 +748,7 @@ partial_revert_extlinux() {
 
     run revert-P1-mtu dq revert --yes --only nic.mtu
     expect_eq "revert --only nic.mtu exits 0" "$rc" 0
-    expect_eq "nic.mtu: MTU as before the package, now" "$(cat /sys/class/net/$DATA_PORT/mtu)" "$(cat "$st/mtu-1a")"
+    expect_eq "nic.mtu: MTU as before the package, now" "$(cat "/sys/class/net/$DATA_PORT/mtu")" "$(cat "$st/mtu-1a")"
     rings_at_max "nic.mtu: the rings stay at the maximum, now"
     # systemd.link(5): MTUBytes= is the MTU.
     grep -vE '^MTUBytes=' "$st/P-link-before" >"$st/P-link-want"
@@ -789,7 +797,7 @@ partial_booted() { # grub|extlinux
         expect_eq "hugepages went: no mnt-huge.mount" "$(systemctl is-active mnt-huge.mount)" inactive
         expect_eq "hugepages went: nothing mounted at /mnt/huge" "$(findmnt -n /mnt/huge | wc -l)" 0
         expect_eq "nic.rings went: rings as before apply" "$(rings_now)" "$(cat "$st/rings-1")"
-        expect_eq "nic.mtu stays: MTU 9000" "$(cat /sys/class/net/$DATA_PORT/mtu)" 9000
+        expect_eq "nic.mtu stays: MTU 9000" "$(cat "/sys/class/net/$DATA_PORT/mtu")" 9000
         expect_sysctls "net.sysctl went: its keys as before the package" /etc/sysctl.d/90-daqtune.conf 1a
         expect_eq "kernel.thp stays: THP never" "$(thp_mode)" never
         for id in kernel.cmdline nic.mtu kernel.thp; do expect_status "$r" "$id" pass; done
@@ -801,7 +809,7 @@ partial_booted() { # grub|extlinux
         expect_eq "hugepages stays: 1G pages reserved at boot" "$(cat /sys/kernel/mm/hugepages/hugepages-${HP_KB}kB/nr_hugepages)" "$HP_COUNT"
         expect_eq "hugepages stays: 2M pages reserved at boot" "$(cat /sys/kernel/mm/hugepages/hugepages-${HP2_KB}kB/nr_hugepages)" "$HP2_COUNT"
         expect_eq "hugepages stays: mnt-huge.mount active" "$(systemctl is-active mnt-huge.mount)" active
-        expect_eq "nic.mtu went: MTU as before the package" "$(cat /sys/class/net/$DATA_PORT/mtu)" "$(cat "$st/mtu-1a")"
+        expect_eq "nic.mtu went: MTU as before the package" "$(cat "/sys/class/net/$DATA_PORT/mtu")" "$(cat "$st/mtu-1a")"
         rings_at_max "nic.rings stays: RX/TX rings at the maximum (.link through udev)"
         expect_sysctls "vm.stat-interval went: its key as before the package" /etc/sysctl.d/90-daqtune-stat-interval.conf 1a
         for id in hugepages nic.rings; do expect_status "$r" "$id" pass; done
@@ -1027,7 +1035,7 @@ netplan_owns_port() {
     else
         fail "networkd manages $DATA_PORT through netplan's rendering" "$(grep -E 'Network File|State' "$st/networkctl-N0.txt" | tr '\n' ' ')"
     fi
-    expect_eq "MTU of $DATA_PORT before daqtune" "$(cat /sys/class/net/$DATA_PORT/mtu)" 1500
+    expect_eq "MTU of $DATA_PORT before daqtune" "$(cat "/sys/class/net/$DATA_PORT/mtu")" 1500
 }
 
 netplan_baseline() { # daqtune installed, the extlinux variant's own run reverted
@@ -1043,7 +1051,7 @@ netplan_apply_mtu() {
     run plan-N2 dq plan --only nic.mtu
     run apply-N2 dq apply --yes --only nic.mtu
     expect_eq "apply exits 0" "$rc" 0
-    expect_eq "MTU 9000 on $DATA_PORT now" "$(cat /sys/class/net/$DATA_PORT/mtu 2>/dev/null)" 9000
+    expect_eq "MTU 9000 on $DATA_PORT now" "$(cat "/sys/class/net/$DATA_PORT/mtu" 2>/dev/null)" 9000
     expect_eq "daqtune wrote $NETPLAN_OURS (mode 600, as netplan wants)" "$(stat -c %a "$NETPLAN_OURS" 2>/dev/null)" 600
     expect "$NETPLAN_OURS sets mtu: 9000 for $DATA_PORT" grep -qE '^ +mtu: 9000$' "$NETPLAN_OURS"
     expect_eq "the files daqtune owns: only its netplan drop-in" "$(owned_files | tr '\n' ' ')" "$NETPLAN_OURS "
@@ -1055,7 +1063,7 @@ netplan_apply_mtu() {
 netplan_verify_after_reboot() {
     step N3 "reboot: netplan renders MTU 9000 for the data port"
     wait_settled
-    expect_eq "MTU 9000 on $DATA_PORT after the reboot" "$(cat /sys/class/net/$DATA_PORT/mtu 2>/dev/null)" 9000
+    expect_eq "MTU 9000 on $DATA_PORT after the reboot" "$(cat "/sys/class/net/$DATA_PORT/mtu" 2>/dev/null)" 9000
     run networkctl-N3 networkctl status "$DATA_PORT"
     if grep -qE "Network File: /run/systemd/network/10-netplan-$DATA_PORT\.network" "$st/networkctl-N3.txt" && grep -qE '^ *MTU: 9000' "$st/networkctl-N3.txt"; then
         pass "networkctl status: netplan's .network, MTU 9000"
@@ -1102,7 +1110,7 @@ netplan_revert() {
     run revert-N6 dq revert --yes
     expect_eq "revert exits 0" "$rc" 0
     expect_eq "no file of daqtune's left under /etc" "$(owned_files | tr '\n' ' ')" ""
-    expect_eq "MTU of $DATA_PORT back to 1500" "$(cat /sys/class/net/$DATA_PORT/mtu 2>/dev/null)" 1500
+    expect_eq "MTU of $DATA_PORT back to 1500" "$(cat "/sys/class/net/$DATA_PORT/mtu" 2>/dev/null)" 1500
     sums "$st/sums-after-netplan" "${boot_dirs[@]}"
     if cmp -s "$st/sums-before-netplan" "$st/sums-after-netplan"; then
         pass "/etc (with /etc/netplan) and /boot/extlinux byte-identical to before step N2" "$(grep -c . "$st/sums-before-netplan") entries"
@@ -1200,7 +1208,7 @@ spark_boot_chain() {
     expect "the ESP is mounted at /boot/efi" mountpoint -q /boot/efi
     expect "GRUB for arm64 EFI on the ESP (EFI/debian/grubaa64.efi)" test -s /boot/efi/EFI/debian/grubaa64.efi
     expect "the removable path EFI/BOOT/BOOTAA64.EFI" test -s /boot/efi/EFI/BOOT/BOOTAA64.EFI
-    info "kernel $(uname -r) $(uname -m), page size $(getconf PAGESIZE), hugepage sizes: $(ls /sys/kernel/mm/hugepages | tr '\n' ' ')"
+    info "kernel $(uname -r) $(uname -m), page size $(getconf PAGESIZE), hugepage sizes: $(cd /sys/kernel/mm/hugepages && printf '%s ' *)"
     # As in the Secure Boot variant: the image's grub.cfg was made without UEFI; the host's
     # own update-grub under UEFI first, as on a host installed through UEFI.
     run update-grub-0 update-grub
@@ -1215,7 +1223,7 @@ spark_boot_chain() {
     nm_wait_connection "" || true
     info "connection on $DATA_PORT before daqtune: '$(nm_port_connection)'"
     expect_eq "no connection file binds $DATA_PORT before daqtune" "$(nm_port_files)" ""
-    expect_eq "MTU of $DATA_PORT before daqtune" "$(cat /sys/class/net/$DATA_PORT/mtu)" 1500
+    expect_eq "MTU of $DATA_PORT before daqtune" "$(cat "/sys/class/net/$DATA_PORT/mtu")" 1500
 }
 
 spark_applied() {
@@ -1251,7 +1259,7 @@ spark_nm_reverted() {
     c=$(nm_port_connection)
     if [ "$c" != "$NM_OURS" ]; then pass "after revert and reboot $DATA_PORT is not on $NM_OURS" "'$c'"; else fail "after revert and reboot $DATA_PORT is not on $NM_OURS" "still $c"; fi
     expect "NetworkManager knows no $NM_OURS any more" sh -c "! nmcli -g NAME connection show | grep -qx '$NM_OURS'"
-    expect_eq "MTU of $DATA_PORT back to 1500" "$(cat /sys/class/net/$DATA_PORT/mtu)" 1500
+    expect_eq "MTU of $DATA_PORT back to 1500" "$(cat "/sys/class/net/$DATA_PORT/mtu")" 1500
     # revert took daqtune's keyfile, and with it the address only the profile gave.
     expect "after revert and reboot $DATA_PORT has no $SPARK_ADDR" sh -c "! ip -4 -o addr show dev '$DATA_PORT' | grep -q 'inet $SPARK_ADDR '"
 }
@@ -1282,7 +1290,7 @@ spark_foreign_profile() {
     expect_eq "$NM_THEIRS's keyfile untouched by daqtune" "$(sha256sum <"$theirs" 2>/dev/null)" "$h0"
     sums "$st/sums-8b" /etc/NetworkManager
     if cmp -s "$st/sums-8a" "$st/sums-8b"; then pass "apply wrote nothing under /etc/NetworkManager"; else fail "apply wrote nothing under /etc/NetworkManager" "$(diff "$st/sums-8a" "$st/sums-8b" | grep '^[<>]' | head -n 6 | tr '\n' ' ')"; fi
-    expect_eq "MTU 9000 on $DATA_PORT now (SIOCSIFMTU)" "$(cat /sys/class/net/$DATA_PORT/mtu)" 9000
+    expect_eq "MTU 9000 on $DATA_PORT now (SIOCSIFMTU)" "$(cat "/sys/class/net/$DATA_PORT/mtu")" 9000
     # The advice, followed: the profile now keeps the MTU, and the plan has nothing to say.
     run nm-modify-8 nmcli connection modify "$NM_THEIRS" ethernet.mtu 9000
     expect_eq "\`$advice\` exits 0" "$rc" 0
@@ -1307,7 +1315,7 @@ case "$phase" in
         TWO_POOLS=0
         # The virt machine's firmware decides the e1000e's name (slot or path): the port is
         # the e1000e's netdev, and the profile copied in step 1 names it.
-        p=$(ls "/sys/bus/pci/devices/$(e1000e_bdf)/net" 2>/dev/null | head -n 1)
+        p=$(find "/sys/bus/pci/devices/$(e1000e_bdf)/net" -mindepth 1 -maxdepth 1 -printf '%f\n' 2>/dev/null | sort | head -n 1)
         [ -z "$p" ] || DATA_PORT=$p
         NM_OURS=daqiri-$DATA_PORT
         KARGS="isolcpus=3 nohz_full=3 rcu_nocbs=3 rcu_nocb_poll irqaffinity=0-2 hugepagesz=1G hugepages=$HP_COUNT default_hugepagesz=1G"

@@ -65,11 +65,12 @@ if [[ ! -e $binfmt/qemu-aarch64 ]]; then
     || skip "could not register $conf with binfmt_misc (a container without the privilege?)"
   log "registered the aarch64 binfmt handler from $conf"
 fi
-[[ $(cat "$binfmt/qemu-aarch64" 2>/dev/null | head -n 1) == enabled ]] \
+[[ $(head -n 1 "$binfmt/qemu-aarch64" 2>/dev/null) == enabled ]] \
   || skip "the aarch64 binfmt handler is disabled ($binfmt/qemu-aarch64)"
 
 il_cache_or_lock "$suite" arm64 "$mirror" "${PACKAGES[@]}"
 il_customize ttyAMA0 networkmanager
+# shellcheck disable=SC2016 # mmdebstrap's hook runs in its own shell, $1 the chroot
 il_mmdebstrap "$suite" arm64 "$mirror" "${PACKAGES[@]}" -- --customize-hook='mkdir -p "$1"/boot/efi'
 il_kernel
 
@@ -105,7 +106,7 @@ EOF
 t=$SECONDS
 log "first boot (kernel $kver, direct): mkfs.vfat, grub-install (arm64-efi), update-grub inside the guest"
 il_provision "$work/boot-arm64.log" "$work/provision-arm64.sh" \
-  qemu-system-aarch64 -machine virt,accel=tcg -cpu cortex-a72 -smp 2 -m 1536 -nographic \
+  "${VM_QEMU_PROVISION_ARM64[@]}" \
   -kernel "$work/vmlinuz-$kver" -initrd "$work/initrd.img-$kver" \
   -append "root=UUID=$uuid ro console=ttyAMA0,115200 quiet" \
   -drive "file=$work/arm64.raw,if=none,id=d0,format=raw" -device virtio-blk-pci,drive=d0

@@ -53,6 +53,7 @@ il_cache_or_lock "$suite" amd64 "$mirror" "${PACKAGES[@]}"
 # The BIOS image's configuration (hostname, networkd owning the data port, quiet timers, the
 # harness's agent, GRUB on the serial console).
 il_customize ttyS0 networkd
+# shellcheck disable=SC2016 # mmdebstrap's hook runs in its own shell, $1 the chroot
 il_mmdebstrap "$suite" amd64 "$mirror" "${PACKAGES[@]}" -- --customize-hook='mkdir -p "$1"/boot/efi'
 [[ -f $rootfs/usr/lib/shim/shimx64.efi.signed ]] || die "shim-signed installed no /usr/lib/shim/shimx64.efi.signed"
 il_kernel
@@ -83,7 +84,7 @@ EOF
 t=$SECONDS
 log "first boot (kernel $kver, direct): mkfs.vfat, grub-install (signed shim and GRUB), update-grub inside the guest"
 il_provision "$work/boot-uefi.log" "$work/provision-uefi.sh" \
-  qemu-system-x86_64 -machine q35,accel=tcg -cpu max -smp 2 -m 1536 -nographic \
+  "${VM_QEMU_PROVISION_X86[@]}" \
   -kernel "$work/vmlinuz-$kver" -initrd "$work/initrd.img-$kver" \
   -append "root=UUID=$uuid ro console=ttyS0,115200 quiet" \
   -drive "file=$work/uefi.raw,if=none,id=d0,format=raw" -device nvme,drive=d0,serial=daqtune0

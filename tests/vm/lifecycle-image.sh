@@ -66,8 +66,7 @@ printf 'label: dos\nstart=%s, type=83, bootable\n' "$PART_START" \
 il_mkfs_root "$work/grub.raw" "$PART_START" $(($(stat -c %s "$work/grub.raw") / 512 - PART_START))
 log "disk image written in $((SECONDS - t)) s"
 
-# The provisioning boots: q35 under TCG, the disk on NVMe.
-x86_qemu=(qemu-system-x86_64 -machine q35,accel=tcg -cpu max -smp 2 -m 1536 -nographic)
+# The provisioning boots: q35 under TCG (tests/vm/lib.sh), the disk on NVMe.
 
 # --- first boot: the guest installs GRUB on its disk and runs its own update-grub ---------
 cat >"$work/provision-grub.sh" <<'EOF'
@@ -82,7 +81,7 @@ cat /etc/machine-id
 EOF
 t=$SECONDS
 log "first boot (kernel $kver, direct): grub-install + update-grub inside the guest"
-il_provision "$work/boot-grub.log" "$work/provision-grub.sh" "${x86_qemu[@]}" \
+il_provision "$work/boot-grub.log" "$work/provision-grub.sh" "${VM_QEMU_PROVISION_X86[@]}" \
   -kernel "$work/vmlinuz-$kver" -initrd "$work/initrd.img-$kver" \
   -append "root=UUID=$uuid ro console=ttyS0,115200 quiet" \
   -drive "file=$work/grub.raw,if=none,id=d0,format=raw" -device nvme,drive=d0,serial=daqtune0
@@ -116,7 +115,7 @@ EOF
 t=$SECONDS
 qemu-img create -q -f qcow2 -b grub.raw -F raw "$work/extlinux.qcow2" >/dev/null
 log "second boot (through GRUB): purge GRUB, extlinux --install, syslinux MBR"
-il_provision "$work/boot-extlinux.log" "$work/provision-extlinux.sh" "${x86_qemu[@]}" \
+il_provision "$work/boot-extlinux.log" "$work/provision-extlinux.sh" "${VM_QEMU_PROVISION_X86[@]}" \
   -drive "file=$work/extlinux.qcow2,if=none,id=d0,format=qcow2" -device nvme,drive=d0,serial=daqtune0,bootindex=1
 log "extlinux installed by the guest in $((SECONDS - t)) s"
 

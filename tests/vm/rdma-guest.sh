@@ -175,14 +175,14 @@ state() {
             echo "$i $(ip -o -4 addr show dev "$i" 2>&1 | awk '{print $4}' | sort | tr '\n' ' ')"
         done
         ip neigh show nud permanent 2>&1 | sort
-        echo "netns: $(ls /run/netns 2>/dev/null | tr '\n' ' ')"
-        echo "journals: $(ls /run/daqtune/selftest 2>/dev/null | tr '\n' ' ')"
+        echo "netns: $(find /run/netns -mindepth 1 -maxdepth 1 -printf '%f\n' 2>/dev/null | sort | tr '\n' ' ')"
+        echo "journals: $(find /run/daqtune/selftest -mindepth 1 -maxdepth 1 -printf '%f\n' 2>/dev/null | sort | tr '\n' ' ')"
     } >"$1"
 }
 
 say "two-port mode on a bare veth pair dqc/dqd with --soft-roce"
 ip link add dqc type veth peer name dqd || die "veth pair dqc/dqd"
-ip link set dqc up && ip link set dqd up || die "dqc/dqd up"
+{ ip link set dqc up && ip link set dqd up; } || die "dqc/dqd up"
 state "$out/state-before.txt"
 # Exclusive mode is tried first and refused for soft-RoCE (EOPNOTSUPP), then shared mode. Whether
 # the transfer itself works depends on the kernel's rdma_rxe having network-namespace support
@@ -202,7 +202,7 @@ say "SIGKILL in the middle of a two-port run, then --recover"
     >/dev/null 2>"$out/killed.err" &
 victim=$!
 n=0
-until [ "$(ls /run/netns 2>/dev/null | grep -c '^daqtune-')" -ge 2 ] || ! kill -0 "$victim" 2>/dev/null; do
+until [ "$(find /run/netns -mindepth 1 -maxdepth 1 -name 'daqtune-*' 2>/dev/null | wc -l)" -ge 2 ] || ! kill -0 "$victim" 2>/dev/null; do
     sleep 0.05
     n=$((n + 1))
 done
@@ -264,16 +264,16 @@ if command -v ib_write_bw >/dev/null 2>&1; then
         timeout 540 ib_write_bw -d rxe0 -i 1 -x "$g0" -s "$size" -n "$iters" -u "$qpt" -F --report_gbits \
             198.18.0.2 >"$out/ib_write_bw.txt" 2>&1
         rc=$?
-        grep -q "Couldn't connect" "$out/ib_write_bw.txt" && kill -0 "$srv" 2>/dev/null || break
+        { grep -q "Couldn't connect" "$out/ib_write_bw.txt" && kill -0 "$srv" 2>/dev/null; } || break
     done
-    echo $rc >"$out/ib_write_bw.rc"
+    echo "$rc" >"$out/ib_write_bw.rc"
     wait "$srv"
     cat "$out/ib_write_bw.txt"
 else
     say "ib_write_bw not installed on the host (apt-get install perftest): no reference"
 fi
 for d in rxe0 rxe1; do
-    for f in /sys/class/infiniband/$d/ports/1/hw_counters/*; do
+    for f in /sys/class/infiniband/"$d"/ports/1/hw_counters/*; do
         echo "$d ${f##*/} $(cat "$f" 2>/dev/null)"
     done
 done >"$out/hw_counters.txt"

@@ -38,12 +38,11 @@ done
 [ $# -ge 1 ] || { echo "usage: $0 [--out DIR] [--timeout SECS] GUEST_SCRIPT [ARG...]" >&2; exit 2; }
 guest=$1; shift
 
-skip() { echo "rxe-vm: SKIP: $*"; exit 125; }
-log() { echo "rxe-vm: $*" >&2; }
+VM_NAME=rxe-vm
+# shellcheck source=tests/vm/lib.sh
+. "$here/lib.sh"
 
-for tool in qemu-system-x86_64 busybox dpkg-deb apt-get apt-cache; do
-    command -v "$tool" >/dev/null 2>&1 || skip "$tool not found (apt-get install qemu-system-x86 busybox-static dpkg apt)"
-done
+vm_require qemu-system-x86_64:qemu-system-x86 busybox:busybox-static dpkg-deb:dpkg apt-get:apt apt-cache:apt
 busybox_bin=$(command -v busybox)
 # The initramfs has no libc: a dynamically linked busybox cannot run there.
 if file -L "$busybox_bin" 2>/dev/null | grep -q dynamically; then
@@ -56,15 +55,15 @@ mkdir -p "$cache"
 kpkg=$(apt-cache depends linux-image-amd64 2>/dev/null | sed -n 's/^ *Depends: \(linux-image-[0-9].*-amd64\)$/\1/p' | head -n1)
 if [ -z "$kpkg" ]; then
     # Fall back to a kernel package already in the cache (offline runs).
-    kdeb=$(ls -1 "$cache"/linux-image-*-amd64_*.deb 2>/dev/null | sort -V | tail -n1 || true)
+    kdeb=$(vm_newest "$cache"/linux-image-*-amd64_*.deb)
     [ -n "$kdeb" ] || skip "cannot resolve linux-image-amd64 (apt-cache depends failed; run apt-get update) and no cached kernel package in $cache"
 else
-    kdeb=$(ls -1 "$cache"/"$kpkg"_*.deb 2>/dev/null | sort -V | tail -n1 || true)
+    kdeb=$(vm_newest "$cache"/"$kpkg"_*.deb)
     if [ -z "$kdeb" ]; then
         log "downloading $kpkg"
         (cd "$cache" && apt-get download "$kpkg" >/dev/null 2>"$cache/apt-download.log") \
             || skip "apt-get download $kpkg failed: $(tail -n1 "$cache/apt-download.log")"
-        kdeb=$(ls -1 "$cache"/"$kpkg"_*.deb | sort -V | tail -n1)
+        kdeb=$(vm_newest "$cache"/"$kpkg"_*.deb)
     fi
 fi
 kname=$(basename "$kdeb" .deb)
@@ -76,7 +75,8 @@ if [ ! -d "$kroot/boot" ]; then
     dpkg-deb -x "$kdeb" "$ktmp" || skip "dpkg-deb -x $kdeb failed"
     mv -T "$ktmp" "$kroot" 2>/dev/null || rm -rf "$ktmp"
 fi
-vmlinuz=$(ls -1 "$kroot"/boot/vmlinuz-* | head -n1)
+vmlinuzes=("$kroot"/boot/vmlinuz-*)
+vmlinuz=${vmlinuzes[0]}
 kver=${vmlinuz##*/vmlinuz-}
 moddir="$kroot/lib/modules/$kver"
 [ -d "$moddir" ] || skip "no modules in $kdeb"
@@ -174,18 +174,9 @@ cp "$guest" "$out/guest.sh"
 printf '%s ' "$@" >"$out/args"
 log "booting $kver (mem ${mem}M, ${smp} vCPU, one TCG thread), output in $out"
 
-# One TCG thread for the vCPUs: the whole test took 139 CPU-seconds (144 s) that way against
-# 165 (133 s) with a thread per vCPU (2026-11-27, quiet); what counts on a CI runner whose
-# cores are busy is the CPU it takes.
+vm_qemu_rxe "$smp" "$mem" "$vmlinuz" "$initrd" "$out"
 set +e
-timeout --foreground "$timeout_s" qemu-system-x86_64 \
-    -machine q35 -accel tcg,thread=single -cpu max -smp "$smp" -m "$mem" \
-    -nographic -no-reboot -monitor none -serial stdio \
-    -kernel "$vmlinuz" -initrd "$initrd" \
-    -append "console=ttyS0 quiet loglevel=3 panic=-1 oops=panic" \
-    -virtfs "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap" \
-    -virtfs "local,path=$out,mount_tag=out,security_model=none" \
-    </dev/null 2>&1 | tee "$out/console.log"
+timeout --foreground "$timeout_s" "${vm_qemu[@]}" </dev/null 2>&1 | tee "$out/console.log"
 # `tee` succeeds; the status that matters is qemu's (or timeout's).
 rc=${PIPESTATUS[0]}
 set -e

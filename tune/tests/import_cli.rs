@@ -275,11 +275,15 @@ fn a_directory_of_several_kinds() {
 /// ESC8000A's GPU block and tree from the corpus and a kernel command line.
 fn bug_report(dir: &Path) -> (PathBuf, String) {
     use std::io::Write;
-    let vvv =
-        std::fs::read_to_string(corpus("lspci-asus-esc8000a-e12-stelline/lspci-vvv.txt")).unwrap();
-    let gpu: String = vvv.split("\n\n").next().unwrap().to_string();
-    let tree =
-        std::fs::read_to_string(corpus("lspci-asus-esc8000a-e12-stelline/lspci-tv.txt")).unwrap();
+    let vvv = std::fs::read_to_string(corpus("lspci-asus-esc8000a-e12-stelline/lspci-vvv.txt"))
+        .expect("the corpus capture is readable");
+    let gpu: String = vvv
+        .split("\n\n")
+        .next()
+        .expect("split yields at least one piece")
+        .to_string();
+    let tree = std::fs::read_to_string(corpus("lspci-asus-esc8000a-e12-stelline/lspci-tv.txt"))
+        .expect("the corpus capture is readable");
     let rule = "____________________________________________\n\n";
     let sections = [
         format!("{rule}Start of NVIDIA bug report log file.  Please include this file, along\nwith a detailed description of your problem, when reporting a graphics\ndriver bug via the NVIDIA Linux forum (see forums.developer.nvidia.com)\nor by sending email to 'linux-bugs@nvidia.com'.\n\nnvidia-bug-report.sh Version: 31831145\n\nDate: Thu Oct 27 08:50:11 PM -03 2022\nuname: Linux host 6.0.1 #1 SMP x86_64 GNU/Linux\ncommand line flags: \n\n"),
@@ -290,11 +294,12 @@ fn bug_report(dir: &Path) -> (PathBuf, String) {
     ];
     let text: String = sections.concat();
     let path = dir.join("nvidia-bug-report.log.gz");
-    let mut f = std::fs::File::create(&path).unwrap();
+    let mut f = std::fs::File::create(&path).expect("create the report in the test's temp dir");
     for s in &sections {
         let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-        e.write_all(s.as_bytes()).unwrap();
-        f.write_all(&e.finish().unwrap()).unwrap();
+        e.write_all(s.as_bytes()).expect("gzip into memory");
+        f.write_all(&e.finish().expect("gzip into memory"))
+            .expect("write the report");
     }
     (path, text)
 }
@@ -392,25 +397,28 @@ fn hostile_gzip_is_refused() {
 fn sosreport(dir: &Path) -> PathBuf {
     let top = dir.join("sosreport-esc8000-2025-07-22-abcdef");
     let pci = top.join("sos_commands/pci");
-    std::fs::create_dir_all(&pci).unwrap();
-    std::fs::create_dir_all(top.join("proc")).unwrap();
-    std::fs::create_dir_all(top.join("sos_logs")).unwrap();
+    std::fs::create_dir_all(&pci).expect("lay out the sosreport in the test's temp dir");
+    std::fs::create_dir_all(top.join("proc"))
+        .expect("lay out the sosreport in the test's temp dir");
+    std::fs::create_dir_all(top.join("sos_logs"))
+        .expect("lay out the sosreport in the test's temp dir");
     std::fs::copy(
         corpus("lspci-asus-esc8000a-e12-stelline/lspci-vvv.txt"),
         pci.join("lspci_-nnvv"),
     )
-    .unwrap();
+    .expect("lay out the sosreport in the test's temp dir");
     std::fs::copy(
         corpus("lspci-asus-esc8000a-e12-stelline/lspci-tv.txt"),
         pci.join("lspci_-tv"),
     )
-    .unwrap();
+    .expect("lay out the sosreport in the test's temp dir");
     std::fs::write(
         top.join("proc/cmdline"),
         "BOOT_IMAGE=/vmlinuz root=/dev/sda2 iommu=pt\n",
     )
-    .unwrap();
-    std::fs::write(top.join("sos_logs/sos.log"), "2025-07-22 sos report\n").unwrap();
+    .expect("lay out the sosreport in the test's temp dir");
+    std::fs::write(top.join("sos_logs/sos.log"), "2025-07-22 sos report\n")
+        .expect("lay out the sosreport in the test's temp dir");
     top
 }
 

@@ -166,7 +166,7 @@ struct Api {
 impl Api {
     fn load() -> Result<Api, String> {
         let lib = dl::nvml()?;
-        // SAFETY (all `dl::sym` calls below): each type alias above is the signature the
+        // SAFETY: for every `dl::sym` call below, the type alias above is the signature the
         // NVML header (nvml.h, r535-r580) declares for that symbol.
         unsafe {
             Ok(Api {
