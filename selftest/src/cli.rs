@@ -151,8 +151,9 @@ pub struct SelftestArgs {
     pub inject_corruption: u64,
 
     /// Search the highest rate whose loss stays within --loss (RFC 2544-style throughput
-    /// search for UDP and DPDK): an unpaced probe, a binary search over paced trials, and a
-    /// confirmation trial at the rate found; every trial is reported.
+    /// search for UDP and DPDK): an unpaced probe, a binary search over paced trials, then
+    /// five confirmation trials in a row at a claim kept below the loss edge by the spread
+    /// measured, lowered while confirmations fail; every trial is reported.
     #[arg(long, conflicts_with_all = ["hold", "serve", "rate", "gpu", "inject_corruption"])]
     pub find_max: bool,
     /// --find-max: loss a trial may have and still pass, percent (RFC 2544: 0).

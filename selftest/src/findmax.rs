@@ -1,5 +1,5 @@
 //! `--find-max`: an RFC 2544-style throughput search for the unreliable modes (UDP, DPDK raw
-//! frames): the highest paced rate whose loss stays within `--loss`.
+//! frames): the highest paced rate whose loss stays within `--loss` and keeps doing so.
 //!
 //! The search itself ([`search`]) is a pure function over a closure "rate -> trial outcome", so
 //! it is unit-tested with simulated loss curves; [`run`] drives it with a real [`Engine`].
@@ -13,13 +13,13 @@
 //!    first) and the upper bound (the lowest that failed): first at the probe's delivered rate,
 //!    then at the midpoint, until the bounds are within the resolution:
 //!    `precision` percent of the upper start bound, at least [`MIN_RESOLUTION_GBPS`].
-//! 3. **Confirm**: [`CONFIRM_RUNS`] more trials in a row at the found rate, each
-//!    [`CONFIRM_FLOORS`] times as long as a search trial, and the rate confirmed is at least
-//!    [`CONFIRM_MARGIN_PCT`] below the lowest rate that lost anything. One lossy confirmation
-//!    fails the rate (a noisy or non-monotonic loss curve, or a receiver so close to its
-//!    ceiling that a stall of a few milliseconds overflows its buffer): that rate becomes the
-//!    upper bound, the search goes on below it from the highest rate that passed there, and
-//!    the new result is confirmed again (at most [`MAX_CONFIRMATIONS`] confirmations).
+//! 3. **Claim and confirm**: the claim is the highest rate that passed, but at least a margin
+//!    below the lowest rate that lost anything ([`Edge`]): the margin is the spread of what the
+//!    receiver carried in the trials that lost (how far the loss edge moved while the search
+//!    watched it), at least [`MIN_MARGIN_PCT`]. [`CONFIRM_RUNS`] trials in a row at the claim,
+//!    each as long as the paced runs made at the result, must all pass. One that loses becomes
+//!    the lowest lossy rate, the margin doubles (the noise was larger than measured), and the
+//!    lower claim is confirmed again, until one holds or the trials run out.
 //!
 //! A trial passes when its loss is within the allowed percentage, no message failed its
 //! checksum, and (paced trials) the sender offered at least [`MIN_OFFERED_FRACTION`] of the
@@ -36,24 +36,21 @@ use std::time::Duration;
 pub const MIN_OFFERED_FRACTION: f64 = 0.95;
 /// The resolution never goes below this (Gb/s).
 pub const MIN_RESOLUTION_GBPS: f64 = 0.001;
-/// Confirmation trials at most (each failed one restarts the search below it).
-pub const MAX_CONFIRMATIONS: usize = 5;
 /// Trials at most, probe and confirmations included.
 pub const MAX_TRIALS: usize = 40;
-/// Confirmation trials in a row that must all pass at the rate found. One 6 s confirmation
-/// was not enough on the 16-core machine (issue 28): 38.12 Gb/s passed it, then three longer
-/// runs at that rate lost 0.65 - 1.6 %; a rate that holds must hold more than once.
-pub const CONFIRM_RUNS: usize = 3;
-/// The rate confirmed stays this many percent below the lowest rate that lost anything: the
-/// bisection can end up to one resolution (2 % by default) under a lossy rate, right at the
-/// receiver's ceiling, where a short pause of the receiving thread already overflows it.
-pub const CONFIRM_MARGIN_PCT: f64 = 2.0;
-/// When [`MAX_CONFIRMATIONS`] have failed (a busy host's loss curve), the claim is lowered to
-/// this share of the lowest rate that lost, and again by the same share while confirmations
-/// fail and trials remain: each step cuts the rate by a fifth, far more than the noise that
-/// defeated the 2 % margin, so a few steps reach a rate the host holds (issue 43: a search
-/// beside a TCP benchmark gave up instead of reporting a lower rate).
-pub const LOWER_FACTOR: f64 = 0.8;
+/// Confirmation trials in a row that must all pass at the claim (k of k), each at least
+/// [`CONFIRM_FLOORS`] x the trial floor, i.e. at least as long as the paced runs made at the
+/// result (`bench/udp_vs_iperf3.sh`: 5 s). Three were not enough on the 16-core machine
+/// (issue 43): a rate that passed three 6 s runs lost in 3 of 5 later 5 s runs. A rate that
+/// loses one run in four passes five in a row with probability 0.24 (three: 0.42).
+pub const CONFIRM_RUNS: usize = 5;
+/// The claim stays at least this many percent below the lowest rate that lost anything, however
+/// steady the search found the path: bisection ends up to one resolution (2 % by default) under
+/// a lossy rate, and 2 % below it lost in later runs (issues 28 and 43).
+pub const MIN_MARGIN_PCT: f64 = 5.0;
+/// The margin taken from the measured spread is capped here; failed confirmations still double
+/// it up to this cap, then keep lowering the claim by it.
+pub const MAX_MARGIN_PCT: f64 = 50.0;
 /// A trial lasts at least this many times the time the receive buffer takes to fill at the
 /// trial's rate: shorter, and a receiver slower than the sender could end the trial with its
 /// backlog still in the buffer and never show the loss.
@@ -149,15 +146,93 @@ pub struct Step {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Search {
     pub steps: Vec<Step>,
-    /// The confirmed rate (the asked rate of the passing confirmation trial).
+    /// The confirmed rate (the asked rate of the passing confirmation trials).
     pub found_gbps: Option<f64>,
-    /// Index in `steps` of the passing confirmation trial.
+    /// Index in `steps` of the last passing confirmation trial.
     pub confirmed_step: Option<usize>,
     /// Upper start bound and resolution actually used, Gb/s.
     pub start_upper_gbps: f64,
     pub resolution_gbps: f64,
-    /// Why the search ended, in words.
+    /// The loss edge as the search left it (lowest lossy rate, spread, margin of the claim).
+    pub edge: Edge,
+    /// Claims that failed their confirmation before the one reported (or the last one tried).
+    pub backoffs: usize,
+    /// Why the search ended, and what the rate means, in words.
     pub ended: String,
+}
+
+/// What the trials say about the loss edge, and the margin a claim keeps below it.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Edge {
+    /// The lowest rate at which a trial failed (asked, or offered for the probe), Gb/s.
+    pub lowest_lossy_gbps: Option<f64>,
+    /// Lowest and highest rate delivered by the paced trials that lost messages: what the
+    /// receiving side carried while it was losing, Gb/s. The unpaced probe is left out: a
+    /// flooded receiver can carry less than a paced one (it spends itself on what it drops).
+    pub carried_gbps: Option<(f64, f64)>,
+    /// (highest - lowest) / highest of `carried_gbps`, percent (0 with fewer than two).
+    pub spread_pct: f64,
+    /// The rate the margin is taken below: the lower of `lowest_lossy_gbps` and the lowest
+    /// rate carried (a trial that lost at 30 Gb/s while carrying 25 saw the path at 25; with
+    /// `--loss` above 0, the rate at which carrying that much loses just the share allowed).
+    pub base_gbps: Option<f64>,
+    /// Margin the claim keeps below `base_gbps`, percent.
+    pub margin_pct: f64,
+}
+
+impl Edge {
+    /// Reads the edge from the steps so far; `backoffs` failed confirmations double the margin
+    /// each (the path varied more than the search saw).
+    pub fn of(steps: &[Step], loss_allowed_pct: f64, backoffs: usize) -> Edge {
+        let lowest_lossy_gbps = steps
+            .iter()
+            .filter(|st| !st.passed)
+            .map(|st| st.asked_gbps.unwrap_or(st.outcome.offered_gbps))
+            .filter(|r| r.is_finite() && *r > 0.0)
+            .reduce(f64::min);
+        // Paced trials that failed for loss (not for a short sender or corruption): their
+        // delivered rate is what the receiving side took at that moment.
+        let carried: Vec<f64> = steps
+            .iter()
+            .filter(|st| st.asked_gbps.is_some())
+            .filter(|st| st.outcome.loss_pct > loss_allowed_pct)
+            .map(|st| st.outcome.delivered_gbps)
+            .filter(|d| d.is_finite() && *d > 0.0)
+            .collect();
+        let carried_gbps = carried
+            .iter()
+            .fold(None, |acc: Option<(f64, f64)>, &d| match acc {
+                None => Some((d, d)),
+                Some((lo, hi)) => Some((lo.min(d), hi.max(d))),
+            });
+        let spread_pct = match carried_gbps {
+            Some((lo, hi)) if carried.len() >= 2 && hi > 0.0 => (hi - lo) / hi * 100.0,
+            _ => 0.0,
+        };
+        // Carrying c while losing, the rate that would have lost just the allowed share.
+        let keep = (1.0 - loss_allowed_pct / 100.0).max(0.01);
+        let base_gbps = match (lowest_lossy_gbps, carried_gbps) {
+            (Some(l), Some((c, _))) => Some(l.min(c / keep)),
+            (l, _) => l,
+        };
+        let doubled = MIN_MARGIN_PCT * 2f64.powi(backoffs.min(16) as i32);
+        Edge {
+            lowest_lossy_gbps,
+            carried_gbps,
+            spread_pct,
+            base_gbps,
+            margin_pct: spread_pct.max(doubled).min(MAX_MARGIN_PCT),
+        }
+    }
+
+    /// The rate to claim: `passed` (the highest rate that passed), kept the margin below the
+    /// base.
+    pub fn claim(&self, passed: f64) -> f64 {
+        match self.base_gbps {
+            Some(b) => passed.min(b * (1.0 - self.margin_pct / 100.0)),
+            None => passed,
+        }
+    }
 }
 
 /// Runs the search. `trial(asked, phase)` runs one trial (`asked` None = unpaced) and returns
@@ -172,8 +247,11 @@ where
         confirmed_step: None,
         start_upper_gbps: 0.0,
         resolution_gbps: MIN_RESOLUTION_GBPS,
+        edge: Edge::default(),
+        backoffs: 0,
         ended: String::new(),
     };
+    // The one place a trial is run and judged.
     let mut run = |s: &mut Search, asked: Option<f64>, phase: Phase| -> Option<bool> {
         let o = trial(asked, phase)?;
         let (passed, why) = judge_trial(asked, &o, p.loss_pct);
@@ -211,84 +289,50 @@ where
     } else if probe.delivered_gbps > res && probe.delivered_gbps < hi - res {
         guess = Some(probe.delivered_gbps);
     }
-    let mut confirmations = 0usize;
-    loop {
-        while hi - lo > res {
-            if s.steps.len() >= MAX_TRIALS {
-                s.ended = format!("stopped after {MAX_TRIALS} trials");
-                return s;
-            }
-            let r = guess.take().unwrap_or((lo + hi) / 2.0);
-            let Some(passed) = run(&mut s, Some(r), Phase::Search) else {
-                s.ended = "stopped during the search".into();
-                return s;
-            };
-            if passed {
-                lo = r;
-            } else {
-                hi = r;
-            }
-        }
-        if lo <= 0.0 {
-            s.ended = format!("every rate tried lost messages, down to {hi:.3} Gb/s");
+    while hi - lo > res {
+        if s.steps.len() >= MAX_TRIALS {
+            s.ended = format!("stopped after {MAX_TRIALS} trials, still searching");
             return s;
         }
-        if confirmations >= MAX_CONFIRMATIONS || s.steps.len() + CONFIRM_RUNS > MAX_TRIALS {
-            // A noisy curve (a busy host): rather than no answer, a lower claim that holds,
-            // said as such.
-            let lowest_lossy = s
-                .steps
-                .iter()
-                .filter(|st| !st.passed)
-                .filter_map(|st| st.asked_gbps.or(Some(st.outcome.offered_gbps)))
-                .fold(f64::INFINITY, f64::min);
-            let mut claim = lowest_lossy.min(hi) * LOWER_FACTOR;
-            while claim >= res && s.steps.len() + CONFIRM_RUNS <= MAX_TRIALS {
-                let mut held = true;
-                for _ in 0..CONFIRM_RUNS {
-                    let Some(passed) = run(&mut s, Some(claim), Phase::Confirm) else {
-                        s.ended = "stopped during the confirmation".into();
-                        return s;
-                    };
-                    if !passed {
-                        held = false;
-                        break;
-                    }
-                }
-                if held {
-                    s.found_gbps = Some(claim);
-                    s.confirmed_step = Some(s.steps.len() - 1);
-                    s.ended = format!(
-                        "the loss curve is noisy here: {confirmations} confirmation(s) below the \
-                         search's bound lost; the claim was lowered to {claim:.3} Gb/s \
-                         ({:.0} % of {lowest_lossy:.3} Gb/s, the lowest rate that lost), which \
-                         held {CONFIRM_RUNS} trials in a row ({} trials)",
-                        claim / lowest_lossy * 100.0,
-                        s.steps.len()
-                    );
-                    return s;
-                }
-                claim *= LOWER_FACTOR;
-            }
+        let r = guess.take().unwrap_or((lo + hi) / 2.0);
+        let Some(passed) = run(&mut s, Some(r), Phase::Search) else {
+            s.ended = "stopped during the search".into();
+            return s;
+        };
+        if passed {
+            lo = r;
+        } else {
+            hi = r;
+        }
+    }
+    if lo <= 0.0 {
+        s.ended = format!("every rate tried lost messages, down to {hi:.3} Gb/s");
+        return s;
+    }
+    let mut tried: Vec<(f64, String)> = Vec::new();
+    loop {
+        let edge = Edge::of(&s.steps, p.loss_pct, s.backoffs);
+        s.edge = edge;
+        let at = edge.claim(lo);
+        // The resolution bounds the bisection, not the claim: a busy host's claim may go far
+        // below it (issue 43: give a lower rate rather than none).
+        if at < MIN_RESOLUTION_GBPS || at.is_nan() {
             s.ended = format!(
-                "no rate passed its confirmation ({confirmations} tried, and lowered claims down \
-                 to {:.3} Gb/s): the loss curve is too noisy here",
-                claim / LOWER_FACTOR
+                "no claim held: {} confirmation round(s) failed ({}), and the next claim, \
+                 {at:.4} Gb/s, is below {MIN_RESOLUTION_GBPS} Gb/s",
+                s.backoffs,
+                failed_claims(&tried)
             );
             return s;
         }
-        confirmations += 1;
-        // Keep a margin below the lowest rate that lost anything (none when only the probe
-        // ran: the sender was the limit, nothing was lost).
-        let lowest_lossy = s
-            .steps
-            .iter()
-            .filter(|st| !st.passed)
-            .filter_map(|st| st.asked_gbps.or(Some(st.outcome.offered_gbps)))
-            .fold(f64::INFINITY, f64::min);
-        let at = lo.min(lowest_lossy * (1.0 - CONFIRM_MARGIN_PCT / 100.0));
-        if at <= 0.0 {
-            s.ended = format!("every rate tried lost messages, down to {hi:.3} Gb/s");
+        if s.steps.len() + CONFIRM_RUNS > MAX_TRIALS {
+            s.ended = format!(
+                "stopped after {} trials: not enough left to confirm {at:.3} Gb/s \
+                 ({} confirmation round(s) failed: {})",
+                s.steps.len(),
+                s.backoffs,
+                failed_claims(&tried)
+            );
             return s;
         }
         let mut held = true;
@@ -305,28 +349,84 @@ where
         if held {
             s.found_gbps = Some(at);
             s.confirmed_step = Some(s.steps.len() - 1);
-            s.ended = format!(
-                "bounds within {res:.3} Gb/s; confirmed at {at:.3} Gb/s by {CONFIRM_RUNS} trials \
-                 in a row ({} trials)",
-                s.steps.len()
-            );
+            s.ended = meaning(&s, at, lo, &tried);
             return s;
         }
-        lo = at;
-        // Not reliably loss-free: search again below it, from the highest rate that passed
-        // there (a noisy curve can have passed a rate above one that failed).
-        hi = lo;
-        lo = s
+        let why = s
             .steps
-            .iter()
-            .filter(|st| st.passed && st.phase != Phase::Probe)
-            .filter_map(|st| st.asked_gbps)
-            .filter(|r| *r < hi)
-            .fold(0.0, f64::max);
-        if lo <= 0.0 && probe_passed && probe.delivered_gbps < hi {
-            lo = probe.delivered_gbps;
-        }
+            .last()
+            .and_then(|st| st.why.clone())
+            .unwrap_or_default();
+        tried.push((at, why));
+        s.backoffs += 1;
     }
+}
+
+fn failed_claims(tried: &[(f64, String)]) -> String {
+    if tried.is_empty() {
+        return "none".into();
+    }
+    tried
+        .iter()
+        .map(|(r, why)| format!("{r:.3} Gb/s: {why}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// What a confirmed rate means, in words: the runs at it, the margin and why, the spread, and
+/// the claims that failed before it.
+fn meaning(s: &Search, at: f64, passed: f64, tried: &[(f64, String)]) -> String {
+    let e = &s.edge;
+    let basis = match (e.lowest_lossy_gbps, e.carried_gbps) {
+        (None, _) => format!(
+            "nothing lost in any trial: the sender is the limit ({passed:.3} Gb/s unpaced), no \
+             margin taken"
+        ),
+        (Some(l), carried) => {
+            let spread = match carried {
+                Some((a, b)) if e.spread_pct > 0.0 => format!(
+                    "the receiving side carried {a:.3} - {b:.3} Gb/s in the trials that lost, a \
+                     spread of {:.1} %",
+                    e.spread_pct
+                ),
+                _ => "no spread measured (fewer than two trials lost)".into(),
+            };
+            let why = if s.backoffs > 0 {
+                format!(
+                    "the larger of the spread and {MIN_MARGIN_PCT:.0} % doubled for each of {} \
+                     failed confirmation round(s), at most {MAX_MARGIN_PCT:.0} %",
+                    s.backoffs
+                )
+            } else if e.spread_pct > MIN_MARGIN_PCT {
+                "the spread".into()
+            } else {
+                format!("the floor of {MIN_MARGIN_PCT:.0} %")
+            };
+            format!(
+                "{at:.3} Gb/s is {:.1} % below {l:.3} Gb/s, the lowest rate that lost anything \
+                 (margin {:.1} %: {why}; {spread}; highest rate that passed the search \
+                 {passed:.3} Gb/s)",
+                (1.0 - at / l) * 100.0,
+                e.margin_pct
+            )
+        }
+    };
+    let lowered = if tried.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "; the loss curve is noisy here, the claim was lowered after {} failed \
+             confirmation round(s) ({})",
+            tried.len(),
+            failed_claims(tried)
+        )
+    };
+    format!(
+        "confirmed at {at:.3} Gb/s by {CONFIRM_RUNS} runs in a row, none lost beyond the \
+         allowed (each {CONFIRM_FLOORS} x the trial floor or longer); {basis}{lowered} \
+         ({} trials)",
+        s.steps.len()
+    )
 }
 
 /// How long a trial at `rate_gbps` lasts: at least `floor`, and at least [`BUFFER_FILLS`]
@@ -441,6 +541,26 @@ pub struct Summary {
     pub limit: Option<Limit>,
     /// max_loss_free_gbps / limit.gbps.
     pub fraction_of_limit: Option<f64>,
+    /// Confirmation trials in a row the result passed ([`CONFIRM_RUNS`]).
+    #[serde(default)]
+    pub confirm_runs: usize,
+    /// The loss edge the claim was kept below ([`Edge`]): lowest rate that lost, lowest and
+    /// highest rate carried by paced trials that lost, their spread, the base and the margin
+    /// (percent) below it.
+    #[serde(default)]
+    pub lowest_lossy_gbps: Option<f64>,
+    #[serde(default)]
+    pub carried_gbps: Option<(f64, f64)>,
+    #[serde(default)]
+    pub spread_pct: f64,
+    #[serde(default)]
+    pub base_gbps: Option<f64>,
+    #[serde(default)]
+    pub margin_pct: f64,
+    /// Claims that failed their confirmation before the result.
+    #[serde(default)]
+    pub backoffs: usize,
+    /// How the search ended and what the rate means, in words.
     pub ended: String,
 }
 
@@ -606,6 +726,13 @@ pub fn run(
         buffer_bytes: buffer,
         limit,
         fraction_of_limit: fraction,
+        confirm_runs: CONFIRM_RUNS,
+        lowest_lossy_gbps: s.edge.lowest_lossy_gbps,
+        carried_gbps: s.edge.carried_gbps,
+        spread_pct: s.edge.spread_pct,
+        base_gbps: s.edge.base_gbps,
+        margin_pct: s.edge.margin_pct,
+        backoffs: s.backoffs,
         ended: s.ended,
     });
     r.trials = trials;
@@ -716,10 +843,7 @@ mod tests {
             }
             for st in s.steps.iter().filter(|st| !st.passed) {
                 let r = st.asked_gbps.unwrap_or(st.outcome.offered_gbps);
-                assert!(
-                    f <= r * (1.0 - CONFIRM_MARGIN_PCT / 100.0) + 1e-9,
-                    "{f} vs {r}"
-                );
+                assert!(f <= r * (1.0 - MIN_MARGIN_PCT / 100.0) + 1e-9, "{f} vs {r}");
             }
         }
         assert_eq!(s.steps[0].phase, Phase::Probe);
@@ -733,7 +857,7 @@ mod tests {
         let f = s.found_gbps.expect("found");
         assert!(f <= 7.3, "{f}");
         assert!(
-            7.3 - f <= s.resolution_gbps + 7.5 * CONFIRM_MARGIN_PCT / 100.0 + 1e-9,
+            7.3 - f <= s.resolution_gbps + 7.5 * MIN_MARGIN_PCT / 100.0 + 1e-9,
             "{f} res {}",
             s.resolution_gbps
         );
@@ -941,29 +1065,245 @@ mod tests {
 
     #[test]
     fn a_noisy_curve_lowers_the_claim_and_says_so() {
-        // A busy host: every rate above 4 Gb/s loses now and then (each third trial there),
-        // so confirmations near the search's edge (about 7) keep failing; below 4 it holds.
-        let mut n = 0u32;
-        let s = search(&params(), |asked: Option<f64>, _| {
+        // A busy host: 2 s search trials lose only above 7 Gb/s (the receiver's ceiling), but
+        // the longer confirmations meet a stall now and then: every other one at 4 Gb/s or more
+        // loses 0.5 %. The claim must step down, doubling its margin, until it holds, and say so.
+        let mut confirms = 0u32;
+        let s = search(&params(), |asked: Option<f64>, phase| {
             let o = asked.unwrap_or(12.0);
-            n += 1;
-            let lossy = o >= 7.0 || (o >= 4.0 && n % 3 == 0);
+            let delivered = match phase {
+                Phase::Confirm => {
+                    confirms += 1;
+                    if o >= 4.0 && confirms % 2 == 0 {
+                        o * 0.995
+                    } else {
+                        o
+                    }
+                }
+                _ => o.min(7.0),
+            };
             Some(Outcome {
                 offered_gbps: o,
-                delivered_gbps: if lossy { o * 0.99 } else { o },
-                loss_pct: if lossy { 0.5 } else { 0.0 },
+                delivered_gbps: delivered,
+                loss_pct: (o - delivered) / o * 100.0,
                 integrity_errors: 0,
             })
         });
         check_invariants(&s);
         let f = s.found_gbps.expect("a lowered claim, not no answer");
-        assert!(f < 7.0 * LOWER_FACTOR + 1e-9, "{f}");
+        assert!(f < 4.0, "{f}: {}", s.ended);
+        assert!(s.backoffs >= 2, "{}", s.ended);
         assert!(
-            s.ended.starts_with("the loss curve is noisy here"),
+            s.ended.contains("the loss curve is noisy here"),
             "{}",
             s.ended
         );
-        assert!(s.ended.contains("lowered"), "{}", s.ended);
+        assert!(s.ended.contains("lowered after"), "{}", s.ended);
+        assert!(s.edge.margin_pct >= 4.0 * MIN_MARGIN_PCT, "{:?}", s.edge);
+    }
+
+    #[test]
+    fn a_claim_below_the_search_resolution_is_still_confirmed() {
+        // The receiver takes 10 Gb/s in the search, then a stall during the first
+        // confirmation: it carries 5 % of the claim. The next claim (half of what was carried)
+        // is below the bisection's resolution (2 % of 18 Gb/s); on a busy host that is still a
+        // rate to confirm, not a reason to report none.
+        let mut first = true;
+        let mut p = params();
+        p.precision_pct = 2.0;
+        let s = search(&p, |asked: Option<f64>, phase| {
+            let o = asked.unwrap_or(18.0);
+            let delivered = if phase == Phase::Confirm && std::mem::take(&mut first) {
+                o * 0.05
+            } else {
+                o.min(10.0)
+            };
+            Some(Outcome {
+                offered_gbps: o,
+                delivered_gbps: delivered,
+                loss_pct: (o - delivered) / o * 100.0,
+                integrity_errors: 0,
+            })
+        });
+        check_invariants(&s);
+        let f = s
+            .found_gbps
+            .unwrap_or_else(|| panic!("no rate: {}", s.ended));
+        assert!(f < s.resolution_gbps, "{f} vs {}", s.resolution_gbps);
+        assert!(s.ended.contains("loss 95.0000 % above"), "{}", s.ended);
+    }
+
+    /// A simulated host, deterministic (seeded xorshift, no clock): the receiving side's
+    /// capacity changes every second, uniform within `spread` around `cap`, and one second in
+    /// `stall_every` (0: never) it drops to `stall` of that (another process takes the CPU).
+    /// A trial of n seconds at rate r loses when r exceeds the capacity of any of its seconds
+    /// and delivers the smallest; the sender offers at most `sender`.
+    struct SimHost {
+        x: u64,
+        cap: f64,
+        spread: f64,
+        stall_every: u64,
+        stall: f64,
+        sender: f64,
+    }
+
+    /// Search and probe trials last 2 s (the default floor), confirmations 3 floors, the
+    /// later runs 5 s (`bench/udp_vs_iperf3.sh 5 5`).
+    const SEARCH_S: u32 = 2;
+    const CONFIRM_S: u32 = 2 * CONFIRM_FLOORS;
+    const LATER_S: u32 = 5;
+
+    impl SimHost {
+        fn new(seed: u64, cap: f64, spread: f64, stall_every: u64, stall: f64) -> Self {
+            SimHost {
+                x: seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1,
+                cap,
+                spread,
+                stall_every,
+                stall,
+                sender: cap * 1.8,
+            }
+        }
+
+        fn next(&mut self) -> u64 {
+            self.x ^= self.x << 13;
+            self.x ^= self.x >> 7;
+            self.x ^= self.x << 17;
+            self.x
+        }
+
+        fn second(&mut self) -> f64 {
+            let u = (self.next() % 1_000_000) as f64 / 1e6;
+            let mut c = self.cap * (1.0 - self.spread + 2.0 * self.spread * u);
+            if self.stall_every > 0 && self.next() % self.stall_every == 0 {
+                c *= self.stall;
+            }
+            c
+        }
+
+        fn trial(&mut self, asked: Option<f64>, secs: u32) -> Outcome {
+            let offered = asked.unwrap_or(self.sender).min(self.sender);
+            let worst = (0..secs)
+                .map(|_| self.second())
+                .fold(f64::INFINITY, f64::min);
+            let delivered = offered.min(worst);
+            Outcome {
+                offered_gbps: offered,
+                delivered_gbps: delivered,
+                loss_pct: (offered - delivered) / offered * 100.0,
+                integrity_errors: 0,
+            }
+        }
+
+        fn search(&mut self) -> Search {
+            let mut p = params();
+            p.precision_pct = 2.0;
+            search(&p, |asked, phase| {
+                let secs = if phase == Phase::Confirm {
+                    CONFIRM_S
+                } else {
+                    SEARCH_S
+                };
+                Some(self.trial(asked, secs))
+            })
+        }
+
+        /// Paced runs of `LATER_S` at `rate` after the search: how many of `n` lost anything.
+        fn later_losses(&mut self, rate: f64, n: usize) -> usize {
+            (0..n)
+                .filter(|_| self.trial(Some(rate), LATER_S).loss_pct > 0.0)
+                .count()
+        }
+    }
+
+    #[test]
+    fn the_claim_holds_in_five_later_runs_on_a_noisy_edge() {
+        // Issue 43 on the 16-core machine: the receiving side carried 46 - 51 Gb/s unpaced, the
+        // search's rate passed its confirmations and then lost in 3 of 5 later 5 s runs. Here:
+        // capacity 40 Gb/s +- 10 % from second to second. A claim within the noise band loses
+        // in later runs; the claim must stay below the band, and say how far.
+        let mut failed = Vec::new();
+        for seed in 1..=200u64 {
+            let mut h = SimHost::new(seed, 40.0, 0.10, 0, 1.0);
+            let s = h.search();
+            check_invariants(&s);
+            let f = s.found_gbps.expect("a rate on a quiet host");
+            if h.later_losses(f, 5) > 0 {
+                failed.push((seed, f));
+            }
+            assert!(s.ended.contains("below"), "{}", s.ended);
+            assert!(s.ended.contains("spread"), "{}", s.ended);
+            assert!(s.edge.margin_pct >= MIN_MARGIN_PCT);
+        }
+        // The search before issue 43 (3 confirmations, 2 % below the lowest lossy rate): 38 of
+        // these 200 claims lost in a later run; a claim per run with a 1 % chance of a loss
+        // in 25 s would lose in about 2 of 200.
+        assert!(failed.len() <= 4, "later runs lost at {failed:?}");
+    }
+
+    #[test]
+    fn a_busy_host_still_confirms_a_rate_that_holds() {
+        // Two busy cores beside the test: capacity 10 Gb/s +- 40 %, and one second in four the
+        // receiver gets a third of that. The search must end on a confirmed rate (not "no rate
+        // passed"), and that rate must hold in later runs nearly always.
+        let mut later_failed = 0;
+        for seed in 1..=200u64 {
+            let mut h = SimHost::new(seed, 10.0, 0.40, 4, 0.33);
+            let s = h.search();
+            check_invariants(&s);
+            let f = s
+                .found_gbps
+                .unwrap_or_else(|| panic!("seed {seed}: {}", s.ended));
+            assert!(f > 0.5, "seed {seed}: {f}");
+            if h.later_losses(f, 5) > 0 {
+                later_failed += 1;
+            }
+        }
+        // Before issue 43: 90 of 200.
+        assert!(
+            later_failed <= 10,
+            "{later_failed} of 200 claims lost in later runs"
+        );
+    }
+
+    #[test]
+    fn the_margin_follows_the_measured_spread() {
+        let lossy = |asked: f64, delivered: f64| Step {
+            phase: Phase::Search,
+            asked_gbps: Some(asked),
+            outcome: Outcome {
+                offered_gbps: asked,
+                delivered_gbps: delivered,
+                loss_pct: (asked - delivered) / asked * 100.0,
+                integrity_errors: 0,
+            },
+            passed: false,
+            why: None,
+        };
+        // Lost at 50 carrying 40 and at 44 carrying 43.9: spread (43.9 - 40) / 43.9 = 8.9 %.
+        let steps = [lossy(50.0, 40.0), lossy(44.0, 43.9)];
+        let e = Edge::of(&steps, 0.0, 0);
+        assert_eq!(e.lowest_lossy_gbps, Some(44.0));
+        assert!((e.spread_pct - 8.884).abs() < 0.01, "{}", e.spread_pct);
+        assert_eq!(e.margin_pct, e.spread_pct);
+        // The margin is taken below the lowest rate carried (40), not the lowest lossy (44).
+        assert_eq!(e.base_gbps, Some(40.0));
+        assert!((e.claim(43.0) - 40.0 * (1.0 - e.spread_pct / 100.0)).abs() < 1e-9);
+        // With 10 % loss allowed, carrying 40 loses exactly 10 % at 44.4.
+        let e = Edge::of(&steps, 10.0, 0);
+        assert_eq!(
+            e.carried_gbps,
+            Some((40.0, 40.0)),
+            "43.9 of 44 is within 10 %"
+        );
+        assert!((e.base_gbps.expect("base") - 44.0).abs() < 1e-9);
+        // A steady edge still keeps the floor; failed confirmations double it, to the cap.
+        let steady = [lossy(50.0, 43.9), lossy(44.0, 43.9)];
+        assert_eq!(Edge::of(&steady, 0.0, 0).margin_pct, MIN_MARGIN_PCT);
+        assert_eq!(Edge::of(&steady, 0.0, 2).margin_pct, 4.0 * MIN_MARGIN_PCT);
+        assert_eq!(Edge::of(&steady, 0.0, 9).margin_pct, MAX_MARGIN_PCT);
+        // Nothing lost: the sender is the limit, no margin below anything.
+        assert_eq!(Edge::of(&[], 0.0, 0).claim(12.0), 12.0);
     }
 
     #[test]

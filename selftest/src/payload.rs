@@ -252,6 +252,66 @@ pub fn check(msg: &[u8]) -> Result<Header, Defect> {
     Ok(h)
 }
 
+/// Checks messages of one length as [`check`] does, at about a third of its cost.
+///
+/// The body is the documented pattern in every message, so when a message's body equals it
+/// byte for byte, the CRC over header and body is the header's CRC advanced over the body
+/// ([`CrcShift`], four table lookups) combined with the body's precomputed part: the same
+/// value [`check`] computes, with a comparison (vector loads against a copy that stays in
+/// L1) instead of a CRC over every byte (one 8-byte CRC instruction per cycle at best). A
+/// body that differs from the pattern goes through [`check`], so the verdict is [`check`]'s
+/// for every input: a message passes exactly when its CRC is right.
+#[derive(Clone)]
+pub struct Verifier {
+    len: usize,
+    body: Vec<u8>,
+    shift: CrcShift,
+    body_part: u32,
+}
+
+impl Verifier {
+    /// For messages of `len` bytes (raised to [`HEADER_LEN`] when smaller, as [`Generator`]).
+    pub fn new(len: usize) -> Self {
+        let len = len.max(HEADER_LEN);
+        let mut body = vec![0u8; len - HEADER_LEN];
+        fill_body(&mut body);
+        let body_part = crc32c::crc32c_append(!0, &body) ^ !0;
+        Verifier {
+            len,
+            shift: CrcShift::new(body.len()),
+            body,
+            body_part,
+        }
+    }
+
+    /// The message length this verifier takes the short path for.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// Same result as [`check`]`(msg)`.
+    #[inline]
+    pub fn check(&self, msg: &[u8]) -> Result<Header, Defect> {
+        if msg.len() != self.len || msg[HEADER_LEN..] != self.body[..] {
+            return check(msg);
+        }
+        let h = peek_header(msg)?;
+        if h.len as usize != msg.len() {
+            return Err(Defect::BadLength);
+        }
+        let head = crc32c::crc32c(&msg[..CRC_COVERED_HEADER]);
+        let crc = (self.shift.apply(head ^ !0) ^ self.body_part) ^ !0;
+        if crc != h.crc {
+            return Err(Defect::BadCrc);
+        }
+        Ok(h)
+    }
+}
+
 /// Per-stream accounting of what arrived: order, loss, integrity.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct SeqTracker {
@@ -400,11 +460,70 @@ mod tests {
         assert_ne!(b, [0u8; 16]);
     }
 
+    #[test]
+    fn verifier_agrees_with_check_on_every_flipped_bit() {
+        for len in [32usize, 33, 64, 257, 1000] {
+            let v = Verifier::new(len);
+            let mut g = Generator::new(len, 2);
+            let m = g.next(5).to_vec();
+            assert_eq!(v.check(&m), check(&m));
+            assert!(v.check(&m).is_ok());
+            for byte in 0..m.len() {
+                for bit in 0..8 {
+                    let mut bad = m.clone();
+                    bad[byte] ^= 1 << bit;
+                    assert_eq!(
+                        v.check(&bad),
+                        check(&bad),
+                        "flip at {byte}:{bit}, len {len}"
+                    );
+                    assert!(v.check(&bad).is_err(), "flip at {byte}:{bit} undetected");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn verifier_takes_check_s_answer_for_other_bodies_and_lengths() {
+        // A body other than the pattern with a right CRC (a sender free to choose its body)
+        // passes, as under check; a message of another length too.
+        let v = Verifier::new(128);
+        let mut m = Generator::new(128, 0).next(1).to_vec();
+        m[40] ^= 0xff;
+        let c = crc32c::crc32c(&m[..28]);
+        let c = crc32c::crc32c_append(c, &m[32..]);
+        m[28..32].copy_from_slice(&c.to_le_bytes());
+        assert!(check(&m).is_ok());
+        assert_eq!(v.check(&m), check(&m));
+        let other = Generator::new(256, 0).next(1).to_vec();
+        assert!(v.check(&other).is_ok());
+        assert_eq!(v.check(&m[..100]), check(&m[..100]));
+        // The pattern's body behind a header whose length field lies.
+        let mut lie = Generator::new(128, 0).next(1).to_vec();
+        lie[4..8].copy_from_slice(&64u32.to_le_bytes());
+        assert_eq!(v.check(&lie), Err(Defect::BadLength));
+    }
+
     proptest::proptest! {
         #[test]
         fn check_never_panics(data in proptest::collection::vec(proptest::num::u8::ANY, 0..200)) {
             let _ = check(&data);
             let _ = peek_header(&data);
+        }
+
+        #[test]
+        fn verifier_never_disagrees_with_check(
+            data in proptest::collection::vec(proptest::num::u8::ANY, 0..200),
+            seq in proptest::num::u64::ANY,
+            at in 0usize..96,
+            bits in proptest::num::u8::ANY,
+        ) {
+            let v = Verifier::new(96);
+            let _ = v.check(&data);
+            proptest::prop_assert_eq!(v.check(&data), check(&data));
+            let mut m = Generator::new(96, 0).next(seq).to_vec();
+            m[at] ^= bits;
+            proptest::prop_assert_eq!(v.check(&m), check(&m));
         }
 
         #[test]

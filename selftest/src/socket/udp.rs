@@ -253,12 +253,13 @@ pub(crate) fn udp_receive_batching(sock: &UdpSocket, opts: crate::engine::Socket
 #[inline]
 pub(super) fn udp_verify(
     out: &mut RxOut,
+    verifier: &payload::Verifier,
     d: &[u8],
     now: u64,
     latency: bool,
     place: Option<(usize, usize)>,
 ) {
-    match payload::check(d) {
+    match verifier.check(d) {
         Ok(h) => {
             out.tracker.accept(h.seq);
             out.bytes += d.len() as u64;
@@ -313,6 +314,7 @@ pub(crate) fn udp_receive(
     let mut mmsg = opts.recvmmsg;
     let mut mmsg_why: std::result::Result<(), String> = Ok(());
     let mut rx = kbatch::MultiReceiver::new(RECVS_PER_CALL, cap, mmsg);
+    let verifier = payload::Verifier::new(size);
     let fd = sock.as_raw_fd();
     let cpu0 = sys::thread_cpu_ns();
     let mut first = None;
@@ -348,7 +350,7 @@ pub(crate) fn udp_receive(
                     }
                     for (j, range) in segs.enumerate() {
                         let place = (count > 1).then_some((j, count));
-                        udp_verify(&mut out, &r.bytes[range], now, latency, place);
+                        udp_verify(&mut out, &verifier, &r.bytes[range], now, latency, place);
                     }
                 }
             }
