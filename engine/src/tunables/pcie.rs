@@ -468,7 +468,7 @@ fn run_mps(ctx: &Context) -> Vec<Verdict> {
     let nics: BTreeSet<PciAddr> = data_path_nics(ctx, f).iter().map(|n| n.addr).collect();
     for (d, label) in &eps {
         let Some(cap) = d.pcie() else {
-            out.push(cap_visibility_skip(ID, label.clone(), d));
+            out.push(cap_visibility_skip(ctx, ID, label.clone(), d));
             continue;
         };
         let ancestors = f.tree.ancestors(d.addr);
@@ -480,10 +480,13 @@ fn run_mps(ctx: &Context) -> Vec<Verdict> {
                     .as_ref()
                     .is_some_and(|c| c.pcie_visibility == Visibility::Hidden)
         }) {
+            let len = hidden.config.as_ref().map_or(0, |c| c.len);
+            let why = crate::capture::unseen_registers(ctx.facts(), &hidden.addr.to_string(), len)
+                .unwrap_or_else(|| NEEDS_ROOT.to_string());
             out.push(Verdict::skip(
                 ID,
                 label.clone(),
-                format!("upstream port {}: {NEEDS_ROOT}", hidden.addr),
+                format!("upstream port {}: {why}", hidden.addr),
             ));
             continue;
         }
