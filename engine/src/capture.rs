@@ -292,7 +292,11 @@ impl Manifest {
 pub fn unseen_registers(facts: &Facts, bdf: &str, len: usize) -> Option<String> {
     let m = match manifest(facts)? {
         Ok(m) => m,
-        Err(e) => return Some(format!("not in this capture (its manifest is unreadable: {e})")),
+        Err(e) => {
+            return Some(format!(
+                "not in this capture (its manifest is unreadable: {e})"
+            ))
+        }
     };
     let rec = m.devices.iter().find(|d| d.bdf == bdf);
     Some(match rec.map(|r| r.config.as_str()) {
