@@ -115,6 +115,13 @@ pub fn gather(g: &GlobalOptions) -> Result<GpuView, UsageError> {
     v.root = host.shown_root();
     if let Some(Ok(m)) = crate::capture::manifest(&facts) {
         v.source.imported_from = Some(m.captures().join(", "));
+        // "no recorded GPU facts (daqtune/gpu.json)" would name a file of the temporary import.
+        if v.gpus.is_empty() && !m.covers.contains(&crate::capture::Source::Gpu) {
+            v.unavailable = Some(
+                "not in this capture (none of its files is an nvidia-smi -q / -q -x output or an nvidia-bug-report)"
+                    .into(),
+            );
+        }
     }
     Ok(v)
 }

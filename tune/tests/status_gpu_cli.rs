@@ -128,6 +128,15 @@ fn gpu_on_a_capture_names_the_capture_not_the_temporary_import() {
     assert_eq!(o.status.code(), Some(0), "{}", out(&o));
     let j: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
     assert_eq!(j["root"], s(&cap), "{j}");
+    // An lspci capture holds no GPU facts: said as the capture's lack, not as a missing file
+    // of the temporary import.
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/real-hosts/lspci-asus-esc8000a-e12-stelline");
+    let o = run(&["gpu", "--root", s(&dir)]);
+    assert_eq!(o.status.code(), Some(0), "{}", out(&o));
+    let t = String::from_utf8_lossy(&o.stdout);
+    assert!(t.contains("no GPU facts: not in this capture"), "{t}");
+    assert!(!t.contains("daqtune/gpu.json"), "{t}");
 }
 
 #[test]
