@@ -286,6 +286,30 @@ impl Manifest {
     }
 }
 
+/// On an import, why the capture shows no more than `len` bytes of `bdf`'s config space: the
+/// skip's reason in place of "readable only by root (run with sudo)", which would send the
+/// capture's reader to a host they do not have. `None` on a root that is no import.
+pub fn unseen_registers(facts: &Facts, bdf: &str, len: usize) -> Option<String> {
+    let m = match manifest(facts)? {
+        Ok(m) => m,
+        Err(e) => {
+            return Some(format!(
+                "not in this capture (its manifest is unreadable: {e})"
+            ))
+        }
+    };
+    let rec = m.devices.iter().find(|d| d.bdf == bdf);
+    Some(match rec.map(|r| r.config.as_str()) {
+        Some("unknown") => format!(
+            "not in this capture (only the lspci -t tree names {bdf}; its registers are not in it)"
+        ),
+        Some("reconstructed") if len <= 64 => format!(
+            "not in this capture (lspci printed `Capabilities: <access denied>` for {bdf}: it ran without root)"
+        ),
+        _ => format!("not in this capture (it holds {len} bytes of {bdf}'s config space)"),
+    })
+}
+
 /// The root's import manifest, when it is an import. `Err` when the manifest is there but
 /// unreadable: then nothing is covered (a check must not pass on a root it cannot vouch for).
 pub fn manifest(facts: &Facts) -> Option<Result<Manifest, ManifestError>> {

@@ -49,6 +49,9 @@ pub struct FactsSource {
     /// The CUDA attribute cache of this boot (live only): whether the attributes came from it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cuda_cache: Option<CacheUse>,
+    /// A capture `--root` was imported from: its files and kinds (the import manifest's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub imported_from: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -90,7 +93,7 @@ pub fn gather(g: &GlobalOptions) -> Result<GpuView, UsageError> {
         return Ok(view(&host, &snap));
     }
     let facts = g.facts(&host);
-    Ok(match facts.gpus() {
+    let mut v = match facts.gpus() {
         Ok(snap) => view(&host, snap),
         Err(why) => GpuView {
             schema: SCHEMA.into(),
@@ -102,12 +105,25 @@ pub fn gather(g: &GlobalOptions) -> Result<GpuView, UsageError> {
                 nvml: "-".into(),
                 cuda: "-".into(),
                 cuda_cache: None,
+                imported_from: None,
             },
             driver: Vec::new(),
             gpus: Vec::new(),
             unavailable: Some(why.to_string()),
         },
-    })
+    };
+    v.root = host.shown_root();
+    if let Some(Ok(m)) = crate::capture::manifest(&facts) {
+        v.source.imported_from = Some(m.captures().join(", "));
+        // "no recorded GPU facts (daqtune/gpu.json)" would name a file of the temporary import.
+        if v.gpus.is_empty() && !m.covers.contains(&crate::capture::Source::Gpu) {
+            v.unavailable = Some(
+                "not in this capture (none of its files is an nvidia-smi -q / -q -x output or an nvidia-bug-report)"
+                    .into(),
+            );
+        }
+    }
+    Ok(v)
 }
 
 fn kind(host: &Host) -> &'static str {
@@ -163,6 +179,7 @@ pub fn view(host: &Host, snap: &GpuSnapshot) -> GpuView {
             nvml: status(&snap.nvml),
             cuda: status(&snap.cuda),
             cuda_cache: cache,
+            imported_from: None,
         },
         driver,
         gpus: snap
@@ -524,6 +541,10 @@ fn sysfs_facts(host: &Host, bdf: &str) -> Vec<Fact> {
 pub fn text(v: &GpuView) -> String {
     let mut s = String::new();
     let src = match (&v.source.kind[..], &v.source.file) {
+        _ if v.source.imported_from.is_some() => format!(
+            "imported from {}",
+            v.source.imported_from.as_deref().unwrap_or_default()
+        ),
         ("recorded", Some(f)) => format!("recorded in {}/{f}", v.root.trim_end_matches('/')),
         _ => "live (NVML and CUDA on this machine)".to_string(),
     };

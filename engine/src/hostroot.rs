@@ -11,9 +11,21 @@ use daqtune_probe::Host;
 pub struct OpenedHost {
     pub host: Host,
     _unpacked: Option<crate::snapshot::TempRoot>,
+    /// The `--root` the user gave, where it was unpacked or imported into `_unpacked`.
+    given: Option<std::path::PathBuf>,
 }
 
 impl OpenedHost {
+    /// The root as the user named it: an archive or capture is read from a private temporary
+    /// directory that is gone when the command ends, so an output naming that directory
+    /// names nothing the user can open.
+    pub fn shown_root(&self) -> String {
+        match &self.given {
+            Some(p) => p.display().to_string(),
+            None => self.host.root().display().to_string(),
+        }
+    }
+
     /// Whether the root was imported from captures (`daqtune/import.json`).
     pub fn is_import(&self) -> bool {
         !self.host.is_live() && self.host.root().join("daqtune/import.json").is_file()
@@ -136,6 +148,7 @@ pub fn open_root(path: Option<&std::path::Path>) -> Result<OpenedHost, RootError
         return Ok(OpenedHost {
             host: Host::live(),
             _unpacked: None,
+            given: None,
         });
     };
     let root_err = |source| RootError::Io {
@@ -166,6 +179,7 @@ pub fn open_root(path: Option<&std::path::Path>) -> Result<OpenedHost, RootError
         return Ok(OpenedHost {
             host,
             _unpacked: Some(tmp),
+            given: Some(p.to_path_buf()),
         });
     }
     if p.is_file() {
@@ -179,6 +193,7 @@ pub fn open_root(path: Option<&std::path::Path>) -> Result<OpenedHost, RootError
         return Ok(OpenedHost {
             host,
             _unpacked: Some(tmp),
+            given: Some(p.to_path_buf()),
         });
     }
     let host = Host::at(p).map_err(root_err)?;
@@ -186,6 +201,7 @@ pub fn open_root(path: Option<&std::path::Path>) -> Result<OpenedHost, RootError
     Ok(OpenedHost {
         host,
         _unpacked: None,
+        given: None,
     })
 }
 

@@ -106,7 +106,9 @@ pub fn gather(g: &GlobalOptions, o: &NicOptions) -> Result<NicView, UsageError> 
         }
         None => (first.clone(), None),
     };
-    Ok(view(&host, &first, &now, interval, o.all))
+    let mut v = view(&host, &first, &now, interval, o.all);
+    v.root = host.shown_root();
+    Ok(v)
 }
 
 /// The view of `now` (and what rose since `first` when `interval` is given).

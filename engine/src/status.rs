@@ -144,7 +144,7 @@ pub fn gather(g: &GlobalOptions, a: &StatusOptions) -> Result<Status, UsageError
     let mut st = Status {
         schema: SCHEMA.into(),
         daqtune_version: env!("CARGO_PKG_VERSION").into(),
-        root: host.root().display().to_string(),
+        root: host.shown_root(),
         profile: None,
         runs: Vec::new(),
         pending_reboot: Vec::new(),

@@ -86,6 +86,8 @@ pub fn check(g: &GlobalArgs, a: &CheckArgs) -> Result<u8, UsageError> {
         None => None,
     };
     let mut rep = evaluate_facts(&facts, &profile, only, a.gate, app.as_ref());
+    // A capture or archive was read from a temporary root that is gone after this run.
+    rep.host.root = host.shown_root();
     // A root imported from captures judges only what they hold: say which checks that is.
     let mut ids: Vec<&str> = rep.checks.iter().map(|v| v.id.as_str()).collect();
     ids.dedup();

@@ -51,6 +51,18 @@ fn check_root_on_an_lspci_file() {
     );
 }
 
+/// The report's `host.root` is the capture the user named, not the temporary directory it
+/// was imported into (gone when the command ends).
+#[test]
+fn check_json_names_the_capture_as_its_root() {
+    let f = corpus("lspci-asus-esc8000a-e12-stelline/lspci-vvv.txt");
+    let o = daqtune(&["check", "--root", f.to_str().unwrap(), "--format", "json"]);
+    let (out, err) = text(&o);
+    let j: serde_json::Value =
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}\n{out}\n{err}"));
+    assert_eq!(j["host"]["root"], f.to_str().unwrap(), "{}", j["host"]);
+}
+
 /// A directory holding the -vvv blocks and the -tv tree: the tree gives the parents, so the
 /// GPU at 01:00.0 and the NIC at 21:00.0 sit on different host bridges of NUMA node 0
 /// (nvidia-smi topo -m in the same report says NODE for GPU0-NIC0).

@@ -109,6 +109,36 @@ fn usage_errors_exit_2() {
     );
 }
 
+/// `gpu --root CAPTURE` reads the capture through a private temporary import that is gone
+/// when the command ends: the view names the capture the user gave, never that directory.
+#[test]
+fn gpu_on_a_capture_names_the_capture_not_the_temporary_import() {
+    let cap = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/real-hosts/nvsmi-xml-tesla-t4-aws-telegraf/nvidia-smi-q.xml");
+    let o = run(&["gpu", "--root", s(&cap)]);
+    assert_eq!(o.status.code(), Some(0), "{}", out(&o));
+    let t = String::from_utf8_lossy(&o.stdout);
+    let first = t.lines().next().unwrap_or("");
+    assert!(
+        first.starts_with("GPU facts: imported from ") && first.contains(s(&cap)),
+        "{t}"
+    );
+    assert!(!t.contains("daqtune-import"), "{t}");
+    let o = run(&["gpu", "--root", s(&cap), "-f", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", out(&o));
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    assert_eq!(j["root"], s(&cap), "{j}");
+    // An lspci capture holds no GPU facts: said as the capture's lack, not as a missing file
+    // of the temporary import.
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/real-hosts/lspci-asus-esc8000a-e12-stelline");
+    let o = run(&["gpu", "--root", s(&dir)]);
+    assert_eq!(o.status.code(), Some(0), "{}", out(&o));
+    let t = String::from_utf8_lossy(&o.stdout);
+    assert!(t.contains("no GPU facts: not in this capture"), "{t}");
+    assert!(!t.contains("daqtune/gpu.json"), "{t}");
+}
+
 #[test]
 fn gpu_shows_the_facts_with_their_sources() {
     let root = fixture("gpu-h200");

@@ -109,10 +109,13 @@ pub fn nic_devices<'f>(ctx: &Context, f: &'f PciFacts) -> Vec<(&'f PciDevice, &'
 }
 
 /// The skip of a device whose PCI Express capability could not be read, saying why.
-pub fn cap_visibility_skip(id: &str, label: String, d: &PciDevice) -> Verdict {
+pub fn cap_visibility_skip(ctx: &Context, id: &str, label: String, d: &PciDevice) -> Verdict {
     let why = match (&d.config, &d.config_error) {
         (_, Some(e)) => format!("config space unreadable: {e}"),
-        (Some(c), _) if c.pcie_visibility == Visibility::Hidden => NEEDS_ROOT.to_string(),
+        (Some(c), _) if c.pcie_visibility == Visibility::Hidden => {
+            crate::capture::unseen_registers(ctx.facts(), &d.addr.to_string(), c.len)
+                .unwrap_or_else(|| NEEDS_ROOT.to_string())
+        }
         (Some(_), _) => "no PCI Express capability".to_string(),
         (None, None) => "config space not read".to_string(),
     };

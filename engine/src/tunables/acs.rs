@@ -136,7 +136,22 @@ fn run_acs(ctx: &Context) -> Vec<Verdict> {
                 .map(|a| a.to_string())
                 .collect::<Vec<_>>()
                 .join(", "),
-            format!("ACS state unknown: extended config space not readable ({NEEDS_ROOT})"),
+            if crate::capture::manifest(ctx.facts()).is_some() {
+                let why: Vec<String> = hidden
+                    .iter()
+                    .filter_map(|a| {
+                        let len = f
+                            .tree
+                            .get(*a)
+                            .and_then(|d| d.config.as_ref())
+                            .map_or(0, |c| c.len);
+                        crate::capture::unseen_registers(ctx.facts(), &a.to_string(), len)
+                    })
+                    .collect();
+                format!("ACS state unknown: {}", why.join("; "))
+            } else {
+                format!("ACS state unknown: extended config space not readable ({NEEDS_ROOT})")
+            },
         ));
     }
     if out.is_empty() || clean > 0 && offenders.is_empty() && hidden.is_empty() {

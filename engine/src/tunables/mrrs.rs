@@ -56,7 +56,7 @@ fn run_mrrs(ctx: &Context) -> Vec<Verdict> {
             continue;
         }
         let Some(cap) = d.pcie() else {
-            out.push(cap_visibility_skip(ID, n.label(), d));
+            out.push(cap_visibility_skip(ctx, ID, n.label(), d));
             continue;
         };
         let observed = cap.mrrs;

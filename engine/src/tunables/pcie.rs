@@ -316,10 +316,31 @@ fn run_link(ctx: &Context) -> Vec<Verdict> {
     };
     let mut out = Vec::new();
     let mut bridges: BTreeSet<PciAddr> = BTreeSet::new();
+    let capture = crate::capture::manifest(ctx.facts()).is_some();
     let judge = |d: &PciDevice, label: String, is_gpu: bool, out: &mut Vec<Verdict>| -> bool {
         let (ms, mw) = d.max_link();
-        let (cs, cw) = d.cur_link();
+        let (mut cs, mut cw) = d.cur_link();
         let parent = d.parent.and_then(|p| f.tree.get(p));
+        // Both ends of a link report its trained speed and width (PCIe Base Specification,
+        // Link Status register: "the negotiated Link width of the given PCI Express Link"), so
+        // where a capture lacks the device's own LnkSta (cut before it, as in NVIDIA/l2fwd-nv#6,
+        // whose kernel message names the port's x8 link instead) the port facing it tells the
+        // link. Only on a capture: on a host the kernel always shows the device's link, and
+        // "unknown" there means no link is up (the port's register may still hold a stale one).
+        let mut read_at = String::new();
+        if capture && cs.is_none() && cw.is_none() {
+            if let Some(p) = parent.filter(|p| faces_downstream(&f.tree, p)) {
+                if let (s, Some(w)) = p.cur_link() {
+                    if w > 0 {
+                        (cs, cw) = (s, Some(w));
+                        read_at = format!(
+                            " (read at its upstream port {}: the device's own link status is not readable)",
+                            p.addr
+                        );
+                    }
+                }
+            }
+        }
         let (ps, pw) = parent.map(|p| p.max_link()).unwrap_or((None, None));
         let (es, ew) = (min_opt(ms, ps), min_opt(mw, pw));
         if es.is_none() && ew.is_none() {
@@ -331,12 +352,14 @@ fn run_link(ctx: &Context) -> Vec<Verdict> {
             return false;
         }
         if cs.is_none() && cw.is_none() {
-            out.push(Verdict::skip(
-                ID,
-                label,
+            // A capture that printed no LnkSta says nothing about the link being down.
+            let why = if capture {
+                "not in this capture (no link status for the device or the port above it)"
+            } else {
                 "the current link speed and width are unreadable (link down, or the device \
-                 suspended?)",
-            ));
+                 suspended?)"
+            };
+            out.push(Verdict::skip(ID, label, why));
             return false;
         }
         let observed = link_label(cs, cw);
@@ -373,15 +396,19 @@ fn run_link(ctx: &Context) -> Vec<Verdict> {
         }
         if problems.is_empty() {
             out.push(
-                Verdict::pass(ID, label, format!("{observed}{note}"))
+                Verdict::pass(ID, label, format!("{observed}{read_at}{note}"))
                     .observed(observed)
                     .expected(expected),
             );
             false
         } else {
-            let up = parent
-                .map(|p| format!(" (upstream port {})", p.addr))
-                .unwrap_or_default();
+            let up = if read_at.is_empty() {
+                parent
+                    .map(|p| format!(" (upstream port {})", p.addr))
+                    .unwrap_or_default()
+            } else {
+                read_at.clone()
+            };
             out.push(
                 Verdict::warn(ID, label, format!("{}{up}{note}", problems.join("; ")))
                     .observed(observed)
@@ -441,7 +468,7 @@ fn run_mps(ctx: &Context) -> Vec<Verdict> {
     let nics: BTreeSet<PciAddr> = data_path_nics(ctx, f).iter().map(|n| n.addr).collect();
     for (d, label) in &eps {
         let Some(cap) = d.pcie() else {
-            out.push(cap_visibility_skip(ID, label.clone(), d));
+            out.push(cap_visibility_skip(ctx, ID, label.clone(), d));
             continue;
         };
         let ancestors = f.tree.ancestors(d.addr);
@@ -453,10 +480,13 @@ fn run_mps(ctx: &Context) -> Vec<Verdict> {
                     .as_ref()
                     .is_some_and(|c| c.pcie_visibility == Visibility::Hidden)
         }) {
+            let len = hidden.config.as_ref().map_or(0, |c| c.len);
+            let why = crate::capture::unseen_registers(ctx.facts(), &hidden.addr.to_string(), len)
+                .unwrap_or_else(|| NEEDS_ROOT.to_string());
             out.push(Verdict::skip(
                 ID,
                 label.clone(),
-                format!("upstream port {}: {NEEDS_ROOT}", hidden.addr),
+                format!("upstream port {}: {why}", hidden.addr),
             ));
             continue;
         }
