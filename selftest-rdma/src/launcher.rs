@@ -7,9 +7,10 @@
 //! profile's reference (`daqtune_selftest::reference::assess`, as the socket and DPDK engines
 //! are) before the report is printed in the format asked for and written to its files.
 
+use daqtune_report::rdma::RdmaReport;
 use daqtune_selftest::engine::Mode;
 use daqtune_selftest::reference::{self, Link, Reference};
-use daqtune_selftest::report::{EngineResult, Report};
+use daqtune_selftest::report::{EngineResult, Render, Report};
 use daqtune_selftest::signals;
 use daqtune_selftest::sys::hostname;
 use daqtune_selftest::topology::{self, RdmaPortsRequest, Topology};
@@ -150,10 +151,15 @@ pub enum RelayError {
 /// recounted) and its JSON with the helper's `rdma` section kept, in the helper's order.
 pub fn assess_report(stdout: &[u8], relay: &Relay) -> Result<(Report, String), RelayError> {
     let full: serde_json::Value = serde_json::from_slice(stdout).map_err(RelayError::NotJson)?;
-    let given = Report::deserialize(&full).map_err(RelayError::NotAReport)?;
-    let mut report = Report::new(&given.hostname, &given.topology, &given.cpu_plan);
-    let counted = given.results.len() == relay.tests.len();
-    for (i, mut r) in given.results.into_iter().enumerate() {
+    let given =
+        RdmaReport::<serde_json::Value>::deserialize(full).map_err(RelayError::NotAReport)?;
+    let mut report = Report::new(
+        &given.report.hostname,
+        &given.report.topology,
+        &given.report.cpu_plan,
+    );
+    let counted = given.report.results.len() == relay.tests.len();
+    for (i, mut r) in given.report.results.into_iter().enumerate() {
         let latency_run = if counted {
             is_pingpong(&relay.tests[i])
         } else {
@@ -164,20 +170,13 @@ pub fn assess_report(stdout: &[u8], relay: &Relay) -> Result<(Report, String), R
         }
         report.push(r);
     }
-    /// The helper's report layout: the self-test record plus its `rdma` section.
-    #[derive(serde::Serialize)]
-    struct Relayed<'a> {
-        #[serde(flatten)]
-        report: &'a Report,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        rdma: Option<&'a serde_json::Value>,
-    }
-    let json = serde_json::to_string_pretty(&Relayed {
-        report: &report,
-        rdma: full.get("rdma"),
-    })
-    .map_err(RelayError::Encode)?;
-    Ok((report, json + "\n"))
+    // The helper's layout again: the assessed record plus its `rdma` section as it came.
+    let relayed = RdmaReport {
+        report,
+        rdma: given.rdma,
+    };
+    let json = serde_json::to_string_pretty(&relayed).map_err(RelayError::Encode)?;
+    Ok((relayed.report, json + "\n"))
 }
 
 fn is_pingpong(test: &str) -> bool {

@@ -29,4 +29,4 @@ pub mod topology;
 
 pub use engine::{Engine, Mode, RunControl, RunSpec};
 pub use error::{Error, Result};
-pub use report::{judge, EngineResult, Report, Status, Thresholds};
+pub use report::{judge, EngineResult, Render, Report, Status, Thresholds};

@@ -9,6 +9,7 @@ use daqtune_engine::UsageError;
 use daqtune_rdma::launcher::{NamespacedTopology, Relay};
 use daqtune_selftest::reference::Link;
 use daqtune_selftest::sys::hostname;
+use daqtune_selftest::Render;
 
 /// `daqtune selftest rdma`: the verbs engine lives in the `daqtune-rdma` executable (it links
 /// libibverbs, which the main binary must not need), so this finds it, runs it with the
