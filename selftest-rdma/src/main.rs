@@ -210,7 +210,7 @@ fn run_main() -> ExitCode {
         Ok(p) => p,
         Err(e) if e.is_skip() => {
             let why = format!("--memory {}: {e}", cli.memory);
-            let r = daqtune_rdma::launcher::skip_report(
+            let r = daqtune_selftest::launch::rdma::skip_report(
                 &daqtune_selftest::sys::hostname(),
                 &why,
                 &[

@@ -650,7 +650,7 @@ fn run_dpdk(args: &SelftestArgs, d: &Defaults) -> EngineResult {
         args.rx_cpu,
         true,
     );
-    let req = crate::dpdk_launcher::DpdkRequest {
+    let req = crate::launch::dpdk::DpdkRequest {
         ports: match (&args.tx_pci, &args.rx_pci) {
             (Some(a), Some(b)) => Some((a.clone(), b.clone())),
             _ => None,
@@ -661,7 +661,7 @@ fn run_dpdk(args: &SelftestArgs, d: &Defaults) -> EngineResult {
         tx_cpu: plan.tx,
         rx_cpu: plan.rx,
         max_loss_pct: args.max_udp_loss.or(Some(d.thresholds.max_udp_loss_pct)),
-        find_max: args.find_max.then(|| crate::dpdk_launcher::FindMaxRequest {
+        find_max: args.find_max.then(|| crate::launch::dpdk::FindMaxRequest {
             loss_pct: args.loss,
             precision_pct: args.precision,
             trial_floor: Duration::from_secs_f64(args.trial_duration),
@@ -669,7 +669,7 @@ fn run_dpdk(args: &SelftestArgs, d: &Defaults) -> EngineResult {
         relay_progress: !args.no_progress && std::io::stderr().is_terminal(),
         ..Default::default()
     };
-    let mut r = crate::dpdk_launcher::run_dpdk(&req, None).result;
+    let mut r = crate::launch::dpdk::run_dpdk(&req, None).result;
     let link = match (
         &args.tx_pci,
         args.tx_pci

@@ -4,16 +4,16 @@
 //!
 //! A test run's report is not relayed as the helper wrote it: the helper answers in JSON on a
 //! pipe, and each bandwidth result is assessed here against the port's line rate and the
-//! profile's reference (`daqtune_selftest::reference::assess`, as the socket and DPDK engines
+//! profile's reference (`crate::reference::assess`, as the socket and DPDK engines
 //! are) before the report is printed in the format asked for and written to its files.
 
+use crate::engine::Mode;
+use crate::reference::{self, Link, Reference};
+use crate::report::{EngineResult, Render, Report};
+use crate::signals;
+use crate::sys::hostname;
+use crate::topology::{self, RdmaPortsRequest, Topology};
 use daqtune_report::rdma::RdmaReport;
-use daqtune_selftest::engine::Mode;
-use daqtune_selftest::reference::{self, Link, Reference};
-use daqtune_selftest::report::{EngineResult, Render, Report};
-use daqtune_selftest::signals;
-use daqtune_selftest::sys::hostname;
-use daqtune_selftest::topology::{self, RdmaPortsRequest, Topology};
 use serde::Deserialize;
 use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -65,7 +65,7 @@ pub fn run_helper(args: &[OsString], json: bool) -> i32 {
              with `cargo build -p daqtune-rdma --features rdma` (needs libibverbs-dev)"
         );
         let r = skip_report(&hostname(), &why, &[Mode::Write, Mode::Send]);
-        daqtune_selftest::report::emit(&if json {
+        crate::report::emit(&if json {
             r.to_json() + "\n"
         } else {
             r.to_text()
@@ -197,12 +197,12 @@ pub fn relay_report(code: i32, stdout: &[u8], relay: &Relay) -> i32 {
         Ok(v) => v,
         Err(e) => {
             // Never lose what the helper said: relay it as it came, and fail the run.
-            daqtune_selftest::report::emit(&String::from_utf8_lossy(stdout));
+            crate::report::emit(&String::from_utf8_lossy(stdout));
             eprintln!("daqtune selftest rdma: {e}");
             return if code == 0 { 2 } else { code };
         }
     };
-    daqtune_selftest::report::emit(&if relay.json {
+    crate::report::emit(&if relay.json {
         json.clone()
     } else {
         report.to_text()
@@ -258,7 +258,7 @@ pub fn run_ports(run: &PortsRun) -> i32 {
     let Some(bin) = find_helper() else {
         return run_helper(&run.client_args, run.relay.json);
     };
-    if !daqtune_selftest::sys::is_root() {
+    if !crate::sys::is_root() {
         eprintln!("daqtune selftest rdma: making network namespaces needs root");
         return 2;
     }
@@ -274,9 +274,9 @@ pub fn run_ports(run: &PortsRun) -> i32 {
     };
     let mut topo = match made {
         Ok(t) => t,
-        Err(daqtune_selftest::Error::Unsupported(why)) => {
+        Err(crate::Error::Unsupported(why)) => {
             let r = skip_report(&hostname(), &why, &[Mode::Write, Mode::Send]);
-            daqtune_selftest::report::emit(&if run.relay.json {
+            crate::report::emit(&if run.relay.json {
                 r.to_json() + "\n"
             } else {
                 r.to_text()
@@ -434,7 +434,7 @@ fn wait_interruptible(child: &mut Child) -> i32 {
             }
         }
         if let (Some(sig), false) = (signals::pending(), forwarded) {
-            let _ = daqtune_selftest::sys::signal_child(child, sig);
+            let _ = crate::sys::signal_child(child, sig);
             forwarded = true;
         }
         std::thread::sleep(Duration::from_millis(20));
@@ -443,7 +443,7 @@ fn wait_interruptible(child: &mut Child) -> i32 {
 
 fn stop(child: &mut Child) {
     if let Ok(None) = child.try_wait() {
-        let _ = daqtune_selftest::sys::signal_child(child, libc::SIGTERM);
+        let _ = crate::sys::signal_child(child, libc::SIGTERM);
         let deadline = Instant::now() + Duration::from_secs(5);
         while Instant::now() < deadline {
             if let Ok(Some(_)) = child.try_wait() {
@@ -487,7 +487,7 @@ fn loader_skip(bin: &Path, json: bool) -> i32 {
         bin.display()
     );
     let r = skip_report(&hostname(), &why, &[Mode::Write, Mode::Send]);
-    daqtune_selftest::report::emit(&if json {
+    crate::report::emit(&if json {
         r.to_json() + "\n"
     } else {
         r.to_text()
@@ -498,7 +498,7 @@ fn loader_skip(bin: &Path, json: bool) -> i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use daqtune_selftest::report::Status;
+    use crate::report::Status;
 
     #[test]
     fn path_search() {
@@ -536,7 +536,7 @@ mod tests {
         assert_eq!(run_at_or_skip(&g, &[], true), 0);
     }
 
-    const RECORDED: &str = include_str!("../tests/fixtures/helper-report.json");
+    const RECORDED: &str = include_str!("../../../selftest-rdma/tests/fixtures/helper-report.json");
 
     fn reference(mode: &str, gbps: f64) -> Reference {
         Reference {
