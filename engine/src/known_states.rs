@@ -143,7 +143,7 @@ impl HostView {
     }
 }
 
-/// A self-test result, as much as the table needs (qualify's `SelftestResult`).
+/// A self-test result, as much as the table needs (qualify's `SelftestEntry`).
 #[derive(Debug, Clone, Copy)]
 pub struct RunResult<'a> {
     pub engine: &'a str,

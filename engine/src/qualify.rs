@@ -16,6 +16,7 @@ use crate::profile::Profile;
 use crate::report::{self, xml_escape, Report};
 use crate::run_info::{now_unix, RunInfo};
 use crate::verdict::{Status, Verdict};
+use daqtune_report::selftest::{Assessment, EngineResult, Report as SelftestReport};
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -142,9 +143,12 @@ pub struct Stage {
     pub detail: String,
 }
 
-/// One result of a self-test report, as much of `daqtune.selftest/v1` as the gate needs.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct SelftestResult {
+/// One entry of the qualification's `selftest` list (`daqtune.qualify/v1`): a self-test result
+/// (`daqtune_report::selftest::EngineResult`, the type the self-test writes and qualify reads)
+/// as the gate records it, with the host's likely causes where it fell short. `mode` and
+/// `status` are words: a self-test that gave no report is recorded as mode `-`, status `error`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SelftestEntry {
     pub engine: String,
     pub mode: String,
     pub status: String,
@@ -166,12 +170,18 @@ pub struct SelftestResult {
     /// Pacing asked for, Gb/s (absent = unpaced).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate_gbps: Option<f64>,
-    /// The GPU sink's figures when payloads landed in GPU memory.
+    /// The GPU sink's figures when payloads landed in GPU memory (the result's `gpu`, keys
+    /// in alphabetical order as qualify has always written them).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu: Option<serde_json::Value>,
-    /// The result against its line rate and the profile's reference (the self-test's
-    /// `results[].reference`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The result against its line rate and the profile's reference; every field written,
+    /// `null` included (`daqtune.qualify/v1` writes `pcie_gbps: null` where the self-test
+    /// leaves it out).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "every_field"
+    )]
     pub reference: Option<Assessment>,
     /// When the result fell below its floor or lost messages: the host's verdicts that can
     /// explain it, most likely first (`crate::causes`).
@@ -182,30 +192,115 @@ pub struct SelftestResult {
     pub port_counters: Vec<daqtune_probe::net::counters::PortDelta>,
 }
 
-/// `results[].reference` of a self-test report (daqtune_selftest::reference::Assessment; the
-/// engine does not link the self-test crate, so it reads the JSON).
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-#[serde(default)]
-pub struct Assessment {
-    pub link_mbps: Option<u64>,
-    pub link_source: String,
-    pub mtu: Option<u32>,
-    pub line_gbps: Option<f64>,
-    pub pcie_gbps: Option<f64>,
-    pub of_line_pct: Option<f64>,
-    pub reference_gbps: Option<f64>,
-    pub reference_stated_gbps: Option<f64>,
-    pub reference_source: Option<String>,
-    pub of_reference_pct: Option<f64>,
-    pub floor: Option<f64>,
-    pub floor_gbps: Option<f64>,
-    pub shortfall_gbps: Option<f64>,
-    /// `met`, `below` or `none`.
-    pub verdict: String,
-    pub why: String,
+/// [`SelftestEntry::reference`] with every field of the assessment, `null` included. The
+/// destructuring names each field, so a field added to the assessment fails to compile here
+/// until it is written too.
+fn every_field<S: serde::Serializer>(a: &Option<Assessment>, s: S) -> Result<S::Ok, S::Error> {
+    #[derive(Serialize)]
+    struct All<'a> {
+        link_mbps: &'a Option<u64>,
+        link_source: &'a str,
+        mtu: &'a Option<u32>,
+        line_gbps: &'a Option<f64>,
+        pcie_gbps: &'a Option<f64>,
+        of_line_pct: &'a Option<f64>,
+        reference_gbps: &'a Option<f64>,
+        reference_stated_gbps: &'a Option<f64>,
+        reference_source: &'a Option<String>,
+        of_reference_pct: &'a Option<f64>,
+        floor: &'a Option<f64>,
+        floor_gbps: &'a Option<f64>,
+        shortfall_gbps: &'a Option<f64>,
+        verdict: &'a str,
+        why: &'a str,
+    }
+    let Some(Assessment {
+        link_mbps,
+        link_source,
+        mtu,
+        line_gbps,
+        pcie_gbps,
+        of_line_pct,
+        reference_gbps,
+        reference_stated_gbps,
+        reference_source,
+        of_reference_pct,
+        floor,
+        floor_gbps,
+        shortfall_gbps,
+        verdict,
+        why,
+    }) = a
+    else {
+        return s.serialize_none();
+    };
+    s.serialize_some(&All {
+        link_mbps,
+        link_source,
+        mtu,
+        line_gbps,
+        pcie_gbps,
+        of_line_pct,
+        reference_gbps,
+        reference_stated_gbps,
+        reference_source,
+        of_reference_pct,
+        floor,
+        floor_gbps,
+        shortfall_gbps,
+        verdict,
+        why,
+    })
 }
 
-impl SelftestResult {
+impl SelftestEntry {
+    /// The gate's record of one self-test result. The self-test's own counter causes are not
+    /// carried over: the port counters are, and [`attach_causes`] ranks them with the host's
+    /// verdicts.
+    pub fn from_result(r: EngineResult) -> SelftestEntry {
+        SelftestEntry {
+            engine: r.engine,
+            mode: r.mode.as_str().to_string(),
+            status: r.status.as_str().to_string(),
+            gbps: r.gbps,
+            packets: r.packets,
+            lost: r.lost,
+            integrity_errors: r.integrity_errors,
+            notes: r.notes,
+            topology: r.topology,
+            message_size: r.message_size,
+            rate_gbps: r.rate_gbps,
+            // A record of numbers and strings: to_value cannot fail on it.
+            gpu: r.gpu.and_then(|g| serde_json::to_value(g).ok()),
+            reference: r.reference,
+            causes: Vec::new(),
+            port_counters: r.port_counters,
+        }
+    }
+
+    /// The entry for an engine whose self-test gave no report: `why` is the reason.
+    fn no_report(engine: &str, why: String) -> SelftestEntry {
+        SelftestEntry {
+            engine: engine.into(),
+            mode: "-".into(),
+            status: "error".into(),
+            gbps: 0.0,
+            packets: 0,
+            lost: 0,
+            integrity_errors: 0,
+            notes: vec![why],
+            topology: String::new(),
+            message_size: 0,
+            rate_gbps: None,
+            gpu: None,
+            reference: None,
+            causes: Vec::new(),
+            port_counters: Vec::new(),
+        }
+    }
+}
+
+impl SelftestEntry {
     /// Below its floor, or messages lost: what the causes are listed for.
     fn symptoms(&self) -> Vec<Symptom> {
         if matches!(self.status.as_str(), "skip" | "error") {
@@ -243,7 +338,7 @@ impl SelftestResult {
 }
 
 /// Lists the likely causes on every result that fell below its floor or lost messages.
-pub fn attach_causes(results: &mut [SelftestResult], verdicts: &[Verdict]) {
+pub fn attach_causes(results: &mut [SelftestEntry], verdicts: &[Verdict]) {
     for r in results.iter_mut() {
         let symptoms = r.symptoms();
         if symptoms.is_empty() {
@@ -267,7 +362,7 @@ pub fn attach_causes(results: &mut [SelftestResult], verdicts: &[Verdict]) {
 
 /// Names the documented field failures (`crate::known_states`) each result and the host fit,
 /// ahead of its other likely causes.
-pub fn attach_known_states(results: &mut [SelftestResult], host: &known_states::HostView) {
+pub fn attach_known_states(results: &mut [SelftestEntry], host: &known_states::HostView) {
     for r in results.iter_mut() {
         let a = r.reference.as_ref();
         let run = known_states::RunResult {
@@ -319,11 +414,6 @@ pub fn shape_args(p: &Profile, engine: &str, gpu_sink: bool) -> Vec<String> {
     a
 }
 
-#[derive(Debug, Clone, Deserialize)]
-struct SelftestReport {
-    results: Vec<SelftestResult>,
-}
-
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Qualification {
     pub schema: String,
@@ -331,7 +421,7 @@ pub struct Qualification {
     pub passed: bool,
     pub stages: Vec<Stage>,
     pub checks: Report,
-    pub selftest: Vec<SelftestResult>,
+    pub selftest: Vec<SelftestEntry>,
     pub gate_failures: Vec<String>,
     /// The part of the qualification run (`--only`, `--selftest`); absent: all of the level.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -342,9 +432,62 @@ pub struct Qualification {
     pub wall_s: f64,
 }
 
+/// One self-test run qualify asks for: `daqtune selftest ENGINE` with these options.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SelftestRequest {
+    /// `socket`, `dpdk` or `rdma` ([`ENGINES`]).
+    pub engine: String,
+    /// The profile qualify runs with (`--profile`), handed on so the self-test judges by it.
+    pub profile: Option<String>,
+    /// Seconds per mode.
+    pub duration: f64,
+    /// Socket engine: a veth pair between namespaces (root), else loopback.
+    pub veth: bool,
+    /// Socket engine: land every payload in GPU memory and verify it there (the soak).
+    pub gpu_sink: bool,
+    /// The references' shape as self-test flags ([`shape_args`]).
+    pub shape: Vec<String>,
+}
+
+impl SelftestRequest {
+    /// The arguments of `daqtune selftest` for this run, after the program's name.
+    pub fn args(&self) -> Vec<String> {
+        let mut a = vec!["selftest".to_string(), self.engine.clone()];
+        if let Some(p) = &self.profile {
+            a.extend(["--profile".to_string(), p.clone()]);
+        }
+        if self.engine == "socket" {
+            a.push(if self.veth { "--veth" } else { "--loopback" }.to_string());
+            if self.gpu_sink {
+                // The soak lands every payload in GPU memory and verifies it there.
+                a.extend(["--gpu", "0", "--gpu-memory", "copy"].map(String::from));
+            }
+        }
+        a.extend(self.shape.iter().cloned());
+        a.extend([
+            "--duration".to_string(),
+            format!("{}", self.duration),
+            "--format".to_string(),
+            "json".to_string(),
+        ]);
+        // The RDMA helper draws no progress bar and does not take the flag.
+        if self.engine != "rdma" {
+            a.push("--no-progress".to_string());
+        }
+        a
+    }
+}
+
+/// Runs one self-test for qualify and gives its report. The `daqtune` binary runs it as a
+/// child process (`current_exe() selftest ...`, [`SelftestRequest::args`]), so a signal or
+/// crash in a data path cannot leave qualify holding namespaces; tests give typed results.
+pub trait SelftestRunner {
+    fn run(&self, req: &SelftestRequest) -> Result<SelftestReport, SelftestRunError>;
+}
+
 /// Why a self-test child gave no results.
 #[derive(Debug, thiserror::Error)]
-enum SelftestRunError {
+pub enum SelftestRunError {
     #[error("cannot find this executable: {0}")]
     Exe(std::io::Error),
     #[error("cannot run the self-test: {0}")]
@@ -359,74 +502,83 @@ enum SelftestRunError {
     },
 }
 
-/// Run `daqtune selftest ENGINE ...` as a child and read its JSON report.
-fn run_selftest(
-    g: &GlobalOptions,
+/// The report a self-test child printed on its standard output (`daqtune.selftest/v1`, read
+/// as the self-test's own type); when there is none, why, from its exit status and standard
+/// error.
+pub fn read_child_report(
     engine: &str,
-    duration: f64,
-    veth: bool,
-    gpu_sink: bool,
-    shape: &[String],
-) -> Result<Vec<SelftestResult>, SelftestRunError> {
-    let exe = std::env::current_exe().map_err(SelftestRunError::Exe)?;
-    let mut cmd = std::process::Command::new(exe);
-    cmd.arg("selftest").arg(engine);
-    if let Some(p) = &g.profile {
-        cmd.args(["--profile", p]);
-    }
-    if engine == "socket" {
-        cmd.arg(if veth { "--veth" } else { "--loopback" });
-        if gpu_sink {
-            // The soak lands every payload in GPU memory and verifies it there.
-            cmd.args(["--gpu", "0", "--gpu-memory", "copy"]);
-        }
-    }
-    cmd.args(shape);
-    cmd.args(["--duration", &format!("{duration}"), "--format", "json"]);
-    // The RDMA helper draws no progress bar and does not take the flag.
-    if engine != "rdma" {
-        cmd.arg("--no-progress");
-    }
-    let out = cmd.output().map_err(SelftestRunError::Spawn)?;
-    let rep: SelftestReport = serde_json::from_slice(&out.stdout).map_err(|e| {
-        let err = String::from_utf8_lossy(&out.stderr);
+    stdout: &[u8],
+    stderr: &[u8],
+    code: Option<i32>,
+) -> Result<SelftestReport, SelftestRunError> {
+    serde_json::from_slice(stdout).map_err(|e| {
+        let err = String::from_utf8_lossy(stderr);
         SelftestRunError::NoReport {
             engine: engine.to_string(),
-            code: out.status.code(),
+            code,
             why: if err.trim().is_empty() {
                 e.to_string()
             } else {
                 err.trim().to_string()
             },
         }
-    })?;
-    Ok(rep.results)
+    })
+}
+
+/// What the self-test stages need of the run: the level and duration asked for, the profile
+/// (its name is handed on, its references shape the runs), whether a GPU is there for the
+/// soak's GPU sink, and whether the socket engine can make a veth pair (root).
+#[derive(Clone, Copy)]
+struct StageOptions<'a> {
+    level: u8,
+    selftest_duration: f64,
+    profile_name: Option<&'a str>,
+    profile: &'a Profile,
+    has_gpu: bool,
+    veth: bool,
 }
 
 /// Levels 2 and 3: each self-test engine as a child, one stage each; a child that gives no
 /// report is an `error` result with the reason.
 fn selftest_stages(
-    g: &GlobalOptions,
-    a: &QualifyOptions,
+    runner: &dyn SelftestRunner,
+    st: &StageOptions<'_>,
     engines: &[&str],
-    profile: &crate::profile::Profile,
-    has_gpu: bool,
     stages: &mut Vec<Stage>,
-) -> Vec<SelftestResult> {
+) -> Vec<SelftestEntry> {
+    let StageOptions {
+        level,
+        selftest_duration,
+        profile_name,
+        profile,
+        has_gpu,
+        veth,
+    } = *st;
     let mut selftest = Vec::new();
-    let veth = daqtune_probe::sys::is_root();
-    let soak = a.level >= 3;
+    let soak = level >= 3;
     let duration = if soak {
-        a.selftest_duration * 20.0
+        selftest_duration * 20.0
     } else {
-        a.selftest_duration
+        selftest_duration
     };
     for &engine in engines {
         let t = Instant::now();
         let name = format!("selftest {engine}{}", if soak { " (soak)" } else { "" });
-        let shape = shape_args(profile, engine, soak && has_gpu);
-        match run_selftest(g, engine, duration, veth, soak && has_gpu, &shape) {
-            Ok(results) => {
+        let req = SelftestRequest {
+            engine: engine.to_string(),
+            profile: profile_name.map(str::to_string),
+            duration,
+            veth,
+            gpu_sink: soak && has_gpu,
+            shape: shape_args(profile, engine, soak && has_gpu),
+        };
+        match runner.run(&req) {
+            Ok(report) => {
+                let results: Vec<SelftestEntry> = report
+                    .results
+                    .into_iter()
+                    .map(SelftestEntry::from_result)
+                    .collect();
                 let status = if results
                     .iter()
                     .any(|r| matches!(r.status.as_str(), "fail" | "error"))
@@ -466,23 +618,7 @@ fn selftest_stages(
                     status: "error".into(),
                     detail: e.clone(),
                 });
-                selftest.push(SelftestResult {
-                    engine: engine.into(),
-                    mode: "-".into(),
-                    status: "error".into(),
-                    gbps: 0.0,
-                    packets: 0,
-                    lost: 0,
-                    integrity_errors: 0,
-                    notes: vec![e],
-                    topology: String::new(),
-                    message_size: 0,
-                    rate_gbps: None,
-                    gpu: None,
-                    reference: None,
-                    causes: Vec::new(),
-                    port_counters: Vec::new(),
-                });
+                selftest.push(SelftestEntry::no_report(engine, e));
             }
         }
     }
@@ -493,6 +629,7 @@ fn selftest_stages(
 pub fn run(
     g: &GlobalOptions,
     a: &QualifyOptions,
+    runner: &dyn SelftestRunner,
     out: &mut dyn std::io::Write,
 ) -> Result<u8, UsageError> {
     let started = Instant::now();
@@ -536,14 +673,15 @@ pub fn run(
     let mut selftest = Vec::new();
     if runs_selftest {
         let has_gpu = facts.gpus().is_ok_and(|s| !s.gpus.is_empty());
-        selftest = selftest_stages(
-            g,
-            a,
-            &subset.engines(),
-            &profile.profile,
+        let st = StageOptions {
+            level: a.level,
+            selftest_duration: a.selftest_duration,
+            profile_name: g.profile.as_deref(),
+            profile: &profile.profile,
             has_gpu,
-            &mut stages,
-        );
+            veth: daqtune_probe::sys::is_root(),
+        };
+        selftest = selftest_stages(runner, &st, &subset.engines(), &mut stages);
     }
     attach_causes(&mut selftest, &checks.checks);
     attach_known_states(&mut selftest, &known_states::HostView::read(&facts));
@@ -607,7 +745,7 @@ pub fn text(q: &Qualification) -> String {
             st.status, st.name, st.seconds, st.detail
         );
     }
-    let assessed: Vec<&SelftestResult> = q
+    let assessed: Vec<&SelftestEntry> = q
         .selftest
         .iter()
         .filter(|r| r.reference.is_some() || !r.causes.is_empty())
@@ -818,6 +956,8 @@ fn junit_cases(q: &Qualification) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use daqtune_report::selftest::{Mode, Status as RunStatus};
+    use std::cell::RefCell;
 
     #[test]
     fn qualify_runs_the_shape_of_the_references() {
@@ -840,8 +980,27 @@ mod tests {
         assert!(shape_args(&crate::profile::Profile::default(), "socket", false).is_empty());
     }
 
-    fn result(json: serde_json::Value) -> SelftestResult {
-        serde_json::from_value(json).expect("result")
+    /// A self-test result with the fields of `over` (the assessment's too) over an empty
+    /// one, read as the self-test's own type and recorded as the gate records it.
+    fn result(over: serde_json::Value) -> SelftestEntry {
+        SelftestEntry::from_result(engine_result(over))
+    }
+
+    fn engine_result(over: serde_json::Value) -> EngineResult {
+        let base = EngineResult::new("socket", Mode::Tcp, "ports");
+        let mut v = serde_json::to_value(base).expect("json");
+        for (k, x) in over.as_object().expect("an object") {
+            if k == "reference" {
+                let mut a = serde_json::to_value(Assessment::default()).expect("json");
+                for (ak, ax) in x.as_object().expect("an object") {
+                    a[ak] = ax.clone();
+                }
+                v[k] = a;
+            } else {
+                v[k] = x.clone();
+            }
+        }
+        serde_json::from_value(v).expect("an EngineResult")
     }
 
     #[test]
@@ -867,7 +1026,7 @@ mod tests {
         });
         let mut rs = vec![result(below), result(met), result(lossy_veth)];
         attach_causes(&mut rs, &verdicts);
-        let ids = |r: &SelftestResult| -> Vec<String> {
+        let ids = |r: &SelftestEntry| -> Vec<String> {
             r.causes
                 .iter()
                 .map(|c| format!("{} {}", c.id, c.subject))
@@ -992,7 +1151,7 @@ mod tests {
 
     /// A level-2 run that failed, with no checks of its own: the self-test results `rs` and
     /// their causes are what the renderers are asked about.
-    fn failed_qualification(profile: &str, rs: Vec<SelftestResult>, wall_s: f64) -> Qualification {
+    fn failed_qualification(profile: &str, rs: Vec<SelftestEntry>, wall_s: f64) -> Qualification {
         Qualification {
             schema: "daqtune.qualify/v1".into(),
             level: 2,
@@ -1022,5 +1181,212 @@ mod tests {
             subset: None,
             wall_s,
         }
+    }
+
+    /// What a fake runner was asked and what it answers: typed reports (no child, no root).
+    struct FakeRunner {
+        asked: RefCell<Vec<SelftestRequest>>,
+        answer: fn(&SelftestRequest) -> Result<SelftestReport, SelftestRunError>,
+    }
+
+    impl SelftestRunner for FakeRunner {
+        fn run(&self, req: &SelftestRequest) -> Result<SelftestReport, SelftestRunError> {
+            self.asked.borrow_mut().push(req.clone());
+            (self.answer)(req)
+        }
+    }
+
+    fn report_of(results: Vec<EngineResult>) -> SelftestReport {
+        let mut rep = SelftestReport::new("host", "veth pair", "unpinned");
+        for r in results {
+            rep.push(r);
+        }
+        rep
+    }
+
+    /// Issue 44: the self-test contract on every run. qualify asks each engine through the
+    /// runner with the profile's shape, reads typed results, and records a stage per engine;
+    /// an engine that gives no report is an `error` entry with the reason.
+    #[test]
+    fn the_stages_run_through_the_runner_and_read_typed_results() {
+        let spark = crate::profile::load("dgx-spark").expect("spark").profile;
+        let runner = FakeRunner {
+            asked: RefCell::new(Vec::new()),
+            answer: |req| match req.engine.as_str() {
+                "socket" => {
+                    let mut tcp = EngineResult::new("socket", Mode::Tcp, "veth");
+                    tcp.status = RunStatus::Pass;
+                    tcp.gbps = 42.5;
+                    tcp.packets = 1000;
+                    let mut udp = EngineResult::new("socket", Mode::Udp, "veth");
+                    udp.status = RunStatus::Fail;
+                    udp.lost = 7;
+                    udp.rate_gbps = Some(10.0);
+                    Ok(report_of(vec![tcp, udp]))
+                }
+                "dpdk" => Ok(report_of(vec![EngineResult::skipped(
+                    "dpdk",
+                    Mode::Raw,
+                    "veth",
+                    "daqtune-dpdk not found",
+                )])),
+                _ => Err(SelftestRunError::NoReport {
+                    engine: req.engine.clone(),
+                    code: Some(2),
+                    why: "daqtune-rdma: no device".into(),
+                }),
+            },
+        };
+        let st = StageOptions {
+            level: 3,
+            selftest_duration: 0.5,
+            profile_name: Some("dgx-spark"),
+            profile: &spark,
+            has_gpu: true,
+            veth: true,
+        };
+        let mut stages = Vec::new();
+        let entries = selftest_stages(&runner, &st, ENGINES, &mut stages);
+        let asked = runner.asked.borrow();
+        assert_eq!(
+            asked[0].args(),
+            [
+                "selftest",
+                "socket",
+                "--profile",
+                "dgx-spark",
+                "--veth",
+                "--gpu",
+                "0",
+                "--gpu-memory",
+                "copy",
+                "--message-size",
+                "8192",
+                "--duration",
+                "10",
+                "--format",
+                "json",
+                "--no-progress"
+            ]
+        );
+        // The RDMA helper takes `--size` and no `--no-progress`.
+        assert_eq!(
+            asked[2].args(),
+            [
+                "selftest",
+                "rdma",
+                "--profile",
+                "dgx-spark",
+                "--size",
+                "8388608",
+                "--duration",
+                "10",
+                "--format",
+                "json"
+            ]
+        );
+        let names: Vec<(&str, &str)> = stages
+            .iter()
+            .map(|s| (s.name.as_str(), s.status.as_str()))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                ("selftest socket (soak)", "fail"),
+                ("selftest dpdk (soak)", "skip"),
+                ("selftest rdma (soak)", "error")
+            ]
+        );
+        assert_eq!(
+            stages[0].detail,
+            "socket tcp: pass 42.50 Gb/s; socket udp: fail 0.00 Gb/s"
+        );
+        let got: Vec<(&str, &str, &str)> = entries
+            .iter()
+            .map(|e| (e.engine.as_str(), e.mode.as_str(), e.status.as_str()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("socket", "tcp", "pass"),
+                ("socket", "udp", "fail"),
+                ("dpdk", "raw", "skip"),
+                ("rdma", "-", "error")
+            ]
+        );
+        assert_eq!((entries[1].lost, entries[1].rate_gbps), (7, Some(10.0)));
+        assert_eq!(
+            entries[3].notes,
+            ["the rdma self-test gave no report (exit Some(2)): daqtune-rdma: no device"]
+        );
+    }
+
+    /// A result whose ports counted losses carries the self-test's own `causes` (port and
+    /// counter). qualify read them into its host-cause type, which has other fields, so such
+    /// a report was no report at all ("missing field `id`") and the run an error; read as the
+    /// self-test's type it is the result it is, its counters ranked with the host's verdicts.
+    #[test]
+    fn a_result_with_port_counter_causes_is_read() {
+        use daqtune_probe::net::counters::{Counter, PortCounters, Source};
+        let port = |name: &str, v: u64| PortCounters {
+            ifname: name.into(),
+            counters: vec![Counter {
+                source: Source::Statistics,
+                name: "rx_dropped".into(),
+                value: v,
+            }],
+            unavailable: Vec::new(),
+        };
+        let mut r = EngineResult::new("socket", Mode::Udp, "ports");
+        r.status = RunStatus::Fail;
+        r.packets = 900;
+        r.lost = 100;
+        r.set_port_counters(
+            &[port("tx0", 0), port("rx0", 0)],
+            &[port("tx0", 0), port("rx0", 100)],
+            1.0,
+        );
+        assert!(
+            !r.causes.is_empty(),
+            "the self-test names its counter causes"
+        );
+        let stdout = report_of(vec![r]).to_json();
+        let rep = read_child_report("socket", stdout.as_bytes(), b"", Some(1))
+            .expect("a report with counter causes is a report");
+        let mut entries: Vec<SelftestEntry> = rep
+            .results
+            .into_iter()
+            .map(SelftestEntry::from_result)
+            .collect();
+        assert_eq!(entries[0].port_counters.len(), 2);
+        attach_causes(&mut entries, &[]);
+        assert_eq!(entries[0].causes[0].id, "nic.counters");
+        assert_eq!(entries[0].causes[0].subject, "self-test port rx0");
+        // No report: the child's standard error says why.
+        let e = read_child_report("dpdk", b"", b"daqtune: not root\n", Some(2))
+            .expect_err("nothing on stdout");
+        assert_eq!(
+            e.to_string(),
+            "the dpdk self-test gave no report (exit Some(2)): daqtune: not root"
+        );
+    }
+
+    /// The qualification JSON recorded on the lent H200 (docs/validation-data) reads back and
+    /// is written again byte for byte: the entries' assessment with its `pcie_gbps: null`,
+    /// whatever the self-test's own report leaves out.
+    #[test]
+    fn a_recorded_qualification_is_written_again_unchanged() {
+        let path = format!(
+            "{}/../docs/validation-data/check-h200-nvml-cache-2026-11-28/qualify.json",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let text = std::fs::read_to_string(&path).expect("recorded qualify.json");
+        let q: Qualification = serde_json::from_str(&text).expect("a qualification");
+        assert!(q.selftest.iter().any(|e| e.reference.is_some()));
+        let again = serde_json::to_string_pretty(&q).expect("json") + "\n";
+        assert!(
+            again == text,
+            "the recorded qualification changed when written again"
+        );
     }
 }

@@ -158,15 +158,7 @@ pub fn flush_packet_tx(iface: &str, sent: u64, limit: std::time::Duration) {
     }
 }
 
-/// What an AF_PACKET socket of this process counted since the last read.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct PacketSocketStats {
-    pub iface: String,
-    /// Frames the socket saw (delivered to its ring or dropped).
-    pub packets: u64,
-    /// Frames dropped because the ring was full: the receiver fell behind.
-    pub drops: u64,
-}
+pub use daqtune_report::dpdk::PacketSocketStats;
 
 const PACKET_STATISTICS: libc::c_int = 6;
 
@@ -212,15 +204,7 @@ pub fn packet_socket_stats() -> Vec<PacketSocketStats> {
     out
 }
 
-/// Counters of one kernel interface from /proc/net/dev.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct IfCounters {
-    pub name: String,
-    pub rx_packets: u64,
-    pub rx_dropped: u64,
-    pub tx_packets: u64,
-    pub tx_dropped: u64,
-}
+pub use daqtune_report::dpdk::IfCounters;
 
 /// Parses /proc/net/dev text (the calling thread's namespace). Malformed lines are skipped.
 pub fn parse_net_dev(text: &str) -> Vec<IfCounters> {

@@ -153,7 +153,7 @@ impl daqtune_selftest::findmax::Progress for ProgressLines {
     ) {
         eprintln!(
             "{}find-max dpdk/raw: trial {n} ({}) {} for {:.1} s",
-            daqtune_selftest::dpdk_launcher::PROGRESS_PREFIX,
+            daqtune_selftest::launch::dpdk::PROGRESS_PREFIX,
             phase.as_str(),
             asked
                 .map(|a| format!("at {a:.3} Gb/s"))
@@ -165,7 +165,7 @@ impl daqtune_selftest::findmax::Progress for ProgressLines {
     fn trial_end(&mut self, t: &daqtune_selftest::findmax::Trial) {
         eprintln!(
             "{}  achieved {:.3} Gb/s ({:.0} pps), loss {:.4} %: {}",
-            daqtune_selftest::dpdk_launcher::PROGRESS_PREFIX,
+            daqtune_selftest::launch::dpdk::PROGRESS_PREFIX,
             t.achieved_gbps,
             if t.duration_s > 0.0 {
                 t.received as f64 / t.duration_s

@@ -1,22 +1,9 @@
 //! What `daqtune-dpdk` is asked to do (a JSON run spec or the same as flags) and what it prints.
 //! Pure data and parsing: built and tested with or without the `dpdk` feature.
 
-use daqtune_selftest::EngineResult;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
 
-/// Schema of the JSON `daqtune-dpdk` prints on stdout.
-pub const OUTPUT_SCHEMA: &str = "daqtune.selftest.dpdk/v1";
-
-/// Exit codes of `daqtune-dpdk` (the launcher in daqtune-selftest maps them).
-pub mod exit {
-    pub const PASS: i32 = 0;
-    pub const FAIL: i32 = 1;
-    pub const USAGE: i32 = 2;
-    /// Could not run here (no DPDK support compiled in, no hugepages, not root, no ports).
-    pub const SKIP: i32 = 3;
-    pub const ERROR: i32 = 4;
-}
+pub use daqtune_report::dpdk::{exit, DpdkDetails, DpdkOutput, PortReport, OUTPUT_SCHEMA};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -238,65 +225,6 @@ pub fn eal_plan(
         in_memory: true,
         log_level: spec.log_level.clone(),
     })
-}
-
-/// Counters of one port after the run.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct PortReport {
-    pub role: String,
-    pub name: String,
-    pub driver: String,
-    pub mtu: u16,
-    /// Link state after the run (`None` when the driver cannot tell).
-    pub link_up: Option<bool>,
-    pub ipackets: u64,
-    pub opackets: u64,
-    pub imissed: u64,
-    pub ierrors: u64,
-    pub oerrors: u64,
-    pub rx_nombuf: u64,
-    /// Non-zero extended statistics.
-    pub xstats: BTreeMap<String, u64>,
-}
-
-/// DPDK-specific facts of a run.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct DpdkDetails {
-    pub dpdk_version: String,
-    pub eal_args: Vec<String>,
-    pub ports: Vec<PortReport>,
-    /// `used existing`, `reserved N pages (restored to M)`, ...
-    pub hugepages: String,
-    /// Frames received that were not self-test traffic (ignored).
-    pub foreign_frames: u64,
-    /// Packets the TX burst refused and were retried (ring full).
-    pub tx_retries: u64,
-    /// The veth ends' kernel counters (topology veth): drops here are frames the kernel lost
-    /// before af_packet saw them (backlog full while softirq processing was starved).
-    pub kernel_interfaces: Vec<crate::netns::IfCounters>,
-    /// af_packet sockets' own counters over the run (topology veth): `drops` = ring overflow,
-    /// the receiver fell behind.
-    pub packet_sockets: Vec<crate::netns::PacketSocketStats>,
-    /// Leftover files or directories removed after the run.
-    pub removed: Vec<String>,
-}
-
-/// What `daqtune-dpdk` prints.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct DpdkOutput {
-    pub schema: String,
-    pub result: EngineResult,
-    pub dpdk: Option<DpdkDetails>,
-}
-
-impl DpdkOutput {
-    pub fn new(result: EngineResult, dpdk: Option<DpdkDetails>) -> Self {
-        DpdkOutput {
-            schema: OUTPUT_SCHEMA.into(),
-            result,
-            dpdk,
-        }
-    }
 }
 
 /// Parses `--flag value` style arguments (after the program name) on top of `base`.

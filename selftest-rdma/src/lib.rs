@@ -16,7 +16,6 @@ pub mod counters;
 pub mod error;
 pub mod gid;
 pub mod gpudirect;
-pub mod launcher;
 mod mem;
 pub mod perftest;
 pub mod proto;

@@ -11,10 +11,10 @@
 use clap::Parser;
 use daqtune_probe::Host;
 use daqtune_rdma::run::mode_of;
-use daqtune_rdma::{EndpointConfig, RdmaDetail, RdmaEngine, Topology, Transfer};
+use daqtune_rdma::{EndpointConfig, RdmaEngine, Topology, Transfer};
+use daqtune_report::rdma::RdmaReport;
 use daqtune_selftest::engine::{RunControl, RunSpec};
-use daqtune_selftest::report::{emit, judge, EngineResult, Report, Thresholds};
-use serde::Serialize;
+use daqtune_selftest::report::{emit, judge, EngineResult, Render, Report, Thresholds};
 use std::net::Ipv4Addr;
 use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
@@ -147,14 +147,6 @@ fn wait_ready(cfgs: &[&EndpointConfig], secs: f64) {
     let _ = cfgs;
 }
 
-/// The self-test report plus the RDMA details of each run.
-#[derive(Serialize)]
-struct RdmaReport<'a> {
-    #[serde(flatten)]
-    report: &'a Report,
-    rdma: &'a [RdmaDetail],
-}
-
 fn parse_transfer(s: &str) -> Option<Transfer> {
     match s.trim().to_ascii_lowercase().as_str() {
         "write" => Some(Transfer::Write),
@@ -218,7 +210,7 @@ fn run_main() -> ExitCode {
         Ok(p) => p,
         Err(e) if e.is_skip() => {
             let why = format!("--memory {}: {e}", cli.memory);
-            let r = daqtune_rdma::launcher::skip_report(
+            let r = daqtune_selftest::launch::rdma::skip_report(
                 &daqtune_selftest::sys::hostname(),
                 &why,
                 &[
@@ -360,9 +352,10 @@ fn run_main() -> ExitCode {
         report.push(r);
     }
     let full = RdmaReport {
-        report: &report,
-        rdma: engine.details(),
+        report,
+        rdma: Some(engine.details()),
     };
+    let report = &full.report;
     let json =
         serde_json::to_string_pretty(&full).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"));
     if let Some(p) = &cli.json_out {

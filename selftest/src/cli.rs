@@ -6,7 +6,7 @@
 
 use crate::cpuplan;
 use crate::engine::{Engine, Mode, RunControl, RunSpec};
-use crate::report::{judge, EngineResult, Report, Status, Thresholds};
+use crate::report::{judge, EngineResult, Render, Report, Status, Thresholds};
 use crate::socket::SocketEngine;
 use crate::sys::hostname;
 use crate::topology::{self, Topology};
@@ -31,6 +31,29 @@ pub enum Format {
     Text,
     Json,
     Junit,
+}
+
+/// `--gpu-memory`: where messages land (`crate::gpu_sink::MemoryKind`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum GpuMemoryArg {
+    /// Pinned host memory the GPU reads in place (cuMemHostAlloc DEVICEMAP).
+    #[value(name = "host_pinned", alias = "host-pinned")]
+    HostPinned,
+    /// Pinned staging and asynchronous host-to-device copies.
+    Copy,
+    /// GPU memory the NIC writes (GPUDirect RDMA): DPDK and RDMA engines only.
+    Device,
+}
+
+impl From<GpuMemoryArg> for crate::gpu_sink::MemoryKind {
+    fn from(a: GpuMemoryArg) -> Self {
+        use crate::gpu_sink::MemoryKind;
+        match a {
+            GpuMemoryArg::HostPinned => MemoryKind::HostPinned,
+            GpuMemoryArg::Copy => MemoryKind::Copy,
+            GpuMemoryArg::Device => MemoryKind::Device,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -140,7 +163,7 @@ pub struct SelftestArgs {
         default_value = "copy",
         requires = "gpu"
     )]
-    pub gpu_memory: crate::gpu_sink::MemoryKind,
+    pub gpu_memory: GpuMemoryArg,
     /// Bytes per GPU batch, rounded up to whole messages (`copy` needs at least 4 MiB; the
     /// default 8 MiB is where copies in a live stream reach the pinned-copy peak).
     #[arg(long, value_name = "BYTES", default_value_t = crate::gpu_sink::DEFAULT_BATCH, requires = "gpu")]
@@ -602,7 +625,7 @@ impl crate::findmax::Progress for TrialLines {
 fn gpu_run(args: &SelftestArgs) -> Option<Result<crate::engine::GpuRun, String>> {
     use crate::gpu_sink::{self, MemoryKind};
     let id = args.gpu.as_deref()?;
-    if args.gpu_memory == MemoryKind::Device {
+    if MemoryKind::from(args.gpu_memory) == MemoryKind::Device {
         return Some(Err(
             "n/a: device memory is written by the NIC through GPUDirect RDMA (nvidia-peermem or \
              dma-buf); the socket engine receives through the kernel, so it cannot land data in \
@@ -612,7 +635,7 @@ fn gpu_run(args: &SelftestArgs) -> Option<Result<crate::engine::GpuRun, String>>
     }
     Some(gpu_sink::choose(id).map(|gpu| crate::engine::GpuRun {
         gpu,
-        memory: args.gpu_memory,
+        memory: args.gpu_memory.into(),
         batch_bytes: args.gpu_batch,
         calibration_copies: 20,
     }))
@@ -628,7 +651,7 @@ fn run_dpdk(args: &SelftestArgs, d: &Defaults) -> EngineResult {
         args.rx_cpu,
         true,
     );
-    let req = crate::dpdk_launcher::DpdkRequest {
+    let req = crate::launch::dpdk::DpdkRequest {
         ports: match (&args.tx_pci, &args.rx_pci) {
             (Some(a), Some(b)) => Some((a.clone(), b.clone())),
             _ => None,
@@ -639,7 +662,7 @@ fn run_dpdk(args: &SelftestArgs, d: &Defaults) -> EngineResult {
         tx_cpu: plan.tx,
         rx_cpu: plan.rx,
         max_loss_pct: args.max_udp_loss.or(Some(d.thresholds.max_udp_loss_pct)),
-        find_max: args.find_max.then(|| crate::dpdk_launcher::FindMaxRequest {
+        find_max: args.find_max.then(|| crate::launch::dpdk::FindMaxRequest {
             loss_pct: args.loss,
             precision_pct: args.precision,
             trial_floor: Duration::from_secs_f64(args.trial_duration),
@@ -647,7 +670,7 @@ fn run_dpdk(args: &SelftestArgs, d: &Defaults) -> EngineResult {
         relay_progress: !args.no_progress && std::io::stderr().is_terminal(),
         ..Default::default()
     };
-    let mut r = crate::dpdk_launcher::run_dpdk(&req, None).result;
+    let mut r = crate::launch::dpdk::run_dpdk(&req, None).result;
     let link = match (
         &args.tx_pci,
         args.tx_pci

@@ -3,63 +3,12 @@
 
 use crate::error::Result;
 use crate::report::EngineResult;
-use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// What kind of traffic a run moves.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Mode {
-    Tcp,
-    Udp,
-    /// DPDK raw Ethernet frames.
-    Raw,
-    /// RDMA RC WRITE.
-    Write,
-    /// RDMA RC SEND.
-    Send,
-}
-
-impl Mode {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Mode::Tcp => "tcp",
-            Mode::Udp => "udp",
-            Mode::Raw => "raw",
-            Mode::Write => "write",
-            Mode::Send => "send",
-        }
-    }
-
-    /// Whether the transport itself guarantees delivery (loss is then a failure, not a figure).
-    pub fn reliable(self) -> bool {
-        matches!(self, Mode::Tcp | Mode::Write | Mode::Send)
-    }
-}
-
-impl std::fmt::Display for Mode {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl std::str::FromStr for Mode {
-    type Err = String;
-    fn from_str(s: &str) -> std::result::Result<Self, String> {
-        match s.to_ascii_lowercase().as_str() {
-            "tcp" => Ok(Mode::Tcp),
-            "udp" => Ok(Mode::Udp),
-            "raw" => Ok(Mode::Raw),
-            "write" => Ok(Mode::Write),
-            "send" => Ok(Mode::Send),
-            other => Err(format!(
-                "unknown mode {other:?} (tcp, udp, raw, write, send)"
-            )),
-        }
-    }
-}
+/// What kind of traffic a run moves (a field of every result, so `daqtune-report`'s).
+pub use daqtune_report::selftest::Mode;
 
 /// One run of one engine in one mode.
 #[derive(Debug, Clone, PartialEq)]

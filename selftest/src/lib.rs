@@ -5,7 +5,6 @@
 
 pub mod cli;
 pub mod cpuplan;
-pub mod dpdk_launcher;
 pub mod engine;
 pub mod error;
 pub mod ethtool;
@@ -13,6 +12,7 @@ pub mod findmax;
 pub mod flagnum;
 pub mod gpu_sink;
 pub mod kbatch;
+pub mod launch;
 pub mod metrics;
 pub mod netlink;
 pub mod netns;
@@ -29,4 +29,6 @@ pub mod topology;
 
 pub use engine::{Engine, Mode, RunControl, RunSpec};
 pub use error::{Error, Result};
-pub use report::{judge, EngineResult, Report, Status, Thresholds};
+/// The DPDK launcher's path before the launchers were put side by side in [`launch`].
+pub use launch::dpdk as dpdk_launcher;
+pub use report::{judge, EngineResult, Render, Report, Status, Thresholds};

@@ -1,8 +1,6 @@
 //! Measurements every engine reports: a fixed-bucket latency histogram, per-thread CPU time,
 //! and the derived figures (Gb/s, packets/s, ROI).
 
-use serde::{Deserialize, Serialize};
-
 /// Sub-buckets per power of two: 32 gives a worst-case relative error of about 3 %.
 const SUB_BITS: u32 = 5;
 const SUB: usize = 1 << SUB_BITS;
@@ -111,28 +109,7 @@ impl Histogram {
     }
 }
 
-/// Latency percentiles in microseconds.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct Latency {
-    pub samples: u64,
-    pub p50_us: f64,
-    pub p99_us: f64,
-    pub p999_us: f64,
-    pub max_us: f64,
-}
-
-/// CPU time a thread used, user + system.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct ThreadCpu {
-    /// Which role the thread had (`tx`, `rx`, ...).
-    pub role: String,
-    /// CPU it was pinned to, if any.
-    pub cpu: Option<usize>,
-    /// Seconds of CPU time.
-    pub cpu_s: f64,
-    /// cpu_s / wall seconds of the measurement (1.0 = one core fully busy).
-    pub utilization: f64,
-}
+pub use daqtune_report::metrics::{Latency, ThreadCpu};
 
 /// Gigabits per second from bytes over seconds (0 when no time passed).
 pub fn gbps(bytes: u64, secs: f64) -> f64 {

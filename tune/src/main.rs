@@ -147,7 +147,12 @@ fn main() -> ExitCode {
         Command::Nic(a) => commands::nic(g, a),
         Command::Selftest(a) => selftest_cmd::run(g, &a.args),
         Command::Topo(a) => commands::topo(g, a),
-        Command::Qualify(a) => daqtune_engine::qualify::run(&g.engine(), &a.engine(), &mut stdout),
+        Command::Qualify(a) => daqtune_engine::qualify::run(
+            &g.engine(),
+            &a.engine(),
+            &selftest_cmd::ChildSelftest,
+            &mut stdout,
+        ),
         Command::Snapshot(a) => commands::snapshot(g, a),
         Command::Diff(a) => commands::diff(g, a),
         Command::Import(a) => commands::import(a),

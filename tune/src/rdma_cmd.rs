@@ -6,9 +6,10 @@ use daqtune_engine::commands::choose_profile;
 use daqtune_engine::hostroot::open_host;
 use daqtune_engine::profile::LoadedProfile;
 use daqtune_engine::UsageError;
-use daqtune_rdma::launcher::{NamespacedTopology, Relay};
+use daqtune_selftest::launch::rdma::{NamespacedTopology, Relay};
 use daqtune_selftest::reference::Link;
 use daqtune_selftest::sys::hostname;
+use daqtune_selftest::Render;
 
 /// `daqtune selftest rdma`: the verbs engine lives in the `daqtune-rdma` executable (it links
 /// libibverbs, which the main binary must not need), so this finds it, runs it with the
@@ -292,7 +293,7 @@ pub fn run_rdma(g: &GlobalArgs, argv: &[String]) -> Result<u8, UsageError> {
                 if !e.is_skip() {
                     return Err(UsageError::Other(format!("--memory {kind}: {e}")));
                 }
-                let r = daqtune_rdma::launcher::skip_report(
+                let r = daqtune_selftest::launch::rdma::skip_report(
                     &hostname(),
                     &format!("--memory {kind}: {e}"),
                     &[
@@ -318,14 +319,14 @@ pub fn run_rdma(g: &GlobalArgs, argv: &[String]) -> Result<u8, UsageError> {
                 ..Link::none("veth pair with soft-RoCE: no link speed")
             },
         };
-        let run = daqtune_rdma::launcher::PortsRun {
+        let run = daqtune_selftest::launch::rdma::PortsRun {
             topology,
             client_args: rdma_helper_args(&a, &d),
             receiver_args: receiver_args(&a),
             control_port: a.control_port,
             relay: relay(&a, &lp, link),
         };
-        let code = daqtune_rdma::launcher::run_ports(&run);
+        let code = daqtune_selftest::launch::rdma::run_ports(&run);
         return Ok(u8::try_from(code).unwrap_or(2));
     }
     if a.recover {
@@ -345,7 +346,7 @@ pub fn run_rdma(g: &GlobalArgs, argv: &[String]) -> Result<u8, UsageError> {
         return Ok(u8::from(notes.iter().any(|n| n.contains("kept"))));
     }
     if a.probe_gpudirect {
-        let code = daqtune_rdma::launcher::run_helper(&rdma_helper_args(&a, &d), json);
+        let code = daqtune_selftest::launch::rdma::run_helper(&rdma_helper_args(&a, &d), json);
         return Ok(u8::try_from(code).unwrap_or(2));
     }
     if a.dev.is_none() && a.peer.is_none() {
@@ -354,7 +355,7 @@ pub fn run_rdma(g: &GlobalArgs, argv: &[String]) -> Result<u8, UsageError> {
             daqtune_selftest::engine::Mode::Write,
             daqtune_selftest::engine::Mode::Send,
         ];
-        let r = daqtune_rdma::launcher::skip_report(&hostname(), why, &modes);
+        let r = daqtune_selftest::launch::rdma::skip_report(&hostname(), why, &modes);
         daqtune_selftest::report::emit(&if json {
             r.to_json() + "\n"
         } else {
@@ -370,9 +371,9 @@ pub fn run_rdma(g: &GlobalArgs, argv: &[String]) -> Result<u8, UsageError> {
     let args = rdma_helper_args(&a, &d);
     let code = if a.listen.is_some() {
         // A receiver makes no report of its own: the sender's side assesses the run.
-        daqtune_rdma::launcher::run_helper(&args, json)
+        daqtune_selftest::launch::rdma::run_helper(&args, json)
     } else {
-        daqtune_rdma::launcher::run_assessed(&args, &relay(&a, &lp, device_link(&a)))
+        daqtune_selftest::launch::rdma::run_assessed(&args, &relay(&a, &lp, device_link(&a)))
     };
     Ok(u8::try_from(code).unwrap_or(2))
 }

@@ -6,6 +6,7 @@ use daqtune_engine::commands::choose_profile;
 use daqtune_engine::context::Context;
 use daqtune_engine::hostroot::open_host;
 use daqtune_engine::profile::LoadedProfile;
+use daqtune_engine::qualify;
 use daqtune_engine::UsageError;
 use daqtune_selftest::cli::Defaults;
 use daqtune_selftest::reference::Reference;
@@ -61,6 +62,24 @@ pub fn references(st: &daqtune_engine::profile::SelftestProfile) -> Vec<Referenc
             }
         })
         .collect()
+}
+
+/// qualify's self-tests as children of this binary (`current_exe() selftest ...`): a signal or a
+/// crash in a data path cannot leave qualify holding namespaces.
+pub struct ChildSelftest;
+
+impl qualify::SelftestRunner for ChildSelftest {
+    fn run(
+        &self,
+        req: &qualify::SelftestRequest,
+    ) -> Result<daqtune_report::selftest::Report, qualify::SelftestRunError> {
+        let exe = std::env::current_exe().map_err(qualify::SelftestRunError::Exe)?;
+        let out = std::process::Command::new(exe)
+            .args(req.args())
+            .output()
+            .map_err(qualify::SelftestRunError::Spawn)?;
+        qualify::read_child_report(&req.engine, &out.stdout, &out.stderr, out.status.code())
+    }
 }
 
 /// Runs the self-test; the exit code is the self-test's (0 pass, 1 fail, 2 could not run,
@@ -177,6 +196,61 @@ mod tests {
             "{}",
             lp.deprecations[1]
         );
+    }
+
+    /// Issue 44: what qualify asks of `daqtune selftest` (`SelftestRequest::args`, which the
+    /// spawning runner passes as it is) is this binary's command line: each engine, with and
+    /// without the soak's GPU sink, parses, and to the values asked for.
+    #[test]
+    fn qualify_requests_parse_as_the_selftest_command_line() {
+        use crate::cli::{Cli, Command};
+        use clap::Parser;
+        let spark = profile::load("dgx-spark").expect("spark").profile;
+        for engine in qualify::ENGINES {
+            for gpu_sink in [false, true] {
+                let req = qualify::SelftestRequest {
+                    engine: engine.to_string(),
+                    profile: Some("dgx-spark".into()),
+                    duration: 2.5,
+                    veth: gpu_sink,
+                    gpu_sink,
+                    shape: qualify::shape_args(&spark, engine, gpu_sink),
+                };
+                let argv: Vec<String> = std::iter::once("daqtune".to_string())
+                    .chain(req.args())
+                    .collect();
+                if let Some((g, args)) = crate::legacy::split_rdma_invocation(&argv) {
+                    assert_eq!(*engine, "rdma");
+                    assert_eq!(g.profile.as_deref(), Some("dgx-spark"));
+                    let a = crate::rdma_cmd::RdmaArgs::try_parse_from(
+                        std::iter::once("daqtune selftest rdma".to_string()).chain(args),
+                    )
+                    .unwrap_or_else(|e| panic!("{argv:?}: {e}"));
+                    assert_eq!((a.duration, a.size), (2.5, Some(8_388_608)));
+                    assert_eq!(a.format, "json");
+                    continue;
+                }
+                let cli = Cli::try_parse_from(&argv).unwrap_or_else(|e| panic!("{argv:?}: {e}"));
+                let g = cli.command.globals().over(&cli.global);
+                assert_eq!(g.profile.as_deref(), Some("dgx-spark"), "{argv:?}");
+                let Command::Selftest(c) = cli.command else {
+                    panic!("{argv:?}: not the selftest command");
+                };
+                let a = &c.args;
+                assert_eq!(a.duration, 2.5, "{argv:?}");
+                assert!(a.no_progress, "{argv:?}");
+                assert_eq!(a.format, daqtune_selftest::cli::Format::Json, "{argv:?}");
+                assert_eq!(
+                    a.message_size,
+                    Some(if *engine == "dpdk" { 4096 } else { 8192 })
+                );
+                if *engine == "socket" {
+                    assert_eq!((a.veth, a.loopback), (gpu_sink, !gpu_sink), "{argv:?}");
+                    assert_eq!(a.gpu.as_deref(), gpu_sink.then_some("0"), "{argv:?}");
+                    assert_eq!(a.streams, if gpu_sink { 1 } else { 4 }, "{argv:?}");
+                }
+            }
+        }
     }
 
     #[test]

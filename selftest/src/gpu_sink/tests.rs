@@ -386,12 +386,12 @@ fn resolve_by_index_uuid_and_bus_id() {
 
 #[test]
 fn memory_kind_names() {
+    use crate::cli::GpuMemoryArg;
     use clap::ValueEnum;
-    assert_eq!(
-        MemoryKind::from_str("host_pinned", false),
-        Ok(MemoryKind::HostPinned)
-    );
-    assert_eq!(MemoryKind::from_str("copy", false), Ok(MemoryKind::Copy));
+    let kind = |s: &str| GpuMemoryArg::from_str(s, false).map(MemoryKind::from);
+    assert_eq!(kind("host_pinned"), Ok(MemoryKind::HostPinned));
+    assert_eq!(kind("host-pinned"), Ok(MemoryKind::HostPinned));
+    assert_eq!(kind("copy"), Ok(MemoryKind::Copy));
     assert_eq!(
         serde_json::to_string(&MemoryKind::HostPinned).expect("json"),
         "\"host_pinned\""

@@ -240,7 +240,7 @@ impl GpuRx {
         }
         out.notes
             .push("latency not measured: messages are verified on the GPU".into());
-        out.gpu = Some(GpuSinkResult::assemble(
+        out.gpu = Some(crate::gpu_sink::assemble(
             &self.batcher.backend,
             &acct,
             &totals,

@@ -1,6 +1,7 @@
 //! The socket engine's tests: parsing, batching and the runs over loopback.
 
 use super::*;
+use crate::report::Render;
 
 const SNMP: &str = "Ip: Forwarding DefaultTTL\nIp: 1 64\nTcp: RtoAlgorithm RtoMin RtoMax MaxConn ActiveOpens PassiveOpens AttemptFails EstabResets CurrEstab InSegs OutSegs RetransSegs InErrs OutRsts InCsumErrors\nTcp: 1 200 120000 -1 10 5 0 1 2 1000 2000 37 0 3 0\nUdp: InDatagrams\nUdp: 5\n";
 

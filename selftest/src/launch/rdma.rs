@@ -4,15 +4,16 @@
 //!
 //! A test run's report is not relayed as the helper wrote it: the helper answers in JSON on a
 //! pipe, and each bandwidth result is assessed here against the port's line rate and the
-//! profile's reference (`daqtune_selftest::reference::assess`, as the socket and DPDK engines
+//! profile's reference (`crate::reference::assess`, as the socket and DPDK engines
 //! are) before the report is printed in the format asked for and written to its files.
 
-use daqtune_selftest::engine::Mode;
-use daqtune_selftest::reference::{self, Link, Reference};
-use daqtune_selftest::report::{EngineResult, Report};
-use daqtune_selftest::signals;
-use daqtune_selftest::sys::hostname;
-use daqtune_selftest::topology::{self, RdmaPortsRequest, Topology};
+use crate::engine::Mode;
+use crate::reference::{self, Link, Reference};
+use crate::report::{EngineResult, Render, Report};
+use crate::signals;
+use crate::sys::hostname;
+use crate::topology::{self, RdmaPortsRequest, Topology};
+use daqtune_report::rdma::RdmaReport;
 use serde::Deserialize;
 use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -64,7 +65,7 @@ pub fn run_helper(args: &[OsString], json: bool) -> i32 {
              with `cargo build -p daqtune-rdma --features rdma` (needs libibverbs-dev)"
         );
         let r = skip_report(&hostname(), &why, &[Mode::Write, Mode::Send]);
-        daqtune_selftest::report::emit(&if json {
+        crate::report::emit(&if json {
             r.to_json() + "\n"
         } else {
             r.to_text()
@@ -150,10 +151,15 @@ pub enum RelayError {
 /// recounted) and its JSON with the helper's `rdma` section kept, in the helper's order.
 pub fn assess_report(stdout: &[u8], relay: &Relay) -> Result<(Report, String), RelayError> {
     let full: serde_json::Value = serde_json::from_slice(stdout).map_err(RelayError::NotJson)?;
-    let given = Report::deserialize(&full).map_err(RelayError::NotAReport)?;
-    let mut report = Report::new(&given.hostname, &given.topology, &given.cpu_plan);
-    let counted = given.results.len() == relay.tests.len();
-    for (i, mut r) in given.results.into_iter().enumerate() {
+    let given =
+        RdmaReport::<serde_json::Value>::deserialize(full).map_err(RelayError::NotAReport)?;
+    let mut report = Report::new(
+        &given.report.hostname,
+        &given.report.topology,
+        &given.report.cpu_plan,
+    );
+    let counted = given.report.results.len() == relay.tests.len();
+    for (i, mut r) in given.report.results.into_iter().enumerate() {
         let latency_run = if counted {
             is_pingpong(&relay.tests[i])
         } else {
@@ -164,20 +170,13 @@ pub fn assess_report(stdout: &[u8], relay: &Relay) -> Result<(Report, String), R
         }
         report.push(r);
     }
-    /// The helper's report layout: the self-test record plus its `rdma` section.
-    #[derive(serde::Serialize)]
-    struct Relayed<'a> {
-        #[serde(flatten)]
-        report: &'a Report,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        rdma: Option<&'a serde_json::Value>,
-    }
-    let json = serde_json::to_string_pretty(&Relayed {
-        report: &report,
-        rdma: full.get("rdma"),
-    })
-    .map_err(RelayError::Encode)?;
-    Ok((report, json + "\n"))
+    // The helper's layout again: the assessed record plus its `rdma` section as it came.
+    let relayed = RdmaReport {
+        report,
+        rdma: given.rdma,
+    };
+    let json = serde_json::to_string_pretty(&relayed).map_err(RelayError::Encode)?;
+    Ok((relayed.report, json + "\n"))
 }
 
 fn is_pingpong(test: &str) -> bool {
@@ -198,12 +197,12 @@ pub fn relay_report(code: i32, stdout: &[u8], relay: &Relay) -> i32 {
         Ok(v) => v,
         Err(e) => {
             // Never lose what the helper said: relay it as it came, and fail the run.
-            daqtune_selftest::report::emit(&String::from_utf8_lossy(stdout));
+            crate::report::emit(&String::from_utf8_lossy(stdout));
             eprintln!("daqtune selftest rdma: {e}");
             return if code == 0 { 2 } else { code };
         }
     };
-    daqtune_selftest::report::emit(&if relay.json {
+    crate::report::emit(&if relay.json {
         json.clone()
     } else {
         report.to_text()
@@ -259,7 +258,7 @@ pub fn run_ports(run: &PortsRun) -> i32 {
     let Some(bin) = find_helper() else {
         return run_helper(&run.client_args, run.relay.json);
     };
-    if !daqtune_selftest::sys::is_root() {
+    if !crate::sys::is_root() {
         eprintln!("daqtune selftest rdma: making network namespaces needs root");
         return 2;
     }
@@ -275,9 +274,9 @@ pub fn run_ports(run: &PortsRun) -> i32 {
     };
     let mut topo = match made {
         Ok(t) => t,
-        Err(daqtune_selftest::Error::Unsupported(why)) => {
+        Err(crate::Error::Unsupported(why)) => {
             let r = skip_report(&hostname(), &why, &[Mode::Write, Mode::Send]);
-            daqtune_selftest::report::emit(&if run.relay.json {
+            crate::report::emit(&if run.relay.json {
                 r.to_json() + "\n"
             } else {
                 r.to_text()
@@ -435,7 +434,7 @@ fn wait_interruptible(child: &mut Child) -> i32 {
             }
         }
         if let (Some(sig), false) = (signals::pending(), forwarded) {
-            let _ = daqtune_selftest::sys::signal_child(child, sig);
+            let _ = crate::sys::signal_child(child, sig);
             forwarded = true;
         }
         std::thread::sleep(Duration::from_millis(20));
@@ -444,7 +443,7 @@ fn wait_interruptible(child: &mut Child) -> i32 {
 
 fn stop(child: &mut Child) {
     if let Ok(None) = child.try_wait() {
-        let _ = daqtune_selftest::sys::signal_child(child, libc::SIGTERM);
+        let _ = crate::sys::signal_child(child, libc::SIGTERM);
         let deadline = Instant::now() + Duration::from_secs(5);
         while Instant::now() < deadline {
             if let Ok(Some(_)) = child.try_wait() {
@@ -488,7 +487,7 @@ fn loader_skip(bin: &Path, json: bool) -> i32 {
         bin.display()
     );
     let r = skip_report(&hostname(), &why, &[Mode::Write, Mode::Send]);
-    daqtune_selftest::report::emit(&if json {
+    crate::report::emit(&if json {
         r.to_json() + "\n"
     } else {
         r.to_text()
@@ -499,7 +498,7 @@ fn loader_skip(bin: &Path, json: bool) -> i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use daqtune_selftest::report::Status;
+    use crate::report::Status;
 
     #[test]
     fn path_search() {
@@ -537,7 +536,7 @@ mod tests {
         assert_eq!(run_at_or_skip(&g, &[], true), 0);
     }
 
-    const RECORDED: &str = include_str!("../tests/fixtures/helper-report.json");
+    const RECORDED: &str = include_str!("../../../selftest-rdma/tests/fixtures/helper-report.json");
 
     fn reference(mode: &str, gbps: f64) -> Reference {
         Reference {

@@ -6,7 +6,7 @@
 
 use crate::engine::Mode;
 use crate::report::{EngineResult, Status};
-use serde::Deserialize;
+use daqtune_report::dpdk::DpdkOutput;
 use std::ffi::OsStr;
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 /// Name of the DPDK engine executable.
 pub const ENGINE_EXE: &str = "daqtune-dpdk";
 /// Exit code `daqtune-dpdk` uses for "could not run here" (reason in its JSON).
-pub const EXIT_SKIP: i32 = 3;
+pub const EXIT_SKIP: i32 = daqtune_report::dpdk::exit::SKIP;
 /// The exit status the dynamic loader gives when a shared library is missing.
 const EXIT_LOADER: i32 = 127;
 
@@ -153,12 +153,6 @@ pub struct DpdkRun {
     pub exe: Option<PathBuf>,
 }
 
-#[derive(Deserialize)]
-struct Output {
-    result: EngineResult,
-    dpdk: Option<serde_json::Value>,
-}
-
 fn is_executable(p: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
     std::fs::metadata(p)
@@ -225,10 +219,12 @@ fn last_line(s: &str) -> String {
         .to_string()
 }
 
-/// Parses what the engine printed; `None` when it is not the engine's JSON.
+/// Parses what the engine printed (`daqtune_report::dpdk::DpdkOutput`, the type the engine
+/// prints): its result and its DPDK details as JSON; `None` when it is not the engine's JSON.
 pub fn parse_output(stdout: &str) -> Option<(EngineResult, Option<serde_json::Value>)> {
-    let o: Output = serde_json::from_str(stdout.trim()).ok()?;
-    Some((o.result, o.dpdk))
+    let o: DpdkOutput = serde_json::from_str(stdout.trim()).ok()?;
+    let details = o.dpdk.and_then(|d| serde_json::to_value(d).ok());
+    Some((o.result, details))
 }
 
 /// Runs the DPDK engine for `req`. `exe` overrides the search (tests, `--dpdk-engine PATH`).
