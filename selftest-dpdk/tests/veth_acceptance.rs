@@ -177,7 +177,9 @@ fn veth_run_moves_packets_intact_and_leaves_the_host_as_it_was() {
         r.port_counters[i]
             .deltas
             .iter()
-            .find(|d| d.name == name && d.source == daqtune_probe::net::counters::Source::Statistics)
+            .find(|d| {
+                d.name == name && d.source == daqtune_probe::net::counters::Source::Statistics
+            })
             .map_or(0, |d| d.delta)
     };
     assert!(

@@ -89,7 +89,10 @@ pub fn netdev_of_port(
     if let Ok(index) = i32::try_from(ifindex) {
         if index != 0 {
             let links = daqtune_selftest::netlink::Netlink::open().and_then(|mut nl| nl.links());
-            if let Some(l) = links.ok().and_then(|v| v.into_iter().find(|l| l.index == index)) {
+            if let Some(l) = links
+                .ok()
+                .and_then(|v| v.into_iter().find(|l| l.index == index))
+            {
                 return Ok(l.name);
             }
         }
@@ -185,8 +188,11 @@ mod tests {
         let s = netdev_sample(&host, "rxe0", 1, 1, 1);
         assert_eq!(s.ifname, "lo");
         assert!(
-            s.get(daqtune_probe::net::counters::Source::Statistics, "rx_packets")
-                .is_some(),
+            s.get(
+                daqtune_probe::net::counters::Source::Statistics,
+                "rx_packets"
+            )
+            .is_some(),
             "{s:?}"
         );
     }

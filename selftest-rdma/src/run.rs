@@ -307,15 +307,15 @@ mod imp {
     use super::*;
     use crate::counters::{delta, read_port_counters};
     use crate::endpoint::Endpoint;
-    use daqtune_probe::net::counters::{PortCounters, PortDelta};
-    use std::time::Instant;
     use crate::proto::{recv_line, send_line, Outcome, Reply, Request, ABORT_LINE, PROTO_VERSION};
     use crate::verbs::DeviceList;
+    use daqtune_probe::net::counters::{PortCounters, PortDelta};
     use daqtune_selftest::sys::pin_current_thread;
     use std::io::BufReader;
     use std::net::TcpStream;
     use std::sync::atomic::AtomicBool;
     use std::time::Duration;
+    use std::time::Instant;
 
     /// Extra time the receiver waits beyond the run for the end marker.
     const GRACE: Duration = Duration::from_secs(30);
@@ -670,9 +670,9 @@ mod tests {
         assert_eq!(r.causes.len(), 1, "{:?}", r.causes);
         assert_eq!(r.causes[0].port, "dqb");
         assert!(
-            r.causes[0]
-                .message
-                .starts_with("the receiving port dqb: rx_dropped (interface statistics) rose by 12,345"),
+            r.causes[0].message.starts_with(
+                "the receiving port dqb: rx_dropped (interface statistics) rose by 12,345"
+            ),
             "{}",
             r.causes[0].message
         );

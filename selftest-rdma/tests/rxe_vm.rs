@@ -112,7 +112,12 @@ fn soft_roce_write_and_send_in_a_vm() {
         let ports = r["port_counters"].as_array().expect("port_counters");
         let names: Vec<(&str, &str)> = ports
             .iter()
-            .map(|p| (p["port"].as_str().unwrap_or("?"), p["role"].as_str().unwrap_or("?")))
+            .map(|p| {
+                (
+                    p["port"].as_str().unwrap_or("?"),
+                    p["role"].as_str().unwrap_or("?"),
+                )
+            })
             .collect();
         assert_eq!(names, [("dqa", "tx"), ("dqb", "rx")], "{what}: {r}");
         let tx_packets = ports[0]["deltas"]
