@@ -4,8 +4,8 @@
 # MRRS write an emulated NIC ignores. Once through GRUB, once through extlinux; and (issue 25
 # item 5) the MTU once more with netplan owning the data port; (item 4) x86 UEFI with Secure
 # Boot; (item 3) the DGX Spark shape: arm64, UEFI, grub-efi-arm64, NetworkManager; (issue 45
-# item 6) the same NetworkManager steps on x86 under KVM (nm), since the spark guest cannot
-# finish under TCG on a small machine.
+# item 6) the same NetworkManager steps on x86 (nm), since the arm64 spark guest cannot finish
+# under TCG on a small machine.
 #
 #   tests/vm/host-lifecycle.sh [--variant grub|extlinux|secureboot|spark|nm|ci|all]
 #                              [--deb FILE] [--deb-arm64 FILE] [--out DIR] [--keep]
@@ -63,8 +63,8 @@
 # The nm variant (tests/vm/lifecycle-image.sh --nm: Debian 12 x86, BIOS, GRUB, network-manager
 # with Debian's defaults: an automatic DHCP connection on the e1000e, which QEMU's user network
 # leases 10.0.2.15; tests/vm/lifecycle-profile-nm.yaml: the x86 profile with NetworkManager
-# persistence and a static address): the spark variant's NetworkManager steps on the x86 guest,
-# under KVM where /dev/kvm is usable (else TCG), plus the leased address (step 9):
+# persistence and a static address): the spark variant's NetworkManager steps on the x86 guest
+# (TCG, as the other x86 variants), plus the leased address (step 9):
 #   1: steps 0-2  NM manages the port (its DHCP lease); install, check, apply (keyfile with
 #                 method=manual and the profile's address)
 #   2: steps 3-6a after the reboot: daqtune's connection active, MTU 9000, the static address;
@@ -269,16 +269,12 @@ boot() { # VARIANT N: one boot of the guest from its disk; 0 when the guest ran 
       -drive "if=pflash,format=raw,unit=0,readonly=on,file=$OVMF_CODE"
       -drive "if=pflash,format=raw,unit=1,file=$dir/OVMF_VARS.fd")
   fi
-  local accel=(-accel tcg,thread=single)
-  # The nm variant runs under KVM where this machine lends it: its steps are NetworkManager's,
-  # which no emulation speed changes (the other variants keep TCG, as measured in docs/apply.md).
-  if [[ $v == nm && -r /dev/kvm && -w /dev/kvm ]]; then accel=(-accel kvm); fi
   set +e
   # One TCG thread for the four vCPUs (thread=single): as fast as a thread per vCPU for this
   # guest (a boot of steps 1-2: 134 s against 138-157 s), and one core per guest, so two guests
   # run side by side without their vCPUs fighting over the same two cores.
   timeout --foreground "$boot_timeout" qemu-system-x86_64 "${fw[@]}" \
-    -machine "$machine" "${accel[@]}" -cpu max -nodefaults -display none -no-reboot -monitor none \
+    -machine "$machine" -accel tcg,thread=single -cpu max -nodefaults -display none -no-reboot -monitor none \
     -smp 4,sockets=2,cores=2,threads=1 -m 6G \
     -object memory-backend-ram,id=mem0,size=2G -object memory-backend-ram,id=mem1,size=4G \
     -numa node,nodeid=0,cpus=0-1,memdev=mem0 -numa node,nodeid=1,cpus=2-3,memdev=mem1 \

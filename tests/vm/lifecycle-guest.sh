@@ -1262,7 +1262,7 @@ spark_nm_reverted() {
     expect "after revert and reboot $DATA_PORT has no $SPARK_ADDR" sh -c "! ip -4 -o addr show dev '$DATA_PORT' | grep -q 'inet $SPARK_ADDR '"
 }
 
-# The nm variant's step 0: booted through GRUB (BIOS) under KVM, NetworkManager manages the port
+# The nm variant's step 0: booted through GRUB (BIOS), NetworkManager manages the port
 # and its automatic connection leased QEMU's user-network address over DHCP.
 nm_boot_chain() {
     step 0 "booted through GRUB; NetworkManager manages the port and leased it an address"

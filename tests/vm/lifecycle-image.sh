@@ -91,11 +91,6 @@ log "disk image written in $((SECONDS - t)) s"
 
 # The provisioning boots: q35 under TCG, the disk on NVMe.
 x86_qemu=(qemu-system-x86_64 -machine q35,accel=tcg -cpu max -smp 2 -m 1536 -nographic)
-# The nm flavour's boots use KVM where this machine lends it (host-lifecycle.sh's nm variant
-# does too): a provisioning boot in seconds instead of minutes.
-if ((nm)) && [[ -r /dev/kvm && -w /dev/kvm ]]; then
-  x86_qemu=(qemu-system-x86_64 -machine q35,accel=kvm:tcg -cpu max -smp 2 -m 1536 -nographic)
-fi
 
 # --- first boot: the guest installs GRUB on its disk and runs its own update-grub ---------
 cat >"$work/provision-grub.sh" <<'EOF'
