@@ -332,7 +332,7 @@ run_variant() { # VARIANT
   [[ $v != grub ]] || last=5
   for n in $(seq 1 "$last"); do
     [[ ,$boots, == *,$n,* ]] || continue
-    say "$v boot $n: starting (steps $(case $v-$n in spark-1) echo 0-2 ;; spark-2) echo 3-4, 6a ;; spark-3) echo 6b, 8 ;; secureboot-1) echo 1, S1-S2, 2 ;; *-1) echo 1-2 ;; secureboot-2) echo 3-4, S3, 6a ;; secureboot-3) echo 6b, S6 ;; nm-2) echo 3-4, 6a ;; nm-3) echo 6b, 8, 9 ;; grub-2) echo 3-6a ;; grub-3) echo 6b-7, T1 ;; grub-4) echo T2 ;; grub-5) echo T3 ;; extlinux-2) echo 3-4, 6a, N0-N2 ;; extlinux-3) echo N3-N6 ;; *-3) echo 6b-7 ;; esac))"
+    say "$v boot $n: starting (steps $(case $v-$n in spark-1) echo 0-2 ;; spark-2) echo 3-4, 6a ;; spark-3) echo 6b, 8 ;; secureboot-1) echo 1, S1-S2, 2 ;; *-1) echo 1-2 ;; secureboot-2) echo 3-4, S3, 6a ;; secureboot-3) echo 6b, S6 ;; nm-1) echo 0-2 ;; nm-2) echo 3-4, 6a ;; nm-3) echo 6b, 8, 9 ;; grub-2) echo 3-6a ;; grub-3) echo 6b-7, T1 ;; grub-4) echo T2 ;; grub-5) echo T3 ;; extlinux-2) echo 3-4, 6a, N0-N2 ;; extlinux-3) echo N3-N6 ;; *-3) echo 6b-7 ;; esac))"
     if ! boot "$v" "$n"; then
       report_new "$v"
       return 1
