@@ -78,6 +78,7 @@ pub struct Facts<'h> {
     unit_states: RefCell<HashMap<String, Result<UnitState, UnitStateError>>>,
     units_record: OnceCell<Result<UnitsRecord, UnitStateError>>,
     addrs: OnceCell<Result<LocalAddrs, String>>,
+    addr_lifetimes: OnceCell<Result<Vec<daqtune_probe::net::addr::AddrInfo>, String>>,
     files: Memo<Vec<u8>>,
     dirs: Memo<Vec<String>>,
     links: Memo<String>,
@@ -120,6 +121,7 @@ impl<'h> Facts<'h> {
             unit_states: RefCell::default(),
             units_record: OnceCell::new(),
             addrs: OnceCell::new(),
+            addr_lifetimes: OnceCell::new(),
             files: RefCell::default(),
             dirs: RefCell::default(),
             links: RefCell::default(),
@@ -401,6 +403,25 @@ impl<'h> Facts<'h> {
                 .map_err(|e| e.to_string())
             })
             .as_ref()
+            .map_err(|e| e.as_str())
+    }
+
+    /// This network namespace's IPv4 addresses with their lifetimes (rtnetlink): which are
+    /// DHCP leases. The running kernel only: a host root says why not.
+    pub fn addr_lifetimes(&self) -> Result<&[daqtune_probe::net::addr::AddrInfo], &str> {
+        self.addr_lifetimes
+            .get_or_init(|| {
+                if !self.host.is_live() {
+                    return Err(
+                        "address lifetimes are read from the running kernel (rtnetlink), not a host root"
+                            .into(),
+                    );
+                }
+                daqtune_probe::net::addr::ipv4_addresses()
+                    .map_err(|e| format!("rtnetlink RTM_GETADDR: {e}"))
+            })
+            .as_ref()
+            .map(Vec::as_slice)
             .map_err(|e| e.as_str())
     }
 

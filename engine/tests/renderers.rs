@@ -15,7 +15,7 @@ const RENDERERS: &[&str] = &[
     "etc::modules_load",
     "etc::sysctl_conf",
     "network::netplan_with_addresses",
-    "network::nm_keyfile",
+    "network::nm_keyfile_ipv4",
     "network::networkd_link",
     "systemd::hugetlbfs_mount",
     "systemd::governor_unit",

@@ -210,11 +210,19 @@ impl EngineResult {
         after: &[daqtune_probe::net::counters::PortCounters; 2],
         interval_s: f64,
     ) {
-        use daqtune_probe::net::counters::{loss_causes, PortDelta};
-        self.port_counters = vec![
+        use daqtune_probe::net::counters::PortDelta;
+        self.set_port_deltas(vec![
             PortDelta::new("tx", &before[0], &after[0], interval_s),
             PortDelta::new("rx", &before[1], &after[1], interval_s),
-        ];
+        ]);
+    }
+
+    /// Records the ports' counter deltas of the run (each side read where it runs: a peer's
+    /// receiving port comes back from the peer) and the losses they counted as this result's
+    /// causes.
+    pub fn set_port_deltas(&mut self, ports: Vec<daqtune_probe::net::counters::PortDelta>) {
+        use daqtune_probe::net::counters::loss_causes;
+        self.port_counters = ports;
         self.causes = loss_causes(&self.port_counters)
             .into_iter()
             .enumerate()

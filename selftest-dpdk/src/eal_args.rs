@@ -244,6 +244,39 @@ pub fn port_names(ports: &Ports) -> Result<(String, String), ArgError> {
     }
 }
 
+/// The kernel netdev behind each of `ports` (sending, receiving), whose drop and error
+/// counters the run records before and after (issue 45): the veth ends the af_packet vdevs sit
+/// on; a PCI function's netdev when its kernel driver stays bound (mlx5 is bifurcated); else
+/// why there is none (a function bound to vfio-pci has no netdev: its counters are DPDK's own,
+/// `dpdk.ports[].xstats`).
+pub fn port_netdevs(host: &daqtune_probe::Host, ports: &Ports) -> [Result<String, String>; 2] {
+    match ports {
+        Ports::Veth { tx_iface, rx_iface } => [Ok(tx_iface.clone()), Ok(rx_iface.clone())],
+        Ports::Pci { tx_bdf, rx_bdf } => [pci_netdev(host, tx_bdf), pci_netdev(host, rx_bdf)],
+    }
+}
+
+fn pci_netdev(host: &daqtune_probe::Host, bdf: &str) -> Result<String, String> {
+    let bdf = normalize_bdf(bdf).map_err(|e| e.to_string())?;
+    let dev = format!("/sys/bus/pci/devices/{bdf}");
+    let mut names = host.read_dir(&format!("{dev}/net")).unwrap_or_default();
+    names.sort();
+    if let Some(n) = names.into_iter().next() {
+        return Ok(n);
+    }
+    let driver = host
+        .read_link(&format!("{dev}/driver"))
+        .ok()
+        .and_then(|p| p.rsplit('/').next().map(str::to_string))
+        .filter(|d| !d.is_empty());
+    Err(match driver {
+        Some(d) => format!(
+            "{bdf} is bound to {d}, which gives the kernel no netdev: its counters are DPDK's own (dpdk.ports[].xstats)"
+        ),
+        None => format!("{bdf} has no netdev and no driver bound"),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -393,6 +426,41 @@ mod tests {
             assert_eq!(r.blocksz, 65536, "{frame}: {r:?}");
             assert_eq!(r.blocksz % r.framesz, 0);
         }
+    }
+
+    /// The netdev of a bifurcated port (mlx5_core keeps it) or why none (vfio-pci), read from
+    /// a host root laid out as sysfs has it (/sys/bus/pci/devices/BDF/net/NAME, the `driver`
+    /// link into /sys/bus/pci/drivers).
+    #[test]
+    fn netdevs_of_the_ports() {
+        let root = tempfile::tempdir().expect("tempdir");
+        let pci = root.path().join("sys/bus/pci/devices");
+        std::fs::create_dir_all(pci.join("0000:01:00.0/net/enp1s0f0np0")).expect("mkdir");
+        std::fs::create_dir_all(pci.join("0000:01:00.1")).expect("mkdir");
+        std::os::unix::fs::symlink(
+            "../../../bus/pci/drivers/vfio-pci",
+            pci.join("0000:01:00.1/driver"),
+        )
+        .expect("link");
+        let host = daqtune_probe::Host::at(root.path()).expect("host");
+        let [tx, rx] = port_netdevs(
+            &host,
+            &Ports::Pci {
+                tx_bdf: "01:00.0".into(),
+                rx_bdf: "0000:01:00.1".into(),
+            },
+        );
+        assert_eq!(tx.as_deref(), Ok("enp1s0f0np0"));
+        let why = rx.expect_err("vfio-pci gives no netdev");
+        assert!(why.contains("0000:01:00.1 is bound to vfio-pci"), "{why}");
+        let [tx, rx] = port_netdevs(
+            &host,
+            &Ports::Veth {
+                tx_iface: "dqt0".into(),
+                rx_iface: "dqt1".into(),
+            },
+        );
+        assert_eq!((tx.as_deref(), rx.as_deref()), (Ok("dqt0"), Ok("dqt1")));
     }
 
     #[test]

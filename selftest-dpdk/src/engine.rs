@@ -131,6 +131,7 @@ pub struct DpdkEngine {
     mtu_notes: Vec<String>,
     rx_buffer_frames: u64,
     yield_when_idle: bool,
+    netdevs: [Result<String, String>; 2],
 }
 
 /// How to set the engine up.
@@ -151,6 +152,10 @@ pub struct EngineConfig {
     /// The RX lcore yields its CPU when a poll finds nothing (af_packet: the kernel's receive
     /// work shares that CPU); a NIC's RX lcore spins.
     pub yield_when_idle: bool,
+    /// The kernel netdev of the sending and the receiving port, or why there is none
+    /// (`eal_args::port_netdevs`): their drop and error counters are read before and after
+    /// each run, in this process's network namespace.
+    pub netdevs: [Result<String, String>; 2],
 }
 
 impl DpdkEngine {
@@ -166,6 +171,7 @@ impl DpdkEngine {
             tx_flush,
             rx_buffer_frames,
             yield_when_idle,
+            netdevs,
         } = cfg;
         let topology = topology.as_str();
         let frame = frame_for_message(message_size);
@@ -258,6 +264,7 @@ impl DpdkEngine {
             mtu_notes,
             rx_buffer_frames,
             yield_when_idle,
+            netdevs,
         })
     }
 
@@ -312,6 +319,23 @@ impl DpdkEngine {
         std::mem::take(&mut self.details)
     }
 
+    /// The counters of the sending and the receiving port's netdev now (a record that says
+    /// why, where a port has none).
+    fn netdev_sample(&self) -> [daqtune_probe::net::counters::PortCounters; 2] {
+        let read = |i: usize, port: &Port| match &self.netdevs[i] {
+            Ok(name) => daqtune_selftest::topology::port_counters_here(name),
+            Err(why) => daqtune_probe::net::counters::PortCounters {
+                ifname: port.name().into(),
+                counters: Vec::new(),
+                unavailable: vec![daqtune_probe::net::counters::Unavailable {
+                    source: "netdev".into(),
+                    reason: why.clone(),
+                }],
+            },
+        };
+        [read(0, &self.tx_port), read(1, &self.rx_port)]
+    }
+
     fn run_inner(&mut self, spec: &RunSpec, ctl: &RunControl) -> Result<EngineResult, String> {
         let txq = self.txq.take().ok_or("TX queue already in use")?;
         let rxq = self.rxq.take().ok_or("RX queue already in use")?;
@@ -327,6 +351,7 @@ impl DpdkEngine {
         for p in [&self.tx_port, &self.rx_port] {
             p.reset_stats();
         }
+        let counters_before = (self.netdev_sample(), std::time::Instant::now());
 
         let tx_done = Arc::new(AtomicBool::new(false));
         let sent_total = Arc::new(AtomicU64::new(0));
@@ -540,6 +565,7 @@ impl DpdkEngine {
             .ok_or_else(|| format!("RX lcore ended without a result (rc {rx_rc})"))?;
         self.txq = Some(tx.queue);
         self.rxq = Some(rx.queue);
+        let counters_after = self.netdev_sample();
 
         let mut tracker = rx.tracker;
         tracker.finish(tx.sent);
@@ -585,6 +611,21 @@ impl DpdkEngine {
         r.cpu_cores = r.threads.iter().map(|t| t.utilization).sum();
         r.roi = metrics::roi(r.gbps, r.cpu_cores);
         r.rx_buffer_bytes = Some(self.rx_buffer_frames * msg_len as u64);
+        {
+            use daqtune_probe::net::counters::PortDelta;
+            let (b, at) = &counters_before;
+            let a = &counters_after;
+            let secs = at.elapsed().as_secs_f64();
+            r.set_port_deltas(if self.tx_port.id() == self.rx_port.id() {
+                // One port cabled to itself: one netdev, counted once.
+                vec![PortDelta::new("tx+rx", &b[0], &a[0], secs)]
+            } else {
+                vec![
+                    PortDelta::new("tx", &b[0], &a[0], secs),
+                    PortDelta::new("rx", &b[1], &a[1], secs),
+                ]
+            });
+        }
 
         let ports = if self.tx_port.id() == self.rx_port.id() {
             vec![self.port_report("tx+rx", &self.tx_port)]

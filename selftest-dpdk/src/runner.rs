@@ -285,6 +285,7 @@ fn run_with_hugepages(
             Topology::Ports => u64::from(spec.descriptors),
         },
         yield_when_idle: spec.topology == Topology::Veth,
+        netdevs: eal_args::port_netdevs(&daqtune_probe::Host::live(), &plan.ports),
     };
     let mut engine = match DpdkEngine::new(eal.clone(), cfg) {
         Ok(e) => e,

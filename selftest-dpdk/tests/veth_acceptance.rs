@@ -156,6 +156,46 @@ fn veth_run_moves_packets_intact_and_leaves_the_host_as_it_was() {
         r.notes
     );
     assert!(!details.is_null(), "DPDK details");
+    // The kernel's counters of the veth ends the af_packet vdevs sit on, read before and after
+    // the run in the engine's namespace (issue 45): the sending end put frames on the wire,
+    // the receiving end took them in.
+    let ports: Vec<(&str, &str)> = r
+        .port_counters
+        .iter()
+        .map(|p| (p.port.as_str(), p.role.as_str()))
+        .collect();
+    assert_eq!(
+        ports,
+        [
+            (daqtune_dpdk::spec::VETH_TX, "tx"),
+            (daqtune_dpdk::spec::VETH_RX, "rx")
+        ],
+        "{:?}",
+        r.port_counters
+    );
+    let rose = |i: usize, name: &str| {
+        r.port_counters[i]
+            .deltas
+            .iter()
+            .find(|d| {
+                d.name == name && d.source == daqtune_probe::net::counters::Source::Statistics
+            })
+            .map_or(0, |d| d.delta)
+    };
+    assert!(
+        rose(0, "tx_packets") >= r.packets,
+        "{} tx_packets rose by {}, {} frames arrived: {:?}",
+        daqtune_dpdk::spec::VETH_TX,
+        rose(0, "tx_packets"),
+        r.packets,
+        r.port_counters[0]
+    );
+    assert!(
+        rose(1, "rx_packets") >= r.packets,
+        "{:?}",
+        r.port_counters[1]
+    );
+    assert!(r.port_counters.iter().all(|p| p.interval_s > 0.0));
     assert_eq!(details["ports"].as_array().map(Vec::len), Some(2));
     for p in details["ports"].as_array().into_iter().flatten() {
         for k in ["imissed", "ierrors", "rx_nombuf"] {

@@ -76,6 +76,56 @@ pub fn netdev_of_gid(host: &Host, device: &str, port: u8, gid_index: u32) -> Opt
         .filter(|s| !s.is_empty() && s != "(null)")
 }
 
+/// The Ethernet netdev under a RoCE port: interface `ifindex` of the port's GID entry
+/// (`ibv_gid_entry.ndev_ifindex`) by its name in this network namespace, else the GID's
+/// `gid_attrs/ndevs` file; why not, where there is none (an InfiniBand port has no netdev).
+pub fn netdev_of_port(
+    host: &Host,
+    device: &str,
+    port: u8,
+    gid_index: u32,
+    ifindex: u32,
+) -> Result<String, String> {
+    if let Ok(index) = i32::try_from(ifindex) {
+        if index != 0 {
+            let links = daqtune_selftest::netlink::Netlink::open().and_then(|mut nl| nl.links());
+            if let Some(l) = links
+                .ok()
+                .and_then(|v| v.into_iter().find(|l| l.index == index))
+            {
+                return Ok(l.name);
+            }
+        }
+    }
+    netdev_of_gid(host, device, port, gid_index).ok_or_else(|| {
+        format!(
+            "{device}:{port} GID {gid_index} is bound to no netdev here (an InfiniBand port, or a netdev in another namespace): the RDMA port's own counters are in rdma[].port_counters"
+        )
+    })
+}
+
+/// The counters of the netdev under `device:port` now (its name in `ifname` of the result),
+/// or, where there is none, an empty record that says why.
+pub fn netdev_sample(
+    host: &Host,
+    device: &str,
+    port: u8,
+    gid_index: u32,
+    ifindex: u32,
+) -> daqtune_probe::net::counters::PortCounters {
+    match netdev_of_port(host, device, port, gid_index, ifindex) {
+        Ok(name) => daqtune_selftest::topology::port_counters_here(&name),
+        Err(why) => daqtune_probe::net::counters::PortCounters {
+            ifname: format!("{device}:{port}"),
+            counters: Vec::new(),
+            unavailable: vec![daqtune_probe::net::counters::Unavailable {
+                source: "netdev".into(),
+                reason: why,
+            }],
+        },
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -114,6 +164,37 @@ mod tests {
         assert!(read_port_counters(&host, "mlx5_0", 1).is_empty());
         assert_eq!(netdev_of_gid(&host, "rxe0", 1, 1).as_deref(), Some("veth0"));
         assert_eq!(netdev_of_gid(&host, "rxe0", 1, 2), None);
+        // No interface index from the GID table: the GID's own ndevs file names it.
+        assert_eq!(
+            netdev_of_port(&host, "rxe0", 1, 1, 0).as_deref(),
+            Ok("veth0")
+        );
+        let ib = netdev_of_port(&host, "mlx5_0", 1, 0, 0).expect_err("an IB port has none");
+        assert!(ib.contains("mlx5_0:1 GID 0"), "{ib}");
+        let s = netdev_sample(&host, "mlx5_0", 1, 0, 0);
+        assert_eq!(s.ifname, "mlx5_0:1");
+        assert!(s.counters.is_empty());
+        assert_eq!(s.unavailable.len(), 1);
+    }
+
+    /// The GID table's interface index names the netdev in this namespace (the loopback
+    /// interface is index 1 in every network namespace, include/net/net_namespace.h's
+    /// LOOPBACK_IFINDEX), and its counters are the kernel's IFLA_STATS64.
+    #[test]
+    fn interface_index_names_the_netdev_and_its_counters() {
+        let root = tempfile::tempdir().expect("tempdir");
+        let host = Host::at(root.path()).expect("host");
+        assert_eq!(netdev_of_port(&host, "rxe0", 1, 1, 1).as_deref(), Ok("lo"));
+        let s = netdev_sample(&host, "rxe0", 1, 1, 1);
+        assert_eq!(s.ifname, "lo");
+        assert!(
+            s.get(
+                daqtune_probe::net::counters::Source::Statistics,
+                "rx_packets"
+            )
+            .is_some(),
+            "{s:?}"
+        );
     }
 
     #[test]

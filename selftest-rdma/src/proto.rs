@@ -158,6 +158,10 @@ pub struct Outcome {
     pub receiver: ReceiverStats,
     pub counters: BTreeMap<String, u64>,
     pub error: Option<String>,
+    /// The drop and error counters of the netdev under the receiving port, before and after
+    /// the run (absent from a peer of an older build).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub netdev: Option<daqtune_probe::net::counters::PortDelta>,
 }
 
 /// Longest line the side channel accepts (a ConnInfo is a few hundred bytes).

@@ -59,6 +59,11 @@ pub struct RdmaDetail {
     pub receiver_cq: CqStats,
     /// Counter deltas keyed `<device>/<port>/<group>/<name>`.
     pub port_counters: BTreeMap<String, u64>,
+    /// The drop and error counters of the Ethernet netdevs under the RoCE ports, before and
+    /// after the run (the peer's receiving port as the peer read it): the result's
+    /// `port_counters` and `causes` carry them, so they are not repeated here.
+    #[serde(skip)]
+    pub netdev_ports: Vec<daqtune_probe::net::counters::PortDelta>,
     pub sender: SenderStats,
     pub receiver: ReceiverStats,
 }
@@ -266,6 +271,7 @@ pub fn build_result(
     }
     r.notes.extend(snd.notes.iter().cloned());
     r.notes.extend(rcv.notes.iter().cloned());
+    r.set_port_deltas(d.netdev_ports.clone());
     if errs > 0 {
         r.status = Status::Error;
         r.notes
@@ -303,11 +309,13 @@ mod imp {
     use crate::endpoint::Endpoint;
     use crate::proto::{recv_line, send_line, Outcome, Reply, Request, ABORT_LINE, PROTO_VERSION};
     use crate::verbs::DeviceList;
+    use daqtune_probe::net::counters::{PortCounters, PortDelta};
     use daqtune_selftest::sys::pin_current_thread;
     use std::io::BufReader;
     use std::net::TcpStream;
     use std::sync::atomic::AtomicBool;
     use std::time::Duration;
+    use std::time::Instant;
 
     /// Extra time the receiver waits beyond the run for the end marker.
     const GRACE: Duration = Duration::from_secs(30);
@@ -325,6 +333,12 @@ mod imp {
 
     fn counters(host: &Host, ep: &Endpoint) -> BTreeMap<String, u64> {
         read_port_counters(host, ep.device(), ep.port())
+    }
+
+    /// The netdev under `ep` and its counters now (or an empty record saying why none).
+    fn netdev(host: &Host, ep: &Endpoint) -> PortCounters {
+        let g = ep.gid();
+        crate::counters::netdev_sample(host, ep.device(), ep.port(), g.index, g.ndev_ifindex)
     }
 
     fn prefixed(ep: &Endpoint, m: BTreeMap<String, u64>) -> impl Iterator<Item = (String, u64)> {
@@ -384,6 +398,7 @@ mod imp {
         tx.connect(&irx)?;
         rx.connect(&itx)?;
         let c0 = (counters(&e.host, &tx), counters(&e.host, &rx));
+        let n0 = (netdev(&e.host, &tx), netdev(&e.host, &rx), Instant::now());
         rx.arm_receiver(t, msg)?;
         tx.arm_sender(t, msg)?;
         let stop = ctl.stop_flag();
@@ -416,6 +431,12 @@ mod imp {
         ctl.add_tx(snd.bytes);
         ctl.add_rx(rcv.bytes);
         let c1 = (counters(&e.host, &tx), counters(&e.host, &rx));
+        let n1 = (netdev(&e.host, &tx), netdev(&e.host, &rx));
+        let secs = n0.2.elapsed().as_secs_f64();
+        let netdev_ports = vec![
+            PortDelta::new("tx", &n0.0, &n1.0, secs),
+            PortDelta::new("rx", &n0.1, &n1.1, secs),
+        ];
         let mut port_counters: BTreeMap<String, u64> = prefixed(&tx, delta(&c0.0, &c1.0)).collect();
         port_counters.extend(prefixed(&rx, delta(&c0.1, &c1.1)));
         let detail = RdmaDetail {
@@ -425,6 +446,7 @@ mod imp {
             sender_cq: snd.cq.clone(),
             receiver_cq: rcv.cq.clone(),
             port_counters,
+            netdev_ports,
             sender: snd.clone(),
             receiver: rcv.clone(),
         };
@@ -472,6 +494,7 @@ mod imp {
         let peer = reply.conn.ok_or_else(|| side("reply without QP".into()))?;
         ep.connect(&peer)?;
         let c0 = counters(&e.host, &ep);
+        let n0 = (netdev(&e.host, &ep), Instant::now());
         ep.arm_sender(t, msg)?;
         if let Some(cpu) = spec.tx_cpu {
             let _ = pin_current_thread(cpu);
@@ -489,6 +512,14 @@ mod imp {
             return Err(side(format!("receiver failed: {err}")));
         }
         let rcv = outcome.receiver;
+        let mut netdev_ports = vec![PortDelta::new(
+            "tx",
+            &n0.0,
+            &netdev(&e.host, &ep),
+            n0.1.elapsed().as_secs_f64(),
+        )];
+        // A peer of an older build sends none: its side is then simply not in the record.
+        netdev_ports.extend(outcome.netdev);
         ctl.add_tx(snd.bytes);
         ctl.add_rx(rcv.bytes);
         let mut port_counters: BTreeMap<String, u64> =
@@ -512,6 +543,7 @@ mod imp {
             sender_cq: snd.cq.clone(),
             receiver_cq: rcv.cq.clone(),
             port_counters,
+            netdev_ports,
             sender: snd.clone(),
             receiver: rcv.clone(),
         };
@@ -595,6 +627,59 @@ mod tests {
         rcv.ended = false;
         let r = build_result(Transfer::Send, &spec, "ports", &snd, &rcv, &detail());
         assert_eq!(r.status, Status::Error);
+    }
+
+    /// The netdevs under the RoCE ports go into the result as the socket engine's ports do,
+    /// and a drop counted there becomes the run's first cause (`rx_dropped` is the kernel's
+    /// "dropped after the NIC handed the frame over", include/uapi/linux/if_link.h).
+    #[test]
+    fn netdev_counter_deltas_are_the_results_port_counters_and_causes() {
+        use daqtune_probe::net::counters::{Counter, PortCounters, PortDelta, Source};
+        let port = |name: &str, rx_dropped: u64, tx_packets: u64| PortCounters {
+            ifname: name.into(),
+            counters: vec![
+                Counter {
+                    source: Source::Statistics,
+                    name: "rx_dropped".into(),
+                    value: rx_dropped,
+                },
+                Counter {
+                    source: Source::Statistics,
+                    name: "tx_packets".into(),
+                    value: tx_packets,
+                },
+            ],
+            unavailable: Vec::new(),
+        };
+        let spec = RunSpec::new(Mode::Write);
+        let (snd, rcv) = clean(1000, 1000);
+        let mut d = detail();
+        d.netdev_ports = vec![
+            PortDelta::new("tx", &port("dqa", 0, 10), &port("dqa", 0, 1010), 1.0),
+            PortDelta::new("rx", &port("dqb", 3, 0), &port("dqb", 12_348, 0), 1.0),
+        ];
+        let r = build_result(Transfer::Write, &spec, "ports", &snd, &rcv, &d);
+        let ports: Vec<(&str, &str)> = r
+            .port_counters
+            .iter()
+            .map(|p| (p.port.as_str(), p.role.as_str()))
+            .collect();
+        assert_eq!(ports, [("dqa", "tx"), ("dqb", "rx")]);
+        assert_eq!(r.port_counters[0].deltas[0].name, "tx_packets");
+        assert_eq!(r.port_counters[0].deltas[0].delta, 1000);
+        assert_eq!(r.causes.len(), 1, "{:?}", r.causes);
+        assert_eq!(r.causes[0].port, "dqb");
+        assert!(
+            r.causes[0].message.starts_with(
+                "the receiving port dqb: rx_dropped (interface statistics) rose by 12,345"
+            ),
+            "{}",
+            r.causes[0].message
+        );
+        // In the JSON a qualify or the causes ranking reads.
+        let v = serde_json::to_value(&r).expect("json");
+        assert_eq!(v["port_counters"][1]["port"], "dqb");
+        assert_eq!(v["causes"][0]["rank"], 1);
     }
 
     #[test]

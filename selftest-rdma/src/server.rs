@@ -133,6 +133,11 @@ mod imp {
             }
         };
         let c0 = read_port_counters(host, ep.device(), ep.port());
+        let netdev = |ep: &Endpoint| {
+            let g = ep.gid();
+            crate::counters::netdev_sample(host, ep.device(), ep.port(), g.index, g.ndev_ifindex)
+        };
+        let n0 = (netdev(&ep), std::time::Instant::now());
         send_line(
             &mut w,
             &Reply {
@@ -156,6 +161,7 @@ mod imp {
         let out = match res {
             Ok(receiver) => {
                 let c1 = read_port_counters(host, ep.device(), ep.port());
+                let n1 = netdev(&ep);
                 let p = format!("{}/{}", ep.device(), ep.port());
                 Outcome {
                     receiver,
@@ -164,6 +170,12 @@ mod imp {
                         .map(|(k, v)| (format!("{p}/{k}"), v))
                         .collect(),
                     error: None,
+                    netdev: Some(daqtune_probe::net::counters::PortDelta::new(
+                        "rx",
+                        &n0.0,
+                        &n1,
+                        n0.1.elapsed().as_secs_f64(),
+                    )),
                 }
             }
             Err(e) => Outcome {

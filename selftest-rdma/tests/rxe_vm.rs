@@ -107,6 +107,30 @@ fn soft_roce_write_and_send_in_a_vm() {
             assert!(d[side]["completions"].as_u64().unwrap_or(0) > 0);
         }
         assert!(d["receiver"]["ended"].as_bool().unwrap_or(false), "{what}");
+        // The netdevs under the two rxe devices (issue 45): soft-RoCE sends its RoCE v2
+        // datagrams through them, so the sender's veth end counts them going out.
+        let ports = r["port_counters"].as_array().expect("port_counters");
+        let names: Vec<(&str, &str)> = ports
+            .iter()
+            .map(|p| {
+                (
+                    p["port"].as_str().unwrap_or("?"),
+                    p["role"].as_str().unwrap_or("?"),
+                )
+            })
+            .collect();
+        assert_eq!(names, [("dqa", "tx"), ("dqb", "rx")], "{what}: {r}");
+        let tx_packets = ports[0]["deltas"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|d| d["name"] == "tx_packets" && d["source"] == "statistics")
+            .and_then(|d| d["delta"].as_u64())
+            .unwrap_or(0);
+        assert!(
+            tx_packets >= r["packets"].as_u64().unwrap_or(u64::MAX),
+            "{what}: dqa tx_packets rose by {tx_packets}: {r}"
+        );
         if what == "write" {
             write_gbps = r["gbps"].as_f64().unwrap_or(0.0);
         }
@@ -130,6 +154,14 @@ fn soft_roce_write_and_send_in_a_vm() {
         assert_eq!(r["topology"], "peer");
         assert_eq!(r["status"], "pass", "{r}");
         assert_eq!(r["integrity_errors"], 0);
+        // The receiving port's netdev comes back from the peer over the side channel.
+        let roles: Vec<&str> = r["port_counters"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|p| p["role"].as_str())
+            .collect();
+        assert_eq!(roles, ["tx", "rx"], "{r}");
     }
 
     // Injected corruption must be caught by the receiver and fail the run.

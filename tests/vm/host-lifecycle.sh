@@ -3,14 +3,16 @@
 # apply, reboot, verify, name a foreign override, revert, reboot, verify byte for byte, and the
 # MRRS write an emulated NIC ignores. Once through GRUB, once through extlinux; and (issue 25
 # item 5) the MTU once more with netplan owning the data port; (item 4) x86 UEFI with Secure
-# Boot; (item 3) the DGX Spark shape: arm64, UEFI, grub-efi-arm64, NetworkManager.
+# Boot; (item 3) the DGX Spark shape: arm64, UEFI, grub-efi-arm64, NetworkManager; (issue 45
+# item 6) the same NetworkManager steps on x86 (nm), since the arm64 spark guest cannot finish
+# under TCG on a small machine.
 #
-#   tests/vm/host-lifecycle.sh [--variant grub|extlinux|secureboot|spark|ci|all]
+#   tests/vm/host-lifecycle.sh [--variant grub|extlinux|secureboot|spark|nm|ci|all]
 #                              [--deb FILE] [--deb-arm64 FILE] [--out DIR] [--keep]
 #                              [--boots LIST] [--resume DIR] [--rebuild-image]
 #
 #   --variant      which variant, or a comma-separated list; ci (the default): grub and
-#                  extlinux (with netplan); all: those, secureboot and spark (docs/apply.md
+#                  extlinux (with netplan); all: those, secureboot, spark and nm (docs/apply.md
 #                  says why); netplan is taken for extlinux, whose guest runs it
 #   --deb FILE     the amd64 package to install (default: scripts/build-deb.sh builds it)
 #   --deb-arm64 FILE  the arm64 package of the spark variant (default: scripts/build-deb.sh
@@ -58,6 +60,18 @@
 #                 MTU 9000 on daqtune's connection and the port; second apply; revert
 #   3: steps 6b, 8 byte-identical /etc, /boot/grub and ESP; a port in someone else's NM
 #                 profile (daqiri-tx): no second profile, the plan's `nmcli connection modify`
+# The nm variant (tests/vm/lifecycle-image.sh --nm: Debian 12 x86, BIOS, GRUB, network-manager
+# with Debian's defaults: an automatic DHCP connection on the e1000e, which QEMU's user network
+# leases 10.0.2.15; tests/vm/lifecycle-profile-nm.yaml: the x86 profile with NetworkManager
+# persistence and a static address): the spark variant's NetworkManager steps on the x86 guest
+# (TCG, as the other x86 variants), plus the leased address (step 9):
+#   1: steps 0-2  NM manages the port (its DHCP lease); install, check, apply (keyfile with
+#                 method=manual and the profile's address)
+#   2: steps 3-6a after the reboot: daqtune's connection active, MTU 9000, the static address;
+#                 second apply; revert
+#   3: steps 6b, 8, 9  byte-identical /etc and /boot; someone else's NM profile; a port whose
+#                 only address is NM's DHCP lease: the keyfile keeps DHCP (method=auto), never
+#                 the leased address as static, and the plan says so
 # A variant that cannot be prepared (no firmware, no qemu, no mirror) is skipped with its reason
 # and the others run; the exit is 125 only when none could.
 #
@@ -98,12 +112,12 @@ while (($#)); do
     --variant)
       case "$2" in
         ci) variants=(grub extlinux) ;;
-        all) variants=(grub extlinux secureboot spark) ;;
+        all) variants=(grub extlinux secureboot spark nm) ;;
         *)
           IFS=, read -r -a asked <<<"$2"
           variants=()
           for v in "${asked[@]}"; do
-            case $v in grub|extlinux|secureboot|spark) ;; netplan) v=extlinux ;; *) echo "host-lifecycle: --variant takes grub, extlinux, netplan (= extlinux), secureboot, spark (comma-separated), ci or all" >&2; exit 2 ;; esac
+            case $v in grub|extlinux|secureboot|spark|nm) ;; netplan) v=extlinux ;; *) echo "host-lifecycle: --variant takes grub, extlinux, netplan (= extlinux), secureboot, spark, nm (comma-separated), ci or all" >&2; exit 2 ;; esac
             [[ " ${variants[*]} " == *" $v "* ]] || variants+=("$v")
           done ;;
       esac
@@ -181,28 +195,30 @@ if ((arm)) && [[ -z $deb_arm64 ]]; then deb_arm64=$(build_deb arm64) && [[ -n $d
 # (spark), each built once when a variant needs it. A variant whose image cannot be prepared
 # is skipped with its reason.
 image_for() { # VARIANT: sets $img (the image directory), or returns 1 after recording a skip
-  local v=$1 script=lifecycle-image.sh t rc
+  local v=$1 script=lifecycle-image.sh t rc args=()
   [[ $v == secureboot ]] && script=lifecycle-image-uefi.sh
   [[ $v == spark ]] && script=lifecycle-image-arm64.sh
-  if [[ -z ${images[$script]:-} ]]; then
+  if [[ $v == nm ]]; then args=(--nm); fi
+  local key="$script${args[*]:+ ${args[*]}}"
+  if [[ -z ${images[$key]:-} ]]; then
     t=$SECONDS
-    say "guest image (tests/vm/$script, cache $DAQTUNE_VM_CACHE)"
+    say "guest image (tests/vm/$key, cache $DAQTUNE_VM_CACHE)"
     set +e
-    images[$script]=$("$here/$script" "${rebuild[@]}")
+    images[$key]=$("$here/$script" "${rebuild[@]}" "${args[@]}")
     rc=$?
     set -e
     case $rc in
-      0) say "image ${images[$script]} ready in $((SECONDS - t)) s ($(sed -n 's/^kernel=//p' "${images[$script]}/info"))" ;;
+      0) say "image ${images[$key]} ready in $((SECONDS - t)) s ($(sed -n 's/^kernel=//p' "${images[$key]}/info"))" ;;
       125)
         # The image script's own "NAME: SKIP: reason" line (any script name: the arm64 one has
         # digits in it); never an empty reason.
         local why
-        why=$(printf '%s\n' "${images[$script]}" | sed -n 's/^[A-Za-z0-9_.-]*: SKIP: //p' | head -n 1)
-        images[$script]="SKIP: ${why:-tests/vm/$script exited 125 (skip) and printed no reason}" ;;
+        why=$(printf '%s\n' "${images[$key]}" | sed -n 's/^[A-Za-z0-9_.-]*: SKIP: //p' | head -n 1)
+        images[$key]="SKIP: ${why:-tests/vm/$script exited 125 (skip) and printed no reason}" ;;
       *) echo "host-lifecycle: FAILED: the guest image ($script) could not be built (exit $rc)"; exit 1 ;;
     esac
   fi
-  img=${images[$script]}
+  img=${images[$key]}
   if [[ $img == SKIP:* ]]; then
     skipped[$v]=${img#SKIP: }
     return 1
@@ -289,7 +305,7 @@ run_variant() { # VARIANT
   [[ $v != grub ]] || last=5
   for n in $(seq 1 "$last"); do
     [[ ,$boots, == *,$n,* ]] || continue
-    say "$v boot $n: starting (steps $(case $v-$n in spark-1) echo 0-2 ;; spark-2) echo 3-4, 6a ;; spark-3) echo 6b, 8 ;; secureboot-1) echo 1, S1-S2, 2 ;; *-1) echo 1-2 ;; secureboot-2) echo 3-4, S3, 6a ;; secureboot-3) echo 6b, S6 ;; grub-2) echo 3-6a ;; grub-3) echo 6b-7, T1 ;; grub-4) echo T2 ;; grub-5) echo T3 ;; extlinux-2) echo 3-4, 6a, N0-N2 ;; extlinux-3) echo N3-N6 ;; *-3) echo 6b-7 ;; esac))"
+    say "$v boot $n: starting (steps $(case $v-$n in spark-1) echo 0-2 ;; spark-2) echo 3-4, 6a ;; spark-3) echo 6b, 8 ;; secureboot-1) echo 1, S1-S2, 2 ;; nm-1) echo 0-2 ;; *-1) echo 1-2 ;; secureboot-2) echo 3-4, S3, 6a ;; secureboot-3) echo 6b, S6 ;; nm-2) echo 3-4, 6a ;; nm-3) echo 6b, 8, 9 ;; grub-2) echo 3-6a ;; grub-3) echo 6b-7, T1 ;; grub-4) echo T2 ;; grub-5) echo T3 ;; extlinux-2) echo 3-4, 6a, N0-N2 ;; extlinux-3) echo N3-N6 ;; *-3) echo 6b-7 ;; esac))"
     if ! boot "$v" "$n"; then
       report_new "$v"
       return 1
@@ -334,6 +350,9 @@ for v in "${variants[@]}"; do
   if [[ $v == spark ]]; then
     cp "$deb_arm64" "$dir/io/daqtune.deb"
     profile=$here/lifecycle-profile-spark.yaml
+  elif [[ $v == nm ]]; then
+    cp "$deb" "$dir/io/daqtune.deb"
+    profile=$here/lifecycle-profile-nm.yaml
   else
     cp "$deb" "$dir/io/daqtune.deb"
   fi

@@ -3,7 +3,7 @@
 # share the harness mounts at /run/lifecycle-io, once per boot:
 #
 #   lifecycle-guest.sh PHASE      PHASE: grub-1..5 extlinux-1..3 (netplan in 2 and 3)
-#                                        secureboot-1..3 spark-1..3
+#                                        secureboot-1..3 spark-1..3 nm-1..3
 #                                        fleet-grub-1a..3, T1..T3 fleet-extlinux-1a..4 (below)
 #
 # Each phase runs some of the issue's steps and writes, on the share:
@@ -338,8 +338,8 @@ applied_now() { # [VARIANT]
         expect "2M pool's mount unit enabled" test -L "/etc/systemd/system/local-fs.target.wants/$MOUNT2_UNIT"
     fi
     expect "sysctl drop-in written" test -f /etc/sysctl.d/90-daqtune.conf
-    if [ "${1:-}" = spark ]; then
-        spark_applied
+    if [ "${1:-}" = spark ] || [ "${1:-}" = nm ]; then
+        spark_applied "$1"
     else
         expect "MTU .link file for $DATA_PORT written" sh -c "grep -l 'MTUBytes=9000' /etc/systemd/network/*daqtune*.link"
     fi
@@ -414,7 +414,7 @@ verify_after_reboot() { # VARIANT
     fi
     expect_eq "MTU 9000 on $DATA_PORT after the reboot" "$(cat "/sys/class/net/$DATA_PORT/mtu" 2>/dev/null)" 9000
     expect_eq "net.core.rmem_max after the reboot" "$(cat /proc/sys/net/core/rmem_max)" 268435456
-    [ "$1" != spark ] || spark_nm_after_reboot
+    case "$1" in spark | nm) spark_nm_after_reboot ;; esac
     # A second apply: nothing to change, no byte written, no journal.
     local jbefore
     jbefore=$(find /var/lib/daqtune/journal -name journal.json | wc -l)
@@ -1213,6 +1213,12 @@ spark_boot_chain() {
     # own update-grub under UEFI first, as on a host installed through UEFI.
     run update-grub-0 update-grub
     expect_eq "update-grub under UEFI exits 0" "$rc" 0
+    nm_manages_port
+}
+
+# The NetworkManager side of step 0 (spark and nm): NM manages the port with its own automatic
+# connection, no file binds it, the MTU is the default.
+nm_manages_port() {
     run nm-device-0 nmcli device show "$DATA_PORT"
     local s
     s=$(nmcli -g GENERAL.STATE device show "$DATA_PORT" 2>/dev/null)
@@ -1226,8 +1232,10 @@ spark_boot_chain() {
     expect_eq "MTU of $DATA_PORT before daqtune" "$(cat "/sys/class/net/$DATA_PORT/mtu")" 1500
 }
 
-spark_applied() {
-    expect "the grub drop-in named as on Spark ($GRUB_DROPIN)" test -f "$GRUB_DROPIN"
+spark_applied() { # VARIANT
+    # The Spark profile's drop-in name (the nm variant's profile keeps the default name, and on
+    # its BIOS GRUB the drop-in is written when the trial boot commits: step 3 checks that).
+    [ "${1:-spark}" != spark ] || expect "the grub drop-in named as on Spark ($GRUB_DROPIN)" test -f "$GRUB_DROPIN"
     local k=$NM_DIR/$NM_OURS.nmconnection
     expect_eq "daqtune's NetworkManager keyfile $k (mode 600)" "$(stat -c %a "$k" 2>/dev/null)" 600
     expect "$k sets mtu=9000" grep -qx 'mtu=9000' "$k"
@@ -1264,6 +1272,68 @@ spark_nm_reverted() {
     expect "after revert and reboot $DATA_PORT has no $SPARK_ADDR" sh -c "! ip -4 -o addr show dev '$DATA_PORT' | grep -q 'inet $SPARK_ADDR '"
 }
 
+# The nm variant's step 0: booted through GRUB (BIOS), NetworkManager manages the port
+# and its automatic connection leased QEMU's user-network address over DHCP.
+nm_boot_chain() {
+    step 0 "booted through GRUB; NetworkManager manages the port and leased it an address"
+    wait_settled
+    expect "booted through GRUB (BOOT_IMAGE= on the line)" grep -q '^BOOT_IMAGE=' /proc/cmdline
+    info "kernel $(uname -r) $(uname -m), NetworkManager $(NetworkManager --version 2>/dev/null)"
+    nm_manages_port
+    if nm_wait_lease; then
+        pass "NetworkManager's DHCP lease on $DATA_PORT" "$(ip -4 -o addr show dev "$DATA_PORT" | awk '{print $4}' | tr '\n' ' ')"
+    else
+        fail "NetworkManager's DHCP lease on $DATA_PORT" "$(ip -4 -o addr show dev "$DATA_PORT" | tr '\n' ' ')"
+    fi
+}
+
+# Until the port holds a leased IPv4 address (`ip` prints `dynamic` for one whose valid
+# lifetime is not forever), 60 s at most.
+nm_wait_lease() {
+    local _
+    for _ in $(seq 1 60); do
+        ip -4 -o addr show dev "$DATA_PORT" | grep -q ' dynamic' && return 0
+        sleep 1
+    done
+    return 1
+}
+
+# Step 9 (nm): a port whose only address is a DHCP lease, with a profile that names no address
+# for it. daqtune's keyfile must keep DHCP (ipv4.method=auto), not pin the leased address as
+# static (issue 45 item 6: netlink's address lifetimes tell a lease), and the plan says so.
+nm_leased_address() {
+    step 9 "a leased address is not written as static"
+    local p9=/etc/daqtune/lifecycle-vm-nm-noaddr.yaml k=$NM_DIR/$NM_OURS.nmconnection lease
+    # Back on NetworkManager's own automatic connection (step 8 deleted daqiri-tx).
+    run nm-connect-9 nmcli device connect "$DATA_PORT"
+    if nm_wait_lease; then pass "$DATA_PORT leased an address again"; else fail "$DATA_PORT leased an address again" "$(ip -4 -o addr show dev "$DATA_PORT" | tr '\n' ' ')"; return; fi
+    lease=$(ip -4 -o addr show dev "$DATA_PORT" | awk '/ dynamic/ {print $4; exit}')
+    info "leased $lease"
+    # The profile without its nic.addresses block.
+    awk '/^  addresses:/ {skip = 1; next} skip && /^    / {next} {skip = 0; print}' "$P" >"$p9"
+    expect "the step-9 profile names no address" sh -c "! grep -q '192.0.2.10' '$p9'"
+    run plan-9 daqtune --profile "$p9" plan --only nic.mtu
+    if grep -q 'leased' "$st/plan-9.txt" && grep -qF "$lease" "$st/plan-9.txt"; then
+        pass "the plan says $lease is a lease and is not written as static"
+    else
+        fail "the plan says $lease is a lease and is not written as static" "$(grep -i -e dhcp -e lease -e address "$st/plan-9.txt" | head -n 4 | tr '\n' ' ')"
+    fi
+    run apply-9 daqtune --profile "$p9" apply --yes --only nic.mtu
+    expect_eq "apply --only nic.mtu exits 0" "$rc" 0
+    expect "$k keeps DHCP (method=auto)" grep -qx 'method=auto' "$k"
+    expect "$k does not pin the leased $lease" sh -c "! grep -q '^address[0-9]*=${lease%/*}/' '$k'"
+    # NetworkManager takes the keyfile as it would at boot: the port leases again through it.
+    run nm-load-9 nmcli connection load "$k"
+    run nm-up-9 nmcli connection up "$NM_OURS"
+    expect_eq "nmcli connection up $NM_OURS exits 0" "$rc" 0
+    if nm_wait_lease; then pass "through daqtune's keyfile $DATA_PORT still leases its address" "$(ip -4 -o addr show dev "$DATA_PORT" | awk '{print $4, $5, $6, $7, $8, $9}' | tr '\n' ' ')"; else fail "through daqtune's keyfile $DATA_PORT still leases its address" "$(ip -4 -o addr show dev "$DATA_PORT" | tr '\n' ' ')"; fi
+    run revert-9 daqtune --profile "$p9" revert --yes
+    expect_eq "revert exits 0" "$rc" 0
+    expect "revert took $k" test ! -e "$k"
+    rm -f "$p9"
+    nmcli connection reload >/dev/null 2>&1 || true
+}
+
 # docs/apply.md, "NetworkManager": a port already managed by someone else's profile (the seed's
 # daqiri-tx) gets no second daqtune profile; the plan prints the `nmcli connection modify`
 # command instead, since daqtune does not rewrite files it does not own.
@@ -1297,7 +1367,9 @@ spark_foreign_profile() {
     run nmcli-mtu-8 nmcli -g 802-3-ethernet.mtu connection show "$NM_THEIRS"
     expect_eq "nmcli -g 802-3-ethernet.mtu connection show $NM_THEIRS" "$(grep -v -e '^\$' -e '^\[exit' "$st/nmcli-mtu-8.txt" | tail -n 1)" 9000
     run plan-8b dq plan --only nic.mtu
-    if grep -q 'nmcli connection modify' "$st/plan-8b.txt"; then fail "with $NM_THEIRS at MTU 9000 the plan gives no advice" "$(grep 'nmcli' "$st/plan-8b.txt" | tr '\n' ' ')"; else pass "with $NM_THEIRS at MTU 9000 the plan gives no advice"; fi
+    # The MTU advice is gone; a profile with NIC settings NetworkManager keeps in [ethtool] (the
+    # nm variant's rings, coalescing, pause) still gets theirs, rightly.
+    if grep -q 'nmcli connection modify.*ethernet\.mtu' "$st/plan-8b.txt"; then fail "with $NM_THEIRS at MTU 9000 the plan gives no MTU advice" "$(grep 'nmcli' "$st/plan-8b.txt" | tr '\n' ' ')"; else pass "with $NM_THEIRS at MTU 9000 the plan gives no MTU advice"; fi
     run revert-8 dq revert --yes
     expect_eq "revert exits 0" "$rc" 0
     run nm-delete-8 nmcli connection delete "$NM_THEIRS"
@@ -1421,6 +1493,25 @@ case "$phase" in
         verify_reverted
         spark_nm_reverted
         spark_foreign_profile
+        echo poweroff >"$io/next"
+        ;;
+    nm-1)
+        nm_boot_chain
+        install_and_baseline nm
+        do_apply nm
+        trial_armed 2t
+        echo reboot >"$io/next"
+        ;;
+    nm-2)
+        verify_after_reboot nm
+        do_revert grub
+        echo reboot >"$io/next"
+        ;;
+    nm-3)
+        verify_reverted
+        spark_nm_reverted
+        spark_foreign_profile
+        nm_leased_address
         echo poweroff >"$io/next"
         ;;
     # The fleet run (tests/vm/fleet-ansible.sh): the same steps, run over SSH between the

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build (or find in the cache) the Debian 12 guest disks of tests/vm/host-lifecycle.sh:
 #
-#   tests/vm/lifecycle-image.sh [--rebuild]     prints the image directory on stdout
+#   tests/vm/lifecycle-image.sh [--rebuild] [--nm]     prints the image directory on stdout
 #
 # The directory holds
 #   grub.raw        MBR disk, one ext4 root partition, GRUB (grub-pc) installed on the disk by
@@ -10,6 +10,11 @@
 #                   and wrote syslinux's MBR: the disk boots through /boot/extlinux/extlinux.conf
 #                   (IGX and Jetson boot that way);
 #   info            key=value facts (kernel, root UUID, interface names) for the harness.
+#
+# --nm builds the NetworkManager flavour for host-lifecycle.sh's nm variant instead (its own
+# cache entry, lifecycle-image-nm-*): grub.raw alone, with Debian's network-manager managing the
+# Ethernet ports as Debian installs it (and as DGX Spark's Ubuntu does), no netplan, no
+# extlinux and none of the fleet's packages.
 #
 # Everything comes from Debian's packages (mmdebstrap from the Debian mirror); nothing is mounted
 # on the host (no loop device, no nbd: mkfs.ext4 -d writes the file system straight into the
@@ -25,13 +30,21 @@ set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
+rebuild=0
+nm=0
+for a in "$@"; do
+  case $a in
+    --rebuild) rebuild=1 ;;
+    --nm) nm=1 ;;
+    *) echo "lifecycle-image: unknown argument $a (--rebuild, --nm)" >&2; exit 2 ;;
+  esac
+done
 IL_NAME=lifecycle-image
+((nm == 0)) || IL_NAME=lifecycle-image-nm
 # shellcheck source=tests/vm/image-lib.sh
 . "$here/image-lib.sh"
 suite=bookworm
 mirror=${DAQTUNE_VM_MIRROR:-http://deb.debian.org/debian}
-rebuild=0
-[[ ${1:-} == --rebuild ]] && rebuild=1
 
 # The guest: what a minimal Debian 12 server installs, plus the two boot loaders under test,
 # jq for the harness's assertions, dbus (systemd talks to it on a real host) and netplan.io
@@ -46,6 +59,16 @@ PACKAGES=(
   apt ca-certificates jq netplan.io
   openssh-server python3-apt prometheus-node-exporter
 )
+network=networkd
+if ((nm)); then
+  # NetworkManager owns the data port: Debian's package with its defaults (an automatic DHCP
+  # connection on every Ethernet port), as the spark variant's arm64 image has it.
+  PACKAGES=(
+    linux-image-amd64 initramfs-tools systemd systemd-sysv udev dbus kmod iproute2
+    grub-pc apt ca-certificates jq network-manager
+  )
+  network=networkmanager
+fi
 # The root's modules for the guest's initramfs (image-lib.sh, il_initramfs_list): NVMe, as
 # every x86 boot of the harness gives the disk.
 IL_INITRD_MODULES="nvme ext4 crc32c_generic crc32c_intel"
@@ -54,7 +77,7 @@ PART_START=2048 # sectors: 1 MiB, room for GRUB's core.img after the MBR
 
 il_require qemu-system-x86_64:qemu-system-x86
 il_cache_or_lock "$suite" amd64 "$mirror" "${PACKAGES[@]}"
-il_customize ttyS0 networkd
+il_customize ttyS0 "$network"
 il_mmdebstrap "$suite" amd64 "$mirror" "${PACKAGES[@]}"
 il_kernel
 
@@ -86,6 +109,11 @@ il_provision "$work/boot-grub.log" "$work/provision-grub.sh" "${VM_QEMU_PROVISIO
   -append "root=UUID=$uuid ro console=ttyS0,115200 quiet" \
   -drive "file=$work/grub.raw,if=none,id=d0,format=raw" -device nvme,drive=d0,serial=daqtune0
 log "GRUB installed by the guest in $((SECONDS - t)) s"
+
+if ((nm)); then
+  il_finish "$suite" "${PACKAGES[@]}"
+  exit 0
+fi
 
 # --- the extlinux variant: boots through GRUB once, replaces it with extlinux -------------
 cat >"$work/provision-extlinux.sh" <<EOF

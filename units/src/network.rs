@@ -93,6 +93,20 @@ pub fn nm_keyfile(
     addresses: &[&str],
     profile: &str,
 ) -> Result<Artifact, InvalidValue> {
+    nm_keyfile_ipv4(prefix, ifname, mtu, addresses, false, profile)
+}
+
+/// [`nm_keyfile`] for a port whose address DHCP leases (`dhcp`): `ipv4.method=auto`, so the
+/// port keeps asking for its lease, with `addresses` as static addresses beside it
+/// (NetworkManager adds `ipv4.addresses` to the ones DHCP gives, nm-settings(5)).
+pub fn nm_keyfile_ipv4(
+    prefix: &str,
+    ifname: &str,
+    mtu: u32,
+    addresses: &[&str],
+    dhcp: bool,
+    profile: &str,
+) -> Result<Artifact, InvalidValue> {
     let ifname = validate::interface_name(ifname)?;
     let profile = validate::profile_ref(profile)?;
     if prefix.is_empty()
@@ -113,10 +127,14 @@ pub fn nm_keyfile(
         crate::OWNER_MARK,
         mtu_value(mtu)?,
     );
-    if addresses.is_empty() {
+    if addresses.is_empty() && !dhcp {
         s.push_str("[ipv4]\nmethod=disabled\n\n[ipv6]\nmethod=ignore\n");
     } else {
-        s.push_str("[ipv4]\nmethod=manual\n");
+        s.push_str(if dhcp {
+            "[ipv4]\nmethod=auto\n"
+        } else {
+            "[ipv4]\nmethod=manual\n"
+        });
         for (i, a) in addresses.iter().enumerate() {
             s.push_str(&format!("address{}={}\n", i + 1, ipv4_cidr(a)?));
         }
@@ -214,6 +232,23 @@ mod tests {
             a.text
         );
         assert!(!a.text.contains("method=disabled"), "{}", a.text);
+        // A port whose address is a DHCP lease keeps asking for it (nm-settings(5):
+        // ipv4.method auto), with any static address beside it, and never "disabled".
+        let d = nm_keyfile_ipv4("daqiri", "eth0", 9000, &[], true, "p").expect("nm");
+        assert!(
+            d.text
+                .contains("[ipv4]\nmethod=auto\n\n[ipv6]\nmethod=ignore\n"),
+            "{}",
+            d.text
+        );
+        let d2 =
+            nm_keyfile_ipv4("daqiri", "eth0", 9000, &["192.0.2.20/24"], true, "p").expect("nm");
+        assert!(
+            d2.text
+                .contains("[ipv4]\nmethod=auto\naddress1=192.0.2.20/24\n"),
+            "{}",
+            d2.text
+        );
         let n = netplan_with_addresses(
             &[("enp1s0f1np1", 9000), ("enP2p1s0f1np1", 9000)],
             &[("enp1s0f1np1", vec!["192.168.100.10/24"])],

@@ -679,8 +679,32 @@ fn judge(
     match ports(facts, &lp) {
         Ok(ports) => {
             for (role, ifname) in ports {
-                if let Some(e) = port_down(facts, &ifname) {
-                    problems.push(format!("{role} {ifname} is not up: {e}"));
+                let Some(first) = port_down(facts, &ifname) else {
+                    continue;
+                };
+                // NetworkManager (and networkd) bring a port up after the boot's jobs are done,
+                // and this unit runs after multi-user.target, with no wait-online service on
+                // many hosts: a port still coming up is read again, each time afresh (Facts
+                // keeps what it read), for up to PORT_UP_WAIT before the trial fails on it.
+                // Found by tests/vm/host-lifecycle.sh --variant nm (issue 45).
+                let live = host.is_live();
+                let e = if live {
+                    wait_up(
+                        first,
+                        || port_down(&Facts::new(host), &ifname),
+                        PORT_UP_WAIT.as_secs(),
+                        std::time::Duration::from_secs(1),
+                    )
+                } else {
+                    Some(first)
+                };
+                if let Some(e) = e {
+                    let waited = if live {
+                        format!(" (waited {} s for it)", PORT_UP_WAIT.as_secs())
+                    } else {
+                        String::new()
+                    };
+                    problems.push(format!("{role} {ifname} is not up: {e}{waited}"));
                 }
             }
         }
@@ -744,6 +768,28 @@ fn ports(
         }
     }
     Ok(v)
+}
+
+/// How long the verification waits for a data port that a network manager is still bringing up.
+pub const PORT_UP_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Reads `down` again every `pause`, at most `tries` times, until it says the port is up
+/// (`None`); what it said last otherwise (`first` when it is never read).
+fn wait_up(
+    first: String,
+    mut down: impl FnMut() -> Option<String>,
+    tries: u64,
+    pause: std::time::Duration,
+) -> Option<String> {
+    let mut last = first;
+    for _ in 0..tries {
+        std::thread::sleep(pause);
+        match down() {
+            None => return None,
+            Some(e) => last = e,
+        }
+    }
+    Some(last)
 }
 
 /// Why a port is not up (`None`: it is): operstate `up`, or `unknown` (drivers that do not
@@ -911,5 +957,38 @@ fn restore_grubenv(
         Ok(format!("removed next_entry={ENTRY_ID} from {path} (its other variables changed since apply and are kept)"))
     } else {
         Ok(format!("{path} is gone; nothing to restore"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A port a network manager brings up after the unit started (found in the nm lifecycle
+    /// guest: NetworkManager activated daqtune's keyfile after multi-user.target, and the trial
+    /// failed on "operstate down") is waited for; one that stays down fails with what it said
+    /// last.
+    #[test]
+    fn a_port_coming_up_is_waited_for() {
+        let mut reads = vec![None, Some("operstate lowerlayerdown".to_string())];
+        let up = wait_up(
+            "operstate down".into(),
+            || reads.pop().flatten(),
+            5,
+            std::time::Duration::ZERO,
+        );
+        assert_eq!(up, None);
+        let mut n = 0;
+        let down = wait_up(
+            "operstate down".into(),
+            || {
+                n += 1;
+                Some(format!("operstate down ({n})"))
+            },
+            3,
+            std::time::Duration::ZERO,
+        );
+        assert_eq!(down.as_deref(), Some("operstate down (3)"));
+        assert_eq!(n, 3);
     }
 }

@@ -211,6 +211,9 @@ pub fn run_checks_in(registry: &[&Tunable], ctx: &Context, opts: &RunOptions) ->
         nic_counters::start(ctx);
     }
     let mut out = Vec::new();
+    // The checks whose window is the run itself ([`DEFERRED`]): judged after the others, their
+    // verdicts put back where the registry has them.
+    let mut deferred: Vec<(usize, &Tunable)> = Vec::new();
     for def in registry {
         if !opts.only.is_empty() && !opts.only.iter().any(|o| o == def.id) {
             continue;
@@ -229,34 +232,57 @@ pub fn run_checks_in(registry: &[&Tunable], ctx: &Context, opts: &RunOptions) ->
             out.push(v);
             continue;
         }
-        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (def.check)(ctx)));
-        match result {
-            Ok(mut vs) => {
-                if vs.is_empty() {
-                    vs.push(Verdict::error(
-                        def.id,
-                        "host",
-                        "the check produced no verdict",
-                    ));
-                }
-                out.extend(vs);
-            }
-            Err(p) => {
-                let msg = p
-                    .downcast_ref::<&str>()
-                    .map(|s| s.to_string())
-                    .or_else(|| p.downcast_ref::<String>().cloned())
-                    .unwrap_or_else(|| "unknown panic".into());
-                out.push(Verdict::error(
-                    def.id,
-                    "host",
-                    format!("internal error: {msg}"),
-                ));
-            }
+        if DEFERRED.contains(&def.id) {
+            deferred.push((out.len(), def));
+            continue;
         }
+        out.extend(check_one(def, ctx));
+    }
+    // Last first, so the earlier slots' indices still hold.
+    let mut late: Vec<(usize, Vec<Verdict>)> = deferred
+        .into_iter()
+        .map(|(at, def)| (at, check_one(def, ctx)))
+        .collect();
+    while let Some((at, vs)) = late.pop() {
+        out.splice(at..at, vs);
     }
     crate::gate::apply_waivers(&ctx.profile.profile, &mut out, crate::profile::today());
     out
+}
+
+/// The checks [`run_checks_in`] runs after all the others: `nic.counters`, whose window within
+/// the run (from the run's first read of the ports, taken before any check) is then the whole
+/// run rather than the time before its turn came.
+pub const DEFERRED: &[&str] = &[nic_counters::ID];
+
+/// One check's verdicts; a check that panics or says nothing is an error verdict, never a
+/// crash of the run.
+fn check_one(def: &Tunable, ctx: &Context) -> Vec<Verdict> {
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (def.check)(ctx)));
+    match result {
+        Ok(mut vs) => {
+            if vs.is_empty() {
+                vs.push(Verdict::error(
+                    def.id,
+                    "host",
+                    "the check produced no verdict",
+                ));
+            }
+            vs
+        }
+        Err(p) => {
+            let msg = p
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| p.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".into());
+            vec![Verdict::error(
+                def.id,
+                "host",
+                format!("internal error: {msg}"),
+            )]
+        }
+    }
 }
 
 /// Build the plan for `lp` on `host` (facts gathered for this plan alone).
@@ -366,6 +392,53 @@ mod tests {
             build_plan(&host, &lp, &opts),
             Err(PlanError::UnknownId { .. })
         ));
+    }
+
+    /// `nic.counters` is judged after every other check (its window is the run), and its
+    /// verdicts still come out where the registry puts it.
+    #[test]
+    fn deferred_checks_run_last_in_their_place() {
+        use std::sync::Mutex;
+        static RAN: Mutex<Vec<&'static str>> = Mutex::new(Vec::new());
+        fn first(_: &Context) -> Vec<Verdict> {
+            RAN.lock().unwrap_or_else(|e| e.into_inner()).push("first");
+            vec![Verdict::pass("test.first", "host", "ran")]
+        }
+        fn counters(_: &Context) -> Vec<Verdict> {
+            RAN.lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(nic_counters::ID);
+            vec![Verdict::pass(nic_counters::ID, "host", "ran")]
+        }
+        fn last(_: &Context) -> Vec<Verdict> {
+            RAN.lock().unwrap_or_else(|e| e.into_inner()).push("last");
+            vec![Verdict::pass("test.last", "host", "ran")]
+        }
+        let t = |id: &'static str, check: fn(&Context) -> Vec<Verdict>| Tunable {
+            id,
+            area: crate::verdict::Area::Nic,
+            title: "test",
+            aliases: &[],
+            doc: "# test\n",
+            needs_root: false,
+            profile_keys: &[],
+            check,
+            planner: None,
+        };
+        let (a, b, c) = (
+            t("test.first", first),
+            t(nic_counters::ID, counters),
+            t("test.last", last),
+        );
+        let d = tempfile::tempdir().expect("tmp");
+        let host = Host::at(d.path()).expect("host");
+        let lp = crate::profile::load("igx-orin").expect("profile");
+        let ctx = Context::new(&host, &lp);
+        let out = run_checks_in(&[&a, &b, &c], &ctx, &RunOptions::default());
+        let ids: Vec<&str> = out.iter().map(|v| v.id.as_str()).collect();
+        assert_eq!(ids, ["test.first", nic_counters::ID, "test.last"]);
+        let ran = RAN.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        assert_eq!(ran, ["first", "last", nic_counters::ID]);
     }
 
     #[test]

@@ -365,18 +365,11 @@ fn plan_mtu(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
                         );
                         continue;
                     }
-                    let (now, from) = port_addresses(cx.facts, cx.lp, n);
-                    if from == AddrSource::Current {
-                        // fib_trie does not say whether DHCP gave the address: the keyfile
-                        // pins it either way rather than take it away.
-                        plan.note(
-                            ID,
-                            NoteLevel::Info,
-                            format!(
-                                "{n}: daqtune's keyfile keeps its current address {} (ipv4.method=manual; an address DHCP gave becomes static); name the port in the profile's nic.addresses to choose",
-                                now.join(", ")
-                            ),
-                        );
+                    let pa = port_addresses(cx.facts, cx.lp, n);
+                    if pa.source == AddrSource::Current {
+                        for note in pa.notes(n) {
+                            plan.note(ID, NoteLevel::Info, note);
+                        }
                     }
                     cx.parted_file_change(
                         plan,
@@ -444,14 +437,56 @@ fn short(mtu: u32, want: u32) -> bool {
     mtu < want
 }
 
+/// The IPv4 configuration a port's network file gives it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PortAddrs {
+    /// Written as static addresses.
+    pub addrs: Vec<String>,
+    pub source: AddrSource,
+    /// The port's current addresses that DHCP leased (netlink: a finite valid lifetime, no
+    /// IFA_F_PERMANENT): never written as static; the file keeps DHCP (`ipv4.method=auto`).
+    pub leased: Vec<String>,
+    /// Why the current addresses' lifetimes could not be read (a host root, no netlink):
+    /// they are then all written as static, and the plan says so.
+    pub lifetimes_unknown: Option<String>,
+}
+
+impl PortAddrs {
+    /// Whether the file keeps the port on DHCP.
+    pub fn dhcp(&self) -> bool {
+        !self.leased.is_empty()
+    }
+
+    /// What the plan says about a port whose current addresses the file keeps.
+    pub fn notes(&self, n: &str) -> Vec<String> {
+        let mut v = Vec::new();
+        if !self.addrs.is_empty() {
+            let how = match &self.lifetimes_unknown {
+                Some(why) => format!(
+                    "ipv4.method=manual; whether DHCP gave it cannot be told ({why}), so a leased address becomes static"
+                ),
+                None => "ipv4.method=manual: a static address (netlink: permanent)".to_string(),
+            };
+            v.push(format!(
+                "{n}: daqtune's keyfile keeps its current address {} ({how}); name the port in the profile's nic.addresses to choose",
+                self.addrs.join(", ")
+            ));
+        }
+        if !self.leased.is_empty() {
+            v.push(format!(
+                "{n}: {} is leased by DHCP (netlink: a finite valid lifetime, not permanent): daqtune's keyfile keeps DHCP (ipv4.method=auto) and does not write the leased address as static; name the port in the profile's nic.addresses for a static one",
+                self.leased.join(", ")
+            ));
+        }
+        v
+    }
+}
+
 /// The IPv4 addresses a port's network file gives it: the profile's `nic.addresses` for the
 /// port, else the addresses the port has now (a keyfile that owns the port must not take a
-/// working address away: `ipv4.method=disabled` would), else none.
-pub fn port_addresses(
-    facts: &Facts,
-    lp: &LoadedProfile,
-    ifname: &str,
-) -> (Vec<String>, AddrSource) {
+/// working address away: `ipv4.method=disabled` would), a DHCP lease among them kept as DHCP
+/// rather than pinned (netlink's lifetimes tell it), else none.
+pub fn port_addresses(facts: &Facts, lp: &LoadedProfile, ifname: &str) -> PortAddrs {
     if let Some(a) = lp
         .profile
         .nic
@@ -459,17 +494,55 @@ pub fn port_addresses(
         .get(ifname)
         .filter(|a| !a.is_empty())
     {
-        return (a.clone(), AddrSource::Profile);
+        return PortAddrs {
+            addrs: a.clone(),
+            source: AddrSource::Profile,
+            leased: Vec::new(),
+            lifetimes_unknown: None,
+        };
     }
     let now = facts
         .local_addrs()
         .map(|l| l.v4_cidrs_on(ifname))
         .unwrap_or_default();
-    if now.is_empty() {
-        (now, AddrSource::None)
+    let source = if now.is_empty() {
+        AddrSource::None
     } else {
-        (now, AddrSource::Current)
+        AddrSource::Current
+    };
+    match facts.addr_lifetimes() {
+        Ok(all) => {
+            let (leased, addrs) = split_leases(now, ifname, all);
+            PortAddrs {
+                addrs,
+                source,
+                leased,
+                lifetimes_unknown: None,
+            }
+        }
+        Err(why) => PortAddrs {
+            addrs: now,
+            source,
+            leased: Vec::new(),
+            lifetimes_unknown: Some(why.to_string()),
+        },
     }
+}
+
+/// `(leased, static)` of a port's current addresses (`a.b.c.d/len`) by what netlink says of
+/// each; one netlink does not list (it went between the two reads) counts as static, as before.
+pub fn split_leases(
+    now: Vec<String>,
+    ifname: &str,
+    all: &[daqtune_probe::net::addr::AddrInfo],
+) -> (Vec<String>, Vec<String>) {
+    // By address alone: fib_trie's prefix comes from the covering route, netlink's from the
+    // address itself, and the two can differ without the address being another one.
+    now.into_iter().partition(|cidr| {
+        let ip = cidr.split('/').next().unwrap_or(cidr);
+        all.iter()
+            .any(|a| a.ifname() == ifname && a.address.to_string() == ip && a.leased())
+    })
 }
 
 /// Where [`port_addresses`] took a port's addresses from.
@@ -490,13 +563,14 @@ fn nm_keyfile(
     mtu: u32,
     profile_ref: &str,
 ) -> Result<network::Artifact, daqtune_units::InvalidValue> {
-    let (addrs, _) = port_addresses(facts, lp, ifname);
-    let addrs: Vec<&str> = addrs.iter().map(String::as_str).collect();
-    let mut a = network::nm_keyfile(
+    let pa = port_addresses(facts, lp, ifname);
+    let addrs: Vec<&str> = pa.addrs.iter().map(String::as_str).collect();
+    let mut a = network::nm_keyfile_ipv4(
         &lp.profile.persist.nm_prefix,
         ifname,
         mtu,
         &addrs,
+        pa.dhcp(),
         profile_ref,
     )?;
     let keys = super::nic_persist::persist_keys(facts, lp, ifname);
@@ -734,6 +808,65 @@ pub(crate) fn set_mtu(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 45 item 6: a DHCP lease (QEMU's user network leases 10.0.2.15 for a day;
+    /// NetworkManager installs it with that valid lifetime and without IFA_F_PERMANENT,
+    /// include/uapi/linux/if_addr.h) is never written as static; a permanent address is.
+    #[test]
+    fn a_leased_address_keeps_dhcp_and_a_static_one_is_kept_as_static() {
+        use daqtune_probe::net::addr::AddrInfo;
+        let a = |ip: [u8; 4], label: &str, permanent: bool, valid: Option<u32>| AddrInfo {
+            ifindex: 2,
+            label: label.into(),
+            address: ip.into(),
+            prefix_len: 24,
+            permanent,
+            valid_lft: valid,
+        };
+        let all = [
+            a([10, 0, 2, 15], "ens1", false, Some(86_400)),
+            a([192, 0, 2, 20], "ens1", true, None),
+            // The same address on another port says nothing about this one.
+            a([198, 18, 0, 1], "ens2", false, Some(600)),
+        ];
+        let now = vec![
+            "10.0.2.15/24".to_string(),
+            "192.0.2.20/24".to_string(),
+            "198.18.0.1/24".to_string(),
+        ];
+        let (leased, fixed) = split_leases(now, "ens1", &all);
+        assert_eq!(leased, ["10.0.2.15/24"]);
+        assert_eq!(fixed, ["192.0.2.20/24", "198.18.0.1/24"]);
+        let pa = PortAddrs {
+            addrs: vec!["192.0.2.20/24".into()],
+            source: AddrSource::Current,
+            leased,
+            lifetimes_unknown: None,
+        };
+        assert!(pa.dhcp());
+        let notes = pa.notes("ens1").join("\n");
+        assert!(
+            notes.contains("ens1: 10.0.2.15/24 is leased by DHCP")
+                && notes.contains("ipv4.method=auto"),
+            "{notes}"
+        );
+        assert!(
+            notes.contains(
+                "keeps its current address 192.0.2.20/24 (ipv4.method=manual: a static address"
+            ),
+            "{notes}"
+        );
+        // Where the lifetimes cannot be read, the plan says a lease would become static.
+        let unknown = PortAddrs {
+            addrs: vec!["10.0.2.15/24".into()],
+            source: AddrSource::Current,
+            leased: Vec::new(),
+            lifetimes_unknown: Some("a host root".into()),
+        };
+        assert!(!unknown.dhcp());
+        assert!(unknown.notes("ens1")[0]
+            .contains("cannot be told (a host root), so a leased address becomes static"));
+    }
 
     #[test]
     fn netplan_mtus_parse() {

@@ -3,9 +3,13 @@
 //! statistics, the driver's `ethtool -S` counters, the ethtool-netlink groups) are compared
 //! with an earlier read: the previous check of this boot (the per-boot record
 //! `/run/daqtune/nic-counters.json`, written by a check run as root), else the first read of
-//! this run. A loss counter that rose warns, naming the counter, by how much, over what
-//! interval and what it means; the totals since boot are reported either way. The check never
-//! sleeps to make an interval (issue 43: `check` in tens of ms); `daqtune nic --interval`
+//! this run, taken before the checks start; the registry runs this check after all the others
+//! (`tunables::DEFERRED`), so that window is the whole run. A loss counter that rose warns, naming the
+//! counter, by how much, over what interval and what it means. Where the window is too short to
+//! see a slow leak (the first check of a boot, `--only nic.counters`) or there is none (a host
+//! root), the totals since boot are judged against the uptime: a buffer, queue or link counter
+//! that averaged one or more per second since boot warns ([`since_boot_rates`]). The check
+//! never sleeps to make an interval (issue 43: `check` in tens of ms); `daqtune nic --interval`
 //! takes two reads as far apart as asked.
 
 use crate::context::nics::data_path_nics_or_skip;
@@ -19,6 +23,13 @@ use daqtune_probe::net::counters::{
 use std::collections::BTreeMap;
 
 pub const ID: &str = "nic.counters";
+
+/// A window shorter than this cannot show a slow leak (a counter rising by a few a second):
+/// below it the totals since boot are judged against the uptime too.
+pub const MIN_WINDOW_S: f64 = 1.0;
+
+/// An average since boot at or above this many per second warns where the window cannot tell.
+pub const SINCE_BOOT_WARN_PER_S: f64 = 1.0;
 
 pub const COUNTERS: Tunable = Tunable {
     id: ID,
@@ -68,13 +79,63 @@ pub fn totals(p: &PortCounters) -> Vec<String> {
         .collect()
 }
 
-/// The verdict for one port: `now` against `base` (when there is one).
-pub fn judge(subject: &str, now: &PortCounters, base: Option<&Baseline>) -> Verdict {
+/// Whether a kind's total since boot says something on its own: drops in the NIC's buffer, for
+/// lack of receive buffers, in one queue, and damage on the wire happen only when something is
+/// wrong. `rx_dropped`/`rx_nohandler` also count frames of protocols nothing on the host handles
+/// (LLDP, STP, a stray multicast: if_link.h "unsupported protocol"), transmit drops count a
+/// link that was down, and the aggregates repeat the others: their totals are shown, not judged.
+pub fn judged_since_boot(k: counters::Kind) -> bool {
+    use counters::Kind;
+    matches!(
+        k,
+        Kind::NicBuffer | Kind::RxBuffer | Kind::QueueDrop | Kind::Link
+    )
+}
+
+/// The counters of [`judged_since_boot`] kinds whose average since boot reaches
+/// [`SINCE_BOOT_WARN_PER_S`]: `(counter, total, per second)`, most telling first.
+pub fn since_boot_rates(p: &PortCounters, uptime_s: f64) -> Vec<(&counters::Counter, f64)> {
+    if !(uptime_s.is_finite() && uptime_s > 0.0) {
+        return Vec::new();
+    }
+    let mut v: Vec<(&counters::Counter, counters::Kind, f64)> = p
+        .counters
+        .iter()
+        .filter_map(|c| {
+            let k = kind_of(c.source, &c.name).filter(|k| judged_since_boot(*k))?;
+            let rate = c.value as f64 / uptime_s;
+            (rate >= SINCE_BOOT_WARN_PER_S).then_some((c, k, rate))
+        })
+        .collect();
+    v.sort_by(|a, b| a.1.cmp(&b.1).then(b.0.value.cmp(&a.0.value)));
+    v.into_iter().map(|(c, _, r)| (c, r)).collect()
+}
+
+/// `1.2/s`, `35/s`.
+fn per_second(r: f64) -> String {
+    if r < 10.0 {
+        format!("{r:.1}/s")
+    } else {
+        format!("{}/s", thousands(r.round() as u64))
+    }
+}
+
+/// The verdict for one port: `now` against `base` (when there is one), the totals since boot
+/// against `uptime_s` (the kernel's `/proc/uptime`, when it could be read).
+pub fn judge(
+    subject: &str,
+    now: &PortCounters,
+    base: Option<&Baseline>,
+    uptime_s: Option<f64>,
+) -> Verdict {
     let tot = totals(now);
+    let up = uptime_s
+        .map(|u| format!(" (uptime {})", interval(u)))
+        .unwrap_or_default();
     let since_boot = if tot.is_empty() {
         "no drop or error counted since boot".to_string()
     } else {
-        format!("since boot: {}", join_some(&tot, 6))
+        format!("since boot{up}: {}", join_some(&tot, 6))
     };
     let sources = sources_of(now);
     if now.counters.is_empty() {
@@ -86,7 +147,36 @@ pub fn judge(subject: &str, now: &PortCounters, base: Option<&Baseline>) -> Verd
             .join("; ");
         return Verdict::skip(ID, subject, format!("no counters could be read ({why})"));
     }
+    // Where no window can show a slow leak, the totals since boot against the uptime.
+    let heavy = match (base, uptime_s) {
+        (Some(b), _) if b.seconds >= MIN_WINDOW_S => Vec::new(),
+        (_, Some(u)) => since_boot_rates(now, u),
+        (_, None) => Vec::new(),
+    };
+    let heavy_warn = |window: &str| {
+        let (c, rate) = heavy[0];
+        let k = kind_of(c.source, &c.name).map_or("", |k| k.meaning());
+        Verdict::warn(
+            ID,
+            subject,
+            format!(
+                "{} ({}) counted {} since boot, {} on average over {}: {k}; {window}, so whether it still rises cannot be told (`daqtune nic --interval 5` reads twice, 5 s apart); {since_boot}",
+                c.name,
+                c.source.label(),
+                thousands(c.value),
+                per_second(rate),
+                interval(uptime_s.unwrap_or_default()),
+            ),
+        )
+        .observed(format!("{} {} since boot", c.name, c.value))
+        .expected(format!(
+            "under {SINCE_BOOT_WARN_PER_S}/s since boot, or not rising"
+        ))
+    };
     let Some(base) = base else {
+        if !heavy.is_empty() {
+            return heavy_warn("one read only (a host root is one moment)");
+        }
         return Verdict::skip(
             ID,
             subject,
@@ -99,6 +189,11 @@ pub fn judge(subject: &str, now: &PortCounters, base: Option<&Baseline>) -> Verd
     let rose: Vec<&Delta> = losses(&d).collect();
     let span = format!("in the {} {}", interval(base.seconds), base.what);
     if rose.is_empty() {
+        if !heavy.is_empty() {
+            return heavy_warn(&format!(
+                "none rose {span}, too short a window to show a slow leak"
+            ));
+        }
         return Verdict::pass(
             ID,
             subject,
@@ -159,6 +254,11 @@ fn run(ctx: &Context) -> Vec<Verdict> {
         _ => None,
     };
     let now_s = now_unix();
+    let uptime_s = ctx
+        .read_attr("/proc/uptime")
+        .ok()
+        .and_then(|t| t.split_whitespace().next()?.parse::<f64>().ok())
+        .filter(|u| u.is_finite() && *u > 0.0);
     let mut out = Vec::new();
     let mut record: BTreeMap<String, CachedPort> = BTreeMap::new();
     for n in nics {
@@ -189,7 +289,7 @@ fn run(ctx: &Context) -> Vec<Verdict> {
                     what: "since the start of this run",
                 })
             });
-            out.push(judge(&subject, &now, base.as_ref()));
+            out.push(judge(&subject, &now, base.as_ref(), uptime_s));
             record.insert(
                 dev.name.clone(),
                 CachedPort {
@@ -219,9 +319,9 @@ fn run(ctx: &Context) -> Vec<Verdict> {
     out
 }
 
-/// Takes this run's first read of every data port, so that `nic.counters`, run later among
-/// the checks, has an interval within the run to compare over when no earlier check of this
-/// boot left a record. Called by the registry before the checks.
+/// Takes this run's first read of every data port, so that `nic.counters`, judged after all
+/// the other checks (`tunables::DEFERRED`), has the whole run as its window when no earlier
+/// check of this boot left a record. Called by the registry before the checks.
 pub fn start(ctx: &Context) {
     if !ctx.host.is_live() {
         return;
@@ -275,7 +375,7 @@ mod tests {
             seconds: 41.0,
             what: "since the last check",
         };
-        let v = judge("eth2 (0000:05:00.0)", &now, Some(&base));
+        let v = judge("eth2 (0000:05:00.0)", &now, Some(&base), None);
         assert_eq!(v.status, crate::verdict::Status::Warn, "{}", v.message);
         assert!(
             v.message.starts_with(
@@ -303,11 +403,11 @@ mod tests {
             seconds: 0.02,
             what: "since the start of this run",
         };
-        let v = judge("eth2", &calm, Some(&base));
+        let v = judge("eth2", &calm, Some(&base), Some(3600.0));
         assert_eq!(v.status, crate::verdict::Status::Pass, "{}", v.message);
         assert!(
             v.message.starts_with(
-                "no drop or error counter rose in the 20 ms since the start of this run; since boot: rx_out_of_buffer 100"
+                "no drop or error counter rose in the 20 ms since the start of this run; since boot (uptime 60 min): rx_out_of_buffer 100"
             ),
             "{}",
             v.message
@@ -317,10 +417,11 @@ mod tests {
     #[test]
     fn one_read_or_none_skips_with_the_reason() {
         let now = port(&[(Source::Statistics, "rx_dropped", 17)]);
-        let v = judge("eth2", &now, None);
+        let v = judge("eth2", &now, None, Some(3600.0));
         assert_eq!(v.status, crate::verdict::Status::Skip);
         assert!(
-            v.message.contains("since boot: rx_dropped 17"),
+            v.message
+                .contains("since boot (uptime 60 min): rx_dropped 17"),
             "{}",
             v.message
         );
@@ -329,9 +430,83 @@ mod tests {
             source: "interface statistics".into(),
             reason: "/sys/class/net/eth2/statistics: not found".into(),
         });
-        let v = judge("eth2", &empty, None);
+        let v = judge("eth2", &empty, None, None);
         assert_eq!(v.status, crate::verdict::Status::Skip);
         assert!(v.message.contains("not found"), "{}", v.message);
+    }
+
+    /// The first check of a boot sees only the run's own window: a receive-buffer counter
+    /// that averaged 2,000 drops a second over the hour since boot warns (one per second is
+    /// the line); the same total over a window long enough to see it rise, or a kernel drop
+    /// counter (which counts frames of protocols nothing handles, if_link.h), does not.
+    #[test]
+    fn totals_since_boot_are_judged_against_the_uptime_where_the_window_cannot_tell() {
+        use crate::verdict::Status;
+        let heavy = port(&[
+            (Source::Driver, "rx_out_of_buffer", 7_200_000),
+            (Source::Statistics, "rx_dropped", 9_000_000),
+        ]);
+        let short = Baseline {
+            counters: heavy.clone(),
+            seconds: 0.06,
+            what: "since the start of this run",
+        };
+        let v = judge("eth2", &heavy, Some(&short), Some(3600.0));
+        assert_eq!(v.status, Status::Warn, "{}", v.message);
+        assert!(
+            v.message.starts_with(
+                "rx_out_of_buffer (driver (ethtool -S)) counted 7,200,000 since boot, 2,000/s on average over 60 min: dropped for lack of receive buffers"
+            ),
+            "{}",
+            v.message
+        );
+        assert!(
+            v.message
+                .contains("none rose in the 60 ms since the start of this run, too short a window"),
+            "{}",
+            v.message
+        );
+        // Under one a second on average: nothing to say beyond the totals.
+        let light = port(&[(Source::Driver, "rx_out_of_buffer", 3_599)]);
+        let base = Baseline {
+            counters: light.clone(),
+            seconds: 0.06,
+            what: "since the start of this run",
+        };
+        assert_eq!(
+            judge("eth2", &light, Some(&base), Some(3600.0)).status,
+            Status::Pass
+        );
+        // rx_dropped alone, however many: shown, not judged.
+        let kernel = port(&[(Source::Statistics, "rx_dropped", 9_000_000)]);
+        let base = Baseline {
+            counters: kernel.clone(),
+            seconds: 0.06,
+            what: "since the start of this run",
+        };
+        let v = judge("eth2", &kernel, Some(&base), Some(3600.0));
+        assert_eq!(v.status, Status::Pass, "{}", v.message);
+        assert!(v.message.contains("rx_dropped 9,000,000"), "{}", v.message);
+        // A window of 41 s that saw nothing rise is the judgement: the totals are history.
+        let long = Baseline {
+            counters: heavy.clone(),
+            seconds: 41.0,
+            what: "since the last check",
+        };
+        assert_eq!(
+            judge("eth2", &heavy, Some(&long), Some(3600.0)).status,
+            Status::Pass
+        );
+        // A host root (one moment): the averages are all there is.
+        assert_eq!(
+            judge("eth2", &heavy, None, Some(3600.0)).status,
+            Status::Warn
+        );
+        assert_eq!(
+            judge("eth2", &light, None, Some(3600.0)).status,
+            Status::Skip
+        );
+        assert_eq!(judge("eth2", &heavy, None, None).status, Status::Skip);
     }
 
     #[test]

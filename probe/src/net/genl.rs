@@ -203,16 +203,25 @@ pub struct Socket {
 
 impl Socket {
     pub fn open() -> io::Result<Socket> {
+        Self::open_protocol(nix::sys::socket::SockProtocol::NetlinkGeneric)
+    }
+
+    /// A `NETLINK_ROUTE` socket: the same framing carries rtnetlink's dumps
+    /// ([`super::addr`]).
+    pub fn open_route() -> io::Result<Socket> {
+        Self::open_protocol(nix::sys::socket::SockProtocol::NetlinkRoute)
+    }
+
+    fn open_protocol(protocol: nix::sys::socket::SockProtocol) -> io::Result<Socket> {
         use nix::sys::socket::{
-            bind, setsockopt, socket, sockopt, AddressFamily, NetlinkAddr, SockFlag, SockProtocol,
-            SockType,
+            bind, setsockopt, socket, sockopt, AddressFamily, NetlinkAddr, SockFlag, SockType,
         };
         use std::os::fd::AsRawFd;
         let fd = socket(
             AddressFamily::Netlink,
             SockType::Raw,
             SockFlag::SOCK_CLOEXEC,
-            SockProtocol::NetlinkGeneric,
+            protocol,
         )?;
         bind(fd.as_raw_fd(), &NetlinkAddr::new(0, 0))?;
         // The kernel answers at once; a reply that never comes must not hang a check.

@@ -2,8 +2,11 @@
 //! `ethtool` binary): a small generic-netlink codec ([`genl`]), the ethtool-netlink client and
 //! parsers ([`ethtool`]), the `SIOCETHTOOL` statistics ioctl ([`ethtool_ioctl`], the one
 //! `unsafe` call of this module) and a port's drop and error counters from all of them
-//! ([`counters`]). Building and parsing messages is byte code tested on captured replies.
+//! ([`counters`]), and the IPv4 addresses with their lifetimes from rtnetlink ([`addr`]: a
+//! DHCP lease against a static address). Building and parsing messages is byte code tested on
+//! captured replies.
 
+pub mod addr;
 pub mod counters;
 pub mod ethtool;
 pub mod ethtool_ioctl;

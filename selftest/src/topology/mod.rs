@@ -298,36 +298,17 @@ impl Topology {
     /// (SIOCETHTOOL) and the ethtool-netlink groups. `None` without private ports (loopback,
     /// a `--serve` peer's far end).
     pub fn counter_sample(&self) -> Option<[daqtune_probe::net::counters::PortCounters; 2]> {
-        use daqtune_probe::net::counters::{read_kernel, PortCounters, Source};
+        use daqtune_probe::net::counters::{PortCounters, Unavailable};
         let (txn, rxn) = self.namespaces().ok()?;
         let read = |ns: &NetNs, name: &str| -> PortCounters {
-            let mut p = PortCounters {
+            netns::run_in(ns, || port_counters_here(name)).unwrap_or_else(|e| PortCounters {
                 ifname: name.into(),
-                ..PortCounters::default()
-            };
-            match Netlink::open_in(ns).and_then(|mut nl| nl.link_by_name(name)) {
-                Ok(Some(l)) if !l.counters.is_empty() => p.counters = l.counters,
-                Ok(_) => p
-                    .unavailable
-                    .push(daqtune_probe::net::counters::Unavailable {
-                        source: Source::Statistics.label().into(),
-                        reason: format!("the kernel sent no IFLA_STATS64 for {name}"),
-                    }),
-                Err(e) => p
-                    .unavailable
-                    .push(daqtune_probe::net::counters::Unavailable {
-                        source: Source::Statistics.label().into(),
-                        reason: e.to_string(),
-                    }),
-            }
-            if let Err(e) = netns::run_in(ns, || read_kernel(name, &mut p)) {
-                p.unavailable
-                    .push(daqtune_probe::net::counters::Unavailable {
-                        source: "ethtool".into(),
-                        reason: format!("cannot enter the port's namespace: {e}"),
-                    });
-            }
-            p
+                counters: Vec::new(),
+                unavailable: vec![Unavailable {
+                    source: "the port's namespace".into(),
+                    reason: format!("cannot enter it: {e}"),
+                }],
+            })
         };
         Some([
             read(txn, self.tx_port.as_deref()?),
@@ -402,4 +383,37 @@ pub(super) fn configure_end(
         nl.add_permanent_neighbour(link.index, IpAddr::V4(peer), peer_mac)?;
     }
     Ok(())
+}
+
+/// Every drop and error counter of `name` in the calling thread's network namespace: the
+/// interface statistics as IFLA_STATS64 (sysfs shows the namespace it was mounted in, which
+/// need not be this one), the driver's own counters (SIOCETHTOOL) and the ethtool-netlink
+/// groups. What could not be read is named in `unavailable`, never guessed. The DPDK and RDMA
+/// engines read their ports' netdevs through this too.
+pub fn port_counters_here(name: &str) -> daqtune_probe::net::counters::PortCounters {
+    use daqtune_probe::net::counters::{read_kernel, PortCounters, Source, Unavailable};
+    let mut p = PortCounters {
+        ifname: name.into(),
+        ..PortCounters::default()
+    };
+    match Netlink::open().and_then(|mut nl| nl.link_by_name(name)) {
+        Ok(Some(l)) if !l.counters.is_empty() => p.counters = l.counters,
+        Ok(Some(_)) => p.unavailable.push(Unavailable {
+            source: Source::Statistics.label().into(),
+            reason: format!("the kernel sent no IFLA_STATS64 for {name}"),
+        }),
+        Ok(None) => {
+            p.unavailable.push(Unavailable {
+                source: Source::Statistics.label().into(),
+                reason: format!("no interface {name} in this network namespace"),
+            });
+            return p;
+        }
+        Err(e) => p.unavailable.push(Unavailable {
+            source: Source::Statistics.label().into(),
+            reason: e.to_string(),
+        }),
+    }
+    read_kernel(name, &mut p);
+    p
 }
