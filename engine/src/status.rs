@@ -325,6 +325,12 @@ fn run_status(doc: &JournalDoc) -> RunStatus {
 fn settings(host: &Host, runs: &[Journal]) -> Vec<Setting> {
     // One reader for every record, so the ethtool netlink socket is opened once per run.
     let facts = Facts::new(host);
+    // This boot's start (/proc/stat btime; unknown on a bare fixture root: every run counts).
+    let booted = host.read_string("/proc/stat").ok().and_then(|t| {
+        t.lines()
+            .find_map(|l| l.strip_prefix("btime "))
+            .and_then(|v| v.trim().parse::<u64>().ok())
+    });
     let mut seen = BTreeSet::new();
     let mut out = Vec::new();
     for j in runs.iter().rev() {
@@ -333,7 +339,13 @@ fn settings(host: &Host, runs: &[Journal]) -> Vec<Setting> {
             if !seen.insert(k.clone()) {
                 continue;
             }
-            let (state, applied, now, detail) = reread(host, &facts, j, &rec.entry);
+            let earlier_boot = booted.is_some_and(|b| j.doc.started_unix < b);
+            let (state, applied, now, detail) = match &rec.entry {
+                Entry::Attr { path, .. } if earlier_boot && path.starts_with("/proc/irq/") => {
+                    unknown("pinned in an earlier boot: IRQ numbers are given out again at every boot, so this one may be another device's now; `daqtune check irq.affinity` judges the port's IRQs as they are")
+                }
+                e => reread(host, &facts, j, e),
+            };
             out.push(Setting {
                 run: j.doc.id.clone(),
                 check: rec.check.clone().unwrap_or_else(|| "?".into()),
@@ -850,5 +862,50 @@ mod tests {
             let (state, ..) = reread(&host, &facts, &j, &e);
             assert_eq!(state, want, "{now}");
         }
+    }
+
+    /// A run pinned IRQ 37; after a reboot IRQ numbers are given out again and 37 may be
+    /// another device's (fleet-a's status after its reboot: "applied 0-2, now 0-3" on IRQs the
+    /// port no longer had, while `check irq.affinity` passed the port's own). A record from
+    /// before this boot is not compared; one from this boot still is.
+    #[test]
+    fn an_irq_pinned_in_an_earlier_boot_is_not_drift() {
+        use crate::exec::apply::tests::{change, run};
+        let d = tempfile::tempdir().expect("tmp");
+        let irq = d.path().join("proc/irq/37/smp_affinity_list");
+        std::fs::create_dir_all(irq.parent().expect("dir")).expect("mkdir");
+        std::fs::write(&irq, "0-3\n").expect("seed");
+        let host = Host::at(d.path()).expect("host");
+        let pin = change(
+            "irq.affinity",
+            crate::plan::Action::Attr {
+                path: "/proc/irq/37/smp_affinity_list".into(),
+                from: "0-3\n".into(),
+                to: "0-2".into(),
+                shared_count: false,
+            },
+        );
+        let (rep, j) = run(
+            &host,
+            crate::hostio::setters::Target::Root,
+            vec![pin],
+            &mut FsWriter::new(),
+            None,
+        );
+        assert_eq!(rep.failed(), 0, "{:?}", rep.outcomes);
+        std::fs::write(&irq, "0-3\n").expect("another device's IRQ now");
+        let stat = |btime: u64| {
+            std::fs::write(
+                d.path().join("proc/stat"),
+                format!("cpu 1 2 3\nbtime {btime}\n"),
+            )
+            .expect("stat")
+        };
+        stat(j.doc.started_unix.saturating_sub(10));
+        let runs = [Journal::open(&j.dir).expect("open")];
+        assert_eq!(settings(&host, &runs)[0].state, SettingState::Drift);
+        stat(j.doc.started_unix + 10);
+        let s = &settings(&host, &runs)[0];
+        assert_eq!(s.state, SettingState::Unknown, "{}", s.detail);
     }
 }
