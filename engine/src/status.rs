@@ -325,6 +325,12 @@ fn run_status(doc: &JournalDoc) -> RunStatus {
 fn settings(host: &Host, runs: &[Journal]) -> Vec<Setting> {
     // One reader for every record, so the ethtool netlink socket is opened once per run.
     let facts = Facts::new(host);
+    // This boot's start (/proc/stat btime; unknown on a bare fixture root: every run counts).
+    let booted = host.read_string("/proc/stat").ok().and_then(|t| {
+        t.lines()
+            .find_map(|l| l.strip_prefix("btime "))
+            .and_then(|v| v.trim().parse::<u64>().ok())
+    });
     let mut seen = BTreeSet::new();
     let mut out = Vec::new();
     for j in runs.iter().rev() {
@@ -333,7 +339,13 @@ fn settings(host: &Host, runs: &[Journal]) -> Vec<Setting> {
             if !seen.insert(k.clone()) {
                 continue;
             }
-            let (state, applied, now, detail) = reread(host, &facts, j, &rec.entry);
+            let earlier_boot = booted.is_some_and(|b| j.doc.started_unix < b);
+            let (state, applied, now, detail) = match &rec.entry {
+                Entry::Attr { path, .. } if earlier_boot && path.starts_with("/proc/irq/") => {
+                    unknown("pinned in an earlier boot: IRQ numbers are given out again at every boot, so this one may be another device's now; `daqtune check irq.affinity` judges the port's IRQs as they are")
+                }
+                e => reread(host, &facts, j, e),
+            };
             out.push(Setting {
                 run: j.doc.id.clone(),
                 check: rec.check.clone().unwrap_or_else(|| "?".into()),
@@ -384,6 +396,31 @@ fn held_or_drift(same: bool, applied: String, now: String, drift: &str) -> Rerea
     } else {
         (SettingState::Drift, Some(applied), Some(now), drift.into())
     }
+}
+
+/// An IRQ's affinity that reads a part of the CPUs applied: held. When a driver requests its
+/// IRQs again (at boot, or when a port is re-initialised) the kernel starts them from the
+/// default affinity (`irqaffinity=`) narrowed to the CPUs of the device's NUMA node where the
+/// two meet (`irq_setup_affinity`, kernel/irq/manage.c): `0-2` applied reads `2` on a port of
+/// node1 = CPUs 2-3. The IRQ still runs only where the pinning allowed it to.
+fn irq_narrowed(path: &str, now: &str, applied: &str) -> bool {
+    if !(path.starts_with("/proc/irq/") && path.ends_with("/smp_affinity_list")) {
+        return false;
+    }
+    let parse = |t: &str| daqtune_probe::cpulist::parse_cpulist(t.trim(), None).ok();
+    match (parse(now), parse(applied)) {
+        (Some(n), Some(a)) => !n.is_empty() && n.is_subset(&a),
+        _ => false,
+    }
+}
+
+/// For a node's hugepage pool, the pages of that size on the whole host. The kernel divides
+/// a boot reservation (`hugepages=N`, which this setting also writes) evenly between the
+/// nodes, so after a boot the node a run reserved on at run time holds part of them and the
+/// others the rest: the pages are there, the node's count alone is no drift.
+fn spread_pool(host: &Host, path: &str) -> Option<u64> {
+    let g = crate::tunables::hugepages::pool_of_node_pool(path)?;
+    host.read_string(&g).ok()?.trim().parse().ok()
 }
 
 /// One record's thing read again now, against what the run wrote.
@@ -460,15 +497,32 @@ fn reread(host: &Host, facts: &Facts, j: &Journal, e: &Entry) -> Reread {
             };
             match std::fs::read_to_string(&real) {
                 Ok(now) => {
+                    let want = new.trim().parse::<u64>();
+                    if let (true, Ok(n), Ok(w)) = (*shared_count, now.trim().parse::<u64>(), &want)
+                    {
+                        if let Some(total) = (n < *w)
+                            .then(|| spread_pool(host, path))
+                            .flatten()
+                            .filter(|t| t >= w)
+                        {
+                            return (
+                                SettingState::Held,
+                                Some(short(new)),
+                                Some(short(&now)),
+                                format!("as applied: the pool of that size holds {total} pages, spread over the nodes (a boot reservation `hugepages=N` is divided evenly between them)"),
+                            );
+                        }
+                    }
                     let same = if *shared_count {
                         // A shared pool: others may have added to it; less than applied is drift.
-                        match (now.trim().parse::<u64>(), new.trim().parse::<u64>()) {
+                        match (now.trim().parse::<u64>(), want) {
                             (Ok(n), Ok(w)) => n >= w,
                             _ => now.split_whitespace().eq(new.split_whitespace()),
                         }
                     } else {
                         now.split_whitespace().eq(new.split_whitespace())
                             || selected(&now).is_some_and(|s| s == new.trim())
+                            || irq_narrowed(path, &now, new)
                     };
                     held_or_drift(same, short(new), short(&now), "the value changed")
                 }
@@ -734,4 +788,124 @@ fn journal_dir_shown(st: &Status) -> String {
 /// The JSON report.
 pub fn json(st: &Status) -> String {
     serde_json::to_string_pretty(st).unwrap_or_default() + "\n"
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hostio::setters::FsWriter;
+
+    /// A run put 64 2M pages on node1; the boot after it divided its `hugepages=64` evenly
+    /// between the two nodes (kernel-parameters.txt), node1 holds 32 and the host's pool 64:
+    /// the pages are all there (fleet-b's `status` called it drift, "applied 64, now 32").
+    /// With the host's pool short of them too, it is drift.
+    #[test]
+    fn a_node_pool_the_boot_spread_over_the_nodes_is_held() {
+        let d = tempfile::tempdir().expect("tmp");
+        let node1 = "sys/devices/system/node/node1/hugepages/hugepages-2048kB/nr_hugepages";
+        let global = "sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages";
+        for p in [node1, global] {
+            std::fs::create_dir_all(d.path().join(p).parent().expect("dir")).expect("mkdir");
+        }
+        std::fs::write(d.path().join(node1), "32\n").expect("node1");
+        std::fs::write(d.path().join(global), "64\n").expect("pool");
+        let host = Host::at(d.path()).expect("host");
+        let facts = Facts::new(&host);
+        let j = Journal::create(&d.path().join("journal"), "test", &mut FsWriter::new())
+            .expect("journal");
+        let e = Entry::Attr {
+            check: "hugepages".into(),
+            path: format!("/{node1}"),
+            original: "0\n".into(),
+            new: "64".into(),
+            shared_count: true,
+        };
+        let (state, applied, now, why) = reread(&host, &facts, &j, &e);
+        assert_eq!(state, SettingState::Held, "{why}");
+        assert_eq!(
+            (applied.as_deref(), now.as_deref()),
+            (Some("64"), Some("32"))
+        );
+        assert!(why.contains("64 pages, spread over the nodes"), "{why}");
+
+        std::fs::write(d.path().join(global), "40\n").expect("pool");
+        let (state, ..) = reread(&host, &facts, &j, &e);
+        assert_eq!(state, SettingState::Drift);
+    }
+
+    /// fleet-a's e1000e on node1 (CPUs 2-3), IRQs pinned to 0-2; after the boot with
+    /// `irqaffinity=0-2` the kernel started them on 0-2 narrowed to the node: `2` ("applied
+    /// 0-2, now 2" was drift). Back on an isolated CPU (3) or all CPUs, it is drift.
+    #[test]
+    fn an_irq_the_kernel_narrowed_to_its_node_is_held() {
+        let d = tempfile::tempdir().expect("tmp");
+        let irq = "proc/irq/36/smp_affinity_list";
+        std::fs::create_dir_all(d.path().join("proc/irq/36")).expect("mkdir");
+        let host = Host::at(d.path()).expect("host");
+        let facts = Facts::new(&host);
+        let j = Journal::create(&d.path().join("journal"), "test", &mut FsWriter::new())
+            .expect("journal");
+        let e = Entry::Attr {
+            check: "irq.affinity".into(),
+            path: format!("/{irq}"),
+            original: "0-3\n".into(),
+            new: "0-2".into(),
+            shared_count: false,
+        };
+        for (now, want) in [
+            ("0-2\n", SettingState::Held),
+            ("2\n", SettingState::Held),
+            ("2-3\n", SettingState::Drift),
+            ("0-3\n", SettingState::Drift),
+        ] {
+            std::fs::write(d.path().join(irq), now).expect("write");
+            let (state, ..) = reread(&host, &facts, &j, &e);
+            assert_eq!(state, want, "{now}");
+        }
+    }
+
+    /// A run pinned IRQ 37; after a reboot IRQ numbers are given out again and 37 may be
+    /// another device's (fleet-a's status after its reboot: "applied 0-2, now 0-3" on IRQs the
+    /// port no longer had, while `check irq.affinity` passed the port's own). A record from
+    /// before this boot is not compared; one from this boot still is.
+    #[test]
+    fn an_irq_pinned_in_an_earlier_boot_is_not_drift() {
+        use crate::exec::apply::tests::{change, run};
+        let d = tempfile::tempdir().expect("tmp");
+        let irq = d.path().join("proc/irq/37/smp_affinity_list");
+        std::fs::create_dir_all(irq.parent().expect("dir")).expect("mkdir");
+        std::fs::write(&irq, "0-3\n").expect("seed");
+        let host = Host::at(d.path()).expect("host");
+        let pin = change(
+            "irq.affinity",
+            crate::plan::Action::Attr {
+                path: "/proc/irq/37/smp_affinity_list".into(),
+                from: "0-3\n".into(),
+                to: "0-2".into(),
+                shared_count: false,
+            },
+        );
+        let (rep, j) = run(
+            &host,
+            crate::hostio::setters::Target::Root,
+            vec![pin],
+            &mut FsWriter::new(),
+            None,
+        );
+        assert_eq!(rep.failed(), 0, "{:?}", rep.outcomes);
+        std::fs::write(&irq, "0-3\n").expect("another device's IRQ now");
+        let stat = |btime: u64| {
+            std::fs::write(
+                d.path().join("proc/stat"),
+                format!("cpu 1 2 3\nbtime {btime}\n"),
+            )
+            .expect("stat")
+        };
+        stat(j.doc.started_unix.saturating_sub(10));
+        let runs = [Journal::open(&j.dir).expect("open")];
+        assert_eq!(settings(&host, &runs)[0].state, SettingState::Drift);
+        stat(j.doc.started_unix + 10);
+        let s = &settings(&host, &runs)[0];
+        assert_eq!(s.state, SettingState::Unknown, "{}", s.detail);
+    }
 }

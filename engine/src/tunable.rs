@@ -58,6 +58,25 @@ pub struct Planner {
     /// The fixed host paths of the persistent files this tunable writes under a profile:
     /// `daqtune.artifacts` looks for daqtune's mark there when no journal names them.
     pub owned_files: fn(&LoadedProfile) -> Vec<String>,
+    /// How its changes meet a port's re-initialisation (`exec::port_reset`).
+    pub port_reset: PortReset,
+}
+
+/// A setting's part in a port's re-initialisation. Changing a port's ring sizes, MTU or
+/// channel count makes its driver close and reopen it (mlx5, e1000e, ixgbe and most others):
+/// the queues and their interrupt vectors are freed and requested again, and a re-requested
+/// IRQ starts from the default affinity. So a setting held on those IRQs is lost by a change
+/// of another setting, and apply and revert write it again (`exec::port_reset`).
+#[derive(Clone, Copy)]
+pub enum PortReset {
+    /// Neither.
+    None,
+    /// A change of this setting re-initialises the port it is made on.
+    Resets,
+    /// This setting's live state is lost when a port resets: the function names, for the ports
+    /// reset (interface names), the kernel attributes of theirs that carry it. The planning
+    /// order puts it after every setting that resets ports (a test holds the registry to it).
+    Follows(fn(&daqtune_probe::Host, &[String]) -> std::collections::BTreeSet<String>),
 }
 
 /// No fixed files ([`Planner::owned_files`] of a tunable with runtime changes only).

@@ -44,6 +44,7 @@ mod toy {
                 render: generate,
             }],
             owned_files: |_| vec![PATH.to_string()],
+            port_reset: daqtune_engine::tunable::PortReset::None,
         }),
     };
 

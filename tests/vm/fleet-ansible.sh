@@ -52,7 +52,7 @@
 #   F6 node_exporter on fleet-a: /metrics (forwarded port) carries daqtune's series with the
 #      guest's own verdicts; the data port's MTU undone by hand shows as nic.mtu fail (gate 0)
 #      after `systemctl start daqtune-report.service`; put back, pass again
-#   LP (DAQTUNE_FLEET_PARTIAL=1 only) partial reverts after the full apply (issue 42; P1, P2): fleet-a reverts
+#   LP partial reverts after the full apply (issue 42; P1, P2): fleet-a reverts
 #      hugepages (its grub drop-in words and mount units), nic.rings (its .link keys) and
 #      net.sysctl (its sysctl.d drop-in); fleet-b kernel.cmdline (its extlinux words), nic.mtu
 #      and vm.stat-interval; both reboot once, and the kernel line, the live settings and the
@@ -627,24 +627,19 @@ reboot_wait() { # GUEST STEP WHY: wait for the new boot's SSH
   timing "$2 $g reboot (systemctl reboot to SSH)" $((SECONDS - rb_t[$g]))
   check "$2 $g rebooted $3" test "$(boot_id "$g")" != "${rb_before[$g]}"
 }
-# Left out of the README command until what their first run found is fixed
-# (DAQTUNE_FLEET_PARTIAL=1 runs them; 2026-11-28, the only run: after `revert --only hugepages`
-# fleet-a's live 2M pool stayed at 32 pages where the package found 0, and `status` exited 1
-# right after the partial reverts on both guests; the other P1 assertions passed).
-if [[ ${DAQTUNE_FLEET_PARTIAL:-0} == 1 ]]; then
-  lphase fleet-grub-P1
-  lphase fleet-extlinux-P1
-  lwait fleet-grub-P1 fleet-extlinux-P1
-  reboot_start fleet-a
-  reboot_start fleet-b
-  reboot_wait fleet-a LP "with the settings the partial reverts left"
-  reboot_wait fleet-b LP "with the settings the partial reverts left"
-  lphase fleet-grub-P2
-  lphase fleet-extlinux-P2
-  lwait fleet-grub-P2 fleet-extlinux-P2
-else
-  say "LP partial reverts left out (DAQTUNE_FLEET_PARTIAL=1 runs them; see the comment above)"
-fi
+# Their first run (2026-11-28) found irq.affinity lost to the port reset of a rings/MTU revert
+# and the 2M pool spread by the boot reservation; fixed in the engine (exec::port_reset,
+# the node pool's revert and status), so they run again.
+lphase fleet-grub-P1
+lphase fleet-extlinux-P1
+lwait fleet-grub-P1 fleet-extlinux-P1
+reboot_start fleet-a
+reboot_start fleet-b
+reboot_wait fleet-a LP "with the settings the partial reverts left"
+reboot_wait fleet-b LP "with the settings the partial reverts left"
+lphase fleet-grub-P2
+lphase fleet-extlinux-P2
+lwait fleet-grub-P2 fleet-extlinux-P2
 
 # --- F7, L5: revert through the role, reboot, byte-identical -------------------------------
 # Both hosts at once, and their reboots too: the rollout's order was F3's and F4's claim.

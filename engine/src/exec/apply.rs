@@ -220,8 +220,20 @@ pub fn execute(
         journal: Some(journal.dir.clone()),
         ..Default::default()
     };
+    // What the settings held on the IRQs of a port read before this run first reset it.
+    let mut before_reset: std::collections::BTreeMap<String, String> = Default::default();
     let mut i = 0;
     while i < plan.changes.len() {
+        if let Some(port) =
+            super::port_reset::port_of_action(&plan.changes[i].check, &plan.changes[i].action)
+        {
+            for path in super::port_reset::follower_attrs(host, &[port]).into_keys() {
+                if let (false, Ok(v)) = (before_reset.contains_key(&path), host.read_string(&path))
+                {
+                    before_reset.insert(path, v);
+                }
+            }
+        }
         // Every record made for this change (here or by the tunable's own setter) names it.
         journal.current_check = Some(plan.changes[i].check.clone());
         // Runs of attribute writes for one check (a governor per CPU) share two journal
@@ -274,6 +286,8 @@ pub fn execute(
         }
         i = j;
     }
+    rewrite_after_port_reset(host, plan, journal, w, lockdown, &mut rep);
+    keep_originals_from_before_reset(journal, &before_reset);
     if plan.target == Target::Live {
         rep.commands = post_commands(
             plan.changes
@@ -302,6 +316,80 @@ pub fn execute(
         });
     }
     rep
+}
+
+/// A setting held on a port's IRQs that this run wrote after it reset the port read back the
+/// reset's default when it was journaled: its record keeps what it read before the reset
+/// instead, so revert gives back the value from before the run, not the reset's.
+fn keep_originals_from_before_reset(
+    journal: &mut Journal,
+    before_reset: &std::collections::BTreeMap<String, String>,
+) {
+    let mut seen = std::collections::BTreeSet::new();
+    for r in journal.doc.records.iter_mut() {
+        if let Entry::Attr { path, original, .. } = &mut r.entry {
+            if let (true, Some(v)) = (seen.insert(path.clone()), before_reset.get(path)) {
+                *original = v.clone();
+            }
+        }
+    }
+}
+
+/// After this run re-initialised ports (rings, MTU, channels: `PortReset::Resets`), the
+/// settings held on their IRQs that the reset lost (irq.affinity's, of this run or an earlier
+/// one in effect) are written again, each journaled in this run as a change of its setting:
+/// a revert of this run puts back what the reset left, the earlier run's revert what was there
+/// before it.
+fn rewrite_after_port_reset(
+    host: &Host,
+    plan: &Plan,
+    journal: &mut Journal,
+    w: &mut dyn Writer,
+    lockdown: Option<&str>,
+    rep: &mut ApplyReport,
+) {
+    let mut ports: Vec<String> = plan
+        .changes
+        .iter()
+        .zip(&rep.outcomes)
+        .filter(|(_, o)| o.result.is_ok())
+        .filter_map(|(c, _)| super::port_reset::port_of_action(&c.check, &c.action))
+        .collect();
+    ports.sort();
+    ports.dedup();
+    let attrs = super::port_reset::follower_attrs(host, &ports);
+    if attrs.is_empty() {
+        return;
+    }
+    let earlier: Vec<Journal> = journal
+        .dir
+        .parent()
+        .map(crate::hostio::journal::list_runs)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|d| *d != journal.dir)
+        .filter_map(|d| Journal::open(&d).ok())
+        .filter(|j| j.doc.state != RunState::Reverted)
+        .collect();
+    let wanted =
+        super::port_reset::in_effect(earlier.iter().chain(std::iter::once(&*journal)), &attrs);
+    for r in super::port_reset::lost(host, wanted) {
+        journal.current_check = Some(r.check.clone());
+        let cx = Step {
+            host,
+            j: journal,
+            w,
+            lockdown,
+        };
+        let result = write_attr(cx, plan.target, &r.check, &r.path, &r.value, false);
+        rep.outcomes.push(Outcome {
+            check: r.check.clone(),
+            subject: format!("{} again after the reset of {}", r.path, ports.join(", ")),
+            unconfirmed: result.as_ref().is_ok_and(|d| d.unconfirmed),
+            result: result.map(|d| d.message).map_err(|e| e.to_string()),
+        });
+    }
+    journal.current_check = None;
 }
 
 /// A write the host refused, worded with what was written and the lockdown mode.

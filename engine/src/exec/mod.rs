@@ -4,5 +4,6 @@
 //! and the printed report are the commands' ([`crate::apply`]).
 
 pub mod apply;
+pub mod port_reset;
 pub mod revert;
 pub mod trial;

@@ -590,6 +590,7 @@ pub fn revert_all_with(
         let all: Vec<usize> = (0..j.doc.records.len()).collect();
         revert_run(host, j, &all, None, w, gpu, &mut rep, &mut touched);
     }
+    rewrite_after_port_reset(host, base, w, &touched, &mut rep);
     finish_commands(host, &touched, &mut rep);
     rep
 }
@@ -627,6 +628,7 @@ pub fn revert_scope(
             revert_run(host, j, &picked, ids, w, gpu, &mut rep, &mut touched);
         }
     }
+    rewrite_after_port_reset(host, base, w, &touched, &mut rep);
     finish_commands(host, &touched, &mut rep);
     Ok(rep)
 }
@@ -645,6 +647,11 @@ struct Touched {
     /// once they are empty, whichever record made them, so partial and interrupted sequences
     /// leave no directory apply made.
     created: std::collections::BTreeSet<String>,
+    /// Ports this revert re-initialised (`exec::port_reset`).
+    reset_ports: std::collections::BTreeSet<String>,
+    /// Attribute records this revert undid: path -> (check, the value before apply). Newest
+    /// run first, so the oldest run's value is the one kept.
+    undone_attrs: std::collections::BTreeMap<String, (String, String)>,
 }
 
 impl Touched {
@@ -678,6 +685,65 @@ impl Touched {
             self.units |= path.starts_with("/etc/systemd/");
             self.udev |= path.starts_with("/etc/udev/");
         }
+    }
+}
+
+/// After this revert re-initialised ports, the settings held on their IRQs that the reset
+/// lost are written again: a record still in effect gets the value it set (irq.affinity stays
+/// while nic.rings is reverted), a record this revert undid the value from before apply (the
+/// reset came after its undo, newest run first).
+fn rewrite_after_port_reset(
+    host: &Host,
+    base: &Path,
+    w: &mut dyn Writer,
+    t: &Touched,
+    rep: &mut RevertReport,
+) {
+    let ports: Vec<String> = t.reset_ports.iter().cloned().collect();
+    let attrs = super::port_reset::follower_attrs(host, &ports);
+    if attrs.is_empty() {
+        return;
+    }
+    let mut wanted: super::port_reset::Wanted = t
+        .undone_attrs
+        .iter()
+        .filter(|(p, (c, _))| attrs.get(*p).is_some_and(|id| id == c))
+        .map(|(p, (c, v))| (p.clone(), (c.clone(), v.clone(), true)))
+        .collect();
+    let runs: Vec<Journal> = list_runs(base)
+        .iter()
+        .filter_map(|d| Journal::open(d).ok())
+        .filter(|j| j.doc.state != RunState::Reverted)
+        .collect();
+    wanted.extend(super::port_reset::in_effect(runs.iter(), &attrs));
+    let target = if host.is_live() {
+        Target::Live
+    } else {
+        Target::Root
+    };
+    for r in super::port_reset::lost(host, wanted) {
+        let what = format!(
+            "{} = {} again ({} after the reset of {})",
+            shown(&r.path),
+            shown(r.value.trim()),
+            r.check,
+            ports.join(", ")
+        );
+        let done = real_path(host, &r.path, true)
+            .map_err(UndoError::from)
+            .and_then(|real| match target {
+                Target::Root if r.as_read => restore_root_attr(w, &real, &r.path, &r.value),
+                Target::Root => {
+                    w.write_attr(&real, r.value.trim(), Target::Root)
+                        .map_err(ioe(&r.path))?;
+                    let want = format!("{}\n", r.value.trim());
+                    Ok(file_reads_back(&real, &r.path, want.as_bytes())?)
+                }
+                Target::Live => {
+                    restore_live_attr(w, &real, &r.path, &r.value, &r.value, false, None)
+                }
+            });
+        rep.steps.push((what, done.map_err(|e| e.to_string())));
     }
 }
 
@@ -776,6 +842,17 @@ fn revert_run(
             _ => undo(host, target, &j, &rec.entry, w, gpu, &touched.created)
                 .map_err(|e| once(p, e.to_string())),
         };
+        if r.is_ok() {
+            let check = check_of(rec);
+            touched
+                .reset_ports
+                .extend(super::port_reset::port_of_entry(check, &rec.entry));
+            if let Entry::Attr { path, original, .. } = &rec.entry {
+                touched
+                    .undone_attrs
+                    .insert(path.clone(), (check.to_string(), original.clone()));
+            }
+        }
         rep.steps.push((what, r));
     }
     let mut failed = rep.steps[first..].iter().filter(|s| s.1.is_err()).count();
@@ -1017,7 +1094,24 @@ fn undo_file_entry(
                 undo_file(host, j, w, path, None, created_dir, link, &touched.created)?;
                 None
             } else {
-                let bytes = merged.unwrap_or_default().into_bytes();
+                // No setting has a part left, but the file was there before the run with
+                // parts the settings still in effect took out: it stays as their skeleton (the
+                // header, the `.link`'s match and naming policy), never an empty file, which
+                // means something else to its reader (an empty `.link` matches no port and a
+                // keyfile without [connection] is refused); the original comes back byte for
+                // byte with the last of them.
+                let merged = merged.or_else(|| {
+                    now_t
+                        .as_deref()
+                        .or(orig_t.as_deref())
+                        .and_then(|t| crate::hostio::parts::without_parts(p.format, t))
+                });
+                let Some(merged) = merged else {
+                    return Err(UndoError::PathRefused(
+                        "no setting's part is left and the file's skeleton cannot be made",
+                    ));
+                };
+                let bytes = merged.into_bytes();
                 let mode = std::fs::metadata(&real)
                     .map(|m| {
                         use std::os::unix::fs::PermissionsExt;
@@ -1181,7 +1275,16 @@ fn undo(
             let real = real_path(host, path, true)?;
             match target {
                 Target::Root => restore_root_attr(w, &real, path, original),
-                Target::Live => restore_live_attr(w, &real, path, original, new, *shared_count),
+                Target::Live => {
+                    // A node's pool: what the node no longer holds of this run's pages is
+                    // given back from the size's pool they were spread over.
+                    let spill = shared_count
+                        .then(|| crate::tunables::hugepages::pool_of_node_pool(path))
+                        .flatten()
+                        .and_then(|g| Some((real_path(host, &g, true).ok()?, g)));
+                    let spill = spill.as_ref().map(|(r, g)| (r.as_path(), g.as_str()));
+                    restore_live_attr(w, &real, path, original, new, *shared_count, spill)
+                }
             }
         }
         Entry::Mtu {
@@ -1302,17 +1405,25 @@ fn restore_root_attr(
 }
 
 /// A live kernel attribute: the value read before apply back, or for a shared pool
-/// (hugepages) the count less what this run added, read back.
-fn restore_live_attr(
+/// (hugepages) the count less what this run added, read back. `spill`: for a node's pool, the
+/// size's pool of the host (real path, host path). The kernel spreads a boot reservation
+/// (`hugepages=N`, kernel.cmdline's words for this setting) evenly over the nodes
+/// (Documentation/admin-guide/kernel-parameters.txt), so after a boot the pages this run put
+/// on one node sit partly on the others: what the node cannot give back of this run's pages
+/// comes out of the size's pool, which takes them from whichever node holds them.
+pub(crate) fn restore_live_attr(
     w: &mut dyn Writer,
     real: &Path,
     path: &str,
     original: &str,
     new: &str,
     shared_count: bool,
+    spill: Option<(&Path, &str)>,
 ) -> Result<(), UndoError> {
     let owned;
     let mut value = original.trim();
+    // Pages of this run the node did not hold any more.
+    let mut short = 0;
     // A shared pool (hugepages): give back the units this run added, not more, in case
     // someone reserved some since (when nobody did, this is exactly the prior count).
     if shared_count {
@@ -1324,7 +1435,9 @@ fn restore_live_attr(
             original.trim().parse::<u64>(),
             new.trim().parse::<u64>(),
         ) {
-            owned = now.saturating_sub(set.saturating_sub(orig)).to_string();
+            let ours = set.saturating_sub(orig);
+            short = ours.saturating_sub(now);
+            owned = now.saturating_sub(ours).to_string();
             value = &owned;
         }
     }
@@ -1350,6 +1463,27 @@ fn restore_live_attr(
             value: value.to_string(),
             back: back.trim().to_string(),
         });
+    }
+    if let (true, Some((g_real, g_path))) = (short > 0, spill) {
+        let now = std::fs::read_to_string(g_real).map_err(ioe(g_path))?;
+        let Ok(now) = now.trim().parse::<u64>() else {
+            return Err(UndoError::AttrDiffers {
+                path: g_path.to_string(),
+                value: "a page count".into(),
+                back: now.trim().to_string(),
+            });
+        };
+        let value = now.saturating_sub(short).to_string();
+        w.write_attr(g_real, &value, Target::Live)
+            .map_err(ioe(g_path))?;
+        let back = std::fs::read_to_string(g_real).map_err(ioe(g_path))?;
+        if back.trim() != value {
+            return Err(UndoError::AttrDiffers {
+                path: g_path.to_string(),
+                value,
+                back: back.trim().to_string(),
+            });
+        }
     }
     Ok(())
 }

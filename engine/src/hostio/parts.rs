@@ -217,7 +217,17 @@ pub fn merge(
     }
     // Stable: each setting's items keep their order.
     chosen.sort_by_key(|(o, _)| rank(format, o));
-    let shell = base.or(from)?;
+    render(format, base.or(from)?, chosen)
+}
+
+/// `text` with every setting's part taken out: its skeleton (the header, the `.link`'s match
+/// and naming policy, the keyfile's connection), a file that changes nothing by itself.
+pub fn without_parts(format: Format, text: &str) -> Option<String> {
+    render(format, text, Vec::new())
+}
+
+/// The file `shell` with the parts `chosen` (in their order).
+fn render(format: Format, shell: &str, chosen: Vec<(&'static str, String)>) -> Option<String> {
     match format {
         Format::GrubDropin => {
             let words: Vec<String> = chosen.into_iter().map(|(_, w)| w).collect();

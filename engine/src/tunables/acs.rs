@@ -33,6 +33,7 @@ pub const ACS: Tunable = Tunable {
             help: "systemd unit clearing ACS redirection on the data path at boot",
             render: |g| Ok(unit(g.exe()?, g.profile_ref).render()?),
         }],
+        port_reset: crate::tunable::PortReset::None,
         owned_files: |_| vec![format!("/etc/systemd/system/{}", systemd::ACS_UNIT)],
     }),
 };

@@ -66,6 +66,7 @@ pub const CMDLINE: Tunable = Tunable {
                 },
             },
         ],
+        port_reset: crate::tunable::PortReset::None,
         owned_files: |lp| vec![lp.profile.persist.grub_dropin.clone()],
     }),
 };

@@ -30,6 +30,7 @@ pub const GOVERNOR: Tunable = Tunable {
             help: "systemd unit setting the CPU frequency governor at boot",
             render: |g| Ok(unit(g.exe()?, g.profile_ref).render()?),
         }],
+        port_reset: crate::tunable::PortReset::None,
         owned_files: |_| vec![format!("/etc/systemd/system/{}", systemd::GOVERNOR_UNIT)],
     }),
 };

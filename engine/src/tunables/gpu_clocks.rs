@@ -39,6 +39,7 @@ pub const CLOCKS: Tunable = Tunable {
             help: "systemd unit locking the GPU clocks at boot",
             render: |g| Ok(unit(g.exe()?, g.profile_ref).render()?),
         }],
+        port_reset: crate::tunable::PortReset::None,
         owned_files: |_| vec![format!("/etc/systemd/system/{}", systemd::GPU_CLOCKS_UNIT)],
     }),
 };

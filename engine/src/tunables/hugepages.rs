@@ -39,6 +39,7 @@ pub const HUGEPAGES: Tunable = Tunable {
             help: "hugetlbfs .mount unit",
             render: generate_mount_units,
         }],
+        port_reset: crate::tunable::PortReset::None,
         owned_files: |lp| {
             lp.profile
                 .hugepages
@@ -68,6 +69,21 @@ pub fn hugepage_args(ctx: &Context) -> Vec<String> {
         args.push(format!("hugepages={}", p.count));
     }
     args
+}
+
+/// The host's pool of the page size of a node's pool file
+/// (`/sys/devices/system/node/nodeN/hugepages/hugepages-SkB/nr_hugepages` ->
+/// `/sys/kernel/mm/hugepages/hugepages-SkB/nr_hugepages`); `None` for any other path.
+pub fn pool_of_node_pool(path: &str) -> Option<String> {
+    let rest = path.strip_prefix("/sys/devices/system/node/node")?;
+    let (node, rest) = rest.split_once('/')?;
+    let size = rest
+        .strip_prefix("hugepages/")?
+        .strip_suffix("/nr_hugepages")?;
+    let kb = size.strip_prefix("hugepages-")?.strip_suffix("kB")?;
+    let digits = |t: &str| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit());
+    (digits(node) && digits(kb))
+        .then(|| format!("/sys/kernel/mm/hugepages/hugepages-{kb}kB/nr_hugepages"))
 }
 
 /// A pasted /proc/meminfo alone: its `HugePages_*` lines are the default page size's pool

@@ -23,6 +23,7 @@ pub const IDLE: Tunable = Tunable {
         with: &[],
         plan: plan_idle,
         artifacts: &[],
+        port_reset: crate::tunable::PortReset::None,
         owned_files: crate::tunable::no_files,
     }),
 };

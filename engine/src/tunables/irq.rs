@@ -28,9 +28,30 @@ pub const AFFINITY: Tunable = Tunable {
         with: &[],
         plan: plan_affinity,
         artifacts: &[],
+        port_reset: crate::tunable::PortReset::Follows(port_irq_attrs),
         owned_files: no_files,
     }),
 };
+
+/// The IRQ attributes irq.affinity sets on the ports `ifnames` (their PCI function's MSI/MSI-X
+/// vectors, as listed now): what a port reset loses and apply and revert write again.
+fn port_irq_attrs(
+    host: &daqtune_probe::Host,
+    ifnames: &[String],
+) -> std::collections::BTreeSet<String> {
+    ifnames
+        .iter()
+        .filter_map(|n| {
+            host.read_dir(&format!("/sys/class/net/{n}/device/msi_irqs"))
+                .ok()
+        })
+        .flatten()
+        .filter(|irq| irq.parse::<u32>().is_ok())
+        .flat_map(|irq| {
+            ["smp_affinity_list", "effective_affinity_list"].map(|f| format!("/proc/irq/{irq}/{f}"))
+        })
+        .collect()
+}
 
 /// One IRQ of a data port as read: its affinity (and effective affinity, where the kernel
 /// shows it), raw and parsed.

@@ -32,6 +32,7 @@ pub const MRRS: Tunable = Tunable {
             help: "udev rule restoring MRRS on the data-path PFs",
             render: generate_rule,
         }],
+        port_reset: crate::tunable::PortReset::None,
         owned_files: |_| vec![udev::RULE_PATH.to_string()],
     }),
 };

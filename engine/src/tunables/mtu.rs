@@ -98,6 +98,7 @@ pub const MTU: Tunable = Tunable {
                 },
             },
         ],
+        port_reset: crate::tunable::PortReset::Resets,
         owned_files: |_| vec![network::NETPLAN_PATH.to_string()],
     }),
 };

@@ -20,6 +20,7 @@ pub const COALESCE: Tunable = Tunable {
         with: &[],
         plan: |cx, p| plan(cx, p, &SPEC),
         artifacts: &[],
+        port_reset: crate::tunable::PortReset::None,
         owned_files: no_files,
     }),
 };

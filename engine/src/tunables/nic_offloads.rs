@@ -36,6 +36,7 @@ pub const OFFLOADS: Tunable = Tunable {
             Ok(())
         },
         artifacts: &[],
+        port_reset: crate::tunable::PortReset::None,
         owned_files: no_files,
     }),
 };

@@ -21,6 +21,7 @@ pub const PAUSE: Tunable = Tunable {
         with: &[],
         plan: |cx, p| plan(cx, p, &SPEC),
         artifacts: &[],
+        port_reset: crate::tunable::PortReset::None,
         owned_files: no_files,
     }),
 };

@@ -21,6 +21,7 @@ pub const RINGS: Tunable = Tunable {
         with: &[],
         plan: |cx, p| plan(cx, p, &SPEC),
         artifacts: &[],
+        port_reset: crate::tunable::PortReset::Resets,
         owned_files: no_files,
     }),
 };

@@ -30,6 +30,7 @@ pub const PEERMEM: Tunable = Tunable {
             help: "modules-load.d file loading nvidia-peermem",
             render: |g| Ok(modules_load(g.profile_ref)?),
         }],
+        port_reset: crate::tunable::PortReset::None,
         owned_files: |_| vec![etc::MODULES_LOAD_PATH.to_string()],
     }),
 };

@@ -36,6 +36,7 @@ pub const NET_SYSCTL: Tunable = Tunable {
                 Ok(dropin(&v, g.profile_ref)?)
             },
         }],
+        port_reset: crate::tunable::PortReset::None,
         owned_files: |_| vec![etc::SYSCTL_PATH.to_string()],
     }),
 };

@@ -346,3 +346,197 @@ fn a_later_runs_rewrite_under_another_check_refuses_the_earlier_check_alone() {
         b"orig\n"
     );
 }
+
+/// The kernel's hugepage pools of one page size under a root: a node's `nr_hugepages` and
+/// the host's, the host's always the sum of the nodes' (a write to it frees pages from the
+/// nodes that hold them, highest node first; the kernel's order does not matter here).
+struct Pools {
+    root: std::path::PathBuf,
+    nodes: Vec<String>,
+    global: String,
+}
+
+impl Pools {
+    fn count(&self, p: &str) -> u64 {
+        std::fs::read_to_string(self.root.join(p))
+            .expect("read")
+            .trim()
+            .parse()
+            .expect("count")
+    }
+    fn set(&self, p: &str, n: u64) {
+        std::fs::write(self.root.join(p), format!("{n}\n")).expect("write");
+    }
+    fn sum(&self) {
+        let t = self.nodes.iter().map(|n| self.count(n)).sum();
+        self.set(&self.global, t);
+    }
+}
+
+impl Writer for Pools {
+    fn write_file(&mut self, _: &Path, _: &[u8], _: u32) -> std::io::Result<()> {
+        unreachable!("no file here")
+    }
+    fn remove(&mut self, _: &Path) -> std::io::Result<()> {
+        unreachable!("no file here")
+    }
+    fn symlink(&mut self, _: &str, _: &Path) -> std::io::Result<()> {
+        unreachable!("no link here")
+    }
+    fn write_attr(&mut self, path: &Path, value: &str, _: Target) -> std::io::Result<()> {
+        let want: u64 = value.trim().parse().map_err(std::io::Error::other)?;
+        let rel = path
+            .strip_prefix(&self.root)
+            .map_err(std::io::Error::other)?
+            .display()
+            .to_string();
+        if rel == self.global {
+            let mut excess = self.count(&self.global).saturating_sub(want);
+            for n in self.nodes.clone().iter().rev() {
+                let c = self.count(n);
+                let take = c.min(excess);
+                self.set(n, c - take);
+                excess -= take;
+            }
+        } else {
+            self.set(&rel, want);
+        }
+        self.sum();
+        Ok(())
+    }
+    fn pwrite(&mut self, _: &Path, _: u64, _: &[u8]) -> std::io::Result<()> {
+        unreachable!("no register here")
+    }
+}
+
+/// A run put 64 2M pages on node1 (0 before) and wrote `hugepages=64` for the boot; the boot
+/// divided them evenly between the two nodes (kernel-parameters.txt: "divided equally between
+/// nodes"), 32 each. Reverting the setting live gives back the run's 64 pages: node1's 32,
+/// then 32 from the host's 2M pool, which takes them from node0 (fleet-a's 2M pool stayed at
+/// 32 after `revert --only hugepages`).
+#[test]
+fn a_node_pool_spread_by_the_boot_reservation_gives_back_all_of_the_runs_pages() {
+    let d = tempfile::tempdir().expect("tmp");
+    let node =
+        |n: u32| format!("sys/devices/system/node/node{n}/hugepages/hugepages-2048kB/nr_hugepages");
+    let mut k = Pools {
+        root: d.path().to_path_buf(),
+        nodes: vec![node(0), node(1)],
+        global: "sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages".into(),
+    };
+    for p in [node(0), node(1), k.global.clone()] {
+        std::fs::create_dir_all(d.path().join(&p).parent().expect("dir")).expect("mkdir");
+    }
+    k.set(&node(0), 32);
+    k.set(&node(1), 32);
+    k.sum();
+    let host = Host::at(d.path()).expect("host");
+    let j =
+        Journal::create(&d.path().join(JOURNAL), "test", &mut FsWriter::new()).expect("journal");
+    let e = Entry::Attr {
+        check: "hugepages".into(),
+        path: format!("/{}", node(1)),
+        original: "0\n".into(),
+        new: "64".into(),
+        shared_count: true,
+    };
+    let made = Default::default();
+    undo(&host, Target::Live, &j, &e, &mut k, None, &made).expect("undone");
+    assert_eq!(
+        (k.count(&node(0)), k.count(&node(1)), k.count(&k.global)),
+        (0, 0, 0)
+    );
+}
+
+/// Pages someone else reserved since stay: the run's 64 are given back, no more.
+#[test]
+fn a_node_pool_gives_back_no_more_than_the_runs_pages() {
+    let d = tempfile::tempdir().expect("tmp");
+    let node =
+        |n: u32| format!("sys/devices/system/node/node{n}/hugepages/hugepages-2048kB/nr_hugepages");
+    let mut k = Pools {
+        root: d.path().to_path_buf(),
+        nodes: vec![node(0), node(1)],
+        global: "sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages".into(),
+    };
+    for p in [node(0), node(1), k.global.clone()] {
+        std::fs::create_dir_all(d.path().join(&p).parent().expect("dir")).expect("mkdir");
+    }
+    k.set(&node(0), 40);
+    k.set(&node(1), 32);
+    k.sum();
+    let host = Host::at(d.path()).expect("host");
+    let j =
+        Journal::create(&d.path().join(JOURNAL), "test", &mut FsWriter::new()).expect("journal");
+    let e = Entry::Attr {
+        check: "hugepages".into(),
+        path: format!("/{}", node(1)),
+        original: "0\n".into(),
+        new: "64".into(),
+        shared_count: true,
+    };
+    let made = Default::default();
+    undo(&host, Target::Live, &j, &e, &mut k, None, &made).expect("undone");
+    assert_eq!(k.count(&node(1)), 0);
+    assert_eq!(k.count(&k.global), 8);
+}
+
+/// A drop-in that was there before the run with the hugepages words only; the run (a profile
+/// without hugepages, with isolation) replaced them with the isolation words. `revert --only
+/// kernel.cmdline` leaves no setting's word: the file keeps its lines with an empty argument
+/// list (an empty file was written), and reverting hugepages then gives the original back
+/// byte for byte.
+#[test]
+fn a_parted_file_with_no_part_left_keeps_its_skeleton_and_comes_back_whole() {
+    let d = tempfile::tempdir().expect("tmp");
+    let path = "/etc/default/grub.d/daqtune.cfg";
+    let real = d.path().join(path.trim_start_matches('/'));
+    std::fs::create_dir_all(real.parent().expect("dir")).expect("mkdir");
+    let before = "# the site's drop-in\nGRUB_CMDLINE_LINUX=\"$GRUB_CMDLINE_LINUX hugepagesz=2M hugepages=64\"\n";
+    std::fs::write(&real, before).expect("seed");
+    let host = Host::at(d.path()).expect("host");
+    let plan = crate::plan::Plan {
+        profile: "test".into(),
+        target: Target::Root,
+        changes: vec![change(
+            "kernel.cmdline",
+            Action::File {
+                path: path.into(),
+                from: Some(before.as_bytes().to_vec()),
+                to:
+                    b"# the site's drop-in\nGRUB_CMDLINE_LINUX=\"$GRUB_CMDLINE_LINUX isolcpus=3\"\n"
+                        .to_vec(),
+                mode: 0o644,
+            },
+        )],
+        notes: Vec::new(),
+        kernel_args: None,
+        needs_binary: Vec::new(),
+        parted: [(path.to_string(), crate::hostio::parts::Format::GrubDropin)]
+            .into_iter()
+            .collect(),
+    };
+    let base = d.path().join(JOURNAL);
+    let mut j = Journal::create(&base, "test", &mut FsWriter::new()).expect("journal");
+    let rep = crate::exec::apply::execute(&host, &plan, &mut j, &mut FsWriter::new(), None, None);
+    assert_eq!(rep.failed(), 0, "{:?}", rep.outcomes);
+    let only = |ids: &[&str]| {
+        let rr = revert_scope(
+            &host,
+            &base,
+            &mut FsWriter::new(),
+            None,
+            &Scope::Checks(ids.iter().map(|s| s.to_string()).collect()),
+        )
+        .expect("not refused");
+        assert_eq!(rr.failed(), 0, "{:?}", rr.steps);
+    };
+    only(&["kernel.cmdline"]);
+    assert_eq!(
+        std::fs::read_to_string(&real).expect("read"),
+        "# the site's drop-in\nGRUB_CMDLINE_LINUX=\"$GRUB_CMDLINE_LINUX \"\n"
+    );
+    only(&["hugepages"]);
+    assert_eq!(std::fs::read_to_string(&real).expect("read"), before);
+    assert_eq!(state(d.path()), RunState::Reverted);
+}

@@ -48,6 +48,7 @@ pub const NUMA_BALANCING: Tunable = Tunable {
                 )
             },
         }],
+        port_reset: crate::tunable::PortReset::None,
         owned_files: |_| NUMA_SPEC.owned(),
     }),
 };
@@ -101,6 +102,7 @@ pub const TIMER_MIGRATION: Tunable = Tunable {
                 )
             },
         }],
+        port_reset: crate::tunable::PortReset::None,
         owned_files: |_| TIMER_SPEC.owned(),
     }),
 };
@@ -154,6 +156,7 @@ pub const STAT_INTERVAL: Tunable = Tunable {
                 )
             },
         }],
+        port_reset: crate::tunable::PortReset::None,
         owned_files: |_| STAT_SPEC.owned(),
     }),
 };

@@ -40,6 +40,7 @@ pub const THP: Tunable = Tunable {
                 super::generate(g, &items(&ctx), super::Persist::Tmpfiles)
             },
         }],
+        port_reset: crate::tunable::PortReset::None,
         owned_files: |_| SPEC.owned(),
     }),
 };

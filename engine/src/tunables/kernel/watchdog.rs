@@ -43,6 +43,7 @@ pub const WATCHDOG: Tunable = Tunable {
                 super::generate(g, &items(&ctx).0, super::Persist::Sysctl)
             },
         }],
+        port_reset: crate::tunable::PortReset::None,
         owned_files: |_| SPEC.owned(),
     }),
 };
