@@ -804,6 +804,7 @@ fn revert_run(
     if whole {
         sweep_temps(host, &j, w, rep);
     }
+    let booted = crate::status::boot_time(host);
     for &k in picked.iter().rev() {
         let Some(rec) = j.doc.records.get(k) else {
             continue;
@@ -838,6 +839,20 @@ fn revert_run(
                     }
                     Err(e) => Err(once(p, e.to_string())),
                 }
+            }
+            (_, Entry::Attr { path, .. })
+                if path.starts_with("/proc/irq/")
+                    && booted.is_some_and(|b| j.doc.started_unix < b) =>
+            {
+                // Not written back: the pin did not outlive its boot, and the number may be
+                // another device's IRQ now (the same rule as `status`).
+                what.push_str(&format!(
+                    ": not written back (pinned in an earlier boot: IRQ numbers are given out \
+                     again at every boot, so {} may be another device's now)",
+                    shown(path)
+                ));
+                rep.steps.push((what, Ok(())));
+                continue;
             }
             _ => undo(host, target, &j, &rec.entry, w, gpu, &touched.created)
                 .map_err(|e| once(p, e.to_string())),

@@ -540,3 +540,57 @@ fn a_parted_file_with_no_part_left_keeps_its_skeleton_and_comes_back_whole() {
     assert_eq!(std::fs::read_to_string(&real).expect("read"), before);
     assert_eq!(state(d.path()), RunState::Reverted);
 }
+
+/// After a reboot the IRQ number a run pinned may be another device's (the fleet guests:
+/// /proc/irq/37 and 38 no longer the port's after their reboot). Revert does not write the
+/// old value into it; a pin of this boot is still undone.
+#[test]
+fn an_irq_pinned_in_an_earlier_boot_is_not_written_back() {
+    let d = tempfile::tempdir().expect("tmp");
+    let irq = d.path().join("proc/irq/37/smp_affinity_list");
+    std::fs::create_dir_all(irq.parent().expect("dir")).expect("mkdir");
+    std::fs::write(&irq, "0-3\n").expect("seed");
+    let host = Host::at(d.path()).expect("host");
+    let pin = || {
+        change(
+            "irq.affinity",
+            Action::Attr {
+                path: "/proc/irq/37/smp_affinity_list".into(),
+                from: "0-3\n".into(),
+                to: "0-2".into(),
+                shared_count: false,
+            },
+        )
+    };
+    let stat = |btime: u64| {
+        std::fs::write(
+            d.path().join("proc/stat"),
+            format!("cpu 1 2 3\nbtime {btime}\n"),
+        )
+        .expect("stat")
+    };
+    let base = d.path().join(JOURNAL);
+    // This boot's pin: undone.
+    let (rep, j) = run(&host, Target::Root, vec![pin()], &mut FsWriter::new(), None);
+    assert_eq!(rep.failed(), 0, "{:?}", rep.outcomes);
+    stat(j.doc.started_unix.saturating_sub(10));
+    let rr = revert_all(&host, &base, &mut FsWriter::new());
+    assert_eq!(rr.failed(), 0, "{:?}", rr.steps);
+    assert_eq!(std::fs::read_to_string(&irq).expect("irq"), "0-3\n");
+    // A pin of an earlier boot: the IRQ is another device's now and keeps its value.
+    std::fs::remove_file(d.path().join("proc/stat")).expect("rm");
+    let (rep, j) = run(&host, Target::Root, vec![pin()], &mut FsWriter::new(), None);
+    assert_eq!(rep.failed(), 0, "{:?}", rep.outcomes);
+    std::fs::write(&irq, "4-7\n").expect("another device's IRQ now");
+    stat(j.doc.started_unix + 10);
+    let rr = revert_all(&host, &base, &mut FsWriter::new());
+    assert_eq!(rr.failed(), 0, "{:?}", rr.steps);
+    assert_eq!(std::fs::read_to_string(&irq).expect("irq"), "4-7\n");
+    assert!(
+        rr.steps
+            .iter()
+            .any(|(w, _)| w.contains("pinned in an earlier boot")),
+        "{:?}",
+        rr.steps
+    );
+}
