@@ -1324,6 +1324,13 @@ nm_leased_address() {
     expect "$k does not pin the leased $lease" sh -c "! grep -q '^address[0-9]*=${lease%/*}/' '$k'"
     # NetworkManager takes the keyfile as it would at boot: the port leases again through it.
     run nm-load-9 nmcli connection load "$k"
+    # The MTU change re-initialised the port: its carrier comes back a moment later, and
+    # NetworkManager refuses to activate on a port without one (the first run: "device ens1 not
+    # available because device has no carrier", exit 4). Wait for it, bounded.
+    for _ in $(seq 1 60); do
+        [ "$(cat "/sys/class/net/$DATA_PORT/carrier" 2>/dev/null)" = 1 ] && break
+        sleep 0.5
+    done
     run nm-up-9 nmcli connection up "$NM_OURS"
     expect_eq "nmcli connection up $NM_OURS exits 0" "$rc" 0
     if nm_wait_lease; then pass "through daqtune's keyfile $DATA_PORT still leases its address" "$(ip -4 -o addr show dev "$DATA_PORT" | awk '{print $4, $5, $6, $7, $8, $9}' | tr '\n' ' ')"; else fail "through daqtune's keyfile $DATA_PORT still leases its address" "$(ip -4 -o addr show dev "$DATA_PORT" | tr '\n' ' ')"; fi
