@@ -322,20 +322,10 @@ fn run_status(doc: &JournalDoc) -> RunStatus {
 }
 
 /// Every completed record of the runs in effect, newest write of each thing only, re-read.
-/// This boot's start, Unix seconds (`/proc/stat` btime); `None` on a bare fixture root, where
-/// every run counts as this boot's.
-pub(crate) fn boot_time(host: &Host) -> Option<u64> {
-    host.read_string("/proc/stat").ok().and_then(|t| {
-        t.lines()
-            .find_map(|l| l.strip_prefix("btime "))
-            .and_then(|v| v.trim().parse::<u64>().ok())
-    })
-}
-
 fn settings(host: &Host, runs: &[Journal]) -> Vec<Setting> {
     // One reader for every record, so the ethtool netlink socket is opened once per run.
     let facts = Facts::new(host);
-    let booted = boot_time(host);
+    let booted = daqtune_probe::system::boot_time(host);
     let mut seen = BTreeSet::new();
     let mut out = Vec::new();
     for j in runs.iter().rev() {

@@ -232,6 +232,7 @@ const LAYERS: &[&[&str]] = &[
         "exec",
         "exec::apply",
         "exec::revert",
+        "exec::port_reset",
         "exec::trial",
         "commands",
         "fleet",

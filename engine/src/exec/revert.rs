@@ -804,7 +804,7 @@ fn revert_run(
     if whole {
         sweep_temps(host, &j, w, rep);
     }
-    let booted = crate::status::boot_time(host);
+    let booted = daqtune_probe::system::boot_time(host);
     for &k in picked.iter().rev() {
         let Some(rec) = j.doc.records.get(k) else {
             continue;
