@@ -286,6 +286,17 @@ pub fn read_sysctl(host: &Host, name: &str) -> Result<String, crate::host::ReadE
     host.read_attr(&format!("/proc/sys/{}", name.replace('.', "/")))
 }
 
+/// This boot's start, Unix seconds (`/proc/stat` btime); `None` where the root has no such
+/// line (a bare fixture root). IRQ numbers, like everything of a boot, are given out again at
+/// the next one: a record written before this time is of another boot.
+pub fn boot_time(host: &Host) -> Option<u64> {
+    host.read_string("/proc/stat").ok().and_then(|t| {
+        t.lines()
+            .find_map(|l| l.strip_prefix("btime "))
+            .and_then(|v| v.trim().parse::<u64>().ok())
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -332,15 +343,4 @@ mod tests {
         assert_eq!(m.len(), 3);
         assert_eq!(m[2].users, vec!["mlx5_ib", "nvidia_peermem"]);
     }
-}
-
-/// This boot's start, Unix seconds (`/proc/stat` btime); `None` where the root has no such
-/// line (a bare fixture root). IRQ numbers, like everything of a boot, are given out again at
-/// the next one: a record written before this time is of another boot.
-pub fn boot_time(host: &Host) -> Option<u64> {
-    host.read_string("/proc/stat").ok().and_then(|t| {
-        t.lines()
-            .find_map(|l| l.strip_prefix("btime "))
-            .and_then(|v| v.trim().parse::<u64>().ok())
-    })
 }
