@@ -1,0 +1,5 @@
+//! The one integration-test binary of this crate (issue 44): each former tests/NAME.rs is a
+//! module here; `cargo test -p daqtune-dpdk --test it NAME::` runs one of them.
+
+mod veth_acceptance;
+mod without_dpdk;
