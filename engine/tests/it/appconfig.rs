@@ -3,7 +3,7 @@
 //! the profile derived from them. What the command line adds (ids as arguments, exit 2 on a
 //! configuration that does not parse) is tested in tune/tests/appconfig.rs.
 
-mod common;
+use crate::common;
 
 use common::{copy_tree, fixture, msg, status, verdicts};
 use daqtune_engine::app_profile::derive_loaded;

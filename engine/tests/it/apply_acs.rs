@@ -3,7 +3,7 @@
 //! written), kept for later runs and reverted byte for byte; a translating IOMMU refuses.
 //! Through the engine's API; moved from tune/tests/apply_acceptance.rs (issue 24).
 
-mod common;
+use crate::common;
 
 use common::drive::*;
 use common::testroot::*;

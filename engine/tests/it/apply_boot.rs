@@ -5,7 +5,7 @@
 //! derives the plan and is kept for later runs. Through the engine's API; moved from
 //! tune/tests/apply_acceptance.rs (issue 24).
 
-mod common;
+use crate::common;
 
 use common::drive::*;
 use common::testroot::*;

@@ -4,7 +4,7 @@
 //! tune/tests/apply_acceptance.rs (issue 24): what the binary adds (exit 2, the prompt) is
 //! tested in tune/tests/apply_cli.rs.
 
-mod common;
+use crate::common;
 
 use common::drive::*;
 use common::testroot::*;

@@ -3,7 +3,7 @@
 //! the other changes are journaled and revert undoes them. Moved from
 //! tune/tests/apply_acceptance.rs (issue 24).
 
-mod common;
+use crate::common;
 
 use common::drive::*;
 use common::testroot::*;

@@ -3,7 +3,7 @@
 //! locked; a refused lock is reported and the rest reverts. Moved from
 //! tune/tests/apply_acceptance.rs (issue 24).
 
-mod common;
+use crate::common;
 
 use common::drive::*;
 use common::testroot::*;

@@ -12,7 +12,7 @@
 //!   run (under a root: the snapshot's record daqtune/units.json; without one, skip, never
 //!   pass).
 
-mod common;
+use crate::common;
 
 use common::drive::*;
 use common::testroot::*;

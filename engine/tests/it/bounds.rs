@@ -3,7 +3,7 @@
 //! host can bound (node memory, the NIC's ring maximum, the management port) is bounded when
 //! planning, with a note and nothing written for that setting.
 
-mod common;
+use crate::common;
 use daqtune_engine::profile::load_source;
 
 /// The profile refused, with its line and a message containing every `needles`.

@@ -9,9 +9,7 @@
 
 use std::path::Path;
 
-#[path = "common/source.rs"]
-#[allow(dead_code)]
-mod source;
+use crate::common::source;
 
 /// Issue 24's "Done when": at most this many engine signatures return `Result<_, String>`.
 const MAX_STRING_ERRORS: usize = 10;

@@ -3,7 +3,7 @@
 //! roots, profile detection, what kernel.cmdline and numa say when they cannot verify.
 //! Moved from tune/tests/foundation.rs (issue 24), which keeps the command's part.
 
-mod common;
+use crate::common;
 use common::*;
 use daqtune_engine::apply::ApplyOptions;
 use daqtune_engine::commands::choose_profile_with;

@@ -2,7 +2,7 @@
 //! API (the report `check --format json` prints). What needs the binary (no `--profile`, the
 //! live host, the apply journal, `topo`, the CUDA probe child) is in tune/tests/gpu.rs.
 
-mod common;
+use crate::common;
 use common::*;
 
 fn gpu_verdicts<'a>(r: &'a serde_json::Value, id: &str) -> Vec<&'a serde_json::Value> {

@@ -3,7 +3,7 @@
 //! tune/tests/gpu.rs (issue 24), which keeps the command's part (the live host, `topo`, the
 //! CUDA probe child).
 
-mod common;
+use crate::common;
 use common::*;
 use daqtune_engine::commands::{choose_profile_with, evaluate_facts};
 use daqtune_engine::GlobalOptions;

@@ -4,7 +4,7 @@
 //! facts (CUDA INTEGRATED) for the platform, the PCIe capability registers for link speed.
 //! Each test edits a copy of a fixture root in its own tempdir.
 
-mod common;
+use crate::common;
 use common::*;
 use serde_json::Value;
 use std::path::Path;

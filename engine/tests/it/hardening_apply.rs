@@ -1,8 +1,7 @@
 //! Issue 23, "apply, revert and verdicts": what a red team found wrong after apply and revert,
 //! each case as it was reproduced (rows 9, 12, 13, 14, 18 and the newcomer's plan).
 
-#[path = "../src/apply/testroot.rs"]
-mod testroot;
+use crate::common::testroot;
 
 use daqtune_engine::apply::{
     run_apply_with, run_plan, run_revert_with, ApplyOptions, RevertOptions, Selection,

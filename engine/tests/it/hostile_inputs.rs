@@ -3,9 +3,8 @@
 //! count the rest (the text was quadratic). Moved from tune/tests/hardening_h23.rs (issue 24),
 //! which keeps the command's part.
 
-mod common;
-#[path = "../../tests/support/redteam.rs"]
-mod redteam;
+use crate::common;
+use crate::redteam;
 use common::*;
 use redteam::queues_config;
 use std::path::Path;

@@ -4,8 +4,7 @@
 //! hugepages` failed. Under a root, the root stands in for the kernel: the mount is a line of
 //! its `/proc/mounts`, so plan -> apply -> check is green, and revert restores the file.
 
-#[path = "../src/apply/testroot.rs"]
-mod testroot;
+use crate::common::testroot;
 
 use daqtune_engine::apply::{
     run_apply_with, run_plan, run_revert_with, ApplyOptions, RevertOptions, Selection,

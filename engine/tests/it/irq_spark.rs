@@ -6,7 +6,7 @@
 //! MSI-X vectors, so the Spark fixture now has them (one per channel plus the async vector) and
 //! the check words a missing list from the driver facts.
 
-mod common;
+use crate::common;
 
 use common::{copy_tree, evaluate, fixture};
 use serde_json::Value;

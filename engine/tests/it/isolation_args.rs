@@ -5,7 +5,7 @@
 //! for `isolcpus=9-11`), and an empty `irqaffinity` (the plan refused to write
 //! `irqaffinity=`, the check expected no such argument).
 
-mod common;
+use crate::common;
 
 use common::drive::{apply, only, plan};
 use common::testroot::*;

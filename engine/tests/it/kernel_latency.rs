@@ -3,7 +3,7 @@
 //! the tunable's own sysctl.d / tmpfiles.d file; revert gives back every byte. Each test works
 //! on its own copy of a fixture.
 
-mod common;
+use crate::common;
 use common::{drive, testroot};
 
 use daqtune_engine::apply::{plan_on, Selection};

@@ -8,8 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-#[path = "common/source.rs"]
-mod source;
+use crate::common::source;
 use source::code;
 
 /// Module path (`tunables::mrrs`) of a source file under engine/src.

@@ -3,7 +3,7 @@
 //! it has it, and falls back to first-touch placement without it; upstream warns only on a
 //! host of several nodes and calls it moot on one.
 
-mod common;
+use crate::common;
 
 use common::{copy_tree, fixture};
 use daqtune_engine::commands::load_profile;

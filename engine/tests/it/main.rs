@@ -50,3 +50,7 @@ mod toy_tunable;
 mod trial_boot;
 mod tunables_agree;
 mod tunables_prop;
+
+// Shared with tune's tests (the red team's hostile hosts).
+#[path = "../../../tests/support/redteam.rs"]
+mod redteam;

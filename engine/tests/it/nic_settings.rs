@@ -3,7 +3,7 @@
 //! (`daqtune/ethtool/IF/GROUP.json`), planned from the same judgement, applied on a copy of a
 //! fixture root and reverted byte for byte; and `irq.affinity`'s runtime fix.
 
-mod common;
+use crate::common;
 use common::testroot;
 
 use common::*;

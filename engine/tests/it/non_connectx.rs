@@ -5,8 +5,7 @@
 //! journal stays consistent, apply exits non-zero, and revert succeeds afterwards. The device is
 //! modelled by a config-space writer that drops config-space writes.
 
-#[path = "../src/apply/testroot.rs"]
-mod testroot;
+use crate::common::testroot;
 
 use daqtune_engine::apply::{
     run_apply_with, run_revert_with, ApplyOptions, RevertOptions, Selection,

@@ -3,7 +3,7 @@
 //! are built from per-setting parts: `apply --only X` writes X's parts only, and `revert
 //! --only X` / `revert --run N` undo exactly that, leaving every file byte for byte as it was.
 
-mod common;
+use crate::common;
 use common::drive::{globals, host_files, only, plan, prepared, read};
 use common::testroot;
 

@@ -2,7 +2,7 @@
 //! setting's changes, byte for byte, refusing (with the run that depends on it) where a later
 //! run changed the same thing; the full revert is unchanged.
 
-mod common;
+use crate::common;
 use common::drive::{globals, prepared};
 use common::testroot;
 

@@ -2,7 +2,7 @@
 //! tests/fixtures/gen_pci.py, through the engine's API (the report `check --format json`
 //! prints). The `topo` command and a run on the live host are in tune/tests/pci_checks.rs.
 
-mod common;
+use crate::common;
 use common::*;
 use serde_json::Value;
 

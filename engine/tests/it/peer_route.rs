@@ -5,7 +5,7 @@
 //! PEER lladdr MAC dev enp1s0f0np0 nud permanent`). `check --config` judges this host's side:
 //! the peer's address is routed via the data port and has a neighbour there.
 
-mod common;
+use crate::common;
 
 use common::{copy_tree, evaluate_app, fixture};
 use serde_json::Value;

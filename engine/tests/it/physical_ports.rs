@@ -5,7 +5,7 @@
 //! `0002:01:00.1` (p1). The Spark fixture's `phys_port_name` follows the tutorial's loop output
 //! since that PR (`enp1s0f0np0 p0`, `enp1s0f1np1 p1`, `enP2p1s0f0np0 p0`, `enP2p1s0f1np1 p1`).
 
-mod common;
+use crate::common;
 
 use common::{evaluate_app, fixture};
 use serde_json::Value;

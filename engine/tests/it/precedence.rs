@@ -3,8 +3,7 @@
 //! `kernel.cmdline` is `pending-reboot` only when the next boot really carries daqtune's
 //! arguments. Each test builds its host root from a fixture at test time.
 
-#[path = "../src/apply/testroot.rs"]
-mod testroot;
+use crate::common::testroot;
 
 use daqtune_engine::apply::{plan_on, run_apply_with, ApplyOptions, Selection};
 use daqtune_engine::commands::load_profile;

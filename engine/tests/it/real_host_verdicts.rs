@@ -10,7 +10,7 @@
 //! written there from the thread's own words, and this test assembles them with the capture's
 //! register lines; the capture files are never edited.
 
-mod common;
+use crate::common;
 use common::evaluate;
 use serde::Deserialize;
 use std::collections::BTreeMap;

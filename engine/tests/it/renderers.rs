@@ -7,8 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
-#[path = "common/source.rs"]
-mod source;
+use crate::common::source;
 
 /// Every function of `daqtune-units` that renders a file daqtune writes.
 const RENDERERS: &[&str] = &[

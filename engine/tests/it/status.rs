@@ -2,7 +2,7 @@
 //! options), what waits for a reboot, and drift: a value or file daqtune wrote that changed
 //! since.
 
-mod common;
+use crate::common;
 use common::drive::{globals, prepared};
 
 use daqtune_engine::apply::{run_apply_with, ApplyOptions, Selection};

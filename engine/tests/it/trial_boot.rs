@@ -6,7 +6,7 @@
 //! previous default intact, `status` and `check daqtune.artifacts` naming the run and why);
 //! revert is byte-identical after each; `--no-trial` writes what apply wrote before the trial.
 
-mod common;
+use crate::common;
 
 use common::drive::*;
 use common::testroot::*;

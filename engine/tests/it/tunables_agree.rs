@@ -11,7 +11,7 @@
 //! (c) a tunable that plans and fails gets a change or a note saying why not (a failing check
 //!     the plan silently ignores is a disagreement too).
 
-mod common;
+use crate::common;
 
 use common::agree;
 use common::testroot;

@@ -49,7 +49,7 @@
 //! cases every time; a failure prints the shrunk host state and profile, whose fields read as
 //! the host does.
 
-mod common;
+use crate::common;
 
 use common::agree;
 use common::testroot;

@@ -2,4 +2,5 @@
 //! module here; `cargo test -p daqtune-rdma --test it NAME::` runs one of them.
 
 mod cli;
+#[cfg(feature = "rdma")]
 mod rxe_vm;

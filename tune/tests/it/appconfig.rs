@@ -2,7 +2,7 @@
 //! and a configuration that does not parse (exit 2, its file:line). The checks' judgements are
 //! tested through the engine's API in engine/tests/appconfig.rs.
 
-mod common;
+use crate::common;
 
 use common::{fixture, msg, run, status, verdicts};
 use serde_json::Value;

@@ -3,7 +3,7 @@
 //! terminal, exit 2 with the reason on standard error for a usage error, the spellings of the
 //! flags (`--only A,B`), and the exit codes of a run that changes the host and of its revert.
 
-mod common;
+use crate::common;
 
 use common::{fixture, install_daqtune, run, stderr, stdout};
 use std::path::Path;

@@ -4,10 +4,9 @@
 //! systemd units with `systemd-analyze verify`, /etc/default/daqtune driving `report`, and
 //! the Kubernetes DaemonSet's own command line run against a fixture standing in for /host.
 
-mod fleet_support;
+use crate::fleet_support;
 
-#[path = "../../engine/src/apply/testroot.rs"]
-mod testroot;
+use crate::testroot;
 
 use fleet_support::*;
 use serde_yaml_ng::Value as Yaml;

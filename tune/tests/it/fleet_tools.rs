@@ -4,10 +4,9 @@
 //! revert), ansible-lint, and the Kubernetes manifests against the OpenAPI schemas that
 //! kubernetes-validate ships (validated with networking cut off where possible).
 
-mod fleet_support;
+use crate::fleet_support;
 
-#[path = "../../engine/src/apply/testroot.rs"]
-mod testroot;
+use crate::testroot;
 
 use fleet_support::*;
 use std::collections::BTreeMap;

@@ -3,7 +3,7 @@
 //! the other formats, `explain`, `man`, the live host as root and as nobody. The verdicts on the
 //! fixture roots and profile detection are engine/tests/foundation.rs.
 
-mod common;
+use crate::common;
 use common::*;
 
 #[test]

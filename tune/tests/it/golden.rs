@@ -9,7 +9,7 @@
 //! What varies between runs is masked: the temporary root's path, the run's end time and its
 //! duration.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

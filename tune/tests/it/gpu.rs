@@ -2,7 +2,7 @@
 //! probe child. The acceptance table on recorded GPU facts is engine/tests/gpu.rs; a garbage
 //! facts file and daqtune's own apply journal are engine/tests/gpu_journal.rs.
 
-mod common;
+use crate::common;
 use common::*;
 
 #[test]

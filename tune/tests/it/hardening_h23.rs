@@ -6,9 +6,8 @@
 //! size and times them). What the engine judges of them (rows 3 and 11: a CPU-list bomb, 2000
 //! queues on one CPU) is engine/tests/hostile_inputs.rs.
 
-mod common;
-#[path = "../../tests/support/redteam.rs"]
-mod redteam;
+use crate::common;
+use crate::redteam;
 use common::*;
 use redteam::queues_config;
 use std::io::Write;

@@ -22,3 +22,10 @@ mod selftest_rdma;
 mod snapshot;
 mod status_gpu_cli;
 mod terminal_escapes;
+
+// Shared with the engine's tests: the red team's hostile hosts, and the host roots the
+// engine's own unit tests build.
+#[path = "../../../tests/support/redteam.rs"]
+mod redteam;
+#[path = "../../../engine/src/apply/testroot.rs"]
+mod testroot;

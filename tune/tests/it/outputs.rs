@@ -3,7 +3,7 @@
 //! `report --interval` leaves no run behind, and the help, man page and environment say and
 //! do the same thing. Each test runs the built binary.
 
-mod common;
+use crate::common;
 use common::*;
 use std::os::unix::fs::symlink;
 use std::os::unix::process::ExitStatusExt;

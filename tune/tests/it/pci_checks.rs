@@ -2,7 +2,7 @@
 //! `topo` command (and tune_system.py's spelling of it) and a run on the live host. The
 //! acceptance table on the fixture roots is engine/tests/pci_checks.rs.
 
-mod common;
+use crate::common;
 use common::*;
 use serde_json::Value;
 

@@ -1,6 +1,6 @@
 //! Issue 8: the qualification gate, its JUnit mapping, required checks and waivers.
 
-mod common;
+use crate::common;
 use common::*;
 use std::path::Path;
 

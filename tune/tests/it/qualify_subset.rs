@@ -1,7 +1,7 @@
 //! Issue 26 item 7: `qualify --only IDS` and `--selftest ENGINES` run a named subset, and the
 //! JUnit and JSON reports say which.
 
-mod common;
+use crate::common;
 use common::*;
 
 /// The testsuite's `daqtune.subset*` properties and every testcase's classname.

@@ -2,7 +2,7 @@
 //! way of asking for a run either skips with its reason or is refused with one; none crashes or
 //! passes. The runs themselves are tested in the soft-RoCE VM (selftest-rdma/tests/rxe_vm.rs).
 
-mod common;
+use crate::common;
 use common::*;
 use serde_json::Value;
 use std::process::Command;

@@ -1,6 +1,6 @@
 //! Issue 8: snapshots replay to the same verdicts; redaction leaves no identifier behind.
 
-mod common;
+use crate::common;
 use common::*;
 use std::path::Path;
 

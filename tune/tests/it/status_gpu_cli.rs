@@ -1,7 +1,7 @@
 //! Issue 26 items 4-6 at the command line: `daqtune status` (text, JSON, exit 0 no drift, 1
 //! drift, 2 usage), `revert --run/--only`, and `daqtune gpu`.
 
-mod common;
+use crate::common;
 use common::*;
 use std::path::Path;
 

@@ -2,7 +2,7 @@
 //! names) reach the terminal with control characters and directional overrides escaped: a
 //! raw ESC could drive the terminal, U+202E reorders what it shows.
 
-mod common;
+use crate::common;
 use common::*;
 use std::path::Path;
 

@@ -9,10 +9,11 @@ use std::path::{Path, PathBuf};
 
 pub mod agree;
 pub mod drive;
-#[path = "../../src/apply/testroot.rs"]
+pub mod source;
+#[path = "../../../src/apply/testroot.rs"]
 pub mod testroot;
 
-#[path = "../../../tests/support/report_json.rs"]
+#[path = "../../../../tests/support/report_json.rs"]
 mod report_json;
 #[allow(unused_imports)]
 pub use report_json::*;

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
-#[path = "../../../tests/support/report_json.rs"]
+#[path = "../../../../tests/support/report_json.rs"]
 mod report_json;
 #[allow(unused_imports)]
 pub use report_json::*;
