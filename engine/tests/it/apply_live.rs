@@ -15,17 +15,11 @@ use daqtune_engine::GlobalOptions;
 use daqtune_probe::Host;
 use std::io;
 
-fn is_root() -> bool {
-    // SAFETY: geteuid(2) cannot fail and touches no memory.
-    unsafe { libc::geteuid() == 0 }
-}
-
 const POOL_2M: &str = "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages";
 
 #[test]
 fn live_hugepages_2m_reserved_and_released() {
-    if !is_root() {
-        eprintln!("SKIP: needs root to write {POOL_2M}");
+    if !daqtune_testkit::require_root_or_skip(&format!("to write {POOL_2M}")) {
         return;
     }
     // Other tests reserve 2 MB pages too (daqtune-dpdk's veth acceptance), in other processes
@@ -35,7 +29,7 @@ fn live_hugepages_2m_reserved_and_released() {
     ))
     .expect("hugepage test lock");
     let Ok(cur) = std::fs::read_to_string(POOL_2M) else {
-        eprintln!("SKIP: this kernel has no 2 MB hugepage pool ({POOL_2M})");
+        daqtune_testkit::skip(&format!("this kernel has no 2 MB hugepage pool ({POOL_2M})"));
         return;
     };
     let cur: u64 = cur.trim().parse().expect("nr_hugepages");
@@ -215,8 +209,7 @@ mod netlink {
 
 #[test]
 fn live_mtu_on_a_veth_in_a_private_namespace() {
-    if !is_root() {
-        eprintln!("SKIP: needs root (CAP_SYS_ADMIN) to create a network namespace");
+    if !daqtune_testkit::require_root_or_skip("CAP_SYS_ADMIN, to create a network namespace") {
         return;
     }
     // The namespace belongs to this thread only; it and the veth vanish when the thread ends.

@@ -55,7 +55,9 @@ fn daemon() -> Option<Daemon> {
     {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("SKIP: dbus-daemon not runnable ({e}); apt-get install dbus-daemon");
+            daqtune_testkit::skip(&format!(
+                "dbus-daemon not runnable ({e}); apt-get install dbus-daemon"
+            ));
             return None;
         }
     };

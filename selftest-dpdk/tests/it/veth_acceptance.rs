@@ -103,8 +103,7 @@ fn rx_packets(pid: u32, iface: &str) -> Option<u64> {
 #[test]
 fn veth_run_moves_packets_intact_and_leaves_the_host_as_it_was() {
     let _g = LOCK.lock().unwrap_or_else(|e| e.into_inner());
-    if !daqtune_selftest::sys::is_root() {
-        eprintln!("skipped: needs root (hugepages, network namespace)");
+    if !daqtune_testkit::require_root_or_skip("hugepages, network namespace") {
         return;
     }
     let _host = daqtune_probe::fsutil::lock_exclusive(std::path::Path::new(HUGEPAGE_LOCK))
@@ -169,8 +168,7 @@ fn veth_run_moves_packets_intact_and_leaves_the_host_as_it_was() {
 #[test]
 fn sigint_mid_run_stops_cleanly_with_130() {
     let _g = LOCK.lock().unwrap_or_else(|e| e.into_inner());
-    if !daqtune_selftest::sys::is_root() {
-        eprintln!("skipped: needs root (hugepages, network namespace)");
+    if !daqtune_testkit::require_root_or_skip("hugepages, network namespace") {
         return;
     }
     let _host = daqtune_probe::fsutil::lock_exclusive(std::path::Path::new(HUGEPAGE_LOCK))
@@ -230,8 +228,7 @@ fn sigint_mid_run_stops_cleanly_with_130() {
 #[test]
 fn find_max_converges_over_af_packet() {
     let _g = LOCK.lock().unwrap_or_else(|e| e.into_inner());
-    if !daqtune_selftest::sys::is_root() {
-        eprintln!("skipped: needs root (hugepages, network namespace)");
+    if !daqtune_testkit::require_root_or_skip("hugepages, network namespace") {
         return;
     }
     let _host = daqtune_probe::fsutil::lock_exclusive(std::path::Path::new(HUGEPAGE_LOCK))

@@ -69,7 +69,7 @@ fn soft_roce_write_and_send_in_a_vm() {
             .lines()
             .find_map(|l| l.strip_prefix("rxe-vm: SKIP: "))
             .unwrap_or("the harness could not prepare the VM");
-        eprintln!("SKIPPED soft_roce_write_and_send_in_a_vm: {why}");
+        daqtune_testkit::skip(why);
         return;
     }
     let tail: String = {

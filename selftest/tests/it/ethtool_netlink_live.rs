@@ -12,8 +12,7 @@ fn settings(pairs: &[(&str, u32)]) -> Settings {
 
 #[test]
 fn veth_channels_and_gro_set_and_restored() {
-    if !daqtune_probe::sys::is_root() {
-        eprintln!("skip: needs root (a network namespace and a veth pair)");
+    if !daqtune_testkit::require_root_or_skip("a network namespace and a veth pair") {
         return;
     }
     let r = std::thread::spawn(|| -> Result<(), String> {

@@ -31,12 +31,7 @@ fn bin() -> Command {
 }
 
 fn root() -> bool {
-    // SAFETY: geteuid cannot fail.
-    let root = unsafe { libc::geteuid() } == 0;
-    if !root {
-        eprintln!("skipped: needs root");
-    }
-    root
+    daqtune_testkit::require_root_or_skip("network namespaces and veth pairs")
 }
 
 fn leftovers(pid: u32) -> Vec<String> {
@@ -1016,7 +1011,7 @@ fn without_root_namespaces_are_refused_clearly_and_loopback_works() {
         Ok(o) => o,
         // The build directory is not reachable for nobody (a 0700 checkout): nothing to test.
         Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
-            eprintln!("skipped: nobody cannot execute the test binary here");
+            daqtune_testkit::skip("nobody cannot execute the test binary here (a 0700 checkout)");
             return;
         }
         Err(e) => panic!("run as nobody: {e}"),

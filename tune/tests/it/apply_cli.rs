@@ -535,7 +535,7 @@ fn apply_as_non_root_says_run_as_root() {
         "--runtime-only",
         "--yes",
     ]) else {
-        eprintln!("skipping: cannot run as a user who is not root here");
+        daqtune_testkit::skip("cannot run as a user who is not root here (setpriv)");
         return;
     };
     assert_eq!(o.status.code(), Some(2), "{}{}", stdout(&o), stderr(&o));

@@ -211,7 +211,7 @@ fn non_root_run_is_clean() {
         .map(|o| !o.status.success())
         .unwrap_or(true)
     {
-        eprintln!("skipping: no `nobody` user");
+        daqtune_testkit::skip("no `nobody` user");
         return;
     }
     let bin = bin();
@@ -226,7 +226,7 @@ fn non_root_run_is_clean() {
         .args(["check", "--format", "json"])
         .output();
     let Ok(out) = out else {
-        eprintln!("skipping: setpriv unavailable");
+        daqtune_testkit::skip("setpriv unavailable");
         return;
     };
     assert!(
@@ -509,7 +509,7 @@ fn non_root_check_says_what_it_did_not_judge() {
     std::fs::set_permissions(&cmdline, std::fs::Permissions::from_mode(0o600)).expect("chmod");
     let rs = tmp.path().to_str().expect("utf8");
     let Some(o) = as_nobody(&["check", "--root", rs, "-p", "igx-orin"]) else {
-        eprintln!("skipping: cannot run as a user who is not root here");
+        daqtune_testkit::skip("cannot run as a user who is not root here (setpriv)");
         return;
     };
     assert!(matches!(o.status.code(), Some(0 | 1)), "{}", stderr(&o));

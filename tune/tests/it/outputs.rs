@@ -209,7 +209,7 @@ fn closed_pipe_ends_every_command_quietly() {
 fn full_disk_on_stdout_is_an_error_for_every_command() {
     let full = Path::new("/dev/full");
     if !full.exists() {
-        eprintln!("skipped: no /dev/full on this machine");
+        daqtune_testkit::skip("no /dev/full on this machine");
         return;
     }
     let d = tempfile::tempdir().expect("tmp");

@@ -28,7 +28,7 @@ fn live_host_without_gpu_or_nic_skips() {
         })
         .unwrap_or_default();
     if vendors.iter().any(|v| v == "0x10de" || v == "0x15b3") {
-        eprintln!("skipping: this machine has NVIDIA or Mellanox devices");
+        daqtune_testkit::skip_without_hardware("this machine has NVIDIA or Mellanox devices");
         return;
     }
     let ids = [

@@ -317,8 +317,7 @@ fn socket_result<'a>(q: &'a serde_json::Value, mode: &str) -> &'a serde_json::Va
 
 #[test]
 fn a_shaped_veth_fails_the_gate_with_its_shortfall_and_the_planted_cause_first() {
-    if !daqtune_probe::sys::is_root() {
-        eprintln!("skip: the veth pair, its namespaces and its qdisc need root (CAP_NET_ADMIN)");
+    if !daqtune_testkit::require_root_or_skip("the veth pair, its namespaces and its qdisc (CAP_NET_ADMIN)") {
         return;
     }
     let _lock =
@@ -375,8 +374,7 @@ fn a_shaped_veth_fails_the_gate_with_its_shortfall_and_the_planted_cause_first()
 
 #[test]
 fn an_unshaped_veth_with_an_honest_reference_passes_the_self_test() {
-    if !daqtune_probe::sys::is_root() {
-        eprintln!("skip: the veth pair and its namespaces need root (CAP_NET_ADMIN)");
+    if !daqtune_testkit::require_root_or_skip("the veth pair and its namespaces (CAP_NET_ADMIN)") {
         return;
     }
     let _lock =

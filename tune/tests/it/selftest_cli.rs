@@ -6,9 +6,7 @@ use std::process::Command;
 
 #[test]
 fn selftest_socket_veth_passes_and_cleans_up() {
-    // SAFETY: geteuid cannot fail.
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("skipped: needs root");
+    if !daqtune_testkit::require_root_or_skip("network namespaces and a veth pair") {
         return;
     }
     let child = Command::new(env!("CARGO_BIN_EXE_daqtune"))

@@ -217,7 +217,7 @@ fn have(tool: &str) -> bool {
 #[test]
 fn units_pass_systemd_analyze_verify() {
     if !have("systemd-analyze") {
-        eprintln!("SKIP: systemd-analyze is not installed (apt-get install systemd)");
+        daqtune_testkit::skip("systemd-analyze is not installed (apt-get install systemd)");
         return;
     }
     let dir = tempfile::tempdir().expect("tempdir");
@@ -257,9 +257,9 @@ fn units_pass_systemd_analyze_verify() {
     if stderr.contains("Failed to initialize manager")
         || stderr.contains("Failed to setup working directory")
     {
-        eprintln!(
-            "SKIP: systemd-analyze verify cannot start a manager in this container: {stderr}"
-        );
+        daqtune_testkit::skip(&format!(
+            "systemd-analyze verify cannot start a manager in this container: {stderr}"
+        ));
         return;
     }
     assert!(

@@ -213,9 +213,10 @@ fn make_venv() -> Result<Venv, String> {
     Ok(Venv { bin, seconds })
 }
 
-/// Print why a test does not run, in the form the suite's other skips use.
+/// Print why a test does not run (a failure under DAQTUNE_REQUIRE_ROOT=1, as every skip).
+#[track_caller]
 pub fn skip(what: &str, why: &str) {
-    eprintln!("SKIP: {what}: {why}");
+    daqtune_testkit::skip(&format!("{what}: {why}"));
 }
 
 /// Read a whole file as text.
