@@ -13,18 +13,18 @@
 #    --no-deb leaves this part out.
 #
 # Left out under qemu-user, each for a reason of the emulator, not of the code:
-#   tune/tests/qualify.rs,       network namespaces, veth and traffic between them: qemu-user
-#   selftest/tests/socket_e2e.rs does not translate every netlink request (RTM_NEWNEIGH fails
+#   tune/tests/it/qualify.rs,       network namespaces, veth and traffic between them: qemu-user
+#   selftest/tests/it/socket_e2e.rs does not translate every netlink request (RTM_NEWNEIGH fails
 #                                with EOPNOTSUPP, measured: 8 of socket_e2e's 10 tests)
-#   tune/tests/selftest_rdma.rs  soft-RoCE devices (rdma_rxe) and verbs traffic
-#   tune/tests/selftest_cli.rs   the socket self-test between veth namespaces (as above)
+#   tune/tests/it/selftest_rdma.rs  soft-RoCE devices (rdma_rxe) and verbs traffic
+#   tune/tests/it/selftest_cli.rs   the socket self-test between veth namespaces (as above)
 #   selftest-rdma (--lib)        its launcher test spawns a missing file and wants the spawn
 #                                error: under qemu-user the child reports exit 0 instead
 #   tune/tests/fleet*.rs         a Python virtualenv with Ansible from PyPI, run natively: the
 #                                code under test is the textfile the native run checks already
 #
-# Left out for time, not for the emulator: tune/tests/golden.rs's all-fixtures run (279 s under
-# qemu-user; the native run compares the same output byte for byte) and tune/tests/snapshot.rs
+# Left out for time, not for the emulator: tune/tests/it/golden.rs's all-fixtures run (279 s under
+# qemu-user; the native run compares the same output byte for byte) and tune/tests/it/snapshot.rs
 # (68 s; its live-host test could not run here anyway: under qemu-user uname says aarch64 while
 # /proc and /sys are the x86 build machine's), and the property test runs 32 of its 64 cases
 # (below).
