@@ -3,13 +3,8 @@
 
 use daqtune_engine::gpu_view::{gather, json, text, Fact, GpuView, CUDA, NVML, SYSFS};
 use daqtune_engine::GlobalOptions;
+use daqtune_testkit::fixture;
 use std::path::{Path, PathBuf};
-
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../tests/fixtures")
-        .join(name)
-}
 
 fn view(root: &Path) -> GpuView {
     gather(&GlobalOptions {

@@ -5,6 +5,7 @@
 
 use crate::common;
 use common::{drive, testroot};
+use daqtune_testkit::fixture;
 
 use daqtune_engine::apply::{plan_on, Selection};
 use daqtune_engine::commands::load_profile;
@@ -26,12 +27,6 @@ const IDS: &[&str] = &[
     "vm.stat-interval",
     "kernel.ksm",
 ];
-
-fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../tests/fixtures")
-        .join(name)
-}
 
 fn root(name: &str) -> tempfile::TempDir {
     let d = tempfile::tempdir().expect("tmp");

@@ -13,13 +13,8 @@ use daqtune_engine::tunables::hugepages::hugepage_args;
 use daqtune_engine::tunables::{build_plan, run_checks, RunOptions};
 use daqtune_engine::verdict::{Status, Verdict};
 use daqtune_probe::Host;
+use daqtune_testkit::fixture;
 use std::path::{Path, PathBuf};
-
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../tests/fixtures")
-        .join(name)
-}
 
 fn verdicts(root: &Path, lp: &LoadedProfile) -> Vec<Verdict> {
     let host = Host::at(root).expect("root");

@@ -4,6 +4,7 @@
 //! arguments. Each test builds its host root from a fixture at test time.
 
 use crate::common::testroot;
+use daqtune_testkit::fixture;
 
 use daqtune_engine::apply::{plan_on, run_apply_with, ApplyOptions, Selection};
 use daqtune_engine::commands::load_profile;
@@ -15,12 +16,6 @@ use daqtune_engine::verdict::{Status, Verdict};
 use daqtune_engine::GlobalOptions;
 use daqtune_probe::Host;
 use std::path::{Path, PathBuf};
-
-fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../tests/fixtures")
-        .join(name)
-}
 
 fn root(name: &str) -> tempfile::TempDir {
     let d = tempfile::tempdir().expect("tmp");

@@ -18,11 +18,7 @@ mod report_json;
 #[allow(unused_imports)]
 pub use report_json::*;
 
-pub fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../tests/fixtures")
-        .join(name)
-}
+pub use daqtune_testkit::fixture;
 
 /// The JSON report of `daqtune check --root ROOT --profile PROFILE --format json IDS...`
 /// (every check when `ids` is empty), and the exit code its gate gives.

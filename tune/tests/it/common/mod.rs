@@ -9,14 +9,10 @@ mod report_json;
 #[allow(unused_imports)]
 pub use report_json::*;
 
+pub use daqtune_testkit::fixture;
+
 pub fn bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_daqtune"))
-}
-
-pub fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../tests/fixtures")
-        .join(name)
 }
 
 /// `daqtune ARGS` with no terminal on standard input (a command that would ask refuses).
