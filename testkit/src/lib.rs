@@ -94,6 +94,16 @@ pub fn fixture(name: &str) -> PathBuf {
     repo_root().join("tests/fixtures").join(name)
 }
 
+/// `tests/configs/NAME`: a DAQIRI configuration.
+pub fn config(name: &str) -> PathBuf {
+    repo_root().join("tests/configs").join(name)
+}
+
+/// `tests/real-hosts`: the corpus of captures from real hosts.
+pub fn corpus() -> PathBuf {
+    repo_root().join("tests/real-hosts")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -117,6 +127,12 @@ mod tests {
 
     #[test]
     fn fixtures_are_in_the_repository() {
-        assert!(fixture("igx-tuned").is_dir(), "{}", fixture("igx-tuned").display());
+        assert!(
+            fixture("igx-tuned").is_dir(),
+            "{}",
+            fixture("igx-tuned").display()
+        );
+        assert!(config("").is_dir(), "{}", config("").display());
+        assert!(corpus().is_dir(), "{}", corpus().display());
     }
 }

@@ -4,6 +4,7 @@
 //! configuration that does not parse) is tested in tune/tests/appconfig.rs.
 
 use crate::common;
+use daqtune_testkit::config;
 
 use common::{copy_tree, fixture, msg, status, verdicts};
 use daqtune_engine::app_profile::derive_loaded;
@@ -28,12 +29,6 @@ fn evaluate(root: &Path, profile: &str, cfg: &Path, ids: &[&str]) -> (Value, u8)
         serde_json::from_str(&report::json(&rep)).expect("json report"),
         code,
     )
-}
-
-fn config(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../tests/configs")
-        .join(name)
 }
 
 fn text(name: &str) -> String {

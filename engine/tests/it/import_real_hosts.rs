@@ -8,6 +8,7 @@
 
 use daqtune_probe::pci::{read_pci, PciAddr, ReadOptions};
 use daqtune_probe::Host;
+use daqtune_testkit::corpus;
 use regex::Regex;
 use std::path::{Path, PathBuf};
 
@@ -24,10 +25,6 @@ struct Expected {
     ids: Option<(u16, u16)>,
     /// Whether lspci decoded the capabilities (`Capabilities: [..]` lines), not only dumped hex.
     decoded: bool,
-}
-
-fn corpus() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/real-hosts")
 }
 
 /// The function blocks of an lspci capture, by a header regex.

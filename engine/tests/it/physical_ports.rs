@@ -6,16 +6,11 @@
 //! since that PR (`enp1s0f0np0 p0`, `enp1s0f1np1 p1`, `enP2p1s0f0np0 p0`, `enP2p1s0f1np1 p1`).
 
 use crate::common;
+use daqtune_testkit::config;
 
 use common::{evaluate_app, fixture};
 use serde_json::Value;
 use std::path::PathBuf;
-
-fn config(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../tests/configs")
-        .join(name)
-}
 
 fn pair_verdicts(cfg: &std::path::Path) -> Vec<Value> {
     let (rep, _) = evaluate_app(

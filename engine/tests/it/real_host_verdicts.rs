@@ -12,6 +12,7 @@
 
 use crate::common;
 use common::evaluate;
+use daqtune_testkit::corpus;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -78,10 +79,6 @@ fn yes() -> bool {
 struct Origin {
     #[serde(default)]
     platform: Option<String>,
-}
-
-fn corpus() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/real-hosts")
 }
 
 /// The profile that fits the capture's platform: an explicit `profile:` first, then the
