@@ -104,6 +104,21 @@ pub fn corpus() -> PathBuf {
     repo_root().join("tests/real-hosts")
 }
 
+/// The entries of a check report (`daqtune check --format json`) with this check id.
+pub fn checks_with_id<'a>(report: &'a serde_json::Value, id: &str) -> Vec<&'a serde_json::Value> {
+    report["checks"]
+        .as_array()
+        .expect("checks")
+        .iter()
+        .filter(|c| c["id"] == id)
+        .collect()
+}
+
+/// The string field `key` of a JSON object, or "" when it is missing or not a string.
+pub fn str_field(v: &serde_json::Value, key: &str) -> String {
+    v[key].as_str().unwrap_or("").to_string()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -123,6 +138,18 @@ mod tests {
     fn tools_are_found_on_path_and_missing_ones_are_not() {
         assert!(find_tool("sh").is_some());
         assert!(find_tool("daqtune-no-such-tool").is_none());
+    }
+
+    #[test]
+    fn checks_are_picked_by_id_and_fields_read_as_text() {
+        let r = serde_json::json!({"checks": [
+            {"id": "a", "status": "pass"}, {"id": "b", "status": 1}, {"id": "a"}
+        ]});
+        let a = checks_with_id(&r, "a");
+        assert_eq!(a.len(), 2);
+        assert_eq!(str_field(a[0], "status"), "pass");
+        assert_eq!(str_field(a[1], "status"), "");
+        assert_eq!(str_field(checks_with_id(&r, "b")[0], "status"), "");
     }
 
     #[test]

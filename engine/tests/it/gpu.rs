@@ -4,6 +4,7 @@
 
 use crate::common;
 use common::*;
+use daqtune_testkit::str_field as text;
 
 fn gpu_verdicts<'a>(r: &'a serde_json::Value, id: &str) -> Vec<&'a serde_json::Value> {
     r["checks"]
@@ -12,10 +13,6 @@ fn gpu_verdicts<'a>(r: &'a serde_json::Value, id: &str) -> Vec<&'a serde_json::V
         .iter()
         .filter(|c| c["id"] == id)
         .collect()
-}
-
-fn text(v: &serde_json::Value, k: &str) -> String {
-    v[k].as_str().unwrap_or("").to_string()
 }
 
 #[test]

@@ -7,10 +7,7 @@ use crate::common;
 use common::*;
 use daqtune_engine::commands::{choose_profile_with, evaluate_facts};
 use daqtune_engine::GlobalOptions;
-
-fn text(v: &serde_json::Value, k: &str) -> String {
-    v[k].as_str().unwrap_or("").to_string()
-}
+use daqtune_testkit::str_field as text;
 
 /// `daqtune check --root ROOT --format json`: the profile detected as the command does.
 fn check_detected(root: &std::path::Path) -> serde_json::Value {

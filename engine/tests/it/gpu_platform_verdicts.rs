@@ -6,6 +6,8 @@
 
 use crate::common;
 use common::*;
+use daqtune_testkit::checks_with_id as of;
+use daqtune_testkit::str_field as s;
 use serde_json::Value;
 use std::path::Path;
 
@@ -38,19 +40,6 @@ fn root_with_gpu(name: &str, edit: impl FnOnce(&mut Value)) -> tempfile::TempDir
     let _ = std::fs::remove_file(&path);
     std::fs::write(&path, serde_json::to_string_pretty(&facts).expect("ser")).expect("write");
     dir
-}
-
-fn of<'a>(r: &'a Value, id: &str) -> Vec<&'a Value> {
-    r["checks"]
-        .as_array()
-        .expect("checks")
-        .iter()
-        .filter(|c| c["id"] == id)
-        .collect()
-}
-
-fn s(v: &Value, k: &str) -> String {
-    v[k].as_str().unwrap_or("").to_string()
 }
 
 /// An RTX PRO 6000 Blackwell Server Edition: 96 GB GDDR7 (NVML reports 97887 MiB), compute

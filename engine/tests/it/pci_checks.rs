@@ -4,26 +4,15 @@
 
 use crate::common;
 use common::*;
+use daqtune_testkit::checks_with_id as of;
+use daqtune_testkit::str_field as s;
 use serde_json::Value;
-
-fn of<'a>(r: &'a Value, id: &str) -> Vec<&'a Value> {
-    r["checks"]
-        .as_array()
-        .expect("checks")
-        .iter()
-        .filter(|c| c["id"] == id)
-        .collect()
-}
 
 fn subject_has<'a>(r: &'a Value, id: &str, needle: &str) -> &'a Value {
     of(r, id)
         .into_iter()
         .find(|c| c["subject"].as_str().unwrap_or("").contains(needle))
         .unwrap_or_else(|| panic!("{id}: no verdict about {needle}: {r}"))
-}
-
-fn s(v: &Value, k: &str) -> String {
-    v[k].as_str().unwrap_or("").to_string()
 }
 
 #[test]

@@ -4,16 +4,8 @@
 
 use crate::common;
 use common::*;
+use daqtune_testkit::checks_with_id as of;
 use serde_json::Value;
-
-fn of<'a>(r: &'a Value, id: &str) -> Vec<&'a Value> {
-    r["checks"]
-        .as_array()
-        .expect("checks")
-        .iter()
-        .filter(|c| c["id"] == id)
-        .collect()
-}
 
 /// On a machine without NVIDIA GPUs or ConnectX NICs (CI's virtio VM), every PCIe/NIC check
 /// ends in skip (or n/a), never pass and never a crash.
