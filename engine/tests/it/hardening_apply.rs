@@ -1,6 +1,8 @@
 //! Issue 23, "apply, revert and verdicts": what a red team found wrong after apply and revert,
 //! each case as it was reproduced (rows 9, 12, 13, 14, 18 and the newcomer's plan).
 
+use crate::common::drive::globals as g;
+use crate::common::drive::host_files;
 use crate::common::testroot;
 
 use daqtune_engine::apply::{
@@ -19,14 +21,6 @@ use std::path::{Path, PathBuf};
 use testroot::*;
 
 const JOURNAL: &str = "var/lib/daqtune/journal";
-
-fn g(root: &Path, profile: &str) -> GlobalOptions {
-    GlobalOptions {
-        root: Some(root.to_path_buf()),
-        profile: Some(profile.into()),
-        ..Default::default()
-    }
-}
 
 fn verdicts(root: &Path, profile: &str, id: &str) -> Vec<Verdict> {
     let lp = load_profile(profile).expect("profile");
@@ -85,14 +79,6 @@ fn revert(root: &Path) -> (u8, String, String) {
         String::from_utf8_lossy(&o).to_string(),
         String::from_utf8_lossy(&e).to_string(),
     )
-}
-
-/// The snapshot without daqtune's state (the journal stays after revert).
-fn host_files(root: &Path) -> BTreeMap<String, String> {
-    snapshot(root, &[])
-        .into_iter()
-        .filter(|(k, _)| !(k == "var" || k.starts_with("var/")))
-        .collect()
 }
 
 /// The IGX root with its PCI functions and an installed binary.

@@ -4,6 +4,7 @@
 //! hugepages` failed. Under a root, the root stands in for the kernel: the mount is a line of
 //! its `/proc/mounts`, so plan -> apply -> check is green, and revert restores the file.
 
+use crate::common::drive::globals as g;
 use crate::common::testroot;
 
 use daqtune_engine::apply::{
@@ -49,14 +50,6 @@ fn verdicts(root: &Path, profile: &str) -> Vec<Verdict> {
             only: vec!["hugepages".into()],
         },
     )
-}
-
-fn g(root: &Path, profile: &str) -> GlobalOptions {
-    GlobalOptions {
-        root: Some(root.to_path_buf()),
-        profile: Some(profile.into()),
-        ..Default::default()
-    }
 }
 
 fn only_hugepages() -> Selection {

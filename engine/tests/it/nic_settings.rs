@@ -4,6 +4,7 @@
 //! fixture root and reverted byte for byte; and `irq.affinity`'s runtime fix.
 
 use crate::common;
+use crate::common::drive::globals as g;
 use common::testroot;
 
 use common::*;
@@ -149,14 +150,6 @@ fn header_split_where_the_profile_needs_it_and_the_kernel_has_it() {
     let v = one(&r, "nic.offloads", "cx7_0 header split");
     assert_eq!(status(v), "skip");
     assert!(msg(v).contains("older than 5.19"), "{v}");
-}
-
-fn g(root: &Path, profile: &str) -> GlobalOptions {
-    GlobalOptions {
-        root: Some(root.to_path_buf()),
-        profile: Some(profile.into()),
-        ..Default::default()
-    }
 }
 
 /// apply --only the five ids and irq.affinity on a copy of the untuned IGX root: each

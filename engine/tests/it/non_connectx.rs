@@ -5,6 +5,7 @@
 //! journal stays consistent, apply exits non-zero, and revert succeeds afterwards. The device is
 //! modelled by a config-space writer that drops config-space writes.
 
+use crate::common::drive::globals as g;
 use crate::common::testroot;
 
 use daqtune_engine::apply::{
@@ -92,14 +93,6 @@ fn verdicts(root: &Path, profile: &str, id: &str) -> Vec<Verdict> {
             only: vec![id.into()],
         },
     )
-}
-
-fn g(root: &Path, profile: &str) -> GlobalOptions {
-    GlobalOptions {
-        root: Some(root.to_path_buf()),
-        profile: Some(profile.into()),
-        ..Default::default()
-    }
 }
 
 #[test]

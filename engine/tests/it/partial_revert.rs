@@ -3,6 +3,7 @@
 //! run changed the same thing; the full revert is unchanged.
 
 use crate::common;
+use crate::common::drive::host_files;
 use common::drive::{globals, prepared};
 use common::testroot;
 
@@ -75,14 +76,6 @@ fn only(ids: &[&str]) -> RevertPart {
         run: None,
         only: ids.iter().map(|s| s.to_string()).collect(),
     }
-}
-
-/// The host's files without daqtune's state (the journal stays after revert).
-fn host_files(root: &Path) -> BTreeMap<String, String> {
-    snapshot(root, &[])
-        .into_iter()
-        .filter(|(k, _)| !(k == "var" || k.starts_with("var/")))
-        .collect()
 }
 
 fn runs(root: &Path) -> Vec<Journal> {

@@ -3,6 +3,7 @@
 //! `kernel.cmdline` is `pending-reboot` only when the next boot really carries daqtune's
 //! arguments. Each test builds its host root from a fixture at test time.
 
+use crate::common::drive::globals as g;
 use crate::common::testroot;
 use daqtune_testkit::fixture;
 
@@ -28,14 +29,6 @@ fn write(root: &Path, rel: &str, text: &str) {
     let p = root.join(rel);
     std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
     std::fs::write(p, text).expect("write");
-}
-
-fn g(root: &Path, profile: &str) -> GlobalOptions {
-    GlobalOptions {
-        root: Some(root.to_path_buf()),
-        profile: Some(profile.into()),
-        ..Default::default()
-    }
 }
 
 fn apply(root: &Path, profile: &str, only: &[&str]) -> String {
