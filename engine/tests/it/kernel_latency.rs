@@ -4,6 +4,9 @@
 //! on its own copy of a fixture.
 
 use crate::common;
+use crate::common::drive::plan_only as plan;
+use crate::common::drive::verdicts;
+use crate::common::drive::write;
 use common::{drive, testroot};
 use daqtune_testkit::fixture;
 
@@ -34,26 +37,8 @@ fn root(name: &str) -> tempfile::TempDir {
     d
 }
 
-fn write(root: &Path, rel: &str, text: &str) {
-    let p = root.join(rel);
-    std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
-    std::fs::write(p, text).expect("write");
-}
-
 fn g(root: &Path, profile: &str) -> GlobalOptions {
     drive::globals(root, profile)
-}
-
-fn verdicts(root: &Path, profile: &str, id: &str) -> Vec<Verdict> {
-    let lp = load_profile(profile).expect("profile");
-    let host = Host::at(root).expect("root");
-    let facts = Facts::new(&host);
-    run_checks(
-        &Context::with_facts(&facts, &lp),
-        &RunOptions {
-            only: vec![id.into()],
-        },
-    )
 }
 
 /// The one verdict of `id` about `subject`.
@@ -79,19 +64,6 @@ fn revert(root: &Path, _profile: &str) -> String {
     let (code, out) = drive::revert(root);
     assert_eq!(code, 0, "revert: {out}");
     out
-}
-
-fn plan(root: &Path, profile: &str, only: &[&str]) -> String {
-    let host = Host::at(root).expect("root");
-    let sel = Selection {
-        only: only.iter().map(|s| s.to_string()).collect(),
-        ..Default::default()
-    };
-    let mut out = Vec::new();
-    let code = plan_on(&host, &g(root, profile), &sel, &mut out);
-    let text = String::from_utf8_lossy(&out).to_string();
-    assert!(matches!(code, Ok(0)), "plan: {code:?}\n{text}");
-    text
 }
 
 /// Every file of the root but daqtune's journal (which stays after revert).

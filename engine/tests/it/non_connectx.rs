@@ -6,6 +6,7 @@
 //! modelled by a config-space writer that drops config-space writes.
 
 use crate::common::drive::globals as g;
+use crate::common::drive::verdicts;
 use crate::common::testroot;
 
 use daqtune_engine::apply::{
@@ -81,18 +82,6 @@ impl Writer for IgnoresConfigWrites {
         }
         self.0.pwrite(path, offset, data)
     }
-}
-
-fn verdicts(root: &Path, profile: &str, id: &str) -> Vec<Verdict> {
-    let lp = load_profile(profile).expect("profile");
-    let host = Host::at(root).expect("root");
-    let facts = Facts::new(&host);
-    run_checks(
-        &Context::with_facts(&facts, &lp),
-        &RunOptions {
-            only: vec![id.into()],
-        },
-    )
 }
 
 #[test]

@@ -4,6 +4,8 @@
 //! arguments. Each test builds its host root from a fixture at test time.
 
 use crate::common::drive::globals as g;
+use crate::common::drive::plan_only as plan;
+use crate::common::drive::write;
 use crate::common::testroot;
 use daqtune_testkit::fixture;
 
@@ -23,12 +25,6 @@ fn root(name: &str) -> tempfile::TempDir {
     testroot::copy_tree(&fixture(name), d.path());
     testroot::install_daqtune(d.path());
     d
-}
-
-fn write(root: &Path, rel: &str, text: &str) {
-    let p = root.join(rel);
-    std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
-    std::fs::write(p, text).expect("write");
 }
 
 fn apply(root: &Path, profile: &str, only: &[&str]) -> String {
@@ -60,19 +56,6 @@ fn apply_sel(root: &Path, profile: &str, only: &[&str], persist_only: bool) -> S
     );
     assert!(matches!(code, Ok(0)), "apply: {code:?}\n{out}");
     out
-}
-
-fn plan(root: &Path, profile: &str, only: &[&str]) -> String {
-    let host = Host::at(root).expect("root");
-    let sel = Selection {
-        only: only.iter().map(|s| s.to_string()).collect(),
-        ..Default::default()
-    };
-    let mut out = Vec::new();
-    let code = plan_on(&host, &g(root, profile), &sel, &mut out);
-    let text = String::from_utf8_lossy(&out).to_string();
-    assert!(matches!(code, Ok(0)), "plan: {code:?}\n{text}");
-    text
 }
 
 fn verdicts(root: &Path, profile: &str, id: &str) -> Vec<Verdict> {

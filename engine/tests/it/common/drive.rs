@@ -159,3 +159,38 @@ pub fn assert_reverted(root: &Path, before: &std::collections::BTreeMap<String, 
     let d = super::testroot::diff_snapshots(before, &host_files(root));
     assert!(d.is_empty(), "revert left differences: {d:#?}");
 }
+
+/// A file of the root written as text, its directories made.
+pub fn write(root: &Path, rel: &str, text: &str) {
+    let p = root.join(rel);
+    std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+    std::fs::write(p, text).expect("write");
+}
+
+/// `plan --only IDS...` through the engine's `plan_on` on the root as a host: its text, after
+/// asserting it exited 0.
+pub fn plan_only(root: &Path, profile: &str, only: &[&str]) -> String {
+    let host = daqtune_probe::Host::at(root).expect("root");
+    let sel = Selection {
+        only: only.iter().map(|s| s.to_string()).collect(),
+        ..Default::default()
+    };
+    let mut out = Vec::new();
+    let code = daqtune_engine::apply::plan_on(&host, &globals(root, profile), &sel, &mut out);
+    let text = String::from_utf8_lossy(&out).to_string();
+    assert!(matches!(code, Ok(0)), "plan: {code:?}\n{text}");
+    text
+}
+
+/// The verdicts of check `id` on the root with `profile`.
+pub fn verdicts(root: &Path, profile: &str, id: &str) -> Vec<daqtune_engine::verdict::Verdict> {
+    let lp = daqtune_engine::commands::load_profile(profile).expect("profile");
+    let host = daqtune_probe::Host::at(root).expect("root");
+    let facts = daqtune_engine::facts::Facts::new(&host);
+    daqtune_engine::tunables::run_checks(
+        &daqtune_engine::context::Context::with_facts(&facts, &lp),
+        &daqtune_engine::tunables::RunOptions {
+            only: vec![id.into()],
+        },
+    )
+}
