@@ -2,11 +2,8 @@
 //! trial is in the JSON and in the text table, and requests it cannot serve are refused with
 //! exit code 2 before any traffic.
 
+use crate::bin;
 use std::process::Command;
-
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_daqtune-selftest"))
-}
 
 #[test]
 fn loopback_search_reports_every_trial_in_json_and_text() {

@@ -2,11 +2,8 @@
 //! On a host without a GPU `--gpu` must be a clean skip with exit code 3; on a GPU host the same
 //! tests check the GPU path end to end.
 
+use crate::bin;
 use std::process::Command;
-
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_daqtune-selftest"))
-}
 
 fn run(args: &[&str]) -> (i32, serde_json::Value, String) {
     let out = bin()

@@ -7,3 +7,8 @@ mod find_max_cli;
 mod gpu_sink_cli;
 mod gpu_sink_fixture;
 mod socket_e2e;
+
+/// The self-test binary of this build, as a command to run.
+fn bin() -> std::process::Command {
+    std::process::Command::new(env!("CARGO_BIN_EXE_daqtune-selftest"))
+}

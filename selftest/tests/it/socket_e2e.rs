@@ -5,6 +5,7 @@
 //! The tests run one at a time (LOCK): a run's start-up sweep removes what dead runs left, and
 //! the SIGKILL test must see its leftovers before a neighbour sweeps them.
 
+use crate::bin;
 use daqtune_selftest::netlink::{Addr, Netlink, Route};
 use daqtune_selftest::netns::{self, NetNs};
 use std::net::IpAddr;
@@ -24,10 +25,6 @@ fn unique() -> String {
         .map(|d| d.subsec_nanos())
         .unwrap_or(0);
     format!("{n}x{t:x}")
-}
-
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_daqtune-selftest"))
 }
 
 fn root() -> bool {

@@ -7,6 +7,7 @@
 //! queues on one CPU) is engine/tests/hostile_inputs.rs.
 
 use crate::common;
+use crate::common::path_str as s;
 use crate::redteam;
 use common::*;
 use redteam::queues_config;
@@ -23,10 +24,6 @@ fn judged(args: &[&str]) -> Output {
         stderr(&out)
     );
     out
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().expect("utf8")
 }
 
 /// Row 15: an empty (or mistyped) directory is not a host that passes with 21 skips.

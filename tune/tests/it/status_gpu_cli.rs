@@ -2,6 +2,7 @@
 //! drift, 2 usage), `revert --run/--only`, and `daqtune gpu`.
 
 use crate::common;
+use crate::common::path_str as s;
 use common::*;
 use std::path::Path;
 
@@ -9,10 +10,6 @@ fn root_copy() -> tempfile::TempDir {
     let d = tempfile::tempdir().expect("tmp");
     copy_tree(&fixture("igx-untuned"), d.path());
     d
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().expect("utf8")
 }
 
 fn out(o: &std::process::Output) -> String {

@@ -3,14 +3,11 @@
 //! raw ESC could drive the terminal, U+202E reorders what it shows.
 
 use crate::common;
+use crate::common::path_str as s;
 use common::*;
 use std::path::Path;
 
 const RLO: &str = "\u{202e}";
-
-fn s(p: &Path) -> &str {
-    p.to_str().expect("utf8")
-}
 
 /// Neither a raw ESC (or another C0/C1 control but newline and tab) nor a directional
 /// override is in `bytes`.

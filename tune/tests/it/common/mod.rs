@@ -83,3 +83,8 @@ pub fn install_daqtune(root: &std::path::Path) {
     std::fs::write(&p, b"#!/bin/sh\nexit 0\n").expect("write");
     std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).expect("chmod");
 }
+
+/// A path as text (the tests' temporary paths are UTF-8).
+pub fn path_str(p: &std::path::Path) -> &str {
+    p.to_str().expect("utf8")
+}

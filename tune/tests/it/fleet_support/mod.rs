@@ -3,13 +3,10 @@
 //! skip with the reason only when a tool cannot be had.
 #![allow(dead_code)]
 
+pub use crate::common::bin;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
-
-pub fn bin() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_daqtune"))
-}
 
 pub fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
