@@ -14,7 +14,7 @@ fn every_cause_is_a_registered_check() {
 
 #[test]
 fn docs_list_every_cause_in_rank_order() {
-    let doc = include_str!("../../docs/ci-gate.md");
+    let doc = include_str!("../../../docs/ci-gate.md");
     let section = doc
         .split("## Likely causes")
         .nth(1)

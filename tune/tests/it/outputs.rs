@@ -563,7 +563,7 @@ fn man_page_is_section_8_with_subcommand_options() {
     assert!(page.contains(".SS \"daqtune check\""));
     assert!(page.contains("nfd\\-expiry"), "check's options missing");
     assert!(page.contains("redact"), "snapshot's options missing");
-    let units = include_str!("../../units/src/systemd.rs");
+    let units = include_str!("../../../units/src/systemd.rs");
     assert!(units.contains("man:daqtune(8)"));
 }
 
