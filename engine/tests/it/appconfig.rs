@@ -14,7 +14,7 @@ use daqtune_engine::gate::{self, FailOn};
 use daqtune_engine::tunables::{cmdline::isolation_args, hugepages::hugepage_args};
 use daqtune_engine::{commands, hostroot, profile, report};
 use serde_json::Value;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// What `daqtune check --root ROOT --profile PROFILE --config CFG --format json IDS...` reports
 /// (the same engine calls), with the exit code its gate gives.

@@ -4,7 +4,7 @@
 use daqtune_engine::gpu_view::{gather, json, text, Fact, GpuView, CUDA, NVML, SYSFS};
 use daqtune_engine::GlobalOptions;
 use daqtune_testkit::fixture;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 fn view(root: &Path) -> GpuView {
     gather(&GlobalOptions {

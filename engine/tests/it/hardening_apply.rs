@@ -14,9 +14,7 @@ use daqtune_engine::facts::Facts;
 use daqtune_engine::hostio::setters::FsWriter;
 use daqtune_engine::tunables::{run_checks, RunOptions};
 use daqtune_engine::verdict::{Status, Verdict};
-use daqtune_engine::GlobalOptions;
 use daqtune_probe::Host;
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use testroot::*;
 

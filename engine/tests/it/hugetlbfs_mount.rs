@@ -16,7 +16,6 @@ use daqtune_engine::facts::Facts;
 use daqtune_engine::hostio::setters::FsWriter;
 use daqtune_engine::tunables::{run_checks, RunOptions};
 use daqtune_engine::verdict::{Status, Verdict};
-use daqtune_engine::GlobalOptions;
 use daqtune_probe::Host;
 use std::path::Path;
 use testroot::*;

@@ -10,7 +10,7 @@ use daqtune_probe::pci::{read_pci, PciAddr, ReadOptions};
 use daqtune_probe::Host;
 use daqtune_testkit::corpus;
 use regex::Regex;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 #[derive(Debug, Default)]
 struct Expected {

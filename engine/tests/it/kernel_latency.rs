@@ -10,17 +10,12 @@ use crate::common::drive::write;
 use common::{drive, testroot};
 use daqtune_testkit::fixture;
 
-use daqtune_engine::apply::{plan_on, Selection};
 use daqtune_engine::commands::load_profile;
-use daqtune_engine::context::Context;
-use daqtune_engine::facts::Facts;
 use daqtune_engine::hostio::setters::selected_choice;
-use daqtune_engine::tunables::{run_checks, RunOptions};
 use daqtune_engine::verdict::{Status, Verdict};
 use daqtune_engine::GlobalOptions;
-use daqtune_probe::Host;
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 const IDS: &[&str] = &[
     "kernel.thp",

@@ -12,8 +12,6 @@ use daqtune_engine::apply::{
     run_apply_with, run_revert_with, ApplyOptions, RevertOptions, Selection,
 };
 use daqtune_engine::hostio::setters::FsWriter;
-use daqtune_engine::GlobalOptions;
-use std::path::Path;
 
 const IDS: [&str; 5] = [
     "nic.rings",

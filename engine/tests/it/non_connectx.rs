@@ -12,15 +12,9 @@ use crate::common::testroot;
 use daqtune_engine::apply::{
     run_apply_with, run_revert_with, ApplyOptions, RevertOptions, Selection,
 };
-use daqtune_engine::commands::load_profile;
-use daqtune_engine::context::Context;
-use daqtune_engine::facts::Facts;
 use daqtune_engine::hostio::journal::{Journal, RunState};
 use daqtune_engine::hostio::setters::{FsWriter, Target, Writer};
-use daqtune_engine::tunables::{run_checks, RunOptions};
-use daqtune_engine::verdict::{Status, Verdict};
-use daqtune_engine::GlobalOptions;
-use daqtune_probe::Host;
+use daqtune_engine::verdict::Status;
 use std::io;
 use std::path::Path;
 use testroot::*;

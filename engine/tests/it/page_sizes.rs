@@ -14,7 +14,7 @@ use daqtune_engine::tunables::{build_plan, run_checks, RunOptions};
 use daqtune_engine::verdict::{Status, Verdict};
 use daqtune_probe::Host;
 use daqtune_testkit::fixture;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 fn verdicts(root: &Path, lp: &LoadedProfile) -> Vec<Verdict> {
     let host = Host::at(root).expect("root");

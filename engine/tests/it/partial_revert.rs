@@ -13,7 +13,6 @@ use daqtune_engine::apply::{
 use daqtune_engine::hostio::journal::{list_runs, Journal, RunState};
 use daqtune_engine::hostio::setters::FsWriter;
 use daqtune_engine::GlobalOptions;
-use std::collections::BTreeMap;
 use std::path::Path;
 use testroot::*;
 

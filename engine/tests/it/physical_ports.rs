@@ -10,7 +10,6 @@ use daqtune_testkit::config;
 
 use common::{evaluate_app, fixture};
 use serde_json::Value;
-use std::path::PathBuf;
 
 fn pair_verdicts(cfg: &std::path::Path) -> Vec<Value> {
     let (rep, _) = evaluate_app(

@@ -9,16 +9,15 @@ use crate::common::drive::write;
 use crate::common::testroot;
 use daqtune_testkit::fixture;
 
-use daqtune_engine::apply::{plan_on, run_apply_with, ApplyOptions, Selection};
+use daqtune_engine::apply::{run_apply_with, ApplyOptions, Selection};
 use daqtune_engine::commands::load_profile;
 use daqtune_engine::context::Context;
 use daqtune_engine::facts::Facts;
 use daqtune_engine::hostio::setters::FsWriter;
 use daqtune_engine::tunables::{run_checks, RunOptions};
 use daqtune_engine::verdict::{Status, Verdict};
-use daqtune_engine::GlobalOptions;
 use daqtune_probe::Host;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 fn root(name: &str) -> tempfile::TempDir {
     let d = tempfile::tempdir().expect("tmp");

@@ -5,7 +5,6 @@
 use crate::common;
 use crate::common::path_str as s;
 use common::*;
-use std::path::Path;
 
 const RLO: &str = "\u{202e}";
 

@@ -5,7 +5,7 @@
 use daqtune_engine::appconfig::AppConfig;
 use daqtune_engine::gate::{self, FailOn};
 use daqtune_engine::{commands, hostroot, report};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 pub mod agree;
 pub mod drive;
