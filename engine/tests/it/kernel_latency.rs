@@ -13,7 +13,6 @@ use daqtune_testkit::fixture;
 use daqtune_engine::commands::load_profile;
 use daqtune_engine::hostio::setters::selected_choice;
 use daqtune_engine::verdict::{Status, Verdict};
-use daqtune_engine::GlobalOptions;
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -32,9 +31,6 @@ fn root(name: &str) -> tempfile::TempDir {
     d
 }
 
-fn g(root: &Path, profile: &str) -> GlobalOptions {
-    drive::globals(root, profile)
-}
 
 /// The one verdict of `id` about `subject`.
 fn verdict(root: &Path, profile: &str, id: &str, subject: &str) -> Verdict {

@@ -3,7 +3,6 @@
 //! exit code 2 before any traffic.
 
 use crate::bin;
-use std::process::Command;
 
 #[test]
 fn loopback_search_reports_every_trial_in_json_and_text() {

@@ -3,7 +3,6 @@
 //! tests check the GPU path end to end.
 
 use crate::bin;
-use std::process::Command;
 
 fn run(args: &[&str]) -> (i32, serde_json::Value, String) {
     let out = bin()
