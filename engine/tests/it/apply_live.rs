@@ -29,7 +29,9 @@ fn live_hugepages_2m_reserved_and_released() {
     ))
     .expect("hugepage test lock");
     let Ok(cur) = std::fs::read_to_string(POOL_2M) else {
-        daqtune_testkit::skip(&format!("this kernel has no 2 MB hugepage pool ({POOL_2M})"));
+        daqtune_testkit::skip(&format!(
+            "this kernel has no 2 MB hugepage pool ({POOL_2M})"
+        ));
         return;
     };
     let cur: u64 = cur.trim().parse().expect("nr_hugepages");

@@ -31,7 +31,6 @@ fn root(name: &str) -> tempfile::TempDir {
     d
 }
 
-
 /// The one verdict of `id` about `subject`.
 fn verdict(root: &Path, profile: &str, id: &str, subject: &str) -> Verdict {
     let vs = verdicts(root, profile, id);

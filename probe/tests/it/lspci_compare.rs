@@ -283,9 +283,7 @@ fn run_lspci(bin: &str, text: &str) -> String {
 #[test]
 fn decoder_agrees_with_pciutils() {
     let Some(bin) = lspci() else {
-        daqtune_testkit::skip(
-            "lspci (pciutils) is not installed and could not be installed here",
-        );
+        daqtune_testkit::skip("lspci (pciutils) is not installed and could not be installed here");
         return;
     };
     let mut compared = 0;

@@ -317,7 +317,9 @@ fn socket_result<'a>(q: &'a serde_json::Value, mode: &str) -> &'a serde_json::Va
 
 #[test]
 fn a_shaped_veth_fails_the_gate_with_its_shortfall_and_the_planted_cause_first() {
-    if !daqtune_testkit::require_root_or_skip("the veth pair, its namespaces and its qdisc (CAP_NET_ADMIN)") {
+    if !daqtune_testkit::require_root_or_skip(
+        "the veth pair, its namespaces and its qdisc (CAP_NET_ADMIN)",
+    ) {
         return;
     }
     let _lock =
