@@ -13,18 +13,18 @@
 #    --no-deb leaves this part out.
 #
 # Left out under qemu-user, each for a reason of the emulator, not of the code:
-#   tune/tests/qualify.rs,       network namespaces, veth and traffic between them: qemu-user
-#   selftest/tests/socket_e2e.rs does not translate every netlink request (RTM_NEWNEIGH fails
+#   tune/tests/it/qualify.rs,       network namespaces, veth and traffic between them: qemu-user
+#   selftest/tests/it/socket_e2e.rs does not translate every netlink request (RTM_NEWNEIGH fails
 #                                with EOPNOTSUPP, measured: 8 of socket_e2e's 10 tests)
-#   tune/tests/selftest_rdma.rs  soft-RoCE devices (rdma_rxe) and verbs traffic
-#   tune/tests/selftest_cli.rs   the socket self-test between veth namespaces (as above)
+#   tune/tests/it/selftest_rdma.rs  soft-RoCE devices (rdma_rxe) and verbs traffic
+#   tune/tests/it/selftest_cli.rs   the socket self-test between veth namespaces (as above)
 #   selftest-rdma (--lib)        its launcher test spawns a missing file and wants the spawn
 #                                error: under qemu-user the child reports exit 0 instead
 #   tune/tests/fleet*.rs         a Python virtualenv with Ansible from PyPI, run natively: the
 #                                code under test is the textfile the native run checks already
 #
-# Left out for time, not for the emulator: tune/tests/golden.rs's all-fixtures run (279 s under
-# qemu-user; the native run compares the same output byte for byte) and tune/tests/snapshot.rs
+# Left out for time, not for the emulator: tune/tests/it/golden.rs's all-fixtures run (279 s under
+# qemu-user; the native run compares the same output byte for byte) and tune/tests/it/snapshot.rs
 # (68 s; its live-host test could not run here anyway: under qemu-user uname says aarch64 while
 # /proc and /sys are the x86 build machine's), and the property test runs 32 of its 64 cases
 # (below).
@@ -74,32 +74,31 @@ if [[ ! -e $binfmt/qemu-aarch64 ]]; then
 fi
 
 t0=$SECONDS
-# One cargo invocation for everything: with the same package set, cargo resolves features once
-# and builds each crate once (four invocations with different sets built probe, selftest and
-# engine up to three times: 330 s of the 724 s this took on 2026-11-27). The integration tests
-# are named one by one because a filter like --tests applies to every package: each of probe,
-# units and engine, and the ones of selftest and the binary that run under qemu-user (the
-# header says why the rest do not). No doc tests (none of these crates has one).
-tests=()
-for f in probe/tests/*.rs units/tests/*.rs engine/tests/*.rs; do
-  tests+=(--test "$(basename "$f" .rs)")
-done
-for t in find_max_cli gpu_sink_cli gpu_sink_fixture; do tests+=(--test "$t"); done
+# One cargo build for everything: with the same package set, cargo resolves features once and
+# builds each crate once (four invocations with different sets built probe, selftest and engine
+# up to three times: 330 s of the 724 s this took on 2026-11-27). Each crate has one
+# integration-test binary (`it`, issue 44) and the modules of selftest's and the binary's that
+# run here are chosen by name, which a cargo filter cannot do per package (it applies to every
+# binary): so the binaries are built with --no-run and run here under the runner
+# (.cargo/config.toml's qemu-aarch64), each in its package's directory as cargo would. All of
+# probe's, units' and engine's tests; selftest's find_max_cli, gpu_sink_cli and
+# gpu_sink_fixture (the header says why the rest do not); daqtune-dpdk's lib and bin unit tests
+# (its integration test spawns the engine binary: the CLI tests' condition). No doc tests (none
+# of these crates has one).
 pkgs=(-p daqtune-probe -p daqtune-units -p daqtune-engine -p daqtune-selftest -p daqtune-dpdk)
-skips=()
+declare -A modules=(
+  [daqtune-selftest]="find_max_cli:: gpu_sink_cli:: gpu_sink_fixture::"
+  [daqtune-dpdk]=""
+)
 if ((cli)); then
-  # Named here, although foundation, appconfig, pci_checks and gpu are also the names of
-  # engine tests listed above (--test picks a name in every selected package), so that renaming
-  # one of those cannot drop the CLI's. The same rule selects the binary's golden test through
-  # units' golden.rs, hence the --skip: it runs daqtune on every fixture with every profile,
-  # 279 s under qemu-user (2026-11-27), for output the native run compares byte for byte
-  # already. Its snapshot
+  # The binary's CLI tests on the fixture roots. Its golden module's all-fixtures run is left
+  # out: it runs daqtune on every fixture with every profile, 279 s under qemu-user
+  # (2026-11-27), for output the native run compares byte for byte already. Its snapshot
   # tests (archives, replays, the tar safety checks: 68 s under qemu-user) are left to the
   # native run for the same reason of time; archives are still read here (the engine's
   # hostile_inputs and topo_nvlink_recorded replay .tar.zst fixtures).
   pkgs+=(-p daqtune)
-  for t in foundation appconfig apply_cli pci_checks gpu; do tests+=(--test "$t"); done
-  skips=(--skip outputs_on_every_fixture_and_profile_match_the_recorded_ones)
+  modules[daqtune]="foundation:: appconfig:: apply_cli:: pci_checks:: gpu:: golden:: --skip outputs_on_every_fixture_and_profile_match_the_recorded_ones"
 fi
 log "cargo test --target $target: probe, units, engine, selftest, daqtune-dpdk's pure code$( ((cli)) && echo ", the CLI tests on the fixture roots")"
 # The property test's 64 generated hosts take 114 s under qemu-user; the property is the same
@@ -113,9 +112,37 @@ log "cargo test --target $target: probe, units, engine, selftest, daqtune-dpdk's
 # exits was still there after 63 s, did not answer SIGTERM, as a real sh would have, and was
 # killed 10 s later). With one test thread the only guest thread at a spawn is the spawner (the
 # tests that run threads of their own, tunables_agree and tunables_prop, spawn nothing).
-PROPTEST_CASES=${PROPTEST_CASES:-32} \
-  cargo test --locked --target "$target" --no-fail-fast \
-  "${pkgs[@]}" --lib --bins "${tests[@]}" -- --test-threads=1 "${skips[@]}"
+built=target/aarch64-test-binaries.txt
+mkdir -p target
+# One line per test binary: KIND (unit or the integration test's name) DIRECTORY EXECUTABLE.
+cargo test --locked --target "$target" "${pkgs[@]}" --lib --bins --tests --no-run \
+  --message-format=json-render-diagnostics |
+  python3 -c '
+import json, os, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["profile"]["test"]:
+        name = m["target"]["name"] if m["target"]["kind"] == ["test"] else "unit"
+        print(name, os.path.dirname(m["manifest_path"]), m["executable"])
+' >"$built"
+failed=()
+while read -r kind pkgdir exe; do
+  pkg=$(sed -n 's/^name = "\(.*\)"$/\1/p' "$pkgdir/Cargo.toml" | head -n1)
+  args=()
+  if [[ $kind == it && -v "modules[$pkg]" ]]; then
+    [[ -n ${modules[$pkg]} ]] || continue
+    read -ra args <<<"${modules[$pkg]}"
+  elif [[ $kind != unit && $kind != it ]]; then
+    continue
+  fi
+  echo "test-aarch64: $pkg ($kind) ${args[*]}"
+  (cd "$pkgdir" && PROPTEST_CASES=${PROPTEST_CASES:-32} qemu-aarch64 "$exe" --test-threads=1 "${args[@]}" </dev/null) ||
+    failed+=("$pkg ($kind)")
+done <"$built"
+if ((${#failed[@]})); then
+  echo "test-aarch64: FAILED: ${failed[*]}"
+  exit 1
+fi
 echo "test-aarch64: tests under qemu-user in $((SECONDS - t0)) s"
 
 if ((deb)); then

@@ -1,7 +1,7 @@
 //! The likely causes of a slow or lossy self-test: which of the host's failing or warning
 //! verdicts can explain a result below its floor or with lost packets, ranked. This table is
 //! the one place that knows it; each entry's reason is printed with the cause and explained in
-//! docs/ci-gate.md ("Likely causes"), which `engine/tests/causes_doc.rs` keeps in step.
+//! docs/ci-gate.md ("Likely causes"), which `engine/tests/it/causes_doc.rs` keeps in step.
 //!
 //! The rank is the table's order: what caps the bandwidth of the whole path (the PCIe link, its
 //! read requests and payloads, where GPU and NIC sit) before what costs cycles per packet (IRQs,

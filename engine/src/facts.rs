@@ -2,7 +2,7 @@
 //!
 //! One [`Facts`] is made per run (a `check`, a `plan`, one planning pass of `apply`) and
 //! shared by every tunable's judgement and plan, so that the run reads each host file once
-//! (`tests/reads_once.rs` counts it with the host's access recording). Each source is gathered
+//! (`tests/it/reads_once.rs` counts it with the host's access recording). Each source is gathered
 //! on first use (`OnceCell`); the files that no typed source covers (boot configuration, units,
 //! drop-ins, sysctls, IRQ affinities, ...) go through the memoised readers below.
 //!

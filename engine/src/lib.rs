@@ -4,7 +4,7 @@
 //! ([`tunables`]: verdicts and plans) -> the executor ([`exec`], through the writers and the
 //! journal of [`hostio`]) and the reports; the commands ([`apply`], [`qualify`],
 //! [`fleet::report_cmd`]) sit on top. The top-level modules import each other without a
-//! circle, in the layers docs/architecture.md draws (`tests/layering.rs` holds them to it).
+//! circle, in the layers docs/architecture.md draws (`tests/it/layering.rs` holds them to it).
 //! This crate parses no command line: the `daqtune` binary (tune/) defines the flags and
 //! calls in here with plain option structs.
 

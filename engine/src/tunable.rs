@@ -9,7 +9,7 @@
 //! Verify is the judgement again: a planning tunable decides what is wrong in one function
 //! that its check turns into verdicts and its plan into changes, on the same
 //! [`Facts`](crate::facts::Facts), so what passes is never planned for, and after `apply` the
-//! same judgement on the changed host turns green (`tests/tunables_agree.rs` holds every
+//! same judgement on the changed host turns green (`tests/it/tunables_agree.rs` holds every
 //! fixture root to that).
 
 use crate::context::Context;

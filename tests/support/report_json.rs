@@ -1,6 +1,6 @@
 //! Readers of a `daqtune.report/v1` JSON report shared by the engine's tests (which build the
 //! report through the engine's API) and the CLI tests (which read what the binary printed).
-//! Included by path from engine/tests/common and tune/tests/common.
+//! Included by path from engine/tests/it/common and tune/tests/it/common.
 #![allow(dead_code)]
 
 use serde_json::Value;

@@ -109,8 +109,8 @@ vm_require qemu-system-x86_64:qemu-system-x86 qemu-img:qemu-utils ssh:openssh-cl
   ssh-keygen:openssh-client python3:python3 timeout:coreutils
 
 # --- the virtualenv with ansible-core ---------------------------------------------------------
-pin=$(grep -o '"ansible-core==[^"]*"' "$repo/tune/tests/fleet_support/mod.rs" | tr -d '"')
-[[ -n $pin ]] || { echo "fleet-ansible: FAILED: no ansible-core pin in tune/tests/fleet_support/mod.rs"; exit 1; }
+pin=$(grep -o '"ansible-core==[^"]*"' "$repo/tune/tests/it/fleet_support/mod.rs" | tr -d '"')
+[[ -n $pin ]] || { echo "fleet-ansible: FAILED: no ansible-core pin in tune/tests/it/fleet_support/mod.rs"; exit 1; }
 venv=""
 # The cargo tests' virtualenv (same pin) when they made one; else one of our own, built once.
 for d in "$repo"/target/tmp/fleet-venv-*; do

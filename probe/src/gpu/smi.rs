@@ -608,7 +608,7 @@ fn yes(v: &str) -> Option<bool> {
 /// What `gpu.health` reads (NVML's readings as nvidia-smi prints them). The thresholds come
 /// from the absolute fields where the capture has them, else from the T.Limit form: on the
 /// lent H200 NVML's slowdown threshold equals temperature + headroom - offset
-/// (engine/tests/gpu.rs checks it against both).
+/// (engine/tests/it/gpu.rs checks it against both).
 fn health(g: &mut Gpu) -> Result<GpuHealth, SmiError> {
     let deg = |g: &Gpu, f: &Field| g.get(f).and_then(|(v, _)| celsius(v));
     let temp = deg(g, &TEMP);

@@ -1,0 +1,31 @@
+//! The one integration-test binary of this crate (issue 44): each former tests/NAME.rs is a
+//! module here; `cargo test -p daqtune --test it NAME::` runs one of them.
+
+mod appconfig;
+mod apply_cli;
+mod common;
+mod fleet;
+mod fleet_support;
+mod fleet_tools;
+mod foundation;
+mod golden;
+mod gpu;
+mod hardening_h23;
+mod import_cli;
+mod outputs;
+mod pci_checks;
+mod qualify;
+mod qualify_subset;
+mod recorded_h100_issue26;
+mod selftest_cli;
+mod selftest_rdma;
+mod snapshot;
+mod status_gpu_cli;
+mod terminal_escapes;
+
+// Shared with the engine's tests: the red team's hostile hosts, and the host roots the
+// engine's own unit tests build.
+#[path = "../../../tests/support/redteam.rs"]
+mod redteam;
+#[path = "../../../engine/src/apply/testroot.rs"]
+mod testroot;
