@@ -9,8 +9,8 @@
 #   cold      DAQTUNE check --no-cache                      (CUDA read afresh: the first run of a boot)
 #   warm      DAQTUNE check                                 (CUDA attributes and NVML's static
 #                                                           answers from /run/daqtune)
-#   serial    DAQTUNE_NVML_THREADS=1 DAQTUNE check          (warm, every NVML call of a GPU on
-#                                                           one thread, as before 2026-11-28 b)
+#   noattach  DAQTUNE_NVML_INIT=no-attach DAQTUNE check     (warm, NVML initialised with
+#                                                           nvmlInitWithFlags(NO_ATTACH))
 #   non-gpu   DAQTUNE check <every id but gpu.* and app.*>  (no driver library needed)
 #   baseline  DAQTUNE_BASELINE check                        (an older build, to compare with)
 # Wall time of the whole process, in ms. Prints one line per run (`variant ms exit`), then the
@@ -26,7 +26,7 @@ baseline=${4:-}
 nongpu=$("$daqtune" explain --list 2>/dev/null | awk '{print $1}' | grep -v -E '^(gpu\.|app\.)' | grep -E '^[a-z]+(\.[a-z-]+)?$' | paste -sd' ')
 [ -n "$nongpu" ] || { echo "cannot list check ids with $daqtune explain --list" >&2; exit 2; }
 
-variants=(cold warm serial non-gpu)
+variants=(cold warm noattach non-gpu)
 [ -n "$anchor" ] && variants=(anchor "${variants[@]}")
 [ -n "$baseline" ] && variants+=(baseline)
 
@@ -35,7 +35,7 @@ run_variant() {
         anchor) python3 "$anchor" --check all ;;
         cold) "$daqtune" check --no-cache --format json ;;
         warm) "$daqtune" check --format json ;;
-        serial) DAQTUNE_NVML_THREADS=1 "$daqtune" check --format json ;;
+        noattach) DAQTUNE_NVML_INIT=no-attach "$daqtune" check --format json ;;
         non-gpu) # shellcheck disable=SC2086
             "$daqtune" check $nongpu --format json ;;
         baseline) "$baseline" check --format json ;;
@@ -72,7 +72,7 @@ print(f"{'variant':10} {'median':>8} {'min':>6} {'max':>6}  runs")
 for v, x in runs.items():
     print(f"{v:10} {med[v]:8.0f} {min(x):6} {max(x):6}  {len(x)}")
 if "anchor" in med:
-    for v in ("warm", "serial", "cold", "non-gpu", "baseline"):
+    for v in ("warm", "noattach", "cold", "non-gpu", "baseline"):
         if v in med and med[v] > 0:
             print(f"anchor / {v}: {med['anchor'] / med[v]:.1f}x")
 if "baseline" in med and "cold" in med:
@@ -80,21 +80,18 @@ if "baseline" in med and "cold" in med:
 EOF
 
 # Where the time of one run goes (the facts' own timing and, with DAQTUNE_GPU_TRACE, every NVML
-# call), warm, serial and cold, and which facts NVML leaves out under NO_ATTACH (measured
-# 2026-11-28: no faster, and facts missing; kept as a trace, not a variant). Not part of the rounds.
+# call), warm and cold, and which facts NVML leaves out under NO_ATTACH. Not part of the rounds.
 trace=$(mktemp -d)
 trap 'rm -f "$results"; rm -rf "$trace"' EXIT
 DAQTUNE_GPU_TRACE=1 "$daqtune" check --format json >"$trace/warm.json" 2>"$trace/warm.trace"
 DAQTUNE_GPU_TRACE=1 "$daqtune" check --no-cache --format json >"$trace/cold.json" 2>"$trace/cold.trace"
-DAQTUNE_NVML_THREADS=1 DAQTUNE_GPU_TRACE=1 "$daqtune" check --format json \
-    >"$trace/serial.json" 2>"$trace/serial.trace"
 DAQTUNE_NVML_INIT=no-attach DAQTUNE_GPU_TRACE=1 "$daqtune" check --format json \
     >"$trace/noattach.json" 2>"$trace/noattach.trace"
 python3 - "$trace" <<'EOF'
 import json, re, sys, collections
 d = sys.argv[1]
 facts, reports = {}, {}
-for run in ("cold", "warm", "serial", "noattach"):
+for run in ("cold", "warm", "noattach"):
     try:
         reports[run] = json.load(open(f"{d}/{run}.json"))
     except (OSError, ValueError) as e:
@@ -124,7 +121,7 @@ def verdicts(run):
     # Status per subject: messages carry live readings (temperature, clocks) that move.
     return [(c.get("id"), c.get("subject"), c.get("status"))
             for c in reports.get(run, {}).get("checks", []) if str(c.get("id", "")).startswith("gpu.")]
-for run in ("warm", "serial", "noattach"):
+for run in ("warm", "noattach"):
     if run in reports and "cold" in reports:
         print(f"{run} GPU verdicts equal cold's: {verdicts(run) == verdicts('cold')}")
 EOF

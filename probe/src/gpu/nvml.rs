@@ -15,28 +15,6 @@ use std::time::Instant;
 type Ret = c_int;
 type Dev = *mut c_void;
 
-/// A device handle handed to another query thread of the same [`Nvml`].
-#[derive(Clone, Copy)]
-struct SharedDev(Dev);
-
-// SAFETY: an NVML device handle is an opaque token, valid in every thread until nvmlShutdown
-// (which runs when the owning `Nvml` drops, after the scoped threads that use it have ended),
-// and NVML's API is thread-safe (NVML API reference, "Multi-threading").
-unsafe impl Send for SharedDev {}
-
-impl SharedDev {
-    /// A method, so a `move` closure captures the whole `SharedDev` (Send), not its pointer.
-    fn get(self) -> Dev {
-        self.0
-    }
-}
-
-/// Whether one GPU's NVML queries are spread over threads: `DAQTUNE_NVML_THREADS=1` keeps
-/// them on one.
-fn nvml_split() -> bool {
-    std::env::var("DAQTUNE_NVML_THREADS").as_deref() != Ok("1")
-}
-
 const SUCCESS: Ret = 0;
 pub(crate) const ERROR_NOT_SUPPORTED: Ret = 3;
 pub(crate) const ERROR_NO_PERMISSION: Ret = 4;
@@ -536,66 +514,6 @@ impl Nvml {
             nvml_index: Some(index),
             ..GpuFacts::default()
         };
-        // Each NVML call on a GSP-firmware GPU (Hopper, Blackwell) is a round trip to the GPU's
-        // own processor, 1-2.5 ms each on the lent H200 (docs/performance.md): the health
-        // counters and the SM clocks go on threads of their own while this one asks the rest.
-        // `DAQTUNE_NVML_THREADS=1` asks everything on this thread (to measure the difference).
-        let split = nvml_split();
-        std::thread::scope(|s| {
-            let dev = SharedDev(d);
-            let health = split.then(|| {
-                let mut hu = un.fork();
-                s.spawn(move || {
-                    let h = self.health(dev.get(), statics, &mut hu);
-                    (h, hu)
-                })
-            });
-            self.device_rest(d, dev, s, statics, &mut g, &mut un, split);
-            match health {
-                Some(h) => match h.join() {
-                    Ok((h, hu)) => {
-                        g.health = h;
-                        un.merge(hu);
-                    }
-                    Err(_) => {
-                        un.why.insert(
-                            "health".into(),
-                            "the NVML health query thread panicked".into(),
-                        );
-                    }
-                },
-                None => g.health = self.health(d, statics, &mut un),
-            }
-        });
-        if nvlink {
-            g.nvlink = un.take("nvlink", || self.nvlinks(d)).flatten();
-        }
-        if nvlink && g.nvlink.is_none() && !un.why.contains_key("nvlink") {
-            un.why.insert(
-                "nvlink".into(),
-                "no NVLink on this GPU (NVML_ERROR_NOT_SUPPORTED)".into(),
-            );
-        }
-        g.unavailable = un.why;
-        if let Some(s) = stat {
-            s.apply(&mut g);
-        }
-        Ok((g, un.calls))
-    }
-
-    /// What [`Self::device_facts`] asks besides the health counters: identity, state, clocks
-    /// (the SM domain on a thread of `scope` when `split`), PCIe link.
-    #[allow(clippy::too_many_arguments)]
-    fn device_rest<'scope>(
-        &'scope self,
-        d: Dev,
-        dev: SharedDev,
-        scope: &'scope std::thread::Scope<'scope, '_>,
-        statics: bool,
-        g: &mut GpuFacts,
-        un: &mut Unavail,
-        split: bool,
-    ) {
         if statics {
             g.name = un.take("name", || {
                 self.dev_string(self.api.name, d, NAME_LEN, "nvmlDeviceGetName")
@@ -616,15 +534,9 @@ impl Nvml {
             self.dev_int(self.api.pstate, d, "nvmlDeviceGetPerformanceState")
         });
         g.pstate = pstate.filter(|p| *p != PSTATE_UNKNOWN).map(|p| p as u32);
-        let sm = split.then(|| {
-            let mut su = un.fork();
-            scope.spawn(move || {
-                let c = self.domain(dev.get(), CLOCK_SM, pstate, "sm_clock", statics, &mut su);
-                (c, su)
-            })
-        });
         g.utilization_pct = un.take("utilization", || self.utilization(d));
-        g.memory_clock = self.domain(d, CLOCK_MEM, pstate, "memory_clock", statics, un);
+        g.sm_clock = self.domain(d, CLOCK_SM, pstate, "sm_clock", statics, &mut un);
+        g.memory_clock = self.domain(d, CLOCK_MEM, pstate, "memory_clock", statics, &mut un);
         if statics {
             // The memory domain's maximum answered above: a GPU without its own memory clock
             // (GB10's unified memory) says 0 or NOT_SUPPORTED.
@@ -671,22 +583,21 @@ impl Nvml {
         g.pcie.current_link_width = un.take("pcie.current_link_width", || {
             self.dev_uint(self.api.cur_link_width, d, "nvmlDeviceGetCurrPcieLinkWidth")
         });
-        g.sm_clock = match sm {
-            Some(h) => match h.join() {
-                Ok((c, su)) => {
-                    un.merge(su);
-                    c
-                }
-                Err(_) => {
-                    un.why.insert(
-                        "sm_clock".into(),
-                        "the NVML clock query thread panicked".into(),
-                    );
-                    DomainClocks::default()
-                }
-            },
-            None => self.domain(d, CLOCK_SM, pstate, "sm_clock", statics, un),
-        };
+        g.health = self.health(d, statics, &mut un);
+        if nvlink {
+            g.nvlink = un.take("nvlink", || self.nvlinks(d)).flatten();
+        }
+        if nvlink && g.nvlink.is_none() && !un.why.contains_key("nvlink") {
+            un.why.insert(
+                "nvlink".into(),
+                "no NVLink on this GPU (NVML_ERROR_NOT_SUPPORTED)".into(),
+            );
+        }
+        g.unavailable = un.why;
+        if let Some(s) = stat {
+            s.apply(&mut g);
+        }
+        Ok((g, un.calls))
     }
 
     /// The active links of `d`. `Ok(None)`: the GPU has no NVLink (NOT_SUPPORTED on link 0,
@@ -982,20 +893,6 @@ struct Unavail {
 }
 
 impl Unavail {
-    /// An empty record for a query thread of the same GPU, merged back with [`Self::merge`].
-    fn fork(&self) -> Unavail {
-        Unavail {
-            why: BTreeMap::new(),
-            trace: self.trace,
-            calls: 0,
-        }
-    }
-
-    fn merge(&mut self, other: Unavail) {
-        self.why.extend(other.why);
-        self.calls += other.calls;
-    }
-
     fn take<T>(&mut self, key: &str, call: impl FnOnce() -> Result<T, NvmlErr>) -> Option<T> {
         let t = self.trace.map(|i| (i, Instant::now()));
         let r = call();
