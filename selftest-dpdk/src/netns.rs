@@ -1,6 +1,6 @@
 //! The veth topology: a private network namespace for this process (it dies with the process,
-//! so nothing is left behind even after SIGKILL) holding both ends of a veth pair, made with the
-//! self-test's rtnetlink client (no iproute2). The namespace and mount calls are
+//! so nothing is left behind even after SIGKILL) holding both ends of a veth pair, made with
+//! probe's rtnetlink client (no iproute2). The namespace and mount calls are
 //! `daqtune_probe::sys`'s; every remaining `unsafe` block is a libc call on memory the block
 //! owns (the packet sockets' statistics and addresses).
 
@@ -15,8 +15,8 @@ pub fn enter_private_netns() -> io::Result<()> {
 /// Creates the veth pair `a` <-> `b` with `mtu` in the calling thread's namespace, turns off
 /// IPv6 on both ends (no router solicitations mixed into the measured traffic) and sets them up.
 pub fn create_veth_pair(a: &str, b: &str, mtu: u32) -> io::Result<()> {
-    let nl_err = |e: daqtune_selftest::Error| io::Error::other(e.to_string());
-    let mut nl = daqtune_selftest::netlink::Netlink::open().map_err(nl_err)?;
+    let nl_err = |e: daqtune_probe::net::netlink::Error| io::Error::other(e.to_string());
+    let mut nl = daqtune_probe::net::netlink::route::Netlink::open().map_err(nl_err)?;
     nl.create_veth(a, b, None).map_err(nl_err)?;
     for name in [a, b] {
         // Best effort: a kernel without IPv6 has no such file, which is just as good.
