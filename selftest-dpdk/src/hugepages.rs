@@ -266,8 +266,9 @@ pub fn prefix_pid(name: &str) -> Option<u32> {
 /// Removes runtime directories and hugepage map files of daqtune runs whose process is gone
 /// (killed before it could clean up). Another program's files are never touched.
 pub fn sweep_dead_runs() -> Vec<PathBuf> {
-    let dead =
-        |name: &str| prefix_pid(name).is_some_and(|p| !Path::new(&format!("/proc/{p}")).exists());
+    let dead = |name: &str| {
+        prefix_pid(name).is_some_and(|p| !daqtune_probe::Host::live().exists(&format!("/proc/{p}")))
+    };
     let mut removed = Vec::new();
     if let Ok(rd) = fs::read_dir(DPDK_RUN_DIR) {
         for e in rd.flatten() {

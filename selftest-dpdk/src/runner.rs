@@ -322,7 +322,8 @@ fn run_with_hugepages(
     let eal_args = std::mem::take(&mut details.eal_args);
     let hp = std::mem::take(&mut details.hugepages);
     let kernel_ifs: Vec<crate::netns::IfCounters> = if spec.topology == Topology::Veth {
-        std::fs::read_to_string("/proc/net/dev")
+        daqtune_probe::Host::live()
+            .read_string("/proc/net/dev")
             .map(|t| crate::netns::parse_net_dev(&t))
             .unwrap_or_default()
             .into_iter()

@@ -217,10 +217,7 @@ impl Topology {
         let software: Vec<bool> = devs
             .iter()
             .map(|d| {
-                !Path::new("/sys/class/infiniband")
-                    .join(d)
-                    .join("device")
-                    .exists()
+                !daqtune_probe::Host::live().exists(&format!("/sys/class/infiniband/{d}/device"))
             })
             .collect();
         if !moved {

@@ -366,7 +366,8 @@ pub fn recover_in(dir: &Path) -> Vec<String> {
         let Some(pid) = netns::owner_pid(&name) else {
             continue;
         };
-        if pid == std::process::id() || Path::new(&format!("/proc/{pid}")).exists() {
+        if pid == std::process::id() || daqtune_probe::Host::live().exists(&format!("/proc/{pid}"))
+        {
             continue;
         }
         match netns::delete_named(&name) {
