@@ -573,7 +573,7 @@ fn shape_tx(topo: &Topology, mbit: u64, mtu: u32) -> Result<(), String> {
     let (Some(ns), Some(port)) = (topo.tx_ns.as_ref(), topo.tx_port.as_deref()) else {
         return Err("test shaping needs the veth pair's sending namespace".into());
     };
-    let mut nl = crate::netlink::Netlink::open_in(ns).map_err(|e| e.to_string())?;
+    let mut nl = crate::netlink::open_in(ns).map_err(|e| e.to_string())?;
     let link = nl
         .link_by_name(port)
         .map_err(|e| e.to_string())?
