@@ -11,8 +11,8 @@
 pub mod app_profile;
 pub mod appconfig;
 pub mod capture;
-pub mod cmd;
 pub mod causes;
+pub mod cmd;
 pub mod commands;
 pub mod context;
 pub mod cores;
