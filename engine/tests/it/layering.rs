@@ -202,7 +202,7 @@ const LAYERS: &[&[&str]] = &[
         "hostio::gpu",
         "hostio::lock",
         "hostio::parts",
-        "apply::testroot",
+        "cmd::apply::testroot",
         "fleet::output",
         "suggest",
     ],
@@ -248,12 +248,13 @@ const LAYERS: &[&[&str]] = &[
     ],
     &["hostroot"],
     &[
-        "apply",
-        "qualify",
+        "cmd",
+        "cmd::apply",
+        "cmd::qualify",
         "fleet::report_cmd",
-        "status",
-        "gpu_view",
-        "nic_view",
+        "cmd::status",
+        "cmd::gpu_view",
+        "cmd::nic_view",
     ],
 ];
 

@@ -27,5 +27,5 @@ mod terminal_escapes;
 // engine's own unit tests build.
 #[path = "../../../tests/support/redteam.rs"]
 mod redteam;
-#[path = "../../../engine/src/apply/testroot.rs"]
+#[path = "../../../engine/src/cmd/apply/testroot.rs"]
 mod testroot;
