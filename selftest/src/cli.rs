@@ -945,6 +945,10 @@ fn run_on(
             let mut probe = spec.clone();
             probe.rate_gbps = None;
             probe.duration = Duration::from_secs_f64(probe_s);
+            // Planted corruptions belong to the judged run: planted in the probe they made the
+            // probe the verdict (a short one plants fewer than asked: 1 of 2 on a loaded host).
+            // The probe still verifies every byte, so real corruption in it is still the verdict.
+            probe.inject_corruption = 0;
             let delivered = engine.run(&probe, &ctl);
             ctl.reset_counters();
             if let Some(p) = delivered.as_ref().ok().filter(|p| p.integrity_errors > 0) {
