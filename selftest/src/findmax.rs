@@ -461,16 +461,6 @@ pub fn link_payload_gbps(speed_mbps: u64, message: usize) -> f64 {
     speed_mbps as f64 / 1000.0 * message as f64 / (message + overhead) as f64
 }
 
-/// Reads a link speed in Mb/s from sysfs `speed` text (`-1` or garbage = unknown, as for a
-/// veth or a link that is down).
-pub fn parse_speed_mbps(text: &str) -> Option<u64> {
-    text.trim()
-        .parse::<i64>()
-        .ok()
-        .filter(|v| *v > 0)
-        .map(|v| v as u64)
-}
-
 /// CPU use added up by CPU number.
 pub fn cpu_per_core(threads: &[ThreadCpu]) -> BTreeMap<String, f64> {
     let mut m = BTreeMap::new();
@@ -1264,9 +1254,5 @@ mod tests {
         // 8192-byte messages on 100 GbE: 8192 / 8258 of the line.
         let g = link_payload_gbps(100_000, 8192);
         assert!((g - 99.2008).abs() < 1e-3, "{g}");
-        assert_eq!(parse_speed_mbps("25000\n"), Some(25000));
-        assert_eq!(parse_speed_mbps("-1"), None);
-        assert_eq!(parse_speed_mbps(""), None);
-        assert_eq!(parse_speed_mbps("fast"), None);
     }
 }

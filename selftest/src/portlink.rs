@@ -22,18 +22,18 @@ pub fn link_speed_mbps(iface: &str) -> Option<u64> {
     daqtune_probe::Host::live()
         .read_string(&format!("/sys/class/net/{iface}/speed"))
         .ok()
-        .and_then(|t| crate::findmax::parse_speed_mbps(&t))
+        .and_then(|t| daqtune_probe::pci::nic::parse_speed(&t))
 }
 
 /// What the PCIe link of `iface`'s device carries (`current_link_speed` x
 /// `current_link_width`, the link as trained with its upstream port), with the words for it.
 pub fn pcie_of(iface: &str) -> Option<(f64, String)> {
     let dev = format!("/sys/class/net/{iface}/device");
-    let gts = crate::reference::parse_pcie_gts(
+    let gts = f64::from(daqtune_probe::pci::parse_link_speed(
         &daqtune_probe::Host::live()
             .read_string(&format!("{dev}/current_link_speed"))
             .ok()?,
-    )?;
+    )?);
     let lanes: u32 = daqtune_probe::Host::live()
         .read_string(&format!("{dev}/current_link_width"))
         .ok()?

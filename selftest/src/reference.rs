@@ -120,12 +120,6 @@ pub fn payload_gbps(speed_mbps: u64, mtu: u32, mode: Mode, message: usize) -> Op
     }
 }
 
-/// Transfer rate of a PCIe link from sysfs `current_link_speed` (`32.0 GT/s PCIe`): GT/s.
-pub fn parse_pcie_gts(text: &str) -> Option<f64> {
-    let v: f64 = text.split_whitespace().next()?.parse().ok()?;
-    (v > 0.0 && v <= 256.0).then_some(v)
-}
-
 /// Data Gb/s a PCIe link carries in 256-byte writes: [`daqtune_probe::pci::payload_gbps`].
 pub use daqtune_probe::pci::payload_gbps as pcie_payload_gbps;
 
@@ -355,10 +349,6 @@ mod tests {
 
     #[test]
     fn the_pcie_link_caps_the_line() {
-        assert_eq!(parse_pcie_gts("32.0 GT/s PCIe\n"), Some(32.0));
-        assert_eq!(parse_pcie_gts("2.5 GT/s"), Some(2.5));
-        assert_eq!(parse_pcie_gts("Unknown"), None);
-        assert_eq!(parse_pcie_gts(""), None);
         let gen5x4 = pcie_payload_gbps(32.0, 4);
         assert!((gen5x4 - 114.4).abs() < 0.05, "{gen5x4}");
         assert!((pcie_payload_gbps(2.5, 1) - 2.0 * 256.0 / 282.0).abs() < 1e-9);

@@ -784,6 +784,8 @@ mod tests {
     fn speeds_and_labels() {
         assert_eq!(parse_link_speed("16.0 GT/s PCIe"), Some(16.0));
         assert_eq!(parse_link_speed("8 GT/s"), Some(8.0));
+        assert_eq!(parse_link_speed("2.5 GT/s PCIe\n"), Some(2.5));
+        assert_eq!(parse_link_speed("Unknown"), None);
         assert_eq!(parse_link_speed("2.5 GT/s PCIe"), Some(2.5));
         assert_eq!(parse_link_speed("Unknown"), None);
         assert_eq!(parse_link_speed("Unknown speed"), None);

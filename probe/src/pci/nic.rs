@@ -280,5 +280,6 @@ mod tests {
         assert_eq!(parse_speed("-1"), None);
         assert_eq!(parse_speed(""), None);
         assert_eq!(parse_speed("(null)"), None);
+        assert_eq!(parse_speed("25000\n"), Some(25000));
     }
 }

@@ -12,9 +12,7 @@
 use crate::error::{Error, Result};
 use crate::netlink::{Addr, Link, Neighbour, Netlink, Route, RTPROT_KERNEL};
 use crate::netns::{self, NetNs, NsId};
-use crate::rdma_netlink::{
-    errno_name, os_error, port_for_netdev, NetnsMode, RdmaNetlink, RdmaPort,
-};
+use crate::rdma_netlink::{errno_name, port_for_netdev, NetnsMode, RdmaNetlink, RdmaPort};
 use serde::{Deserialize, Serialize};
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::{Path, PathBuf};

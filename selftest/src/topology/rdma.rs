@@ -40,7 +40,7 @@ pub(super) fn add_rxe_when_free(
         match nl.add_rxe(dev, netdev) {
             Err(e)
                 if matches!(
-                    os_error(&e),
+                    e.raw_os_error(),
                     Some(libc::EEXIST) | Some(libc::ENFILE) | Some(libc::EBUSY)
                 ) && std::time::Instant::now() < deadline =>
             {
@@ -166,7 +166,7 @@ impl Topology {
                 Err(e) => {
                     t.rdma_journal()?.netns_mode_was = None;
                     t.save_journal()?;
-                    let why = match os_error(&e) {
+                    let why = match e.raw_os_error() {
                         Some(libc::EBUSY) => {
                             "EBUSY: other network namespaces exist (containers?)".to_string()
                         }
@@ -198,7 +198,7 @@ impl Topology {
                         j.moved.retain(|(n, _)| n != &dev);
                     }
                     let _ = t.save_journal();
-                    let code = os_error(&e);
+                    let code = e.raw_os_error();
                     if code == Some(libc::EOPNOTSUPP) && exclusive {
                         notes.push(format!(
                             "RDMA netns mode shared: {dev} cannot change namespace (EOPNOTSUPP: \

@@ -232,7 +232,10 @@ fn restore_netns_mode(nl: &mut RdmaNetlink, was: NetnsMode) -> Vec<String> {
         }
         match nl.set_netns_mode(was) {
             Ok(()) => return Vec::new(),
-            Err(e) if os_error(&e) == Some(libc::EBUSY) && std::time::Instant::now() < deadline => {
+            Err(e)
+                if e.raw_os_error() == Some(libc::EBUSY)
+                    && std::time::Instant::now() < deadline =>
+            {
                 std::thread::sleep(std::time::Duration::from_millis(100));
             }
             Err(e) => {

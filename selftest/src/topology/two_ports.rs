@@ -244,6 +244,7 @@ mod tests {
             peer: None,
             broadcast: None,
             label: None,
+            valid_lft: None,
         }
     }
 

@@ -7,8 +7,8 @@
 //! Message building and parsing are plain byte code, tested on built and captured bytes.
 
 use super::{
-    align4, attrs, get_string, ne_i32, ne_u16, ne_u32, Builder, Error, Protocol, Result, Socket,
-    NLM_F_ACK, NLM_F_CREATE, NLM_F_DUMP, NLM_F_EXCL, NLM_F_REPLACE, NLM_F_REQUEST,
+    align4, attrs, get_string, get_u32, ne_i32, ne_u16, ne_u32, Builder, Error, Protocol, Result,
+    Socket, NLM_F_ACK, NLM_F_CREATE, NLM_F_DUMP, NLM_F_EXCL, NLM_F_REPLACE, NLM_F_REQUEST,
 };
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::os::fd::RawFd;
@@ -52,6 +52,9 @@ const IFA_ADDRESS: u16 = 1;
 const IFA_LOCAL: u16 = 2;
 const IFA_LABEL: u16 = 3;
 const IFA_BROADCAST: u16 = 4;
+const IFA_CACHEINFO: u16 = 6;
+/// `INFINITY_LIFE_TIME` (include/net/addrconf.h): the lifetime that means "forever".
+const INFINITY_LIFE_TIME: u32 = u32::MAX;
 
 const RTA_DST: u16 = 1;
 const RTA_OIF: u16 = 4;
@@ -143,6 +146,10 @@ pub struct Addr {
     pub peer: Option<IpAddr>,
     pub broadcast: Option<IpAddr>,
     pub label: Option<String>,
+    /// Seconds the address stays valid (`IFA_CACHEINFO`'s `ifa_valid`); `None` = forever (or
+    /// not sent). A DHCP lease has a finite one; [`Netlink::add_addr`] never writes it back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub valid_lft: Option<u32>,
 }
 
 /// A route (main table unless `table` says otherwise).
@@ -417,12 +424,15 @@ pub fn parse_addr(p: &[u8]) -> Option<Addr> {
     let mut local = None;
     let mut broadcast = None;
     let mut label = None;
+    let mut valid_lft = None;
     for (k, d) in attrs(p.get(8..)?) {
         match k {
             IFA_ADDRESS => address = parse_ip(family, d),
             IFA_LOCAL => local = parse_ip(family, d),
             IFA_BROADCAST => broadcast = parse_ip(family, d),
             IFA_LABEL => label = Some(get_string(d)),
+            // struct ifa_cacheinfo: ifa_prefered, ifa_valid, cstamp, tstamp.
+            IFA_CACHEINFO => valid_lft = d.get(4..).and_then(get_u32),
             _ => {}
         }
     }
@@ -440,6 +450,7 @@ pub fn parse_addr(p: &[u8]) -> Option<Addr> {
         peer,
         broadcast,
         label,
+        valid_lft: valid_lft.filter(|v| *v != INFINITY_LIFE_TIME),
     })
 }
 
@@ -536,7 +547,13 @@ impl Netlink {
     /// Opens a socket in the calling thread's network namespace. No receive limit: a link
     /// change waits for the kernel's rtnl lock, which a busy host can hold for seconds.
     pub fn open() -> Result<Self> {
-        let sock = Socket::open(Protocol::Route, None).map_err(|e| Error::io("socket", e))?;
+        Self::open_bounded(None)
+    }
+
+    /// [`Self::open`] with a receive limit: a check's read must not hang on a reply that never
+    /// comes.
+    pub fn open_bounded(timeout: Option<std::time::Duration>) -> Result<Self> {
+        let sock = Socket::open(Protocol::Route, timeout).map_err(|e| Error::io("socket", e))?;
         Ok(Netlink { sock })
     }
 
@@ -726,6 +743,7 @@ impl Netlink {
             peer: None,
             broadcast: None,
             label: None,
+            valid_lft: None,
         })
     }
 
