@@ -8,11 +8,11 @@ use daqtune_engine::hostroot::open_host;
 use daqtune_engine::profile::LoadedProfile;
 use daqtune_engine::qualify;
 use daqtune_engine::UsageError;
-use daqtune_selftest::cli::Defaults;
+use daqtune_selftest::command::Defaults;
 use daqtune_selftest::reference::Reference;
 use daqtune_selftest::Thresholds;
 
-pub use daqtune_selftest::cli::SelftestArgs;
+pub use crate::selftest_cli::SelftestArgs;
 
 /// Maps the profile onto the self-test's defaults. The data cores are resolved the way the
 /// checks resolve them (an explicit list, or the rule on this host); the self-test remaps them
@@ -98,7 +98,7 @@ pub fn run(g: &GlobalArgs, args: &SelftestArgs) -> Result<u8, UsageError> {
     if let Some(n) = note {
         crate::out::eprint(&format!("daqtune selftest: {n}\n"));
     }
-    let code = daqtune_selftest::cli::run(args, &d);
+    let code = daqtune_selftest::command::run(&args.options(), &d);
     Ok(u8::try_from(code).unwrap_or(2))
 }
 
@@ -239,7 +239,7 @@ mod tests {
                 let a = &c.args;
                 assert_eq!(a.duration, 2.5, "{argv:?}");
                 assert!(a.no_progress, "{argv:?}");
-                assert_eq!(a.format, daqtune_selftest::cli::Format::Json, "{argv:?}");
+                assert_eq!(a.format, crate::selftest_cli::Format::Json, "{argv:?}");
                 assert_eq!(
                     a.message_size,
                     Some(if *engine == "dpdk" { 4096 } else { 8192 })
