@@ -47,19 +47,6 @@ pub fn parse_count(s: &str) -> Option<u64> {
     s.trim().parse().ok()
 }
 
-/// `MemAvailable` in kB from /proc/meminfo text.
-pub fn parse_mem_available_kb(meminfo: &str) -> Option<u64> {
-    meminfo.lines().find_map(|l| {
-        let rest = l.strip_prefix("MemAvailable:")?;
-        let mut it = rest.split_whitespace();
-        let n: u64 = it.next()?.parse().ok()?;
-        match it.next() {
-            Some("kB") | None => Some(n),
-            _ => None,
-        }
-    })
-}
-
 /// Pages a run needs: the mbuf pool plus EAL's own heap (memzones, rings, per-lcore caches,
 /// af_packet's per-slot iovec arrays) with slack for rounding to whole pages.
 pub fn pages_needed(mbufs: u64, mbuf_size: u64) -> u64 {
@@ -279,8 +266,9 @@ pub fn prefix_pid(name: &str) -> Option<u32> {
 /// Removes runtime directories and hugepage map files of daqtune runs whose process is gone
 /// (killed before it could clean up). Another program's files are never touched.
 pub fn sweep_dead_runs() -> Vec<PathBuf> {
-    let dead =
-        |name: &str| prefix_pid(name).is_some_and(|p| !Path::new(&format!("/proc/{p}")).exists());
+    let dead = |name: &str| {
+        prefix_pid(name).is_some_and(|p| !daqtune_probe::Host::live().exists(&format!("/proc/{p}")))
+    };
     let mut removed = Vec::new();
     if let Ok(rd) = fs::read_dir(DPDK_RUN_DIR) {
         for e in rd.flatten() {
@@ -290,7 +278,7 @@ pub fn sweep_dead_runs() -> Vec<PathBuf> {
             }
         }
     }
-    let mounts = fs::read_to_string("/proc/mounts").unwrap_or_default();
+    let mounts = live_mounts();
     for dir in hugetlbfs_mounts(&mounts) {
         let Ok(rd) = fs::read_dir(&dir) else { continue };
         for e in rd.flatten() {
@@ -307,43 +295,28 @@ pub fn sweep_dead_runs() -> Vec<PathBuf> {
     removed
 }
 
-/// hugetlbfs mount points in /proc/mounts text.
+/// hugetlbfs mount points in /proc/mounts text (probe's parser, which undoes the kernel's
+/// octal escapes).
 pub fn hugetlbfs_mounts(mounts: &str) -> Vec<PathBuf> {
-    mounts
-        .lines()
-        .filter_map(|l| {
-            let f: Vec<&str> = l.split_whitespace().collect();
-            (f.len() >= 3 && f[2] == "hugetlbfs").then(|| PathBuf::from(unescape_mount(f[1])))
-        })
+    daqtune_probe::mem::parse_mounts(mounts)
+        .into_iter()
+        .filter(|m| m.fstype == "hugetlbfs")
+        .map(|m| PathBuf::from(m.target))
         .collect()
 }
 
-/// /proc/mounts escapes space, tab, newline and backslash as octal.
-fn unescape_mount(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\'
-            && i + 3 < b.len()
-            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
-        {
-            let v = (b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0');
-            out.push(v);
-            i += 4;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
+/// The live host's /proc/mounts (empty when unreadable: nothing to sweep then).
+fn live_mounts() -> String {
+    daqtune_probe::Host::live()
+        .read_string("/proc/mounts")
+        .unwrap_or_default()
 }
 
 /// Removes `<prefix>map_*` files (DPDK's hugepage backing files) from every hugetlbfs mount and
 /// DPDK's runtime directory for `prefix`. Only names carrying our unique prefix are touched.
 pub fn sweep_leftovers(prefix: &str) -> Vec<PathBuf> {
     let mut removed = Vec::new();
-    let mounts = fs::read_to_string("/proc/mounts").unwrap_or_default();
+    let mounts = live_mounts();
     let want = format!("{prefix}map_");
     for dir in hugetlbfs_mounts(&mounts) {
         let Ok(rd) = fs::read_dir(&dir) else { continue };
@@ -413,12 +386,7 @@ mod tests {
     }
 
     #[test]
-    fn meminfo_parsing() {
-        let t = "MemTotal:       24000000 kB\nMemFree:  1 kB\nMemAvailable:   23000000 kB\n";
-        assert_eq!(parse_mem_available_kb(t), Some(23_000_000));
-        assert_eq!(parse_mem_available_kb(""), None);
-        assert_eq!(parse_mem_available_kb("MemAvailable: (null)"), None);
-        assert_eq!(parse_mem_available_kb("MemAvailable: 5 MB"), None);
+    fn count_parsing() {
         assert_eq!(parse_count("17\n"), Some(17));
         assert_eq!(parse_count("garbage"), None);
     }
@@ -463,6 +431,12 @@ mod tests {
         );
         assert!(hugetlbfs_mounts("").is_empty());
         assert!(hugetlbfs_mounts("garbage\n\\\n").is_empty());
+        // "\400" is no kernel escape (a byte is at most \377): kept, not decoded into an
+        // overflowing u8 as this crate's own unescaping did (a panic in debug builds).
+        assert_eq!(
+            hugetlbfs_mounts("none /mnt/a\\400b hugetlbfs rw 0 0\n"),
+            vec![PathBuf::from("/mnt/a\\400b")]
+        );
     }
 
     #[test]
@@ -493,7 +467,6 @@ mod tests {
     proptest::proptest! {
         #[test]
         fn parsers_never_panic(t in "\\PC{0,200}") {
-            let _ = parse_mem_available_kb(&t);
             let _ = hugetlbfs_mounts(&t);
             let _ = parse_count(&t);
             let _ = prefix_pid(&t);

@@ -1,6 +1,6 @@
 //! The veth topology: a private network namespace for this process (it dies with the process,
-//! so nothing is left behind even after SIGKILL) holding both ends of a veth pair, made with the
-//! self-test's rtnetlink client (no iproute2). The namespace and mount calls are
+//! so nothing is left behind even after SIGKILL) holding both ends of a veth pair, made with
+//! probe's rtnetlink client (no iproute2). The namespace and mount calls are
 //! `daqtune_probe::sys`'s; every remaining `unsafe` block is a libc call on memory the block
 //! owns (the packet sockets' statistics and addresses).
 
@@ -15,8 +15,8 @@ pub fn enter_private_netns() -> io::Result<()> {
 /// Creates the veth pair `a` <-> `b` with `mtu` in the calling thread's namespace, turns off
 /// IPv6 on both ends (no router solicitations mixed into the measured traffic) and sets them up.
 pub fn create_veth_pair(a: &str, b: &str, mtu: u32) -> io::Result<()> {
-    let nl_err = |e: daqtune_selftest::Error| io::Error::other(e.to_string());
-    let mut nl = daqtune_selftest::netlink::Netlink::open().map_err(nl_err)?;
+    let nl_err = |e: daqtune_probe::net::netlink::Error| io::Error::other(e.to_string());
+    let mut nl = daqtune_probe::net::netlink::route::Netlink::open().map_err(nl_err)?;
     nl.create_veth(a, b, None).map_err(nl_err)?;
     for name in [a, b] {
         // Best effort: a kernel without IPv6 has no such file, which is just as good.
@@ -78,16 +78,17 @@ pub fn steer_rx_to(iface: &str, cpu: usize) -> io::Result<()> {
 /// index each is bound to.
 fn packet_sockets(ifindex: Option<i32>) -> Vec<(i32, i32)> {
     let mut out = Vec::new();
-    let Ok(rd) = std::fs::read_dir("/proc/self/fd") else {
+    let host = daqtune_probe::Host::live();
+    let Ok(fds) = host.read_dir("/proc/self/fd") else {
         return out;
     };
-    for e in rd.flatten() {
-        let Ok(fd) = e.file_name().to_string_lossy().parse::<i32>() else {
+    for name in fds {
+        let Ok(fd) = name.parse::<i32>() else {
             continue;
         };
-        let is_socket = std::fs::read_link(e.path())
-            .map(|t| t.to_string_lossy().starts_with("socket:"))
-            .unwrap_or(false);
+        let is_socket = host
+            .read_link(&format!("/proc/self/fd/{fd}"))
+            .is_ok_and(|t| t.starts_with("socket:"));
         if !is_socket {
             continue;
         }
@@ -112,7 +113,9 @@ fn packet_sockets(ifindex: Option<i32>) -> Vec<(i32, i32)> {
 /// Frames `iface` has transmitted or dropped on transmit (both left the ring), from
 /// /proc/net/dev; counted since the interface was made.
 fn tx_packets(iface: &str) -> Option<u64> {
-    let t = std::fs::read_to_string("/proc/net/dev").ok()?;
+    let t = daqtune_probe::Host::live()
+        .read_string("/proc/net/dev")
+        .ok()?;
     parse_net_dev(&t)
         .into_iter()
         .find(|c| c.name == iface)

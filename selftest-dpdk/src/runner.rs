@@ -68,9 +68,10 @@ pub fn run(spec: &DpdkRunSpec) -> (DpdkOutput, i32) {
             );
         }
     };
-    let avail = std::fs::read_to_string("/proc/meminfo")
+    let avail = daqtune_probe::Host::live()
+        .read_string("/proc/meminfo")
         .ok()
-        .and_then(|m| hugepages::parse_mem_available_kb(&m));
+        .and_then(|m| daqtune_probe::mem::mem_available_kb(&m));
     let mut reservation: Option<Reservation> = None;
     match hugepages::plan(needed, pool, avail, spec.reserve_hugepages) {
         Plan::UseExisting => {
@@ -321,7 +322,8 @@ fn run_with_hugepages(
     let eal_args = std::mem::take(&mut details.eal_args);
     let hp = std::mem::take(&mut details.hugepages);
     let kernel_ifs: Vec<crate::netns::IfCounters> = if spec.topology == Topology::Veth {
-        std::fs::read_to_string("/proc/net/dev")
+        daqtune_probe::Host::live()
+            .read_string("/proc/net/dev")
             .map(|t| crate::netns::parse_net_dev(&t))
             .unwrap_or_default()
             .into_iter()

@@ -39,4 +39,17 @@ impl Error {
     }
 }
 
+/// probe's netlink clients keep the self-test's error texts: "netlink OP: ERRNO" stays
+/// [`Error::Netlink`], so callers that look at the errno (EEXIST on a restore) still see it.
+impl From<daqtune_probe::net::netlink::Error> for Error {
+    fn from(e: daqtune_probe::net::netlink::Error) -> Self {
+        use daqtune_probe::net::netlink::Error as Nl;
+        match e {
+            Nl::Io { op, source } => Error::Netlink { op, source },
+            Nl::Unsupported(m) => Error::Unsupported(m),
+            Nl::Invalid(m) => Error::Invalid(m),
+        }
+    }
+}
+
 pub type Result<T> = std::result::Result<T, Error>;

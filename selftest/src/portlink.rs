@@ -13,10 +13,14 @@ pub fn link_speed_mbps(iface: &str) -> Option<u64> {
     }
     // A virtual interface (veth, bridge, bond's members aside) has no `device`: what its
     // driver answers (veth: a constant 10000 Mb/s) limits nothing.
-    if std::fs::symlink_metadata(format!("/sys/class/net/{iface}/device")).is_err() {
+    if daqtune_probe::Host::live()
+        .read_link(&format!("/sys/class/net/{iface}/device"))
+        .is_err()
+    {
         return None;
     }
-    std::fs::read_to_string(format!("/sys/class/net/{iface}/speed"))
+    daqtune_probe::Host::live()
+        .read_string(&format!("/sys/class/net/{iface}/speed"))
         .ok()
         .and_then(|t| crate::findmax::parse_speed_mbps(&t))
 }
@@ -26,9 +30,12 @@ pub fn link_speed_mbps(iface: &str) -> Option<u64> {
 pub fn pcie_of(iface: &str) -> Option<(f64, String)> {
     let dev = format!("/sys/class/net/{iface}/device");
     let gts = crate::reference::parse_pcie_gts(
-        &std::fs::read_to_string(format!("{dev}/current_link_speed")).ok()?,
+        &daqtune_probe::Host::live()
+            .read_string(&format!("{dev}/current_link_speed"))
+            .ok()?,
     )?;
-    let lanes: u32 = std::fs::read_to_string(format!("{dev}/current_link_width"))
+    let lanes: u32 = daqtune_probe::Host::live()
+        .read_string(&format!("{dev}/current_link_width"))
         .ok()?
         .trim()
         .parse()
@@ -51,12 +58,10 @@ pub fn pci_link_speed_mbps(bdf: &str) -> Option<(String, u64)> {
     {
         return None;
     }
-    let dir = std::fs::read_dir(format!("/sys/bus/pci/devices/{bdf}/net")).ok()?;
-    let mut names: Vec<String> = dir
-        .filter_map(|e| e.ok())
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
+    // probe's read_dir returns the names sorted: the first network device is stable.
+    let names = daqtune_probe::Host::live()
+        .read_dir(&format!("/sys/bus/pci/devices/{bdf}/net"))
+        .ok()?;
     names
         .into_iter()
         .find_map(|n| link_speed_mbps(&n).map(|s| (n, s)))
@@ -92,11 +97,8 @@ pub fn rdma_device_link(dev: &str) -> Link {
         return Link::none(&format!("{dev:?} is not an RDMA device name"));
     }
     let dir = format!("/sys/class/infiniband/{dev}/device/net");
-    let mut names: Vec<String> = match std::fs::read_dir(&dir) {
-        Ok(d) => d
-            .filter_map(|e| e.ok())
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .collect(),
+    let mut names: Vec<String> = match daqtune_probe::Host::live().read_dir(&dir) {
+        Ok(d) => d,
         Err(_) => {
             return Link::none(&format!(
                 "{dev} has no PCI network device ({dir} unreadable: soft-RoCE, or a device in another namespace): no link speed"
@@ -107,7 +109,8 @@ pub fn rdma_device_link(dev: &str) -> Link {
     let Some(netdev) = names.into_iter().next() else {
         return Link::none(&format!("{dev}: its PCI function has no network device"));
     };
-    let mtu = std::fs::read_to_string(format!("/sys/class/net/{netdev}/mtu"))
+    let mtu = daqtune_probe::Host::live()
+        .read_string(&format!("/sys/class/net/{netdev}/mtu"))
         .ok()
         .and_then(|t| parse_mtu(&t));
     let mut link = port_link(&netdev, mtu.unwrap_or(0));

@@ -83,7 +83,8 @@ pub fn tight_timer_slack() {
 /// common case and the check gives a clear message instead of an EPERM deep inside netlink).
 /// This host's name for reports (empty when unreadable).
 pub fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
+    daqtune_probe::Host::live()
+        .read_string("/proc/sys/kernel/hostname")
         .map(|s| s.trim().to_string())
         .unwrap_or_default()
 }
@@ -199,7 +200,9 @@ pub fn parse_stat_starttime(stat: &str) -> Option<u64> {
 }
 
 pub fn process_starttime(pid: u32) -> Option<u64> {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let s = daqtune_probe::Host::live()
+        .read_string(&format!("/proc/{pid}/stat"))
+        .ok()?;
     parse_stat_starttime(&s)
 }
 

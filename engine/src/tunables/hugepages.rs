@@ -923,7 +923,7 @@ fn generate_mount_units(
 
 #[cfg(test)]
 mod tests {
-    use crate::apply::testroot::*;
+    use crate::cmd::apply::testroot::*;
     use crate::plan::{Action, PlanOptions};
     use crate::tunables::build_plan;
     use daqtune_probe::Host;

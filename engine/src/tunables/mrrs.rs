@@ -270,7 +270,7 @@ fn generate_rule(g: &GenerateCx) -> Result<String, ArtifactError> {
 
 #[cfg(test)]
 mod tests {
-    use crate::apply::testroot::*;
+    use crate::cmd::apply::testroot::*;
     use crate::plan::{Action, Plan, PlanOptions};
     use crate::tunables::build_plan;
     use daqtune_probe::Host;

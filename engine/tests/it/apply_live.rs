@@ -13,7 +13,6 @@ use daqtune_engine::plan::{Action, Change, NoteLevel, Plan, PlanOptions};
 use daqtune_engine::tunables::build_plan;
 use daqtune_engine::GlobalOptions;
 use daqtune_probe::Host;
-use std::io;
 
 const POOL_2M: &str = "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages";
 
@@ -113,99 +112,10 @@ fn live_hugepages_2m_reserved_and_released() {
     assert!(!out.contains("wrote /"), "{out}");
 }
 
-/// A veth pair created with rtnetlink in the calling thread's network namespace.
+/// A veth pair created with probe's rtnetlink client in the calling thread's network namespace.
 mod netlink {
-    use std::io;
-
-    fn attr(ty: u16, payload: &[u8]) -> Vec<u8> {
-        let len = 4 + payload.len();
-        let mut v = Vec::with_capacity(len + 3);
-        v.extend_from_slice(&(len as u16).to_ne_bytes());
-        v.extend_from_slice(&ty.to_ne_bytes());
-        v.extend_from_slice(payload);
-        while v.len() % 4 != 0 {
-            v.push(0);
-        }
-        v
-    }
-
-    fn cstr(s: &str) -> Vec<u8> {
-        let mut v = s.as_bytes().to_vec();
-        v.push(0);
-        v
-    }
-
-    const IFINFOMSG_LEN: usize = 16;
-    const IFLA_IFNAME: u16 = 3;
-    const IFLA_LINKINFO: u16 = 18;
-    const IFLA_INFO_KIND: u16 = 1;
-    const IFLA_INFO_DATA: u16 = 2;
-    const VETH_INFO_PEER: u16 = 1;
-
-    pub fn create_veth(a: &str, b: &str) -> io::Result<()> {
-        let mut peer = vec![0u8; IFINFOMSG_LEN];
-        peer.extend(attr(IFLA_IFNAME, &cstr(b)));
-        let data = attr(VETH_INFO_PEER, &peer);
-        let mut linkinfo = attr(IFLA_INFO_KIND, &cstr("veth"));
-        linkinfo.extend(attr(IFLA_INFO_DATA, &data));
-        let mut body = vec![0u8; IFINFOMSG_LEN];
-        body.extend(attr(IFLA_IFNAME, &cstr(a)));
-        body.extend(attr(IFLA_LINKINFO, &linkinfo));
-        let flags =
-            (libc::NLM_F_REQUEST | libc::NLM_F_ACK | libc::NLM_F_CREATE | libc::NLM_F_EXCL) as u16;
-        let mut msg = Vec::new();
-        msg.extend_from_slice(&((16 + body.len()) as u32).to_ne_bytes());
-        msg.extend_from_slice(&libc::RTM_NEWLINK.to_ne_bytes());
-        msg.extend_from_slice(&flags.to_ne_bytes());
-        msg.extend_from_slice(&1u32.to_ne_bytes());
-        msg.extend_from_slice(&0u32.to_ne_bytes());
-        msg.extend(body);
-        // SAFETY: socket() takes no pointers; the result is checked.
-        let fd = unsafe {
-            libc::socket(
-                libc::AF_NETLINK,
-                libc::SOCK_RAW | libc::SOCK_CLOEXEC,
-                libc::NETLINK_ROUTE,
-            )
-        };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: sockaddr_nl is plain data; zeroed is valid (pid 0 = the kernel).
-        let mut sa: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
-        sa.nl_family = libc::AF_NETLINK as u16;
-        // SAFETY: msg and sa are valid for the lengths given for the duration of the call.
-        let sent = unsafe {
-            libc::sendto(
-                fd,
-                msg.as_ptr().cast(),
-                msg.len(),
-                0,
-                (&sa as *const libc::sockaddr_nl).cast(),
-                std::mem::size_of::<libc::sockaddr_nl>() as u32,
-            )
-        };
-        let mut buf = [0u8; 4096];
-        let r = if sent < 0 {
-            Err(io::Error::last_os_error())
-        } else {
-            // SAFETY: buf is valid for writes of its length.
-            let n = unsafe { libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), 0) };
-            if n < 20 {
-                Err(io::Error::last_os_error())
-            } else {
-                let ty = u16::from_ne_bytes([buf[4], buf[5]]);
-                let errno = i32::from_ne_bytes([buf[16], buf[17], buf[18], buf[19]]);
-                if ty == libc::NLMSG_ERROR as u16 && errno != 0 {
-                    Err(io::Error::from_raw_os_error(-errno))
-                } else {
-                    Ok(())
-                }
-            }
-        };
-        // SAFETY: fd is ours and closed once.
-        unsafe { libc::close(fd) };
-        r
+    pub fn create_veth(a: &str, b: &str) -> Result<(), daqtune_probe::net::netlink::Error> {
+        daqtune_probe::net::netlink::route::Netlink::open()?.create_veth(a, b, None)
     }
 }
 
@@ -216,13 +126,8 @@ fn live_mtu_on_a_veth_in_a_private_namespace() {
     }
     // The namespace belongs to this thread only; it and the veth vanish when the thread ends.
     let t = std::thread::spawn(|| -> Result<(), String> {
-        // SAFETY: unshare(2) with CLONE_NEWNET affects only this thread's network namespace.
-        if unsafe { libc::unshare(libc::CLONE_NEWNET) } != 0 {
-            return Err(format!(
-                "SKIP: unshare(CLONE_NEWNET): {}",
-                io::Error::last_os_error()
-            ));
-        }
+        daqtune_probe::sys::unshare_net()
+            .map_err(|e| format!("SKIP: unshare(CLONE_NEWNET): {e}"))?;
         netlink::create_veth("dqt-a", "dqt-b")
             .map_err(|e| format!("SKIP: creating a veth: {e}"))?;
         let before = setters::get_mtu_live("dqt-a").map_err(|e| e.to_string())?;

@@ -9,12 +9,13 @@
 //! Parsing is separate from reading: [`parse_newaddr`] takes one `RTM_NEWADDR` payload; the
 //! reader only fetches the dump from the running kernel (a host root has no such thing).
 
-use super::genl::{self, attrs, get_string, get_u32};
+use super::netlink::{attrs, get_string, get_u32, Protocol, Socket, NLM_F_DUMP, NLM_F_REQUEST};
 use std::io;
 use std::net::Ipv4Addr;
+use std::time::Duration;
 
+const RTM_NEWADDR: u16 = 20;
 const RTM_GETADDR: u16 = 22;
-const NLM_F_DUMP: u16 = 0x300;
 const IFA_ADDRESS: u16 = 1;
 const IFA_LOCAL: u16 = 2;
 const IFA_LABEL: u16 = 3;
@@ -61,7 +62,7 @@ pub fn dump_request(seq: u32) -> Vec<u8> {
     let mut b = Vec::with_capacity(24);
     b.extend_from_slice(&24u32.to_ne_bytes());
     b.extend_from_slice(&RTM_GETADDR.to_ne_bytes());
-    b.extend_from_slice(&(genl::NLM_F_REQUEST | NLM_F_DUMP).to_ne_bytes());
+    b.extend_from_slice(&(NLM_F_REQUEST | NLM_F_DUMP).to_ne_bytes());
     b.extend_from_slice(&seq.to_ne_bytes());
     b.extend_from_slice(&0u32.to_ne_bytes());
     // struct ifaddrmsg: family, prefixlen, flags, scope, index.
@@ -112,8 +113,9 @@ fn ipv4(d: &[u8]) -> Option<Ipv4Addr> {
 
 /// Every IPv4 address of the calling thread's network namespace, with its lifetime.
 pub fn ipv4_addresses() -> io::Result<Vec<AddrInfo>> {
-    let mut s = genl::Socket::open_route()?;
-    let replies = s.transact(dump_request)?;
+    // The kernel answers at once; a reply that never comes must not hang a check.
+    let mut s = Socket::open(Protocol::Route, Some(Duration::from_secs(5)))?;
+    let replies = s.payloads_of(RTM_NEWADDR, dump_request)?;
     Ok(replies.iter().filter_map(|p| parse_newaddr(p)).collect())
 }
 

@@ -9,7 +9,7 @@
 //! - the IEEE 802.3 and RMON groups through ethtool netlink `ETHTOOL_MSG_STATS_GET` (groups
 //!   `eth-phy`, `eth-mac`, `eth-ctrl`, `rmon`) and the pause-frame counts of
 //!   `ETHTOOL_MSG_PAUSE_GET` with `ETHTOOL_FLAG_STATS`, over the generic-netlink codec of
-//!   [`super::genl`].
+//!   [`super::netlink::genl`].
 //!
 //! What a rising counter means ([`Kind`]) follows the kernel's documentation of
 //! `rtnl_link_stats64` (include/uapi/linux/if_link.h), the IEEE 802.3 clause 30 attributes the
@@ -22,7 +22,8 @@
 //! the ioctl and netlink read the running kernel, so under a root they say why not.
 
 use super::ethtool::FAMILY;
-use super::genl::{self, attrs, get_u32, Request, NLM_F_ACK};
+use super::netlink::genl::{self, request};
+use super::netlink::{attrs, get_u32, NLM_F_ACK};
 use crate::host::Host;
 use serde::{Deserialize, Serialize};
 use std::io;
@@ -392,7 +393,7 @@ fn group_names(id: u32) -> Option<(Source, &'static [&'static str])> {
 /// `ETHTOOL_MSG_STATS_GET` for every standard group of `ifname` (the groups as a verbose
 /// bitset of their names, without a mask: the listed groups are the ones asked for).
 pub fn stats_request(family: u16, ifname: &str, seq: u32) -> Vec<u8> {
-    let mut r = Request::new(
+    let mut r = request(
         family,
         MSG_STATS_GET,
         super::ethtool::VERSION,
@@ -416,7 +417,7 @@ pub fn stats_request(family: u16, ifname: &str, seq: u32) -> Vec<u8> {
 
 /// `ETHTOOL_MSG_PAUSE_GET` asking for the pause-frame counts (`ETHTOOL_FLAG_STATS`).
 pub fn pause_stats_request(family: u16, ifname: &str, seq: u32) -> Vec<u8> {
-    let mut r = Request::new(
+    let mut r = request(
         family,
         MSG_PAUSE_GET,
         super::ethtool::VERSION,
@@ -516,7 +517,8 @@ pub fn read_kernel(ifname: &str, into: &mut PortCounters) {
             })),
         Err(e) => into.missing(Source::Driver.label(), describe(&e)),
     }
-    let mut sock = match genl::Socket::open().and_then(|mut s| s.family(FAMILY).map(|f| (s, f))) {
+    let mut sock = match genl::open().and_then(|mut s| genl::family(&mut s, FAMILY).map(|f| (s, f)))
+    {
         Ok(s) => s,
         Err(e) => {
             into.missing("ethtool netlink", super::ethtool::describe_error(&e));
@@ -524,7 +526,7 @@ pub fn read_kernel(ifname: &str, into: &mut PortCounters) {
         }
     };
     let (ref mut s, family) = sock;
-    match s.transact(|seq| stats_request(family, ifname, seq)) {
+    match genl::transact(s, |seq| stats_request(family, ifname, seq)) {
         Ok(replies) => {
             let c: Vec<Counter> = replies.iter().flat_map(|p| parse_stats_reply(p)).collect();
             if c.is_empty() {
@@ -537,7 +539,7 @@ pub fn read_kernel(ifname: &str, into: &mut PortCounters) {
         }
         Err(e) => into.missing("ethtool netlink stats", super::ethtool::describe_error(&e)),
     }
-    match s.transact(|seq| pause_stats_request(family, ifname, seq)) {
+    match genl::transact(s, |seq| pause_stats_request(family, ifname, seq)) {
         Ok(replies) => {
             let c: Vec<Counter> = replies.iter().flat_map(|p| parse_pause_reply(p)).collect();
             if c.is_empty() {

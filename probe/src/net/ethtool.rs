@@ -12,7 +12,8 @@
 //! are the kernel's: GRO is `rx-gro` and LRO is `rx-lro`; `ethtool -k` prints the legacy
 //! names `generic-receive-offload` and `large-receive-offload` for them ([`kernel_feature`]).
 
-use super::genl::{self, attrs, get_string, get_u32, get_u8, Request, NLM_F_ACK};
+use super::netlink::genl::{self, request};
+use super::netlink::{attrs, get_string, get_u32, get_u8, Socket, NLM_F_ACK};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::io;
@@ -425,7 +426,7 @@ pub fn shown_change(group: Group, from: &Settings, to: &Settings) -> String {
         .join(", ")
 }
 
-fn header(r: &mut Request, ifname: &str) {
+fn header(r: &mut super::netlink::Builder, ifname: &str) {
     r.begin_nest(A_HEADER)
         .string(A_HEADER_DEV_NAME, ifname)
         .end_nest();
@@ -433,7 +434,7 @@ fn header(r: &mut Request, ifname: &str) {
 
 /// The GET request for `group` of `ifname`.
 pub fn get_request(family: u16, group: Group, ifname: &str, seq: u32) -> Vec<u8> {
-    let mut r = Request::new(family, group.get_cmd(), VERSION, NLM_F_ACK, seq);
+    let mut r = request(family, group.get_cmd(), VERSION, NLM_F_ACK, seq);
     header(&mut r, ifname);
     r.finish()
 }
@@ -446,7 +447,7 @@ pub fn set_request(
     s: &Settings,
     seq: u32,
 ) -> Result<Vec<u8>, String> {
-    let mut r = Request::new(family, group.set_cmd(), VERSION, NLM_F_ACK, seq);
+    let mut r = request(family, group.set_cmd(), VERSION, NLM_F_ACK, seq);
     header(&mut r, ifname);
     let bad = |k: &str| format!("{}: no settable key `{k}`", group.name());
     if group == Group::Features {
@@ -606,23 +607,24 @@ pub fn describe_error(e: &io::Error) -> String {
 
 /// A live ethtool-netlink client in the calling thread's network namespace.
 pub struct Client {
-    sock: genl::Socket,
+    sock: Socket,
     family: u16,
 }
 
 impl Client {
     /// Open a socket and resolve the ethtool family id.
     pub fn open() -> io::Result<Client> {
-        let mut sock = genl::Socket::open()?;
-        let family = sock.family(FAMILY)?;
+        let mut sock = genl::open()?;
+        let family = genl::family(&mut sock, FAMILY)?;
         Ok(Client { sock, family })
     }
 
     /// The raw genl payloads answering a GET of `group` (what the tests capture).
     pub fn get_raw(&mut self, group: Group, ifname: &str) -> io::Result<Vec<Vec<u8>>> {
         let family = self.family;
-        self.sock
-            .transact(|seq| get_request(family, group, ifname, seq))
+        genl::transact(&mut self.sock, |seq| {
+            get_request(family, group, ifname, seq)
+        })
     }
 
     pub fn get(&mut self, group: Group, ifname: &str) -> io::Result<GroupState> {
@@ -638,7 +640,7 @@ impl Client {
         let family = self.family;
         let msg = set_request(family, group, ifname, s, 0)
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-        self.sock.transact(|seq| {
+        genl::transact(&mut self.sock, |seq| {
             let mut m = msg;
             m[8..12].copy_from_slice(&seq.to_ne_bytes());
             m

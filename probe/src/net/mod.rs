@@ -1,5 +1,6 @@
 //! The NIC's own settings and counters, read from the kernel's ethtool interfaces (no
-//! `ethtool` binary): a small generic-netlink codec ([`genl`]), the ethtool-netlink client and
+//! `ethtool` binary): the workspace's netlink stack ([`netlink`]: codec, socket, generic netlink,
+//! rtnetlink, RDMA netlink), the ethtool-netlink client and
 //! parsers ([`ethtool`]), the `SIOCETHTOOL` statistics ioctl ([`ethtool_ioctl`], the one
 //! `unsafe` call of this module) and a port's drop and error counters from all of them
 //! ([`counters`]), and the IPv4 addresses with their lifetimes from rtnetlink ([`addr`]: a
@@ -11,5 +12,5 @@ pub mod counters;
 pub mod ethtool;
 pub mod ethtool_ioctl;
 pub mod ethtool_text;
-pub mod genl;
+pub mod netlink;
 pub mod rdma_text;

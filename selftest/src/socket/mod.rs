@@ -72,7 +72,9 @@ pub fn parse_retrans_segs(snmp: &str) -> Option<u64> {
 /// TcpRetransSegs of the calling thread's network namespace.
 fn retrans_here() -> Option<u64> {
     // /proc/net follows the process's main thread; thread-self follows this thread's namespace.
-    let s = std::fs::read_to_string("/proc/thread-self/net/snmp").ok()?;
+    let s = daqtune_probe::Host::live()
+        .read_string("/proc/thread-self/net/snmp")
+        .ok()?;
     parse_retrans_segs(&s)
 }
 

@@ -275,7 +275,11 @@ impl Topology {
         let (txn, rxn) = self.namespaces().ok()?;
         type Sample = (crate::netlink::LinkStats, (Option<u64>, Option<u64>));
         let read = |ns: &NetNs, name: &str| -> Option<Sample> {
-            let st = Netlink::open_in(ns).ok()?.link_by_name(name).ok()??.stats?;
+            let st = crate::netlink::open_in(ns)
+                .ok()?
+                .link_by_name(name)
+                .ok()??
+                .stats?;
             let phy = netns::run_in(ns, || crate::ethtool::stats(name))
                 .ok()
                 .and_then(|r| r.ok())

@@ -46,7 +46,7 @@ pub(super) fn add_rxe_when_free(
             {
                 std::thread::sleep(Duration::from_millis(50));
             }
-            r => return r,
+            r => return Ok(r?),
         }
     }
 }
@@ -61,6 +61,12 @@ enum RdmaAttempt {
 impl From<Error> for RdmaAttempt {
     fn from(e: Error) -> Self {
         RdmaAttempt::Failed(e)
+    }
+}
+
+impl From<daqtune_probe::net::netlink::Error> for RdmaAttempt {
+    fn from(e: daqtune_probe::net::netlink::Error) -> Self {
+        RdmaAttempt::Failed(e.into())
     }
 }
 
@@ -211,10 +217,7 @@ impl Topology {
         let software: Vec<bool> = devs
             .iter()
             .map(|d| {
-                !Path::new("/sys/class/infiniband")
-                    .join(d)
-                    .join("device")
-                    .exists()
+                !daqtune_probe::Host::live().exists(&format!("/sys/class/infiniband/{d}/device"))
             })
             .collect();
         if !moved {
@@ -245,10 +248,10 @@ impl Topology {
                     continue;
                 }
                 let deadline = std::time::Instant::now() + KERNEL_WORK_LIMIT;
-                let copy = RdmaNetlink::open_in(ns)
+                let copy = crate::rdma_netlink::open_in(ns)
                     .and_then(|mut r| {
                         add_rxe_when_free(&mut r, dev, ifname, deadline)?;
-                        r.device_by_name(dev)
+                        Ok(r.device_by_name(dev)?)
                     })
                     .map_err(|e| {
                         Failed(Error::Invalid(format!(

@@ -46,7 +46,7 @@ pub fn restore(j: &Journal, home: Option<&NetNs>) -> Vec<String> {
         };
         // Bring the port home if it is still in our namespace.
         if let Ok(ns) = NetNs::open_named(&p.ns) {
-            match Netlink::open_in(&ns).and_then(|mut nl| {
+            match crate::netlink::open_in(&ns).and_then(|mut nl| {
                 if let Some(l) = nl.link_by_name(&p.name)? {
                     nl.set_up(l.index, false)?;
                     nl.move_to_ns(l.index, home.fd())?;
@@ -57,7 +57,7 @@ pub fn restore(j: &Journal, home: Option<&NetNs>) -> Vec<String> {
                 Err(e) => warnings.push(format!("{}: move back: {e}", p.name)),
             }
         }
-        if let Err(e) = Netlink::open_in(home).and_then(|mut nl| restore_port(&mut nl, p)) {
+        if let Err(e) = crate::netlink::open_in(home).and_then(|mut nl| restore_port(&mut nl, p)) {
             warnings.push(format!("{}: restore: {e}", p.name));
         }
     }
@@ -81,10 +81,11 @@ fn restore_rdma_moves(r: &RdmaJournal, home: &NetNs) -> Vec<String> {
         let Ok(ns) = NetNs::open_named(ns_name) else {
             continue; // namespace gone: the kernel has returned the device already
         };
-        let moved = RdmaNetlink::open_in(&ns).and_then(|mut nl| match nl.device_by_name(dev)? {
-            Some(d) => nl.move_device(&d, home.fd()),
-            None => Ok(()),
-        });
+        let moved =
+            crate::rdma_netlink::open_in(&ns).and_then(|mut nl| match nl.device_by_name(dev)? {
+                Some(d) => Ok(nl.move_device(&d, home.fd())?),
+                None => Ok(()),
+            });
         if let Err(e) = moved {
             warnings.push(format!("RDMA device {dev}: move back from {ns_name}: {e}"));
         }
@@ -132,15 +133,18 @@ fn doomed_rdma_devices(j: &Journal) -> Vec<u32> {
         let Ok(ns) = NetNs::open_named(&port.ns) else {
             continue;
         };
-        let away = Netlink::open_in(&ns)
-            .and_then(|mut nl| nl.link_by_name(netdev))
+        let away = crate::netlink::open_in(&ns)
+            .and_then(|mut nl| Ok(nl.link_by_name(netdev)?))
             .is_ok_and(|l| l.is_some());
         if !away {
             continue;
         }
         // From inside (exclusive mode hides it from home) and from home (the original).
-        for rnl in [RdmaNetlink::open_in(&ns), RdmaNetlink::open()] {
-            if let Ok(Some(d)) = rnl.and_then(|mut r| r.device_by_name(dev)) {
+        for rnl in [
+            crate::rdma_netlink::open_in(&ns),
+            RdmaNetlink::open().map_err(Error::from),
+        ] {
+            if let Ok(Some(d)) = rnl.and_then(|mut r| Ok(r.device_by_name(dev)?)) {
                 if !doomed.contains(&d.index) {
                     doomed.push(d.index);
                 }
@@ -251,8 +255,8 @@ fn was_other(m: NetnsMode) -> NetnsMode {
     }
 }
 
-fn exists_err(e: &Error) -> bool {
-    matches!(e, Error::Netlink { source, .. } if source.raw_os_error() == Some(libc::EEXIST))
+fn exists_err(e: &daqtune_probe::net::netlink::Error) -> bool {
+    e.raw_os_error() == Some(libc::EEXIST)
 }
 
 fn restore_port(nl: &mut Netlink, p: &PortRecord) -> Result<()> {
@@ -269,7 +273,7 @@ fn restore_port(nl: &mut Netlink, p: &PortRecord) -> Result<()> {
         let mut a = a.clone();
         a.index = link.index;
         match nl.add_addr(&a) {
-            Err(e) if !exists_err(&e) => return Err(e),
+            Err(e) if !exists_err(&e) => return Err(e.into()),
             _ => {}
         }
     }
@@ -282,7 +286,7 @@ fn restore_port(nl: &mut Netlink, p: &PortRecord) -> Result<()> {
             r.oif = Some(link.index);
         }
         match nl.add_route(&r) {
-            Err(e) if !exists_err(&e) => return Err(e),
+            Err(e) if !exists_err(&e) => return Err(e.into()),
             _ => {}
         }
     }
@@ -362,7 +366,8 @@ pub fn recover_in(dir: &Path) -> Vec<String> {
         let Some(pid) = netns::owner_pid(&name) else {
             continue;
         };
-        if pid == std::process::id() || Path::new(&format!("/proc/{pid}")).exists() {
+        if pid == std::process::id() || daqtune_probe::Host::live().exists(&format!("/proc/{pid}"))
+        {
             continue;
         }
         match netns::delete_named(&name) {

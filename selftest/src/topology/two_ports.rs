@@ -83,8 +83,8 @@ impl Topology {
         let (txn, rxn) = self.namespaces()?;
         nl.move_to_ns(records[0].index, txn.fd())?;
         nl.move_to_ns(records[1].index, rxn.fd())?;
-        let mut nl_tx = Netlink::open_in(txn)?;
-        let mut nl_rx = Netlink::open_in(rxn)?;
+        let mut nl_tx = crate::netlink::open_in(txn)?;
+        let mut nl_rx = crate::netlink::open_in(rxn)?;
         let a = find(&mut nl_tx, tx_if)?;
         let b = find(&mut nl_rx, rx_if)?;
         configure_end(&mut nl_tx, &a, mtu, TX_ADDR, RX_ADDR, &b.mac)?;

@@ -16,8 +16,8 @@ impl Topology {
         t.tx_ns = Some(NetNs::create(&tx_name)?);
         t.rx_ns = Some(NetNs::create(&rx_name)?);
         let (tx, rx) = t.namespaces()?;
-        let mut nl_tx = Netlink::open_in(tx)?;
-        let mut nl_rx = Netlink::open_in(rx)?;
+        let mut nl_tx = crate::netlink::open_in(tx)?;
+        let mut nl_rx = crate::netlink::open_in(rx)?;
         nl_tx.create_veth(VETH_TX, VETH_RX, Some(rx.fd()))?;
         let a = find(&mut nl_tx, VETH_TX)?;
         let b = find(&mut nl_rx, VETH_RX)?;
@@ -54,7 +54,7 @@ impl Topology {
         let names = [format!("dqt{pid}-tx"), format!("dqt{pid}-rx")];
         let (txn, rxn) = t.namespaces()?;
         for (name, ns, netdev) in [(&names[0], txn, VETH_TX), (&names[1], rxn, VETH_RX)] {
-            RdmaNetlink::open_in(ns).and_then(|mut r| r.add_rxe(name, netdev))?;
+            crate::rdma_netlink::open_in(ns).and_then(|mut r| Ok(r.add_rxe(name, netdev)?))?;
         }
         t.description = format!(
             "{}; soft-RoCE {} -> {} made inside the namespaces",

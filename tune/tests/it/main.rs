@@ -31,7 +31,7 @@ mod terminal_escapes;
 // engine's own unit tests build.
 #[path = "../../../tests/support/redteam.rs"]
 mod redteam;
-#[path = "../../../engine/src/apply/testroot.rs"]
+#[path = "../../../engine/src/cmd/apply/testroot.rs"]
 mod testroot;
 
 /// The stand-alone self-test binary of this build (src/bin/daqtune-selftest.rs: built-in

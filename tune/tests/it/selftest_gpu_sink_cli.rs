@@ -95,6 +95,16 @@ fn planted_corruption_is_counted_by_the_cpu_verifier() {
         assert_eq!(r["injected_corruptions"], 2, "{r}");
         assert_eq!(r["integrity_errors"], 2, "{r}");
         assert_detected(r);
+        // The corruptions are planted in the judged run, not in the unpaced probe that picks
+        // the UDP rate on loopback (no link speed): planted there, the probe became the verdict
+        // and, cut short on a loaded host, planted fewer than asked.
+        let notes = r["notes"].as_array().map(Vec::as_slice).unwrap_or_default();
+        assert!(
+            !notes.iter().any(|n| n
+                .as_str()
+                .is_some_and(|n| n.contains("judged on the unpaced"))),
+            "{r}"
+        );
     }
 }
 

@@ -80,7 +80,7 @@ fn veth_rx_bytes(pid: u32) -> Option<u64> {
         .into_iter()
         .find(|n| n.starts_with(&format!("daqtune-{pid}-")) && n.ends_with("-rx"))?;
     let ns = NetNs::open_named(&name).ok()?;
-    let mut nl = Netlink::open_in(&ns).ok()?;
+    let mut nl = daqtune_selftest::netlink::open_in(&ns).ok()?;
     let links = nl.links().ok()?;
     links
         .iter()
@@ -314,7 +314,7 @@ fn veth_planted_drop_is_named_in_the_causes() {
         .find(|n| n.starts_with(&format!("daqtune-{pid}-")) && n.ends_with("-rx"))
         .and_then(|name| {
             let ns = NetNs::open_named(&name).ok()?;
-            let mut nl = Netlink::open_in(&ns).ok()?;
+            let mut nl = daqtune_selftest::netlink::open_in(&ns).ok()?;
             let l = nl
                 .links()
                 .ok()?
@@ -627,7 +627,7 @@ impl TestHost {
     }
 
     fn nl(&self) -> Netlink {
-        Netlink::open_in(&self.ns).expect("netlink in test namespace")
+        daqtune_selftest::netlink::open_in(&self.ns).expect("netlink in test namespace")
     }
 
     /// p0/p1 veth pair with addresses and routes like a configured host's ports.

@@ -10,7 +10,7 @@ use std::path::Path;
 pub mod agree;
 pub mod drive;
 pub mod source;
-#[path = "../../../src/apply/testroot.rs"]
+#[path = "../../../src/cmd/apply/testroot.rs"]
 pub mod testroot;
 
 #[path = "../../../../tests/support/report_json.rs"]

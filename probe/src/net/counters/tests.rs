@@ -9,8 +9,8 @@ fn hex(s: &str) -> Vec<u8> {
 
 /// A reply payload as the kernel lays it out (genl header, then attributes), built with the
 /// request codec, without the netlink header.
-fn reply(cmd: u8, f: impl FnOnce(&mut Request)) -> Vec<u8> {
-    let mut r = Request::new(20, cmd, 1, 0, 1);
+fn reply(cmd: u8, f: impl FnOnce(&mut super::super::netlink::Builder)) -> Vec<u8> {
+    let mut r = request(20, cmd, 1, 0, 1);
     f(&mut r);
     r.finish()[16..].to_vec()
 }
@@ -106,7 +106,7 @@ fn pause_reply_gives_frame_counts() {
 #[test]
 fn requests_carry_header_groups_and_stats_flag() {
     let b = stats_request(0x14, "eth2", 9);
-    let m = genl::messages(&b);
+    let m = super::super::netlink::messages(&b);
     assert_eq!(m.len(), 1);
     assert_eq!(m[0].payload[0], MSG_STATS_GET);
     let a = genl::genl_attrs(m[0].payload);
@@ -121,14 +121,14 @@ fn requests_carry_header_groups_and_stats_flag() {
             attrs(bit)
                 .into_iter()
                 .find(|(k, _)| *k == A_BITSET_BIT_NAME)
-                .map(|(_, d)| genl::get_string(d))
+                .map(|(_, d)| super::super::netlink::get_string(d))
                 .unwrap_or_default()
         })
         .collect();
     assert_eq!(names, ["eth-phy", "eth-mac", "eth-ctrl", "rmon"]);
 
     let b = pause_stats_request(0x14, "eth2", 9);
-    let m = genl::messages(&b);
+    let m = super::super::netlink::messages(&b);
     assert_eq!(m[0].payload[0], MSG_PAUSE_GET);
     let h = attrs(genl::genl_attrs(m[0].payload)[0].1);
     assert_eq!(h[1], (A_HEADER_FLAGS, &FLAG_STATS.to_ne_bytes()[..]));

@@ -9,8 +9,8 @@ fn hex(s: &str) -> Vec<u8> {
 
 /// A reply payload as the kernel lays it out, built with the request codec (the layouts are
 /// the same: genl header, then attributes), without the netlink header.
-fn reply(cmd: u8, f: impl FnOnce(&mut Request)) -> Vec<u8> {
-    let mut r = Request::new(20, cmd, VERSION, 0, 1);
+fn reply(cmd: u8, f: impl FnOnce(&mut super::super::netlink::Builder)) -> Vec<u8> {
+    let mut r = request(20, cmd, VERSION, 0, 1);
     header(&mut r, "eth0");
     f(&mut r);
     r.finish()[16..].to_vec()
@@ -155,7 +155,7 @@ fn set_requests_round_trip() {
     s.insert("rx".into(), 4096);
     s.insert("tcp_data_split".into(), 2);
     let m = set_request(20, Group::Rings, "eth0", &s, 3).expect("req");
-    let msgs = genl::messages(&m);
+    let msgs = super::super::netlink::messages(&m);
     assert_eq!(msgs[0].payload[0], MSG_RINGS_SET);
     // The request's attributes read back as a reply would.
     let g = parse_reply(Group::Rings, msgs[0].payload);
@@ -169,7 +169,7 @@ fn set_requests_round_trip() {
     f.insert("rx-gro".into(), 1);
     f.insert("large-receive-offload".into(), 0);
     let m = set_request(20, Group::Features, "eth0", &f, 3).expect("req");
-    let a = genl::genl_attrs(genl::messages(&m)[0].payload);
+    let a = genl::genl_attrs(super::super::netlink::messages(&m)[0].payload);
     let wanted = a
         .iter()
         .find(|(k, _)| *k == features::WANTED)

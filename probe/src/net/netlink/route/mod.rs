@@ -1,16 +1,17 @@
-//! A small rtnetlink client over a raw `AF_NETLINK` socket: links (veth creation, MTU, up/down,
-//! namespace moves), addresses, routes and neighbours. No iproute2 and no async runtime: the
-//! self-test needs a dozen synchronous requests, and some GPU hosts and containers lack `ip`.
+//! rtnetlink: links (veth creation, MTU, up/down, namespace moves), addresses, routes,
+//! neighbours and traffic control. No iproute2 and no async runtime: the self-test needs a dozen
+//! synchronous requests, and some GPU hosts and containers lack `ip`.
 //!
-//! A netlink socket acts in the network namespace of the thread that created it, so
-//! [`Netlink::open_in`] creates it on a helper thread that first enters the target namespace.
-//! Message building and parsing are plain byte code (tested on captured bytes); the `unsafe`
-//! is limited to the socket calls.
+//! A netlink socket acts in the network namespace of the thread that created it: to act in
+//! another one, open the socket on a thread that entered it (the self-test's `netlink::open_in`).
+//! Message building and parsing are plain byte code, tested on built and captured bytes.
 
-use crate::error::{Error, Result};
-use std::io;
+use super::{
+    align4, attrs, get_string, ne_i32, ne_u16, ne_u32, Builder, Error, Protocol, Result, Socket,
+    NLM_F_ACK, NLM_F_CREATE, NLM_F_DUMP, NLM_F_EXCL, NLM_F_REPLACE, NLM_F_REQUEST,
+};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::RawFd;
 
 // Message types (linux/rtnetlink.h).
 const RTM_NEWLINK: u16 = 16;
@@ -36,19 +37,6 @@ const TCA_TBF_BURST: u16 = 6;
 pub const TC_H_ROOT: u32 = 0xFFFF_FFFF;
 /// Rates count whole Ethernet frames: the kernel needs no rate table from user space.
 const TC_LINKLAYER_ETHERNET: u8 = 1;
-
-const NLMSG_ERROR: u16 = 2;
-const NLMSG_DONE: u16 = 3;
-
-pub(crate) const NLM_F_REQUEST: u16 = 0x1;
-const NLM_F_MULTI: u16 = 0x2;
-pub(crate) const NLM_F_ACK: u16 = 0x4;
-pub(crate) const NLM_F_ROOT: u16 = 0x100;
-pub(crate) const NLM_F_MATCH: u16 = 0x200;
-pub(crate) const NLM_F_DUMP: u16 = NLM_F_ROOT | NLM_F_MATCH;
-const NLM_F_REPLACE: u16 = 0x100;
-const NLM_F_EXCL: u16 = 0x200;
-const NLM_F_CREATE: u16 = 0x400;
 
 const IFLA_ADDRESS: u16 = 1;
 const IFLA_IFNAME: u16 = 3;
@@ -102,7 +90,7 @@ pub struct Link {
     pub stats: Option<LinkStats>,
     /// Every field of IFLA_STATS64, named like the sysfs statistics files (the drop and
     /// error counters the self-test records per port).
-    pub counters: Vec<daqtune_probe::net::counters::Counter>,
+    pub counters: Vec<crate::net::counters::Counter>,
 }
 
 /// The first fields of `struct rtnl_link_stats64`.
@@ -280,19 +268,19 @@ pub fn tbf_request(seq: u32, index: i32, t: &Tbf) -> Vec<u8> {
     q.extend_from_slice(&t.limit_bytes.to_ne_bytes());
     q.extend_from_slice(&((buffer_ns >> 6).min(u64::from(u32::MAX)) as u32).to_ne_bytes());
     q.extend_from_slice(&0u32.to_ne_bytes());
-    let mut b = MsgBuilder::new(
+    let mut b = Builder::new(
         RTM_NEWQDISC,
         NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_REPLACE,
         seq,
     );
     b.raw(&tcmsg(index, 0x1_0000, TC_H_ROOT));
-    b.attr_str(TCA_KIND, "tbf");
+    b.string(TCA_KIND, "tbf");
     b.begin_nest(TCA_OPTIONS);
     b.attr(TCA_TBF_PARMS, &q);
     if bytes_per_s > u64::from(u32::MAX) {
         b.attr(TCA_TBF_RATE64, &bytes_per_s.to_ne_bytes());
     }
-    b.attr_u32(TCA_TBF_BURST, t.burst_bytes);
+    b.u32(TCA_TBF_BURST, t.burst_bytes);
     b.end_nest();
     b.finish()
 }
@@ -308,10 +296,7 @@ pub fn parse_qdisc(p: &[u8]) -> Option<Qdisc> {
     let kind = attrs(&p[20..])
         .into_iter()
         .find(|(k, _)| *k == TCA_KIND)
-        .map(|(_, d)| {
-            let end = d.iter().position(|&c| c == 0).unwrap_or(d.len());
-            String::from_utf8_lossy(&d[..end]).into_owned()
-        })?;
+        .map(|(_, d)| get_string(d))?;
     Some(Qdisc {
         index,
         kind,
@@ -322,80 +307,6 @@ pub fn parse_qdisc(p: &[u8]) -> Option<Qdisc> {
 
 // ---------------------------------------------------------------------------------------------
 // Message building.
-
-fn align4(n: usize) -> usize {
-    (n + 3) & !3
-}
-
-/// Builds one netlink request: header, fixed family struct, attributes (nesting supported).
-pub struct MsgBuilder {
-    buf: Vec<u8>,
-    nests: Vec<usize>,
-}
-
-impl MsgBuilder {
-    pub fn new(kind: u16, flags: u16, seq: u32) -> Self {
-        let mut buf = Vec::with_capacity(256);
-        buf.extend_from_slice(&0u32.to_ne_bytes()); // length, patched in finish()
-        buf.extend_from_slice(&kind.to_ne_bytes());
-        buf.extend_from_slice(&flags.to_ne_bytes());
-        buf.extend_from_slice(&seq.to_ne_bytes());
-        buf.extend_from_slice(&0u32.to_ne_bytes()); // port id: kernel fills in
-        MsgBuilder {
-            buf,
-            nests: Vec::new(),
-        }
-    }
-
-    pub fn raw(&mut self, bytes: &[u8]) -> &mut Self {
-        self.buf.extend_from_slice(bytes);
-        while self.buf.len() % 4 != 0 {
-            self.buf.push(0);
-        }
-        self
-    }
-
-    pub fn attr(&mut self, kind: u16, data: &[u8]) -> &mut Self {
-        let len = (4 + data.len()) as u16;
-        self.buf.extend_from_slice(&len.to_ne_bytes());
-        self.buf.extend_from_slice(&kind.to_ne_bytes());
-        self.raw(data)
-    }
-
-    pub fn attr_u32(&mut self, kind: u16, v: u32) -> &mut Self {
-        self.attr(kind, &v.to_ne_bytes())
-    }
-
-    pub fn attr_str(&mut self, kind: u16, s: &str) -> &mut Self {
-        let mut d = s.as_bytes().to_vec();
-        d.push(0);
-        self.attr(kind, &d)
-    }
-
-    pub fn begin_nest(&mut self, kind: u16) -> &mut Self {
-        self.nests.push(self.buf.len());
-        self.buf.extend_from_slice(&0u16.to_ne_bytes());
-        self.buf.extend_from_slice(&kind.to_ne_bytes());
-        self
-    }
-
-    pub fn end_nest(&mut self) -> &mut Self {
-        if let Some(start) = self.nests.pop() {
-            let len = (self.buf.len() - start) as u16;
-            self.buf[start..start + 2].copy_from_slice(&len.to_ne_bytes());
-        }
-        self
-    }
-
-    pub fn finish(mut self) -> Vec<u8> {
-        while !self.nests.is_empty() {
-            self.end_nest();
-        }
-        let len = self.buf.len() as u32;
-        self.buf[0..4].copy_from_slice(&len.to_ne_bytes());
-        self.buf
-    }
-}
 
 fn ifinfomsg(family: u8, index: i32, flags: u32, change: u32) -> [u8; 16] {
     let mut m = [0u8; 16];
@@ -458,74 +369,6 @@ fn family_of(ip: &IpAddr) -> u8 {
 // ---------------------------------------------------------------------------------------------
 // Parsing.
 
-/// One netlink message out of a receive buffer.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RawMsg<'a> {
-    pub kind: u16,
-    pub flags: u16,
-    pub seq: u32,
-    pub payload: &'a [u8],
-}
-
-fn ne_u16(b: &[u8], at: usize) -> Option<u16> {
-    Some(u16::from_ne_bytes(b.get(at..at + 2)?.try_into().ok()?))
-}
-
-fn ne_u32(b: &[u8], at: usize) -> Option<u32> {
-    Some(u32::from_ne_bytes(b.get(at..at + 4)?.try_into().ok()?))
-}
-
-fn ne_i32(b: &[u8], at: usize) -> Option<i32> {
-    Some(i32::from_ne_bytes(b.get(at..at + 4)?.try_into().ok()?))
-}
-
-/// Splits a datagram into messages; stops at the first malformed header.
-pub fn split_messages(mut buf: &[u8]) -> Vec<RawMsg<'_>> {
-    let mut out = Vec::new();
-    while buf.len() >= 16 {
-        let (Some(len), Some(kind), Some(flags), Some(seq)) = (
-            ne_u32(buf, 0),
-            ne_u16(buf, 4),
-            ne_u16(buf, 6),
-            ne_u32(buf, 8),
-        ) else {
-            break;
-        };
-        let len = len as usize;
-        if len < 16 || len > buf.len() {
-            break;
-        }
-        out.push(RawMsg {
-            kind,
-            flags,
-            seq,
-            payload: &buf[16..len],
-        });
-        let next = align4(len).min(buf.len());
-        buf = &buf[next..];
-    }
-    out
-}
-
-/// Iterates `(type, data)` of the attributes in `buf` (type with the nested/byte-order bits
-/// masked off); stops at the first malformed attribute.
-pub fn attrs(mut buf: &[u8]) -> Vec<(u16, &[u8])> {
-    let mut out = Vec::new();
-    while buf.len() >= 4 {
-        let (Some(len), Some(kind)) = (ne_u16(buf, 0), ne_u16(buf, 2)) else {
-            break;
-        };
-        let len = len as usize;
-        if len < 4 || len > buf.len() {
-            break;
-        }
-        out.push((kind & 0x3fff, &buf[4..len]));
-        let next = align4(len).min(buf.len());
-        buf = &buf[next..];
-    }
-    out
-}
-
 fn parse_ip(family: u8, d: &[u8]) -> Option<IpAddr> {
     match (family, d.len()) {
         (AF_INET, 4) => Some(IpAddr::V4(Ipv4Addr::new(d[0], d[1], d[2], d[3]))),
@@ -535,11 +378,6 @@ fn parse_ip(family: u8, d: &[u8]) -> Option<IpAddr> {
         }
         _ => None,
     }
-}
-
-fn cstr(d: &[u8]) -> String {
-    let end = d.iter().position(|&b| b == 0).unwrap_or(d.len());
-    String::from_utf8_lossy(&d[..end]).into_owned()
 }
 
 pub fn parse_link(p: &[u8]) -> Option<Link> {
@@ -556,12 +394,12 @@ pub fn parse_link(p: &[u8]) -> Option<Link> {
     };
     for (k, d) in attrs(p.get(16..)?) {
         match k {
-            IFLA_IFNAME => l.name = cstr(d),
+            IFLA_IFNAME => l.name = get_string(d),
             IFLA_MTU => l.mtu = ne_u32(d, 0).unwrap_or(0),
             IFLA_ADDRESS => l.mac = d.to_vec(),
             IFLA_STATS64 => {
                 l.stats = parse_stats64(d);
-                l.counters = daqtune_probe::net::counters::parse_stats64(d);
+                l.counters = crate::net::counters::parse_stats64(d);
             }
             _ => {}
         }
@@ -584,7 +422,7 @@ pub fn parse_addr(p: &[u8]) -> Option<Addr> {
             IFA_ADDRESS => address = parse_ip(family, d),
             IFA_LOCAL => local = parse_ip(family, d),
             IFA_BROADCAST => broadcast = parse_ip(family, d),
-            IFA_LABEL => label = Some(cstr(d)),
+            IFA_LABEL => label = Some(get_string(d)),
             _ => {}
         }
     }
@@ -691,165 +529,35 @@ pub fn parse_route(p: &[u8]) -> Option<Route> {
 
 /// An rtnetlink socket bound to the namespace it was opened in.
 pub struct Netlink {
-    fd: OwnedFd,
-    seq: u32,
-}
-
-fn nl_err(op: &str, e: io::Error) -> Error {
-    Error::Netlink {
-        op: op.to_string(),
-        source: e,
-    }
+    sock: Socket,
 }
 
 impl Netlink {
-    /// Opens a socket in the calling thread's network namespace.
+    /// Opens a socket in the calling thread's network namespace. No receive limit: a link
+    /// change waits for the kernel's rtnl lock, which a busy host can hold for seconds.
     pub fn open() -> Result<Self> {
-        Self::open_protocol(libc::NETLINK_ROUTE)
-    }
-
-    /// Opens a socket of another netlink family (NETLINK_RDMA for [`crate::rdma_netlink`]).
-    pub(crate) fn open_protocol(protocol: libc::c_int) -> Result<Self> {
-        // SAFETY: plain socket(2) call; the returned fd is checked and owned below.
-        let fd = unsafe {
-            libc::socket(
-                libc::AF_NETLINK,
-                libc::SOCK_RAW | libc::SOCK_CLOEXEC,
-                protocol,
-            )
-        };
-        if fd < 0 {
-            return Err(nl_err("socket", io::Error::last_os_error()));
-        }
-        // SAFETY: fd is a fresh, valid descriptor that nothing else owns.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-        // SAFETY: sockaddr_nl is plain data; zeroed + family = bind to a kernel-chosen port id.
-        let rc = unsafe {
-            let mut sa: libc::sockaddr_nl = std::mem::zeroed();
-            sa.nl_family = libc::AF_NETLINK as libc::sa_family_t;
-            libc::bind(
-                fd.as_raw_fd(),
-                &sa as *const libc::sockaddr_nl as *const libc::sockaddr,
-                std::mem::size_of::<libc::sockaddr_nl>() as libc::socklen_t,
-            )
-        };
-        if rc != 0 {
-            return Err(nl_err("bind", io::Error::last_os_error()));
-        }
-        Ok(Netlink { fd, seq: 1 })
-    }
-
-    /// Opens a socket acting in the namespace `ns` (an open `/run/netns/...` or
-    /// `/proc/.../ns/net` file), by creating it on a thread that entered that namespace.
-    pub fn open_in(ns: &crate::netns::NetNs) -> Result<Self> {
-        crate::netns::run_in(ns, Netlink::open)?
-    }
-
-    fn next_seq(&mut self) -> u32 {
-        self.seq = self.seq.wrapping_add(1);
-        self.seq
-    }
-
-    fn send(&self, msg: &[u8], op: &str) -> Result<()> {
-        // SAFETY: msg is a valid buffer of msg.len() bytes; the kernel only reads it.
-        let n = unsafe {
-            libc::send(
-                self.fd.as_raw_fd(),
-                msg.as_ptr() as *const libc::c_void,
-                msg.len(),
-                0,
-            )
-        };
-        if n < 0 {
-            return Err(nl_err(op, io::Error::last_os_error()));
-        }
-        Ok(())
-    }
-
-    fn recv(&self, buf: &mut [u8], op: &str) -> Result<usize> {
-        loop {
-            // SAFETY: buf is writable for buf.len() bytes.
-            let n = unsafe {
-                libc::recv(
-                    self.fd.as_raw_fd(),
-                    buf.as_mut_ptr() as *mut libc::c_void,
-                    buf.len(),
-                    0,
-                )
-            };
-            if n < 0 {
-                let e = io::Error::last_os_error();
-                if e.kind() == io::ErrorKind::Interrupted {
-                    continue;
-                }
-                return Err(nl_err(op, e));
-            }
-            return Ok(n as usize);
-        }
+        let sock = Socket::open(Protocol::Route, None).map_err(|e| Error::io("socket", e))?;
+        Ok(Netlink { sock })
     }
 
     /// Sends a request with NLM_F_ACK and waits for the kernel's answer.
-    pub(crate) fn request(&mut self, build: impl FnOnce(u32) -> Vec<u8>, op: &str) -> Result<()> {
-        let seq = self.next_seq();
-        let msg = build(seq);
-        self.send(&msg, op)?;
-        let mut buf = vec![0u8; 32 * 1024];
-        loop {
-            let n = self.recv(&mut buf, op)?;
-            for m in split_messages(&buf[..n]) {
-                if m.seq != seq {
-                    continue;
-                }
-                if m.kind == NLMSG_ERROR {
-                    let code = ne_i32(m.payload, 0).unwrap_or(-libc::EIO);
-                    if code == 0 {
-                        return Ok(());
-                    }
-                    return Err(nl_err(op, io::Error::from_raw_os_error(-code)));
-                }
-            }
-        }
+    fn request(&mut self, build: impl FnOnce(u32) -> Vec<u8>, op: &str) -> Result<()> {
+        self.sock
+            .transact(build)
+            .map(drop)
+            .map_err(|e| Error::io(op, e))
     }
 
     /// Sends a dump request and returns the payloads of every answer of type `kind`.
-    pub(crate) fn dump(
+    fn dump(
         &mut self,
         build: impl FnOnce(u32) -> Vec<u8>,
         kind: u16,
         op: &str,
     ) -> Result<Vec<Vec<u8>>> {
-        let seq = self.next_seq();
-        let msg = build(seq);
-        self.send(&msg, op)?;
-        let mut out = Vec::new();
-        let mut buf = vec![0u8; 64 * 1024];
-        loop {
-            let n = self.recv(&mut buf, op)?;
-            let msgs = split_messages(&buf[..n]);
-            if msgs.is_empty() {
-                return Ok(out);
-            }
-            for m in msgs {
-                if m.seq != seq {
-                    continue;
-                }
-                match m.kind {
-                    NLMSG_DONE => return Ok(out),
-                    NLMSG_ERROR => {
-                        let code = ne_i32(m.payload, 0).unwrap_or(-libc::EIO);
-                        if code == 0 {
-                            return Ok(out);
-                        }
-                        return Err(nl_err(op, io::Error::from_raw_os_error(-code)));
-                    }
-                    k if k == kind => out.push(m.payload.to_vec()),
-                    _ => {}
-                }
-                if m.flags & NLM_F_MULTI == 0 && m.kind == kind {
-                    return Ok(out);
-                }
-            }
-        }
+        self.sock
+            .payloads_of(kind, build)
+            .map_err(|e| Error::io(op, e))
     }
 
     // --- links -------------------------------------------------------------------------------
@@ -857,7 +565,7 @@ impl Netlink {
     pub fn links(&mut self) -> Result<Vec<Link>> {
         let payloads = self.dump(
             |seq| {
-                let mut b = MsgBuilder::new(RTM_GETLINK, NLM_F_REQUEST | NLM_F_DUMP, seq);
+                let mut b = Builder::new(RTM_GETLINK, NLM_F_REQUEST | NLM_F_DUMP, seq);
                 b.raw(&ifinfomsg(0, 0, 0, 0));
                 b.finish()
             },
@@ -876,21 +584,21 @@ impl Netlink {
     pub fn create_veth(&mut self, name: &str, peer: &str, peer_ns: Option<RawFd>) -> Result<()> {
         self.request(
             |seq| {
-                let mut b = MsgBuilder::new(
+                let mut b = Builder::new(
                     RTM_NEWLINK,
                     NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL,
                     seq,
                 );
                 b.raw(&ifinfomsg(0, 0, 0, 0));
-                b.attr_str(IFLA_IFNAME, name);
+                b.string(IFLA_IFNAME, name);
                 b.begin_nest(IFLA_LINKINFO);
-                b.attr_str(IFLA_INFO_KIND, "veth");
+                b.string(IFLA_INFO_KIND, "veth");
                 b.begin_nest(IFLA_INFO_DATA);
                 b.begin_nest(VETH_INFO_PEER);
                 b.raw(&ifinfomsg(0, 0, 0, 0));
-                b.attr_str(IFLA_IFNAME, peer);
+                b.string(IFLA_IFNAME, peer);
                 if let Some(fd) = peer_ns {
-                    b.attr_u32(IFLA_NET_NS_FD, fd as u32);
+                    b.u32(IFLA_NET_NS_FD, fd as u32);
                 }
                 b.end_nest();
                 b.end_nest();
@@ -911,7 +619,7 @@ impl Netlink {
     ) -> Result<()> {
         self.request(
             |seq| {
-                let mut b = MsgBuilder::new(RTM_NEWLINK, NLM_F_REQUEST | NLM_F_ACK, seq);
+                let mut b = Builder::new(RTM_NEWLINK, NLM_F_REQUEST | NLM_F_ACK, seq);
                 b.raw(&ifinfomsg(0, index, flags, change));
                 for (k, d) in attrs {
                     b.attr(*k, d);
@@ -956,7 +664,7 @@ impl Netlink {
     pub fn delete_link(&mut self, index: i32) -> Result<()> {
         self.request(
             |seq| {
-                let mut b = MsgBuilder::new(RTM_DELLINK, NLM_F_REQUEST | NLM_F_ACK, seq);
+                let mut b = Builder::new(RTM_DELLINK, NLM_F_REQUEST | NLM_F_ACK, seq);
                 b.raw(&ifinfomsg(0, index, 0, 0));
                 b.finish()
             },
@@ -969,7 +677,7 @@ impl Netlink {
     pub fn addrs(&mut self) -> Result<Vec<Addr>> {
         let payloads = self.dump(
             |seq| {
-                let mut b = MsgBuilder::new(RTM_GETADDR, NLM_F_REQUEST | NLM_F_DUMP, seq);
+                let mut b = Builder::new(RTM_GETADDR, NLM_F_REQUEST | NLM_F_DUMP, seq);
                 b.raw(&ifaddrmsg(0, 0, 0, 0, 0));
                 b.finish()
             },
@@ -985,7 +693,7 @@ impl Netlink {
         self.request(
             |seq| {
                 let fam = family_of(&a.local);
-                let mut b = MsgBuilder::new(
+                let mut b = Builder::new(
                     RTM_NEWADDR,
                     NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_REPLACE,
                     seq,
@@ -998,7 +706,7 @@ impl Netlink {
                 }
                 if let Some(l) = &a.label {
                     if fam == AF_INET && !l.is_empty() {
-                        b.attr_str(IFA_LABEL, l);
+                        b.string(IFA_LABEL, l);
                     }
                 }
                 b.finish()
@@ -1029,7 +737,7 @@ impl Netlink {
         for fam in [AF_INET, AF_INET6] {
             let payloads = self.dump(
                 |seq| {
-                    let mut b = MsgBuilder::new(RTM_GETROUTE, NLM_F_REQUEST | NLM_F_DUMP, seq);
+                    let mut b = Builder::new(RTM_GETROUTE, NLM_F_REQUEST | NLM_F_DUMP, seq);
                     b.raw(&[fam, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
                     b.finish()
                 },
@@ -1056,7 +764,7 @@ impl Netlink {
         );
         self.request(
             |seq| {
-                let mut b = MsgBuilder::new(kind, NLM_F_REQUEST | NLM_F_ACK | extra, seq);
+                let mut b = Builder::new(kind, NLM_F_REQUEST | NLM_F_ACK | extra, seq);
                 b.raw(&rtmsg(&r));
                 if let Some(d) = &r.dst {
                     b.attr(RTA_DST, &ip_bytes(d));
@@ -1071,9 +779,9 @@ impl Netlink {
                     b.attr(RTA_PREFSRC, &ip_bytes(p));
                 }
                 if let Some(p) = r.priority {
-                    b.attr_u32(RTA_PRIORITY, p);
+                    b.u32(RTA_PRIORITY, p);
                 }
-                b.attr_u32(RTA_TABLE, r.table);
+                b.u32(RTA_TABLE, r.table);
                 b.finish()
             },
             &op,
@@ -1085,7 +793,7 @@ impl Netlink {
     pub fn neighbours(&mut self) -> Result<Vec<Neighbour>> {
         let payloads = self.dump(
             |seq| {
-                let mut b = MsgBuilder::new(RTM_GETNEIGH, NLM_F_REQUEST | NLM_F_DUMP, seq);
+                let mut b = Builder::new(RTM_GETNEIGH, NLM_F_REQUEST | NLM_F_DUMP, seq);
                 b.raw(&ndmsg(0, 0, 0));
                 b.finish()
             },
@@ -1100,7 +808,7 @@ impl Netlink {
         let mac = mac.to_vec();
         self.request(
             |seq| {
-                let mut b = MsgBuilder::new(
+                let mut b = Builder::new(
                     RTM_NEWNEIGH,
                     NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_REPLACE,
                     seq,
@@ -1129,7 +837,7 @@ impl Netlink {
     pub fn delete_root_qdisc(&mut self, index: i32) -> Result<()> {
         self.request(
             |seq| {
-                let mut b = MsgBuilder::new(RTM_DELQDISC, NLM_F_REQUEST | NLM_F_ACK, seq);
+                let mut b = Builder::new(RTM_DELQDISC, NLM_F_REQUEST | NLM_F_ACK, seq);
                 b.raw(&tcmsg(index, 0, TC_H_ROOT));
                 b.finish()
             },
@@ -1141,7 +849,7 @@ impl Netlink {
     pub fn qdiscs(&mut self) -> Result<Vec<Qdisc>> {
         let payloads = self.dump(
             |seq| {
-                let mut b = MsgBuilder::new(RTM_GETQDISC, NLM_F_REQUEST | NLM_F_DUMP, seq);
+                let mut b = Builder::new(RTM_GETQDISC, NLM_F_REQUEST | NLM_F_DUMP, seq);
                 b.raw(&tcmsg(0, 0, 0));
                 b.finish()
             },

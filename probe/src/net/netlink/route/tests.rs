@@ -1,26 +1,27 @@
 //! Message building and parsing of the rtnetlink client, without a socket.
 
+use super::super::messages;
 use super::*;
 
 #[test]
 fn neighbour_round_trip() {
     let ip: IpAddr = "198.18.0.2".parse().expect("ip");
-    let mut b = MsgBuilder::new(RTM_NEWNEIGH, 0, 1);
+    let mut b = Builder::new(RTM_NEWNEIGH, 0, 1);
     b.raw(&ndmsg(AF_INET, 5, NUD_PERMANENT));
     b.attr(NDA_DST, &ip_bytes(&ip));
     b.attr(NDA_LLADDR, &[2, 0, 0, 0, 0, 9]);
     let m = b.finish();
-    let n = parse_neighbour(split_messages(&m)[0].payload).expect("neighbour");
+    let n = parse_neighbour(messages(&m)[0].payload).expect("neighbour");
     assert_eq!(n.index, 5);
     assert_eq!(n.ip, ip);
     assert_eq!(n.mac, vec![2, 0, 0, 0, 0, 9]);
     assert!(n.is_permanent());
     // Reachable (learned) entries are not permanent; a truncated header is nothing.
-    let mut b = MsgBuilder::new(RTM_NEWNEIGH, 0, 1);
+    let mut b = Builder::new(RTM_NEWNEIGH, 0, 1);
     b.raw(&ndmsg(AF_INET, 5, 0x02));
     b.attr(NDA_DST, &ip_bytes(&ip));
     let m = b.finish();
-    assert!(!parse_neighbour(split_messages(&m)[0].payload)
+    assert!(!parse_neighbour(messages(&m)[0].payload)
         .expect("neighbour")
         .is_permanent());
     assert_eq!(parse_neighbour(&[2, 0, 0]), None);
@@ -28,15 +29,15 @@ fn neighbour_round_trip() {
 
 #[test]
 fn builder_nests_and_aligns() {
-    let mut b = MsgBuilder::new(RTM_NEWLINK, NLM_F_REQUEST, 7);
+    let mut b = Builder::new(RTM_NEWLINK, NLM_F_REQUEST, 7);
     b.raw(&ifinfomsg(0, 3, 0, 0));
-    b.attr_str(IFLA_IFNAME, "abc");
+    b.string(IFLA_IFNAME, "abc");
     b.begin_nest(IFLA_LINKINFO);
-    b.attr_str(IFLA_INFO_KIND, "veth");
+    b.string(IFLA_INFO_KIND, "veth");
     b.end_nest();
     let m = b.finish();
     assert_eq!(m.len() % 4, 0);
-    let msgs = split_messages(&m);
+    let msgs = messages(&m);
     assert_eq!(msgs.len(), 1);
     assert_eq!(msgs[0].kind, RTM_NEWLINK);
     assert_eq!(msgs[0].seq, 7);
@@ -52,7 +53,7 @@ fn builder_nests_and_aligns() {
 
 #[test]
 fn link_stats_parse() {
-    let mut b = MsgBuilder::new(RTM_NEWLINK, 0, 1);
+    let mut b = Builder::new(RTM_NEWLINK, 0, 1);
     b.raw(&ifinfomsg(0, 4, IFF_UP, 0));
     let mut st = Vec::new();
     for v in 1u64..=24 {
@@ -60,7 +61,7 @@ fn link_stats_parse() {
     }
     b.attr(IFLA_STATS64, &st);
     let m = b.finish();
-    let l = parse_link(split_messages(&m)[0].payload).expect("link");
+    let l = parse_link(messages(&m)[0].payload).expect("link");
     let s = l.stats.expect("stats");
     assert_eq!((s.rx_bytes, s.tx_bytes, s.tx_dropped), (3, 4, 8));
     assert!(l.is_up());
@@ -72,15 +73,15 @@ fn route_round_trip_through_bytes() {
     let mut r = Route::host_route("198.18.0.2".parse().expect("ip"), 5);
     r.gateway = Some("198.18.0.9".parse().expect("ip"));
     r.priority = Some(100);
-    let mut b = MsgBuilder::new(RTM_NEWROUTE, 0, 1);
+    let mut b = Builder::new(RTM_NEWROUTE, 0, 1);
     b.raw(&rtmsg(&r));
     b.attr(RTA_DST, &ip_bytes(&r.dst.expect("dst")));
     b.attr(RTA_OIF, &5i32.to_ne_bytes());
     b.attr(RTA_GATEWAY, &ip_bytes(&r.gateway.expect("gw")));
-    b.attr_u32(RTA_PRIORITY, 100);
-    b.attr_u32(RTA_TABLE, 254);
+    b.u32(RTA_PRIORITY, 100);
+    b.u32(RTA_TABLE, 254);
     let m = b.finish();
-    let back = parse_route(split_messages(&m)[0].payload).expect("route");
+    let back = parse_route(messages(&m)[0].payload).expect("route");
     assert_eq!(back, r);
     assert!(back.uses_link(5));
     assert!(!back.is_default());
@@ -94,11 +95,11 @@ fn multipath_next_hops_are_read() {
         nh.extend_from_slice(&[0, 0]);
         nh.extend_from_slice(&idx.to_ne_bytes());
     }
-    let mut b = MsgBuilder::new(RTM_NEWROUTE, 0, 1);
+    let mut b = Builder::new(RTM_NEWROUTE, 0, 1);
     b.raw(&[AF_INET, 0, 0, 0, 254, 3, 0, RTN_UNICAST, 0, 0, 0, 0]);
     b.attr(RTA_MULTIPATH, &nh);
     let m = b.finish();
-    let r = parse_route(split_messages(&m)[0].payload).expect("route");
+    let r = parse_route(messages(&m)[0].payload).expect("route");
     assert!(r.is_default());
     assert!(r.uses_link(9));
     assert_eq!(r.oif, None);
@@ -106,13 +107,13 @@ fn multipath_next_hops_are_read() {
 
 #[test]
 fn addr_parse_local_and_peer() {
-    let mut b = MsgBuilder::new(RTM_NEWADDR, 0, 1);
+    let mut b = Builder::new(RTM_NEWADDR, 0, 1);
     b.raw(&ifaddrmsg(AF_INET, 32, 0x80, 0, 2));
     b.attr(IFA_ADDRESS, &[198, 18, 0, 2]);
     b.attr(IFA_LOCAL, &[198, 18, 0, 1]);
-    b.attr_str(IFA_LABEL, "p0");
+    b.string(IFA_LABEL, "p0");
     let m = b.finish();
-    let a = parse_addr(split_messages(&m)[0].payload).expect("addr");
+    let a = parse_addr(messages(&m)[0].payload).expect("addr");
     assert_eq!(a.local, "198.18.0.1".parse::<IpAddr>().expect("ip"));
     assert_eq!(a.peer, Some("198.18.0.2".parse().expect("ip")));
     assert_eq!(a.label.as_deref(), Some("p0"));
@@ -125,7 +126,7 @@ fn tbf_request_carries_rate_burst_and_limit() {
     assert_eq!(t.burst_bytes, 65536);
     assert_eq!(t.limit_bytes, 1_250_000);
     let m = tbf_request(7, 3, &t);
-    let msgs = split_messages(&m);
+    let msgs = messages(&m);
     assert_eq!(msgs.len(), 1);
     assert_eq!(msgs[0].kind, RTM_NEWQDISC);
     let p = msgs[0].payload;
@@ -161,7 +162,7 @@ fn tbf_request_carries_rate_burst_and_limit() {
     assert!(!inner.iter().any(|(k, _)| *k == TCA_TBF_RATE64));
     // 400 Gbit/s = 50 GB/s does not fit the u32: the 64-bit attribute carries it.
     let m = tbf_request(8, 3, &Tbf::at(400_000_000_000, 9000));
-    let p = split_messages(&m)[0].payload.to_vec();
+    let p = messages(&m)[0].payload.to_vec();
     let opts = attrs(&p[20..])
         .into_iter()
         .find(|(k, _)| *k == TCA_OPTIONS)
@@ -179,12 +180,12 @@ fn tbf_request_carries_rate_burst_and_limit() {
 
 #[test]
 fn garbage_does_not_panic() {
-    assert!(split_messages(&[]).is_empty());
-    assert!(split_messages(&[0xff; 15]).is_empty());
+    assert!(messages(&[]).is_empty());
+    assert!(messages(&[0xff; 15]).is_empty());
     // Length field larger than the buffer.
     let mut m = vec![0u8; 20];
     m[0..4].copy_from_slice(&100u32.to_ne_bytes());
-    assert!(split_messages(&m).is_empty());
+    assert!(messages(&m).is_empty());
     assert!(attrs(&[3, 0, 1]).is_empty());
     assert!(parse_link(&[1, 2, 3]).is_none());
     assert!(parse_addr(&[]).is_none());
@@ -196,7 +197,7 @@ fn garbage_does_not_panic() {
 proptest::proptest! {
     #[test]
     fn parsers_never_panic(data in proptest::collection::vec(proptest::num::u8::ANY, 0..300)) {
-        for m in split_messages(&data) {
+        for m in messages(&data) {
             let _ = parse_link(m.payload);
             let _ = parse_addr(m.payload);
             let _ = parse_route(m.payload);

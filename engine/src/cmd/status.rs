@@ -7,7 +7,7 @@
 //! Only the newest write of a thing counts: a file two runs wrote is compared with the later
 //! run's bytes. Records `revert --only` undid are no longer in a run's `records`.
 
-use crate::apply::STATE_DIR;
+use crate::cmd::apply::STATE_DIR;
 use crate::commands::{GlobalOptions, UsageError};
 use crate::exec::apply::{read_word, real_path};
 use crate::facts::Facts;
@@ -246,9 +246,9 @@ fn restore_command(st: &Status, a: &StatusOptions) -> Option<String> {
 /// drifted (the caller says so and changes nothing); a selection without it is returned as is.
 pub fn expand_drifted(
     g: &GlobalOptions,
-    sel: &crate::apply::Selection,
+    sel: &crate::cmd::apply::Selection,
     state_dir: &Option<String>,
-) -> Result<Option<crate::apply::Selection>, UsageError> {
+) -> Result<Option<crate::cmd::apply::Selection>, UsageError> {
     if !sel.only.iter().any(|o| o == DRIFTED) {
         return Ok(Some(sel.clone()));
     }
