@@ -263,6 +263,50 @@ mod tests {
         assert!(run(&g, &args).is_err());
     }
 
+    /// The flags reach the library's options: `--gpu-memory`'s spellings (docs/selftest.md:
+    /// `host_pinned`, `copy`, `device`; `host-pinned` as an alias), `--mode`'s list and the
+    /// defaults the help names.
+    #[test]
+    fn flags_become_the_library_options() {
+        use daqtune_report::gpu::MemoryKind;
+        use daqtune_selftest::command::{EngineChoice, Format};
+        use daqtune_selftest::engine::Mode;
+        let parse = |args: &[&str]| {
+            <SelftestHarness as clap::Parser>::try_parse_from(
+                std::iter::once("x").chain(args.iter().copied()),
+            )
+            .map(|h| h.args.options())
+        };
+        for (flag, kind) in [
+            ("host_pinned", MemoryKind::HostPinned),
+            ("host-pinned", MemoryKind::HostPinned),
+            ("copy", MemoryKind::Copy),
+            ("device", MemoryKind::Device),
+        ] {
+            let o = parse(&["--gpu", "0", "--gpu-memory", flag]).expect(flag);
+            assert_eq!(o.gpu_memory, kind, "{flag}");
+        }
+        assert!(parse(&["--gpu", "0", "--gpu-memory", "pinned"]).is_err());
+        let o = parse(&[]).expect("no flags");
+        assert_eq!(o.engine, EngineChoice::Socket);
+        assert_eq!(o.format, Format::Text);
+        assert_eq!(
+            (o.duration, o.streams, o.listen.as_str()),
+            (3.0, 1, "0.0.0.0:5299")
+        );
+        assert_eq!((o.gpu_memory, o.gpu_batch), (MemoryKind::Copy, 8 << 20));
+        assert_eq!((o.loss, o.precision, o.trial_duration), (0.0, 2.0, 2.0));
+        assert!(o.mode.is_empty() && o.rcvbuf.is_none() && !o.find_max);
+        let o = parse(&[
+            "dpdk", "--mode", "udp,tcp", "--rcvbuf", "4M", "--format", "junit",
+        ])
+        .expect("flags");
+        assert_eq!(o.engine, EngineChoice::Dpdk);
+        assert_eq!(o.mode, [Mode::Udp, Mode::Tcp]);
+        assert_eq!(o.rcvbuf, Some(4 << 20));
+        assert_eq!(o.format, Format::Junit);
+    }
+
     #[derive(clap::Parser)]
     struct SelftestHarness {
         #[command(flatten)]
