@@ -58,7 +58,7 @@ verify_runs() { # NAME RATE CMD...: VERIFY runs of CMD (which prints a result JS
 echo "host: $NCPU cpus, $(uname -r); tx cpu $TX_CPU, rx cpu $RX_CPU; $(date -u +%FT%TZ); search: loss <= $LOSS %, precision $PRECISION %, trials >= $TRIAL s"
 
 if [ "$WHICH" = socket ] || [ "$WHICH" = both ]; then
-  [ -x "$BIN" ] || cargo build -q --release -p daqtune-selftest --bin daqtune-selftest
+  [ -x "$BIN" ] || cargo build -q --release -p daqtune --bin daqtune-selftest
   echo "socket/udp over veth ($STREAMS stream(s)), load $(load):"
   R=$("$BIN" socket --veth --find-max --loss "$LOSS" --precision "$PRECISION" --trial-duration "$TRIAL" \
       --streams "$STREAMS" --tx-cpu "$TX_CPU" --rx-cpu "$RX_CPU" --no-progress --format json 2>/dev/null | jq '.results[0]' || true)

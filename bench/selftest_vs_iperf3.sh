@@ -52,7 +52,7 @@ NCPU=$(nproc)
 TX_CPU=${TX_CPU:-$(( NCPU >= 2 ? NCPU - 2 : 0 ))}
 RX_CPU=${RX_CPU:-$(( NCPU - 1 ))}
 if [ -z "${BIN:-}" ]; then
-  cargo build -q --release -p daqtune-selftest --bin daqtune-selftest
+  cargo build -q --release -p daqtune --bin daqtune-selftest
   BIN=target/release/daqtune-selftest
 fi
 

@@ -14,8 +14,8 @@
 #
 # Left out under qemu-user, each for a reason of the emulator, not of the code:
 #   tune/tests/it/qualify.rs,       network namespaces, veth and traffic between them: qemu-user
-#   selftest/tests/it/socket_e2e.rs does not translate every netlink request (RTM_NEWNEIGH fails
-#                                with EOPNOTSUPP, measured: 8 of socket_e2e's 10 tests)
+#   tune/tests/it/selftest_         does not translate every netlink request (RTM_NEWNEIGH fails
+#   socket_e2e.rs                   with EOPNOTSUPP, measured: 8 of socket_e2e's 10 tests)
 #   tune/tests/it/selftest_rdma.rs  soft-RoCE devices (rdma_rxe) and verbs traffic
 #   tune/tests/it/selftest_cli.rs   the socket self-test between veth namespaces (as above)
 #   selftest-rdma (--lib),       the RDMA launcher's test spawns a missing file and wants the
@@ -83,13 +83,14 @@ t0=$SECONDS
 # run here are chosen by name, which a cargo filter cannot do per package (it applies to every
 # binary): so the binaries are built with --no-run and run here under the runner
 # (.cargo/config.toml's qemu-aarch64), each in its package's directory as cargo would. All of
-# probe's, units' and engine's tests; selftest's find_max_cli, gpu_sink_cli and
-# gpu_sink_fixture (the header says why the rest do not); daqtune-dpdk's lib and bin unit tests
+# probe's, units' and engine's tests; selftest's gpu_sink_fixture (its tests that spawn the
+# daqtune-selftest binary, find_max_cli and gpu_sink_cli, live with the binary in the daqtune
+# crate since issue 44 and run with the CLI tests below; the header says why the rest do not); daqtune-dpdk's lib and bin unit tests
 # (its integration test spawns the engine binary: the CLI tests' condition). No doc tests (none
 # of these crates has one).
 pkgs=(-p daqtune-probe -p daqtune-units -p daqtune-engine -p daqtune-selftest -p daqtune-dpdk)
 declare -A modules=(
-  [daqtune-selftest]="find_max_cli:: gpu_sink_cli:: gpu_sink_fixture::"
+  [daqtune-selftest]="gpu_sink_fixture::"
   [daqtune-dpdk]=""
 )
 # Unit tests left out by name (the emulator's reason above).
@@ -104,7 +105,7 @@ if ((cli)); then
   # native run for the same reason of time; archives are still read here (the engine's
   # hostile_inputs and topo_nvlink_recorded replay .tar.zst fixtures).
   pkgs+=(-p daqtune)
-  modules[daqtune]="foundation:: appconfig:: apply_cli:: pci_checks:: gpu:: golden:: --skip outputs_on_every_fixture_and_profile_match_the_recorded_ones"
+  modules[daqtune]="foundation:: appconfig:: apply_cli:: pci_checks:: gpu:: selftest_find_max_cli:: selftest_gpu_sink_cli:: golden:: --skip outputs_on_every_fixture_and_profile_match_the_recorded_ones"
 fi
 log "cargo test --target $target: probe, units, engine, selftest, daqtune-dpdk's pure code$( ((cli)) && echo ", the CLI tests on the fixture roots")"
 # The property test's 64 generated hosts take 114 s under qemu-user; the property is the same

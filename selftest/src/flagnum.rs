@@ -1,4 +1,5 @@
-//! The numbers the self-test flags take, bounded where clap parses them: NaN, infinity,
+//! The numbers the self-test flags take, bounded where the command line parses them (tune's
+//! clap definitions call these as value parsers; the library itself has no parser): NaN, infinity,
 //! negatives and zero where they mean nothing are a usage error naming the flag (exit 2).
 //! `--max-udp-loss NaN` used to make every loss a pass: `loss > NaN` is false.
 
@@ -69,6 +70,26 @@ pub fn slots(s: &str) -> Result<usize, String> {
     bytes(s, 1, 65_536).map_err(|e| e.replace("bytes", "slots"))
 }
 
+/// `--rcvbuf`: bytes with an optional K or M suffix (binary units), 64 KiB..1 GiB.
+pub fn rcvbuf(s: &str) -> Result<usize, String> {
+    let t = s.trim();
+    let (num, mult) = match t.char_indices().last() {
+        Some((i, 'K' | 'k')) => (&t[..i], 1usize << 10),
+        Some((i, 'M' | 'm')) => (&t[..i], 1usize << 20),
+        _ => (t, 1usize),
+    };
+    let n: usize = num
+        .parse()
+        .map_err(|_| format!("expected a byte count like 4194304, 4096K or 4M, got {s:?}"))?;
+    let bytes = n
+        .checked_mul(mult)
+        .ok_or_else(|| format!("{s:?} is too large"))?;
+    if !((64 << 10)..=(1 << 30)).contains(&bytes) {
+        return Err(format!("{s:?}: a receive buffer of 64K to 1024M"));
+    }
+    Ok(bytes)
+}
+
 fn bytes(s: &str, min: usize, max: usize) -> Result<usize, String> {
     let v: usize = s
         .trim()
@@ -107,5 +128,17 @@ mod tests {
         assert_eq!(message_size("8192"), Ok(8192));
         assert!(mtu("0").is_err() && mtu("65536").is_err());
         assert!(cpu("8192").is_err() && slots("0").is_err());
+    }
+
+    #[test]
+    fn rcvbuf_sizes() {
+        assert_eq!(rcvbuf("4M"), Ok(4 << 20));
+        assert_eq!(rcvbuf("4096k"), Ok(4 << 20));
+        assert_eq!(rcvbuf("65536"), Ok(65536));
+        assert!(rcvbuf("1K").is_err());
+        assert!(rcvbuf("2048M").is_err());
+        assert!(rcvbuf("lots").is_err());
+        assert!(rcvbuf("").is_err());
+        assert!(rcvbuf("99999999999999999999M").is_err());
     }
 }

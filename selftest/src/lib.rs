@@ -3,7 +3,7 @@
 //!
 //! See docs/selftest.md for the payload format, the report schema and the topologies.
 
-pub mod cli;
+pub mod command;
 pub mod cpuplan;
 pub mod engine;
 pub mod error;

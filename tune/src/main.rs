@@ -8,6 +8,7 @@ mod man;
 mod out;
 mod rdma_cmd;
 mod report_cmd;
+mod selftest_cli;
 mod selftest_cmd;
 mod sig;
 

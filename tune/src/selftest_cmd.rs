@@ -8,11 +8,11 @@ use daqtune_engine::hostroot::open_host;
 use daqtune_engine::profile::LoadedProfile;
 use daqtune_engine::qualify;
 use daqtune_engine::UsageError;
-use daqtune_selftest::cli::Defaults;
+use daqtune_selftest::command::Defaults;
 use daqtune_selftest::reference::Reference;
 use daqtune_selftest::Thresholds;
 
-pub use daqtune_selftest::cli::SelftestArgs;
+pub use crate::selftest_cli::SelftestArgs;
 
 /// Maps the profile onto the self-test's defaults. The data cores are resolved the way the
 /// checks resolve them (an explicit list, or the rule on this host); the self-test remaps them
@@ -98,7 +98,7 @@ pub fn run(g: &GlobalArgs, args: &SelftestArgs) -> Result<u8, UsageError> {
     if let Some(n) = note {
         crate::out::eprint(&format!("daqtune selftest: {n}\n"));
     }
-    let code = daqtune_selftest::cli::run(args, &d);
+    let code = daqtune_selftest::command::run(&args.options(), &d);
     Ok(u8::try_from(code).unwrap_or(2))
 }
 
@@ -239,7 +239,7 @@ mod tests {
                 let a = &c.args;
                 assert_eq!(a.duration, 2.5, "{argv:?}");
                 assert!(a.no_progress, "{argv:?}");
-                assert_eq!(a.format, daqtune_selftest::cli::Format::Json, "{argv:?}");
+                assert_eq!(a.format, crate::selftest_cli::Format::Json, "{argv:?}");
                 assert_eq!(
                     a.message_size,
                     Some(if *engine == "dpdk" { 4096 } else { 8192 })
@@ -261,6 +261,50 @@ mod tests {
         };
         let args = <SelftestHarness as clap::Parser>::parse_from(["x", "socket"]).args;
         assert!(run(&g, &args).is_err());
+    }
+
+    /// The flags reach the library's options: `--gpu-memory`'s spellings (docs/selftest.md:
+    /// `host_pinned`, `copy`, `device`; `host-pinned` as an alias), `--mode`'s list and the
+    /// defaults the help names.
+    #[test]
+    fn flags_become_the_library_options() {
+        use daqtune_report::gpu::MemoryKind;
+        use daqtune_selftest::command::{EngineChoice, Format};
+        use daqtune_selftest::engine::Mode;
+        let parse = |args: &[&str]| {
+            <SelftestHarness as clap::Parser>::try_parse_from(
+                std::iter::once("x").chain(args.iter().copied()),
+            )
+            .map(|h| h.args.options())
+        };
+        for (flag, kind) in [
+            ("host_pinned", MemoryKind::HostPinned),
+            ("host-pinned", MemoryKind::HostPinned),
+            ("copy", MemoryKind::Copy),
+            ("device", MemoryKind::Device),
+        ] {
+            let o = parse(&["--gpu", "0", "--gpu-memory", flag]).expect(flag);
+            assert_eq!(o.gpu_memory, kind, "{flag}");
+        }
+        assert!(parse(&["--gpu", "0", "--gpu-memory", "pinned"]).is_err());
+        let o = parse(&[]).expect("no flags");
+        assert_eq!(o.engine, EngineChoice::Socket);
+        assert_eq!(o.format, Format::Text);
+        assert_eq!(
+            (o.duration, o.streams, o.listen.as_str()),
+            (3.0, 1, "0.0.0.0:5299")
+        );
+        assert_eq!((o.gpu_memory, o.gpu_batch), (MemoryKind::Copy, 8 << 20));
+        assert_eq!((o.loss, o.precision, o.trial_duration), (0.0, 2.0, 2.0));
+        assert!(o.mode.is_empty() && o.rcvbuf.is_none() && !o.find_max);
+        let o = parse(&[
+            "dpdk", "--mode", "udp,tcp", "--rcvbuf", "4M", "--format", "junit",
+        ])
+        .expect("flags");
+        assert_eq!(o.engine, EngineChoice::Dpdk);
+        assert_eq!(o.mode, [Mode::Udp, Mode::Tcp]);
+        assert_eq!(o.rcvbuf, Some(4 << 20));
+        assert_eq!(o.format, Format::Junit);
     }
 
     #[derive(clap::Parser)]

@@ -289,6 +289,70 @@ fn engine_modules_keep_their_layers() {
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
 
+/// The dependency names a Cargo.toml lists, in any of its dependency tables (`clap.workspace =
+/// true`, `clap = "4"`, `[dependencies.clap]`).
+fn dependency_names(manifest: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    let mut in_deps = false;
+    for line in manifest.lines() {
+        let t = line.trim();
+        if let Some(table) = t.strip_prefix('[').and_then(|t| t.strip_suffix(']')) {
+            let table = table.trim_matches(|c| c == '[' || c == ']');
+            in_deps = table.ends_with("dependencies");
+            if let Some((head, name)) = table.rsplit_once('.') {
+                if head.ends_with("dependencies") {
+                    names.push(name.to_string());
+                    in_deps = false;
+                }
+            }
+            continue;
+        }
+        if in_deps && !t.starts_with('#') {
+            if let Some(key) = t.split(['=', '.', ' ']).next().filter(|k| !k.is_empty()) {
+                names.push(key.trim_matches('"').to_string());
+            }
+        }
+    }
+    names
+}
+
+/// Issue 44: the libraries have no argument parser. The command line (flags, help, defaults)
+/// is the `daqtune` crate's (tune/src/cli.rs for the engine's commands, tune/src/selftest_cli.rs
+/// for the self-test), which converts it into the libraries' plain option structs.
+#[test]
+fn libraries_have_no_argument_parser() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut wrong = Vec::new();
+    for krate in ["engine", "selftest"] {
+        let manifest = root.join(krate).join("Cargo.toml");
+        let text = std::fs::read_to_string(&manifest).expect("read Cargo.toml");
+        for name in dependency_names(&text) {
+            if name.starts_with("clap") {
+                wrong.push(format!("{} depends on {name}", manifest.display()));
+            }
+        }
+        for file in source::rust_files(&root.join(krate).join("src"), true) {
+            let text = std::fs::read_to_string(&file).expect("read source");
+            for (n, line) in text.lines().enumerate() {
+                let t = line.trim_start();
+                if !t.starts_with("//") && t.contains("clap::") {
+                    wrong.push(format!("{}:{}: {t}", file.display(), n + 1));
+                }
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+#[test]
+fn dependency_names_reads_every_spelling() {
+    let m = "[package]\nname = \"x\"\n\n[dependencies]\nclap.workspace = true\nserde = \"1\"\n# clap = \"4\"\n\n[dev-dependencies]\n\"tempfile\" = \"3\"\n\n[target.'cfg(unix)'.dependencies.clap_derive]\nversion = \"4\"\n\n[lints]\nworkspace = true\n";
+    assert_eq!(
+        dependency_names(m),
+        ["clap", "serde", "tempfile", "clap_derive"]
+    );
+}
+
 /// Where a non-test source of a crate other than probe reads a `/sys/` or `/proc/` path
 /// itself (`std::fs` reads, `File::open`, `read_dir`, `Path::new(..)`), as `file:line: call`.
 /// The path counts when the call's first argument begins with that literal, directly or

@@ -17,8 +17,12 @@ mod pci_checks;
 mod qualify;
 mod qualify_subset;
 mod recorded_h100_issue26;
+mod selftest_batching_cli;
 mod selftest_cli;
+mod selftest_find_max_cli;
+mod selftest_gpu_sink_cli;
 mod selftest_rdma;
+mod selftest_socket_e2e;
 mod snapshot;
 mod status_gpu_cli;
 mod terminal_escapes;
@@ -29,3 +33,9 @@ mod terminal_escapes;
 mod redteam;
 #[path = "../../../engine/src/cmd/apply/testroot.rs"]
 mod testroot;
+
+/// The stand-alone self-test binary of this build (src/bin/daqtune-selftest.rs: built-in
+/// defaults, no profile), as a command to run.
+fn selftest_bin() -> std::process::Command {
+    std::process::Command::new(env!("CARGO_BIN_EXE_daqtune-selftest"))
+}

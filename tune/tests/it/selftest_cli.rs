@@ -1,5 +1,5 @@
 //! `daqtune selftest socket --veth --duration 3` end to end through the real binary (root:
-//! it makes network namespaces). The selftest crate's own tests cover signals, SIGKILL
+//! it makes network namespaces). selftest_socket_e2e.rs covers signals, SIGKILL
 //! recovery and the two-port mode.
 
 use std::process::Command;

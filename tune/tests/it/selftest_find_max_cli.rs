@@ -2,7 +2,7 @@
 //! trial is in the JSON and in the text table, and requests it cannot serve are refused with
 //! exit code 2 before any traffic.
 
-use crate::bin;
+use crate::selftest_bin as bin;
 
 #[test]
 fn loopback_search_reports_every_trial_in_json_and_text() {

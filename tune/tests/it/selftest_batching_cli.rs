@@ -1,10 +1,10 @@
 //! The kernel's batching through the binary: the flags reach the engine and the JSON record
 //! says which paths ran (loopback: no root needed).
 
-use std::process::Command;
+use crate::selftest_bin as bin;
 
 fn run(extra: &[&str]) -> serde_json::Value {
-    let out = Command::new(env!("CARGO_BIN_EXE_daqtune-selftest"))
+    let out = bin()
         .args([
             "socket",
             "--loopback",

@@ -5,7 +5,7 @@
 //! The tests run one at a time (LOCK): a run's start-up sweep removes what dead runs left, and
 //! the SIGKILL test must see its leftovers before a neighbour sweeps them.
 
-use crate::bin;
+use crate::selftest_bin as bin;
 use daqtune_selftest::netlink::{Addr, Netlink, Route};
 use daqtune_selftest::netns::{self, NetNs};
 use std::net::IpAddr;

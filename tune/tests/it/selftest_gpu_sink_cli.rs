@@ -2,7 +2,7 @@
 //! On a host without a GPU `--gpu` must be a clean skip with exit code 3; on a GPU host the same
 //! tests check the GPU path end to end.
 
-use crate::bin;
+use crate::selftest_bin as bin;
 
 fn run(args: &[&str]) -> (i32, serde_json::Value, String) {
     let out = bin()
