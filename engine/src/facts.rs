@@ -428,22 +428,11 @@ impl<'h> Facts<'h> {
     /// Whether a systemd unit is enabled: a symlink in some `*.wants` directory
     /// (`daqtune_probe::system::unit_enabled` through the memoised listings).
     pub fn unit_enabled(&self, unit: &str) -> bool {
-        for dir in [
-            "/etc/systemd/system",
-            "/usr/lib/systemd/system",
-            "/lib/systemd/system",
-        ] {
-            let Ok(entries) = self.read_dir(dir) else {
-                continue;
-            };
-            if entries
-                .iter()
-                .any(|e| e.ends_with(".wants") && self.exists(&format!("{dir}/{e}/{unit}")))
-            {
-                return true;
-            }
-        }
-        false
+        daqtune_probe::system::unit_enabled_with(
+            |d| self.read_dir(d).ok().map(|l| l.to_vec()),
+            |p| self.exists(p),
+            unit,
+        )
     }
 
     /// Services known to fight a `performance` governor, enabled or running

@@ -22,6 +22,7 @@ pub mod cpulist;
 pub mod dbus;
 pub mod fsutil;
 pub mod gpu;
+pub mod helpers;
 pub mod host;
 pub mod ldcache;
 pub mod mem;

@@ -24,6 +24,33 @@ pub fn on_termination(handler: extern "C" fn(libc::c_int)) -> std::io::Result<()
     Ok(())
 }
 
+/// The termination signal received since [`watch_termination`] (0: none). One flag per
+/// process: the self-tests, their helpers and `report --interval` all poll it.
+static PENDING: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
+extern "C" fn set_pending(sig: libc::c_int) {
+    PENDING.store(sig, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// Routes SIGINT, SIGTERM and SIGHUP to the flag that [`pending`] reads: a run that polls it
+/// between steps ends cleanly instead of dying half-way.
+pub fn watch_termination() -> std::io::Result<()> {
+    on_termination(set_pending)
+}
+
+/// The termination signal received since [`watch_termination`], if any.
+pub fn pending() -> Option<i32> {
+    match PENDING.load(std::sync::atomic::Ordering::SeqCst) {
+        0 => None,
+        s => Some(s),
+    }
+}
+
+/// The shell's exit status for a run ended by signal `sig`: 128 + its number.
+pub fn exit_code(sig: i32) -> i32 {
+    128 + sig
+}
+
 /// The write end of [`on_termination_thread`]'s pipe (-1 until installed).
 static PIPE_WR: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(-1);
 
@@ -79,5 +106,18 @@ fn read_signals(rd: libc::c_int, on_signal: fn(i32)) {
             continue;
         }
         return;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exit_codes_are_the_shells() {
+        // bash(1), EXIT STATUS: "128+n" for a command killed by fatal signal n.
+        assert_eq!(exit_code(libc::SIGINT), 130);
+        assert_eq!(exit_code(libc::SIGTERM), 143);
+        assert_eq!(exit_code(libc::SIGHUP), 129);
     }
 }

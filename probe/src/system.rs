@@ -223,21 +223,31 @@ pub struct ServiceState {
 
 /// Whether a systemd unit is enabled: a symlink in some `*.wants` directory.
 pub fn unit_enabled(host: &Host, unit: &str) -> bool {
-    for dir in [
-        "/etc/systemd/system",
-        "/usr/lib/systemd/system",
-        "/lib/systemd/system",
-    ] {
-        let Ok(entries) = host.read_dir(dir) else {
-            continue;
-        };
-        for e in entries {
-            if e.ends_with(".wants") && host.exists(&format!("{dir}/{e}/{unit}")) {
-                return true;
-            }
-        }
-    }
-    false
+    unit_enabled_with(|d| host.read_dir(d).ok(), |p| host.exists(p), unit)
+}
+
+/// The directories whose `*.wants/` subdirectories enable units (systemd.unit(5): the system
+/// unit search path's administrator and package directories; /lib is /usr/lib's old place).
+pub const UNIT_DIRS: [&str; 3] = [
+    "/etc/systemd/system",
+    "/usr/lib/systemd/system",
+    "/lib/systemd/system",
+];
+
+/// [`unit_enabled`] over any reader: the engine's facts pass their memoised listings, so the
+/// rule (which directories, which link) exists once.
+pub fn unit_enabled_with(
+    read_dir: impl Fn(&str) -> Option<Vec<String>>,
+    exists: impl Fn(&str) -> bool,
+    unit: &str,
+) -> bool {
+    UNIT_DIRS.iter().any(|dir| {
+        read_dir(dir).is_some_and(|entries| {
+            entries
+                .iter()
+                .any(|e| e.ends_with(".wants") && exists(&format!("{dir}/{e}/{unit}")))
+        })
+    })
 }
 
 /// Process names (comm) of running processes; empty on a recorded root without /proc/<pid>.

@@ -2,6 +2,7 @@
 //! (capped by available memory) and give it back afterwards; remove map files a run with our
 //! file prefix may have left in hugetlbfs mounts.
 
+use daqtune_probe::Host;
 use serde::{Deserialize, Serialize};
 use std::fs;
 use std::io;
@@ -85,17 +86,21 @@ pub fn plan(needed: u64, pool: PoolState, mem_available_kb: Option<u64>, may_wri
     }
 }
 
-fn read_pool(root: &Path) -> io::Result<PoolState> {
-    let rd = |name: &str| -> io::Result<u64> {
-        let p = root.join(name);
-        let s = fs::read_to_string(&p)?;
-        parse_count(&s).ok_or_else(|| {
-            io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!("{}: not a number: {s:?}", p.display()),
-            )
-        })
-    };
+/// One counter of a pool directory, read through the host root (only probe reads sysfs).
+fn read_count(host: &Host, path: &str) -> io::Result<u64> {
+    let s = host
+        .read_string(path)
+        .map_err(|e| io::Error::other(e.to_string()))?;
+    parse_count(&s).ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{path}: not a number: {s:?}"),
+        )
+    })
+}
+
+fn read_pool(host: &Host, dir: &str) -> io::Result<PoolState> {
+    let rd = |name: &str| read_count(host, &format!("{dir}/{name}"));
     Ok(PoolState {
         nr: rd("nr_hugepages")?,
         free: rd("free_hugepages")?,
@@ -105,7 +110,7 @@ fn read_pool(root: &Path) -> io::Result<PoolState> {
 
 /// Reads the live 2 MiB pool.
 pub fn live_pool() -> io::Result<PoolState> {
-    read_pool(Path::new(POOL))
+    read_pool(&Host::live(), POOL)
 }
 
 /// Where a run notes the reservation it holds, so that the next run can undo it when this
@@ -164,8 +169,8 @@ pub fn recover_stale(dir: &Path) -> Vec<String> {
         if alive {
             continue;
         }
-        let pool = Path::new(POOL).join("nr_hugepages");
-        let current = fs::read_to_string(&pool).ok().and_then(|s| parse_count(&s));
+        let pool = format!("{POOL}/nr_hugepages");
+        let current = read_count(&Host::live(), &pool).ok();
         match current.and_then(|c| stale_restore(c, &e)) {
             Some(from) if fs::write(&pool, format!("{from}\n")).is_ok() => out.push(format!(
                 "restored 2 MiB hugepages to {from}: run {} died holding {} -> {}",
@@ -187,7 +192,8 @@ pub fn recover_stale(dir: &Path) -> Vec<String> {
 /// A reservation made for one run; dropping it restores the page count it found.
 #[derive(Debug)]
 pub struct Reservation {
-    path: PathBuf,
+    /// The pool's `nr_hugepages`, a host path.
+    path: String,
     from: u64,
     to: u64,
     journal: Option<PathBuf>,
@@ -197,7 +203,7 @@ impl Reservation {
     /// Raises the pool to `to` pages; fails (and restores) when the kernel could not find that
     /// many contiguous pages.
     pub fn reserve(from: u64, to: u64) -> io::Result<Reservation> {
-        let path = Path::new(POOL).join("nr_hugepages");
+        let path = format!("{POOL}/nr_hugepages");
         let entry = JournalEntry {
             pid: std::process::id(),
             starttime: daqtune_selftest::sys::process_starttime(std::process::id()),
@@ -214,10 +220,7 @@ impl Reservation {
             journal,
         };
         fs::write(&r.path, format!("{to}\n"))?;
-        let got = fs::read_to_string(&r.path)
-            .ok()
-            .and_then(|s| parse_count(&s))
-            .unwrap_or(0);
+        let got = read_count(&Host::live(), &r.path).unwrap_or(0);
         if got < to {
             // Drop restores `from`.
             return Err(io::Error::other(format!(
@@ -237,9 +240,7 @@ impl Reservation {
         let path = self.path.clone();
         let from = self.from;
         drop(self);
-        let now = fs::read_to_string(path).and_then(|s| {
-            parse_count(&s).ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, s))
-        })?;
+        let now = read_count(&Host::live(), &path)?;
         Ok((from, now))
     }
 }
@@ -448,12 +449,14 @@ mod tests {
 
     #[test]
     fn sysfs_pool_reading() {
-        let d = tempfile::tempdir().expect("tmp");
-        let d = d.path();
+        let t = tempfile::tempdir().expect("tmp");
+        let d = t.path().join(POOL.trim_start_matches('/'));
+        fs::create_dir_all(&d).expect("mkdir");
         fs::write(d.join("nr_hugepages"), "16\n").expect("write");
         fs::write(d.join("free_hugepages"), "12\n").expect("write");
+        let host = Host::at(t.path()).expect("root");
         assert_eq!(
-            read_pool(d).expect("pool"),
+            read_pool(&host, POOL).expect("pool"),
             PoolState {
                 nr: 16,
                 free: 12,
@@ -461,7 +464,7 @@ mod tests {
             }
         );
         fs::write(d.join("free_hugepages"), "(null)\n").expect("write");
-        assert!(read_pool(d).is_err());
+        assert!(read_pool(&host, POOL).is_err());
     }
 
     proptest::proptest! {

@@ -155,7 +155,7 @@ fn main() {
 #[cfg(feature = "dpdk")]
 fn run(spec: &DpdkRunSpec) -> (DpdkOutput, i32) {
     // Ports stopped, EAL cleaned up and hugepages given back on SIGINT/SIGTERM/SIGHUP too.
-    if let Err(e) = daqtune_selftest::signals::install() {
+    if let Err(e) = daqtune_probe::signals::watch_termination() {
         eprintln!("daqtune-dpdk: signal handlers: {e}");
     }
     daqtune_dpdk::runner::run(spec)

@@ -381,12 +381,12 @@ fn run_with_hugepages(
                 r.status = daqtune_selftest::Status::Fail;
             }
             r.notes.extend(rps_note);
-            let interrupted = daqtune_selftest::signals::pending();
+            let interrupted = daqtune_probe::signals::pending();
             if interrupted.is_some() {
                 r.notes.push("interrupted".into());
             }
             let code = match interrupted {
-                Some(sig) => daqtune_selftest::signals::exit_code(sig),
+                Some(sig) => daqtune_probe::signals::exit_code(sig),
                 None if r.status.is_failure() => exit::FAIL,
                 None => exit::PASS,
             };

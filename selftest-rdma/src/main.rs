@@ -317,14 +317,14 @@ fn run_main() -> ExitCode {
     // the control's stop flag, which the signal flag alone does not set. (A `--listen`
     // receiver keeps the default disposition: a signal ends it at once, which is what its
     // parent wants once the sender is done.)
-    if let Err(e) = daqtune_selftest::signals::install() {
+    if let Err(e) = daqtune_probe::signals::watch_termination() {
         eprintln!("daqtune-rdma: signal handlers: {e}");
     }
     let ctl = RunControl::new();
     {
         let ctl = ctl.clone();
         std::thread::spawn(move || loop {
-            if daqtune_selftest::signals::pending().is_some() {
+            if daqtune_probe::signals::pending().is_some() {
                 ctl.stop();
                 return;
             }
@@ -373,9 +373,9 @@ fn run_main() -> ExitCode {
         (false, Format::Junit) => emit(&report.to_junit()),
         (false, Format::Text) => emit(&report.to_text()),
     }
-    match daqtune_selftest::signals::pending() {
+    match daqtune_probe::signals::pending() {
         Some(sig) => {
-            ExitCode::from(u8::try_from(daqtune_selftest::signals::exit_code(sig)).unwrap_or(1))
+            ExitCode::from(u8::try_from(daqtune_probe::signals::exit_code(sig)).unwrap_or(1))
         }
         None if report.passed() => ExitCode::SUCCESS,
         None => ExitCode::from(1),

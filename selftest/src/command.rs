@@ -9,9 +9,10 @@ use crate::cpuplan;
 use crate::engine::{Engine, Mode, RunControl, RunSpec};
 use crate::report::{judge, EngineResult, Render, Report, Status, Thresholds};
 use crate::socket::SocketEngine;
+use crate::sys;
 use crate::sys::hostname;
 use crate::topology::{self, Topology};
-use crate::{signals, sys};
+use daqtune_probe::signals;
 use std::io::{IsTerminal, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -190,7 +191,7 @@ pub const EXIT_GPU_SKIPPED: i32 = 3;
 /// See [`EXIT_GPU_SKIPPED`] and the other codes above.
 pub fn run(args: &Options, d: &Defaults) -> i32 {
     let mut err = std::io::stderr();
-    if let Err(e) = signals::install() {
+    if let Err(e) = signals::watch_termination() {
         let _ = writeln!(err, "daqtune selftest: cannot install signal handlers: {e}");
         return 2;
     }

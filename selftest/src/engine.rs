@@ -138,7 +138,7 @@ impl RunControl {
     }
 
     /// A control that also stops when SIGINT, SIGTERM or SIGHUP arrives (after
-    /// `signals::install`).
+    /// `daqtune_probe::signals::watch_termination`).
     pub fn watching_signals() -> Self {
         RunControl {
             watch_signals: true,
@@ -153,7 +153,7 @@ impl RunControl {
     #[inline]
     pub fn stopped(&self) -> bool {
         self.stop.load(Ordering::Relaxed)
-            || (self.watch_signals && crate::signals::pending().is_some())
+            || (self.watch_signals && daqtune_probe::signals::pending().is_some())
     }
 
     pub fn stop_flag(&self) -> Arc<AtomicBool> {

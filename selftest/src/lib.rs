@@ -22,7 +22,6 @@ pub mod portlink;
 pub mod rdma_netlink;
 pub mod reference;
 pub mod report;
-pub mod signals;
 pub mod socket;
 pub mod sys;
 pub mod topology;

@@ -112,19 +112,11 @@ pub fn rdma_device_link(dev: &str) -> Link {
     let mtu = daqtune_probe::Host::live()
         .read_string(&format!("/sys/class/net/{netdev}/mtu"))
         .ok()
-        .and_then(|t| parse_mtu(&t));
+        .and_then(|t| daqtune_probe::pci::nic::parse_mtu(&t));
     let mut link = port_link(&netdev, mtu.unwrap_or(0));
     link.mtu = mtu;
     link.source = format!("{} (RDMA device {dev})", link.source);
     link
-}
-
-/// sysfs `mtu`: a positive number of bytes.
-pub fn parse_mtu(text: &str) -> Option<u32> {
-    text.trim()
-        .parse::<u32>()
-        .ok()
-        .filter(|m| (68..=65_536).contains(m))
 }
 
 #[cfg(test)]
@@ -145,12 +137,5 @@ mod tests {
         let l = rdma_device_link("dqt-no-such-dev0");
         assert_eq!(l.speed_mbps, None);
         assert!(l.source.contains("no PCI network device"), "{}", l.source);
-    }
-
-    #[test]
-    fn mtu_parse() {
-        assert_eq!(parse_mtu("9000\n"), Some(9000));
-        assert_eq!(parse_mtu("0"), None);
-        assert_eq!(parse_mtu("x"), None);
     }
 }

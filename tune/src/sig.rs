@@ -2,7 +2,6 @@
 //! coreutils do, and the `report --interval` loop's termination signals and child backstop.
 
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicI32, Ordering};
 
 /// Ends the process the way `seq | head -1` ends `seq`: killed by SIGPIPE, which the shell
 /// does not report. Rust starts with SIGPIPE ignored, so the default action is put back first.
@@ -17,24 +16,8 @@ pub fn die_of_sigpipe() -> ExitCode {
     ExitCode::from(128 + libc::SIGPIPE as u8)
 }
 
-static PENDING: AtomicI32 = AtomicI32::new(0);
-
-extern "C" fn on_signal(sig: libc::c_int) {
-    PENDING.store(sig, Ordering::SeqCst);
-}
-
-/// Routes SIGINT, SIGTERM and SIGHUP to a flag that [`pending`] reads.
-pub fn watch_termination() -> std::io::Result<()> {
-    daqtune_probe::signals::on_termination(on_signal)
-}
-
-/// The termination signal received since [`watch_termination`], if any.
-pub fn pending() -> Option<i32> {
-    match PENDING.load(Ordering::SeqCst) {
-        0 => None,
-        s => Some(s),
-    }
-}
+/// Routes SIGINT, SIGTERM and SIGHUP to probe's one termination flag ([`pending`]).
+pub use daqtune_probe::signals::{pending, watch_termination};
 
 /// Sends `sig` to process `pid` (a child this process started and has not reaped yet, so the
 /// pid cannot have been reused).

@@ -369,6 +369,25 @@ fn direct_host_reads(code: &str) -> Vec<(usize, String)> {
         "File::open(",
         "Path::new(",
     ];
+    // Constants naming a kernel path (`const POOL: &str = "/sys/kernel/mm/..."`): a read of
+    // `POOL`, `&POOL` or `format!("{POOL}/nr_hugepages")` is as direct as the literal.
+    let host_consts: Vec<&str> = code
+        .match_indices("const ")
+        .filter_map(|(at, _)| {
+            let decl = code[at + 6..].split(';').next()?;
+            let (name, value) = decl.split_once(':')?;
+            let value = value.split_once('=')?.1.trim();
+            (value.starts_with("\"/sys/") || value.starts_with("\"/proc/")).then(|| name.trim())
+        })
+        .collect();
+    let names_const = |arg: &str| {
+        host_consts.iter().any(|c| {
+            let bare = arg
+                .strip_prefix(c)
+                .is_some_and(|r| !r.starts_with(|ch: char| ch.is_alphanumeric() || ch == '_'));
+            bare || arg.starts_with(&format!("\"{{{c}}}"))
+        })
+    };
     let mut out = Vec::new();
     for call in CALLS {
         for (at, _) in code.match_indices(call) {
@@ -391,7 +410,8 @@ fn direct_host_reads(code: &str) -> Vec<(usize, String)> {
             let arg = arg[open..]
                 .trim_start_matches('&')
                 .trim_start_matches("format!(");
-            let names_host = arg.starts_with("\"/sys/") || arg.starts_with("\"/proc/");
+            let names_host =
+                arg.starts_with("\"/sys/") || arg.starts_with("\"/proc/") || names_const(arg);
             if names_host && !arg.contains("/ns/net\"") {
                 let line = code[..at].matches('\n').count() + 1;
                 out.push((line, format!("{call}{arg}")));
@@ -409,9 +429,20 @@ fn direct_host_reads_sees_the_shapes_rustfmt_leaves() {
                let d = Path::new(&format!(\"/proc/{p}\")).exists();\n\
                let e = NetNs::open(Path::new(\"/proc/1/ns/net\"));\n\
                let f = host.read_string(\"/proc/meminfo\");\n\
-               let g = fs::read_to_string(&path);\n";
-    let lines: Vec<usize> = direct_host_reads(src).into_iter().map(|(l, _)| l).collect();
-    assert_eq!(lines, vec![1, 2, 3, 6], "{:?}", direct_host_reads(src));
+               let g = fs::read_to_string(&path);\n\
+               const POOL: &str = \"/sys/kernel/mm/hugepages/hugepages-2048kB\";\n\
+               let h = read_pool(Path::new(POOL));\n\
+               let i = fs::read_to_string(format!(\"{POOL}/nr_hugepages\"));\n\
+               let j = fs::read_to_string(&POOLS);\n";
+    let mut lines: Vec<usize> = direct_host_reads(src).into_iter().map(|(l, _)| l).collect();
+    lines.sort();
+    // `&POOLS` (line 13) is another name, not the constant.
+    assert_eq!(
+        lines,
+        vec![1, 2, 3, 6, 11, 12],
+        "{:?}",
+        direct_host_reads(src)
+    );
 }
 
 /// Issue 44 item 2: probe is the one host-I/O layer. Every other crate reads kernel

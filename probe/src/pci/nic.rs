@@ -115,7 +115,7 @@ fn read_netdev_in(d: &DevDir, name: &str) -> Netdev {
     Netdev {
         name: name.to_string(),
         ifindex: d.attr("ifindex").and_then(|s| s.parse().ok()),
-        mtu: d.attr("mtu").and_then(|s| s.parse().ok()),
+        mtu: d.attr("mtu").and_then(|s| parse_mtu(&s)),
         carrier: d.attr("carrier").and_then(|s| match s.as_str() {
             "1" => Some(true),
             "0" => Some(false),
@@ -270,9 +270,30 @@ pub fn discover_nics(host: &Host, tree: &PciTree) -> Vec<NicFunction> {
     out
 }
 
+/// sysfs `mtu` of a port daqtune judges: bytes, within the kernel's bounds for an IP-carrying
+/// netdev (68, ETH_MIN_MTU and RFC 791's minimum, to 65536, the loopback device's). Anything
+/// else is a garbled read or a function that carries no IP (a PCI CAN card's 16).
+pub fn parse_mtu(text: &str) -> Option<u32> {
+    text.trim()
+        .parse::<u32>()
+        .ok()
+        .filter(|m| (68..=65_536).contains(m))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn mtu_within_the_kernels_bounds() {
+        assert_eq!(parse_mtu("9000\n"), Some(9000));
+        assert_eq!(parse_mtu("1500"), Some(1500));
+        assert_eq!(parse_mtu("65536"), Some(65536)); // lo
+        assert_eq!(parse_mtu("0"), None);
+        assert_eq!(parse_mtu("16"), None); // CAN
+        assert_eq!(parse_mtu("4294967295"), None);
+        assert_eq!(parse_mtu("x"), None);
+    }
 
     #[test]
     fn speeds() {

@@ -153,26 +153,9 @@ pub struct DpdkRun {
     pub exe: Option<PathBuf>,
 }
 
-fn is_executable(p: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::metadata(p)
-        .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        .unwrap_or(false)
-}
-
-/// Looks for `daqtune-dpdk` next to `self_exe` (installed side by side, or in the same cargo
-/// target directory), then in each directory of `path_var`.
+/// Looks for `daqtune-dpdk` next to `self_exe`, then on `path_var` (probe's one helper lookup).
 pub fn find_engine(self_exe: Option<&Path>, path_var: Option<&OsStr>) -> Option<PathBuf> {
-    if let Some(dir) = self_exe.and_then(Path::parent) {
-        let p = dir.join(ENGINE_EXE);
-        if is_executable(&p) {
-            return Some(p);
-        }
-    }
-    std::env::split_paths(path_var?)
-        .filter(|d| !d.as_os_str().is_empty())
-        .map(|d| d.join(ENGINE_EXE))
-        .find(|p| is_executable(p))
+    daqtune_probe::helpers::find_in(ENGINE_EXE, self_exe, path_var)
 }
 
 /// Classifies a run that printed no result: the loader's "cannot open shared object file"
@@ -327,7 +310,7 @@ pub fn run_dpdk(req: &DpdkRequest, exe: Option<PathBuf>) -> DpdkRun {
             Err(_) => break None,
         }
         // A signal for us is one for the run: the engine stops and cleans up as on its own.
-        if let (Some(sig), false) = (crate::signals::pending(), forwarded) {
+        if let (Some(sig), false) = (daqtune_probe::signals::pending(), forwarded) {
             let _ = crate::sys::signal_child(&child, sig);
             forwarded = true;
         }

@@ -10,9 +10,9 @@
 use crate::engine::Mode;
 use crate::reference::{self, Link, Reference};
 use crate::report::{EngineResult, Render, Report};
-use crate::signals;
 use crate::sys::hostname;
 use crate::topology::{self, RdmaPortsRequest, Topology};
+use daqtune_probe::signals;
 use daqtune_report::rdma::RdmaReport;
 use serde::Deserialize;
 use std::ffi::OsString;
@@ -24,27 +24,10 @@ use std::time::{Duration, Instant};
 
 pub const HELPER: &str = "daqtune-rdma";
 
-/// `$DAQTUNE_RDMA_BIN`, else `daqtune-rdma` next to the running executable, else on `PATH`.
+/// `$DAQTUNE_RDMA_BIN`, else `daqtune-rdma` next to the running executable, else on `PATH`
+/// (probe's one helper lookup).
 pub fn find_helper() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("DAQTUNE_RDMA_BIN") {
-        let p = PathBuf::from(p);
-        return p.is_file().then_some(p);
-    }
-    let beside = std::env::current_exe()
-        .ok()
-        .and_then(|e| e.parent().map(|d| d.join(HELPER)));
-    if let Some(p) = beside.filter(|p| p.is_file()) {
-        return Some(p);
-    }
-    let path = std::env::var_os("PATH")?;
-    search_path(&path, HELPER)
-}
-
-/// The first directory of a PATH-style list that holds `name` as a file.
-pub fn search_path(path: &std::ffi::OsStr, name: &str) -> Option<PathBuf> {
-    std::env::split_paths(path)
-        .map(|d| d.join(name))
-        .find(|p| p.is_file())
+    daqtune_probe::helpers::find(HELPER, Some("DAQTUNE_RDMA_BIN"))
 }
 
 /// The report printed when the helper is missing: every requested mode skipped, with why.
@@ -101,7 +84,7 @@ pub fn run_assessed(args: &[OsString], relay: &Relay) -> i32 {
     let Some(bin) = find_helper() else {
         return run_helper(args, relay.json);
     };
-    if let Err(e) = signals::install() {
+    if let Err(e) = signals::watch_termination() {
         eprintln!("daqtune selftest rdma: signal handlers: {e}");
     }
     let mut cmd = Command::new(&bin);
@@ -262,7 +245,7 @@ pub fn run_ports(run: &PortsRun) -> i32 {
         eprintln!("daqtune selftest rdma: making network namespaces needs root");
         return 2;
     }
-    if let Err(e) = signals::install() {
+    if let Err(e) = signals::watch_termination() {
         eprintln!("daqtune selftest rdma: signal handlers: {e}");
     }
     for n in topology::recover_leftovers() {
@@ -463,7 +446,7 @@ const LOADER_FAILED: i32 = 127;
 /// links it, the main binary does not), prints a skip report that says so instead of failing.
 fn run_at_or_skip(bin: &Path, args: &[OsString], json: bool) -> i32 {
     // A signal for us is one for the helper (it ends its run and reports); we wait for it.
-    if let Err(e) = signals::install() {
+    if let Err(e) = signals::watch_termination() {
         eprintln!("daqtune selftest rdma: signal handlers: {e}");
     }
     let code = match Command::new(bin).args(args).spawn() {
@@ -499,17 +482,6 @@ fn loader_skip(bin: &Path, json: bool) -> i32 {
 mod tests {
     use super::*;
     use crate::report::Status;
-
-    #[test]
-    fn path_search() {
-        let d = tempfile::tempdir().expect("tmp");
-        let f = d.path().join(HELPER);
-        std::fs::write(&f, "#!/bin/sh\nexit 0\n").expect("write");
-        let path = std::env::join_paths([Path::new("/nonexistent"), d.path()]).expect("join");
-        assert_eq!(search_path(&path, HELPER), Some(f));
-        assert_eq!(search_path(&path, "nope"), None);
-        assert_eq!(search_path(std::ffi::OsStr::new(""), HELPER), None);
-    }
 
     #[test]
     fn missing_helper_is_a_skip_with_reason() {
