@@ -8,35 +8,24 @@
 //! This crate parses no command line: the `daqtune` binary (tune/) defines the flags and
 //! calls in here with plain option structs.
 
-pub mod app_profile;
-pub mod appconfig;
-pub mod capture;
-pub mod causes;
+pub mod check;
 pub mod cmd;
-pub mod commands;
-pub mod context;
-pub mod cores;
-pub mod diff;
 pub mod exec;
-pub mod facts;
 pub mod fleet;
-pub mod gate;
 pub mod hostio;
 pub mod hostroot;
-pub mod import;
-pub mod known_states;
-pub mod plan;
-pub mod profile;
-pub mod report;
-pub mod run_info;
-pub mod snapshot;
-pub mod suggest;
-pub mod topo;
-pub mod tunable;
+pub mod model;
 pub mod tunables;
-pub mod verdict;
 
-// The commands live in `cmd/` (their layer); their public paths stay where `tune` and the
-// tests name them.
-pub use cmd::{apply, gpu_view, nic_view, qualify, status};
+// The façade: each module keeps the public path `tune` and the tests name
+// (`daqtune_engine::plan`, `::apply`, `::report` ...); inside the engine they are named by their
+// folder (`crate::model::plan`), which is what tests/it/layering.rs reads.
+pub use check::{commands, report, run_info};
+pub use cmd::{apply, diff, gpu_view, nic_view, qualify, status, topo};
 pub use commands::{GlobalOptions, UsageError};
+pub use hostroot::{import, snapshot};
+pub use model::{
+    appconfig, capture, causes, context, cores, facts, gate, known_states, plan, profile, suggest,
+    tunable, verdict,
+};
+pub use tunables::app_profile;

@@ -3,9 +3,9 @@
 //! value with where it came from: NVML, the CUDA driver API (or this boot's CUDA attribute
 //! cache), or sysfs. From the live host, or from a root's recorded `daqtune/gpu.json`.
 
-use crate::commands::{GlobalOptions, UsageError};
+use crate::check::commands::{GlobalOptions, UsageError};
+use crate::check::run_info::rfc3339;
 use crate::hostroot::open_host;
-use crate::run_info::rfc3339;
 use daqtune_probe::gpu::{CacheOutcome, CacheUse, DomainClocks, GpuFacts, GpuSnapshot};
 use daqtune_probe::Host;
 use serde::{Deserialize, Serialize};
@@ -113,10 +113,10 @@ pub fn gather(g: &GlobalOptions) -> Result<GpuView, UsageError> {
         },
     };
     v.root = host.shown_root();
-    if let Some(Ok(m)) = crate::capture::manifest(&facts) {
+    if let Some(Ok(m)) = crate::model::capture::manifest(&facts) {
         v.source.imported_from = Some(m.captures().join(", "));
         // "no recorded GPU facts (daqtune/gpu.json)" would name a file of the temporary import.
-        if v.gpus.is_empty() && !m.covers.contains(&crate::capture::Source::Gpu) {
+        if v.gpus.is_empty() && !m.covers.contains(&crate::model::capture::Source::Gpu) {
             v.unavailable = Some(
                 "not in this capture (none of its files is an nvidia-smi -q / -q -x output or an nvidia-bug-report)"
                     .into(),
@@ -147,9 +147,9 @@ pub fn view(host: &Host, snap: &GpuSnapshot) -> GpuView {
     // The Xid lines the driver logged since boot: /dev/kmsg live (root only), the snapshot's
     // copy under a root. `None`: not readable.
     let xids = if host.is_live() {
-        crate::facts::read_kmsg()
+        crate::model::facts::read_kmsg()
     } else {
-        host.read_string(crate::facts::KMSG_COPY).ok()
+        host.read_string(crate::model::facts::KMSG_COPY).ok()
     }
     .map(|log| daqtune_probe::gpu::xid::parse_xid_events(&log));
     let status = |s: &daqtune_probe::gpu::LibStatus| s.reason().unwrap_or("ok").to_string();

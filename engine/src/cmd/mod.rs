@@ -3,7 +3,9 @@
 //! lib.rs, which keeps their `daqtune_engine::apply`-style paths for `tune` and the tests.
 
 pub mod apply;
+pub mod diff;
 pub mod gpu_view;
 pub mod nic_view;
 pub mod qualify;
 pub mod status;
+pub mod topo;

@@ -3,7 +3,7 @@
 //! and `ip -s link` show them; with `--interval`, two reads that far apart and what rose
 //! between them. The sibling of `daqtune gpu`. From the live host, or a root's statistics.
 
-use crate::commands::{GlobalOptions, UsageError};
+use crate::check::commands::{GlobalOptions, UsageError};
 use crate::hostroot::open_host;
 use daqtune_probe::net::counters::{
     deltas, describe_delta, kind_of, losses, read_port, Delta, PortCounters, Unavailable,

@@ -6,16 +6,16 @@
 //! minute. Level 3 adds a long soak. Self-tests run as child processes of this binary, so a
 //! signal or crash in a data path cannot leave this process holding namespaces.
 
-use crate::causes::{self, Cause, Symptom};
-use crate::commands::{GlobalOptions, UsageError};
+use crate::check::commands::{GlobalOptions, UsageError};
+use crate::check::report::{self, xml_escape, Report};
+use crate::check::run_info::{now_unix, RunInfo};
 use crate::fleet::output;
-use crate::gate::{self, FailOn};
 use crate::hostroot::open_host;
-use crate::known_states;
-use crate::profile::Profile;
-use crate::report::{self, xml_escape, Report};
-use crate::run_info::{now_unix, RunInfo};
-use crate::verdict::{Status, Verdict};
+use crate::model::causes::{self, Cause, Symptom};
+use crate::model::gate::{self, FailOn};
+use crate::model::known_states;
+use crate::model::profile::Profile;
+use crate::model::verdict::{Status, Verdict};
 use daqtune_report::selftest::{Assessment, EngineResult, Report as SelftestReport};
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
@@ -72,7 +72,7 @@ impl Subset {
                     let known: Vec<&str> = crate::tunables::REGISTRY.iter().map(|c| c.id).collect();
                     return Err(UsageError::Other(format!(
                         "qualify --only: unknown check `{id}`{}; known: {}",
-                        crate::suggest::hint(id, crate::tunables::names()),
+                        crate::model::suggest::hint(id, crate::tunables::names()),
                         known.join(", ")
                     )));
                 }
@@ -184,7 +184,7 @@ pub struct SelftestEntry {
     )]
     pub reference: Option<Assessment>,
     /// When the result fell below its floor or lost messages: the host's verdicts that can
-    /// explain it, most likely first (`crate::causes`).
+    /// explain it, most likely first (`crate::model::causes`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub causes: Vec<Cause>,
     /// The ports' counter deltas of the run (the self-test's `results[].port_counters`).
@@ -360,7 +360,7 @@ pub fn attach_causes(results: &mut [SelftestEntry], verdicts: &[Verdict]) {
     }
 }
 
-/// Names the documented field failures (`crate::known_states`) each result and the host fit,
+/// Names the documented field failures (`crate::model::known_states`) each result and the host fit,
 /// ahead of its other likely causes.
 pub fn attach_known_states(results: &mut [SelftestEntry], host: &known_states::HostView) {
     for r in results.iter_mut() {
@@ -643,12 +643,12 @@ pub fn run(
     }
     let host = open_host(g)?;
     let facts = g.facts(&host);
-    let profile = crate::commands::choose_profile_with(&facts, g)?;
+    let profile = crate::check::commands::choose_profile_with(&facts, g)?;
     let mut stages = Vec::new();
 
     let t = Instant::now();
     let mut checks =
-        crate::commands::evaluate_facts(&facts, &profile, subset.checks.clone(), true, None);
+        crate::check::commands::evaluate_facts(&facts, &profile, subset.checks.clone(), true, None);
     let check_code = gate::exit_code(&checks.checks, a.fail_on, true, &profile.profile);
     // The gate's failures as `ID (SUBJECT): STATUS: MESSAGE`, for the Ansible role's message.
     checks.run = Some(RunInfo::new(
@@ -961,7 +961,9 @@ mod tests {
 
     #[test]
     fn qualify_runs_the_shape_of_the_references() {
-        let spark = crate::profile::load("dgx-spark").expect("spark").profile;
+        let spark = crate::model::profile::load("dgx-spark")
+            .expect("spark")
+            .profile;
         assert_eq!(
             shape_args(&spark, "socket", false),
             ["--message-size", "8192", "--streams", "4"]
@@ -977,7 +979,7 @@ mod tests {
         );
         // RoCE SEND was measured with 8 MB messages (seed 002).
         assert_eq!(shape_args(&spark, "rdma", false), ["--size", "8388608"]);
-        assert!(shape_args(&crate::profile::Profile::default(), "socket", false).is_empty());
+        assert!(shape_args(&crate::model::profile::Profile::default(), "socket", false).is_empty());
     }
 
     /// A self-test result with the fields of `over` (the assessment's too) over an empty
@@ -1068,7 +1070,7 @@ mod tests {
             env!("CARGO_MANIFEST_DIR")
         ))
         .expect("fixture");
-        let facts = crate::facts::Facts::new(&host);
+        let facts = crate::model::facts::Facts::new(&host);
         let view = known_states::HostView::read(&facts);
         let pcie = daqtune_probe::pci::payload_gbps(32.0, 4);
         let at = |gbps: f64, verdict: &str| {
@@ -1209,7 +1211,9 @@ mod tests {
     /// an engine that gives no report is an `error` entry with the reason.
     #[test]
     fn the_stages_run_through_the_runner_and_read_typed_results() {
-        let spark = crate::profile::load("dgx-spark").expect("spark").profile;
+        let spark = crate::model::profile::load("dgx-spark")
+            .expect("spark")
+            .profile;
         let runner = FakeRunner {
             asked: RefCell::new(Vec::new()),
             answer: |req| match req.engine.as_str() {

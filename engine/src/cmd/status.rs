@@ -1,20 +1,20 @@
 //! `daqtune status`: what daqtune has applied and whether it still holds (tuned-adm's
 //! `active` and `verify`): the apply runs in effect from the journals (when, by which version,
 //! with which options), the profile in effect, what waits for a reboot (the checks of the
-//! applied settings, judged as `check` does: [`crate::run_info::pending_reboot`]), and drift:
+//! applied settings, judged as `check` does: [`crate::check::run_info::pending_reboot`]), and drift:
 //! each value and file a run wrote, read again now and compared with what was written.
 //!
 //! Only the newest write of a thing counts: a file two runs wrote is compared with the later
 //! run's bytes. Records `revert --only` undid are no longer in a run's `records`.
 
+use crate::check::commands::{GlobalOptions, UsageError};
+use crate::check::run_info::rfc3339;
 use crate::cmd::apply::STATE_DIR;
-use crate::commands::{GlobalOptions, UsageError};
 use crate::exec::apply::{read_word, real_path};
-use crate::facts::Facts;
 use crate::hostio::journal::{list_runs, Entry, Journal, JournalDoc, Record, RunState};
 use crate::hostio::setters;
 use crate::hostroot::open_host;
-use crate::run_info::rfc3339;
+use crate::model::facts::Facts;
 use daqtune_probe::Host;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
@@ -644,19 +644,19 @@ fn judge_pending(host: &Host, g: &GlobalOptions, runs: &[Journal], st: &mut Stat
     }
     let newest = &runs[runs.len() - 1].doc.profile;
     let lp = match &g.profile {
-        Some(p) => crate::commands::load_profile(p)
+        Some(p) => crate::check::commands::load_profile(p)
             .ok()
             .map(|lp| (lp, format!("{p} (--profile)"))),
-        None => crate::profile::builtin_names()
+        None => crate::model::profile::builtin_names()
             .any(|n| n == newest)
-            .then(|| crate::commands::load_profile(newest).ok())
+            .then(|| crate::check::commands::load_profile(newest).ok())
             .flatten()
             .map(|lp| (lp, format!("{newest} (the newest run's)"))),
     };
     let facts = g.facts(host);
     let (lp, said) = match lp {
         Some(x) => x,
-        None => match crate::commands::choose_profile_with(&facts, g) {
+        None => match crate::check::commands::choose_profile_with(&facts, g) {
             Ok(lp) => {
                 let s = format!("{} ({})", lp.profile.name, lp.origin);
                 (lp, s)
@@ -664,8 +664,14 @@ fn judge_pending(host: &Host, g: &GlobalOptions, runs: &[Journal], st: &mut Stat
             Err(_) => return,
         },
     };
-    let rep = crate::commands::evaluate_facts(&facts, &lp, only.into_iter().collect(), false, None);
-    st.pending_reboot = crate::run_info::pending_reboot(&rep.checks);
+    let rep = crate::check::commands::evaluate_facts(
+        &facts,
+        &lp,
+        only.into_iter().collect(),
+        false,
+        None,
+    );
+    st.pending_reboot = crate::check::run_info::pending_reboot(&rep.checks);
     st.judged_with = Some(said);
 }
 
@@ -873,7 +879,7 @@ mod tests {
         let host = Host::at(d.path()).expect("host");
         let pin = change(
             "irq.affinity",
-            crate::plan::Action::Attr {
+            crate::model::plan::Action::Attr {
                 path: "/proc/irq/37/smp_affinity_list".into(),
                 from: "0-3\n".into(),
                 to: "0-2".into(),

@@ -2,7 +2,7 @@
 
 use crate::hostio::journal::{Entry, Journal, RunState, Saved};
 use crate::hostio::setters::{self, Done, Target, Writer};
-use crate::plan::{Action, Change, Plan};
+use crate::model::plan::{Action, Change, Plan};
 use daqtune_probe::Host;
 use std::path::{Path, PathBuf};
 
@@ -99,14 +99,14 @@ pub enum StepError {
         register: String,
         to: u16,
         back: u16,
-        field: Option<crate::plan::RegField>,
+        field: Option<crate::model::plan::RegField>,
     },
     /// A unit's link is not made when writing the unit failed.
     #[error("not enabled: writing {0} failed (see above)")]
     NotEnabled(String),
     /// A tunable's own setter (MTU, ethtool, module, mount, GPU) did not change the host.
     #[error(transparent)]
-    Set(#[from] crate::tunable::SetError),
+    Set(#[from] crate::model::tunable::SetError),
     #[error("internal: not an attribute write")]
     NotAttr,
     #[error("not run")]
@@ -149,7 +149,7 @@ pub enum StepError {
 }
 
 /// ` (MRRS 512)` after a register value, when the plan names the field.
-fn field_word(field: &Option<crate::plan::RegField>, word: u16) -> String {
+fn field_word(field: &Option<crate::model::plan::RegField>, word: u16) -> String {
     field
         .as_ref()
         .map(|f| format!(" ({} {})", f.name, f.decode(word)))
@@ -157,7 +157,7 @@ fn field_word(field: &Option<crate::plan::RegField>, word: u16) -> String {
 }
 
 /// The read-back value's field and why a device would ignore the write.
-fn field_why(field: &Option<crate::plan::RegField>, word: u16) -> String {
+fn field_why(field: &Option<crate::model::plan::RegField>, word: u16) -> String {
     field
         .as_ref()
         .map(|f| format!(" ({} {}); {}", f.name, f.decode(word), f.ignored))
@@ -701,7 +701,7 @@ struct ConfigWrite<'a> {
     from: u16,
     to: u16,
     mask: u16,
-    field: Option<&'a crate::plan::RegField>,
+    field: Option<&'a crate::model::plan::RegField>,
 }
 
 /// A config-space register: refused when it reads 0xffff or moved since planning, the

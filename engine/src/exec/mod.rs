@@ -1,4 +1,4 @@
-//! The executor: carries out a [`crate::plan::Plan`] through the writers of [`crate::hostio`]
+//! The executor: carries out a [`crate::model::plan::Plan`] through the writers of [`crate::hostio`]
 //! (journal first, then the change, then its read-back: [`apply`]) and replays journals
 //! backwards ([`revert`]). Takes a plan already made; choosing the profile, planning, the lock
 //! and the printed report are the commands' ([`crate::cmd::apply`]).

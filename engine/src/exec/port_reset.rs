@@ -8,8 +8,8 @@
 //! before apply, which the reset overwrote after the undo).
 
 use crate::hostio::journal::{Entry, Journal};
-use crate::plan::Action;
-use crate::tunable::PortReset;
+use crate::model::plan::Action;
+use crate::model::tunable::PortReset;
 use daqtune_probe::Host;
 use std::collections::BTreeMap;
 
@@ -215,7 +215,7 @@ mod tests {
         (d, host, w)
     }
 
-    fn pins() -> Vec<crate::plan::Change> {
+    fn pins() -> Vec<crate::model::plan::Change> {
         IRQS.iter()
             .map(|irq| {
                 change(
@@ -231,7 +231,7 @@ mod tests {
             .collect()
     }
 
-    fn mtu_9000() -> crate::plan::Change {
+    fn mtu_9000() -> crate::model::plan::Change {
         change(
             "nic.mtu",
             Action::Attr {
@@ -253,9 +253,9 @@ mod tests {
     /// reset loses.
     #[test]
     fn followers_are_planned_after_every_setting_that_resets_ports() {
-        let order = |t: &crate::tunable::Tunable| t.planner.as_ref().map(|p| p.order);
+        let order = |t: &crate::model::tunable::Tunable| t.planner.as_ref().map(|p| p.order);
         let planners = crate::tunables::planners();
-        let kind = |want: fn(&PortReset) -> bool| -> Vec<&crate::tunable::Tunable> {
+        let kind = |want: fn(&PortReset) -> bool| -> Vec<&crate::model::tunable::Tunable> {
             planners
                 .iter()
                 .copied()
@@ -264,7 +264,8 @@ mod tests {
         };
         let resets = kind(|p| matches!(p, PortReset::Resets));
         let follows = kind(|p| matches!(p, PortReset::Follows(_)));
-        let ids = |v: &[&crate::tunable::Tunable]| v.iter().map(|t| t.id).collect::<Vec<_>>();
+        let ids =
+            |v: &[&crate::model::tunable::Tunable]| v.iter().map(|t| t.id).collect::<Vec<_>>();
         assert_eq!(ids(&resets), ["nic.mtu", "nic.rings", "nic.channels"]);
         assert_eq!(ids(&follows), ["irq.affinity"]);
         for f in &follows {

@@ -446,7 +446,7 @@ fn select(runs: &[Journal], scope: &Scope) -> Result<Vec<(usize, Vec<usize>)>, R
 
 /// Whether `path` is one of the profile copies units and rules run (`/etc/daqtune/profiles/`).
 fn is_profile_copy(path: &str) -> bool {
-    path.strip_prefix(crate::context::artifacts::PROFILE_COPIES)
+    path.strip_prefix(crate::model::context::artifacts::PROFILE_COPIES)
         .is_some_and(|r| r.starts_with('/') && !r[1..].contains('/'))
 }
 
@@ -506,8 +506,10 @@ fn keep_used_profile_copies(
                         .ok()
                         .and_then(|r| std::fs::read(r).ok())
                         .is_some_and(|b| {
-                            crate::context::artifacts::profile_files(&String::from_utf8_lossy(&b))
-                                .contains(copy)
+                            crate::model::context::artifacts::profile_files(
+                                &String::from_utf8_lossy(&b),
+                            )
+                            .contains(copy)
                         })
                 })
                 .map(|(i2, k2, p)| (stays(chosen, i2, k2), p))

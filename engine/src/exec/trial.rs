@@ -25,21 +25,21 @@
 //! trial alone needed are back as they were before apply, and their journal records are
 //! marked not in effect, so `revert` stays byte-identical and `status` shows no drift for them.
 
-use crate::context::boot::{boot_config, grub_files, BootConfig, GRUB_CFGS};
 use crate::exec::apply::StepError;
-use crate::facts::{Facts, UnitStateError, Unreadable};
 use crate::hostio::journal::{Entry, Journal, Saved};
 use crate::hostio::setters::Writer;
-use crate::plan::{Action, Change, NoteLevel, Plan};
-use crate::profile::LoadedProfile;
-use crate::verdict::Status;
+use crate::model::context::boot::{boot_config, grub_files, BootConfig, GRUB_CFGS};
+use crate::model::facts::{Facts, UnitStateError, Unreadable};
+use crate::model::plan::{Action, Change, NoteLevel, Plan};
+use crate::model::profile::LoadedProfile;
+use crate::model::verdict::Status;
 use daqtune_probe::Host;
 use daqtune_units::grubcfg::GrubenvError;
 use daqtune_units::{grub, grubcfg};
 use std::io;
 use std::path::{Path, PathBuf};
 
-pub use crate::context::trial::*;
+pub use crate::model::context::trial::*;
 
 const ID: &str = "kernel.cmdline";
 
@@ -146,7 +146,7 @@ pub fn arm(
     })?;
     // The same arguments already wait for their trial boot (or it is running and its unit has
     // not decided yet): planning them again would arm a second trial over the first.
-    if let Some(t) = current(facts, crate::context::trial::STATE_DIR) {
+    if let Some(t) = current(facts, crate::model::context::trial::STATE_DIR) {
         let same = plan
             .kernel_args
             .as_ref()
@@ -718,7 +718,7 @@ fn judge(
         .and_then(|t| serde_json::from_str::<crate::hostio::journal::JournalDoc>(&t).ok())
         .map(|d| d.records.into_iter().filter_map(|r| r.check).collect())
         .unwrap_or_default();
-    let ctx = crate::context::Context::with_facts(facts, &lp);
+    let ctx = crate::model::context::Context::with_facts(facts, &lp);
     for id in CHECKS
         .iter()
         .filter(|c| **c == ID || in_run.iter().any(|r| r == *c))
@@ -739,13 +739,13 @@ fn judge(
 }
 
 /// The profile by built-in name, or a file inside the host root.
-fn load_profile(host: &Host, p: &str) -> Result<LoadedProfile, crate::commands::UsageError> {
+fn load_profile(host: &Host, p: &str) -> Result<LoadedProfile, crate::check::commands::UsageError> {
     if p.starts_with('/') && !host.is_live() {
         let real = crate::exec::apply::real_path(host, p, true)
-            .map_err(|e| crate::commands::UsageError::Other(e.to_string()))?;
-        return crate::commands::load_profile(&real.display().to_string());
+            .map_err(|e| crate::check::commands::UsageError::Other(e.to_string()))?;
+        return crate::check::commands::load_profile(&real.display().to_string());
     }
-    crate::commands::load_profile(p)
+    crate::check::commands::load_profile(p)
 }
 
 /// The ports that must be up: the data ports (the profile's, else every ConnectX port), and
@@ -753,11 +753,12 @@ fn load_profile(host: &Host, p: &str) -> Result<LoadedProfile, crate::commands::
 fn ports(
     facts: &Facts,
     lp: &LoadedProfile,
-) -> Result<Vec<(&'static str, String)>, crate::context::nics::PortsError> {
-    let mut v: Vec<(&'static str, String)> = crate::context::nics::data_interfaces(facts, lp)?
-        .into_iter()
-        .map(|(i, _, _)| ("data port", i))
-        .collect();
+) -> Result<Vec<(&'static str, String)>, crate::model::context::nics::PortsError> {
+    let mut v: Vec<(&'static str, String)> =
+        crate::model::context::nics::data_interfaces(facts, lp)?
+            .into_iter()
+            .map(|(i, _, _)| ("data port", i))
+            .collect();
     if let Ok(route) = facts.read_string("/proc/net/route") {
         for l in route.lines().skip(1) {
             let f: Vec<&str> = l.split_whitespace().collect();

@@ -1,11 +1,11 @@
 //! Outputs that fleet engines read: node_exporter's textfile collector ([`prometheus`]),
 //! Node Feature Discovery's local feature files ([`nfd`]), Ansible local facts (the JSON
-//! report with its [`crate::run_info::RunInfo`]), the machine-readable plan ([`plan_json`]), the atomic
+//! report with its [`crate::check::run_info::RunInfo`]), the machine-readable plan ([`plan_json`]), the atomic
 //! `-o` writer ([`output`]) and `daqtune report`, which refreshes all of them from one run
 //! ([`report_cmd`]). docs/fleet.md documents every file, label and metric.
 //!
 //! The renderers are pure functions of a [`Report`] (plus the run's time and gate result,
-//! carried in [`crate::run_info::RunInfo`]), so each format is tested on every fixture root without a
+//! carried in [`crate::check::run_info::RunInfo`]), so each format is tested on every fixture root without a
 //! cluster. [`render`] is every `check --format`: it sits above the report module because the
 //! Prometheus and NFD renderers read the report type (report -> `run_info` -> nothing above).
 
@@ -15,7 +15,7 @@ pub mod plan_json;
 pub mod prometheus;
 pub mod report_cmd;
 
-use crate::report::{Format, Report};
+use crate::check::report::{Format, Report};
 use std::time::Duration;
 
 /// How `check` renders its report, besides the format.
@@ -45,9 +45,9 @@ impl Default for RenderOptions {
 /// The report in one of `check`'s formats.
 pub fn render(report: &Report, format: Format, o: &RenderOptions) -> String {
     match format {
-        Format::Text => crate::report::text_fit(report, o.color, o.verbose, o.width),
-        Format::Json => crate::report::json(report),
-        Format::Junit => crate::report::junit(report),
+        Format::Text => crate::check::report::text_fit(report, o.color, o.verbose, o.width),
+        Format::Json => crate::check::report::json(report),
+        Format::Junit => crate::check::report::junit(report),
         Format::Prometheus => crate::fleet::prometheus::render(report),
         Format::Nfd => crate::fleet::nfd::render(report, o.nfd_expiry),
     }
@@ -55,8 +55,8 @@ pub fn render(report: &Report, format: Format, o: &RenderOptions) -> String {
 
 #[cfg(test)]
 pub(crate) mod tests {
-    use crate::report::{summarize, HostInfo, Report, SCHEMA};
-    use crate::verdict::Verdict;
+    use crate::check::report::{summarize, HostInfo, Report, SCHEMA};
+    use crate::model::verdict::Verdict;
 
     pub(crate) fn report(checks: Vec<Verdict>) -> Report {
         Report {

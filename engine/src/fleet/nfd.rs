@@ -11,10 +11,10 @@
 //! and its deny list is empty by default, so no nfd-master setting is needed (a deny-list
 //! wildcard covering it needs `-extra-label-ns`; docs/fleet.md). The set is small and stable
 //! (a scheduler selects on it): profile, gate, pending-reboot and one label per
-//! [`CAPABILITIES`](crate::run_info::CAPABILITIES) entry.
+//! [`CAPABILITIES`](crate::check::run_info::CAPABILITIES) entry.
 
-use crate::report::Report;
-use crate::run_info::{rfc3339, RunInfo, CAPABILITIES};
+use crate::check::report::Report;
+use crate::check::run_info::{rfc3339, RunInfo, CAPABILITIES};
 use std::fmt::Write as _;
 use std::time::Duration;
 
@@ -234,8 +234,8 @@ pub fn render_with(report: &Report, run: &RunInfo, expiry: Duration) -> String {
 mod tests {
     use super::*;
     use crate::fleet::tests::report;
-    use crate::gate::FailOn;
-    use crate::verdict::{Status, Verdict};
+    use crate::model::gate::FailOn;
+    use crate::model::verdict::{Status, Verdict};
 
     #[test]
     fn key_and_value_rules() {

@@ -3,7 +3,7 @@
 //! reboots only for what `reboot_needed` (and, after apply, `check`) names.
 
 use crate::hostio::setters::Target;
-use crate::plan::{diff, Action, NoteLevel, Plan};
+use crate::model::plan::{diff, Action, NoteLevel, Plan};
 use serde_json::{json, Value};
 
 pub const SCHEMA: &str = "daqtune.plan/v1";
@@ -133,7 +133,7 @@ pub fn render(plan: &Plan, messages: &[String]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::{Change, Note};
+    use crate::model::plan::{Change, Note};
 
     #[test]
     fn changes_notes_and_reboot() {

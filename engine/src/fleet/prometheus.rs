@@ -6,9 +6,9 @@
 //! run is a gauge of its own (`daqtune_last_run_timestamp_seconds`), so a stale file (a timer
 //! that stopped) can be alerted on. docs/fleet.md lists the metrics with example queries.
 
-use crate::report::Report;
-use crate::run_info::{profile_source, RunInfo, CAPABILITIES};
-use crate::verdict::Status;
+use crate::check::report::Report;
+use crate::check::run_info::{profile_source, RunInfo, CAPABILITIES};
+use crate::model::verdict::Status;
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
@@ -213,8 +213,8 @@ pub fn render_with(report: &Report, run: &RunInfo) -> String {
 /// would be one series twice, which the collector rejects with the whole file: the later ones
 /// get " #2", " #3".
 fn numbered<'a>(
-    verdicts: impl Iterator<Item = &'a crate::verdict::Verdict>,
-) -> Vec<(&'a crate::verdict::Verdict, String)> {
+    verdicts: impl Iterator<Item = &'a crate::model::verdict::Verdict>,
+) -> Vec<(&'a crate::model::verdict::Verdict, String)> {
     let mut seen: HashMap<(&str, &str), usize> = HashMap::new();
     verdicts
         .map(|v| {
@@ -234,8 +234,8 @@ fn numbered<'a>(
 mod tests {
     use super::*;
     use crate::fleet::tests::report;
-    use crate::gate::FailOn;
-    use crate::verdict::Verdict;
+    use crate::model::gate::FailOn;
+    use crate::model::verdict::Verdict;
 
     #[test]
     fn one_series_per_verdict_escaped() {

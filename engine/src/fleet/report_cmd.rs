@@ -8,13 +8,13 @@
 //! failing host does not make the timer's service fail every period), 1 when an output could
 //! not be written, 2 for a usage error (nothing to write, bad profile, bad root).
 
-use crate::appconfig::AppConfig;
-use crate::commands::{choose_profile_with, evaluate_facts, GlobalOptions, UsageError};
+use crate::check::commands::{choose_profile_with, evaluate_facts, GlobalOptions, UsageError};
+use crate::check::report;
+use crate::check::run_info::{now_unix, RunInfo};
 use crate::fleet::{nfd, output, prometheus};
-use crate::gate::{self, FailOn};
 use crate::hostroot::open_host;
-use crate::report;
-use crate::run_info::{now_unix, RunInfo};
+use crate::model::appconfig::AppConfig;
+use crate::model::gate::{self, FailOn};
 use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;

@@ -2,13 +2,13 @@
 //! `--allow-acs`, and only where no IOMMU translates): clear the redirect bits now; persistent
 //! through `pci=disable_acs_redir=` (kernel 5.1+) or a unit.
 
-use crate::context::nics::{
+use crate::model::context::nics::{
     data_path_nics, nic_devices, no_nic_reason, pci_gpus, pci_or_skip, NEEDS_ROOT,
 };
-use crate::context::Context;
-use crate::plan::{Action, Change, NoteLevel, Plan, PlanCx, PlanError};
-use crate::tunable::{Planner, Tunable};
-use crate::verdict::{Area, Verdict};
+use crate::model::context::Context;
+use crate::model::plan::{Action, Change, NoteLevel, Plan, PlanCx, PlanError};
+use crate::model::tunable::{Planner, Tunable};
+use crate::model::verdict::{Area, Verdict};
 use daqtune_probe::pci::config::Visibility;
 use daqtune_probe::pci::topo::{classify, PathClass};
 use daqtune_probe::pci::{PciAddr, PortType};
@@ -28,12 +28,12 @@ pub const ACS: Tunable = Tunable {
         order: 5,
         with: &[],
         plan: plan_acs,
-        artifacts: &[crate::tunable::Artifact {
+        artifacts: &[crate::model::tunable::Artifact {
             kind: "acs-unit",
             help: "systemd unit clearing ACS redirection on the data path at boot",
             render: |g| Ok(unit(g.exe()?, g.profile_ref).render()?),
         }],
-        port_reset: crate::tunable::PortReset::None,
+        port_reset: crate::model::tunable::PortReset::None,
         owned_files: |_| vec![format!("/etc/systemd/system/{}", systemd::ACS_UNIT)],
     }),
 };
@@ -137,7 +137,7 @@ fn run_acs(ctx: &Context) -> Vec<Verdict> {
                 .map(|a| a.to_string())
                 .collect::<Vec<_>>()
                 .join(", "),
-            if crate::capture::manifest(ctx.facts()).is_some() {
+            if crate::model::capture::manifest(ctx.facts()).is_some() {
                 let why: Vec<String> = hidden
                     .iter()
                     .filter_map(|a| {
@@ -146,7 +146,7 @@ fn run_acs(ctx: &Context) -> Vec<Verdict> {
                             .get(*a)
                             .and_then(|d| d.config.as_ref())
                             .map_or(0, |c| c.len);
-                        crate::capture::unseen_registers(ctx.facts(), &a.to_string(), len)
+                        crate::model::capture::unseen_registers(ctx.facts(), &a.to_string(), len)
                     })
                     .collect();
                 format!("ACS state unknown: {}", why.join("; "))
@@ -184,7 +184,7 @@ pub struct AcsPort {
 /// Ports on every GPU <-> ConnectX path whose ACS capability offers a P2P redirect control
 /// (whether it is set now or not: the persistent kernel argument must not depend on whether
 /// the runtime change was already made).
-pub fn acs_ports(ctx: &Context) -> Result<Vec<AcsPort>, crate::tunable::Unjudged> {
+pub fn acs_ports(ctx: &Context) -> Result<Vec<AcsPort>, crate::model::tunable::Unjudged> {
     use daqtune_probe::pci::config::ACS_P2P_REDIRECT_MASK;
     let pci = ctx.pci()?;
     let tree = &pci.tree;

@@ -4,12 +4,12 @@
 //! success (systemd over D-Bus on the live host; the snapshot's record under a root).
 //! Observation only: `apply` writes the artifacts, this says whether they still work.
 
-use crate::context::artifacts::{
+use crate::model::context::artifacts::{
     daqtune_artifacts, profile_copy_intact, profile_files, Artifact, Kind,
 };
-use crate::context::Context;
-use crate::tunable::Tunable;
-use crate::verdict::{Area, Verdict};
+use crate::model::context::Context;
+use crate::model::tunable::Tunable;
+use crate::model::verdict::{Area, Verdict};
 use daqtune_units::{systemd, udev};
 
 pub const ARTIFACTS: Tunable = Tunable {
@@ -28,8 +28,9 @@ const ID: &str = "daqtune.artifacts";
 
 fn run(ctx: &Context) -> Vec<Verdict> {
     let arts = daqtune_artifacts(ctx.facts(), &ctx.owned_files);
-    let trial = crate::context::trial::current(ctx.facts(), crate::context::trial::STATE_DIR)
-        .map(|t| trial_verdict(ctx, &t));
+    let trial =
+        crate::model::context::trial::current(ctx.facts(), crate::model::context::trial::STATE_DIR)
+            .map(|t| trial_verdict(ctx, &t));
     if arts.is_empty() && trial.is_none() {
         return vec![Verdict::na(
             ID,
@@ -44,8 +45,8 @@ fn run(ctx: &Context) -> Vec<Verdict> {
 
 /// The kernel-argument trial of a run in effect: which run's trial failed and why, one that
 /// waits for its boot, or one that committed.
-fn trial_verdict(ctx: &Context, t: &crate::context::trial::TrialRecord) -> Verdict {
-    use crate::context::trial::TrialState;
+fn trial_verdict(ctx: &Context, t: &crate::model::context::trial::TrialRecord) -> Verdict {
+    use crate::model::context::trial::TrialState;
     let subject = "kernel-argument trial";
     match t.state {
         TrialState::Failed => Verdict::fail(ID, subject, t.describe()).fix(format!(
@@ -53,19 +54,19 @@ fn trial_verdict(ctx: &Context, t: &crate::context::trial::TrialRecord) -> Verdi
             t.run
         )),
         // This is the trial boot: its unit decides it once multi-user.target is reached.
-        TrialState::Pending if crate::context::trial::booted_with(ctx.facts(), t) => Verdict::warn(
+        TrialState::Pending if crate::model::context::trial::booted_with(ctx.facts(), t) => Verdict::warn(
             ID,
             subject,
             format!(
                 "{}; this boot carries them: {} decides it after {}",
                 t.describe(),
-                crate::context::trial::UNIT,
-                crate::context::trial::TARGET
+                crate::model::context::trial::UNIT,
+                crate::model::context::trial::TARGET
             ),
         ),
         TrialState::Pending => {
             let mut v = Verdict::warn(ID, subject, t.describe()).fix("sudo reboot");
-            v.status = crate::verdict::Status::PendingReboot;
+            v.status = crate::model::verdict::Status::PendingReboot;
             v
         }
         TrialState::Committed => Verdict::pass(ID, subject, t.describe()),

@@ -2,17 +2,17 @@
 //! boot configuration (a grub drop-in, or an extlinux entry) with every kernel argument the
 //! profile implies: isolation, the hugepage reservation, the governor, ACS redirect.
 
-use crate::context::boot::{
+use crate::hostio::parts;
+use crate::hostio::setters::Target;
+use crate::model::context::boot::{
     boot_config, boot_outlook, grub_files, kernel_arg_spec, pending_args, pending_kernel_args,
     BootConfig, NextBoot, Pending, EXTLINUX_CONF,
 };
-use crate::context::Context;
-use crate::hostio::parts;
-use crate::hostio::setters::Target;
-use crate::plan::{NoteLevel, Plan, PlanCx, PlanError};
-use crate::tunable::{Artifact, ArtifactError, GenerateCx, Planner, Tunable};
-use crate::verdict::Status;
-use crate::verdict::{Area, Verdict};
+use crate::model::context::Context;
+use crate::model::plan::{NoteLevel, Plan, PlanCx, PlanError};
+use crate::model::tunable::{Artifact, ArtifactError, GenerateCx, Planner, Tunable};
+use crate::model::verdict::Status;
+use crate::model::verdict::{Area, Verdict};
 use daqtune_probe::cmdline::{parse_isolcpus, parse_list_param, Cmdline};
 use daqtune_probe::system::parse_kernel_version;
 use daqtune_probe::CpuSet;
@@ -66,7 +66,7 @@ pub const CMDLINE: Tunable = Tunable {
                 },
             },
         ],
-        port_reset: crate::tunable::PortReset::None,
+        port_reset: crate::model::tunable::PortReset::None,
         owned_files: |lp| vec![lp.profile.persist.grub_dropin.clone()],
     }),
 };
@@ -84,8 +84,8 @@ pub fn requires_equal_masks(kernel_release: Option<&str>) -> bool {
 
 /// The isolation arguments the profile asks for on this host, in the seed's order:
 /// `isolcpus=8-11 irqaffinity=0-7 nohz_full=8-11 rcu_nocbs=8-11 rcu_nocb_poll`.
-pub fn isolation_args(ctx: &Context) -> Result<Vec<String>, crate::tunable::Unjudged> {
-    let Some(iso) = crate::context::boot::isolation(ctx)? else {
+pub fn isolation_args(ctx: &Context) -> Result<Vec<String>, crate::model::tunable::Unjudged> {
+    let Some(iso) = crate::model::context::boot::isolation(ctx)? else {
         return Ok(Vec::new());
     };
     let spec = grub::KernelArgSpec {
@@ -218,7 +218,7 @@ impl Analysis {
         &mut self,
         ctx: &Context,
         isolated: Option<&CpuSet>,
-        data: &Result<Option<CpuSet>, crate::cores::CoresError>,
+        data: &Result<Option<CpuSet>, crate::model::cores::CoresError>,
     ) {
         match (isolated, data) {
             (None, Ok(Some(d))) => self.problems.push(format!(
@@ -440,8 +440,10 @@ fn run(ctx: &Context) -> Vec<Verdict> {
         Pending::NotWritten => {}
     }
     // A trial boot armed, or one that failed (issue 42): say so instead of asking for apply.
-    if let Some(t) = crate::context::trial::current(ctx.facts(), crate::context::trial::STATE_DIR) {
-        use crate::context::trial::TrialState;
+    if let Some(t) =
+        crate::model::context::trial::current(ctx.facts(), crate::model::context::trial::STATE_DIR)
+    {
+        use crate::model::context::trial::TrialState;
         match t.state {
             TrialState::Pending if expected.iter().all(|w| t.args.contains(w)) => {
                 v.status = Status::PendingReboot;
@@ -506,7 +508,7 @@ fn plan_kernel_args(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
         .filter(|_| cx.opts.wants(ID))
         .and_then(|i| daqtune_probe::cpulist::parse_cpulist(&i.isolated, None).ok())
     {
-        for f in crate::context::irqbalance::host_findings(cx.facts, &iso) {
+        for f in crate::model::context::irqbalance::host_findings(cx.facts, &iso) {
             plan.note(ID, NoteLevel::Warn, f);
         }
     }

@@ -2,11 +2,11 @@
 //! Plan: the governor of each CPU now; persistent through `cpufreq.default_governor=` where
 //! the kernel has it (5.9+) and daqtune writes the boot configuration, else a unit.
 
-use crate::context::Context;
-use crate::facts::Facts;
-use crate::plan::{Action, Change, NoteLevel, Plan, PlanCx, PlanError};
-use crate::tunable::{Planner, Tunable};
-use crate::verdict::{Area, Verdict};
+use crate::model::context::Context;
+use crate::model::facts::Facts;
+use crate::model::plan::{Action, Change, NoteLevel, Plan, PlanCx, PlanError};
+use crate::model::tunable::{Planner, Tunable};
+use crate::model::verdict::{Area, Verdict};
 use daqtune_probe::system::ServiceState;
 use daqtune_probe::CpuSet;
 use daqtune_units::systemd;
@@ -25,12 +25,12 @@ pub const GOVERNOR: Tunable = Tunable {
         order: 1,
         with: &[],
         plan: plan_governor,
-        artifacts: &[crate::tunable::Artifact {
+        artifacts: &[crate::model::tunable::Artifact {
             kind: "governor-unit",
             help: "systemd unit setting the CPU frequency governor at boot",
             render: |g| Ok(unit(g.exe()?, g.profile_ref).render()?),
         }],
-        port_reset: crate::tunable::PortReset::None,
+        port_reset: crate::model::tunable::PortReset::None,
         owned_files: |_| vec![format!("/etc/systemd/system/{}", systemd::GOVERNOR_UNIT)],
     }),
 };

@@ -4,13 +4,13 @@
 //! `daqtune/gpu.json` under `--root` (see docs/gpu-facts.md). `gpu.clocks` and `gpu.peermem`
 //! have modules of their own.
 
-use crate::context::gpus::{
+use crate::model::context::gpus::{
     allows, architecture, flag, gpus_or_skip, integrated, why_missing, HOST_PINNED,
 };
-use crate::context::Context;
-use crate::profile::glob_match;
-use crate::tunable::Tunable;
-use crate::verdict::{Area, Verdict};
+use crate::model::context::Context;
+use crate::model::profile::glob_match;
+use crate::model::tunable::Tunable;
+use crate::model::verdict::{Area, Verdict};
 use daqtune_probe::gpu::{GpuFacts, KernelModule};
 
 pub const BAR1: Tunable = Tunable {

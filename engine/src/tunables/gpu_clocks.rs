@@ -2,15 +2,15 @@
 //! NVML locks and persistence now (this module's setter hooks, through `GpuSetters`), and a
 //! unit that locks them again at boot. Under a host root the recorded facts stand in for NVML.
 
-use crate::context::gpus::{gpus_or_skip, integrated, why_missing};
-use crate::context::Context;
 use crate::hostio::gpu::{judge_domain, Held};
 use crate::hostio::gpu::{GpuDomain, GpuSetters};
 use crate::hostio::journal::{Entry, Journal};
 use crate::hostio::setters::{Done, Target, Writer};
-use crate::plan::{Action, Change, NoteLevel, Plan, PlanCx, PlanError};
-use crate::tunable::{Planner, Tunable};
-use crate::verdict::{Area, Verdict};
+use crate::model::context::gpus::{gpus_or_skip, integrated, why_missing};
+use crate::model::context::Context;
+use crate::model::plan::{Action, Change, NoteLevel, Plan, PlanCx, PlanError};
+use crate::model::tunable::{Planner, Tunable};
+use crate::model::verdict::{Area, Verdict};
 use daqtune_probe::gpu::{decode_event_reasons, DomainClocks, GpuFacts};
 use daqtune_units::systemd;
 
@@ -34,12 +34,12 @@ pub const CLOCKS: Tunable = Tunable {
         order: 8,
         with: &[],
         plan: plan_gpu_clocks,
-        artifacts: &[crate::tunable::Artifact {
+        artifacts: &[crate::model::tunable::Artifact {
             kind: "gpu-clocks-unit",
             help: "systemd unit locking the GPU clocks at boot",
             render: |g| Ok(unit(g.exe()?, g.profile_ref).render()?),
         }],
-        port_reset: crate::tunable::PortReset::None,
+        port_reset: crate::model::tunable::PortReset::None,
         owned_files: |_| vec![format!("/etc/systemd/system/{}", systemd::GPU_CLOCKS_UNIT)],
     }),
 };
@@ -312,7 +312,7 @@ fn lock_needed(held: Option<bool>, by_journal: bool) -> bool {
 
 /// The run of daqtune's journal that locked this domain, if one did (and the boot since has
 /// not dropped it).
-fn journal_lock(facts: &crate::facts::Facts, uuid: &str, domain: &str) -> Option<String> {
+fn journal_lock(facts: &crate::model::facts::Facts, uuid: &str, domain: &str) -> Option<String> {
     facts
         .applied_gpu_locks()
         .iter()
@@ -321,12 +321,12 @@ fn journal_lock(facts: &crate::facts::Facts, uuid: &str, domain: &str) -> Option
         .map(|(_, _, run)| run.clone())
 }
 
-fn by_journal(facts: &crate::facts::Facts, uuid: &str, d: GpuDomain) -> bool {
+fn by_journal(facts: &crate::model::facts::Facts, uuid: &str, d: GpuDomain) -> bool {
     journal_lock(facts, uuid, d.as_str()).is_some()
 }
 
 /// nvidia-persistenced keeps the GPUs initialised, which is what persistence mode is for.
-fn persistence_daemon(facts: &crate::facts::Facts) -> bool {
+fn persistence_daemon(facts: &crate::model::facts::Facts) -> bool {
     facts
         .processes()
         .iter()
@@ -632,9 +632,9 @@ pub(crate) fn lock_clock(
     gpu: Option<&dyn GpuSetters>,
     uuid: &str,
     domain: GpuDomain,
-) -> Result<Done, crate::tunable::SetError> {
-    let jerr = crate::tunable::SetError::Journal;
-    let g = gpu.ok_or(crate::tunable::SetError::NoGpu)?;
+) -> Result<Done, crate::model::tunable::SetError> {
+    let jerr = crate::model::tunable::SetError::Journal;
+    let g = gpu.ok_or(crate::model::tunable::SetError::NoGpu)?;
     let idx = j
         .record(
             w,
@@ -691,9 +691,9 @@ pub(crate) fn persistence_on(
     w: &mut dyn Writer,
     gpu: Option<&dyn GpuSetters>,
     uuid: &str,
-) -> Result<String, crate::tunable::SetError> {
-    let jerr = crate::tunable::SetError::Journal;
-    let g = gpu.ok_or(crate::tunable::SetError::NoGpu)?;
+) -> Result<String, crate::model::tunable::SetError> {
+    let jerr = crate::model::tunable::SetError::Journal;
+    let g = gpu.ok_or(crate::model::tunable::SetError::NoGpu)?;
     let before = g
         .gpus()
         .ok()

@@ -4,13 +4,13 @@
 //! repairs waiting for a reset (row remapping, page retirement). `gpu.xid` judges the Xid
 //! events the driver logged since boot (the kernel log). Two checks because they read two
 //! sources: an `nvidia-smi -q` capture holds the first and not the second, and a check runs
-//! only where its sources are (engine/src/capture.rs). Nothing here is set by daqtune, so
+//! only where its sources are (engine/src/model/capture.rs). Nothing here is set by daqtune, so
 //! neither check plans anything.
 
-use crate::context::gpus::{gpus_or_skip, why_missing};
-use crate::context::Context;
-use crate::tunable::Tunable;
-use crate::verdict::{Area, Verdict};
+use crate::model::context::gpus::{gpus_or_skip, why_missing};
+use crate::model::context::Context;
+use crate::model::tunable::Tunable;
+use crate::model::verdict::{Area, Verdict};
 use daqtune_probe::gpu::xid::{parse_xid_events, XidEvent};
 use daqtune_probe::gpu::GpuFacts;
 use daqtune_probe::text::shell_quote;

@@ -3,13 +3,13 @@
 //! each pool now (capped by free memory, never shrunk), a `.mount` unit per pool; the boot
 //! reservation is kernel arguments (`kernel.cmdline` writes them).
 
-use crate::context::Context;
 use crate::hostio::setters::Target;
-use crate::plan::{Action, Change, NoteLevel, Plan, PlanCx, PlanError};
-use crate::profile::HugepagePool;
-use crate::tunable::{Planner, Tunable};
-use crate::verdict::Status;
-use crate::verdict::{Area, Verdict};
+use crate::model::context::Context;
+use crate::model::plan::{Action, Change, NoteLevel, Plan, PlanCx, PlanError};
+use crate::model::profile::HugepagePool;
+use crate::model::tunable::{Planner, Tunable};
+use crate::model::verdict::Status;
+use crate::model::verdict::{Area, Verdict};
 use daqtune_probe::mem::{format_size_kb, format_sizes, parse_size_kb, Mount};
 use daqtune_units::systemd;
 
@@ -34,12 +34,12 @@ pub const HUGEPAGES: Tunable = Tunable {
         order: 3,
         with: &[],
         plan: plan_hugepages,
-        artifacts: &[crate::tunable::Artifact {
+        artifacts: &[crate::model::tunable::Artifact {
             kind: "mount-unit",
             help: "hugetlbfs .mount unit",
             render: generate_mount_units,
         }],
-        port_reset: crate::tunable::PortReset::None,
+        port_reset: crate::model::tunable::PortReset::None,
         owned_files: |lp| {
             lp.profile
                 .hugepages
@@ -57,9 +57,9 @@ pub const HUGEPAGES: Tunable = Tunable {
 /// a `hugepagesz=`/`hugepages=` pair per pool.
 pub fn hugepage_args(ctx: &Context) -> Vec<String> {
     let h = &ctx.profile.profile.hugepages;
-    let (pools, _) = crate::context::boot::offered_pools(ctx.mem(), ctx.profile);
+    let (pools, _) = crate::model::context::boot::offered_pools(ctx.mem(), ctx.profile);
     // What the plan writes: a reservation past the boot bound is not (kernel.cmdline's note).
-    let (pools, _) = crate::context::boot::boot_bounded(ctx.mem(), pools);
+    let (pools, _) = crate::model::context::boot::boot_bounded(ctx.mem(), pools);
     let mut args = Vec::new();
     if let (true, Some(first)) = (h.default_size, pools.first()) {
         args.push(format!("default_hugepagesz={}", first.size));
@@ -183,7 +183,7 @@ fn hugepages_from_meminfo(ctx: &Context) -> Vec<Verdict> {
 
 fn run_hugepages(ctx: &Context) -> Vec<Verdict> {
     const ID: &str = "hugepages";
-    if !crate::capture::holds_needs(ctx.facts(), ID) {
+    if !crate::model::capture::holds_needs(ctx.facts(), ID) {
         return hugepages_from_meminfo(ctx);
     }
     let mem = ctx.mem();
@@ -369,7 +369,7 @@ fn judge_pool(ctx: &Context, want: &HugepagePool, observed: &str) -> Verdict {
     );
     if !problems.is_empty() {
         // A pool past the boot bound gets no kernel argument: say so, not "reboot".
-        let (_, refused) = crate::context::boot::boot_bounded(mem, vec![want.clone()]);
+        let (_, refused) = crate::model::context::boot::boot_bounded(mem, vec![want.clone()]);
         problems.extend(refused.into_iter().filter(|r| r.starts_with("hugepages=")));
         problems.extend(warnings);
         let mut v = Verdict::fail(ID, subject, problems.join("; "))
@@ -381,7 +381,7 @@ fn judge_pool(ctx: &Context, want: &HugepagePool, observed: &str) -> Verdict {
             c.hugepage_reservations(mem.default_hugepage_kb)
                 .contains(&(size_kb, want.count))
         });
-        use crate::context::boot::{pending_args, Pending};
+        use crate::model::context::boot::{pending_args, Pending};
         match pending_args(ctx.facts(), ctx.profile, &hugepage_args(ctx)) {
             Pending::Waits if !on_cmdline => {
                 v.status = Status::PendingReboot;
@@ -846,9 +846,9 @@ pub(crate) fn mount_now(
     fstype: &str,
     target: &str,
     options: &str,
-) -> Result<String, crate::tunable::SetError> {
+) -> Result<String, crate::model::tunable::SetError> {
     use crate::hostio::journal::Entry;
-    let jerr = crate::tunable::SetError::Journal;
+    let jerr = crate::model::tunable::SetError::Journal;
     let real = host.resolve(target).map_err(|e| format!("{target}: {e}"))?;
     let created_dir = !real.is_dir();
     let idx = j
@@ -900,8 +900,8 @@ fn mount_unit(
 
 /// `generate mount-unit`: every pool's unit (several: each under a comment naming its file).
 fn generate_mount_units(
-    g: &crate::tunable::GenerateCx,
-) -> Result<String, crate::tunable::ArtifactError> {
+    g: &crate::model::tunable::GenerateCx,
+) -> Result<String, crate::model::tunable::ArtifactError> {
     let pools = g.lp.profile.hugepages.pools();
     let mut units = Vec::new();
     for pool in &pools {
@@ -914,7 +914,7 @@ fn generate_mount_units(
         });
     }
     if units.is_empty() {
-        return Err(crate::tunable::ArtifactError::Nothing(
+        return Err(crate::model::tunable::ArtifactError::Nothing(
             "the profile reserves no hugepages, so there is no mount unit to print",
         ));
     }
@@ -924,7 +924,7 @@ fn generate_mount_units(
 #[cfg(test)]
 mod tests {
     use crate::cmd::apply::testroot::*;
-    use crate::plan::{Action, PlanOptions};
+    use crate::model::plan::{Action, PlanOptions};
     use crate::tunables::build_plan;
     use daqtune_probe::Host;
 
@@ -937,7 +937,7 @@ mod tests {
         std::fs::write(hp.join("nr_hugepages"), "1\n").expect("w");
         std::fs::write(hp.join("free_hugepages"), "0\n").expect("w");
         let host = Host::at(d.path()).expect("host");
-        let lp = crate::profile::load("igx-orin").expect("profile");
+        let lp = crate::model::profile::load("igx-orin").expect("profile");
         let opts = PlanOptions {
             only: vec!["hugepages".into()],
             persist: false,
@@ -998,7 +998,7 @@ mod tests {
             .expect("cpu")
             .to_string();
         let profile = format!("name: t\nextends: generic-dgpu\ncpu:\n  isolated: \"{first}\"\n");
-        let lp = crate::profile::load_source("t.yaml", &profile).expect("profile");
+        let lp = crate::model::profile::load_source("t.yaml", &profile).expect("profile");
         let host = Host::at(r).expect("host");
         let opts = PlanOptions {
             only: vec!["hugepages".into()],

@@ -1,10 +1,10 @@
 //! `cpu.idle`: deep C-states on the data cores. Plan: disable each state deeper than the
 //! profile's exit latency on the data cores (runtime only).
 
-use crate::context::Context;
-use crate::plan::{Action, Change, NoteLevel, Plan, PlanCx, PlanError};
-use crate::tunable::{Planner, Tunable};
-use crate::verdict::{Area, Verdict};
+use crate::model::context::Context;
+use crate::model::plan::{Action, Change, NoteLevel, Plan, PlanCx, PlanError};
+use crate::model::tunable::{Planner, Tunable};
+use crate::model::verdict::{Area, Verdict};
 use daqtune_probe::cpu::IdleState;
 use daqtune_probe::CpuSet;
 use std::collections::BTreeMap;
@@ -23,8 +23,8 @@ pub const IDLE: Tunable = Tunable {
         with: &[],
         plan: plan_idle,
         artifacts: &[],
-        port_reset: crate::tunable::PortReset::None,
-        owned_files: crate::tunable::no_files,
+        port_reset: crate::model::tunable::PortReset::None,
+        owned_files: crate::model::tunable::no_files,
     }),
 };
 
@@ -42,14 +42,14 @@ struct Deep<'f> {
 
 /// The data cores are the profile's (resolved on this host), else what the kernel isolated;
 /// `Err` says why there are none.
-fn deep_states<'f>(ctx: &'f Context) -> Result<Deep<'f>, crate::tunable::Unjudged> {
+fn deep_states<'f>(ctx: &'f Context) -> Result<Deep<'f>, crate::model::tunable::Unjudged> {
     let cpus = ctx.cpus()?;
     let data = match ctx.data_cores()? {
         Some(d) => d,
         None => match &cpus.isolated {
             Some(iso) if !iso.is_empty() => iso.clone(),
             _ => {
-                return Err(crate::tunable::Unjudged::Nothing(
+                return Err(crate::model::tunable::Unjudged::Nothing(
                     "no data cores: the profile names none and no CPU is isolated",
                 ))
             }

@@ -1,8 +1,8 @@
 //! `iommu`: the IOMMU mode of the GPU's and NIC's groups (seed 001).
 
-use crate::context::Context;
-use crate::tunable::Tunable;
-use crate::verdict::{Area, Status, Verdict};
+use crate::model::context::Context;
+use crate::model::tunable::Tunable;
+use crate::model::verdict::{Area, Status, Verdict};
 
 pub const IOMMU: Tunable = Tunable {
     id: "iommu",
@@ -26,7 +26,7 @@ fn passthrough_arg(ctx: &Context) -> &'static str {
 
 fn run_iommu(ctx: &Context) -> Vec<Verdict> {
     const ID: &str = "iommu";
-    let (_, devs) = match crate::context::nics::endpoints_or_skip(ctx, ID) {
+    let (_, devs) = match crate::model::context::nics::endpoints_or_skip(ctx, ID) {
         Ok(v) => v,
         Err(v) => return v,
     };

@@ -5,12 +5,12 @@
 //! the file's original kept in the journal). The kernel argument `irqaffinity=` that keeps
 //! new IRQs off them at boot is kernel.cmdline's.
 
-use crate::context::nics::{data_path_nics, no_nic_reason};
-use crate::context::Context;
 use crate::hostio::setters::Target;
-use crate::plan::{Action, Change, NoteLevel, Plan, PlanCx, PlanError};
-use crate::tunable::{no_files, Planner, Tunable};
-use crate::verdict::{Area, Verdict};
+use crate::model::context::nics::{data_path_nics, no_nic_reason};
+use crate::model::context::Context;
+use crate::model::plan::{Action, Change, NoteLevel, Plan, PlanCx, PlanError};
+use crate::model::tunable::{no_files, Planner, Tunable};
+use crate::model::verdict::{Area, Verdict};
 use daqtune_probe::cpulist::parse_cpulist;
 use daqtune_probe::CpuSet;
 
@@ -28,7 +28,7 @@ pub const AFFINITY: Tunable = Tunable {
         with: &[],
         plan: plan_affinity,
         artifacts: &[],
-        port_reset: crate::tunable::PortReset::Follows(port_irq_attrs),
+        port_reset: crate::model::tunable::PortReset::Follows(port_irq_attrs),
         owned_files: no_files,
     }),
 };
@@ -207,7 +207,9 @@ fn plan_affinity(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
         }
     }
     if cx.opts.persist {
-        if let Some((path, from, text)) = crate::context::irqbalance::ban_edit(cx.facts, &iso) {
+        if let Some((path, from, text)) =
+            crate::model::context::irqbalance::ban_edit(cx.facts, &iso)
+        {
             plan.changes.push(Change {
                 check: ID.into(),
                 subject: "irqbalance".into(),
@@ -250,7 +252,7 @@ fn isolated(ctx: &Context) -> Option<(CpuSet, &'static str)> {
 
 /// irqbalance's own configuration deciding against the isolation: one verdict each.
 fn irqbalance_verdicts(ctx: &Context, iso: &CpuSet) -> Vec<Verdict> {
-    crate::context::irqbalance::host_findings(ctx.facts(), iso)
+    crate::model::context::irqbalance::host_findings(ctx.facts(), iso)
         .into_iter()
         .map(|m| {
             Verdict::warn(ID, "irqbalance", m)

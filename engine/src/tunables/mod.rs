@@ -7,18 +7,19 @@
 //! Checks and plans run here, on one [`Facts`] per run: `run_checks` judges, `build_plan` asks
 //! each tunable that plans for its changes, in plan order.
 
-use crate::context::Context;
-use crate::facts::Facts;
 use crate::hostio::gpu::GpuSetters;
 use crate::hostio::setters::Target;
-use crate::plan::{NoteLevel, Plan, PlanCx, PlanError, PlanOptions};
-use crate::profile::LoadedProfile;
-use crate::tunable::{Artifact, Tunable};
-use crate::verdict::Verdict;
+use crate::model::context::Context;
+use crate::model::facts::Facts;
+use crate::model::plan::{NoteLevel, Plan, PlanCx, PlanError, PlanOptions};
+use crate::model::profile::LoadedProfile;
+use crate::model::tunable::{Artifact, Tunable};
+use crate::model::verdict::Verdict;
 use daqtune_probe::Host;
 
 pub mod acs;
 pub mod app;
+pub mod app_profile;
 pub mod artifacts;
 pub mod cmdline;
 pub mod governor;
@@ -181,7 +182,7 @@ pub fn only_help() -> String {
 
 /// Check a loaded profile's ids (`required:`, `not_applicable:`, `waivers:`) against the
 /// registry; the error names file:line:column.
-pub fn validate_profile(lp: &LoadedProfile) -> Result<(), crate::profile::ProfileError> {
+pub fn validate_profile(lp: &LoadedProfile) -> Result<(), crate::model::profile::ProfileError> {
     let known: Vec<&str> = ids().collect();
     lp.check_ids(&known)
 }
@@ -228,7 +229,7 @@ pub fn run_checks_in(registry: &[&Tunable], ctx: &Context, opts: &RunOptions) ->
             continue;
         }
         // An imported capture without the check's facts: skip, never judge absence.
-        if let Some(v) = crate::capture::not_in_capture(ctx.facts(), def.id) {
+        if let Some(v) = crate::model::capture::not_in_capture(ctx.facts(), def.id) {
             out.push(v);
             continue;
         }
@@ -246,7 +247,11 @@ pub fn run_checks_in(registry: &[&Tunable], ctx: &Context, opts: &RunOptions) ->
     while let Some((at, vs)) = late.pop() {
         out.splice(at..at, vs);
     }
-    crate::gate::apply_waivers(&ctx.profile.profile, &mut out, crate::profile::today());
+    crate::model::gate::apply_waivers(
+        &ctx.profile.profile,
+        &mut out,
+        crate::model::profile::today(),
+    );
     out
 }
 
@@ -363,7 +368,7 @@ pub fn build_plan_in(
         if plan
             .changes
             .iter()
-            .any(|c| matches!(c.action, crate::plan::Action::ConfigWord { .. }))
+            .any(|c| matches!(c.action, crate::model::plan::Action::ConfigWord { .. }))
         {
             plan.note(
                 "platform",
@@ -383,7 +388,7 @@ mod tests {
     fn unknown_only_id_is_an_error() {
         let d = tempfile::tempdir().expect("tmp");
         let host = Host::at(d.path()).expect("host");
-        let lp = crate::profile::load("igx-orin").expect("profile");
+        let lp = crate::model::profile::load("igx-orin").expect("profile");
         let opts = PlanOptions {
             only: vec!["nope".into()],
             ..Default::default()
@@ -416,7 +421,7 @@ mod tests {
         }
         let t = |id: &'static str, check: fn(&Context) -> Vec<Verdict>| Tunable {
             id,
-            area: crate::verdict::Area::Nic,
+            area: crate::model::verdict::Area::Nic,
             title: "test",
             aliases: &[],
             doc: "# test\n",
@@ -432,7 +437,7 @@ mod tests {
         );
         let d = tempfile::tempdir().expect("tmp");
         let host = Host::at(d.path()).expect("host");
-        let lp = crate::profile::load("igx-orin").expect("profile");
+        let lp = crate::model::profile::load("igx-orin").expect("profile");
         let ctx = Context::new(&host, &lp);
         let out = run_checks_in(&[&a, &b, &c], &ctx, &RunOptions::default());
         let ids: Vec<&str> = out.iter().map(|v| v.id.as_str()).collect();
@@ -445,8 +450,8 @@ mod tests {
     fn empty_root_plans_without_panicking() {
         let d = tempfile::tempdir().expect("tmp");
         let host = Host::at(d.path()).expect("host");
-        for name in crate::profile::builtin_names() {
-            let lp = crate::profile::load(name).expect("profile");
+        for name in crate::model::profile::builtin_names() {
+            let lp = crate::model::profile::load(name).expect("profile");
             let plan = build_plan(&host, &lp, &PlanOptions::default()).expect("plan");
             // Nothing readable: only persistent files that need no host facts.
             assert!(

@@ -2,15 +2,15 @@
 //! 14:12). Plan: a read-modify-write of DevCtl now (shared config-space setter), and a udev
 //! rule that sets it again when a PF is re-added.
 
-use crate::context::nics::{
+use crate::model::context::nics::{
     cap_visibility_skip, data_path_nics, nic_devices, no_nic_reason, pci_or_skip,
 };
-use crate::context::Context;
-use crate::facts::Facts;
-use crate::plan::{Action, Change, NoteLevel, Plan, PlanCx, PlanError};
-use crate::profile::LoadedProfile;
-use crate::tunable::{Artifact, ArtifactError, GenerateCx, Planner, Tunable};
-use crate::verdict::{Area, Verdict};
+use crate::model::context::Context;
+use crate::model::facts::Facts;
+use crate::model::plan::{Action, Change, NoteLevel, Plan, PlanCx, PlanError};
+use crate::model::profile::LoadedProfile;
+use crate::model::tunable::{Artifact, ArtifactError, GenerateCx, Planner, Tunable};
+use crate::model::verdict::{Area, Verdict};
 use daqtune_probe::pci::config::mrrs_code;
 use daqtune_units::udev;
 
@@ -32,7 +32,7 @@ pub const MRRS: Tunable = Tunable {
             help: "udev rule restoring MRRS on the data-path PFs",
             render: generate_rule,
         }],
-        port_reset: crate::tunable::PortReset::None,
+        port_reset: crate::model::tunable::PortReset::None,
         owned_files: |_| vec![udev::RULE_PATH.to_string()],
     }),
 };
@@ -114,7 +114,7 @@ fn wrong(cap: &daqtune_probe::pci::config::PcieCap, want: u32) -> bool {
 }
 
 /// MRRS in DevCtl bits 14:12, as the executor reports it.
-const FIELD: crate::plan::RegField = crate::plan::RegField {
+const FIELD: crate::model::plan::RegField = crate::model::plan::RegField {
     name: "MRRS",
     shift: 12,
     base: 128,
@@ -236,7 +236,7 @@ fn plan_mrrs(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
 fn data_path_pfs(
     facts: &Facts,
     lp: &LoadedProfile,
-) -> Result<Vec<String>, crate::tunable::Unjudged> {
+) -> Result<Vec<String>, crate::model::tunable::Unjudged> {
     let f = facts.pci()?;
     Ok(data_path_nics(&Context::with_facts(facts, lp), f)
         .iter()
@@ -271,13 +271,13 @@ fn generate_rule(g: &GenerateCx) -> Result<String, ArtifactError> {
 #[cfg(test)]
 mod tests {
     use crate::cmd::apply::testroot::*;
-    use crate::plan::{Action, Plan, PlanOptions};
+    use crate::model::plan::{Action, Plan, PlanOptions};
     use crate::tunables::build_plan;
     use daqtune_probe::Host;
 
     fn mrrs_plan(root: &std::path::Path) -> Plan {
         let host = Host::at(root).expect("host");
-        let lp = crate::profile::load("igx-orin").expect("profile");
+        let lp = crate::model::profile::load("igx-orin").expect("profile");
         let opts = PlanOptions {
             only: vec!["pcie.mrrs".into()],
             persist: false,

@@ -2,16 +2,16 @@
 //! host: this module's setter hook), and the network configuration that keeps it (netplan,
 //! NetworkManager keyfiles or systemd-networkd .link files, whichever manages the ports).
 
-use crate::context::nics::{data_interfaces, data_path_nics_or_skip};
-use crate::context::Context;
-use crate::facts::Facts;
 use crate::hostio::journal::{Entry, Journal};
 use crate::hostio::parts::{Format, NIC_OWNERS};
 use crate::hostio::setters::{Target, Writer};
-use crate::plan::{Action, Change, NoteLevel, Plan, PlanCx, PlanError};
-use crate::profile::LoadedProfile;
-use crate::tunable::{Artifact, ArtifactError, GenerateCx, Planner, Tunable};
-use crate::verdict::{Area, Verdict};
+use crate::model::context::nics::{data_interfaces, data_path_nics_or_skip};
+use crate::model::context::Context;
+use crate::model::facts::Facts;
+use crate::model::plan::{Action, Change, NoteLevel, Plan, PlanCx, PlanError};
+use crate::model::profile::LoadedProfile;
+use crate::model::tunable::{Artifact, ArtifactError, GenerateCx, Planner, Tunable};
+use crate::model::verdict::{Area, Verdict};
 use daqtune_units::network;
 
 pub const MTU: Tunable = Tunable {
@@ -98,7 +98,7 @@ pub const MTU: Tunable = Tunable {
                 },
             },
         ],
-        port_reset: crate::tunable::PortReset::Resets,
+        port_reset: crate::model::tunable::PortReset::Resets,
         owned_files: |_| vec![network::NETPLAN_PATH.to_string()],
     }),
 };
@@ -110,7 +110,7 @@ fn run_mtu(ctx: &Context) -> Vec<Verdict> {
         Err(v) => return v,
     };
     let want = ctx.profile.profile.nic.mtu;
-    let mgmt = crate::context::nics::management_ports(ctx.facts());
+    let mgmt = crate::model::context::nics::management_ports(ctx.facts());
     let mut out = Vec::new();
     for n in nics {
         if n.netdevs.is_empty() {
@@ -131,10 +131,10 @@ fn run_mtu(ctx: &Context) -> Vec<Verdict> {
                 Some(m) if !short(m, want) => out.push(
                     Verdict::pass(ID, subject, format!("MTU {m}")).observed(m).expected(format!(">= {want}")),
                 ),
-                Some(m) if crate::context::nics::management_port(&mgmt, &nd.name).is_some() => {
-                    let why = crate::context::nics::management_port(&mgmt, &nd.name).unwrap_or_default();
+                Some(m) if crate::model::context::nics::management_port(&mgmt, &nd.name).is_some() => {
+                    let why = crate::model::context::nics::management_port(&mgmt, &nd.name).unwrap_or_default();
                     out.push(
-                        Verdict::skip(ID, subject, format!("MTU {m}, the profile's {want}: {}", crate::context::nics::management_note(&nd.name, why)))
+                        Verdict::skip(ID, subject, format!("MTU {m}, the profile's {want}: {}", crate::model::context::nics::management_note(&nd.name, why)))
                             .observed(m)
                             .expected(format!(">= {want}")),
                     )
@@ -203,14 +203,14 @@ fn plan_mtu(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
     }
     // The management port is never changed, and a port whose name no file or command can
     // carry is left out alone: each says why, and the other ports are planned.
-    let mgmt = crate::context::nics::management_ports(cx.facts);
+    let mgmt = crate::model::context::nics::management_ports(cx.facts);
     let mut ifaces = ifaces;
     ifaces.retain(|(n, _, _)| {
-        if let Some(why) = crate::context::nics::management_port(&mgmt, n) {
+        if let Some(why) = crate::model::context::nics::management_port(&mgmt, n) {
             plan.note(
                 ID,
                 NoteLevel::Skip,
-                crate::context::nics::management_note(n, why),
+                crate::model::context::nics::management_note(n, why),
             );
             return false;
         }
@@ -780,8 +780,8 @@ pub(crate) fn set_mtu(
     lockdown: Option<&str>,
     ifname: &str,
     to: u32,
-) -> Result<String, crate::tunable::SetError> {
-    let jerr = crate::tunable::SetError::Journal;
+) -> Result<String, crate::model::tunable::SetError> {
+    let jerr = crate::model::tunable::SetError::Journal;
     let original = w.mtu(ifname).map_err(|e| format!("{ifname}: {e}"))?;
     let idx = j
         .record(
@@ -900,7 +900,7 @@ mod tests {
         );
         let a = network::netplan(&[("ens1", 9000)], "p").expect("artifact");
         w("etc/netplan/90-daqtune.yaml", &a.text);
-        let lp = crate::profile::load_source(
+        let lp = crate::model::profile::load_source(
             "t.yaml",
             "name: t\nextends: generic-dgpu\nnic:\n  mtu: 9000\n  interfaces: [ens1]\n",
         )

@@ -2,10 +2,12 @@
 //! the PCI tree (vendor 0x15b3, class 0x0200/0x0207) without ibdev2netdev. Observations;
 //! `nic.mtu` has a module of its own.
 
-use crate::context::nics::{data_path_nics, data_path_nics_or_skip, no_nic_reason, pci_or_skip};
-use crate::context::Context;
-use crate::tunable::Tunable;
-use crate::verdict::{Area, Verdict};
+use crate::model::context::nics::{
+    data_path_nics, data_path_nics_or_skip, no_nic_reason, pci_or_skip,
+};
+use crate::model::context::Context;
+use crate::model::tunable::Tunable;
+use crate::model::verdict::{Area, Verdict};
 use daqtune_probe::pci::nic::NicFunction;
 
 pub const DRIVER: Tunable = Tunable {
@@ -246,7 +248,7 @@ fn rdma_only_link_layer(ctx: &Context, want_label: &str, want_mlx: &str) -> Vec<
 
 fn run_link_layer(ctx: &Context) -> Vec<Verdict> {
     const ID: &str = "nic.link-layer";
-    if !crate::capture::holds_needs(ctx.facts(), ID) {
+    if !crate::model::capture::holds_needs(ctx.facts(), ID) {
         let want = ctx.profile.profile.nic.link_layer.to_ascii_lowercase();
         return if want == "infiniband" {
             rdma_only_link_layer(ctx, "InfiniBand", "IB")

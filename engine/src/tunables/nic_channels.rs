@@ -3,9 +3,9 @@
 
 use super::nic_ethtool::{check, plan, Spec, WantCx, Wants};
 use super::nic_persist::channels_target;
-use crate::profile::ChannelCount;
-use crate::tunable::{no_files, Planner, Tunable};
-use crate::verdict::Area;
+use crate::model::profile::ChannelCount;
+use crate::model::tunable::{no_files, Planner, Tunable};
+use crate::model::verdict::Area;
 use daqtune_probe::net::ethtool::{Group, GroupState};
 
 pub const CHANNELS: Tunable = Tunable {
@@ -22,7 +22,7 @@ pub const CHANNELS: Tunable = Tunable {
         with: &[],
         plan: |cx, p| plan(cx, p, &SPEC),
         artifacts: &[],
-        port_reset: crate::tunable::PortReset::Resets,
+        port_reset: crate::model::tunable::PortReset::Resets,
         owned_files: no_files,
     }),
 };

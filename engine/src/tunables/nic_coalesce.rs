@@ -2,8 +2,8 @@
 //! says (off: the interrupt rate then does not move with the load) and its fixed rx-usecs.
 
 use super::nic_ethtool::{check, plan, Spec, WantCx, Wants};
-use crate::tunable::{no_files, Planner, Tunable};
-use crate::verdict::Area;
+use crate::model::tunable::{no_files, Planner, Tunable};
+use crate::model::verdict::Area;
 use daqtune_probe::net::ethtool::{Group, GroupState};
 
 pub const COALESCE: Tunable = Tunable {
@@ -20,7 +20,7 @@ pub const COALESCE: Tunable = Tunable {
         with: &[],
         plan: |cx, p| plan(cx, p, &SPEC),
         artifacts: &[],
-        port_reset: crate::tunable::PortReset::None,
+        port_reset: crate::model::tunable::PortReset::None,
         owned_files: no_files,
     }),
 };

@@ -12,10 +12,10 @@
 //! never sleeps to make an interval (issue 43: `check` in tens of ms); `daqtune nic --interval`
 //! takes two reads as far apart as asked.
 
-use crate::context::nics::data_path_nics_or_skip;
-use crate::context::Context;
-use crate::tunable::Tunable;
-use crate::verdict::{Area, Verdict};
+use crate::model::context::nics::data_path_nics_or_skip;
+use crate::model::context::Context;
+use crate::model::tunable::Tunable;
+use crate::model::verdict::{Area, Verdict};
 use daqtune_probe::net::counters::{
     self, deltas, describe_delta, kind_of, losses, thousands, CacheFile, CachedPort, Delta,
     PortCounters, CACHE_PATH, CACHE_SCHEMA,
@@ -329,7 +329,7 @@ pub fn start(ctx: &Context) {
     let Ok(f) = ctx.pci() else {
         return;
     };
-    for n in crate::context::nics::data_path_nics(ctx, f) {
+    for n in crate::model::context::nics::data_path_nics(ctx, f) {
         for d in &n.netdevs {
             let _ = ctx.port_counters(&d.name);
         }
@@ -376,7 +376,12 @@ mod tests {
             what: "since the last check",
         };
         let v = judge("eth2 (0000:05:00.0)", &now, Some(&base), None);
-        assert_eq!(v.status, crate::verdict::Status::Warn, "{}", v.message);
+        assert_eq!(
+            v.status,
+            crate::model::verdict::Status::Warn,
+            "{}",
+            v.message
+        );
         assert!(
             v.message.starts_with(
                 "rx_out_of_buffer (driver (ethtool -S)) rose by 12,345: dropped for lack of receive buffers: rings / CPU / PCIe"
@@ -404,7 +409,12 @@ mod tests {
             what: "since the start of this run",
         };
         let v = judge("eth2", &calm, Some(&base), Some(3600.0));
-        assert_eq!(v.status, crate::verdict::Status::Pass, "{}", v.message);
+        assert_eq!(
+            v.status,
+            crate::model::verdict::Status::Pass,
+            "{}",
+            v.message
+        );
         assert!(
             v.message.starts_with(
                 "no drop or error counter rose in the 20 ms since the start of this run; since boot (uptime 60 min): rx_out_of_buffer 100"
@@ -418,7 +428,7 @@ mod tests {
     fn one_read_or_none_skips_with_the_reason() {
         let now = port(&[(Source::Statistics, "rx_dropped", 17)]);
         let v = judge("eth2", &now, None, Some(3600.0));
-        assert_eq!(v.status, crate::verdict::Status::Skip);
+        assert_eq!(v.status, crate::model::verdict::Status::Skip);
         assert!(
             v.message
                 .contains("since boot (uptime 60 min): rx_dropped 17"),
@@ -431,7 +441,7 @@ mod tests {
             reason: "/sys/class/net/eth2/statistics: not found".into(),
         });
         let v = judge("eth2", &empty, None, None);
-        assert_eq!(v.status, crate::verdict::Status::Skip);
+        assert_eq!(v.status, crate::model::verdict::Status::Skip);
         assert!(v.message.contains("not found"), "{}", v.message);
     }
 
@@ -441,7 +451,7 @@ mod tests {
     /// counter (which counts frames of protocols nothing handles, if_link.h), does not.
     #[test]
     fn totals_since_boot_are_judged_against_the_uptime_where_the_window_cannot_tell() {
-        use crate::verdict::Status;
+        use crate::model::verdict::Status;
         let heavy = port(&[
             (Source::Driver, "rx_out_of_buffer", 7_200_000),
             (Source::Statistics, "rx_dropped", 9_000_000),

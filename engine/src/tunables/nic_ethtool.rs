@@ -8,15 +8,17 @@
 //! it. Persistence is the port's network file (`.link` keys, NetworkManager `[ethtool]`),
 //! which `nic.mtu` writes with [`persist_keys`] added.
 
-use crate::context::nics::{data_interfaces, management_note, management_port, management_ports};
-use crate::context::Context;
 use crate::hostio::journal::{Entry, Journal};
 use crate::hostio::setters::{
     ethtool_reads_back, set_ethtool_worded, EthtoolError, Target, Writer,
 };
-use crate::plan::{Action, Change, NoteLevel, Plan, PlanCx, PlanError};
-use crate::profile::LoadedProfile;
-use crate::verdict::Verdict;
+use crate::model::context::nics::{
+    data_interfaces, management_note, management_port, management_ports,
+};
+use crate::model::context::Context;
+use crate::model::plan::{Action, Change, NoteLevel, Plan, PlanCx, PlanError};
+use crate::model::profile::LoadedProfile;
+use crate::model::verdict::Verdict;
 use daqtune_probe::net::ethtool::{
     recorded_path, shown_change, shown_settings, Group, GroupState, Settings,
 };
@@ -93,7 +95,7 @@ pub fn check(ctx: &Context, spec: &Spec) -> Vec<Verdict> {
     let id = spec.id;
     // A capture of `ethtool -g/-l/-c/-a/-k` without the PCI functions and interfaces: every
     // port it recorded is judged (which are data ports is not in it, and each verdict says so).
-    let captured = !crate::capture::holds_needs(ctx.facts(), id);
+    let captured = !crate::model::capture::holds_needs(ctx.facts(), id);
     let ports: Vec<String> = if captured {
         let mut names: Vec<String> = ctx
             .facts()
@@ -330,8 +332,8 @@ pub(crate) fn set_group(
     ifname: &str,
     group: Group,
     to: &Settings,
-) -> Result<String, crate::tunable::SetError> {
-    let jerr = crate::tunable::SetError::Journal;
+) -> Result<String, crate::model::tunable::SetError> {
+    let jerr = crate::model::tunable::SetError::Journal;
     let before = w
         .ethtool(ifname, group)
         .map_err(|source| EthtoolError::Read {

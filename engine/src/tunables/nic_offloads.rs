@@ -3,8 +3,8 @@
 //! driver have it (ETHTOOL_A_RINGS_TCP_DATA_SPLIT, Linux 5.19).
 
 use super::nic_ethtool::{check, plan, Spec, WantCx, Wants};
-use crate::tunable::{no_files, Planner, Tunable};
-use crate::verdict::Area;
+use crate::model::tunable::{no_files, Planner, Tunable};
+use crate::model::verdict::Area;
 use daqtune_probe::net::ethtool::{DataSplit, Group, GroupState};
 
 pub const OFFLOADS: Tunable = Tunable {
@@ -36,7 +36,7 @@ pub const OFFLOADS: Tunable = Tunable {
             Ok(())
         },
         artifacts: &[],
-        port_reset: crate::tunable::PortReset::None,
+        port_reset: crate::model::tunable::PortReset::None,
         owned_files: no_files,
     }),
 };

@@ -3,8 +3,8 @@
 //! the loss figures of a run mean something else.
 
 use super::nic_ethtool::{check, plan, Spec, WantCx, Wants};
-use crate::tunable::{no_files, Planner, Tunable};
-use crate::verdict::Area;
+use crate::model::tunable::{no_files, Planner, Tunable};
+use crate::model::verdict::Area;
 use daqtune_probe::net::ethtool::{Group, GroupState};
 
 pub const PAUSE: Tunable = Tunable {
@@ -21,7 +21,7 @@ pub const PAUSE: Tunable = Tunable {
         with: &[],
         plan: |cx, p| plan(cx, p, &SPEC),
         artifacts: &[],
-        port_reset: crate::tunable::PortReset::None,
+        port_reset: crate::model::tunable::PortReset::None,
         owned_files: no_files,
     }),
 };

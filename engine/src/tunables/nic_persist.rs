@@ -4,8 +4,8 @@
 //! connection is one keyfile), so it renders these into it; the nic.* planners are planned
 //! with `nic.mtu`.
 
-use crate::facts::Facts;
-use crate::profile::{ChannelCount, LoadedProfile, RingSize};
+use crate::model::facts::Facts;
+use crate::model::profile::{ChannelCount, LoadedProfile, RingSize};
 use daqtune_probe::net::ethtool::{Group, GroupState};
 
 /// The keys a port's network file carries for the NIC settings the profile wants:
@@ -84,7 +84,7 @@ pub fn persist_keys(facts: &Facts, lp: &LoadedProfile, ifname: &str) -> PersistK
     if let Some(want) = n.channels.combined {
         let cores = match want {
             ChannelCount::Count(c) => Some(c),
-            ChannelCount::Word(_) => crate::context::boot::data_core_list(facts, lp)
+            ChannelCount::Word(_) => crate::model::context::boot::data_core_list(facts, lp)
                 .ok()
                 .flatten()
                 .and_then(|l| daqtune_probe::cpulist::parse_cpulist(&l, None).ok())

@@ -2,9 +2,9 @@
 //! size. A small RX ring is the classic cause of loss under bursts.
 
 use super::nic_ethtool::{check, plan, Spec, WantCx, Wants};
-use crate::profile::RingSize;
-use crate::tunable::{no_files, Planner, Tunable};
-use crate::verdict::Area;
+use crate::model::profile::RingSize;
+use crate::model::tunable::{no_files, Planner, Tunable};
+use crate::model::verdict::Area;
 use daqtune_probe::net::ethtool::{Group, GroupState};
 
 pub const RINGS: Tunable = Tunable {
@@ -21,7 +21,7 @@ pub const RINGS: Tunable = Tunable {
         with: &[],
         plan: |cx, p| plan(cx, p, &SPEC),
         artifacts: &[],
-        port_reset: crate::tunable::PortReset::Resets,
+        port_reset: crate::model::tunable::PortReset::Resets,
         owned_files: no_files,
     }),
 };

@@ -1,9 +1,9 @@
 //! `numa`: the NUMA nodes and where the data cores sit relative to the NICs (observation), and
 //! whether the loader finds libnuma, which DAQIRI uses to place its pools on a node.
 
-use crate::context::Context;
-use crate::tunable::Tunable;
-use crate::verdict::{Area, Verdict};
+use crate::model::context::Context;
+use crate::model::tunable::Tunable;
+use crate::model::verdict::{Area, Verdict};
 
 pub const NUMA: Tunable = Tunable {
     id: "numa",

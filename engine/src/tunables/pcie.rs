@@ -2,15 +2,15 @@
 //! the data-path NICs (seed 000 Steps 1-3, seed 001). Observations: daqtune never writes MPS,
 //! link settings or ASPM (firmware's); `pcie.mrrs` and `pcie.acs` have modules of their own.
 
-use crate::context::gpus::{at_rest, facts_at, pci_gpu_integrated};
-use crate::context::nics::{
+use crate::model::context::gpus::{at_rest, facts_at, pci_gpu_integrated};
+use crate::model::context::nics::{
     cap_visibility_skip, data_path_nics, endpoints_or_skip, gpu_label, nic_devices, no_nic_reason,
     pci_gpus, pci_or_skip, NEEDS_ROOT,
 };
-use crate::context::Context;
-use crate::tunable::Tunable;
-use crate::verdict::Status;
-use crate::verdict::{Area, Verdict};
+use crate::model::context::Context;
+use crate::model::tunable::Tunable;
+use crate::model::verdict::Status;
+use crate::model::verdict::{Area, Verdict};
 use daqtune_probe::pci::config::Visibility;
 use daqtune_probe::pci::topo::{classify, PathClass};
 use daqtune_probe::pci::{link_label, PciAddr, PciDevice, PciTree, PortType};
@@ -82,7 +82,10 @@ fn class_status(ctx: &Context, c: PathClass) -> Status {
 /// a NIC.
 fn topology_from_matrix(ctx: &Context) -> Vec<Verdict> {
     const ID: &str = "pcie.topology";
-    let text = match ctx.facts().read_string(crate::capture::GPU_TOPO_PATH) {
+    let text = match ctx
+        .facts()
+        .read_string(crate::model::capture::GPU_TOPO_PATH)
+    {
         Ok(t) => t,
         Err(e) => {
             return vec![Verdict::skip(
@@ -98,7 +101,7 @@ fn topology_from_matrix(ctx: &Context) -> Vec<Verdict> {
             return vec![Verdict::skip(
                 ID,
                 "host",
-                format!("{}: unreadable ({e})", crate::capture::GPU_TOPO_PATH),
+                format!("{}: unreadable ({e})", crate::model::capture::GPU_TOPO_PATH),
             )]
         }
     };
@@ -169,7 +172,7 @@ fn topology_from_matrix(ctx: &Context) -> Vec<Verdict> {
 
 fn run_topology(ctx: &Context) -> Vec<Verdict> {
     const ID: &str = "pcie.topology";
-    if !crate::capture::holds_needs(ctx.facts(), ID) {
+    if !crate::model::capture::holds_needs(ctx.facts(), ID) {
         return topology_from_matrix(ctx);
     }
     let f = match pci_or_skip(ctx, ID) {
@@ -316,7 +319,7 @@ fn run_link(ctx: &Context) -> Vec<Verdict> {
     };
     let mut out = Vec::new();
     let mut bridges: BTreeSet<PciAddr> = BTreeSet::new();
-    let capture = crate::capture::manifest(ctx.facts()).is_some();
+    let capture = crate::model::capture::manifest(ctx.facts()).is_some();
     let judge = |d: &PciDevice, label: String, is_gpu: bool, out: &mut Vec<Verdict>| -> bool {
         let (ms, mw) = d.max_link();
         let (mut cs, mut cw) = d.cur_link();
@@ -481,8 +484,9 @@ fn run_mps(ctx: &Context) -> Vec<Verdict> {
                     .is_some_and(|c| c.pcie_visibility == Visibility::Hidden)
         }) {
             let len = hidden.config.as_ref().map_or(0, |c| c.len);
-            let why = crate::capture::unseen_registers(ctx.facts(), &hidden.addr.to_string(), len)
-                .unwrap_or_else(|| NEEDS_ROOT.to_string());
+            let why =
+                crate::model::capture::unseen_registers(ctx.facts(), &hidden.addr.to_string(), len)
+                    .unwrap_or_else(|| NEEDS_ROOT.to_string());
             out.push(Verdict::skip(
                 ID,
                 label.clone(),

@@ -3,10 +3,10 @@
 //! writes through that link; a "200G" user expecting 200 from one function is told why not,
 //! and which other PCIe endpoints of the same physical port carry the rest.
 
-use crate::context::nics::{data_path_nics_or_skip, pci_or_skip};
-use crate::context::Context;
-use crate::tunable::Tunable;
-use crate::verdict::{Area, Verdict};
+use crate::model::context::nics::{data_path_nics_or_skip, pci_or_skip};
+use crate::model::context::Context;
+use crate::model::tunable::Tunable;
+use crate::model::verdict::{Area, Verdict};
 use daqtune_probe::pci::nic::NicFunction;
 use daqtune_probe::pci::ports::{port_pair, PortIdentity, PortPair};
 use daqtune_probe::pci::{payload_gbps, PciTree};

@@ -1,15 +1,15 @@
 //! `gpu.peermem`: the GPUDirect kernel path, nvidia_peermem or dma-buf. Plan: load
 //! nvidia_peermem now (this module's setter hook: modprobe) and name it in modules-load.d.
 
-use crate::context::gpus::{
-    allows, gpudirect_path, gpus_or_skip, integrated, DMABUF_MIN_KERNEL, HOST_PINNED, NV_MEM,
-};
-use crate::context::Context;
 use crate::hostio::journal::{Entry, Journal};
 use crate::hostio::setters::{Target, Writer};
-use crate::plan::{Action, Change, NoteLevel, Plan, PlanCx, PlanError};
-use crate::tunable::{Planner, Tunable};
-use crate::verdict::{Area, Verdict};
+use crate::model::context::gpus::{
+    allows, gpudirect_path, gpus_or_skip, integrated, DMABUF_MIN_KERNEL, HOST_PINNED, NV_MEM,
+};
+use crate::model::context::Context;
+use crate::model::plan::{Action, Change, NoteLevel, Plan, PlanCx, PlanError};
+use crate::model::tunable::{Planner, Tunable};
+use crate::model::verdict::{Area, Verdict};
 use daqtune_units::etc;
 
 pub const PEERMEM: Tunable = Tunable {
@@ -25,12 +25,12 @@ pub const PEERMEM: Tunable = Tunable {
         order: 7,
         with: &[],
         plan: plan_peermem,
-        artifacts: &[crate::tunable::Artifact {
+        artifacts: &[crate::model::tunable::Artifact {
             kind: "modules-load",
             help: "modules-load.d file loading nvidia-peermem",
             render: |g| Ok(modules_load(g.profile_ref)?),
         }],
-        port_reset: crate::tunable::PortReset::None,
+        port_reset: crate::model::tunable::PortReset::None,
         owned_files: |_| vec![etc::MODULES_LOAD_PATH.to_string()],
     }),
 };
@@ -306,8 +306,8 @@ pub(crate) fn load_module(
     w: &mut dyn Writer,
     lockdown: Option<&str>,
     name: &str,
-) -> Result<String, crate::tunable::SetError> {
-    let jerr = crate::tunable::SetError::Journal;
+) -> Result<String, crate::model::tunable::SetError> {
+    let jerr = crate::model::tunable::SetError::Journal;
     let idx = j
         .record(
             w,

@@ -1,9 +1,9 @@
 //! `platform`: which profile applies, and what on this host will refuse later writes.
 
-use crate::context::Context;
-use crate::profile::glob_match;
-use crate::tunable::Tunable;
-use crate::verdict::{Area, Verdict};
+use crate::model::context::Context;
+use crate::model::profile::glob_match;
+use crate::model::tunable::Tunable;
+use crate::model::verdict::{Area, Verdict};
 
 pub const PLATFORM: Tunable = Tunable {
     id: "platform",
@@ -136,7 +136,7 @@ fn contradiction(ctx: &Context, ident: &str, arch: &str) -> Option<String> {
             rules.join(", or ")
         ));
     }
-    let (detected, why) = crate::profile::detect(p, names)?;
+    let (detected, why) = crate::model::profile::detect(p, names)?;
     let lineage: Vec<&str> = std::iter::once(name.as_str())
         .chain(lp.layers.iter().filter_map(|(f, _)| {
             f.strip_prefix("platforms/")

@@ -1,12 +1,12 @@
 //! `net.sysctl`: socket buffer sizes for the Linux-socket data path (seed 003). Plan: each
 //! value below the profile's now, and a sysctl.d file that keeps them.
 
-use crate::context::Context;
-use crate::facts::Facts;
-use crate::plan::{Action, Change, NoteLevel, Plan, PlanCx, PlanError};
-use crate::profile::LoadedProfile;
-use crate::tunable::{Planner, Tunable};
-use crate::verdict::{Area, Verdict};
+use crate::model::context::Context;
+use crate::model::facts::Facts;
+use crate::model::plan::{Action, Change, NoteLevel, Plan, PlanCx, PlanError};
+use crate::model::profile::LoadedProfile;
+use crate::model::tunable::{Planner, Tunable};
+use crate::model::verdict::{Area, Verdict};
 use daqtune_units::etc;
 
 pub const NET_SYSCTL: Tunable = Tunable {
@@ -22,7 +22,7 @@ pub const NET_SYSCTL: Tunable = Tunable {
         order: 9,
         with: &[],
         plan: plan_sysctl,
-        artifacts: &[crate::tunable::Artifact {
+        artifacts: &[crate::model::tunable::Artifact {
             kind: "sysctl",
             help: "sysctl.d drop-in with the socket buffer sizes",
             render: |g| {
@@ -36,7 +36,7 @@ pub const NET_SYSCTL: Tunable = Tunable {
                 Ok(dropin(&v, g.profile_ref)?)
             },
         }],
-        port_reset: crate::tunable::PortReset::None,
+        port_reset: crate::model::tunable::PortReset::None,
         owned_files: |_| vec![etc::SYSCTL_PATH.to_string()],
     }),
 };

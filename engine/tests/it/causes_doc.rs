@@ -1,4 +1,4 @@
-//! The likely-causes table (engine/src/causes.rs) names real checks, and docs/ci-gate.md gives
+//! The likely-causes table (engine/src/model/causes.rs) names real checks, and docs/ci-gate.md gives
 //! each entry's reason, in the table's order.
 
 use daqtune_engine::causes::TABLE;

@@ -634,7 +634,7 @@ fn profiles_carry_one_floor_mechanism() {
 
 /// docs/profiles.md is generated from the profile schema and the checks' registry; a key
 /// added without regenerating it (daqtune profiles keys --markdown > docs/profiles.md) fails
-/// here (engine/src/profile/keys.rs fails first when the key has no entry at all).
+/// here (engine/src/model/profile/keys.rs fails first when the key has no entry at all).
 #[test]
 fn profile_keys_doc_is_generated_from_the_schema() {
     let out = run(&["profiles", "keys", "--markdown"]);

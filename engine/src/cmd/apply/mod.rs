@@ -10,22 +10,22 @@
 #[cfg(test)]
 pub(crate) mod testroot;
 
-use crate::commands::{GlobalOptions, UsageError};
+use crate::check::commands::{GlobalOptions, UsageError};
 use crate::exec::{apply, revert};
-use crate::facts::Facts;
 use crate::hostio::lock::{lock, lock_wait};
 use crate::hostio::setters::{self, FsWriter, Writer};
 use crate::hostio::{gpu, journal};
 use crate::hostroot::open_host;
-use crate::plan::{self, Plan, PlanOptions};
-use crate::profile::{self, LoadedProfile};
+use crate::model::facts::Facts;
+use crate::model::plan::{self, Plan, PlanOptions};
+use crate::model::profile::{self, LoadedProfile};
 use daqtune_probe::Host;
 use daqtune_units::INSTALL_ADVICE;
 use std::io::Write;
 use std::path::PathBuf;
 
 /// Host path of daqtune's state (journal, lock).
-pub const STATE_DIR: &str = crate::context::trial::STATE_DIR;
+pub const STATE_DIR: &str = crate::model::context::trial::STATE_DIR;
 
 /// What to plan and apply (the flags `plan` and `apply` share; the binary's `cli` documents
 /// each one).
@@ -133,9 +133,10 @@ fn with_app_config(
     let Some(p) = &sel.config else {
         return Ok(lp);
     };
-    let app = crate::appconfig::AppConfig::load(p).map_err(|e| UsageError::Other(e.to_string()))?;
-    let ctx = crate::context::Context::with_facts(facts, &lp);
-    let (derived, notes) = crate::app_profile::derive_loaded(&app, &lp, &ctx);
+    let app = crate::model::appconfig::AppConfig::load(p)
+        .map_err(|e| UsageError::Other(e.to_string()))?;
+    let ctx = crate::model::context::Context::with_facts(facts, &lp);
+    let (derived, notes) = crate::tunables::app_profile::derive_loaded(&app, &lp, &ctx);
     for n in notes {
         let _ = writeln!(out, "from {}: {n}", app.file);
     }
@@ -278,7 +279,7 @@ pub fn installed_exe(g: &GlobalOptions) -> Result<Option<String>, UsageError> {
 /// the profile `check` falls back to.
 pub fn detects_profile(g: &GlobalOptions) -> Result<bool, UsageError> {
     let host = open_for_change(g)?;
-    Ok(crate::commands::detect_profile_with(&g.facts(&host)).is_some())
+    Ok(crate::check::commands::detect_profile_with(&g.facts(&host)).is_some())
 }
 
 /// The note of a change made at runtime alone because no daqtune binary is installed to
@@ -291,7 +292,7 @@ pub fn runtime_only_note(ids: &str) -> String {
 }
 
 /// apply's copy of the user's profile file (`--profile FILE`): its host path under
-/// [`PROFILE_COPIES`](crate::context::artifacts::PROFILE_COPIES) and its bytes; `None` for a
+/// [`PROFILE_COPIES`](crate::model::context::artifacts::PROFILE_COPIES) and its bytes; `None` for a
 /// built-in profile (or a file that cannot be read again: the units then name the file given).
 fn profile_copy(g: &GlobalOptions, lp: &LoadedProfile) -> Option<(String, Vec<u8>)> {
     let p = g.profile.as_deref()?;
@@ -300,7 +301,7 @@ fn profile_copy(g: &GlobalOptions, lp: &LoadedProfile) -> Option<(String, Vec<u8
     }
     let bytes = std::fs::read(p).ok()?;
     Some((
-        crate::context::artifacts::profile_copy_path(&lp.profile.name, &bytes),
+        crate::model::context::artifacts::profile_copy_path(&lp.profile.name, &bytes),
         bytes,
     ))
 }
@@ -311,7 +312,7 @@ fn profile_copy(g: &GlobalOptions, lp: &LoadedProfile) -> Option<(String, Vec<u8
 fn complete_plan(
     facts: &Facts,
     lp: &LoadedProfile,
-    opts: &crate::plan::PlanOptions,
+    opts: &crate::model::plan::PlanOptions,
     gpu: Option<&dyn gpu::GpuSetters>,
     copy: &Option<(String, Vec<u8>)>,
     no_trial: bool,
@@ -354,10 +355,13 @@ fn add_profile_copy(
         })
         .map(|c| c.check.clone())
         .or_else(|| {
-            crate::context::artifacts::daqtune_artifacts(facts, &crate::tunables::owned_files(lp))
-                .iter()
-                .any(|a| facts.read_bytes(&a.path).is_ok_and(|b| names(&b)))
-                .then(|| "daqtune.artifacts".to_string())
+            crate::model::context::artifacts::daqtune_artifacts(
+                facts,
+                &crate::tunables::owned_files(lp),
+            )
+            .iter()
+            .any(|a| facts.read_bytes(&a.path).is_ok_and(|b| names(&b)))
+            .then(|| "daqtune.artifacts".to_string())
         });
     let Some(check) = needed_by else { return };
     let from = facts.read_bytes(path).ok().map(|b| b.to_vec());
@@ -512,13 +516,13 @@ fn profile_for_change(
     err: &mut dyn Write,
 ) -> Result<LoadedProfile, UsageError> {
     if let Some(p) = &g.profile {
-        let mut lp = crate::commands::load_profile(p)?;
+        let mut lp = crate::check::commands::load_profile(p)?;
         lp.origin = format!("--profile {p}");
         return Ok(lp);
     }
     // The same detection as `check` and `plan`, GPU names included (a DGX Spark is known by
     // its GB10).
-    let Some((name, why)) = crate::commands::detect_profile_with(facts) else {
+    let Some((name, why)) = crate::check::commands::detect_profile_with(facts) else {
         return Err(UsageError::Other(
             "no built-in profile matches this host: pass --profile NAME|FILE (built-ins: igx-orin, dgx-spark, generic-dgpu)".into(),
         ));
@@ -604,9 +608,9 @@ pub fn plan_for(
     // One set of facts for detection, the configuration's derivation and the plan.
     let facts = g.facts(host);
     let lp = match &g.profile {
-        Some(_) => crate::commands::choose_profile_with(&facts, g)?,
+        Some(_) => crate::check::commands::choose_profile_with(&facts, g)?,
         None => {
-            let lp = crate::commands::choose_profile_with(&facts, g)?;
+            let lp = crate::check::commands::choose_profile_with(&facts, g)?;
             let _ = writeln!(head, "profile {} ({})", lp.profile.name, lp.origin);
             lp
         }
@@ -896,7 +900,7 @@ fn live_gpu(
         return (None, None);
     }
     let host = Host::live();
-    let snap = match crate::facts::read_gpus_once(&host, g.gpu_cache_mode()) {
+    let snap = match crate::model::facts::read_gpus_once(&host, g.gpu_cache_mode()) {
         Ok(s) => s,
         Err(e) => return (None, Some(format!("no GPU control: {e}"))),
     };
@@ -935,7 +939,7 @@ fn revert_gpu_tolerance(g: &GlobalOptions) -> u32 {
         .as_deref()
         .and_then(|p| profile::load(p).ok())
         .map_or_else(
-            || crate::profile::GpuProfile::default().clock_tolerance_mhz,
+            || crate::model::profile::GpuProfile::default().clock_tolerance_mhz,
             |lp| lp.profile.gpu.clock_tolerance_mhz,
         )
 }
@@ -1213,7 +1217,7 @@ pub fn run_generate(
 ) -> Result<u8, UsageError> {
     let host = open_host(g)?;
     let facts = g.facts(&host);
-    let lp = crate::commands::choose_profile_with(&facts, g)?;
+    let lp = crate::check::commands::choose_profile_with(&facts, g)?;
     let po = options(
         &facts,
         &lp,
@@ -1232,7 +1236,7 @@ pub fn run_generate(
             a.kind.name()
         )));
     };
-    let cx = crate::tunable::GenerateCx {
+    let cx = crate::model::tunable::GenerateCx {
         facts: &facts,
         lp: &lp,
         exe: po.exe.as_deref(),
@@ -1322,7 +1326,7 @@ mod tests {
     fn apply_gpu_control_takes_the_chosen_profiles_tolerance() {
         let g = GlobalOptions::default();
         assert!(g.profile.is_none(), "as after detection: no --profile");
-        let mut lp = crate::commands::load_profile("generic-dgpu").expect("built-in");
+        let mut lp = crate::check::commands::load_profile("generic-dgpu").expect("built-in");
         lp.profile.gpu.clock_tolerance_mhz = 40;
         let (setters, why) = gpu_control(
             Ok::<_, String>(MockNvml::new(Vec::new())),

@@ -8,7 +8,7 @@ use super::*;
 use crate::hostio::gpu::{GpuDomain, NvmlSetters};
 use crate::hostio::journal::{Entry, Journal, RunState};
 use crate::hostio::setters::FsWriter;
-use crate::plan::Plan;
+use crate::model::plan::Plan;
 use daqtune_probe::gpu::control::{ClockDomain, ControlError, LockShows, MockNvml, NvmlControl};
 use daqtune_probe::gpu::{DomainClocks, GpuFacts};
 use daqtune_probe::net::ethtool::{Group, GroupState, Pause, Settings};
@@ -553,7 +553,7 @@ fn journal_lock(j: &Journal) -> (Option<bool>, Option<u32>) {
 }
 
 fn vouched(host: &Host) -> Vec<String> {
-    crate::facts::Facts::new(host)
+    crate::model::facts::Facts::new(host)
         .applied_gpu_locks()
         .iter()
         .map(|(u, d, _)| format!("{u} {}", d.as_str()))

@@ -6,7 +6,7 @@ use super::*;
 use crate::exec::apply::tests::{change, run, Kernel, JOURNAL};
 use crate::hostio::journal::RunState;
 use crate::hostio::setters::FsWriter;
-use crate::plan::Action;
+use crate::model::plan::Action;
 
 fn state(root: &Path) -> RunState {
     let base = root.join(JOURNAL);
@@ -230,7 +230,7 @@ fn a_module_that_stays_loaded_is_a_failure() {
     assert!(!d.path().join("sys/module/nvidia_peermem").exists());
 }
 
-fn file(check: &str, path: &str, to: &[u8]) -> crate::plan::Change {
+fn file(check: &str, path: &str, to: &[u8]) -> crate::model::plan::Change {
     change(
         check,
         Action::File {
@@ -495,7 +495,7 @@ fn a_parted_file_with_no_part_left_keeps_its_skeleton_and_comes_back_whole() {
     let before = "# the site's drop-in\nGRUB_CMDLINE_LINUX=\"$GRUB_CMDLINE_LINUX hugepagesz=2M hugepages=64\"\n";
     std::fs::write(&real, before).expect("seed");
     let host = Host::at(d.path()).expect("host");
-    let plan = crate::plan::Plan {
+    let plan = crate::model::plan::Plan {
         profile: "test".into(),
         target: Target::Root,
         changes: vec![change(

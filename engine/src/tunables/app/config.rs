@@ -21,7 +21,7 @@ fn placeholder_hint(ctx: &Context, app: &AppConfig, path: &str) -> String {
     let key = path.rsplit('.').next().unwrap_or(path);
     let key = key.split('[').next().unwrap_or(key);
     let raw = app.stream_type.as_ref().and_then(|f| f.ok().copied())
-        == Some(crate::appconfig::StreamType::Raw);
+        == Some(crate::model::appconfig::StreamType::Raw);
     match key {
         "address" if raw => {
             let here: Vec<String> = ctx
@@ -77,7 +77,7 @@ fn run_config(ctx: &Context) -> Vec<Verdict> {
     if app.problems.is_empty() {
         let queues: usize = app.interfaces.iter().map(|i| i.queues.len()).sum();
         let st = match app.stream_type.as_ref().and_then(|f| f.ok()) {
-            Some(crate::appconfig::StreamType::Raw) => "raw",
+            Some(crate::model::appconfig::StreamType::Raw) => "raw",
             _ => "socket",
         };
         let mut out = vec![Verdict::pass(

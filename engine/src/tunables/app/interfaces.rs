@@ -64,7 +64,7 @@ fn run_interfaces(ctx: &Context) -> Vec<Verdict> {
 /// route and static neighbor for the peer on the cabled port"*, since RDMA-CM resolves the peer
 /// through the kernel. One verdict per peer address.
 fn peer_reachability(ctx: &Context, app: &AppConfig, addrs: &LocalAddrs) -> Vec<Verdict> {
-    use crate::appconfig::netaddr::{parse_arp, route_to};
+    use crate::model::appconfig::netaddr::{parse_arp, route_to};
     use std::net::Ipv4Addr;
     const ID: &str = "app.interfaces";
     // (path, line, address, RoCE) of every IPv4 address the configuration names.

@@ -1,7 +1,7 @@
 //! `app.memory`: the configuration's memory regions against hugepages, BAR1 and GPUDirect.
 
 use super::*;
-use crate::appconfig::Region;
+use crate::model::appconfig::Region;
 
 const ID: &str = "app.memory";
 
@@ -99,7 +99,7 @@ struct GpuPath {
 /// The GPUDirect path of `g`, decided by the same judgement as `gpu.peermem`
 /// (`context::gpus::gpudirect_path`), worded for a memory region.
 fn gpudirect_path(ctx: &Context, g: &daqtune_probe::gpu::GpuFacts) -> GpuPath {
-    let p = crate::context::gpus::gpudirect_path(ctx, g);
+    let p = crate::model::context::gpus::gpudirect_path(ctx, g);
     if let (Some(m), true) = (p.module, p.peermem_ready()) {
         return GpuPath {
             ok: true,

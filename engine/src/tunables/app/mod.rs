@@ -1,15 +1,15 @@
 //! The `app.*` checks: this host against the DAQIRI configuration given with `--config`.
 //! Every verdict's subject is `FILE:LINE key.path`, the key the finding comes from.
 
-use crate::appconfig::estimate::{self, MIB};
-use crate::appconfig::netaddr::LocalAddrs;
-use crate::appconfig::{
+use crate::model::appconfig::estimate::{self, MIB};
+use crate::model::appconfig::netaddr::LocalAddrs;
+use crate::model::appconfig::{
     AppConfig, Bad, Dir, Engine, Field, Interface, MemKind, Queue, Transport, Worker,
 };
-use crate::context::nics::{app_ports, nic_by_netdev, socket_hosts, AppPort};
-use crate::context::Context;
-use crate::tunable::Tunable;
-use crate::verdict::{Area, Verdict};
+use crate::model::context::nics::{app_ports, nic_by_netdev, socket_hosts, AppPort};
+use crate::model::context::Context;
+use crate::model::tunable::Tunable;
+use crate::model::verdict::{Area, Verdict};
 
 mod config;
 mod cores;
@@ -84,7 +84,7 @@ fn netdev_mtu(ctx: &Context, r: &Resolved) -> Option<u32> {
 #[cfg(test)]
 mod testkit {
     use super::*;
-    use crate::verdict::Status;
+    use crate::model::verdict::Status;
 
     /// The verdicts of `check` with the configuration after `edit`.
     pub fn judge(
@@ -104,8 +104,8 @@ mod testkit {
         let text = std::fs::read_to_string(base.join("tests/configs").join(file)).expect("config");
         let app = AppConfig::parse(file, &edit(&text)).expect("parse");
         let host = daqtune_probe::Host::at(base.join("tests/fixtures/spark")).expect("root");
-        let facts = crate::facts::Facts::new(&host);
-        let lp = crate::profile::load("dgx-spark").expect("profile");
+        let facts = crate::model::facts::Facts::new(&host);
+        let lp = crate::model::profile::load("dgx-spark").expect("profile");
         let ctx = Context::with_facts(&facts, &lp).with_app(Some(&app));
         check(&ctx)
     }

@@ -188,7 +188,7 @@ fn rx_flow(
     ctx: &Context,
     app: &AppConfig,
     itf: &Interface,
-    f: &crate::appconfig::Flow,
+    f: &crate::model::appconfig::Flow,
 ) -> Vec<Verdict> {
     let len = match &f.ipv4_len.value {
         Ok(l) => *l,

@@ -2,10 +2,10 @@
 //! tmpfiles.d file that stops it at every boot.
 
 use super::{Item, Spec, Want};
-use crate::context::Context;
-use crate::plan::{Plan, PlanCx, PlanError};
-use crate::tunable::{Artifact, Planner, Tunable};
-use crate::verdict::{Area, Verdict};
+use crate::model::context::Context;
+use crate::model::plan::{Plan, PlanCx, PlanError};
+use crate::model::tunable::{Artifact, Planner, Tunable};
+use crate::model::verdict::{Area, Verdict};
 
 const ID: &str = "kernel.ksm";
 pub const RUN: &str = "/sys/kernel/mm/ksm/run";
@@ -40,7 +40,7 @@ pub const KSM: Tunable = Tunable {
                 super::generate(g, &items(&ctx), super::Persist::Tmpfiles)
             },
         }],
-        port_reset: crate::tunable::PortReset::None,
+        port_reset: crate::model::tunable::PortReset::None,
         owned_files: |_| SPEC.owned(),
     }),
 };

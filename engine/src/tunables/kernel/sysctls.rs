@@ -4,10 +4,10 @@
 //! tunable's own.
 
 use super::{Item, Spec, Want};
-use crate::context::Context;
-use crate::plan::{Plan, PlanCx, PlanError};
-use crate::tunable::{Artifact, Planner, Tunable};
-use crate::verdict::{Area, Verdict};
+use crate::model::context::Context;
+use crate::model::plan::{Plan, PlanCx, PlanError};
+use crate::model::tunable::{Artifact, Planner, Tunable};
+use crate::model::verdict::{Area, Verdict};
 
 /// An on/off sysctl as the profile's boolean wants it.
 fn on_off(b: bool) -> Want {
@@ -48,7 +48,7 @@ pub const NUMA_BALANCING: Tunable = Tunable {
                 )
             },
         }],
-        port_reset: crate::tunable::PortReset::None,
+        port_reset: crate::model::tunable::PortReset::None,
         owned_files: |_| NUMA_SPEC.owned(),
     }),
 };
@@ -102,7 +102,7 @@ pub const TIMER_MIGRATION: Tunable = Tunable {
                 )
             },
         }],
-        port_reset: crate::tunable::PortReset::None,
+        port_reset: crate::model::tunable::PortReset::None,
         owned_files: |_| TIMER_SPEC.owned(),
     }),
 };
@@ -156,7 +156,7 @@ pub const STAT_INTERVAL: Tunable = Tunable {
                 )
             },
         }],
-        port_reset: crate::tunable::PortReset::None,
+        port_reset: crate::model::tunable::PortReset::None,
         owned_files: |_| STAT_SPEC.owned(),
     }),
 };

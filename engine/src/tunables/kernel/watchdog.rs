@@ -5,11 +5,11 @@
 //! the detectors off), and a sysctl.d drop-in of its own.
 
 use super::{Item, Spec, Want};
-use crate::context::Context;
-use crate::plan::{NoteLevel, Plan, PlanCx, PlanError};
-use crate::profile::WatchdogMode;
-use crate::tunable::{Artifact, Planner, Tunable};
-use crate::verdict::{Area, Verdict};
+use crate::model::context::Context;
+use crate::model::plan::{NoteLevel, Plan, PlanCx, PlanError};
+use crate::model::profile::WatchdogMode;
+use crate::model::tunable::{Artifact, Planner, Tunable};
+use crate::model::verdict::{Area, Verdict};
 
 const ID: &str = "kernel.watchdog";
 pub const SYSCTL_FILE: &str = "/etc/sysctl.d/90-daqtune-watchdog.conf";
@@ -43,7 +43,7 @@ pub const WATCHDOG: Tunable = Tunable {
                 super::generate(g, &items(&ctx).0, super::Persist::Sysctl)
             },
         }],
-        port_reset: crate::tunable::PortReset::None,
+        port_reset: crate::model::tunable::PortReset::None,
         owned_files: |_| SPEC.owned(),
     }),
 };
