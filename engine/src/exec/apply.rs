@@ -431,15 +431,14 @@ fn apply_one(
             shared_count,
             ..
         } => write_attr(cx, target, &c.check, path, to, *shared_count),
-        Action::Mtu { ifname, to, .. } => {
-            crate::tunables::mtu::set_mtu(cx.j, cx.w, lockdown, ifname, *to)
-                .map(Done::from)
-                .map_err(StepError::from)
-        }
-        Action::Ethtool {
-            ifname, group, to, ..
-        } => crate::tunables::nic_ethtool::set_group(j, w, ifname, *group, to)
-            .map(Done::from)
+        Action::Owned(a) => a
+            .execute(crate::model::plan::SetCx {
+                host,
+                journal: cx.j,
+                writer: cx.w,
+                lockdown,
+                gpu,
+            })
             .map_err(StepError::from),
         Action::ConfigWord {
             bdf,
@@ -463,27 +462,6 @@ fn apply_one(
                 field: field.as_ref(),
             },
         ),
-        Action::GpuLock { uuid, domain } => {
-            crate::tunables::gpu_clocks::lock_clock(cx.j, cx.w, gpu, uuid, *domain)
-                .map_err(StepError::from)
-        }
-        Action::GpuPersistence { uuid } => {
-            crate::tunables::gpu_clocks::persistence_on(cx.j, cx.w, gpu, uuid)
-                .map(Done::from)
-                .map_err(StepError::from)
-        }
-        Action::Module { name } => {
-            crate::tunables::peermem::load_module(host, cx.j, cx.w, lockdown, name)
-                .map(Done::from)
-                .map_err(StepError::from)
-        }
-        Action::Mount {
-            fstype,
-            target,
-            options,
-        } => crate::tunables::hugepages::mount_now(host, cx.j, cx.w, fstype, target, options)
-            .map(Done::from)
-            .map_err(StepError::from),
     }
 }
 

@@ -39,7 +39,7 @@ pub fn port_of_action(check: &str, a: &Action) -> Option<String> {
         return None;
     }
     match a {
-        Action::Mtu { ifname, .. } | Action::Ethtool { ifname, .. } => Some(ifname.clone()),
+        Action::Owned(o) => o.port().map(str::to_string),
         Action::Attr { path, .. } => port_of_attr(path),
         _ => None,
     }

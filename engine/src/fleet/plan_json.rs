@@ -13,17 +13,7 @@ fn action(a: &Action) -> Value {
         Action::Attr { path, from, to, .. } => json!({
             "kind": "attr", "path": path, "from": from.trim_end(), "to": to.trim_end(),
         }),
-        Action::Mtu { ifname, from, to } => json!({
-            "kind": "mtu", "interface": ifname, "from": from, "to": to,
-        }),
-        Action::Ethtool {
-            ifname,
-            group,
-            from,
-            to,
-        } => json!({
-            "kind": "ethtool", "interface": ifname, "group": group.name(), "from": from, "to": to,
-        }),
+        Action::Owned(a) => a.plan_json(),
         Action::ConfigWord {
             bdf,
             register,
@@ -38,7 +28,6 @@ fn action(a: &Action) -> Value {
             "offset": offset, "from": format!("0x{from:04x}"), "to": format!("0x{to:04x}"),
             "mask": format!("0x{mask:04x}"),
         }),
-        Action::Module { name } => json!({ "kind": "module", "module": name }),
         Action::File {
             path,
             from,
@@ -59,15 +48,6 @@ fn action(a: &Action) -> Value {
         Action::Symlink { path, target } => json!({
             "kind": "symlink", "path": path, "target": target,
         }),
-        Action::GpuLock { uuid, domain } => json!({
-            "kind": "gpu-clock-lock", "gpu": uuid, "domain": domain.as_str(),
-        }),
-        Action::GpuPersistence { uuid } => json!({ "kind": "gpu-persistence", "gpu": uuid }),
-        Action::Mount {
-            fstype,
-            target,
-            options,
-        } => json!({ "kind": "mount", "fstype": fstype, "target": target, "options": options }),
     }
 }
 

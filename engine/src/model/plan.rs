@@ -27,16 +27,10 @@ pub enum Action {
         /// reserved more since.
         shared_count: bool,
     },
-    /// Set an MTU with SIOCSIFMTU (live hosts; under a root it is an `Attr` on `mtu`).
-    Mtu { ifname: String, from: u32, to: u32 },
-    /// Set a port's ethtool group through ethtool netlink (live hosts; under a root it is an
-    /// `Attr` on the recorded `daqtune/ethtool/IF/GROUP.json`). `from`: the keys' values now.
-    Ethtool {
-        ifname: String,
-        group: daqtune_probe::net::ethtool::Group,
-        from: daqtune_probe::net::ethtool::Settings,
-        to: daqtune_probe::net::ethtool::Settings,
-    },
+    /// A kind of change only one tunable makes (an MTU through SIOCSIFMTU, an ethtool group,
+    /// a module load, a mount, a GPU clock lock or persistence mode): the tunable's module
+    /// defines it ([`ActionKind`]), so a new kind touches no shared file.
+    Owned(Box<dyn OwnedAction>),
     /// Read-modify-write of a 16-bit config-space register: DevCtl for MRRS (`mask` 0x7000),
     /// ACS Control for the redirect bits. Only `mask` bits change.
     ConfigWord {
@@ -52,8 +46,6 @@ pub enum Action {
         /// tunable's planner; `None`: the register is named as it is).
         field: Option<RegField>,
     },
-    /// modprobe (live hosts).
-    Module { name: String },
     /// Write a whole file. `from`: its current bytes, `None` when absent.
     File {
         path: String,
@@ -63,21 +55,124 @@ pub enum Action {
     },
     /// Create a symlink (enable a unit).
     Symlink { path: String, target: String },
-    /// Lock a GPU clock domain at its maximum (through [`crate::hostio::gpu::GpuSetters`]).
-    GpuLock {
-        uuid: String,
-        domain: crate::hostio::gpu::GpuDomain,
-    },
-    /// Turn GPU persistence mode on.
-    GpuPersistence { uuid: String },
-    /// Mount a file system now with mount(2) (live hosts; under a root it is a `File` change
-    /// of the root's `/proc/mounts`). The hugetlbfs mount of `hugepages`: its `.mount` unit
-    /// mounts it at the next boot, this mounts it on the running host.
-    Mount {
-        fstype: String,
-        target: String,
-        options: String,
-    },
+}
+
+/// Why a tunable's setter hook (the executor's MTU, module, mount and GPU actions) did not
+/// change the host.
+#[derive(Debug, thiserror::Error)]
+pub enum SetError {
+    /// The journal could not record the change, so it was not made.
+    #[error("journal: {0} (nothing changed)")]
+    Journal(std::io::Error),
+    #[error("no GPU control available")]
+    NoGpu,
+    /// The GPU control (NVML) refused or did not take the change.
+    #[error("{0}")]
+    Gpu(#[from] crate::hostio::gpu::GpuError),
+    /// An ethtool group was refused or did not read back as set.
+    #[error(transparent)]
+    Ethtool(#[from] crate::hostio::setters::EthtoolError),
+    /// The host refused or did not take the change (the message names what and why).
+    #[error("{0}")]
+    Host(String),
+}
+
+impl From<String> for SetError {
+    fn from(s: String) -> Self {
+        SetError::Host(s)
+    }
+}
+
+/// What an owned action's setter gets from the executor: the host, the run's journal and
+/// writer (journal first, then the change, then its read-back), the lockdown mode that words a
+/// refused write, and GPU control where there is one.
+pub struct SetCx<'a> {
+    pub host: &'a daqtune_probe::Host,
+    pub journal: &'a mut crate::hostio::journal::Journal,
+    pub writer: &'a mut dyn crate::hostio::setters::Writer,
+    pub lockdown: Option<&'a str>,
+    pub gpu: Option<&'a dyn GpuSetters>,
+}
+
+/// A kind of change one tunable owns: how it is carried out, shown and written into the plan
+/// JSON. The tunable's module defines the type and plans `Action::owned(..)`; the executor,
+/// the plan's text and `daqtune.plan/v1` ask the kind itself. What it journals is the
+/// tunable's own business, in the journal's existing entry kinds, so revert needs nothing new.
+pub trait ActionKind: fmt::Debug + Clone + PartialEq + Send + Sync + 'static {
+    /// Carries the change out on a live host: journal first, the change, its read-back.
+    fn execute(&self, cx: SetCx<'_>) -> Result<crate::hostio::setters::Done, SetError>;
+    /// The `action` object of `daqtune.plan/v1`, its `kind` included.
+    fn plan_json(&self) -> serde_json::Value;
+    /// What the plan's text shows for the change.
+    fn describe(&self) -> String;
+    /// The network interface the change re-initialises (a port reset loses IRQ pins).
+    fn port(&self) -> Option<&str> {
+        None
+    }
+}
+
+/// [`ActionKind`] as the plan holds it (boxed; cloned and compared through the kind).
+pub trait OwnedAction: fmt::Debug + Send + Sync {
+    fn execute(&self, cx: SetCx<'_>) -> Result<crate::hostio::setters::Done, SetError>;
+    fn plan_json(&self) -> serde_json::Value;
+    fn describe(&self) -> String;
+    fn port(&self) -> Option<&str>;
+    fn clone_box(&self) -> Box<dyn OwnedAction>;
+    fn eq_dyn(&self, other: &dyn OwnedAction) -> bool;
+    fn as_any(&self) -> &dyn std::any::Any;
+}
+
+impl<T: ActionKind> OwnedAction for T {
+    fn execute(&self, cx: SetCx<'_>) -> Result<crate::hostio::setters::Done, SetError> {
+        ActionKind::execute(self, cx)
+    }
+    fn plan_json(&self) -> serde_json::Value {
+        ActionKind::plan_json(self)
+    }
+    fn describe(&self) -> String {
+        ActionKind::describe(self)
+    }
+    fn port(&self) -> Option<&str> {
+        ActionKind::port(self)
+    }
+    fn clone_box(&self) -> Box<dyn OwnedAction> {
+        Box::new(self.clone())
+    }
+    fn eq_dyn(&self, other: &dyn OwnedAction) -> bool {
+        other.as_any().downcast_ref::<T>() == Some(self)
+    }
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
+impl Clone for Box<dyn OwnedAction> {
+    fn clone(&self) -> Self {
+        self.clone_box()
+    }
+}
+
+impl PartialEq for Box<dyn OwnedAction> {
+    fn eq(&self, other: &Self) -> bool {
+        self.eq_dyn(other.as_ref())
+    }
+}
+
+impl Eq for Box<dyn OwnedAction> {}
+
+impl Action {
+    /// A change of a kind its tunable owns.
+    pub fn owned(kind: impl ActionKind) -> Action {
+        Action::Owned(Box::new(kind))
+    }
+
+    /// The owned kind `T` this action is, if it is one.
+    pub fn owned_as<T: ActionKind>(&self) -> Option<&T> {
+        match self {
+            Action::Owned(a) => a.as_any().downcast_ref::<T>(),
+            _ => None,
+        }
+    }
 }
 
 /// A setting encoded in a register's bits as `base << ((word >> shift) & 7)` (MRRS: 128 bytes
@@ -510,33 +605,8 @@ impl fmt::Display for Plan {
                         };
                         format!("{p}: {} -> {to}", from.trim())
                     }
-                    Action::Mtu { ifname, from, to } => {
-                        format!("MTU of {ifname}: {from} -> {to} (SIOCSIFMTU)")
-                    }
-                    Action::Ethtool {
-                        ifname,
-                        group,
-                        from,
-                        to,
-                    } => format!(
-                        "{} of {ifname}: {} (ethtool netlink)",
-                        group.name(),
-                        daqtune_probe::net::ethtool::shown_change(*group, from, to)
-                    ),
+                    Action::Owned(a) => a.describe(),
                     Action::ConfigWord { path, offset, .. } => format!("{path} @0x{offset:x}"),
-                    Action::Module { name } => format!("modprobe {name}"),
-                    Action::GpuLock { uuid, domain } => format!(
-                        "lock the {} clock of {uuid} at its maximum (NVML)",
-                        domain.as_str()
-                    ),
-                    Action::GpuPersistence { uuid } => {
-                        format!("persistence mode on for {uuid} (NVML)")
-                    }
-                    Action::Mount {
-                        fstype,
-                        target,
-                        options,
-                    } => format!("mount -t {fstype} -o {options} {fstype} {target}"),
                     Action::File { path, .. } => format!("{path} (kernel state file)"),
                     Action::Symlink { path, target } => format!("{path} -> {target}"),
                 };

@@ -49,8 +49,9 @@ pub struct Planner {
     pub with: &'static [&'static str],
     /// The runtime actions and persistent artifacts that bring the setting to the profile,
     /// decided by the same judgement as the check. Pure: the run's facts and the profile in,
-    /// data out. Action kinds of its own (MTU, module load, GPU locks) are executed by the
-    /// setter hooks in the tunable's module; the rest by the shared writers.
+    /// data out. Action kinds of its own (MTU, module load, GPU locks) are types in the
+    /// tunable's module (`plan::ActionKind`, planned as `Action::owned`); the rest are the
+    /// shared writers'.
     pub plan: fn(&PlanCx, &mut Plan) -> Result<(), PlanError>,
     /// What `daqtune generate KIND` prints for this tunable: each artifact its plan writes,
     /// rendered by the same function the plan renders it with.
@@ -137,30 +138,7 @@ impl Tunable {
     }
 }
 
-/// Why a tunable's setter hook (the executor's MTU, module, mount and GPU actions) did not
-/// change the host.
-#[derive(Debug, thiserror::Error)]
-pub enum SetError {
-    /// The journal could not record the change, so it was not made.
-    #[error("journal: {0} (nothing changed)")]
-    Journal(std::io::Error),
-    #[error("no GPU control available")]
-    NoGpu,
-    /// The GPU control (NVML) refused or did not take the change.
-    #[error("{0}")]
-    Gpu(#[from] crate::hostio::gpu::GpuError),
-    /// An ethtool group was refused or did not read back as set.
-    #[error(transparent)]
-    Ethtool(#[from] crate::hostio::setters::EthtoolError),
-    /// The host refused or did not take the change (the message names what and why).
-    #[error("{0}")]
-    Host(String),
-}
-
-impl From<String> for SetError {
-    fn from(s: String) -> Self {
-        SetError::Host(s)
-    }
-}
+/// Why an owned action did not change the host (defined beside the action trait).
+pub use crate::model::plan::SetError;
 
 pub use crate::model::verdict::Unjudged;

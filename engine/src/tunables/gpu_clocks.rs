@@ -8,7 +8,9 @@ use crate::hostio::journal::{Entry, Journal};
 use crate::hostio::setters::{Done, Target, Writer};
 use crate::model::context::gpus::{gpus_or_skip, integrated, why_missing};
 use crate::model::context::Context;
-use crate::model::plan::{Action, Change, NoteLevel, Plan, PlanCx, PlanError};
+use crate::model::plan::{
+    Action, ActionKind, Change, NoteLevel, Plan, PlanCx, PlanError, SetCx, SetError,
+};
 use crate::model::tunable::{Planner, Tunable};
 use crate::model::verdict::{Area, Verdict};
 use daqtune_probe::gpu::{decode_event_reasons, DomainClocks, GpuFacts};
@@ -354,7 +356,7 @@ fn plan_gpu_clocks(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
                     plan.changes.push(Change {
                         check: ID.into(),
                         subject,
-                        action,
+                        action: Action::owned(action),
                         reboot: false,
                         note,
                     });
@@ -372,7 +374,7 @@ fn plan_gpu_clocks(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
 struct Stop;
 
 /// One GPU operation of the plan: its subject, the action, and what the plan says of it.
-type GpuOp = (String, Action, Option<String>);
+type GpuOp = (String, GpuAction, Option<String>);
 
 type MockSetters = crate::hostio::gpu::NvmlSetters<daqtune_probe::gpu::control::MockNvml>;
 
@@ -487,7 +489,7 @@ fn gpu_ops(
         if g.persistence && persistence_missing(s.persistence, daemon) {
             ops.push((
                 subject.clone(),
-                Action::GpuPersistence {
+                GpuAction::PersistenceOn {
                     uuid: s.uuid.clone(),
                 },
                 None,
@@ -496,7 +498,7 @@ fn gpu_ops(
         let lock = |d: GpuDomain, held: Option<bool>| -> GpuOp {
             (
                 subject.clone(),
-                Action::GpuLock {
+                GpuAction::LockMax {
                     uuid: s.uuid.clone(),
                     domain: d,
                 },
@@ -561,18 +563,17 @@ fn record_on_root(
         let r = match op {
             // The recorded facts are rewritten with what the mock shows after the lock; a lock
             // they do not show is said, not assumed.
-            Action::GpuLock { uuid, domain } => m
+            GpuAction::LockMax { uuid, domain } => m
                 .lock_max(uuid, *domain)
                 .map_err(|e| e.to_string())
                 .and_then(|l| match l.shown {
                     Some(true) => Ok(()),
                     _ => Err(l.message),
                 }),
-            Action::GpuPersistence { uuid } => m
+            GpuAction::PersistenceOn { uuid } => m
                 .set_persistence(uuid, true)
                 .map(|_| ())
                 .map_err(|e| e.to_string()),
-            _ => Ok(()),
         };
         if let Err(e) = r {
             plan.note(ID, NoteLevel::Warn, format!("{subject}: {e}"));
@@ -589,9 +590,8 @@ fn record_on_root(
     let subjects: Vec<String> = ops
         .iter()
         .map(|(_, a, _)| match a {
-            Action::GpuLock { uuid, domain } => format!("{} lock on {uuid}", domain.as_str()),
-            Action::GpuPersistence { uuid } => format!("persistence on {uuid}"),
-            _ => String::new(),
+            GpuAction::LockMax { uuid, domain } => format!("{} lock on {uuid}", domain.as_str()),
+            GpuAction::PersistenceOn { uuid } => format!("persistence on {uuid}"),
         })
         .collect();
     let from = cx.read(GPU_JSON);
@@ -621,7 +621,49 @@ fn plan_unit(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
     Ok(())
 }
 
-/// The setter hook of `Action::GpuLock`: journal first, lock through NVML, and take the entry
+/// A GPU change through NVML (live hosts; under a root the recorded facts are rewritten
+/// with what a mock of them shows after it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GpuAction {
+    /// Lock a clock domain at its maximum.
+    LockMax { uuid: String, domain: GpuDomain },
+    /// Turn persistence mode on.
+    PersistenceOn { uuid: String },
+}
+
+impl ActionKind for GpuAction {
+    fn execute(&self, cx: SetCx<'_>) -> Result<Done, SetError> {
+        match self {
+            GpuAction::LockMax { uuid, domain } => {
+                lock_clock(cx.journal, cx.writer, cx.gpu, uuid, *domain)
+            }
+            GpuAction::PersistenceOn { uuid } => {
+                persistence_on(cx.journal, cx.writer, cx.gpu, uuid).map(Done::from)
+            }
+        }
+    }
+    fn plan_json(&self) -> serde_json::Value {
+        match self {
+            GpuAction::LockMax { uuid, domain } => serde_json::json!({
+                "kind": "gpu-clock-lock", "gpu": uuid, "domain": domain.as_str(),
+            }),
+            GpuAction::PersistenceOn { uuid } => {
+                serde_json::json!({ "kind": "gpu-persistence", "gpu": uuid })
+            }
+        }
+    }
+    fn describe(&self) -> String {
+        match self {
+            GpuAction::LockMax { uuid, domain } => format!(
+                "lock the {} clock of {uuid} at its maximum (NVML)",
+                domain.as_str()
+            ),
+            GpuAction::PersistenceOn { uuid } => format!("persistence mode on for {uuid} (NVML)"),
+        }
+    }
+}
+
+/// The setter hook of [`GpuAction::LockMax`]: journal first, lock through NVML, and take the entry
 /// back if NVML refused (revert must not unlock what this run never locked). The read-back
 /// decides the outcome: a lock that shows is done; one NVML cannot confirm (a busy GPU) is done
 /// but unconfirmed (a warning); one that does not take (an idle GPU below the target) is a
@@ -685,7 +727,7 @@ pub(crate) fn lock_clock(
     }
 }
 
-/// The setter hook of `Action::GpuPersistence`: journal the previous mode, turn it on.
+/// The setter hook of [`GpuAction::PersistenceOn`]: journal the previous mode, turn it on.
 pub(crate) fn persistence_on(
     j: &mut Journal,
     w: &mut dyn Writer,

@@ -5,7 +5,9 @@
 
 use crate::hostio::setters::Target;
 use crate::model::context::Context;
-use crate::model::plan::{Action, Change, NoteLevel, Plan, PlanCx, PlanError};
+use crate::model::plan::{
+    Action, ActionKind, Change, NoteLevel, Plan, PlanCx, PlanError, SetCx, SetError,
+};
 use crate::model::profile::HugepagePool;
 use crate::model::tunable::{Planner, Tunable};
 use crate::model::verdict::Status;
@@ -767,11 +769,11 @@ fn plan_mount(
         Target::Live => plan.changes.push(Change {
             check: ID.into(),
             subject: format!("hugetlbfs at {mp}"),
-            action: Action::Mount {
+            action: Action::owned(MountNow {
                 fstype: "hugetlbfs".into(),
                 target: mp.into(),
                 options: mount_options(&hp.size),
-            },
+            }),
             reboot: false,
             note: None,
         }),
@@ -836,7 +838,42 @@ fn mount_options(size: &str) -> String {
     format!("pagesize={size},nosuid,nodev")
 }
 
-/// The setter hook of `Action::Mount`: journal, make the mount point if missing, mount(2),
+/// A file system mounted now with mount(2) (live hosts; under a root it is a `File` change of
+/// the root's `/proc/mounts`). The hugetlbfs mount: its `.mount` unit mounts it at the next
+/// boot, this mounts it on the running host.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MountNow {
+    pub fstype: String,
+    pub target: String,
+    pub options: String,
+}
+
+impl ActionKind for MountNow {
+    fn execute(&self, cx: SetCx<'_>) -> Result<crate::hostio::setters::Done, SetError> {
+        mount_now(
+            cx.host,
+            cx.journal,
+            cx.writer,
+            &self.fstype,
+            &self.target,
+            &self.options,
+        )
+        .map(crate::hostio::setters::Done::from)
+    }
+    fn plan_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "kind": "mount", "fstype": self.fstype, "target": self.target, "options": self.options,
+        })
+    }
+    fn describe(&self) -> String {
+        format!(
+            "mount -t {} -o {} {} {}",
+            self.fstype, self.options, self.fstype, self.target
+        )
+    }
+}
+
+/// The setter hook of [`MountNow`]: journal, make the mount point if missing, mount(2),
 /// and read the mount back from the kernel's table. A mount that fails takes its entry and
 /// the directory it made back (revert must not unmount what someone else mounts there).
 pub(crate) fn mount_now(

@@ -4,11 +4,14 @@
 
 use crate::hostio::journal::{Entry, Journal};
 use crate::hostio::parts::{Format, NIC_OWNERS};
+use crate::hostio::setters::Done;
 use crate::hostio::setters::{Target, Writer};
 use crate::model::context::nics::{data_interfaces, data_path_nics_or_skip};
 use crate::model::context::Context;
 use crate::model::facts::Facts;
-use crate::model::plan::{Action, Change, NoteLevel, Plan, PlanCx, PlanError};
+use crate::model::plan::{
+    Action, ActionKind, Change, NoteLevel, Plan, PlanCx, PlanError, SetCx, SetError,
+};
 use crate::model::profile::LoadedProfile;
 use crate::model::tunable::{Artifact, ArtifactError, GenerateCx, Planner, Tunable};
 use crate::model::verdict::{Area, Verdict};
@@ -268,11 +271,11 @@ fn plan_mtu(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
                 continue;
             }
             let action = match cx.target {
-                Target::Live => Action::Mtu {
+                Target::Live => Action::owned(SetMtu {
                     ifname: n.clone(),
                     from: cur,
                     to: want,
-                },
+                }),
                 Target::Root => Action::Attr {
                     path,
                     from: raw,
@@ -772,7 +775,35 @@ fn nm_profiles(facts: &Facts) -> Vec<NmProfile> {
         .collect()
 }
 
-/// The setter hook of `Action::Mtu` (live hosts; under a root the MTU is an attribute write):
+/// An MTU set with SIOCSIFMTU (live hosts; under a root the MTU is an `Attr` on `mtu`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SetMtu {
+    pub ifname: String,
+    pub from: u32,
+    pub to: u32,
+}
+
+impl ActionKind for SetMtu {
+    fn execute(&self, cx: SetCx<'_>) -> Result<Done, SetError> {
+        set_mtu(cx.journal, cx.writer, cx.lockdown, &self.ifname, self.to).map(Done::from)
+    }
+    fn plan_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "kind": "mtu", "interface": self.ifname, "from": self.from, "to": self.to,
+        })
+    }
+    fn describe(&self) -> String {
+        format!(
+            "MTU of {}: {} -> {} (SIOCSIFMTU)",
+            self.ifname, self.from, self.to
+        )
+    }
+    fn port(&self) -> Option<&str> {
+        Some(&self.ifname)
+    }
+}
+
+/// The setter hook of [`SetMtu`] (live hosts; under a root the MTU is an attribute write):
 /// journal the MTU, set it with SIOCSIFMTU, read it back.
 pub(crate) fn set_mtu(
     j: &mut Journal,

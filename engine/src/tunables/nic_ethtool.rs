@@ -9,6 +9,7 @@
 //! which `nic.mtu` writes with [`persist_keys`] added.
 
 use crate::hostio::journal::{Entry, Journal};
+use crate::hostio::setters::Done;
 use crate::hostio::setters::{
     ethtool_reads_back, set_ethtool_worded, EthtoolError, Target, Writer,
 };
@@ -16,7 +17,9 @@ use crate::model::context::nics::{
     data_interfaces, management_note, management_port, management_ports,
 };
 use crate::model::context::Context;
-use crate::model::plan::{Action, Change, NoteLevel, Plan, PlanCx, PlanError};
+use crate::model::plan::{
+    Action, ActionKind, Change, NoteLevel, Plan, PlanCx, PlanError, SetCx, SetError,
+};
 use crate::model::profile::LoadedProfile;
 use crate::model::verdict::Verdict;
 use daqtune_probe::net::ethtool::{
@@ -273,12 +276,12 @@ pub fn plan(cx: &PlanCx, plan: &mut Plan, spec: &Spec) -> Result<(), PlanError> 
             continue;
         }
         let action = match cx.target {
-            Target::Live => Action::Ethtool {
+            Target::Live => Action::owned(SetEthtool {
                 ifname: name.clone(),
                 group: spec.group,
                 from: j.from.clone(),
                 to: j.to.clone(),
-            },
+            }),
             Target::Root => {
                 let path = recorded_path(name, spec.group);
                 let (from, after) = match (cx.facts.read_string(&path), state.with(&j.to)) {
@@ -325,7 +328,40 @@ pub fn plan(cx: &PlanCx, plan: &mut Plan, spec: &Spec) -> Result<(), PlanError> 
     Ok(())
 }
 
-/// The setter hook of `Action::Ethtool`: journal the keys' values now, set, read back.
+/// A port's ethtool group set through ethtool netlink (live hosts; under a root it is an
+/// `Attr` on the recorded `daqtune/ethtool/IF/GROUP.json`). `from`: the keys' values now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SetEthtool {
+    pub ifname: String,
+    pub group: Group,
+    pub from: Settings,
+    pub to: Settings,
+}
+
+impl ActionKind for SetEthtool {
+    fn execute(&self, cx: SetCx<'_>) -> Result<Done, SetError> {
+        set_group(cx.journal, cx.writer, &self.ifname, self.group, &self.to).map(Done::from)
+    }
+    fn plan_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "kind": "ethtool", "interface": self.ifname, "group": self.group.name(),
+            "from": self.from, "to": self.to,
+        })
+    }
+    fn describe(&self) -> String {
+        format!(
+            "{} of {}: {} (ethtool netlink)",
+            self.group.name(),
+            self.ifname,
+            daqtune_probe::net::ethtool::shown_change(self.group, &self.from, &self.to)
+        )
+    }
+    fn port(&self) -> Option<&str> {
+        Some(&self.ifname)
+    }
+}
+
+/// The setter hook of [`SetEthtool`]: journal the keys' values now, set, read back.
 pub(crate) fn set_group(
     j: &mut Journal,
     w: &mut dyn Writer,

@@ -2,12 +2,15 @@
 //! nvidia_peermem now (this module's setter hook: modprobe) and name it in modules-load.d.
 
 use crate::hostio::journal::{Entry, Journal};
+use crate::hostio::setters::Done;
 use crate::hostio::setters::{Target, Writer};
 use crate::model::context::gpus::{
     allows, gpudirect_path, gpus_or_skip, integrated, DMABUF_MIN_KERNEL, HOST_PINNED, NV_MEM,
 };
 use crate::model::context::Context;
-use crate::model::plan::{Action, Change, NoteLevel, Plan, PlanCx, PlanError};
+use crate::model::plan::{
+    Action, ActionKind, Change, NoteLevel, Plan, PlanCx, PlanError, SetCx, SetError,
+};
 use crate::model::tunable::{Planner, Tunable};
 use crate::model::verdict::{Area, Verdict};
 use daqtune_units::etc;
@@ -235,9 +238,9 @@ fn plan_peermem(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
             Target::Live => plan.changes.push(Change {
                 check: ID.into(),
                 subject: module.into(),
-                action: Action::Module {
+                action: Action::owned(LoadModule {
                     name: module.into(),
-                },
+                }),
                 reboot: false,
                 note: None,
             }),
@@ -298,7 +301,25 @@ fn plan_peermem(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
     Ok(())
 }
 
-/// The setter hook of `Action::Module`: journal, modprobe, and take the entry back if the
+/// A kernel module loaded with modprobe (live hosts; under a root it is a `/proc/modules` line).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoadModule {
+    pub name: String,
+}
+
+impl ActionKind for LoadModule {
+    fn execute(&self, cx: SetCx<'_>) -> Result<Done, SetError> {
+        load_module(cx.host, cx.journal, cx.writer, cx.lockdown, &self.name).map(Done::from)
+    }
+    fn plan_json(&self) -> serde_json::Value {
+        serde_json::json!({ "kind": "module", "module": self.name })
+    }
+    fn describe(&self) -> String {
+        format!("modprobe {}", self.name)
+    }
+}
+
+/// The setter hook of [`LoadModule`]: journal, modprobe, and take the entry back if the
 /// module did not load (revert must not unload a module someone else loads).
 pub(crate) fn load_module(
     host: &daqtune_probe::Host,

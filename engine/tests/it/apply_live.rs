@@ -141,11 +141,11 @@ fn live_mtu_on_a_veth_in_a_private_namespace() {
             changes: vec![Change {
                 check: "nic.mtu".into(),
                 subject: "dqt-a".into(),
-                action: Action::Mtu {
+                action: Action::owned(daqtune_engine::tunables::mtu::SetMtu {
                     ifname: "dqt-a".into(),
                     from: before,
                     to: 9000,
-                },
+                }),
                 reboot: false,
                 note: None,
             }],

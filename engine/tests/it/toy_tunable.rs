@@ -1,7 +1,10 @@
 //! A planning tunable with a persistent file, added the documented way (docs/architecture.md,
 //! "How to add a tunable"): one module (here, `toy` below), one registry line (the registry
 //! this test builds: the real one plus the toy) and one doc page (`doc:`). check, plan, apply,
-//! generate, `daqtune.artifacts` and revert pick it up with no other change.
+//! generate, `daqtune.artifacts` and revert pick it up with no other change. A tunable with
+//! a kind of change of its own (`toy_dial` below) defines it in its module too (issue 44: an
+//! action kind owned by its tunable): the executor, the plan's text and the plan JSON ask the
+//! kind, and no shared file names it.
 
 use daqtune_engine::context::Context;
 use daqtune_engine::exec::apply::execute;
@@ -97,6 +100,172 @@ mod toy {
     fn generate(g: &GenerateCx) -> Result<String, ArtifactError> {
         Ok(file(g.profile_ref))
     }
+}
+
+/// A tunable whose change is a kind of its own: a runtime "dial" (an attribute file under
+/// the root stands in for a kernel knob only this tunable turns).
+mod toy_dial {
+    use daqtune_engine::context::Context;
+    use daqtune_engine::hostio::journal::Entry;
+    use daqtune_engine::hostio::setters::{Done, Target};
+    use daqtune_engine::plan::{
+        Action, ActionKind, Change, Plan, PlanCx, PlanError, SetCx, SetError,
+    };
+    use daqtune_engine::tunable::{Planner, Tunable};
+    use daqtune_engine::verdict::{Area, Verdict};
+
+    pub const ID: &str = "toy.dial";
+    pub const PATH: &str = "/sys/toy/dial";
+
+    pub const DIAL: Tunable = Tunable {
+        id: ID,
+        area: Area::Kernel,
+        title: "The toy dial is at 11",
+        aliases: &[],
+        doc: "# toy.dial\n\nThe toy dial is at 11 (a test's tunable).\n",
+        needs_root: false,
+        profile_keys: &[],
+        check: run,
+        planner: Some(Planner {
+            order: 201,
+            with: &[],
+            plan,
+            artifacts: &[],
+            owned_files: |_| vec![],
+            port_reset: daqtune_engine::tunable::PortReset::None,
+        }),
+    };
+
+    /// The toy's own kind of change: turn the dial, journaled as the attribute it is, so the
+    /// journal's existing `attr` entry reverts it.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct TurnDial {
+        pub from: String,
+        pub to: String,
+    }
+
+    impl ActionKind for TurnDial {
+        fn execute(&self, cx: SetCx<'_>) -> Result<Done, SetError> {
+            let real = cx
+                .host
+                .resolve(PATH)
+                .map_err(|e| SetError::Host(e.to_string()))?;
+            let entry = Entry::Attr {
+                check: ID.into(),
+                path: PATH.into(),
+                original: self.from.clone(),
+                new: format!("{}\n", self.to),
+                shared_count: false,
+            };
+            cx.journal
+                .record(cx.writer, entry)
+                .map_err(SetError::Journal)?;
+            cx.writer
+                .write_attr(&real, &self.to, Target::Root)
+                .map_err(|e| SetError::Host(format!("{PATH}: {e}")))?;
+            let back = cx.host.read_string(PATH).unwrap_or_default();
+            if back.trim() != self.to {
+                return Err(SetError::Host(format!("{PATH} reads back {back:?}")));
+            }
+            Ok(Done::from(format!("dial at {}", self.to)))
+        }
+        fn plan_json(&self) -> serde_json::Value {
+            serde_json::json!({ "kind": "toy-dial", "from": self.from.trim(), "to": self.to })
+        }
+        fn describe(&self) -> String {
+            format!("turn the toy dial: {} -> {}", self.from.trim(), self.to)
+        }
+    }
+
+    fn run(ctx: &Context) -> Vec<Verdict> {
+        match ctx.read_string(PATH) {
+            Ok(t) if t.trim() == "11" => vec![Verdict::pass(ID, "host", "the dial is at 11")],
+            Ok(t) => vec![Verdict::fail(
+                ID,
+                "host",
+                format!("the dial is at {}", t.trim()),
+            )],
+            Err(e) => vec![Verdict::skip(ID, "host", e.to_string())],
+        }
+    }
+
+    fn plan(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
+        let Ok(from) = cx.facts.read_string(PATH) else {
+            return Ok(());
+        };
+        if from.trim() != "11" && cx.opts.runtime {
+            plan.changes.push(Change {
+                check: ID.into(),
+                subject: "host".into(),
+                action: Action::owned(TurnDial {
+                    from,
+                    to: "11".into(),
+                }),
+                reboot: false,
+                note: None,
+            });
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn a_toy_action_kind_is_planned_shown_applied_and_reverted() {
+    let mut reg: Vec<&'static Tunable> = REGISTRY.to_vec();
+    reg.push(&toy_dial::DIAL);
+    let root = tempfile::tempdir().expect("root");
+    let state = tempfile::tempdir().expect("journal");
+    std::fs::create_dir_all(root.path().join("sys/toy")).expect("mkdir");
+    std::fs::write(root.path().join("sys/toy/dial"), "3\n").expect("dial");
+    let host = Host::at(root.path()).expect("host");
+    let lp = daqtune_engine::profile::load("generic-dgpu").expect("profile");
+    assert_eq!(statuses(&reg, &host, toy_dial::ID)[0].0, Status::Fail);
+
+    let opts = PlanOptions {
+        only: vec![toy_dial::ID.into()],
+        profile_ref: "generic-dgpu".into(),
+        ..Default::default()
+    };
+    let facts = Facts::new(&host);
+    let plan = tunables::build_plan_in(&reg, &facts, &lp, &opts, None).expect("plan");
+    assert_eq!(plan.changes.len(), 1, "{plan}");
+    let dial = plan.changes[0]
+        .action
+        .owned_as::<toy_dial::TurnDial>()
+        .expect("the toy's own kind");
+    assert_eq!((dial.from.trim(), dial.to.as_str()), ("3", "11"));
+    // The plan's text and JSON are the kind's own words.
+    assert!(
+        plan.to_string().contains("turn the toy dial: 3 -> 11"),
+        "{plan}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&daqtune_engine::fleet::plan_json::render(&plan, &[])).expect("json");
+    assert_eq!(
+        json["changes"][0]["action"],
+        serde_json::json!({ "kind": "toy-dial", "from": "3", "to": "11" })
+    );
+    assert_eq!(json["changes"][0]["persistent"], serde_json::json!(false));
+
+    // apply: the executor runs the kind's own setter, which journals first.
+    let mut w = FsWriter::new();
+    let mut j = Journal::create(state.path(), "generic-dgpu", &mut w).expect("journal");
+    let rep = execute(&host, &plan, &mut j, &mut w, None, None);
+    assert_eq!(rep.failed(), 0, "{:?}", rep.outcomes);
+    drop(j);
+    assert_eq!(
+        std::fs::read_to_string(root.path().join("sys/toy/dial")).expect("dial"),
+        "11\n"
+    );
+    assert_eq!(statuses(&reg, &host, toy_dial::ID)[0].0, Status::Pass);
+
+    // revert: the journal's attr entry puts the dial back, byte for byte.
+    let rr = revert_all(&host, state.path(), &mut w);
+    assert!(rr.steps.iter().all(|(_, r)| r.is_ok()), "{:?}", rr.steps);
+    assert_eq!(
+        std::fs::read_to_string(root.path().join("sys/toy/dial")).expect("dial"),
+        "3\n"
+    );
 }
 
 fn registry() -> Vec<&'static Tunable> {

@@ -9,6 +9,11 @@ use crate::hostio::gpu::{GpuDomain, NvmlSetters};
 use crate::hostio::journal::{Entry, Journal, RunState};
 use crate::hostio::setters::FsWriter;
 use crate::model::plan::Plan;
+use crate::tunables::gpu_clocks::GpuAction;
+use crate::tunables::hugepages::MountNow;
+use crate::tunables::mtu::SetMtu;
+use crate::tunables::nic_ethtool::SetEthtool;
+use crate::tunables::peermem::LoadModule;
 use daqtune_probe::gpu::control::{ClockDomain, ControlError, LockShows, MockNvml, NvmlControl};
 use daqtune_probe::gpu::{DomainClocks, GpuFacts};
 use daqtune_probe::net::ethtool::{Group, GroupState, Pause, Settings};
@@ -338,10 +343,12 @@ fn an_mtu_the_driver_keeps_is_a_failure() {
     let mut k = Kernel::new(d.path());
     k.mtus.insert("dqt-rb0".into(), 1500);
     k.mtu_sticks = false;
-    let mtu = || Action::Mtu {
-        ifname: "dqt-rb0".into(),
-        from: 1500,
-        to: 9000,
+    let mtu = || {
+        Action::owned(SetMtu {
+            ifname: "dqt-rb0".into(),
+            from: 1500,
+            to: 9000,
+        })
     };
     let (rep, j) = run_live(&host, &mut k, change("nic.mtu", mtu()));
     let e = err(&rep);
@@ -383,11 +390,13 @@ fn an_ethtool_setting_the_driver_keeps_is_a_failure_and_revert_restores_it() {
     });
     k.ethtool.insert(("dqt-et0".into(), Group::Pause), pause_on);
     let off: Settings = [("rx".to_string(), 0), ("tx".to_string(), 0)].into();
-    let set = || Action::Ethtool {
-        ifname: "dqt-et0".into(),
-        group: Group::Pause,
-        from: [("rx".to_string(), 1), ("tx".to_string(), 1)].into(),
-        to: off.clone(),
+    let set = || {
+        Action::owned(SetEthtool {
+            ifname: "dqt-et0".into(),
+            group: Group::Pause,
+            from: [("rx".to_string(), 1), ("tx".to_string(), 1)].into(),
+            to: off.clone(),
+        })
     };
     // A driver that keeps pause on (QEMU's e1000e): the read-back names both keys.
     k.ethtool_fixed = vec!["rx".into(), "tx".into()];
@@ -421,8 +430,10 @@ fn a_module_the_kernel_does_not_list_is_a_failure() {
     let host = Host::at(d.path()).expect("host");
     let mut k = Kernel::new(d.path());
     k.modprobe_takes = false;
-    let module = || Action::Module {
-        name: "nvidia_peermem".into(),
+    let module = || {
+        Action::owned(LoadModule {
+            name: "nvidia_peermem".into(),
+        })
     };
     let (rep, j) = run_live(&host, &mut k, change("gpu.peermem", module()));
     let e = err(&rep);
@@ -441,10 +452,12 @@ fn a_mount_the_kernel_does_not_list_is_a_failure_and_revert_unmounts_what_it_lis
     let host = Host::at(d.path()).expect("host");
     let mut k = Kernel::new(d.path());
     k.mount_takes = false;
-    let mount = || Action::Mount {
-        fstype: "hugetlbfs".into(),
-        target: "/mnt/huge".into(),
-        options: "pagesize=1G,nosuid,nodev".into(),
+    let mount = || {
+        Action::owned(MountNow {
+            fstype: "hugetlbfs".into(),
+            target: "/mnt/huge".into(),
+            options: "pagesize=1G,nosuid,nodev".into(),
+        })
     };
     let (rep, j) = run_live(&host, &mut k, change("hugepages", mount()));
     let e = err(&rep);
@@ -528,10 +541,10 @@ pub(crate) fn gpu(uuid: &str, busy: bool) -> GpuFacts {
 fn lock(uuid: &str) -> Change {
     change(
         "gpu.clocks",
-        Action::GpuLock {
+        Action::owned(GpuAction::LockMax {
             uuid: uuid.into(),
             domain: GpuDomain::Sm,
-        },
+        }),
     )
 }
 
@@ -675,10 +688,10 @@ fn an_unlock_that_does_not_take_keeps_the_run_for_a_later_revert() {
     );
     let mem = change(
         "gpu.clocks",
-        Action::GpuLock {
+        Action::owned(GpuAction::LockMax {
             uuid: "GPU-h".into(),
             domain: GpuDomain::Memory,
-        },
+        }),
     );
     let (rep, _) = run(
         &host,
@@ -726,9 +739,9 @@ fn persistence_the_driver_ignores_is_a_failure_both_ways() {
     let on = || {
         change(
             "gpu.clocks",
-            Action::GpuPersistence {
+            Action::owned(GpuAction::PersistenceOn {
                 uuid: "GPU-p".into(),
-            },
+            }),
         )
     };
     *s.ctl.nvml.ignore_persistence.borrow_mut() = true;
