@@ -12,7 +12,10 @@
 # is printed before each run. Exit 1 when a verification run lost a message or failed.
 # Env: BIN (daqtune-selftest), DPDK_BIN (daqtune-dpdk built with --features dpdk), TX_CPU,
 # RX_CPU, STREAMS (socket only, default 1), TRIAL (the search's shortest trial, default 2 s),
-# PRECISION (percent, default 2), LOSS (percent allowed in the search, default 0).
+# PRECISION (percent, default 2), LOSS (percent allowed in the search, default 0),
+# BUSY (default 0: N spin loops, each pinned with taskset to a cpu other than TX_CPU/RX_CPU,
+# run beside the search and the verification runs, killed on exit; issue 43's busy host:
+# `BUSY=2 sudo bench/find_max.sh socket 5 5` on the 16-core machine).
 set -euo pipefail
 
 WHICH=${1:-both}
@@ -33,7 +36,28 @@ RX_CPU=${RX_CPU:-$(( NCPU - 1 ))}
 load() { cut -d' ' -f1 /proc/loadavg; }
 FAILED=0
 ERR=$(mktemp)
-trap 'rm -f "$ERR"' EXIT
+BUSY=${BUSY:-0}
+SPIN_PIDS=()
+cleanup() {
+  rm -f "$ERR"
+  for p in "${SPIN_PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+# The busy cores: the highest cpus that are neither the sender's nor the receiver's, so the
+# scheduler still has to share the remaining ones with the test's other threads.
+if [ "$BUSY" -gt 0 ]; then
+  command -v taskset >/dev/null || { echo "BUSY needs taskset (util-linux)" >&2; exit 2; }
+  n=0
+  for c in $(seq $((NCPU - 1)) -1 0); do
+    [ "$n" -ge "$BUSY" ] && break
+    { [ "$c" = "$TX_CPU" ] || [ "$c" = "$RX_CPU" ]; } && continue
+    taskset -c "$c" sh -c 'while :; do :; done' &
+    SPIN_PIDS+=("$!")
+    n=$((n + 1))
+  done
+  [ "$n" = "$BUSY" ] || { echo "BUSY=$BUSY: only $n cpus besides tx $TX_CPU and rx $RX_CPU" >&2; exit 2; }
+fi
 
 trial_table() { # JSON result on stdin -> one line per trial
   jq -r '.trials[] | "  \(.phase)\t asked \(if .asked_gbps == null then "unpaced" else (.asked_gbps*1000|round/1000|tostring) end)\t achieved \(.achieved_gbps*1000|round/1000) Gb/s\t loss \(.loss_pct) %\t \(.duration_s*10|round/10) s (\(.length_rule))\t \(if .passed then "pass" else "fail: \(.why)" end)"'
@@ -55,7 +79,7 @@ verify_runs() { # NAME RATE CMD...: VERIFY runs of CMD (which prints a result JS
   FAILED=$((FAILED + lost_any))
 }
 
-echo "host: $NCPU cpus, $(uname -r); tx cpu $TX_CPU, rx cpu $RX_CPU; $(date -u +%FT%TZ); search: loss <= $LOSS %, precision $PRECISION %, trials >= $TRIAL s"
+echo "host: $NCPU cpus, $(uname -r); tx cpu $TX_CPU, rx cpu $RX_CPU; $(date -u +%FT%TZ); search: loss <= $LOSS %, precision $PRECISION %, trials >= $TRIAL s; busy spin loops: $BUSY${SPIN_PIDS[*]:+ (pids ${SPIN_PIDS[*]})}"
 
 if [ "$WHICH" = socket ] || [ "$WHICH" = both ]; then
   [ -x "$BIN" ] || cargo build -q --release -p daqtune --bin daqtune-selftest

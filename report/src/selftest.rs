@@ -146,6 +146,10 @@ pub struct EngineResult {
     /// path: docs/selftest.md, "Receive buffers").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rx_buffer_sizing: Option<String>,
+    /// Highest receive-queue memory the receiver saw, as a fraction of the socket's limit
+    /// (UDP: SO_MEMINFO's RMEM_ALLOC / RCVBUF after full receive batches); 1 is a drop.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rx_peak_backlog: Option<f64>,
     /// Each stream's figures when the run had several (`--streams N`); they add up to the
     /// record's totals (rates over the run's common window).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -340,6 +344,7 @@ impl EngineResult {
             gpu: None,
             rx_buffer_bytes: None,
             rx_buffer_sizing: None,
+            rx_peak_backlog: None,
             streams: Vec::new(),
             max_loss_free_gbps: None,
             trials: Vec::new(),

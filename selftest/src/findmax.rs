@@ -56,6 +56,14 @@ pub const MAX_MARGIN_PCT: f64 = 50.0;
 /// backlog still in the buffer and never show the loss.
 pub const BUFFER_FILLS: f64 = 4.0;
 /// Longest trial (a very low rate with a large buffer would otherwise take minutes).
+/// A claim must survive a receiver stall this many times longer than the longest its
+/// confirmation runs saw. At rate R a stall of t queues R*t; the peak backlog `f` (fraction of
+/// the buffer B) says the longest stall was about f*B/R, so a rate R' survives a stall
+/// `STALL_FACTOR` times that when R' * STALL_FACTOR * f*B/R <= B, i.e. R' <= R / (STALL_FACTOR * f).
+/// The claim is capped there before it is confirmed, and steps down again when its
+/// confirmations saw a longer stall.
+pub const STALL_FACTOR: f64 = 3.0;
+
 pub const MAX_TRIAL: Duration = Duration::from_secs(30);
 
 pub use daqtune_report::findmax::{Limit, Phase, Summary, Trial};
@@ -69,6 +77,10 @@ pub struct Outcome {
     pub delivered_gbps: f64,
     pub loss_pct: f64,
     pub integrity_errors: u64,
+    /// Highest receive-socket backlog the receiver saw during the trial, as a fraction of the
+    /// socket's buffer (`None`: not measured). How close a trial came to losing: at rate R a
+    /// receiver stall of t seconds queues R*t, and the buffer overflows at 1.0.
+    pub peak_backlog: Option<f64>,
 }
 
 /// The search's settings.
@@ -139,6 +151,12 @@ pub struct Search {
     pub edge: Edge,
     /// Claims that failed their confirmation before the one reported (or the last one tried).
     pub backoffs: usize,
+    /// Highest receive backlog (fraction of the buffer) of the confirmation runs at the
+    /// reported rate (`None`: not measured or nothing confirmed).
+    pub peak_backlog: Option<f64>,
+    /// Confirmation rounds that held but filled more than 1/[`STALL_FACTOR`] of the buffer, so
+    /// the claim stepped down: (rate, peak backlog).
+    pub backlog_steps: Vec<(f64, f64)>,
     /// Why the search ended, and what the rate means, in words.
     pub ended: String,
 }
@@ -231,6 +249,8 @@ where
         resolution_gbps: MIN_RESOLUTION_GBPS,
         edge: Edge::default(),
         backoffs: 0,
+        peak_backlog: None,
+        backlog_steps: Vec::new(),
         ended: String::new(),
     };
     // The one place a trial is run and judged.
@@ -295,7 +315,7 @@ where
     loop {
         let edge = Edge::of(&s.steps, p.loss_pct, s.backoffs);
         s.edge = edge;
-        let at = edge.claim(lo);
+        let at = edge.claim(lo).min(stall_cap(&s.steps));
         // The resolution bounds the bisection, not the claim: a busy host's claim may go far
         // below it (issue 43: give a lower rate rather than none).
         if at < MIN_RESOLUTION_GBPS || at.is_nan() {
@@ -329,6 +349,20 @@ where
             }
         }
         if held {
+            // A round that held only because no stall lasted long enough: the backlog says how
+            // near it came. Not losing in 5 runs is no promise for the next 5 (issue 43).
+            let peak = s.steps[s.steps.len() - CONFIRM_RUNS..]
+                .iter()
+                .filter_map(|st| st.outcome.peak_backlog)
+                .filter(|f| f.is_finite())
+                .reduce(f64::max);
+            // The confirmations may have seen a longer stall than the search did (a relative
+            // 1e-9 for rounding: a claim set at the cap must not step down again).
+            if at > stall_cap(&s.steps) * (1.0 + 1e-9) {
+                s.backlog_steps.push((at, peak.unwrap_or(0.0)));
+                continue;
+            }
+            s.peak_backlog = peak;
             s.found_gbps = Some(at);
             s.confirmed_step = Some(s.steps.len() - 1);
             s.ended = meaning(&s, at, lo, &tried);
@@ -342,6 +376,35 @@ where
         tried.push((at, why));
         s.backoffs += 1;
     }
+}
+
+/// The highest rate that survives a receiver stall [`STALL_FACTOR`] times longer than the
+/// longest any passing trial saw (infinite when no backlog was measured). A trial at rate r
+/// whose backlog peaked at fraction f of the buffer B saw a stall of about f*B/r; the longest
+/// of them, t, allows R' with R' * STALL_FACTOR * t <= B. Every passing trial counts (the
+/// search's and the confirmations', at any rate): the more stalls sampled, the surer the
+/// longest. Failed trials are left out: above the capacity the buffer fills without a stall.
+fn stall_cap(steps: &[Step]) -> f64 {
+    let longest = longest_stall(steps);
+    if longest > 0.0 {
+        1.0 / (STALL_FACTOR * longest)
+    } else {
+        f64::INFINITY
+    }
+}
+
+/// The longest stall the passing trials saw, in buffers per Gb/s (backlog fraction / rate):
+/// times a rate, the fraction of the buffer that stall fills at that rate.
+fn longest_stall(steps: &[Step]) -> f64 {
+    steps
+        .iter()
+        .filter(|st| st.passed)
+        .filter_map(|st| {
+            let f = st.outcome.peak_backlog?;
+            let r = st.asked_gbps.unwrap_or(st.outcome.offered_gbps);
+            (f.is_finite() && r > 0.0).then_some(f / r)
+        })
+        .fold(0.0f64, f64::max)
 }
 
 fn failed_claims(tried: &[(f64, String)]) -> String {
@@ -403,10 +466,38 @@ fn meaning(s: &Search, at: f64, passed: f64, tried: &[(f64, String)]) -> String 
             failed_claims(tried)
         )
     };
+    let runs = &s.steps[s.steps.len().saturating_sub(CONFIRM_RUNS)..];
+    let worst_loss = runs
+        .iter()
+        .map(|st| st.outcome.loss_pct)
+        .fold(0.0, f64::max);
+    let backlog = match s.peak_backlog {
+        Some(pk) => format!(
+            "; peak receive backlog {:.1} % of the socket buffer in these runs; a stall \
+             {STALL_FACTOR:.0} x the longest any passing trial saw would fill {:.1} % of it at \
+             {at:.3} Gb/s (at most 100 % allowed)",
+            pk * 100.0,
+            at * STALL_FACTOR * longest_stall(&s.steps) * 100.0
+        ),
+        None => "; receive backlog not measured (no headroom check)".into(),
+    };
+    let stepped = if s.backlog_steps.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "; stepped down for backlog headroom from {} (rounds that held, but a stall \
+             {STALL_FACTOR:.0} x the longest seen would have overflowed the buffer)",
+            s.backlog_steps
+                .iter()
+                .map(|(r, pk)| format!("{r:.3} Gb/s at {:.1} %", pk * 100.0))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    };
     format!(
         "confirmed at {at:.3} Gb/s by {CONFIRM_RUNS} runs in a row, none lost beyond the \
-         allowed (each {CONFIRM_FLOORS} x the trial floor or longer); {basis}{lowered} \
-         ({} trials)",
+         allowed (each {CONFIRM_FLOORS} x the trial floor or longer; highest loss \
+         {worst_loss:.4} %){backlog}; {basis}{lowered}{stepped} ({} trials)",
         s.steps.len()
     )
 }
@@ -545,6 +636,7 @@ pub fn run(
             delivered_gbps: r.gbps,
             loss_pct: r.loss_pct(),
             integrity_errors: r.integrity_errors,
+            peak_backlog: r.rx_peak_backlog,
         };
         let (passed, why) = judge_trial(asked, &o, p.loss_pct);
         let t = Trial {
@@ -715,6 +807,7 @@ mod tests {
                 delivered_gbps: delivered,
                 loss_pct: loss,
                 integrity_errors: 0,
+                peak_backlog: None,
             })
         }
     }
@@ -807,6 +900,7 @@ mod tests {
                 delivered_gbps: o * 0.5,
                 loss_pct: 50.0,
                 integrity_errors: 0,
+                peak_backlog: None,
             })
         });
         assert_eq!(s.found_gbps, None);
@@ -821,10 +915,12 @@ mod tests {
             delivered_gbps: 1.0,
             loss_pct: 0.0,
             integrity_errors: 1,
+            peak_backlog: None,
         };
         assert!(!judge_trial(Some(1.0), &o, 0.0).0);
         let o = Outcome {
             integrity_errors: 0,
+            peak_backlog: None,
             offered_gbps: 0.9,
             ..o
         };
@@ -887,6 +983,7 @@ mod tests {
                 delivered_gbps: if lossy { o * 0.99 } else { o },
                 loss_pct: if lossy { 1.0 } else { 0.0 },
                 integrity_errors: 0,
+                peak_backlog: None,
             })
         });
         check_invariants(&s);
@@ -925,6 +1022,7 @@ mod tests {
                 delivered_gbps: if lossy { o * 0.99 } else { o },
                 loss_pct: if lossy { 1.0 } else { 0.0 },
                 integrity_errors: 0,
+                peak_backlog: None,
             })
         });
         check_invariants(&s);
@@ -984,6 +1082,7 @@ mod tests {
                 delivered_gbps: delivered,
                 loss_pct: (o - delivered) / o * 100.0,
                 integrity_errors: 0,
+                peak_backlog: None,
             })
         });
         check_invariants(&s);
@@ -1020,6 +1119,7 @@ mod tests {
                 delivered_gbps: delivered,
                 loss_pct: (o - delivered) / o * 100.0,
                 integrity_errors: 0,
+                peak_backlog: None,
             })
         });
         check_invariants(&s);
@@ -1089,6 +1189,7 @@ mod tests {
                 delivered_gbps: delivered,
                 loss_pct: (offered - delivered) / offered * 100.0,
                 integrity_errors: 0,
+                peak_backlog: None,
             }
         }
 
@@ -1173,6 +1274,7 @@ mod tests {
                 delivered_gbps: delivered,
                 loss_pct: (asked - delivered) / asked * 100.0,
                 integrity_errors: 0,
+                peak_backlog: None,
             },
             passed: false,
             why: None,
@@ -1201,6 +1303,159 @@ mod tests {
         assert_eq!(Edge::of(&steady, 0.0, 9).margin_pct, MAX_MARGIN_PCT);
         // Nothing lost: the sender is the limit, no margin below anything.
         assert_eq!(Edge::of(&[], 0.0, 0).claim(12.0), 12.0);
+    }
+
+    /// A receiver with a socket buffer that is descheduled now and then (issue 43's busy
+    /// host), deterministic (seeded xorshift, no clock). It drains `cap` Gb/s while it runs;
+    /// each second it stalls once, for an exponentially distributed time (mean `stall_ms`).
+    /// At rate r a stall of t queues r*t; above `buffer_gb` the excess is lost. A trial
+    /// reports its peak backlog as a fraction of the buffer (at most 1, as a socket reports).
+    struct StallHost {
+        x: u64,
+        cap: f64,
+        buffer_gb: f64,
+        stall_ms: f64,
+    }
+
+    impl StallHost {
+        fn next(&mut self) -> f64 {
+            self.x ^= self.x << 13;
+            self.x ^= self.x >> 7;
+            self.x ^= self.x << 17;
+            // (0, 1]: ln never sees 0.
+            ((self.x % 1_000_000) + 1) as f64 / 1e6
+        }
+
+        fn trial(&mut self, asked: Option<f64>, secs: u32) -> Outcome {
+            let offered = asked.unwrap_or(self.cap * 1.8);
+            let steady = offered.min(self.cap);
+            let (mut lost_gb, mut peak) = (0.0f64, 0.0f64);
+            for _ in 0..secs {
+                let t = -self.next().ln() * self.stall_ms / 1000.0;
+                let queued = steady * t;
+                peak = peak.max(queued / self.buffer_gb);
+                lost_gb += (queued - self.buffer_gb).max(0.0);
+            }
+            let sent = offered * f64::from(secs);
+            let delivered = (steady * f64::from(secs) - lost_gb).max(0.0);
+            Outcome {
+                offered_gbps: offered,
+                delivered_gbps: delivered / f64::from(secs),
+                loss_pct: (sent - delivered) / sent * 100.0,
+                integrity_errors: 0,
+                peak_backlog: Some(peak.min(1.0)),
+            }
+        }
+
+        /// The search as the engine runs it; `blind` hides the backlog (the search before the
+        /// headroom rule saw only "lost or not").
+        fn search(&mut self, blind: bool) -> Search {
+            let mut p = params();
+            p.precision_pct = 2.0;
+            search(&p, |asked, phase| {
+                let secs = if phase == Phase::Confirm {
+                    CONFIRM_S
+                } else {
+                    SEARCH_S
+                };
+                let mut o = self.trial(asked, secs);
+                if blind {
+                    o.peak_backlog = None;
+                }
+                Some(o)
+            })
+        }
+
+        fn later_losses(&mut self, rate: f64, n: usize) -> usize {
+            (0..n)
+                .filter(|_| self.trial(Some(rate), LATER_S).loss_pct > 0.0)
+                .count()
+        }
+    }
+
+    fn stall_host(seed: u64) -> StallHost {
+        // 40 Gb/s drained, a 16 MB buffer (0.128 Gb: 3.2 ms at 40 Gb/s), stalls of 0.6 ms on
+        // average: a stall that overflows at the edge is rare enough to pass 5 confirmations
+        // and common enough to hit one of 5 later runs (issue 43: 3 of 5 lost).
+        StallHost {
+            x: seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1,
+            cap: 40.0,
+            buffer_gb: 0.128,
+            stall_ms: 0.6,
+        }
+    }
+
+    #[test]
+    fn intermittent_stalls_a_claim_keeps_backlog_headroom_and_holds_later() {
+        let (mut blind_failed, mut failed) = (0, 0);
+        for seed in 1..=200u64 {
+            // The search that sees only "lost or not".
+            let mut h = stall_host(seed);
+            let s = h.search(true);
+            check_invariants(&s);
+            if let Some(f) = s.found_gbps {
+                if h.later_losses(f, 5) > 0 {
+                    blind_failed += 1;
+                }
+            }
+            // The same host, the search reading the backlog.
+            let mut h = stall_host(seed);
+            let s = h.search(false);
+            check_invariants(&s);
+            let f = s
+                .found_gbps
+                .unwrap_or_else(|| panic!("seed {seed}: {}", s.ended));
+            let pk = s.peak_backlog.expect("measured");
+            assert!(pk * STALL_FACTOR <= 1.0, "seed {seed}: {pk}");
+            assert!(s.ended.contains("peak receive backlog"), "{}", s.ended);
+            assert!(s.ended.contains("highest loss"), "{}", s.ended);
+            if h.later_losses(f, 5) > 0 {
+                failed += 1;
+            }
+        }
+        eprintln!("later runs lost: blind {blind_failed} of 200, with headroom {failed} of 200");
+        // Without the backlog the claims lose in later runs often (the model's stalls are
+        // independent: 5 clean confirmations say little about the next 5 runs).
+        // Measured: blind 19 of 200, with the headroom rule 0.
+        assert!(blind_failed >= 15, "blind search: {blind_failed}");
+        assert!(failed <= 2, "{failed} of 200 claims lost in later runs");
+    }
+
+    #[test]
+    fn a_round_that_fills_the_buffer_steps_the_claim_down_by_its_headroom() {
+        // A receiver that never loses below 10 Gb/s, but whose backlog at rate r is r/10 of
+        // the buffer (the same stall each run): the margin's claim near 9.5 Gb/s fills 95 %,
+        // so a stall STALL_FACTOR times as long would lose; the claim must step down to where
+        // that stall fits (backlog at most 1/3, about 3.3 Gb/s) and say so.
+        // Only the confirmations' longer runs meet the stall.
+        let s = search(&params(), |asked, phase| {
+            let offered = asked.unwrap_or(18.0);
+            let delivered = offered.min(10.0);
+            Some(Outcome {
+                offered_gbps: offered,
+                delivered_gbps: delivered,
+                loss_pct: (offered - delivered) / offered * 100.0,
+                integrity_errors: 0,
+                peak_backlog: Some(if phase == Phase::Confirm {
+                    (offered / 10.0).min(1.0)
+                } else {
+                    0.0
+                }),
+            })
+        });
+        check_invariants(&s);
+        let f = s.found_gbps.expect("a rate");
+        assert!(!s.backlog_steps.is_empty());
+        for (r, pk) in &s.backlog_steps {
+            assert!(pk * STALL_FACTOR > 1.0 && *r > f, "{r} {pk} {f}");
+        }
+        assert!(f / 10.0 * STALL_FACTOR <= 1.0 + 1e-9, "{f}");
+        assert!(f > 3.0, "{f}");
+        assert!(
+            s.ended.contains("stepped down for backlog headroom"),
+            "{}",
+            s.ended
+        );
     }
 
     #[test]

@@ -171,6 +171,36 @@ fn set_buffer_opt(
     Ok(out.max(0) as usize)
 }
 
+/// SO_MEMINFO from asm-generic/socket.h (x86_64 and aarch64, the targets daqtune builds).
+const SO_MEMINFO: libc::c_int = 55;
+/// SK_MEMINFO_VARS in linux/sock_diag.h: the array SO_MEMINFO fills.
+const SK_MEMINFO_VARS: usize = 9;
+
+/// The receive queue's memory and its limit, bytes (SO_MEMINFO's SK_MEMINFO_RMEM_ALLOC and
+/// SK_MEMINFO_RCVBUF): a UDP socket drops a datagram when the first would pass the second.
+/// FIONREAD is no use here: on UDP it gives the size of the next datagram only.
+pub fn receive_backlog(fd: std::os::fd::RawFd) -> io::Result<(u32, u32)> {
+    let mut v = [0u32; SK_MEMINFO_VARS];
+    let mut len = std::mem::size_of_val(&v) as libc::socklen_t;
+    // SAFETY: v is writable for len bytes and len holds its size; the kernel writes at most len.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            SO_MEMINFO,
+            v.as_mut_ptr() as *mut libc::c_void,
+            &mut len,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if (len as usize) < 2 * std::mem::size_of::<u32>() {
+        return Err(io::Error::from(io::ErrorKind::UnexpectedEof));
+    }
+    Ok((v[0], v[1]))
+}
+
 /// Sets SO_RCVLOWAT: a blocked read (and the kernel's wake-up of the reader) waits until this
 /// many bytes are queued, or the stream ends.
 pub fn set_receive_low_water(fd: std::os::fd::RawFd, bytes: usize) -> io::Result<()> {

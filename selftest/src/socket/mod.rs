@@ -127,6 +127,8 @@ pub(crate) struct RxOut {
     pub(crate) buffer_sizing: Option<String>,
     /// The kernel batching paths of this side.
     pub(crate) batching: Vec<Batching>,
+    /// Highest receive backlog seen (UDP, CPU receiver), fraction of the socket's limit.
+    pub(crate) peak_backlog: Option<f64>,
     /// The first defective messages (stream index filled in by `assemble`).
     pub(crate) defects: Vec<DefectRecord>,
 }
@@ -399,6 +401,9 @@ fn assemble(t: &Topology, spec: &RunSpec, pairs: Vec<(TxOut, RxOut)>) -> EngineR
         wall_ns = wall_ns.max(rx.wall_ns);
         if let Some(b) = rx.buffer {
             *r.rx_buffer_bytes.get_or_insert(0) += b;
+        }
+        if let Some(f) = rx.peak_backlog {
+            r.rx_peak_backlog = Some(r.rx_peak_backlog.map_or(f, |p: f64| p.max(f)));
         }
         if r.rx_buffer_sizing.is_none() {
             r.rx_buffer_sizing = rx.buffer_sizing.take();
