@@ -55,7 +55,6 @@ pub const MAX_MARGIN_PCT: f64 = 50.0;
 /// trial's rate: shorter, and a receiver slower than the sender could end the trial with its
 /// backlog still in the buffer and never show the loss.
 pub const BUFFER_FILLS: f64 = 4.0;
-/// Longest trial (a very low rate with a large buffer would otherwise take minutes).
 /// A claim must survive a receiver stall this many times longer than the longest its
 /// confirmation runs saw. At rate R a stall of t queues R*t; the peak backlog `f` (fraction of
 /// the buffer B) says the longest stall was about f*B/R, so a rate R' survives a stall
@@ -63,7 +62,7 @@ pub const BUFFER_FILLS: f64 = 4.0;
 /// The claim is capped there before it is confirmed, and steps down again when its
 /// confirmations saw a longer stall.
 pub const STALL_FACTOR: f64 = 3.0;
-
+/// Longest trial (a very low rate with a large buffer would otherwise take minutes).
 pub const MAX_TRIAL: Duration = Duration::from_secs(30);
 
 pub use daqtune_report::findmax::{Limit, Phase, Summary, Trial};
