@@ -594,3 +594,93 @@ fn an_irq_pinned_in_an_earlier_boot_is_not_written_back() {
         rr.steps
     );
 }
+
+/// A journal of every action kind that moved into its tunable (issue 44: `plan::ActionKind`),
+/// written as daqtune wrote them before the move: the bytes are the on-disk format of
+/// `hostio::journal::Entry` (kind tags and field names), not what today's apply records. A
+/// host that applied with the old version reverts with the new one.
+#[test]
+fn a_journal_of_the_moved_action_kinds_from_before_the_move_still_reverts() {
+    use crate::hostio::gpu::{GpuState, MockGpus};
+    use daqtune_probe::net::ethtool::{Group, GroupState, Pause};
+    let d = tempfile::tempdir().expect("tmp");
+    let host = Host::at(d.path()).expect("host");
+    let base = d.path().join(JOURNAL);
+    let run = base.join("20260101T000000Z-1");
+    std::fs::create_dir_all(&run).expect("mkdir");
+    std::fs::write(
+        run.join("journal.json"),
+        r#"{"schema":"daqtune.journal/v1","id":"20260101T000000Z-1","profile":"generic-dgpu",
+"started_unix":0,"state":"applied","records":[
+{"entry":{"kind":"mtu","ifname":"dqt-rb0","original":1500,"new":9000},"done":true,"check":"nic.mtu"},
+{"entry":{"kind":"ethtool","ifname":"dqt-et0","group":"pause","original":{"rx":1,"tx":1},"new":{"rx":0,"tx":0}},"done":true,"check":"nic.pause"},
+{"entry":{"kind":"module","name":"nvidia_peermem"},"done":true,"check":"gpu.peermem"},
+{"entry":{"kind":"mount","fstype":"hugetlbfs","target":"/mnt/huge","created_dir":true},"done":true,"check":"hugepages"},
+{"entry":{"kind":"gpu-lock","uuid":"GPU-j","domain":"sm","previously_locked":false,"shown":true},"done":true,"check":"gpu.clocks"},
+{"entry":{"kind":"gpu-persistence","uuid":"GPU-j","original":false},"done":true,"check":"gpu.clocks"}
+]}"#,
+    )
+    .expect("journal");
+    // The host as that run left it.
+    let mut k = Kernel::new(d.path());
+    k.mtus.insert("dqt-rb0".into(), 9000);
+    k.ethtool.insert(
+        ("dqt-et0".into(), Group::Pause),
+        GroupState::Pause(Pause {
+            autoneg: Some(false),
+            rx: Some(false),
+            tx: Some(false),
+        }),
+    );
+    std::fs::create_dir_all(d.path().join("sys/module/nvidia_peermem")).expect("module");
+    std::fs::create_dir_all(d.path().join("mnt/huge")).expect("mount point");
+    std::fs::create_dir_all(d.path().join("proc/self")).expect("proc");
+    std::fs::write(
+        d.path().join("proc/self/mounts"),
+        "hugetlbfs /mnt/huge hugetlbfs rw,pagesize=1G,nosuid,nodev 0 0\n",
+    )
+    .expect("mounts");
+    let gpus = MockGpus::new(vec![GpuState {
+        uuid: "GPU-j".into(),
+        name: "NVIDIA RTX A6000".into(),
+        sm_held: Some(true),
+        memory_held: None,
+        has_memory_domain: false,
+        persistence: Some(true),
+    }]);
+
+    // Every kind but the mount is journaled on live hosts only (under a root they are file
+    // and attribute changes), so each entry is undone as on the live host it came from.
+    let j = Journal::open(&run).expect("the old journal reads");
+    assert_eq!(j.doc.records.len(), 6);
+    for rec in &j.doc.records {
+        let r = undo(
+            &host,
+            Target::Live,
+            &j,
+            &rec.entry,
+            &mut k,
+            Some(&gpus),
+            &Default::default(),
+        );
+        assert!(r.is_ok(), "{:?}: {:?} {:?}", rec.entry, r.err(), k.calls);
+    }
+    assert_eq!(k.mtus["dqt-rb0"], 1500);
+    assert_eq!(
+        k.ethtool[&("dqt-et0".to_string(), Group::Pause)],
+        GroupState::Pause(Pause {
+            autoneg: Some(false),
+            rx: Some(true),
+            tx: Some(true),
+        })
+    );
+    assert!(!d.path().join("sys/module/nvidia_peermem").exists());
+    assert!(
+        k.calls.iter().any(|c| c == "umount /mnt/huge"),
+        "{:?}",
+        k.calls
+    );
+    assert!(!d.path().join("mnt/huge").exists());
+    let g = &gpus.state.borrow()["GPU-j"];
+    assert_eq!((g.sm_held, g.persistence), (Some(false), Some(false)));
+}
