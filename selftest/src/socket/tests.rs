@@ -113,8 +113,17 @@ fn udp_over_loopback_paced() {
     assert!(r.sent < 4000, "sent {}", r.sent);
     // A paced run far below the receiver's speed never fills a batch; its backlog is still
     // measured (near empty), so find-max's headroom rule is not silently off for it.
-    let peak = r.rx_peak_backlog.expect("backlog measured on a UDP socket");
-    assert!((0.0..0.5).contains(&peak), "peak backlog {peak}");
+    // Only where this kernel answers SO_MEMINFO: qemu-user (the aarch64 CI leg) does not
+    // translate it, and there "not measured" is the honest result.
+    let probe = std::net::UdpSocket::bind("127.0.0.1:0").expect("udp socket");
+    let answered = crate::sys::receive_backlog(std::os::fd::AsRawFd::as_raw_fd(&probe))
+        .is_ok_and(|(_, limit)| limit > 0);
+    if answered {
+        let peak = r.rx_peak_backlog.expect("backlog measured on a UDP socket");
+        assert!((0.0..0.5).contains(&peak), "peak backlog {peak}");
+    } else {
+        assert_eq!(r.rx_peak_backlog, None, "SO_MEMINFO unanswered, yet a backlog was reported");
+    }
 }
 
 #[test]
