@@ -7,6 +7,7 @@ mod legacy;
 mod man;
 mod out;
 mod rdma_cmd;
+mod render;
 mod report_cmd;
 mod selftest_cli;
 mod selftest_cmd;
