@@ -122,7 +122,10 @@ fn udp_over_loopback_paced() {
         let peak = r.rx_peak_backlog.expect("backlog measured on a UDP socket");
         assert!((0.0..0.5).contains(&peak), "peak backlog {peak}");
     } else {
-        assert_eq!(r.rx_peak_backlog, None, "SO_MEMINFO unanswered, yet a backlog was reported");
+        assert_eq!(
+            r.rx_peak_backlog, None,
+            "SO_MEMINFO unanswered, yet a backlog was reported"
+        );
     }
 }
 
