@@ -5,7 +5,7 @@ use crate::cli::{
     PlanFormat, ProfilesAction, ProfilesArgs, SnapshotArgs, StatusArgs, TopoArgs, TopoFormat,
 };
 use crate::out;
-use daqtune_engine::apply::Prompt;
+use daqtune_engine::apply::{Prompt, Question};
 use daqtune_engine::commands::load_profile;
 use daqtune_engine::commands::{choose_profile, choose_profile_with, evaluate_facts, resolve_ids};
 use daqtune_engine::fleet::{self, output, plan_json};
@@ -20,11 +20,12 @@ use std::path::Path;
 pub struct TerminalPrompt;
 
 impl Prompt for TerminalPrompt {
-    fn confirm(&mut self, question: &str, err: &mut dyn Write) -> Result<bool, UsageError> {
+    fn confirm(&mut self, question: Question<'_>) -> Result<bool, UsageError> {
         if !std::io::stdin().is_terminal() {
-            return daqtune_engine::apply::NoTerminal.confirm(question, err);
+            return daqtune_engine::apply::NoTerminal.confirm(question);
         }
-        let _ = write!(err, "{question} [y/N] ");
+        let mut err = out::TerminalSafe::new(std::io::stderr());
+        let _ = write!(err, "{} [y/N] ", daqtune_render::apply::question(question));
         let _ = err.flush();
         let mut line = String::new();
         std::io::stdin()
@@ -151,19 +152,26 @@ pub fn plan(g: &GlobalArgs, a: &PlanArgs) -> Result<u8, UsageError> {
         return Ok(0);
     };
     if a.format == PlanFormat::Text && a.output.is_none() {
+        let mut o = out::FitLines::new(out::TerminalSafe::new(out::Stdout), out::width());
+        let mut e = out::TerminalSafe::new(std::io::stderr());
         return daqtune_engine::apply::run_plan(
             &g,
             &sel,
-            &mut out::FitLines::new(out::TerminalSafe::new(out::Stdout), out::width()),
+            &mut daqtune_render::apply::Text::new(&mut o, &mut e),
         );
     }
     let host = open_host(&g)?;
-    let mut head: Vec<u8> = Vec::new();
-    let plan = daqtune_engine::apply::plan_for(&host, &g, &sel, &mut head)?;
+    let (mut head, mut no_err): (Vec<u8>, Vec<u8>) = (Vec::new(), Vec::new());
+    let plan = daqtune_engine::apply::plan_for(
+        &host,
+        &g,
+        &sel,
+        &mut daqtune_render::apply::Text::new(&mut head, &mut no_err),
+    )?;
     drop(host);
     let head = String::from_utf8_lossy(&head);
     let text = match a.format {
-        PlanFormat::Text => text_safe(&format!("{head}{plan}")),
+        PlanFormat::Text => text_safe(&format!("{head}{}", daqtune_render::plan::text(&plan))),
         PlanFormat::Json => {
             let lines: Vec<String> = head.lines().map(String::from).collect();
             plan_json::render(&plan, &lines)

@@ -120,7 +120,10 @@ fn main() -> ExitCode {
             match daqtune_engine::status::expand_drifted(&ge, &opts.sel, &opts.state_dir) {
                 Ok(Some(sel)) => {
                     opts.sel = sel;
-                    apply::run_apply(&ge, &opts, &mut TerminalPrompt, &mut o)
+                    // Refusals and failures quote journal paths and host names: escaped too.
+                    let mut e = out::TerminalSafe::new(std::io::stderr());
+                    let mut ev = daqtune_render::apply::Text::new(&mut o, &mut e);
+                    apply::run_apply(&ge, &opts, &mut TerminalPrompt, &mut ev)
                 }
                 Ok(None) => {
                     out::print("nothing drifted: every setting daqtune applied reads as applied\n");
@@ -131,19 +134,30 @@ fn main() -> ExitCode {
         }
         Command::Revert(a) => {
             let mut o = out::TerminalSafe::new(out::Stdout);
+            let mut e = out::TerminalSafe::new(std::io::stderr());
             apply::run_revert(
                 &g.engine(),
                 &a.engine(),
                 &a.part(),
                 &mut TerminalPrompt,
-                &mut o,
+                &mut daqtune_render::apply::Text::new(&mut o, &mut e),
             )
         }
-        Command::Generate(a) => apply::run_generate(&g.engine(), &a.engine(), &mut stdout),
+        // The artifact is installed verbatim by whoever reads it: not escaped.
+        Command::Generate(a) => apply::run_generate(
+            &g.engine(),
+            &a.engine(),
+            &mut daqtune_render::apply::Text::new(&mut stdout, &mut std::io::stderr()),
+        ),
         Command::Status(a) => commands::status(g, a),
         Command::TrialVerify(a) => {
             let mut o = out::TerminalSafe::new(out::Stdout);
-            apply::run_trial_verify(&g.engine(), a.state_dir.as_deref(), &mut o)
+            let mut e = out::TerminalSafe::new(std::io::stderr());
+            apply::run_trial_verify(
+                &g.engine(),
+                a.state_dir.as_deref(),
+                &mut daqtune_render::apply::Text::new(&mut o, &mut e),
+            )
         }
         Command::Gpu(a) => commands::gpu(g, a),
         Command::Nic(a) => commands::nic(g, a),

@@ -988,13 +988,13 @@ mod tests {
             .expect("change");
         assert!(
             matches!(&c.action, Action::Attr { to, .. } if to == "2"),
-            "{plan}"
+            "{plan:?}"
         );
         assert!(
             c.note
                 .as_deref()
                 .is_some_and(|n| n.contains("capped at 2 of 4")),
-            "{plan}"
+            "{plan:?}"
         );
         // A pool already larger than asked is left alone (pages in use are never released).
         std::fs::write(hp.join("nr_hugepages"), "6\n").expect("w");
@@ -1004,7 +1004,7 @@ mod tests {
                 .changes
                 .iter()
                 .any(|c| c.check == "hugepages" && matches!(c.action, Action::Attr { .. })),
-            "{plan}"
+            "{plan:?}"
         );
     }
 

@@ -310,7 +310,7 @@ mod tests {
         add_function(d.path(), &vf);
         let plan = mrrs_plan(d.path());
         let subjects: Vec<&str> = plan.changes.iter().map(|c| c.subject.as_str()).collect();
-        assert_eq!(subjects, ["0005:04:00.0"], "{plan}");
+        assert_eq!(subjects, ["0005:04:00.0"], "{plan:?}");
         match &plan.changes[0].action {
             Action::ConfigWord {
                 offset, from, to, ..
@@ -321,7 +321,12 @@ mod tests {
             }
             a => panic!("{a:?}"),
         }
-        let notes = plan.to_string();
+        // The notes as data: the plan's words are the CLI's (daqtune-render).
+        let notes: String = plan
+            .notes
+            .iter()
+            .map(|n| format!("{}\n", n.message))
+            .collect();
         assert!(
             notes.contains("0005:01:00.0: DevCtl reads 0xffff"),
             "{notes}"
@@ -347,7 +352,11 @@ mod tests {
         add_igx_pci(d.path());
         let plan = mrrs_plan(d.path());
         assert_eq!(plan.changes.len(), 2);
-        let t = plan.to_string();
+        let t: String = plan
+            .notes
+            .iter()
+            .map(|n| format!("{}\n", n.message))
+            .collect();
         assert!(
             t.contains("kernel lockdown is `integrity`") && t.contains("Secure Boot"),
             "{t}"

@@ -4,6 +4,7 @@
 //! tune/tests/apply_acceptance.rs (issue 24).
 
 use crate::common;
+use daqtune_render::apply::Text;
 
 use common::drive::*;
 use common::testroot::*;
@@ -26,8 +27,14 @@ fn apply_gpu(r: &Path, profile: &str, runtime_only: bool, mock: &MockGpus) -> (u
     };
     let (mut out, mut err) = (Vec::new(), Vec::new());
     let g = globals(r, profile);
-    let code =
-        run_apply_gpu(&g, &a, &mut FsWriter::new(), Some(mock), &mut out, &mut err).expect("apply");
+    let code = run_apply_gpu(
+        &g,
+        &a,
+        &mut FsWriter::new(),
+        Some(mock),
+        &mut Text::new(&mut out, &mut err),
+    )
+    .expect("apply");
     (code, String::from_utf8_lossy(&out).into_owned())
 }
 
@@ -39,8 +46,14 @@ fn revert_gpu(r: &Path, mock: &MockGpus) -> (u8, String) {
     };
     let (mut out, mut err) = (Vec::new(), Vec::new());
     let g = globals(r, "igx-orin");
-    let code = run_revert_gpu(&g, &a, &mut FsWriter::new(), Some(mock), &mut out, &mut err)
-        .expect("revert");
+    let code = run_revert_gpu(
+        &g,
+        &a,
+        &mut FsWriter::new(),
+        Some(mock),
+        &mut Text::new(&mut out, &mut err),
+    )
+    .expect("revert");
     (code, String::from_utf8_lossy(&out).into_owned())
 }
 

@@ -13,6 +13,7 @@ use daqtune_engine::plan::{Action, Change, NoteLevel, Plan, PlanOptions};
 use daqtune_engine::tunables::build_plan;
 use daqtune_engine::GlobalOptions;
 use daqtune_probe::Host;
+use daqtune_render::apply::Text;
 
 const POOL_2M: &str = "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages";
 
@@ -59,7 +60,13 @@ fn live_hugepages_2m_reserved_and_released() {
         state_dir: Some(state.display().to_string()),
     };
     let (mut out, mut err) = (Vec::new(), Vec::new());
-    let code = run_apply_with(&g, &a, &mut FsWriter::new(), &mut out, &mut err).expect("apply");
+    let code = run_apply_with(
+        &g,
+        &a,
+        &mut FsWriter::new(),
+        &mut Text::new(&mut out, &mut err),
+    )
+    .expect("apply");
     let out = String::from_utf8_lossy(&out).to_string();
     let now: u64 = std::fs::read_to_string(POOL_2M)
         .expect("read")
@@ -75,8 +82,7 @@ fn live_hugepages_2m_reserved_and_released() {
             state_dir: a.state_dir.clone(),
         },
         &mut FsWriter::new(),
-        &mut rout,
-        &mut rerr,
+        &mut Text::new(&mut rout, &mut rerr),
     )
     .expect("revert");
     let after: u64 = std::fs::read_to_string(POOL_2M)
@@ -204,12 +210,16 @@ fn live_governor_is_skipped_with_its_reason_when_there_is_no_cpufreq() {
             plan.changes.len()
         );
     } else {
-        assert!(plan.changes.is_empty(), "{plan}");
+        assert!(
+            plan.changes.is_empty(),
+            "{}",
+            daqtune_render::plan::text(&plan)
+        );
         let n = plan
             .notes
             .iter()
             .find(|n| n.check == "cpu.governor")
-            .unwrap_or_else(|| panic!("no governor note: {plan}"));
+            .unwrap_or_else(|| panic!("no governor note: {}", daqtune_render::plan::text(&plan)));
         assert_eq!(n.level, NoteLevel::Skip);
         assert!(n.message.contains("no cpufreq driver"), "{}", n.message);
     }

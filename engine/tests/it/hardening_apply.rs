@@ -4,6 +4,7 @@
 use crate::common::drive::globals as g;
 use crate::common::drive::host_files;
 use crate::common::testroot;
+use daqtune_render::apply::Text;
 
 use daqtune_engine::apply::{
     run_apply_with, run_plan, run_revert_with, ApplyOptions, RevertOptions, Selection,
@@ -43,8 +44,13 @@ fn apply_sel(root: &Path, profile: &str, sel: Selection) -> (u8, String) {
         yes: true,
         ..Default::default()
     };
-    let code = run_apply_with(&g(root, profile), &a, &mut FsWriter::new(), &mut o, &mut e)
-        .unwrap_or_else(|e| panic!("apply: {e}"));
+    let code = run_apply_with(
+        &g(root, profile),
+        &a,
+        &mut FsWriter::new(),
+        &mut Text::new(&mut o, &mut e),
+    )
+    .unwrap_or_else(|e| panic!("apply: {e}"));
     (
         code,
         format!(
@@ -68,8 +74,7 @@ fn revert(root: &Path) -> (u8, String, String) {
             state_dir: None,
         },
         &mut FsWriter::new(),
-        &mut o,
-        &mut e,
+        &mut Text::new(&mut o, &mut e),
     )
     .expect("revert runs");
     (
@@ -160,7 +165,7 @@ fn a_hugetlbfs_mount_hidden_by_a_later_mount_does_not_pass() {
             runtime_only: true,
             ..Default::default()
         },
-        &mut o,
+        &mut Text::new(&mut o, &mut std::io::sink()),
     )
     .expect("plan");
     let p = String::from_utf8_lossy(&o);
@@ -373,7 +378,12 @@ fn an_unmarked_file_at_daqtunes_path_is_not_overwritten() {
     let pdir = tempfile::tempdir().expect("tempdir");
     let prof = igx_peermem_profile(pdir.path());
     let mut o = Vec::new();
-    run_plan(&g(r, &prof), &Selection::default(), &mut o).expect("plan");
+    run_plan(
+        &g(r, &prof),
+        &Selection::default(),
+        &mut Text::new(&mut o, &mut std::io::sink()),
+    )
+    .expect("plan");
     let p = String::from_utf8_lossy(&o);
     assert!(
         p.contains(
@@ -425,7 +435,13 @@ fn a_mount_unit_that_was_not_written_is_not_enabled() {
     };
     // The unit's write fails; its `.wants` link (which also ends in `mnt-huge.mount`) would not.
     let mut w = FsWriter::with_fault(Fault::ReadOnly("system/mnt-huge.mount".into()));
-    let code = run_apply_with(&g(r, "igx-orin"), &a, &mut w, &mut o, &mut e).expect("apply");
+    let code = run_apply_with(
+        &g(r, "igx-orin"),
+        &a,
+        &mut w,
+        &mut Text::new(&mut o, &mut e),
+    )
+    .expect("apply");
     let out = String::from_utf8_lossy(&o).to_string();
     assert_eq!(code, 1, "{out}");
     assert!(
@@ -557,7 +573,7 @@ fn plan_on_the_untuned_fixture_with_a_config_shows_what_apply_would_write() {
             config: Some(fixtures.join("configs/raw_hds_igx.yaml")),
             ..Default::default()
         },
-        &mut o,
+        &mut Text::new(&mut o, &mut std::io::sink()),
     )
     .unwrap_or_else(|e| panic!("plan refused: {e}"));
     let p = String::from_utf8_lossy(&o);
@@ -585,8 +601,7 @@ fn plan_on_the_untuned_fixture_with_a_config_shows_what_apply_would_write() {
             ..Default::default()
         },
         &mut FsWriter::new(),
-        &mut o,
-        &mut e,
+        &mut Text::new(&mut o, &mut e),
     );
     let msg = r.expect_err("apply refuses").to_string();
     assert!(msg.contains("no installed daqtune binary"), "{msg}");
@@ -607,7 +622,13 @@ fn generated_artifacts_do_not_claim_revert_removes_them() {
             interfaces: vec![],
             devices: vec![],
         };
-        if run_generate(&g(d.path(), "igx-orin"), &a, &mut o).is_err() {
+        if run_generate(
+            &g(d.path(), "igx-orin"),
+            &a,
+            &mut Text::new(&mut o, &mut std::io::sink()),
+        )
+        .is_err()
+        {
             continue;
         }
         let t = String::from_utf8_lossy(&o);

@@ -156,7 +156,8 @@ fn each_pool_is_judged_planned_and_reserved_at_boot() {
                 "512"
             ),
         ],
-        "{plan}"
+        "{}",
+        daqtune_render::plan::text(&plan)
     );
     let units: Vec<(&str, String)> = plan
         .changes
@@ -168,7 +169,7 @@ fn each_pool_is_judged_planned_and_reserved_at_boot() {
             _ => None,
         })
         .collect();
-    assert_eq!(units.len(), 2, "{plan}");
+    assert_eq!(units.len(), 2, "{}", daqtune_render::plan::text(&plan));
     assert_eq!(units[0].0, "/etc/systemd/system/mnt-huge.mount");
     assert!(units[0].1.contains("pagesize=1G"), "{}", units[0].1);
     assert_eq!(units[1].0, "/etc/systemd/system/mnt-huge\\x2d2M.mount");
@@ -184,7 +185,7 @@ fn each_pool_is_judged_planned_and_reserved_at_boot() {
             _ => None,
         })
         .collect();
-    assert_eq!(mounts.len(), 1, "{plan}");
+    assert_eq!(mounts.len(), 1, "{}", daqtune_render::plan::text(&plan));
     assert!(
         mounts[0].contains("hugetlbfs /mnt/huge hugetlbfs rw,nosuid,nodev,relatime,pagesize=1024M")
             && mounts[0]
@@ -192,7 +193,7 @@ fn each_pool_is_judged_planned_and_reserved_at_boot() {
         "{}",
         mounts[0]
     );
-    let text = plan.to_string();
+    let text = daqtune_render::plan::text(&plan);
     assert!(
         text.contains(
             "default_hugepagesz=1G hugepagesz=1G hugepages=1 hugepagesz=2M hugepages=512"

@@ -6,6 +6,7 @@
 
 use crate::common::drive::globals as g;
 use crate::common::testroot;
+use daqtune_render::apply::Text;
 
 use daqtune_engine::apply::{
     run_apply_with, run_plan, run_revert_with, ApplyOptions, RevertOptions, Selection,
@@ -60,7 +61,12 @@ fn only_hugepages() -> Selection {
 
 fn plan_text(root: &Path, profile: &str) -> String {
     let mut o = Vec::new();
-    run_plan(&g(root, profile), &only_hugepages(), &mut o).expect("plan");
+    run_plan(
+        &g(root, profile),
+        &only_hugepages(),
+        &mut Text::new(&mut o, &mut std::io::sink()),
+    )
+    .expect("plan");
     String::from_utf8_lossy(&o).to_string()
 }
 
@@ -71,8 +77,13 @@ fn apply(root: &Path, profile: &str) -> (u8, String) {
         yes: true,
         ..Default::default()
     };
-    let code =
-        run_apply_with(&g(root, profile), &a, &mut FsWriter::new(), &mut o, &mut e).expect("apply");
+    let code = run_apply_with(
+        &g(root, profile),
+        &a,
+        &mut FsWriter::new(),
+        &mut Text::new(&mut o, &mut e),
+    )
+    .expect("apply");
     (
         code,
         format!(
@@ -141,8 +152,7 @@ fn a_written_unit_with_nothing_mounted_is_mounted_now_and_reverted() {
             state_dir: None,
         },
         &mut FsWriter::new(),
-        &mut o,
-        &mut e,
+        &mut Text::new(&mut o, &mut e),
     )
     .expect("revert");
     assert_eq!(code, 0, "{}", String::from_utf8_lossy(&o));

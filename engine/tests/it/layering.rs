@@ -242,6 +242,7 @@ const LAYERS: &[&[&str]] = &[
         "exec::revert",
         "exec::port_reset",
         "exec::trial",
+        "cmd::apply::events",
         "check::commands",
         "fleet",
         "fleet::prometheus",

@@ -6,6 +6,7 @@
 use crate::common;
 use crate::common::drive::globals as g;
 use common::testroot;
+use daqtune_render::apply::Text;
 
 use common::*;
 use daqtune_engine::apply::{
@@ -170,8 +171,13 @@ fn apply_and_revert_are_byte_identical() {
         ..Default::default()
     };
     let (mut o, mut e) = (Vec::new(), Vec::new());
-    let code =
-        run_apply_with(&g(r, "igx-orin"), &a, &mut FsWriter::new(), &mut o, &mut e).expect("apply");
+    let code = run_apply_with(
+        &g(r, "igx-orin"),
+        &a,
+        &mut FsWriter::new(),
+        &mut Text::new(&mut o, &mut e),
+    )
+    .expect("apply");
     let out = String::from_utf8_lossy(&o).to_string();
     assert_eq!(code, 0, "{out}{}", String::from_utf8_lossy(&e));
     let rings: serde_json::Value = serde_json::from_str(
@@ -227,8 +233,7 @@ fn apply_and_revert_are_byte_identical() {
             state_dir: None,
         },
         &mut FsWriter::new(),
-        &mut o,
-        &mut e,
+        &mut Text::new(&mut o, &mut e),
     )
     .expect("revert");
     assert_eq!(code, 0, "{}", String::from_utf8_lossy(&o));
@@ -281,8 +286,13 @@ fn irqbalance_is_told_to_keep_off_the_isolated_cpus() {
         ..Default::default()
     };
     let (mut o, mut e) = (Vec::new(), Vec::new());
-    let code =
-        run_apply_with(&g(r, "igx-orin"), &a, &mut FsWriter::new(), &mut o, &mut e).expect("apply");
+    let code = run_apply_with(
+        &g(r, "igx-orin"),
+        &a,
+        &mut FsWriter::new(),
+        &mut Text::new(&mut o, &mut e),
+    )
+    .expect("apply");
     assert_eq!(code, 0, "{}", String::from_utf8_lossy(&o));
     assert_eq!(
         std::fs::read_to_string(r.join("etc/default/irqbalance")).expect("read"),
@@ -302,8 +312,7 @@ fn irqbalance_is_told_to_keep_off_the_isolated_cpus() {
             state_dir: None,
         },
         &mut FsWriter::new(),
-        &mut o,
-        &mut e,
+        &mut Text::new(&mut o, &mut e),
     )
     .expect("revert");
     let diff = testroot::diff_snapshots(&before, &testroot::snapshot(r, &["var"]));

@@ -8,6 +8,7 @@
 use crate::common::drive::globals as g;
 use crate::common::drive::verdicts;
 use crate::common::testroot;
+use daqtune_render::apply::Text;
 
 use daqtune_engine::apply::{
     run_apply_with, run_revert_with, ApplyOptions, RevertOptions, Selection,
@@ -119,7 +120,8 @@ fn an_ignored_mrrs_write_fails_apply_and_reverts() {
     };
     let (mut o, mut e) = (Vec::new(), Vec::new());
     let mut w = IgnoresConfigWrites(FsWriter::new());
-    let code = run_apply_with(&g(r, &prof), &a, &mut w, &mut o, &mut e).expect("apply");
+    let code =
+        run_apply_with(&g(r, &prof), &a, &mut w, &mut Text::new(&mut o, &mut e)).expect("apply");
     let out = String::from_utf8_lossy(&o).to_string();
     assert_eq!(code, 1, "{out}");
     assert!(
@@ -158,8 +160,7 @@ fn an_ignored_mrrs_write_fails_apply_and_reverts() {
             state_dir: None,
         },
         &mut IgnoresConfigWrites(FsWriter::new()),
-        &mut o,
-        &mut e,
+        &mut Text::new(&mut o, &mut e),
     )
     .expect("revert");
     assert_eq!(code, 0, "{}", String::from_utf8_lossy(&o));
@@ -193,8 +194,13 @@ fn a_device_that_takes_the_write_passes() {
         ..Default::default()
     };
     let (mut o, mut e) = (Vec::new(), Vec::new());
-    let code =
-        run_apply_with(&g(r, &prof), &a, &mut FsWriter::new(), &mut o, &mut e).expect("apply");
+    let code = run_apply_with(
+        &g(r, &prof),
+        &a,
+        &mut FsWriter::new(),
+        &mut Text::new(&mut o, &mut e),
+    )
+    .expect("apply");
     assert_eq!(code, 0, "{}", String::from_utf8_lossy(&o));
     assert_eq!((devctl(r, E1000E) >> 12) & 7, 5);
     assert_eq!(verdicts(r, &prof, "pcie.mrrs")[0].status, Status::Pass);

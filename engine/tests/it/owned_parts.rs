@@ -6,6 +6,7 @@
 use crate::common;
 use common::drive::{globals, host_files, only, plan, prepared, read};
 use common::testroot;
+use daqtune_render::apply::Text;
 
 use daqtune_engine::apply::{
     run_apply_with, run_revert_part_with, ApplyOptions, RevertOptions, RevertPart,
@@ -39,8 +40,7 @@ fn apply_only(root: &Path, profile: &str, ids: &[&str]) -> (u8, String) {
         &globals(root, profile),
         &a,
         &mut FsWriter::new(),
-        &mut o,
-        &mut e,
+        &mut Text::new(&mut o, &mut e),
     )
     .unwrap_or_else(|e| panic!("apply --only {ids:?}: {e}"));
     (
@@ -63,8 +63,7 @@ fn revert_part(root: &Path, profile: &str, part: RevertPart) -> (Result<u8, Stri
         },
         &part,
         &mut FsWriter::new(),
-        &mut o,
-        &mut e,
+        &mut Text::new(&mut o, &mut e),
     )
     .map_err(|e| e.to_string());
     (

@@ -85,12 +85,13 @@ fn a_64k_page_kernel_has_no_1g_pages_and_gets_no_argument_for_them() {
     let args = hugepage_args(&Context::with_facts(&facts, &lp));
     assert!(!args.iter().any(|a| a.contains("1G")), "{args:?}");
     let p = plan(&root, &lp);
+    let pt = daqtune_render::plan::text(&p);
     let words = kernel_words(&p);
     assert!(
         !words
             .iter()
             .any(|w| w.starts_with("hugepagesz=") || w.starts_with("default_hugepagesz=")),
-        "{words:?}\n{p}"
+        "{words:?}\n{pt}"
     );
     assert!(
         !p.changes.iter().any(|c| match &c.action {
@@ -98,13 +99,13 @@ fn a_64k_page_kernel_has_no_1g_pages_and_gets_no_argument_for_them() {
             Action::File { path, .. } => path.ends_with(".mount"),
             _ => false,
         }),
-        "no reservation or mount unit for a size the kernel lacks:\n{p}"
+        "no reservation or mount unit for a size the kernel lacks:\n{pt}"
     );
     assert!(
         p.notes
             .iter()
             .any(|n| n.message.contains("1G") && n.message.contains("2M, 512M, 16G")),
-        "the plan says why the pool is left out:\n{p}"
+        "the plan says why the pool is left out:\n{pt}"
     );
 }
 
@@ -117,16 +118,17 @@ fn a_64k_page_kernel_reserves_the_512m_pages_it_offers() {
         "name: g\nextends: generic-dgpu\nhugepages:\n  mount: /mnt/huge\n  require_mount: true\n  pools:\n    - {size: 512M, count: 8}\n    - {size: 1G, count: 2}\n",
     );
     let p = plan(&root, &lp);
+    let pt = daqtune_render::plan::text(&p);
     let words = kernel_words(&p);
     for w in ["default_hugepagesz=512M", "hugepagesz=512M", "hugepages=8"] {
-        assert!(words.iter().any(|x| x == w), "{w} missing: {words:?}\n{p}");
+        assert!(words.iter().any(|x| x == w), "{w} missing: {words:?}\n{pt}");
     }
     assert!(!words.iter().any(|w| w == "hugepagesz=1G"), "{words:?}");
     assert!(
         p.changes.iter().any(|c| matches!(&c.action,
             Action::Attr { path, to, .. }
                 if path.ends_with("hugepages-524288kB/nr_hugepages") && to == "8")),
-        "{p}"
+        "{pt}"
     );
     // The root's mount table as the kernel writes it: 512M pages show as pagesize=512M.
     let mounts = p
@@ -138,7 +140,7 @@ fn a_64k_page_kernel_reserves_the_512m_pages_it_offers() {
             }
             _ => None,
         })
-        .unwrap_or_else(|| panic!("no mount of /mnt/huge:\n{p}"));
+        .unwrap_or_else(|| panic!("no mount of /mnt/huge:\n{pt}"));
     assert!(
         mounts.contains("hugetlbfs /mnt/huge hugetlbfs rw,nosuid,nodev,relatime,pagesize=512M"),
         "{mounts}"

@@ -6,6 +6,7 @@ use crate::common;
 use crate::common::drive::host_files;
 use common::drive::{globals, prepared};
 use common::testroot;
+use daqtune_render::apply::Text;
 
 use daqtune_engine::apply::{
     run_apply_with, run_revert_part_with, ApplyOptions, RevertOptions, RevertPart, Selection,
@@ -38,8 +39,13 @@ fn apply_only(root: &Path, only: &[&str]) -> String {
         yes: true,
         ..Default::default()
     };
-    let code = run_apply_with(&g(root), &a, &mut FsWriter::new(), &mut o, &mut e)
-        .unwrap_or_else(|e| panic!("apply: {e}"));
+    let code = run_apply_with(
+        &g(root),
+        &a,
+        &mut FsWriter::new(),
+        &mut Text::new(&mut o, &mut e),
+    )
+    .unwrap_or_else(|e| panic!("apply: {e}"));
     let out = format!(
         "{}{}",
         String::from_utf8_lossy(&o),
@@ -59,8 +65,7 @@ fn revert(root: &Path, part: RevertPart) -> (Result<u8, String>, String, String)
         },
         &part,
         &mut FsWriter::new(),
-        &mut o,
-        &mut e,
+        &mut Text::new(&mut o, &mut e),
     )
     .map_err(|e| e.to_string());
     (

@@ -7,6 +7,7 @@ use crate::common::drive::globals as g;
 use crate::common::drive::plan_only as plan;
 use crate::common::drive::write;
 use crate::common::testroot;
+use daqtune_render::apply::Text;
 use daqtune_testkit::fixture;
 
 use daqtune_engine::apply::{run_apply_with, ApplyOptions, Selection};
@@ -47,7 +48,12 @@ fn apply_sel(root: &Path, profile: &str, only: &[&str], persist_only: bool) -> S
         ..Default::default()
     };
     let (mut o, mut e) = (Vec::new(), Vec::new());
-    let code = run_apply_with(&g(root, profile), &a, &mut FsWriter::new(), &mut o, &mut e);
+    let code = run_apply_with(
+        &g(root, profile),
+        &a,
+        &mut FsWriter::new(),
+        &mut Text::new(&mut o, &mut e),
+    );
     let out = format!(
         "{}{}",
         String::from_utf8_lossy(&o),

@@ -8,6 +8,7 @@ use daqtune_engine::facts::Facts;
 use daqtune_engine::profile;
 use daqtune_engine::GlobalOptions;
 use daqtune_probe::Host;
+use daqtune_render::apply::Text;
 use std::path::{Path, PathBuf};
 
 fn fixtures() -> Vec<PathBuf> {
@@ -42,7 +43,12 @@ fn plan_reads(root: &Path, prof: &str) -> daqtune_probe::host::Recording {
     // was made (every read done), so the count covers the whole plan.
     let sel = Selection::default();
     let mut out = Vec::new();
-    let _ = plan_on(&rh, &g, &sel, &mut out);
+    let _ = plan_on(
+        &rh,
+        &g,
+        &sel,
+        &mut Text::new(&mut out, &mut std::io::sink()),
+    );
     let r = rec.lock().expect("lock").clone();
     r
 }

@@ -4,6 +4,7 @@
 
 use crate::common;
 use common::drive::{globals, prepared};
+use daqtune_render::apply::Text;
 
 use daqtune_engine::apply::{run_apply_with, ApplyOptions, Selection};
 use daqtune_engine::hostio::journal::list_runs;
@@ -34,8 +35,13 @@ fn apply_only(root: &Path, only: &[&str]) {
         yes: true,
         ..Default::default()
     };
-    let code = run_apply_with(&g(root), &a, &mut FsWriter::new(), &mut o, &mut e)
-        .unwrap_or_else(|e| panic!("apply: {e}"));
+    let code = run_apply_with(
+        &g(root),
+        &a,
+        &mut FsWriter::new(),
+        &mut Text::new(&mut o, &mut e),
+    )
+    .unwrap_or_else(|e| panic!("apply: {e}"));
     assert_eq!(code, 0, "{}", String::from_utf8_lossy(&o));
 }
 

@@ -228,7 +228,12 @@ fn a_toy_action_kind_is_planned_shown_applied_and_reverted() {
     };
     let facts = Facts::new(&host);
     let plan = tunables::build_plan_in(&reg, &facts, &lp, &opts, None).expect("plan");
-    assert_eq!(plan.changes.len(), 1, "{plan}");
+    assert_eq!(
+        plan.changes.len(),
+        1,
+        "{}",
+        daqtune_render::plan::text(&plan)
+    );
     let dial = plan.changes[0]
         .action
         .owned_as::<toy_dial::TurnDial>()
@@ -236,8 +241,9 @@ fn a_toy_action_kind_is_planned_shown_applied_and_reverted() {
     assert_eq!((dial.from.trim(), dial.to.as_str()), ("3", "11"));
     // The plan's text and JSON are the kind's own words.
     assert!(
-        plan.to_string().contains("turn the toy dial: 3 -> 11"),
-        "{plan}"
+        daqtune_render::plan::text(&plan).contains("turn the toy dial: 3 -> 11"),
+        "{}",
+        daqtune_render::plan::text(&plan)
     );
     let json: serde_json::Value =
         serde_json::from_str(&daqtune_engine::fleet::plan_json::render(&plan, &[])).expect("json");
@@ -310,7 +316,12 @@ fn a_toy_tunable_is_picked_up_by_every_command() {
     };
     let facts = Facts::new(&host);
     let plan = tunables::build_plan_in(&reg, &facts, &lp, &opts, None).expect("plan");
-    assert_eq!(plan.changes.len(), 1, "{plan}");
+    assert_eq!(
+        plan.changes.len(),
+        1,
+        "{}",
+        daqtune_render::plan::text(&plan)
+    );
     let written = match &plan.changes[0].action {
         Action::File { path, to, .. } => {
             assert_eq!(path, toy::PATH);
@@ -357,7 +368,11 @@ fn a_toy_tunable_is_picked_up_by_every_command() {
     // plan again: nothing to do.
     let facts = Facts::new(&host);
     let again = tunables::build_plan_in(&reg, &facts, &lp, &opts, None).expect("plan");
-    assert!(again.changes.is_empty(), "{again}");
+    assert!(
+        again.changes.is_empty(),
+        "{}",
+        daqtune_render::plan::text(&again)
+    );
 
     // revert: the file is gone and the check fails again.
     let rr = revert_all(&host, state.path(), &mut w);

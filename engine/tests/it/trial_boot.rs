@@ -7,6 +7,7 @@
 //! revert is byte-identical after each; `--no-trial` writes what apply wrote before the trial.
 
 use crate::common;
+use daqtune_render::apply::Text;
 
 use common::drive::*;
 use common::testroot::*;
@@ -203,7 +204,7 @@ fn verify(r: &Path, sys: &dyn SystemView) -> String {
         "/var/lib/daqtune",
         &mut FsWriter::new(),
         sys,
-        &mut out,
+        &mut Text::new(&mut out, &mut std::io::sink()),
     )
     .unwrap_or_else(|e| panic!("trial-verify: {e}"));
     let text = String::from_utf8_lossy(&out).into_owned();

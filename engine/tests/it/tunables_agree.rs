@@ -137,7 +137,8 @@ fn disagreements(fixture: &Path, name: &str) -> Vec<String> {
     let second = agree::plan(root, &lp, name, false);
     if !second.changes.is_empty() {
         out.push(format!(
-            "{label}: the plan after apply is not empty:\n{second}"
+            "{label}: the plan after apply is not empty:\n{}",
+            daqtune_render::plan::text(&second)
         ));
     }
     out

@@ -7,8 +7,11 @@
 //! holding the original of every file and every runtime value; runtime writes read back;
 //! `pending-reboot` for what waits for a boot; update-grub only on the live host.
 
+pub mod events;
 #[cfg(test)]
 pub(crate) mod testroot;
+
+pub use events::{Event, Events, Question};
 
 use crate::check::commands::{GlobalOptions, UsageError};
 use crate::exec::{apply, revert};
@@ -21,7 +24,6 @@ use crate::model::plan::{self, Plan, PlanOptions};
 use crate::model::profile::{self, LoadedProfile};
 use daqtune_probe::Host;
 use daqtune_units::INSTALL_ADVICE;
-use std::io::Write;
 use std::path::PathBuf;
 
 /// Host path of daqtune's state (journal, lock).
@@ -63,7 +65,7 @@ fn with_remembered(
     host: &Host,
     sel: &Selection,
     state_dir: &Option<String>,
-    out: &mut dyn Write,
+    ev: &mut dyn Events,
 ) -> Result<Selection, UsageError> {
     let mut sel = sel.clone();
     if sel.fresh {
@@ -79,18 +81,17 @@ fn with_remembered(
     if sel.config.is_none() {
         if let Some(c) = &rec.config {
             if std::path::Path::new(c).is_file() {
-                let _ = writeln!(
-                    out,
-                    "keeping --config {c} of apply run {id} (--fresh plans the profile alone)"
-                );
+                ev.event(Event::KeptConfig {
+                    run: &id,
+                    config: c,
+                });
                 sel.config = Some(c.into());
             } else if sel.runtime_only {
                 // The boot units and the udev rule run this way: they must not fail on it.
-                let _ = writeln!(
-                    out,
-                    "apply run {id} used --config {c}, which is gone; this runtime-only run \
-                     goes on without it"
-                );
+                ev.event(Event::ConfigGone {
+                    run: &id,
+                    config: c,
+                });
             } else {
                 return Err(UsageError::Other(format!(
                     "apply run {id} used --config {c}, which is gone: pass --config FILE again, \
@@ -100,10 +101,7 @@ fn with_remembered(
         }
     }
     if !sel.allow_acs && rec.allow_acs {
-        let _ = writeln!(
-            out,
-            "keeping --allow-acs of apply run {id} (--fresh plans the profile alone)"
-        );
+        ev.event(Event::KeptAllowAcs { run: &id });
         sel.allow_acs = true;
     }
     Ok(sel)
@@ -128,7 +126,7 @@ fn with_app_config(
     facts: &Facts,
     lp: LoadedProfile,
     sel: &Selection,
-    out: &mut dyn Write,
+    ev: &mut dyn Events,
 ) -> Result<LoadedProfile, UsageError> {
     let Some(p) = &sel.config else {
         return Ok(lp);
@@ -138,7 +136,10 @@ fn with_app_config(
     let ctx = crate::model::context::Context::with_facts(facts, &lp);
     let (derived, notes) = crate::tunables::app_profile::derive_loaded(&app, &lp, &ctx);
     for n in notes {
-        let _ = writeln!(out, "from {}: {n}", app.file);
+        ev.event(Event::Derived {
+            file: &app.file,
+            note: &n,
+        });
     }
     Ok(derived)
 }
@@ -513,7 +514,7 @@ fn profile_for_change(
     g: &GlobalOptions,
     yes: bool,
     prompt: &mut dyn Prompt,
-    err: &mut dyn Write,
+    ev: &mut dyn Events,
 ) -> Result<LoadedProfile, UsageError> {
     if let Some(p) = &g.profile {
         let mut lp = crate::check::commands::load_profile(p)?;
@@ -527,8 +528,11 @@ fn profile_for_change(
             "no built-in profile matches this host: pass --profile NAME|FILE (built-ins: igx-orin, dgx-spark, generic-dgpu)".into(),
         ));
     };
-    let _ = writeln!(err, "detected profile {name} ({why})");
-    if !yes && !prompt.confirm(&format!("Use profile {name}?"), err)? {
+    ev.event(Event::ProfileDetected {
+        name: &name,
+        why: &why,
+    });
+    if !yes && !prompt.confirm(Question::UseProfile { name: &name })? {
         return Err(UsageError::Other(
             "profile not confirmed: pass --profile NAME".into(),
         ));
@@ -542,14 +546,14 @@ fn profile_for_change(
 /// there is none the answer cannot be had and [`NoTerminal`] makes that a usage error (exit 2),
 /// so a pipe never applies silently.
 pub trait Prompt {
-    fn confirm(&mut self, question: &str, err: &mut dyn Write) -> Result<bool, UsageError>;
+    fn confirm(&mut self, question: Question<'_>) -> Result<bool, UsageError>;
 }
 
 /// The prompt of a run without a terminal: every question is refused.
 pub struct NoTerminal;
 
 impl Prompt for NoTerminal {
-    fn confirm(&mut self, _question: &str, _err: &mut dyn Write) -> Result<bool, UsageError> {
+    fn confirm(&mut self, _question: Question<'_>) -> Result<bool, UsageError> {
         Err(UsageError::NoTerminal)
     }
 }
@@ -579,9 +583,9 @@ fn open_for_change(g: &GlobalOptions) -> Result<crate::hostroot::OpenedHost, Usa
 }
 
 /// `daqtune plan`.
-pub fn run_plan(g: &GlobalOptions, a: &Selection, out: &mut dyn Write) -> Result<u8, UsageError> {
+pub fn run_plan(g: &GlobalOptions, a: &Selection, ev: &mut dyn Events) -> Result<u8, UsageError> {
     let host = open_host(g)?;
-    plan_on(&host, g, a, out)
+    plan_on(&host, g, a, ev)
 }
 
 /// `daqtune plan` on an opened host (a test passes a recording one to count its reads).
@@ -589,21 +593,21 @@ pub fn plan_on(
     host: &Host,
     g: &GlobalOptions,
     a: &Selection,
-    out: &mut dyn Write,
+    ev: &mut dyn Events,
 ) -> Result<u8, UsageError> {
-    let plan = plan_for(host, g, a, out)?;
-    let _ = write!(out, "{plan}");
+    let plan = plan_for(host, g, a, ev)?;
+    ev.event(Event::Plan(&plan));
     Ok(0)
 }
 
 /// The plan `daqtune plan` shows; what it says before the plan (the profile it detected,
-/// options kept from the last apply, what a `--config` derived) goes to `head`, one line each
+/// options kept from the last apply, what a `--config` derived) goes to `head`, one event each
 /// (`plan --format json` makes them its `messages`).
 pub fn plan_for(
     host: &Host,
     g: &GlobalOptions,
     a: &Selection,
-    head: &mut dyn Write,
+    head: &mut dyn Events,
 ) -> Result<Plan, UsageError> {
     // One set of facts for detection, the configuration's derivation and the plan.
     let facts = g.facts(host);
@@ -611,7 +615,10 @@ pub fn plan_for(
         Some(_) => crate::check::commands::choose_profile_with(&facts, g)?,
         None => {
             let lp = crate::check::commands::choose_profile_with(&facts, g)?;
-            let _ = writeln!(head, "profile {} ({})", lp.profile.name, lp.origin);
+            head.event(Event::ProfileChosen {
+                name: &lp.profile.name,
+                origin: &lp.origin,
+            });
             lp
         }
     };
@@ -664,10 +671,9 @@ pub fn run_apply_with(
     g: &GlobalOptions,
     a: &ApplyOptions,
     w: &mut dyn Writer,
-    out: &mut dyn Write,
-    err: &mut dyn Write,
+    ev: &mut dyn Events,
 ) -> Result<u8, UsageError> {
-    run_apply_gpu(g, a, w, None, out, err)
+    run_apply_gpu(g, a, w, None, ev)
 }
 
 /// `daqtune apply` with GPU control (the NVML setters, or a mock in tests).
@@ -676,10 +682,9 @@ pub fn run_apply_gpu(
     a: &ApplyOptions,
     w: &mut dyn Writer,
     gpu: Option<&dyn gpu::GpuSetters>,
-    out: &mut dyn Write,
-    err: &mut dyn Write,
+    ev: &mut dyn Events,
 ) -> Result<u8, UsageError> {
-    run_apply_inner(g, a, w, GpuSource::Given(gpu), &mut NoTerminal, out, err)
+    run_apply_inner(g, a, w, GpuSource::Given(gpu), &mut NoTerminal, ev)
 }
 
 fn run_apply_inner(
@@ -688,14 +693,13 @@ fn run_apply_inner(
     w: &mut dyn Writer,
     gpu: GpuSource,
     prompt: &mut dyn Prompt,
-    out: &mut dyn Write,
-    err: &mut dyn Write,
+    ev: &mut dyn Events,
 ) -> Result<u8, UsageError> {
     let host = open_for_change(g)?;
     let facts = g.facts(&host);
-    let lp = profile_for_change(&facts, g, a.yes || a.dry_run, prompt, err)?;
-    let sel = with_remembered(&host, &a.sel, &a.state_dir, out)?;
-    let lp = with_app_config(&facts, lp, &sel, out)?;
+    let lp = profile_for_change(&facts, g, a.yes || a.dry_run, prompt, ev)?;
+    let sel = with_remembered(&host, &a.sel, &a.state_dir, ev)?;
+    let lp = with_app_config(&facts, lp, &sel, ev)?;
     let live;
     let (gpu, gpu_unavailable) = match gpu {
         GpuSource::Given(gpu) => (gpu, None),
@@ -716,17 +720,15 @@ fn run_apply_inner(
     let (mut plan, _) = complete_plan(&facts, &lp, &opts, gpu, &copy, sel.no_trial)?;
     note_foreign(&mut plan);
     refuse_without_binary(&plan, &sel)?;
-    let _ = write!(out, "{plan}");
+    ev.event(Event::Plan(&plan));
     if a.dry_run {
-        let _ = writeln!(out, "dry run: nothing changed");
+        ev.event(Event::DryRun);
         return Ok(0);
     }
     if plan.is_empty() {
-        let _ = writeln!(
-            out,
-            "nothing to change: the host matches profile {}",
-            lp.profile.name
-        );
+        ev.event(Event::NothingToChange {
+            profile: &lp.profile.name,
+        });
         return Ok(0);
     }
     // Under lockdown the kernel refuses every config-space write: refuse before the journal,
@@ -740,17 +742,19 @@ fn run_apply_inner(
             .map(|c| c.check.as_str())
             .collect();
         if plan.target == setters::Target::Live && !cw.is_empty() {
-            let _ = writeln!(
-                err,
-                "{}; or apply without {}. Nothing was changed.",
-                setters::lockdown_refusal(cw[0], l),
-                cw[0]
-            );
+            ev.event(Event::LockdownRefused {
+                check: cw[0],
+                lockdown: l,
+            });
             return Ok(1);
         }
     }
-    if !a.yes && !prompt.confirm(&format!("Apply {} change(s)?", plan.changes.len()), err)? {
-        let _ = writeln!(out, "not applied");
+    if !a.yes
+        && !prompt.confirm(Question::Apply {
+            changes: plan.changes.len(),
+        })?
+    {
+        ev.event(Event::NotApplied);
         return Ok(0);
     }
     let state = state_real(&host, &a.state_dir)?;
@@ -789,89 +793,21 @@ fn run_apply_inner(
         .map_err(|e| UsageError::Other(format!("journal: {e}")))?;
     let lockdown = facts.platform().lockdown.clone();
     let rep = apply::execute(&host, &plan, &mut journal, w, lockdown.as_deref(), gpu);
-    print_apply(&plan, &rep, out);
+    ev.event(Event::Applied {
+        plan: &plan,
+        report: &rep,
+    });
     let mut failed = rep.failed();
     if let Some(armed) = &armed {
         match crate::exec::trial::record(&host, &state, &mut journal, w, armed, &rep) {
-            Ok(line) => {
-                let _ = writeln!(out, "trial: {line}");
-            }
+            Ok(line) => ev.event(Event::TrialRecorded(&line)),
             Err(e) => {
                 failed += 1;
-                let _ = writeln!(out, "  FAIL  kernel.cmdline trial not recorded: {e}");
+                ev.event(Event::TrialNotRecorded(&e.to_string()));
             }
         }
     }
     Ok(if failed == 0 { 0 } else { 1 })
-}
-
-fn print_apply(plan: &Plan, rep: &apply::ApplyReport, out: &mut dyn Write) {
-    let _ = writeln!(out, "applied:");
-    let mut i = 0;
-    while i < rep.outcomes.len() {
-        let o = &rep.outcomes[i];
-        // Fold long runs of successes of one check (a 256-CPU host prints three lines).
-        let mut j = i;
-        let is_attr = |k: usize| {
-            matches!(
-                plan.changes.get(k).map(|c| &c.action),
-                Some(plan::Action::Attr { .. })
-            )
-        };
-        while j < rep.outcomes.len()
-            && rep.outcomes[j].check == o.check
-            && rep.outcomes[j].result.is_ok()
-            && !rep.outcomes[j].unconfirmed
-            && is_attr(j)
-        {
-            j += 1;
-        }
-        if j - i > 4 {
-            for k in [i, i + 1] {
-                if let Ok(m) = &rep.outcomes[k].result {
-                    let _ = writeln!(out, "  ok    {:<13} {m}", o.check);
-                }
-            }
-            let _ = writeln!(out, "  ok    {:<13} ... {} more", o.check, j - i - 3);
-            if let Ok(m) = &rep.outcomes[j - 1].result {
-                let _ = writeln!(out, "  ok    {:<13} {m}", o.check);
-            }
-            i = j;
-            continue;
-        }
-        match &o.result {
-            Ok(m) if o.unconfirmed => {
-                let _ = writeln!(out, "  WARN  {:<13} {m}", o.check);
-            }
-            Ok(m) => {
-                let _ = writeln!(out, "  ok    {:<13} {m}", o.check);
-            }
-            Err(e) => {
-                let _ = writeln!(out, "  FAIL  {:<13} {e}", o.check);
-            }
-        }
-        i += 1;
-    }
-    for (cmd, r) in &rep.commands {
-        let _ = match r {
-            Ok(()) => writeln!(out, "  ran   {cmd}"),
-            Err(e) => writeln!(out, "  FAIL  {cmd}: {e}"),
-        };
-    }
-    if plan.target == setters::Target::Root
-        && rep.pending_reboot.iter().any(|c| c == "kernel.cmdline")
-    {
-        let _ = writeln!(
-            out,
-            "  note  update-grub was not run (--root): run it on that host"
-        );
-    }
-    if !rep.pending_reboot.is_empty() {
-        let _ = writeln!(out, "reboot needed for: {}", rep.pending_reboot.join(", "));
-    }
-    if let Some(j) = &rep.journal {
-        let _ = writeln!(out, "journal: {} (undo with `daqtune revert`)", j.display());
-    }
 }
 
 /// Where a run's GPU control comes from.
@@ -944,25 +880,16 @@ fn revert_gpu_tolerance(g: &GlobalOptions) -> u32 {
         )
 }
 
-/// `daqtune apply` on the host with the real writer and GPU control, asking through `prompt`;
-/// the report goes to `out` (the command line's checked stdout).
+/// `daqtune apply` on the host with the real writer and GPU control, asking through `prompt`
+/// and telling `ev`.
 pub fn run_apply(
     g: &GlobalOptions,
     a: &ApplyOptions,
     prompt: &mut dyn Prompt,
-    out: &mut dyn Write,
+    ev: &mut dyn Events,
 ) -> Result<u8, UsageError> {
     let mut w = FsWriter::new();
-    run_apply_inner(
-        g,
-        a,
-        &mut w,
-        GpuSource::Live,
-        prompt,
-        out,
-        // Refusals and failures quote journal paths and host names: escaped for the terminal.
-        &mut daqtune_probe::text::TerminalSafe::new(std::io::stderr()),
-    )
+    run_apply_inner(g, a, &mut w, GpuSource::Live, prompt, ev)
 }
 
 /// Revert's refusal without a terminal and without `--yes`: what it would undo (the runs in
@@ -1018,10 +945,9 @@ pub fn run_revert_with(
     g: &GlobalOptions,
     a: &RevertOptions,
     w: &mut dyn Writer,
-    out: &mut dyn Write,
-    err: &mut dyn Write,
+    ev: &mut dyn Events,
 ) -> Result<u8, UsageError> {
-    run_revert_gpu(g, a, w, None, out, err)
+    run_revert_gpu(g, a, w, None, ev)
 }
 
 /// `daqtune revert` with GPU control, to undo clock locks.
@@ -1030,18 +956,9 @@ pub fn run_revert_gpu(
     a: &RevertOptions,
     w: &mut dyn Writer,
     gpu: Option<&dyn gpu::GpuSetters>,
-    out: &mut dyn Write,
-    err: &mut dyn Write,
+    ev: &mut dyn Events,
 ) -> Result<u8, UsageError> {
-    run_revert_inner(
-        g,
-        (a, &RevertPart::default()),
-        w,
-        gpu,
-        &mut NoTerminal,
-        out,
-        err,
-    )
+    run_revert_inner(g, (a, &RevertPart::default()), w, gpu, &mut NoTerminal, ev)
 }
 
 /// `daqtune revert --run ID` / `--only IDS`, with a writer that tests can fault.
@@ -1050,10 +967,9 @@ pub fn run_revert_part_with(
     a: &RevertOptions,
     part: &RevertPart,
     w: &mut dyn Writer,
-    out: &mut dyn Write,
-    err: &mut dyn Write,
+    ev: &mut dyn Events,
 ) -> Result<u8, UsageError> {
-    run_revert_inner(g, (a, part), w, None, &mut NoTerminal, out, err)
+    run_revert_inner(g, (a, part), w, None, &mut NoTerminal, ev)
 }
 
 fn run_revert_inner(
@@ -1062,8 +978,7 @@ fn run_revert_inner(
     w: &mut dyn Writer,
     gpu: Option<&dyn gpu::GpuSetters>,
     prompt: &mut dyn Prompt,
-    out: &mut dyn Write,
-    err: &mut dyn Write,
+    ev: &mut dyn Events,
 ) -> Result<u8, UsageError> {
     let scope = part.scope()?;
     let host = open_for_change(g)?;
@@ -1098,29 +1013,20 @@ fn run_revert_inner(
             Some(Ok(_l)) => revert::sweep_unstarted_runs(&base, w),
             _ => Vec::new(),
         };
-        for (what, r) in &swept {
-            let _ = match r {
-                Ok(()) => writeln!(out, "  ok    {what}"),
-                Err(e) => writeln!(out, "  FAIL  {what}: {e}"),
-            };
-        }
-        let _ = writeln!(out, "nothing to revert (no journal in {})", base.display());
+        ev.event(Event::Swept(&swept));
+        ev.event(Event::NothingToRevert { journal: &base });
         return Ok(if swept.iter().all(|s| s.1.is_ok()) {
             0
         } else {
             1
         });
     }
-    let question = match &scope {
-        revert::Scope::All => format!("Revert {} apply run(s)?", pending.len()),
-        revert::Scope::Run(id) => format!("Revert apply run {id}?"),
-        revert::Scope::Checks(ids) => format!(
-            "Revert the changes of {} in every apply run in effect?",
-            ids.join(", ")
-        ),
+    let question = Question::Revert {
+        scope: &scope,
+        runs: pending.len(),
     };
     if !a.yes {
-        match prompt.confirm(&question, err) {
+        match prompt.confirm(question) {
             Ok(true) => {}
             Ok(false) => return Ok(0),
             // `plan` shows what apply would do, not what revert undoes: say that here.
@@ -1137,83 +1043,42 @@ fn run_revert_inner(
             return Err(UsageError::Other(format!("revert: {e}")));
         }
         Err(e) => {
-            let _ = writeln!(err, "daqtune revert: refused: {e}. Nothing was changed.");
+            ev.event(Event::RevertRefused(&e));
             return Ok(1);
         }
     };
-    for (what, r) in &rep.steps {
-        let _ = match r {
-            Ok(()) => writeln!(out, "  ok    {what}"),
-            Err(e) => writeln!(out, "  FAIL  {what}: {e}"),
-        };
-    }
-    for (cmd, r) in &rep.commands {
-        let _ = match r {
-            Ok(()) => writeln!(out, "  ran   {cmd}"),
-            Err(e) => writeln!(out, "  FAIL  {cmd}: {e}"),
-        };
-    }
-    if !rep.runs.is_empty() {
-        let _ = writeln!(
-            out,
-            "reverted {} run(s): {}",
-            rep.runs.len(),
-            rep.runs.join(", ")
-        );
-    }
-    for (id, checks) in &rep.partial {
-        let _ = writeln!(
-            out,
-            "run {id}: undid the changes of {}; the rest of the run stays in effect",
-            checks.join(", ")
-        );
-    }
-    for (id, failed, steps) in &rep.incomplete {
-        let _ = writeln!(
-            out,
-            "run {id} NOT reverted: {failed} of {steps} step(s) failed; it stays in effect, and `daqtune revert` tries it again"
-        );
-    }
+    ev.event(Event::Reverted(&rep));
     // A trial armed by a run now reverted (or its kernel.cmdline part) is over.
     crate::exec::trial::forget_reverted(&host, a.state_dir.as_deref().unwrap_or(STATE_DIR), w);
     let failed = rep.failed();
     if failed > 0 {
-        let _ = writeln!(err, "daqtune revert: {failed} step(s) failed");
+        ev.event(Event::RevertFailed(failed));
     }
     Ok(if failed == 0 { 0 } else { 1 })
 }
 
-/// `daqtune revert` on the host with the real writer and GPU control, asking through `prompt`;
-/// the report goes to `out` (the command line's checked stdout).
+/// `daqtune revert` on the host with the real writer and GPU control, asking through `prompt`
+/// and telling `ev`.
 pub fn run_revert(
     g: &GlobalOptions,
     a: &RevertOptions,
     part: &RevertPart,
     prompt: &mut dyn Prompt,
-    out: &mut dyn Write,
+    ev: &mut dyn Events,
 ) -> Result<u8, UsageError> {
     let mut w = FsWriter::new();
     // GPU control only matters when a journal holds GPU entries; without NVML those entries
     // fail with the reason and the rest is reverted.
     let (live, _) = live_gpu(g, &Selection::default(), revert_gpu_tolerance(g));
     let gpu = live.as_ref().map(|l| l as &dyn gpu::GpuSetters);
-    run_revert_inner(
-        g,
-        (a, part),
-        &mut w,
-        gpu,
-        prompt,
-        out,
-        // Refusals and failures quote journal paths and host names: escaped for the terminal.
-        &mut daqtune_probe::text::TerminalSafe::new(std::io::stderr()),
-    )
+    run_revert_inner(g, (a, part), &mut w, gpu, prompt, ev)
 }
 
 /// `daqtune generate KIND`: print one artifact for image builders and configuration managers.
 pub fn run_generate(
     g: &GlobalOptions,
     a: &GenerateOptions,
-    out: &mut dyn Write,
+    ev: &mut dyn Events,
 ) -> Result<u8, UsageError> {
     let host = open_host(g)?;
     let facts = g.facts(&host);
@@ -1251,7 +1116,7 @@ pub fn run_generate(
         "; `daqtune revert` removes it.",
         "; printed by `daqtune generate`, so `daqtune revert` leaves it: remove it with whatever installed it.",
     );
-    let _ = write!(out, "{text}");
+    ev.event(Event::Generated(&text));
     Ok(0)
 }
 
@@ -1262,7 +1127,7 @@ pub fn run_generate(
 pub fn run_trial_verify(
     g: &GlobalOptions,
     state_dir: Option<&str>,
-    out: &mut dyn Write,
+    ev: &mut dyn Events,
 ) -> Result<u8, UsageError> {
     if g.root.is_some() {
         return Err(UsageError::Other(
@@ -1278,7 +1143,7 @@ pub fn run_trial_verify(
         dir,
         &mut FsWriter::new(),
         &crate::exec::trial::Systemd,
-        out,
+        ev,
     )
 }
 
@@ -1288,29 +1153,18 @@ pub fn trial_verify_on(
     state_dir: &str,
     w: &mut dyn Writer,
     sys: &dyn crate::exec::trial::SystemView,
-    out: &mut dyn Write,
+    ev: &mut dyn Events,
 ) -> Result<u8, UsageError> {
-    use crate::exec::trial::{verify, Decision};
+    use crate::exec::trial::verify;
     let rep = verify(host, state_dir, w, sys).map_err(|e| UsageError::Other(e.to_string()))?;
-    for d in &rep.done {
-        let _ = writeln!(out, "  ok    {d}");
-    }
-    let mut failed = 0;
-    for (cmd, r) in &rep.commands {
-        let _ = match r {
-            Ok(()) => writeln!(out, "  ran   {cmd}"),
-            Err(e) if !host.is_live() => writeln!(out, "  note  {cmd}: {e}"),
-            Err(e) => {
-                failed += 1;
-                writeln!(out, "  FAIL  {cmd}: {e}")
-            }
-        };
-    }
-    let _ = match &rep.decision {
-        Decision::Nothing(why) => writeln!(out, "trial: nothing to decide: {why}"),
-        Decision::Committed => writeln!(out, "trial: committed"),
-        Decision::Failed(why) => writeln!(out, "trial: FAILED: {why}"),
-    };
+    let live = host.is_live();
+    ev.event(Event::TrialVerified { report: &rep, live });
+    // Under a root the commands are listed, not run: only a live host's failure counts.
+    let failed = rep
+        .commands
+        .iter()
+        .filter(|(_, r)| live && r.is_err())
+        .count();
     Ok(u8::from(failed > 0))
 }
 

@@ -11,6 +11,7 @@ use daqtune_engine::apply::{
 };
 use daqtune_engine::hostio::setters::{FsWriter, Writer};
 use daqtune_engine::{GlobalOptions, UsageError};
+use daqtune_render::apply::Text;
 use std::path::Path;
 
 pub fn globals(root: &Path, profile: &str) -> GlobalOptions {
@@ -41,7 +42,11 @@ fn text(out: &[u8], err: &[u8]) -> String {
 /// binary turns into exit 2.
 pub fn try_plan(root: &Path, profile: &str, sel: &Selection) -> Result<String, UsageError> {
     let mut out = Vec::new();
-    run_plan(&globals(root, profile), sel, &mut out)?;
+    run_plan(
+        &globals(root, profile),
+        sel,
+        &mut Text::new(&mut out, &mut std::io::sink()),
+    )?;
     Ok(String::from_utf8_lossy(&out).into_owned())
 }
 
@@ -57,7 +62,7 @@ pub fn try_apply_with(
     w: &mut dyn Writer,
 ) -> Result<(u8, String), UsageError> {
     let (mut out, mut err) = (Vec::new(), Vec::new());
-    let code = run_apply_with(g, a, w, &mut out, &mut err)?;
+    let code = run_apply_with(g, a, w, &mut Text::new(&mut out, &mut err))?;
     Ok((code, text(&out, &err)))
 }
 
@@ -86,8 +91,8 @@ pub fn revert_with(root: &Path, w: &mut dyn Writer) -> (u8, String) {
         yes: true,
         state_dir: None,
     };
-    let code =
-        run_revert_with(&g, &a, w, &mut out, &mut err).unwrap_or_else(|e| panic!("revert: {e}"));
+    let code = run_revert_with(&g, &a, w, &mut Text::new(&mut out, &mut err))
+        .unwrap_or_else(|e| panic!("revert: {e}"));
     (code, text(&out, &err))
 }
 
@@ -113,7 +118,11 @@ pub fn try_generate_with(
     a: &GenerateOptions,
 ) -> Result<String, UsageError> {
     let mut out = Vec::new();
-    run_generate(&globals(root, profile), a, &mut out)?;
+    run_generate(
+        &globals(root, profile),
+        a,
+        &mut Text::new(&mut out, &mut std::io::sink()),
+    )?;
     Ok(String::from_utf8_lossy(&out).into_owned())
 }
 
@@ -176,7 +185,12 @@ pub fn plan_only(root: &Path, profile: &str, only: &[&str]) -> String {
         ..Default::default()
     };
     let mut out = Vec::new();
-    let code = daqtune_engine::apply::plan_on(&host, &globals(root, profile), &sel, &mut out);
+    let code = daqtune_engine::apply::plan_on(
+        &host,
+        &globals(root, profile),
+        &sel,
+        &mut Text::new(&mut out, &mut std::io::sink()),
+    );
     let text = String::from_utf8_lossy(&out).to_string();
     assert!(matches!(code, Ok(0)), "plan: {code:?}\n{text}");
     text
