@@ -11,4 +11,11 @@
 //! ([`apply::Text`]), because it is part of how the CLI talks, not of what the engine decided.
 
 pub mod apply;
+pub mod diff;
+pub mod gpu;
+pub mod nic;
 pub mod plan;
+pub mod qualify;
+pub mod report;
+pub mod status;
+pub mod topo;

@@ -2,7 +2,8 @@
 
 use crate::cli::{
     CheckArgs, DiffArgs, ExplainArgs, GlobalArgs, GpuArgs, ImportArgs, NicArgs, PlanArgs,
-    PlanFormat, ProfilesAction, ProfilesArgs, SnapshotArgs, StatusArgs, TopoArgs, TopoFormat,
+    PlanFormat, ProfilesAction, ProfilesArgs, QualifyArgs, SnapshotArgs, StatusArgs, TopoArgs,
+    TopoFormat,
 };
 use crate::out;
 use daqtune_engine::apply::{Prompt, Question};
@@ -116,7 +117,8 @@ pub fn check(g: &GlobalArgs, a: &CheckArgs) -> Result<u8, UsageError> {
         daqtune_engine::run_info::now_unix(),
     ));
     let opts = fleet::RenderOptions {
-        color: a.output.is_none() && report::want_color(std::io::stdout().is_terminal()),
+        color: a.output.is_none()
+            && daqtune_render::report::want_color(std::io::stdout().is_terminal()),
         verbose: a.verbose,
         nfd_expiry: a.nfd_expiry,
         // Fitted to the terminal on stdout only: a file gets every line whole.
@@ -126,7 +128,7 @@ pub fn check(g: &GlobalArgs, a: &CheckArgs) -> Result<u8, UsageError> {
             None
         },
     };
-    let text = fleet::render(&rep, a.format.into(), &opts);
+    let text = daqtune_render::report::render(&rep, a.format.into(), &opts);
     let mut outputs = vec![(a.output.as_deref(), text)];
     if let Some(p) = &a.junit {
         outputs.push((Some(p), report::junit(&rep)));
@@ -179,6 +181,29 @@ pub fn plan(g: &GlobalArgs, a: &PlanArgs) -> Result<u8, UsageError> {
     };
     write_all(&[(a.output.as_deref(), &text)])?;
     Ok(0)
+}
+
+/// `daqtune qualify`: the text report to stdout or `-o`, and the JUnit and JSON files asked
+/// for. Every file is written even when an earlier one fails (a CI job keeps the JUnit when
+/// the JSON's directory is missing); the first failure is the error, exit 2.
+pub fn qualify(g: &GlobalArgs, a: &QualifyArgs) -> Result<u8, UsageError> {
+    let opts = a.engine();
+    let q = daqtune_engine::qualify::run(&g.engine(), &opts, &crate::selftest_cmd::ChildSelftest)?;
+    let text = daqtune_render::qualify::text(&q);
+    let junit = opts
+        .junit
+        .as_ref()
+        .map(|_| daqtune_engine::qualify::junit(&q));
+    let json = opts.json.as_ref().map(|_| q.json());
+    let mut outputs = vec![(opts.output.as_deref(), text.as_str())];
+    if let (Some(p), Some(j)) = (&opts.junit, &junit) {
+        outputs.push((Some(p.as_path()), j));
+    }
+    if let (Some(p), Some(j)) = (&opts.json, &json) {
+        outputs.push((Some(p.as_path()), j));
+    }
+    write_all(&outputs)?;
+    Ok(q.exit_code())
 }
 
 pub fn explain(a: &ExplainArgs) -> Result<u8, UsageError> {
@@ -388,7 +413,7 @@ pub fn diff(g: &GlobalArgs, a: &DiffArgs) -> Result<u8, UsageError> {
             .map_err(|e| UsageError::Other(format!("cannot render JSON: {e}")))?;
         j + "\n"
     } else {
-        text_safe(&daqtune_engine::diff::render(&changes))
+        text_safe(&daqtune_render::diff::text(&changes))
     };
     write_all(&[(a.output.as_deref(), &text)])?;
     Ok(u8::from(!changes.is_empty()))
@@ -452,7 +477,7 @@ pub fn topo(g: &GlobalArgs, a: &TopoArgs) -> Result<u8, UsageError> {
     let mut outputs: Vec<(Option<&Path>, String)> = Vec::new();
     if !svg_to_stdout || a.output.is_some() {
         let matrix = match a.format.unwrap_or(TopoFormat::Text) {
-            TopoFormat::Text => text_safe(&topo::render_text(&t)),
+            TopoFormat::Text => text_safe(&daqtune_render::topo::text(&t)),
             TopoFormat::Json => serde_json::to_string_pretty(&t)
                 .map(|j| j + "\n")
                 .map_err(|e| UsageError::Other(format!("cannot render JSON: {e}")))?,
@@ -483,11 +508,11 @@ pub fn status(g: &GlobalArgs, a: &StatusArgs) -> Result<u8, UsageError> {
     let st = daqtune_engine::status::gather(&g.engine(), &opts)?;
     let text = match a.format {
         TopoFormat::Text if a.output.is_none() => out::fit(
-            &text_safe(&daqtune_engine::status::text(&st)),
+            &text_safe(&daqtune_render::status::text(&st)),
             out::width(),
             false,
         ),
-        TopoFormat::Text => text_safe(&daqtune_engine::status::text(&st)),
+        TopoFormat::Text => text_safe(&daqtune_render::status::text(&st)),
         TopoFormat::Json => daqtune_engine::status::json(&st),
     };
     write_all(&[(a.output.as_deref(), &text)])?;
@@ -498,7 +523,7 @@ pub fn status(g: &GlobalArgs, a: &StatusArgs) -> Result<u8, UsageError> {
 pub fn gpu(g: &GlobalArgs, a: &GpuArgs) -> Result<u8, UsageError> {
     let v = daqtune_engine::gpu_view::gather(&g.engine())?;
     let text = match a.format {
-        TopoFormat::Text => text_safe(&daqtune_engine::gpu_view::text(&v)),
+        TopoFormat::Text => text_safe(&daqtune_render::gpu::text(&v)),
         TopoFormat::Json => daqtune_engine::gpu_view::json(&v),
     };
     write_all(&[(a.output.as_deref(), &text)])?;
@@ -514,7 +539,7 @@ pub fn nic(g: &GlobalArgs, a: &NicArgs) -> Result<u8, UsageError> {
     };
     let v = daqtune_engine::nic_view::gather(&g.engine(), &o)?;
     let text = match a.format {
-        TopoFormat::Text => text_safe(&daqtune_engine::nic_view::text(&v)),
+        TopoFormat::Text => text_safe(&daqtune_render::nic::text(&v)),
         TopoFormat::Json => daqtune_engine::nic_view::json(&v),
     };
     write_all(&[(a.output.as_deref(), &text)])?;

@@ -7,7 +7,6 @@ mod legacy;
 mod man;
 mod out;
 mod rdma_cmd;
-mod render;
 mod report_cmd;
 mod selftest_cli;
 mod selftest_cmd;
@@ -71,6 +70,8 @@ fn main() -> ExitCode {
     // First: the first GPU probe of a boot may start this executable as its CUDA child.
     daqtune_probe::gpu::serve_cuda_probe_child();
     drop_empty_settings();
+    // A profile's deprecated keys, said once each, escaped like every message (out::eprint).
+    daqtune_engine::commands::set_notice_sink(|n| out::eprint(&format!("daqtune: {n}\n")));
     let argv = legacy::translate_legacy(std::env::args().collect());
     // The RDMA engine is a separate executable with its own flags (see rdma_cmd::RdmaArgs).
     if let Some((g, args)) = legacy::split_rdma_invocation(&argv) {
@@ -163,12 +164,7 @@ fn main() -> ExitCode {
         Command::Nic(a) => commands::nic(g, a),
         Command::Selftest(a) => selftest_cmd::run(g, &a.args),
         Command::Topo(a) => commands::topo(g, a),
-        Command::Qualify(a) => daqtune_engine::qualify::run(
-            &g.engine(),
-            &a.engine(),
-            &selftest_cmd::ChildSelftest,
-            &mut stdout,
-        ),
+        Command::Qualify(a) => commands::qualify(g, a),
         Command::Snapshot(a) => commands::snapshot(g, a),
         Command::Diff(a) => commands::diff(g, a),
         Command::Import(a) => commands::import(a),

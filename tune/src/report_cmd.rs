@@ -18,8 +18,36 @@ pub fn run(g: &GlobalArgs, a: &ReportArgs) -> Result<u8, UsageError> {
     report_cmd::validate(&g, &opts)?;
     match a.interval {
         Some(every) if !a.once => repeat(every),
-        _ => report_cmd::run_once(&g, &opts, &mut std::io::stderr()),
+        _ => {
+            let r = report_cmd::run_once(&g, &opts)?;
+            out::eprint_raw(&said(&r));
+            Ok(r.exit_code())
+        }
     }
+}
+
+/// The run's result and what it wrote on one line, then one line per output that could not
+/// be written (stderr: stdout stays free for a caller's own use).
+fn said(r: &report_cmd::ReportRun) -> String {
+    let pending = if r.pending_reboot.is_empty() {
+        "none".to_string()
+    } else {
+        r.pending_reboot.join(", ")
+    };
+    let mut s = format!(
+        "daqtune report: profile {}, gate {}, pending reboot: {pending}; wrote {}\n",
+        r.profile,
+        if r.gate_passed { "pass" } else { "fail" },
+        if r.wrote.is_empty() {
+            "nothing".into()
+        } else {
+            r.wrote.join(", ")
+        }
+    );
+    for e in &r.failed {
+        s.push_str(&format!("daqtune report: {e}\n"));
+    }
+    s
 }
 
 /// Run `daqtune ARGS --once` every `every`. A child per run: NVML, CUDA and the per-process

@@ -75,18 +75,26 @@ pub fn load_profile(name_or_path: &str) -> Result<LoadedProfile, UsageError> {
     Ok(lp)
 }
 
-/// Each deprecated key a profile uses is said on stderr, once per process: apply loads its
-/// profile for the plan and again under the lock, status the run's profile beside the chosen
-/// one. Built-in profiles use none.
+/// Where the engine's notes that are no command's result go: each deprecated key a profile
+/// uses, once per process (apply loads its profile for the plan and again under the lock,
+/// status the run's profile beside the chosen one; built-in profiles use none). The binary
+/// sets a sink that says them on stderr; a library caller that sets none hears nothing.
+static NOTICE_SINK: std::sync::OnceLock<fn(&str)> = std::sync::OnceLock::new();
+
+/// Sets where notes go (the first call wins: one process, one terminal).
+pub fn set_notice_sink(sink: fn(&str)) {
+    let _ = NOTICE_SINK.set(sink);
+}
+
 fn say_deprecations(lp: &LoadedProfile) {
-    use std::io::Write;
     static SAID: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    let Some(sink) = NOTICE_SINK.get() else {
+        return;
+    };
     let Ok(mut said) = SAID.lock() else { return };
-    let mut err = daqtune_probe::text::TerminalSafe::new(std::io::stderr());
     for n in &lp.deprecations {
         if !said.contains(n) {
-            // A closed stderr loses only the note.
-            let _ = writeln!(err, "daqtune: {n}");
+            sink(n);
             said.push(n.clone());
         }
     }

@@ -140,31 +140,6 @@ pub fn diff(a: &Report, b: &Report) -> Vec<Change> {
     out
 }
 
-pub fn render(changes: &[Change]) -> String {
-    if changes.is_empty() {
-        return "no differences\n".into();
-    }
-    // Host data reaches a terminal here: control characters escaped, as in the text report.
-    use daqtune_probe::text::printable as esc;
-    let side = |s: &Option<(Status, Option<String>)>| match s {
-        None => "(absent)".to_string(),
-        Some((st, Some(o))) => format!("{st} [{}]", esc(o)),
-        Some((st, None)) => st.to_string(),
-    };
-    let mut s = String::new();
-    for c in changes {
-        s.push_str(&format!(
-            "{} {}\n  - {}\n  + {}\n",
-            esc(&c.id),
-            esc(&c.subject),
-            side(&c.before),
-            side(&c.after)
-        ));
-    }
-    s.push_str(&format!("{} difference(s)\n", changes.len()));
-    s
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -208,19 +183,6 @@ mod tests {
         assert_eq!(d[0].id, "cpu.governor");
         assert_eq!(d[1].id, "numa");
         assert!(diff(&a, &a).is_empty());
-    }
-
-    #[test]
-    fn rendered_changes_escape_control_characters() {
-        let a = rep(vec![
-            Verdict::pass("platform", "evil\x1b[2J", "x").observed("a\x07")
-        ]);
-        let out = render(&diff(&a, &rep(vec![])));
-        assert!(!out.contains('\x1b') && !out.contains('\x07'), "{out:?}");
-        assert!(
-            out.contains("evil\\x1b[2J") && out.contains("[a\\x07]"),
-            "{out}"
-        );
     }
 
     #[test]

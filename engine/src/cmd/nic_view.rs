@@ -5,12 +5,9 @@
 
 use crate::check::commands::{GlobalOptions, UsageError};
 use crate::hostroot::open_host;
-use daqtune_probe::net::counters::{
-    deltas, describe_delta, kind_of, losses, read_port, Delta, PortCounters, Unavailable,
-};
+use daqtune_probe::net::counters::{deltas, kind_of, read_port, Delta, PortCounters, Unavailable};
 use daqtune_probe::Host;
 use serde::{Deserialize, Serialize};
-use std::fmt::Write as _;
 
 pub const SCHEMA: &str = "daqtune.nic-view/v1";
 
@@ -164,57 +161,6 @@ pub fn view(
     }
 }
 
-pub fn text(v: &NicView) -> String {
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "NIC counters ({}{})",
-        if v.source == "live" {
-            "live".to_string()
-        } else {
-            format!("recorded root {}", v.root)
-        },
-        v.interval_s
-            .map(|i| format!(", two reads {i:.1} s apart"))
-            .unwrap_or_default()
-    );
-    if v.ports.is_empty() {
-        let _ = writeln!(s, "no network interface");
-    }
-    for p in &v.ports {
-        let _ = writeln!(s);
-        let mut head = p.ifname.clone();
-        if let Some(pci) = &p.pci {
-            let _ = write!(head, " ({pci}");
-            if let Some(d) = &p.driver {
-                let _ = write!(head, ", {d}");
-            }
-            head.push(')');
-        }
-        let _ = writeln!(s, "{head}");
-        if let Some(rose) = &p.rose {
-            let loss: Vec<&Delta> = losses(rose).collect();
-            if loss.is_empty() {
-                let _ = writeln!(s, "  no drop or error counter rose");
-            }
-            for d in loss {
-                let _ = writeln!(s, "  ROSE {}", describe_delta(d));
-            }
-        }
-        if p.counters.is_empty() {
-            let _ = writeln!(s, "  no drop or error counted since boot");
-        }
-        let w = p.counters.iter().map(|c| c.name.len()).max().unwrap_or(0);
-        for c in &p.counters {
-            let _ = writeln!(s, "  {:<w$}  {:>14}  {}", c.name, c.value, c.source);
-        }
-        for u in &p.unavailable {
-            let _ = writeln!(s, "  ({}: {})", u.source, u.reason);
-        }
-    }
-    s
-}
-
 pub fn json(v: &NicView) -> String {
     serde_json::to_string_pretty(v).unwrap_or_default() + "\n"
 }
@@ -251,9 +197,14 @@ mod tests {
                 kind: Some(daqtune_probe::net::counters::Kind::KernelDrop),
             }]
         );
-        let t = text(&v);
-        assert!(t.contains("rx_dropped"), "{t}");
-        assert!(t.contains("running kernel"), "{t}");
+        // The ethtool parts a host root lacks say why, as data (render::nic words them).
+        assert!(
+            p.unavailable
+                .iter()
+                .any(|u| u.reason.contains("running kernel")),
+            "{:?}",
+            p.unavailable
+        );
         let all = view(&host, &ports, &ports, None, true);
         assert_eq!(all.ports[0].counters.len(), 3);
         let j: serde_json::Value = serde_json::from_str(&json(&v)).expect("json");

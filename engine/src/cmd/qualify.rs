@@ -9,7 +9,6 @@
 use crate::check::commands::{GlobalOptions, UsageError};
 use crate::check::report::{self, xml_escape, Report};
 use crate::check::run_info::{now_unix, RunInfo};
-use crate::fleet::output;
 use crate::hostroot::open_host;
 use crate::model::causes::{self, Cause, Symptom};
 use crate::model::gate::{self, FailOn};
@@ -302,7 +301,7 @@ impl SelftestEntry {
 
 impl SelftestEntry {
     /// Below its floor, or messages lost: what the causes are listed for.
-    fn symptoms(&self) -> Vec<Symptom> {
+    pub fn symptoms(&self) -> Vec<Symptom> {
         if matches!(self.status.as_str(), "skip" | "error") {
             return Vec::new();
         }
@@ -430,6 +429,18 @@ pub struct Qualification {
     /// the default durations is meant to stay under 30 s, docs/ci-gate.md).
     #[serde(default)]
     pub wall_s: f64,
+}
+
+impl Qualification {
+    /// `qualify`'s exit code: 0 passed, 1 a required check or a self-test failed.
+    pub fn exit_code(&self) -> u8 {
+        u8::from(!self.passed)
+    }
+
+    /// The JSON report (`--json`).
+    pub fn json(&self) -> String {
+        serde_json::to_string_pretty(self).unwrap_or_default() + "\n"
+    }
 }
 
 /// One self-test run qualify asks for: `daqtune selftest ENGINE` with these options.
@@ -625,13 +636,13 @@ fn selftest_stages(
     selftest
 }
 
-/// Run the qualification, print its text report to `out` and write the files asked for.
+/// Run the qualification. The binary prints its text (`daqtune-render`) and writes the files
+/// asked for (`-o`, `--junit`, `--json`); the exit code is [`Qualification::exit_code`].
 pub fn run(
     g: &GlobalOptions,
     a: &QualifyOptions,
     runner: &dyn SelftestRunner,
-    out: &mut dyn std::io::Write,
-) -> Result<u8, UsageError> {
+) -> Result<Qualification, UsageError> {
     let started = Instant::now();
     // Named before anything is read: a typo costs nothing.
     let subset = Subset::new(&a.only, a.selftest.as_deref())?;
@@ -700,90 +711,11 @@ pub fn run(
         subset: (!subset.is_whole()).then_some(subset),
         wall_s: started.elapsed().as_secs_f64(),
     };
-    // Every file asked for is written even when an earlier one fails (a CI job keeps the
-    // JUnit when the JSON's directory is missing); the first failure is the error, exit 2.
-    let mut first: Option<UsageError> = None;
-    let mut write = |p: &std::path::Path, t: &str, err: &mut dyn std::io::Write| {
-        if let Err(e) = output::write(p, t) {
-            if first.is_none() {
-                first = Some(UsageError::Other(e.to_string()));
-            } else {
-                let _ = writeln!(err, "daqtune: {e}");
-            }
-        }
-    };
-    let mut stderr = std::io::stderr();
-    match &a.output {
-        Some(p) => write(p, &text(&q), &mut stderr),
-        None => {
-            let _ = write!(out, "{}", text(&q));
-        }
-    }
-    if let Some(p) = &a.junit {
-        write(p, &junit(&q), &mut stderr);
-    }
-    if let Some(p) = &a.json {
-        let j = serde_json::to_string_pretty(&q).unwrap_or_default();
-        write(p, &(j + "\n"), &mut stderr);
-    }
-    if let Some(e) = first {
-        return Err(e);
-    }
-    Ok(u8::from(!passed))
+    Ok(q)
 }
 
-pub fn text(q: &Qualification) -> String {
-    let mut s = report::text(&q.checks, false, false);
-    let _ = writeln!(s, "\nqualify level {}:", q.level);
-    if let Some(sub) = &q.subset {
-        let _ = writeln!(s, "  subset: {}", sub.describe());
-    }
-    for st in &q.stages {
-        let _ = writeln!(
-            s,
-            "  {:<6} {:<22} {:>7.1} s  {}",
-            st.status, st.name, st.seconds, st.detail
-        );
-    }
-    let assessed: Vec<&SelftestEntry> = q
-        .selftest
-        .iter()
-        .filter(|r| r.reference.is_some() || !r.causes.is_empty())
-        .collect();
-    if !assessed.is_empty() {
-        let _ = writeln!(s, "line rate and reference:");
-    }
-    for r in assessed {
-        let why = r.reference.as_ref().map(|a| a.why.as_str()).unwrap_or("");
-        let _ = writeln!(s, "  {}/{}: {why}", r.engine, r.mode);
-        if !r.causes.is_empty() {
-            let _ = writeln!(s, "    likely causes, most likely first:");
-            for c in &r.causes {
-                let _ = writeln!(s, "      {}", cause_line(c));
-                if let Some(rec) = &c.recovery {
-                    let _ = writeln!(s, "         recovery: {rec}");
-                }
-                if let Some(src) = &c.source {
-                    let _ = writeln!(s, "         source: {src}");
-                }
-            }
-        } else if !r.symptoms().is_empty() {
-            let _ = writeln!(
-                s,
-                "    likely causes: none of the host's verdicts explains it (docs/ci-gate.md)"
-            );
-        }
-    }
-    let _ = writeln!(
-        s,
-        "result: {} ({:.1} s wall time)",
-        if q.passed { "PASS" } else { "FAIL" },
-        q.wall_s
-    );
-    s
-}
-
-fn cause_line(c: &Cause) -> String {
+/// One cause as the text report and JUnit's failure message name it.
+pub fn cause_line(c: &Cause) -> String {
     format!(
         "{}. {} ({}) {}: {} - {}",
         c.rank, c.id, c.subject, c.status, c.message, c.reason
@@ -1051,12 +983,13 @@ mod tests {
             j.contains("likely causes, most likely first: 1. pcie.mrrs (0000:01:00.0) fail: 512"),
             "{j}"
         );
-        let t = text(&q);
+        // The text's cause lines (daqtune-render) are these.
+        let first = cause_line(&q.selftest[2].causes[0]);
         assert!(
-            t.contains("      1. nic.mtu (self-test path) fail: the self-test path has MTU 1500"),
-            "{t}"
+            first.starts_with("1. nic.mtu (self-test path) fail: the self-test path has MTU 1500"),
+            "{first}"
         );
-        assert!(t.ends_with("result: FAIL (12.2 s wall time)\n"), "{t}");
+        assert_eq!(q.exit_code(), 1);
     }
 
     /// Issue 45 item 4: the Spark fixture in the degraded ConnectX-7 state. A TCP rail at
@@ -1104,16 +1037,20 @@ mod tests {
         assert_eq!(j["causes"][0]["recovery"].as_str(), Some(rec));
         assert!(j["causes"][1].get("recovery").is_none(), "{j}");
         let q = failed_qualification("dgx-spark", rs, 1.0);
-        let t = text(&q);
+        let cause = &q.selftest[0].causes[0];
         assert!(
-            t.contains(
+            cause_line(cause).starts_with(
                 "1. known-state:spark-cx7-degraded-init (0000:01:00.1 (enp1s0f1np1)) matches"
             ),
-            "{t}"
+            "{}",
+            cause_line(cause)
         );
         assert!(
-            t.contains("         recovery: keep the final QSFP cabling"),
-            "{t}"
+            cause
+                .recovery
+                .as_deref()
+                .is_some_and(|r| r.starts_with("keep the final QSFP cabling")),
+            "{cause:?}"
         );
         let x = junit(&q);
         assert!(x.contains("recovery: keep the final QSFP cabling"), "{x}");

@@ -15,7 +15,6 @@ use crate::fleet::{nfd, output, prometheus};
 use crate::hostroot::open_host;
 use crate::model::appconfig::AppConfig;
 use crate::model::gate::{self, FailOn};
-use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -119,14 +118,29 @@ pub fn validate(g: &GlobalOptions, a: &ReportOptions) -> Result<(), UsageError> 
     Ok(())
 }
 
+/// What one report run did, for the line the binary says on stderr.
+#[derive(Debug)]
+pub struct ReportRun {
+    pub profile: String,
+    pub gate_passed: bool,
+    /// The checks whose settings wait for a reboot.
+    pub pending_reboot: Vec<String>,
+    /// The files written.
+    pub wrote: Vec<String>,
+    /// Why each output that could not be written was not.
+    pub failed: Vec<crate::fleet::output::OutputError>,
+}
+
+impl ReportRun {
+    /// 0, or 1 when an output could not be written (the gate's result is in the files).
+    pub fn exit_code(&self) -> u8 {
+        u8::from(!self.failed.is_empty())
+    }
+}
+
 /// One report run: the checks with the profile's required checks as a gate, then every
-/// output; one line to `err` saying the result and what was written, and one per output that
-/// could not be written.
-pub fn run_once(
-    g: &GlobalOptions,
-    a: &ReportOptions,
-    err: &mut dyn Write,
-) -> Result<u8, UsageError> {
+/// output.
+pub fn run_once(g: &GlobalOptions, a: &ReportOptions) -> Result<ReportRun, UsageError> {
     validate(g, a)?;
     if a.live_gpu_facts {
         if let Some(root) = &g.root {
@@ -170,27 +184,17 @@ pub fn run_once(
             Err(e) => failed.push(e),
         }
     }
-    let pending = rep
-        .run
-        .as_ref()
-        .map(|r| r.pending_reboot.join(", "))
-        .filter(|s| !s.is_empty())
-        .unwrap_or_else(|| "none".into());
-    let _ = writeln!(
-        err,
-        "daqtune report: profile {}, gate {}, pending reboot: {pending}; wrote {}",
-        rep.profile,
-        if code == 0 { "pass" } else { "fail" },
-        if wrote.is_empty() {
-            "nothing".into()
-        } else {
-            wrote.join(", ")
-        }
-    );
-    for e in &failed {
-        let _ = writeln!(err, "daqtune report: {e}");
-    }
-    Ok(u8::from(!failed.is_empty()))
+    Ok(ReportRun {
+        profile: rep.profile.clone(),
+        gate_passed: code == 0,
+        pending_reboot: rep
+            .run
+            .as_ref()
+            .map(|r| r.pending_reboot.clone())
+            .unwrap_or_default(),
+        wrote,
+        failed,
+    })
 }
 
 #[cfg(test)]
@@ -220,7 +224,7 @@ mod tests {
         assert!(e.to_string().contains("needs --root"), "{e}");
     }
 
-    /// One run on a fixture root writes every output it was given, and says so.
+    /// One run on a fixture root writes every output it was given, and says which.
     #[test]
     fn one_run_writes_each_output() {
         let d = tempfile::tempdir().expect("tmp");
@@ -236,14 +240,13 @@ mod tests {
             junit: Some(d.path().join("junit.xml")),
             ..ReportOptions::default()
         };
-        let mut err = Vec::new();
-        assert_eq!(run_once(&g, &a, &mut err).expect("run"), 0);
-        let err = String::from_utf8_lossy(&err);
-        assert!(err.contains("profile dgx-spark"), "{err}");
+        let r = run_once(&g, &a).expect("run");
+        assert_eq!(r.exit_code(), 0);
+        assert_eq!(r.profile, "dgx-spark");
         for (_, p) in a.outputs() {
             let body = std::fs::read_to_string(&p).expect("written");
             assert!(!body.is_empty(), "{}", p.display());
-            assert!(err.contains(&p.display().to_string()), "{err}");
+            assert!(r.wrote.contains(&p.display().to_string()), "{r:?}");
         }
         let facts: serde_json::Value = serde_json::from_str(
             &std::fs::read_to_string(d.path().join("facts.d/daqtune.fact")).expect("read"),
@@ -258,9 +261,14 @@ mod tests {
             nfd: Some(d.path().join("features.d/again")),
             ..ReportOptions::default()
         };
-        let mut err = Vec::new();
-        assert_eq!(run_once(&g, &a, &mut err).expect("run"), 1);
+        let r = run_once(&g, &a).expect("run");
+        assert_eq!(r.exit_code(), 1);
         assert!(d.path().join("features.d/again").is_file());
-        assert!(String::from_utf8_lossy(&err).contains("cannot write"));
+        assert!(
+            r.failed
+                .iter()
+                .any(|e| e.to_string().contains("cannot write")),
+            "{r:?}"
+        );
     }
 }

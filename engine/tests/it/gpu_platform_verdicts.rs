@@ -296,6 +296,6 @@ fn mps_platform_limit_reaches_json_textfile_nfd_and_text() {
             .any(|l| l == "daqtune.feature.node.kubernetes.io/limit.pcie.mps=128"),
         "{nfd}"
     );
-    let text = report::text(&rep, false, true);
+    let text = daqtune_render::report::text(&rep, false, true);
     assert!(text.contains("platform limit: MPS 128 B"), "{text}");
 }

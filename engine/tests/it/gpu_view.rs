@@ -1,8 +1,9 @@
 //! Issue 26 item 6: `daqtune gpu` - the GPU facts with the source of each value, on the gpu-*
 //! fixture roots and on facts recorded on a real H200 (docs/validation-data).
 
-use daqtune_engine::gpu_view::{gather, json, text, Fact, GpuView, CUDA, NVML, SYSFS};
+use daqtune_engine::gpu_view::{gather, json, Fact, GpuView, CUDA, NVML, SYSFS};
 use daqtune_engine::GlobalOptions;
+use daqtune_render::gpu::text;
 use daqtune_testkit::fixture;
 use std::path::Path;
 

@@ -489,3 +489,66 @@ fn only_probe_reads_sys_and_proc() {
     }
     assert!(found.is_empty(), "{}", found.join("\n"));
 }
+
+/// Issue 44 item 4: terminal text lives in daqtune-render. In the engine's non-test code,
+/// `write!`, `print!` and standard output or error appear only where a machine format with a
+/// schema is written, an error or data value is described, or the process ends
+/// (docs/architecture.md, "Terminal text"); a command that writes words for a terminal again
+/// fails here.
+#[test]
+fn the_engine_writes_no_terminal_text() {
+    // The file, and why its writes are not terminal text.
+    const ALLOWED: &[(&str, &str)] = &[
+        (
+            "check/report.rs",
+            "JUnit, and profile-keys markdown for the docs",
+        ),
+        ("cmd/qualify.rs", "JUnit"),
+        (
+            "cmd/topo.rs",
+            "the SVG drawing; a port bound's description (in its JSON too)",
+        ),
+        ("cmd/gpu_view.rs", "a clock fact's value (in its JSON too)"),
+        ("fleet/prometheus.rs", "the node_exporter textfile"),
+        ("fleet/nfd.rs", "the NFD feature file"),
+        ("model/appconfig/mod.rs", "an error's Display"),
+        (
+            "hostroot/snapshot/tempdir.rs",
+            "the last line before _exit on a signal",
+        ),
+    ];
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut found = Vec::new();
+    for f in source::rust_files(&src, false) {
+        let rel = f.strip_prefix(&src).unwrap_or(&f).display().to_string();
+        if ALLOWED.iter().any(|(a, _)| *a == rel) {
+            continue;
+        }
+        let text = code(&std::fs::read_to_string(&f).expect("source"));
+        for (n, line) in text.lines().enumerate() {
+            let writes = [
+                "write!(",
+                "writeln!(",
+                "print!(",
+                "println!(",
+                "stdout()",
+                "stderr()",
+            ]
+            .iter()
+            .any(|w| line.contains(w));
+            // An error's Display writes its message: that is a value, not a layout.
+            if writes && !line.contains("write!(f,") {
+                found.push(format!(
+                    "engine/src/{rel} (code line {}): {}",
+                    n + 1,
+                    line.trim()
+                ));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "terminal text in the engine (daqtune-render words it):\n{}",
+        found.join("\n")
+    );
+}

@@ -341,7 +341,7 @@ fn the_profile_copy_stays_while_a_unit_runs_it() {
     )
     .expect("status");
     assert!(st.summary.drift >= 1, "no drift with the copy missing");
-    let text = daqtune_engine::status::text(&st);
+    let text = daqtune_render::status::text(&st);
     assert!(text.contains(&copies_name(&copy)), "{text}");
     std::fs::write(&copy, bytes).expect("put back");
     // The last user goes: so does the copy (and its directories).

@@ -9,8 +9,9 @@ use daqtune_render::apply::Text;
 use daqtune_engine::apply::{run_apply_with, ApplyOptions, Selection};
 use daqtune_engine::hostio::journal::list_runs;
 use daqtune_engine::hostio::setters::FsWriter;
-use daqtune_engine::status::{gather, text, SettingState, StatusOptions};
+use daqtune_engine::status::{gather, SettingState, StatusOptions};
 use daqtune_engine::GlobalOptions;
+use daqtune_render::status::text;
 use std::path::Path;
 
 const JOURNAL: &str = "var/lib/daqtune/journal";

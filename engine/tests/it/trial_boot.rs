@@ -218,7 +218,7 @@ fn status_text(r: &Path) -> (status::Status, String) {
         ..Default::default()
     };
     let st = status::gather(&g, &StatusOptions::default()).expect("status");
-    let t = status::text(&st);
+    let t = daqtune_render::status::text(&st);
     (st, t)
 }
 

@@ -1,1 +1,0 @@
-//! (filled by the move of the engine's terminal text; see mod.rs)
