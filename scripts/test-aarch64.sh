@@ -83,12 +83,12 @@ t0=$SECONDS
 # run here are chosen by name, which a cargo filter cannot do per package (it applies to every
 # binary): so the binaries are built with --no-run and run here under the runner
 # (.cargo/config.toml's qemu-aarch64), each in its package's directory as cargo would. All of
-# probe's, units' and engine's tests; selftest's gpu_sink_fixture (its tests that spawn the
+# probe's, units', engine's and render's tests; selftest's gpu_sink_fixture (its tests that spawn the
 # daqtune-selftest binary, find_max_cli and gpu_sink_cli, live with the binary in the daqtune
 # crate since issue 44 and run with the CLI tests below; the header says why the rest do not); daqtune-dpdk's lib and bin unit tests
 # (its integration test spawns the engine binary: the CLI tests' condition). No doc tests (none
 # of these crates has one).
-pkgs=(-p daqtune-probe -p daqtune-units -p daqtune-engine -p daqtune-selftest -p daqtune-dpdk)
+pkgs=(-p daqtune-probe -p daqtune-units -p daqtune-engine -p daqtune-render -p daqtune-selftest -p daqtune-dpdk)
 declare -A modules=(
   [daqtune-selftest]="gpu_sink_fixture::"
   [daqtune-dpdk]=""
@@ -107,7 +107,7 @@ if ((cli)); then
   pkgs+=(-p daqtune)
   modules[daqtune]="foundation:: appconfig:: apply_cli:: pci_checks:: gpu:: selftest_find_max_cli:: selftest_gpu_sink_cli:: golden:: --skip outputs_on_every_fixture_and_profile_match_the_recorded_ones"
 fi
-log "cargo test --target $target: probe, units, engine, selftest, daqtune-dpdk's pure code$( ((cli)) && echo ", the CLI tests on the fixture roots")"
+log "cargo test --target $target: probe, units, engine, render, selftest, daqtune-dpdk's pure code$( ((cli)) && echo ", the CLI tests on the fixture roots")"
 # The property test's 64 generated hosts take 114 s under qemu-user; the property is the same
 # code on both architectures. Half of them (the same seed, so the first 32 of the native run's)
 # still reach every planning tunable both ways, which the test itself asserts (16 did not reach
