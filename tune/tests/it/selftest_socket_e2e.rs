@@ -618,8 +618,32 @@ struct TestHost {
     ns: NetNs,
 }
 
+/// The `dqtest-PID-*` namespaces of test processes that are gone (killed mid-run, so their
+/// `Drop` never ran): removed once per test process, before it makes its own. A live pid's are
+/// left alone, and so is a pid reused since (its namespaces are then kept, never another's
+/// removed).
+fn sweep_dead_test_namespaces() {
+    static SWEPT: std::sync::Once = std::sync::Once::new();
+    SWEPT.call_once(|| {
+        for name in netns::list_named() {
+            let Some(pid) = name
+                .strip_prefix("dqtest-")
+                .and_then(|r| r.split('-').next())
+                .and_then(|p| p.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+                // Best effort: a namespace still held open elsewhere stays; the run goes on.
+                let _ = netns::delete_named(&name);
+            }
+        }
+    });
+}
+
 impl TestHost {
     fn new(tag: &str) -> TestHost {
+        sweep_dead_test_namespaces();
         // Unique per call: never a namespace another test or test run could hold.
         let name = format!("dqtest-{}-{}-{tag}", std::process::id(), unique());
         let ns = NetNs::create(&name).expect("test namespace");
