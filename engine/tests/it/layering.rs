@@ -517,25 +517,24 @@ fn the_engine_writes_no_terminal_text() {
             "the last line before _exit on a signal",
         ),
     ];
+    // The one file that may reach a stream itself; the other allowed files only fill a String
+    // (a format file that printed would still fail here).
+    const STREAMS: &str = "hostroot/snapshot/tempdir.rs";
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let mut found = Vec::new();
     for f in source::rust_files(&src, false) {
         let rel = f.strip_prefix(&src).unwrap_or(&f).display().to_string();
-        if ALLOWED.iter().any(|(a, _)| *a == rel) {
+        if rel == STREAMS {
             continue;
         }
+        let into_strings = ALLOWED.iter().any(|(a, _)| *a == rel);
         let text = code(&std::fs::read_to_string(&f).expect("source"));
         for (n, line) in text.lines().enumerate() {
-            let writes = [
-                "write!(",
-                "writeln!(",
-                "print!(",
-                "println!(",
-                "stdout()",
-                "stderr()",
-            ]
-            .iter()
-            .any(|w| line.contains(w));
+            let to_stream = ["print!(", "println!(", "stdout()", "stderr()"]
+                .iter()
+                .any(|w| line.contains(w));
+            let to_string = ["write!(", "writeln!("].iter().any(|w| line.contains(w));
+            let writes = to_stream || (to_string && !into_strings);
             // An error's Display writes its message: that is a value, not a layout.
             if writes && !line.contains("write!(f,") {
                 found.push(format!(
