@@ -171,19 +171,15 @@ const PACKET_STATISTICS: libc::c_int = 6;
 pub fn packet_socket_stats() -> Vec<PacketSocketStats> {
     let mut out = Vec::new();
     for (fd, ifindex) in packet_sockets(None) {
+        // struct tpacket_stats: two u32 counters.
         let mut st = [0u32; 2];
-        let mut len = std::mem::size_of_val(&st) as libc::socklen_t;
-        // SAFETY: st is 8 writable bytes (struct tpacket_stats: two u32), len says so.
-        let rc = unsafe {
-            libc::getsockopt(
-                fd,
-                libc::SOL_PACKET,
-                PACKET_STATISTICS,
-                st.as_mut_ptr().cast(),
-                &mut len,
-            )
-        };
-        if rc != 0 {
+        let read = daqtune_selftest::sys::socket_option_words(
+            fd,
+            libc::SOL_PACKET,
+            PACKET_STATISTICS,
+            &mut st,
+        );
+        if !matches!(read, Ok(2)) {
             continue;
         }
         let mut name = [0 as libc::c_char; libc::IF_NAMESIZE];
