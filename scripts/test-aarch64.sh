@@ -121,8 +121,17 @@ log "cargo test --target $target: probe, units, engine, render, selftest, daqtun
 # tests that run threads of their own, tunables_agree and tunables_prop, spawn nothing).
 built=target/aarch64-test-binaries.txt
 mkdir -p target
+# Built at opt-level 1, not the dev profile's 0: under qemu-user every instruction is
+# translated, and unoptimised code (each value through the stack) made the run 1,100 s of the
+# README command's critical path. Measured 2026-11-29 on the engine's integration tests (244
+# tests, one thread, beside a fleet run): 307 CPU-s at opt-level 1 against ~900 at 0; the cross
+# build of the workspace crates costs more at 1, once the dependencies (rebuilt once for this
+# setting, then cached like any other) are there. Debug assertions and overflow checks stay
+# on: they are the profile's own settings, not the optimiser's; the crates that the profile
+# already optimises keep their level.
+a64_opt=(--config 'profile.dev.opt-level=1')
 # One line per test binary: KIND (unit or the integration test's name) DIRECTORY EXECUTABLE.
-cargo test --locked --target "$target" "${pkgs[@]}" --lib --bins --tests --no-run \
+cargo test --locked --target "$target" "${a64_opt[@]}" "${pkgs[@]}" --lib --bins --tests --no-run \
   --message-format=json-render-diagnostics |
   python3 -c '
 import json, os, sys
