@@ -124,7 +124,8 @@ mkdir -p target
 # Built at opt-level 1, not the dev profile's 0: under qemu-user every instruction is
 # translated, and unoptimised code (each value through the stack) made the run 1,100 s of the
 # README command's critical path. Measured 2026-11-29 on the engine's integration tests (244
-# tests, one thread, beside a fleet run): 307 CPU-s at opt-level 1 against ~900 at 0; the cross
+# tests, one thread, beside a fleet run): 307 CPU-s at opt-level 1 in one process, against 971 at
+# 0 summed over a process per test (about 120 of them the processes' start); the cross
 # build of the workspace crates costs more at 1, once the dependencies (rebuilt once for this
 # setting, then cached like any other) are there. Debug assertions and overflow checks stay
 # on: they are the profile's own settings, not the optimiser's; the crates that the profile
