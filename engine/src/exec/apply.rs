@@ -247,10 +247,7 @@ pub fn execute(
         }
         let results: Vec<Result<Done, StepError>> = if j - i > 1 {
             let batch: Vec<&Change> = plan.changes[i..j].iter().collect();
-            apply_attr_batch(host, plan.target, &batch, journal, w, lockdown)
-                .into_iter()
-                .map(|r| r.map(Done::from))
-                .collect()
+            apply_attr_batch(host, plan, &batch, journal, w, lockdown)
         } else {
             j = i + 1;
             // A unit whose file was not written is not enabled: a `.wants` link to a unit that
@@ -272,7 +269,11 @@ pub fn execute(
             }]
         };
         for (c, result) in plan.changes[i..j].iter().zip(results) {
-            if result.is_ok() && c.reboot && !rep.pending_reboot.contains(&c.check) {
+            let waits_for_boot = result.as_ref().is_ok_and(|d| d.pending_boot);
+            if result.is_ok()
+                && (c.reboot || waits_for_boot)
+                && !rep.pending_reboot.contains(&c.check)
+            {
                 rep.pending_reboot.push(c.check.clone());
             }
             let unconfirmed = result.as_ref().is_ok_and(|d| d.unconfirmed);
@@ -381,7 +382,7 @@ fn rewrite_after_port_reset(
             w,
             lockdown,
         };
-        let result = write_attr(cx, plan.target, &r.check, &r.path, &r.value, false);
+        let result = write_attr(cx, plan.target, &r.check, &r.path, &r.value, Pool::No);
         rep.outcomes.push(Outcome {
             check: r.check.clone(),
             subject: format!("{} again after the reset of {}", r.path, ports.join(", ")),
@@ -430,7 +431,14 @@ fn apply_one(
             to,
             shared_count,
             ..
-        } => write_attr(cx, target, &c.check, path, to, *shared_count),
+        } => write_attr(
+            cx,
+            target,
+            &c.check,
+            path,
+            to,
+            Pool::of(*shared_count, plan, path),
+        ),
         Action::Owned(a) => a
             .execute(crate::model::plan::SetCx {
                 host,
@@ -613,6 +621,58 @@ fn write_symlink(cx: Step, path: &str, t: &str) -> Result<Done, StepError> {
     Ok(format!("enabled {path}").into())
 }
 
+/// Whether an attribute is a count of a shared pool (hugepages), and whether the next boot
+/// reserves the whole of it (`Plan::boot_reserved`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Pool {
+    No,
+    Shared,
+    SharedBootReserved,
+}
+
+impl Pool {
+    fn of(shared_count: bool, plan: &Plan, path: &str) -> Pool {
+        match (shared_count, plan.boot_reserved.contains(path)) {
+            (false, _) => Pool::No,
+            (true, false) => Pool::Shared,
+            (true, true) => Pool::SharedBootReserved,
+        }
+    }
+}
+
+/// The count a shared pool reads back when the kernel filled it only in part (2M/1G pages
+/// need free contiguous memory): `None` when it reads back what was written, or anything but a
+/// count.
+fn granted_in_part(pool: Pool, back: &str, to: &str) -> Option<u64> {
+    if pool == Pool::No || back == to.trim() {
+        return None;
+    }
+    let (granted, wanted) = (back.parse::<u64>().ok()?, to.trim().parse::<u64>().ok()?);
+    (granted < wanted).then_some(granted)
+}
+
+/// What a write of `to` that reads back `back` did: done; done as far as the kernel allows and
+/// waiting for the boot that reserves the pool; or a contradiction, which fails the step.
+fn judge_attr(path: &str, to: &str, back: &str, pool: Pool) -> Result<Done, StepError> {
+    if attr_matches(path, back, to) {
+        return Ok(format!("{path} = {to}").into());
+    }
+    match granted_in_part(pool, back, to) {
+        Some(granted) if pool == Pool::SharedBootReserved => Ok(Done {
+            message: format!(
+                "{path} = {granted} of {to} now: the kernel has no more free contiguous memory for these pages; the kernel line reserves the pool at the next boot"
+            ),
+            unconfirmed: false,
+            pending_boot: true,
+        }),
+        _ => Err(StepError::AttrDiffers {
+            path: path.to_string(),
+            to: to.to_string(),
+            back: back.to_string(),
+        }),
+    }
+}
+
 /// A kernel attribute (sysfs, procfs): the original journaled, the write, and its read-back.
 fn write_attr(
     cx: Step,
@@ -620,8 +680,9 @@ fn write_attr(
     check: &str,
     path: &str,
     to: &str,
-    shared_count: bool,
+    pool: Pool,
 ) -> Result<Done, StepError> {
+    let shared_count = pool != Pool::No;
     let Step {
         host,
         j,
@@ -651,23 +712,20 @@ fn write_attr(
         what: path.to_string(),
         source,
     })?;
-    // A shared pool the kernel filled only in part (2M/1G pages need free contiguous
-    // memory): the journal keeps what it granted, so revert gives back this run's
-    // pages and never pages that were there before.
-    if shared_count && back.trim() != to.trim() && back.trim().parse::<u64>().is_ok() {
+    journal_granted(j, idx, shared_count, back.trim(), to);
+    j.mark_done(w, idx).map_err(jerr)?;
+    judge_attr(path, to, back.trim(), pool)
+}
+
+/// A shared pool the kernel filled only in part (2M/1G pages need free contiguous memory):
+/// the journal keeps what it granted, so revert gives back this run's pages and never pages
+/// that were there before.
+fn journal_granted(j: &mut Journal, idx: usize, shared_count: bool, back: &str, to: &str) {
+    if shared_count && back != to.trim() && back.parse::<u64>().is_ok() {
         if let Some(Entry::Attr { new, .. }) = j.doc.records.get_mut(idx).map(|r| &mut r.entry) {
-            *new = back.trim().to_string();
+            *new = back.to_string();
         }
     }
-    j.mark_done(w, idx).map_err(jerr)?;
-    if !attr_matches(path, back.trim(), to) {
-        return Err(StepError::AttrDiffers {
-            path: path.to_string(),
-            to: to.to_string(),
-            back: back.trim().to_string(),
-        });
-    }
-    Ok(format!("{path} = {to}").into())
 }
 
 /// One 16-bit register of a config space, as the plan decided it.
@@ -865,13 +923,14 @@ pub(crate) fn link_reads_back(real: &Path, path: &str, target: &str) -> Result<(
 
 fn apply_attr_batch(
     host: &Host,
-    target: Target,
+    plan: &Plan,
     batch: &[&Change],
     j: &mut Journal,
     w: &mut dyn Writer,
     lockdown: Option<&str>,
-) -> Vec<Result<String, StepError>> {
-    let mut results: Vec<Option<Result<String, StepError>>> =
+) -> Vec<Result<Done, StepError>> {
+    let target = plan.target;
+    let mut results: Vec<Option<Result<Done, StepError>>> =
         std::iter::repeat_with(|| None).take(batch.len()).collect();
     let mut todo = Vec::new();
     for (k, c) in batch.iter().enumerate() {
@@ -902,7 +961,7 @@ fn apply_attr_batch(
                     new: to.clone(),
                     shared_count: *shared_count,
                 });
-                todo.push((k, idx, real, path, to));
+                todo.push((k, idx, real, path, to, Pool::of(*shared_count, plan, path)));
             }
             Err(e) => results[k] = Some(Err(e)),
         }
@@ -918,7 +977,7 @@ fn apply_attr_batch(
             .map(|r| r.unwrap_or(Err(StepError::NotRun)))
             .collect();
     }
-    for (k, idx, real, path, to) in todo {
+    for (k, idx, real, path, to, pool) in todo {
         let r = w
             .write_attr(&real, to, target)
             .map_err(io_err(path, lockdown))
@@ -930,22 +989,16 @@ fn apply_attr_batch(
                 })
             })
             .and_then(|back| {
-                if attr_matches(path, back.trim(), to) {
-                    Ok(format!("{path} = {to}"))
-                } else {
-                    Err(StepError::AttrDiffers {
-                        path: path.to_string(),
-                        to: to.to_string(),
-                        back: back.trim().to_string(),
-                    })
-                }
+                journal_granted(j, idx, pool != Pool::No, back.trim(), to);
+                judge_attr(path, to, back.trim(), pool)
             });
         results[k] = Some(r);
     }
     if let Err(e) = j.flush(w) {
         // The entries are on disk (undone ones are harmless to revert); only the marks are not.
         if let Some(Some(Ok(m))) = results.last_mut() {
-            m.push_str(&format!(" (journal done-marks not written: {e})"));
+            m.message
+                .push_str(&format!(" (journal done-marks not written: {e})"));
         }
     }
     results

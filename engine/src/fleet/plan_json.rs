@@ -154,6 +154,7 @@ mod tests {
             kernel_args: None,
             needs_binary: vec![],
             parted: Default::default(),
+            boot_reserved: Default::default(),
         };
         let v: Value =
             serde_json::from_str(&render(&plan, &["profile igx-orin (detected)".into()]))

@@ -139,6 +139,9 @@ pub fn umount_live(target: &Path) -> io::Result<()> {
 pub struct Done {
     pub message: String,
     pub unconfirmed: bool,
+    /// Done as far as the running kernel allows; the rest comes with the next boot (a
+    /// hugepage pool filled in part whose whole count the kernel line reserves).
+    pub pending_boot: bool,
 }
 
 impl From<String> for Done {
@@ -146,6 +149,7 @@ impl From<String> for Done {
         Done {
             message,
             unconfirmed: false,
+            pending_boot: false,
         }
     }
 }

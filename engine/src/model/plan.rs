@@ -254,6 +254,13 @@ pub struct Plan {
     /// The files of the plan that carry several settings, with how they are made of parts
     /// (`hostio::parts`): the executor journals which settings each write changed.
     pub parted: std::collections::BTreeMap<String, crate::hostio::parts::Format>,
+    /// Hugepage pools (their `nr_hugepages` paths) whose whole count the next boot reserves:
+    /// the kernel line that this plan writes, or that an earlier run wrote and the host has not
+    /// booted yet, carries `hugepagesz=`/`hugepages=` for them. Growing such a pool now needs
+    /// free contiguous memory the kernel may not have (1G pages rarely, once memory has
+    /// fragmented): a grant short of the plan is then a change waiting for the boot, not a
+    /// failed step. Any other short grant fails the step.
+    pub boot_reserved: std::collections::BTreeSet<String>,
 }
 
 impl Plan {

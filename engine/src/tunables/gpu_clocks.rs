@@ -719,6 +719,7 @@ pub(crate) fn lock_clock(
         None => Ok(Done {
             message: format!("{message}; the journal records the lock, so `daqtune check gpu.clocks` counts it until reboot"),
             unconfirmed: true,
+            pending_boot: false,
         }),
         Some(false) => Err(format!(
             "{message}: the lock did not take (`daqtune revert` resets it)"

@@ -571,6 +571,44 @@ fn plan_hugepages(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
     Ok(())
 }
 
+/// Whether the next boot reserves the pool's whole count from the kernel line: the line this
+/// plan writes (kernel.cmdline selected, persisting, on a boot loader daqtune edits), or one an
+/// earlier run wrote that the host has not booted yet. Not when the running kernel was booted
+/// with that reservation already: another boot would not give what this one did not.
+fn next_boot_reserves(cx: &PlanCx, hp: &HugepagePool, size_kb: u64) -> bool {
+    use crate::model::context::boot::{
+        boot_config, kernel_arg_spec, pending_args, BootConfig, Pending,
+    };
+    let mem = cx.facts.mem();
+    let booted_with = cx.facts.cmdline().ok().is_some_and(|c| {
+        c.hugepage_reservations(mem.default_hugepage_kb)
+            .iter()
+            .any(|&(kb, n)| kb == size_kb && n >= hp.count)
+    });
+    if booted_with {
+        return false;
+    }
+    let Ok((spec, _)) = kernel_arg_spec(cx.facts, cx.lp) else {
+        return false;
+    };
+    let Some(args) = spec
+        .hugepages
+        .iter()
+        .find(|a| parse_size_kb(&a.size) == Some(size_kb) && a.count >= hp.count)
+    else {
+        return false;
+    };
+    let writes_now = cx.opts.persist
+        && cx.opts.wants("kernel.cmdline")
+        && !cx.lp.profile.not_applicable.contains_key("kernel.cmdline")
+        && !matches!(boot_config(cx.facts, cx.lp), BootConfig::Unknown);
+    let words = [
+        format!("hugepagesz={}", args.size),
+        format!("hugepages={}", args.count),
+    ];
+    writes_now || matches!(pending_args(cx.facts, cx.lp, &words), Pending::Waits)
+}
+
 /// Grows one pool now; returns the kB it takes from free memory.
 fn plan_pool(
     cx: &PlanCx,
@@ -646,6 +684,10 @@ fn plan_pool(
         return 0;
     }
     let from = format!("{cur_total}\n");
+    let boot_reserves = next_boot_reserves(cx, hp, size_kb);
+    if boot_reserves {
+        plan.boot_reserved.insert(path.clone());
+    }
     let mut note = None;
     if target < cur_total + missing {
         note = Some(format!(
@@ -653,7 +695,11 @@ fn plan_pool(
             cur_total + missing
         ));
     } else if size_kb >= 1024 * 1024 && cx.target == Target::Live {
-        note = Some("1G pages need contiguous memory: the kernel may reserve fewer at run time (read back after); the boot-time reservation is reliable".into());
+        note = Some(if boot_reserves {
+            "1G pages need contiguous memory: the kernel may reserve fewer at run time (read back after); the kernel line reserves them at the next boot, and a short grant waits for it".into()
+        } else {
+            "1G pages need contiguous memory: the kernel may reserve fewer at run time (read back after, a short grant fails); the boot-time reservation is reliable".into()
+        });
     }
     // Under a root, the root stands in for the kernel: the pages a pool grows by are free
     // pages too (as the kernel counts them).

@@ -342,6 +342,7 @@ pub fn build_plan_in(
         kernel_args: None,
         needs_binary: Vec::new(),
         parted: Default::default(),
+        boot_reserved: Default::default(),
     };
     for t in planners {
         let Some(p) = &t.planner else { continue };

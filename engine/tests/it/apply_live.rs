@@ -159,6 +159,7 @@ fn live_mtu_on_a_veth_in_a_private_namespace() {
             kernel_args: None,
             needs_binary: Vec::new(),
             parted: Default::default(),
+            boot_reserved: Default::default(),
         };
         let rep = apply::execute(&Host::live(), &plan, &mut j, &mut w, None, None);
         let set = setters::get_mtu_live("dqt-a").map_err(|e| e.to_string())?;

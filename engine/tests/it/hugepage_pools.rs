@@ -225,3 +225,84 @@ fn each_pool_is_judged_planned_and_reserved_at_boot() {
     assert_eq!(st, [Status::Pass, Status::Fail], "{vs:#?}");
     assert!(vs[1].message.contains("100 x 2M"), "{}", vs[1].message);
 }
+
+/// Growing a pool now needs free contiguous memory, which the kernel may not have (1G pages
+/// rarely once memory fragments): the plan marks the pools whose whole count the next boot
+/// reserves (`Plan::boot_reserved`), and apply takes a short grant of those as waiting for that
+/// boot. Marked: the kernel line is in this run, or an earlier run wrote it and the host has
+/// not booted it. Not marked: no kernel line in the run (`--only hugepages`, a runtime-only
+/// apply) and none waiting, or a kernel booted with the reservation already (another boot
+/// would not give what this one did not).
+#[test]
+fn pools_the_next_boot_reserves_are_marked_for_apply() {
+    let lp = profile::load_source("two.yaml", TWO_POOLS).expect("profile");
+    let pool_1g = "/sys/kernel/mm/hugepages/hugepages-1048576kB/nr_hugepages";
+    let pool_2m = "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages";
+    let plan = |root: &Path, only: &[&str], persist: bool| {
+        build_plan(
+            &Host::at(root).expect("root"),
+            &lp,
+            &PlanOptions {
+                only: only.iter().map(|s| s.to_string()).collect(),
+                persist,
+                exe: Some("/usr/bin/daqtune".into()),
+                ..Default::default()
+            },
+        )
+        .expect("plan")
+    };
+    let grown = |p: &daqtune_engine::plan::Plan| -> Vec<String> {
+        p.changes
+            .iter()
+            .filter_map(|c| match &c.action {
+                Action::Attr { path, .. } if path.ends_with("/nr_hugepages") => Some(path.clone()),
+                _ => None,
+            })
+            .collect()
+    };
+    let both: std::collections::BTreeSet<String> =
+        [pool_1g, pool_2m].map(String::from).into_iter().collect();
+
+    let d = root();
+    let with_line = plan(d.path(), &["hugepages", "kernel.cmdline"], true);
+    assert_eq!(grown(&with_line), [pool_1g, pool_2m]);
+    assert_eq!(with_line.boot_reserved, both);
+
+    for (only, persist) in [
+        (&["hugepages"][..], true),
+        (&["hugepages", "kernel.cmdline"][..], false),
+    ] {
+        let p = plan(d.path(), only, persist);
+        assert_eq!(grown(&p), [pool_1g, pool_2m], "{only:?} persist {persist}");
+        assert!(p.boot_reserved.is_empty(), "{only:?} persist {persist}");
+    }
+
+    // The kernel line written by an earlier run (its files put into the root as apply would),
+    // not booted yet: `--only hugepages` now counts on it.
+    for c in &with_line.changes {
+        if let (true, Action::File { path, to, .. }) = (c.check == "kernel.cmdline", &c.action) {
+            let f = d.path().join(path.trim_start_matches('/'));
+            std::fs::create_dir_all(f.parent().expect("dir")).expect("mkdir");
+            std::fs::write(f, to).expect("write");
+        }
+    }
+    let waiting = plan(d.path(), &["hugepages"], true);
+    assert_eq!(grown(&waiting), [pool_1g, pool_2m]);
+    assert_eq!(waiting.boot_reserved, both);
+
+    // Booted with the reservation and still short: no boot to wait for.
+    let booted = root();
+    let cmdline = booted.path().join("proc/cmdline");
+    let line = std::fs::read_to_string(&cmdline).expect("cmdline");
+    std::fs::write(
+        &cmdline,
+        format!(
+            "{} default_hugepagesz=1G hugepagesz=1G hugepages=1 hugepagesz=2M hugepages=512\n",
+            line.trim()
+        ),
+    )
+    .expect("write");
+    let p = plan(booted.path(), &["hugepages", "kernel.cmdline"], true);
+    assert_eq!(grown(&p), [pool_1g, pool_2m]);
+    assert!(p.boot_reserved.is_empty(), "{:?}", p.boot_reserved);
+}

@@ -240,6 +240,7 @@ pub(crate) fn run(
         kernel_args: None,
         needs_binary: Vec::new(),
         parted: Default::default(),
+        boot_reserved: Default::default(),
     };
     let base = host.root().join(JOURNAL);
     let mut j = Journal::create(&base, "test", &mut FsWriter::new()).expect("journal");
@@ -782,6 +783,99 @@ fn persistence_the_driver_ignores_is_a_failure_both_ways() {
         s.ctl.nvml.facts("GPU-p").expect("facts").persistence_mode,
         Some(false)
     );
+}
+
+/// A pool the kernel fills only in part while the next boot reserves all of it
+/// (`Plan::boot_reserved`: the kernel line of this run or an earlier one): the step is done as
+/// far as the kernel allows and waits for that boot (pending reboot), not failed; the journal
+/// keeps the granted count. Two pools of one check in a row take the batch path, one alone
+/// the single one: both judge alike. A pool the boot does not reserve still fails.
+#[test]
+fn a_pool_granted_in_part_waits_for_the_boot_that_reserves_it() {
+    let pool_1g = "/sys/kernel/mm/hugepages/hugepages-1048576kB/nr_hugepages";
+    let pool_2m = "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages";
+    let pool_64k = "/sys/kernel/mm/hugepages/hugepages-64kB/nr_hugepages";
+    for (batch, reserved, want_ok) in [
+        (false, true, true),
+        (true, true, true),
+        (false, false, false),
+        (true, false, false),
+    ] {
+        let d = tempfile::tempdir().expect("tmp");
+        let host = Host::at(d.path()).expect("host");
+        for p in [pool_1g, pool_2m, pool_64k] {
+            let f = d.path().join(p.trim_start_matches('/'));
+            std::fs::create_dir_all(f.parent().expect("dir")).expect("mkdir");
+            std::fs::write(&f, "0\n").expect("seed");
+        }
+        let mut k = Kernel::new(d.path());
+        k.pool_limit = Some(2);
+        let attr = |path: &str, to: &str| Action::Attr {
+            path: path.into(),
+            from: "0".into(),
+            to: to.into(),
+            shared_count: true,
+        };
+        let mut changes = vec![change("hugepages", attr(pool_1g, "4"))];
+        if batch {
+            changes.push(change("hugepages", attr(pool_2m, "8")));
+        }
+        // Another check's change after them: the batch ends where the check changes.
+        changes.push(change("sysctl", attr(pool_64k, "1")));
+        let plan = Plan {
+            profile: "test".into(),
+            target: Target::Root,
+            changes,
+            notes: Vec::new(),
+            kernel_args: None,
+            needs_binary: Vec::new(),
+            parted: Default::default(),
+            boot_reserved: if reserved {
+                [pool_1g, pool_2m].map(String::from).into_iter().collect()
+            } else {
+                Default::default()
+            },
+        };
+        let base = host.root().join(JOURNAL);
+        let mut j = Journal::create(&base, "test", &mut FsWriter::new()).expect("journal");
+        let rep = execute(&host, &plan, &mut j, &mut k, None, None);
+        let j = Journal::open(&j.dir).expect("reopen");
+        let case = format!(
+            "batch {batch}, boot-reserved {reserved}: {:?}",
+            rep.outcomes
+        );
+        let pools = if batch { 2 } else { 1 };
+        for o in &rep.outcomes[..pools] {
+            match (&o.result, want_ok) {
+                (Ok(m), true) => assert!(
+                    m.contains(" = 2 of ") && m.contains("reserves the pool at the next boot"),
+                    "{case}"
+                ),
+                (Err(e), false) => assert!(e.contains("reads back `2`"), "{case}"),
+                _ => panic!("{case}"),
+            }
+        }
+        // The unrelated, fully granted write is done either way.
+        assert!(rep.outcomes[pools].result.is_ok(), "{case}");
+        assert_eq!(
+            rep.pending_reboot,
+            if want_ok {
+                vec!["hugepages".to_string()]
+            } else {
+                vec![]
+            },
+            "{case}"
+        );
+        assert_eq!(rep.failed(), if want_ok { 0 } else { pools }, "{case}");
+        for r in &j.doc.records[..pools] {
+            match &r.entry {
+                Entry::Attr { new, .. } => assert_eq!(new, "2", "{case}"),
+                other => panic!("{other:?}"),
+            }
+            assert!(r.done, "{case}");
+        }
+        assert_eq!(j.doc.pending_reboot, rep.pending_reboot, "{case}");
+    }
 }
 
 /// A hugepage pool the kernel fills only in part: apply fails with what it read back, and the

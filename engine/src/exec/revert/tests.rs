@@ -515,6 +515,7 @@ fn a_parted_file_with_no_part_left_keeps_its_skeleton_and_comes_back_whole() {
         parted: [(path.to_string(), crate::hostio::parts::Format::GrubDropin)]
             .into_iter()
             .collect(),
+        boot_reserved: Default::default(),
     };
     let base = d.path().join(JOURNAL);
     let mut j = Journal::create(&base, "test", &mut FsWriter::new()).expect("journal");
