@@ -313,6 +313,22 @@ do_apply() { # [VARIANT]
     applied_now "${1:-}"
 }
 
+# A pool right after apply: all its pages now, or, where the kernel found no free contiguous
+# memory for all of them at run time (1G pages on a fragmented node: not up to the test),
+# fewer, and `check` says the pool waits for the boot reservation apply wrote (docs/apply.md,
+# "A pool the kernel fills only in part").
+pool_now() { # SIZE KB COUNT
+    local now st
+    now=$(cat "/sys/kernel/mm/hugepages/hugepages-$2kB/nr_hugepages" 2>/dev/null)
+    if [ "$now" = "$3" ]; then
+        pass "$1 pages reserved now: $now"
+        return
+    fi
+    st=$(dq check hugepages --format json 2>/dev/null |
+        jq -r --arg s "$1 pages" '[.checks[] | select(.id == "hugepages" and .subject == $s) | .status] | join(",")')
+    expect_eq "$1 pages reserved now, or short ($now of $3: no contiguous memory at run time) and pending-reboot" "$st" pending-reboot
+}
+
 # What an apply leaves right away (the CLI's, or the role's with daqtune_reboot=false).
 applied_now() { # [VARIANT]
     run journal-2 find /var/lib/daqtune/journal -name journal.json
@@ -321,8 +337,8 @@ applied_now() { # [VARIANT]
     expect_eq "apply journaled one run" "$runs" 1
     # Runtime effects, right away.
     expect_eq "MTU 9000 on $DATA_PORT now" "$(cat "/sys/class/net/$DATA_PORT/mtu" 2>/dev/null)" 9000
-    expect_eq "1G pages reserved now" "$(cat /sys/kernel/mm/hugepages/hugepages-${HP_KB}kB/nr_hugepages 2>/dev/null)" "$HP_COUNT"
-    [ "$TWO_POOLS" = 0 ] || expect_eq "2M pages reserved now" "$(cat /sys/kernel/mm/hugepages/hugepages-${HP2_KB}kB/nr_hugepages 2>/dev/null)" "$HP2_COUNT"
+    pool_now 1G "$HP_KB" "$HP_COUNT"
+    [ "$TWO_POOLS" = 0 ] || pool_now 2M "$HP2_KB" "$HP2_COUNT"
     expect_eq "net.core.rmem_max now" "$(cat /proc/sys/net/core/rmem_max)" 268435456
     expect_eq "net.core.netdev_max_backlog now" "$(cat /proc/sys/net/core/netdev_max_backlog)" 250000
     # The mounts are brought now (mount(2)), not only by their units at the next boot.
