@@ -259,7 +259,8 @@ gssh_stdin() { # NAME COMMAND...: the same, the command reading this shell's std
   shift
   ssh -F /dev/null -i "$out/id_ed25519" -p "${port[$g]}" -o BatchMode=yes -o IdentitiesOnly=yes \
     -o UserKnownHostsFile="$out/known_hosts" -o StrictHostKeyChecking=yes \
-    -o ConnectTimeout="${gssh_connect_timeout:-20}" -o ServerAliveInterval=15 -o ServerAliveCountMax=4 -o LogLevel=ERROR \
+    -o ConnectTimeout="${gssh_connect_timeout:-20}" -o ServerAliveInterval="${gssh_alive_interval:-15}" \
+    -o ServerAliveCountMax=4 -o LogLevel=ERROR \
     root@127.0.0.1 "$@"
 }
 
@@ -662,10 +663,11 @@ reboot_wait() { # GUEST STEP WHY: wait for the new boot's SSH
   # The old boot's sshd may still answer for a moment: wait for the new boot id. While the
   # guest is down, qemu's forwarding accepts the connection and no sshd answers it: each poll
   # waits for ConnectTimeout, so a short one here (the 20 s of gssh made a boot seen up to 25 s
-  # late; a poll that times out on a slow handshake is simply made again).
+  # late; a poll that times out on a slow handshake is simply made again). A poll that reached
+  # the old boot's sshd as it stopped waits for the keep-alives: 4 x 2 s here, not 4 x 15 s.
   while ((SECONDS - rb_t[$g] < boot_timeout)); do
     sleep 3
-    now=$(gssh_connect_timeout=6 boot_id "$g")
+    now=$(gssh_connect_timeout=6 gssh_alive_interval=2 boot_id "$g")
     [[ $now == none || $now == "${rb_before[$g]}" ]] || break
   done
   timing "$2 $g reboot (systemctl reboot to SSH)" $((SECONDS - rb_t[$g]))
