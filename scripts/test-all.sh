@@ -158,8 +158,16 @@ fi
 
 log "cargo fmt --check"
 cargo fmt --all -- --check
+log "cargo clippy -D warnings"
+cargo clippy --workspace --all-targets "${features_arg[@]}" -- -D warnings
+# The benchmarks' crate (bench/, criterion and its dependencies) is linted above and left out
+# of the test build: it has no tests, and criterion's crates were a test build's dependencies
+# that no test used.
+log "cargo test --no-run (workspace${FEATURES:+, features ${FEATURES[*]}})"
+cargo test --workspace --exclude daqtune-bench "${features_arg[@]}" --no-run
+
 # The lifecycle guest's BIOS image (tests/vm/lifecycle-image.sh, cached by content) is built
-# in the background while the builds and the workspace tests run: many of them use one core or wait
+# in the background while the workspace tests run: many of them use one core or wait
 # (qemu-user, python, a VM, sleeps), and the image build is half downloads and dpkg's I/O; the
 # VM test (below) waits on the builder's lock until it is ready. Its output goes to
 # target/lifecycle-image-prebuild.log; a failed build is built (and reported) again by the VM
@@ -203,8 +211,7 @@ fi
 # trip, lintian; test-deb.sh below), and installed by the guests of the VM test. From cargo's
 # dev profile here: the release build (thin LTO) cost 420-480 CPU-seconds, a quarter of the
 # command's limit under load, for a binary whose code the tests have just run; the dev build of
-# the package's three binaries builds the dependencies that the test build then reuses (about
-# 140 CPU-seconds).
+# the package's three binaries reuses the test build's dependencies (about 140 CPU-seconds).
 # The longer command (DAQTUNE_VM_ALL=1) and DAQTUNE_DEB_PROFILE=release package the release
 # build as shipped (docs/apply.md, "Which build the tests package").
 if [[ $vm_all == 1 ]]; then
@@ -221,11 +228,12 @@ fi
 # state in the guest (tests/vm/lifecycle-guest.sh fleet-*), netplan owning the data port last
 # in the extlinux guest. It is the longest step and for most of it one guest works while the
 # other waits its turn in the rollout, so it starts here, in the background, as soon as its
-# package is built, before clippy and the test build: the VM phase is the command's critical
-# path (2026-11-29: it ended 2,445 s into the run when started at 205 s, after the builds,
-# while the foreground ended at 2,130 s). It runs beside the lints, the workspace tests, the
-# .deb's checks and the aarch64 tests (and waits on the image builder's lock until the image is
-# ready). Its output goes to
+# package is built: beside the workspace tests, the .deb's checks and the aarch64 tests (it
+# waits on the image builder's lock until the image is ready). Not before the builds: started
+# right after `cargo fmt` (75 s instead of 205 s, 2026-11-29), the phase ran beside clippy and
+# the test build too, its guests' boots and Ansible tasks took twice as long (F1's boots 136 s
+# against 67, the gate's play 515 s against 173) and the command ended later (docs/performance.md,
+# "The README test command's wall time"). Its output goes to
 # target/fleet-ansible.log and is shown when it ends. DAQTUNE_VM_ALL=1 adds
 # tests/vm/host-lifecycle.sh --variant all at the end: the same life through the CLI for GRUB
 # and extlinux, the x86 UEFI Secure Boot variant and the arm64 Spark shape (docs/apply.md,
@@ -244,14 +252,6 @@ if [[ ${DAQTUNE_LIFECYCLE:-1} == 1 ]]; then
 else
   log "host lifecycle and fleet VM tests left out (DAQTUNE_LIFECYCLE=0)"
 fi
-
-log "cargo clippy -D warnings"
-cargo clippy --workspace --all-targets "${features_arg[@]}" -- -D warnings
-# The benchmarks' crate (bench/, criterion and its dependencies) is linted above and left out
-# of the test build: it has no tests, and criterion's crates were a test build's dependencies
-# that no test used.
-log "cargo test --no-run (workspace${FEATURES:+, features ${FEATURES[*]}})"
-cargo test --workspace --exclude daqtune-bench "${features_arg[@]}" --no-run
 
 log "cargo test (workspace${FEATURES:+, features ${FEATURES[*]}})"
 cargo test --workspace --exclude daqtune-bench "${features_arg[@]}" -- --test-threads=2
