@@ -640,13 +640,9 @@ impl Pool {
     }
 }
 
-/// The count a shared pool reads back when the kernel filled it only in part (2M/1G pages
-/// need free contiguous memory): `None` when it reads back what was written, or anything but a
-/// count.
-fn granted_in_part(pool: Pool, back: &str, to: &str) -> Option<u64> {
-    if pool == Pool::No || back == to.trim() {
-        return None;
-    }
+/// The count a pool reads back when the kernel filled it only in part (2M/1G pages need free
+/// contiguous memory): `None` when it is not a count below the one written.
+fn granted_in_part(back: &str, to: &str) -> Option<u64> {
     let (granted, wanted) = (back.parse::<u64>().ok()?, to.trim().parse::<u64>().ok()?);
     (granted < wanted).then_some(granted)
 }
@@ -657,8 +653,8 @@ fn judge_attr(path: &str, to: &str, back: &str, pool: Pool) -> Result<Done, Step
     if attr_matches(path, back, to) {
         return Ok(format!("{path} = {to}").into());
     }
-    match granted_in_part(pool, back, to) {
-        Some(granted) if pool == Pool::SharedBootReserved => Ok(Done {
+    match granted_in_part(back, to).filter(|_| pool == Pool::SharedBootReserved) {
+        Some(granted) => Ok(Done {
             message: format!(
                 "{path} = {granted} of {to} now: the kernel has no more free contiguous memory for these pages; the kernel line reserves the pool at the next boot"
             ),

@@ -379,10 +379,7 @@ fn judge_pool(ctx: &Context, want: &HugepagePool, observed: &str) -> Verdict {
             .expected(expected)
             .fix(fix);
         // This pool's reservation on the running kernel's line: a reboot would not change it.
-        let on_cmdline = ctx.cmdline().is_ok_and(|c| {
-            c.hugepage_reservations(mem.default_hugepage_kb)
-                .contains(&(size_kb, want.count))
-        });
+        let on_cmdline = booted_with(ctx.facts(), size_kb, want.count);
         use crate::model::context::boot::{pending_args, Pending};
         match pending_args(ctx.facts(), ctx.profile, &hugepage_args(ctx)) {
             Pending::Waits if !on_cmdline => {
@@ -541,6 +538,11 @@ fn plan_hugepages(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
     let pools = cx.lp.profile.hugepages.pools();
     // Memory promised to an earlier pool of this plan is not free for the next one.
     let mut promised_kb: u64 = 0;
+    let next_boot = if cx.opts.runtime {
+        next_boot_pools(cx)
+    } else {
+        Vec::new()
+    };
     for hp in &pools {
         let Some(size_kb) = parse_size_kb(&hp.size) else {
             plan.note(
@@ -564,49 +566,56 @@ fn plan_hugepages(cx: &PlanCx, plan: &mut Plan) -> Result<(), PlanError> {
             continue;
         }
         if cx.opts.runtime {
-            promised_kb += plan_pool(cx, plan, hp, size_kb, promised_kb);
+            // A short grant now waits for the boot when that boot reserves the whole pool and
+            // this one was not booted with it already.
+            let boot_reserves = next_boot
+                .iter()
+                .any(|&(kb, n)| kb == size_kb && n >= hp.count)
+                && !booted_with(cx.facts, size_kb, hp.count);
+            promised_kb += plan_pool(cx, plan, hp, size_kb, promised_kb, boot_reserves);
         }
         plan_mount(cx, plan, hp, size_kb)?;
     }
     Ok(())
 }
 
-/// Whether the next boot reserves the pool's whole count from the kernel line: the line this
-/// plan writes (kernel.cmdline selected, persisting, on a boot loader daqtune edits), or one an
-/// earlier run wrote that the host has not booted yet. Not when the running kernel was booted
-/// with that reservation already: another boot would not give what this one did not.
-fn next_boot_reserves(cx: &PlanCx, hp: &HugepagePool, size_kb: u64) -> bool {
+/// The running kernel was booted with at least `count` pages of `size_kb` reserved on its line:
+/// a reboot would not give a pool short of that what this boot did not.
+fn booted_with(facts: &crate::model::facts::Facts, size_kb: u64, count: u64) -> bool {
+    let default_kb = facts.mem().default_hugepage_kb;
+    facts.cmdline().is_ok_and(|c| {
+        c.hugepage_reservations(default_kb)
+            .iter()
+            .any(|&(kb, n)| kb == size_kb && n >= count)
+    })
+}
+
+/// The pools `(size in kB, count)` the next boot reserves from the kernel line: the line this
+/// plan writes (kernel.cmdline selected, persisting, on a boot loader daqtune edits), or the one
+/// an earlier run wrote that the host has not booted yet; empty otherwise. Worked out once per
+/// plan, for every pool.
+fn next_boot_pools(cx: &PlanCx) -> Vec<(u64, u64)> {
     use crate::model::context::boot::{
-        boot_config, kernel_arg_spec, pending_args, BootConfig, Pending,
+        boot_bounded, boot_config, offered_pools, pending_args, BootConfig, Pending,
     };
     let mem = cx.facts.mem();
-    let booted_with = cx.facts.cmdline().ok().is_some_and(|c| {
-        c.hugepage_reservations(mem.default_hugepage_kb)
-            .iter()
-            .any(|&(kb, n)| kb == size_kb && n >= hp.count)
-    });
-    if booted_with {
-        return false;
-    }
-    let Ok((spec, _)) = kernel_arg_spec(cx.facts, cx.lp) else {
-        return false;
-    };
-    let Some(args) = spec
-        .hugepages
-        .iter()
-        .find(|a| parse_size_kb(&a.size) == Some(size_kb) && a.count >= hp.count)
-    else {
-        return false;
-    };
+    let (pools, _) = offered_pools(mem, cx.lp);
+    let (pools, _) = boot_bounded(mem, pools);
     let writes_now = cx.opts.persist
         && cx.opts.wants("kernel.cmdline")
         && !cx.lp.profile.not_applicable.contains_key("kernel.cmdline")
         && !matches!(boot_config(cx.facts, cx.lp), BootConfig::Unknown);
-    let words = [
-        format!("hugepagesz={}", args.size),
-        format!("hugepages={}", args.count),
-    ];
-    writes_now || matches!(pending_args(cx.facts, cx.lp, &words), Pending::Waits)
+    let waits = || {
+        let words = hugepage_args(&Context::with_facts(cx.facts, cx.lp));
+        matches!(pending_args(cx.facts, cx.lp, &words), Pending::Waits)
+    };
+    if pools.is_empty() || !(writes_now || waits()) {
+        return Vec::new();
+    }
+    pools
+        .iter()
+        .filter_map(|p| Some((parse_size_kb(&p.size)?, p.count)))
+        .collect()
 }
 
 /// Grows one pool now; returns the kB it takes from free memory.
@@ -616,6 +625,7 @@ fn plan_pool(
     hp: &HugepagePool,
     size_kb: u64,
     promised_kb: u64,
+    boot_reserves: bool,
 ) -> u64 {
     const ID: &str = "hugepages";
     let mem = cx.facts.mem();
@@ -684,7 +694,6 @@ fn plan_pool(
         return 0;
     }
     let from = format!("{cur_total}\n");
-    let boot_reserves = next_boot_reserves(cx, hp, size_kb);
     if boot_reserves {
         plan.boot_reserved.insert(path.clone());
     }
