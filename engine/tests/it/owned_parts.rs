@@ -101,14 +101,20 @@ fn apply_only_then_revert_only_is_byte_identical_for_every_planning_tunable() {
     let mut swept = 0;
     let mut failures = Vec::new();
     for (fixture, profile, add) in ROOTS {
+        // Each fixture is prepared once and every apply runs on a copy of it: the copies'
+        // state before apply is the template's, so it is read once, and a tunable that plans
+        // nothing on the template needs no copy. (Copying and reading the x86-2s root, 2,572
+        // files, twice per tunable and way made this test 191 s of a disk-backed run.)
+        let template = prepared(fixture, *add);
+        let t = template.path();
+        let before = host_files(t);
         for id in daqtune_engine::tunables::apply_ids() {
-            let d = prepared(fixture, *add);
-            let r = d.path();
-            let p = plan(r, profile, &only(&[id]));
+            let p = plan(t, profile, &only(&[id]));
             if p.contains("nothing to change") {
                 continue;
             }
-            let before = host_files(r);
+            let d = copy_of(t);
+            let r = d.path();
             let (code, out) = apply_only(r, profile, &[id]);
             if code != 0 {
                 failures.push(format!("{fixture} apply --only {id}: exit {code}\n{out}"));
@@ -125,9 +131,8 @@ fn apply_only_then_revert_only_is_byte_identical_for_every_planning_tunable() {
                 failures.push(format!("{fixture} --only {id}: {diff:#?}"));
             }
             // The same through the run.
-            let d = prepared(fixture, *add);
+            let d = copy_of(t);
             let r = d.path();
-            let before = host_files(r);
             apply_only(r, profile, &[id]);
             let run = last_run(r);
             let (res, out) = revert_part(
@@ -147,9 +152,22 @@ fn apply_only_then_revert_only_is_byte_identical_for_every_planning_tunable() {
                 failures.push(format!("{fixture} --run ({id}): {diff:#?}"));
             }
         }
+        // The template itself: planning wrote nothing, or the copies' `before` was wrong.
+        let diff = diff_snapshots(&before, &host_files(t));
+        assert!(
+            diff.is_empty(),
+            "{fixture}: plan changed the root: {diff:#?}"
+        );
     }
     assert!(swept >= 20, "only {swept} tunables planned something");
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+/// A fresh copy of a prepared root.
+fn copy_of(template: &Path) -> tempfile::TempDir {
+    let d = tempfile::tempdir().expect("tmp");
+    copy_tree(template, d.path());
+    d
 }
 
 const DROPIN: &str = "etc/default/grub.d/99-daqtune.cfg";
