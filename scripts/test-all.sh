@@ -202,6 +202,8 @@ test_tmp=""
 if [[ $(stat -f -c %T /dev/shm 2>/dev/null) == tmpfs ]] &&
   (($(df -Pk /dev/shm | awk 'NR == 2 {print $4}') >= 2 * 1024 * 1024)); then
   test_tmp=$(mktemp -d /dev/shm/daqtune-tests.XXXXXX)
+  # As /tmp is: the tests that run daqtune as another user (nobody) read roots made in here.
+  chmod 1777 "$test_tmp"
 fi
 with_test_tmp() { # COMMAND...: run with TMPDIR in $test_tmp when there is one
   if [[ -n $test_tmp ]]; then TMPDIR=$test_tmp "$@"; else "$@"; fi
