@@ -158,22 +158,13 @@ fi
 
 log "cargo fmt --check"
 cargo fmt --all -- --check
-# The VM phase is the command's critical path (2026-11-29, a fresh machine as CI's: the guest
-# image took 390 s, the fleet run 2,200 s), so its inputs come first: the guest image is built
-# in the background from here on, the .deb right after, and the fleet run starts as soon as both
-# are there, before clippy and the builds. Started after `cargo test --no-run` (447 s) instead,
-# the fleet waited 296 s more for the image than for its package, and the command ended at
-# 3,079 s on CI. The image's output goes to target/lifecycle-image-prebuild.log; a failed build
-# is built (and reported) again by the VM test itself, which waits on the builder's lock.
-#
-# Both run at a higher priority than the rest (nice -10, root only; where that is refused they
-# run at the same): they are chains of single-threaded steps (a TCG guest is one host thread,
-# Ansible one task at a time), while the builds and the workspace tests fill whatever cores are
-# free. At the same priority the foreground's many threads took most of the CPU from the guests:
-# beside `cargo test` the first boots took 220 s against 42 s on an idle machine and the first
-# lifecycle phase 87 s against 15. A higher priority, not a lower one for the rest: with other
-# load on the machine (CI's "both cores busy") a niced foreground would get almost nothing.
-VM_NICE=(nice -n -10)
+# The lifecycle guest's BIOS image (tests/vm/lifecycle-image.sh, cached by content) is built
+# in the background from here on, beside clippy and the builds: on a fresh machine (CI's case)
+# it is on the VM phase's path. Started after `cargo test --no-run` instead (447 s into the
+# command), it was ready 296 s after the fleet's package and the fleet waited for it (2026-11-29,
+# docs/performance.md "The README test command's wall time"). The VM test (below) waits on the
+# builder's lock until it is ready. Its output goes to target/lifecycle-image-prebuild.log; a
+# failed build is built (and reported) again by the VM test itself.
 wait_job() { # PID: a background job's exit code in $rc, the seconds waited for it in $waited
   local t=$SECONDS
   rc=0
@@ -192,12 +183,11 @@ fleet_job=""
 # The tests' temporary directories (tempfile, std::env::temp_dir) on a tmpfs where the machine
 # has one with room: the tests copy fixture roots, apply and revert on them and read them back,
 # hundreds of thousands of small files, and on an ext4 mounted with `discard` (this project's
-# build machines) every file they create and delete cost system time. Measured 2026-11-29, quiet,
-# the same test binaries: the engine's integration tests 56 s on /dev/shm against about 300 s on
-# the disk (342 s of system time), the binary's 149 s against 179 s; the whole workspace's tests
-# 460 s, at most 88 MB in the directory at once. The tests' own behaviour does not depend on the
-# file system (the 1,104 workspace tests passed on both). Not the VM phase's files: they stay
-# under target/.
+# build machines) every file they create and delete costs system time. Measured 2026-11-29,
+# quiet, the same test binaries: the engine's integration tests 56 s on /dev/shm against about
+# 300 s on the disk (342 s of system time), the binary's 149 s against 179 s; the whole
+# workspace's tests 460 s, at most 88 MB in the directory at once; the 1,104 tests pass on both.
+# Not the VM phase's files: they stay under target/.
 test_tmp=""
 if [[ $(stat -f -c %T /dev/shm 2>/dev/null) == tmpfs ]] &&
   (($(df -Pk /dev/shm | awk 'NR == 2 {print $4}') >= 2 * 1024 * 1024)); then
@@ -225,15 +215,23 @@ trap stop_jobs EXIT
 if [[ ${DAQTUNE_LIFECYCLE:-1} == 1 && $(id -u) == 0 ]]; then
   mkdir -p target
   log "lifecycle guest image: building in the background (target/lifecycle-image-prebuild.log)"
-  "${VM_NICE[@]}" tests/vm/lifecycle-image.sh </dev/null >target/lifecycle-image-prebuild.log 2>&1 &
+  tests/vm/lifecycle-image.sh </dev/null >target/lifecycle-image-prebuild.log 2>&1 &
   image_job=$!
 fi
+
+log "cargo clippy -D warnings"
+cargo clippy --workspace --all-targets "${features_arg[@]}" -- -D warnings
+# The benchmarks' crate (bench/, criterion and its dependencies) is linted above and left out
+# of the test build: it has no tests, and criterion's crates were a test build's dependencies
+# that no test used.
+log "cargo test --no-run (workspace${FEATURES:+, features ${FEATURES[*]}})"
+cargo test --workspace --exclude daqtune-bench "${features_arg[@]}" --no-run
 
 # The .deb: built and inspected (files, no maintainer scripts, Depends, install/purge round
 # trip, lintian; test-deb.sh below), and installed by the guests of the VM test. From cargo's
 # dev profile here: the release build (thin LTO) cost 420-480 CPU-seconds, a quarter of the
 # command's limit under load, for a binary whose code the tests have just run; the dev build of
-# the package's three binaries shares its dependencies with the test build.
+# the package's three binaries reuses the test build's dependencies (about 140 CPU-seconds).
 # The longer command (DAQTUNE_VM_ALL=1) and DAQTUNE_DEB_PROFILE=release package the release
 # build as shipped (docs/apply.md, "Which build the tests package").
 if [[ $vm_all == 1 ]]; then
@@ -250,11 +248,12 @@ fi
 # state in the guest (tests/vm/lifecycle-guest.sh fleet-*), netplan owning the data port last
 # in the extlinux guest. It is the longest step and for most of it one guest works while the
 # other waits its turn in the rollout, so it starts here, in the background, as soon as its
-# package is built, at the priority above (it waits on the image builder's lock until the image
-# is ready). Started this early at the same priority as the builds (2026-11-29), its boots and
-# Ansible tasks took twice as long beside clippy and the test build (F1's boots 136 s against
-# 67, the gate's play 515 s against 173) and the command ended later (docs/performance.md, "The
-# README test command's wall time"). Its output goes to
+# package is built: beside the workspace tests, the .deb's checks and the aarch64 tests (it
+# waits on the image builder's lock until the image is ready). Not before the builds: started
+# right after `cargo fmt` (75 s instead of 205 s, 2026-11-29), the phase ran beside clippy and
+# the test build too, its guests' boots and Ansible tasks took twice as long (F1's boots 136 s
+# against 67, the gate's play 515 s against 173) and the command ended later (docs/performance.md,
+# "The README test command's wall time"). Its output goes to
 # target/fleet-ansible.log and is shown when it ends. DAQTUNE_VM_ALL=1 adds
 # tests/vm/host-lifecycle.sh --variant all at the end: the same life through the CLI for GRUB
 # and extlinux, the x86 UEFI Secure Boot variant and the arm64 Spark shape (docs/apply.md,
@@ -268,19 +267,11 @@ if [[ ${DAQTUNE_LIFECYCLE:-1} == 1 ]]; then
   mapfile -t fleet_deb < <(scripts/build-deb.sh --with none --out target/debian)
   [[ -f ${fleet_deb[0]:-} ]] || { echo "FAILED: scripts/build-deb.sh made no package for the guests"; exit 1; }
   log "host lifecycle and fleet on two booted Debian guests (tests/vm/fleet-ansible.sh), in the background (target/fleet-ansible.log)"
-  "${VM_NICE[@]}" tests/vm/fleet-ansible.sh --deb "${fleet_deb[0]}" </dev/null >target/fleet-ansible.log 2>&1 &
+  tests/vm/fleet-ansible.sh --deb "${fleet_deb[0]}" </dev/null >target/fleet-ansible.log 2>&1 &
   fleet_job=$!
 else
   log "host lifecycle and fleet VM tests left out (DAQTUNE_LIFECYCLE=0)"
 fi
-
-log "cargo clippy -D warnings"
-cargo clippy --workspace --all-targets "${features_arg[@]}" -- -D warnings
-# The benchmarks' crate (bench/, criterion and its dependencies) is linted above and left out
-# of the test build: it has no tests, and criterion's crates were a test build's dependencies
-# that no test used.
-log "cargo test --no-run (workspace${FEATURES:+, features ${FEATURES[*]}})"
-cargo test --workspace --exclude daqtune-bench "${features_arg[@]}" --no-run
 
 log "cargo test (workspace${FEATURES:+, features ${FEATURES[*]}})${test_tmp:+, temporary directories in $test_tmp}"
 with_test_tmp cargo test --workspace --exclude daqtune-bench "${features_arg[@]}" -- --test-threads=2
