@@ -591,7 +591,7 @@ fn booted_with(facts: &crate::model::facts::Facts, size_kb: u64, count: u64) -> 
 }
 
 /// The pools `(size in kB, count)` the next boot reserves from the kernel line: the line this
-/// plan writes (kernel.cmdline selected, persisting, on a boot loader daqtune edits), or the one
+/// plan writes (persisting, on a boot loader daqtune edits), or the one
 /// an earlier run wrote that the host has not booted yet; empty otherwise. Worked out once per
 /// plan, for every pool.
 fn next_boot_pools(cx: &PlanCx) -> Vec<(u64, u64)> {
@@ -601,8 +601,11 @@ fn next_boot_pools(cx: &PlanCx) -> Vec<(u64, u64)> {
     let mem = cx.facts.mem();
     let (pools, _) = offered_pools(mem, cx.lp);
     let (pools, _) = boot_bounded(mem, pools);
+    // The reservation's words are the hugepages setting's own part of the kernel line
+    // (cmdline.rs plans the line with hugepages and writes the words of the settings asked
+    // for), so `--only hugepages` writes them too, not only a run that asks for kernel.cmdline.
     let writes_now = cx.opts.persist
-        && cx.opts.wants("kernel.cmdline")
+        && cx.opts.wants("hugepages")
         && !cx.lp.profile.not_applicable.contains_key("kernel.cmdline")
         && !matches!(boot_config(cx.facts, cx.lp), BootConfig::Unknown);
     let waits = || {
