@@ -142,7 +142,29 @@ for line in sys.stdin:
         name = m["target"]["name"] if m["target"]["kind"] == ["test"] else "unit"
         print(name, os.path.dirname(m["manifest_path"]), m["executable"])
 ' >"$built"
+# Two test processes at a time (DAQTUNE_AARCH64_JOBS, default the CPU count): one test thread
+# in each (above), but the processes share nothing, and the engine's integration tests alone
+# kept one core busy for minutes at the end of the README command while the other idled
+# (2026-11-29, the sampler in docs/performance.md). The integration tests, the longest, start
+# first; each process's output is printed whole when it ends.
+jobs=${DAQTUNE_AARCH64_JOBS:-$(nproc)}
+((jobs >= 1)) || jobs=1
+logs=$(mktemp -d)
+trap 'rm -rf "$logs"' EXIT
+declare -A job_what=() job_log=()
 failed=()
+running=0
+reap() { # wait for one test process, print its output, count a failure
+  local pid="" rc=0
+  wait -n -p pid || rc=$?
+  running=$((running - 1))
+  cat "${job_log[$pid]}"
+  if ((rc)); then
+    echo "test-aarch64: ${job_what[$pid]}: FAILED (exit $rc)"
+    failed+=("${job_what[$pid]}")
+  fi
+}
+n=0
 while read -r kind pkgdir exe; do
   pkg=$(sed -n 's/^name = "\(.*\)"$/\1/p' "$pkgdir/Cargo.toml" | head -n1)
   args=()
@@ -154,10 +176,16 @@ while read -r kind pkgdir exe; do
   elif [[ $kind != unit && $kind != it ]]; then
     continue
   fi
-  echo "test-aarch64: $pkg ($kind) ${args[*]}"
-  (cd "$pkgdir" && PROPTEST_CASES=${PROPTEST_CASES:-32} qemu-aarch64 "$exe" --test-threads=1 "${args[@]}" </dev/null) ||
-    failed+=("$pkg ($kind)")
-done <"$built"
+  ((running < jobs)) || reap
+  n=$((n + 1))
+  echo "test-aarch64: $pkg ($kind) ${args[*]}: started"
+  (cd "$pkgdir" && PROPTEST_CASES=${PROPTEST_CASES:-32} qemu-aarch64 "$exe" --test-threads=1 "${args[@]}" </dev/null) \
+    >"$logs/$n.log" 2>&1 &
+  job_what[$!]="$pkg ($kind)"
+  job_log[$!]="$logs/$n.log"
+  running=$((running + 1))
+done < <(sort -s -k1,1 "$built")
+while ((running > 0)); do reap; done
 if ((${#failed[@]})); then
   echo "test-aarch64: FAILED: ${failed[*]}"
   exit 1
