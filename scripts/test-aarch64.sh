@@ -147,8 +147,8 @@ for line in sys.stdin:
 # kept one core busy for minutes at the end of the README command while the other idled
 # (2026-11-29, the sampler in docs/performance.md). The integration tests, the longest, start
 # first; each process's output is printed whole when it ends.
-jobs=${DAQTUNE_AARCH64_JOBS:-$(nproc)}
-((jobs >= 1)) || jobs=1
+parallel=${DAQTUNE_AARCH64_JOBS:-$(nproc)}
+[[ $parallel =~ ^[1-9][0-9]*$ ]] || parallel=1
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
 declare -A job_what=() job_log=()
@@ -176,7 +176,7 @@ while read -r kind pkgdir exe; do
   elif [[ $kind != unit && $kind != it ]]; then
     continue
   fi
-  ((running < jobs)) || reap
+  ((running < parallel)) || reap
   n=$((n + 1))
   echo "test-aarch64: $pkg ($kind) ${args[*]}: started"
   (cd "$pkgdir" && PROPTEST_CASES=${PROPTEST_CASES:-32} qemu-aarch64 "$exe" --test-threads=1 "${args[@]}" </dev/null) \

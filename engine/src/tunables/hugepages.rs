@@ -601,11 +601,11 @@ fn next_boot_pools(cx: &PlanCx) -> Vec<(u64, u64)> {
     let mem = cx.facts.mem();
     let (pools, _) = offered_pools(mem, cx.lp);
     let (pools, _) = boot_bounded(mem, pools);
-    // The reservation's words are the hugepages setting's own part of the kernel line
-    // (cmdline.rs plans the line with hugepages and writes the words of the settings asked
-    // for), so `--only hugepages` writes them too, not only a run that asks for kernel.cmdline.
+    // The reservation's words are the hugepages setting's own part of the kernel line:
+    // kernel.cmdline is planned with hugepages (its `with`) and writes the words of the settings
+    // asked for, so whenever this planner runs, a persisting run on a boot loader daqtune edits
+    // writes them (`--only hugepages` included).
     let writes_now = cx.opts.persist
-        && cx.opts.wants("hugepages")
         && !cx.lp.profile.not_applicable.contains_key("kernel.cmdline")
         && !matches!(boot_config(cx.facts, cx.lp), BootConfig::Unknown);
     let waits = || {
