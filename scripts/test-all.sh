@@ -253,7 +253,10 @@ fi
 # right after `cargo fmt` (75 s instead of 205 s, 2026-11-29), the phase ran beside clippy and
 # the test build too, its guests' boots and Ansible tasks took twice as long (F1's boots 136 s
 # against 67, the gate's play 515 s against 173) and the command ended later (docs/performance.md,
-# "The README test command's wall time"). Its output goes to
+# "The README test command's wall time"). At the foreground's priority: at nice -5 (tried
+# 2026-11-29, from a fresh worktree) the fleet ended 216 s sooner, but the aarch64 cross build
+# it starved then took 1,126 CPU-seconds instead of 858 and the command ended at the same time
+# (3,858 s against 3,868). Its output goes to
 # target/fleet-ansible.log and is shown when it ends. DAQTUNE_VM_ALL=1 adds
 # tests/vm/host-lifecycle.sh --variant all at the end: the same life through the CLI for GRUB
 # and extlinux, the x86 UEFI Secure Boot variant and the arm64 Spark shape (docs/apply.md,
@@ -266,16 +269,8 @@ if [[ ${DAQTUNE_LIFECYCLE:-1} == 1 ]]; then
   log "the package for the guests (scripts/build-deb.sh, profile $DAQTUNE_DEB_PROFILE)"
   mapfile -t fleet_deb < <(scripts/build-deb.sh --with none --out target/debian)
   [[ -f ${fleet_deb[0]:-} ]] || { echo "FAILED: scripts/build-deb.sh made no package for the guests"; exit 1; }
-  # Ahead of the foreground (nice -5, root only): from here on the fleet is the command's
-  # longest chain. At the same priority its steps waited for a core behind `cargo test`, the
-  # .deb checks and the aarch64 build (the role's F4 play 839 s against 450 s alone), and it
-  # then ran alone for the command's last 1,170 s (4e2a960, docs/performance.md "The README
-  # test command's wall time"). Not -10 from the start, as tried before: with the guests of
-  # then (ERMS, rcu_nocb_poll) that starved clippy and the test build and ended no sooner.
-  fleet_nice=()
-  [[ $(id -u) != 0 ]] || fleet_nice=(nice -n "${DAQTUNE_FLEET_NICE:--5}")
   log "host lifecycle and fleet on two booted Debian guests (tests/vm/fleet-ansible.sh), in the background (target/fleet-ansible.log)"
-  "${fleet_nice[@]}" tests/vm/fleet-ansible.sh --deb "${fleet_deb[0]}" </dev/null >target/fleet-ansible.log 2>&1 &
+  tests/vm/fleet-ansible.sh --deb "${fleet_deb[0]}" </dev/null >target/fleet-ansible.log 2>&1 &
   fleet_job=$!
 else
   log "host lifecycle and fleet VM tests left out (DAQTUNE_LIFECYCLE=0)"

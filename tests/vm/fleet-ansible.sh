@@ -112,9 +112,17 @@ vm_require qemu-system-x86_64:qemu-system-x86 qemu-img:qemu-utils ssh:openssh-cl
 pin=$(grep -o '"ansible-core==[^"]*"' "$repo/tune/tests/it/fleet_support/mod.rs" | tr -d '"')
 [[ -n $pin ]] || { echo "fleet-ansible: FAILED: no ansible-core pin in tune/tests/it/fleet_support/mod.rs"; exit 1; }
 venv=""
+# Whether a virtualenv's scripts can start: one made under another path (a checkout moved with
+# its target/ directory) names that path's interpreter on their #! lines, and ansible-playbook
+# then fails with "required file not found" (exit 127; seen 2026-11-29 with a moved cache).
+venv_runs() { # DIR
+  local interp
+  interp=$(head -n 1 "$1/bin/ansible-playbook" 2>/dev/null) || return 1
+  [[ $interp == '#!'* && -x ${interp#'#!'} ]]
+}
 # The cargo tests' virtualenv (same pin) when they made one; else one of our own, built once.
 for d in "$repo"/target/tmp/fleet-venv-*; do
-  if [[ -f $d/.complete && -x $d/bin/ansible-playbook ]] \
+  if [[ -f $d/.complete ]] && venv_runs "$d" \
     && "$d/bin/pip" show ansible-core 2>/dev/null | grep -qx "Version: ${pin#ansible-core==}"; then
     venv=$d
   fi
@@ -124,7 +132,7 @@ if [[ -z $venv ]]; then
   mkdir -p "$cache"
   exec 8>"$cache/fleet-venv.lock"
   flock 8
-  if ! [[ -f $venv/.complete ]]; then
+  if ! [[ -f $venv/.complete ]] || ! venv_runs "$venv"; then
     t=$SECONDS
     rm -rf "$venv"
     python3 -m venv "$venv" >"$cache/fleet-venv.log" 2>&1 \

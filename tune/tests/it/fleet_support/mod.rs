@@ -149,6 +149,21 @@ fn lock(path: &Path) -> Result<std::fs::File, String> {
     Ok(f)
 }
 
+/// Whether the interpreter on a script's `#!` line exists. A virtualenv made under another path
+/// (a checkout moved with its target/ directory) names that path there, and every script of it
+/// then fails with "required file not found" (seen 2026-11-29 with the VM cache's copy).
+fn interpreter_is_there(script: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(bytes) = std::fs::read(script) else {
+        return false;
+    };
+    let first = bytes.split(|&b| b == b'\n').next().unwrap_or_default();
+    first
+        .strip_prefix(b"#!")
+        .map(|path| Path::new(std::ffi::OsStr::from_bytes(path.trim_ascii())).is_file())
+        .unwrap_or(false)
+}
+
 fn make_venv() -> Result<Venv, String> {
     let t0 = std::time::Instant::now();
     let dir = venv_dir();
@@ -157,7 +172,7 @@ fn make_venv() -> Result<Venv, String> {
     let _guard = lock(&parent.join(".fleet-venv.lock"))?;
     let bin = dir.join("bin");
     let marker = dir.join(".complete");
-    if bin.join("ansible-playbook").is_file() && marker.is_file() {
+    if marker.is_file() && interpreter_is_there(&bin.join("ansible-playbook")) {
         return Ok(Venv {
             bin,
             seconds: t0.elapsed().as_secs_f64(),
