@@ -254,9 +254,9 @@ fi
 # the test build too, its guests' boots and Ansible tasks took twice as long (F1's boots 136 s
 # against 67, the gate's play 515 s against 173) and the command ended later (docs/performance.md,
 # "The README test command's wall time"). At the foreground's priority: at nice -5 (tried
-# 2026-11-29, from a fresh worktree) the fleet ended 216 s sooner, but the aarch64 cross build
-# it starved then took 1,126 CPU-seconds instead of 858 and the command ended at the same time
-# (3,858 s against 3,868). Its output goes to
+# 2026-11-29, from a fresh worktree) the fleet ended 216 s sooner, but the aarch64 part, starved
+# beside it, became the last step and the command ended at the same time (3,858 s against
+# 3,868; the machine busy for 7,478 CPU-seconds against 7,045). Its output goes to
 # target/fleet-ansible.log and is shown when it ends. DAQTUNE_VM_ALL=1 adds
 # tests/vm/host-lifecycle.sh --variant all at the end: the same life through the CLI for GRUB
 # and extlinux, the x86 UEFI Secure Boot variant and the arm64 Spark shape (docs/apply.md,

@@ -246,3 +246,28 @@ pub fn install_stub(root: &Path) {
     std::fs::write(&p, b"#!/bin/sh\nexit 0\n").expect("write");
     std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).expect("chmod");
 }
+
+/// A cached virtualenv is reused only while the interpreter its scripts name is there: the
+/// script of a venv made under a path that is gone (a moved checkout) is refused, as is a file
+/// with no `#!` line.
+#[test]
+fn a_venv_script_naming_a_missing_interpreter_is_not_reused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let interpreter = dir.path().join("python3");
+    std::fs::write(&interpreter, b"").expect("write");
+    let script = dir.path().join("ansible-playbook");
+    let write = |text: String| std::fs::write(&script, text).expect("write");
+
+    write(format!("#!{}\nimport sys\n", interpreter.display()));
+    assert!(interpreter_is_there(&script));
+    write(format!("#!{} \r\n", interpreter.display()));
+    assert!(
+        interpreter_is_there(&script),
+        "trailing blanks are not part of the path"
+    );
+    write(format!("#!{}/gone/bin/python3\n", dir.path().display()));
+    assert!(!interpreter_is_there(&script));
+    write("import sys\n".to_string());
+    assert!(!interpreter_is_there(&script));
+    assert!(!interpreter_is_there(&dir.path().join("missing")));
+}
