@@ -11,7 +11,8 @@
 #                                     ready; else takes the cache's lock and sets $img, $work,
 #                                     $debs, $rootfs, $uuid (the cache key hashes the builder,
 #                                     this file, the suite, the mirror and the packages)
-#   il_customize CONSOLE NETWORK      writes $work/customize.sh (the guest's configuration)
+#   il_customize CONSOLE NETWORK [KERNEL-WORDS]
+#                                     writes $work/customize.sh (the guest's configuration)
 #   il_mmdebstrap SUITE ARCH MIRROR PACKAGES... [-- EXTRA-MMDEBSTRAP-ARGS]
 #   il_kernel                         sets $kver; copies the kernel and initrd to $work
 #   il_mkfs_root DISK START-SECTOR SECTORS   ext4 root written into the partition's offset
@@ -86,17 +87,18 @@ il_cleanup() {
 }
 
 # The guest's configuration, run by mmdebstrap on the host with $1 = the guest's root:
-# hostname, fstab, GRUB on the serial console CONSOLE, the data port's manager (NETWORK:
-# networkd, or networkmanager: Debian's NetworkManager with its defaults), quiet timers and the
-# harness's agent.
-il_customize() { # CONSOLE NETWORK
-  local console=$1 network=$2
+# hostname, fstab, GRUB on the serial console CONSOLE with KERNEL-WORDS after it on the kernel
+# line, the data port's manager (NETWORK: networkd, or networkmanager: Debian's NetworkManager
+# with its defaults), quiet timers and the harness's agent.
+il_customize() { # CONSOLE NETWORK [KERNEL-WORDS]
+  local console=$1 network=$2 words=${3:+ $3}
   cat >"$work/customize.sh" <<CUSTOMIZE
 #!/bin/sh
 set -eu
 r=\$1
 uuid=\$2
 console=$console
+words="$words"
 network=$network
 CUSTOMIZE
   cat >>"$work/customize.sh" <<'CUSTOMIZE'
@@ -105,7 +107,7 @@ printf '127.0.0.1\tlocalhost\n127.0.1.1\tdaqtune-vm\n' >"$r/etc/hosts"
 printf 'UUID=%s\t/\text4\terrors=remount-ro\t0\t1\n' "$uuid" >"$r/etc/fstab"
 # GRUB as a serial-console server sets it up: no menu delay, the console on the serial port.
 sed -i -e 's/^GRUB_TIMEOUT=.*/GRUB_TIMEOUT=0/' \
-  -e "s/^GRUB_CMDLINE_LINUX=.*/GRUB_CMDLINE_LINUX=\"console=$console,115200\"/" "$r/etc/default/grub"
+  -e "s/^GRUB_CMDLINE_LINUX=.*/GRUB_CMDLINE_LINUX=\"console=$console,115200$words\"/" "$r/etc/default/grub"
 if [ "$console" = ttyS0 ]; then
 cat >>"$r/etc/default/grub" <<'EOF'
 GRUB_TERMINAL=serial

@@ -77,7 +77,11 @@ PART_START=2048 # sectors: 1 MiB, room for GRUB's core.img after the MBR
 
 il_require qemu-system-x86_64:qemu-system-x86
 il_cache_or_lock "$suite" amd64 "$mirror" "${PACKAGES[@]}"
-il_customize ttyS0 "$network"
+# The guests' kernel line after the console: tests/vm/lib.sh's VM_TCG_KERNEL_WORDS (why there),
+# written out because this file is the image's cache key. On every boot of the image: the
+# provisioning boots below, GRUB_CMDLINE_LINUX and the extlinux APPEND.
+kernel_words=norandmaps
+il_customize ttyS0 "$network" "$kernel_words"
 il_mmdebstrap "$suite" amd64 "$mirror" "${PACKAGES[@]}"
 il_kernel
 
@@ -106,7 +110,7 @@ t=$SECONDS
 log "first boot (kernel $kver, direct): grub-install + update-grub inside the guest"
 il_provision "$work/boot-grub.log" "$work/provision-grub.sh" "${VM_QEMU_PROVISION_X86[@]}" \
   -kernel "$work/vmlinuz-$kver" -initrd "$work/initrd.img-$kver" \
-  -append "root=UUID=$uuid ro console=ttyS0,115200 quiet" \
+  -append "root=UUID=$uuid ro console=ttyS0,115200 $kernel_words quiet" \
   -drive "file=$work/grub.raw,if=none,id=d0,format=raw" -device nvme,drive=d0,serial=daqtune0
 log "GRUB installed by the guest in $((SECONDS - t)) s"
 
@@ -135,7 +139,7 @@ LABEL primary
       MENU LABEL primary kernel
       LINUX /boot/vmlinuz-$kver
       INITRD /boot/initrd.img-$kver
-      APPEND root=UUID=$uuid ro console=ttyS0,115200 quiet
+      APPEND root=UUID=$uuid ro console=ttyS0,115200 $kernel_words quiet
 CONF
 dd if=/usr/lib/EXTLINUX/mbr.bin of=/dev/\$disk bs=440 count=1 conv=notrunc
 sync
