@@ -10,7 +10,8 @@
 #                                     prints the cached image and exits 0 when its key is
 #                                     ready; else takes the cache's lock and sets $img, $work,
 #                                     $debs, $rootfs, $uuid (the cache key hashes the builder,
-#                                     this file, the suite, the mirror and the packages)
+#                                     this file, lib.sh's values that shape an image
+#                                     (il_key_values), the suite, the mirror and the packages)
 #   il_customize CONSOLE NETWORK [KERNEL-WORDS]
 #                                     writes $work/customize.sh (the guest's configuration)
 #   il_mmdebstrap SUITE ARCH MIRROR PACKAGES... [-- EXTRA-MMDEBSTRAP-ARGS]
@@ -34,9 +35,9 @@ VM_NAME=$IL_NAME
 
 # The provisioning boots (il_provision adds the 9p share): TCG, two vCPUs, the serial console
 # on stdio. Here rather than in lib.sh: they shape the images, and this file is in the key.
-# The x86 CPU is lib.sh's VM_X86_CPU (why there), written out because this file is the key.
+# The x86 CPU is lib.sh's VM_X86_CPU (why there), one of lib.sh's values the key hashes.
 # shellcheck disable=SC2034 # used by the builders that source this file
-VM_QEMU_PROVISION_X86=(qemu-system-x86_64 -machine q35,accel=tcg -cpu max,-erms,-fsrm -smp 2 -m 1536 -nographic)
+VM_QEMU_PROVISION_X86=(qemu-system-x86_64 -machine q35,accel=tcg -cpu "$VM_X86_CPU" -smp 2 -m 1536 -nographic)
 # shellcheck disable=SC2034 # used by the builders that source this file
 VM_QEMU_PROVISION_ARM64=(qemu-system-aarch64 -machine virt,accel=tcg -cpu cortex-a72 -smp 2 -m 1536 -nographic)
 
@@ -48,10 +49,15 @@ il_require() { # TOOL:PACKAGE...
   [[ $(id -u) == 0 ]] || skip "building the guest image needs root (mmdebstrap chroot mode, device nodes in the image)"
 }
 
+# The values of lib.sh that shape an image: the x86 CPU of the provisioning boots and the words
+# every x86 BIOS image puts on its kernel line. Hashed by value, not lib.sh itself: its other
+# changes (the guests' qemu lines, the harness's ledger) rebuild nothing.
+il_key_values=("VM_X86_CPU=$VM_X86_CPU" "VM_TCG_KERNEL_WORDS=$VM_TCG_KERNEL_WORDS")
+
 # shellcheck disable=SC2154 # rebuild (0 or 1) is the builder's --rebuild, set after it sources this
 il_cache_or_lock() { # SUITE ARCH MIRROR PACKAGES...
   local key
-  key=$( { cat "$0" "$il_lib"; printf '%s\n' "$@"; } | sha256sum | cut -c1-16)
+  key=$( { cat "$0" "$il_lib"; printf '%s\n' "${il_key_values[@]}" "$@"; } | sha256sum | cut -c1-16)
   img=$cache/$IL_NAME-$key
   mkdir -p "$cache"
   if ((rebuild == 0)) && [[ -f $img/ready ]]; then

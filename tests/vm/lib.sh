@@ -41,7 +41,8 @@ fail() { echo "FAIL $*" >>"$VM_RESULTS"; say "FAIL $*"; nfail=$((nfail + 1)); }
 # --- qemu -------------------------------------------------------------------------------------
 # The guests the tests boot. The guest-image builders' provisioning boots are in image-lib.sh
 # (VM_QEMU_PROVISION_*): they shape the cached images, so they sit in the file the cache key
-# hashes, and a change here does not rebuild the images.
+# hashes. Of this file the key hashes only the values an image takes (VM_X86_CPU and
+# VM_TCG_KERNEL_WORDS: image-lib.sh's il_key_values); another change here rebuilds nothing.
 
 # vm_qemu_lifecycle_x86 MACHINE DISK IO-DIR MAC [FIRMWARE-ARG...]: sets vm_qemu to the lifecycle guest
 # (host-lifecycle.sh's x86 variants, fleet-ansible.sh's guests): two NUMA nodes, the data NIC
@@ -61,8 +62,8 @@ fail() { echo "FAIL $*" >>"$VM_RESULTS"; say "FAIL $*"; nfail=$((nfail + 1)); }
 # guest copied 512 MiB from /dev/zero in 2.24 s against 0.3 s. No test looks at these two flags.
 VM_X86_CPU=max,-erms,-fsrm
 # VM_TCG_KERNEL_WORDS, on the kernel line of every guest the README command boots under TCG (the
-# rxe guest here; the lifecycle image's GRUB and extlinux lines and its provisioning boots write
-# the same word out, tests/vm/lifecycle-image.sh, because that file is the image's cache key):
+# rxe guest here; the lifecycle image's GRUB and extlinux lines and its provisioning boots,
+# tests/vm/lifecycle-image.sh):
 # `norandmaps`, no address-space randomisation. QEMU 7.2's TCG finds a translated block by its
 # virtual address: with ASLR every process maps ld.so, libc and its PIE binary at new addresses,
 # and everything it runs is translated again. Measured 2026-11-29 in a fleet guest (this file's

@@ -77,10 +77,10 @@ PART_START=2048 # sectors: 1 MiB, room for GRUB's core.img after the MBR
 
 il_require qemu-system-x86_64:qemu-system-x86
 il_cache_or_lock "$suite" amd64 "$mirror" "${PACKAGES[@]}"
-# The guests' kernel line after the console: tests/vm/lib.sh's VM_TCG_KERNEL_WORDS (why there),
-# written out because this file is the image's cache key. On every boot of the image: the
+# The guests' kernel line after the console: tests/vm/lib.sh's VM_TCG_KERNEL_WORDS (why there;
+# the image's cache key hashes its value, image-lib.sh). On every boot of the image: the
 # provisioning boots below, GRUB_CMDLINE_LINUX and the extlinux APPEND.
-kernel_words=norandmaps
+kernel_words=$VM_TCG_KERNEL_WORDS
 il_customize ttyS0 "$network" "$kernel_words"
 il_mmdebstrap "$suite" amd64 "$mirror" "${PACKAGES[@]}"
 il_kernel
