@@ -221,12 +221,6 @@ fi
 
 log "cargo clippy -D warnings"
 cargo clippy --workspace --all-targets "${features_arg[@]}" -- -D warnings
-# The benchmarks' crate (bench/, criterion and its dependencies) is linted above and left out
-# of the test build: it has no tests, and criterion's crates were a test build's dependencies
-# that no test used.
-log "cargo test --no-run (workspace${FEATURES:+, features ${FEATURES[*]}})"
-cargo test --workspace --exclude daqtune-bench "${features_arg[@]}" --no-run
-
 # The .deb: built and inspected (files, no maintainer scripts, Depends, install/purge round
 # trip, lintian; test-deb.sh below), and installed by the guests of the VM test. From cargo's
 # dev profile here: the release build (thin LTO) cost 420-480 CPU-seconds, a quarter of the
@@ -270,11 +264,20 @@ if [[ ${DAQTUNE_LIFECYCLE:-1} == 1 ]]; then
   mapfile -t fleet_deb < <(scripts/build-deb.sh --with none --out target/debian)
   [[ -f ${fleet_deb[0]:-} ]] || { echo "FAILED: scripts/build-deb.sh made no package for the guests"; exit 1; }
   log "host lifecycle and fleet on two booted Debian guests (tests/vm/fleet-ansible.sh), in the background (target/fleet-ansible.log)"
-  tests/vm/fleet-ansible.sh --deb "${fleet_deb[0]}" </dev/null >target/fleet-ansible.log 2>&1 &
+  fleet_nice=()
+  [[ $(id -u) != 0 ]] || fleet_nice=(nice -n -5)
+  "${fleet_nice[@]}" tests/vm/fleet-ansible.sh --deb "${fleet_deb[0]}" </dev/null >target/fleet-ansible.log 2>&1 &
   fleet_job=$!
 else
   log "host lifecycle and fleet VM tests left out (DAQTUNE_LIFECYCLE=0)"
 fi
+
+# The benchmarks' crate (bench/, criterion and its dependencies) is linted above and left out
+# of the test build: it has no tests, and criterion's crates were a test build's dependencies
+# that no test used. After the package above, whose build compiled most of what this one needs
+# (the same features: Cargo.toml's cc, probe/Cargo.toml's getrandom and rustix say why).
+log "cargo test --no-run (workspace${FEATURES:+, features ${FEATURES[*]}})"
+cargo test --workspace --exclude daqtune-bench "${features_arg[@]}" --no-run
 
 log "cargo test (workspace${FEATURES:+, features ${FEATURES[*]}})${test_tmp:+, temporary directories in $test_tmp}"
 with_test_tmp cargo test --workspace --exclude daqtune-bench "${features_arg[@]}" -- --test-threads=2
