@@ -224,8 +224,9 @@ cargo clippy --workspace --all-targets "${features_arg[@]}" -- -D warnings
 # The .deb: built and inspected (files, no maintainer scripts, Depends, install/purge round
 # trip, lintian; test-deb.sh below), and installed by the guests of the VM test. From cargo's
 # dev profile here: the release build (thin LTO) cost 420-480 CPU-seconds, a quarter of the
-# command's limit under load, for a binary whose code the tests have just run; the dev build of
-# the package's three binaries reuses the test build's dependencies (about 140 CPU-seconds).
+# command's limit under load, for a binary whose code the tests run; the dev build of the
+# guests' package compiles the dependencies the test build then reuses, and test-deb's build
+# of the three packages compiles nothing new after the test build (0.14 s, 2026-11-30).
 # The longer command (DAQTUNE_VM_ALL=1) and DAQTUNE_DEB_PROFILE=release package the release
 # build as shipped (docs/apply.md, "Which build the tests package").
 if [[ $vm_all == 1 ]]; then
@@ -240,18 +241,19 @@ fi
 # stops at a failing host, facts read back, changed=0, revert byte-identical), node_exporter
 # serves daqtune's metrics, and between the role's runs the lifecycle's own steps assert each
 # state in the guest (tests/vm/lifecycle-guest.sh fleet-*), netplan owning the data port last
-# in the extlinux guest. It is the longest step and for most of it one guest works while the
-# other waits its turn in the rollout, so it starts here, in the background, as soon as its
-# package is built: beside the workspace tests, the .deb's checks and the aarch64 tests (it
-# waits on the image builder's lock until the image is ready). Not before the builds: started
-# right after `cargo fmt` (75 s instead of 205 s, 2026-11-29), the phase ran beside clippy and
-# the test build too, its guests' boots and Ansible tasks took twice as long (F1's boots 136 s
-# against 67, the gate's play 515 s against 173) and the command ended later (docs/performance.md,
-# "The README test command's wall time"). At the foreground's priority: at nice -5 (tried
-# 2026-11-29, from a fresh worktree) the fleet ended 216 s sooner, but the aarch64 part, starved
-# beside it, became the last step and the command ended at the same time (3,858 s against
-# 3,868; the machine busy for 7,478 CPU-seconds against 7,045). Its output goes to
-# target/fleet-ansible.log and is shown when it ends. DAQTUNE_VM_ALL=1 adds
+# in the extlinux guest. It is the longest chain of the command: it starts as soon as its
+# package is built, right after clippy and before the test build (which then finds most of its
+# crates compiled by the package's build: the same features), in the background, beside the
+# test build, the workspace tests, the .deb's checks and the aarch64 tests (it waits on the
+# image builder's lock until the image is ready), at nice -5 so that its guests' steps, which
+# the rest waits for at the end, are not the ones that yield the CPU. Measured from fresh
+# worktrees (docs/performance.md, "One feature resolution, the engine's tests native only, the
+# fleet first"): after the test build and at the foreground's priority (e6d1175) the command
+# ended at 3,018 s, the fleet's 2,457 s the last 794 s of it alone; started at 383 s at nice -5
+# (677e445) it ended at 2,724 s, the fleet at 2,543 s and the aarch64 build last. Earlier tries
+# of both (2026-11-29, the fleet from right after `cargo fmt`, or at nice -5 after the builds)
+# ended no sooner: the aarch64 part, then twice as long, was the longest chain instead. Its
+# output goes to target/fleet-ansible.log and is shown when it ends. DAQTUNE_VM_ALL=1 adds
 # tests/vm/host-lifecycle.sh --variant all at the end: the same life through the CLI for GRUB
 # and extlinux, the x86 UEFI Secure Boot variant and the arm64 Spark shape (docs/apply.md,
 # "Which variants run where"). The guest images are cached in $DAQTUNE_VM_CACHE (default
