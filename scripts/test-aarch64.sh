@@ -115,7 +115,9 @@ if ((cli)); then
   # binary (under a second natively): a real GPU host's .tar.zst replayed to its verdicts, and
   # entries that escape the root or are device nodes refused.
   pkgs+=(-p daqtune)
-  modules[daqtune]="foundation:: appconfig:: apply_cli:: pci_checks:: gpu:: selftest_find_max_cli:: selftest_gpu_sink_cli:: golden:: snapshot::gpu_machine_snapshot_replays_to_its_live_verdicts snapshot::hostile::escapes_are_refused_and_nothing_lands_outside snapshot::hostile::fifo_device_nodes_and_hard_links_are_refused --skip outputs_on_every_fixture_and_profile_match_the_recorded_ones"
+  # Two processes (`|`): the loopback search's trials last what they last, and as the last
+  # process of the run the CLI tests kept one core alone for 99 s (2026-11-30).
+  modules[daqtune]="selftest_find_max_cli:: | foundation:: appconfig:: apply_cli:: pci_checks:: gpu:: selftest_gpu_sink_cli:: golden:: snapshot::gpu_machine_snapshot_replays_to_its_live_verdicts snapshot::hostile::escapes_are_refused_and_nothing_lands_outside snapshot::hostile::fifo_device_nodes_and_hard_links_are_refused --skip outputs_on_every_fixture_and_profile_match_the_recorded_ones"
 else
   pkgs+=(-p daqtune-engine)
 fi
@@ -183,23 +185,26 @@ reap() { # wait for one test process, print its output, count a failure
 n=0
 while read -r kind pkgdir exe; do
   pkg=$(sed -n 's/^name = "\(.*\)"$/\1/p' "$pkgdir/Cargo.toml" | head -n1)
-  args=()
+  parts=("")
   if [[ $kind == it && -v "modules[$pkg]" ]]; then
     [[ -n ${modules[$pkg]} ]] || continue
-    read -ra args <<<"${modules[$pkg]}"
+    IFS='|' read -ra parts <<<"${modules[$pkg]}"
   elif [[ $kind == unit && -v "unit_args[$pkg]" ]]; then
-    read -ra args <<<"${unit_args[$pkg]}"
+    parts=("${unit_args[$pkg]}")
   elif [[ $kind != unit && $kind != it ]]; then
     continue
   fi
-  ((running < parallel)) || reap
-  n=$((n + 1))
-  echo "test-aarch64: $pkg ($kind) ${args[*]}: started"
-  (cd "$pkgdir" && PROPTEST_CASES=${PROPTEST_CASES:-32} qemu-aarch64 "$exe" --test-threads=1 "${args[@]}" </dev/null) \
-    >"$logs/$n.log" 2>&1 &
-  job_what[$!]="$pkg ($kind)"
-  job_log[$!]="$logs/$n.log"
-  running=$((running + 1))
+  for part in "${parts[@]}"; do # one test process for each `|`-separated part
+    read -ra args <<<"$part"
+    ((running < parallel)) || reap
+    n=$((n + 1))
+    echo "test-aarch64: $pkg ($kind) ${args[*]}: started"
+    (cd "$pkgdir" && PROPTEST_CASES=${PROPTEST_CASES:-32} qemu-aarch64 "$exe" --test-threads=1 "${args[@]}" </dev/null) \
+      >"$logs/$n.log" 2>&1 &
+    job_what[$!]="$pkg ($kind)"
+    job_log[$!]="$logs/$n.log"
+    running=$((running + 1))
+  done
 done < <(sort -s -k1,1 "$built")
 while ((running > 0)); do reap; done
 if ((${#failed[@]})); then
