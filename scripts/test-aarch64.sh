@@ -177,6 +177,12 @@ reap() { # wait for one test process, print its output, count a failure
   wait -n -p pid || rc=$?
   running=$((running - 1))
   cat "${job_log[$pid]}"
+  # A process started with name filters that ran no test passes by itself: a renamed module
+  # or test would leave it checking nothing.
+  if ((rc == 0)) && [[ ${job_what[$pid]} == *"::"* ]] && grep -qx 'running 0 tests' "${job_log[$pid]}"; then
+    echo "test-aarch64: ${job_what[$pid]}: no test matched its filters"
+    rc=1
+  fi
   if ((rc)); then
     echo "test-aarch64: ${job_what[$pid]}: FAILED (exit $rc)"
     failed+=("${job_what[$pid]}")
@@ -201,7 +207,7 @@ while read -r kind pkgdir exe; do
     echo "test-aarch64: $pkg ($kind) ${args[*]}: started"
     (cd "$pkgdir" && PROPTEST_CASES=${PROPTEST_CASES:-32} qemu-aarch64 "$exe" --test-threads=1 "${args[@]}" </dev/null) \
       >"$logs/$n.log" 2>&1 &
-    job_what[$!]="$pkg ($kind)"
+    job_what[$!]="$pkg ($kind)${args[*]:+ ${args[*]}}"
     job_log[$!]="$logs/$n.log"
     running=$((running + 1))
   done
