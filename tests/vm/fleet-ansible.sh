@@ -216,6 +216,7 @@ for g in "${guests[@]}"; do
   qemu-img create -q -f qcow2 -b "${base[$g]}" -F "${fmt[$g]}" "$dir/disk.qcow2"
   cp "$here/fleet-guest-boot.sh" "$dir/io/phase.sh"
   cp "$here/lifecycle-guest.sh" "$dir/io/guest.sh"
+  cp "$here/fleet-guest-bytecode.py" "$dir/io/ansible-bytecode.py"
   cp "$deb" "$dir/io/daqtune.deb"
   cp "$here/lifecycle-profile.yaml" "$dir/io/profile.yaml"
   # The same profile with pcie.mrrs applicable (L1's refusal, L5's MRRS step).
@@ -236,11 +237,20 @@ echo daqtune-report.timer >"$out/fleet-a/io/role-units"
 touch "$out/fleet-a/io/node-exporter"
 
 # Every qemu this run started goes when it ends, whatever happened.
+# The test's own SSH commands share one connection per guest (a ControlMaster): a new
+# connection's key exchange and login cost the guest about 1 CPU-second under TCG, a command
+# on the open connection 0.08 (2026-11-30, docs/performance.md); the fleet runs ~100 of them.
+# The socket's directory is short and the test's own: a Unix socket's path has at most 107 bytes.
+cm_dir=$(mktemp -d /tmp/fleet-ssh.XXXXXX)
 stop_guests() {
   local g
   for g in "${!qpid[@]}"; do
     kill "${qpid[$g]}" 2>/dev/null || true
   done
+  for g in "${!port[@]}"; do
+    gssh_master_exit "$g"
+  done
+  rm -rf "$cm_dir"
 }
 trap stop_guests EXIT
 
@@ -282,6 +292,7 @@ gssh_stdin() { # NAME COMMAND...: the same, the command reading this shell's std
   shift
   ssh -F /dev/null -i "$out/id_ed25519" -p "${port[$g]}" -o BatchMode=yes -o IdentitiesOnly=yes \
     -o UserKnownHostsFile="$out/known_hosts" -o StrictHostKeyChecking=yes \
+    -o ControlMaster="${gssh_master:-auto}" -o ControlPath="$cm_dir/%C" -o ControlPersist=120 \
     -o ConnectTimeout="${gssh_connect_timeout:-20}" -o ServerAliveInterval="${gssh_alive_interval:-15}" \
     -o ServerAliveCountMax=4 -o LogLevel=ERROR \
     root@127.0.0.1 "$@"
@@ -311,6 +322,10 @@ wait_ssh() { # NAME [RESTARTS]: until the guest answers on SSH (its boot step ra
 }
 
 boot_id() { gssh "$1" cat /proc/sys/kernel/random/boot_id 2>/dev/null || echo none; }
+gssh_master_exit() { # NAME: close the shared connection (before a reboot: the next boot gets a new one)
+  ssh -F /dev/null -p "${port[$1]}" -o ControlPath="$cm_dir/%C" -o LogLevel=QUIET -O exit root@127.0.0.1 \
+    >/dev/null 2>&1 || true
+}
 
 # Checksums as tests/vm/lifecycle-guest.sh takes them (type, mode, owner, link target of every
 # entry; every file's content) of /etc and the boot loader's configuration. The one exception:
@@ -680,6 +695,7 @@ reboot_start() { # GUEST: reboot it over SSH
   rb_before[$1]=$(boot_id "$1")
   rb_t[$1]=$SECONDS
   gssh "$1" systemctl --no-block reboot || true
+  gssh_master_exit "$1"
 }
 reboot_wait() { # GUEST STEP WHY: wait for the new boot's SSH
   local g=$1 now
@@ -690,7 +706,8 @@ reboot_wait() { # GUEST STEP WHY: wait for the new boot's SSH
   # the old boot's sshd as it stopped waits for the keep-alives: 4 x 2 s here, not 4 x 15 s.
   while ((SECONDS - rb_t[$g] < boot_timeout)); do
     sleep 3
-    now=$(gssh_connect_timeout=6 gssh_alive_interval=2 boot_id "$g")
+    # Not kept as the shared connection: its keep-alives are too short for a busy guest.
+    now=$(gssh_master=no gssh_connect_timeout=6 gssh_alive_interval=2 boot_id "$g")
     [[ $now == none || $now == "${rb_before[$g]}" ]] || break
   done
   timing "$2 $g reboot (systemctl reboot to SSH)" $((SECONDS - rb_t[$g]))

@@ -28,6 +28,15 @@ if [ "$(cat /etc/hostname)" != "$name" ]; then
 fi
 echo "$name" >/proc/sys/kernel/hostname
 
+# Ansible's module code compiled once per guest instead of on every module run
+# (tests/vm/fleet-guest-bytecode.py says why and how); a .pth line in a site directory loads
+# the hook in every Python the guest starts.
+site=/usr/lib/python3/dist-packages
+if [ -f "$io/ansible-bytecode.py" ] && [ -d "$site" ]; then
+    cp "$io/ansible-bytecode.py" "$site/ansible_zip_bytecode.py"
+    echo "import ansible_zip_bytecode" >"$site/ansible-zip-bytecode.pth"
+fi
+
 mkdir -p /root/.ssh
 chmod 0700 /root/.ssh
 cp "$io/authorized_keys" /root/.ssh/authorized_keys

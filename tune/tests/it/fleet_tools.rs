@@ -517,3 +517,127 @@ fn kubernetes_manifests_validate_against_shipped_schemas_offline() {
     assert_ne!(o.status.code(), Some(0), "a misspelt field passed: {out}");
     assert!(out.contains("hostNetwrok"), "{out}");
 }
+
+/// The fleet guests' bytecode cache for Ansible's module payloads (tests/vm/fleet-guest-bytecode.py):
+/// what runs is what the payload holds, whatever an earlier payload left in the cache, and
+/// only Ansible's payloads are served by it. Python's own zipimport is the reference: the same
+/// imports without the hook.
+#[test]
+fn fleet_guest_bytecode_cache_runs_what_the_payload_holds() {
+    if !daqtune_testkit::require_tool_or_skip("python3", "apt-get install python3") {
+        return;
+    }
+    let hook = repo().join("tests/vm/fleet-guest-bytecode.py");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cache = dir.path().join("cache");
+    // A payload as Ansible's AnsiballZ sends it: a zip of sources only (made by Python's
+    // zipfile, as Ansible makes it).
+    let payload = |run: &str, name: &str, value: u32| -> PathBuf {
+        let d = dir.path().join(run);
+        std::fs::create_dir_all(&d).expect("payload dir");
+        let zip_path = d.join(name);
+        let module =
+            format!("VALUE = {value}\ndef where():\n    return where.__code__.co_filename\n");
+        let o = Command::new("python3")
+            .args([
+                "-I",
+                "-c",
+                "import sys, zipfile\nwith zipfile.ZipFile(sys.argv[1], 'w') as z:\n    \
+                 z.writestr('pkg/__init__.py', '')\n    z.writestr('pkg/mod.py', sys.argv[2])\n",
+            ])
+            .arg(&zip_path)
+            .arg(&module)
+            .output()
+            .expect("python3");
+        assert!(o.status.success(), "zip: {}", text(&o));
+        zip_path
+    };
+    // Loads the hook as the guest's .pth line does, then imports from the payload.
+    let run = |zip: &Path, with_hook: bool| -> Vec<String> {
+        let program = format!(
+            "import sys\n{}sys.path.insert(0, sys.argv[1])\nimport pkg.mod as m\n\
+             print(m.VALUE); print(type(m.__loader__).__name__); print(m.__file__); print(m.where())\n",
+            if with_hook {
+                "exec(compile(open(sys.argv[2]).read(), sys.argv[2], 'exec'))\n"
+            } else {
+                ""
+            }
+        );
+        let o = Command::new("python3")
+            .args(["-I", "-c", &program])
+            .arg(zip)
+            .arg(&hook)
+            .env("ANSIBLE_ZIP_BYTECODE_CACHE", &cache)
+            .output()
+            .expect("python3");
+        assert!(o.status.success(), "python3: {}", text(&o));
+        String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .map(str::to_string)
+            .collect()
+    };
+    let cached = || {
+        walk_files(&cache)
+            .into_iter()
+            .filter(|p| p.extension().is_some_and(|e| e == "bin"))
+            .collect::<Vec<_>>()
+    };
+
+    let first = payload("ansible_ping_payload_1", "ansible_ping_payload.zip", 1);
+    let reference = run(&first, false);
+    assert_eq!(reference[0], "1");
+    assert_eq!(reference[1], "zipimporter");
+    let inner = first.join("pkg").join("mod.py").display().to_string();
+    assert_eq!(reference[2], inner);
+    assert_eq!(reference[3], inner);
+
+    // First run: compiled and cached (the package and its module), same result as Python's own.
+    let out = run(&first, true);
+    assert_eq!(out[1], "_CachingZipImporter");
+    assert_eq!((out[0].as_str(), &out[2], &out[3]), ("1", &inner, &inner));
+    assert_eq!(cached().len(), 2, "{:?}", cached());
+
+    // The next task's payload: another directory, the same sources. Served from the cache,
+    // and its code names the new payload's file, not the one it was first compiled from.
+    let second = payload("ansible_ping_payload_2", "ansible_ping_payload.zip", 1);
+    let out = run(&second, true);
+    let inner2 = second.join("pkg").join("mod.py").display().to_string();
+    assert_eq!((out[0].as_str(), &out[2], &out[3]), ("1", &inner2, &inner2));
+    assert_eq!(cached().len(), 2, "nothing new to compile: {:?}", cached());
+
+    // Changed source: a new entry, the new value (never the cached code of the old one).
+    let changed = payload("ansible_ping_payload_3", "ansible_ping_payload.zip", 2);
+    assert_eq!(run(&changed, true)[0], "2");
+    assert_eq!(cached().len(), 3);
+
+    // A damaged cache entry is compiled again, not trusted.
+    for p in cached() {
+        std::fs::write(&p, b"not marshal data").expect("damage");
+    }
+    let out = run(&second, true);
+    assert_eq!((out[0].as_str(), &out[3]), ("1", &inner2));
+
+    // Any other zip on the path is Python's own business.
+    let other = payload("elsewhere", "library.zip", 3);
+    let out = run(&other, true);
+    assert_eq!((out[0].as_str(), out[1].as_str()), ("3", "zipimporter"));
+}
+
+fn walk_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                todo.push(p);
+            } else {
+                files.push(p);
+            }
+        }
+    }
+    files
+}
