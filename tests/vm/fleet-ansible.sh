@@ -24,7 +24,8 @@
 # hostname, machine-id and an ed25519 host key made by the test (first boot), the test's key
 # (ssh-keygen into the run directory) in root's authorized_keys, a static address on the
 # management port from a .network file in /run, sshd and node_exporter started (the image keeps
-# both disabled, so the CLI variants never run them).
+# both disabled, so the CLI variants never run them), and tests/vm/fleet-guest-bytecode.py in the
+# guest's Python: Ansible's module code compiled once per guest instead of on every task.
 #
 # The steps (F: the fleet's, asserted here; L: the lifecycle's, asserted in the guest by
 # tests/vm/lifecycle-guest.sh PHASE over SSH; all results in OUT/results):
