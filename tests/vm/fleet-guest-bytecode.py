@@ -41,7 +41,10 @@ class _CachingZipImporter(zipimport.zipimporter):
     # zipimporter.get_filename compiles the module to find its file name (Python 3.11), and
     # the module spec asks for it before get_code compiles it again.
     def get_filename(self, fullname):
-        filename = self._source_path(fullname)
+        try:
+            filename = self._source_path(fullname)
+        except Exception:  # another Python's zipimporter internals: Python's own way
+            filename = None
         return filename if filename is not None else super().get_filename(fullname)
 
     def get_code(self, fullname):
