@@ -576,11 +576,12 @@ fn fleet_guest_bytecode_cache_runs_what_the_payload_holds() {
             .map(str::to_string)
             .collect()
     };
-    let cached = || {
-        walk_files(&cache)
+    // The cache's entries and their bytes (testroot::snapshot: every file, mode and content).
+    let cache_state = || -> BTreeMap<String, String> {
+        testroot::snapshot(&cache, &[])
             .into_iter()
-            .filter(|p| p.extension().is_some_and(|e| e == "bin"))
-            .collect::<Vec<_>>()
+            .filter(|(k, _)| k.ends_with(".bin"))
+            .collect()
     };
 
     let first = payload("ansible_ping_payload_1", "ansible_ping_payload.zip", 1);
@@ -595,49 +596,44 @@ fn fleet_guest_bytecode_cache_runs_what_the_payload_holds() {
     let out = run(&first, true);
     assert_eq!(out[1], "_CachingZipImporter");
     assert_eq!((out[0].as_str(), &out[2], &out[3]), ("1", &inner, &inner));
-    assert_eq!(cached().len(), 2, "{:?}", cached());
+    let after_first = cache_state();
+    assert_eq!(after_first.len(), 2, "{:?}", after_first.keys());
 
-    // The next task's payload: another directory, the same sources. Served from the cache,
-    // and its code names the new payload's file, not the one it was first compiled from.
+    // The next task's payload: another directory, the same sources. Served from the cache:
+    // its entries stay byte for byte (compiled again, they would name the second payload's
+    // file), and its code names the new payload's file, not the one it was first compiled from.
     let second = payload("ansible_ping_payload_2", "ansible_ping_payload.zip", 1);
     let out = run(&second, true);
     let inner2 = second.join("pkg").join("mod.py").display().to_string();
     assert_eq!((out[0].as_str(), &out[2], &out[3]), ("1", &inner2, &inner2));
-    assert_eq!(cached().len(), 2, "nothing new to compile: {:?}", cached());
+    assert_eq!(
+        cache_state(),
+        after_first,
+        "the second payload was compiled again"
+    );
 
     // Changed source: a new entry, the new value (never the cached code of the old one).
     let changed = payload("ansible_ping_payload_3", "ansible_ping_payload.zip", 2);
     assert_eq!(run(&changed, true)[0], "2");
-    assert_eq!(cached().len(), 3);
+    assert_eq!(cache_state().len(), 3);
 
-    // A damaged cache entry is compiled again, not trusted.
-    for p in cached() {
-        std::fs::write(&p, b"not marshal data").expect("damage");
+    // A damaged cache entry is compiled again and replaced, not trusted.
+    for rel in cache_state().keys() {
+        std::fs::write(cache.join(rel), b"not marshal data").expect("damage");
     }
     let out = run(&second, true);
     assert_eq!((out[0].as_str(), &out[3]), ("1", &inner2));
+    let damaged: Vec<_> = cache_state()
+        .into_iter()
+        .filter(|(_, body)| body.ends_with(" not marshal data"))
+        .map(|(k, _)| k)
+        .collect();
+    // The unchanged package and module of the second payload are written again; the changed
+    // module's entry is not imported here and stays as it was left.
+    assert_eq!(damaged.len(), 1, "{damaged:?}");
 
     // Any other zip on the path is Python's own business.
     let other = payload("elsewhere", "library.zip", 3);
     let out = run(&other, true);
     assert_eq!((out[0].as_str(), out[1].as_str()), ("3", "zipimporter"));
-}
-
-fn walk_files(dir: &Path) -> Vec<PathBuf> {
-    let mut files = Vec::new();
-    let mut todo = vec![dir.to_path_buf()];
-    while let Some(d) = todo.pop() {
-        let Ok(entries) = std::fs::read_dir(&d) else {
-            continue;
-        };
-        for e in entries.flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                todo.push(p);
-            } else {
-                files.push(p);
-            }
-        }
-    }
-    files
 }
