@@ -3,10 +3,12 @@
 #
 #   scripts/test-aarch64.sh [--no-deb]
 #
-# 1. The tests of the pure crates (probe, units, render, the engines' argument and parsing code)
-#    and the binary's CLI tests, built for aarch64-unknown-linux-gnu and run under qemu-user
-#    (.cargo/config.toml names the cross linker and the runner). qemu-user runs the code with
-#    the target's ABI (c_char unsigned, its struct layouts and alignment), not the host's.
+# 1. The tests of the pure crates (probe, units, render, the engines' argument and parsing code),
+#    built for aarch64-unknown-linux-gnu and run under qemu-user (.cargo/config.toml names the
+#    cross linker and the runner), and the binary's CLI tests run against the aarch64 daqtune:
+#    the native test harness (the README command's test build) spawns it, and the kernel hands
+#    it to qemu-user (binfmt_misc). qemu-user runs the code with the target's ABI (c_char
+#    unsigned, its struct layouts and alignment), not the host's.
 # 2. The arm64 packages: tests/packaging/test-deb.sh --arch arm64 (scripts/build-deb.sh --arch
 #    arm64 cross-builds daqtune and, where the :arm64 headers are installed, the DPDK and RDMA
 #    engines with bindgen run against the arm64 headers), each binary an aarch64 ELF.
@@ -52,6 +54,22 @@ VM_NAME=test-aarch64
 . tests/vm/lib.sh # skip, vm_require
 # This script's log is a section header of the cargo run's output, not lib.sh's prefixed line.
 log() { printf '\n== aarch64: %s\n' "$*"; }
+# cargo's JSON messages on stdin: a line per test binary (KIND DIRECTORY EXECUTABLE, KIND
+# `unit` or the integration test's name) and per program built (bin NAME EXECUTABLE).
+test_binaries() {
+  python3 -c '
+import json, os, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") != "compiler-artifact" or not m.get("executable"):
+        continue
+    if m["profile"]["test"]:
+        name = m["target"]["name"] if m["target"]["kind"] == ["test"] else "unit"
+        print(name, os.path.dirname(m["manifest_path"]), m["executable"])
+    else:
+        print("bin", m["target"]["name"], m["executable"])
+'
+}
 
 command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 || skip "aarch64-linux-gnu-gcc not found (apt-get install gcc-aarch64-linux-gnu)"
 [[ -e /usr/aarch64-linux-gnu/include/stdio.h ]] || skip "the cross compiler has no C library headers (apt-get install libc6-dev-arm64-cross)"
@@ -107,17 +125,11 @@ declare -A unit_args=(
   [daqtune-selftest]="--skip launch::rdma::tests::helper_exit_status_is_passed_through"
 )
 if ((cli)); then
-  # The binary's CLI tests on the fixture roots. Its golden module's all-fixtures run is left
-  # out: it runs daqtune on every fixture with every profile, 279 s under qemu-user
-  # (2026-11-27), for output the native run compares byte for byte already. Its snapshot
-  # tests (archives, replays, the tar safety checks: 68 s under qemu-user) are left to the
-  # native run for the same reason of time, but for three that read archives through the
-  # binary (under a second natively): a real GPU host's .tar.zst replayed to its verdicts, and
-  # entries that escape the root or are device nodes refused.
+  # The binary's CLI tests on the fixture roots, from the native test harness (below): only the
+  # binaries are built here, daqtune and daqtune-selftest (its `it`, which would spawn them
+  # from under qemu-user too, is built with the package's tests but not run).
   pkgs+=(-p daqtune)
-  # Two processes (`|`): the loopback search's trials last what they last, and as the last
-  # process of the run the CLI tests kept one core alone for 99 s (2026-11-30).
-  modules[daqtune]="selftest_find_max_cli:: | foundation:: appconfig:: apply_cli:: pci_checks:: gpu:: selftest_gpu_sink_cli:: golden:: snapshot::gpu_machine_snapshot_replays_to_its_live_verdicts snapshot::hostile::escapes_are_refused_and_nothing_lands_outside snapshot::hostile::fifo_device_nodes_and_hard_links_are_refused --skip outputs_on_every_fixture_and_profile_match_the_recorded_ones"
+  modules[daqtune]=""
 else
   pkgs+=(-p daqtune-engine)
 fi
@@ -135,31 +147,21 @@ log "cargo test --target $target: probe, units, render, selftest, daqtune-dpdk's
 # tests that run threads of their own, tunables_agree and tunables_prop, spawn nothing).
 built=target/aarch64-test-binaries.txt
 mkdir -p target
-# Built at opt-level 1, not the dev profile's 0: under qemu-user every instruction is
-# translated, and unoptimised code (each value through the stack) made the run 1,100 s of the
-# README command's critical path. Measured 2026-11-29 on the engine's integration tests (244
-# tests, one thread, beside a fleet run): 307 CPU-s at opt-level 1 in one process, against 971 at
-# 0 summed over a process per test (about 120 of them the processes' start); the cross
-# build of the workspace crates costs more at 1, once the dependencies (rebuilt once for this
-# setting, then cached like any other) are there. Debug assertions and overflow checks stay
-# on: they are the profile's own settings, not the optimiser's; the crates that the profile
-# already optimises keep their level.
-# Without the dev profile's line tables: nothing here prints a backtrace (a failed assertion's
-# file and line come from the panic location, not from debug information), and the cross build
-# of the same set took 982 CPU-seconds (501 s) without them against 1,111 (564 s) with them,
-# and 364 MB of target/ against 1.1 GB (2026-11-29, quiet, from an empty target directory).
-a64_opt=(--config 'profile.dev.opt-level=1' --config 'profile.dev.debug=0')
-# One line per test binary: KIND (unit or the integration test's name) DIRECTORY EXECUTABLE.
+# The dev profile's opt-level (0), which the README command's native builds use too. From
+# 2026-11-29 to 2026-11-30 this build was at opt-level 1, chosen when the engine's 244
+# integration tests ran under qemu-user (307 CPU-s at 1 against 971 at 0); they no longer run
+# here, nor does the test harness of the CLI tests (the native one spawns the aarch64 binary,
+# below). Measured 2026-11-30, quiet, this script from the same target directory after the
+# native test build, the CLI tests still in an aarch64 harness: opt-level 1 474 s and 862
+# CPU-seconds (the build 381 s), opt-level 0 385 s and 615 (the build 202 s), while the CLI
+# tests took 182 s against 89. With the native harness and two test threads the CLI tests took
+# 91 s and 174 CPU-seconds at opt-level 0 (66 s, 95 at 1): still 150 CPU-seconds less in all
+# than building every crate at 1. The crates the profile optimises keep their level.
+a64_opt=(--config 'profile.dev.debug=0')
+# One line per test binary: KIND (unit or the integration test's name) DIRECTORY EXECUTABLE;
+# and one per program the tests spawn: bin NAME EXECUTABLE.
 cargo test --locked --target "$target" "${a64_opt[@]}" "${pkgs[@]}" --lib --bins --tests --no-run \
-  --message-format=json-render-diagnostics |
-  python3 -c '
-import json, os, sys
-for line in sys.stdin:
-    m = json.loads(line)
-    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["profile"]["test"]:
-        name = m["target"]["name"] if m["target"]["kind"] == ["test"] else "unit"
-        print(name, os.path.dirname(m["manifest_path"]), m["executable"])
-' >"$built"
+  --message-format=json-render-diagnostics | test_binaries >"$built"
 # Two test processes at a time (DAQTUNE_AARCH64_JOBS, default the CPU count): one test thread
 # in each (above), but the processes share nothing, and the engine's integration tests alone
 # kept one core busy for minutes at the end of the README command while the other idled
@@ -189,7 +191,47 @@ reap() { # wait for one test process, print its output, count a failure
   fi
 }
 n=0
+if ((cli)); then
+  # The binary's CLI tests on the fixture roots: the native test harness (tune's `it`, from the
+  # native test build; DAQTUNE_NATIVE_FEATURES, which scripts/test-all.sh sets, are its cargo
+  # features, so that build is reused) spawns the aarch64 daqtune and daqtune-selftest
+  # (DAQTUNE_TEST_BIN_DIR, tune/tests/it/common), which the kernel hands to qemu-user. What
+  # these tests prove on aarch64 is the binary's behaviour; their own code (copying fixture
+  # roots, reading JSON) is the harness, and run under qemu-user it was half of their time:
+  # 89 s in one process against 66 s here with two test threads, the binary at opt-level 1
+  # (2026-11-30). A harness outside the emulator may run its tests side by side (the fork
+  # hazard above is qemu-user's own fork).
+  # The golden module's all-fixtures run is left out: it runs daqtune on every fixture with
+  # every profile, 279 s under qemu-user (2026-11-27), for output the native run compares byte
+  # for byte already. The snapshot tests (archives, replays, the tar safety checks: 68 s under
+  # qemu-user) are left to the native run for the same reason of time, but for three that read
+  # archives through the binary (under a second natively): a real GPU host's .tar.zst replayed
+  # to its verdicts, and entries that escape the root or are device nodes refused.
+  cli_filters=(selftest_find_max_cli:: foundation:: appconfig:: apply_cli:: pci_checks:: gpu::
+    selftest_gpu_sink_cli:: golden:: snapshot::gpu_machine_snapshot_replays_to_its_live_verdicts
+    snapshot::hostile::escapes_are_refused_and_nothing_lands_outside
+    snapshot::hostile::fifo_device_nodes_and_hard_links_are_refused
+    --skip outputs_on_every_fixture_and_profile_match_the_recorded_ones)
+  a64_daqtune=$(awk '$1 == "bin" && $2 == "daqtune" {print $3}' "$built")
+  a64_bin_dir=$(dirname "${a64_daqtune:-/nonexistent/daqtune}")
+  for b in daqtune daqtune-selftest; do
+    [[ -x $a64_bin_dir/$b ]] || { echo "test-aarch64: FAILED: the aarch64 $b was not built ($a64_bin_dir)"; exit 1; }
+  done
+  native_features=()
+  [[ -z ${DAQTUNE_NATIVE_FEATURES:-} ]] || native_features=(--features "$DAQTUNE_NATIVE_FEATURES")
+  native_it=$(cargo test --locked --workspace --exclude daqtune-bench "${native_features[@]}" --no-run \
+    --message-format=json-render-diagnostics | test_binaries | awk -v d="$PWD/tune" '$1 == "it" && $2 == d {print $3}')
+  [[ -x $native_it ]] || { echo "test-aarch64: FAILED: no native test binary of tune (cargo test --no-run)"; exit 1; }
+  n=$((n + 1))
+  echo "test-aarch64: daqtune (it, native harness, the aarch64 binaries) ${cli_filters[*]}: started"
+  (cd tune && DAQTUNE_TEST_BIN_DIR=$a64_bin_dir "$native_it" --test-threads=2 "${cli_filters[@]}" </dev/null) \
+    >"$logs/$n.log" 2>&1 &
+  job_what[$!]="daqtune (it, native harness) ${cli_filters[*]}"
+  job_log[$!]="$logs/$n.log"
+  running=$((running + 1))
+fi
 while read -r kind pkgdir exe; do
+  [[ $kind != bin ]] || continue # the programs the native harness spawns (above)
   pkg=$(sed -n 's/^name = "\(.*\)"$/\1/p' "$pkgdir/Cargo.toml" | head -n1)
   parts=("")
   if [[ $kind == it && -v "modules[$pkg]" ]]; then

@@ -304,7 +304,8 @@ if [[ $aarch64_tests == 1 ]]; then
   rc=0
   args=()
   [[ ${DAQTUNE_AARCH64_DEB:-0} == 1 ]] || args=(--no-deb)
-  with_test_tmp scripts/test-aarch64.sh "${args[@]}" || rc=$?
+  # The binary's CLI tests there run from this command's native test build (its features).
+  DAQTUNE_NATIVE_FEATURES=$(IFS=,; echo "${FEATURES[*]}") with_test_tmp scripts/test-aarch64.sh "${args[@]}" || rc=$?
   if ((rc == 125)); then
     echo "aarch64: skipped (the cross toolchain is not installed; reason above)"
   elif ((rc != 0)); then

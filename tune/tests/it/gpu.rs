@@ -70,7 +70,7 @@ fn topo_replays_nvlink_from_a_snapshot() {
 /// one JSON report on one line and exits 0, whether or not this machine has the CUDA driver.
 #[test]
 fn cuda_probe_child_answers() {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_daqtune"))
+    let out = std::process::Command::new(crate::common::bin())
         .env("DAQTUNE_INTERNAL_CUDA_PROBE", "1")
         .env(
             "CUDA_VISIBLE_DEVICES",

@@ -12,7 +12,7 @@ fn corpus(dir: &str) -> PathBuf {
 }
 
 fn daqtune(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_daqtune"))
+    Command::new(crate::common::bin())
         .args(args)
         .env("NO_COLOR", "1")
         .output()

@@ -35,7 +35,10 @@ mod redteam;
 mod testroot;
 
 /// The stand-alone self-test binary of this build (src/bin/daqtune-selftest.rs: built-in
-/// defaults, no profile), as a command to run.
+/// defaults, no profile), as a command to run (`DAQTUNE_TEST_BIN_DIR`: common::bin).
 fn selftest_bin() -> std::process::Command {
-    std::process::Command::new(env!("CARGO_BIN_EXE_daqtune-selftest"))
+    std::process::Command::new(common::built_bin(
+        "daqtune-selftest",
+        env!("CARGO_BIN_EXE_daqtune-selftest"),
+    ))
 }

@@ -22,7 +22,7 @@ fn json_file(name: &str) -> Value {
 }
 
 fn daqtune(args: &[&str]) -> Value {
-    let out = Command::new(env!("CARGO_BIN_EXE_daqtune"))
+    let out = Command::new(crate::common::bin())
         .args(args)
         .env_remove("DAQTUNE_ROOT")
         .env_remove("DAQTUNE_PROFILE")

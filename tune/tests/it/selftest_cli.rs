@@ -9,7 +9,7 @@ fn selftest_socket_veth_passes_and_cleans_up() {
     if !daqtune_testkit::require_root_or_skip("network namespaces and a veth pair") {
         return;
     }
-    let child = Command::new(env!("CARGO_BIN_EXE_daqtune"))
+    let child = Command::new(crate::common::bin())
         .args([
             "selftest",
             "socket",

@@ -11,8 +11,18 @@ pub use report_json::*;
 
 pub use daqtune_testkit::fixture;
 
+/// The daqtune under test: this build's, or the one in `DAQTUNE_TEST_BIN_DIR` (the aarch64
+/// build, run by this native harness through qemu-user: scripts/test-aarch64.sh).
 pub fn bin() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_daqtune"))
+    built_bin("daqtune", env!("CARGO_BIN_EXE_daqtune"))
+}
+
+/// A program of this package: `DAQTUNE_TEST_BIN_DIR/NAME` when that is set, else this build's.
+pub fn built_bin(name: &str, this_build: &str) -> PathBuf {
+    match std::env::var_os("DAQTUNE_TEST_BIN_DIR") {
+        Some(dir) => PathBuf::from(dir).join(name),
+        None => PathBuf::from(this_build),
+    }
 }
 
 /// `daqtune ARGS` with no terminal on standard input (a command that would ask refuses).
