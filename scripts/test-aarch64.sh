@@ -217,6 +217,12 @@ if ((cli)); then
   for b in daqtune daqtune-selftest; do
     [[ -x $a64_bin_dir/$b ]] || { echo "test-aarch64: FAILED: the aarch64 $b was not built ($a64_bin_dir)"; exit 1; }
   done
+  # Every spawn of the binary in those tests goes through common::bin() or selftest_bin(), which
+  # read DAQTUNE_TEST_BIN_DIR: a test naming cargo's own path would run the native binary here.
+  if others=$(grep -rl 'CARGO_BIN_EXE_' tune/tests/it | grep -vx -e tune/tests/it/common/mod.rs -e tune/tests/it/main.rs); then
+    echo "test-aarch64: FAILED: these name CARGO_BIN_EXE_ instead of common::bin(), so they would not run the aarch64 binary: $others"
+    exit 1
+  fi
   native_features=()
   [[ -z ${DAQTUNE_NATIVE_FEATURES:-} ]] || native_features=(--features "$DAQTUNE_NATIVE_FEATURES")
   native_it=$(cargo test --locked --workspace --exclude daqtune-bench "${native_features[@]}" --no-run \
