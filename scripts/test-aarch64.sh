@@ -134,7 +134,8 @@ else
   pkgs+=(-p daqtune-engine)
 fi
 log "cargo test --target $target: probe, units, render, selftest, daqtune-dpdk's pure code$( ((cli)) && echo ", the CLI tests on the fixture roots" || echo ", engine")"
-# The property test's 64 generated hosts take 114 s under qemu-user; the property is the same
+# PROPTEST_CASES=32 for the property tests under qemu-user. The engine's (built here only where
+# the CLI tests cannot run): its 64 generated hosts took 114 s under qemu-user; the property is the same
 # code on both architectures. Half of them (the same seed, so the first 32 of the native run's)
 # still reach every planning tunable both ways, which the test itself asserts (16 did not reach
 # kernel.numa-balancing; 24 is the least that does). The native run keeps 64.
