@@ -217,6 +217,10 @@ if ((cli)); then
   a64_bin_dir=$(dirname "${a64_daqtune:-/nonexistent/daqtune}")
   for b in daqtune daqtune-selftest; do
     [[ -x $a64_bin_dir/$b ]] || { echo "test-aarch64: FAILED: the aarch64 $b was not built ($a64_bin_dir)"; exit 1; }
+    # ELF e_machine 183 (EM_AARCH64): a host binary here would pass every test without
+    # testing aarch64 at all.
+    [[ $(od -An -tu2 -j18 -N2 "$a64_bin_dir/$b" | tr -d ' ') == 183 ]] ||
+      { echo "test-aarch64: FAILED: $a64_bin_dir/$b is not an aarch64 ELF"; exit 1; }
   done
   # Every spawn of the binary in those tests goes through common::bin() or selftest_bin(), which
   # read DAQTUNE_TEST_BIN_DIR: a test naming cargo's own path would run the native binary here.

@@ -137,10 +137,9 @@ fi
 if pkg-config --exists libibverbs 2>/dev/null || [[ -e /usr/include/infiniband/verbs.h ]]; then
   FEATURES+=(daqtune-rdma/rdma)
 fi
+features_csv=$(IFS=,; echo "${FEATURES[*]}")
 features_arg=()
-if ((${#FEATURES[@]})); then
-  features_arg=(--features "$(IFS=,; echo "${FEATURES[*]}")")
-fi
+[[ -z $features_csv ]] || features_arg=(--features "$features_csv")
 
 # The shell scripts first: a finding ends the run before the long build. .shellcheckrc holds
 # the project-wide settings; -x follows the libraries the scripts source.
@@ -305,7 +304,7 @@ if [[ $aarch64_tests == 1 ]]; then
   args=()
   [[ ${DAQTUNE_AARCH64_DEB:-0} == 1 ]] || args=(--no-deb)
   # The binary's CLI tests there run from this command's native test build (its features).
-  DAQTUNE_NATIVE_FEATURES=$(IFS=,; echo "${FEATURES[*]}") with_test_tmp scripts/test-aarch64.sh "${args[@]}" || rc=$?
+  DAQTUNE_NATIVE_FEATURES=$features_csv with_test_tmp scripts/test-aarch64.sh "${args[@]}" || rc=$?
   if ((rc == 125)); then
     echo "aarch64: skipped (the cross toolchain is not installed; reason above)"
   elif ((rc != 0)); then
