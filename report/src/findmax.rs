@@ -80,6 +80,10 @@ pub struct Summary {
     /// Confirmation trials in a row the result passed (the self-test's `CONFIRM_RUNS`).
     #[serde(default)]
     pub confirm_runs: usize,
+    /// Trials the search could make at most, probe and confirmations included
+    /// (`--max-trials`); 0 in reports written before the setting existed.
+    #[serde(default)]
+    pub max_trials: usize,
     /// The loss edge the claim was kept below (the self-test's `findmax::Edge`): lowest rate
     /// that lost, lowest and highest rate carried by paced trials that lost, their spread,
     /// the base and the margin (percent) below it.

@@ -195,6 +195,7 @@ fn full_result() -> EngineResult {
         }),
         fraction_of_limit: Some(0.38),
         confirm_runs: 5,
+        max_trials: 40,
         lowest_lossy_gbps: Some(40.5),
         carried_gbps: Some((37.25, 39.5)),
         spread_pct: 6.0,

@@ -13,7 +13,7 @@ fn usage(msg: &str) -> ! {
         "usage: daqtune-dpdk [--spec FILE|-] [--veth | --tx-port BDF --rx-port BDF] [--duration S] \
          [--message-size N] [--pps N | --rate GBPS | --unpaced] [--main-cpu N] [--tx-cpu N] [--rx-cpu N] \
          [--mbufs N] [--descriptors N] [--max-loss PCT] [--no-reserve] [--no-rps] [--log-level L] \
-         [--find-max [--loss PCT] [--precision PCT] [--trial-duration S]]\n       daqtune-dpdk --probe | --dry-run [flags] | --veth-exec [--mtu N] [--rps-cpu N] -- CMD..."
+         [--find-max [--loss PCT] [--precision PCT] [--trial-duration S] [--max-trials N]]\n       daqtune-dpdk --probe | --dry-run [flags] | --veth-exec [--mtu N] [--rps-cpu N] -- CMD..."
     );
     std::process::exit(exit::USAGE)
 }

@@ -199,6 +199,7 @@ fn find_max(
         loss_pct: spec.loss_pct,
         precision_pct: spec.precision_pct,
         link_gbps: None,
+        max_trials: spec.max_trials,
     };
     findmax::run(
         engine,

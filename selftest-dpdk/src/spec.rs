@@ -52,6 +52,8 @@ pub struct DpdkRunSpec {
     pub precision_pct: f64,
     /// find_max: shortest trial, seconds.
     pub trial_duration_s: f64,
+    /// find_max: trials at most, probe and confirmations included.
+    pub max_trials: usize,
 }
 
 impl Default for DpdkRunSpec {
@@ -79,6 +81,7 @@ impl Default for DpdkRunSpec {
             loss_pct: 0.0,
             precision_pct: 2.0,
             trial_duration_s: 2.0,
+            max_trials: daqtune_selftest::findmax::MAX_TRIALS,
         }
     }
 }
@@ -139,6 +142,14 @@ impl DpdkRunSpec {
             }
             if !(self.trial_duration_s > 0.0 && self.trial_duration_s <= 600.0) {
                 return Err("trial_duration_s must be within (0, 600]".into());
+            }
+            let range = daqtune_selftest::findmax::MAX_TRIALS_RANGE;
+            if !range.contains(&self.max_trials) {
+                return Err(format!(
+                    "max_trials must be within {}..={}",
+                    range.start(),
+                    range.end()
+                ));
             }
         }
         Ok(())
@@ -281,6 +292,7 @@ pub fn parse_flags(args: &[String], mut spec: DpdkRunSpec) -> Result<DpdkRunSpec
             "--loss" => spec.loss_pct = num(key, &val()?)?,
             "--precision" => spec.precision_pct = num(key, &val()?)?,
             "--trial-duration" => spec.trial_duration_s = num(key, &val()?)?,
+            "--max-trials" => spec.max_trials = num(key, &val()?)?,
             other => return Err(format!("unknown argument {other:?}")),
         }
     }
@@ -342,15 +354,30 @@ mod tests {
                 "--precision=1",
                 "--trial-duration",
                 "1.5",
+                "--max-trials",
+                "12",
             ]),
             DpdkRunSpec::default(),
         )
         .expect("ok");
         assert!(p.find_max);
         assert_eq!(
-            (p.loss_pct, p.precision_pct, p.trial_duration_s),
-            (0.5, 1.0, 1.5)
+            (
+                p.loss_pct,
+                p.precision_pct,
+                p.trial_duration_s,
+                p.max_trials
+            ),
+            (0.5, 1.0, 1.5, 12)
         );
+        // Fewer than a probe, a bisection step and five confirmations, or more than the cap.
+        for n in ["6", "201"] {
+            assert!(parse_flags(
+                &s(&["--find-max", "--max-trials", n]),
+                DpdkRunSpec::default()
+            )
+            .is_err());
+        }
         assert!(parse_flags(
             &s(&["--find-max", "--precision", "0"]),
             DpdkRunSpec::default()

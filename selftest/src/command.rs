@@ -125,6 +125,9 @@ pub struct Options {
     /// --find-max: shortest trial in seconds; a trial also lasts at least four times the time
     /// the receive buffer takes to fill at its rate (capped at 30 s).
     pub trial_duration: f64,
+    /// --find-max: trials at most, probe and confirmations included; the search ends without
+    /// a claim when its next step would need more.
+    pub max_trials: usize,
 
     /// UDP sender: one datagram per send instead of UDP GSO (`UDP_SEGMENT`, on by default
     /// where the kernel has it: up to 64 messages per send, cut by the kernel).
@@ -379,6 +382,16 @@ fn find_max_problem(args: &Options) -> Option<String> {
     if !(args.trial_duration > 0.0 && args.trial_duration <= 600.0) {
         return Some("--trial-duration must be in (0, 600] seconds".into());
     }
+    if !crate::findmax::MAX_TRIALS_RANGE.contains(&args.max_trials) {
+        return Some(format!(
+            "--max-trials must be in {}..={}: the probe, a bisection step and {} confirmations \
+             need {} at the least",
+            crate::findmax::MAX_TRIALS_RANGE.start(),
+            crate::findmax::MAX_TRIALS_RANGE.end(),
+            crate::findmax::CONFIRM_RUNS,
+            crate::findmax::MAX_TRIALS_RANGE.start()
+        ));
+    }
     if args.peer.is_some() {
         return Some(
             "--find-max runs many trials against one receiver it controls; it cannot drive a \
@@ -395,6 +408,7 @@ fn find_max_params(args: &Options) -> crate::findmax::Params {
         loss_pct: args.loss,
         precision_pct: args.precision,
         link_gbps: None,
+        max_trials: args.max_trials,
     }
 }
 
@@ -568,6 +582,7 @@ fn run_dpdk(args: &Options, d: &Defaults) -> EngineResult {
             loss_pct: args.loss,
             precision_pct: args.precision,
             trial_floor: Duration::from_secs_f64(args.trial_duration),
+            max_trials: args.max_trials,
         }),
         relay_progress: !args.no_progress && std::io::stderr().is_terminal(),
         ..Default::default()

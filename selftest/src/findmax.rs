@@ -36,8 +36,11 @@ use std::time::Duration;
 pub const MIN_OFFERED_FRACTION: f64 = 0.95;
 /// The resolution never goes below this (Gb/s).
 pub const MIN_RESOLUTION_GBPS: f64 = 0.001;
-/// Trials at most, probe and confirmations included.
+/// Trials at most by default (`--max-trials`), probe and confirmations included.
 pub const MAX_TRIALS: usize = 40;
+/// `--max-trials` range: room for the probe, one bisection step and a confirmation round at
+/// the least; at most as many trials as an operator would wait for at the longest trial.
+pub const MAX_TRIALS_RANGE: std::ops::RangeInclusive<usize> = (CONFIRM_RUNS + 2)..=200;
 /// Confirmation trials in a row that must all pass at the claim (k of k), each at least
 /// [`CONFIRM_FLOORS`] x the trial floor, i.e. at least as long as the paced runs made at the
 /// result (`bench/udp_vs_iperf3.sh`: 5 s). Three were not enough on the 16-core machine
@@ -91,6 +94,9 @@ pub struct Params {
     pub precision_pct: f64,
     /// Upper bound known from the hardware (a link's payload rate), Gb/s.
     pub link_gbps: Option<f64>,
+    /// Trials at most, probe and confirmations included (`--max-trials`, default
+    /// [`MAX_TRIALS`]): the search ends without a claim when the next step would pass it.
+    pub max_trials: usize,
 }
 
 /// Whether a trial passes, and if not why (one line).
@@ -291,8 +297,8 @@ where
         guess = Some(probe.delivered_gbps);
     }
     while hi - lo > res {
-        if s.steps.len() >= MAX_TRIALS {
-            s.ended = format!("stopped after {MAX_TRIALS} trials, still searching");
+        if s.steps.len() >= p.max_trials {
+            s.ended = format!("stopped after {} trials, still searching", p.max_trials);
             return s;
         }
         let r = guess.take().unwrap_or((lo + hi) / 2.0);
@@ -326,7 +332,7 @@ where
             );
             return s;
         }
-        if s.steps.len() + CONFIRM_RUNS > MAX_TRIALS {
+        if s.steps.len() + CONFIRM_RUNS > p.max_trials {
             s.ended = format!(
                 "stopped after {} trials: not enough left to confirm {at:.3} Gb/s \
                  ({} confirmation round(s) failed: {})",
@@ -715,6 +721,7 @@ pub fn run(
         limit,
         fraction_of_limit: fraction,
         confirm_runs: CONFIRM_RUNS,
+        max_trials: p.max_trials,
         lowest_lossy_gbps: s.edge.lowest_lossy_gbps,
         carried_gbps: s.edge.carried_gbps,
         spread_pct: s.edge.spread_pct,
@@ -770,7 +777,7 @@ pub fn trials_table(r: &EngineResult) -> String {
     if let Some(se) = &r.search {
         let _ = writeln!(
             s,
-            "      search: loss <= {} %, start bounds 0 .. {:.3} Gb/s, resolution {:.3} Gb/s ({} % of the upper bound), trials >= {:.1} s and >= {} x the {} receive buffer; {}",
+            "      search: loss <= {} %, start bounds 0 .. {:.3} Gb/s, resolution {:.3} Gb/s ({} % of the upper bound), trials >= {:.1} s and >= {} x the {} receive buffer{}; {}",
             se.loss_allowed_pct,
             se.start_upper_gbps,
             se.resolution_gbps,
@@ -780,6 +787,12 @@ pub fn trials_table(r: &EngineResult) -> String {
             se.buffer_bytes
                 .map(|b| format!("{} KiB", b / 1024))
                 .unwrap_or_else(|| "(unknown)".into()),
+            // Reports written before --max-trials carry 0 here.
+            if se.max_trials > 0 {
+                format!(", at most {} trials", se.max_trials)
+            } else {
+                String::new()
+            },
             se.ended
         );
     }
@@ -816,6 +829,7 @@ mod tests {
             loss_pct: 0.0,
             precision_pct: 1.0,
             link_gbps: None,
+            max_trials: MAX_TRIALS,
         }
     }
 
@@ -1055,6 +1069,48 @@ mod tests {
                 assert!(!s.ended.is_empty());
             }
         }
+    }
+
+    #[test]
+    fn max_trials_bounds_a_noisy_search_and_says_where_it_stopped() {
+        // The noise of the test above, and every seed: with `--max-trials` at its least the
+        // search never runs more trials, and a search the cap stopped says so in its own words.
+        let least = *MAX_TRIALS_RANGE.start();
+        let mut capped = 0;
+        for seed in 1..200u64 {
+            let mut x = seed;
+            let mut inner = model(5.0 + (seed % 7) as f64, 25.0);
+            let p = Params {
+                max_trials: least,
+                ..params()
+            };
+            let s = search(&p, |asked, phase| {
+                let mut o = inner(asked, phase)?;
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                if x % 3 == 0 {
+                    o.loss_pct = o.loss_pct.max(0.01);
+                }
+                Some(o)
+            });
+            assert!(
+                s.steps.len() <= least,
+                "seed {seed}: {} trials",
+                s.steps.len()
+            );
+            if s.found_gbps.is_none() && s.ended.starts_with("stopped after") {
+                capped += 1;
+                assert!(
+                    s.ended.contains(&format!("stopped after {least} trials"))
+                        || s.ended.contains("not enough left to confirm"),
+                    "seed {seed}: {}",
+                    s.ended
+                );
+            }
+        }
+        // A cap of 7 at 1 % precision leaves no room for the bisection: it must have bitten.
+        assert!(capped > 0);
     }
 
     #[test]

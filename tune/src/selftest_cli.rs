@@ -179,6 +179,15 @@ pub struct SelftestArgs {
         requires = "find_max"
     )]
     pub trial_duration: f64,
+    /// --find-max: trials at most, probe and confirmations included (7..=200); the search
+    /// ends without a claim when its next step would need more.
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = daqtune_selftest::findmax::MAX_TRIALS,
+        requires = "find_max"
+    )]
+    pub max_trials: usize,
 
     /// UDP sender: one datagram per send instead of UDP GSO (`UDP_SEGMENT`, on by default
     /// where the kernel has it: up to 64 messages per send, cut by the kernel).
@@ -260,6 +269,7 @@ impl SelftestArgs {
             loss: self.loss,
             precision: self.precision,
             trial_duration: self.trial_duration,
+            max_trials: self.max_trials,
             no_gso: self.no_gso,
             no_sendmmsg: self.no_sendmmsg,
             no_gro: self.no_gro,

@@ -279,6 +279,7 @@ fn find_max_converges_over_af_packet() {
             loss_pct: 0.0,
             precision_pct: 5.0,
             trial_floor: Duration::from_millis(500),
+            max_trials: daqtune_selftest::findmax::MAX_TRIALS,
         }),
         ..DpdkRequest::default()
     };

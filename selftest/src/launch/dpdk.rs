@@ -49,6 +49,7 @@ pub struct FindMaxRequest {
     pub loss_pct: f64,
     pub precision_pct: f64,
     pub trial_floor: Duration,
+    pub max_trials: usize,
 }
 
 /// Prefix of the engine's progress lines on stderr.
@@ -124,6 +125,8 @@ impl DpdkRequest {
                 f.precision_pct.to_string(),
                 "--trial-duration".to_string(),
                 f.trial_floor.as_secs_f64().to_string(),
+                "--max-trials".to_string(),
+                f.max_trials.to_string(),
             ]);
         }
         a
@@ -133,10 +136,8 @@ impl DpdkRequest {
     /// may make at its longest, plus EAL start-up and hugepages.
     pub fn time_limit(&self) -> Duration {
         let run = match &self.find_max {
-            Some(f) => {
-                (f.trial_floor.max(crate::findmax::MAX_TRIAL) + Duration::from_secs(1))
-                    * crate::findmax::MAX_TRIALS as u32
-            }
+            Some(f) => (f.trial_floor.max(crate::findmax::MAX_TRIAL) + Duration::from_secs(1))
+                .saturating_mul(u32::try_from(f.max_trials).unwrap_or(u32::MAX)),
             None => self.duration,
         };
         run + Duration::from_secs(60)
