@@ -387,6 +387,33 @@ mod tests {
     }
 
     #[test]
+    fn the_launchers_find_max_flags_are_what_this_parser_reads() {
+        // The launcher (daqtune selftest dpdk) and this engine are two processes: the search's
+        // settings cross as flags, so each must reach the spec the engine runs.
+        use daqtune_selftest::dpdk_launcher::{DpdkRequest, FindMaxRequest};
+        let req = DpdkRequest {
+            find_max: Some(FindMaxRequest {
+                loss_pct: 0.25,
+                precision_pct: 5.0,
+                trial_floor: std::time::Duration::from_millis(1500),
+                max_trials: 12,
+            }),
+            ..DpdkRequest::default()
+        };
+        let p = parse_flags(&req.args(), DpdkRunSpec::default()).expect("the launcher's flags");
+        assert!(p.find_max);
+        assert_eq!(
+            (
+                p.loss_pct,
+                p.precision_pct,
+                p.trial_duration_s,
+                p.max_trials
+            ),
+            (0.25, 5.0, 1.5, 12)
+        );
+    }
+
+    #[test]
     fn json_spec_rejects_unknown_keys() {
         let j = r#"{"topology":"ports","tx_port":"0000:01:00.0","duration_s":1}"#;
         let p: DpdkRunSpec = serde_json::from_str(j).expect("json");
