@@ -143,13 +143,8 @@ impl DpdkRunSpec {
             if !(self.trial_duration_s > 0.0 && self.trial_duration_s <= 600.0) {
                 return Err("trial_duration_s must be within (0, 600]".into());
             }
-            let range = daqtune_selftest::findmax::MAX_TRIALS_RANGE;
-            if !range.contains(&self.max_trials) {
-                return Err(format!(
-                    "max_trials must be within {}..={}",
-                    range.start(),
-                    range.end()
-                ));
+            if let Some(why) = daqtune_selftest::findmax::max_trials_problem(self.max_trials) {
+                return Err(why);
             }
         }
         Ok(())
@@ -308,6 +303,17 @@ mod tests {
         v.iter().map(|x| x.to_string()).collect()
     }
 
+    /// A spec's search settings: loss, precision, trial floor, trials at most.
+    fn find_max_settings(p: &DpdkRunSpec) -> (f64, f64, f64, usize) {
+        assert!(p.find_max);
+        (
+            p.loss_pct,
+            p.precision_pct,
+            p.trial_duration_s,
+            p.max_trials,
+        )
+    }
+
     #[test]
     fn defaults_validate_and_pace() {
         let d = DpdkRunSpec::default();
@@ -360,16 +366,7 @@ mod tests {
             DpdkRunSpec::default(),
         )
         .expect("ok");
-        assert!(p.find_max);
-        assert_eq!(
-            (
-                p.loss_pct,
-                p.precision_pct,
-                p.trial_duration_s,
-                p.max_trials
-            ),
-            (0.5, 1.0, 1.5, 12)
-        );
+        assert_eq!(find_max_settings(&p), (0.5, 1.0, 1.5, 12));
         // Fewer than a probe, a bisection step and five confirmations, or more than the cap.
         for n in ["6", "201"] {
             assert!(parse_flags(
@@ -401,16 +398,7 @@ mod tests {
             ..DpdkRequest::default()
         };
         let p = parse_flags(&req.args(), DpdkRunSpec::default()).expect("the launcher's flags");
-        assert!(p.find_max);
-        assert_eq!(
-            (
-                p.loss_pct,
-                p.precision_pct,
-                p.trial_duration_s,
-                p.max_trials
-            ),
-            (0.25, 5.0, 1.5, 12)
-        );
+        assert_eq!(find_max_settings(&p), (0.25, 5.0, 1.5, 12));
     }
 
     #[test]

@@ -382,15 +382,8 @@ fn find_max_problem(args: &Options) -> Option<String> {
     if !(args.trial_duration > 0.0 && args.trial_duration <= 600.0) {
         return Some("--trial-duration must be in (0, 600] seconds".into());
     }
-    if !crate::findmax::MAX_TRIALS_RANGE.contains(&args.max_trials) {
-        return Some(format!(
-            "--max-trials must be in {}..={}: the probe, a bisection step and {} confirmations \
-             need {} at the least",
-            crate::findmax::MAX_TRIALS_RANGE.start(),
-            crate::findmax::MAX_TRIALS_RANGE.end(),
-            crate::findmax::CONFIRM_RUNS,
-            crate::findmax::MAX_TRIALS_RANGE.start()
-        ));
+    if let Some(why) = crate::findmax::max_trials_problem(args.max_trials) {
+        return Some(why);
     }
     if args.peer.is_some() {
         return Some(
