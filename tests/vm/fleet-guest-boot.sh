@@ -63,28 +63,35 @@ IPv6AcceptRA=no
 [Link]
 RequiredForOnline=no
 EOF
-# Once (2026-11-27, the extlinux guest's third boot, DHCP then) the port had no address 120 s
-# after `networkctl reload` and `reconfigure`, and the guest was unreachable; its cause was not
-# seen from outside (one suspect: a reconfigure that networkd ran before its reload had read
-# the new file). Ask again until the address is there, then set it by hand; the log says when
-# either was needed.
-try=0
-while [ $try -lt 6 ] && ! ip -4 -o addr show dev "$ifname" 2>/dev/null | grep -q ' inet 10.0.2.15/'; do
-    networkctl reload
-    [ -n "$ifname" ] && networkctl reconfigure "$ifname"
+# Twice (2026-11-27, the extlinux guest's third boot, and 2026-11-30, the GRUB guest's partial
+# revert) the port had no address after rounds of `networkctl reload` and `reconfigure` every
+# 10 s, and this script set it by hand. systemd 252's networkctl(1), the guests' version, says
+# `reload` itself reconfigures every link a new, changed or removed .network file matches, so a
+# `reconfigure` right after it started the port's setup a second time, and each round restarted
+# it again. Now: reload and wait up to 30 s; then one `reconfigure` (in case the reload ran before
+# networkd saw the port) and 30 s more; then by hand. The log says which was needed.
+has_address() { ip -4 -o addr show dev "$ifname" 2>/dev/null | grep -q ' inet 10.0.2.15/'; }
+address_within_30s() {
     i=0
-    while [ $i -lt 20 ] && ! ip -4 -o addr show dev "$ifname" 2>/dev/null | grep -q ' inet 10.0.2.15/'; do
+    while [ $i -lt 60 ] && ! has_address; do
         sleep 0.5
         i=$((i + 1))
     done
-    try=$((try + 1))
-done
-if ! ip -4 -o addr show dev "$ifname" 2>/dev/null | grep -q ' inet 10.0.2.15/'; then
-    echo "networkd gave $ifname no address after $try tries: $(networkctl status "$ifname" 2>&1 | tr '\n' ' ' | cut -c1-600)"
-    ip link set "$ifname" up
-    ip addr add 10.0.2.15/24 dev "$ifname"
+    has_address
+}
+how="networkctl reload"
+networkctl reload
+if ! address_within_30s; then
+    how="networkctl reload, then reconfigure"
+    [ -n "$ifname" ] && networkctl reconfigure "$ifname"
+    if ! address_within_30s; then
+        how="by hand"
+        echo "networkd gave $ifname no address after reload and reconfigure: $(networkctl status "$ifname" 2>&1 | tr '\n' ' ' | cut -c1-600)"
+        ip link set "$ifname" up
+        ip addr add 10.0.2.15/24 dev "$ifname"
+    fi
 fi
-echo "management address after $try tries: $(ip -4 -o addr show dev "$ifname")"
+echo "management address ($how, at $(cut -d' ' -f1 /proc/uptime)s): $(ip -4 -o addr show dev "$ifname")"
 
 # The agent unmounts the share when this script returns, and the lifecycle phases the harness
 # runs over SSH (tests/vm/lifecycle-guest.sh fleet-*) read and write it: a transient unit,
