@@ -111,16 +111,19 @@ fn udp_over_loopback_paced() {
     assert_eq!(r.integrity_errors, 0);
     // 0.5 Gb/s for 0.3 s is about 2300 messages of 8 KiB; pacing must hold it near that.
     assert!(r.sent < 4000, "sent {}", r.sent);
-    // A paced run far below the receiver's speed never fills a batch; its backlog is still
-    // measured (near empty), so find-max's headroom rule is not silently off for it.
-    // Only where this kernel answers SO_MEMINFO: qemu-user (the aarch64 CI leg) does not
-    // translate it, and there "not measured" is the honest result.
+    // A paced run that never fills a batch still has its backlog measured (read once up
+    // front), so find-max's headroom rule is not silently off for it. Only measured, not how
+    // full: on a loaded machine the receiver can be descheduled long enough for the queue to
+    // fill (0.75 seen in the README command, 2026-11-30, beside the fleet's guests), which is
+    // a true reading. Only where this kernel answers SO_MEMINFO: qemu-user (the aarch64 CI
+    // leg) does not translate it, and there "not measured" is the honest result.
     let probe = std::net::UdpSocket::bind("127.0.0.1:0").expect("udp socket");
     let answered = crate::sys::receive_backlog(std::os::fd::AsRawFd::as_raw_fd(&probe))
         .is_ok_and(|(_, limit)| limit > 0);
     if answered {
         let peak = r.rx_peak_backlog.expect("backlog measured on a UDP socket");
-        assert!((0.0..0.5).contains(&peak), "peak backlog {peak}");
+        // alloc / limit: the kernel may queue one datagram past the limit, so not capped at 1.
+        assert!(peak.is_finite() && peak >= 0.0, "peak backlog {peak}");
     } else {
         assert_eq!(
             r.rx_peak_backlog, None,
