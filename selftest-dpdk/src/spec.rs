@@ -143,7 +143,10 @@ impl DpdkRunSpec {
             if !(self.trial_duration_s > 0.0 && self.trial_duration_s <= 600.0) {
                 return Err("trial_duration_s must be within (0, 600]".into());
             }
-            if let Some(why) = daqtune_selftest::findmax::max_trials_problem(self.max_trials) {
+            // Named as the spec's other fields are: a JSON spec (--spec) sets it as max_trials.
+            if let Some(why) =
+                daqtune_selftest::findmax::max_trials_problem("max_trials", self.max_trials)
+            {
                 return Err(why);
             }
         }
@@ -399,6 +402,16 @@ mod tests {
         };
         let p = parse_flags(&req.args(), DpdkRunSpec::default()).expect("the launcher's flags");
         assert_eq!(find_max_settings(&p), (0.25, 5.0, 1.5, 12));
+    }
+
+    #[test]
+    fn a_json_specs_trial_cap_is_refused_by_its_own_name() {
+        let j = r#"{"topology":"veth","find_max":true,"max_trials":6}"#;
+        let p: DpdkRunSpec = serde_json::from_str(j).expect("json");
+        let e = p
+            .validate()
+            .expect_err("6 trials leave no room for a confirmation round");
+        assert!(e.starts_with("max_trials must be within 7..=200"), "{e}");
     }
 
     #[test]

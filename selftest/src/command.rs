@@ -382,7 +382,7 @@ fn find_max_problem(args: &Options) -> Option<String> {
     if !(args.trial_duration > 0.0 && args.trial_duration <= 600.0) {
         return Some("--trial-duration must be in (0, 600] seconds".into());
     }
-    if let Some(why) = crate::findmax::max_trials_problem(args.max_trials) {
+    if let Some(why) = crate::findmax::max_trials_problem("--max-trials", args.max_trials) {
         return Some(why);
     }
     if args.peer.is_some() {

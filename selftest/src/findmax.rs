@@ -42,12 +42,13 @@ pub const MAX_TRIALS: usize = 40;
 /// the least; at most as many trials as an operator would wait for at the longest trial.
 pub const MAX_TRIALS_RANGE: std::ops::RangeInclusive<usize> = (CONFIRM_RUNS + 2)..=200;
 
-/// What is wrong with a `--max-trials` value, in words (the socket command and the DPDK engine
-/// check it the same way).
-pub fn max_trials_problem(n: usize) -> Option<String> {
+/// What is wrong with a trial cap `n`, in words, the setting named as its input spells it
+/// (`--max-trials` on the command line, `max_trials` in the DPDK engine's JSON spec): the
+/// socket command and the DPDK engine check it the same way.
+pub fn max_trials_problem(setting: &str, n: usize) -> Option<String> {
     (!MAX_TRIALS_RANGE.contains(&n)).then(|| {
         format!(
-            "--max-trials must be in {}..={}: the probe, a bisection step and {CONFIRM_RUNS} \
+            "{setting} must be within {}..={}: the probe, a bisection step and {CONFIRM_RUNS} \
              confirmations need {} at the least",
             MAX_TRIALS_RANGE.start(),
             MAX_TRIALS_RANGE.end(),
@@ -1089,6 +1090,17 @@ mod tests {
                 assert!(!s.ended.is_empty());
             }
         }
+    }
+
+    #[test]
+    fn a_trial_cap_outside_the_range_is_named_as_its_input_spells_it() {
+        let (least, most) = (*MAX_TRIALS_RANGE.start(), *MAX_TRIALS_RANGE.end());
+        assert_eq!(max_trials_problem("--max-trials", least), None);
+        assert_eq!(max_trials_problem("--max-trials", most), None);
+        let e = max_trials_problem("--max-trials", least - 1).expect("one too few");
+        assert!(e.starts_with("--max-trials must be within 7..=200"), "{e}");
+        let e = max_trials_problem("max_trials", most + 1).expect("one too many");
+        assert!(e.starts_with("max_trials must be within"), "{e}");
     }
 
     #[test]

@@ -121,9 +121,12 @@ fn udp_over_loopback_paced() {
     let answered = crate::sys::receive_backlog(std::os::fd::AsRawFd::as_raw_fd(&probe))
         .is_ok_and(|(_, limit)| limit > 0);
     if answered {
-        let peak = r.rx_peak_backlog.expect("backlog measured on a UDP socket");
-        // alloc / limit: the kernel may queue one datagram past the limit, so not capped at 1.
-        assert!(peak.is_finite() && peak >= 0.0, "peak backlog {peak}");
+        // The check is that it is there: a ratio of two u32s with a non-zero limit is finite
+        // and not negative by construction, and how full the queue got is the scheduler's.
+        assert!(
+            r.rx_peak_backlog.is_some(),
+            "SO_MEMINFO answered, yet no backlog was reported"
+        );
     } else {
         assert_eq!(
             r.rx_peak_backlog, None,
